@@ -1,0 +1,136 @@
+//! The streams, consumers and buckets Switchboard needs, defined by the
+//! JSON files in `nats/` (the same JSON `nats stream add --config` and
+//! `nats consumer add --config` accept), created or updated at start-up.
+//! The files are compiled in, so the binary and the operator guide can
+//! never disagree.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+use serde::Deserialize;
+
+use crate::BackboneError;
+
+pub const INGEST_STREAM_JSON: &str = include_str!("../streams/SB_INGEST.json");
+pub const WRITER_CONSUMER_TEMPLATE_JSON: &str = include_str!("../consumers/writer.template.json");
+pub const NODES_BUCKET_JSON: &str = include_str!("../kv/sb_nodes.json");
+pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
+
+pub const INGEST_STREAM: &str = "SB_INGEST";
+pub const NODES_BUCKET: &str = "sb_nodes";
+pub const WORKERS_BUCKET: &str = "sb_workers";
+
+/// Settings an operator may change without editing the JSON.
+#[derive(Debug, Clone)]
+pub struct BackboneConfig {
+    /// Replicas of every stream and bucket: 1 on one server, 3 in a cluster.
+    pub replicas: usize,
+    /// Number of ingest partitions. Fixed for the life of a deployment:
+    /// changing it moves conversations to other writers.
+    pub partitions: u16,
+}
+
+impl Default for BackboneConfig {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            partitions: 16,
+        }
+    }
+}
+
+/// The shape of the bucket files: the settings of `nats kv add`.
+#[derive(Debug, Deserialize)]
+struct BucketFile {
+    bucket: String,
+    description: String,
+    history: i64,
+    /// Nanoseconds, like every duration in JetStream JSON.
+    max_age: u64,
+    storage: stream::StorageType,
+    num_replicas: usize,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, BackboneError> {
+    serde_json::from_str(json)
+        .map_err(|e| BackboneError::Definition(format!("{name}: {e}")))
+}
+
+pub fn ingest_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    let mut s: stream::Config = parse("SB_INGEST.json", INGEST_STREAM_JSON)?;
+    s.num_replicas = config.replicas;
+    Ok(s)
+}
+
+pub fn writer_consumer(partition: u16) -> Result<consumer::pull::Config, BackboneError> {
+    let json = WRITER_CONSUMER_TEMPLATE_JSON.replace("{partition}", &partition.to_string());
+    parse("writer.template.json", &json)
+}
+
+pub fn writer_consumer_name(partition: u16) -> String {
+    format!("writer-p{partition}")
+}
+
+fn bucket(name: &str, json: &str, config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    let f: BucketFile = parse(name, json)?;
+    Ok(kv::Config {
+        bucket: f.bucket,
+        description: f.description,
+        history: f.history,
+        max_age: Duration::from_nanos(f.max_age),
+        storage: f.storage,
+        num_replicas: config.replicas.max(f.num_replicas),
+        ..Default::default()
+    })
+}
+
+pub fn nodes_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_nodes.json", NODES_BUCKET_JSON, config)
+}
+
+pub fn workers_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_workers.json", WORKERS_BUCKET_JSON, config)
+}
+
+/// Creates or updates every stream and bucket. Safe to run from every
+/// process at every start: the definitions are the same everywhere.
+pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<(), BackboneError> {
+    js.create_or_update_stream(ingest_stream(config)?)
+        .await
+        .map_err(|e| BackboneError::Nats(format!("stream {INGEST_STREAM}: {e}")))?;
+    for b in [nodes_bucket(config)?, workers_bucket(config)?] {
+        let name = b.bucket.clone();
+        js.create_or_update_key_value(b)
+            .await
+            .map_err(|e| BackboneError::Nats(format!("bucket {name}: {e}")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_definition_parses() {
+        let c = BackboneConfig::default();
+        let s = ingest_stream(&c).unwrap();
+        assert_eq!(s.name, INGEST_STREAM);
+        assert_eq!(s.retention, stream::RetentionPolicy::WorkQueue);
+        assert_eq!(s.storage, stream::StorageType::File);
+        assert_eq!(s.duplicate_window, Duration::from_secs(120));
+        let w = writer_consumer(7).unwrap();
+        assert_eq!(w.durable_name.as_deref(), Some("writer-p7"));
+        assert_eq!(w.filter_subject, "sb.in.7.>");
+        assert_eq!(w.ack_policy, consumer::AckPolicy::All);
+        assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
+        assert_eq!(workers_bucket(&c).unwrap().history, 1);
+    }
+
+    #[test]
+    fn the_shipped_example_consumer_is_the_template_for_partition_zero() {
+        let shipped: consumer::pull::Config =
+            serde_json::from_str(include_str!("../consumers/writer-p0.json")).unwrap();
+        assert_eq!(shipped, writer_consumer(0).unwrap());
+    }
+}

@@ -1,0 +1,241 @@
+//! What travels on the backbone: commands from gateways to writers (on
+//! `SB_INGEST`), replies to REST commands, and events to users'
+//! connections. JSON, so an operator can read them with `nats stream view`
+//! and `nats sub`.
+
+use std::fmt::Write as _;
+
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::frames::message_frame_from_json;
+use switchboard_protocol::{
+    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
+    MessageId, TenantId, Timestamp, UserId,
+};
+
+use crate::BackboneError;
+
+/// Header naming the subject a command's outcome is published to.
+pub const HEADER_REPLY: &str = "Sb-Reply";
+/// Header naming the kind of a user event: `message` or `rejected`.
+pub const HEADER_EVENT: &str = "Sb-Event";
+/// Header of `message` events: the device that sent the message, which
+/// gets an `ack` where every other device gets a `message`.
+pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
+
+/// A command for the writer of one conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Command {
+    Send(SendCommand),
+    CreateConversation(CreateConversationCommand),
+    AddMembers(MembersCommand),
+    RemoveMembers(MembersCommand),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendCommand {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub sender: UserId,
+    pub device: DeviceId,
+    pub client_msg_id: ClientMsgId,
+    pub content: Content,
+    pub received_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateConversationCommand {
+    /// Unique per command; also the idempotency key of the system message.
+    pub command_id: MessageId,
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub kind: ConversationKind,
+    pub title: Option<String>,
+    /// Every member, the actor included.
+    pub members: Vec<UserId>,
+    pub actor: UserId,
+    pub device: DeviceId,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembersCommand {
+    pub command_id: MessageId,
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub users: Vec<UserId>,
+    pub actor: UserId,
+    pub device: DeviceId,
+    /// Whether the actor has the tenant's admin role.
+    pub actor_is_admin: bool,
+    pub at: Timestamp,
+}
+
+impl Command {
+    pub fn tenant(&self) -> &TenantId {
+        match self {
+            Self::Send(c) => &c.tenant,
+            Self::CreateConversation(c) => &c.tenant,
+            Self::AddMembers(c) | Self::RemoveMembers(c) => &c.tenant,
+        }
+    }
+
+    pub fn conversation_id(&self) -> &ConversationId {
+        match self {
+            Self::Send(c) => &c.conversation_id,
+            Self::CreateConversation(c) => &c.conversation_id,
+            Self::AddMembers(c) | Self::RemoveMembers(c) => &c.conversation_id,
+        }
+    }
+
+    /// The `Nats-Msg-Id` JetStream deduplicates on: for a send, a digest
+    /// of (tenant, conversation, sender, `client_msg_id`), the idempotency
+    /// key of PROTOCOL.md; for other commands their unique id.
+    pub fn dedupe_id(&self) -> String {
+        match self {
+            Self::Send(c) => send_dedupe_id(&c.tenant, &c.conversation_id, &c.sender, &c.client_msg_id),
+            Self::CreateConversation(c) => format!("cmd-{}", c.command_id),
+            Self::AddMembers(c) | Self::RemoveMembers(c) => format!("cmd-{}", c.command_id),
+        }
+    }
+
+    pub fn encode(&self) -> Result<Bytes, BackboneError> {
+        serde_json::to_vec(self)
+            .map(Bytes::from)
+            .map_err(|e| BackboneError::Encoding(e.to_string()))
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<Self, BackboneError> {
+        serde_json::from_slice(payload).map_err(|e| BackboneError::Encoding(e.to_string()))
+    }
+}
+
+/// A 128-bit digest (hex) of the send idempotency key. Short and fixed in
+/// length, because JetStream keeps every id of the dedupe window in memory.
+pub fn send_dedupe_id(
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    sender: &UserId,
+    client_msg_id: &ClientMsgId,
+) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [tenant.as_str(), conversation.as_str(), sender.as_str(), client_msg_id.as_str()] {
+        // Length-prefixed, so ("ab","c") and ("a","bc") differ.
+        ctx.update(&(part.len() as u32).to_be_bytes());
+        ctx.update(part.as_bytes());
+    }
+    let digest = ctx.finish();
+    let mut hex = String::with_capacity(34);
+    hex.push_str("s-");
+    for b in &digest.as_ref()[..16] {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
+}
+
+/// The outcome of a REST command, published to its `Sb-Reply` subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum CommandReply {
+    Done {
+        conversation_id: ConversationId,
+        /// False when the command found its effect already in place (a
+        /// retried command, or an existing direct conversation).
+        created: bool,
+    },
+    Refused {
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+/// A send the writer refused, for the sending device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub device: DeviceId,
+    pub client_msg_id: ClientMsgId,
+    pub conversation_id: ConversationId,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// An event for a user's connections.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A stored message: `frame` is the ready `message` frame.
+    Message { frame: Bytes, origin_device: String },
+    Rejected(Rejection),
+}
+
+/// Encodes a stored message once for every member it is fanned out to.
+pub fn message_event(message: &Message) -> Result<(HeaderMap, Bytes), BackboneError> {
+    let json = serde_json::to_string(message).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "message");
+    headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
+    Ok((headers, Bytes::from(message_frame_from_json(&json))))
+}
+
+pub fn rejection_event(r: &Rejection) -> Result<(HeaderMap, Bytes), BackboneError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "rejected");
+    let payload = serde_json::to_vec(r).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    Ok((headers, Bytes::from(payload)))
+}
+
+pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
+    let header = |name: &str| {
+        msg.headers
+            .as_ref()
+            .and_then(|h| h.get(name))
+            .map(|v| v.as_str().to_owned())
+    };
+    match header(HEADER_EVENT).as_deref() {
+        Some("message") => Ok(Event::Message {
+            frame: msg.payload.clone(),
+            origin_device: header(HEADER_ORIGIN_DEVICE).unwrap_or_default(),
+        }),
+        Some("rejected") => serde_json::from_slice(&msg.payload)
+            .map(Event::Rejected)
+            .map_err(|e| BackboneError::Encoding(e.to_string())),
+        other => Err(BackboneError::Encoding(format!("unknown event kind {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedupe_ids_are_short_and_separate_their_parts() {
+        let t = TenantId::new("t").unwrap();
+        let id = |c: &str, s: &str, m: &str| {
+            send_dedupe_id(
+                &t,
+                &ConversationId::new(c).unwrap(),
+                &UserId::new(s).unwrap(),
+                &ClientMsgId::new(m).unwrap(),
+            )
+        };
+        assert_eq!(id("c", "u", "m").len(), 34);
+        assert_eq!(id("c", "u", "m"), id("c", "u", "m"));
+        assert_ne!(id("ab", "c", "m"), id("a", "bc", "m"));
+        assert_ne!(id("c", "u", "m1"), id("c", "u", "m2"));
+    }
+
+    #[test]
+    fn commands_round_trip() {
+        let cmd = Command::Send(SendCommand {
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new("c").unwrap(),
+            sender: UserId::new("u").unwrap(),
+            device: DeviceId::default_device(),
+            client_msg_id: ClientMsgId::new("m").unwrap(),
+            content: Content::Text { text: "hi".into() },
+            received_at: Timestamp::from_unix_ms(5),
+        });
+        assert_eq!(Command::decode(&cmd.encode().unwrap()).unwrap(), cmd);
+    }
+}

@@ -1,0 +1,342 @@
+//! The store as a NATS service.
+//!
+//! The embedded store lives in one process (redb allows one per file).
+//! That process serves it on `sb.store` and every other process uses
+//! [`RemoteStore`], a [`Store`] that forwards each call as a request. With
+//! Scylla every process talks to the database directly and this service is
+//! not needed. The integration tests run the store conformance suite
+//! through it, so both paths are held to the same contract.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+use switchboard_store::{
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, Mutation, SentKey,
+    SequencerState, Store, StoreError, StoreResult,
+};
+
+use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Request {
+    Ping,
+    Commit {
+        mutations: Vec<Mutation>,
+    },
+    SequencerStates {
+        keys: Vec<ConversationKey>,
+    },
+    FindSent {
+        keys: Vec<SentKey>,
+    },
+    Conversation {
+        tenant: TenantId,
+        conversation: ConversationId,
+        reader: UserId,
+    },
+    ConversationsOf {
+        tenant: TenantId,
+        user: UserId,
+    },
+    History {
+        tenant: TenantId,
+        conversation: ConversationId,
+        reader: UserId,
+        query: HistoryQuery,
+    },
+    Replay {
+        tenant: TenantId,
+        conversation: ConversationId,
+        reader: UserId,
+        after_seq: u64,
+        limit: usize,
+    },
+    Inbox {
+        tenant: TenantId,
+        user: UserId,
+        device: DeviceId,
+        limit: usize,
+    },
+    AckDelivered {
+        tenant: TenantId,
+        user: UserId,
+        device: DeviceId,
+        conversation: ConversationId,
+        seq: u64,
+    },
+    RegisterDevice {
+        tenant: TenantId,
+        user: UserId,
+        device: DeviceId,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply<T> {
+    Ok(T),
+    Err(StoreError),
+}
+
+fn reply<T: Serialize>(result: StoreResult<T>) -> Vec<u8> {
+    let encoded = match result {
+        Ok(v) => serde_json::to_vec(&Reply::Ok(v)),
+        Err(e) => serde_json::to_vec(&Reply::<()>::Err(e)),
+    };
+    encoded.unwrap_or_else(|e| {
+        serde_json::to_vec(&Reply::<()>::Err(StoreError::Corrupt(format!("encode reply: {e}"))))
+            .unwrap_or_default()
+    })
+}
+
+async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
+    let request: Request = match serde_json::from_slice(payload) {
+        Ok(r) => r,
+        Err(e) => {
+            return reply::<()>(Err(StoreError::Corrupt(format!("bad store request: {e}"))));
+        }
+    };
+    match request {
+        Request::Ping => reply(store.ping().await),
+        Request::Commit { mutations } => reply(store.commit(mutations).await),
+        Request::SequencerStates { keys } => reply(store.sequencer_states(keys).await),
+        Request::FindSent { keys } => reply(store.find_sent(keys).await),
+        Request::Conversation {
+            tenant,
+            conversation,
+            reader,
+        } => reply(store.conversation(&tenant, &conversation, &reader).await),
+        Request::ConversationsOf { tenant, user } => {
+            reply(store.conversations_of(&tenant, &user).await)
+        }
+        Request::History {
+            tenant,
+            conversation,
+            reader,
+            query,
+        } => reply(store.history(&tenant, &conversation, &reader, query).await),
+        Request::Replay {
+            tenant,
+            conversation,
+            reader,
+            after_seq,
+            limit,
+        } => reply(
+            store
+                .replay(&tenant, &conversation, &reader, after_seq, limit)
+                .await,
+        ),
+        Request::Inbox {
+            tenant,
+            user,
+            device,
+            limit,
+        } => reply(store.inbox(&tenant, &user, &device, limit).await),
+        Request::AckDelivered {
+            tenant,
+            user,
+            device,
+            conversation,
+            seq,
+        } => reply(
+            store
+                .ack_delivered(&tenant, &user, &device, &conversation, seq)
+                .await,
+        ),
+        Request::RegisterDevice {
+            tenant,
+            user,
+            device,
+        } => reply(store.register_device(&tenant, &user, &device).await),
+    }
+}
+
+/// Serves `store` on `sb.store` until the subscription ends. Each request
+/// runs in its own task, so a slow read never holds up a commit.
+pub async fn serve(client: async_nats::Client, store: Arc<dyn Store>) -> Result<(), crate::BackboneError> {
+    let mut requests = client
+        .queue_subscribe(STORE_SERVICE, STORE_QUEUE_GROUP.to_owned())
+        .await
+        .map_err(|e| crate::BackboneError::Nats(format!("subscribe {STORE_SERVICE}: {e}")))?;
+    tracing::info!(subject = STORE_SERVICE, "serving the store over NATS");
+    while let Some(msg) = requests.next().await {
+        let Some(reply_to) = msg.reply.clone() else {
+            continue;
+        };
+        let (store, client) = (store.clone(), client.clone());
+        tokio::spawn(async move {
+            let body = handle(store.as_ref(), &msg.payload).await;
+            if let Err(e) = client.publish(reply_to, body.into()).await {
+                tracing::warn!(error = %e, "store service reply failed");
+            }
+        });
+    }
+    Ok(())
+}
+
+/// A [`Store`] in another process, reached over NATS.
+#[derive(Clone)]
+pub struct RemoteStore {
+    client: async_nats::Client,
+    timeout: Duration,
+}
+
+impl RemoteStore {
+    pub fn new(client: async_nats::Client, timeout: Duration) -> Self {
+        Self { client, timeout }
+    }
+
+    async fn call<T: DeserializeOwned>(&self, request: Request) -> StoreResult<T> {
+        let payload = serde_json::to_vec(&request)
+            .map_err(|e| StoreError::Corrupt(format!("encode store request: {e}")))?;
+        let req = async_nats::Request::new()
+            .payload(payload.into())
+            .timeout(Some(self.timeout));
+        let msg = self
+            .client
+            .send_request(STORE_SERVICE, req)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?;
+        match serde_json::from_slice::<Reply<T>>(&msg.payload) {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Err(e)) => Err(e),
+            Err(e) => Err(StoreError::Corrupt(format!("bad store reply: {e}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RemoteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.call(Request::Ping).await
+    }
+
+    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
+        self.call(Request::Commit { mutations }).await
+    }
+
+    async fn sequencer_states(
+        &self,
+        keys: Vec<ConversationKey>,
+    ) -> StoreResult<Vec<Option<SequencerState>>> {
+        self.call(Request::SequencerStates { keys }).await
+    }
+
+    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.call(Request::FindSent { keys }).await
+    }
+
+    async fn conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail> {
+        self.call(Request::Conversation {
+            tenant: tenant.clone(),
+            conversation: conversation.clone(),
+            reader: reader.clone(),
+        })
+        .await
+    }
+
+    async fn conversations_of(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        self.call(Request::ConversationsOf {
+            tenant: tenant.clone(),
+            user: user.clone(),
+        })
+        .await
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>> {
+        self.call(Request::History {
+            tenant: tenant.clone(),
+            conversation: conversation.clone(),
+            reader: reader.clone(),
+            query,
+        })
+        .await
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        self.call(Request::Replay {
+            tenant: tenant.clone(),
+            conversation: conversation.clone(),
+            reader: reader.clone(),
+            after_seq,
+            limit,
+        })
+        .await
+    }
+
+    async fn inbox(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        self.call(Request::Inbox {
+            tenant: tenant.clone(),
+            user: user.clone(),
+            device: device.clone(),
+            limit,
+        })
+        .await
+    }
+
+    async fn ack_delivered(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.call(Request::AckDelivered {
+            tenant: tenant.clone(),
+            user: user.clone(),
+            device: device.clone(),
+            conversation: conversation.clone(),
+            seq,
+        })
+        .await
+    }
+
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()> {
+        self.call(Request::RegisterDevice {
+            tenant: tenant.clone(),
+            user: user.clone(),
+            device: device.clone(),
+        })
+        .await
+    }
+}

@@ -1,0 +1,110 @@
+//! Every NATS subject Switchboard uses, built in one place.
+//!
+//! | subject | kind | carries |
+//! |---|---|---|
+//! | `sb.in.<partition>.<tenant>.<conversation>` | JetStream `SB_INGEST` | commands to the conversation's writer |
+//! | `sb.user.<tenant>.<user>` | core | events for every connection of a user |
+//! | `sb.store` | core, request/reply | the store service |
+//!
+//! Ids may contain `.`, the subject separator, so they are escaped as
+//! `%2E` when they become a token. `%` is not an id character, so the
+//! escape is unambiguous, and no id character is a wildcard.
+
+use switchboard_protocol::{ConversationId, TenantId, UserId};
+
+pub const INGEST_PREFIX: &str = "sb.in";
+pub const STORE_SERVICE: &str = "sb.store";
+/// Queue group of the store service, so a restarted owner never answers twice.
+pub const STORE_QUEUE_GROUP: &str = "store";
+
+/// Escapes an id into one subject token.
+pub fn token(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.contains('.') {
+        std::borrow::Cow::Owned(id.replace('.', "%2E"))
+    } else {
+        std::borrow::Cow::Borrowed(id)
+    }
+}
+
+/// The partition that owns a conversation: FNV-1a over tenant and
+/// conversation, modulo the partition count. Stable across processes,
+/// versions and machines (unlike std's randomly keyed hasher), because
+/// every gateway must route a conversation to the same partition.
+pub fn partition_of(tenant: &TenantId, conversation: &ConversationId, partitions: u16) -> u16 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let bytes = tenant
+        .as_str()
+        .bytes()
+        .chain(std::iter::once(0xff))
+        .chain(conversation.as_str().bytes());
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    }
+    (h % u64::from(partitions.max(1))) as u16
+}
+
+/// Where a command for this conversation is published.
+pub fn ingest(partition: u16, tenant: &TenantId, conversation: &ConversationId) -> String {
+    format!(
+        "{INGEST_PREFIX}.{partition}.{}.{}",
+        token(tenant.as_str()),
+        token(conversation.as_str())
+    )
+}
+
+/// The filter of a partition's writer consumer.
+pub fn ingest_partition_filter(partition: u16) -> String {
+    format!("{INGEST_PREFIX}.{partition}.>")
+}
+
+/// Events for all of one user's connections, on whichever gateways.
+pub fn user_events(tenant: &TenantId, user: &UserId) -> String {
+    format!("sb.user.{}.{}", token(tenant.as_str()), token(user.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TenantId {
+        TenantId::new(s).unwrap()
+    }
+    fn c(s: &str) -> ConversationId {
+        ConversationId::new(s).unwrap()
+    }
+
+    #[test]
+    fn dots_in_ids_do_not_split_tokens() {
+        assert_eq!(ingest(3, &t("acme.eu"), &c("a.b")), "sb.in.3.acme%2Eeu.a%2Eb");
+        assert_eq!(
+            user_events(&t("acme"), &UserId::new("j.doe@x").unwrap()),
+            "sb.user.acme.j%2Edoe@x"
+        );
+        // Distinct ids stay distinct subjects.
+        assert_ne!(ingest(0, &t("a.b"), &c("c")), ingest(0, &t("a"), &c("b.c")));
+    }
+
+    #[test]
+    fn partitions_are_stable_and_spread() {
+        // Pinned values: changing the hash would send conversations to
+        // the wrong writer after an upgrade.
+        assert_eq!(partition_of(&t("demo"), &c("general"), 16), 1);
+        assert_eq!(partition_of(&t("demo"), &c("general"), 64), 49);
+        let mut counts = [0u32; 16];
+        for i in 0..16_000 {
+            counts[usize::from(partition_of(&t("demo"), &c(&format!("c{i}")), 16))] += 1;
+        }
+        for n in counts {
+            assert!((800..1200).contains(&n), "{counts:?}");
+        }
+        // The tenant is part of the key.
+        let differs = (0..100).any(|i| {
+            let conv = c(&format!("c{i}"));
+            partition_of(&t("a"), &conv, 16) != partition_of(&t("b"), &conv, 16)
+        });
+        assert!(differs);
+    }
+}

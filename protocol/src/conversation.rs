@@ -1,0 +1,90 @@
+//! Conversation objects of the REST control plane.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ConversationId, UserId};
+use crate::message::Message;
+use crate::timestamp::Timestamp;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationKind {
+    /// Exactly two members; at most one per pair of users.
+    Direct,
+    Group,
+    Channel,
+}
+
+impl ConversationKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Group => "group",
+            Self::Channel => "channel",
+        }
+    }
+}
+
+/// A member with the high-water marks of `GET /v1/conversations/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberView {
+    pub user_id: UserId,
+    pub delivered_seq: u64,
+    pub read_seq: u64,
+}
+
+/// `members` is a list of user ids in listings and a list of
+/// [`MemberView`]s in `GET /v1/conversations/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Members {
+    Detailed(Vec<MemberView>),
+    Ids(Vec<UserId>),
+}
+
+/// The conversation object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationView {
+    pub conversation_id: ConversationId,
+    pub kind: ConversationKind,
+    pub title: Option<String>,
+    pub members: Members,
+    pub created_at: Timestamp,
+    pub last_seq: u64,
+    pub last_message: Option<Message>,
+    /// For the caller: messages after the caller's read mark.
+    pub unread_count: u64,
+}
+
+/// Body of `POST /v1/conversations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateConversation {
+    pub kind: ConversationKind,
+    #[serde(default)]
+    pub members: Vec<UserId>,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// Body of `POST /v1/conversations/{id}/members`: `{"members": [...]}`,
+/// or `{"user_id": "..."}` for one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddMembers {
+    #[serde(default)]
+    pub members: Vec<UserId>,
+    #[serde(default)]
+    pub user_id: Option<UserId>,
+}
+
+/// Body of history responses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryPage {
+    pub messages: Vec<Message>,
+    pub next_before_seq: Option<u64>,
+}
+
+/// Body of `GET /v1/conversations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationList {
+    pub conversations: Vec<ConversationView>,
+}

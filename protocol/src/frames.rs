@@ -1,0 +1,229 @@
+//! WebSocket frames: one JSON object per text frame, tagged by `type`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::Content;
+use crate::error::ErrorCode;
+use crate::ids::{ClientMsgId, ConversationId, MessageId};
+use crate::message::Message;
+
+/// Frames a client sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    SendMessage {
+        client_msg_id: ClientMsgId,
+        conversation_id: ConversationId,
+        content: Content,
+    },
+    AckDelivered {
+        conversation_id: ConversationId,
+        seq: u64,
+    },
+    PullBacklog {
+        #[serde(default)]
+        conversation_id: Option<ConversationId>,
+        #[serde(default)]
+        since_seq: Option<u64>,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    Ping {},
+}
+
+impl ClientFrame {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::SendMessage { .. } => "send_message",
+            Self::AckDelivered { .. } => "ack_delivered",
+            Self::PullBacklog { .. } => "pull_backlog",
+            Self::Ping {} => "ping",
+        }
+    }
+
+    /// Parses one text frame. A failure carries what could be recovered of
+    /// the request (its type, `client_msg_id`, `conversation_id`) so the
+    /// `error` frame can say which request it answers.
+    pub fn parse(text: &str) -> Result<Self, FrameError> {
+        serde_json::from_str(text).map_err(|e| FrameError::describe(text, &e))
+    }
+}
+
+const CLIENT_TYPES: &[&str] = &["send_message", "ack_delivered", "pull_backlog", "ping"];
+
+/// Why a client frame could not be parsed, with the request fields it had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameError {
+    pub message: String,
+    pub request_type: Option<String>,
+    pub client_msg_id: Option<String>,
+    pub conversation_id: Option<String>,
+}
+
+impl FrameError {
+    fn describe(text: &str, err: &serde_json::Error) -> Self {
+        let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(text)
+        else {
+            return Self {
+                message: if err.is_syntax() || err.is_eof() {
+                    format!("frame is not valid JSON: {err}")
+                } else {
+                    "frame must be a JSON object with a \"type\"".to_owned()
+                },
+                request_type: None,
+                client_msg_id: None,
+                conversation_id: None,
+            };
+        };
+        let field = |name: &str| {
+            obj.get(name)
+                .and_then(|v| v.as_str())
+                .map(|s| s.chars().take(128).collect::<String>())
+        };
+        let request_type = field("type");
+        let message = match &request_type {
+            None => "frame has no string \"type\"".to_owned(),
+            Some(t) if !CLIENT_TYPES.contains(&t.as_str()) => {
+                format!("unknown frame type {t:?}")
+            }
+            Some(t) => format!("invalid {t} frame: {err}"),
+        };
+        Self {
+            message,
+            request_type,
+            client_msg_id: field("client_msg_id"),
+            conversation_id: field("conversation_id"),
+        }
+    }
+}
+
+/// Frames the server sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    Ack {
+        client_msg_id: ClientMsgId,
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        seq: u64,
+        /// Always `"sent"`.
+        status: String,
+    },
+    Message {
+        message: Message,
+    },
+    BacklogDone {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_id: Option<ConversationId>,
+        /// With a conversation: the highest `seq` replayed (or `since_seq`
+        /// when there was nothing). Across conversations: 0; see `more`.
+        last_seq: u64,
+        /// Whether the `limit` cut the replay short (an addition to
+        /// PROTOCOL.md): pull again to get the rest.
+        #[serde(default)]
+        more: bool,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_msg_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_id: Option<String>,
+    },
+    Pong {},
+}
+
+impl ServerFrame {
+    pub fn ack(message: &Message) -> Self {
+        Self::Ack {
+            client_msg_id: message.client_msg_id.clone(),
+            conversation_id: message.conversation_id.clone(),
+            message_id: message.message_id,
+            seq: message.seq,
+            status: "sent".to_owned(),
+        }
+    }
+
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::Error {
+            code,
+            message: message.into(),
+            request_type: None,
+            client_msg_id: None,
+            conversation_id: None,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // Serializing these types cannot fail: no maps with non-string keys,
+        // no custom serializers that error.
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            r#"{"type":"error","code":"internal","message":"frame encoding failed"}"#.to_owned()
+        })
+    }
+}
+
+/// A `message` frame around a message object that is already JSON, so a
+/// message fanned out to many connections is serialized once.
+pub fn message_frame_from_json(message_json: &str) -> String {
+    let mut s = String::with_capacity(message_json.len() + 30);
+    s.push_str(r#"{"type":"message","message":"#);
+    s.push_str(message_json);
+    s.push('}');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_client_frames() {
+        let f = ClientFrame::parse(
+            r#"{"type":"send_message","client_msg_id":"c1","conversation_id":"k","content":{"kind":"text","text":"hi"}}"#,
+        )
+        .unwrap();
+        assert_eq!(f.type_name(), "send_message");
+        assert_eq!(ClientFrame::parse(r#"{"type":"ping"}"#).unwrap(), ClientFrame::Ping {});
+        let pull = ClientFrame::parse(r#"{"type":"pull_backlog"}"#).unwrap();
+        assert!(matches!(
+            pull,
+            ClientFrame::PullBacklog {
+                conversation_id: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn describes_bad_frames_with_the_fields_it_can_recover() {
+        let e = ClientFrame::parse("{not json").unwrap_err();
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+
+        let e = ClientFrame::parse(r#"{"type":"teleport","conversation_id":"k"}"#).unwrap_err();
+        assert_eq!(e.message, "unknown frame type \"teleport\"");
+        assert_eq!(e.conversation_id.as_deref(), Some("k"));
+
+        let e = ClientFrame::parse(r#"{"type":"send_message","client_msg_id":"c9"}"#).unwrap_err();
+        assert!(e.message.contains("missing field"), "{}", e.message);
+        assert_eq!(e.client_msg_id.as_deref(), Some("c9"));
+
+        let e = ClientFrame::parse("[1,2]").unwrap_err();
+        assert!(e.request_type.is_none());
+    }
+
+    #[test]
+    fn server_frames_match_the_protocol() {
+        let json = ServerFrame::Pong {}.to_json();
+        assert_eq!(json, r#"{"type":"pong"}"#);
+        let err = ServerFrame::error(ErrorCode::NotAMember, "no").to_json();
+        assert_eq!(err, r#"{"type":"error","code":"not_a_member","message":"no"}"#);
+        assert_eq!(
+            message_frame_from_json(r#"{"seq":1}"#),
+            r#"{"type":"message","message":{"seq":1}}"#
+        );
+    }
+}

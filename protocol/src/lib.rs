@@ -1,0 +1,25 @@
+//! The Switchboard client contract as Rust types: ids, the Snowflake
+//! generator, message content, the message object, WebSocket frames, REST
+//! bodies and error codes.
+//!
+//! This crate owns what `PROTOCOL.md` says and nothing else. It does no IO,
+//! knows no NATS subject and no storage layout; every other crate depends on
+//! it and it depends on none of them.
+
+pub mod content;
+pub mod conversation;
+pub mod error;
+pub mod frames;
+pub mod ids;
+pub mod message;
+pub mod snowflake;
+pub mod timestamp;
+
+pub use content::{Content, ContentError, ContentLimits};
+pub use conversation::{ConversationKind, ConversationView, MemberView};
+pub use error::ErrorCode;
+pub use frames::{ClientFrame, FrameError, ServerFrame};
+pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantId, UserId};
+pub use message::Message;
+pub use snowflake::SnowflakeGenerator;
+pub use timestamp::Timestamp;

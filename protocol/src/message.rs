@@ -1,0 +1,23 @@
+//! The message object of PROTOCOL.md.
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::Content;
+use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
+use crate::timestamp::Timestamp;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub message_id: MessageId,
+    pub conversation_id: ConversationId,
+    /// Per conversation, from 1, without gaps.
+    pub seq: u64,
+    pub sender_id: UserId,
+    pub sender_device: DeviceId,
+    pub client_msg_id: ClientMsgId,
+    /// `None` (JSON `null`) once the message is deleted.
+    pub content: Option<Content>,
+    pub created_at: Timestamp,
+    pub edited_at: Option<Timestamp>,
+    pub deleted_at: Option<Timestamp>,
+}

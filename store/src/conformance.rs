@@ -1,0 +1,476 @@
+//! The store conformance suite: one set of checks every [`Store`] backend
+//! must pass. The embedded store runs it in its unit tests; the integration
+//! tests run it against the store served over NATS; a Scylla backend runs
+//! the same functions.
+//!
+//! Test-support code: it panics on the first broken expectation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+
+use futures::future::join_all;
+
+use switchboard_protocol::{
+    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId,
+    TenantId, Timestamp, UserId,
+};
+
+use crate::{
+    ConversationKey, ConversationRecord, HistoryQuery, Mutation, SentKey, Store, StoreError,
+};
+
+pub fn tenant(s: &str) -> TenantId {
+    TenantId::new(s).unwrap()
+}
+pub fn user(s: &str) -> UserId {
+    UserId::new(s).unwrap()
+}
+pub fn device(s: &str) -> DeviceId {
+    DeviceId::new(s).unwrap()
+}
+pub fn conv(s: &str) -> ConversationId {
+    ConversationId::new(s).unwrap()
+}
+pub fn key(t: &str, c: &str) -> ConversationKey {
+    ConversationKey {
+        tenant: tenant(t),
+        conversation_id: conv(c),
+    }
+}
+
+/// A text message as the sequencer would build it.
+pub fn text_message(c: &str, seq: u64, sender: &str, dev: &str, client_msg_id: &str) -> Message {
+    Message {
+        message_id: MessageId::from_u64(1_000_000 + seq),
+        conversation_id: conv(c),
+        seq,
+        sender_id: user(sender),
+        sender_device: device(dev),
+        client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
+        content: Some(Content::Text {
+            text: format!("message {seq}"),
+        }),
+        created_at: Timestamp::from_unix_ms(1_780_000_000_000 + seq as i64),
+        edited_at: None,
+        deleted_at: None,
+    }
+}
+
+pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i64) -> Mutation {
+    Mutation::CreateConversation {
+        record: ConversationRecord {
+            tenant: tenant(t),
+            conversation_id: conv(c),
+            kind,
+            title: None,
+            created_at: Timestamp::from_unix_ms(at),
+            created_by: user(members[0]),
+            last_seq: 0,
+            last_message: None,
+            last_activity: Timestamp::from_unix_ms(at),
+        },
+        members: members.iter().map(|m| user(m)).collect(),
+    }
+}
+
+/// Creates a group conversation and appends `n` messages from its first member.
+pub async fn seed_conversation(store: &dyn Store, t: &str, c: &str, members: &[&str], n: u64) {
+    store
+        .commit(vec![create(t, c, ConversationKind::Group, members, 1_780_000_000_000)])
+        .await
+        .unwrap();
+    let messages = (1..=n)
+        .map(|seq| text_message(c, seq, members[0], "phone", &format!("seed-{seq}")))
+        .collect();
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, c),
+            expected_last_seq: 0,
+            messages,
+        }])
+        .await
+        .unwrap();
+}
+
+/// Checks what [`seed_conversation`] wrote.
+pub async fn check_seeded_conversation(store: &dyn Store, t: &str, c: &str, n: u64) {
+    let states = store.sequencer_states(vec![key(t, c)]).await.unwrap();
+    let state = states[0].clone().expect("conversation exists");
+    assert_eq!(state.last_seq, n);
+    let reader = state.members.iter().next().unwrap().clone();
+    let page = store
+        .replay(&tenant(t), &conv(c), &reader, 0, 1000)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = page.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, (1..=n).collect::<Vec<_>>());
+}
+
+/// Runs every check. Each uses its own tenant, so the suite can run on a
+/// store that already holds data.
+pub async fn run_all(store: &dyn Store) {
+    store.ping().await.unwrap();
+    create_is_exclusive(store).await;
+    appends_continue_seq_without_gaps(store).await;
+    idempotency_keys_find_the_original(store).await;
+    history_is_newest_first_and_bounded(store).await;
+    reads_need_membership(store).await;
+    inbox_is_per_device(store).await;
+    marks_only_move_forward(store).await;
+    conversation_list_is_most_recent_first(store).await;
+    removing_a_member_takes_their_access_and_inbox(store).await;
+    tenants_are_separate(store).await;
+    concurrent_commits_all_land(store).await;
+}
+
+fn unique_tenant(name: &str) -> String {
+    // Lets the suite run twice against one store (the served store in the
+    // integration tests shares its database with other tests).
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{name}-{nanos}-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn create_is_exclusive(store: &dyn Store) {
+    let t = &unique_tenant("create");
+    let m = create(t, "c", ConversationKind::Direct, &["a", "b"], 1);
+    store.commit(vec![m.clone()]).await.unwrap();
+    assert!(matches!(store.commit(vec![m]).await, Err(StoreError::Conflict(_))));
+    let state = store.sequencer_states(vec![key(t, "c"), key(t, "nope")]).await.unwrap();
+    let s = state[0].as_ref().unwrap();
+    assert_eq!(s.kind, ConversationKind::Direct);
+    assert_eq!(s.last_seq, 0);
+    assert_eq!(s.members, BTreeSet::from([user("a"), user("b")]));
+    assert!(state[1].is_none());
+}
+
+async fn appends_continue_seq_without_gaps(store: &dyn Store) {
+    let t = &unique_tenant("append");
+    seed_conversation(store, t, "c", &["a", "b"], 3).await;
+    let append = |expected, seq, id: &str| Mutation::Append {
+        key: key(t, "c"),
+        expected_last_seq: expected,
+        messages: vec![text_message("c", seq, "a", "phone", id)],
+    };
+    // A stale writer that believes last_seq is 2.
+    let stale = store.commit(vec![append(2, 3, "x1")]).await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    // A gap.
+    let gap = store.commit(vec![append(3, 5, "x2")]).await;
+    assert!(matches!(gap, Err(StoreError::Conflict(_))), "{gap:?}");
+    // Nothing of the refused commits was written.
+    check_seeded_conversation(store, t, "c", 3).await;
+    store.commit(vec![append(3, 4, "x3")]).await.unwrap();
+    check_seeded_conversation(store, t, "c", 4).await;
+    // A refused mutation undoes the whole commit, also the parts before it.
+    let mixed = store
+        .commit(vec![append(4, 5, "x4"), append(4, 5, "x5")])
+        .await;
+    assert!(matches!(mixed, Err(StoreError::Conflict(_))));
+    check_seeded_conversation(store, t, "c", 4).await;
+}
+
+async fn idempotency_keys_find_the_original(store: &dyn Store) {
+    let t = &unique_tenant("idem");
+    seed_conversation(store, t, "c", &["a", "b"], 2).await;
+    let sent = |id: &str| SentKey {
+        tenant: tenant(t),
+        conversation_id: conv("c"),
+        sender: user("a"),
+        client_msg_id: ClientMsgId::new(id).unwrap(),
+    };
+    let found = store.find_sent(vec![sent("seed-2"), sent("never")]).await.unwrap();
+    assert_eq!(found[0].as_ref().map(|m| m.seq), Some(2));
+    assert!(found[1].is_none());
+    // The same key twice is a conflict, not a second message.
+    let dup = store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 2,
+            messages: vec![text_message("c", 3, "a", "phone", "seed-1")],
+        }])
+        .await;
+    assert!(matches!(dup, Err(StoreError::Conflict(_))));
+    // Another sender may reuse the string.
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 2,
+            messages: vec![text_message("c", 3, "b", "phone", "seed-1")],
+        }])
+        .await
+        .unwrap();
+}
+
+async fn history_is_newest_first_and_bounded(store: &dyn Store) {
+    let t = &unique_tenant("history");
+    seed_conversation(store, t, "c", &["a", "b"], 10).await;
+    let page = |before, after, limit| async move {
+        store
+            .history(
+                &tenant(t),
+                &conv("c"),
+                &user("b"),
+                HistoryQuery {
+                    before_seq: before,
+                    after_seq: after,
+                    limit,
+                },
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(page(None, None, 3).await, vec![10, 9, 8]);
+    assert_eq!(page(Some(8), None, 3).await, vec![7, 6, 5]);
+    assert_eq!(page(Some(3), None, 50).await, vec![2, 1]);
+    assert_eq!(page(None, Some(7), 50).await, vec![10, 9, 8]);
+    assert_eq!(page(Some(6), Some(3), 50).await, vec![5, 4]);
+    assert_eq!(page(Some(1), None, 50).await, Vec::<u64>::new());
+    let replay = store.replay(&tenant(t), &conv("c"), &user("b"), 8, 50).await.unwrap();
+    assert_eq!(replay.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![9, 10]);
+    let limited = store.replay(&tenant(t), &conv("c"), &user("b"), 0, 4).await.unwrap();
+    assert_eq!(limited.len(), 4);
+    assert_eq!(limited[0].content, text_message("c", 1, "a", "phone", "x").content);
+}
+
+async fn reads_need_membership(store: &dyn Store) {
+    let t = &unique_tenant("members");
+    seed_conversation(store, t, "c", &["a", "b"], 1).await;
+    let q = HistoryQuery {
+        before_seq: None,
+        after_seq: None,
+        limit: 10,
+    };
+    let (tt, c, eve) = (tenant(t), conv("c"), user("eve"));
+    assert_eq!(
+        store.history(&tt, &c, &eve, q).await.unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store.replay(&tt, &c, &eve, 0, 10).await.unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store.conversation(&tt, &c, &eve).await.unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store
+            .ack_delivered(&tt, &eve, &device("d"), &c, 1)
+            .await
+            .unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store.history(&tt, &conv("nope"), &user("a"), q).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    let detail = store.conversation(&tt, &c, &user("a")).await.unwrap();
+    assert_eq!(detail.record.last_seq, 1);
+    assert_eq!(detail.members.len(), 2);
+}
+
+async fn inbox_is_per_device(store: &dyn Store) {
+    let t = &unique_tenant("inbox");
+    let tt = tenant(t);
+    for (u, d) in [("a", "phone"), ("a", "tablet"), ("b", "phone"), ("b", "laptop")] {
+        store.register_device(&tt, &user(u), &device(d)).await.unwrap();
+    }
+    // Registering twice is harmless.
+    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    seed_conversation(store, t, "c", &["a", "b"], 3).await;
+    let inbox = |u: &'static str, d: &'static str| {
+        let tt = tt.clone();
+        async move {
+            store
+                .inbox(&tt, &user(u), &device(d), 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.seq)
+                .collect::<Vec<_>>()
+        }
+    };
+    // a sent from "phone": that device has nothing waiting, the others all three.
+    assert_eq!(inbox("a", "phone").await, Vec::<u64>::new());
+    assert_eq!(inbox("a", "tablet").await, vec![1, 2, 3]);
+    assert_eq!(inbox("b", "phone").await, vec![1, 2, 3]);
+    assert_eq!(inbox("b", "laptop").await, vec![1, 2, 3]);
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 2)
+        .await
+        .unwrap();
+    assert_eq!(inbox("b", "phone").await, vec![3]);
+    assert_eq!(inbox("b", "laptop").await, vec![1, 2, 3]);
+    // Across conversations.
+    seed_conversation(store, t, "d", &["a", "b"], 2).await;
+    assert_eq!(inbox("b", "phone").await, vec![3, 1, 2]);
+    let limited = store.inbox(&tt, &user("b"), &device("laptop"), 4).await.unwrap();
+    assert_eq!(limited.len(), 4);
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 3)
+        .await
+        .unwrap();
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("d"), 2)
+        .await
+        .unwrap();
+    assert_eq!(inbox("b", "phone").await, Vec::<u64>::new());
+}
+
+async fn marks_only_move_forward(store: &dyn Store) {
+    let t = &unique_tenant("marks");
+    let tt = tenant(t);
+    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    seed_conversation(store, t, "c", &["a", "b"], 5).await;
+    let delivered = || async {
+        let d = store.conversation(&tt, &conv("c"), &user("b")).await.unwrap();
+        let b = d.members.iter().find(|m| m.user_id == user("b")).unwrap();
+        let a = d.members.iter().find(|m| m.user_id == user("a")).unwrap();
+        (b.delivered_seq, a.read_seq)
+    };
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 4)
+        .await
+        .unwrap();
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 2)
+        .await
+        .unwrap();
+    // The sender's own messages count as read by them.
+    assert_eq!(delivered().await, (4, 5));
+    // A mark past the end is clamped to the last message.
+    store
+        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 999)
+        .await
+        .unwrap();
+    assert_eq!(delivered().await, (5, 5));
+}
+
+async fn conversation_list_is_most_recent_first(store: &dyn Store) {
+    let t = &unique_tenant("list");
+    for (c, at) in [("old", 10), ("new", 30), ("mid", 20)] {
+        store
+            .commit(vec![create(t, c, ConversationKind::Group, &["a", "b"], at)])
+            .await
+            .unwrap();
+    }
+    let list = store.conversations_of(&tenant(t), &user("b")).await.unwrap();
+    let ids: Vec<_> = list.iter().map(|s| s.record.conversation_id.as_str()).collect();
+    assert_eq!(ids, vec!["new", "mid", "old"]);
+    // A message moves its conversation to the front.
+    let mut m = text_message("old", 1, "a", "phone", "bump");
+    m.created_at = Timestamp::from_unix_ms(40);
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "old"),
+            expected_last_seq: 0,
+            messages: vec![m],
+        }])
+        .await
+        .unwrap();
+    let list = store.conversations_of(&tenant(t), &user("b")).await.unwrap();
+    assert_eq!(list[0].record.conversation_id.as_str(), "old");
+    assert_eq!(list[0].record.last_seq, 1);
+    assert_eq!(list[0].me.read_seq, 0);
+    assert_eq!(list[0].member_ids, vec![user("a"), user("b")]);
+    assert!(store.conversations_of(&tenant(t), &user("zed")).await.unwrap().is_empty());
+}
+
+async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
+    let t = &unique_tenant("remove");
+    let tt = tenant(t);
+    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    seed_conversation(store, t, "c", &["a", "b", "c"], 2).await;
+    store
+        .commit(vec![Mutation::RemoveMembers {
+            key: key(t, "c"),
+            users: vec![user("b")],
+        }])
+        .await
+        .unwrap();
+    assert!(store.inbox(&tt, &user("b"), &device("phone"), 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.replay(&tt, &conv("c"), &user("b"), 0, 10).await.unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert!(store.conversations_of(&tt, &user("b")).await.unwrap().is_empty());
+    store
+        .commit(vec![Mutation::AddMembers {
+            key: key(t, "c"),
+            users: vec![user("b"), user("a")],
+            at: Timestamp::from_unix_ms(5),
+        }])
+        .await
+        .unwrap();
+    let state = store.sequencer_states(vec![key(t, "c")]).await.unwrap();
+    assert_eq!(state[0].as_ref().unwrap().members.len(), 3);
+    let missing = store
+        .commit(vec![Mutation::AddMembers {
+            key: key(t, "nope"),
+            users: vec![user("b")],
+            at: Timestamp::from_unix_ms(5),
+        }])
+        .await;
+    assert_eq!(missing, Err(StoreError::NotFound));
+}
+
+async fn tenants_are_separate(store: &dyn Store) {
+    let (t1, t2) = (&unique_tenant("iso1"), &unique_tenant("iso2"));
+    seed_conversation(store, t1, "same", &["a", "b"], 3).await;
+    seed_conversation(store, t2, "same", &["a", "b"], 1).await;
+    check_seeded_conversation(store, t1, "same", 3).await;
+    check_seeded_conversation(store, t2, "same", 1).await;
+    assert_eq!(
+        store.conversations_of(&tenant(t2), &user("a")).await.unwrap()[0]
+            .record
+            .last_seq,
+        1
+    );
+}
+
+async fn concurrent_commits_all_land(store: &dyn Store) {
+    let t = &unique_tenant("concurrent");
+    let mut creates = Vec::new();
+    for i in 0..50 {
+        let c = format!("c{i}");
+        creates.push(async move {
+            store
+                .commit(vec![create(t, &c, ConversationKind::Group, &["a"], 1)])
+                .await
+        });
+    }
+    for r in join_all(creates).await {
+        r.unwrap();
+    }
+    let mut appends = Vec::new();
+    for i in 0..50 {
+        let c = format!("c{i}");
+        appends.push(async move {
+            for seq in 1..=5 {
+                store
+                    .commit(vec![Mutation::Append {
+                        key: key(t, &c),
+                        expected_last_seq: seq - 1,
+                        messages: vec![text_message(&c, seq, "a", "phone", &format!("m{seq}"))],
+                    }])
+                    .await?;
+            }
+            Ok::<_, StoreError>(())
+        });
+    }
+    for r in join_all(appends).await {
+        r.unwrap();
+    }
+    let keys = (0..50).map(|i| key(t, &format!("c{i}"))).collect();
+    for s in store.sequencer_states(keys).await.unwrap() {
+        assert_eq!(s.unwrap().last_seq, 5);
+    }
+}

@@ -1,0 +1,114 @@
+//! The message store: the durable history of every conversation.
+//!
+//! [`Store`] is the one interface the rest of Switchboard uses. It is shaped
+//! for a wide-column database (ScyllaDB): every read names its partition
+//! (tenant and conversation, or tenant, user and device for an inbox),
+//! history is read newest first by `seq`, and messages carry the time
+//! bucket (UTC day) that bounds a partition's size. The embedded backend
+//! ([`embedded::EmbeddedStore`], redb) is the single-machine default.
+//!
+//! What the store guarantees, whatever the backend:
+//! - A successful [`Store::commit`] is durable (fsynced, or at the configured
+//!   consistency level) before it returns: the gateway acks a message only
+//!   after this.
+//! - [`Mutation::Append`] states the `last_seq` it expects; an append that
+//!   does not continue the conversation's `seq` without a gap is refused
+//!   with [`StoreError::Conflict`], so a stale writer can never overwrite or
+//!   skip a `seq`.
+//! - Every read that names a conversation checks that the reader is a member.
+//!
+//! This crate knows nothing of NATS, HTTP or WebSockets.
+
+pub mod conformance;
+pub mod embedded;
+mod types;
+
+pub use types::*;
+
+use async_trait::async_trait;
+use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+
+/// The store interface. All methods are cancel-safe in the sense that a
+/// dropped future leaves the store consistent (a commit either happened
+/// completely or not at all).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Succeeds when the store can serve reads and writes.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Applies all mutations atomically and durably, in order. On error
+    /// nothing was applied.
+    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()>;
+
+    /// The sequencer's view of each conversation (`None` if it does not exist).
+    async fn sequencer_states(
+        &self,
+        keys: Vec<ConversationKey>,
+    ) -> StoreResult<Vec<Option<SequencerState>>>;
+
+    /// Messages already stored under each idempotency key.
+    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>>;
+
+    /// One conversation with all its members, for a member.
+    async fn conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail>;
+
+    /// Every conversation `user` is a member of, most recent activity first.
+    async fn conversations_of(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<ConversationSummary>>;
+
+    /// History, newest first: messages with `after_seq < seq < before_seq`.
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>>;
+
+    /// Messages after `after_seq`, oldest first (replay of a conversation).
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>>;
+
+    /// The device's undelivered messages across conversations, in `seq`
+    /// order within each conversation.
+    async fn inbox(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>>;
+
+    /// The device has everything in `conversation` up to `seq`: its inbox
+    /// entries up to there go and its delivered mark moves forward (never back).
+    async fn ack_delivered(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<()>;
+
+    /// Records that the device exists, so later messages get inbox entries for it.
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()>;
+}

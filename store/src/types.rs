@@ -1,0 +1,150 @@
+//! Records, mutations and errors of the store interface.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{
+    ClientMsgId, ConversationId, ConversationKind, Message, TenantId, Timestamp, UserId,
+};
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What can go wrong. Serializable, because the store can be served over
+/// NATS to processes that do not hold it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+pub enum StoreError {
+    /// The conversation does not exist (or is not visible to the reader).
+    #[error("conversation not found")]
+    NotFound,
+    /// The reader is not a member of the conversation.
+    #[error("not a member of this conversation")]
+    NotAMember,
+    /// A write that contradicts the stored state: an append that does not
+    /// continue `last_seq`, a conversation created twice, a duplicate
+    /// idempotency key. Only a stale or concurrent writer causes it; the
+    /// writer reloads its state and tries again.
+    #[error("conflicting write: {0}")]
+    Conflict(String),
+    /// The backend cannot be reached or failed to read or write. Retrying
+    /// is safe.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data that does not decode: a bug or corruption.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Identifies one conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ConversationKey {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+}
+
+/// Identifies one send for idempotency: (conversation, sender, `client_msg_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SentKey {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub sender: UserId,
+    pub client_msg_id: ClientMsgId,
+}
+
+/// A conversation's metadata row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationRecord {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub kind: ConversationKind,
+    pub title: Option<String>,
+    pub created_at: Timestamp,
+    pub created_by: UserId,
+    /// The highest `seq` stored; 0 when there are no messages.
+    pub last_seq: u64,
+    pub last_message: Option<Message>,
+    /// When the last message was stored (or the conversation created).
+    pub last_activity: Timestamp,
+}
+
+/// A member of a conversation with their high-water marks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub user_id: UserId,
+    pub joined_at: Timestamp,
+    /// Highest `seq` any of the user's devices has acknowledged.
+    pub delivered_seq: u64,
+    /// Highest `seq` the user has read (their own sends count as read).
+    pub read_seq: u64,
+}
+
+/// What the single writer of a conversation needs to sequence it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequencerState {
+    pub kind: ConversationKind,
+    pub created_by: UserId,
+    pub last_seq: u64,
+    pub members: BTreeSet<UserId>,
+}
+
+/// One conversation with every member, for `GET /v1/conversations/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationDetail {
+    pub record: ConversationRecord,
+    pub members: Vec<MemberRecord>,
+}
+
+/// One entry of a user's conversation list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    pub record: ConversationRecord,
+    pub member_ids: Vec<UserId>,
+    /// The listing user's own membership row (for the unread count).
+    pub me: MemberRecord,
+}
+
+/// Bounds of a history read: messages with `after_seq < seq < before_seq`,
+/// newest first, at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    pub before_seq: Option<u64>,
+    pub after_seq: Option<u64>,
+    pub limit: usize,
+}
+
+/// One change, applied inside [`crate::Store::commit`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Mutation {
+    /// Creates a conversation with its first members. Refused with
+    /// `Conflict` if it exists.
+    CreateConversation {
+        record: ConversationRecord,
+        members: Vec<UserId>,
+    },
+    /// Adds members (existing members are left as they are).
+    AddMembers {
+        key: ConversationKey,
+        users: Vec<UserId>,
+        at: Timestamp,
+    },
+    /// Removes members and their inbox entries for the conversation.
+    RemoveMembers {
+        key: ConversationKey,
+        users: Vec<UserId>,
+    },
+    /// Stores messages with `seq` `expected_last_seq + 1`, `+ 2`, ... in
+    /// order; writes an inbox entry for every device of every member except
+    /// the sending device; records each idempotency key.
+    Append {
+        key: ConversationKey,
+        expected_last_seq: u64,
+        messages: Vec<Message>,
+    },
+}
+
+/// The UTC day a message belongs to: the time bucket of its partition.
+pub fn day_bucket(t: Timestamp) -> u32 {
+    let day = t.unix_ms().div_euclid(86_400_000);
+    u32::try_from(day).unwrap_or(0)
+}
