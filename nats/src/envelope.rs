@@ -135,6 +135,27 @@ pub fn send_dedupe_id(
     hex
 }
 
+/// The id of the direct conversation between two users: the same whoever
+/// creates it, so there is at most one per pair. Readable (`dm:alice:bob`)
+/// when it fits in 128 characters, a digest otherwise.
+pub fn direct_conversation_id(a: &UserId, b: &UserId) -> Option<ConversationId> {
+    let (x, y) = if a <= b { (a, b) } else { (b, a) };
+    let readable = format!("dm:{}:{}", x.as_str(), y.as_str());
+    if readable.len() <= switchboard_protocol::ids::MAX_ID_LEN {
+        return ConversationId::new(readable).ok();
+    }
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [x.as_str(), y.as_str()] {
+        ctx.update(&(part.len() as u32).to_be_bytes());
+        ctx.update(part.as_bytes());
+    }
+    let mut id = String::from("dm:");
+    for b in &ctx.finish().as_ref()[..16] {
+        let _ = write!(id, "{b:02x}");
+    }
+    ConversationId::new(id).ok()
+}
+
 /// The outcome of a REST command, published to its `Sb-Reply` subject.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -223,6 +244,18 @@ mod tests {
         assert_eq!(id("c", "u", "m"), id("c", "u", "m"));
         assert_ne!(id("ab", "c", "m"), id("a", "bc", "m"));
         assert_ne!(id("c", "u", "m1"), id("c", "u", "m2"));
+    }
+
+    #[test]
+    fn direct_conversation_ids_do_not_depend_on_who_creates_them() {
+        let (a, b) = (UserId::new("alice").unwrap(), UserId::new("bob").unwrap());
+        let id = direct_conversation_id(&a, &b).unwrap();
+        assert_eq!(id.as_str(), "dm:alice:bob");
+        assert_eq!(direct_conversation_id(&b, &a).unwrap(), id);
+        let long = UserId::new("x".repeat(100)).unwrap();
+        let digest = direct_conversation_id(&long, &a).unwrap();
+        assert_eq!(digest.as_str().len(), 35);
+        assert_eq!(direct_conversation_id(&a, &long).unwrap(), digest);
     }
 
     #[test]

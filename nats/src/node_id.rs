@@ -20,6 +20,18 @@ use tokio::task::JoinHandle;
 use crate::BackboneError;
 use crate::lease::{Lease, LeaseError};
 
+/// Where message and command ids come from: the leased generator in
+/// production, anything unique in unit tests.
+pub trait IdSource: Send + Sync {
+    fn next_id(&self) -> Result<MessageId, BackboneError>;
+}
+
+impl IdSource for IdGenerator {
+    fn next_id(&self) -> Result<MessageId, BackboneError> {
+        IdGenerator::next_id(self)
+    }
+}
+
 struct State {
     generator: SnowflakeGenerator,
     valid_until: Instant,

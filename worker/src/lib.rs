@@ -1,0 +1,93 @@
+//! Conversation writers.
+//!
+//! A worker owns some of the ingest partitions (`partitions`), runs one
+//! writer per owned partition (`writer`), and each writer sequences its
+//! conversations (`sequencer`): it is the only place where `seq` is
+//! assigned, where membership is checked for a send, and where a message
+//! becomes durable. Gateways never write messages themselves.
+
+mod partitions;
+pub mod sequencer;
+mod writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use switchboard_backbone::BackboneError;
+use switchboard_backbone::definitions::WORKERS_BUCKET;
+use switchboard_store::{Store, StoreError};
+
+pub use switchboard_backbone::node_id::IdSource;
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Unique per process; shown as the holder of its leases.
+    pub worker_id: String,
+    /// Ingest partitions in the deployment (the backbone's setting).
+    pub partitions: u16,
+    /// The `sb_workers` bucket's TTL: how long a dead worker's partitions
+    /// stay unowned.
+    pub lease_ttl: Duration,
+    /// Most commands one store commit takes.
+    pub max_batch: usize,
+    /// Conversation states a writer keeps in memory.
+    pub cache_limit: usize,
+}
+
+impl WorkerConfig {
+    pub fn new(worker_id: String, partitions: u16) -> Self {
+        Self {
+            worker_id,
+            partitions,
+            lease_ttl: Duration::from_secs(10),
+            max_batch: 1024,
+            cache_limit: 100_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("NATS: {0}")]
+    Nats(String),
+    #[error(transparent)]
+    Backbone(#[from] BackboneError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("partition lease no longer valid")]
+    LeaseLost,
+}
+
+pub(crate) struct Ctx {
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    pub store: Arc<dyn Store>,
+    pub ids: Arc<dyn IdSource>,
+    pub config: WorkerConfig,
+}
+
+/// Runs a worker until `shutdown` resolves. The backbone's streams and
+/// buckets must exist (`definitions::ensure`).
+pub async fn run(
+    config: WorkerConfig,
+    client: async_nats::Client,
+    store: Arc<dyn Store>,
+    ids: Arc<dyn IdSource>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    let js = jetstream::new(client.clone());
+    let bucket = js
+        .get_key_value(WORKERS_BUCKET)
+        .await
+        .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
+    let ctx = Arc::new(Ctx {
+        client,
+        js,
+        store,
+        ids,
+        config,
+    });
+    tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
+    partitions::run(ctx, bucket, shutdown).await
+}

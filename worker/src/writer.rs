@@ -1,0 +1,237 @@
+//! One partition's writer task: consume the partition's commands in
+//! stream order, sequence them, commit them in one store commit, publish
+//! the outcomes, and only then ack them on JetStream.
+//!
+//! Order of effects per batch, and why:
+//! 1. commit to the store (durable): the point after which a send is acked;
+//! 2. publish `ack`s, fan-out and replies (core NATS, at most once; a lost
+//!    event is recovered by the client's retry or `pull_backlog`);
+//! 3. ack the batch on JetStream (`AckAll` on its last message): a crash
+//!    before this redelivers the batch, which the idempotency keys turn
+//!    into repeats of the same answers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::PullConsumer;
+use futures::StreamExt;
+use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_consumer_name};
+use switchboard_backbone::envelope::{
+    Command, HEADER_REPLY, message_event, rejection_event,
+};
+use switchboard_backbone::subject::user_events;
+use switchboard_store::StoreError;
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::sequencer::{Incoming, Outcome, SequenceError, Sequencer};
+use crate::{Ctx, WorkerError};
+
+/// Runs until `stop` turns true, the lease stops being valid, or the
+/// consumer fails (the owner then restarts the task).
+pub(crate) async fn run_partition(
+    ctx: Arc<Ctx>,
+    partition: u16,
+    valid_until: watch::Receiver<Instant>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), WorkerError> {
+    let stream = ctx
+        .js
+        .get_stream(INGEST_STREAM)
+        .await
+        .map_err(|e| WorkerError::Nats(format!("get stream {INGEST_STREAM}: {e}")))?;
+    // A fresh consumer for every new owner: it starts at the first
+    // unacked command, in stream order. Reusing the old one would deliver
+    // new commands before the old owner's unacked ones came back after
+    // `ack_wait`, and break each sender's order.
+    let name = writer_consumer_name(partition);
+    if let Err(e) = stream.delete_consumer(&name).await {
+        tracing::debug!(consumer = %name, error = %e, "no consumer to delete");
+    }
+    let consumer: PullConsumer = stream
+        .create_consumer(writer_consumer(partition)?)
+        .await
+        .map_err(|e| WorkerError::Nats(format!("create consumer {name}: {e}")))?;
+    let messages = consumer
+        .stream()
+        .max_messages_per_batch(ctx.config.max_batch)
+        .heartbeat(Duration::from_secs(5))
+        .expires(Duration::from_secs(30))
+        .messages()
+        .await
+        .map_err(|e| WorkerError::Nats(format!("consume {name}: {e}")))?;
+    let mut chunks = messages.ready_chunks(ctx.config.max_batch);
+    let mut sequencer = Sequencer::new(ctx.config.cache_limit);
+    tracing::info!(partition, "writer started");
+    loop {
+        let chunk = tokio::select! {
+            _ = stop.changed() => break,
+            chunk = chunks.next() => chunk,
+        };
+        let Some(chunk) = chunk else {
+            return Err(WorkerError::Nats(format!("consumer {name} ended")));
+        };
+        let mut batch = Vec::with_capacity(chunk.len());
+        for item in chunk {
+            match item {
+                Ok(m) => batch.push(m),
+                Err(e) => {
+                    use jetstream::consumer::pull::MessagesErrorKind as K;
+                    match e.kind() {
+                        K::MissingHeartbeat | K::Pull => {
+                            tracing::warn!(partition, error = %e, "writer consumer hiccup");
+                        }
+                        _ => return Err(WorkerError::Nats(format!("consumer {name}: {e}"))),
+                    }
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let span = tracing::info_span!("batch", partition, size = batch.len());
+        process_batch(&ctx, &mut sequencer, &batch, &valid_until)
+            .instrument(span)
+            .await?;
+        if *stop.borrow() {
+            break;
+        }
+    }
+    tracing::info!(partition, "writer stopped");
+    Ok(())
+}
+
+fn lease_valid(valid_until: &watch::Receiver<Instant>) -> bool {
+    Instant::now() < *valid_until.borrow()
+}
+
+async fn process_batch(
+    ctx: &Ctx,
+    sequencer: &mut Sequencer,
+    batch: &[jetstream::Message],
+    valid_until: &watch::Receiver<Instant>,
+) -> Result<(), WorkerError> {
+    let incoming: Vec<Incoming> = batch
+        .iter()
+        .filter_map(|m| match Command::decode(&m.payload) {
+            Ok(command) => Some(Incoming {
+                command,
+                reply_to: m
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(HEADER_REPLY))
+                    .map(|v| v.as_str().to_owned()),
+            }),
+            Err(e) => {
+                // Not from a Switchboard gateway: nothing can be done with
+                // it; it is acked with the batch and only logged.
+                tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command");
+                None
+            }
+        })
+        .collect();
+
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        if !lease_valid(valid_until) {
+            return Err(WorkerError::LeaseLost);
+        }
+        let failure = match sequencer
+            .plan(ctx.store.as_ref(), ctx.ids.as_ref(), &incoming)
+            .await
+        {
+            Ok(mut plan) => {
+                // Self-fencing: never write after the lease may have expired.
+                if !lease_valid(valid_until) {
+                    return Err(WorkerError::LeaseLost);
+                }
+                let mutations = std::mem::take(&mut plan.mutations);
+                let committed = if mutations.is_empty() {
+                    Ok(())
+                } else {
+                    ctx.store.commit(mutations).await
+                };
+                match committed {
+                    Ok(()) => {
+                        sequencer.committed(&mut plan);
+                        publish(ctx, plan.outcomes).await;
+                        if let Some(last) = batch.last() {
+                            if let Err(e) = last.ack().await {
+                                tracing::warn!(error = %e, "acking the batch failed; it will be redelivered");
+                            }
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => SequenceError::Store(e),
+                }
+            }
+            Err(e) => e,
+        };
+        // The cache may disagree with the store (a refused append) or be
+        // half-updated: start again from the store's state.
+        sequencer.forget();
+        match &failure {
+            SequenceError::Store(StoreError::Conflict(why)) => {
+                tracing::warn!(%why, "store refused the batch; reloading state");
+            }
+            other => {
+                tracing::warn!(error = %other, ?backoff, "batch failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
+    for outcome in outcomes {
+        let result = match outcome {
+            Outcome::Deliver {
+                tenant,
+                message,
+                recipients,
+            } => match message_event(&message) {
+                Ok((headers, payload)) => {
+                    let mut result = Ok(());
+                    for user in recipients {
+                        let subject = user_events(&tenant, &user);
+                        if let Err(e) = ctx
+                            .client
+                            .publish_with_headers(subject, headers.clone(), payload.clone())
+                            .await
+                        {
+                            result = Err(e.to_string());
+                        }
+                    }
+                    result
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            Outcome::Reject {
+                tenant,
+                sender,
+                rejection,
+            } => match rejection_event(&rejection) {
+                Ok((headers, payload)) => ctx
+                    .client
+                    .publish_with_headers(user_events(&tenant, &sender), headers, payload)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
+                Ok(body) => ctx
+                    .client
+                    .publish(subject, body.into())
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        if let Err(e) = result {
+            // Events are at most once; clients recover by retry and backlog.
+            tracing::warn!(error = %e, "publishing an event failed");
+        }
+    }
+}
