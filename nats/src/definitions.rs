@@ -28,6 +28,8 @@ pub struct BackboneConfig {
     /// Number of ingest partitions. Fixed for the life of a deployment:
     /// changing it moves conversations to other writers.
     pub partitions: u16,
+    /// Overrides the ingest stream's `duplicate_window` (tests shorten it).
+    pub duplicate_window: Option<Duration>,
 }
 
 impl Default for BackboneConfig {
@@ -35,6 +37,7 @@ impl Default for BackboneConfig {
         Self {
             replicas: 1,
             partitions: 16,
+            duplicate_window: None,
         }
     }
 }
@@ -59,6 +62,9 @@ fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, Ba
 pub fn ingest_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
     let mut s: stream::Config = parse("SB_INGEST.json", INGEST_STREAM_JSON)?;
     s.num_replicas = config.replicas;
+    if let Some(window) = config.duplicate_window {
+        s.duplicate_window = window;
+    }
     Ok(s)
 }
 
@@ -122,7 +128,7 @@ mod tests {
         let w = writer_consumer(7).unwrap();
         assert_eq!(w.durable_name.as_deref(), Some("writer-p7"));
         assert_eq!(w.filter_subject, "sb.in.7.>");
-        assert_eq!(w.ack_policy, consumer::AckPolicy::All);
+        assert_eq!(w.ack_policy, consumer::AckPolicy::Explicit);
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
         assert_eq!(workers_bucket(&c).unwrap().history, 1);
     }

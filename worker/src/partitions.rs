@@ -23,6 +23,8 @@ use crate::{Ctx, WorkerError, writer};
 
 struct Held {
     lease: Lease,
+    /// When a writer that failed on its own may start again.
+    restart_at: Option<Instant>,
     valid_until: watch::Sender<Instant>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), WorkerError>>,
@@ -86,45 +88,59 @@ pub(crate) async fn run(
             },
         }
 
-        // Renew held partitions; drop those whose lease is gone.
+        // Renew held partitions; drop those whose lease is gone; restart
+        // writers that failed on their own (NATS hiccups) after a pause.
         let mut lost = Vec::new();
         for (p, h) in held.iter_mut() {
-            if h.task.is_finished() {
-                lost.push(*p);
-                continue;
-            }
-            if Instant::now() < h.renew_at {
-                continue;
-            }
-            match h.lease.renew().await {
-                Ok(()) => {
-                    let _ = h.valid_until.send(h.lease.valid_until());
-                    h.renew_at = Instant::now() + h.lease.renew_interval();
-                }
-                Err(LeaseError::Lost(_)) => lost.push(*p),
-                Err(e) => {
-                    tracing::warn!(partition = p, error = %e, "renewing a partition lease failed");
-                    if !h.lease.is_valid() {
+            if h.task.is_finished() && h.restart_at.is_none() {
+                let finished = std::mem::replace(&mut h.task, tokio::spawn(async { Ok(()) }));
+                match finished.await {
+                    Ok(Err(WorkerError::LeaseLost)) => {
                         lost.push(*p);
+                        continue;
+                    }
+                    Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "writer failed; restarting it"),
+                    Ok(Ok(())) => {}
+                    Err(e) => tracing::error!(partition = p, error = %e, "writer panicked; restarting it"),
+                }
+                h.restart_at = Some(Instant::now() + Duration::from_secs(1));
+            }
+            if Instant::now() >= h.renew_at {
+                match h.lease.renew().await {
+                    Ok(()) => {
+                        let _ = h.valid_until.send(h.lease.valid_until());
+                        h.renew_at = Instant::now() + h.lease.renew_interval();
+                    }
+                    Err(LeaseError::Lost(_)) => {
+                        lost.push(*p);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = p, error = %e, "renewing a partition lease failed");
+                        if !h.lease.is_valid() {
+                            lost.push(*p);
+                            continue;
+                        }
                     }
                 }
+            }
+            if h.restart_at.is_some_and(|at| Instant::now() >= at) && h.lease.is_valid() {
+                h.restart_at = None;
+                let (stop_tx, stop_rx) = watch::channel(false);
+                h.stop = stop_tx;
+                h.task = tokio::spawn(writer::run_partition(
+                    ctx.clone(),
+                    *p,
+                    h.valid_until.subscribe(),
+                    stop_rx,
+                ));
             }
         }
         for p in lost {
             if let Some(h) = held.remove(&p) {
-                let finished = h.task.is_finished();
+                tracing::warn!(partition = p, "partition lease lost; its writer stops");
                 h.task.abort();
-                match h.task.await {
-                    Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "writer ended"),
-                    Ok(Ok(())) | Err(_) => {}
-                }
-                if finished && h.lease.is_valid() {
-                    // The writer failed on its own (say, NATS hiccuped):
-                    // give the partition back; it is retaken next tick.
-                    h.lease.release().await;
-                } else {
-                    tracing::warn!(partition = p, "partition lease lost");
-                }
+                let _ = h.task.await;
             }
         }
 
@@ -153,6 +169,7 @@ pub(crate) async fn run(
                             p,
                             Held {
                                 lease,
+                                restart_at: None,
                                 valid_until: valid_tx,
                                 stop: stop_tx,
                                 task,

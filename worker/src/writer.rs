@@ -6,7 +6,8 @@
 //! 1. commit to the store (durable): the point after which a send is acked;
 //! 2. publish `ack`s, fan-out and replies (core NATS, at most once; a lost
 //!    event is recovered by the client's retry or `pull_backlog`);
-//! 3. ack the batch on JetStream (`AckAll` on its last message): a crash
+//! 3. ack every command of the batch on JetStream (work-queue streams take
+//!    explicit acks only), which removes them from the stream: a crash
 //!    before this redelivers the batch, which the idempotency keys turn
 //!    into repeats of the same answers.
 
@@ -156,9 +157,9 @@ async fn process_batch(
                     Ok(()) => {
                         sequencer.committed(&mut plan);
                         publish(ctx, plan.outcomes).await;
-                        if let Some(last) = batch.last() {
-                            if let Err(e) = last.ack().await {
-                                tracing::warn!(error = %e, "acking the batch failed; it will be redelivered");
+                        for m in batch {
+                            if let Err(e) = m.ack().await {
+                                tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
                             }
                         }
                         return Ok(());

@@ -1,0 +1,196 @@
+//! The REST control plane.
+
+use serde::de::DeserializeOwned;
+use switchboard_protocol::conversation::{
+    AddMembers, ConversationList, CreateConversation, HistoryPage,
+};
+use switchboard_protocol::{ConversationKind, ConversationView, UserId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The server answered with an error status; `code` is the protocol's.
+    #[error("HTTP {status} {code}: {message}")]
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+impl RestError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            Self::Http(_) => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Status { code, .. } => Some(code),
+            Self::Http(_) => None,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct RestClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// Query of `GET .../messages`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryParams {
+    pub before_seq: Option<u64>,
+    pub after_seq: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+impl RestClient {
+    /// `base` is `http://host:port`.
+    pub fn new(base: &str, token: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+        }
+    }
+
+    pub fn with_token(&self, token: &str) -> Self {
+        Self {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token: token.to_owned(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn parse<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, RestError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response.json().await?);
+        }
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        Err(RestError::Status {
+            status: status.as_u16(),
+            code: body["code"].as_str().unwrap_or("").to_owned(),
+            message: body["message"].as_str().unwrap_or("").to_owned(),
+        })
+    }
+
+    /// Creates a conversation; also returns whether it was new (201).
+    pub async fn create_conversation(
+        &self,
+        kind: ConversationKind,
+        members: &[&str],
+        title: Option<&str>,
+    ) -> Result<(ConversationView, bool), RestError> {
+        let members = members
+            .iter()
+            .filter_map(|m| UserId::new(*m).ok())
+            .collect();
+        let body = CreateConversation {
+            kind,
+            members,
+            title: title.map(str::to_owned),
+        };
+        let response = self
+            .http
+            .post(self.url("/v1/conversations"))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        let created = response.status().as_u16() == 201;
+        Ok((Self::parse(response).await?, created))
+    }
+
+    pub async fn conversations(&self) -> Result<ConversationList, RestError> {
+        let r = self
+            .http
+            .get(self.url("/v1/conversations"))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    pub async fn conversation(&self, id: &str) -> Result<ConversationView, RestError> {
+        let r = self
+            .http
+            .get(self.url(&format!("/v1/conversations/{id}")))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    pub async fn add_members(&self, id: &str, members: &[&str]) -> Result<ConversationView, RestError> {
+        let body = AddMembers {
+            members: members.iter().filter_map(|m| UserId::new(*m).ok()).collect(),
+            user_id: None,
+        };
+        let r = self
+            .http
+            .post(self.url(&format!("/v1/conversations/{id}/members")))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    pub async fn remove_member(&self, id: &str, user: &str) -> Result<(), RestError> {
+        let r = self
+            .http
+            .delete(self.url(&format!("/v1/conversations/{id}/members/{user}")))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        if r.status().is_success() {
+            return Ok(());
+        }
+        Self::parse::<serde_json::Value>(r).await.map(|_| ())
+    }
+
+    pub async fn history(&self, id: &str, params: HistoryParams) -> Result<HistoryPage, RestError> {
+        let mut query = Vec::new();
+        if let Some(v) = params.before_seq {
+            query.push(("before_seq", v.to_string()));
+        }
+        if let Some(v) = params.after_seq {
+            query.push(("after_seq", v.to_string()));
+        }
+        if let Some(v) = params.limit {
+            query.push(("limit", v.to_string()));
+        }
+        let r = self
+            .http
+            .get(self.url(&format!("/v1/conversations/{id}/messages")))
+            .bearer_auth(&self.token)
+            .query(&query)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    /// A raw request, for testing the server's answers to bad input.
+    pub fn raw(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}

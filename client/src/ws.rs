@@ -1,0 +1,106 @@
+//! A WebSocket connection speaking PROTOCOL.md's frames.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use switchboard_protocol::{ClientFrame, ServerFrame};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WsError {
+    #[error("websocket: {0}")]
+    Socket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    #[error("server refused the connection with HTTP {status}: {body}")]
+    Refused { status: u16, body: String },
+    #[error("connection closed")]
+    Closed,
+    #[error("no frame within {0:?}")]
+    Timeout(Duration),
+    #[error("frame does not parse ({error}): {text}")]
+    BadFrame { error: String, text: String },
+}
+
+pub struct WsClient {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl WsClient {
+    /// Connects to `base` (`ws://host:port`) with a token in the query.
+    pub async fn connect(base: &str, token: &str) -> Result<Self, WsError> {
+        let url = format!("{}/v1/ws?token={token}", base.trim_end_matches('/'));
+        let request = url
+            .into_client_request()
+            .map_err(|e| WsError::Socket(Box::new(e)))?;
+        match connect_async(request).await {
+            Ok((socket, _)) => Ok(Self { socket }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let status = response.status().as_u16();
+                let body = response
+                    .body()
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default();
+                Err(WsError::Refused { status, body })
+            }
+            Err(e) => Err(WsError::Socket(Box::new(e))),
+        }
+    }
+
+    pub async fn send(&mut self, frame: &ClientFrame) -> Result<(), WsError> {
+        let text = serde_json::to_string(frame).map_err(|e| WsError::BadFrame {
+            error: e.to_string(),
+            text: String::new(),
+        })?;
+        self.send_text(text).await
+    }
+
+    /// Sends any text, valid or not (for testing the server's answers).
+    pub async fn send_text(&mut self, text: impl Into<String>) -> Result<(), WsError> {
+        self.socket
+            .send(Message::text(text.into()))
+            .await
+            .map_err(|e| WsError::Socket(Box::new(e)))
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) -> Result<(), WsError> {
+        self.socket
+            .send(Message::binary(bytes))
+            .await
+            .map_err(|e| WsError::Socket(Box::new(e)))
+    }
+
+    /// The next text frame as JSON text.
+    pub async fn next_text(&mut self) -> Result<String, WsError> {
+        loop {
+            match self.socket.next().await {
+                Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
+                Some(Ok(Message::Close(_))) | None => return Err(WsError::Closed),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(WsError::Socket(Box::new(e))),
+            }
+        }
+    }
+
+    /// The next frame, parsed.
+    pub async fn next_frame(&mut self) -> Result<ServerFrame, WsError> {
+        let text = self.next_text().await?;
+        serde_json::from_str(&text).map_err(|e| WsError::BadFrame {
+            error: e.to_string(),
+            text,
+        })
+    }
+
+    /// The next frame, or `Timeout`.
+    pub async fn next_frame_within(&mut self, wait: Duration) -> Result<ServerFrame, WsError> {
+        tokio::time::timeout(wait, self.next_frame())
+            .await
+            .map_err(|_| WsError::Timeout(wait))?
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}

@@ -1,0 +1,275 @@
+//! Token verification (F20): every request carries a JWT signed with its
+//! tenant's key.
+//!
+//! The tenant is read from the unverified claims only to pick the keys;
+//! nothing else is trusted until a signature verifies. Each key has one
+//! algorithm (HS256 for shared secrets, EdDSA for Ed25519 public keys) and
+//! a token is checked only against keys of the algorithm its header
+//! names, which the key must match: `alg: none`, unknown algorithms and
+//! algorithm confusion (an HS256 token "signed" with a public key) fail.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use switchboard_protocol::{DeviceId, TenantId, UserId};
+
+use crate::config::TenantConfig;
+
+/// Who a verified token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub tenant: TenantId,
+    pub user: UserId,
+    pub device: DeviceId,
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("no token: send Authorization: Bearer <JWT> or ?token=<JWT>")]
+    Missing,
+    #[error("malformed token: {0}")]
+    Malformed(String),
+    #[error("token algorithm {0} is not accepted (HS256 and EdDSA are)")]
+    Algorithm(String),
+    #[error("token signature does not verify with the tenant's keys")]
+    BadSignature,
+    #[error("token expired")]
+    Expired,
+    #[error("invalid token claims: {0}")]
+    Claims(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("tenant {tenant}: {message}")]
+    Invalid { tenant: String, message: String },
+}
+
+struct Key {
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+/// The verification keys of every tenant.
+#[derive(Default)]
+pub struct TenantDirectory {
+    keys: HashMap<TenantId, Vec<Key>>,
+}
+
+#[derive(Deserialize)]
+struct TenantOnly {
+    tenant: String,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    tenant: String,
+    sub: String,
+    #[serde(default)]
+    device: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+}
+
+impl TenantDirectory {
+    pub fn from_config(tenants: &[TenantConfig]) -> Result<Self, KeyError> {
+        let mut keys: HashMap<TenantId, Vec<Key>> = HashMap::new();
+        for t in tenants {
+            let invalid = |message: String| KeyError::Invalid {
+                tenant: t.id.clone(),
+                message,
+            };
+            let id = TenantId::new(t.id.clone()).map_err(|e| invalid(e.to_string()))?;
+            let entry = keys.entry(id).or_default();
+            for secret in &t.hs256_secrets {
+                if secret.len() < 16 {
+                    return Err(invalid("HS256 secrets must be at least 16 bytes".into()));
+                }
+                entry.push(Key {
+                    algorithm: Algorithm::HS256,
+                    key: DecodingKey::from_secret(secret.as_bytes()),
+                });
+            }
+            for public in &t.ed25519_public_keys {
+                let raw = STANDARD
+                    .decode(public.trim())
+                    .or_else(|_| URL_SAFE_NO_PAD.decode(public.trim()))
+                    .map_err(|e| invalid(format!("Ed25519 key is not base64: {e}")))?;
+                if raw.len() != 32 {
+                    return Err(invalid("Ed25519 public keys are 32 bytes".into()));
+                }
+                entry.push(Key {
+                    algorithm: Algorithm::EdDSA,
+                    key: DecodingKey::from_ed_der(&raw),
+                });
+            }
+        }
+        Ok(Self { keys })
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Identity, AuthError> {
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(AuthError::Missing);
+        }
+        let mut parts = token.split('.');
+        let (Some(header_b64), Some(payload_b64), Some(_sig), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(AuthError::Malformed("a JWT has three parts".into()));
+        };
+        let header_json = URL_SAFE_NO_PAD
+            .decode(header_b64)
+            .map_err(|_| AuthError::Malformed("header is not base64url".into()))?;
+        let alg = serde_json::from_slice::<serde_json::Value>(&header_json)
+            .ok()
+            .and_then(|v| v.get("alg").and_then(|a| a.as_str()).map(str::to_owned))
+            .ok_or_else(|| AuthError::Malformed("header has no alg".into()))?;
+        let algorithm = match alg.as_str() {
+            "HS256" => Algorithm::HS256,
+            "EdDSA" => Algorithm::EdDSA,
+            other => return Err(AuthError::Algorithm(other.to_owned())),
+        };
+        let payload = URL_SAFE_NO_PAD
+            .decode(payload_b64)
+            .map_err(|_| AuthError::Malformed("payload is not base64url".into()))?;
+        let unverified: TenantOnly = serde_json::from_slice(&payload)
+            .map_err(|_| AuthError::Claims("missing tenant claim".into()))?;
+        let tenant = TenantId::new(unverified.tenant)
+            .map_err(|e| AuthError::Claims(e.to_string()))?;
+        // An unknown tenant looks like a bad signature: no tenant enumeration.
+        let keys = self.keys.get(&tenant).ok_or(AuthError::BadSignature)?;
+
+        let mut validation = Validation::new(algorithm);
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        validation.leeway = 30;
+        validation.validate_aud = false;
+        let mut expired = false;
+        for key in keys.iter().filter(|k| k.algorithm == algorithm) {
+            match jsonwebtoken::decode::<Claims>(token, &key.key, &validation) {
+                Ok(data) => return identity(&tenant, data.claims),
+                Err(e) => match e.kind() {
+                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => expired = true,
+                    jsonwebtoken::errors::ErrorKind::InvalidSignature => {}
+                    jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(c) => {
+                        return Err(AuthError::Claims(format!("missing {c} claim")));
+                    }
+                    other => tracing::debug!(error = ?other, "token refused by one key"),
+                },
+            }
+        }
+        // jsonwebtoken checks the signature before the expiry, so an
+        // expired token only says so when a key verified it.
+        if expired {
+            Err(AuthError::Expired)
+        } else {
+            Err(AuthError::BadSignature)
+        }
+    }
+}
+
+fn identity(tenant: &TenantId, claims: Claims) -> Result<Identity, AuthError> {
+    if claims.tenant != tenant.as_str() {
+        return Err(AuthError::Claims("tenant changed".into()));
+    }
+    let user = UserId::new(claims.sub).map_err(|e| AuthError::Claims(e.to_string()))?;
+    let device = match claims.device {
+        Some(d) => DeviceId::new(d).map_err(|e| AuthError::Claims(e.to_string()))?,
+        None => DeviceId::default_device(),
+    };
+    Ok(Identity {
+        tenant: tenant.clone(),
+        user,
+        device,
+        admin: claims.role.as_deref() == Some("admin"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    const SECRET: &str = "a-secret-of-enough-length";
+
+    fn directory() -> TenantDirectory {
+        TenantDirectory::from_config(&[TenantConfig {
+            id: "acme".into(),
+            hs256_secrets: vec![SECRET.into()],
+            ed25519_public_keys: vec![],
+        }])
+        .unwrap()
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    fn hs256(claims: serde_json::Value, secret: &str) -> String {
+        encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn accepts_a_good_token() {
+        let t = hs256(
+            serde_json::json!({"tenant":"acme","sub":"alice","device":"phone","exp":now()+60,"role":"admin"}),
+            SECRET,
+        );
+        let id = directory().verify(&t).unwrap();
+        assert_eq!(id.user.as_str(), "alice");
+        assert_eq!(id.device.as_str(), "phone");
+        assert!(id.admin);
+    }
+
+    #[test]
+    fn refuses_bad_tokens() {
+        let d = directory();
+        let exp = now() + 60;
+        let wrong_key = hs256(serde_json::json!({"tenant":"acme","sub":"a","exp":exp}), "another-secret-that-is-long");
+        assert_eq!(d.verify(&wrong_key), Err(AuthError::BadSignature));
+        let expired = hs256(serde_json::json!({"tenant":"acme","sub":"a","exp":now()-3600}), SECRET);
+        assert_eq!(d.verify(&expired), Err(AuthError::Expired));
+        let no_exp = hs256(serde_json::json!({"tenant":"acme","sub":"a"}), SECRET);
+        assert!(matches!(d.verify(&no_exp), Err(AuthError::Claims(_))));
+        let other_tenant = hs256(serde_json::json!({"tenant":"globex","sub":"a","exp":exp}), SECRET);
+        assert_eq!(d.verify(&other_tenant), Err(AuthError::BadSignature));
+        let bad_user = hs256(serde_json::json!({"tenant":"acme","sub":"a b","exp":exp}), SECRET);
+        assert!(matches!(d.verify(&bad_user), Err(AuthError::Claims(_))));
+        // alg: none, with and without a signature.
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"tenant":"acme","sub":"a","exp":{exp}}}"#));
+        assert_eq!(
+            d.verify(&format!("{header}.{payload}.")),
+            Err(AuthError::Algorithm("none".into()))
+        );
+        assert!(d.verify("garbage").is_err());
+        assert_eq!(d.verify(""), Err(AuthError::Missing));
+    }
+
+    #[test]
+    fn refuses_algorithm_confusion() {
+        // A tenant with only an Ed25519 key: an HS256 token "signed" with
+        // the public key bytes as the HMAC secret must not verify.
+        let public = [7u8; 32];
+        let d = TenantDirectory::from_config(&[TenantConfig {
+            id: "ed".into(),
+            hs256_secrets: vec![],
+            ed25519_public_keys: vec![STANDARD.encode(public)],
+        }])
+        .unwrap();
+        let forged = encode(
+            &Header::new(Algorithm::HS256),
+            &serde_json::json!({"tenant":"ed","sub":"a","exp":now()+60}),
+            &EncodingKey::from_secret(&public),
+        )
+        .unwrap();
+        assert_eq!(d.verify(&forged), Err(AuthError::BadSignature));
+    }
+}

@@ -1,0 +1,71 @@
+//! Writes as commands: every change to a conversation is published to the
+//! conversation's ingest partition and applied by its writer.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::message::PublishMessage;
+use futures::StreamExt;
+use switchboard_backbone::envelope::{Command, CommandReply, HEADER_REPLY};
+use switchboard_backbone::subject::{ingest, partition_of};
+use switchboard_protocol::ErrorCode;
+
+use crate::Gateway;
+use crate::error::ApiError;
+
+impl Gateway {
+    /// Publishes a command to JetStream. Returns once the client has queued
+    /// it, so commands of one connection keep their order; the returned
+    /// future resolves when JetStream has stored it.
+    pub(crate) async fn publish_command(
+        &self,
+        command: &Command,
+        reply_to: Option<&str>,
+    ) -> Result<PublishAckFuture, ApiError> {
+        let partition = partition_of(command.tenant(), command.conversation_id(), self.config.partitions);
+        let subject = ingest(partition, command.tenant(), command.conversation_id());
+        let payload = command
+            .encode()
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+        if let Some(reply) = reply_to {
+            headers.insert(HEADER_REPLY, reply);
+        }
+        let publish = PublishMessage::build().payload(payload).headers(headers);
+        self.js
+            .send_publish(subject, publish)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("backbone: {e}")))
+    }
+
+    /// Runs a REST command and waits for its writer's answer.
+    pub(crate) async fn run_command(&self, command: Command) -> Result<CommandReply, ApiError> {
+        let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
+        let inbox = self.client.new_inbox();
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| unavailable(format!("backbone: {e}")))?;
+        let stored = self.publish_command(&command, Some(&inbox)).await?;
+        stored
+            .await
+            .map_err(|e| unavailable(format!("backbone did not store the command: {e}")))?;
+        let wait = self.config.command_timeout;
+        match tokio::time::timeout(wait, replies.next()).await {
+            Ok(Some(msg)) => serde_json::from_slice(&msg.payload)
+                .map_err(|e| ApiError::new(ErrorCode::Internal, format!("bad command reply: {e}"))),
+            Ok(None) => Err(unavailable("backbone connection closed".into())),
+            Err(_) => Err(unavailable(format!(
+                "no writer answered within {}; the change is queued and will apply",
+                humanize(wait)
+            ))),
+        }
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    format!("{}s", d.as_secs_f32())
+}

@@ -1,0 +1,103 @@
+//! The gateway's settings. Plain data: the binary fills it from the
+//! configuration file, the environment and flags.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::ContentLimits;
+
+/// Limits on what one client may send. Every limit answers with a
+/// documented error, never a dropped connection, unless noted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest WebSocket text frame accepted; larger ones get `too_large`.
+    pub max_frame_bytes: usize,
+    /// Frames above this close the connection (code 1009): they are not
+    /// even buffered. At least `max_frame_bytes`.
+    pub hard_max_frame_bytes: usize,
+    /// Largest REST request body; larger ones get 413 `too_large`.
+    pub max_body_bytes: usize,
+    /// Text, caption and ciphertext sizes.
+    pub content: ContentLimits,
+    /// Sends per second per connection (token bucket refill rate).
+    pub sends_per_second: f64,
+    /// Burst of sends a connection may make at once.
+    pub send_burst: f64,
+    /// Sends per connection that JetStream has not yet confirmed.
+    pub max_inflight_sends: usize,
+    /// Frames queued for a client that reads too slowly; past this the
+    /// connection is closed (code 1013) and the client replays its backlog.
+    pub outbound_queue: usize,
+    /// Members in `POST /v1/conversations` and member additions.
+    pub max_members_per_request: usize,
+    /// Longest conversation title, in bytes.
+    pub max_title_bytes: usize,
+    /// Default and maximum `limit` of `pull_backlog`.
+    pub backlog_default_limit: usize,
+    pub backlog_max_limit: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 64 * 1024,
+            hard_max_frame_bytes: 1024 * 1024,
+            max_body_bytes: 64 * 1024,
+            content: ContentLimits::default(),
+            sends_per_second: 200.0,
+            send_burst: 400.0,
+            max_inflight_sends: 1024,
+            outbound_queue: 4096,
+            max_members_per_request: 1000,
+            max_title_bytes: 256,
+            backlog_default_limit: 200,
+            backlog_max_limit: 1000,
+        }
+    }
+}
+
+/// One tenant's token verification keys. Two of a kind may be valid at
+/// once, for rotation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub id: String,
+    /// HS256 shared secrets (UTF-8 strings).
+    #[serde(default)]
+    pub hs256_secrets: Vec<String>,
+    /// Ed25519 public keys for EdDSA tokens: 32 raw bytes, base64.
+    #[serde(default)]
+    pub ed25519_public_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Shown in logs and as the NATS client name.
+    pub gateway_id: String,
+    pub limits: Limits,
+    pub tenants: Vec<TenantConfig>,
+    /// How long a REST command waits for its writer before answering 503.
+    pub command_timeout: Duration,
+    /// How often a connection's `ack_delivered` marks are written (they are
+    /// coalesced per conversation in between).
+    pub ack_flush_interval: Duration,
+    /// Ingest partitions (the backbone's setting).
+    pub partitions: u16,
+    /// Serve the browser client at `/` (dev mode).
+    pub serve_web_client: bool,
+}
+
+impl GatewayConfig {
+    pub fn new(gateway_id: String, tenants: Vec<TenantConfig>) -> Self {
+        Self {
+            gateway_id,
+            limits: Limits::default(),
+            tenants,
+            command_timeout: Duration::from_secs(10),
+            ack_flush_interval: Duration::from_millis(100),
+            partitions: 16,
+            serve_web_client: false,
+        }
+    }
+}

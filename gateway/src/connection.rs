@@ -1,0 +1,460 @@
+//! One WebSocket connection: the data plane of PROTOCOL.md.
+//!
+//! A reader loop parses frames and acts on them; a writer task owns the
+//! socket's sending half and drains a bounded queue that the hub, the
+//! reader and background tasks feed. Nothing a client sends can end the
+//! connection except closing it or outgrowing the hard frame limit: every
+//! bad frame gets an `error` frame and the loop goes on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures::stream::SplitSink;
+use futures::{SinkExt, StreamExt};
+use switchboard_backbone::envelope::{Command, SendCommand};
+use switchboard_protocol::{
+    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, ServerFrame, Timestamp,
+};
+use switchboard_store::SentKey;
+use tokio::sync::{Semaphore, mpsc};
+use tracing::Instrument;
+
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::error::store_error_code;
+use crate::hub::Outbound;
+
+/// WebSocket close code for "try again later" (RFC 6455 registry).
+const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
+const KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// A token bucket: `rate` tokens per second up to `burst`.
+struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl TokenBucket {
+    fn new(rate: f64, burst: f64) -> Self {
+        Self {
+            rate,
+            burst,
+            tokens: burst,
+            at: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+struct Connection {
+    gw: Arc<Gateway>,
+    id: Identity,
+    tx: mpsc::Sender<Outbound>,
+    sends: TokenBucket,
+    inflight: Arc<Semaphore>,
+    /// Highest `ack_delivered` per conversation since the last flush.
+    delivered: HashMap<ConversationId, u64>,
+}
+
+fn frame(f: &ServerFrame) -> Outbound {
+    Outbound::Frame(Utf8Bytes::from(f.to_json()))
+}
+
+fn error_frame(
+    code: ErrorCode,
+    message: impl Into<String>,
+    request_type: &str,
+    client_msg_id: Option<&str>,
+    conversation_id: Option<&str>,
+) -> Outbound {
+    frame(&ServerFrame::Error {
+        code,
+        message: message.into(),
+        request_type: Some(request_type.to_owned()),
+        client_msg_id: client_msg_id.map(str::to_owned),
+        conversation_id: conversation_id.map(str::to_owned),
+    })
+}
+
+pub(crate) async fn run(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
+    let span = tracing::info_span!(
+        "conn",
+        tenant = %id.tenant,
+        user = %id.user,
+        device = %id.device
+    );
+    serve(gw, id, socket).instrument(span).await;
+}
+
+async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
+    let (sink, mut stream) = socket.split();
+    let limits = gw.config.limits.clone();
+    let (tx, rx) = mpsc::channel(limits.outbound_queue);
+    let mut writer = tokio::spawn(write_loop(sink, rx));
+
+    // The device must be known before it is subscribed, so that every
+    // message it might miss from here on gets an inbox entry for it.
+    let joined = match gw.store.register_device(&id.tenant, &id.user, &id.device).await {
+        Ok(()) => gw
+            .hub
+            .join(&id.tenant, &id.user, &id.device, tx.clone())
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let registration = match joined {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
+            let _ = tx
+                .send(error_frame(ErrorCode::Unavailable, e, "connect", None, None))
+                .await;
+            let _ = tx.send(Outbound::Close("unavailable")).await;
+            let _ = writer.await;
+            return;
+        }
+    };
+    tracing::debug!("connected");
+
+    let mut conn = Connection {
+        gw: gw.clone(),
+        id,
+        tx,
+        sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
+        inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
+        delivered: HashMap::new(),
+    };
+    let mut ack_flush = tokio::time::interval(gw.config.ack_flush_interval);
+    let mut keepalive = tokio::time::interval(KEEPALIVE);
+    loop {
+        tokio::select! {
+            incoming = stream.next() => match incoming {
+                Some(Ok(Message::Text(text))) => conn.on_text(&text).await,
+                Some(Ok(Message::Binary(_))) => conn.reply(error_frame(
+                    ErrorCode::InvalidFrame,
+                    "binary frames are not part of the protocol; send JSON text frames",
+                    "binary",
+                    None,
+                    None,
+                )),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_))) | None => break,
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "websocket read failed");
+                    break;
+                }
+            },
+            _ = ack_flush.tick() => conn.flush_delivered(),
+            _ = keepalive.tick() => {
+                let _ = conn.tx.try_send(Outbound::Ping);
+            }
+            _ = &mut writer => break,
+        }
+    }
+    conn.flush_delivered();
+    gw.hub.leave(registration).await;
+    writer.abort();
+    tracing::debug!("disconnected");
+}
+
+async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Outbound>) {
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        // Write everything queued, then flush once.
+        while let Some(out) = next.take() {
+            let sent = match out {
+                Outbound::Frame(text) => sink.feed(Message::Text(text)).await,
+                Outbound::Ping => sink.feed(Message::Ping(Default::default())).await,
+                Outbound::Close(reason) => {
+                    let close = CloseFrame {
+                        code: CLOSE_TRY_AGAIN_LATER,
+                        reason: reason.into(),
+                    };
+                    let _ = sink.send(Message::Close(Some(close))).await;
+                    return;
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Connection {
+    /// Queues a frame for this connection. Frames answering the client's
+    /// own requests are never dropped for a full queue: the reader waits.
+    fn reply(&self, out: Outbound) {
+        if let Err(mpsc::error::TrySendError::Full(out)) = self.tx.try_send(out) {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(out).await;
+            });
+        }
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        let limits = &self.gw.config.limits;
+        if text.len() > limits.max_frame_bytes {
+            let hints: FrameHints = serde_json::from_str(text).unwrap_or_default();
+            self.reply(error_frame(
+                ErrorCode::TooLarge,
+                format!(
+                    "frame is {} bytes; the limit is {}",
+                    text.len(),
+                    limits.max_frame_bytes
+                ),
+                hints.kind.as_deref().unwrap_or("unknown"),
+                hints.client_msg_id.as_deref(),
+                hints.conversation_id.as_deref(),
+            ));
+            return;
+        }
+        let parsed = match ClientFrame::parse(text) {
+            Ok(f) => f,
+            Err(e) => {
+                self.reply(frame(&ServerFrame::Error {
+                    code: ErrorCode::InvalidFrame,
+                    message: e.message,
+                    request_type: e.request_type,
+                    client_msg_id: e.client_msg_id,
+                    conversation_id: e.conversation_id,
+                }));
+                return;
+            }
+        };
+        match parsed {
+            ClientFrame::SendMessage {
+                client_msg_id,
+                conversation_id,
+                content,
+            } => self.send_message(client_msg_id, conversation_id, content).await,
+            ClientFrame::AckDelivered {
+                conversation_id,
+                seq,
+            } => {
+                let mark = self.delivered.entry(conversation_id).or_insert(0);
+                *mark = (*mark).max(seq);
+            }
+            ClientFrame::PullBacklog {
+                conversation_id,
+                since_seq,
+                limit,
+            } => self.pull_backlog(conversation_id, since_seq, limit),
+            ClientFrame::Ping {} => self.reply(frame(&ServerFrame::Pong {})),
+        }
+    }
+
+    async fn send_message(
+        &mut self,
+        client_msg_id: ClientMsgId,
+        conversation_id: ConversationId,
+        content: Content,
+    ) {
+        let fail = |code, message: String| {
+            error_frame(
+                code,
+                message,
+                "send_message",
+                Some(client_msg_id.as_str()),
+                Some(conversation_id.as_str()),
+            )
+        };
+        if let Err(e) = content.validate_from_client(&self.gw.config.limits.content) {
+            let code = if e.is_too_large() {
+                ErrorCode::TooLarge
+            } else {
+                ErrorCode::InvalidFrame
+            };
+            self.reply(fail(code, e.to_string()));
+            return;
+        }
+        if !self.sends.take() {
+            self.reply(fail(
+                ErrorCode::RateLimited,
+                format!(
+                    "more than {} messages per second; slow down and retry",
+                    self.gw.config.limits.sends_per_second
+                ),
+            ));
+            return;
+        }
+        let Ok(permit) = self.inflight.clone().try_acquire_owned() else {
+            self.reply(fail(
+                ErrorCode::RateLimited,
+                "too many sends waiting for the backbone; retry after an ack".into(),
+            ));
+            return;
+        };
+        let command = Command::Send(SendCommand {
+            tenant: self.id.tenant.clone(),
+            conversation_id: conversation_id.clone(),
+            sender: self.id.user.clone(),
+            device: self.id.device.clone(),
+            client_msg_id: client_msg_id.clone(),
+            content,
+            received_at: Timestamp::now(),
+        });
+        let stored = match self.gw.publish_command(&command, None).await {
+            Ok(f) => f,
+            Err(e) => {
+                self.reply(fail(e.code, e.message));
+                return;
+            }
+        };
+        let (gw, tx) = (self.gw.clone(), self.tx.clone());
+        let key = SentKey {
+            tenant: self.id.tenant.clone(),
+            conversation_id,
+            sender: self.id.user.clone(),
+            client_msg_id,
+        };
+        tokio::spawn(async move {
+            let _permit = permit;
+            let send_error = |message: String| {
+                error_frame(
+                    ErrorCode::Unavailable,
+                    message,
+                    "send_message",
+                    Some(key.client_msg_id.as_str()),
+                    Some(key.conversation_id.as_str()),
+                )
+            };
+            match stored.await {
+                // Stored: the writer answers with `ack` or `error`.
+                Ok(ack) if !ack.duplicate => {}
+                // A retry inside the dedupe window: JetStream dropped it.
+                // If the original is in the store, answer now; if not, it
+                // is still in the stream and its writer will answer.
+                Ok(_) => match gw.store.find_sent(vec![key.clone()]).await {
+                    Ok(found) => {
+                        if let Some(Some(m)) = found.first() {
+                            let _ = tx.send(frame(&ServerFrame::ack(m))).await;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
+                    }
+                },
+                Err(e) => {
+                    let _ = tx
+                        .send(send_error(format!("backbone did not store the message: {e}; retry")))
+                        .await;
+                }
+            }
+        });
+    }
+
+    fn pull_backlog(
+        &self,
+        conversation_id: Option<ConversationId>,
+        since_seq: Option<u64>,
+        limit: Option<u32>,
+    ) {
+        let limits = &self.gw.config.limits;
+        let limit = limit
+            .map(|l| l as usize)
+            .unwrap_or(limits.backlog_default_limit)
+            .clamp(1, limits.backlog_max_limit);
+        let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
+        tokio::spawn(async move {
+            let since = since_seq.unwrap_or(0);
+            let result = match &conversation_id {
+                Some(c) => gw.store.replay(&id.tenant, c, &id.user, since, limit + 1).await,
+                None => gw.store.inbox(&id.tenant, &id.user, &id.device, limit + 1).await,
+            };
+            let mut messages = match result {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = tx
+                        .send(error_frame(
+                            store_error_code(&e),
+                            e.to_string(),
+                            "pull_backlog",
+                            None,
+                            conversation_id.as_ref().map(|c| c.as_str()),
+                        ))
+                        .await;
+                    return;
+                }
+            };
+            let more = messages.len() > limit;
+            messages.truncate(limit);
+            let last_seq = match &conversation_id {
+                Some(_) => messages.last().map_or(since, |m| m.seq),
+                None => 0,
+            };
+            for m in messages {
+                if tx.send(frame(&ServerFrame::Message { message: m })).await.is_err() {
+                    return;
+                }
+            }
+            let _ = tx
+                .send(frame(&ServerFrame::BacklogDone {
+                    conversation_id,
+                    last_seq,
+                    more,
+                }))
+                .await;
+        });
+    }
+
+    /// Writes the coalesced `ack_delivered` marks.
+    fn flush_delivered(&mut self) {
+        if self.delivered.is_empty() {
+            return;
+        }
+        let marks = std::mem::take(&mut self.delivered);
+        let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
+        tokio::spawn(async move {
+            for (conversation, seq) in marks {
+                if seq == 0 {
+                    continue;
+                }
+                if let Err(e) = gw
+                    .store
+                    .ack_delivered(&id.tenant, &id.user, &id.device, &conversation, seq)
+                    .await
+                {
+                    let _ = tx
+                        .send(error_frame(
+                            store_error_code(&e),
+                            e.to_string(),
+                            "ack_delivered",
+                            None,
+                            Some(conversation.as_str()),
+                        ))
+                        .await;
+                }
+            }
+        });
+    }
+}
+
+/// Request fields of a frame refused before parsing, for its `error`.
+#[derive(Default, serde::Deserialize)]
+struct FrameHints {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    client_msg_id: Option<String>,
+    conversation_id: Option<String>,
+}

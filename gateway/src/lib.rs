@@ -1,0 +1,94 @@
+//! The edge: WebSocket data plane and REST control plane (PROTOCOL.md).
+//!
+//! A gateway authenticates every request (`auth`), turns writes into
+//! commands on the conversation's ingest partition (`commands`), and
+//! routes events from NATS to its connections (`hub`). It never assigns a
+//! `seq` or writes a message itself: the worker that owns the partition
+//! does, and answers through NATS. Reads (history, backlog, conversation
+//! lists) go straight to the store, which checks membership.
+
+pub mod auth;
+mod commands;
+pub mod config;
+mod connection;
+pub mod error;
+pub mod hub;
+mod rest;
+
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use switchboard_backbone::node_id::IdSource;
+use switchboard_store::Store;
+
+pub use auth::{Identity, TenantDirectory};
+pub use config::{GatewayConfig, Limits, TenantConfig};
+
+/// Everything a request handler needs; shared by all connections.
+pub struct Gateway {
+    config: GatewayConfig,
+    tenants: TenantDirectory,
+    store: Arc<dyn Store>,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    hub: hub::Hub,
+    ids: Arc<dyn IdSource>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Keys(#[from] auth::KeyError),
+    #[error("limits: {0}")]
+    Limits(String),
+    #[error("serving HTTP: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Gateway {
+    pub fn new(
+        config: GatewayConfig,
+        client: async_nats::Client,
+        store: Arc<dyn Store>,
+        ids: Arc<dyn IdSource>,
+    ) -> Result<Arc<Self>, GatewayError> {
+        if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
+            return Err(GatewayError::Limits(
+                "hard_max_frame_bytes must be at least max_frame_bytes".into(),
+            ));
+        }
+        let tenants = TenantDirectory::from_config(&config.tenants)?;
+        let js = jetstream::new(client.clone());
+        Ok(Arc::new(Self {
+            config,
+            tenants,
+            store,
+            hub: hub::Hub::new(client.clone()),
+            client,
+            js,
+            ids,
+        }))
+    }
+
+    /// The HTTP application: REST, WebSocket, health.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        rest::router(self.clone())
+    }
+
+    /// Connections currently open on this gateway.
+    pub async fn connection_count(&self) -> usize {
+        self.hub.connection_count().await
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}

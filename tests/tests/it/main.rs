@@ -1,0 +1,15 @@
+//! The integration tests: one binary, so it links once. Each test starts
+//! its own nats-server and switchboard processes (see the harness crate).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod backlog;
+mod bad_input;
+mod chat;
+mod crash;
+mod dev;
+mod history;
+mod idempotency;
+mod leases;
+mod ordering;
+mod store_service;
+mod support;

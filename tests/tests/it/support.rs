@@ -1,0 +1,121 @@
+//! Small helpers so tests read like the behaviour they check.
+
+use std::time::Duration;
+
+use switchboard_client::WsClient;
+use switchboard_protocol::{
+    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, Message, MessageId, ServerFrame,
+};
+
+pub const WAIT: Duration = Duration::from_secs(15);
+
+pub fn send_frame(conversation: &str, client_msg_id: &str, text: &str) -> ClientFrame {
+    ClientFrame::SendMessage {
+        client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
+        conversation_id: ConversationId::new(conversation).unwrap(),
+        content: Content::Text { text: text.to_owned() },
+    }
+}
+
+pub fn text_of(m: &Message) -> &str {
+    match &m.content {
+        Some(Content::Text { text }) => text,
+        other => panic!("not a text message: {other:?}"),
+    }
+}
+
+/// The next frame that `pick` accepts; frames it rejects are skipped.
+pub async fn expect<T>(ws: &mut WsClient, what: &str, mut pick: impl FnMut(ServerFrame) -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match ws.next_frame_within(left).await {
+            Ok(frame) => {
+                if let Some(v) = pick(frame) {
+                    return v;
+                }
+            }
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+/// Sends a text and waits for its ack: (message_id, seq).
+pub async fn send_acked(ws: &mut WsClient, conversation: &str, client_msg_id: &str, text: &str) -> (MessageId, u64) {
+    ws.send(&send_frame(conversation, client_msg_id, text)).await.unwrap();
+    expect_ack(ws, client_msg_id).await
+}
+
+pub async fn expect_ack(ws: &mut WsClient, client_msg_id: &str) -> (MessageId, u64) {
+    expect(ws, &format!("ack of {client_msg_id}"), |f| match f {
+        ServerFrame::Ack {
+            client_msg_id: id,
+            message_id,
+            seq,
+            status,
+            ..
+        } if id.as_str() == client_msg_id => {
+            assert_eq!(status, "sent");
+            Some((message_id, seq))
+        }
+        ServerFrame::Error { code, message, client_msg_id: Some(id), .. } if id == client_msg_id => {
+            panic!("{client_msg_id} refused: {code} {message}")
+        }
+        _ => None,
+    })
+    .await
+}
+
+pub async fn expect_message(ws: &mut WsClient) -> Message {
+    expect(ws, "a message", |f| match f {
+        ServerFrame::Message { message } => Some(message),
+        _ => None,
+    })
+    .await
+}
+
+/// The next `error` frame: (code, request_type, client_msg_id).
+pub async fn expect_error(ws: &mut WsClient) -> (ErrorCode, Option<String>, Option<String>, String) {
+    expect(ws, "an error", |f| match f {
+        ServerFrame::Error {
+            code,
+            request_type,
+            client_msg_id,
+            message,
+            ..
+        } => Some((code, request_type, client_msg_id, message)),
+        _ => None,
+    })
+    .await
+}
+
+/// The connection still works: a ping gets a pong.
+pub async fn assert_alive(ws: &mut WsClient) {
+    ws.send(&ClientFrame::Ping {}).await.unwrap();
+    expect(ws, "pong", |f| matches!(f, ServerFrame::Pong {}).then_some(())).await;
+}
+
+/// Messages from `pull_backlog` until its `backlog_done`: (messages, last_seq, more).
+pub async fn pull(ws: &mut WsClient, conversation: Option<&str>, since_seq: Option<u64>, limit: Option<u32>) -> (Vec<Message>, u64, bool) {
+    ws.send(&ClientFrame::PullBacklog {
+        conversation_id: conversation.map(|c| ConversationId::new(c).unwrap()),
+        since_seq,
+        limit,
+    })
+    .await
+    .unwrap();
+    let mut messages = Vec::new();
+    loop {
+        let frame = expect(ws, "backlog", |f| match f {
+            f @ (ServerFrame::Message { .. } | ServerFrame::BacklogDone { .. }) => Some(f),
+            ServerFrame::Error { code, message, .. } => panic!("pull_backlog failed: {code} {message}"),
+            _ => None,
+        })
+        .await;
+        match frame {
+            ServerFrame::Message { message } => messages.push(message),
+            ServerFrame::BacklogDone { last_seq, more, .. } => return (messages, last_seq, more),
+            _ => unreachable!(),
+        }
+    }
+}
