@@ -132,9 +132,16 @@ impl RestClient {
         Self::parse(r).await
     }
 
-    pub async fn add_members(&self, id: &str, members: &[&str]) -> Result<ConversationView, RestError> {
+    pub async fn add_members(
+        &self,
+        id: &str,
+        members: &[&str],
+    ) -> Result<ConversationView, RestError> {
         let body = AddMembers {
-            members: members.iter().filter_map(|m| UserId::new(*m).ok()).collect(),
+            members: members
+                .iter()
+                .filter_map(|m| UserId::new(*m).ok())
+                .collect(),
             user_id: None,
         };
         let r = self

@@ -100,7 +100,57 @@ impl WsClient {
             .map_err(|_| WsError::Timeout(wait))?
     }
 
+    /// Splits into a sending and a receiving half, for clients that do
+    /// both at once (the load generator).
+    pub fn split(self) -> (WsSender, WsReceiver) {
+        let (sink, stream) = self.socket.split();
+        (WsSender { sink }, WsReceiver { stream })
+    }
+
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
+    }
+}
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The sending half of a [`WsClient`].
+pub struct WsSender {
+    sink: futures::stream::SplitSink<Socket, Message>,
+}
+
+impl WsSender {
+    /// Queues a text frame without flushing; call [`WsSender::flush`].
+    pub async fn feed_text(&mut self, text: String) -> Result<(), WsError> {
+        self.sink
+            .feed(Message::text(text))
+            .await
+            .map_err(|e| WsError::Socket(Box::new(e)))
+    }
+
+    pub async fn flush(&mut self) -> Result<(), WsError> {
+        self.sink
+            .flush()
+            .await
+            .map_err(|e| WsError::Socket(Box::new(e)))
+    }
+}
+
+/// The receiving half of a [`WsClient`].
+pub struct WsReceiver {
+    stream: futures::stream::SplitStream<Socket>,
+}
+
+impl WsReceiver {
+    /// The next text frame.
+    pub async fn next_text(&mut self) -> Result<String, WsError> {
+        loop {
+            match self.stream.next().await {
+                Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
+                Some(Ok(Message::Close(_))) | None => return Err(WsError::Closed),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(WsError::Socket(Box::new(e))),
+            }
+        }
     }
 }

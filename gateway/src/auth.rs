@@ -139,8 +139,8 @@ impl TenantDirectory {
             .map_err(|_| AuthError::Malformed("payload is not base64url".into()))?;
         let unverified: TenantOnly = serde_json::from_slice(&payload)
             .map_err(|_| AuthError::Claims("missing tenant claim".into()))?;
-        let tenant = TenantId::new(unverified.tenant)
-            .map_err(|e| AuthError::Claims(e.to_string()))?;
+        let tenant =
+            TenantId::new(unverified.tenant).map_err(|e| AuthError::Claims(e.to_string()))?;
         // An unknown tenant looks like a bad signature: no tenant enumeration.
         let keys = self.keys.get(&tenant).ok_or(AuthError::BadSignature)?;
 
@@ -213,7 +213,12 @@ mod tests {
     }
 
     fn hs256(claims: serde_json::Value, secret: &str) -> String {
-        encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret.as_bytes())).unwrap()
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -232,19 +237,32 @@ mod tests {
     fn refuses_bad_tokens() {
         let d = directory();
         let exp = now() + 60;
-        let wrong_key = hs256(serde_json::json!({"tenant":"acme","sub":"a","exp":exp}), "another-secret-that-is-long");
+        let wrong_key = hs256(
+            serde_json::json!({"tenant":"acme","sub":"a","exp":exp}),
+            "another-secret-that-is-long",
+        );
         assert_eq!(d.verify(&wrong_key), Err(AuthError::BadSignature));
-        let expired = hs256(serde_json::json!({"tenant":"acme","sub":"a","exp":now()-3600}), SECRET);
+        let expired = hs256(
+            serde_json::json!({"tenant":"acme","sub":"a","exp":now()-3600}),
+            SECRET,
+        );
         assert_eq!(d.verify(&expired), Err(AuthError::Expired));
         let no_exp = hs256(serde_json::json!({"tenant":"acme","sub":"a"}), SECRET);
         assert!(matches!(d.verify(&no_exp), Err(AuthError::Claims(_))));
-        let other_tenant = hs256(serde_json::json!({"tenant":"globex","sub":"a","exp":exp}), SECRET);
+        let other_tenant = hs256(
+            serde_json::json!({"tenant":"globex","sub":"a","exp":exp}),
+            SECRET,
+        );
         assert_eq!(d.verify(&other_tenant), Err(AuthError::BadSignature));
-        let bad_user = hs256(serde_json::json!({"tenant":"acme","sub":"a b","exp":exp}), SECRET);
+        let bad_user = hs256(
+            serde_json::json!({"tenant":"acme","sub":"a b","exp":exp}),
+            SECRET,
+        );
         assert!(matches!(d.verify(&bad_user), Err(AuthError::Claims(_))));
         // alg: none, with and without a signature.
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
-        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"tenant":"acme","sub":"a","exp":{exp}}}"#));
+        let payload =
+            URL_SAFE_NO_PAD.encode(format!(r#"{{"tenant":"acme","sub":"a","exp":{exp}}}"#));
         assert_eq!(
             d.verify(&format!("{header}.{payload}.")),
             Err(AuthError::Algorithm("none".into()))

@@ -23,7 +23,11 @@ impl Gateway {
         command: &Command,
         reply_to: Option<&str>,
     ) -> Result<PublishAckFuture, ApiError> {
-        let partition = partition_of(command.tenant(), command.conversation_id(), self.config.partitions);
+        let partition = partition_of(
+            command.tenant(),
+            command.conversation_id(),
+            self.config.partitions,
+        );
         let subject = ingest(partition, command.tenant(), command.conversation_id());
         let payload = command
             .encode()

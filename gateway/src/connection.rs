@@ -50,7 +50,8 @@ impl TokenBucket {
 
     fn take(&mut self) -> bool {
         let now = Instant::now();
-        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
+        self.tokens =
+            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
         self.at = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
@@ -109,7 +110,11 @@ async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
 
     // The device must be known before it is subscribed, so that every
     // message it might miss from here on gets an inbox entry for it.
-    let joined = match gw.store.register_device(&id.tenant, &id.user, &id.device).await {
+    let joined = match gw
+        .store
+        .register_device(&id.tenant, &id.user, &id.device)
+        .await
+    {
         Ok(()) => gw
             .hub
             .join(&id.tenant, &id.user, &id.device, tx.clone())
@@ -122,7 +127,13 @@ async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
         Err(e) => {
             tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
             let _ = tx
-                .send(error_frame(ErrorCode::Unavailable, e, "connect", None, None))
+                .send(error_frame(
+                    ErrorCode::Unavailable,
+                    e,
+                    "connect",
+                    None,
+                    None,
+                ))
                 .await;
             let _ = tx.send(Outbound::Close("unavailable")).await;
             let _ = writer.await;
@@ -247,7 +258,10 @@ impl Connection {
                 client_msg_id,
                 conversation_id,
                 content,
-            } => self.send_message(client_msg_id, conversation_id, content).await,
+            } => {
+                self.send_message(client_msg_id, conversation_id, content)
+                    .await
+            }
             ClientFrame::AckDelivered {
                 conversation_id,
                 seq,
@@ -357,7 +371,9 @@ impl Connection {
                 },
                 Err(e) => {
                     let _ = tx
-                        .send(send_error(format!("backbone did not store the message: {e}; retry")))
+                        .send(send_error(format!(
+                            "backbone did not store the message: {e}; retry"
+                        )))
                         .await;
                 }
             }
@@ -379,8 +395,16 @@ impl Connection {
         tokio::spawn(async move {
             let since = since_seq.unwrap_or(0);
             let result = match &conversation_id {
-                Some(c) => gw.store.replay(&id.tenant, c, &id.user, since, limit + 1).await,
-                None => gw.store.inbox(&id.tenant, &id.user, &id.device, limit + 1).await,
+                Some(c) => {
+                    gw.store
+                        .replay(&id.tenant, c, &id.user, since, limit + 1)
+                        .await
+                }
+                None => {
+                    gw.store
+                        .inbox(&id.tenant, &id.user, &id.device, limit + 1)
+                        .await
+                }
             };
             let mut messages = match result {
                 Ok(m) => m,
@@ -404,7 +428,11 @@ impl Connection {
                 None => 0,
             };
             for m in messages {
-                if tx.send(frame(&ServerFrame::Message { message: m })).await.is_err() {
+                if tx
+                    .send(frame(&ServerFrame::Message { message: m }))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -113,7 +113,7 @@ impl Hub {
                 .await
                 .map_err(|e| JoinError(e.to_string()))?;
             let conns: Conns = Arc::new(Mutex::new(vec![conn]));
-            let task = tokio::spawn(dispatch(subscriber, conns.clone()));
+            let task = tokio::spawn(dispatch(subscriber, user.clone(), conns.clone()));
             users.insert(key.clone(), UserEntry { conns, task });
         }
         Ok(Registration { key, id })
@@ -131,11 +131,9 @@ impl Hub {
             },
             None => false,
         };
-        if empty {
-            if let Some(entry) = users.remove(&registration.key) {
-                // Dropping the subscriber with the task unsubscribes.
-                entry.task.abort();
-            }
+        if empty && let Some(entry) = users.remove(&registration.key) {
+            // Dropping the subscriber with the task unsubscribes.
+            entry.task.abort();
         }
     }
 }
@@ -175,7 +173,10 @@ fn deliver(conn: &Conn, out: Outbound) {
     if let Err(mpsc::error::TrySendError::Full(_)) = conn.tx.try_send(out) {
         // The client reads too slowly. Closing it is safe: it reconnects
         // and replays what it missed with `pull_backlog`.
-        tracing::warn!(conn = conn.id, "outbound queue full; closing the connection");
+        tracing::warn!(
+            conn = conn.id,
+            "outbound queue full; closing the connection"
+        );
         let tx = conn.tx.clone();
         tokio::spawn(async move {
             let _ = tx.send(Outbound::Close("client too slow")).await;
@@ -183,7 +184,7 @@ fn deliver(conn: &Conn, out: Outbound) {
     }
 }
 
-async fn dispatch(mut subscriber: async_nats::Subscriber, conns: Conns) {
+async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: Conns) {
     while let Some(msg) = subscriber.next().await {
         let event = match decode_event(&msg) {
             Ok(e) => e,
@@ -199,16 +200,21 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, conns: Conns) {
         match event {
             Event::Message {
                 frame,
+                origin_user,
                 origin_device,
             } => {
+                // Only the sending device of the sending user gets the
+                // ack; the same device id under another user is another device.
+                let from_this_user = origin_user == user.as_str();
                 let Ok(text) = Utf8Bytes::try_from(frame) else {
                     tracing::warn!("dropping a message event that is not UTF-8");
                     continue;
                 };
                 let mut ack = None;
                 for conn in &targets {
-                    if conn.device.as_str() == origin_device {
-                        let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
+                    if from_this_user && conn.device.as_str() == origin_device {
+                        let ack =
+                            ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
                         if let Some(frame) = ack {
                             deliver(conn, Outbound::Frame(frame.clone()));
                         }

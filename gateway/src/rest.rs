@@ -35,10 +35,16 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
     let body_limit = gw.config.limits.max_body_bytes;
     let mut router = axum::Router::new()
         .route("/v1/ws", get(websocket))
-        .route("/v1/conversations", post(create_conversation).get(list_conversations))
+        .route(
+            "/v1/conversations",
+            post(create_conversation).get(list_conversations),
+        )
         .route("/v1/conversations/{id}", get(get_conversation))
         .route("/v1/conversations/{id}/members", post(add_members))
-        .route("/v1/conversations/{id}/members/{user}", delete(remove_member))
+        .route(
+            "/v1/conversations/{id}/members/{user}",
+            delete(remove_member),
+        )
         .route("/v1/conversations/{id}/messages", get(history))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
@@ -61,7 +67,10 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
 }
 
 impl FromRequestParts<Shared> for Identity {
@@ -158,7 +167,11 @@ async fn create_conversation(
     JsonBody(body): JsonBody<CreateConversation>,
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let limits = &gw.config.limits;
-    if body.title.as_ref().is_some_and(|t| t.len() > limits.max_title_bytes) {
+    if body
+        .title
+        .as_ref()
+        .is_some_and(|t| t.len() > limits.max_title_bytes)
+    {
         return Err(ApiError::new(
             ErrorCode::TooLarge,
             format!("title is over {} bytes", limits.max_title_bytes),
@@ -167,7 +180,10 @@ async fn create_conversation(
     if body.members.len() > limits.max_members_per_request {
         return Err(ApiError::new(
             ErrorCode::TooLarge,
-            format!("at most {} members per request", limits.max_members_per_request),
+            format!(
+                "at most {} members per request",
+                limits.max_members_per_request
+            ),
         ));
     }
     let mut members: BTreeSet<UserId> = body.members.into_iter().collect();
@@ -184,7 +200,10 @@ async fn create_conversation(
                 .ok_or_else(|| ApiError::new(ErrorCode::Internal, "direct conversation id"))?
         }
         ConversationKind::Group | ConversationKind::Channel => {
-            let n = gw.ids.next_id().map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+            let n = gw
+                .ids
+                .next_id()
+                .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
             ConversationId::new(format!("c:{n}"))
                 .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
         }
@@ -211,11 +230,18 @@ async fn create_conversation(
         .store
         .conversation(&id.tenant, &conversation_id, &id.user)
         .await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, Json(detail_view(detail, &id.user))))
 }
 
-async fn list_conversations(State(gw): State<Shared>, id: Identity) -> Result<Json<ConversationList>, ApiError> {
+async fn list_conversations(
+    State(gw): State<Shared>,
+    id: Identity,
+) -> Result<Json<ConversationList>, ApiError> {
     let list = gw.store.conversations_of(&id.tenant, &id.user).await?;
     Ok(Json(ConversationList {
         conversations: list.into_iter().map(summary_view).collect(),
@@ -228,7 +254,10 @@ async fn get_conversation(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ConversationView>, ApiError> {
     let conversation = conversation_id(path)?;
-    let detail = gw.store.conversation(&id.tenant, &conversation, &id.user).await?;
+    let detail = gw
+        .store
+        .conversation(&id.tenant, &conversation, &id.user)
+        .await?;
     Ok(Json(detail_view(detail, &id.user)))
 }
 
@@ -271,13 +300,21 @@ async fn add_members(
     let mut users = body.members;
     users.extend(body.user_id);
     if users.is_empty() {
-        return Err(ApiError::invalid("give \"members\": [user ids] or \"user_id\""));
+        return Err(ApiError::invalid(
+            "give \"members\": [user ids] or \"user_id\"",
+        ));
     }
     if users.len() > gw.config.limits.max_members_per_request {
-        return Err(ApiError::new(ErrorCode::TooLarge, "too many members in one request"));
+        return Err(ApiError::new(
+            ErrorCode::TooLarge,
+            "too many members in one request",
+        ));
     }
     members_command(&gw, &id, conversation.clone(), users, true).await?;
-    let detail = gw.store.conversation(&id.tenant, &conversation, &id.user).await?;
+    let detail = gw
+        .store
+        .conversation(&id.tenant, &conversation, &id.user)
+        .await?;
     Ok(Json(detail_view(detail, &id.user)))
 }
 
@@ -287,7 +324,8 @@ async fn remove_member(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Path((conversation, user)) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let conversation = ConversationId::new(conversation).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let conversation =
+        ConversationId::new(conversation).map_err(|e| ApiError::invalid(e.to_string()))?;
     let user = UserId::new(user).map_err(|e| ApiError::invalid(e.to_string()))?;
     members_command(&gw, &id, conversation, vec![user], false).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -321,7 +359,10 @@ async fn history(
         after_seq: params.after_seq,
         limit,
     };
-    let messages = gw.store.history(&id.tenant, &conversation, &id.user, query).await?;
+    let messages = gw
+        .store
+        .history(&id.tenant, &conversation, &id.user, query)
+        .await?;
     let floor = params.after_seq.unwrap_or(0) + 1;
     let next_before_seq = match messages.last() {
         Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),

@@ -55,8 +55,7 @@ struct BucketFile {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, BackboneError> {
-    serde_json::from_str(json)
-        .map_err(|e| BackboneError::Definition(format!("{name}: {e}")))
+    serde_json::from_str(json).map_err(|e| BackboneError::Definition(format!("{name}: {e}")))
 }
 
 pub fn ingest_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {

@@ -20,8 +20,10 @@ use crate::BackboneError;
 pub const HEADER_REPLY: &str = "Sb-Reply";
 /// Header naming the kind of a user event: `message` or `rejected`.
 pub const HEADER_EVENT: &str = "Sb-Event";
-/// Header of `message` events: the device that sent the message, which
-/// gets an `ack` where every other device gets a `message`.
+/// Headers of `message` events: the user and device that sent the
+/// message. That one device gets an `ack` where every other connection
+/// gets a `message`.
+pub const HEADER_ORIGIN_USER: &str = "Sb-Origin-User";
 pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
 
 /// A command for the writer of one conversation.
@@ -95,7 +97,9 @@ impl Command {
     /// key of PROTOCOL.md; for other commands their unique id.
     pub fn dedupe_id(&self) -> String {
         match self {
-            Self::Send(c) => send_dedupe_id(&c.tenant, &c.conversation_id, &c.sender, &c.client_msg_id),
+            Self::Send(c) => {
+                send_dedupe_id(&c.tenant, &c.conversation_id, &c.sender, &c.client_msg_id)
+            }
             Self::CreateConversation(c) => format!("cmd-{}", c.command_id),
             Self::AddMembers(c) | Self::RemoveMembers(c) => format!("cmd-{}", c.command_id),
         }
@@ -121,7 +125,12 @@ pub fn send_dedupe_id(
     client_msg_id: &ClientMsgId,
 ) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    for part in [tenant.as_str(), conversation.as_str(), sender.as_str(), client_msg_id.as_str()] {
+    for part in [
+        tenant.as_str(),
+        conversation.as_str(),
+        sender.as_str(),
+        client_msg_id.as_str(),
+    ] {
         // Length-prefixed, so ("ab","c") and ("a","bc") differ.
         ctx.update(&(part.len() as u32).to_be_bytes());
         ctx.update(part.as_bytes());
@@ -186,15 +195,21 @@ pub struct Rejection {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A stored message: `frame` is the ready `message` frame.
-    Message { frame: Bytes, origin_device: String },
+    Message {
+        frame: Bytes,
+        origin_user: String,
+        origin_device: String,
+    },
     Rejected(Rejection),
 }
 
 /// Encodes a stored message once for every member it is fanned out to.
 pub fn message_event(message: &Message) -> Result<(HeaderMap, Bytes), BackboneError> {
-    let json = serde_json::to_string(message).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    let json =
+        serde_json::to_string(message).map_err(|e| BackboneError::Encoding(e.to_string()))?;
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "message");
+    headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
     headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
     Ok((headers, Bytes::from(message_frame_from_json(&json))))
 }
@@ -216,12 +231,15 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
     match header(HEADER_EVENT).as_deref() {
         Some("message") => Ok(Event::Message {
             frame: msg.payload.clone(),
+            origin_user: header(HEADER_ORIGIN_USER).unwrap_or_default(),
             origin_device: header(HEADER_ORIGIN_DEVICE).unwrap_or_default(),
         }),
         Some("rejected") => serde_json::from_slice(&msg.payload)
             .map(Event::Rejected)
             .map_err(|e| BackboneError::Encoding(e.to_string())),
-        other => Err(BackboneError::Encoding(format!("unknown event kind {other:?}"))),
+        other => Err(BackboneError::Encoding(format!(
+            "unknown event kind {other:?}"
+        ))),
     }
 }
 

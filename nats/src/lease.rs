@@ -90,7 +90,11 @@ impl Lease {
     /// Extends the lease. `Lost` means someone else holds it now.
     pub async fn renew(&mut self) -> Result<(), LeaseError> {
         let sent_at = Instant::now();
-        match self.kv.update(&self.key, self.value.clone(), self.revision).await {
+        match self
+            .kv
+            .update(&self.key, self.value.clone(), self.revision)
+            .await
+        {
             Ok(revision) => {
                 self.revision = revision;
                 self.renewed_at = sent_at;

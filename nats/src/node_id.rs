@@ -60,7 +60,11 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-async fn lease_any(kv: &kv::Store, owner: &str, ttl: Duration) -> Result<(u16, Lease), BackboneError> {
+async fn lease_any(
+    kv: &kv::Store,
+    owner: &str,
+    ttl: Duration,
+) -> Result<(u16, Lease), BackboneError> {
     let ids = u32::from(MAX_NODE_ID) + 1;
     let start = rand::rng().random_range(0..ids);
     for i in 0..ids {
@@ -70,7 +74,9 @@ async fn lease_any(kv: &kv::Store, owner: &str, ttl: Duration) -> Result<(u16, L
             return Ok((id, lease));
         }
     }
-    Err(BackboneError::Exhausted("all 1024 Snowflake node ids are leased".into()))
+    Err(BackboneError::Exhausted(
+        "all 1024 Snowflake node ids are leased".into(),
+    ))
 }
 
 impl IdGenerator {
@@ -93,7 +99,10 @@ impl IdGenerator {
 
     /// The node id in use now.
     pub fn node(&self) -> u16 {
-        self.state.lock().map(|s| s.generator.node()).unwrap_or(u16::MAX)
+        self.state
+            .lock()
+            .map(|s| s.generator.node())
+            .unwrap_or(u16::MAX)
     }
 
     /// A new id, or `Unavailable` while the node id lease is not valid.
@@ -111,7 +120,13 @@ impl IdGenerator {
     }
 }
 
-async fn renew(kv: kv::Store, owner: String, ttl: Duration, mut lease: Lease, state: Arc<Mutex<State>>) {
+async fn renew(
+    kv: kv::Store,
+    owner: String,
+    ttl: Duration,
+    mut lease: Lease,
+    state: Arc<Mutex<State>>,
+) {
     loop {
         tokio::time::sleep(lease.renew_interval()).await;
         match lease.renew().await {

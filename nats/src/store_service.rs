@@ -90,8 +90,10 @@ fn reply<T: Serialize>(result: StoreResult<T>) -> Vec<u8> {
         Err(e) => serde_json::to_vec(&Reply::<()>::Err(e)),
     };
     encoded.unwrap_or_else(|e| {
-        serde_json::to_vec(&Reply::<()>::Err(StoreError::Corrupt(format!("encode reply: {e}"))))
-            .unwrap_or_default()
+        serde_json::to_vec(&Reply::<()>::Err(StoreError::Corrupt(format!(
+            "encode reply: {e}"
+        ))))
+        .unwrap_or_default()
     })
 }
 
@@ -159,7 +161,10 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
 
 /// Serves `store` on `sb.store` until the subscription ends. Each request
 /// runs in its own task, so a slow read never holds up a commit.
-pub async fn serve(client: async_nats::Client, store: Arc<dyn Store>) -> Result<(), crate::BackboneError> {
+pub async fn serve(
+    client: async_nats::Client,
+    store: Arc<dyn Store>,
+) -> Result<(), crate::BackboneError> {
     let mut requests = client
         .queue_subscribe(STORE_SERVICE, STORE_QUEUE_GROUP.to_owned())
         .await

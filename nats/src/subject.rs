@@ -62,7 +62,11 @@ pub fn ingest_partition_filter(partition: u16) -> String {
 
 /// Events for all of one user's connections, on whichever gateways.
 pub fn user_events(tenant: &TenantId, user: &UserId) -> String {
-    format!("sb.user.{}.{}", token(tenant.as_str()), token(user.as_str()))
+    format!(
+        "sb.user.{}.{}",
+        token(tenant.as_str()),
+        token(user.as_str())
+    )
 }
 
 #[cfg(test)]
@@ -78,7 +82,10 @@ mod tests {
 
     #[test]
     fn dots_in_ids_do_not_split_tokens() {
-        assert_eq!(ingest(3, &t("acme.eu"), &c("a.b")), "sb.in.3.acme%2Eeu.a%2Eb");
+        assert_eq!(
+            ingest(3, &t("acme.eu"), &c("a.b")),
+            "sb.in.3.acme%2Eeu.a%2Eb"
+        );
         assert_eq!(
             user_events(&t("acme"), &UserId::new("j.doe@x").unwrap()),
             "sb.user.acme.j%2Edoe@x"

@@ -178,11 +178,21 @@ mod tests {
             max_text_bytes: 4,
             max_ciphertext_bytes: 8,
         };
-        let ok = Content::Text { text: "four".into() };
+        let ok = Content::Text {
+            text: "four".into(),
+        };
         assert_eq!(ok.validate_from_client(&limits), Ok(()));
-        let long = Content::Text { text: "fives".into() };
-        assert!(long.validate_from_client(&limits).unwrap_err().is_too_large());
-        let empty = Content::Text { text: String::new() };
+        let long = Content::Text {
+            text: "fives".into(),
+        };
+        assert!(
+            long.validate_from_client(&limits)
+                .unwrap_err()
+                .is_too_large()
+        );
+        let empty = Content::Text {
+            text: String::new(),
+        };
         assert_eq!(
             empty.validate_from_client(&limits),
             Err(ContentError::EmptyText)

@@ -187,7 +187,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.type_name(), "send_message");
-        assert_eq!(ClientFrame::parse(r#"{"type":"ping"}"#).unwrap(), ClientFrame::Ping {});
+        assert_eq!(
+            ClientFrame::parse(r#"{"type":"ping"}"#).unwrap(),
+            ClientFrame::Ping {}
+        );
         let pull = ClientFrame::parse(r#"{"type":"pull_backlog"}"#).unwrap();
         assert!(matches!(
             pull,
@@ -220,7 +223,10 @@ mod tests {
         let json = ServerFrame::Pong {}.to_json();
         assert_eq!(json, r#"{"type":"pong"}"#);
         let err = ServerFrame::error(ErrorCode::NotAMember, "no").to_json();
-        assert_eq!(err, r#"{"type":"error","code":"not_a_member","message":"no"}"#);
+        assert_eq!(
+            err,
+            r#"{"type":"error","code":"not_a_member","message":"no"}"#
+        );
         assert_eq!(
             message_frame_from_json(r#"{"seq":1}"#),
             r#"{"type":"message","message":{"seq":1}}"#

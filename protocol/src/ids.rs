@@ -230,7 +230,9 @@ impl FromStr for MessageId {
         if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(IdError::BadMessageId);
         }
-        s.parse::<u64>().map(Self).map_err(|_| IdError::BadMessageId)
+        s.parse::<u64>()
+            .map(Self)
+            .map_err(|_| IdError::BadMessageId)
     }
 }
 
@@ -279,7 +281,10 @@ mod tests {
         let json = serde_json::to_string(&id).unwrap();
         assert_eq!(json, "\"18446744073709551615\"");
         assert_eq!(serde_json::from_str::<MessageId>(&json).unwrap(), id);
-        assert!(serde_json::from_str::<MessageId>("12").is_err(), "numbers are refused");
+        assert!(
+            serde_json::from_str::<MessageId>("12").is_err(),
+            "numbers are refused"
+        );
         assert!(serde_json::from_str::<MessageId>("\"-1\"").is_err());
         assert!(serde_json::from_str::<MessageId>("\"18446744073709551616\"").is_err());
     }

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use futures::future::join_all;
 
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId,
-    TenantId, Timestamp, UserId,
+    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId, TenantId,
+    Timestamp, UserId,
 };
 
 use crate::{
@@ -58,7 +58,7 @@ pub fn text_message(c: &str, seq: u64, sender: &str, dev: &str, client_msg_id: &
 
 pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i64) -> Mutation {
     Mutation::CreateConversation {
-        record: ConversationRecord {
+        record: Box::new(ConversationRecord {
             tenant: tenant(t),
             conversation_id: conv(c),
             kind,
@@ -68,7 +68,7 @@ pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i6
             last_seq: 0,
             last_message: None,
             last_activity: Timestamp::from_unix_ms(at),
-        },
+        }),
         members: members.iter().map(|m| user(m)).collect(),
     }
 }
@@ -76,7 +76,13 @@ pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i6
 /// Creates a group conversation and appends `n` messages from its first member.
 pub async fn seed_conversation(store: &dyn Store, t: &str, c: &str, members: &[&str], n: u64) {
     store
-        .commit(vec![create(t, c, ConversationKind::Group, members, 1_780_000_000_000)])
+        .commit(vec![create(
+            t,
+            c,
+            ConversationKind::Group,
+            members,
+            1_780_000_000_000,
+        )])
         .await
         .unwrap();
     let messages = (1..=n)
@@ -139,8 +145,14 @@ async fn create_is_exclusive(store: &dyn Store) {
     let t = &unique_tenant("create");
     let m = create(t, "c", ConversationKind::Direct, &["a", "b"], 1);
     store.commit(vec![m.clone()]).await.unwrap();
-    assert!(matches!(store.commit(vec![m]).await, Err(StoreError::Conflict(_))));
-    let state = store.sequencer_states(vec![key(t, "c"), key(t, "nope")]).await.unwrap();
+    assert!(matches!(
+        store.commit(vec![m]).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let state = store
+        .sequencer_states(vec![key(t, "c"), key(t, "nope")])
+        .await
+        .unwrap();
     let s = state[0].as_ref().unwrap();
     assert_eq!(s.kind, ConversationKind::Direct);
     assert_eq!(s.last_seq, 0);
@@ -183,7 +195,10 @@ async fn idempotency_keys_find_the_original(store: &dyn Store) {
         sender: user("a"),
         client_msg_id: ClientMsgId::new(id).unwrap(),
     };
-    let found = store.find_sent(vec![sent("seed-2"), sent("never")]).await.unwrap();
+    let found = store
+        .find_sent(vec![sent("seed-2"), sent("never")])
+        .await
+        .unwrap();
     assert_eq!(found[0].as_ref().map(|m| m.seq), Some(2));
     assert!(found[1].is_none());
     // The same key twice is a conflict, not a second message.
@@ -233,11 +248,23 @@ async fn history_is_newest_first_and_bounded(store: &dyn Store) {
     assert_eq!(page(None, Some(7), 50).await, vec![10, 9, 8]);
     assert_eq!(page(Some(6), Some(3), 50).await, vec![5, 4]);
     assert_eq!(page(Some(1), None, 50).await, Vec::<u64>::new());
-    let replay = store.replay(&tenant(t), &conv("c"), &user("b"), 8, 50).await.unwrap();
-    assert_eq!(replay.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![9, 10]);
-    let limited = store.replay(&tenant(t), &conv("c"), &user("b"), 0, 4).await.unwrap();
+    let replay = store
+        .replay(&tenant(t), &conv("c"), &user("b"), 8, 50)
+        .await
+        .unwrap();
+    assert_eq!(
+        replay.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![9, 10]
+    );
+    let limited = store
+        .replay(&tenant(t), &conv("c"), &user("b"), 0, 4)
+        .await
+        .unwrap();
     assert_eq!(limited.len(), 4);
-    assert_eq!(limited[0].content, text_message("c", 1, "a", "phone", "x").content);
+    assert_eq!(
+        limited[0].content,
+        text_message("c", 1, "a", "phone", "x").content
+    );
 }
 
 async fn reads_need_membership(store: &dyn Store) {
@@ -269,7 +296,10 @@ async fn reads_need_membership(store: &dyn Store) {
         StoreError::NotAMember
     );
     assert_eq!(
-        store.history(&tt, &conv("nope"), &user("a"), q).await.unwrap_err(),
+        store
+            .history(&tt, &conv("nope"), &user("a"), q)
+            .await
+            .unwrap_err(),
         StoreError::NotFound
     );
     let detail = store.conversation(&tt, &c, &user("a")).await.unwrap();
@@ -280,11 +310,22 @@ async fn reads_need_membership(store: &dyn Store) {
 async fn inbox_is_per_device(store: &dyn Store) {
     let t = &unique_tenant("inbox");
     let tt = tenant(t);
-    for (u, d) in [("a", "phone"), ("a", "tablet"), ("b", "phone"), ("b", "laptop")] {
-        store.register_device(&tt, &user(u), &device(d)).await.unwrap();
+    for (u, d) in [
+        ("a", "phone"),
+        ("a", "tablet"),
+        ("b", "phone"),
+        ("b", "laptop"),
+    ] {
+        store
+            .register_device(&tt, &user(u), &device(d))
+            .await
+            .unwrap();
     }
     // Registering twice is harmless.
-    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    store
+        .register_device(&tt, &user("b"), &device("phone"))
+        .await
+        .unwrap();
     seed_conversation(store, t, "c", &["a", "b"], 3).await;
     let inbox = |u: &'static str, d: &'static str| {
         let tt = tt.clone();
@@ -312,7 +353,10 @@ async fn inbox_is_per_device(store: &dyn Store) {
     // Across conversations.
     seed_conversation(store, t, "d", &["a", "b"], 2).await;
     assert_eq!(inbox("b", "phone").await, vec![3, 1, 2]);
-    let limited = store.inbox(&tt, &user("b"), &device("laptop"), 4).await.unwrap();
+    let limited = store
+        .inbox(&tt, &user("b"), &device("laptop"), 4)
+        .await
+        .unwrap();
     assert_eq!(limited.len(), 4);
     store
         .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 3)
@@ -328,10 +372,16 @@ async fn inbox_is_per_device(store: &dyn Store) {
 async fn marks_only_move_forward(store: &dyn Store) {
     let t = &unique_tenant("marks");
     let tt = tenant(t);
-    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    store
+        .register_device(&tt, &user("b"), &device("phone"))
+        .await
+        .unwrap();
     seed_conversation(store, t, "c", &["a", "b"], 5).await;
     let delivered = || async {
-        let d = store.conversation(&tt, &conv("c"), &user("b")).await.unwrap();
+        let d = store
+            .conversation(&tt, &conv("c"), &user("b"))
+            .await
+            .unwrap();
         let b = d.members.iter().find(|m| m.user_id == user("b")).unwrap();
         let a = d.members.iter().find(|m| m.user_id == user("a")).unwrap();
         (b.delivered_seq, a.read_seq)
@@ -362,8 +412,14 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
             .await
             .unwrap();
     }
-    let list = store.conversations_of(&tenant(t), &user("b")).await.unwrap();
-    let ids: Vec<_> = list.iter().map(|s| s.record.conversation_id.as_str()).collect();
+    let list = store
+        .conversations_of(&tenant(t), &user("b"))
+        .await
+        .unwrap();
+    let ids: Vec<_> = list
+        .iter()
+        .map(|s| s.record.conversation_id.as_str())
+        .collect();
     assert_eq!(ids, vec!["new", "mid", "old"]);
     // A message moves its conversation to the front.
     let mut m = text_message("old", 1, "a", "phone", "bump");
@@ -376,18 +432,30 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
         }])
         .await
         .unwrap();
-    let list = store.conversations_of(&tenant(t), &user("b")).await.unwrap();
+    let list = store
+        .conversations_of(&tenant(t), &user("b"))
+        .await
+        .unwrap();
     assert_eq!(list[0].record.conversation_id.as_str(), "old");
     assert_eq!(list[0].record.last_seq, 1);
     assert_eq!(list[0].me.read_seq, 0);
     assert_eq!(list[0].member_ids, vec![user("a"), user("b")]);
-    assert!(store.conversations_of(&tenant(t), &user("zed")).await.unwrap().is_empty());
+    assert!(
+        store
+            .conversations_of(&tenant(t), &user("zed"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
     let t = &unique_tenant("remove");
     let tt = tenant(t);
-    store.register_device(&tt, &user("b"), &device("phone")).await.unwrap();
+    store
+        .register_device(&tt, &user("b"), &device("phone"))
+        .await
+        .unwrap();
     seed_conversation(store, t, "c", &["a", "b", "c"], 2).await;
     store
         .commit(vec![Mutation::RemoveMembers {
@@ -396,12 +464,27 @@ async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
         }])
         .await
         .unwrap();
-    assert!(store.inbox(&tt, &user("b"), &device("phone"), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .inbox(&tt, &user("b"), &device("phone"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        store.replay(&tt, &conv("c"), &user("b"), 0, 10).await.unwrap_err(),
+        store
+            .replay(&tt, &conv("c"), &user("b"), 0, 10)
+            .await
+            .unwrap_err(),
         StoreError::NotAMember
     );
-    assert!(store.conversations_of(&tt, &user("b")).await.unwrap().is_empty());
+    assert!(
+        store
+            .conversations_of(&tt, &user("b"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     store
         .commit(vec![Mutation::AddMembers {
             key: key(t, "c"),
@@ -429,7 +512,10 @@ async fn tenants_are_separate(store: &dyn Store) {
     check_seeded_conversation(store, t1, "same", 3).await;
     check_seeded_conversation(store, t2, "same", 1).await;
     assert_eq!(
-        store.conversations_of(&tenant(t2), &user("a")).await.unwrap()[0]
+        store
+            .conversations_of(&tenant(t2), &user("a"))
+            .await
+            .unwrap()[0]
             .record
             .last_seq,
         1

@@ -119,7 +119,7 @@ pub enum Mutation {
     /// Creates a conversation with its first members. Refused with
     /// `Conflict` if it exists.
     CreateConversation {
-        record: ConversationRecord,
+        record: Box<ConversationRecord>,
         members: Vec<UserId>,
     },
     /// Adds members (existing members are left as they are).

@@ -1,8 +1,530 @@
-//! The load generator (filled in below).
+//! The load generator.
+//!
+//! `bench chat` opens N WebSocket clients in conversations of `group_size`
+//! members (2: 1:1 direct conversations), sends R messages per second in
+//! total for S seconds, acks deliveries like an app would, and reports
+//! sent, acked, delivered and lost messages, throughput, the latency from
+//! send to ack and from send to delivery, and (given the server's pid) its
+//! resident memory, idle per connection and under load.
+//!
+//! `bench backbone` measures what JetStream keeps per conversation: it
+//! publishes one command to each of C distinct ingest subjects and reports
+//! the nats-server's memory before and after.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
+use switchboard_protocol::ConversationKind;
+
+use crate::config::DEFAULT_DEMO_SECRET;
 
 #[derive(clap::Args)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    #[command(subcommand)]
+    mode: Mode,
+}
 
-pub async fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+#[derive(clap::Subcommand)]
+enum Mode {
+    /// Clients chatting through a running gateway.
+    Chat(ChatArgs),
+    /// JetStream memory per conversation on the ingest stream.
+    Backbone(BackboneArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct ChatArgs {
+    /// The gateway.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Clients (one user and connection each).
+    #[arg(long, default_value_t = 200)]
+    users: usize,
+    /// Members per conversation: 2 for 1:1 direct conversations.
+    #[arg(long, default_value_t = 2)]
+    group_size: usize,
+    /// Messages per second, all clients together.
+    #[arg(long, default_value_t = 20_000)]
+    rate: u64,
+    /// Seconds of sending.
+    #[arg(long, default_value_t = 30)]
+    duration: u64,
+    /// Seconds at the start that are not measured.
+    #[arg(long, default_value_t = 3)]
+    warmup: u64,
+    /// Bytes of text per message.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    #[arg(long, default_value = "demo")]
+    tenant: String,
+    /// The tenant's HS256 secret.
+    #[arg(long, env = "SWITCHBOARD_DEMO_SECRET", hide_env_values = true)]
+    secret: Option<String>,
+    /// Pid of the server process, to report its memory.
+    #[arg(long)]
+    server_pid: Option<u32>,
+}
+
+#[derive(clap::Args)]
+struct BackboneArgs {
+    #[arg(long, default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
+    /// Distinct conversations (ingest subjects) to publish to.
+    #[arg(long, default_value_t = 100_000)]
+    conversations: usize,
+    /// Pid of the nats-server, to report its memory.
+    #[arg(long)]
+    nats_pid: Option<u32>,
+    #[arg(long, default_value_t = 16)]
+    partitions: u16,
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.mode {
+        Mode::Chat(a) => chat(a).await,
+        Mode::Backbone(a) => backbone(a).await,
+    }
+}
+
+/// Resident and peak memory of a process, in KiB, from /proc.
+fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    acked: AtomicU64,
+    delivered: AtomicU64,
+    errors: AtomicU64,
+}
+
+struct Shared {
+    epoch: Instant,
+    measure_from: Duration,
+    sending: AtomicBool,
+    finished: AtomicBool,
+    counters: Counters,
+}
+
+struct TaskResult {
+    ack_us: Histogram<u64>,
+    delivery_us: Histogram<u64>,
+    errors: HashMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+struct FrameRef<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    client_msg_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<MessageRef<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MessageRef<'a> {
+    #[serde(borrow)]
+    conversation_id: Cow<'a, str>,
+    seq: u64,
+    #[serde(default, borrow)]
+    content: Option<ContentRef<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ContentRef<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 120_000_000, 3).context("histogram")
+}
+
+async fn client_task(
+    ws: WsClient,
+    user: String,
+    conversation: String,
+    interval: Duration,
+    size: usize,
+    shared: Arc<Shared>,
+) -> anyhow::Result<TaskResult> {
+    let (mut tx, mut rx) = ws.split();
+    let mut result = TaskResult {
+        ack_us: histogram()?,
+        delivery_us: histogram()?,
+        errors: HashMap::new(),
+    };
+    // Spread the clients' first sends over one interval.
+    let offset = Duration::from_nanos(rand::random::<u64>() % interval.as_nanos().max(1) as u64);
+    let mut send_tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, interval);
+    send_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut ack_tick = tokio::time::interval(Duration::from_millis(100));
+    let mut pending: HashMap<u64, Instant> = HashMap::new();
+    let mut marks: HashMap<String, u64> = HashMap::new();
+    let mut n: u64 = 0;
+    let padding = "x".repeat(size.saturating_sub(20));
+    loop {
+        tokio::select! {
+            _ = send_tick.tick(), if shared.sending.load(Ordering::Relaxed) => {
+                let now = Instant::now();
+                let sent_ns = now.duration_since(shared.epoch).as_nanos() as u64;
+                let frame = format!(
+                    r#"{{"type":"send_message","client_msg_id":"{user}-{n}","conversation_id":"{conversation}","content":{{"kind":"text","text":"{sent_ns:020}{padding}"}}}}"#
+                );
+                tx.feed_text(frame).await?;
+                tx.flush().await?;
+                pending.insert(n, now);
+                n += 1;
+                shared.counters.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            _ = ack_tick.tick() => {
+                for (conv, seq) in marks.drain() {
+                    tx.feed_text(format!(r#"{{"type":"ack_delivered","conversation_id":"{conv}","seq":{seq}}}"#)).await?;
+                }
+                tx.flush().await?;
+                if shared.finished.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            text = rx.next_text() => {
+                let text = text?;
+                let now = Instant::now();
+                let Ok(frame) = serde_json::from_str::<FrameRef<'_>>(&text) else {
+                    continue;
+                };
+                match frame.kind.as_ref() {
+                    "ack" => {
+                        let k = frame
+                            .client_msg_id
+                            .as_deref()
+                            .and_then(|id| id.rsplit('-').next())
+                            .and_then(|k| k.parse::<u64>().ok());
+                        if let Some(sent) = k.and_then(|k| pending.remove(&k)) {
+                            shared.counters.acked.fetch_add(1, Ordering::Relaxed);
+                            if sent.duration_since(shared.epoch) >= shared.measure_from {
+                                let _ = result.ack_us.record(now.duration_since(sent).as_micros().max(1) as u64);
+                            }
+                        }
+                    }
+                    "message" => {
+                        let Some(m) = frame.message else { continue };
+                        let mark = marks.entry(m.conversation_id.into_owned()).or_insert(0);
+                        *mark = (*mark).max(m.seq);
+                        let sent_ns = m
+                            .content
+                            .and_then(|c| c.text)
+                            .and_then(|t| t.get(..20).and_then(|p| p.parse::<u64>().ok()));
+                        if let Some(sent_ns) = sent_ns {
+                            shared.counters.delivered.fetch_add(1, Ordering::Relaxed);
+                            let sent = Duration::from_nanos(sent_ns);
+                            if sent >= shared.measure_from {
+                                let now_ns = now.duration_since(shared.epoch);
+                                let _ = result.delivery_us.record(now_ns.saturating_sub(sent).as_micros().max(1) as u64);
+                            }
+                        }
+                    }
+                    "error" => {
+                        shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+                        *result.errors.entry(frame.code.unwrap_or_default().into_owned()).or_default() += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn quantiles(h: &Histogram<u64>) -> String {
+    if h.is_empty() {
+        return "none".into();
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms ({} samples)",
+        ms(h.value_at_quantile(0.5)),
+        ms(h.value_at_quantile(0.99)),
+        ms(h.value_at_quantile(0.999)),
+        ms(h.max()),
+        h.len()
+    )
+}
+
+async fn chat(a: ChatArgs) -> anyhow::Result<()> {
+    if a.users < 2 || a.group_size < 2 || a.users % a.group_size != 0 {
+        bail!("--users must be a multiple of --group-size (at least 2)");
+    }
+    let secret = a
+        .secret
+        .clone()
+        .unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
+    let run_id: u32 = rand::random::<u32>() % 1_000_000;
+    let users: Vec<String> = (0..a.users).map(|i| format!("b{run_id}u{i}")).collect();
+    let token = |u: &str| mint_hs256(&secret, &TokenSpec::new(&a.tenant, u, Some("bench"), 3600));
+    let ws_url = a.url.replacen("http", "ws", 1);
+
+    eprintln!("creating {} conversations", a.users / a.group_size);
+    let groups: Vec<Vec<String>> = users.chunks(a.group_size).map(|c| c.to_vec()).collect();
+    let kind = if a.group_size == 2 {
+        ConversationKind::Direct
+    } else {
+        ConversationKind::Group
+    };
+    let mut created = futures::stream::iter(groups.iter().cloned())
+        .map(|g| {
+            let rest = RestClient::new(&a.url, &token(&g[0]).unwrap_or_default());
+            async move {
+                let others: Vec<&str> = g[1..].iter().map(String::as_str).collect();
+                let (view, _) = rest.create_conversation(kind, &others, None).await?;
+                Ok::<_, anyhow::Error>((g, view.conversation_id.as_str().to_owned()))
+            }
+        })
+        .buffer_unordered(32);
+    let mut conversation_of: HashMap<String, String> = HashMap::new();
+    while let Some(r) = created.next().await {
+        let (g, conv) = r?;
+        for u in g {
+            conversation_of.insert(u, conv.clone());
+        }
+    }
+
+    let before = a.server_pid.and_then(memory_kib);
+    eprintln!("connecting {} clients", a.users);
+    let mut connections = Vec::new();
+    let mut connecting = futures::stream::iter(users.iter().cloned())
+        .map(|u| {
+            let url = ws_url.clone();
+            let t = token(&u);
+            async move { Ok::<_, anyhow::Error>((u, WsClient::connect(&url, &t?).await?)) }
+        })
+        .buffer_unordered(50);
+    while let Some(c) = connecting.next().await {
+        connections.push(c?);
+    }
+    drop(connecting);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = a.server_pid.and_then(memory_kib);
+
+    let shared = Arc::new(Shared {
+        epoch: Instant::now(),
+        measure_from: Duration::from_secs(a.warmup),
+        sending: AtomicBool::new(true),
+        finished: AtomicBool::new(false),
+        counters: Counters::default(),
+    });
+    let per_user_rate = a.rate as f64 / a.users as f64;
+    let interval = Duration::from_secs_f64(1.0 / per_user_rate.max(0.001));
+    eprintln!(
+        "sending {} msg/s for {}s ({:.1} msg/s per client, first {}s not measured)",
+        a.rate, a.duration, per_user_rate, a.warmup
+    );
+    let mut tasks = Vec::new();
+    for (user, ws) in connections {
+        let conv = conversation_of.get(&user).cloned().unwrap_or_default();
+        tasks.push(tokio::spawn(client_task(
+            ws,
+            user,
+            conv,
+            interval,
+            a.size,
+            shared.clone(),
+        )));
+    }
+
+    let start = Instant::now();
+    let mut peak_rss = 0;
+    while start.elapsed() < Duration::from_secs(a.duration) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some((rss, _)) = a.server_pid.and_then(memory_kib) {
+            peak_rss = peak_rss.max(rss);
+        }
+    }
+    shared.sending.store(false, Ordering::Relaxed);
+    let sending_time = start.elapsed();
+    let receivers = (a.group_size - 1) as u64;
+    let grace = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < grace {
+        let c = &shared.counters;
+        let sent = c.sent.load(Ordering::Relaxed);
+        if c.acked.load(Ordering::Relaxed) >= sent
+            && c.delivered.load(Ordering::Relaxed) >= sent * receivers
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let at_end = a.server_pid.and_then(memory_kib);
+    shared.finished.store(true, Ordering::Relaxed);
+
+    let mut ack_us = histogram()?;
+    let mut delivery_us = histogram()?;
+    let mut errors: HashMap<String, u64> = HashMap::new();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(r)) => {
+                ack_us.add(&r.ack_us).ok();
+                delivery_us.add(&r.delivery_us).ok();
+                for (k, v) in r.errors {
+                    *errors.entry(k).or_default() += v;
+                }
+            }
+            Ok(Err(e)) => eprintln!("a client failed: {e}"),
+            Err(e) => eprintln!("a client task failed: {e}"),
+        }
+    }
+    let c = &shared.counters;
+    let (sent, acked, delivered) = (
+        c.sent.load(Ordering::Relaxed),
+        c.acked.load(Ordering::Relaxed),
+        c.delivered.load(Ordering::Relaxed),
+    );
+    let secs = sending_time.as_secs_f64();
+    println!("switchboard bench chat");
+    println!(
+        "  clients {}, conversations of {}, {} bytes of text, {} s",
+        a.users, a.group_size, a.size, a.duration
+    );
+    println!("  offered          {} msg/s", a.rate);
+    println!(
+        "  sent             {sent} ({:.0} msg/s)",
+        sent as f64 / secs
+    );
+    println!(
+        "  acked            {acked} (lost before ack: {})",
+        sent.saturating_sub(acked)
+    );
+    println!(
+        "  delivered        {delivered} of {} expected ({:.0} msg/s; lost: {})",
+        acked * receivers,
+        delivered as f64 / secs,
+        (acked * receivers).saturating_sub(delivered)
+    );
+    println!("  errors           {errors:?}");
+    println!("  send to ack      {}", quantiles(&ack_us));
+    println!("  send to delivery {}", quantiles(&delivery_us));
+    if let (Some((b, _)), Some((i, _))) = (before, idle) {
+        println!(
+            "  server RSS       {} MiB before clients, {} MiB with {} idle clients ({:.1} KiB per connection)",
+            b / 1024,
+            i / 1024,
+            a.users,
+            i.saturating_sub(b) as f64 / a.users as f64
+        );
+    }
+    if let Some((end, hwm)) = at_end {
+        println!(
+            "  server RSS       {} MiB peak while sending (sampled), {} MiB at the end, {} MiB high-water mark",
+            peak_rss / 1024,
+            end / 1024,
+            hwm / 1024
+        );
+    }
+    Ok(())
+}
+
+async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
+    use async_nats::jetstream;
+    use switchboard_backbone::definitions::{self, BackboneConfig, INGEST_STREAM};
+    use switchboard_backbone::envelope::{Command, SendCommand};
+    use switchboard_backbone::subject::{ingest, partition_of};
+    use switchboard_protocol::{
+        ClientMsgId, Content, ConversationId, DeviceId, TenantId, Timestamp, UserId,
+    };
+
+    let client = async_nats::connect(&a.nats_url).await?;
+    let js = jetstream::new(client.clone());
+    let config = BackboneConfig {
+        partitions: a.partitions,
+        ..Default::default()
+    };
+    definitions::ensure(&js, &config).await?;
+    let report = |label: &str| {
+        if let Some((rss, hwm)) = a.nats_pid.and_then(memory_kib) {
+            println!(
+                "  {label:<28} nats-server RSS {:.1} MiB (high-water {:.1} MiB)",
+                rss as f64 / 1024.0,
+                hwm as f64 / 1024.0
+            );
+        }
+    };
+    let stream_state = |js: jetstream::Context| async move {
+        let mut s = js.get_stream(INGEST_STREAM).await?;
+        let info = s.info().await?;
+        Ok::<_, anyhow::Error>((info.state.messages, info.state.subjects_count))
+    };
+    println!(
+        "switchboard bench backbone: {} conversations",
+        a.conversations
+    );
+    report("before");
+    let tenant = TenantId::new("bench")?;
+    let sender = UserId::new("bench-user")?;
+    let started = Instant::now();
+    let mut acks = futures::stream::FuturesUnordered::new();
+    for i in 0..a.conversations {
+        let conversation = ConversationId::new(format!("c{i}"))?;
+        let command = Command::Send(SendCommand {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+            sender: sender.clone(),
+            device: DeviceId::default_device(),
+            client_msg_id: ClientMsgId::new(format!("m{i}"))?,
+            content: Content::Text {
+                text: "x".repeat(64),
+            },
+            received_at: Timestamp::now(),
+        });
+        let subject = ingest(
+            partition_of(&tenant, &conversation, a.partitions),
+            &tenant,
+            &conversation,
+        );
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(command.encode()?)
+            .headers(headers);
+        acks.push(std::future::IntoFuture::into_future(
+            js.send_publish(subject, publish).await?,
+        ));
+        while acks.len() > 2000 {
+            if let Some(r) = acks.next().await {
+                r?;
+            }
+        }
+    }
+    while let Some(r) = acks.next().await {
+        r?;
+    }
+    let (messages, subjects) = stream_state(js.clone()).await?;
+    println!(
+        "  published in {:.1}s; stream holds {messages} messages on {subjects} subjects",
+        started.elapsed().as_secs_f64()
+    );
+    report("after publishing");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (messages, subjects) = stream_state(js.clone()).await?;
+    println!("  5 s later: stream holds {messages} messages on {subjects} subjects");
+    report("5 s later");
+    Ok(())
 }

@@ -56,7 +56,8 @@ impl FileConfig {
         };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading configuration file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("parsing configuration file {}", path.display()))
+        toml::from_str(&text)
+            .with_context(|| format!("parsing configuration file {}", path.display()))
     }
 
     pub fn command_timeout(&self) -> Duration {
@@ -90,9 +91,19 @@ pub fn process_id(role: &str) -> String {
         .unwrap_or_else(|| "host".to_owned());
     let host: String = host
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    format!("{role}-{host}-{}-{:04x}", std::process::id(), rand::random::<u16>())
+    format!(
+        "{role}-{host}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
 }
 
 #[cfg(test)]
@@ -116,6 +127,9 @@ mod tests {
         assert_eq!(f.store, Some(StoreKind::Nats));
         assert_eq!(f.limits.unwrap().max_frame_bytes, 1024);
         assert_eq!(f.tenants[0].id, "acme");
-        assert!(toml::from_str::<FileConfig>("nats_ulr = \"x\"").is_err(), "typos are errors");
+        assert!(
+            toml::from_str::<FileConfig>("nats_ulr = \"x\"").is_err(),
+            "typos are errors"
+        );
     }
 }

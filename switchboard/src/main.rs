@@ -24,7 +24,11 @@ use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, pro
 use crate::run::Shutdown;
 
 #[derive(Parser)]
-#[command(name = "switchboard", version, about = "Multi-tenant chat edge on NATS JetStream")]
+#[command(
+    name = "switchboard",
+    version,
+    about = "Multi-tenant chat edge on NATS JetStream"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -147,9 +151,19 @@ fn init_logging(filter: Option<&str>) {
 fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
     let defaults = BackboneConfig::default();
     BackboneConfig {
-        partitions: common.partitions.or(file.partitions).unwrap_or(defaults.partitions).max(1),
-        replicas: common.replicas.or(file.replicas).unwrap_or(defaults.replicas).max(1),
-        duplicate_window: file.duplicate_window_ms.map(std::time::Duration::from_millis),
+        partitions: common
+            .partitions
+            .or(file.partitions)
+            .unwrap_or(defaults.partitions)
+            .max(1),
+        replicas: common
+            .replicas
+            .or(file.replicas)
+            .unwrap_or(defaults.replicas)
+            .max(1),
+        duplicate_window: file
+            .duplicate_window_ms
+            .map(std::time::Duration::from_millis),
     }
 }
 
@@ -180,7 +194,9 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .or(file.listen.as_deref().map(str::parse).transpose()?)
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
     if !listen.ip().is_loopback() {
-        bail!("`switchboard dev` listens on loopback only; {listen} is not (use `switchboard gateway` to serve a network)");
+        bail!(
+            "`switchboard dev` listens on loopback only; {listen} is not (use `switchboard gateway` to serve a network)"
+        );
     }
     let data_dir = args
         .data_dir
@@ -259,7 +275,10 @@ async fn dev_inner(
     served
 }
 
-fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<(FileConfig, BackboneConfig, String, StoreKind, PathBuf)> {
+fn external_setup(
+    args: &ExternalArgs,
+    role: &str,
+) -> anyhow::Result<(FileConfig, BackboneConfig, String, StoreKind, PathBuf)> {
     let mut file = FileConfig::load(args.common.config.as_deref())?;
     init_logging(args.common.log.as_deref().or(file.log.as_deref()));
     if let Some(secret) = demo_secret(&file) {
@@ -293,14 +312,25 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         .or(file.listen.as_deref().map(str::parse).transpose()?)
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 8080)));
     if file.tenants.is_empty() {
-        bail!("no tenants configured: add [[tenants]] to the configuration file or set SWITCHBOARD_DEMO_SECRET");
+        bail!(
+            "no tenants configured: add [[tenants]] to the configuration file or set SWITCHBOARD_DEMO_SECRET"
+        );
     }
     let name = process_id("gateway");
     let client = run::backbone(&url, &name, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let config = run::gateway_config(name, &backbone, &file);
-    let result = run::gateway(config, client.clone(), store, ids, listen, Shutdown::on_signals(), |_| {}).await;
+    let result = run::gateway(
+        config,
+        client.clone(),
+        store,
+        ids,
+        listen,
+        Shutdown::on_signals(),
+        |_| {},
+    )
+    .await;
     client.flush().await.ok();
     result
 }
@@ -326,7 +356,9 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<()> {
-    let secret = args.secret.unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
+    let secret = args
+        .secret
+        .unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
     let mut spec = TokenSpec::new(&args.tenant, &args.user, args.device.as_deref(), args.ttl);
     if args.admin {
         spec = spec.admin();

@@ -118,7 +118,10 @@ impl NatsServer {
                     dir.join("nats-server.log").display()
                 );
             }
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 break;
             }
             if Instant::now() > deadline {

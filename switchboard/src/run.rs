@@ -61,7 +61,11 @@ async fn wait_for_signal() {
 
 /// Connects to NATS and makes sure every stream and bucket exists,
 /// retrying while JetStream starts up.
-pub async fn backbone(url: &str, name: &str, config: &BackboneConfig) -> anyhow::Result<async_nats::Client> {
+pub async fn backbone(
+    url: &str,
+    name: &str,
+    config: &BackboneConfig,
+) -> anyhow::Result<async_nats::Client> {
     let client = connect(&NatsConfig {
         url: url.to_owned(),
         name: name.to_owned(),
@@ -81,7 +85,11 @@ pub async fn backbone(url: &str, name: &str, config: &BackboneConfig) -> anyhow:
     }
 }
 
-pub async fn lease_ids(client: &async_nats::Client, owner: &str, config: &BackboneConfig) -> anyhow::Result<IdGenerator> {
+pub async fn lease_ids(
+    client: &async_nats::Client,
+    owner: &str,
+    config: &BackboneConfig,
+) -> anyhow::Result<IdGenerator> {
     let js = jetstream::new(client.clone());
     let kv = js
         .get_key_value(NODES_BUCKET)
@@ -92,7 +100,10 @@ pub async fn lease_ids(client: &async_nats::Client, owner: &str, config: &Backbo
 }
 
 /// Opens the embedded store and serves it to other processes over NATS.
-pub fn embedded_store(client: &async_nats::Client, data_dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
+pub fn embedded_store(
+    client: &async_nats::Client,
+    data_dir: &Path,
+) -> anyhow::Result<Arc<dyn Store>> {
     let config = EmbeddedConfig::in_dir(&data_dir.join("store"));
     let store: Arc<dyn Store> = Arc::new(
         EmbeddedStore::open(&config)
@@ -107,14 +118,26 @@ pub fn embedded_store(client: &async_nats::Client, data_dir: &Path) -> anyhow::R
     Ok(store)
 }
 
-pub fn store(kind: StoreKind, client: &async_nats::Client, data_dir: &Path, file: &FileConfig) -> anyhow::Result<Arc<dyn Store>> {
+pub fn store(
+    kind: StoreKind,
+    client: &async_nats::Client,
+    data_dir: &Path,
+    file: &FileConfig,
+) -> anyhow::Result<Arc<dyn Store>> {
     match kind {
         StoreKind::Embedded => embedded_store(client, data_dir),
-        StoreKind::Nats => Ok(Arc::new(RemoteStore::new(client.clone(), file.store_request_timeout()))),
+        StoreKind::Nats => Ok(Arc::new(RemoteStore::new(
+            client.clone(),
+            file.store_request_timeout(),
+        ))),
     }
 }
 
-pub fn worker_config(worker_id: String, backbone: &BackboneConfig, file: &FileConfig) -> anyhow::Result<WorkerConfig> {
+pub fn worker_config(
+    worker_id: String,
+    backbone: &BackboneConfig,
+    file: &FileConfig,
+) -> anyhow::Result<WorkerConfig> {
     let mut config = WorkerConfig::new(worker_id, backbone.partitions);
     config.lease_ttl = definitions::workers_bucket(backbone)?.max_age;
     if let Some(b) = file.worker_max_batch {
@@ -123,7 +146,11 @@ pub fn worker_config(worker_id: String, backbone: &BackboneConfig, file: &FileCo
     Ok(config)
 }
 
-pub fn gateway_config(gateway_id: String, backbone: &BackboneConfig, file: &FileConfig) -> GatewayConfig {
+pub fn gateway_config(
+    gateway_id: String,
+    backbone: &BackboneConfig,
+    file: &FileConfig,
+) -> GatewayConfig {
     let mut config = GatewayConfig::new(gateway_id, file.tenants.clone());
     if let Some(limits) = &file.limits {
         config.limits = limits.clone();

@@ -30,5 +30,9 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
     // SAFETY: kill(2) only takes integers.
     let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

@@ -167,9 +167,17 @@ impl Cluster {
             .iter()
             .enumerate()
             .map(|(i, p)| (format!("worker-{i}"), p))
-            .chain(self.gateways.iter().enumerate().map(|(i, p)| (format!("gateway-{i}"), p)))
+            .chain(
+                self.gateways
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (format!("gateway-{i}"), p)),
+            )
         {
-            out.push_str(&format!("--- {name} ---\n{}\n", crate::proc::tail(&p.log(), 25)));
+            out.push_str(&format!(
+                "--- {name} ---\n{}\n",
+                crate::proc::tail(&p.log(), 25)
+            ));
         }
         out
     }

@@ -67,7 +67,10 @@ impl Nats {
             .expect("starting nats-server");
         self.child = Some(child);
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -89,7 +92,9 @@ impl Nats {
 
     /// A client for checks made from the test itself.
     pub async fn client(&self) -> async_nats::Client {
-        async_nats::connect(self.url()).await.expect("connecting to nats")
+        async_nats::connect(self.url())
+            .await
+            .expect("connecting to nats")
     }
 }
 
@@ -106,7 +111,12 @@ pub struct Proc {
 
 impl Proc {
     /// Starts `switchboard <args>` and waits for the line that says it is ready.
-    pub async fn start(args: Vec<String>, envs: Vec<(String, String)>, log: PathBuf, ready_marker: &'static str) -> Self {
+    pub async fn start(
+        args: Vec<String>,
+        envs: Vec<(String, String)>,
+        log: PathBuf,
+        ready_marker: &'static str,
+    ) -> Self {
         let mut p = Self {
             child: None,
             args,
@@ -128,7 +138,10 @@ impl Proc {
         let mut command = Command::new(crate::switchboard_bin());
         command
             .args(&self.args)
-            .env("SWITCHBOARD_LOG", std::env::var("SWITCHBOARD_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "SWITCHBOARD_LOG",
+                std::env::var("SWITCHBOARD_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -192,18 +205,24 @@ impl Proc {
     pub async fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let mut c = self.child.take()?;
         let pid = c.id()?;
-        let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
-        tokio::time::timeout(Duration::from_secs(30), c.wait()).await.ok()?.ok()
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        tokio::time::timeout(Duration::from_secs(30), c.wait())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// Starts it again with the same arguments (and the same listen
     /// address if it had one, so clients can reconnect to it).
     pub async fn restart(&mut self) {
         self.kill9().await;
-        if let Some(addr) = self.addr {
-            if let Some(i) = self.args.iter().position(|a| a == "--listen") {
-                self.args[i + 1] = addr.to_string();
-            }
+        if let Some(addr) = self.addr
+            && let Some(i) = self.args.iter().position(|a| a == "--listen")
+        {
+            self.args[i + 1] = addr.to_string();
         }
         self.spawn().await;
     }

@@ -62,12 +62,20 @@ impl Session {
 
     /// Sends until acked or `within` passes. Panics on a refusal that a
     /// retry cannot fix (say, `not_a_member`).
-    pub async fn send(&mut self, conversation: &str, client_msg_id: &str, text: &str, within: Duration) -> Option<Acked> {
+    pub async fn send(
+        &mut self,
+        conversation: &str,
+        client_msg_id: &str,
+        text: &str,
+        within: Duration,
+    ) -> Option<Acked> {
         let deadline = Instant::now() + within;
         let frame = ClientFrame::SendMessage {
             client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
             conversation_id: ConversationId::new(conversation).unwrap(),
-            content: Content::Text { text: text.to_owned() },
+            content: Content::Text {
+                text: text.to_owned(),
+            },
         };
         while Instant::now() < deadline {
             let resend_after = self.resend_after;

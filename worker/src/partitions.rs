@@ -70,13 +70,11 @@ pub(crate) async fn run(
 
         // Announce ourselves.
         match liveness.as_mut() {
-            Some(lease) if Instant::now() >= liveness_renew_at => {
-                match lease.renew().await {
-                    Ok(()) => liveness_renew_at = Instant::now() + lease.renew_interval(),
-                    Err(LeaseError::Lost(_)) => liveness = None,
-                    Err(e) => tracing::warn!(error = %e, "renewing worker liveness failed"),
-                }
-            }
+            Some(lease) if Instant::now() >= liveness_renew_at => match lease.renew().await {
+                Ok(()) => liveness_renew_at = Instant::now() + lease.renew_interval(),
+                Err(LeaseError::Lost(_)) => liveness = None,
+                Err(e) => tracing::warn!(error = %e, "renewing worker liveness failed"),
+            },
             Some(_) => {}
             None => match Lease::try_acquire(&bucket, &worker_key, me.clone(), ttl).await {
                 Ok(Some(lease)) => {
@@ -99,9 +97,13 @@ pub(crate) async fn run(
                         lost.push(*p);
                         continue;
                     }
-                    Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "writer failed; restarting it"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(partition = p, error = %e, "writer failed; restarting it")
+                    }
                     Ok(Ok(())) => {}
-                    Err(e) => tracing::error!(partition = p, error = %e, "writer panicked; restarting it"),
+                    Err(e) => {
+                        tracing::error!(partition = p, error = %e, "writer panicked; restarting it")
+                    }
                 }
                 h.restart_at = Some(Instant::now() + Duration::from_secs(1));
             }
@@ -160,10 +162,15 @@ pub(crate) async fn run(
                 }
                 match Lease::try_acquire(&bucket, &partition_key(p), me.clone(), ttl).await {
                     Ok(Some(lease)) => {
-                        tracing::info!(partition = p, revision = lease.revision(), "took partition");
+                        tracing::info!(
+                            partition = p,
+                            revision = lease.revision(),
+                            "took partition"
+                        );
                         let (valid_tx, valid_rx) = watch::channel(lease.valid_until());
                         let (stop_tx, stop_rx) = watch::channel(false);
-                        let task = tokio::spawn(writer::run_partition(ctx.clone(), p, valid_rx, stop_rx));
+                        let task =
+                            tokio::spawn(writer::run_partition(ctx.clone(), p, valid_rx, stop_rx));
                         let renew_at = Instant::now() + lease.renew_interval();
                         held.insert(
                             p,
@@ -185,7 +192,12 @@ pub(crate) async fn run(
                 }
             }
         } else if held.len() > share {
-            let extra: Vec<u16> = held.keys().rev().take(held.len() - share).copied().collect();
+            let extra: Vec<u16> = held
+                .keys()
+                .rev()
+                .take(held.len() - share)
+                .copied()
+                .collect();
             for p in extra {
                 if let Some(h) = held.remove(&p) {
                     tracing::info!(partition = p, "handing partition over");

@@ -16,15 +16,15 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use switchboard_backbone::node_id::IdSource;
 use switchboard_backbone::envelope::{
     Command, CommandReply, CreateConversationCommand, MembersCommand, Rejection, SendCommand,
 };
+use switchboard_backbone::node_id::IdSource;
 use switchboard_protocol::content::SystemEvent;
 use switchboard_protocol::snowflake::decompose;
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationKind, DeviceId, ErrorCode, Message,
-    MessageId, TenantId, Timestamp, UserId,
+    ClientMsgId, Content, ConversationKind, DeviceId, ErrorCode, Message, MessageId, TenantId,
+    Timestamp, UserId,
 };
 use switchboard_store::{
     ConversationKey, ConversationRecord, Mutation, SentKey, SequencerState, Store, StoreError,
@@ -54,7 +54,10 @@ pub enum Outcome {
         rejection: Rejection,
     },
     /// The outcome of a REST command.
-    Reply { subject: String, reply: CommandReply },
+    Reply {
+        subject: String,
+        reply: CommandReply,
+    },
 }
 
 /// The result of sequencing one batch.
@@ -124,11 +127,11 @@ impl MutationLog {
     }
 
     fn push_message(&mut self, key: &ConversationKey, expected_last_seq: u64, message: Message) {
-        if let Some(&i) = self.open_append.get(key) {
-            if let Some(Mutation::Append { messages, .. }) = self.mutations.get_mut(i) {
-                messages.push(message);
-                return;
-            }
+        if let Some(&i) = self.open_append.get(key)
+            && let Some(Mutation::Append { messages, .. }) = self.mutations.get_mut(i)
+        {
+            messages.push(message);
+            return;
         }
         self.open_append.insert(key.clone(), self.mutations.len());
         self.mutations.push(Mutation::Append {
@@ -182,9 +185,13 @@ impl Sequencer {
         ids: &dyn IdSource,
         batch: &[Incoming],
     ) -> Result<Plan, SequenceError> {
-        let keys: BTreeSet<ConversationKey> = batch.iter().map(|i| conversation_key(&i.command)).collect();
-        let missing: Vec<ConversationKey> =
-            keys.iter().filter(|k| !self.cache.contains_key(*k)).cloned().collect();
+        let keys: BTreeSet<ConversationKey> =
+            batch.iter().map(|i| conversation_key(&i.command)).collect();
+        let missing: Vec<ConversationKey> = keys
+            .iter()
+            .filter(|k| !self.cache.contains_key(*k))
+            .cloned()
+            .collect();
         let mut states: HashMap<ConversationKey, Option<SequencerState>> = keys
             .iter()
             .filter_map(|k| self.cache.get(k).map(|s| (k.clone(), Some(s.clone()))))
@@ -337,9 +344,10 @@ impl Batch<'_> {
         }
         let refusal = match self.states.get(&key) {
             None | Some(None) => Some((ErrorCode::NotFound, "no such conversation")),
-            Some(Some(s)) if !s.members.contains(&c.sender) => {
-                Some((ErrorCode::NotAMember, "you are not a member of this conversation"))
-            }
+            Some(Some(s)) if !s.members.contains(&c.sender) => Some((
+                ErrorCode::NotAMember,
+                "you are not a member of this conversation",
+            )),
             Some(Some(_)) => None,
         };
         if let Some((code, message)) = refusal {
@@ -366,7 +374,11 @@ impl Batch<'_> {
         )
     }
 
-    fn create(&mut self, c: &CreateConversationCommand, reply_to: Option<&str>) -> Result<(), SequenceError> {
+    fn create(
+        &mut self,
+        c: &CreateConversationCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
         let key = ConversationKey {
             tenant: c.tenant.clone(),
             conversation_id: c.conversation_id.clone(),
@@ -375,7 +387,9 @@ impl Batch<'_> {
         if let Some(Some(existing)) = self.states.get(&key) {
             // A retried command, or a direct conversation that already
             // exists between the same two users: both are the same answer.
-            if existing.kind == c.kind && (c.kind != ConversationKind::Direct || existing.members == members) {
+            if existing.kind == c.kind
+                && (c.kind != ConversationKind::Direct || existing.members == members)
+            {
                 self.reply(
                     reply_to,
                     CommandReply::Done {
@@ -384,7 +398,11 @@ impl Batch<'_> {
                     },
                 );
             } else {
-                self.refuse(reply_to, ErrorCode::Conflict, "a conversation with this id exists");
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Conflict,
+                    "a conversation with this id exists",
+                );
             }
             return Ok(());
         }
@@ -402,7 +420,7 @@ impl Batch<'_> {
         self.log.push_other(
             &key,
             Mutation::CreateConversation {
-                record,
+                record: Box::new(record),
                 members: members.iter().cloned().collect(),
             },
         );
@@ -444,7 +462,11 @@ impl Batch<'_> {
             }
         };
         if !state.members.contains(&c.actor) && !c.actor_is_admin {
-            self.refuse(reply_to, ErrorCode::NotAMember, "you are not a member of this conversation");
+            self.refuse(
+                reply_to,
+                ErrorCode::NotAMember,
+                "you are not a member of this conversation",
+            );
             return None;
         }
         if state.kind == ConversationKind::Direct {
@@ -483,7 +505,11 @@ impl Batch<'_> {
         true
     }
 
-    fn add_members(&mut self, c: &MembersCommand, reply_to: Option<&str>) -> Result<(), SequenceError> {
+    fn add_members(
+        &mut self,
+        c: &MembersCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
         if self.already_applied(c, reply_to) {
             return Ok(());
         }
@@ -530,7 +556,11 @@ impl Batch<'_> {
         self.system_message(c, &key, event, members.into_iter().collect(), reply_to)
     }
 
-    fn remove_members(&mut self, c: &MembersCommand, reply_to: Option<&str>) -> Result<(), SequenceError> {
+    fn remove_members(
+        &mut self,
+        c: &MembersCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
         if self.already_applied(c, reply_to) {
             return Ok(());
         }
@@ -645,7 +675,10 @@ mod tests {
     }
 
     fn ids() -> Counter {
-        Counter(std::sync::Mutex::new(SnowflakeGenerator::new(1).unwrap()), AtomicU64::new(0))
+        Counter(
+            std::sync::Mutex::new(SnowflakeGenerator::new(1).unwrap()),
+            AtomicU64::new(0),
+        )
     }
 
     fn u(s: &str) -> UserId {
@@ -696,13 +729,22 @@ mod tests {
             at: Timestamp::from_unix_ms(2),
         };
         Incoming {
-            command: if add { Command::AddMembers(c) } else { Command::RemoveMembers(c) },
+            command: if add {
+                Command::AddMembers(c)
+            } else {
+                Command::RemoveMembers(c)
+            },
             reply_to: Some("reply".into()),
         }
     }
 
     /// Plans and commits one batch; returns the outcomes.
-    async fn run(seq: &mut Sequencer, store: &EmbeddedStore, ids: &Counter, batch: &[Incoming]) -> Vec<Outcome> {
+    async fn run(
+        seq: &mut Sequencer,
+        store: &EmbeddedStore,
+        ids: &Counter,
+        batch: &[Incoming],
+    ) -> Vec<Outcome> {
         let mut plan = seq.plan(store, ids, batch).await.unwrap();
         let mutations = std::mem::take(&mut plan.mutations);
         store.commit(mutations).await.unwrap();
@@ -712,9 +754,11 @@ mod tests {
 
     fn delivered(o: &Outcome) -> (u64, Vec<&str>) {
         match o {
-            Outcome::Deliver { message, recipients, .. } => {
-                (message.seq, recipients.iter().map(|r| r.as_str()).collect())
-            }
+            Outcome::Deliver {
+                message,
+                recipients,
+                ..
+            } => (message.seq, recipients.iter().map(|r| r.as_str()).collect()),
             other => panic!("expected a delivery, got {other:?}"),
         }
     }
@@ -722,7 +766,10 @@ mod tests {
     fn code(o: &Outcome) -> ErrorCode {
         match o {
             Outcome::Reject { rejection, .. } => rejection.code,
-            Outcome::Reply { reply: CommandReply::Refused { code, .. }, .. } => *code,
+            Outcome::Reply {
+                reply: CommandReply::Refused { code, .. },
+                ..
+            } => *code,
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -738,19 +785,40 @@ mod tests {
         let (_dir, store) = open();
         let ids = ids();
         let mut seq = Sequencer::new(1000);
-        let out = run(&mut seq, &store, &ids, &[
-            create("c", ConversationKind::Group, &["a", "b"], 1),
-            send("c", "a", "m1"),
-            send("c", "b", "m2"),
-            send("c", "a", "m1"),
-        ])
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                create("c", ConversationKind::Group, &["a", "b"], 1),
+                send("c", "a", "m1"),
+                send("c", "b", "m2"),
+                send("c", "a", "m1"),
+            ],
+        )
         .await;
-        assert!(matches!(out[0], Outcome::Reply { reply: CommandReply::Done { created: true, .. }, .. }));
+        assert!(matches!(
+            out[0],
+            Outcome::Reply {
+                reply: CommandReply::Done { created: true, .. },
+                ..
+            }
+        ));
         assert_eq!(delivered(&out[1]), (1, vec!["a", "b"]));
         assert_eq!(delivered(&out[2]), (2, vec!["a", "b"]));
-        assert_eq!(delivered(&out[3]).0, 1, "a retry in the same batch is the original");
+        assert_eq!(
+            delivered(&out[3]).0,
+            1,
+            "a retry in the same batch is the original"
+        );
         // A retry in a later batch (say, after the dedupe window) too.
-        let out = run(&mut seq, &store, &ids, &[send("c", "a", "m1"), send("c", "a", "m3")]).await;
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[send("c", "a", "m1"), send("c", "a", "m3")],
+        )
+        .await;
         assert_eq!(delivered(&out[0]).0, 1);
         assert_eq!(delivered(&out[1]).0, 3);
         // A fresh sequencer (a new owner) continues from the store.
@@ -764,18 +832,26 @@ mod tests {
         let (_dir, store) = open();
         let ids = ids();
         let mut seq = Sequencer::new(1000);
-        let out = run(&mut seq, &store, &ids, &[
-            send("nope", "a", "m1"),
-            create("c", ConversationKind::Direct, &["a", "b"], 1),
-            send("c", "eve", "m1"),
-        ])
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                send("nope", "a", "m1"),
+                create("c", ConversationKind::Direct, &["a", "b"], 1),
+                send("c", "eve", "m1"),
+            ],
+        )
         .await;
         assert_eq!(code(&out[0]), ErrorCode::NotFound);
         assert_eq!(code(&out[2]), ErrorCode::NotAMember);
-        let state = store.sequencer_states(vec![ConversationKey {
-            tenant: TenantId::new("t").unwrap(),
-            conversation_id: ConversationId::new("c").unwrap(),
-        }]).await.unwrap();
+        let state = store
+            .sequencer_states(vec![ConversationKey {
+                tenant: TenantId::new("t").unwrap(),
+                conversation_id: ConversationId::new("c").unwrap(),
+            }])
+            .await
+            .unwrap();
         assert_eq!(state[0].as_ref().unwrap().last_seq, 0, "nothing was stored");
     }
 
@@ -784,30 +860,61 @@ mod tests {
         let (_dir, store) = open();
         let ids = ids();
         let mut seq = Sequencer::new(1000);
-        let out = run(&mut seq, &store, &ids, &[
-            create("g", ConversationKind::Group, &["a", "b"], 1),
-            send("g", "c", "early"),
-            members("g", "a", &["c"], 2, true),
-            send("g", "c", "late"),
-            members("g", "b", &["a"], 3, false),
-            members("g", "a", &["b"], 4, false),
-            send("g", "b", "after"),
-        ])
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                create("g", ConversationKind::Group, &["a", "b"], 1),
+                send("g", "c", "early"),
+                members("g", "a", &["c"], 2, true),
+                send("g", "c", "late"),
+                members("g", "b", &["a"], 3, false),
+                members("g", "a", &["b"], 4, false),
+                send("g", "b", "after"),
+            ],
+        )
         .await;
         assert_eq!(code(&out[1]), ErrorCode::NotAMember, "not yet a member");
-        assert_eq!(delivered(&out[2]), (1, vec!["a", "b", "c"]), "system message");
+        assert_eq!(
+            delivered(&out[2]),
+            (1, vec!["a", "b", "c"]),
+            "system message"
+        );
         assert_eq!(delivered(&out[4]), (2, vec!["a", "b", "c"]));
         assert_eq!(code(&out[5]), ErrorCode::Forbidden, "b did not create g");
-        assert_eq!(delivered(&out[6]), (3, vec!["a", "b", "c"]), "the removed hear of it");
+        assert_eq!(
+            delivered(&out[6]),
+            (3, vec!["a", "b", "c"]),
+            "the removed hear of it"
+        );
         assert_eq!(code(&out[8]), ErrorCode::NotAMember, "b was removed");
         // The same command again (a redelivery) changes nothing.
-        let out = run(&mut seq, &store, &ids, &[members("g", "a", &["c"], 2, true)]).await;
-        assert!(matches!(out[0], Outcome::Reply { reply: CommandReply::Done { created: false, .. }, .. }));
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[members("g", "a", &["c"], 2, true)],
+        )
+        .await;
+        assert!(matches!(
+            out[0],
+            Outcome::Reply {
+                reply: CommandReply::Done { created: false, .. },
+                ..
+            }
+        ));
         // Direct conversations keep their two members.
-        let out = run(&mut seq, &store, &ids, &[
-            create("d", ConversationKind::Direct, &["a", "b"], 5),
-            members("d", "a", &["c"], 6, true),
-        ]).await;
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                create("d", ConversationKind::Direct, &["a", "b"], 5),
+                members("d", "a", &["c"], 6, true),
+            ],
+        )
+        .await;
         assert_eq!(code(&out[1]), ErrorCode::Conflict);
     }
 
@@ -816,13 +923,28 @@ mod tests {
         let (_dir, store) = open();
         let ids = ids();
         let mut owner = Sequencer::new(1000);
-        run(&mut owner, &store, &ids, &[create("c", ConversationKind::Group, &["a"], 1), send("c", "a", "m1")]).await;
+        run(
+            &mut owner,
+            &store,
+            &ids,
+            &[
+                create("c", ConversationKind::Group, &["a"], 1),
+                send("c", "a", "m1"),
+            ],
+        )
+        .await;
         // A zombie that cached the state at seq 1, while the new owner writes seq 2.
         let mut zombie = Sequencer::new(1000);
         run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
-        let mut plan = owner.plan(&store, &ids, &[send("c", "a", "m3")]).await.unwrap();
+        let mut plan = owner
+            .plan(&store, &ids, &[send("c", "a", "m3")])
+            .await
+            .unwrap();
         let refused = store.commit(std::mem::take(&mut plan.mutations)).await;
-        assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(StoreError::Conflict(_))),
+            "{refused:?}"
+        );
         owner.forget();
         let out = run(&mut owner, &store, &ids, &[send("c", "a", "m3")]).await;
         assert_eq!(delivered(&out[0]).0, 3);

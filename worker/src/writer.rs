@@ -18,9 +18,7 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::PullConsumer;
 use futures::StreamExt;
 use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_consumer_name};
-use switchboard_backbone::envelope::{
-    Command, HEADER_REPLY, message_event, rejection_event,
-};
+use switchboard_backbone::envelope::{Command, HEADER_REPLY, message_event, rejection_event};
 use switchboard_backbone::subject::user_events;
 use switchboard_store::StoreError;
 use tokio::sync::watch;

@@ -106,7 +106,10 @@ fn load_conversation(
     }
 }
 
-fn save_conversation(txn: &WriteTransaction, record: &ConversationRecord) -> Result<(), ApplyError> {
+fn save_conversation(
+    txn: &WriteTransaction,
+    record: &ConversationRecord,
+) -> Result<(), ApplyError> {
     let mut table = txn.open_table(CONVERSATIONS)?;
     let bytes = encode(record)?;
     table.insert(
@@ -154,7 +157,13 @@ fn apply_mutation(txn: &WriteTransaction, m: &Mutation) -> Result<(), ApplyError
             }
             save_conversation(txn, record)?;
             for user in members {
-                add_member(txn, &record.tenant, &record.conversation_id, user, record.created_at)?;
+                add_member(
+                    txn,
+                    &record.tenant,
+                    &record.conversation_id,
+                    user,
+                    record.created_at,
+                )?;
             }
             Ok(())
         }
@@ -183,9 +192,10 @@ fn apply_mutation(txn: &WriteTransaction, m: &Mutation) -> Result<(), ApplyError
                 for d in devices.range((t, u, "")..(t, u, AFTER_ANY_ID))? {
                     let (dk, _) = d?;
                     let device = dk.value().2;
-                    inbox.retain_in((t, u, device, c, 0)..=(t, u, device, c, u64::MAX), |_, _| {
-                        false
-                    })?;
+                    inbox.retain_in(
+                        (t, u, device, c, 0)..=(t, u, device, c, u64::MAX),
+                        |_, _| false,
+                    )?;
                 }
             }
             Ok(())
@@ -255,7 +265,10 @@ fn append(
     let mut buckets = txn.open_table(BUCKETS)?;
     for m in messages {
         rows.insert((t, c, m.seq), encode(m)?.as_slice())?;
-        sent.insert((t, c, m.sender_id.as_str(), m.client_msg_id.as_str()), m.seq)?;
+        sent.insert(
+            (t, c, m.sender_id.as_str(), m.client_msg_id.as_str()),
+            m.seq,
+        )?;
         for (user, user_devices) in &recipients {
             for device in user_devices {
                 if *user == m.sender_id.as_str() && *device == m.sender_device.as_str() {
@@ -265,7 +278,10 @@ fn append(
             }
         }
         let day = day_bucket(m.created_at);
-        let first = buckets.get((t, c, day))?.map(|v| v.value().0).unwrap_or(m.seq);
+        let first = buckets
+            .get((t, c, day))?
+            .map(|v| v.value().0)
+            .unwrap_or(m.seq);
         buckets.insert((t, c, day), (first, m.seq))?;
     }
 
@@ -296,7 +312,12 @@ fn ack_delivered(
     conversation: &ConversationId,
     seq: u64,
 ) -> Result<(), ApplyError> {
-    let (t, u, d, c) = (tenant.as_str(), user.as_str(), device.as_str(), conversation.as_str());
+    let (t, u, d, c) = (
+        tenant.as_str(),
+        user.as_str(),
+        device.as_str(),
+        conversation.as_str(),
+    );
     let key = ConversationKey {
         tenant: tenant.clone(),
         conversation_id: conversation.clone(),
@@ -305,7 +326,9 @@ fn ack_delivered(
         return Err(ApplyError::Clean(StoreError::NotFound));
     };
     let mut members = txn.open_table(MEMBERS)?;
-    let current = members.get((t, c, u))?.map(|v| decode::<MemberRecord>(v.value()));
+    let current = members
+        .get((t, c, u))?
+        .map(|v| decode::<MemberRecord>(v.value()));
     let Some(mut member) = current.transpose()? else {
         return Err(ApplyError::Clean(StoreError::NotAMember));
     };

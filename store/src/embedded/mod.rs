@@ -101,7 +101,7 @@ impl EmbeddedStore {
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn ping(&self) -> StoreResult<()> {
-        self.read(|txn| read::ping(txn)).await
+        self.read(read::ping).await
     }
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
@@ -115,7 +115,8 @@ impl Store for EmbeddedStore {
         &self,
         keys: Vec<ConversationKey>,
     ) -> StoreResult<Vec<Option<SequencerState>>> {
-        self.read(move |txn| read::sequencer_states(txn, &keys)).await
+        self.read(move |txn| read::sequencer_states(txn, &keys))
+            .await
     }
 
     async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
@@ -129,7 +130,8 @@ impl Store for EmbeddedStore {
         reader: &UserId,
     ) -> StoreResult<ConversationDetail> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::conversation(txn, &t, &c, &r)).await
+        self.read(move |txn| read::conversation(txn, &t, &c, &r))
+            .await
     }
 
     async fn conversations_of(
@@ -138,7 +140,8 @@ impl Store for EmbeddedStore {
         user: &UserId,
     ) -> StoreResult<Vec<ConversationSummary>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |txn| read::conversations_of(txn, &t, &u)).await
+        self.read(move |txn| read::conversations_of(txn, &t, &u))
+            .await
     }
 
     async fn history(
@@ -149,7 +152,8 @@ impl Store for EmbeddedStore {
         query: HistoryQuery,
     ) -> StoreResult<Vec<Message>> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::history(txn, &t, &c, &r, query)).await
+        self.read(move |txn| read::history(txn, &t, &c, &r, query))
+            .await
     }
 
     async fn replay(
@@ -161,7 +165,8 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::replay(txn, &t, &c, &r, after_seq, limit)).await
+        self.read(move |txn| read::replay(txn, &t, &c, &r, after_seq, limit))
+            .await
     }
 
     async fn inbox(
@@ -172,7 +177,8 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        self.read(move |txn| read::inbox(txn, &t, &u, &d, limit)).await
+        self.read(move |txn| read::inbox(txn, &t, &u, &d, limit))
+            .await
     }
 
     async fn ack_delivered(
@@ -200,7 +206,9 @@ impl Store for EmbeddedStore {
         device: &DeviceId,
     ) -> StoreResult<()> {
         let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        let known = self.read(move |txn| read::device_known(txn, &t, &u, &d)).await?;
+        let known = self
+            .read(move |txn| read::device_known(txn, &t, &u, &d))
+            .await?;
         if known {
             return Ok(());
         }

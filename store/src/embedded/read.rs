@@ -23,7 +23,8 @@ pub(super) fn init_schema(db: &Database) -> StoreResult<()> {
             .map(|v| v.value().to_owned());
         match version.as_deref() {
             None => {
-                meta.insert("schema_version", SCHEMA_VERSION).map_err(storage)?;
+                meta.insert("schema_version", SCHEMA_VERSION)
+                    .map_err(storage)?;
             }
             Some(SCHEMA_VERSION) => {}
             Some(other) => {
@@ -72,7 +73,11 @@ fn member(
     row.map(|v| decode(v.value())).transpose()
 }
 
-fn members(txn: &ReadTransaction, tenant: &str, conversation: &str) -> StoreResult<Vec<MemberRecord>> {
+fn members(
+    txn: &ReadTransaction,
+    tenant: &str,
+    conversation: &str,
+) -> StoreResult<Vec<MemberRecord>> {
     let table = txn.open_table(MEMBERS).map_err(storage)?;
     let mut out = Vec::new();
     for row in table
@@ -121,13 +126,21 @@ pub(super) fn sequencer_states(
         .collect()
 }
 
-fn message(txn: &ReadTransaction, tenant: &str, conversation: &str, seq: u64) -> StoreResult<Option<Message>> {
+fn message(
+    txn: &ReadTransaction,
+    tenant: &str,
+    conversation: &str,
+    seq: u64,
+) -> StoreResult<Option<Message>> {
     let table = txn.open_table(MESSAGES).map_err(storage)?;
     let row = table.get((tenant, conversation, seq)).map_err(storage)?;
     row.map(|v| decode(v.value())).transpose()
 }
 
-pub(super) fn find_sent(txn: &ReadTransaction, keys: &[SentKey]) -> StoreResult<Vec<Option<Message>>> {
+pub(super) fn find_sent(
+    txn: &ReadTransaction,
+    keys: &[SentKey],
+) -> StoreResult<Vec<Option<Message>>> {
     let sent = txn.open_table(SENT).map_err(storage)?;
     keys.iter()
         .map(|k| {
@@ -166,7 +179,10 @@ pub(super) fn conversations_of(
     let (t, u) = (tenant.as_str(), user.as_str());
     let index = txn.open_table(USER_CONVERSATIONS).map_err(storage)?;
     let mut out = Vec::new();
-    for row in index.range((t, u, "")..(t, u, AFTER_ANY_ID)).map_err(storage)? {
+    for row in index
+        .range((t, u, "")..(t, u, AFTER_ANY_ID))
+        .map_err(storage)?
+    {
         let (k, _) = row.map_err(storage)?;
         let c = k.value().2;
         let Ok((record, me)) = check_member(txn, t, c, u) else {
@@ -204,7 +220,11 @@ pub(super) fn history(
     }
     let table = txn.open_table(MESSAGES).map_err(storage)?;
     let mut out = Vec::with_capacity(query.limit.min(256));
-    for row in table.range((t, c, low)..(t, c, high)).map_err(storage)?.rev() {
+    for row in table
+        .range((t, c, low)..(t, c, high))
+        .map_err(storage)?
+        .rev()
+    {
         let (_, v) = row.map_err(storage)?;
         out.push(decode(v.value())?);
         if out.len() == query.limit {
@@ -227,7 +247,10 @@ pub(super) fn replay(
     let table = txn.open_table(MESSAGES).map_err(storage)?;
     let mut out = Vec::with_capacity(limit.min(256));
     let start = after_seq.saturating_add(1);
-    for row in table.range((t, c, start)..=(t, c, u64::MAX)).map_err(storage)? {
+    for row in table
+        .range((t, c, start)..=(t, c, u64::MAX))
+        .map_err(storage)?
+    {
         if out.len() == limit {
             break;
         }

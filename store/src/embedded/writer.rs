@@ -104,5 +104,9 @@ fn commit_group(db: &Database, mut jobs: Vec<Job>) {
     for (job, e) in refused {
         let _ = job.done.send(Err(e));
     }
-    tracing::trace!(jobs = count, elapsed_us = started.elapsed().as_micros() as u64, "store group committed");
+    tracing::trace!(
+        jobs = count,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "store group committed"
+    );
 }

@@ -9,14 +9,20 @@ use switchboard_tests::{Cluster, ClusterSpec};
 use crate::support::*;
 
 fn seqs(ms: &[switchboard_protocol::Message]) -> Vec<(String, u64)> {
-    ms.iter().map(|m| (m.conversation_id.as_str().to_owned(), m.seq)).collect()
+    ms.iter()
+        .map(|m| (m.conversation_id.as_str().to_owned(), m.seq))
+        .collect()
 }
 
 #[tokio::test]
 async fn each_device_replays_what_it_missed() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let one = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
-    let two = cluster.create(ConversationKind::Group, "alice", &["bob"]).await;
+    let one = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let two = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
     // Bob's devices become known by connecting once.
     cluster.ws(0, "bob", "phone").await.close().await;
     cluster.ws(0, "bob", "laptop").await.close().await;
@@ -39,7 +45,11 @@ async fn each_device_replays_what_it_missed() {
     expected.sort();
     assert_eq!(got, expected, "everything, once");
     // Within each conversation, in seq order.
-    let ones: Vec<u64> = all.iter().filter(|m| m.conversation_id.as_str() == one).map(|m| m.seq).collect();
+    let ones: Vec<u64> = all
+        .iter()
+        .filter(|m| m.conversation_id.as_str() == one)
+        .map(|m| m.seq)
+        .collect();
     assert_eq!(ones, vec![1, 2, 3, 4, 5]);
 
     // The phone acks part of it; only the rest comes back.
@@ -75,14 +85,19 @@ async fn each_device_replays_what_it_missed() {
 #[tokio::test]
 async fn a_conversation_replays_from_a_seq() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Group, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     for i in 0..6 {
         send_acked(&mut alice, &conv, &format!("m{i}"), "x").await;
     }
     let mut bob = cluster.ws(0, "bob", "b").await;
     let (ms, last, more) = pull(&mut bob, Some(&conv), Some(2), None).await;
-    assert_eq!(ms.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+    assert_eq!(
+        ms.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![3, 4, 5, 6]
+    );
     assert_eq!((last, more), (6, false));
     let (ms, last, more) = pull(&mut bob, Some(&conv), Some(2), Some(2)).await;
     assert_eq!(ms.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![3, 4]);

@@ -12,12 +12,19 @@ use crate::support::*;
 #[tokio::test]
 async fn bad_frames_get_errors_and_the_connection_lives_on() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut ws = cluster.ws(0, "alice", "phone").await;
     let mut bystander = cluster.ws(0, "bob", "b").await;
 
     let check = |expected: &'static str| {
-        move |(code, _, _, message): (switchboard_protocol::ErrorCode, Option<String>, Option<String>, String)| {
+        move |(code, _, _, message): (
+            switchboard_protocol::ErrorCode,
+            Option<String>,
+            Option<String>,
+            String,
+        )| {
             assert_eq!(code.as_str(), expected, "{message}");
             message
         }
@@ -32,14 +39,22 @@ async fn bad_frames_get_errors_and_the_connection_lives_on() {
     let message = check("invalid_frame")(expect_error(&mut ws).await);
     assert!(message.contains("teleport"));
 
-    ws.send_text(r#"{"type":"send_message","client_msg_id":"c1","conversation_id":"x"}"#).await.unwrap();
+    ws.send_text(r#"{"type":"send_message","client_msg_id":"c1","conversation_id":"x"}"#)
+        .await
+        .unwrap();
     let (code, request, id, message) = expect_error(&mut ws).await;
     assert_eq!(code.as_str(), "invalid_frame");
     assert!(message.contains("content"), "{message}");
     assert_eq!(request.as_deref(), Some("send_message"));
-    assert_eq!(id.as_deref(), Some("c1"), "the error names the request it answers");
+    assert_eq!(
+        id.as_deref(),
+        Some("c1"),
+        "the error names the request it answers"
+    );
 
-    ws.send_text(r#"{"type":"ack_delivered","conversation_id":"x","seq":"seven"}"#).await.unwrap();
+    ws.send_text(r#"{"type":"ack_delivered","conversation_id":"x","seq":"seven"}"#)
+        .await
+        .unwrap();
     check("invalid_frame")(expect_error(&mut ws).await);
 
     ws.send_text(r#"{"type":"send_message","client_msg_id":"c2","conversation_id":"bad id!","content":{"kind":"text","text":"x"}}"#).await.unwrap();
@@ -62,7 +77,9 @@ async fn bad_frames_get_errors_and_the_connection_lives_on() {
     assert_eq!((code.as_str(), id.as_deref()), ("too_large", Some("big")));
 
     // Over the text limit (16 KiB) but inside the frame limit.
-    ws.send(&send_frame(&conv, "long", &"y".repeat(20 * 1024))).await.unwrap();
+    ws.send(&send_frame(&conv, "long", &"y".repeat(20 * 1024)))
+        .await
+        .unwrap();
     let (code, _, id, _) = expect_error(&mut ws).await;
     assert_eq!((code.as_str(), id.as_deref()), ("too_large", Some("long")));
 
@@ -70,7 +87,9 @@ async fn bad_frames_get_errors_and_the_connection_lives_on() {
     ws.send(&send_frame("nowhere", "n1", "hi")).await.unwrap();
     let (code, _, id, _) = expect_error(&mut ws).await;
     assert_eq!((code.as_str(), id.as_deref()), ("not_found", Some("n1")));
-    let theirs = cluster.create(ConversationKind::Direct, "carol", &["dave"]).await;
+    let theirs = cluster
+        .create(ConversationKind::Direct, "carol", &["dave"])
+        .await;
     ws.send(&send_frame(&theirs, "n2", "hi")).await.unwrap();
     let (code, _, id, _) = expect_error(&mut ws).await;
     assert_eq!((code.as_str(), id.as_deref()), ("not_a_member", Some("n2")));
@@ -107,7 +126,14 @@ async fn tokens_are_checked() {
         Err(e) => panic!("expected a refusal, got {e}"),
         Ok(_) => panic!("expected a refusal, got a connection"),
     };
-    let expired = mint_hs256(SECRET, &TokenSpec { exp: 1_000, ..TokenSpec::new(TENANT, "alice", None, 0) }).unwrap();
+    let expired = mint_hs256(
+        SECRET,
+        &TokenSpec {
+            exp: 1_000,
+            ..TokenSpec::new(TENANT, "alice", None, 0)
+        },
+    )
+    .unwrap();
     assert_eq!(refused(WsClient::connect(&url, &expired).await), 401);
     let wrong_key = mint_hs256(OTHER_SECRET, &TokenSpec::new(TENANT, "alice", None, 60)).unwrap();
     assert_eq!(refused(WsClient::connect(&url, &wrong_key).await), 401);
@@ -118,7 +144,9 @@ async fn tokens_are_checked() {
     let none = format!(
         "{}.{}.",
         b64.encode(br#"{"alg":"none","typ":"JWT"}"#),
-        b64.encode(format!(r#"{{"tenant":"{TENANT}","sub":"alice","exp":9999999999}}"#))
+        b64.encode(format!(
+            r#"{{"tenant":"{TENANT}","sub":"alice","exp":9999999999}}"#
+        ))
     );
     assert_eq!(refused(WsClient::connect(&url, &none).await), 401);
     assert_eq!(refused(WsClient::connect(&url, "").await), 401);
@@ -161,19 +189,49 @@ async fn bad_rest_requests_get_json_errors() {
     for (body, status, code) in [
         ("{nope".to_owned(), 400, "invalid_request"),
         (r#"{"kind":"triangle"}"#.to_owned(), 400, "invalid_request"),
-        (r#"{"kind":"direct","members":["b","c"]}"#.to_owned(), 400, "invalid_request"),
-        (r#"{"kind":"direct","members":[]}"#.to_owned(), 400, "invalid_request"),
-        (r#"{"kind":"group","members":["bad id"]}"#.to_owned(), 400, "invalid_request"),
-        (format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(300)), 413, "too_large"),
-        (format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(100_000)), 413, "too_large"),
+        (
+            r#"{"kind":"direct","members":["b","c"]}"#.to_owned(),
+            400,
+            "invalid_request",
+        ),
+        (
+            r#"{"kind":"direct","members":[]}"#.to_owned(),
+            400,
+            "invalid_request",
+        ),
+        (
+            r#"{"kind":"group","members":["bad id"]}"#.to_owned(),
+            400,
+            "invalid_request",
+        ),
+        (
+            format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(300)),
+            413,
+            "too_large",
+        ),
+        (
+            format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(100_000)),
+            413,
+            "too_large",
+        ),
     ] {
         let r = post(body.clone()).await.unwrap();
-        assert_eq!(r.status().as_u16(), status, "{}", &body[..body.len().min(60)]);
+        assert_eq!(
+            r.status().as_u16(),
+            status,
+            "{}",
+            &body[..body.len().min(60)]
+        );
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["code"], code, "{v}");
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
-    let r = rest.raw().get(format!("{base}/v1/nothing-here")).send().await.unwrap();
+    let r = rest
+        .raw()
+        .get(format!("{base}/v1/nothing-here"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["code"], "not_found");
@@ -186,8 +244,15 @@ async fn bad_rest_requests_get_json_errors() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     // And the server is fine.
-    cluster.create(ConversationKind::Group, "alice", &["bob"]).await;
-    let ready = rest.raw().get(format!("{base}/readyz")).send().await.unwrap();
+    cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let ready = rest
+        .raw()
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status().as_u16(), 200);
 }
 
@@ -198,10 +263,14 @@ async fn sends_over_the_rate_limit_are_refused_not_dropped() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut ws = cluster.ws(0, "alice", "a").await;
     for i in 0..5 {
-        ws.send(&send_frame(&conv, &format!("r{i}"), "x")).await.unwrap();
+        ws.send(&send_frame(&conv, &format!("r{i}"), "x"))
+            .await
+            .unwrap();
     }
     let mut acked = 0;
     let mut limited = 0;
@@ -227,8 +296,11 @@ async fn sends_over_the_rate_limit_are_refused_not_dropped() {
 async fn tenants_do_not_see_each_other() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
     // The same user ids in two tenants get the same direct conversation id.
-    let acme = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
-    let globex_token = |u: &str| mint_hs256(OTHER_SECRET, &TokenSpec::new(OTHER_TENANT, u, None, 60)).unwrap();
+    let acme = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let globex_token =
+        |u: &str| mint_hs256(OTHER_SECRET, &TokenSpec::new(OTHER_TENANT, u, None, 60)).unwrap();
     let globex_alice = RestClient::new(&cluster.gateways[0].http(), &globex_token("alice"));
     let (g, _) = globex_alice
         .create_conversation(ConversationKind::Direct, &["bob"], None)
@@ -237,16 +309,23 @@ async fn tenants_do_not_see_each_other() {
     assert_eq!(g.conversation_id.as_str(), acme);
 
     let mut acme_alice = cluster.ws(0, "alice", "a").await;
-    let mut globex_bob = WsClient::connect(&cluster.gateways[0].ws(), &globex_token("bob")).await.unwrap();
+    let mut globex_bob = WsClient::connect(&cluster.gateways[0].ws(), &globex_token("bob"))
+        .await
+        .unwrap();
     let mut acme_bob = cluster.ws(0, "bob", "b").await;
     send_acked(&mut acme_alice, &acme, "iso-1", "acme only").await;
     let m = expect_message(&mut acme_bob).await;
     assert_eq!(text_of(&m), "acme only");
     // Globex's bob hears nothing, and globex's history is empty.
     assert!(matches!(
-        globex_bob.next_frame_within(std::time::Duration::from_millis(500)).await,
+        globex_bob
+            .next_frame_within(std::time::Duration::from_millis(500))
+            .await,
         Err(WsError::Timeout(_))
     ));
-    let page = globex_alice.history(&acme, Default::default()).await.unwrap();
+    let page = globex_alice
+        .history(&acme, Default::default())
+        .await
+        .unwrap();
     assert!(page.messages.is_empty());
 }

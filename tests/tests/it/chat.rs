@@ -13,7 +13,9 @@ async fn two_users_on_two_gateways_chat() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "phone").await;
     let mut bob = cluster.ws(1, "bob", "laptop").await;
 
@@ -45,8 +47,14 @@ async fn two_users_on_two_gateways_chat() {
         let switchboard_protocol::conversation::Members::Detailed(members) = view.members else {
             panic!("detailed members expected");
         };
-        let bob_row = members.iter().find(|m| m.user_id.as_str() == "bob").unwrap();
-        let alice_row = members.iter().find(|m| m.user_id.as_str() == "alice").unwrap();
+        let bob_row = members
+            .iter()
+            .find(|m| m.user_id.as_str() == "bob")
+            .unwrap();
+        let alice_row = members
+            .iter()
+            .find(|m| m.user_id.as_str() == "alice")
+            .unwrap();
         marks = (bob_row.delivered_seq, alice_row.read_seq);
         if marks.0 == 2 {
             break;
@@ -57,7 +65,11 @@ async fn two_users_on_two_gateways_chat() {
     assert_eq!(marks, (2, 1));
 
     // Both see the same history from either gateway.
-    let page = cluster.rest(0, "bob").history(&conv, HistoryParams::default()).await.unwrap();
+    let page = cluster
+        .rest(0, "bob")
+        .history(&conv, HistoryParams::default())
+        .await
+        .unwrap();
     let seqs: Vec<u64> = page.messages.iter().map(|m| m.seq).collect();
     assert_eq!(seqs, vec![2, 1]);
     assert_eq!(page.next_before_seq, None);
@@ -66,7 +78,9 @@ async fn two_users_on_two_gateways_chat() {
 #[tokio::test]
 async fn a_users_other_devices_receive_their_own_messages() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Group, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
     let mut phone = cluster.ws(0, "alice", "phone").await;
     let mut laptop = cluster.ws(0, "alice", "laptop").await;
     let (id, _) = send_acked(&mut phone, &conv, "m1", "from my phone").await;
@@ -77,16 +91,38 @@ async fn a_users_other_devices_receive_their_own_messages() {
 #[tokio::test]
 async fn a_conversation_list_shows_recent_activity_first() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let first = cluster.create(ConversationKind::Direct, "carol", &["dave"]).await;
-    let second = cluster.create(ConversationKind::Group, "carol", &["erin"]).await;
+    let first = cluster
+        .create(ConversationKind::Direct, "carol", &["dave"])
+        .await;
+    let second = cluster
+        .create(ConversationKind::Group, "carol", &["erin"])
+        .await;
     let mut carol = cluster.ws(0, "carol", "d").await;
     send_acked(&mut carol, &first, "x1", "bump").await;
     let list = cluster.rest(0, "dave").conversations().await.unwrap();
     assert_eq!(list.conversations.len(), 1);
     assert_eq!(list.conversations[0].unread_count, 1);
     let list = cluster.rest(0, "carol").conversations().await.unwrap();
-    let ids: Vec<&str> = list.conversations.iter().map(|c| c.conversation_id.as_str()).collect();
+    let ids: Vec<&str> = list
+        .conversations
+        .iter()
+        .map(|c| c.conversation_id.as_str())
+        .collect();
     assert_eq!(ids, vec![first.as_str(), second.as_str()]);
     assert_eq!(list.conversations[0].last_seq, 1);
     assert!(list.conversations[0].last_message.is_some());
+}
+
+#[tokio::test]
+async fn users_with_the_same_device_id_are_still_different_devices() {
+    // Tokens without a `device` claim all mean the device "default".
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "default").await;
+    let mut bob = cluster.ws(0, "bob", "default").await;
+    let (id, _) = send_acked(&mut alice, &conv, "same-device", "hi").await;
+    let got = expect_message(&mut bob).await;
+    assert_eq!(got.message_id, id);
 }

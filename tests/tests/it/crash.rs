@@ -23,7 +23,14 @@ async fn full_history(cluster: &Cluster, conv: &str, reader: &str) -> Vec<Messag
     loop {
         let page = cluster
             .rest(0, reader)
-            .history(conv, HistoryParams { before_seq: before, after_seq: None, limit: Some(200) })
+            .history(
+                conv,
+                HistoryParams {
+                    before_seq: before,
+                    after_seq: None,
+                    limit: Some(200),
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("history: {e}\n{}", cluster.logs()));
         all.extend(page.messages);
@@ -47,7 +54,11 @@ async fn acked_messages_survive_kill9_of_every_process() {
     let pairs = [("ka", "kb"), ("kc", "kd"), ("ke", "kf")];
     let mut conversations = Vec::new();
     for (a, b) in pairs {
-        conversations.push((cluster.create(ConversationKind::Direct, a, &[b]).await, a, b));
+        conversations.push((
+            cluster.create(ConversationKind::Direct, a, &[b]).await,
+            a,
+            b,
+        ));
     }
     // The readers' devices exist before the chaos, so they get inboxes.
     for (_, _, b) in &conversations {
@@ -112,26 +123,46 @@ async fn acked_messages_survive_kill9_of_every_process() {
     for (conv, _, b) in &conversations {
         let history = full_history(&cluster, conv, b).await;
         let seqs: Vec<u64> = history.iter().map(|m| m.seq).collect();
-        assert_eq!(seqs, (1..=history.len() as u64).collect::<Vec<_>>(), "gap-free {conv}");
+        assert_eq!(
+            seqs,
+            (1..=history.len() as u64).collect::<Vec<_>>(),
+            "gap-free {conv}"
+        );
         let ids: HashSet<_> = history.iter().map(|m| m.message_id).collect();
-        assert_eq!(ids.len(), history.len(), "no duplicate message ids in {conv}");
+        assert_eq!(
+            ids.len(),
+            history.len(),
+            "no duplicate message ids in {conv}"
+        );
         let by_key: HashMap<(&str, &str), &Message> = history
             .iter()
             .map(|m| ((m.sender_id.as_str(), m.client_msg_id.as_str()), m))
             .collect();
-        assert_eq!(by_key.len(), history.len(), "one message per client_msg_id in {conv}");
+        assert_eq!(
+            by_key.len(),
+            history.len(),
+            "one message per client_msg_id in {conv}"
+        );
         for (user, id, ack) in &acked_by_conv[conv] {
             let stored = by_key
                 .get(&(user.as_str(), id.as_str()))
                 .unwrap_or_else(|| panic!("acked {id} lost from {conv}"));
-            assert_eq!((stored.message_id, stored.seq), (ack.message_id, ack.seq), "{id}");
+            assert_eq!(
+                (stored.message_id, stored.seq),
+                (ack.message_id, ack.seq),
+                "{id}"
+            );
         }
         // Each sender's messages in the order it sent them.
         let mut last: HashMap<&str, String> = HashMap::new();
         for m in &history {
             let prev = last.insert(m.sender_id.as_str(), m.client_msg_id.as_str().to_owned());
             if let Some(prev) = prev {
-                assert!(prev.as_str() < m.client_msg_id.as_str(), "{prev} before {}", m.client_msg_id);
+                assert!(
+                    prev.as_str() < m.client_msg_id.as_str(),
+                    "{prev} before {}",
+                    m.client_msg_id
+                );
             }
         }
         total += history.len();
@@ -158,5 +189,8 @@ async fn acked_messages_survive_kill9_of_every_process() {
         assert_eq!(seen, others, "{b}'s inbox for {conv}");
     }
     eprintln!("crash test: {total} messages stored across the kills");
-    assert!(total > 100, "the stream ran through the kills ({total} messages)");
+    assert!(
+        total > 100,
+        "the stream ran through the kills ({total} messages)"
+    );
 }

@@ -18,7 +18,11 @@ fn token(user: &str) -> String {
 }
 
 fn nats_pid(data: &std::path::Path) -> Option<u32> {
-    std::fs::read_to_string(data.join("nats/nats-server.pid")).ok()?.trim().parse().ok()
+    std::fs::read_to_string(data.join("nats/nats-server.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn alive(pid: u32) -> bool {
@@ -58,10 +62,19 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
             switchboard_tests::nats_server_bin().display().to_string(),
         ),
     ];
-    let mut dev = Proc::start(args, envs, dir.path().join("dev.log"), "Switchboard dev is running").await;
+    let mut dev = Proc::start(
+        args,
+        envs,
+        dir.path().join("dev.log"),
+        "Switchboard dev is running",
+    )
+    .await;
 
     let rest = RestClient::new(&dev.http(), &token("alice"));
-    let (view, _) = rest.create_conversation(ConversationKind::Direct, &["bob"], None).await.unwrap();
+    let (view, _) = rest
+        .create_conversation(ConversationKind::Direct, &["bob"], None)
+        .await
+        .unwrap();
     let conv = view.conversation_id.as_str().to_owned();
     let mut alice = WsClient::connect(&dev.ws(), &token("alice")).await.unwrap();
     let mut acked = Vec::new();
@@ -75,10 +88,20 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
 
     dev.restart().await;
     let page = RestClient::new(&dev.http(), &token("bob"))
-        .history(&conv, HistoryParams { limit: Some(200), ..Default::default() })
+        .history(
+            &conv,
+            HistoryParams {
+                limit: Some(200),
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    let mut stored: Vec<_> = page.messages.iter().map(|m| (m.message_id, m.seq)).collect();
+    let mut stored: Vec<_> = page
+        .messages
+        .iter()
+        .map(|m| (m.message_id, m.seq))
+        .collect();
     stored.reverse();
     assert_eq!(stored, acked, "every acked message is back, unchanged");
     let mut alice = WsClient::connect(&dev.ws(), &token("alice")).await.unwrap();

@@ -17,7 +17,9 @@ async fn retries_inside_and_beyond_the_dedupe_window_return_the_original() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "phone").await;
     let first = send_acked(&mut alice, &conv, "same-id", "once").await;
 
@@ -42,6 +44,10 @@ async fn retries_inside_and_beyond_the_dedupe_window_return_the_original() {
     assert_ne!(bobs.0, first.0);
     assert_eq!(bobs.1, 2);
 
-    let page = cluster.rest(0, "alice").history(&conv, HistoryParams::default()).await.unwrap();
+    let page = cluster
+        .rest(0, "alice")
+        .history(&conv, HistoryParams::default())
+        .await
+        .unwrap();
     assert_eq!(page.messages.len(), 2, "the retries created nothing");
 }

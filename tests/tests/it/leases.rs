@@ -23,7 +23,9 @@ async fn node_ids_are_never_shared() {
     let js = async_nats::jetstream::new(client);
     let kv = js.get_key_value(NODES_BUCKET).await.unwrap();
     // 40 more leases taken at once, racing for the same keys.
-    let ttl = definitions::nodes_bucket(&BackboneConfig::default()).unwrap().max_age;
+    let ttl = definitions::nodes_bucket(&BackboneConfig::default())
+        .unwrap()
+        .max_age;
     let leases = futures::future::join_all(
         (0..40).map(|i| IdGenerator::lease(kv.clone(), format!("test-{i}"), ttl)),
     )
@@ -35,7 +37,13 @@ async fn node_ids_are_never_shared() {
         g.next_id().unwrap();
     }
     // The four processes hold one key each, and none of those.
-    let keys: Vec<String> = kv.keys().await.unwrap().filter_map(|k| async { k.ok() }).collect().await;
+    let keys: Vec<String> = kv
+        .keys()
+        .await
+        .unwrap()
+        .filter_map(|k| async { k.ok() })
+        .collect()
+        .await;
     let mut owners = HashSet::new();
     for key in &keys {
         let id: u16 = key.trim_start_matches('n').parse().unwrap();
@@ -61,7 +69,12 @@ async fn workers_split_partitions_and_take_over_a_dead_ones() {
     let owners = || async {
         let mut v = Vec::new();
         for p in 0..8 {
-            v.push(kv.get(format!("p.{p}")).await.unwrap().map(|b| String::from_utf8(b.to_vec()).unwrap()));
+            v.push(
+                kv.get(format!("p.{p}"))
+                    .await
+                    .unwrap()
+                    .map(|b| String::from_utf8(b.to_vec()).unwrap()),
+            );
         }
         v
     };
@@ -85,7 +98,11 @@ async fn workers_split_partitions_and_take_over_a_dead_ones() {
     // Conversations across all partitions work.
     let mut conversations = Vec::new();
     for i in 0..16 {
-        conversations.push(cluster.create(ConversationKind::Direct, &format!("p{i}"), &["q"]).await);
+        conversations.push(
+            cluster
+                .create(ConversationKind::Direct, &format!("p{i}"), &["q"])
+                .await,
+        );
     }
     // One worker dies; the other takes every partition within the TTL.
     cluster.workers[1].kill9().await;

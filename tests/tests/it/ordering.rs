@@ -21,7 +21,11 @@ async fn a_thousand_messages_over_twenty_conversations_keep_order_without_gaps_o
     let mut conversations = Vec::new();
     for i in 0..20 {
         let conv = cluster
-            .create(ConversationKind::Group, &format!("s{i}a"), &[&format!("s{i}b"), "reader"])
+            .create(
+                ConversationKind::Group,
+                &format!("s{i}a"),
+                &[&format!("s{i}b"), "reader"],
+            )
             .await;
         conversations.push(conv);
     }
@@ -36,9 +40,13 @@ async fn a_thousand_messages_over_twenty_conversations_keep_order_without_gaps_o
             let conv = conv.clone();
             tasks.push(tokio::spawn(async move {
                 for n in 0..25 {
-                    ws.send(&send_frame(&conv, &format!("{user}-{n}"), &format!("{user} {n}")))
-                        .await
-                        .unwrap();
+                    ws.send(&send_frame(
+                        &conv,
+                        &format!("{user}-{n}"),
+                        &format!("{user} {n}"),
+                    ))
+                    .await
+                    .unwrap();
                 }
                 let mut acks = Vec::new();
                 for n in 0..25 {
@@ -54,10 +62,10 @@ async fn a_thousand_messages_over_twenty_conversations_keep_order_without_gaps_o
         // One sender's acks carry increasing seqs: its order is kept.
         let seqs: Vec<u64> = acks.iter().map(|a| a.1).collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{user}: {seqs:?}");
-        acked
-            .entry(conv)
-            .or_default()
-            .extend(acks.into_iter().map(|(id, seq)| (format!("{user}:{id}"), seq)));
+        acked.entry(conv).or_default().extend(
+            acks.into_iter()
+                .map(|(id, seq)| (format!("{user}:{id}"), seq)),
+        );
     }
 
     // The reader got all 1,000 live, in seq order per conversation.
@@ -65,12 +73,22 @@ async fn a_thousand_messages_over_twenty_conversations_keep_order_without_gaps_o
     let mut ids = HashSet::new();
     for _ in 0..1000 {
         let m = expect_message(&mut reader).await;
-        assert!(ids.insert(m.message_id), "duplicate delivery {:?}", m.message_id);
-        live.entry(m.conversation_id.as_str().to_owned()).or_default().push(m.seq);
+        assert!(
+            ids.insert(m.message_id),
+            "duplicate delivery {:?}",
+            m.message_id
+        );
+        live.entry(m.conversation_id.as_str().to_owned())
+            .or_default()
+            .push(m.seq);
     }
     for conv in &conversations {
         let seqs = &live[conv];
-        assert_eq!(seqs, &(1..=50).collect::<Vec<u64>>(), "live order of {conv}");
+        assert_eq!(
+            seqs,
+            &(1..=50).collect::<Vec<u64>>(),
+            "live order of {conv}"
+        );
     }
 
     // The store has exactly 1..=50 in each, matching the acks, and each
@@ -81,7 +99,14 @@ async fn a_thousand_messages_over_twenty_conversations_keep_order_without_gaps_o
         loop {
             let page = cluster
                 .rest(0, "reader")
-                .history(conv, HistoryParams { before_seq: before, after_seq: None, limit: Some(20) })
+                .history(
+                    conv,
+                    HistoryParams {
+                        before_seq: before,
+                        after_seq: None,
+                        limit: Some(20),
+                    },
+                )
                 .await
                 .unwrap();
             history.extend(page.messages);

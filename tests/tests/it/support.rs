@@ -13,7 +13,9 @@ pub fn send_frame(conversation: &str, client_msg_id: &str, text: &str) -> Client
     ClientFrame::SendMessage {
         client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
         conversation_id: ConversationId::new(conversation).unwrap(),
-        content: Content::Text { text: text.to_owned() },
+        content: Content::Text {
+            text: text.to_owned(),
+        },
     }
 }
 
@@ -25,7 +27,11 @@ pub fn text_of(m: &Message) -> &str {
 }
 
 /// The next frame that `pick` accepts; frames it rejects are skipped.
-pub async fn expect<T>(ws: &mut WsClient, what: &str, mut pick: impl FnMut(ServerFrame) -> Option<T>) -> T {
+pub async fn expect<T>(
+    ws: &mut WsClient,
+    what: &str,
+    mut pick: impl FnMut(ServerFrame) -> Option<T>,
+) -> T {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -41,8 +47,15 @@ pub async fn expect<T>(ws: &mut WsClient, what: &str, mut pick: impl FnMut(Serve
 }
 
 /// Sends a text and waits for its ack: (message_id, seq).
-pub async fn send_acked(ws: &mut WsClient, conversation: &str, client_msg_id: &str, text: &str) -> (MessageId, u64) {
-    ws.send(&send_frame(conversation, client_msg_id, text)).await.unwrap();
+pub async fn send_acked(
+    ws: &mut WsClient,
+    conversation: &str,
+    client_msg_id: &str,
+    text: &str,
+) -> (MessageId, u64) {
+    ws.send(&send_frame(conversation, client_msg_id, text))
+        .await
+        .unwrap();
     expect_ack(ws, client_msg_id).await
 }
 
@@ -58,7 +71,12 @@ pub async fn expect_ack(ws: &mut WsClient, client_msg_id: &str) -> (MessageId, u
             assert_eq!(status, "sent");
             Some((message_id, seq))
         }
-        ServerFrame::Error { code, message, client_msg_id: Some(id), .. } if id == client_msg_id => {
+        ServerFrame::Error {
+            code,
+            message,
+            client_msg_id: Some(id),
+            ..
+        } if id == client_msg_id => {
             panic!("{client_msg_id} refused: {code} {message}")
         }
         _ => None,
@@ -75,7 +93,9 @@ pub async fn expect_message(ws: &mut WsClient) -> Message {
 }
 
 /// The next `error` frame: (code, request_type, client_msg_id).
-pub async fn expect_error(ws: &mut WsClient) -> (ErrorCode, Option<String>, Option<String>, String) {
+pub async fn expect_error(
+    ws: &mut WsClient,
+) -> (ErrorCode, Option<String>, Option<String>, String) {
     expect(ws, "an error", |f| match f {
         ServerFrame::Error {
             code,
@@ -92,11 +112,19 @@ pub async fn expect_error(ws: &mut WsClient) -> (ErrorCode, Option<String>, Opti
 /// The connection still works: a ping gets a pong.
 pub async fn assert_alive(ws: &mut WsClient) {
     ws.send(&ClientFrame::Ping {}).await.unwrap();
-    expect(ws, "pong", |f| matches!(f, ServerFrame::Pong {}).then_some(())).await;
+    expect(ws, "pong", |f| {
+        matches!(f, ServerFrame::Pong {}).then_some(())
+    })
+    .await;
 }
 
 /// Messages from `pull_backlog` until its `backlog_done`: (messages, last_seq, more).
-pub async fn pull(ws: &mut WsClient, conversation: Option<&str>, since_seq: Option<u64>, limit: Option<u32>) -> (Vec<Message>, u64, bool) {
+pub async fn pull(
+    ws: &mut WsClient,
+    conversation: Option<&str>,
+    since_seq: Option<u64>,
+    limit: Option<u32>,
+) -> (Vec<Message>, u64, bool) {
     ws.send(&ClientFrame::PullBacklog {
         conversation_id: conversation.map(|c| ConversationId::new(c).unwrap()),
         since_seq,
@@ -108,7 +136,9 @@ pub async fn pull(ws: &mut WsClient, conversation: Option<&str>, since_seq: Opti
     loop {
         let frame = expect(ws, "backlog", |f| match f {
             f @ (ServerFrame::Message { .. } | ServerFrame::BacklogDone { .. }) => Some(f),
-            ServerFrame::Error { code, message, .. } => panic!("pull_backlog failed: {code} {message}"),
+            ServerFrame::Error { code, message, .. } => {
+                panic!("pull_backlog failed: {code} {message}")
+            }
             _ => None,
         })
         .await;

