@@ -7,7 +7,7 @@ use switchboard_protocol::{ClientFrame, ServerFrame};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async_with_config};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WsError {
@@ -34,7 +34,8 @@ impl WsClient {
         let request = url
             .into_client_request()
             .map_err(|e| WsError::Socket(Box::new(e)))?;
-        match connect_async(request).await {
+        // No Nagle delay: frames are small and latency matters.
+        match connect_async_with_config(request, None, true).await {
             Ok((socket, _)) => Ok(Self { socket }),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
                 let status = response.status().as_u16();

@@ -87,6 +87,14 @@ pub async fn serve(
     router: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), GatewayError> {
+    use axum::serve::ListenerExt;
+    // Frames are small and latency matters: no Nagle delay (which meets the
+    // peer's delayed ACKs and holds small writes for up to 40 ms).
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await?;

@@ -271,7 +271,7 @@ fn quantiles(h: &Histogram<u64>) -> String {
 }
 
 async fn chat(a: ChatArgs) -> anyhow::Result<()> {
-    if a.users < 2 || a.group_size < 2 || a.users % a.group_size != 0 {
+    if a.users < 2 || a.group_size < 2 || !a.users.is_multiple_of(a.group_size) {
         bail!("--users must be a multiple of --group-size (at least 2)");
     }
     let secret = a

@@ -233,9 +233,16 @@ async fn dev_inner(
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let shutdown = Shutdown::on_signals();
 
+    // The worker gets a connection of its own, as it would in its own
+    // process: one connection's I/O task would otherwise carry all traffic.
+    let worker_client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig {
+        url: nats.url.clone(),
+        name: format!("{name}-worker"),
+    })
+    .await?;
     let worker = tokio::spawn(switchboard_worker::run(
         run::worker_config(name.clone(), &backbone, file)?,
-        client.clone(),
+        worker_client,
         store.clone(),
         std::sync::Arc::new(ids.clone()),
         shutdown.clone().wait(),

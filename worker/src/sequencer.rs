@@ -177,13 +177,21 @@ impl Sequencer {
         self.cache.extend(plan.staged.drain());
     }
 
-    /// Sequences a batch. Reads the store for state it has not cached and
-    /// for idempotency keys; writes nothing.
+    /// Sequences a batch. Reads the store for state it has not cached and,
+    /// with `check_sent`, for the idempotency keys of the batch; writes
+    /// nothing.
+    ///
+    /// Without `check_sent` a retry that reaches the writer (one beyond
+    /// JetStream's dedupe window) is sequenced as new, and the store
+    /// refuses the commit because its key exists; the caller then plans
+    /// again with `check_sent`. That keeps a read off the common path:
+    /// first deliveries are almost never retries.
     pub async fn plan(
         &mut self,
         store: &dyn Store,
         ids: &dyn IdSource,
         batch: &[Incoming],
+        check_sent: bool,
     ) -> Result<Plan, SequenceError> {
         let keys: BTreeSet<ConversationKey> =
             batch.iter().map(|i| conversation_key(&i.command)).collect();
@@ -201,7 +209,11 @@ impl Sequencer {
             states.extend(missing.into_iter().zip(loaded));
         }
 
-        let sent_keys: Vec<SentKey> = batch.iter().filter_map(|i| sent_key(&i.command)).collect();
+        let sent_keys: Vec<SentKey> = if check_sent {
+            batch.iter().filter_map(|i| sent_key(&i.command)).collect()
+        } else {
+            Vec::new()
+        };
         let found = if sent_keys.is_empty() {
             Vec::new()
         } else {
@@ -745,7 +757,7 @@ mod tests {
         ids: &Counter,
         batch: &[Incoming],
     ) -> Vec<Outcome> {
-        let mut plan = seq.plan(store, ids, batch).await.unwrap();
+        let mut plan = seq.plan(store, ids, batch, true).await.unwrap();
         let mutations = std::mem::take(&mut plan.mutations);
         store.commit(mutations).await.unwrap();
         seq.committed(&mut plan);
@@ -937,7 +949,7 @@ mod tests {
         let mut zombie = Sequencer::new(1000);
         run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
         let mut plan = owner
-            .plan(&store, &ids, &[send("c", "a", "m3")])
+            .plan(&store, &ids, &[send("c", "a", "m3")], true)
             .await
             .unwrap();
         let refused = store.commit(std::mem::take(&mut plan.mutations)).await;
@@ -948,5 +960,36 @@ mod tests {
         owner.forget();
         let out = run(&mut owner, &store, &ids, &[send("c", "a", "m3")]).await;
         assert_eq!(delivered(&out[0]).0, 3);
+    }
+
+    #[tokio::test]
+    async fn an_unchecked_retry_is_caught_by_the_store_and_answered_when_checked() {
+        let (_dir, store) = open();
+        let ids = ids();
+        let mut seq = Sequencer::new(1000);
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                create("c", ConversationKind::Group, &["a"], 1),
+                send("c", "a", "m1"),
+            ],
+        )
+        .await;
+        let (original, _) = delivered(&out[1]);
+        // A retry beyond the dedupe window, planned without the read.
+        let mut plan = seq
+            .plan(&store, &ids, &[send("c", "a", "m1")], false)
+            .await
+            .unwrap();
+        let refused = store.commit(std::mem::take(&mut plan.mutations)).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict(_))),
+            "{refused:?}"
+        );
+        seq.forget();
+        let out = run(&mut seq, &store, &ids, &[send("c", "a", "m1")]).await;
+        assert_eq!(delivered(&out[0]).0, original);
     }
 }

@@ -131,13 +131,17 @@ async fn process_batch(
         })
         .collect();
 
+    // Redelivered commands may be applied already: look their keys up.
+    let mut check_sent = batch
+        .iter()
+        .any(|m| m.info().map_or(true, |i| i.delivered > 1));
     let mut backoff = Duration::from_millis(20);
     loop {
         if !lease_valid(valid_until) {
             return Err(WorkerError::LeaseLost);
         }
         let failure = match sequencer
-            .plan(ctx.store.as_ref(), ctx.ids.as_ref(), &incoming)
+            .plan(ctx.store.as_ref(), ctx.ids.as_ref(), &incoming, check_sent)
             .await
         {
             Ok(mut plan) => {
@@ -168,8 +172,10 @@ async fn process_batch(
             Err(e) => e,
         };
         // The cache may disagree with the store (a refused append) or be
-        // half-updated: start again from the store's state.
+        // half-updated: start again from the store's state, and look the
+        // batch's idempotency keys up this time.
         sequencer.forget();
+        check_sent = true;
         match &failure {
             SequenceError::Store(StoreError::Conflict(why)) => {
                 tracing::warn!(%why, "store refused the batch; reloading state");

@@ -1,12 +1,19 @@
-//! Write operations, applied inside one redb write transaction by the
-//! writer thread.
+//! Write operations. The writer thread applies a group of jobs to one
+//! write batch, committed at once. Reads go to the cache first (which has
+//! every write of the group, see `cache.rs`), then to the snapshot of the
+//! last commit.
 
-use redb::{ReadableTable, WriteTransaction};
-use switchboard_protocol::{ConversationId, DeviceId, TenantId, Timestamp, UserId};
+use std::collections::HashMap;
 
-use super::codec::{decode, encode, storage};
-use super::tables::*;
-use crate::{ConversationKey, ConversationRecord, MemberRecord, Mutation, StoreError, day_bucket};
+use fjall::{OwnedWriteBatch, Readable, Snapshot};
+use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, Timestamp, UserId};
+
+use super::cache::{Pending, WriterCache};
+use super::codec::{encode, storage};
+use super::keys::{Key, Spaces, read_words, words};
+use super::read::{device_ids, member_ids, member_row, scan, sent_seq, state};
+use super::rows::{ConversationMeta, MemberRow, StateRow};
+use crate::{ConversationKey, Mutation, StoreError, day_bucket};
 
 /// One job for the writer thread.
 #[derive(Debug)]
@@ -29,28 +36,11 @@ pub(super) enum WriteOp {
 
 /// Why an operation did not apply.
 pub(super) enum ApplyError {
-    /// Refused before anything was written: the transaction can go on.
+    /// Refused before anything was written: the group can go on.
     Clean(StoreError),
-    /// Refused after some writes: the transaction must be thrown away.
+    /// Refused or failed after some writes: the batch must be thrown away.
     Dirty(StoreError),
 }
-
-impl From<redb::Error> for ApplyError {
-    fn from(e: redb::Error) -> Self {
-        ApplyError::Dirty(storage(e))
-    }
-}
-
-macro_rules! redb_into_apply {
-    ($($t:ty),*) => {$(
-        impl From<$t> for ApplyError {
-            fn from(e: $t) -> Self {
-                ApplyError::Dirty(storage(e))
-            }
-        }
-    )*};
-}
-redb_into_apply!(redb::StorageError, redb::TableError);
 
 impl From<StoreError> for ApplyError {
     fn from(e: StoreError) -> Self {
@@ -58,293 +48,424 @@ impl From<StoreError> for ApplyError {
     }
 }
 
-pub(super) fn apply(txn: &WriteTransaction, op: &WriteOp) -> Result<(), ApplyError> {
-    match op {
-        WriteOp::Commit(mutations) => {
-            for (i, m) in mutations.iter().enumerate() {
-                apply_mutation(txn, m).map_err(|e| match e {
-                    // A later mutation's refusal leaves the earlier ones
-                    // written: the whole commit must be undone.
-                    ApplyError::Clean(e) if i > 0 => ApplyError::Dirty(e),
-                    other => other,
-                })?;
-            }
-            Ok(())
+fn refuse(e: StoreError) -> ApplyError {
+    ApplyError::Clean(e)
+}
+
+/// Above this many newly acknowledged messages, an ack scans the inbox
+/// instead of deleting entry by entry.
+const MAX_POINT_DELETES: u64 = 1024;
+
+/// The writer's view of one group.
+pub(super) struct Writer<'a> {
+    pub snap: &'a Snapshot,
+    pub batch: &'a mut OwnedWriteBatch,
+    pub s: &'a Spaces,
+    pub cache: &'a mut WriterCache,
+    pub pending: &'a mut Pending,
+}
+
+impl Writer<'_> {
+    fn state(&mut self, t: &str, c: &str) -> Result<Option<StateRow>, ApplyError> {
+        let key = Key::new().s(t).s(c).bytes();
+        if let Some(row) = self.cache.states.get(&key) {
+            return Ok(*row);
         }
-        WriteOp::AckDelivered {
-            tenant,
-            user,
-            device,
-            conversation,
-            seq,
-        } => ack_delivered(txn, tenant, user, device, conversation, *seq),
-        WriteOp::RegisterDevice {
-            tenant,
-            user,
-            device,
-            at,
-        } => {
-            let mut devices = txn.open_table(DEVICES)?;
-            let key = (tenant.as_str(), user.as_str(), device.as_str());
-            if devices.get(key)?.is_none() {
-                devices.insert(key, at.unix_ms())?;
-            }
-            Ok(())
-        }
+        let row = state(self.snap, self.s, t, c)?;
+        self.cache.states.insert(key, row);
+        Ok(row)
     }
-}
 
-fn load_conversation(
-    txn: &WriteTransaction,
-    key: &ConversationKey,
-) -> Result<Option<ConversationRecord>, ApplyError> {
-    let table = txn.open_table(CONVERSATIONS)?;
-    let row = table.get((key.tenant.as_str(), key.conversation_id.as_str()))?;
-    match row {
-        Some(v) => Ok(Some(decode(v.value())?)),
-        None => Ok(None),
+    fn set_state(&mut self, t: &str, c: &str, row: StateRow) {
+        let key = Key::new().s(t).s(c).bytes();
+        self.batch
+            .insert(&self.s.conversation_state, key.clone(), row.encode());
+        self.cache.states.insert(key, Some(row));
     }
-}
 
-fn save_conversation(
-    txn: &WriteTransaction,
-    record: &ConversationRecord,
-) -> Result<(), ApplyError> {
-    let mut table = txn.open_table(CONVERSATIONS)?;
-    let bytes = encode(record)?;
-    table.insert(
-        (record.tenant.as_str(), record.conversation_id.as_str()),
-        bytes.as_slice(),
-    )?;
-    Ok(())
-}
-
-fn add_member(
-    txn: &WriteTransaction,
-    tenant: &TenantId,
-    conversation: &ConversationId,
-    user: &UserId,
-    at: Timestamp,
-) -> Result<(), ApplyError> {
-    let mut members = txn.open_table(MEMBERS)?;
-    let key = (tenant.as_str(), conversation.as_str(), user.as_str());
-    if members.get(key)?.is_some() {
-        return Ok(());
+    fn member(&mut self, t: &str, c: &str, u: &str) -> Result<Option<MemberRow>, ApplyError> {
+        let key = Key::new().s(t).s(c).s(u).bytes();
+        if let Some(row) = self.cache.member_rows.get(&key) {
+            return Ok(*row);
+        }
+        let row = member_row(self.snap, self.s, t, c, u)?;
+        self.cache.member_rows.insert(key, row);
+        Ok(row)
     }
-    let row = MemberRecord {
-        user_id: user.clone(),
-        joined_at: at,
-        delivered_seq: 0,
-        read_seq: 0,
-    };
-    members.insert(key, encode(&row)?.as_slice())?;
-    let mut index = txn.open_table(USER_CONVERSATIONS)?;
-    index.insert((tenant.as_str(), user.as_str(), conversation.as_str()), ())?;
-    Ok(())
-}
 
-fn apply_mutation(txn: &WriteTransaction, m: &Mutation) -> Result<(), ApplyError> {
-    match m {
-        Mutation::CreateConversation { record, members } => {
-            let key = ConversationKey {
-                tenant: record.tenant.clone(),
-                conversation_id: record.conversation_id.clone(),
-            };
-            if load_conversation(txn, &key)?.is_some() {
-                return Err(ApplyError::Clean(StoreError::Conflict(
-                    "conversation exists".into(),
-                )));
-            }
-            save_conversation(txn, record)?;
-            for user in members {
-                add_member(
-                    txn,
-                    &record.tenant,
-                    &record.conversation_id,
-                    user,
-                    record.created_at,
-                )?;
-            }
-            Ok(())
+    fn set_marks(&mut self, t: &str, c: &str, u: &str, row: MemberRow) {
+        let key = Key::new().s(t).s(c).s(u).bytes();
+        self.batch
+            .insert(&self.s.member_marks, key.clone(), row.encode_marks());
+        self.cache.member_rows.insert(key, Some(row));
+    }
+
+    /// The conversation's member list, loaded into the cache.
+    fn members(&mut self, t: &str, c: &str) -> Result<&mut Vec<String>, ApplyError> {
+        let key = Key::new().s(t).s(c).bytes();
+        if !self.cache.members.contains_key(&key) {
+            let list = member_ids(self.snap, self.s, t, c)?;
+            self.cache.members.insert(key.clone(), list);
         }
-        Mutation::AddMembers { key, users, at } => {
-            if load_conversation(txn, key)?.is_none() {
-                return Err(ApplyError::Clean(StoreError::NotFound));
-            }
-            for user in users {
-                add_member(txn, &key.tenant, &key.conversation_id, user, *at)?;
-            }
-            Ok(())
+        self.cache
+            .members
+            .get_mut(&key)
+            .ok_or_else(|| ApplyError::Dirty(StoreError::Corrupt("member cache".into())))
+    }
+
+    /// The user's device list, loaded into the cache.
+    fn devices(&mut self, t: &str, u: &str) -> Result<&mut Vec<String>, ApplyError> {
+        let key = Key::new().s(t).s(u).bytes();
+        if !self.cache.devices.contains_key(&key) {
+            let list = device_ids(self.snap, self.s, t, u)?;
+            self.cache.devices.insert(key.clone(), list);
         }
-        Mutation::RemoveMembers { key, users } => {
-            if load_conversation(txn, key)?.is_none() {
-                return Err(ApplyError::Clean(StoreError::NotFound));
+        self.cache
+            .devices
+            .get_mut(&key)
+            .ok_or_else(|| ApplyError::Dirty(StoreError::Corrupt("device cache".into())))
+    }
+
+    fn insert_inbox(&mut self, key: Vec<u8>) {
+        self.batch.insert(&self.s.inbox, key.clone(), []);
+        self.pending.inbox.insert(key);
+    }
+
+    fn remove_inbox(&mut self, key: Vec<u8>) {
+        self.pending.inbox.remove(&key);
+        self.batch.remove(&self.s.inbox, key);
+    }
+
+    /// Removes the inbox entries that start with `prefix`, up to `until`
+    /// (inclusive) if given: committed ones and this group's.
+    fn remove_inbox_prefix(
+        &mut self,
+        prefix: Vec<u8>,
+        until: Option<Vec<u8>>,
+    ) -> Result<(), ApplyError> {
+        let within =
+            |k: &[u8]| k.starts_with(&prefix) && until.as_ref().is_none_or(|u| k <= u.as_slice());
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        for kv in scan(self.snap, &self.s.inbox, prefix.clone()) {
+            let (k, _) = kv?;
+            if !within(&k) {
+                break;
             }
-            let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
-            let mut members = txn.open_table(MEMBERS)?;
-            let mut index = txn.open_table(USER_CONVERSATIONS)?;
-            let mut inbox = txn.open_table(INBOX)?;
-            let devices = txn.open_table(DEVICES)?;
-            for user in users {
-                let u = user.as_str();
-                members.remove((t, c, u))?;
-                index.remove((t, u, c))?;
-                for d in devices.range((t, u, "")..(t, u, AFTER_ANY_ID))? {
-                    let (dk, _) = d?;
-                    let device = dk.value().2;
-                    inbox.retain_in(
-                        (t, u, device, c, 0)..=(t, u, device, c, u64::MAX),
-                        |_, _| false,
-                    )?;
+            doomed.push(k.to_vec());
+        }
+        doomed.extend(
+            self.pending
+                .inbox
+                .range(prefix.clone()..)
+                .take_while(|k| within(k))
+                .cloned(),
+        );
+        for k in doomed {
+            self.remove_inbox(k);
+        }
+        Ok(())
+    }
+
+    pub fn apply(&mut self, op: &WriteOp) -> Result<(), ApplyError> {
+        match op {
+            WriteOp::Commit(mutations) => {
+                for (i, m) in mutations.iter().enumerate() {
+                    self.apply_mutation(m).map_err(|e| match e {
+                        // A later mutation's refusal leaves the earlier ones
+                        // written: the whole batch must be undone.
+                        ApplyError::Clean(e) if i > 0 => ApplyError::Dirty(e),
+                        other => other,
+                    })?;
                 }
+                Ok(())
             }
-            Ok(())
+            WriteOp::AckDelivered {
+                tenant,
+                user,
+                device,
+                conversation,
+                seq,
+            } => self.ack_delivered(
+                tenant.as_str(),
+                user.as_str(),
+                device.as_str(),
+                conversation.as_str(),
+                *seq,
+            ),
+            WriteOp::RegisterDevice {
+                tenant,
+                user,
+                device,
+                at,
+            } => {
+                let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
+                let devices = self.devices(t, u)?;
+                if !devices.iter().any(|known| known == d) {
+                    devices.push(d.to_owned());
+                    self.batch.insert(
+                        &self.s.devices,
+                        Key::new().s(t).s(u).s(d).bytes(),
+                        words([at.unix_ms() as u64]),
+                    );
+                }
+                Ok(())
+            }
         }
-        Mutation::Append {
-            key,
-            expected_last_seq,
-            messages,
-        } => append(txn, key, *expected_last_seq, messages),
     }
-}
 
-fn append(
-    txn: &WriteTransaction,
-    key: &ConversationKey,
-    expected_last_seq: u64,
-    messages: &[switchboard_protocol::Message],
-) -> Result<(), ApplyError> {
-    let Some(mut record) = load_conversation(txn, key)? else {
-        return Err(ApplyError::Clean(StoreError::NotFound));
-    };
-    if record.last_seq != expected_last_seq {
-        return Err(ApplyError::Clean(StoreError::Conflict(format!(
-            "append expected last_seq {expected_last_seq}, store has {}",
-            record.last_seq
-        ))));
+    fn add_member(
+        &mut self,
+        t: &str,
+        c: &str,
+        user: &str,
+        at: Timestamp,
+    ) -> Result<(), ApplyError> {
+        if self.member(t, c, user)?.is_some() {
+            return Ok(());
+        }
+        let row = MemberRow {
+            joined: at.unix_ms(),
+            delivered: 0,
+            read: 0,
+        };
+        let key = Key::new().s(t).s(c).s(user).bytes();
+        self.batch
+            .insert(&self.s.members, key.clone(), row.encode_joined());
+        self.batch
+            .insert(&self.s.member_marks, key.clone(), row.encode_marks());
+        self.batch.insert(
+            &self.s.user_conversations,
+            Key::new().s(t).s(user).s(c).bytes(),
+            [],
+        );
+        self.cache.member_rows.insert(key, Some(row));
+        self.members(t, c)?.push(user.to_owned());
+        Ok(())
     }
-    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
-    let mut sent = txn.open_table(SENT)?;
-    for (i, m) in messages.iter().enumerate() {
-        if m.seq != expected_last_seq + 1 + i as u64 || m.conversation_id != key.conversation_id {
-            return Err(ApplyError::Clean(StoreError::Conflict(format!(
-                "message seq {} does not continue {expected_last_seq}",
-                m.seq
+
+    fn apply_mutation(&mut self, m: &Mutation) -> Result<(), ApplyError> {
+        match m {
+            Mutation::CreateConversation { record, members } => {
+                let (t, c) = (record.tenant.as_str(), record.conversation_id.as_str());
+                if self.state(t, c)?.is_some() {
+                    return Err(refuse(StoreError::Conflict("conversation exists".into())));
+                }
+                let meta = encode(&ConversationMeta::of(record))?;
+                self.batch
+                    .insert(&self.s.conversations, Key::new().s(t).s(c).bytes(), meta);
+                let row = StateRow {
+                    last_seq: record.last_seq,
+                    last_activity: record.last_activity.unix_ms(),
+                };
+                self.set_state(t, c, row);
+                for user in members {
+                    self.add_member(t, c, user.as_str(), record.created_at)?;
+                }
+                Ok(())
+            }
+            Mutation::AddMembers { key, users, at } => {
+                let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+                if self.state(t, c)?.is_none() {
+                    return Err(refuse(StoreError::NotFound));
+                }
+                for user in users {
+                    self.add_member(t, c, user.as_str(), *at)?;
+                }
+                Ok(())
+            }
+            Mutation::RemoveMembers { key, users } => {
+                let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+                if self.state(t, c)?.is_none() {
+                    return Err(refuse(StoreError::NotFound));
+                }
+                for user in users {
+                    let u = user.as_str();
+                    let member_key = Key::new().s(t).s(c).s(u).bytes();
+                    self.batch.remove(&self.s.members, member_key.clone());
+                    self.batch.remove(&self.s.member_marks, member_key.clone());
+                    self.batch.remove(
+                        &self.s.user_conversations,
+                        Key::new().s(t).s(u).s(c).bytes(),
+                    );
+                    self.cache.member_rows.insert(member_key, None);
+                    self.members(t, c)?.retain(|m| m != u);
+                    for d in self.devices(t, u)?.clone() {
+                        self.remove_inbox_prefix(Key::new().s(t).s(u).s(&d).s(c).bytes(), None)?;
+                    }
+                }
+                Ok(())
+            }
+            Mutation::Append {
+                key,
+                expected_last_seq,
+                messages,
+            } => self.append(key, *expected_last_seq, messages),
+        }
+    }
+
+    fn append(
+        &mut self,
+        key: &ConversationKey,
+        expected_last_seq: u64,
+        messages: &[Message],
+    ) -> Result<(), ApplyError> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let Some(current) = self.state(t, c)? else {
+            return Err(refuse(StoreError::NotFound));
+        };
+        if current.last_seq != expected_last_seq {
+            return Err(refuse(StoreError::Conflict(format!(
+                "append expected last_seq {expected_last_seq}, store has {}",
+                current.last_seq
             ))));
         }
-        let sent_key = (t, c, m.sender_id.as_str(), m.client_msg_id.as_str());
-        if sent.get(sent_key)?.is_some() {
-            return Err(ApplyError::Clean(StoreError::Conflict(format!(
-                "client_msg_id {} already stored",
-                m.client_msg_id
-            ))));
+        let mut sent_keys = Vec::with_capacity(messages.len());
+        for (i, m) in messages.iter().enumerate() {
+            if m.seq != expected_last_seq + 1 + i as u64 || m.conversation_id != key.conversation_id
+            {
+                return Err(refuse(StoreError::Conflict(format!(
+                    "message seq {} does not continue {expected_last_seq}",
+                    m.seq
+                ))));
+            }
+            let (sender, id) = (m.sender_id.as_str(), m.client_msg_id.as_str());
+            let sent_key = Key::new().s(t).s(c).s(sender).s(id).bytes();
+            if self.pending.sent.contains(&sent_key)
+                || sent_seq(self.snap, self.s, t, c, sender, id)?.is_some()
+            {
+                return Err(refuse(StoreError::Conflict(format!(
+                    "client_msg_id {} already stored",
+                    m.client_msg_id
+                ))));
+            }
+            sent_keys.push(sent_key);
         }
-    }
-    let Some(last) = messages.last() else {
-        return Ok(());
-    };
+        let Some(last) = messages.last() else {
+            return Ok(());
+        };
 
-    // Every device of every member gets an inbox entry, except the device
-    // that sent the message (it has it already).
-    let mut members = txn.open_table(MEMBERS)?;
-    let devices = txn.open_table(DEVICES)?;
-    let mut recipients: Vec<(String, Vec<String>)> = Vec::new();
-    for row in members.range((t, c, "")..(t, c, AFTER_ANY_ID))? {
-        let (k, _) = row?;
-        let user = k.value().2.to_owned();
-        let mut user_devices = Vec::new();
-        for d in devices.range((t, user.as_str(), "")..(t, user.as_str(), AFTER_ANY_ID))? {
-            let (dk, _) = d?;
-            user_devices.push(dk.value().2.to_owned());
+        // Every device of every member gets an inbox entry, except the
+        // device that sent the message (it has it already).
+        let mut recipients: Vec<(String, Vec<String>)> = Vec::new();
+        for user in self.members(t, c)?.clone() {
+            let devices = self.devices(t, &user)?.clone();
+            recipients.push((user, devices));
         }
-        recipients.push((user, user_devices));
-    }
-
-    let mut rows = txn.open_table(MESSAGES)?;
-    let mut inbox = txn.open_table(INBOX)?;
-    let mut buckets = txn.open_table(BUCKETS)?;
-    for m in messages {
-        rows.insert((t, c, m.seq), encode(m)?.as_slice())?;
-        sent.insert(
-            (t, c, m.sender_id.as_str(), m.client_msg_id.as_str()),
-            m.seq,
-        )?;
-        for (user, user_devices) in &recipients {
-            for device in user_devices {
-                if *user == m.sender_id.as_str() && *device == m.sender_device.as_str() {
-                    continue;
+        // Per UTC day: the first seq this append adds.
+        let mut days: HashMap<u32, u64> = HashMap::new();
+        // Per sender: the highest seq they sent here.
+        let mut senders: HashMap<&str, u64> = HashMap::new();
+        for (m, sent_key) in messages.iter().zip(sent_keys) {
+            self.batch.insert(
+                &self.s.messages,
+                Key::new().s(t).s(c).n(m.seq).bytes(),
+                encode(m)?,
+            );
+            self.batch
+                .insert(&self.s.sent, sent_key.clone(), words([m.seq]));
+            self.pending.sent.insert(sent_key);
+            for (user, devices) in &recipients {
+                for device in devices {
+                    if *user == m.sender_id.as_str() && *device == m.sender_device.as_str() {
+                        continue;
+                    }
+                    self.insert_inbox(Key::new().s(t).s(user).s(device).s(c).n(m.seq).bytes());
                 }
-                inbox.insert((t, user.as_str(), device.as_str(), c, m.seq), ())?;
+            }
+            days.entry(day_bucket(m.created_at)).or_insert(m.seq);
+            senders.insert(m.sender_id.as_str(), m.seq);
+        }
+        // A day's bucket records the first seq stored that day; the last is
+        // the next bucket's first minus one (or the conversation's last).
+        for (day, first) in days {
+            let k = Key::new().s(t).s(c).day(day).bytes();
+            if self.cache.days.contains(&k) {
+                continue;
+            }
+            if !self
+                .snap
+                .contains_key(&self.s.buckets, &k)
+                .map_err(storage)?
+            {
+                self.batch
+                    .insert(&self.s.buckets, k.clone(), words([first]));
+            }
+            self.cache.days.insert(k);
+        }
+        // Sending implies having read and received everything before it.
+        for (sender, seq) in senders {
+            if let Some(mut row) = self.member(t, c, sender)? {
+                row.delivered = row.delivered.max(seq);
+                row.read = row.read.max(seq);
+                self.set_marks(t, c, sender, row);
             }
         }
-        let day = day_bucket(m.created_at);
-        let first = buckets
-            .get((t, c, day))?
-            .map(|v| v.value().0)
-            .unwrap_or(m.seq);
-        buckets.insert((t, c, day), (first, m.seq))?;
+        let row = StateRow {
+            last_seq: last.seq,
+            last_activity: last.created_at.unix_ms(),
+        };
+        self.set_state(t, c, row);
+        Ok(())
     }
 
-    // Sending implies having read and received everything before it.
-    for m in messages {
-        let k = (t, c, m.sender_id.as_str());
-        let current = members.get(k)?.map(|v| decode::<MemberRecord>(v.value()));
-        if let Some(mut member) = current.transpose()? {
-            member.read_seq = member.read_seq.max(m.seq);
-            member.delivered_seq = member.delivered_seq.max(m.seq);
-            members.insert(k, encode(&member)?.as_slice())?;
+    fn cursor(&mut self, key: &[u8]) -> Result<u64, ApplyError> {
+        if let Some(seq) = self.cache.cursors.get(key) {
+            return Ok(*seq);
         }
+        let seq = match self
+            .snap
+            .get(&self.s.device_cursors, key)
+            .map_err(storage)?
+        {
+            Some(v) => read_words::<1>(&v)?[0],
+            None => 0,
+        };
+        self.cache.cursors.insert(key.to_vec(), seq);
+        Ok(seq)
     }
 
-    record.last_seq = last.seq;
-    record.last_activity = last.created_at;
-    record.last_message = Some(last.clone());
-    drop((rows, inbox, buckets, sent, members, devices));
-    save_conversation(txn, &record)?;
-    Ok(())
-}
-
-fn ack_delivered(
-    txn: &WriteTransaction,
-    tenant: &TenantId,
-    user: &UserId,
-    device: &DeviceId,
-    conversation: &ConversationId,
-    seq: u64,
-) -> Result<(), ApplyError> {
-    let (t, u, d, c) = (
-        tenant.as_str(),
-        user.as_str(),
-        device.as_str(),
-        conversation.as_str(),
-    );
-    let key = ConversationKey {
-        tenant: tenant.clone(),
-        conversation_id: conversation.clone(),
-    };
-    let Some(record) = load_conversation(txn, &key)? else {
-        return Err(ApplyError::Clean(StoreError::NotFound));
-    };
-    let mut members = txn.open_table(MEMBERS)?;
-    let current = members
-        .get((t, c, u))?
-        .map(|v| decode::<MemberRecord>(v.value()));
-    let Some(mut member) = current.transpose()? else {
-        return Err(ApplyError::Clean(StoreError::NotAMember));
-    };
-    // A mark past the end of the conversation would hide future messages.
-    let seq = seq.min(record.last_seq);
-    let mut cursors = txn.open_table(DEVICE_CURSORS)?;
-    let previous = cursors.get((t, u, d, c))?.map(|v| v.value()).unwrap_or(0);
-    if seq <= previous {
-        return Ok(());
+    fn ack_delivered(
+        &mut self,
+        t: &str,
+        u: &str,
+        d: &str,
+        c: &str,
+        seq: u64,
+    ) -> Result<(), ApplyError> {
+        let Some(current) = self.state(t, c)? else {
+            return Err(refuse(StoreError::NotFound));
+        };
+        let Some(mut member) = self.member(t, c, u)? else {
+            return Err(refuse(StoreError::NotAMember));
+        };
+        // A mark past the end of the conversation would hide future messages.
+        let seq = seq.min(current.last_seq);
+        let cursor_key = Key::new().s(t).s(u).s(d).s(c).bytes();
+        let previous = self.cursor(&cursor_key)?;
+        if seq <= previous {
+            return Ok(());
+        }
+        self.batch
+            .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
+        self.cache.cursors.insert(cursor_key, seq);
+        // The entries this ack covers are exactly those in (previous, seq]:
+        // delete them by key. Scanning instead would also walk every
+        // tombstone earlier acks left in the memtable, a cost that grows
+        // with the conversation. A device that catches up on a long
+        // backlog at once is rare enough to scan for.
+        if seq - previous <= MAX_POINT_DELETES {
+            for n in previous + 1..=seq {
+                self.remove_inbox(Key::new().s(t).s(u).s(d).s(c).n(n).bytes());
+            }
+        } else {
+            let prefix = Key::new().s(t).s(u).s(d).s(c).bytes();
+            let until = Key::new().s(t).s(u).s(d).s(c).n(seq).bytes();
+            self.remove_inbox_prefix(prefix, Some(until))?;
+        }
+        if seq > member.delivered {
+            member.delivered = seq;
+            self.set_marks(t, c, u, member);
+        }
+        Ok(())
     }
-    cursors.insert((t, u, d, c), seq)?;
-    let mut inbox = txn.open_table(INBOX)?;
-    inbox.retain_in((t, u, d, c, 0)..=(t, u, d, c, seq), |_, _| false)?;
-    if seq > member.delivered_seq {
-        member.delivered_seq = seq;
-        members.insert((t, c, u), encode(&member)?.as_slice())?;
-    }
-    Ok(())
 }

@@ -1,4 +1,4 @@
-//! JSON rows and redb errors.
+//! JSON rows and storage errors.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -13,7 +13,7 @@ pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError>
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
 }
 
-/// Every redb failure (I/O, a transaction that cannot start) is reported as
+/// Every storage failure (I/O, a poisoned database) is reported as
 /// `Unavailable`: the write did not happen and retrying is safe.
 pub(super) fn storage<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Unavailable(e.to_string())

@@ -1,27 +1,35 @@
-//! The embedded store: redb, a pure-Rust, crash-safe B-tree database in a
-//! single file. Writes are group-committed by one writer thread
-//! (`writer.rs`); reads run on tokio's blocking pool against a snapshot.
+//! The embedded store: fjall, a pure-Rust log-structured (LSM) key-value
+//! engine. An LSM suits this workload: every message writes a few small
+//! rows under scattered keys (its conversation, each recipient's inbox, its
+//! idempotency key), which an LSM appends to one journal, where a B-tree
+//! would rewrite a page per key per commit. Writes are group-committed by
+//! one writer thread (`writer.rs`) with one journal sync per group; reads
+//! run on tokio's blocking pool against a snapshot.
 //!
-//! redb allows one process per file, so the process that opens the store is
-//! its only owner. Other processes reach it through the store service on
-//! NATS (the backbone crate), which serves any `Store`.
+//! The database allows one process per directory (it takes a lock file),
+//! so the process that opens the store is its only owner. Other processes
+//! reach it through the store service on NATS (the backbone crate), which
+//! serves any `Store`.
 
 mod apply;
+mod cache;
 mod codec;
+mod keys;
 mod read;
-mod tables;
+mod rows;
 mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase};
+use fjall::Database;
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, Timestamp, UserId};
 use tokio::sync::{mpsc, oneshot};
 
 use self::apply::WriteOp;
 use self::codec::storage;
+use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, Mutation, SentKey,
@@ -31,20 +39,20 @@ use crate::{
 /// Settings of the embedded store.
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
-    /// The database file.
+    /// The database directory.
     pub path: PathBuf,
-    /// redb's page cache, in bytes.
-    pub cache_bytes: usize,
+    /// The block cache, in bytes.
+    pub cache_bytes: u64,
     /// Writes waiting for the writer thread before callers wait too.
     pub queue_depth: usize,
 }
 
 impl EmbeddedConfig {
-    /// Defaults for a database file inside `dir`.
+    /// Defaults for a database inside `dir`.
     pub fn in_dir(dir: &Path) -> Self {
         Self {
-            path: dir.join("switchboard.redb"),
-            cache_bytes: 256 * 1024 * 1024,
+            path: dir.join("db"),
+            cache_bytes: 64 * 1024 * 1024,
             queue_depth: 16 * 1024,
         }
     }
@@ -52,25 +60,25 @@ impl EmbeddedConfig {
 
 /// The embedded [`Store`].
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    db: Database,
+    spaces: Arc<Spaces>,
     writer: mpsc::Sender<Job>,
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the database file and starts the writer thread.
-    /// Fails if another process holds the file.
+    /// Opens (or creates) the database and starts the writer thread.
+    /// Fails if another process holds it.
     pub fn open(config: &EmbeddedConfig) -> StoreResult<Self> {
-        if let Some(parent) = config.path.parent() {
-            std::fs::create_dir_all(parent).map_err(storage)?;
-        }
-        let db = Database::builder()
-            .set_cache_size(config.cache_bytes)
-            .create(&config.path)
+        std::fs::create_dir_all(&config.path).map_err(storage)?;
+        let db = Database::builder(&config.path)
+            .cache_size(config.cache_bytes)
+            .open()
             .map_err(storage)?;
-        read::init_schema(&db)?;
-        let db = Arc::new(db);
-        let writer = writer::spawn(db.clone(), config.queue_depth).map_err(storage)?;
-        Ok(Self { db, writer })
+        let spaces = Arc::new(Spaces::open(&db)?);
+        check_schema(&db, &spaces)?;
+        let writer =
+            writer::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
+        Ok(Self { db, spaces, writer })
     }
 
     async fn write(&self, op: WriteOp) -> StoreResult<()> {
@@ -86,22 +94,43 @@ impl EmbeddedStore {
     async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&redb::ReadTransaction) -> StoreResult<T> + Send + 'static,
+        F: FnOnce(&fjall::Snapshot, &Spaces) -> StoreResult<T> + Send + 'static,
     {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || {
-            let txn = db.begin_read().map_err(storage)?;
-            f(&txn)
-        })
-        .await
-        .map_err(|e| StoreError::Unavailable(format!("store read task failed: {e}")))?
+        let (db, spaces) = (self.db.clone(), self.spaces.clone());
+        tokio::task::spawn_blocking(move || f(&db.snapshot(), &spaces))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("store read task failed: {e}")))?
+    }
+}
+
+/// Records the schema version in a new store and refuses an unknown one.
+fn check_schema(db: &Database, spaces: &Spaces) -> StoreResult<()> {
+    match spaces.meta.get("schema_version").map_err(storage)? {
+        Some(v) if v.as_ref() == SCHEMA_VERSION => Ok(()),
+        Some(v) => Err(StoreError::Corrupt(format!(
+            "store schema version {} is not {}",
+            String::from_utf8_lossy(&v),
+            String::from_utf8_lossy(SCHEMA_VERSION)
+        ))),
+        None => {
+            spaces
+                .meta
+                .insert("schema_version", SCHEMA_VERSION)
+                .map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
+        }
     }
 }
 
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn ping(&self) -> StoreResult<()> {
-        self.read(read::ping).await
+        self.read(|r, s| {
+            fjall::Readable::contains_key(r, &s.meta, "schema_version")
+                .map(|_| ())
+                .map_err(storage)
+        })
+        .await
     }
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
@@ -115,12 +144,12 @@ impl Store for EmbeddedStore {
         &self,
         keys: Vec<ConversationKey>,
     ) -> StoreResult<Vec<Option<SequencerState>>> {
-        self.read(move |txn| read::sequencer_states(txn, &keys))
+        self.read(move |r, s| read::sequencer_states(r, s, &keys))
             .await
     }
 
     async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
-        self.read(move |txn| read::find_sent(txn, &keys)).await
+        self.read(move |r, s| read::find_sent(r, s, &keys)).await
     }
 
     async fn conversation(
@@ -130,7 +159,7 @@ impl Store for EmbeddedStore {
         reader: &UserId,
     ) -> StoreResult<ConversationDetail> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::conversation(txn, &t, &c, &r))
+        self.read(move |txn, s| read::conversation(txn, s, &t, &c, &r))
             .await
     }
 
@@ -140,7 +169,7 @@ impl Store for EmbeddedStore {
         user: &UserId,
     ) -> StoreResult<Vec<ConversationSummary>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |txn| read::conversations_of(txn, &t, &u))
+        self.read(move |r, s| read::conversations_of(r, s, &t, &u))
             .await
     }
 
@@ -152,7 +181,7 @@ impl Store for EmbeddedStore {
         query: HistoryQuery,
     ) -> StoreResult<Vec<Message>> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::history(txn, &t, &c, &r, query))
+        self.read(move |txn, s| read::history(txn, s, &t, &c, &r, query))
             .await
     }
 
@@ -165,7 +194,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn| read::replay(txn, &t, &c, &r, after_seq, limit))
+        self.read(move |txn, s| read::replay(txn, s, &t, &c, &r, after_seq, limit))
             .await
     }
 
@@ -177,7 +206,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        self.read(move |txn| read::inbox(txn, &t, &u, &d, limit))
+        self.read(move |r, s| read::inbox(r, s, &t, &u, &d, limit))
             .await
     }
 
@@ -207,7 +236,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<()> {
         let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
         let known = self
-            .read(move |txn| read::device_known(txn, &t, &u, &d))
+            .read(move |r, s| read::device_known(r, s, &t, &u, &d))
             .await?;
         if known {
             return Ok(());

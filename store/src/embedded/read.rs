@@ -1,198 +1,258 @@
-//! Reads, each against one read snapshot.
+//! Reads. Each function takes any fjall `Readable`: a read snapshot for
+//! the store's read methods, or the writer's transaction (which sees its
+//! own writes) for the checks writes make.
 
 use std::collections::BTreeSet;
 
-use redb::{Database, ReadTransaction, ReadableTable};
+use fjall::Readable;
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
 
 use super::codec::{decode, storage};
-use super::tables::*;
+use super::keys::{Key, Spaces, str_part, trailing_u64};
+use super::rows::{ConversationMeta, MemberRow, StateRow};
 use crate::{
     ConversationDetail, ConversationKey, ConversationRecord, ConversationSummary, HistoryQuery,
     MemberRecord, SentKey, SequencerState, StoreError, StoreResult,
 };
 
-/// Creates the tables on first open and checks the schema version after.
-pub(super) fn init_schema(db: &Database) -> StoreResult<()> {
-    let txn = db.begin_write().map_err(storage)?;
-    {
-        let mut meta = txn.open_table(META).map_err(storage)?;
-        let version = meta
-            .get("schema_version")
-            .map_err(storage)?
-            .map(|v| v.value().to_owned());
-        match version.as_deref() {
-            None => {
-                meta.insert("schema_version", SCHEMA_VERSION)
-                    .map_err(storage)?;
-            }
-            Some(SCHEMA_VERSION) => {}
-            Some(other) => {
-                return Err(StoreError::Corrupt(format!(
-                    "store schema version {other} is not {SCHEMA_VERSION}"
-                )));
-            }
-        }
-        // Opening creates: after this every table exists for readers.
-        txn.open_table(CONVERSATIONS).map_err(storage)?;
-        txn.open_table(MEMBERS).map_err(storage)?;
-        txn.open_table(USER_CONVERSATIONS).map_err(storage)?;
-        txn.open_table(MESSAGES).map_err(storage)?;
-        txn.open_table(SENT).map_err(storage)?;
-        txn.open_table(INBOX).map_err(storage)?;
-        txn.open_table(DEVICES).map_err(storage)?;
-        txn.open_table(DEVICE_CURSORS).map_err(storage)?;
-        txn.open_table(BUCKETS).map_err(storage)?;
-    }
-    txn.commit().map_err(storage)
+/// Every key of a keyspace that starts with `prefix`, with its value.
+pub(super) fn scan<R: Readable>(
+    r: &R,
+    space: &fjall::Keyspace,
+    prefix: Vec<u8>,
+) -> impl Iterator<Item = StoreResult<(fjall::Slice, fjall::Slice)>> {
+    r.prefix(space, prefix)
+        .map(|g| g.into_inner().map_err(storage))
 }
 
-pub(super) fn ping(txn: &ReadTransaction) -> StoreResult<()> {
-    txn.open_table(META).map_err(storage)?;
-    Ok(())
-}
-
-fn conversation_record(
-    txn: &ReadTransaction,
-    tenant: &str,
-    conversation: &str,
-) -> StoreResult<Option<ConversationRecord>> {
-    let table = txn.open_table(CONVERSATIONS).map_err(storage)?;
-    let row = table.get((tenant, conversation)).map_err(storage)?;
-    row.map(|v| decode(v.value())).transpose()
-}
-
-fn member(
-    txn: &ReadTransaction,
-    tenant: &str,
-    conversation: &str,
-    user: &str,
-) -> StoreResult<Option<MemberRecord>> {
-    let table = txn.open_table(MEMBERS).map_err(storage)?;
-    let row = table.get((tenant, conversation, user)).map_err(storage)?;
-    row.map(|v| decode(v.value())).transpose()
-}
-
-fn members(
-    txn: &ReadTransaction,
-    tenant: &str,
-    conversation: &str,
-) -> StoreResult<Vec<MemberRecord>> {
-    let table = txn.open_table(MEMBERS).map_err(storage)?;
-    let mut out = Vec::new();
-    for row in table
-        .range((tenant, conversation, "")..(tenant, conversation, AFTER_ANY_ID))
+pub(super) fn state<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+) -> StoreResult<Option<StateRow>> {
+    r.get(&s.conversation_state, Key::new().s(t).s(c).bytes())
         .map_err(storage)?
-    {
-        let (_, v) = row.map_err(storage)?;
-        out.push(decode(v.value())?);
-    }
-    Ok(out)
+        .map(|v| StateRow::decode(&v))
+        .transpose()
 }
 
-/// The conversation must exist and `reader` must be a member. A missing
-/// conversation and a foreign one look different (`NotFound` and
-/// `NotAMember`); conversation ids are not secret within a tenant.
-fn check_member(
-    txn: &ReadTransaction,
-    tenant: &str,
-    conversation: &str,
+pub(super) fn member_row<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    u: &str,
+) -> StoreResult<Option<MemberRow>> {
+    let key = Key::new().s(t).s(c).s(u).bytes();
+    let Some(joined) = r.get(&s.members, &key).map_err(storage)? else {
+        return Ok(None);
+    };
+    let marks = r.get(&s.member_marks, &key).map_err(storage)?;
+    MemberRow::decode(&joined, marks.as_deref()).map(Some)
+}
+
+fn user_id(raw: &str) -> StoreResult<UserId> {
+    UserId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The user ids of a conversation's members, in order.
+pub(super) fn member_ids<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+) -> StoreResult<Vec<String>> {
+    scan(r, &s.members, Key::new().s(t).s(c).bytes())
+        .map(|kv| kv.and_then(|(k, _)| str_part(&k, 2).map(str::to_owned)))
+        .collect()
+}
+
+/// The device ids of a user.
+pub(super) fn device_ids<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    u: &str,
+) -> StoreResult<Vec<String>> {
+    scan(r, &s.devices, Key::new().s(t).s(u).bytes())
+        .map(|kv| kv.and_then(|(k, _)| str_part(&k, 2).map(str::to_owned)))
+        .collect()
+}
+
+fn members<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreResult<Vec<MemberRecord>> {
+    scan(r, &s.members, Key::new().s(t).s(c).bytes())
+        .map(|kv| {
+            let (k, joined) = kv?;
+            let marks = r.get(&s.member_marks, &k).map_err(storage)?;
+            Ok(MemberRow::decode(&joined, marks.as_deref())?.record(user_id(str_part(&k, 2)?)?))
+        })
+        .collect()
+}
+
+fn message<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    seq: u64,
+) -> StoreResult<Option<Message>> {
+    r.get(&s.messages, Key::new().s(t).s(c).n(seq).bytes())
+        .map_err(storage)?
+        .map(|v| decode(&v))
+        .transpose()
+}
+
+fn conversation_record<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+) -> StoreResult<Option<ConversationRecord>> {
+    let Some(meta) = r
+        .get(&s.conversations, Key::new().s(t).s(c).bytes())
+        .map_err(storage)?
+    else {
+        return Ok(None);
+    };
+    let meta: ConversationMeta = decode(&meta)?;
+    let state =
+        state(r, s, t, c)?.ok_or_else(|| StoreError::Corrupt(format!("{c} has no state row")))?;
+    let last_message = match state.last_seq {
+        0 => None,
+        seq => message(r, s, t, c, seq)?,
+    };
+    let key = ConversationKey {
+        tenant: TenantId::new(t).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        conversation_id: ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    };
+    Ok(Some(meta.record(&key, state, last_message)))
+}
+
+/// Membership of `reader`, telling a missing conversation (`NotFound`)
+/// from a foreign one (`NotAMember`); conversation ids are not secret
+/// within a tenant.
+fn check_membership<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
     reader: &str,
-) -> StoreResult<(ConversationRecord, MemberRecord)> {
-    let record = conversation_record(txn, tenant, conversation)?.ok_or(StoreError::NotFound)?;
-    let me = member(txn, tenant, conversation, reader)?.ok_or(StoreError::NotAMember)?;
-    Ok((record, me))
+) -> StoreResult<MemberRow> {
+    if let Some(row) = member_row(r, s, t, c, reader)? {
+        return Ok(row);
+    }
+    if state(r, s, t, c)?.is_some() {
+        Err(StoreError::NotAMember)
+    } else {
+        Err(StoreError::NotFound)
+    }
 }
 
-pub(super) fn sequencer_states(
-    txn: &ReadTransaction,
+pub(super) fn sequencer_states<R: Readable>(
+    r: &R,
+    s: &Spaces,
     keys: &[ConversationKey],
 ) -> StoreResult<Vec<Option<SequencerState>>> {
     keys.iter()
         .map(|k| {
             let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
-            let Some(record) = conversation_record(txn, t, c)? else {
+            let (Some(meta), Some(state)) = (
+                r.get(&s.conversations, Key::new().s(t).s(c).bytes())
+                    .map_err(storage)?,
+                state(r, s, t, c)?,
+            ) else {
                 return Ok(None);
             };
-            let members: BTreeSet<UserId> =
-                members(txn, t, c)?.into_iter().map(|m| m.user_id).collect();
+            let meta: ConversationMeta = decode(&meta)?;
+            let members = member_ids(r, s, t, c)?
+                .iter()
+                .map(|u| user_id(u))
+                .collect::<StoreResult<BTreeSet<_>>>()?;
             Ok(Some(SequencerState {
-                kind: record.kind,
-                created_by: record.created_by,
-                last_seq: record.last_seq,
+                kind: meta.kind,
+                created_by: meta.created_by,
+                last_seq: state.last_seq,
                 members,
             }))
         })
         .collect()
 }
 
-fn message(
-    txn: &ReadTransaction,
-    tenant: &str,
-    conversation: &str,
-    seq: u64,
-) -> StoreResult<Option<Message>> {
-    let table = txn.open_table(MESSAGES).map_err(storage)?;
-    let row = table.get((tenant, conversation, seq)).map_err(storage)?;
-    row.map(|v| decode(v.value())).transpose()
+pub(super) fn sent_seq<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    sender: &str,
+    client_msg_id: &str,
+) -> StoreResult<Option<u64>> {
+    r.get(
+        &s.sent,
+        Key::new().s(t).s(c).s(sender).s(client_msg_id).bytes(),
+    )
+    .map_err(storage)?
+    .map(|v| super::keys::read_words::<1>(&v).map(|[seq]| seq))
+    .transpose()
 }
 
-pub(super) fn find_sent(
-    txn: &ReadTransaction,
+pub(super) fn find_sent<R: Readable>(
+    r: &R,
+    s: &Spaces,
     keys: &[SentKey],
 ) -> StoreResult<Vec<Option<Message>>> {
-    let sent = txn.open_table(SENT).map_err(storage)?;
     keys.iter()
         .map(|k| {
             let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
-            let seq = sent
-                .get((t, c, k.sender.as_str(), k.client_msg_id.as_str()))
-                .map_err(storage)?
-                .map(|v| v.value());
-            match seq {
-                Some(seq) => message(txn, t, c, seq),
+            match sent_seq(r, s, t, c, k.sender.as_str(), k.client_msg_id.as_str())? {
+                Some(seq) => message(r, s, t, c, seq),
                 None => Ok(None),
             }
         })
         .collect()
 }
 
-pub(super) fn conversation(
-    txn: &ReadTransaction,
+pub(super) fn conversation<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     conversation: &ConversationId,
     reader: &UserId,
 ) -> StoreResult<ConversationDetail> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    let (record, _) = check_member(txn, t, c, reader.as_str())?;
+    check_membership(r, s, t, c, reader.as_str())?;
+    let record = conversation_record(r, s, t, c)?.ok_or(StoreError::NotFound)?;
     Ok(ConversationDetail {
         record,
-        members: members(txn, t, c)?,
+        members: members(r, s, t, c)?,
     })
 }
 
-pub(super) fn conversations_of(
-    txn: &ReadTransaction,
+pub(super) fn conversations_of<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     user: &UserId,
 ) -> StoreResult<Vec<ConversationSummary>> {
     let (t, u) = (tenant.as_str(), user.as_str());
-    let index = txn.open_table(USER_CONVERSATIONS).map_err(storage)?;
     let mut out = Vec::new();
-    for row in index
-        .range((t, u, "")..(t, u, AFTER_ANY_ID))
-        .map_err(storage)?
-    {
-        let (k, _) = row.map_err(storage)?;
-        let c = k.value().2;
-        let Ok((record, me)) = check_member(txn, t, c, u) else {
+    for kv in scan(r, &s.user_conversations, Key::new().s(t).s(u).bytes()) {
+        let (k, _) = kv?;
+        let c = str_part(&k, 2)?;
+        let Ok(me) = check_membership(r, s, t, c, u) else {
             continue;
         };
-        let member_ids = members(txn, t, c)?.into_iter().map(|m| m.user_id).collect();
+        let Some(record) = conversation_record(r, s, t, c)? else {
+            continue;
+        };
+        let member_ids = member_ids(r, s, t, c)?
+            .iter()
+            .map(|m| user_id(m))
+            .collect::<StoreResult<Vec<_>>>()?;
         out.push(ConversationSummary {
             record,
             member_ids,
-            me,
+            me: me.record(user.clone()),
         });
     }
     out.sort_by(|a, b| {
@@ -204,29 +264,26 @@ pub(super) fn conversations_of(
     Ok(out)
 }
 
-pub(super) fn history(
-    txn: &ReadTransaction,
+pub(super) fn history<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     conversation: &ConversationId,
     reader: &UserId,
     query: HistoryQuery,
 ) -> StoreResult<Vec<Message>> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    check_member(txn, t, c, reader.as_str())?;
+    check_membership(r, s, t, c, reader.as_str())?;
     let low = query.after_seq.map_or(1, |a| a.saturating_add(1));
     let high = query.before_seq.unwrap_or(u64::MAX);
     if low >= high || query.limit == 0 {
         return Ok(Vec::new());
     }
-    let table = txn.open_table(MESSAGES).map_err(storage)?;
+    let range = Key::new().s(t).s(c).n(low).bytes()..Key::new().s(t).s(c).n(high).bytes();
     let mut out = Vec::with_capacity(query.limit.min(256));
-    for row in table
-        .range((t, c, low)..(t, c, high))
-        .map_err(storage)?
-        .rev()
-    {
-        let (_, v) = row.map_err(storage)?;
-        out.push(decode(v.value())?);
+    for g in r.range(&s.messages, range).rev() {
+        let (_, v) = g.into_inner().map_err(storage)?;
+        out.push(decode(&v)?);
         if out.len() == query.limit {
             break;
         }
@@ -234,8 +291,9 @@ pub(super) fn history(
     Ok(out)
 }
 
-pub(super) fn replay(
-    txn: &ReadTransaction,
+pub(super) fn replay<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     conversation: &ConversationId,
     reader: &UserId,
@@ -243,58 +301,57 @@ pub(super) fn replay(
     limit: usize,
 ) -> StoreResult<Vec<Message>> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    check_member(txn, t, c, reader.as_str())?;
-    let table = txn.open_table(MESSAGES).map_err(storage)?;
+    check_membership(r, s, t, c, reader.as_str())?;
+    let from = Key::new().s(t).s(c).n(after_seq.saturating_add(1)).bytes();
+    let to = Key::new().s(t).s(c).n(u64::MAX).bytes();
     let mut out = Vec::with_capacity(limit.min(256));
-    let start = after_seq.saturating_add(1);
-    for row in table
-        .range((t, c, start)..=(t, c, u64::MAX))
-        .map_err(storage)?
-    {
+    for g in r.range(&s.messages, from..=to) {
         if out.len() == limit {
             break;
         }
-        let (_, v) = row.map_err(storage)?;
-        out.push(decode(v.value())?);
+        let (_, v) = g.into_inner().map_err(storage)?;
+        out.push(decode(&v)?);
     }
     Ok(out)
 }
 
-pub(super) fn inbox(
-    txn: &ReadTransaction,
+pub(super) fn inbox<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     user: &UserId,
     device: &DeviceId,
     limit: usize,
 ) -> StoreResult<Vec<Message>> {
     let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
-    let table = txn.open_table(INBOX).map_err(storage)?;
     let mut out = Vec::with_capacity(limit.min(256));
-    for row in table
-        .range((t, u, d, "", 0)..=(t, u, d, AFTER_ANY_ID, u64::MAX))
-        .map_err(storage)?
-    {
+    for kv in scan(r, &s.inbox, Key::new().s(t).s(u).s(d).bytes()) {
         if out.len() == limit {
             break;
         }
-        let (k, _) = row.map_err(storage)?;
-        let (_, _, _, c, seq) = k.value();
-        if let Some(m) = message(txn, t, c, seq)? {
+        let (k, _) = kv?;
+        let c = str_part(&k, 3)?;
+        if let Some(m) = message(r, s, t, c, trailing_u64(&k)?)? {
             out.push(m);
         }
     }
     Ok(out)
 }
 
-pub(super) fn device_known(
-    txn: &ReadTransaction,
+pub(super) fn device_known<R: Readable>(
+    r: &R,
+    s: &Spaces,
     tenant: &TenantId,
     user: &UserId,
     device: &DeviceId,
 ) -> StoreResult<bool> {
-    let table = txn.open_table(DEVICES).map_err(storage)?;
-    Ok(table
-        .get((tenant.as_str(), user.as_str(), device.as_str()))
-        .map_err(storage)?
-        .is_some())
+    r.contains_key(
+        &s.devices,
+        Key::new()
+            .s(tenant.as_str())
+            .s(user.as_str())
+            .s(device.as_str())
+            .bytes(),
+    )
+    .map_err(storage)
 }

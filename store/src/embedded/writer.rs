@@ -1,18 +1,20 @@
 //! The writer thread: group commit.
 //!
 //! Every write goes through one thread that takes all jobs waiting in its
-//! queue, applies them in one redb transaction and commits it once, so one
-//! fsync covers as many messages, acks and membership changes as arrived
-//! while the previous commit was on disk. Under load the groups grow by
-//! themselves; idle, a lone write commits at once.
+//! queue, applies them to one write batch and commits it with one journal
+//! sync, so one fsync covers as many messages, acks and membership changes
+//! as arrived while the previous commit was on disk. Under load the groups
+//! grow by themselves; idle, a lone write commits at once.
 
 use std::sync::Arc;
 
-use redb::{Database, Durability};
+use fjall::{Database, PersistMode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::apply::{ApplyError, WriteOp, apply};
+use super::apply::{ApplyError, WriteOp, Writer};
+use super::cache::{Pending, WriterCache};
 use super::codec::storage;
+use super::keys::Spaces;
 use crate::{StoreError, StoreResult};
 
 /// The most jobs one transaction takes, so that one commit's latency stays bounded.
@@ -23,15 +25,20 @@ pub(super) struct Job {
     pub done: oneshot::Sender<StoreResult<()>>,
 }
 
-pub(super) fn spawn(db: Arc<Database>, queue_depth: usize) -> std::io::Result<mpsc::Sender<Job>> {
+pub(super) fn spawn(
+    db: Database,
+    spaces: Arc<Spaces>,
+    queue_depth: usize,
+) -> std::io::Result<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel(queue_depth);
     std::thread::Builder::new()
         .name("store-writer".into())
-        .spawn(move || run(&db, rx))?;
+        .spawn(move || run(&db, &spaces, rx))?;
     Ok(tx)
 }
 
-fn run(db: &Database, mut rx: mpsc::Receiver<Job>) {
+fn run(db: &Database, spaces: &Spaces, mut rx: mpsc::Receiver<Job>) {
+    let mut cache = WriterCache::default();
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = vec![first];
         while jobs.len() < MAX_GROUP {
@@ -40,7 +47,8 @@ fn run(db: &Database, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        commit_group(db, jobs);
+        commit_group(db, spaces, &mut cache, jobs);
+        cache.trim();
     }
     tracing::debug!("store writer stopped: every handle is gone");
 }
@@ -51,26 +59,28 @@ fn fail_all(jobs: Vec<Job>, err: &StoreError) {
     }
 }
 
-fn commit_group(db: &Database, mut jobs: Vec<Job>) {
+fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    let mut refused: Vec<(Job, StoreError)> = Vec::new();
     let count = jobs.len();
+    let mut refused: Vec<(Job, StoreError)> = Vec::new();
     loop {
-        let mut txn = match db.begin_write() {
-            Ok(txn) => txn,
-            Err(e) => return fail_all(jobs, &storage(e)),
-        };
-        if let Err(e) = txn.set_durability(Durability::Immediate) {
-            return fail_all(jobs, &storage(e));
-        }
+        // Everything committed so far; the cache covers this group's writes.
+        let snap = db.snapshot();
+        let mut batch = db.batch().durability(Some(PersistMode::SyncData));
+        let mut pending = Pending::default();
         let mut dirty = None;
         let mut i = 0;
         while i < jobs.len() {
-            match apply(&txn, &jobs[i].op) {
+            let mut writer = Writer {
+                snap: &snap,
+                batch: &mut batch,
+                s: spaces,
+                cache: &mut *cache,
+                pending: &mut pending,
+            };
+            match writer.apply(&jobs[i].op) {
                 Ok(()) => i += 1,
-                Err(ApplyError::Clean(e)) => {
-                    refused.push((jobs.remove(i), e));
-                }
+                Err(ApplyError::Clean(e)) => refused.push((jobs.remove(i), e)),
                 Err(ApplyError::Dirty(e)) => {
                     dirty = Some((i, e));
                     break;
@@ -78,12 +88,12 @@ fn commit_group(db: &Database, mut jobs: Vec<Job>) {
             }
         }
         if let Some((i, e)) = dirty {
-            // Throw the transaction away and redo the group without the
-            // job that wrote half its changes. Only storage failures and
+            // Throw the transaction away and redo the group without the job
+            // that wrote half its changes. Only storage failures and
             // conflicting writers get here, so the retry is rare.
-            if let Err(abort) = txn.abort() {
-                tracing::error!(error = %abort, "aborting a store transaction failed");
-            }
+            drop(batch);
+            // The cache may hold what the thrown-away batch wrote.
+            cache.clear();
             if matches!(e, StoreError::Unavailable(_)) {
                 fail_all(jobs, &e);
                 break;
@@ -91,13 +101,16 @@ fn commit_group(db: &Database, mut jobs: Vec<Job>) {
             refused.push((jobs.remove(i), e));
             continue;
         }
-        match txn.commit() {
+        match batch.commit() {
             Ok(()) => {
                 for job in jobs {
                     let _ = job.done.send(Ok(()));
                 }
             }
-            Err(e) => fail_all(jobs, &storage(e)),
+            Err(e) => {
+                cache.clear();
+                fail_all(jobs, &storage(e));
+            }
         }
         break;
     }

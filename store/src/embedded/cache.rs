@@ -1,0 +1,63 @@
+//! What the writer thread knows beyond the last committed snapshot.
+//!
+//! The writer is the store's only writer, so anything it read or wrote
+//! stays true until it changes it itself. The cache keeps conversation
+//! state, member lists and rows, device lists, device cursors and the day
+//! buckets already recorded, so appends do not read them again. It is
+//! write-through: every write the writer makes updates it, so within a
+//! group of jobs (one write batch, not yet committed) later jobs see the
+//! effects of earlier ones. `None` entries record a known absence.
+//!
+//! A batch that is thrown away or fails to commit may have changed entries
+//! it never wrote: the writer then clears the cache and reads again.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::rows::{MemberRow, StateRow};
+
+/// Past this many entries the cache starts over (a bound, not a policy).
+const MAX_ENTRIES: usize = 200_000;
+
+#[derive(Default)]
+pub(super) struct WriterCache {
+    /// conversation key → state row.
+    pub states: HashMap<Vec<u8>, Option<StateRow>>,
+    /// conversation key → member ids.
+    pub members: HashMap<Vec<u8>, Vec<String>>,
+    /// member key → member row.
+    pub member_rows: HashMap<Vec<u8>, Option<MemberRow>>,
+    /// tenant+user key → device ids.
+    pub devices: HashMap<Vec<u8>, Vec<String>>,
+    /// device cursor key → delivered seq.
+    pub cursors: HashMap<Vec<u8>, u64>,
+    /// bucket keys already recorded.
+    pub days: HashSet<Vec<u8>>,
+}
+
+impl WriterCache {
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Starts over when it has grown past its bound. Only between groups.
+    pub fn trim(&mut self) {
+        let entries = self.states.len()
+            + self.members.len()
+            + self.member_rows.len()
+            + self.devices.len()
+            + self.cursors.len()
+            + self.days.len();
+        if entries > MAX_ENTRIES {
+            self.clear();
+        }
+    }
+}
+
+/// Keys written by the current group that the cache does not track.
+#[derive(Default)]
+pub(super) struct Pending {
+    /// Inbox keys inserted (and not removed) in this group.
+    pub inbox: BTreeSet<Vec<u8>>,
+    /// Idempotency keys inserted in this group.
+    pub sent: HashSet<Vec<u8>>,
+}

@@ -1,0 +1,160 @@
+//! Keyspaces and the byte layout of keys and fixed-size values.
+//!
+//! Keys are tuples that start with the partition the Scylla schema would
+//! use (tenant and conversation, or tenant, user and device), encoded so
+//! that byte order is tuple order: a string is its bytes and a 0x00
+//! terminator (no id or `client_msg_id` contains 0x00), an integer is
+//! big-endian. A prefix scan on the encoded leading parts reads one
+//! partition.
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+
+use super::codec::storage;
+use crate::{StoreError, StoreResult};
+
+pub(super) const SCHEMA_VERSION: &[u8] = b"1";
+
+/// Every keyspace of the store.
+pub(super) struct Spaces {
+    /// tenant, conversation → `ConversationMeta` JSON (what rarely changes).
+    pub conversations: Keyspace,
+    /// tenant, conversation → last seq (u64), last activity (i64 Unix ms).
+    pub conversation_state: Keyspace,
+    /// tenant, conversation, user → joined (i64 Unix ms). Written only by
+    /// membership changes, so scanning a conversation's members stays cheap.
+    pub members: Keyspace,
+    /// tenant, conversation, user → delivered seq, read seq. Rewritten by
+    /// sends and acks (an LSM keeps every version until it flushes, so these
+    /// hot rows live apart from the rows that get scanned).
+    pub member_marks: Keyspace,
+    /// tenant, user, conversation → (): a user's conversations.
+    pub user_conversations: Keyspace,
+    /// tenant, conversation, seq → `Message` JSON.
+    pub messages: Keyspace,
+    /// tenant, conversation, sender, client_msg_id → seq: idempotency keys.
+    pub sent: Keyspace,
+    /// tenant, user, device, conversation, seq → (): undelivered messages.
+    pub inbox: Keyspace,
+    /// tenant, user, device → first seen (i64 Unix ms).
+    pub devices: Keyspace,
+    /// tenant, user, device, conversation → the device's delivered seq.
+    pub device_cursors: Keyspace,
+    /// tenant, conversation, UTC day (u32) → first seq, last seq.
+    pub buckets: Keyspace,
+    /// Store-wide facts such as the schema version.
+    pub meta: Keyspace,
+}
+
+impl Spaces {
+    pub fn open(db: &Database) -> StoreResult<Self> {
+        let open = |name: &str| {
+            db.keyspace(name, KeyspaceCreateOptions::default)
+                .map_err(storage)
+        };
+        Ok(Self {
+            conversations: open("conversations")?,
+            conversation_state: open("conversation_state")?,
+            members: open("members")?,
+            member_marks: open("member_marks")?,
+            user_conversations: open("user_conversations")?,
+            messages: open("messages")?,
+            sent: open("sent")?,
+            inbox: open("inbox")?,
+            devices: open("devices")?,
+            device_cursors: open("device_cursors")?,
+            buckets: open("buckets")?,
+            meta: open("meta")?,
+        })
+    }
+}
+
+/// Builds an encoded key.
+#[derive(Default)]
+pub(super) struct Key(Vec<u8>);
+
+impl Key {
+    pub fn new() -> Self {
+        Self(Vec::with_capacity(64))
+    }
+
+    /// A string part.
+    pub fn s(mut self, part: &str) -> Self {
+        self.0.extend_from_slice(part.as_bytes());
+        self.0.push(0);
+        self
+    }
+
+    /// An integer part.
+    pub fn n(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn day(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("malformed {what}"))
+}
+
+/// The `i`th string part of an encoded key.
+pub(super) fn str_part(key: &[u8], i: usize) -> StoreResult<&str> {
+    let part = key
+        .split(|b| *b == 0)
+        .nth(i)
+        .ok_or_else(|| corrupt("key"))?;
+    std::str::from_utf8(part).map_err(|_| corrupt("key"))
+}
+
+/// The integer that ends an encoded key.
+pub(super) fn trailing_u64(key: &[u8]) -> StoreResult<u64> {
+    let start = key.len().checked_sub(8).ok_or_else(|| corrupt("key"))?;
+    let bytes: [u8; 8] = key[start..].try_into().map_err(|_| corrupt("key"))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// Fixed-size values: big-endian 64-bit words.
+pub(super) fn words<const N: usize>(values: [u64; N]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_be_bytes()).collect()
+}
+
+pub(super) fn read_words<const N: usize>(bytes: &[u8]) -> StoreResult<[u64; N]> {
+    if bytes.len() != N * 8 {
+        return Err(corrupt("value"));
+    }
+    let mut out = [0u64; N];
+    for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        out[i] = u64::from_be_bytes(b);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_order_is_tuple_order() {
+        let k = |a: &str, n: u64| Key::new().s(a).n(n).bytes();
+        assert!(k("ab", 9) < k("abc", 1), "a shorter string sorts first");
+        assert!(k("a", 1) < k("a", 2));
+        assert!(k("a", 255) < k("a", 256), "integers are big-endian");
+        let key = Key::new().s("t").s("conv").n(42).bytes();
+        assert_eq!(str_part(&key, 1).unwrap(), "conv");
+        assert_eq!(trailing_u64(&key).unwrap(), 42);
+        assert_eq!(
+            read_words::<2>(&words([1, u64::MAX])).unwrap(),
+            [1, u64::MAX]
+        );
+        assert!(read_words::<2>(&[0; 3]).is_err());
+    }
+}

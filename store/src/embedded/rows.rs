@@ -1,0 +1,112 @@
+//! Row shapes of the embedded store that are not protocol objects.
+
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{ConversationKind, Message, Timestamp, UserId};
+
+use super::keys::{read_words, words};
+use crate::{ConversationRecord, MemberRecord, StoreResult};
+
+/// The `conversations` row: what rarely changes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct ConversationMeta {
+    pub kind: ConversationKind,
+    pub title: Option<String>,
+    pub created_at: Timestamp,
+    pub created_by: UserId,
+}
+
+impl ConversationMeta {
+    pub fn of(record: &ConversationRecord) -> Self {
+        Self {
+            kind: record.kind,
+            title: record.title.clone(),
+            created_at: record.created_at,
+            created_by: record.created_by.clone(),
+        }
+    }
+
+    /// The full record, from this row, the state row and the last message.
+    pub fn record(
+        self,
+        key: &crate::ConversationKey,
+        state: StateRow,
+        last_message: Option<Message>,
+    ) -> ConversationRecord {
+        let StateRow {
+            last_seq,
+            last_activity,
+        } = state;
+        ConversationRecord {
+            tenant: key.tenant.clone(),
+            conversation_id: key.conversation_id.clone(),
+            kind: self.kind,
+            title: self.title,
+            created_at: self.created_at,
+            created_by: self.created_by,
+            last_seq,
+            last_message,
+            last_activity: Timestamp::from_unix_ms(last_activity),
+        }
+    }
+}
+
+/// A member: joined at (Unix ms) from `members`, marks from `member_marks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MemberRow {
+    pub joined: i64,
+    pub delivered: u64,
+    pub read: u64,
+}
+
+impl MemberRow {
+    pub fn encode_joined(self) -> Vec<u8> {
+        words([self.joined as u64])
+    }
+
+    pub fn encode_marks(self) -> Vec<u8> {
+        words([self.delivered, self.read])
+    }
+
+    pub fn decode(joined: &[u8], marks: Option<&[u8]>) -> StoreResult<Self> {
+        let [joined] = read_words::<1>(joined)?;
+        let [delivered, read] = match marks {
+            Some(m) => read_words::<2>(m)?,
+            None => [0, 0],
+        };
+        Ok(Self {
+            joined: joined as i64,
+            delivered,
+            read,
+        })
+    }
+
+    pub fn record(self, user: UserId) -> MemberRecord {
+        MemberRecord {
+            user_id: user,
+            joined_at: Timestamp::from_unix_ms(self.joined),
+            delivered_seq: self.delivered,
+            read_seq: self.read,
+        }
+    }
+}
+
+/// A `conversation_state` row: last seq, last activity (Unix ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StateRow {
+    pub last_seq: u64,
+    pub last_activity: i64,
+}
+
+impl StateRow {
+    pub fn encode(self) -> Vec<u8> {
+        words([self.last_seq, self.last_activity as u64])
+    }
+
+    pub fn decode(bytes: &[u8]) -> StoreResult<Self> {
+        let [last_seq, last_activity] = read_words::<2>(bytes)?;
+        Ok(Self {
+            last_seq,
+            last_activity: last_activity as i64,
+        })
+    }
+}
