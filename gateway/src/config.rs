@@ -86,6 +86,16 @@ pub struct GatewayConfig {
     pub partitions: u16,
     /// Serve the browser client at `/` (dev mode).
     pub serve_web_client: bool,
+    /// Dev mode only: mint tokens for this tenant at `POST /v1/dev/token`,
+    /// so the browser client can sign in without a backend of its own.
+    pub dev_tokens: Option<DevTokens>,
+}
+
+/// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
+#[derive(Debug, Clone)]
+pub struct DevTokens {
+    pub tenant: String,
+    pub hs256_secret: String,
 }
 
 impl GatewayConfig {
@@ -98,6 +108,7 @@ impl GatewayConfig {
             ack_flush_interval: Duration::from_millis(100),
             partitions: 16,
             serve_web_client: false,
+            dev_tokens: None,
         }
     }
 }

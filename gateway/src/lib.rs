@@ -22,7 +22,7 @@ use switchboard_backbone::node_id::IdSource;
 use switchboard_store::Store;
 
 pub use auth::{Identity, TenantDirectory};
-pub use config::{GatewayConfig, Limits, TenantConfig};
+pub use config::{DevTokens, GatewayConfig, Limits, TenantConfig};
 
 /// Everything a request handler needs; shared by all connections.
 pub struct Gateway {

@@ -249,6 +249,15 @@ async fn dev_inner(
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
     gateway_config.serve_web_client = true;
+    gateway_config.dev_tokens = file
+        .tenants
+        .iter()
+        .find(|t| t.id == config::DEMO_TENANT)
+        .and_then(|t| t.hs256_secrets.first())
+        .map(|secret| switchboard_gateway::DevTokens {
+            tenant: config::DEMO_TENANT.to_owned(),
+            hs256_secret: secret.clone(),
+        });
     let nats_url = nats.url.clone();
     let nats_dir = nats.data_dir.clone();
     let served = run::gateway(

@@ -243,6 +243,15 @@ async fn bad_rest_requests_get_json_errors() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
+    // A production gateway mints no tokens.
+    let r = rest
+        .raw()
+        .post(format!("{base}/v1/dev/token"))
+        .json(&serde_json::json!({"user": "mallory"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
     // And the server is fine.
     cluster
         .create(ConversationKind::Group, "alice", &["bob"])

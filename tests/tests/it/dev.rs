@@ -70,6 +70,45 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
     )
     .await;
 
+    // The browser client and its dev-only token endpoint.
+    let http = reqwest::Client::new();
+    let page = http
+        .get(dev.http())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<title>Switchboard (dev)</title>"));
+    let minted: serde_json::Value = http
+        .post(format!("{}/v1/dev/token", dev.http()))
+        .json(&serde_json::json!({"user": "carol", "device": "browser"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let carol = RestClient::new(&dev.http(), minted["token"].as_str().unwrap());
+    assert!(
+        carol
+            .conversations()
+            .await
+            .unwrap()
+            .conversations
+            .is_empty()
+    );
+    let spec: serde_json::Value = http
+        .get(format!("{}/v1/openapi.json", dev.http()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(spec["openapi"], "3.1.0");
+
     let rest = RestClient::new(&dev.http(), &token("alice"));
     let (view, _) = rest
         .create_conversation(ConversationKind::Direct, &["bob"], None)
