@@ -158,15 +158,15 @@ struct AckMessage<'a> {
 fn ack_from_message_frame(frame: &[u8]) -> Option<Utf8Bytes> {
     let fields: AckFields<'_> = serde_json::from_slice(frame).ok()?;
     let m = fields.message;
-    let ack = serde_json::json!({
-        "type": "ack",
-        "client_msg_id": m.client_msg_id,
-        "conversation_id": m.conversation_id,
-        "message_id": m.message_id,
-        "seq": m.seq,
-        "status": "sent",
-    });
-    Some(Utf8Bytes::from(ack.to_string()))
+    let quoted = |s: &str| serde_json::to_string(s).ok();
+    let ack = format!(
+        r#"{{"type":"ack","client_msg_id":{},"conversation_id":{},"message_id":{},"seq":{},"status":"sent"}}"#,
+        quoted(&m.client_msg_id)?,
+        quoted(m.conversation_id)?,
+        quoted(m.message_id)?,
+        m.seq
+    );
+    Some(Utf8Bytes::from(ack))
 }
 
 fn deliver(conn: &Conn, out: Outbound) {
@@ -248,6 +248,7 @@ mod tests {
     fn builds_the_ack_from_the_message_frame() {
         let frame = br#"{"type":"message","message":{"message_id":"42","conversation_id":"c","seq":7,"sender_id":"a","sender_device":"d","client_msg_id":"q\"1","content":{"kind":"text","text":"x"},"created_at":"2026-01-01T00:00:00.000Z","edited_at":null,"deleted_at":null}}"#;
         let ack = ack_from_message_frame(frame).unwrap();
+        assert!(ack.starts_with(r#"{"type":"ack","#), "{}", ack.as_str());
         let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
         assert_eq!(v["type"], "ack");
         assert_eq!(v["client_msg_id"], "q\"1");

@@ -117,6 +117,8 @@ struct Counters {
 
 struct Shared {
     epoch: Instant,
+    /// Nanoseconds since `epoch` of the latest ack or delivery.
+    last_event_ns: AtomicU64,
     measure_from: Duration,
     sending: AtomicBool,
     finished: AtomicBool,
@@ -221,6 +223,7 @@ async fn client_task(
                             .and_then(|k| k.parse::<u64>().ok());
                         if let Some(sent) = k.and_then(|k| pending.remove(&k)) {
                             shared.counters.acked.fetch_add(1, Ordering::Relaxed);
+                            shared.last_event_ns.fetch_max(now.duration_since(shared.epoch).as_nanos() as u64, Ordering::Relaxed);
                             if sent.duration_since(shared.epoch) >= shared.measure_from {
                                 let _ = result.ack_us.record(now.duration_since(sent).as_micros().max(1) as u64);
                             }
@@ -236,6 +239,7 @@ async fn client_task(
                             .and_then(|t| t.get(..20).and_then(|p| p.parse::<u64>().ok()));
                         if let Some(sent_ns) = sent_ns {
                             shared.counters.delivered.fetch_add(1, Ordering::Relaxed);
+                            shared.last_event_ns.fetch_max(now.duration_since(shared.epoch).as_nanos() as u64, Ordering::Relaxed);
                             let sent = Duration::from_nanos(sent_ns);
                             if sent >= shared.measure_from {
                                 let now_ns = now.duration_since(shared.epoch);
@@ -327,6 +331,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
 
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
+        last_event_ns: AtomicU64::new(0),
         measure_from: Duration::from_secs(a.warmup),
         sending: AtomicBool::new(true),
         finished: AtomicBool::new(false),
@@ -399,6 +404,9 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
         c.delivered.load(Ordering::Relaxed),
     );
     let secs = sending_time.as_secs_f64();
+    // Throughput over the time until the last ack or delivery, so a backlog
+    // drained after the sending stopped does not inflate it.
+    let busy = (shared.last_event_ns.load(Ordering::Relaxed) as f64 / 1e9).max(secs);
     println!("switchboard bench chat");
     println!(
         "  clients {}, conversations of {}, {} bytes of text, {} s",
@@ -410,13 +418,14 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
         sent as f64 / secs
     );
     println!(
-        "  acked            {acked} (lost before ack: {})",
+        "  acked            {acked} ({:.0} msg/s over {busy:.1} s; not acked 10 s after sending stopped: {})",
+        acked as f64 / busy,
         sent.saturating_sub(acked)
     );
     println!(
-        "  delivered        {delivered} of {} expected ({:.0} msg/s; lost: {})",
+        "  delivered        {delivered} of {} expected ({:.0} msg/s; missing: {})",
         acked * receivers,
-        delivered as f64 / secs,
+        delivered as f64 / busy,
         (acked * receivers).saturating_sub(delivered)
     );
     println!("  errors           {errors:?}");
