@@ -24,7 +24,7 @@ use tracing::Instrument;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::store_error_code;
-use crate::hub::Outbound;
+use crate::hub::{Outbound, Registration};
 
 /// WebSocket close code for "try again later" (RFC 6455 registry).
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
@@ -70,6 +70,11 @@ struct Connection {
     inflight: Arc<Semaphore>,
     /// Highest `ack_delivered` per conversation since the last flush.
     delivered: HashMap<ConversationId, u64>,
+    /// Set when the outbound queue overflowed: the client does not read,
+    /// and the connection is closed.
+    overflowed: bool,
+    /// Held while a `pull_backlog` runs: one at a time per connection.
+    backlog: Arc<Semaphore>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -92,54 +97,66 @@ fn error_frame(
     })
 }
 
-pub(crate) async fn run(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
+/// A connection's place on this gateway, taken before the WebSocket
+/// upgrade is answered: once a client sees its socket open, every message
+/// stored from then on reaches it live. Leaves the hub when dropped.
+pub(crate) struct Session {
+    gw: Arc<Gateway>,
+    /// Taken by `serve`; still here when dropped only if the upgrade never
+    /// happened.
+    parts: Option<(
+        Registration,
+        mpsc::Sender<Outbound>,
+        mpsc::Receiver<Outbound>,
+    )>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some((registration, _, _)) = self.parts.take() {
+            let gw = self.gw.clone();
+            tokio::spawn(async move { gw.hub.leave(registration).await });
+        }
+    }
+}
+
+/// Registers the device (so every message it might miss from here on gets
+/// an inbox entry for it) and subscribes to the user's events.
+pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session, String> {
+    gw.store
+        .register_device(&id.tenant, &id.user, &id.device)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (tx, rx) = mpsc::channel(gw.config.limits.outbound_queue);
+    let registration = gw
+        .hub
+        .join(&id.tenant, &id.user, &id.device, tx.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Session {
+        gw: gw.clone(),
+        parts: Some((registration, tx, rx)),
+    })
+}
+
+pub(crate) async fn run(id: Identity, socket: WebSocket, session: Session) {
     let span = tracing::info_span!(
         "conn",
         tenant = %id.tenant,
         user = %id.user,
         device = %id.device
     );
-    serve(gw, id, socket).instrument(span).await;
+    serve(id, socket, session).instrument(span).await;
 }
 
-async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
+async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
+    let gw = session.gw.clone();
     let (sink, mut stream) = socket.split();
     let limits = gw.config.limits.clone();
-    let (tx, rx) = mpsc::channel(limits.outbound_queue);
+    let Some((registration, tx, rx)) = session.parts.take() else {
+        return;
+    };
     let mut writer = tokio::spawn(write_loop(sink, rx));
-
-    // The device must be known before it is subscribed, so that every
-    // message it might miss from here on gets an inbox entry for it.
-    let joined = match gw
-        .store
-        .register_device(&id.tenant, &id.user, &id.device)
-        .await
-    {
-        Ok(()) => gw
-            .hub
-            .join(&id.tenant, &id.user, &id.device, tx.clone())
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    let registration = match joined {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
-            let _ = tx
-                .send(error_frame(
-                    ErrorCode::Unavailable,
-                    e,
-                    "connect",
-                    None,
-                    None,
-                ))
-                .await;
-            let _ = tx.send(Outbound::Close("unavailable")).await;
-            let _ = writer.await;
-            return;
-        }
-    };
     tracing::debug!("connected");
 
     let mut conn = Connection {
@@ -149,6 +166,8 @@ async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
         inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
         delivered: HashMap::new(),
+        overflowed: false,
+        backlog: Arc::new(Semaphore::new(1)),
     };
     let mut ack_flush = tokio::time::interval(gw.config.ack_flush_interval);
     let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -175,6 +194,16 @@ async fn serve(gw: Arc<Gateway>, id: Identity, socket: WebSocket) {
                 let _ = conn.tx.try_send(Outbound::Ping);
             }
             _ = &mut writer => break,
+        }
+        if conn.overflowed {
+            tracing::warn!("client does not read its frames; closing the connection");
+            // The queue is full: the writer gets the close after what is queued.
+            let tx = conn.tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(Outbound::Close("client too slow")).await;
+            });
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut writer).await;
+            break;
         }
     }
     conn.flush_delivered();
@@ -212,14 +241,12 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Recei
 }
 
 impl Connection {
-    /// Queues a frame for this connection. Frames answering the client's
-    /// own requests are never dropped for a full queue: the reader waits.
-    fn reply(&self, out: Outbound) {
-        if let Err(mpsc::error::TrySendError::Full(out)) = self.tx.try_send(out) {
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
-                let _ = tx.send(out).await;
-            });
+    /// Queues a frame for this connection. A full queue means the client
+    /// does not read what it asks for: the connection is closed (it can
+    /// reconnect and pull its backlog), rather than buffering without end.
+    fn reply(&mut self, out: Outbound) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(out) {
+            self.overflowed = true;
         }
     }
 
@@ -328,6 +355,7 @@ impl Connection {
             content,
             received_at: Timestamp::now(),
         });
+        tracing::debug!(%conversation_id, %client_msg_id, "send accepted");
         let stored = match self.gw.publish_command(&command, None).await {
             Ok(f) => f,
             Err(e) => {
@@ -381,11 +409,21 @@ impl Connection {
     }
 
     fn pull_backlog(
-        &self,
+        &mut self,
         conversation_id: Option<ConversationId>,
         since_seq: Option<u64>,
         limit: Option<u32>,
     ) {
+        let Ok(permit) = self.backlog.clone().try_acquire_owned() else {
+            self.reply(error_frame(
+                ErrorCode::RateLimited,
+                "a pull_backlog is already running on this connection; wait for its backlog_done",
+                "pull_backlog",
+                None,
+                conversation_id.as_ref().map(|c| c.as_str()),
+            ));
+            return;
+        };
         let limits = &self.gw.config.limits;
         let limit = limit
             .map(|l| l as usize)
@@ -393,6 +431,7 @@ impl Connection {
             .clamp(1, limits.backlog_max_limit);
         let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             let since = since_seq.unwrap_or(0);
             let result = match &conversation_id {
                 Some(c) => {

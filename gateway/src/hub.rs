@@ -7,7 +7,7 @@
 //! to leave drops it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::Utf8Bytes;
@@ -35,6 +35,8 @@ struct Conn {
     id: u64,
     device: DeviceId,
     tx: mpsc::Sender<Outbound>,
+    /// Set once the connection is being closed for not reading.
+    closing: Arc<AtomicBool>,
 }
 
 type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -92,6 +94,7 @@ impl Hub {
             id,
             device: device.clone(),
             tx,
+            closing: Arc::new(AtomicBool::new(false)),
         };
         let key = (tenant.clone(), user.clone());
         let mut users = self.users.lock().await;
@@ -172,7 +175,10 @@ fn ack_from_message_frame(frame: &[u8]) -> Option<Utf8Bytes> {
 fn deliver(conn: &Conn, out: Outbound) {
     if let Err(mpsc::error::TrySendError::Full(_)) = conn.tx.try_send(out) {
         // The client reads too slowly. Closing it is safe: it reconnects
-        // and replays what it missed with `pull_backlog`.
+        // and replays what it missed with `pull_backlog`. Once is enough.
+        if conn.closing.swap(true, Ordering::Relaxed) {
+            return;
+        }
         tracing::warn!(
             conn = conn.id,
             "outbound queue full; closing the connection"

@@ -398,13 +398,21 @@ async fn websocket(
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
+    // Subscribed before the upgrade is answered: see `connection::Session`.
+    let session = match connection::prepare(&gw, &identity).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
+            return ApiError::new(ErrorCode::Unavailable, e).into_response();
+        }
+    };
     let limits = &gw.config.limits;
     upgrade
         .read_buffer_size(4 * 1024)
         .write_buffer_size(8 * 1024)
         .max_message_size(limits.hard_max_frame_bytes)
         .max_frame_size(limits.hard_max_frame_bytes)
-        .on_upgrade(move |socket| connection::run(gw, identity, socket))
+        .on_upgrade(move |socket| connection::run(identity, socket, session))
 }
 
 async fn healthz() -> Json<serde_json::Value> {

@@ -21,14 +21,44 @@ use tokio::task::JoinHandle;
 
 use crate::{Ctx, WorkerError, writer};
 
+/// How often the loop renews leases and checks writers.
+const TICK: Duration = Duration::from_millis(500);
+/// How often it counts live workers and rebalances.
+const REBALANCE: Duration = Duration::from_secs(2);
+/// How long a writer that failed on its own waits before it starts again.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
+/// The writer task of a held partition.
+enum WriterTask {
+    Running {
+        stop: watch::Sender<bool>,
+        task: JoinHandle<Result<(), WorkerError>>,
+    },
+    /// Failed on its own (say, a NATS hiccup); starts again at `until`.
+    Paused { until: Instant },
+}
+
 struct Held {
     lease: Lease,
-    /// When a writer that failed on its own may start again.
-    restart_at: Option<Instant>,
-    valid_until: watch::Sender<Instant>,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<(), WorkerError>>,
     renew_at: Instant,
+    /// Tells the writer until when it may write.
+    valid_until: watch::Sender<Instant>,
+    writer: WriterTask,
+}
+
+fn start_writer(
+    ctx: &Arc<Ctx>,
+    partition: u16,
+    valid_until: &watch::Sender<Instant>,
+) -> WriterTask {
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(writer::run_partition(
+        ctx.clone(),
+        partition,
+        valid_until.subscribe(),
+        stop_rx,
+    ));
+    WriterTask::Running { stop, task }
 }
 
 fn partition_key(p: u16) -> String {
@@ -47,6 +77,51 @@ async fn live_workers(bucket: &kv::Store) -> usize {
         .max(1)
 }
 
+/// What became of a held partition in one tick.
+enum Check {
+    Keep,
+    Lost,
+}
+
+/// Renews the lease when due and keeps the writer running.
+async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
+    if let WriterTask::Running { task, .. } = &mut h.writer
+        && task.is_finished()
+    {
+        match task.await {
+            Ok(Err(WorkerError::LeaseLost)) => return Check::Lost,
+            Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "writer failed; restarting it"),
+            Ok(Ok(())) => {}
+            Err(e) => tracing::error!(partition = p, error = %e, "writer panicked; restarting it"),
+        }
+        h.writer = WriterTask::Paused {
+            until: Instant::now() + RESTART_PAUSE,
+        };
+    }
+    if Instant::now() >= h.renew_at {
+        match h.lease.renew().await {
+            Ok(()) => {
+                let _ = h.valid_until.send(h.lease.valid_until());
+                h.renew_at = Instant::now() + h.lease.renew_interval();
+            }
+            Err(LeaseError::Lost(_)) => return Check::Lost,
+            Err(e) => {
+                tracing::warn!(partition = p, error = %e, "renewing a partition lease failed");
+                if !h.lease.is_valid() {
+                    return Check::Lost;
+                }
+            }
+        }
+    }
+    if let WriterTask::Paused { until } = h.writer
+        && Instant::now() >= until
+        && h.lease.is_valid()
+    {
+        h.writer = start_writer(ctx, p, &h.valid_until);
+    }
+    Check::Keep
+}
+
 /// Owns partitions until `shutdown` resolves, then stops its writers and
 /// releases every lease so that other workers take over at once.
 pub(crate) async fn run(
@@ -57,10 +132,14 @@ pub(crate) async fn run(
     let ttl = ctx.config.lease_ttl;
     let me = Bytes::from(ctx.config.worker_id.clone());
     let worker_key = format!("w.{}", ctx.config.worker_id);
+    let partitions = ctx.config.partitions.max(1);
+    // Workers start looking for free partitions at different places.
+    let offset = rand::random::<u16>() % partitions;
     let mut liveness: Option<Lease> = None;
     let mut liveness_renew_at = Instant::now();
     let mut held: BTreeMap<u16, Held> = BTreeMap::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut next_rebalance = Instant::now();
+    let mut tick = tokio::time::interval(TICK);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -86,77 +165,33 @@ pub(crate) async fn run(
             },
         }
 
-        // Renew held partitions; drop those whose lease is gone; restart
-        // writers that failed on their own (NATS hiccups) after a pause.
         let mut lost = Vec::new();
         for (p, h) in held.iter_mut() {
-            if h.task.is_finished() && h.restart_at.is_none() {
-                let finished = std::mem::replace(&mut h.task, tokio::spawn(async { Ok(()) }));
-                match finished.await {
-                    Ok(Err(WorkerError::LeaseLost)) => {
-                        lost.push(*p);
-                        continue;
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(partition = p, error = %e, "writer failed; restarting it")
-                    }
-                    Ok(Ok(())) => {}
-                    Err(e) => {
-                        tracing::error!(partition = p, error = %e, "writer panicked; restarting it")
-                    }
-                }
-                h.restart_at = Some(Instant::now() + Duration::from_secs(1));
-            }
-            if Instant::now() >= h.renew_at {
-                match h.lease.renew().await {
-                    Ok(()) => {
-                        let _ = h.valid_until.send(h.lease.valid_until());
-                        h.renew_at = Instant::now() + h.lease.renew_interval();
-                    }
-                    Err(LeaseError::Lost(_)) => {
-                        lost.push(*p);
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(partition = p, error = %e, "renewing a partition lease failed");
-                        if !h.lease.is_valid() {
-                            lost.push(*p);
-                            continue;
-                        }
-                    }
-                }
-            }
-            if h.restart_at.is_some_and(|at| Instant::now() >= at) && h.lease.is_valid() {
-                h.restart_at = None;
-                let (stop_tx, stop_rx) = watch::channel(false);
-                h.stop = stop_tx;
-                h.task = tokio::spawn(writer::run_partition(
-                    ctx.clone(),
-                    *p,
-                    h.valid_until.subscribe(),
-                    stop_rx,
-                ));
+            if let Check::Lost = check(&ctx, *p, h).await {
+                lost.push(*p);
             }
         }
         for p in lost {
             if let Some(h) = held.remove(&p) {
                 tracing::warn!(partition = p, "partition lease lost; its writer stops");
-                h.task.abort();
-                let _ = h.task.await;
+                if let WriterTask::Running { task, .. } = h.writer {
+                    task.abort();
+                    let _ = task.await;
+                }
             }
         }
 
-        // Take or give partitions to reach a fair share.
-        let partitions = ctx.config.partitions;
-        let workers = live_workers(&bucket).await;
-        let share = usize::from(partitions).div_ceil(workers);
+        if Instant::now() < next_rebalance {
+            continue;
+        }
+        next_rebalance = Instant::now() + REBALANCE;
+        let share = usize::from(partitions).div_ceil(live_workers(&bucket).await);
         if held.len() < share && liveness.is_some() {
-            let offset = (ctx.config.worker_id.len() * 7) % usize::from(partitions.max(1));
-            for i in 0..usize::from(partitions) {
+            for i in 0..partitions {
                 if held.len() >= share {
                     break;
                 }
-                let p = ((i + offset) % usize::from(partitions)) as u16;
+                let p = (offset + i) % partitions;
                 if held.contains_key(&p) {
                     continue;
                 }
@@ -167,20 +202,16 @@ pub(crate) async fn run(
                             revision = lease.revision(),
                             "took partition"
                         );
-                        let (valid_tx, valid_rx) = watch::channel(lease.valid_until());
-                        let (stop_tx, stop_rx) = watch::channel(false);
-                        let task =
-                            tokio::spawn(writer::run_partition(ctx.clone(), p, valid_rx, stop_rx));
+                        let (valid_until, _) = watch::channel(lease.valid_until());
+                        let writer = start_writer(&ctx, p, &valid_until);
                         let renew_at = Instant::now() + lease.renew_interval();
                         held.insert(
                             p,
                             Held {
                                 lease,
-                                restart_at: None,
-                                valid_until: valid_tx,
-                                stop: stop_tx,
-                                task,
                                 renew_at,
+                                valid_until,
+                                writer,
                             },
                         );
                     }
@@ -218,12 +249,13 @@ pub(crate) async fn run(
 
 /// Lets the writer finish its batch, then frees the lease.
 async fn stop_and_release(p: u16, h: Held) {
-    let _ = h.stop.send(true);
-    let mut task = h.task;
-    match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
-        Ok(Ok(Err(e))) => tracing::warn!(partition = p, error = %e, "writer ended"),
-        Ok(_) => {}
-        Err(_) => task.abort(),
+    if let WriterTask::Running { stop, mut task } = h.writer {
+        let _ = stop.send(true);
+        match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
+            Ok(Ok(Err(e))) => tracing::warn!(partition = p, error = %e, "writer ended"),
+            Ok(_) => {}
+            Err(_) => task.abort(),
+        }
     }
     h.lease.release().await;
 }

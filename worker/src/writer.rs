@@ -189,6 +189,28 @@ async fn process_batch(
     }
 }
 
+/// Publishes a stored message to every recipient's event subject.
+async fn deliver(
+    ctx: &Ctx,
+    tenant: &switchboard_protocol::TenantId,
+    message: &switchboard_protocol::Message,
+    recipients: Vec<switchboard_protocol::UserId>,
+) -> Result<(), String> {
+    let (headers, payload) = message_event(message).map_err(|e| e.to_string())?;
+    let mut result = Ok(());
+    for user in recipients {
+        let subject = user_events(tenant, &user);
+        if let Err(e) = ctx
+            .client
+            .publish_with_headers(subject, headers.clone(), payload.clone())
+            .await
+        {
+            result = Err(e.to_string());
+        }
+    }
+    result
+}
+
 async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
     for outcome in outcomes {
         let result = match outcome {
@@ -196,23 +218,17 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 tenant,
                 message,
                 recipients,
-            } => match message_event(&message) {
-                Ok((headers, payload)) => {
-                    let mut result = Ok(());
-                    for user in recipients {
-                        let subject = user_events(&tenant, &user);
-                        if let Err(e) = ctx
-                            .client
-                            .publish_with_headers(subject, headers.clone(), payload.clone())
-                            .await
-                        {
-                            result = Err(e.to_string());
-                        }
-                    }
-                    result
-                }
-                Err(e) => Err(e.to_string()),
-            },
+            } => {
+                tracing::debug!(
+                    %tenant,
+                    conversation = %message.conversation_id,
+                    seq = message.seq,
+                    message_id = %message.message_id,
+                    recipients = recipients.len(),
+                    "message stored; fanning out"
+                );
+                deliver(ctx, &tenant, &message, recipients).await
+            }
             Outcome::Reject {
                 tenant,
                 sender,
