@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures::stream::SplitSink;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, SplitSink};
 use futures::{SinkExt, StreamExt};
 use switchboard_backbone::envelope::{Command, SendCommand};
 use switchboard_protocol::{
@@ -75,6 +76,8 @@ struct Connection {
     overflowed: bool,
     /// Held while a `pull_backlog` runs: one at a time per connection.
     backlog: Arc<Semaphore>,
+    /// Sends waiting for JetStream to confirm them.
+    confirming: FuturesUnordered<BoxFuture<'static, Option<Outbound>>>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -168,6 +171,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
         delivered: HashMap::new(),
         overflowed: false,
         backlog: Arc::new(Semaphore::new(1)),
+        confirming: FuturesUnordered::new(),
     };
     let mut ack_flush = tokio::time::interval(gw.config.ack_flush_interval);
     let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -189,6 +193,11 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
                     break;
                 }
             },
+            Some(answer) = conn.confirming.next(), if !conn.confirming.is_empty() => {
+                if let Some(out) = answer {
+                    conn.reply(out);
+                }
+            }
             _ = ack_flush.tick() => conn.flush_delivered(),
             _ = keepalive.tick() => {
                 let _ = conn.tx.try_send(Outbound::Ping);
@@ -363,14 +372,16 @@ impl Connection {
                 return;
             }
         };
-        let (gw, tx) = (self.gw.clone(), self.tx.clone());
+        let gw = self.gw.clone();
         let key = SentKey {
             tenant: self.id.tenant.clone(),
             conversation_id,
             sender: self.id.user.clone(),
             client_msg_id,
         };
-        tokio::spawn(async move {
+        // Polled by this connection's loop (no task per send): resolves to
+        // the frame to send, if JetStream's answer calls for one.
+        self.confirming.push(Box::pin(async move {
             let _permit = permit;
             let send_error = |message: String| {
                 error_frame(
@@ -383,29 +394,22 @@ impl Connection {
             };
             match stored.await {
                 // Stored: the writer answers with `ack` or `error`.
-                Ok(ack) if !ack.duplicate => {}
+                Ok(ack) if !ack.duplicate => None,
                 // A retry inside the dedupe window: JetStream dropped it.
                 // If the original is in the store, answer now; if not, it
                 // is still in the stream and its writer will answer.
                 Ok(_) => match gw.store.find_sent(vec![key.clone()]).await {
-                    Ok(found) => {
-                        if let Some(Some(m)) = found.first() {
-                            let _ = tx.send(frame(&ServerFrame::ack(m))).await;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
-                    }
+                    Ok(found) => found
+                        .first()
+                        .and_then(Option::as_ref)
+                        .map(|m| frame(&ServerFrame::ack(m))),
+                    Err(e) => Some(send_error(format!("store: {e}; retry"))),
                 },
-                Err(e) => {
-                    let _ = tx
-                        .send(send_error(format!(
-                            "backbone did not store the message: {e}; retry"
-                        )))
-                        .await;
-                }
+                Err(e) => Some(send_error(format!(
+                    "backbone did not store the message: {e}; retry"
+                ))),
             }
-        });
+        }));
     }
 
     fn pull_backlog(

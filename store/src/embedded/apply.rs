@@ -76,11 +76,13 @@ impl Writer<'_> {
         Ok(row)
     }
 
+    /// Records the conversation's new position. The store derives it from
+    /// the messages themselves; the cache remembers it for the rest of the
+    /// group and after.
     fn set_state(&mut self, t: &str, c: &str, row: StateRow) {
-        let key = Key::new().s(t).s(c).bytes();
-        self.batch
-            .insert(&self.s.conversation_state, key.clone(), row.encode());
-        self.cache.states.insert(key, Some(row));
+        self.cache
+            .states
+            .insert(Key::new().s(t).s(c).bytes(), Some(row));
     }
 
     fn member(&mut self, t: &str, c: &str, u: &str) -> Result<Option<MemberRow>, ApplyError> {

@@ -18,8 +18,6 @@ pub(super) const SCHEMA_VERSION: &[u8] = b"1";
 pub(super) struct Spaces {
     /// tenant, conversation → `ConversationMeta` JSON (what rarely changes).
     pub conversations: Keyspace,
-    /// tenant, conversation → last seq (u64), last activity (i64 Unix ms).
-    pub conversation_state: Keyspace,
     /// tenant, conversation, user → joined (i64 Unix ms). Written only by
     /// membership changes, so scanning a conversation's members stays cheap.
     pub members: Keyspace,
@@ -53,7 +51,6 @@ impl Spaces {
         };
         Ok(Self {
             conversations: open("conversations")?,
-            conversation_state: open("conversation_state")?,
             members: open("members")?,
             member_marks: open("member_marks")?,
             user_conversations: open("user_conversations")?,

@@ -25,16 +25,52 @@ pub(super) fn scan<R: Readable>(
         .map(|g| g.into_inner().map_err(storage))
 }
 
+/// Whether the conversation exists (its metadata row does).
+pub(super) fn exists<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreResult<bool> {
+    r.contains_key(&s.conversations, Key::new().s(t).s(c).bytes())
+        .map_err(storage)
+}
+
+/// The conversation's newest message, found by seeking to the end of its
+/// partition of `messages`.
+fn last_message<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreResult<Option<Message>> {
+    match r
+        .prefix(&s.messages, Key::new().s(t).s(c).bytes())
+        .next_back()
+    {
+        Some(g) => {
+            let (_, v) = g.into_inner().map_err(storage)?;
+            decode(&v).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Last seq and last activity, derived from the newest message (or the
+/// creation time when there is none); `None` if the conversation does not
+/// exist. Nothing stores them separately, so an append writes one row less.
 pub(super) fn state<R: Readable>(
     r: &R,
     s: &Spaces,
     t: &str,
     c: &str,
 ) -> StoreResult<Option<StateRow>> {
-    r.get(&s.conversation_state, Key::new().s(t).s(c).bytes())
+    let Some(meta) = r
+        .get(&s.conversations, Key::new().s(t).s(c).bytes())
         .map_err(storage)?
-        .map(|v| StateRow::decode(&v))
-        .transpose()
+    else {
+        return Ok(None);
+    };
+    Ok(Some(match last_message(r, s, t, c)? {
+        Some(m) => StateRow {
+            last_seq: m.seq,
+            last_activity: m.created_at.unix_ms(),
+        },
+        None => StateRow {
+            last_seq: 0,
+            last_activity: decode::<ConversationMeta>(&meta)?.created_at.unix_ms(),
+        },
+    }))
 }
 
 pub(super) fn member_row<R: Readable>(
@@ -116,11 +152,12 @@ fn conversation_record<R: Readable>(
         return Ok(None);
     };
     let meta: ConversationMeta = decode(&meta)?;
-    let state =
-        state(r, s, t, c)?.ok_or_else(|| StoreError::Corrupt(format!("{c} has no state row")))?;
-    let last_message = match state.last_seq {
-        0 => None,
-        seq => message(r, s, t, c, seq)?,
+    let last_message = last_message(r, s, t, c)?;
+    let state = StateRow {
+        last_seq: last_message.as_ref().map_or(0, |m| m.seq),
+        last_activity: last_message
+            .as_ref()
+            .map_or(meta.created_at.unix_ms(), |m| m.created_at.unix_ms()),
     };
     let key = ConversationKey {
         tenant: TenantId::new(t).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -142,7 +179,7 @@ fn check_membership<R: Readable>(
     if let Some(row) = member_row(r, s, t, c, reader)? {
         return Ok(row);
     }
-    if state(r, s, t, c)?.is_some() {
+    if exists(r, s, t, c)? {
         Err(StoreError::NotAMember)
     } else {
         Err(StoreError::NotFound)

@@ -90,23 +90,10 @@ impl MemberRow {
     }
 }
 
-/// A `conversation_state` row: last seq, last activity (Unix ms).
+/// A conversation's position: last seq and last activity (Unix ms),
+/// derived from its newest message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct StateRow {
     pub last_seq: u64,
     pub last_activity: i64,
-}
-
-impl StateRow {
-    pub fn encode(self) -> Vec<u8> {
-        words([self.last_seq, self.last_activity as u64])
-    }
-
-    pub fn decode(bytes: &[u8]) -> StoreResult<Self> {
-        let [last_seq, last_activity] = read_words::<2>(bytes)?;
-        Ok(Self {
-            last_seq,
-            last_activity: last_activity as i64,
-        })
-    }
 }
