@@ -84,6 +84,9 @@ pub struct GatewayConfig {
     pub ack_flush_interval: Duration,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
+    /// Publishes to JetStream this gateway may have waiting for their
+    /// acknowledgement at once; past it, sends wait (backpressure).
+    pub jetstream_max_inflight: usize,
     /// Serve the browser client at `/` (dev mode).
     pub serve_web_client: bool,
     /// Dev mode only: mint tokens for this tenant at `POST /v1/dev/token`,
@@ -107,6 +110,7 @@ impl GatewayConfig {
             command_timeout: Duration::from_secs(10),
             ack_flush_interval: Duration::from_millis(100),
             partitions: 16,
+            jetstream_max_inflight: 5000,
             serve_web_client: false,
             dev_tokens: None,
         }

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, SplitSink};
+use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
 use switchboard_backbone::envelope::{Command, SendCommand};
 use switchboard_protocol::{
@@ -76,8 +75,6 @@ struct Connection {
     overflowed: bool,
     /// Held while a `pull_backlog` runs: one at a time per connection.
     backlog: Arc<Semaphore>,
-    /// Sends waiting for JetStream to confirm them.
-    confirming: FuturesUnordered<BoxFuture<'static, Option<Outbound>>>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -171,7 +168,6 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
         delivered: HashMap::new(),
         overflowed: false,
         backlog: Arc::new(Semaphore::new(1)),
-        confirming: FuturesUnordered::new(),
     };
     let mut ack_flush = tokio::time::interval(gw.config.ack_flush_interval);
     let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -193,11 +189,6 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
                     break;
                 }
             },
-            Some(answer) = conn.confirming.next(), if !conn.confirming.is_empty() => {
-                if let Some(out) = answer {
-                    conn.reply(out);
-                }
-            }
             _ = ack_flush.tick() => conn.flush_delivered(),
             _ = keepalive.tick() => {
                 let _ = conn.tx.try_send(Outbound::Ping);
@@ -372,16 +363,19 @@ impl Connection {
                 return;
             }
         };
-        let gw = self.gw.clone();
+        let (gw, tx) = (self.gw.clone(), self.tx.clone());
         let key = SentKey {
             tenant: self.id.tenant.clone(),
             conversation_id,
             sender: self.id.user.clone(),
             client_msg_id,
         };
-        // Polled by this connection's loop (no task per send): resolves to
-        // the frame to send, if JetStream's answer calls for one.
-        self.confirming.push(Box::pin(async move {
+        // A task per send, not a future polled by this connection's loop:
+        // the JetStream context caps unacknowledged publishes, and a pub-ack
+        // future holds its share until it is polled to the end. Parked in a
+        // loop that is itself waiting to publish, it would never be, and
+        // under load every connection would wait on every other.
+        tokio::spawn(async move {
             let _permit = permit;
             let send_error = |message: String| {
                 error_frame(
@@ -394,22 +388,29 @@ impl Connection {
             };
             match stored.await {
                 // Stored: the writer answers with `ack` or `error`.
-                Ok(ack) if !ack.duplicate => None,
+                Ok(ack) if !ack.duplicate => {}
                 // A retry inside the dedupe window: JetStream dropped it.
                 // If the original is in the store, answer now; if not, it
                 // is still in the stream and its writer will answer.
                 Ok(_) => match gw.store.find_sent(vec![key.clone()]).await {
-                    Ok(found) => found
-                        .first()
-                        .and_then(Option::as_ref)
-                        .map(|m| frame(&ServerFrame::ack(m))),
-                    Err(e) => Some(send_error(format!("store: {e}; retry"))),
+                    Ok(found) => {
+                        if let Some(Some(m)) = found.first() {
+                            let _ = tx.send(frame(&ServerFrame::ack(m))).await;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
+                    }
                 },
-                Err(e) => Some(send_error(format!(
-                    "backbone did not store the message: {e}; retry"
-                ))),
+                Err(e) => {
+                    let _ = tx
+                        .send(send_error(format!(
+                            "backbone did not store the message: {e}; retry"
+                        )))
+                        .await;
+                }
             }
-        }));
+        });
     }
 
     fn pull_backlog(

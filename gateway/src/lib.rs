@@ -58,7 +58,9 @@ impl Gateway {
             ));
         }
         let tenants = TenantDirectory::from_config(&config.tenants)?;
-        let js = jetstream::new(client.clone());
+        let js = jetstream::context::ContextBuilder::new()
+            .max_ack_inflight(config.jetstream_max_inflight.max(1))
+            .build(client.clone());
         Ok(Arc::new(Self {
             config,
             tenants,

@@ -36,6 +36,8 @@ pub struct FileConfig {
     pub worker_max_batch: Option<usize>,
     /// JetStream's dedupe window for sends, in milliseconds (default 120000).
     pub duplicate_window_ms: Option<u64>,
+    /// Publishes a gateway may have waiting for JetStream's ack (default 5000).
+    pub jetstream_max_inflight: Option<usize>,
     #[serde(default)]
     pub limits: Option<Limits>,
     #[serde(default)]

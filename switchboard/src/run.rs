@@ -158,6 +158,9 @@ pub fn gateway_config(
     config.partitions = backbone.partitions;
     config.command_timeout = file.command_timeout();
     config.ack_flush_interval = file.ack_flush_interval();
+    if let Some(n) = file.jetstream_max_inflight {
+        config.jetstream_max_inflight = n;
+    }
     config
 }
 

@@ -11,5 +11,6 @@ mod history;
 mod idempotency;
 mod leases;
 mod ordering;
+mod overload;
 mod store_service;
 mod support;
