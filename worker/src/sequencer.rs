@@ -23,8 +23,8 @@ use switchboard_backbone::node_id::IdSource;
 use switchboard_protocol::content::SystemEvent;
 use switchboard_protocol::snowflake::decompose;
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationKind, DeviceId, ErrorCode, Message, MessageId, TenantId,
-    Timestamp, UserId,
+    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
+    MessageId, TenantId, Timestamp, UserId,
 };
 use switchboard_store::{
     ConversationKey, ConversationRecord, Mutation, SentKey, SequencerState, Store, StoreError,
@@ -83,11 +83,26 @@ pub struct Sequencer {
     cache_limit: usize,
 }
 
-fn conversation_key(cmd: &Command) -> ConversationKey {
+fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
     ConversationKey {
-        tenant: cmd.tenant().clone(),
-        conversation_id: cmd.conversation_id().clone(),
+        tenant: tenant.clone(),
+        conversation_id: conversation.clone(),
     }
+}
+
+fn conversation_key(cmd: &Command) -> ConversationKey {
+    key(cmd.tenant(), cmd.conversation_id())
+}
+
+/// The users of `users` that `keep` accepts, sorted and without repeats.
+fn users_where(users: &[UserId], keep: impl Fn(&UserId) -> bool) -> Vec<UserId> {
+    users
+        .iter()
+        .filter(|u| keep(u))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }
 
 fn system_client_msg_id(command_id: MessageId) -> Option<ClientMsgId> {
@@ -271,6 +286,17 @@ impl Batch<'_> {
         }
     }
 
+    /// The command took effect (`created`), or found it already in place.
+    fn done(&mut self, to: Option<&str>, conversation: &ConversationId, created: bool) {
+        self.reply(
+            to,
+            CommandReply::Done {
+                conversation_id: conversation.clone(),
+                created,
+            },
+        );
+    }
+
     fn refuse(&mut self, to: Option<&str>, code: ErrorCode, message: impl Into<String>) {
         self.reply(
             to,
@@ -330,10 +356,7 @@ impl Batch<'_> {
     }
 
     fn send(&mut self, c: &SendCommand) -> Result<(), SequenceError> {
-        let key = ConversationKey {
-            tenant: c.tenant.clone(),
-            conversation_id: c.conversation_id.clone(),
-        };
+        let key = key(&c.tenant, &c.conversation_id);
         let skey = SentKey {
             tenant: c.tenant.clone(),
             conversation_id: c.conversation_id.clone(),
@@ -391,10 +414,7 @@ impl Batch<'_> {
         c: &CreateConversationCommand,
         reply_to: Option<&str>,
     ) -> Result<(), SequenceError> {
-        let key = ConversationKey {
-            tenant: c.tenant.clone(),
-            conversation_id: c.conversation_id.clone(),
-        };
+        let key = key(&c.tenant, &c.conversation_id);
         let members: BTreeSet<UserId> = c.members.iter().cloned().collect();
         if let Some(Some(existing)) = self.states.get(&key) {
             // A retried command, or a direct conversation that already
@@ -402,13 +422,7 @@ impl Batch<'_> {
             if existing.kind == c.kind
                 && (c.kind != ConversationKind::Direct || existing.members == members)
             {
-                self.reply(
-                    reply_to,
-                    CommandReply::Done {
-                        conversation_id: c.conversation_id.clone(),
-                        created: false,
-                    },
-                );
+                self.done(reply_to, &c.conversation_id, false);
             } else {
                 self.refuse(
                     reply_to,
@@ -446,13 +460,7 @@ impl Batch<'_> {
             }),
         );
         self.touched.insert(key);
-        self.reply(
-            reply_to,
-            CommandReply::Done {
-                conversation_id: c.conversation_id.clone(),
-                created: true,
-            },
-        );
+        self.done(reply_to, &c.conversation_id, true);
         Ok(())
     }
 
@@ -462,10 +470,7 @@ impl Batch<'_> {
         c: &MembersCommand,
         reply_to: Option<&str>,
     ) -> Option<SequencerState> {
-        let key = ConversationKey {
-            tenant: c.tenant.clone(),
-            conversation_id: c.conversation_id.clone(),
-        };
+        let key = key(&c.tenant, &c.conversation_id);
         let state = match self.states.get(&key) {
             Some(Some(s)) => s.clone(),
             _ => {
@@ -507,13 +512,7 @@ impl Batch<'_> {
         if !self.sent.contains_key(&skey) {
             return false;
         }
-        self.reply(
-            reply_to,
-            CommandReply::Done {
-                conversation_id: c.conversation_id.clone(),
-                created: false,
-            },
-        );
+        self.done(reply_to, &c.conversation_id, false);
         true
     }
 
@@ -528,28 +527,12 @@ impl Batch<'_> {
         let Some(state) = self.membership_state(c, reply_to) else {
             return Ok(());
         };
-        let new: Vec<UserId> = c
-            .users
-            .iter()
-            .filter(|u| !state.members.contains(*u))
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let new = users_where(&c.users, |u| !state.members.contains(u));
         if new.is_empty() {
-            self.reply(
-                reply_to,
-                CommandReply::Done {
-                    conversation_id: c.conversation_id.clone(),
-                    created: false,
-                },
-            );
+            self.done(reply_to, &c.conversation_id, false);
             return Ok(());
         }
-        let key = ConversationKey {
-            tenant: c.tenant.clone(),
-            conversation_id: c.conversation_id.clone(),
-        };
+        let key = key(&c.tenant, &c.conversation_id);
         self.log.push_other(
             &key,
             Mutation::AddMembers {
@@ -588,28 +571,12 @@ impl Batch<'_> {
             );
             return Ok(());
         }
-        let gone: Vec<UserId> = c
-            .users
-            .iter()
-            .filter(|u| state.members.contains(*u))
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let gone = users_where(&c.users, |u| state.members.contains(u));
         if gone.is_empty() {
-            self.reply(
-                reply_to,
-                CommandReply::Done {
-                    conversation_id: c.conversation_id.clone(),
-                    created: false,
-                },
-            );
+            self.done(reply_to, &c.conversation_id, false);
             return Ok(());
         }
-        let key = ConversationKey {
-            tenant: c.tenant.clone(),
-            conversation_id: c.conversation_id.clone(),
-        };
+        let key = key(&c.tenant, &c.conversation_id);
         // Everyone who was a member hears of the removal, the removed too.
         let audience: Vec<UserId> = state.members.iter().cloned().collect();
         self.log.push_other(
@@ -648,13 +615,7 @@ impl Batch<'_> {
             Content::System(event),
             audience,
         )?;
-        self.reply(
-            reply_to,
-            CommandReply::Done {
-                conversation_id: c.conversation_id.clone(),
-                created: true,
-            },
-        );
+        self.done(reply_to, &c.conversation_id, true);
         Ok(())
     }
 }
