@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use switchboard_backbone::fanout::FanOutPolicy;
 use switchboard_protocol::ContentLimits;
 
 /// Limits on what one client may send. Every limit answers with a
@@ -79,9 +80,13 @@ pub struct GatewayConfig {
     pub tenants: Vec<TenantConfig>,
     /// How long a REST command waits for its writer before answering 503.
     pub command_timeout: Duration,
-    /// How often a connection's `ack_delivered` marks are written (they are
-    /// coalesced per conversation in between).
-    pub ack_flush_interval: Duration,
+    /// The receipt window: how often a connection's `ack_delivered` and
+    /// `ack_read` marks are written and broadcast (in between they are
+    /// coalesced per conversation, so a burst of acks is one write and one
+    /// `receipt` per member).
+    pub receipt_interval: Duration,
+    /// Where messages fan out on write and where on read.
+    pub fanout: FanOutPolicy,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
     /// Publishes to JetStream this gateway may have waiting for their
@@ -108,7 +113,8 @@ impl GatewayConfig {
             limits: Limits::default(),
             tenants,
             command_timeout: Duration::from_secs(10),
-            ack_flush_interval: Duration::from_millis(100),
+            receipt_interval: Duration::from_secs(1),
+            fanout: FanOutPolicy::default(),
             partitions: 16,
             jetstream_max_inflight: 5000,
             serve_web_client: false,

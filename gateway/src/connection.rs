@@ -6,7 +6,6 @@
 //! connection except closing it or outgrowing the hard frame limit: every
 //! bad frame gets an `error` frame and the loop goes on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +24,7 @@ use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::store_error_code;
 use crate::hub::{Outbound, Registration};
+use crate::receipts::{self, PendingMarks};
 
 /// WebSocket close code for "try again later" (RFC 6455 registry).
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
@@ -68,8 +68,8 @@ struct Connection {
     tx: mpsc::Sender<Outbound>,
     sends: TokenBucket,
     inflight: Arc<Semaphore>,
-    /// Highest `ack_delivered` per conversation since the last flush.
-    delivered: HashMap<ConversationId, u64>,
+    /// Marks sent since the last receipt window closed.
+    marks: PendingMarks,
     /// Set when the outbound queue overflowed: the client does not read,
     /// and the connection is closed.
     overflowed: bool,
@@ -81,7 +81,7 @@ fn frame(f: &ServerFrame) -> Outbound {
     Outbound::Frame(Utf8Bytes::from(f.to_json()))
 }
 
-fn error_frame(
+pub(crate) fn error_frame(
     code: ErrorCode,
     message: impl Into<String>,
     request_type: &str,
@@ -165,11 +165,11 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
         tx,
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
         inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
-        delivered: HashMap::new(),
+        marks: PendingMarks::default(),
         overflowed: false,
         backlog: Arc::new(Semaphore::new(1)),
     };
-    let mut ack_flush = tokio::time::interval(gw.config.ack_flush_interval);
+    let mut ack_flush = tokio::time::interval(gw.config.receipt_interval);
     let mut keepalive = tokio::time::interval(KEEPALIVE);
     loop {
         tokio::select! {
@@ -189,7 +189,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
                     break;
                 }
             },
-            _ = ack_flush.tick() => conn.flush_delivered(),
+            _ = ack_flush.tick() => conn.flush_marks(),
             _ = keepalive.tick() => {
                 let _ = conn.tx.try_send(Outbound::Ping);
             }
@@ -206,7 +206,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
             break;
         }
     }
-    conn.flush_delivered();
+    conn.flush_marks();
     gw.hub.leave(registration).await;
     writer.abort();
     tracing::debug!("disconnected");
@@ -292,10 +292,11 @@ impl Connection {
             ClientFrame::AckDelivered {
                 conversation_id,
                 seq,
-            } => {
-                let mark = self.delivered.entry(conversation_id).or_insert(0);
-                *mark = (*mark).max(seq);
-            }
+            } => self.marks.delivered(conversation_id, seq),
+            ClientFrame::AckRead {
+                conversation_id,
+                seq,
+            } => self.marks.read(conversation_id, seq),
             ClientFrame::PullBacklog {
                 conversation_id,
                 since_seq,
@@ -490,35 +491,15 @@ impl Connection {
         });
     }
 
-    /// Writes the coalesced `ack_delivered` marks.
-    fn flush_delivered(&mut self) {
-        if self.delivered.is_empty() {
+    /// Closes the receipt window: writes the coalesced marks and
+    /// broadcasts those that moved.
+    fn flush_marks(&mut self) {
+        if self.marks.is_empty() {
             return;
         }
-        let marks = std::mem::take(&mut self.delivered);
+        let marks = std::mem::take(&mut self.marks);
         let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
-        tokio::spawn(async move {
-            for (conversation, seq) in marks {
-                if seq == 0 {
-                    continue;
-                }
-                if let Err(e) = gw
-                    .store
-                    .ack_delivered(&id.tenant, &id.user, &id.device, &conversation, seq)
-                    .await
-                {
-                    let _ = tx
-                        .send(error_frame(
-                            store_error_code(&e),
-                            e.to_string(),
-                            "ack_delivered",
-                            None,
-                            Some(conversation.as_str()),
-                        ))
-                        .await;
-                }
-            }
-        });
+        tokio::spawn(receipts::flush(gw, id, marks, tx));
     }
 }
 

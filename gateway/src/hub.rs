@@ -229,6 +229,14 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: C
                     }
                 }
             }
+            Event::Frame(frame) => {
+                let Ok(text) = Utf8Bytes::try_from(frame) else {
+                    continue;
+                };
+                for conn in &targets {
+                    deliver(conn, Outbound::Frame(text.clone()));
+                }
+            }
             Event::Rejected(r) => {
                 let frame = ServerFrame::Error {
                     code: r.code,

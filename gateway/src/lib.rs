@@ -13,6 +13,7 @@ pub mod config;
 mod connection;
 pub mod error;
 pub mod hub;
+mod receipts;
 mod rest;
 
 use std::sync::Arc;

@@ -194,6 +194,8 @@ pub struct Rejection {
 /// An event for a user's connections.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// A server frame (a receipt, say) for every connection of the user.
+    Frame(Bytes),
     /// A stored message: `frame` is the ready `message` frame.
     Message {
         frame: Bytes,
@@ -212,6 +214,13 @@ pub fn message_event(message: &Message) -> Result<(HeaderMap, Bytes), BackboneEr
     headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
     headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
     Ok((headers, Bytes::from(message_frame_from_json(&json))))
+}
+
+/// A server frame to forward as it is to every connection of a user.
+pub fn frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Bytes) {
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "frame");
+    (headers, Bytes::from(frame.to_json()))
 }
 
 pub fn rejection_event(r: &Rejection) -> Result<(HeaderMap, Bytes), BackboneError> {
@@ -234,6 +243,7 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
             origin_user: header(HEADER_ORIGIN_USER).unwrap_or_default(),
             origin_device: header(HEADER_ORIGIN_DEVICE).unwrap_or_default(),
         }),
+        Some("frame") => Ok(Event::Frame(msg.payload.clone())),
         Some("rejected") => serde_json::from_slice(&msg.payload)
             .map(Event::Rejected)
             .map_err(|e| BackboneError::Encoding(e.to_string())),

@@ -10,6 +10,7 @@
 
 pub mod definitions;
 pub mod envelope;
+pub mod fanout;
 pub mod lease;
 pub mod node_id;
 pub mod store_service;

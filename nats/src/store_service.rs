@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
 use switchboard_store::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, Mutation, SentKey,
-    SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
@@ -67,6 +67,12 @@ enum Request {
         tenant: TenantId,
         user: UserId,
         device: DeviceId,
+        conversation: ConversationId,
+        seq: u64,
+    },
+    AckRead {
+        tenant: TenantId,
+        user: UserId,
         conversation: ConversationId,
         seq: u64,
     },
@@ -151,6 +157,12 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
                 .ack_delivered(&tenant, &user, &device, &conversation, seq)
                 .await,
         ),
+        Request::AckRead {
+            tenant,
+            user,
+            conversation,
+            seq,
+        } => reply(store.ack_read(&tenant, &user, &conversation, seq).await),
         Request::RegisterDevice {
             tenant,
             user,
@@ -320,11 +332,27 @@ impl Store for RemoteStore {
         device: &DeviceId,
         conversation: &ConversationId,
         seq: u64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<MarkChange> {
         self.call(Request::AckDelivered {
             tenant: tenant.clone(),
             user: user.clone(),
             device: device.clone(),
+            conversation: conversation.clone(),
+            seq,
+        })
+        .await
+    }
+
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        self.call(Request::AckRead {
+            tenant: tenant.clone(),
+            user: user.clone(),
             conversation: conversation.clone(),
             seq,
         })

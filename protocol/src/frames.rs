@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::content::Content;
 use crate::error::ErrorCode;
-use crate::ids::{ClientMsgId, ConversationId, MessageId};
+use crate::ids::{ClientMsgId, ConversationId, MessageId, UserId};
 use crate::message::Message;
 
 /// Frames a client sends.
@@ -17,6 +17,10 @@ pub enum ClientFrame {
         content: Content,
     },
     AckDelivered {
+        conversation_id: ConversationId,
+        seq: u64,
+    },
+    AckRead {
         conversation_id: ConversationId,
         seq: u64,
     },
@@ -36,6 +40,7 @@ impl ClientFrame {
         match self {
             Self::SendMessage { .. } => "send_message",
             Self::AckDelivered { .. } => "ack_delivered",
+            Self::AckRead { .. } => "ack_read",
             Self::PullBacklog { .. } => "pull_backlog",
             Self::Ping {} => "ping",
         }
@@ -49,7 +54,13 @@ impl ClientFrame {
     }
 }
 
-const CLIENT_TYPES: &[&str] = &["send_message", "ack_delivered", "pull_backlog", "ping"];
+const CLIENT_TYPES: &[&str] = &[
+    "send_message",
+    "ack_delivered",
+    "ack_read",
+    "pull_backlog",
+    "ping",
+];
 
 /// Why a client frame could not be parsed, with the request fields it had.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +108,16 @@ impl FrameError {
     }
 }
 
+/// Which high-water mark a `receipt` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// Some device of the user has everything up to `seq`.
+    Delivered,
+    /// The user has read everything up to `seq`.
+    Read,
+}
+
 /// Frames the server sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -111,6 +132,13 @@ pub enum ServerFrame {
     },
     Message {
         message: Message,
+    },
+    /// Another member's high-water mark moved.
+    Receipt {
+        conversation_id: ConversationId,
+        user_id: UserId,
+        kind: ReceiptKind,
+        seq: u64,
     },
     BacklogDone {
         #[serde(default, skip_serializing_if = "Option::is_none")]

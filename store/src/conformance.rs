@@ -377,31 +377,69 @@ async fn marks_only_move_forward(store: &dyn Store) {
         .await
         .unwrap();
     seed_conversation(store, t, "c", &["a", "b"], 5).await;
-    let delivered = || async {
+    let marks = || async {
         let d = store
             .conversation(&tt, &conv("c"), &user("b"))
             .await
             .unwrap();
         let b = d.members.iter().find(|m| m.user_id == user("b")).unwrap();
         let a = d.members.iter().find(|m| m.user_id == user("a")).unwrap();
-        (b.delivered_seq, a.read_seq)
+        (b.delivered_seq, b.read_seq, a.read_seq)
     };
-    store
-        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 4)
-        .await
-        .unwrap();
-    store
-        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 2)
-        .await
-        .unwrap();
+    let (b, phone, c) = (user("b"), device("phone"), conv("c"));
+    let ack = |seq| store.ack_delivered(&tt, &b, &phone, &c, seq);
+    let change = ack(4).await.unwrap();
+    assert!(change.delivered_moved && !change.read_moved);
+    assert_eq!(change.delivered_seq, 4);
+    assert_eq!(change.members, vec![user("a"), user("b")]);
+    assert_eq!(change.kind, ConversationKind::Group);
+    let change = ack(2).await.unwrap();
+    assert!(!change.delivered_moved, "never back");
+    assert_eq!(change.delivered_seq, 4);
     // The sender's own messages count as read by them.
-    assert_eq!(delivered().await, (4, 5));
+    assert_eq!(marks().await, (4, 0, 5));
     // A mark past the end is clamped to the last message.
+    ack(999).await.unwrap();
+    assert_eq!(marks().await, (5, 0, 5));
+
+    // Reading moves the read mark, and the delivered one with it.
+    seed_more(store, t, "c", 5, 3).await;
+    let read = |seq| store.ack_read(&tt, &b, &c, seq);
+    let change = read(7).await.unwrap();
+    assert!(change.read_moved && change.delivered_moved);
+    assert_eq!((change.delivered_seq, change.read_seq), (7, 7));
+    let change = read(6).await.unwrap();
+    assert!(!change.read_moved && !change.delivered_moved);
+    assert_eq!(marks().await, (7, 7, 8));
+    assert_eq!(
+        store
+            .ack_read(&tt, &user("eve"), &conv("c"), 1)
+            .await
+            .unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store
+            .ack_read(&tt, &user("b"), &conv("nope"), 1)
+            .await
+            .unwrap_err(),
+        StoreError::NotFound
+    );
+}
+
+/// Appends `n` more messages from the conversation's first member.
+async fn seed_more(store: &dyn Store, t: &str, c: &str, after: u64, n: u64) {
+    let messages = (after + 1..=after + n)
+        .map(|seq| text_message(c, seq, "a", "phone", &format!("more-{seq}")))
+        .collect();
     store
-        .ack_delivered(&tt, &user("b"), &device("phone"), &conv("c"), 999)
+        .commit(vec![Mutation::Append {
+            key: key(t, c),
+            expected_last_seq: after,
+            messages,
+        }])
         .await
         .unwrap();
-    assert_eq!(delivered().await, (5, 5));
 }
 
 async fn conversation_list_is_most_recent_first(store: &dyn Store) {

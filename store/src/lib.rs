@@ -94,7 +94,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<Message>>;
 
     /// The device has everything in `conversation` up to `seq`: its inbox
-    /// entries up to there go and its delivered mark moves forward (never back).
+    /// entries up to there go, its delivered mark and the user's move
+    /// forward (never back, never past the last message).
     async fn ack_delivered(
         &self,
         tenant: &TenantId,
@@ -102,7 +103,18 @@ pub trait Store: Send + Sync + 'static {
         device: &DeviceId,
         conversation: &ConversationId,
         seq: u64,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<MarkChange>;
+
+    /// The user has read everything in `conversation` up to `seq`: the read
+    /// mark moves forward, and the delivered mark with it (what was read
+    /// was delivered).
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

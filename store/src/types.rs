@@ -103,6 +103,22 @@ pub struct ConversationSummary {
     pub me: MemberRecord,
 }
 
+/// What an `ack_delivered` or `ack_read` did to the user's marks, and who
+/// could be told: enough for the caller to broadcast receipts without
+/// reading the conversation again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkChange {
+    pub kind: ConversationKind,
+    /// Every member, the acking user included.
+    pub members: Vec<UserId>,
+    /// The user's marks after the ack.
+    pub delivered_seq: u64,
+    pub read_seq: u64,
+    /// Whether each mark moved (marks only move forward).
+    pub delivered_moved: bool,
+    pub read_moved: bool,
+}
+
 /// Bounds of a history read: messages with `after_seq < seq < before_seq`,
 /// newest first, at most `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,7 +31,8 @@ pub struct FileConfig {
     pub nats_port: Option<u16>,
     pub demo_secret: Option<String>,
     pub command_timeout_ms: Option<u64>,
-    pub ack_flush_interval_ms: Option<u64>,
+    pub receipt_interval_ms: Option<u64>,
+    pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,
     /// JetStream's dedupe window for sends, in milliseconds (default 120000).
@@ -66,8 +67,16 @@ impl FileConfig {
         Duration::from_millis(self.command_timeout_ms.unwrap_or(10_000))
     }
 
-    pub fn ack_flush_interval(&self) -> Duration {
-        Duration::from_millis(self.ack_flush_interval_ms.unwrap_or(100))
+    pub fn receipt_interval(&self) -> Duration {
+        Duration::from_millis(self.receipt_interval_ms.unwrap_or(1000).max(10))
+    }
+
+    pub fn fanout(&self) -> switchboard_backbone::fanout::FanOutPolicy {
+        let mut policy = switchboard_backbone::fanout::FanOutPolicy::default();
+        if let Some(t) = self.fanout_threshold {
+            policy.threshold = t;
+        }
+        policy
     }
 
     pub fn store_request_timeout(&self) -> Duration {

@@ -157,7 +157,8 @@ pub fn gateway_config(
     }
     config.partitions = backbone.partitions;
     config.command_timeout = file.command_timeout();
-    config.ack_flush_interval = file.ack_flush_interval();
+    config.receipt_interval = file.receipt_interval();
+    config.fanout = file.fanout();
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;
     }

@@ -53,7 +53,7 @@ pub struct Cluster {
 fn config_text(spec: &ClusterSpec) -> String {
     let ed = base64::engine::general_purpose::STANDARD.encode(ed25519_public_key(&ED_SEED));
     let mut text = format!(
-        "partitions = {}\ncommand_timeout_ms = 15000\n",
+        "partitions = {}\ncommand_timeout_ms = 15000\nreceipt_interval_ms = 200\n",
         spec.partitions
     );
     if let Some(w) = spec.duplicate_window_ms {

@@ -6,14 +6,16 @@
 use std::collections::HashMap;
 
 use fjall::{OwnedWriteBatch, Readable, Snapshot};
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, Timestamp, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, TenantId, Timestamp, UserId,
+};
 
 use super::cache::{Pending, WriterCache};
 use super::codec::{encode, storage};
 use super::keys::{Key, Spaces, read_words, words};
 use super::read::{device_ids, member_ids, member_row, scan, sent_seq, state};
 use super::rows::{ConversationMeta, MemberRow, StateRow};
-use crate::{ConversationKey, Mutation, StoreError, day_bucket};
+use crate::{ConversationKey, MarkChange, Mutation, StoreError, day_bucket};
 
 /// One job for the writer thread.
 #[derive(Debug)]
@@ -26,12 +28,25 @@ pub(super) enum WriteOp {
         conversation: ConversationId,
         seq: u64,
     },
+    AckRead {
+        tenant: TenantId,
+        user: UserId,
+        conversation: ConversationId,
+        seq: u64,
+    },
     RegisterDevice {
         tenant: TenantId,
         user: UserId,
         device: DeviceId,
         at: Timestamp,
     },
+}
+
+/// What a job produced, handed to its caller once the group is committed.
+#[derive(Debug)]
+pub(super) enum Applied {
+    Done,
+    Mark(MarkChange),
 }
 
 /// Why an operation did not apply.
@@ -115,6 +130,50 @@ impl Writer<'_> {
             .ok_or_else(|| ApplyError::Dirty(StoreError::Corrupt("member cache".into())))
     }
 
+    /// The conversation's kind (it never changes).
+    fn kind(&mut self, t: &str, c: &str) -> Result<ConversationKind, ApplyError> {
+        let key = Key::new().s(t).s(c).bytes();
+        if let Some(kind) = self.cache.kinds.get(&key) {
+            return Ok(*kind);
+        }
+        let meta = self
+            .snap
+            .get(&self.s.conversations, &key)
+            .map_err(storage)?
+            .ok_or(ApplyError::Clean(StoreError::NotFound))?;
+        let kind = super::codec::decode::<ConversationMeta>(&meta)?.kind;
+        self.cache.kinds.insert(key, kind);
+        Ok(kind)
+    }
+
+    /// What the caller needs to broadcast a mark that moved.
+    fn mark_change(
+        &mut self,
+        t: &str,
+        c: &str,
+        row: MemberRow,
+        delivered_moved: bool,
+        read_moved: bool,
+    ) -> Result<MarkChange, ApplyError> {
+        let kind = self.kind(t, c)?;
+        let members = self
+            .members(t, c)?
+            .iter()
+            .map(|m| {
+                UserId::new(m.as_str())
+                    .map_err(|e| ApplyError::Dirty(StoreError::Corrupt(e.to_string())))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MarkChange {
+            kind,
+            members,
+            delivered_seq: row.delivered,
+            read_seq: row.read,
+            delivered_moved,
+            read_moved,
+        })
+    }
+
     /// The user's device list, loaded into the cache.
     fn devices(&mut self, t: &str, u: &str) -> Result<&mut Vec<String>, ApplyError> {
         let key = Key::new().s(t).s(u).bytes();
@@ -168,7 +227,7 @@ impl Writer<'_> {
         Ok(())
     }
 
-    pub fn apply(&mut self, op: &WriteOp) -> Result<(), ApplyError> {
+    pub fn apply(&mut self, op: &WriteOp) -> Result<Applied, ApplyError> {
         match op {
             WriteOp::Commit(mutations) => {
                 for (i, m) in mutations.iter().enumerate() {
@@ -179,21 +238,31 @@ impl Writer<'_> {
                         other => other,
                     })?;
                 }
-                Ok(())
+                Ok(Applied::Done)
             }
+            WriteOp::AckRead {
+                tenant,
+                user,
+                conversation,
+                seq,
+            } => self
+                .ack_read(tenant.as_str(), user.as_str(), conversation.as_str(), *seq)
+                .map(Applied::Mark),
             WriteOp::AckDelivered {
                 tenant,
                 user,
                 device,
                 conversation,
                 seq,
-            } => self.ack_delivered(
-                tenant.as_str(),
-                user.as_str(),
-                device.as_str(),
-                conversation.as_str(),
-                *seq,
-            ),
+            } => self
+                .ack_delivered(
+                    tenant.as_str(),
+                    user.as_str(),
+                    device.as_str(),
+                    conversation.as_str(),
+                    *seq,
+                )
+                .map(Applied::Mark),
             WriteOp::RegisterDevice {
                 tenant,
                 user,
@@ -210,7 +279,7 @@ impl Writer<'_> {
                         words([at.unix_ms() as u64]),
                     );
                 }
-                Ok(())
+                Ok(Applied::Done)
             }
         }
     }
@@ -433,7 +502,7 @@ impl Writer<'_> {
         d: &str,
         c: &str,
         seq: u64,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<MarkChange, ApplyError> {
         let Some(current) = self.state(t, c)? else {
             return Err(refuse(StoreError::NotFound));
         };
@@ -444,30 +513,49 @@ impl Writer<'_> {
         let seq = seq.min(current.last_seq);
         let cursor_key = Key::new().s(t).s(u).s(d).s(c).bytes();
         let previous = self.cursor(&cursor_key)?;
-        if seq <= previous {
-            return Ok(());
-        }
-        self.batch
-            .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
-        self.cache.cursors.insert(cursor_key, seq);
-        // The entries this ack covers are exactly those in (previous, seq]:
-        // delete them by key. Scanning instead would also walk every
-        // tombstone earlier acks left in the memtable, a cost that grows
-        // with the conversation. A device that catches up on a long
-        // backlog at once is rare enough to scan for.
-        if seq - previous <= MAX_POINT_DELETES {
-            for n in previous + 1..=seq {
-                self.remove_inbox(Key::new().s(t).s(u).s(d).s(c).n(n).bytes());
+        if seq > previous {
+            self.batch
+                .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
+            self.cache.cursors.insert(cursor_key, seq);
+            // The entries this ack covers are exactly those in (previous,
+            // seq]: delete them by key. Scanning instead would also walk
+            // every tombstone earlier acks left in the memtable, a cost that
+            // grows with the conversation. A device that catches up on a
+            // long backlog at once is rare enough to scan for.
+            if seq - previous <= MAX_POINT_DELETES {
+                for n in previous + 1..=seq {
+                    self.remove_inbox(Key::new().s(t).s(u).s(d).s(c).n(n).bytes());
+                }
+            } else {
+                let prefix = Key::new().s(t).s(u).s(d).s(c).bytes();
+                let until = Key::new().s(t).s(u).s(d).s(c).n(seq).bytes();
+                self.remove_inbox_prefix(prefix, Some(until))?;
             }
-        } else {
-            let prefix = Key::new().s(t).s(u).s(d).s(c).bytes();
-            let until = Key::new().s(t).s(u).s(d).s(c).n(seq).bytes();
-            self.remove_inbox_prefix(prefix, Some(until))?;
         }
-        if seq > member.delivered {
+        let moved = seq > member.delivered;
+        if moved {
             member.delivered = seq;
             self.set_marks(t, c, u, member);
         }
-        Ok(())
+        self.mark_change(t, c, member, moved, false)
+    }
+
+    fn ack_read(&mut self, t: &str, u: &str, c: &str, seq: u64) -> Result<MarkChange, ApplyError> {
+        let Some(current) = self.state(t, c)? else {
+            return Err(refuse(StoreError::NotFound));
+        };
+        let Some(mut member) = self.member(t, c, u)? else {
+            return Err(refuse(StoreError::NotAMember));
+        };
+        let seq = seq.min(current.last_seq);
+        let read_moved = seq > member.read;
+        // What was read was delivered.
+        let delivered_moved = seq > member.delivered;
+        if read_moved || delivered_moved {
+            member.read = member.read.max(seq);
+            member.delivered = member.delivered.max(seq);
+            self.set_marks(t, c, u, member);
+        }
+        self.mark_change(t, c, member, delivered_moved, read_moved)
     }
 }

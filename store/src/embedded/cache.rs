@@ -13,6 +13,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use switchboard_protocol::ConversationKind;
+
 use super::rows::{MemberRow, StateRow};
 
 /// Past this many entries the cache starts over (a bound, not a policy).
@@ -24,6 +26,8 @@ pub(super) struct WriterCache {
     pub states: HashMap<Vec<u8>, Option<StateRow>>,
     /// conversation key → member ids.
     pub members: HashMap<Vec<u8>, Vec<String>>,
+    /// conversation key → kind.
+    pub kinds: HashMap<Vec<u8>, ConversationKind>,
     /// member key → member row.
     pub member_rows: HashMap<Vec<u8>, Option<MemberRow>>,
     /// tenant+user key → device ids.
@@ -43,6 +47,7 @@ impl WriterCache {
     pub fn trim(&mut self) {
         let entries = self.states.len()
             + self.members.len()
+            + self.kinds.len()
             + self.member_rows.len()
             + self.devices.len()
             + self.cursors.len()

@@ -27,13 +27,13 @@ use fjall::Database;
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, Timestamp, UserId};
 use tokio::sync::{mpsc, oneshot};
 
-use self::apply::WriteOp;
+use self::apply::{Applied, WriteOp};
 use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, Mutation, SentKey,
-    SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -81,7 +81,7 @@ impl EmbeddedStore {
         Ok(Self { db, spaces, writer })
     }
 
-    async fn write(&self, op: WriteOp) -> StoreResult<()> {
+    async fn write(&self, op: WriteOp) -> StoreResult<Applied> {
         let (done, wait) = oneshot::channel();
         self.writer
             .send(Job { op, done })
@@ -89,6 +89,13 @@ impl EmbeddedStore {
             .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?;
         wait.await
             .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
+    }
+
+    async fn write_mark(&self, op: WriteOp) -> StoreResult<MarkChange> {
+        match self.write(op).await? {
+            Applied::Mark(change) => Ok(change),
+            Applied::Done => Err(StoreError::Corrupt("an ack produced no marks".into())),
+        }
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>
@@ -137,7 +144,7 @@ impl Store for EmbeddedStore {
         if mutations.is_empty() {
             return Ok(());
         }
-        self.write(WriteOp::Commit(mutations)).await
+        self.write(WriteOp::Commit(mutations)).await.map(|_| ())
     }
 
     async fn sequencer_states(
@@ -217,11 +224,27 @@ impl Store for EmbeddedStore {
         device: &DeviceId,
         conversation: &ConversationId,
         seq: u64,
-    ) -> StoreResult<()> {
-        self.write(WriteOp::AckDelivered {
+    ) -> StoreResult<MarkChange> {
+        self.write_mark(WriteOp::AckDelivered {
             tenant: tenant.clone(),
             user: user.clone(),
             device: device.clone(),
+            conversation: conversation.clone(),
+            seq,
+        })
+        .await
+    }
+
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        self.write_mark(WriteOp::AckRead {
+            tenant: tenant.clone(),
+            user: user.clone(),
             conversation: conversation.clone(),
             seq,
         })
@@ -248,6 +271,7 @@ impl Store for EmbeddedStore {
             at: Timestamp::now(),
         })
         .await
+        .map(|_| ())
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use fjall::{Database, PersistMode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::apply::{ApplyError, WriteOp, Writer};
+use super::apply::{Applied, ApplyError, WriteOp, Writer};
 use super::cache::{Pending, WriterCache};
 use super::codec::storage;
 use super::keys::Spaces;
@@ -22,7 +22,7 @@ const MAX_GROUP: usize = 4096;
 
 pub(super) struct Job {
     pub op: WriteOp,
-    pub done: oneshot::Sender<StoreResult<()>>,
+    pub done: oneshot::Sender<StoreResult<Applied>>,
 }
 
 pub(super) fn spawn(
@@ -64,6 +64,8 @@ fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut job
     let count = jobs.len();
     let mut refused: Vec<(Job, StoreError)> = Vec::new();
     loop {
+        // What each applied job produced, in job order.
+        let mut applied: Vec<Applied> = Vec::with_capacity(jobs.len());
         // Everything committed so far; the cache covers this group's writes.
         let snap = db.snapshot();
         let mut batch = db.batch().durability(Some(PersistMode::SyncData));
@@ -79,7 +81,10 @@ fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut job
                 pending: &mut pending,
             };
             match writer.apply(&jobs[i].op) {
-                Ok(()) => i += 1,
+                Ok(result) => {
+                    applied.push(result);
+                    i += 1;
+                }
                 Err(ApplyError::Clean(e)) => refused.push((jobs.remove(i), e)),
                 Err(ApplyError::Dirty(e)) => {
                     dirty = Some((i, e));
@@ -103,8 +108,8 @@ fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut job
         }
         match batch.commit() {
             Ok(()) => {
-                for job in jobs {
-                    let _ = job.done.send(Ok(()));
+                for (job, result) in jobs.into_iter().zip(applied) {
+                    let _ = job.done.send(Ok(result));
                 }
             }
             Err(e) => {

@@ -12,5 +12,6 @@ mod idempotency;
 mod leases;
 mod ordering;
 mod overload;
+mod receipts;
 mod store_service;
 mod support;

@@ -1,0 +1,139 @@
+//! Receipts (F7): a connection's `ack_delivered` and `ack_read` marks are
+//! coalesced per conversation for one receipt window, then written; the
+//! marks that moved are broadcast as `receipt` frames to the other members
+//! (not for conversations that fan out on read, where one mark per member
+//! per window would be a storm: there the marks are only stored, and read
+//! with `GET /v1/conversations/{id}`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use switchboard_backbone::envelope::frame_event;
+use switchboard_backbone::fanout::FanOut;
+use switchboard_backbone::subject::user_events;
+use switchboard_protocol::{ConversationId, ReceiptKind, ServerFrame};
+use switchboard_store::{MarkChange, StoreResult};
+use tokio::sync::mpsc;
+
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::connection::error_frame;
+use crate::error::store_error_code;
+use crate::hub::Outbound;
+
+/// The highest marks a connection sent since the last flush.
+#[derive(Default)]
+pub(crate) struct PendingMarks {
+    delivered: HashMap<ConversationId, u64>,
+    read: HashMap<ConversationId, u64>,
+}
+
+impl PendingMarks {
+    pub fn delivered(&mut self, conversation: ConversationId, seq: u64) {
+        let mark = self.delivered.entry(conversation).or_insert(0);
+        *mark = (*mark).max(seq);
+    }
+
+    pub fn read(&mut self, conversation: ConversationId, seq: u64) {
+        let mark = self.read.entry(conversation).or_insert(0);
+        *mark = (*mark).max(seq);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.delivered.is_empty() && self.read.is_empty()
+    }
+}
+
+/// Writes the marks and broadcasts the ones that moved. Errors (say, an
+/// ack for a conversation the user left) go back to the connection.
+pub(crate) async fn flush(
+    gw: Arc<Gateway>,
+    id: Identity,
+    marks: PendingMarks,
+    tx: mpsc::Sender<Outbound>,
+) {
+    let writes = marks
+        .delivered
+        .into_iter()
+        .map(|(c, seq)| (c, seq, ReceiptKind::Delivered))
+        .chain(
+            marks
+                .read
+                .into_iter()
+                .map(|(c, seq)| (c, seq, ReceiptKind::Read)),
+        );
+    for (conversation, seq, kind) in writes {
+        if seq == 0 {
+            continue;
+        }
+        let result: StoreResult<MarkChange> = match kind {
+            ReceiptKind::Delivered => {
+                gw.store
+                    .ack_delivered(&id.tenant, &id.user, &id.device, &conversation, seq)
+                    .await
+            }
+            ReceiptKind::Read => {
+                gw.store
+                    .ack_read(&id.tenant, &id.user, &conversation, seq)
+                    .await
+            }
+        };
+        match result {
+            Ok(change) => broadcast(&gw, &id, &conversation, &change).await,
+            Err(e) => {
+                let request = match kind {
+                    ReceiptKind::Delivered => "ack_delivered",
+                    ReceiptKind::Read => "ack_read",
+                };
+                let frame = error_frame(
+                    store_error_code(&e),
+                    e.to_string(),
+                    request,
+                    None,
+                    Some(conversation.as_str()),
+                );
+                let _ = tx.send(frame).await;
+            }
+        }
+    }
+}
+
+async fn broadcast(
+    gw: &Gateway,
+    id: &Identity,
+    conversation: &ConversationId,
+    change: &MarkChange,
+) {
+    if gw.config.fanout.mode(change.kind, change.members.len()) == FanOut::Read {
+        return;
+    }
+    let moved = [
+        (
+            change.delivered_moved,
+            ReceiptKind::Delivered,
+            change.delivered_seq,
+        ),
+        (change.read_moved, ReceiptKind::Read, change.read_seq),
+    ];
+    for (_, kind, seq) in moved.into_iter().filter(|m| m.0) {
+        let (headers, payload) = frame_event(&ServerFrame::Receipt {
+            conversation_id: conversation.clone(),
+            user_id: id.user.clone(),
+            kind,
+            seq,
+        });
+        for member in change.members.iter().filter(|m| **m != id.user) {
+            if let Err(e) = gw
+                .client
+                .publish_with_headers(
+                    user_events(&id.tenant, member),
+                    headers.clone(),
+                    payload.clone(),
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "publishing a receipt failed");
+            }
+        }
+    }
+}
