@@ -25,6 +25,9 @@ pub struct Limits {
     pub sends_per_second: f64,
     /// Burst of sends a connection may make at once.
     pub send_burst: f64,
+    /// Typing indicators per second per connection, and their burst.
+    pub typing_per_second: f64,
+    pub typing_burst: f64,
     /// Sends per connection that JetStream has not yet confirmed.
     pub max_inflight_sends: usize,
     /// Frames queued for a client that reads too slowly; past this the
@@ -48,6 +51,8 @@ impl Default for Limits {
             content: ContentLimits::default(),
             sends_per_second: 200.0,
             send_burst: 400.0,
+            typing_per_second: 2.0,
+            typing_burst: 4.0,
             max_inflight_sends: 1024,
             outbound_queue: 4096,
             max_members_per_request: 1000,
@@ -87,6 +92,8 @@ pub struct GatewayConfig {
     pub receipt_interval: Duration,
     /// Where messages fan out on write and where on read.
     pub fanout: FanOutPolicy,
+    /// How long a `typing` `start` holds at the receiver unless refreshed.
+    pub typing_expiry: Duration,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
     /// Publishes to JetStream this gateway may have waiting for their
@@ -115,6 +122,7 @@ impl GatewayConfig {
             command_timeout: Duration::from_secs(10),
             receipt_interval: Duration::from_secs(1),
             fanout: FanOutPolicy::default(),
+            typing_expiry: Duration::from_secs(5),
             partitions: 16,
             jetstream_max_inflight: 5000,
             serve_web_client: false,

@@ -25,6 +25,7 @@ use crate::auth::Identity;
 use crate::error::store_error_code;
 use crate::hub::{Outbound, Registration};
 use crate::receipts::{self, PendingMarks};
+use crate::typing;
 
 /// WebSocket close code for "try again later" (RFC 6455 registry).
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
@@ -67,6 +68,7 @@ struct Connection {
     id: Identity,
     tx: mpsc::Sender<Outbound>,
     sends: TokenBucket,
+    typing: TokenBucket,
     inflight: Arc<Semaphore>,
     /// Marks sent since the last receipt window closed.
     marks: PendingMarks,
@@ -164,6 +166,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
         id,
         tx,
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
+        typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
         inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
         marks: PendingMarks::default(),
         overflowed: false,
@@ -297,6 +300,23 @@ impl Connection {
                 conversation_id,
                 seq,
             } => self.marks.read(conversation_id, seq),
+            ClientFrame::Typing {
+                conversation_id,
+                state,
+            } => {
+                if self.typing.take() {
+                    let (gw, id, tx) = (self.gw.clone(), self.id.clone(), self.tx.clone());
+                    tokio::spawn(typing::relay(gw, id, conversation_id, state, tx));
+                } else {
+                    self.reply(error_frame(
+                        ErrorCode::RateLimited,
+                        "typing indicators too often; one start every few seconds is enough",
+                        "typing",
+                        None,
+                        Some(conversation_id.as_str()),
+                    ));
+                }
+            }
             ClientFrame::PullBacklog {
                 conversation_id,
                 since_seq,

@@ -15,6 +15,7 @@ pub mod error;
 pub mod hub;
 mod receipts;
 mod rest;
+mod typing;
 
 use std::sync::Arc;
 

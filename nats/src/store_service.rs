@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
 use switchboard_store::{
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, Mutation,
     SentKey, SequencerState, Store, StoreError, StoreResult,
@@ -36,6 +36,11 @@ enum Request {
         keys: Vec<SentKey>,
     },
     Conversation {
+        tenant: TenantId,
+        conversation: ConversationId,
+        reader: UserId,
+    },
+    Members {
         tenant: TenantId,
         conversation: ConversationId,
         reader: UserId,
@@ -120,6 +125,11 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             conversation,
             reader,
         } => reply(store.conversation(&tenant, &conversation, &reader).await),
+        Request::Members {
+            tenant,
+            conversation,
+            reader,
+        } => reply(store.members(&tenant, &conversation, &reader).await),
         Request::ConversationsOf { tenant, user } => {
             reply(store.conversations_of(&tenant, &user).await)
         }
@@ -256,6 +266,20 @@ impl Store for RemoteStore {
         reader: &UserId,
     ) -> StoreResult<ConversationDetail> {
         self.call(Request::Conversation {
+            tenant: tenant.clone(),
+            conversation: conversation.clone(),
+            reader: reader.clone(),
+        })
+        .await
+    }
+
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+        self.call(Request::Members {
             tenant: tenant.clone(),
             conversation: conversation.clone(),
             reader: reader.clone(),

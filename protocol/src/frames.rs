@@ -24,6 +24,10 @@ pub enum ClientFrame {
         conversation_id: ConversationId,
         seq: u64,
     },
+    Typing {
+        conversation_id: ConversationId,
+        state: TypingState,
+    },
     PullBacklog {
         #[serde(default)]
         conversation_id: Option<ConversationId>,
@@ -41,6 +45,7 @@ impl ClientFrame {
             Self::SendMessage { .. } => "send_message",
             Self::AckDelivered { .. } => "ack_delivered",
             Self::AckRead { .. } => "ack_read",
+            Self::Typing { .. } => "typing",
             Self::PullBacklog { .. } => "pull_backlog",
             Self::Ping {} => "ping",
         }
@@ -58,6 +63,7 @@ const CLIENT_TYPES: &[&str] = &[
     "send_message",
     "ack_delivered",
     "ack_read",
+    "typing",
     "pull_backlog",
     "ping",
 ];
@@ -108,6 +114,13 @@ impl FrameError {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TypingState {
+    Start,
+    Stop,
+}
+
 /// Which high-water mark a `receipt` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,6 +152,14 @@ pub enum ServerFrame {
         user_id: UserId,
         kind: ReceiptKind,
         seq: u64,
+    },
+    /// Another member is typing. A `start` holds for `expires_in_ms`
+    /// unless refreshed (an addition to PROTOCOL.md).
+    Typing {
+        conversation_id: ConversationId,
+        user_id: UserId,
+        state: TypingState,
+        expires_in_ms: u64,
     },
     BacklogDone {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -305,6 +305,15 @@ async fn reads_need_membership(store: &dyn Store) {
     let detail = store.conversation(&tt, &c, &user("a")).await.unwrap();
     assert_eq!(detail.record.last_seq, 1);
     assert_eq!(detail.members.len(), 2);
+    let (kind, members) = store.members(&tt, &c, &user("b")).await.unwrap();
+    assert_eq!(
+        (kind, members),
+        (ConversationKind::Group, vec![user("a"), user("b")])
+    );
+    assert_eq!(
+        store.members(&tt, &c, &eve).await.unwrap_err(),
+        StoreError::NotAMember
+    );
 }
 
 async fn inbox_is_per_device(store: &dyn Store) {

@@ -26,7 +26,7 @@ mod types;
 pub use types::*;
 
 use async_trait::async_trait;
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
 
 /// The store interface. All methods are cancel-safe in the sense that a
 /// dropped future leaves the store consistent (a commit either happened
@@ -56,6 +56,15 @@ pub trait Store: Send + Sync + 'static {
         conversation: &ConversationId,
         reader: &UserId,
     ) -> StoreResult<ConversationDetail>;
+
+    /// The conversation's kind and members, for a member (to address an
+    /// ephemeral event such as typing).
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)>;
 
     /// Every conversation `user` is a member of, most recent activity first.
     async fn conversations_of(

@@ -24,7 +24,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fjall::Database;
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, Timestamp, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, TenantId, Timestamp, UserId,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use self::apply::{Applied, WriteOp};
@@ -167,6 +169,17 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<ConversationDetail> {
         let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
         self.read(move |txn, s| read::conversation(txn, s, &t, &c, &r))
+            .await
+    }
+
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.read(move |txn, s| read::members_of(txn, s, &t, &c, &r))
             .await
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use fjall::Readable;
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part, trailing_u64};
@@ -263,6 +263,27 @@ pub(super) fn conversation<R: Readable>(
         record,
         members: members(r, s, t, c)?,
     })
+}
+
+pub(super) fn members_of<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    reader: &UserId,
+) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    check_membership(r, s, t, c, reader.as_str())?;
+    let meta = r
+        .get(&s.conversations, Key::new().s(t).s(c).bytes())
+        .map_err(storage)?
+        .ok_or(StoreError::NotFound)?;
+    let kind = decode::<ConversationMeta>(&meta)?.kind;
+    let members = member_ids(r, s, t, c)?
+        .iter()
+        .map(|m| user_id(m))
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok((kind, members))
 }
 
 pub(super) fn conversations_of<R: Readable>(

@@ -15,3 +15,4 @@ mod overload;
 mod receipts;
 mod store_service;
 mod support;
+mod typing;

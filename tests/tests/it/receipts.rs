@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use switchboard_client::WsClient;
 use switchboard_protocol::conversation::Members;
-use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind, ReceiptKind, ServerFrame};
+use switchboard_protocol::{
+    ClientFrame, ConversationId, ConversationKind, ReceiptKind, ServerFrame,
+};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -14,15 +16,23 @@ use crate::support::*;
 fn ack(kind: ReceiptKind, conv: &str, seq: u64) -> ClientFrame {
     let conversation_id = ConversationId::new(conv).unwrap();
     match kind {
-        ReceiptKind::Delivered => ClientFrame::AckDelivered { conversation_id, seq },
-        ReceiptKind::Read => ClientFrame::AckRead { conversation_id, seq },
+        ReceiptKind::Delivered => ClientFrame::AckDelivered {
+            conversation_id,
+            seq,
+        },
+        ReceiptKind::Read => ClientFrame::AckRead {
+            conversation_id,
+            seq,
+        },
     }
 }
 
 /// The next receipt: (user, kind, seq).
 async fn expect_receipt(ws: &mut WsClient) -> (String, ReceiptKind, u64) {
     expect(ws, "a receipt", |f| match f {
-        ServerFrame::Receipt { user_id, kind, seq, .. } => Some((user_id.as_str().to_owned(), kind, seq)),
+        ServerFrame::Receipt {
+            user_id, kind, seq, ..
+        } => Some((user_id.as_str().to_owned(), kind, seq)),
         _ => None,
     })
     .await
@@ -54,7 +64,9 @@ async fn marks(cluster: &Cluster, viewer: &str, conv: &str, user: &str) -> (u64,
 #[tokio::test]
 async fn marks_reach_the_other_members_as_receipts() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Group, "alice", &["bob", "carol"]).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob", "carol"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     let mut carol = cluster.ws(0, "carol", "c").await;
     let mut phone = cluster.ws(0, "bob", "phone").await;
@@ -64,16 +76,31 @@ async fn marks_reach_the_other_members_as_receipts() {
     }
 
     // Bob's phone got everything: one delivered receipt, to alice and carol.
-    phone.send(&ack(ReceiptKind::Delivered, &conv, 3)).await.unwrap();
-    assert_eq!(expect_receipt(&mut alice).await, ("bob".into(), ReceiptKind::Delivered, 3));
-    assert_eq!(expect_receipt(&mut carol).await, ("bob".into(), ReceiptKind::Delivered, 3));
+    phone
+        .send(&ack(ReceiptKind::Delivered, &conv, 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        expect_receipt(&mut alice).await,
+        ("bob".into(), ReceiptKind::Delivered, 3)
+    );
+    assert_eq!(
+        expect_receipt(&mut carol).await,
+        ("bob".into(), ReceiptKind::Delivered, 3)
+    );
     // The laptop acking the same adds nothing: the user's mark did not move.
-    laptop.send(&ack(ReceiptKind::Delivered, &conv, 3)).await.unwrap();
+    laptop
+        .send(&ack(ReceiptKind::Delivered, &conv, 3))
+        .await
+        .unwrap();
     expect_no_receipt(&mut alice, Duration::from_millis(600)).await;
 
     // Reads in quick succession are coalesced into one window's receipt.
     for seq in 1..=3 {
-        phone.send(&ack(ReceiptKind::Read, &conv, seq)).await.unwrap();
+        phone
+            .send(&ack(ReceiptKind::Read, &conv, seq))
+            .await
+            .unwrap();
     }
     let mut last = expect_receipt(&mut alice).await;
     assert_eq!((last.0.as_str(), last.1), ("bob", ReceiptKind::Read));
@@ -95,13 +122,18 @@ async fn marks_reach_the_other_members_as_receipts() {
     let mut eve = cluster.ws(0, "eve", "e").await;
     eve.send(&ack(ReceiptKind::Read, &conv, 1)).await.unwrap();
     let (code, request, _, _) = expect_error(&mut eve).await;
-    assert_eq!((code.as_str(), request.as_deref()), ("not_a_member", Some("ack_read")));
+    assert_eq!(
+        (code.as_str(), request.as_deref()),
+        ("not_a_member", Some("ack_read"))
+    );
 }
 
 #[tokio::test]
 async fn receipts_converge_after_a_member_reconnects() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     for i in 0..4 {
         send_acked(&mut alice, &conv, &format!("c{i}"), "x").await;
@@ -131,7 +163,9 @@ async fn conversations_that_fan_out_on_read_store_marks_without_broadcasting() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Channel, "alice", &["bob", "carol"]).await;
+    let conv = cluster
+        .create(ConversationKind::Channel, "alice", &["bob", "carol"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     send_acked(&mut alice, &conv, "big-1", "to many").await;
     let mut bob = cluster.ws(0, "bob", "b").await;

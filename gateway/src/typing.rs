@@ -1,0 +1,67 @@
+//! Typing indicators (F8): ephemeral, relayed over core NATS to the other
+//! members' event subjects, never stored. Only gateways where a member is
+//! connected subscribe, so only connected members hear it; the others never
+//! will. The server keeps no state: a `start` carries `expires_in_ms`, and a
+//! client that keeps typing sends `start` again before it runs out.
+//! Conversations that fan out on read get no typing indicators.
+
+use std::sync::Arc;
+
+use switchboard_backbone::envelope::frame_event;
+use switchboard_backbone::fanout::FanOut;
+use switchboard_backbone::subject::user_events;
+use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
+use tokio::sync::mpsc;
+
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::connection::error_frame;
+use crate::error::store_error_code;
+use crate::hub::Outbound;
+
+/// Checks membership (every time: a removed member must stop hearing at
+/// once) and relays the indicator to the other members.
+pub(crate) async fn relay(
+    gw: Arc<Gateway>,
+    id: Identity,
+    conversation: ConversationId,
+    state: TypingState,
+    tx: mpsc::Sender<Outbound>,
+) {
+    let (kind, members) = match gw.store.members(&id.tenant, &conversation, &id.user).await {
+        Ok(found) => found,
+        Err(e) => {
+            let frame = error_frame(
+                store_error_code(&e),
+                e.to_string(),
+                "typing",
+                None,
+                Some(conversation.as_str()),
+            );
+            let _ = tx.send(frame).await;
+            return;
+        }
+    };
+    if gw.config.fanout.mode(kind, members.len()) == FanOut::Read {
+        return;
+    }
+    let (headers, payload) = frame_event(&ServerFrame::Typing {
+        conversation_id: conversation,
+        user_id: id.user.clone(),
+        state,
+        expires_in_ms: gw.config.typing_expiry.as_millis() as u64,
+    });
+    for member in members.iter().filter(|m| **m != id.user) {
+        if let Err(e) = gw
+            .client
+            .publish_with_headers(
+                user_events(&id.tenant, member),
+                headers.clone(),
+                payload.clone(),
+            )
+            .await
+        {
+            tracing::debug!(error = %e, "relaying typing failed");
+        }
+    }
+}
