@@ -94,6 +94,8 @@ pub struct GatewayConfig {
     pub fanout: FanOutPolicy,
     /// How long a `typing` `start` holds at the receiver unless refreshed.
     pub typing_expiry: Duration,
+    /// The `sb_presence` bucket's TTL; keys are refreshed every third of it.
+    pub presence_ttl: Duration,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
     /// Publishes to JetStream this gateway may have waiting for their
@@ -123,6 +125,7 @@ impl GatewayConfig {
             receipt_interval: Duration::from_secs(1),
             fanout: FanOutPolicy::default(),
             typing_expiry: Duration::from_secs(5),
+            presence_ttl: Duration::from_secs(30),
             partitions: 16,
             jetstream_max_inflight: 5000,
             serve_web_client: false,

@@ -19,6 +19,8 @@ use switchboard_protocol::{DeviceId, ServerFrame, TenantId, UserId};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::presence::Presence;
+
 /// What a connection's writer receives.
 #[derive(Debug)]
 pub enum Outbound {
@@ -48,6 +50,8 @@ struct UserEntry {
 
 pub struct Hub {
     client: async_nats::Client,
+    /// Told when a user's first connection here joins and the last leaves.
+    presence: Arc<Presence>,
     users: tokio::sync::Mutex<HashMap<(TenantId, UserId), UserEntry>>,
     next_id: AtomicU64,
 }
@@ -63,12 +67,17 @@ pub struct Registration {
 pub struct JoinError(String);
 
 impl Hub {
-    pub fn new(client: async_nats::Client) -> Self {
+    pub(crate) fn new(client: async_nats::Client, presence: Arc<Presence>) -> Self {
         Self {
             client,
+            presence,
             users: tokio::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    pub(crate) fn presence(&self) -> &Presence {
+        &self.presence
     }
 
     /// Connections currently registered.
@@ -118,6 +127,7 @@ impl Hub {
             let conns: Conns = Arc::new(Mutex::new(vec![conn]));
             let task = tokio::spawn(dispatch(subscriber, user.clone(), conns.clone()));
             users.insert(key.clone(), UserEntry { conns, task });
+            self.presence.online(tenant, user).await;
         }
         Ok(Registration { key, id })
     }
@@ -137,6 +147,8 @@ impl Hub {
         if empty && let Some(entry) = users.remove(&registration.key) {
             // Dropping the subscriber with the task unsubscribes.
             entry.task.abort();
+            let (tenant, user) = &registration.key;
+            self.presence.offline(tenant, user).await;
         }
     }
 }

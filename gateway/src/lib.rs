@@ -13,6 +13,7 @@ pub mod config;
 mod connection;
 pub mod error;
 pub mod hub;
+mod presence;
 mod receipts;
 mod rest;
 mod typing;
@@ -45,10 +46,12 @@ pub enum GatewayError {
     Limits(String),
     #[error("serving HTTP: {0}")]
     Io(#[from] std::io::Error),
+    #[error("backbone: {0}")]
+    Backbone(String),
 }
 
 impl Gateway {
-    pub fn new(
+    pub async fn new(
         config: GatewayConfig,
         client: async_nats::Client,
         store: Arc<dyn Store>,
@@ -63,11 +66,13 @@ impl Gateway {
         let js = jetstream::context::ContextBuilder::new()
             .max_ack_inflight(config.jetstream_max_inflight.max(1))
             .build(client.clone());
+        let presence =
+            presence::Presence::start(&js, config.gateway_id.clone(), config.presence_ttl).await?;
         Ok(Arc::new(Self {
             config,
             tenants,
             store,
-            hub: hub::Hub::new(client.clone()),
+            hub: hub::Hub::new(client.clone(), presence),
             client,
             js,
             ids,
@@ -82,6 +87,12 @@ impl Gateway {
     /// Connections currently open on this gateway.
     pub async fn connection_count(&self) -> usize {
         self.hub.connection_count().await
+    }
+
+    /// Before exiting: withdraws this gateway's users from presence at once
+    /// (otherwise they go offline when their keys expire).
+    pub async fn shutdown(&self) {
+        self.hub.presence().withdraw_all().await;
     }
 }
 

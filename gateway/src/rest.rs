@@ -46,6 +46,7 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
             delete(remove_member),
         )
         .route("/v1/conversations/{id}/messages", get(history))
+        .route("/v1/users/{user}/presence", get(presence))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz));
@@ -375,6 +376,30 @@ async fn history(
         messages,
         next_before_seq,
     }))
+}
+
+/// Presence of oneself or of a direct contact: the same scope the
+/// `presence` frames have.
+async fn presence(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<switchboard_protocol::PresenceInfo>, ApiError> {
+    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let user = UserId::new(raw).map_err(|e| ApiError::invalid(e.to_string()))?;
+    if user != id.user
+        && !gw
+            .store
+            .contacts(&id.tenant, &id.user)
+            .await?
+            .contains(&user)
+    {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "presence is visible to the user's direct contacts only",
+        ));
+    }
+    Ok(Json(gw.hub.presence().lookup(&id.tenant, &user).await))
 }
 
 #[derive(Deserialize)]

@@ -15,10 +15,14 @@ pub const INGEST_STREAM_JSON: &str = include_str!("../streams/SB_INGEST.json");
 pub const WRITER_CONSUMER_TEMPLATE_JSON: &str = include_str!("../consumers/writer.template.json");
 pub const NODES_BUCKET_JSON: &str = include_str!("../kv/sb_nodes.json");
 pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
+pub const PRESENCE_BUCKET_JSON: &str = include_str!("../kv/sb_presence.json");
+pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
 
 pub const INGEST_STREAM: &str = "SB_INGEST";
 pub const NODES_BUCKET: &str = "sb_nodes";
 pub const WORKERS_BUCKET: &str = "sb_workers";
+pub const PRESENCE_BUCKET: &str = "sb_presence";
+pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
 
 /// Settings an operator may change without editing the JSON.
 #[derive(Debug, Clone)]
@@ -30,6 +34,8 @@ pub struct BackboneConfig {
     pub partitions: u16,
     /// Overrides the ingest stream's `duplicate_window` (tests shorten it).
     pub duplicate_window: Option<Duration>,
+    /// Overrides the `sb_presence` bucket's TTL.
+    pub presence_ttl: Option<Duration>,
 }
 
 impl Default for BackboneConfig {
@@ -38,6 +44,7 @@ impl Default for BackboneConfig {
             replicas: 1,
             partitions: 16,
             duplicate_window: None,
+            presence_ttl: None,
         }
     }
 }
@@ -52,6 +59,10 @@ struct BucketFile {
     max_age: u64,
     storage: stream::StorageType,
     num_replicas: usize,
+    /// Nanoseconds to keep the marker of a key that expired (markers let
+    /// watchers see expiries); absent for buckets that need none.
+    #[serde(default)]
+    limit_markers: Option<u64>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, BackboneError> {
@@ -85,6 +96,7 @@ fn bucket(name: &str, json: &str, config: &BackboneConfig) -> Result<kv::Config,
         max_age: Duration::from_nanos(f.max_age),
         storage: f.storage,
         num_replicas: config.replicas.max(f.num_replicas),
+        limit_markers: f.limit_markers.map(Duration::from_nanos),
         ..Default::default()
     })
 }
@@ -97,13 +109,31 @@ pub fn workers_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneErr
     bucket("sb_workers.json", WORKERS_BUCKET_JSON, config)
 }
 
+pub fn presence_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    let mut b = bucket("sb_presence.json", PRESENCE_BUCKET_JSON, config)?;
+    if let Some(ttl) = config.presence_ttl {
+        b.max_age = ttl;
+    }
+    Ok(b)
+}
+
+pub fn last_seen_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_last_seen.json", LAST_SEEN_BUCKET_JSON, config)
+}
+
 /// Creates or updates every stream and bucket. Safe to run from every
 /// process at every start: the definitions are the same everywhere.
 pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<(), BackboneError> {
     js.create_or_update_stream(ingest_stream(config)?)
         .await
         .map_err(|e| BackboneError::Nats(format!("stream {INGEST_STREAM}: {e}")))?;
-    for b in [nodes_bucket(config)?, workers_bucket(config)?] {
+    let buckets = [
+        nodes_bucket(config)?,
+        workers_bucket(config)?,
+        presence_bucket(config)?,
+        last_seen_bucket(config)?,
+    ];
+    for b in buckets {
         let name = b.bucket.clone();
         js.create_or_update_key_value(b)
             .await
@@ -130,6 +160,10 @@ mod tests {
         assert_eq!(w.ack_policy, consumer::AckPolicy::Explicit);
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
         assert_eq!(workers_bucket(&c).unwrap().history, 1);
+        let presence = presence_bucket(&c).unwrap();
+        assert_eq!(presence.max_age, Duration::from_secs(30));
+        assert!(presence.limit_markers.is_some(), "expiries must be visible");
+        assert_eq!(last_seen_bucket(&c).unwrap().max_age, Duration::ZERO);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod envelope;
 pub mod fanout;
 pub mod lease;
 pub mod node_id;
+pub mod presence;
 pub mod store_service;
 pub mod subject;
 

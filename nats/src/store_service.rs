@@ -45,6 +45,10 @@ enum Request {
         conversation: ConversationId,
         reader: UserId,
     },
+    Contacts {
+        tenant: TenantId,
+        user: UserId,
+    },
     ConversationsOf {
         tenant: TenantId,
         user: UserId,
@@ -130,6 +134,7 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             conversation,
             reader,
         } => reply(store.members(&tenant, &conversation, &reader).await),
+        Request::Contacts { tenant, user } => reply(store.contacts(&tenant, &user).await),
         Request::ConversationsOf { tenant, user } => {
             reply(store.conversations_of(&tenant, &user).await)
         }
@@ -283,6 +288,14 @@ impl Store for RemoteStore {
             tenant: tenant.clone(),
             conversation: conversation.clone(),
             reader: reader.clone(),
+        })
+        .await
+    }
+
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
+        self.call(Request::Contacts {
+            tenant: tenant.clone(),
+            user: user.clone(),
         })
         .await
     }

@@ -6,6 +6,7 @@ use crate::content::Content;
 use crate::error::ErrorCode;
 use crate::ids::{ClientMsgId, ConversationId, MessageId, UserId};
 use crate::message::Message;
+use crate::timestamp::Timestamp;
 
 /// Frames a client sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +117,23 @@ impl FrameError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+pub enum PresenceStatus {
+    Online,
+    Offline,
+}
+
+/// Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceInfo {
+    pub user_id: UserId,
+    pub status: PresenceStatus,
+    /// Now while online; when the user was last connected otherwise; null
+    /// if never.
+    pub last_seen: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TypingState {
     Start,
     Stop,
@@ -160,6 +178,12 @@ pub enum ServerFrame {
         user_id: UserId,
         state: TypingState,
         expires_in_ms: u64,
+    },
+    /// A contact came online or went offline.
+    Presence {
+        user_id: UserId,
+        status: PresenceStatus,
+        last_seen: Option<Timestamp>,
     },
     BacklogDone {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -18,7 +18,9 @@ pub mod timestamp;
 pub use content::{Content, ContentError, ContentLimits};
 pub use conversation::{ConversationKind, ConversationView, MemberView};
 pub use error::ErrorCode;
-pub use frames::{ClientFrame, FrameError, ReceiptKind, ServerFrame, TypingState};
+pub use frames::{
+    ClientFrame, FrameError, PresenceInfo, PresenceStatus, ReceiptKind, ServerFrame, TypingState,
+};
 pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantId, UserId};
 pub use message::Message;
 pub use snowflake::SnowflakeGenerator;

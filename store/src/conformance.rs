@@ -468,6 +468,16 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
         .map(|s| s.record.conversation_id.as_str())
         .collect();
     assert_eq!(ids, vec!["new", "mid", "old"]);
+    // Contacts are the other members of direct conversations only.
+    store
+        .commit(vec![
+            create(t, "d1", ConversationKind::Direct, &["b", "x"], 1),
+            create(t, "d2", ConversationKind::Direct, &["y", "b"], 2),
+        ])
+        .await
+        .unwrap();
+    let contacts = store.contacts(&tenant(t), &user("b")).await.unwrap();
+    assert_eq!(contacts, vec![user("x"), user("y")]);
     // A message moves its conversation to the front.
     let mut m = text_message("old", 1, "a", "phone", "bump");
     m.created_at = Timestamp::from_unix_ms(40);

@@ -66,6 +66,10 @@ pub trait Store: Send + Sync + 'static {
         reader: &UserId,
     ) -> StoreResult<(ConversationKind, Vec<UserId>)>;
 
+    /// The other members of `user`'s direct conversations: whom their
+    /// presence concerns.
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>>;
+
     /// Every conversation `user` is a member of, most recent activity first.
     async fn conversations_of(
         &self,

@@ -32,6 +32,9 @@ pub struct FileConfig {
     pub demo_secret: Option<String>,
     pub command_timeout_ms: Option<u64>,
     pub receipt_interval_ms: Option<u64>,
+    /// How long a dead gateway's users stay online, in milliseconds
+    /// (the `sb_presence` bucket's TTL; default 30000).
+    pub presence_ttl_ms: Option<u64>,
     pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,
@@ -69,6 +72,11 @@ impl FileConfig {
 
     pub fn receipt_interval(&self) -> Duration {
         Duration::from_millis(self.receipt_interval_ms.unwrap_or(1000).max(10))
+    }
+
+    pub fn presence_ttl(&self) -> Option<Duration> {
+        self.presence_ttl_ms
+            .map(|ms| Duration::from_millis(ms.max(1000)))
     }
 
     pub fn fanout(&self) -> switchboard_backbone::fanout::FanOutPolicy {

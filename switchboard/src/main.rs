@@ -164,6 +164,7 @@ fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
         duplicate_window: file
             .duplicate_window_ms
             .map(std::time::Duration::from_millis),
+        presence_ttl: file.presence_ttl(),
     }
 }
 

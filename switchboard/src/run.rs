@@ -158,6 +158,9 @@ pub fn gateway_config(
     config.partitions = backbone.partitions;
     config.command_timeout = file.command_timeout();
     config.receipt_interval = file.receipt_interval();
+    if let Some(ttl) = file.presence_ttl() {
+        config.presence_ttl = ttl;
+    }
     config.fanout = file.fanout();
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;
@@ -176,7 +179,7 @@ pub async fn gateway(
     shutdown: Shutdown,
     on_listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
-    let gateway = Gateway::new(config, client, store, Arc::new(ids))?;
+    let gateway = Gateway::new(config, client, store, Arc::new(ids)).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
@@ -184,5 +187,6 @@ pub async fn gateway(
     println!("switchboard: listening on http://{addr}");
     on_listening(addr);
     switchboard_gateway::serve(listener, gateway.router(), shutdown.wait()).await?;
+    gateway.shutdown().await;
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! becomes durable. Gateways never write messages themselves.
 
 mod partitions;
+mod presence;
 pub mod sequencer;
 mod writer;
 
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use switchboard_backbone::BackboneError;
-use switchboard_backbone::definitions::WORKERS_BUCKET;
+use switchboard_backbone::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
 use switchboard_store::{Store, StoreError};
 
 pub use switchboard_backbone::node_id::IdSource;
@@ -61,6 +62,9 @@ pub enum WorkerError {
 
 pub(crate) struct Ctx {
     pub client: async_nats::Client,
+    /// Whether this worker holds partition 0, which makes it the one that
+    /// announces presence.
+    pub leader: std::sync::atomic::AtomicBool,
     pub js: jetstream::Context,
     pub store: Arc<dyn Store>,
     pub ids: Arc<dyn IdSource>,
@@ -82,12 +86,30 @@ pub async fn run(
         .await
         .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
     let ctx = Arc::new(Ctx {
+        leader: std::sync::atomic::AtomicBool::new(false),
         client,
         js,
         store,
         ids,
         config,
     });
+    let open = |name: &'static str| {
+        let js = ctx.js.clone();
+        async move {
+            js.get_key_value(name)
+                .await
+                .map_err(|e| WorkerError::Nats(format!("bucket {name}: {e}")))
+        }
+    };
+    let presence_view =
+        switchboard_backbone::presence::PresenceView::watch(open(PRESENCE_BUCKET).await?);
+    let notifier = tokio::spawn(presence::notify(
+        ctx.clone(),
+        presence_view,
+        open(LAST_SEEN_BUCKET).await?,
+    ));
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
-    partitions::run(ctx, bucket, shutdown).await
+    let result = partitions::run(ctx, bucket, shutdown).await;
+    notifier.abort();
+    result
 }

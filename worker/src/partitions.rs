@@ -181,6 +181,10 @@ pub(crate) async fn run(
             }
         }
 
+        // The holder of partition 0 announces presence.
+        ctx.leader
+            .store(held.contains_key(&0), std::sync::atomic::Ordering::Relaxed);
+
         if Instant::now() < next_rebalance {
             continue;
         }
@@ -238,6 +242,8 @@ pub(crate) async fn run(
         }
     }
 
+    ctx.leader
+        .store(false, std::sync::atomic::Ordering::Relaxed);
     for (p, h) in std::mem::take(&mut held) {
         stop_and_release(p, h).await;
     }

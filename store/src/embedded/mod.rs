@@ -183,6 +183,11 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.read(move |r, s| read::contacts(r, s, &t, &u)).await
+    }
+
     async fn conversations_of(
         &self,
         tenant: &TenantId,

@@ -286,6 +286,35 @@ pub(super) fn members_of<R: Readable>(
     Ok((kind, members))
 }
 
+pub(super) fn contacts<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    user: &UserId,
+) -> StoreResult<Vec<UserId>> {
+    let (t, u) = (tenant.as_str(), user.as_str());
+    let mut out = std::collections::BTreeSet::new();
+    for kv in scan(r, &s.user_conversations, Key::new().s(t).s(u).bytes()) {
+        let (k, _) = kv?;
+        let c = str_part(&k, 2)?;
+        let Some(meta) = r
+            .get(&s.conversations, Key::new().s(t).s(c).bytes())
+            .map_err(storage)?
+        else {
+            continue;
+        };
+        if decode::<ConversationMeta>(&meta)?.kind != ConversationKind::Direct {
+            continue;
+        }
+        for m in member_ids(r, s, t, c)? {
+            if m != u {
+                out.insert(user_id(&m)?);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 pub(super) fn conversations_of<R: Readable>(
     r: &R,
     s: &Spaces,

@@ -12,6 +12,7 @@ mod idempotency;
 mod leases;
 mod ordering;
 mod overload;
+mod presence;
 mod receipts;
 mod store_service;
 mod support;

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use switchboard_client::WsClient;
-use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind, ServerFrame, TypingState};
+use switchboard_protocol::{
+    ClientFrame, ConversationId, ConversationKind, ServerFrame, TypingState,
+};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -42,12 +44,20 @@ async fn typing_reaches_connected_members_and_is_never_stored() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Group, "alice", &["bob", "carol"]).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob", "carol"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     let mut bob = cluster.ws(1, "bob", "b").await;
 
-    alice.send(&typing(&conv, TypingState::Start)).await.unwrap();
-    assert_eq!(expect_typing(&mut bob).await, ("alice".into(), TypingState::Start, 5000));
+    alice
+        .send(&typing(&conv, TypingState::Start))
+        .await
+        .unwrap();
+    assert_eq!(
+        expect_typing(&mut bob).await,
+        ("alice".into(), TypingState::Start, 5000)
+    );
     alice.send(&typing(&conv, TypingState::Stop)).await.unwrap();
     assert_eq!(expect_typing(&mut bob).await.1, TypingState::Stop);
     silent(&mut alice, Duration::from_millis(300)).await;
@@ -63,20 +73,35 @@ async fn typing_reaches_connected_members_and_is_never_stored() {
     assert!(backlog.is_empty());
     // And nothing waits in the ingest stream.
     let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let info = js.get_stream("SB_INGEST").await.unwrap().info().await.unwrap().clone();
+    let info = js
+        .get_stream("SB_INGEST")
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .clone();
     assert_eq!(info.state.messages, 0);
 }
 
 #[tokio::test]
 async fn typing_is_rate_limited_and_members_only() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     for _ in 0..10 {
-        alice.send(&typing(&conv, TypingState::Start)).await.unwrap();
+        alice
+            .send(&typing(&conv, TypingState::Start))
+            .await
+            .unwrap();
     }
     let (code, request, _, _) = expect_error(&mut alice).await;
-    assert_eq!((code.as_str(), request.as_deref()), ("rate_limited", Some("typing")));
+    assert_eq!(
+        (code.as_str(), request.as_deref()),
+        ("rate_limited", Some("typing"))
+    );
     assert_alive(&mut alice).await;
 
     let mut eve = cluster.ws(0, "eve", "e").await;
