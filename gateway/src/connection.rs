@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
-use switchboard_backbone::envelope::{Command, SendCommand};
+use switchboard_backbone::envelope::{Command, SendCommand, UpdateCommand};
 use switchboard_protocol::{
-    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, ServerFrame, Timestamp,
+    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ServerFrame, Timestamp,
 };
 use switchboard_store::SentKey;
 use tokio::sync::{Semaphore, mpsc};
@@ -292,6 +292,18 @@ impl Connection {
                 self.send_message(client_msg_id, conversation_id, content)
                     .await
             }
+            ClientFrame::EditMessage {
+                conversation_id,
+                message_id,
+                content,
+            } => {
+                self.update(conversation_id, message_id, Some(content))
+                    .await
+            }
+            ClientFrame::DeleteMessage {
+                conversation_id,
+                message_id,
+            } => self.update(conversation_id, message_id, None).await,
             ClientFrame::AckDelivered {
                 conversation_id,
                 seq,
@@ -432,6 +444,79 @@ impl Connection {
                 }
             }
         });
+    }
+
+    /// An edit (with content) or a deletion. The writer answers every
+    /// member with `message_updated`, or this device with an `error`.
+    async fn update(
+        &mut self,
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        content: Option<Content>,
+    ) {
+        let request = if content.is_some() {
+            "edit_message"
+        } else {
+            "delete_message"
+        };
+        let fail = |code, message: String| {
+            error_frame(code, message, request, None, Some(conversation_id.as_str()))
+        };
+        if let Some(c) = &content
+            && let Err(e) = c.validate_from_client(&self.gw.config.limits.content)
+        {
+            let code = if e.is_too_large() {
+                ErrorCode::TooLarge
+            } else {
+                ErrorCode::InvalidFrame
+            };
+            self.reply(fail(code, e.to_string()));
+            return;
+        }
+        if !self.sends.take() {
+            self.reply(fail(
+                ErrorCode::RateLimited,
+                "too many messages and changes; slow down".into(),
+            ));
+            return;
+        }
+        let command_id = match self.gw.ids.next_id() {
+            Ok(id) => id,
+            Err(e) => {
+                self.reply(fail(ErrorCode::Unavailable, e.to_string()));
+                return;
+            }
+        };
+        let update = UpdateCommand {
+            command_id,
+            tenant: self.id.tenant.clone(),
+            conversation_id: conversation_id.clone(),
+            message_id,
+            actor: self.id.user.clone(),
+            device: self.id.device.clone(),
+            actor_is_admin: self.id.admin,
+            content: content.clone(),
+        };
+        let command = if content.is_some() {
+            Command::Edit(update)
+        } else {
+            Command::Delete(update)
+        };
+        match self.gw.publish_command(&command, None).await {
+            Ok(stored) => {
+                let tx = self.tx.clone();
+                let unstored = fail(
+                    ErrorCode::Unavailable,
+                    "backbone did not store the change; retry".into(),
+                );
+                tokio::spawn(async move {
+                    if stored.await.is_err() {
+                        let _ = tx.send(unstored).await;
+                    }
+                });
+            }
+            Err(e) => self.reply(fail(e.code, e.message)),
+        }
     }
 
     fn pull_backlog(

@@ -253,8 +253,8 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: C
                 let frame = ServerFrame::Error {
                     code: r.code,
                     message: r.message,
-                    request_type: Some("send_message".into()),
-                    client_msg_id: Some(r.client_msg_id.as_str().to_owned()),
+                    request_type: Some(r.request_type),
+                    client_msg_id: r.client_msg_id.map(|id| id.as_str().to_owned()),
                     conversation_id: Some(r.conversation_id.as_str().to_owned()),
                 };
                 let text = Utf8Bytes::from(frame.to_json());

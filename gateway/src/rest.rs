@@ -46,6 +46,10 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
             delete(remove_member),
         )
         .route("/v1/conversations/{id}/messages", get(history))
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/versions",
+            get(versions),
+        )
         .route("/v1/users/{user}/presence", get(presence))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
@@ -400,6 +404,29 @@ async fn presence(
         ));
     }
     Ok(Json(gw.hub.presence().lookup(&id.tenant, &user).await))
+}
+
+/// Every version of an edited message, the original first (none for a
+/// message never edited, or deleted).
+async fn versions(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<switchboard_protocol::MessageVersions>, ApiError> {
+    let Path((conversation, message)) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let conversation =
+        ConversationId::new(conversation).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let message_id: switchboard_protocol::MessageId = message
+        .parse()
+        .map_err(|e: switchboard_protocol::IdError| ApiError::invalid(e.to_string()))?;
+    let versions = gw
+        .store
+        .versions(&id.tenant, &conversation, &id.user, message_id)
+        .await?;
+    Ok(Json(switchboard_protocol::MessageVersions {
+        message_id,
+        versions,
+    }))
 }
 
 #[derive(Deserialize)]

@@ -34,6 +34,22 @@ pub enum Command {
     CreateConversation(CreateConversationCommand),
     AddMembers(MembersCommand),
     RemoveMembers(MembersCommand),
+    Edit(UpdateCommand),
+    Delete(UpdateCommand),
+}
+
+/// An edit (with `content`) or a deletion (without) of one message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateCommand {
+    pub command_id: MessageId,
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
+    pub actor: UserId,
+    pub device: DeviceId,
+    pub actor_is_admin: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +97,7 @@ impl Command {
             Self::Send(c) => &c.tenant,
             Self::CreateConversation(c) => &c.tenant,
             Self::AddMembers(c) | Self::RemoveMembers(c) => &c.tenant,
+            Self::Edit(c) | Self::Delete(c) => &c.tenant,
         }
     }
 
@@ -89,6 +106,7 @@ impl Command {
             Self::Send(c) => &c.conversation_id,
             Self::CreateConversation(c) => &c.conversation_id,
             Self::AddMembers(c) | Self::RemoveMembers(c) => &c.conversation_id,
+            Self::Edit(c) | Self::Delete(c) => &c.conversation_id,
         }
     }
 
@@ -102,6 +120,7 @@ impl Command {
             }
             Self::CreateConversation(c) => format!("cmd-{}", c.command_id),
             Self::AddMembers(c) | Self::RemoveMembers(c) => format!("cmd-{}", c.command_id),
+            Self::Edit(c) | Self::Delete(c) => format!("cmd-{}", c.command_id),
         }
     }
 
@@ -181,11 +200,14 @@ pub enum CommandReply {
     },
 }
 
-/// A send the writer refused, for the sending device.
+/// A command the writer refused, for the device that sent it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
     pub device: DeviceId,
-    pub client_msg_id: ClientMsgId,
+    /// The client frame it answers: `send_message`, `edit_message`, ...
+    pub request_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_msg_id: Option<ClientMsgId>,
     pub conversation_id: ConversationId,
     pub code: ErrorCode,
     pub message: String,

@@ -14,10 +14,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    UserId,
+};
 use switchboard_store::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, Mutation,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, MessageKey,
+    Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
@@ -34,6 +37,15 @@ enum Request {
     },
     FindSent {
         keys: Vec<SentKey>,
+    },
+    FindMessages {
+        keys: Vec<MessageKey>,
+    },
+    Versions {
+        tenant: TenantId,
+        conversation: ConversationId,
+        reader: UserId,
+        message_id: MessageId,
     },
     Conversation {
         tenant: TenantId,
@@ -124,6 +136,17 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
         Request::Commit { mutations } => reply(store.commit(mutations).await),
         Request::SequencerStates { keys } => reply(store.sequencer_states(keys).await),
         Request::FindSent { keys } => reply(store.find_sent(keys).await),
+        Request::FindMessages { keys } => reply(store.find_messages(keys).await),
+        Request::Versions {
+            tenant,
+            conversation,
+            reader,
+            message_id,
+        } => reply(
+            store
+                .versions(&tenant, &conversation, &reader, message_id)
+                .await,
+        ),
         Request::Conversation {
             tenant,
             conversation,
@@ -262,6 +285,26 @@ impl Store for RemoteStore {
 
     async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
         self.call(Request::FindSent { keys }).await
+    }
+
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.call(Request::FindMessages { keys }).await
+    }
+
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        self.call(Request::Versions {
+            tenant: tenant.clone(),
+            conversation: conversation.clone(),
+            reader: reader.clone(),
+            message_id,
+        })
+        .await
     }
 
     async fn conversation(

@@ -17,6 +17,15 @@ pub enum ClientFrame {
         conversation_id: ConversationId,
         content: Content,
     },
+    EditMessage {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        content: Content,
+    },
+    DeleteMessage {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+    },
     AckDelivered {
         conversation_id: ConversationId,
         seq: u64,
@@ -44,6 +53,8 @@ impl ClientFrame {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::SendMessage { .. } => "send_message",
+            Self::EditMessage { .. } => "edit_message",
+            Self::DeleteMessage { .. } => "delete_message",
             Self::AckDelivered { .. } => "ack_delivered",
             Self::AckRead { .. } => "ack_read",
             Self::Typing { .. } => "typing",
@@ -62,6 +73,8 @@ impl ClientFrame {
 
 const CLIENT_TYPES: &[&str] = &[
     "send_message",
+    "edit_message",
+    "delete_message",
     "ack_delivered",
     "ack_read",
     "typing",
@@ -162,6 +175,10 @@ pub enum ServerFrame {
         status: String,
     },
     Message {
+        message: Message,
+    },
+    /// An edit or a deletion: the message as it is now.
+    MessageUpdated {
         message: Message,
     },
     /// Another member's high-water mark moved.

@@ -22,6 +22,6 @@ pub use frames::{
     ClientFrame, FrameError, PresenceInfo, PresenceStatus, ReceiptKind, ServerFrame, TypingState,
 };
 pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantId, UserId};
-pub use message::Message;
+pub use message::{Message, MessageVersion, MessageVersions};
 pub use snowflake::SnowflakeGenerator;
 pub use timestamp::Timestamp;

@@ -6,6 +6,24 @@ use crate::content::Content;
 use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
 use crate::timestamp::Timestamp;
 
+/// One version of an edited message (`GET .../versions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageVersion {
+    /// 1 for the original, then 2, 3, ...
+    pub version: u32,
+    pub content: Content,
+    /// When this version was written (`created_at` for the original).
+    pub at: Timestamp,
+    pub editor: UserId,
+}
+
+/// Body of `GET /v1/conversations/{id}/messages/{message_id}/versions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageVersions {
+    pub message_id: MessageId,
+    pub versions: Vec<MessageVersion>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub message_id: MessageId,

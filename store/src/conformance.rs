@@ -16,7 +16,8 @@ use switchboard_protocol::{
 };
 
 use crate::{
-    ConversationKey, ConversationRecord, HistoryQuery, Mutation, SentKey, Store, StoreError,
+    ConversationKey, ConversationRecord, HistoryQuery, MessageKey, Mutation, SentKey, Store,
+    StoreError,
 };
 
 pub fn tenant(s: &str) -> TenantId {
@@ -93,6 +94,7 @@ pub async fn seed_conversation(store: &dyn Store, t: &str, c: &str, members: &[&
             key: key(t, c),
             expected_last_seq: 0,
             messages,
+            inbox: true,
         }])
         .await
         .unwrap();
@@ -126,6 +128,7 @@ pub async fn run_all(store: &dyn Store) {
     conversation_list_is_most_recent_first(store).await;
     removing_a_member_takes_their_access_and_inbox(store).await;
     tenants_are_separate(store).await;
+    edits_and_deletes(store).await;
     concurrent_commits_all_land(store).await;
 }
 
@@ -167,6 +170,7 @@ async fn appends_continue_seq_without_gaps(store: &dyn Store) {
         key: key(t, "c"),
         expected_last_seq: expected,
         messages: vec![text_message("c", seq, "a", "phone", id)],
+        inbox: true,
     };
     // A stale writer that believes last_seq is 2.
     let stale = store.commit(vec![append(2, 3, "x1")]).await;
@@ -207,6 +211,7 @@ async fn idempotency_keys_find_the_original(store: &dyn Store) {
             key: key(t, "c"),
             expected_last_seq: 2,
             messages: vec![text_message("c", 3, "a", "phone", "seed-1")],
+            inbox: true,
         }])
         .await;
     assert!(matches!(dup, Err(StoreError::Conflict(_))));
@@ -216,6 +221,7 @@ async fn idempotency_keys_find_the_original(store: &dyn Store) {
             key: key(t, "c"),
             expected_last_seq: 2,
             messages: vec![text_message("c", 3, "b", "phone", "seed-1")],
+            inbox: true,
         }])
         .await
         .unwrap();
@@ -446,6 +452,7 @@ async fn seed_more(store: &dyn Store, t: &str, c: &str, after: u64, n: u64) {
             key: key(t, c),
             expected_last_seq: after,
             messages,
+            inbox: true,
         }])
         .await
         .unwrap();
@@ -486,6 +493,7 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
             key: key(t, "old"),
             expected_last_seq: 0,
             messages: vec![m],
+            inbox: true,
         }])
         .await
         .unwrap();
@@ -562,6 +570,177 @@ async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
     assert_eq!(missing, Err(StoreError::NotFound));
 }
 
+async fn edits_and_deletes(store: &dyn Store) {
+    let t = &unique_tenant("edit");
+    let tt = tenant(t);
+    let (b, phone, c) = (user("b"), device("phone"), conv("c"));
+    store.register_device(&tt, &b, &phone).await.unwrap();
+    seed_conversation(store, t, "c", &["a", "b"], 3).await;
+    store.ack_delivered(&tt, &b, &phone, &c, 3).await.unwrap();
+    let inbox = || async { store.inbox(&tt, &b, &phone, 10).await.unwrap() };
+    assert!(inbox().await.is_empty());
+
+    let by_id = |seq: u64| MessageKey {
+        tenant: tt.clone(),
+        conversation_id: c.clone(),
+        message_id: text_message("c", seq, "a", "phone", "x").message_id,
+    };
+    let found = store
+        .find_messages(vec![by_id(2), by_id(99)])
+        .await
+        .unwrap();
+    assert_eq!(found[0].as_ref().map(|m| m.seq), Some(2));
+    assert!(found[1].is_none());
+
+    let edit = |seq, text: &str, at| Mutation::Edit {
+        key: key(t, "c"),
+        seq,
+        content: Content::Text { text: text.into() },
+        editor: user("a"),
+        at: Timestamp::from_unix_ms(at),
+        inbox: true,
+    };
+    store
+        .commit(vec![edit(2, "edited", 2_000_000_000_000)])
+        .await
+        .unwrap();
+    let (tt2, c2, b2) = (&tt, &c, &b);
+    let page = |seq: u64| async move {
+        store
+            .history(
+                tt2,
+                c2,
+                b2,
+                HistoryQuery {
+                    before_seq: Some(seq + 1),
+                    after_seq: Some(seq - 1),
+                    limit: 1,
+                },
+            )
+            .await
+            .unwrap()
+            .remove(0)
+    };
+    let edited = page(2).await;
+    assert_eq!(
+        edited.content,
+        Some(Content::Text {
+            text: "edited".into()
+        })
+    );
+    assert_eq!(
+        edited.edited_at,
+        Some(Timestamp::from_unix_ms(2_000_000_000_000))
+    );
+    let versions = store
+        .versions(&tt, &c, &b, edited.message_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        versions[0].content,
+        Content::Text {
+            text: "message 2".into()
+        }
+    );
+    // The update is back in the device's inbox; acking its seq clears it,
+    // though the device's cursor is past it.
+    assert_eq!(
+        inbox().await.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![2]
+    );
+    let change = store.ack_delivered(&tt, &b, &phone, &c, 2).await.unwrap();
+    assert!(!change.delivered_moved);
+    assert!(inbox().await.is_empty());
+
+    // Delete: no content anywhere, the versions included.
+    let delete = |seq, at| Mutation::Delete {
+        key: key(t, "c"),
+        seq,
+        at: Timestamp::from_unix_ms(at),
+        inbox: true,
+    };
+    store
+        .commit(vec![delete(2, 2_000_000_000_001)])
+        .await
+        .unwrap();
+    let deleted = page(2).await;
+    assert_eq!(
+        (deleted.content, deleted.deleted_at.is_some()),
+        (None, true)
+    );
+    assert!(
+        store
+            .versions(&tt, &c, &b, deleted.message_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let refused = store
+        .commit(vec![edit(2, "too late", 2_000_000_000_002)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    // Deleting twice is harmless; deleting the last message empties the
+    // conversation's preview.
+    store
+        .commit(vec![
+            delete(2, 2_000_000_000_003),
+            delete(3, 2_000_000_000_004),
+        ])
+        .await
+        .unwrap();
+    let list = store.conversations_of(&tt, &b).await.unwrap();
+    let last = list[0].record.last_message.clone().unwrap();
+    assert_eq!((last.seq, last.content), (3, None));
+
+    // A send and its edits in one commit.
+    let fresh = text_message("c", 4, "a", "phone", "fresh");
+    store
+        .commit(vec![
+            Mutation::Append {
+                key: key(t, "c"),
+                expected_last_seq: 3,
+                messages: vec![fresh.clone()],
+                inbox: true,
+            },
+            edit(4, "once", 2_000_000_000_005),
+            edit(4, "twice", 2_000_000_000_006),
+        ])
+        .await
+        .unwrap();
+    let versions = store.versions(&tt, &c, &b, fresh.message_id).await.unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert_eq!(
+        page(4).await.content,
+        Some(Content::Text {
+            text: "twice".into()
+        })
+    );
+    assert_eq!(
+        store
+            .versions(&tt, &c, &user("eve"), fresh.message_id)
+            .await
+            .unwrap_err(),
+        StoreError::NotAMember
+    );
+    assert_eq!(
+        store
+            .versions(&tt, &c, &b, MessageId::from_u64(7))
+            .await
+            .unwrap_err(),
+        StoreError::NotFound
+    );
+}
+
 async fn tenants_are_separate(store: &dyn Store) {
     let (t1, t2) = (&unique_tenant("iso1"), &unique_tenant("iso2"));
     seed_conversation(store, t1, "same", &["a", "b"], 3).await;
@@ -603,6 +782,7 @@ async fn concurrent_commits_all_land(store: &dyn Store) {
                         key: key(t, &c),
                         expected_last_seq: seq - 1,
                         messages: vec![text_message(&c, seq, "a", "phone", &format!("m{seq}"))],
+                        inbox: true,
                     }])
                     .await?;
             }

@@ -26,7 +26,10 @@ mod types;
 pub use types::*;
 
 use async_trait::async_trait;
-use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    UserId,
+};
 
 /// The store interface. All methods are cancel-safe in the sense that a
 /// dropped future leaves the store consistent (a commit either happened
@@ -48,6 +51,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Messages already stored under each idempotency key.
     async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>>;
+
+    /// Messages by id, as they are now (for the sequencer; no membership
+    /// check).
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>>;
+
+    /// Every version of an edited message, the original first, for a member.
+    /// Empty for a message never edited, or deleted.
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>>;
 
     /// One conversation with all its members, for a member.
     async fn conversation(

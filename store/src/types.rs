@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
-    ClientMsgId, ConversationId, ConversationKind, Message, TenantId, Timestamp, UserId,
+    ClientMsgId, Content, ConversationId, ConversationKind, Message, MessageId, TenantId,
+    Timestamp, UserId,
 };
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -40,6 +41,14 @@ pub enum StoreError {
 pub struct ConversationKey {
     pub tenant: TenantId,
     pub conversation_id: ConversationId,
+}
+
+/// Identifies one message by its id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MessageKey {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
 }
 
 /// Identifies one send for idempotency: (conversation, sender, `client_msg_id`).
@@ -150,12 +159,33 @@ pub enum Mutation {
         users: Vec<UserId>,
     },
     /// Stores messages with `seq` `expected_last_seq + 1`, `+ 2`, ... in
-    /// order; writes an inbox entry for every device of every member except
-    /// the sending device; records each idempotency key.
+    /// order; records each idempotency key and message id; with `inbox`,
+    /// writes an inbox entry for every device of every member except the
+    /// sending device.
     Append {
         key: ConversationKey,
         expected_last_seq: u64,
         messages: Vec<Message>,
+        inbox: bool,
+    },
+    /// A new version of message `seq`: its content becomes `content`, the
+    /// previous versions stay readable. With `inbox`, every member's
+    /// devices get the update in their inboxes.
+    Edit {
+        key: ConversationKey,
+        seq: u64,
+        content: Content,
+        editor: UserId,
+        at: Timestamp,
+        inbox: bool,
+    },
+    /// Soft delete of message `seq`: no content anywhere from now on, its
+    /// versions included.
+    Delete {
+        key: ConversationKey,
+        seq: u64,
+        at: Timestamp,
+        inbox: bool,
     },
 }
 

@@ -38,6 +38,8 @@ pub struct FileConfig {
     pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,
+    /// How long after sending the sender may edit, in seconds (default 900).
+    pub edit_window_secs: Option<u64>,
     /// JetStream's dedupe window for sends, in milliseconds (default 120000).
     pub duplicate_window_ms: Option<u64>,
     /// Publishes a gateway may have waiting for JetStream's ack (default 5000).

@@ -7,6 +7,7 @@
 //! becomes durable. Gateways never write messages themselves.
 
 mod partitions;
+pub mod policy;
 mod presence;
 pub mod sequencer;
 mod writer;
@@ -34,6 +35,8 @@ pub struct WorkerConfig {
     pub max_batch: usize,
     /// Conversation states a writer keeps in memory.
     pub cache_limit: usize,
+    /// Who may edit or delete what.
+    pub edit_policy: policy::EditPolicy,
 }
 
 impl WorkerConfig {
@@ -44,6 +47,7 @@ impl WorkerConfig {
             lease_ttl: Duration::from_secs(10),
             max_batch: 1024,
             cache_limit: 100_000,
+            edit_policy: policy::EditPolicy::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use switchboard_backbone::envelope::{
     Command, CommandReply, CreateConversationCommand, MembersCommand, Rejection, SendCommand,
+    UpdateCommand,
 };
 use switchboard_backbone::node_id::IdSource;
 use switchboard_protocol::content::SystemEvent;
@@ -27,8 +28,11 @@ use switchboard_protocol::{
     MessageId, TenantId, Timestamp, UserId,
 };
 use switchboard_store::{
-    ConversationKey, ConversationRecord, Mutation, SentKey, SequencerState, Store, StoreError,
+    ConversationKey, ConversationRecord, MessageKey, Mutation, SentKey, SequencerState, Store,
+    StoreError,
 };
+
+use crate::policy::{Action, EditPolicy};
 
 /// A command with the subject its outcome goes to (REST commands only).
 #[derive(Debug, Clone)]
@@ -47,7 +51,13 @@ pub enum Outcome {
         message: Message,
         recipients: Vec<UserId>,
     },
-    /// A send that was refused, for the sending device.
+    /// An edit or a deletion: the message as it is now, for every member.
+    Update {
+        tenant: TenantId,
+        message: Message,
+        recipients: Vec<UserId>,
+    },
+    /// A command that was refused, for the device that sent it.
     Reject {
         tenant: TenantId,
         sender: UserId,
@@ -81,6 +91,7 @@ pub enum SequenceError {
 pub struct Sequencer {
     cache: HashMap<ConversationKey, SequencerState>,
     cache_limit: usize,
+    policy: EditPolicy,
 }
 
 fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
@@ -116,7 +127,7 @@ fn sent_key(cmd: &Command) -> Option<SentKey> {
         Command::AddMembers(c) | Command::RemoveMembers(c) => {
             (c.actor.clone(), system_client_msg_id(c.command_id)?)
         }
-        Command::CreateConversation(_) => return None,
+        Command::CreateConversation(_) | Command::Edit(_) | Command::Delete(_) => return None,
     };
     Some(SentKey {
         tenant: cmd.tenant().clone(),
@@ -153,6 +164,7 @@ impl MutationLog {
             key: key.clone(),
             expected_last_seq,
             messages: vec![message],
+            inbox: true,
         });
     }
 }
@@ -160,6 +172,10 @@ impl MutationLog {
 /// Per-batch working state.
 struct Batch<'a> {
     ids: &'a dyn IdSource,
+    policy: EditPolicy,
+    /// Messages edits and deletes of this batch refer to, as they are now
+    /// (from the store, and as this batch stores or changes them).
+    messages: HashMap<(ConversationKey, MessageId), Message>,
     /// Conversation states as the batch goes (`None`: does not exist).
     states: HashMap<ConversationKey, Option<SequencerState>>,
     /// Messages already stored, by idempotency key (from the store, and
@@ -171,10 +187,11 @@ struct Batch<'a> {
 }
 
 impl Sequencer {
-    pub fn new(cache_limit: usize) -> Self {
+    pub fn new(cache_limit: usize, policy: EditPolicy) -> Self {
         Self {
             cache: HashMap::new(),
             cache_limit,
+            policy,
         }
     }
 
@@ -240,8 +257,33 @@ impl Sequencer {
             .filter_map(|(k, m)| m.map(|m| (k, m)))
             .collect();
 
+        // The messages this batch's edits and deletes are about.
+        let targets: Vec<MessageKey> = batch
+            .iter()
+            .filter_map(|i| match &i.command {
+                Command::Edit(c) | Command::Delete(c) => Some(MessageKey {
+                    tenant: c.tenant.clone(),
+                    conversation_id: c.conversation_id.clone(),
+                    message_id: c.message_id,
+                }),
+                _ => None,
+            })
+            .collect();
+        let found = if targets.is_empty() {
+            Vec::new()
+        } else {
+            store.find_messages(targets.clone()).await?
+        };
+        let messages = targets
+            .into_iter()
+            .zip(found)
+            .filter_map(|(k, m)| m.map(|m| ((key(&k.tenant, &k.conversation_id), k.message_id), m)))
+            .collect();
+
         let mut b = Batch {
             ids,
+            policy: self.policy,
+            messages,
             states,
             sent,
             log: MutationLog::default(),
@@ -254,6 +296,8 @@ impl Sequencer {
                 Command::CreateConversation(c) => b.create(c, incoming.reply_to.as_deref())?,
                 Command::AddMembers(c) => b.add_members(c, incoming.reply_to.as_deref())?,
                 Command::RemoveMembers(c) => b.remove_members(c, incoming.reply_to.as_deref())?,
+                Command::Edit(c) => b.update(c, Action::Edit)?,
+                Command::Delete(c) => b.update(c, Action::Delete)?,
             }
         }
         let staged = b
@@ -347,6 +391,8 @@ impl Batch<'_> {
             message.clone(),
         );
         self.log.push_message(key, expected, message.clone());
+        self.messages
+            .insert((key.clone(), message.message_id), message.clone());
         self.outcomes.push(Outcome::Deliver {
             tenant: key.tenant.clone(),
             message,
@@ -391,7 +437,8 @@ impl Batch<'_> {
                 sender: c.sender.clone(),
                 rejection: Rejection {
                     device: c.device.clone(),
-                    client_msg_id: c.client_msg_id.clone(),
+                    request_type: "send_message".into(),
+                    client_msg_id: Some(c.client_msg_id.clone()),
                     conversation_id: c.conversation_id.clone(),
                     code,
                     message: message.to_owned(),
@@ -620,6 +667,118 @@ impl Batch<'_> {
     }
 }
 
+impl Batch<'_> {
+    fn refuse_update(
+        &mut self,
+        c: &UpdateCommand,
+        action: Action,
+        code: ErrorCode,
+        message: impl Into<String>,
+    ) {
+        self.outcomes.push(Outcome::Reject {
+            tenant: c.tenant.clone(),
+            sender: c.actor.clone(),
+            rejection: Rejection {
+                device: c.device.clone(),
+                request_type: match action {
+                    Action::Edit => "edit_message",
+                    Action::Delete => "delete_message",
+                }
+                .into(),
+                client_msg_id: None,
+                conversation_id: c.conversation_id.clone(),
+                code,
+                message: message.into(),
+            },
+        });
+    }
+
+    /// An edit or a deletion. Sequenced like sends, so an edit racing a
+    /// delete ends the same way on every device: whichever the writer takes
+    /// first happens, and an edit after a delete is refused.
+    fn update(&mut self, c: &UpdateCommand, action: Action) -> Result<(), SequenceError> {
+        let key = key(&c.tenant, &c.conversation_id);
+        let members: Vec<UserId> = match self.states.get(&key) {
+            Some(Some(s)) if s.members.contains(&c.actor) => s.members.iter().cloned().collect(),
+            Some(Some(_)) => {
+                self.refuse_update(
+                    c,
+                    action,
+                    ErrorCode::NotAMember,
+                    "you are not a member of this conversation",
+                );
+                return Ok(());
+            }
+            _ => {
+                self.refuse_update(c, action, ErrorCode::NotFound, "no such conversation");
+                return Ok(());
+            }
+        };
+        let Some(current) = self.messages.get(&(key.clone(), c.message_id)).cloned() else {
+            self.refuse_update(
+                c,
+                action,
+                ErrorCode::NotFound,
+                "no such message in this conversation",
+            );
+            return Ok(());
+        };
+        let now = Timestamp::now().max(current.created_at);
+        if let Err(why) = self
+            .policy
+            .check(action, &current, &c.actor, c.actor_is_admin, now)
+        {
+            self.refuse_update(c, action, ErrorCode::Forbidden, why);
+            return Ok(());
+        }
+        let mut updated = current.clone();
+        match (action, &c.content) {
+            (Action::Edit, _) if current.deleted_at.is_some() => {
+                self.refuse_update(c, action, ErrorCode::Conflict, "the message is deleted");
+                return Ok(());
+            }
+            (Action::Edit, Some(content)) if current.content.as_ref() != Some(content) => {
+                self.log.push_other(
+                    &key,
+                    Mutation::Edit {
+                        key: key.clone(),
+                        seq: current.seq,
+                        content: content.clone(),
+                        editor: c.actor.clone(),
+                        at: now,
+                        inbox: true,
+                    },
+                );
+                updated.content = Some(content.clone());
+                updated.edited_at = Some(now);
+            }
+            (Action::Delete, _) if current.deleted_at.is_none() => {
+                self.log.push_other(
+                    &key,
+                    Mutation::Delete {
+                        key: key.clone(),
+                        seq: current.seq,
+                        at: now,
+                        inbox: true,
+                    },
+                );
+                updated.content = None;
+                updated.deleted_at = Some(now);
+            }
+            // A repeat (the same content again, a second delete): nothing
+            // changes, and the members hear the current state again.
+            _ => {}
+        }
+        self.messages.insert((key, c.message_id), updated.clone());
+        self.outcomes.push(Outcome::Update {
+            tenant: c.tenant.clone(),
+            message: updated,
+            recipients: members,
+        });
+        Ok(())
+    }
+}
+
 fn system_event(event: &str, actor: &UserId, users: Vec<UserId>) -> SystemEvent {
     SystemEvent {
         event: event.to_owned(),
@@ -632,6 +791,7 @@ fn system_event(event: &str, actor: &UserId, users: Vec<UserId>) -> SystemEvent 
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use switchboard_backbone::envelope::UpdateCommand;
     use switchboard_protocol::snowflake::SnowflakeGenerator;
     use switchboard_protocol::{ConversationId, TenantId};
     use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -642,15 +802,18 @@ mod tests {
 
     impl IdSource for Counter {
         fn next_id(&self) -> Result<MessageId, switchboard_backbone::BackboneError> {
-            let ms = 1_780_000_000_000 + self.1.fetch_add(1, Ordering::Relaxed);
+            let ms = self.1.fetch_add(1, Ordering::Relaxed);
             Ok(self.0.lock().unwrap().next_id(ms))
         }
     }
 
     fn ids() -> Counter {
+        // Ids stamped from now on, as the real generator's are: the edit
+        // window is measured against the clock.
+        let now = Timestamp::now().unix_ms() as u64;
         Counter(
             std::sync::Mutex::new(SnowflakeGenerator::new(1).unwrap()),
-            AtomicU64::new(0),
+            AtomicU64::new(now),
         )
     }
 
@@ -757,7 +920,7 @@ mod tests {
     async fn sequences_sends_gap_free_and_answers_retries_with_the_original() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000);
+        let mut seq = Sequencer::new(1000, EditPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -795,7 +958,7 @@ mod tests {
         assert_eq!(delivered(&out[0]).0, 1);
         assert_eq!(delivered(&out[1]).0, 3);
         // A fresh sequencer (a new owner) continues from the store.
-        let mut fresh = Sequencer::new(1000);
+        let mut fresh = Sequencer::new(1000, EditPolicy::default());
         let out = run(&mut fresh, &store, &ids, &[send("c", "b", "m4")]).await;
         assert_eq!(delivered(&out[0]).0, 4);
     }
@@ -804,7 +967,7 @@ mod tests {
     async fn refuses_non_members_and_unknown_conversations() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000);
+        let mut seq = Sequencer::new(1000, EditPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -832,7 +995,7 @@ mod tests {
     async fn membership_changes_are_sequenced_with_the_messages() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000);
+        let mut seq = Sequencer::new(1000, EditPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -895,7 +1058,7 @@ mod tests {
     async fn a_stale_writer_is_refused_by_the_store() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut owner = Sequencer::new(1000);
+        let mut owner = Sequencer::new(1000, EditPolicy::default());
         run(
             &mut owner,
             &store,
@@ -907,7 +1070,7 @@ mod tests {
         )
         .await;
         // A zombie that cached the state at seq 1, while the new owner writes seq 2.
-        let mut zombie = Sequencer::new(1000);
+        let mut zombie = Sequencer::new(1000, EditPolicy::default());
         run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
         let mut plan = owner
             .plan(&store, &ids, &[send("c", "a", "m3")], true)
@@ -927,7 +1090,7 @@ mod tests {
     async fn an_unchecked_retry_is_caught_by_the_store_and_answered_when_checked() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000);
+        let mut seq = Sequencer::new(1000, EditPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -952,5 +1115,118 @@ mod tests {
         seq.forget();
         let out = run(&mut seq, &store, &ids, &[send("c", "a", "m1")]).await;
         assert_eq!(delivered(&out[0]).0, original);
+    }
+
+    fn update(
+        conv: &str,
+        actor: &str,
+        message_id: MessageId,
+        content: Option<&str>,
+        id: u64,
+    ) -> Incoming {
+        let c = UpdateCommand {
+            command_id: MessageId::from_u64(id),
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new(conv).unwrap(),
+            message_id,
+            actor: u(actor),
+            device: DeviceId::default_device(),
+            actor_is_admin: false,
+            content: content.map(|t| Content::Text { text: t.into() }),
+        };
+        Incoming {
+            command: if content.is_some() {
+                Command::Edit(c)
+            } else {
+                Command::Delete(c)
+            },
+            reply_to: None,
+        }
+    }
+
+    fn updated(o: &Outcome) -> &Message {
+        match o {
+            Outcome::Update { message, .. } => message,
+            other => panic!("expected an update, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn edits_and_deletes_are_sequenced_and_policed() {
+        let (_dir, store) = open();
+        let ids = ids();
+        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                create("c", ConversationKind::Group, &["a", "b"], 1),
+                send("c", "a", "m1"),
+                send("c", "a", "m2"),
+            ],
+        )
+        .await;
+        let (m1, m2) = match (&out[1], &out[2]) {
+            (Outcome::Deliver { message: x, .. }, Outcome::Deliver { message: y, .. }) => {
+                (x.message_id, y.message_id)
+            }
+            other => panic!("{other:?}"),
+        };
+        // An edit then a delete: both happen, in that order.
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                update("c", "a", m1, Some("fixed"), 10),
+                update("c", "a", m1, None, 11),
+            ],
+        )
+        .await;
+        assert_eq!(
+            updated(&out[0]).content,
+            Some(Content::Text {
+                text: "fixed".into()
+            })
+        );
+        assert!(updated(&out[1]).deleted_at.is_some() && updated(&out[1]).content.is_none());
+        // A delete then an edit: the edit is refused; the end is the same.
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                update("c", "a", m2, None, 12),
+                update("c", "a", m2, Some("too late"), 13),
+            ],
+        )
+        .await;
+        assert!(updated(&out[0]).deleted_at.is_some());
+        assert_eq!(code(&out[1]), ErrorCode::Conflict);
+        // Only the sender edits; unknown messages are not found.
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[
+                send("c", "b", "m3"),
+                update("c", "a", MessageId::from_u64(42), Some("?"), 14),
+            ],
+        )
+        .await;
+        let m3 = match &out[0] {
+            Outcome::Deliver { message, .. } => message.message_id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(code(&out[1]), ErrorCode::NotFound);
+        let out = run(
+            &mut seq,
+            &store,
+            &ids,
+            &[update("c", "a", m3, Some("not mine"), 15)],
+        )
+        .await;
+        assert_eq!(code(&out[0]), ErrorCode::Forbidden);
     }
 }

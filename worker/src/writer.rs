@@ -18,8 +18,11 @@ use async_nats::jetstream;
 use async_nats::jetstream::consumer::PullConsumer;
 use futures::StreamExt;
 use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_consumer_name};
-use switchboard_backbone::envelope::{Command, HEADER_REPLY, message_event, rejection_event};
+use switchboard_backbone::envelope::{
+    Command, HEADER_REPLY, frame_event, message_event, rejection_event,
+};
 use switchboard_backbone::subject::user_events;
+use switchboard_protocol::ServerFrame;
 use switchboard_store::StoreError;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -61,7 +64,7 @@ pub(crate) async fn run_partition(
         .await
         .map_err(|e| WorkerError::Nats(format!("consume {name}: {e}")))?;
     let mut chunks = messages.ready_chunks(ctx.config.max_batch);
-    let mut sequencer = Sequencer::new(ctx.config.cache_limit);
+    let mut sequencer = Sequencer::new(ctx.config.cache_limit, ctx.config.edit_policy);
     tracing::info!(partition, "writer started");
     loop {
         let chunk = tokio::select! {
@@ -228,6 +231,35 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     "message stored; fanning out"
                 );
                 deliver(ctx, &tenant, &message, recipients).await
+            }
+            Outcome::Update {
+                tenant,
+                message,
+                recipients,
+            } => {
+                tracing::debug!(
+                    %tenant,
+                    conversation = %message.conversation_id,
+                    seq = message.seq,
+                    deleted = message.deleted_at.is_some(),
+                    "message updated"
+                );
+                let (headers, payload) = frame_event(&ServerFrame::MessageUpdated { message });
+                let mut result = Ok(());
+                for user in recipients {
+                    if let Err(e) = ctx
+                        .client
+                        .publish_with_headers(
+                            user_events(&tenant, &user),
+                            headers.clone(),
+                            payload.clone(),
+                        )
+                        .await
+                    {
+                        result = Err(e.to_string());
+                    }
+                }
+                result
             }
             Outcome::Reject {
                 tenant,

@@ -16,6 +16,7 @@ use super::keys::{Key, Spaces, read_words, words};
 use super::read::{device_ids, member_ids, member_row, scan, sent_seq, state};
 use super::rows::{ConversationMeta, MemberRow, StateRow};
 use crate::{ConversationKey, MarkChange, Mutation, StoreError, day_bucket};
+use switchboard_protocol::{Content, MessageVersion};
 
 /// One job for the writer thread.
 #[derive(Debug)]
@@ -370,7 +371,22 @@ impl Writer<'_> {
                 key,
                 expected_last_seq,
                 messages,
-            } => self.append(key, *expected_last_seq, messages),
+                inbox,
+            } => self.append(key, *expected_last_seq, messages, *inbox),
+            Mutation::Edit {
+                key,
+                seq,
+                content,
+                editor,
+                at,
+                inbox,
+            } => self.edit(key, *seq, content, editor, *at, *inbox),
+            Mutation::Delete {
+                key,
+                seq,
+                at,
+                inbox,
+            } => self.delete(key, *seq, *at, *inbox),
         }
     }
 
@@ -379,6 +395,7 @@ impl Writer<'_> {
         key: &ConversationKey,
         expected_last_seq: u64,
         messages: &[Message],
+        inbox: bool,
     ) -> Result<(), ApplyError> {
         let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
         let Some(current) = self.state(t, c)? else {
@@ -417,23 +434,27 @@ impl Writer<'_> {
 
         // Every device of every member gets an inbox entry, except the
         // device that sent the message (it has it already).
-        let mut recipients: Vec<(String, Vec<String>)> = Vec::new();
-        for user in self.members(t, c)?.clone() {
-            let devices = self.devices(t, &user)?.clone();
-            recipients.push((user, devices));
-        }
+        let recipients = if inbox {
+            self.recipients(t, c)?
+        } else {
+            Vec::new()
+        };
         // Per UTC day: the first seq this append adds.
         let mut days: HashMap<u32, u64> = HashMap::new();
         // Per sender: the highest seq they sent here.
         let mut senders: HashMap<&str, u64> = HashMap::new();
         for (m, sent_key) in messages.iter().zip(sent_keys) {
-            self.batch.insert(
-                &self.s.messages,
-                Key::new().s(t).s(c).n(m.seq).bytes(),
-                encode(m)?,
-            );
+            let message_key = Key::new().s(t).s(c).n(m.seq).bytes();
+            self.batch
+                .insert(&self.s.messages, message_key.clone(), encode(m)?);
+            self.pending.messages.insert(message_key, m.clone());
             self.batch
                 .insert(&self.s.sent, sent_key.clone(), words([m.seq]));
+            self.batch.insert(
+                &self.s.message_index,
+                Key::new().s(t).s(c).n(m.message_id.as_u64()).bytes(),
+                words([m.seq]),
+            );
             self.pending.sent.insert(sent_key);
             for (user, devices) in &recipients {
                 for device in devices {
@@ -479,6 +500,154 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Every member with their devices.
+    fn recipients(&mut self, t: &str, c: &str) -> Result<Vec<(String, Vec<String>)>, ApplyError> {
+        let mut out = Vec::new();
+        for user in self.members(t, c)?.clone() {
+            let devices = self.devices(t, &user)?.clone();
+            out.push((user, devices));
+        }
+        Ok(out)
+    }
+
+    /// The stored message `seq` (an edit or delete only follows the
+    /// sequencer's checks, so it exists).
+    fn stored_message(&mut self, t: &str, c: &str, seq: u64) -> Result<Message, ApplyError> {
+        let key = Key::new().s(t).s(c).n(seq).bytes();
+        if let Some(m) = self.pending.messages.get(&key) {
+            return Ok(m.clone());
+        }
+        let bytes = self
+            .snap
+            .get(&self.s.messages, &key)
+            .map_err(storage)?
+            .ok_or(ApplyError::Clean(StoreError::NotFound))?;
+        Ok(super::codec::decode(&bytes)?)
+    }
+
+    /// Puts an updated message back, and into every member device's inbox.
+    fn store_update(
+        &mut self,
+        t: &str,
+        c: &str,
+        m: &Message,
+        inbox: bool,
+    ) -> Result<(), ApplyError> {
+        let key = Key::new().s(t).s(c).n(m.seq).bytes();
+        self.batch.insert(&self.s.messages, key.clone(), encode(m)?);
+        self.pending.messages.insert(key, m.clone());
+        if inbox {
+            for (user, devices) in self.recipients(t, c)? {
+                for device in devices {
+                    self.insert_inbox(Key::new().s(t).s(&user).s(&device).s(c).n(m.seq).bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored versions of message `seq`, oldest first.
+    fn versions_of(
+        &mut self,
+        t: &str,
+        c: &str,
+        seq: u64,
+    ) -> Result<Vec<(Vec<u8>, MessageVersion)>, ApplyError> {
+        if let Some(v) = self
+            .pending
+            .versions
+            .get(&Key::new().s(t).s(c).n(seq).bytes())
+        {
+            return Ok(v.clone());
+        }
+        scan(
+            self.snap,
+            &self.s.versions,
+            Key::new().s(t).s(c).n(seq).bytes(),
+        )
+        .map(|kv| {
+            let (k, v) = kv?;
+            Ok((k.to_vec(), super::codec::decode(&v)?))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()
+        .map_err(ApplyError::Dirty)
+    }
+
+    fn edit(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        content: &Content,
+        editor: &UserId,
+        at: Timestamp,
+        inbox: bool,
+    ) -> Result<(), ApplyError> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let mut message = self.stored_message(t, c, seq)?;
+        if message.deleted_at.is_some() {
+            return Err(refuse(StoreError::Conflict(
+                "the message is deleted".into(),
+            )));
+        }
+        let mut versions = self.versions_of(t, c, seq)?;
+        if versions.is_empty() {
+            // The first edit keeps the original as version 1.
+            let original = MessageVersion {
+                version: 1,
+                content: message.content.clone().unwrap_or(Content::Text {
+                    text: String::new(),
+                }),
+                at: message.created_at,
+                editor: message.sender_id.clone(),
+            };
+            let k = Key::new().s(t).s(c).n(seq).n(1).bytes();
+            self.batch
+                .insert(&self.s.versions, k.clone(), encode(&original)?);
+            versions.push((k, original));
+        }
+        let next = versions.last().map_or(1, |(_, v)| v.version) + 1;
+        let version = MessageVersion {
+            version: next,
+            content: content.clone(),
+            at,
+            editor: editor.clone(),
+        };
+        let k = Key::new().s(t).s(c).n(seq).n(u64::from(next)).bytes();
+        self.batch
+            .insert(&self.s.versions, k.clone(), encode(&version)?);
+        versions.push((k, version));
+        self.pending
+            .versions
+            .insert(Key::new().s(t).s(c).n(seq).bytes(), versions);
+        message.content = Some(content.clone());
+        message.edited_at = Some(at);
+        self.store_update(t, c, &message, inbox)
+    }
+
+    fn delete(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        at: Timestamp,
+        inbox: bool,
+    ) -> Result<(), ApplyError> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let mut message = self.stored_message(t, c, seq)?;
+        if message.deleted_at.is_some() {
+            return Ok(());
+        }
+        // No content anywhere after a delete, the versions included.
+        for (k, _) in self.versions_of(t, c, seq)? {
+            self.batch.remove(&self.s.versions, k);
+        }
+        self.pending
+            .versions
+            .insert(Key::new().s(t).s(c).n(seq).bytes(), Vec::new());
+        message.content = None;
+        message.deleted_at = Some(at);
+        self.store_update(t, c, &message, inbox)
+    }
+
     fn cursor(&mut self, key: &[u8]) -> Result<u64, ApplyError> {
         if let Some(seq) = self.cache.cursors.get(key) {
             return Ok(*seq);
@@ -513,7 +682,11 @@ impl Writer<'_> {
         let seq = seq.min(current.last_seq);
         let cursor_key = Key::new().s(t).s(u).s(d).s(c).bytes();
         let previous = self.cursor(&cursor_key)?;
-        if seq > previous {
+        if seq <= previous {
+            // An ack below the cursor confirms an update (an edit or a
+            // delete re-enters the inbox at the message's seq).
+            self.remove_inbox(Key::new().s(t).s(u).s(d).s(c).n(seq).bytes());
+        } else {
             self.batch
                 .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
             self.cache.cursors.insert(cursor_key, seq);

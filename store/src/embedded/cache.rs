@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use switchboard_protocol::ConversationKind;
+use switchboard_protocol::{ConversationKind, Message, MessageVersion};
 
 use super::rows::{MemberRow, StateRow};
 
@@ -58,11 +58,16 @@ impl WriterCache {
     }
 }
 
-/// Keys written by the current group that the cache does not track.
+/// What the current group wrote that the cache does not track.
 #[derive(Default)]
 pub(super) struct Pending {
     /// Inbox keys inserted (and not removed) in this group.
     pub inbox: BTreeSet<Vec<u8>>,
     /// Idempotency keys inserted in this group.
     pub sent: HashSet<Vec<u8>>,
+    /// Messages written in this group, by message key (an edit may follow
+    /// the send in the same group).
+    pub messages: HashMap<Vec<u8>, Message>,
+    /// Versions of messages edited in this group, by message key.
+    pub versions: HashMap<Vec<u8>, Vec<(Vec<u8>, MessageVersion)>>,
 }

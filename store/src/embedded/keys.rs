@@ -31,6 +31,11 @@ pub(super) struct Spaces {
     pub messages: Keyspace,
     /// tenant, conversation, sender, client_msg_id → seq: idempotency keys.
     pub sent: Keyspace,
+    /// tenant, conversation, message id (u64) → seq.
+    pub message_index: Keyspace,
+    /// tenant, conversation, seq, version (u64) → `MessageVersion` JSON: the
+    /// versions of edited messages.
+    pub versions: Keyspace,
     /// tenant, user, device, conversation, seq → (): undelivered messages.
     pub inbox: Keyspace,
     /// tenant, user, device → first seen (i64 Unix ms).
@@ -56,6 +61,8 @@ impl Spaces {
             user_conversations: open("user_conversations")?,
             messages: open("messages")?,
             sent: open("sent")?,
+            message_index: open("message_index")?,
+            versions: open("versions")?,
             inbox: open("inbox")?,
             devices: open("devices")?,
             device_cursors: open("device_cursors")?,

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fjall::Database;
 use switchboard_protocol::{
-    ConversationId, ConversationKind, DeviceId, Message, TenantId, Timestamp, UserId,
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    Timestamp, UserId,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -34,8 +35,8 @@ use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, Mutation,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, MessageKey,
+    Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -159,6 +160,23 @@ impl Store for EmbeddedStore {
 
     async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
         self.read(move |r, s| read::find_sent(r, s, &keys)).await
+    }
+
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.read(move |r, s| read::find_messages(r, s, &keys))
+            .await
+    }
+
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        let (t, c, u) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.read(move |r, s| read::versions(r, s, &t, &c, &u, message_id))
+            .await
     }
 
     async fn conversation(

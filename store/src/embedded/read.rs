@@ -5,14 +5,17 @@
 use std::collections::BTreeSet;
 
 use fjall::Readable;
-use switchboard_protocol::{ConversationId, ConversationKind, DeviceId, Message, TenantId, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    UserId,
+};
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part, trailing_u64};
 use super::rows::{ConversationMeta, MemberRow, StateRow};
 use crate::{
     ConversationDetail, ConversationKey, ConversationRecord, ConversationSummary, HistoryQuery,
-    MemberRecord, SentKey, SequencerState, StoreError, StoreResult,
+    MemberRecord, MessageKey, SentKey, SequencerState, StoreError, StoreResult,
 };
 
 /// Every key of a keyspace that starts with `prefix`, with its value.
@@ -246,6 +249,54 @@ pub(super) fn find_sent<R: Readable>(
                 None => Ok(None),
             }
         })
+        .collect()
+}
+
+fn seq_of<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    id: MessageId,
+) -> StoreResult<Option<u64>> {
+    r.get(
+        &s.message_index,
+        Key::new().s(t).s(c).n(id.as_u64()).bytes(),
+    )
+    .map_err(storage)?
+    .map(|v| super::keys::read_words::<1>(&v).map(|[seq]| seq))
+    .transpose()
+}
+
+pub(super) fn find_messages<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    keys: &[MessageKey],
+) -> StoreResult<Vec<Option<Message>>> {
+    keys.iter()
+        .map(|k| {
+            let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
+            match seq_of(r, s, t, c, k.message_id)? {
+                Some(seq) => message(r, s, t, c, seq),
+                None => Ok(None),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn versions<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    reader: &UserId,
+    id: MessageId,
+) -> StoreResult<Vec<MessageVersion>> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    check_membership(r, s, t, c, reader.as_str())?;
+    let seq = seq_of(r, s, t, c, id)?.ok_or(StoreError::NotFound)?;
+    scan(r, &s.versions, Key::new().s(t).s(c).n(seq).bytes())
+        .map(|kv| decode(&kv?.1))
         .collect()
 }
 

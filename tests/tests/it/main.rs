@@ -7,6 +7,7 @@ mod bad_input;
 mod chat;
 mod crash;
 mod dev;
+mod edits;
 mod history;
 mod idempotency;
 mod leases;

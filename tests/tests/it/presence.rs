@@ -10,12 +10,20 @@ use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
 
-async fn expect_presence(ws: &mut WsClient, who: &str, wait: Duration) -> (PresenceStatus, Option<switchboard_protocol::Timestamp>) {
+async fn expect_presence(
+    ws: &mut WsClient,
+    who: &str,
+    wait: Duration,
+) -> (PresenceStatus, Option<switchboard_protocol::Timestamp>) {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match ws.next_frame_within(left).await {
-            Ok(ServerFrame::Presence { user_id, status, last_seen }) if user_id.as_str() == who => {
+            Ok(ServerFrame::Presence {
+                user_id,
+                status,
+                last_seen,
+            }) if user_id.as_str() == who => {
                 return (status, last_seen);
             }
             Ok(_) => continue,
@@ -29,7 +37,9 @@ async fn no_presence(ws: &mut WsClient, wait: Duration) {
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match ws.next_frame_within(left).await {
-            Ok(ServerFrame::Presence { user_id, status, .. }) => panic!("unexpected presence {user_id} {status:?}"),
+            Ok(ServerFrame::Presence {
+                user_id, status, ..
+            }) => panic!("unexpected presence {user_id} {status:?}"),
             Ok(_) => continue,
             Err(_) => return,
         }
@@ -56,15 +66,22 @@ async fn lookup(cluster: &Cluster, viewer: &str, user: &str) -> Result<PresenceI
 async fn presence_reaches_direct_contacts_only() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
-    cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
-    cluster.create(ConversationKind::Group, "alice", &["carol"]).await;
+    cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    cluster
+        .create(ConversationKind::Group, "alice", &["carol"])
+        .await;
     let mut bob = cluster.ws(0, "bob", "b").await;
     let mut carol = cluster.ws(0, "carol", "c").await;
     // Bob's own arrival is news to alice only, who is not here yet.
     tokio::time::sleep(Duration::from_millis(700)).await;
 
     let phone = cluster.ws(0, "alice", "phone").await;
-    assert_eq!(expect_presence(&mut bob, "alice", WAIT).await.0, PresenceStatus::Online);
+    assert_eq!(
+        expect_presence(&mut bob, "alice", WAIT).await.0,
+        PresenceStatus::Online
+    );
     // A second device changes nothing.
     let laptop = cluster.ws(0, "alice", "laptop").await;
     no_presence(&mut bob, Duration::from_millis(700)).await;
@@ -89,9 +106,15 @@ async fn presence_reaches_direct_contacts_only() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         offline = lookup(&cluster, "bob", "alice").await.unwrap();
     }
-    assert_eq!((offline.status, offline.last_seen), (PresenceStatus::Offline, Some(last_seen)));
+    assert_eq!(
+        (offline.status, offline.last_seen),
+        (PresenceStatus::Offline, Some(last_seen))
+    );
     assert_eq!(lookup(&cluster, "carol", "alice").await.unwrap_err(), 403);
-    assert_eq!(lookup(&cluster, "alice", "alice").await.unwrap().status, PresenceStatus::Offline);
+    assert_eq!(
+        lookup(&cluster, "alice", "alice").await.unwrap().status,
+        PresenceStatus::Offline
+    );
     assert_eq!(lookup(&cluster, "bob", "stranger").await.unwrap_err(), 403);
 }
 
@@ -104,16 +127,24 @@ async fn a_killed_gateway_takes_its_users_offline() {
     })
     .await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
-    cluster.create(ConversationKind::Direct, "dora", &["ed"]).await;
+    cluster
+        .create(ConversationKind::Direct, "dora", &["ed"])
+        .await;
     let mut ed = cluster.ws(0, "ed", "e").await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     let _dora = cluster.ws(1, "dora", "d").await;
-    assert_eq!(expect_presence(&mut ed, "dora", WAIT).await.0, PresenceStatus::Online);
+    assert_eq!(
+        expect_presence(&mut ed, "dora", WAIT).await.0,
+        PresenceStatus::Online
+    );
 
     let killed_at = std::time::Instant::now();
     cluster.gateways[1].kill9().await;
     let (status, last_seen) = expect_presence(&mut ed, "dora", Duration::from_secs(20)).await;
     assert_eq!(status, PresenceStatus::Offline);
     assert!(last_seen.is_some());
-    assert!(killed_at.elapsed() < Duration::from_secs(10), "offline within the TTL and a little");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(10),
+        "offline within the TTL and a little"
+    );
 }

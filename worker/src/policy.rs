@@ -1,0 +1,125 @@
+//! Who may edit or delete which message (F11, F12): the one place that
+//! decides. The default: only the sender edits, within a window (15 minutes
+//! by default); the sender or a tenant admin deletes, at any time; nobody
+//! changes a system message. (A tenant plugin will make this decision per
+//! tenant; until then it is this policy.)
+
+use std::time::Duration;
+
+use switchboard_protocol::{Content, Message, Timestamp, UserId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Edit,
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditPolicy {
+    /// How long after sending the sender may still edit.
+    pub edit_window: Duration,
+}
+
+impl Default for EditPolicy {
+    fn default() -> Self {
+        Self {
+            edit_window: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+impl EditPolicy {
+    /// `Ok` if `actor` may do `action` to `message` at `now`; the reason
+    /// otherwise.
+    pub fn check(
+        &self,
+        action: Action,
+        message: &Message,
+        actor: &UserId,
+        actor_is_admin: bool,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        if matches!(message.content, Some(Content::System(_))) {
+            return Err("system messages cannot be changed".into());
+        }
+        let is_sender = message.sender_id == *actor;
+        match action {
+            Action::Edit if !is_sender => Err("only the sender edits a message".into()),
+            Action::Edit => {
+                let age = now.unix_ms().saturating_sub(message.created_at.unix_ms());
+                if age as u128 > self.edit_window.as_millis() {
+                    Err(format!(
+                        "messages can be edited for {} minutes after sending",
+                        self.edit_window.as_secs() / 60
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Action::Delete if is_sender || actor_is_admin => Ok(()),
+            Action::Delete => Err("only the sender or a tenant admin deletes a message".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_protocol::{ClientMsgId, ConversationId, DeviceId, MessageId};
+
+    fn message(sender: &str, at: i64, content: Content) -> Message {
+        Message {
+            message_id: MessageId::from_u64(1),
+            conversation_id: ConversationId::new("c").unwrap(),
+            seq: 1,
+            sender_id: UserId::new(sender).unwrap(),
+            sender_device: DeviceId::default_device(),
+            client_msg_id: ClientMsgId::new("m").unwrap(),
+            content: Some(content),
+            created_at: Timestamp::from_unix_ms(at),
+            edited_at: None,
+            deleted_at: None,
+        }
+    }
+
+    #[test]
+    fn the_default_policy() {
+        let p = EditPolicy::default();
+        let text = Content::Text { text: "x".into() };
+        let m = message("alice", 0, text);
+        let (alice, bob) = (UserId::new("alice").unwrap(), UserId::new("bob").unwrap());
+        let at = Timestamp::from_unix_ms;
+        assert!(p.check(Action::Edit, &m, &alice, false, at(60_000)).is_ok());
+        assert!(
+            p.check(Action::Edit, &m, &alice, false, at(15 * 60_000))
+                .is_ok()
+        );
+        assert!(
+            p.check(Action::Edit, &m, &alice, false, at(15 * 60_000 + 1))
+                .is_err()
+        );
+        assert!(
+            p.check(Action::Edit, &m, &bob, true, at(1)).is_err(),
+            "admins do not edit"
+        );
+        assert!(
+            p.check(Action::Delete, &m, &alice, false, at(i64::MAX / 2))
+                .is_ok()
+        );
+        assert!(p.check(Action::Delete, &m, &bob, false, at(1)).is_err());
+        assert!(p.check(Action::Delete, &m, &bob, true, at(1)).is_ok());
+        let system = message(
+            "alice",
+            0,
+            Content::System(switchboard_protocol::content::SystemEvent {
+                event: "members_added".into(),
+                actor: alice.clone(),
+                user_ids: vec![],
+            }),
+        );
+        assert!(
+            p.check(Action::Delete, &system, &alice, true, at(1))
+                .is_err()
+        );
+    }
+}
