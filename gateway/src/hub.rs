@@ -5,17 +5,27 @@
 //! so a message reaches exactly the gateways where its recipients are
 //! connected. Connections of one user share the subscription; the last one
 //! to leave drops it.
+//!
+//! Conversations that fan out on read publish their messages once, on
+//! `sb.conv.<tenant>.<conversation>`; the hub listens there while any
+//! member is connected here, and hands each message to those members'
+//! connections. It starts listening for a user when their first connection
+//! joins (for every such conversation they belong to) and when the writer
+//! says so (`listen` events: they joined one, or one crossed the
+//! threshold), and stops when they leave.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
 use serde::Deserialize;
 use switchboard_backbone::envelope::{Event, decode_event};
-use switchboard_backbone::subject::user_events;
-use switchboard_protocol::{DeviceId, ServerFrame, TenantId, UserId};
+use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
+use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
+use switchboard_store::Store;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -46,19 +56,40 @@ type Conns = Arc<Mutex<Vec<Conn>>>;
 struct UserEntry {
     conns: Conns,
     task: JoinHandle<()>,
+    /// Conversations the hub listens to for this user.
+    listening: HashSet<ConversationId>,
 }
 
-pub struct Hub {
+/// The local members of a conversation that fans out on read.
+type Listeners = Arc<Mutex<HashMap<UserId, Conns>>>;
+
+struct ConversationEntry {
+    listeners: Listeners,
+    task: JoinHandle<()>,
+}
+
+type UserKey = (TenantId, UserId);
+type ConversationKey = (TenantId, ConversationId);
+
+struct Inner {
     client: async_nats::Client,
     /// Told when a user's first connection here joins and the last leaves.
     presence: Arc<Presence>,
-    users: tokio::sync::Mutex<HashMap<(TenantId, UserId), UserEntry>>,
+    /// To find a newly connected user's conversations that fan out on read.
+    store: Arc<dyn Store>,
+    fanout: FanOutPolicy,
+    users: tokio::sync::Mutex<HashMap<UserKey, UserEntry>>,
+    conversations: tokio::sync::Mutex<HashMap<ConversationKey, ConversationEntry>>,
     next_id: AtomicU64,
+}
+
+pub struct Hub {
+    inner: Arc<Inner>,
 }
 
 /// A connection's place in the hub; give it back with [`Hub::leave`].
 pub struct Registration {
-    key: (TenantId, UserId),
+    key: UserKey,
     id: u64,
 }
 
@@ -67,29 +98,39 @@ pub struct Registration {
 pub struct JoinError(String);
 
 impl Hub {
-    pub(crate) fn new(client: async_nats::Client, presence: Arc<Presence>) -> Self {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        presence: Arc<Presence>,
+        store: Arc<dyn Store>,
+        fanout: FanOutPolicy,
+    ) -> Self {
         Self {
-            client,
-            presence,
-            users: tokio::sync::Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
+            inner: Arc::new(Inner {
+                client,
+                presence,
+                store,
+                fanout,
+                users: tokio::sync::Mutex::new(HashMap::new()),
+                conversations: tokio::sync::Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+            }),
         }
     }
 
     pub(crate) fn presence(&self) -> &Presence {
-        &self.presence
+        &self.inner.presence
     }
 
     /// Connections currently registered.
     pub async fn connection_count(&self) -> usize {
-        let users = self.users.lock().await;
+        let users = self.inner.users.lock().await;
         users
             .values()
             .map(|e| e.conns.lock().map(|c| c.len()).unwrap_or(0))
             .sum()
     }
 
-    /// Starts delivering the user's events to `tx`. The subscription is
+    /// Starts delivering the user's events to `tx`. The subscriptions are
     /// in place when this returns, so nothing published after is missed.
     pub async fn join(
         &self,
@@ -98,7 +139,8 @@ impl Hub {
         device: &DeviceId,
         tx: mpsc::Sender<Outbound>,
     ) -> Result<Registration, JoinError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let inner = &self.inner;
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let conn = Conn {
             id,
             device: device.clone(),
@@ -106,34 +148,62 @@ impl Hub {
             closing: Arc::new(AtomicBool::new(false)),
         };
         let key = (tenant.clone(), user.clone());
-        let mut users = self.users.lock().await;
+        let mut users = inner.users.lock().await;
         if let Some(entry) = users.get(&key) {
             if let Ok(mut conns) = entry.conns.lock() {
                 conns.push(conn);
             }
-        } else {
-            let subject = user_events(tenant, user);
-            let subscriber = self
-                .client
-                .subscribe(subject)
-                .await
-                .map_err(|e| JoinError(e.to_string()))?;
-            // The subscription is registered with the server once the
-            // client has written it; flush so the caller may rely on it.
-            self.client
-                .flush()
-                .await
-                .map_err(|e| JoinError(e.to_string()))?;
-            let conns: Conns = Arc::new(Mutex::new(vec![conn]));
-            let task = tokio::spawn(dispatch(subscriber, user.clone(), conns.clone()));
-            users.insert(key.clone(), UserEntry { conns, task });
-            self.presence.online(tenant, user).await;
+            return Ok(Registration { key, id });
         }
+        let subscriber = inner
+            .client
+            .subscribe(user_events(tenant, user))
+            .await
+            .map_err(|e| JoinError(e.to_string()))?;
+        let conns: Conns = Arc::new(Mutex::new(vec![conn]));
+        let task = tokio::spawn(dispatch(
+            subscriber,
+            user.clone(),
+            conns.clone(),
+            Arc::downgrade(inner),
+            tenant.clone(),
+        ));
+        users.insert(
+            key.clone(),
+            UserEntry {
+                conns,
+                task,
+                listening: HashSet::new(),
+            },
+        );
+        drop(users);
+        // The conversations this user belongs to that fan out on read.
+        match inner.store.memberships(tenant, user).await {
+            Ok(memberships) => {
+                for (conversation, kind, members) in memberships {
+                    if inner.fanout.mode(kind, members) == FanOut::Read {
+                        listen(inner, tenant, user, &conversation).await?;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the user's conversations; large ones will not be live")
+            }
+        }
+        // The subscriptions are registered with the server once the client
+        // has written them; flush so the caller may rely on them.
+        inner
+            .client
+            .flush()
+            .await
+            .map_err(|e| JoinError(e.to_string()))?;
+        inner.presence.online(tenant, user).await;
         Ok(Registration { key, id })
     }
 
     pub async fn leave(&self, registration: Registration) {
-        let mut users = self.users.lock().await;
+        let inner = &self.inner;
+        let mut users = inner.users.lock().await;
         let empty = match users.get(&registration.key) {
             Some(entry) => match entry.conns.lock() {
                 Ok(mut conns) => {
@@ -145,11 +215,82 @@ impl Hub {
             None => false,
         };
         if empty && let Some(entry) = users.remove(&registration.key) {
+            drop(users);
             // Dropping the subscriber with the task unsubscribes.
             entry.task.abort();
             let (tenant, user) = &registration.key;
-            self.presence.offline(tenant, user).await;
+            for conversation in &entry.listening {
+                unlisten(inner, tenant, user, conversation).await;
+            }
+            inner.presence.offline(tenant, user).await;
         }
+    }
+}
+
+/// Listens to a conversation's subject for a user connected here.
+async fn listen(
+    inner: &Arc<Inner>,
+    tenant: &TenantId,
+    user: &UserId,
+    conversation: &ConversationId,
+) -> Result<(), JoinError> {
+    let conns = {
+        let mut users = inner.users.lock().await;
+        let Some(entry) = users.get_mut(&(tenant.clone(), user.clone())) else {
+            return Ok(()); // gone meanwhile
+        };
+        if !entry.listening.insert(conversation.clone()) {
+            return Ok(());
+        }
+        entry.conns.clone()
+    };
+    let mut conversations = inner.conversations.lock().await;
+    let key = (tenant.clone(), conversation.clone());
+    if let Some(entry) = conversations.get(&key) {
+        if let Ok(mut listeners) = entry.listeners.lock() {
+            listeners.insert(user.clone(), conns);
+        }
+        return Ok(());
+    }
+    let subscriber = inner
+        .client
+        .subscribe(conversation_events(tenant, conversation))
+        .await
+        .map_err(|e| JoinError(e.to_string()))?;
+    let listeners: Listeners = Arc::new(Mutex::new(HashMap::from([(user.clone(), conns)])));
+    let task = tokio::spawn(dispatch_conversation(subscriber, listeners.clone()));
+    conversations.insert(key, ConversationEntry { listeners, task });
+    Ok(())
+}
+
+async fn unlisten(
+    inner: &Arc<Inner>,
+    tenant: &TenantId,
+    user: &UserId,
+    conversation: &ConversationId,
+) {
+    if let Some(entry) = inner
+        .users
+        .lock()
+        .await
+        .get_mut(&(tenant.clone(), user.clone()))
+    {
+        entry.listening.remove(conversation);
+    }
+    let mut conversations = inner.conversations.lock().await;
+    let key = (tenant.clone(), conversation.clone());
+    let empty = match conversations.get(&key) {
+        Some(entry) => match entry.listeners.lock() {
+            Ok(mut listeners) => {
+                listeners.remove(user);
+                listeners.is_empty()
+            }
+            Err(_) => true,
+        },
+        None => false,
+    };
+    if empty && let Some(entry) = conversations.remove(&key) {
+        entry.task.abort();
     }
 }
 
@@ -202,7 +343,43 @@ fn deliver(conn: &Conn, out: Outbound) {
     }
 }
 
-async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: Conns) {
+/// Hands a `message` event to connections: the sending device of the
+/// sending user gets an `ack`, everyone else the `message` frame.
+fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device: &str) {
+    let Ok(text) = Utf8Bytes::try_from(frame) else {
+        tracing::warn!("dropping a message event that is not UTF-8");
+        return;
+    };
+    let mut ack = None;
+    for (from_this_user, conn) in targets {
+        // The same device id under another user is another device.
+        if *from_this_user && conn.device.as_str() == origin_device {
+            let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
+            if let Some(frame) = ack {
+                deliver(conn, Outbound::Frame(frame.clone()));
+            }
+        } else {
+            deliver(conn, Outbound::Frame(text.clone()));
+        }
+    }
+}
+
+fn deliver_frame<'a>(targets: impl Iterator<Item = &'a Conn>, frame: bytes::Bytes) {
+    let Ok(text) = Utf8Bytes::try_from(frame) else {
+        return;
+    };
+    for conn in targets {
+        deliver(conn, Outbound::Frame(text.clone()));
+    }
+}
+
+async fn dispatch(
+    mut subscriber: async_nats::Subscriber,
+    user: UserId,
+    conns: Conns,
+    hub: Weak<Inner>,
+    tenant: TenantId,
+) {
     while let Some(msg) = subscriber.next().await {
         let event = match decode_event(&msg) {
             Ok(e) => e,
@@ -221,32 +398,25 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: C
                 origin_user,
                 origin_device,
             } => {
-                // Only the sending device of the sending user gets the
-                // ack; the same device id under another user is another device.
                 let from_this_user = origin_user == user.as_str();
-                let Ok(text) = Utf8Bytes::try_from(frame) else {
-                    tracing::warn!("dropping a message event that is not UTF-8");
-                    continue;
-                };
-                let mut ack = None;
-                for conn in &targets {
-                    if from_this_user && conn.device.as_str() == origin_device {
-                        let ack =
-                            ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
-                        if let Some(frame) = ack {
-                            deliver(conn, Outbound::Frame(frame.clone()));
-                        }
-                    } else {
-                        deliver(conn, Outbound::Frame(text.clone()));
-                    }
-                }
+                let targets: Vec<(bool, Conn)> =
+                    targets.into_iter().map(|c| (from_this_user, c)).collect();
+                deliver_message(&targets, frame, &origin_device);
             }
-            Event::Frame(frame) => {
-                let Ok(text) = Utf8Bytes::try_from(frame) else {
-                    continue;
+            Event::Frame(frame) => deliver_frame(targets.iter(), frame),
+            Event::Listen {
+                conversation_id,
+                listen: start,
+            } => {
+                let Some(inner) = hub.upgrade() else {
+                    return;
                 };
-                for conn in &targets {
-                    deliver(conn, Outbound::Frame(text.clone()));
+                if start {
+                    if let Err(e) = listen(&inner, &tenant, &user, &conversation_id).await {
+                        tracing::warn!(error = %e, "cannot listen to a conversation");
+                    }
+                } else {
+                    unlisten(&inner, &tenant, &user, &conversation_id).await;
                 }
             }
             Event::Rejected(r) => {
@@ -262,6 +432,40 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, user: UserId, conns: C
                     deliver(conn, Outbound::Frame(text.clone()));
                 }
             }
+        }
+    }
+}
+
+/// Messages of a conversation that fans out on read, for its local members.
+async fn dispatch_conversation(mut subscriber: async_nats::Subscriber, listeners: Listeners) {
+    while let Some(msg) = subscriber.next().await {
+        let Ok(event) = decode_event(&msg) else {
+            continue;
+        };
+        let targets: Vec<(UserId, Conn)> = match listeners.lock() {
+            Ok(l) => l
+                .iter()
+                .flat_map(|(user, conns)| {
+                    let conns = conns.lock().map(|c| c.clone()).unwrap_or_default();
+                    conns.into_iter().map(move |c| (user.clone(), c))
+                })
+                .collect(),
+            Err(_) => return,
+        };
+        match event {
+            Event::Message {
+                frame,
+                origin_user,
+                origin_device,
+            } => {
+                let targets: Vec<(bool, Conn)> = targets
+                    .into_iter()
+                    .map(|(user, c)| (user.as_str() == origin_user, c))
+                    .collect();
+                deliver_message(&targets, frame, &origin_device);
+            }
+            Event::Frame(frame) => deliver_frame(targets.iter().map(|(_, c)| c), frame),
+            Event::Listen { .. } | Event::Rejected(_) => {}
         }
     }
 }

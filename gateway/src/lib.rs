@@ -68,11 +68,12 @@ impl Gateway {
             .build(client.clone());
         let presence =
             presence::Presence::start(&js, config.gateway_id.clone(), config.presence_ttl).await?;
+        let hub = hub::Hub::new(client.clone(), presence, store.clone(), config.fanout);
         Ok(Arc::new(Self {
             config,
             tenants,
             store,
-            hub: hub::Hub::new(client.clone(), presence),
+            hub,
             client,
             js,
             ids,

@@ -218,6 +218,13 @@ pub struct Rejection {
 pub enum Event {
     /// A server frame (a receipt, say) for every connection of the user.
     Frame(Bytes),
+    /// For the gateway, not the client: start (or stop) listening to the
+    /// conversation's own subject on the user's behalf, because it fans out
+    /// on read (or no longer does, or the user left it).
+    Listen {
+        conversation_id: ConversationId,
+        listen: bool,
+    },
     /// A stored message: `frame` is the ready `message` frame.
     Message {
         frame: Bytes,
@@ -245,6 +252,27 @@ pub fn frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Byt
     (headers, Bytes::from(frame.to_json()))
 }
 
+#[derive(Serialize, Deserialize)]
+struct ListenBody {
+    conversation_id: ConversationId,
+    listen: bool,
+}
+
+/// Tells a user's gateways to (stop) listen(ing) to a conversation subject.
+pub fn listen_event(
+    conversation_id: &ConversationId,
+    listen: bool,
+) -> Result<(HeaderMap, Bytes), BackboneError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "listen");
+    let body = ListenBody {
+        conversation_id: conversation_id.clone(),
+        listen,
+    };
+    let payload = serde_json::to_vec(&body).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    Ok((headers, Bytes::from(payload)))
+}
+
 pub fn rejection_event(r: &Rejection) -> Result<(HeaderMap, Bytes), BackboneError> {
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "rejected");
@@ -266,6 +294,12 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
             origin_device: header(HEADER_ORIGIN_DEVICE).unwrap_or_default(),
         }),
         Some("frame") => Ok(Event::Frame(msg.payload.clone())),
+        Some("listen") => serde_json::from_slice::<ListenBody>(&msg.payload)
+            .map(|b| Event::Listen {
+                conversation_id: b.conversation_id,
+                listen: b.listen,
+            })
+            .map_err(|e| BackboneError::Encoding(e.to_string())),
         Some("rejected") => serde_json::from_slice(&msg.payload)
             .map(Event::Rejected)
             .map_err(|e| BackboneError::Encoding(e.to_string())),

@@ -61,6 +61,10 @@ enum Request {
         tenant: TenantId,
         user: UserId,
     },
+    Memberships {
+        tenant: TenantId,
+        user: UserId,
+    },
     ConversationsOf {
         tenant: TenantId,
         user: UserId,
@@ -158,6 +162,7 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             reader,
         } => reply(store.members(&tenant, &conversation, &reader).await),
         Request::Contacts { tenant, user } => reply(store.contacts(&tenant, &user).await),
+        Request::Memberships { tenant, user } => reply(store.memberships(&tenant, &user).await),
         Request::ConversationsOf { tenant, user } => {
             reply(store.conversations_of(&tenant, &user).await)
         }
@@ -337,6 +342,18 @@ impl Store for RemoteStore {
 
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
         self.call(Request::Contacts {
+            tenant: tenant.clone(),
+            user: user.clone(),
+        })
+        .await
+    }
+
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        self.call(Request::Memberships {
             tenant: tenant.clone(),
             user: user.clone(),
         })

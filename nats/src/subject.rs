@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `sb.in.<partition>.<tenant>.<conversation>` | JetStream `SB_INGEST` | commands to the conversation's writer |
 //! | `sb.user.<tenant>.<user>` | core | events for every connection of a user |
+//! | `sb.conv.<tenant>.<conversation>` | core | messages of a conversation that fans out on read |
 //! | `sb.store` | core, request/reply | the store service |
 //!
 //! Ids may contain `.`, the subject separator, so they are escaped as
@@ -58,6 +59,16 @@ pub fn ingest(partition: u16, tenant: &TenantId, conversation: &ConversationId) 
 /// The filter of a partition's writer consumer.
 pub fn ingest_partition_filter(partition: u16) -> String {
     format!("{INGEST_PREFIX}.{partition}.>")
+}
+
+/// Live messages of a conversation that fans out on read, for every gateway
+/// with a connected member.
+pub fn conversation_events(tenant: &TenantId, conversation: &ConversationId) -> String {
+    format!(
+        "sb.conv.{}.{}",
+        token(tenant.as_str()),
+        token(conversation.as_str())
+    )
 }
 
 /// Events for all of one user's connections, on whichever gateways.

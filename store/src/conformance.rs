@@ -485,6 +485,10 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
         .unwrap();
     let contacts = store.contacts(&tenant(t), &user("b")).await.unwrap();
     assert_eq!(contacts, vec![user("x"), user("y")]);
+    let mut memberships = store.memberships(&tenant(t), &user("b")).await.unwrap();
+    memberships.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(memberships.len(), 5);
+    assert_eq!(memberships[0], (conv("d1"), ConversationKind::Direct, 2));
     // A message moves its conversation to the front.
     let mut m = text_message("old", 1, "a", "phone", "bump");
     m.created_at = Timestamp::from_unix_ms(40);

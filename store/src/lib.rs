@@ -87,6 +87,14 @@ pub trait Store: Send + Sync + 'static {
     /// presence concerns.
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>>;
 
+    /// Every conversation of `user` with its kind and member count (to find
+    /// those that fan out on read).
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>>;
+
     /// Every conversation `user` is a member of, most recent activity first.
     async fn conversations_of(
         &self,

@@ -143,6 +143,7 @@ pub fn worker_config(
     if let Some(b) = file.worker_max_batch {
         config.max_batch = b.max(1);
     }
+    config.fanout = file.fanout();
     if let Some(secs) = file.edit_window_secs {
         config.edit_policy.edit_window = Duration::from_secs(secs);
     }

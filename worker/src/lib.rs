@@ -37,6 +37,8 @@ pub struct WorkerConfig {
     pub cache_limit: usize,
     /// Who may edit or delete what.
     pub edit_policy: policy::EditPolicy,
+    /// Where conversations fan out on write and where on read.
+    pub fanout: switchboard_backbone::fanout::FanOutPolicy,
 }
 
 impl WorkerConfig {
@@ -48,6 +50,7 @@ impl WorkerConfig {
             max_batch: 1024,
             cache_limit: 100_000,
             edit_policy: policy::EditPolicy::default(),
+            fanout: switchboard_backbone::fanout::FanOutPolicy::default(),
         }
     }
 }

@@ -33,6 +33,7 @@ use switchboard_store::{
 };
 
 use crate::policy::{Action, EditPolicy};
+use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
 
 /// A command with the subject its outcome goes to (REST commands only).
 #[derive(Debug, Clone)]
@@ -41,21 +42,42 @@ pub struct Incoming {
     pub reply_to: Option<String>,
 }
 
+/// How a message reaches the connected members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// To each member's own event subject (fan-out on write).
+    Users,
+    /// Once, to the conversation's subject, which the gateways of connected
+    /// members listen to (fan-out on read).
+    Conversation,
+}
+
 /// What to publish after the batch is committed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// A message to fan out: to every user in `recipients` (the sender
-    /// included, whose sending device turns it into an `ack`).
+    /// included, whose sending device turns it into an `ack`), or to the
+    /// conversation's subject.
     Deliver {
         tenant: TenantId,
         message: Message,
         recipients: Vec<UserId>,
+        route: Route,
     },
     /// An edit or a deletion: the message as it is now, for every member.
     Update {
         tenant: TenantId,
         message: Message,
         recipients: Vec<UserId>,
+        route: Route,
+    },
+    /// Tells these users' gateways to listen (or stop listening) to the
+    /// conversation's subject for them.
+    Listen {
+        tenant: TenantId,
+        conversation_id: ConversationId,
+        users: Vec<UserId>,
+        listen: bool,
     },
     /// A command that was refused, for the device that sent it.
     Reject {
@@ -92,6 +114,7 @@ pub struct Sequencer {
     cache: HashMap<ConversationKey, SequencerState>,
     cache_limit: usize,
     policy: EditPolicy,
+    fanout: FanOutPolicy,
 }
 
 fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
@@ -152,7 +175,15 @@ impl MutationLog {
         self.mutations.push(m);
     }
 
-    fn push_message(&mut self, key: &ConversationKey, expected_last_seq: u64, message: Message) {
+    /// `inbox` is the conversation's fan-out; it only changes with a
+    /// membership change, which closes the open append.
+    fn push_message(
+        &mut self,
+        key: &ConversationKey,
+        expected_last_seq: u64,
+        message: Message,
+        inbox: bool,
+    ) {
         if let Some(&i) = self.open_append.get(key)
             && let Some(Mutation::Append { messages, .. }) = self.mutations.get_mut(i)
         {
@@ -164,7 +195,7 @@ impl MutationLog {
             key: key.clone(),
             expected_last_seq,
             messages: vec![message],
-            inbox: true,
+            inbox,
         });
     }
 }
@@ -173,6 +204,7 @@ impl MutationLog {
 struct Batch<'a> {
     ids: &'a dyn IdSource,
     policy: EditPolicy,
+    fanout: FanOutPolicy,
     /// Messages edits and deletes of this batch refer to, as they are now
     /// (from the store, and as this batch stores or changes them).
     messages: HashMap<(ConversationKey, MessageId), Message>,
@@ -187,11 +219,12 @@ struct Batch<'a> {
 }
 
 impl Sequencer {
-    pub fn new(cache_limit: usize, policy: EditPolicy) -> Self {
+    pub fn new(cache_limit: usize, policy: EditPolicy, fanout: FanOutPolicy) -> Self {
         Self {
             cache: HashMap::new(),
             cache_limit,
             policy,
+            fanout,
         }
     }
 
@@ -283,6 +316,7 @@ impl Sequencer {
         let mut b = Batch {
             ids,
             policy: self.policy,
+            fanout: self.fanout,
             messages,
             states,
             sent,
@@ -314,6 +348,33 @@ impl Sequencer {
 }
 
 impl Batch<'_> {
+    /// How the conversation fans out now.
+    fn mode(&self, key: &ConversationKey) -> FanOut {
+        match self.states.get(key) {
+            Some(Some(s)) => self.fanout.mode(s.kind, s.members.len()),
+            _ => FanOut::Write,
+        }
+    }
+
+    fn route(&self, key: &ConversationKey) -> Route {
+        match self.mode(key) {
+            FanOut::Write => Route::Users,
+            FanOut::Read => Route::Conversation,
+        }
+    }
+
+    fn listen(&mut self, key: &ConversationKey, users: Vec<UserId>, listen: bool) {
+        if users.is_empty() {
+            return;
+        }
+        self.outcomes.push(Outcome::Listen {
+            tenant: key.tenant.clone(),
+            conversation_id: key.conversation_id.clone(),
+            users,
+            listen,
+        });
+    }
+
     fn new_id(&self) -> Result<(MessageId, Timestamp), SequenceError> {
         let id = self.ids.next_id()?;
         // created_at is the id's own timestamp, so the two always agree.
@@ -390,13 +451,23 @@ impl Batch<'_> {
             },
             message.clone(),
         );
-        self.log.push_message(key, expected, message.clone());
+        let inbox = self.mode(key) == FanOut::Write;
+        self.log.push_message(key, expected, message.clone(), inbox);
         self.messages
             .insert((key.clone(), message.message_id), message.clone());
+        // Membership changes go to each member concerned even where the
+        // conversation fans out on read: a new member's gateway may not
+        // listen to the conversation yet.
+        let route = if matches!(message.content, Some(Content::System(_))) {
+            Route::Users
+        } else {
+            self.route(key)
+        };
         self.outcomes.push(Outcome::Deliver {
             tenant: key.tenant.clone(),
             message,
             recipients,
+            route,
         });
         Ok(())
     }
@@ -416,10 +487,13 @@ impl Batch<'_> {
         if let Some(existing) = self.sent.get(&skey) {
             // A retry: the original answers it. Fan it out again too, in
             // case the crash that caused the retry came before the fan-out.
+            let message = existing.clone();
+            let route = self.route(&key);
             self.outcomes.push(Outcome::Deliver {
                 tenant: c.tenant.clone(),
-                message: existing.clone(),
+                message,
                 recipients: members.into_iter().collect(),
+                route,
             });
             return Ok(());
         }
@@ -506,6 +580,10 @@ impl Batch<'_> {
                 members,
             }),
         );
+        if self.mode(&key) == FanOut::Read {
+            let everyone = c.members.clone();
+            self.listen(&key, everyone, true);
+        }
         self.touched.insert(key);
         self.done(reply_to, &c.conversation_id, true);
         Ok(())
@@ -588,10 +666,20 @@ impl Batch<'_> {
                 at: c.at,
             },
         );
+        let before = self.mode(&key);
         let mut members = state.members.clone();
         members.extend(new.iter().cloned());
         if let Some(Some(s)) = self.states.get_mut(&key) {
             s.members = members.clone();
+        }
+        // Crossing the threshold: everyone's gateways start listening; past
+        // it already: the newcomers'.
+        match (before, self.mode(&key)) {
+            (FanOut::Write, FanOut::Read) => {
+                self.listen(&key, members.iter().cloned().collect(), true)
+            }
+            (FanOut::Read, FanOut::Read) => self.listen(&key, new.clone(), true),
+            _ => {}
         }
         self.touched.insert(key.clone());
         let event = system_event("members_added", &c.actor, new);
@@ -633,9 +721,22 @@ impl Batch<'_> {
                 users: gone.clone(),
             },
         );
+        let before = self.mode(&key);
         if let Some(Some(s)) = self.states.get_mut(&key) {
             for u in &gone {
                 s.members.remove(u);
+            }
+        }
+        if before == FanOut::Read {
+            self.listen(&key, gone.clone(), false);
+            if self.mode(&key) == FanOut::Write {
+                let remaining = state
+                    .members
+                    .iter()
+                    .filter(|m| !gone.contains(m))
+                    .cloned()
+                    .collect();
+                self.listen(&key, remaining, false);
             }
         }
         self.touched.insert(key.clone());
@@ -731,6 +832,8 @@ impl Batch<'_> {
             self.refuse_update(c, action, ErrorCode::Forbidden, why);
             return Ok(());
         }
+        let inbox = self.mode(&key) == FanOut::Write;
+        let route = self.route(&key);
         let mut updated = current.clone();
         match (action, &c.content) {
             (Action::Edit, _) if current.deleted_at.is_some() => {
@@ -746,7 +849,7 @@ impl Batch<'_> {
                         content: content.clone(),
                         editor: c.actor.clone(),
                         at: now,
-                        inbox: true,
+                        inbox,
                     },
                 );
                 updated.content = Some(content.clone());
@@ -759,7 +862,7 @@ impl Batch<'_> {
                         key: key.clone(),
                         seq: current.seq,
                         at: now,
-                        inbox: true,
+                        inbox,
                     },
                 );
                 updated.content = None;
@@ -774,6 +877,7 @@ impl Batch<'_> {
             tenant: c.tenant.clone(),
             message: updated,
             recipients: members,
+            route,
         });
         Ok(())
     }
@@ -920,7 +1024,7 @@ mod tests {
     async fn sequences_sends_gap_free_and_answers_retries_with_the_original() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -958,7 +1062,7 @@ mod tests {
         assert_eq!(delivered(&out[0]).0, 1);
         assert_eq!(delivered(&out[1]).0, 3);
         // A fresh sequencer (a new owner) continues from the store.
-        let mut fresh = Sequencer::new(1000, EditPolicy::default());
+        let mut fresh = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(&mut fresh, &store, &ids, &[send("c", "b", "m4")]).await;
         assert_eq!(delivered(&out[0]).0, 4);
     }
@@ -967,7 +1071,7 @@ mod tests {
     async fn refuses_non_members_and_unknown_conversations() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -995,7 +1099,7 @@ mod tests {
     async fn membership_changes_are_sequenced_with_the_messages() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -1058,7 +1162,7 @@ mod tests {
     async fn a_stale_writer_is_refused_by_the_store() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut owner = Sequencer::new(1000, EditPolicy::default());
+        let mut owner = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         run(
             &mut owner,
             &store,
@@ -1070,7 +1174,7 @@ mod tests {
         )
         .await;
         // A zombie that cached the state at seq 1, while the new owner writes seq 2.
-        let mut zombie = Sequencer::new(1000, EditPolicy::default());
+        let mut zombie = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
         let mut plan = owner
             .plan(&store, &ids, &[send("c", "a", "m3")], true)
@@ -1090,7 +1194,7 @@ mod tests {
     async fn an_unchecked_retry_is_caught_by_the_store_and_answered_when_checked() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(
             &mut seq,
             &store,
@@ -1155,7 +1259,7 @@ mod tests {
     async fn edits_and_deletes_are_sequenced_and_policed() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default());
+        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
         let out = run(
             &mut seq,
             &store,

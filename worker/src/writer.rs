@@ -14,20 +14,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_nats::HeaderMap;
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::PullConsumer;
+use bytes::Bytes;
 use futures::StreamExt;
 use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_consumer_name};
 use switchboard_backbone::envelope::{
-    Command, HEADER_REPLY, frame_event, message_event, rejection_event,
+    Command, HEADER_REPLY, frame_event, listen_event, message_event, rejection_event,
 };
-use switchboard_backbone::subject::user_events;
-use switchboard_protocol::ServerFrame;
+use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_protocol::{ConversationId, ServerFrame, TenantId, UserId};
 use switchboard_store::StoreError;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::sequencer::{Incoming, Outcome, SequenceError, Sequencer};
+use crate::sequencer::{Incoming, Outcome, Route, SequenceError, Sequencer};
 use crate::{Ctx, WorkerError};
 
 /// Runs until `stop` turns true, the lease stops being valid, or the
@@ -64,7 +66,11 @@ pub(crate) async fn run_partition(
         .await
         .map_err(|e| WorkerError::Nats(format!("consume {name}: {e}")))?;
     let mut chunks = messages.ready_chunks(ctx.config.max_batch);
-    let mut sequencer = Sequencer::new(ctx.config.cache_limit, ctx.config.edit_policy);
+    let mut sequencer = Sequencer::new(
+        ctx.config.cache_limit,
+        ctx.config.edit_policy,
+        ctx.config.fanout,
+    );
     tracing::info!(partition, "writer started");
     loop {
         let chunk = tokio::select! {
@@ -192,17 +198,22 @@ async fn process_batch(
     }
 }
 
-/// Publishes a stored message to every recipient's event subject.
-async fn deliver(
+/// Publishes one event to every recipient's event subject, or once to
+/// the conversation's subject (fan-out on read).
+async fn fan_out(
     ctx: &Ctx,
-    tenant: &switchboard_protocol::TenantId,
-    message: &switchboard_protocol::Message,
-    recipients: Vec<switchboard_protocol::UserId>,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    recipients: Vec<UserId>,
+    route: Route,
+    (headers, payload): (HeaderMap, Bytes),
 ) -> Result<(), String> {
-    let (headers, payload) = message_event(message).map_err(|e| e.to_string())?;
+    let subjects: Vec<String> = match route {
+        Route::Users => recipients.iter().map(|u| user_events(tenant, u)).collect(),
+        Route::Conversation => vec![conversation_events(tenant, conversation)],
+    };
     let mut result = Ok(());
-    for user in recipients {
-        let subject = user_events(tenant, &user);
+    for subject in subjects {
         if let Err(e) = ctx
             .client
             .publish_with_headers(subject, headers.clone(), payload.clone())
@@ -221,6 +232,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 tenant,
                 message,
                 recipients,
+                route,
             } => {
                 tracing::debug!(
                     %tenant,
@@ -228,14 +240,29 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     seq = message.seq,
                     message_id = %message.message_id,
                     recipients = recipients.len(),
+                    ?route,
                     "message stored; fanning out"
                 );
-                deliver(ctx, &tenant, &message, recipients).await
+                match message_event(&message) {
+                    Ok(event) => {
+                        fan_out(
+                            ctx,
+                            &tenant,
+                            &message.conversation_id,
+                            recipients,
+                            route,
+                            event,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
             }
             Outcome::Update {
                 tenant,
                 message,
                 recipients,
+                route,
             } => {
                 tracing::debug!(
                     %tenant,
@@ -244,23 +271,21 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     deleted = message.deleted_at.is_some(),
                     "message updated"
                 );
-                let (headers, payload) = frame_event(&ServerFrame::MessageUpdated { message });
-                let mut result = Ok(());
-                for user in recipients {
-                    if let Err(e) = ctx
-                        .client
-                        .publish_with_headers(
-                            user_events(&tenant, &user),
-                            headers.clone(),
-                            payload.clone(),
-                        )
-                        .await
-                    {
-                        result = Err(e.to_string());
-                    }
-                }
-                result
+                let conversation = message.conversation_id.clone();
+                let event = frame_event(&ServerFrame::MessageUpdated { message });
+                fan_out(ctx, &tenant, &conversation, recipients, route, event).await
             }
+            Outcome::Listen {
+                tenant,
+                conversation_id,
+                users,
+                listen,
+            } => match listen_event(&conversation_id, listen) {
+                Ok(event) => {
+                    fan_out(ctx, &tenant, &conversation_id, users, Route::Users, event).await
+                }
+                Err(e) => Err(e.to_string()),
+            },
             Outcome::Reject {
                 tenant,
                 sender,

@@ -206,6 +206,15 @@ impl Store for EmbeddedStore {
         self.read(move |r, s| read::contacts(r, s, &t, &u)).await
     }
 
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.read(move |r, s| read::memberships(r, s, &t, &u)).await
+    }
+
     async fn conversations_of(
         &self,
         tenant: &TenantId,

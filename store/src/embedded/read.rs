@@ -366,6 +366,31 @@ pub(super) fn contacts<R: Readable>(
     Ok(out.into_iter().collect())
 }
 
+pub(super) fn memberships<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    user: &UserId,
+) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+    let (t, u) = (tenant.as_str(), user.as_str());
+    let mut out = Vec::new();
+    for kv in scan(r, &s.user_conversations, Key::new().s(t).s(u).bytes()) {
+        let (k, _) = kv?;
+        let c = str_part(&k, 2)?;
+        let Some(meta) = r
+            .get(&s.conversations, Key::new().s(t).s(c).bytes())
+            .map_err(storage)?
+        else {
+            continue;
+        };
+        let kind = decode::<ConversationMeta>(&meta)?.kind;
+        let count = scan(r, &s.members, Key::new().s(t).s(c).bytes()).count();
+        let id = ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        out.push((id, kind, count));
+    }
+    Ok(out)
+}
+
 pub(super) fn conversations_of<R: Readable>(
     r: &R,
     s: &Spaces,

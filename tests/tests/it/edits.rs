@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use switchboard_client::WsClient;
 use switchboard_client::rest::HistoryParams;
-use switchboard_protocol::{ClientFrame, Content, ConversationId, ConversationKind, Message, MessageId, ServerFrame};
+use switchboard_protocol::{
+    ClientFrame, Content, ConversationId, ConversationKind, Message, MessageId, ServerFrame,
+};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -37,7 +39,14 @@ async fn expect_update(ws: &mut WsClient) -> Message {
 async fn stored(cluster: &Cluster, conv: &str, seq: u64) -> Message {
     let page = cluster
         .rest(0, "bob")
-        .history(conv, HistoryParams { before_seq: Some(seq + 1), after_seq: Some(seq - 1), limit: Some(1) })
+        .history(
+            conv,
+            HistoryParams {
+                before_seq: Some(seq + 1),
+                after_seq: Some(seq - 1),
+                limit: Some(1),
+            },
+        )
         .await
         .unwrap();
     page.messages.into_iter().next().unwrap()
@@ -46,7 +55,10 @@ async fn stored(cluster: &Cluster, conv: &str, seq: u64) -> Message {
 async fn versions(cluster: &Cluster, conv: &str, id: MessageId) -> serde_json::Value {
     let rest = cluster.rest(0, "bob");
     rest.raw()
-        .get(format!("{}/v1/conversations/{conv}/messages/{id}/versions", rest.base()))
+        .get(format!(
+            "{}/v1/conversations/{conv}/messages/{id}/versions",
+            rest.base()
+        ))
         .bearer_auth(rest.token())
         .send()
         .await
@@ -59,7 +71,9 @@ async fn versions(cluster: &Cluster, conv: &str, id: MessageId) -> serde_json::V
 #[tokio::test]
 async fn every_device_and_the_history_see_edits_and_deletes() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Group, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
     cluster.ws(0, "bob", "tablet").await.close().await; // known, offline
     let mut alice = cluster.ws(0, "alice", "a").await;
     let mut phone = cluster.ws(0, "bob", "phone").await;
@@ -72,11 +86,21 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     for ws in [&mut alice, &mut phone, &mut laptop] {
         let m = expect_update(ws).await;
         assert_eq!((m.message_id, m.seq), (id, seq));
-        assert_eq!(m.content, Some(Content::Text { text: "hello".into() }));
+        assert_eq!(
+            m.content,
+            Some(Content::Text {
+                text: "hello".into()
+            })
+        );
         assert!(m.edited_at.is_some());
     }
     let m = stored(&cluster, &conv, seq).await;
-    assert_eq!(m.content, Some(Content::Text { text: "hello".into() }));
+    assert_eq!(
+        m.content,
+        Some(Content::Text {
+            text: "hello".into()
+        })
+    );
     let v = versions(&cluster, &conv, id).await;
     assert_eq!(v["versions"].as_array().unwrap().len(), 2);
     assert_eq!(v["versions"][0]["content"]["text"], "helo");
@@ -86,12 +110,20 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     let mut tablet = cluster.ws(0, "bob", "tablet").await;
     let (backlog, _, _) = pull(&mut tablet, None, None, None).await;
     let copy = backlog.iter().find(|m| m.message_id == id).unwrap();
-    assert_eq!(copy.content, Some(Content::Text { text: "hello".into() }));
+    assert_eq!(
+        copy.content,
+        Some(Content::Text {
+            text: "hello".into()
+        })
+    );
 
     // Only the sender edits.
     phone.send(&edit(&conv, id, "bob was here")).await.unwrap();
     let (code, request, _, _) = expect_error(&mut phone).await;
-    assert_eq!((code.as_str(), request.as_deref()), ("forbidden", Some("edit_message")));
+    assert_eq!(
+        (code.as_str(), request.as_deref()),
+        ("forbidden", Some("edit_message"))
+    );
 
     // Delete: no content anywhere.
     alice.send(&delete(&conv, id)).await.unwrap();
@@ -102,9 +134,17 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     }
     let m = stored(&cluster, &conv, seq).await;
     assert_eq!((m.content, m.deleted_at.is_some()), (None, true));
-    assert!(versions(&cluster, &conv, id).await["versions"].as_array().unwrap().is_empty());
+    assert!(
+        versions(&cluster, &conv, id).await["versions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     let list = cluster.rest(0, "bob").conversations().await.unwrap();
-    assert_eq!(list.conversations[0].last_message.as_ref().unwrap().content, None);
+    assert_eq!(
+        list.conversations[0].last_message.as_ref().unwrap().content,
+        None
+    );
     let (backlog, _, _) = pull(&mut tablet, Some(&conv), Some(0), None).await;
     assert!(backlog.iter().all(|m| m.content.is_none()));
 }
@@ -112,7 +152,9 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
 #[tokio::test]
 async fn an_edit_racing_a_delete_ends_the_same_everywhere() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut phone = cluster.ws(0, "alice", "phone").await;
     let mut laptop = cluster.ws(0, "alice", "laptop").await;
     let mut bob = cluster.ws(0, "bob", "b").await;
@@ -133,7 +175,13 @@ async fn an_edit_racing_a_delete_ends_the_same_everywhere() {
         assert_eq!((last.message_id, last.content.clone()), (id, None));
         assert_eq!(stored(&cluster, &conv, seq).await.content, None);
         // Drain what the senders got (an update or a refusal each).
-        let drain = async |ws: &mut WsClient| while ws.next_frame_within(Duration::from_millis(300)).await.is_ok() {};
+        let drain = async |ws: &mut WsClient| {
+            while ws
+                .next_frame_within(Duration::from_millis(300))
+                .await
+                .is_ok()
+            {}
+        };
         drain(&mut phone).await;
         drain(&mut laptop).await;
         drain(&mut bob).await;
@@ -147,7 +195,9 @@ async fn edits_close_after_the_window() {
         ..Default::default()
     })
     .await;
-    let conv = cluster.create(ConversationKind::Direct, "alice", &["bob"]).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     let (id, _) = send_acked(&mut alice, &conv, "w1", "quick").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -8,6 +8,7 @@ mod chat;
 mod crash;
 mod dev;
 mod edits;
+mod fanout;
 mod history;
 mod idempotency;
 mod leases;
