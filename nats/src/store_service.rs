@@ -16,11 +16,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    UserId,
+    Timestamp, UserId,
 };
 use switchboard_store::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, MessageKey,
-    Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxSweep, MarkChange,
+    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
@@ -105,6 +105,11 @@ enum Request {
         tenant: TenantId,
         user: UserId,
         device: DeviceId,
+    },
+    ExpireInbox {
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
     },
 }
 
@@ -211,6 +216,11 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             user,
             device,
         } => reply(store.register_device(&tenant, &user, &device).await),
+        Request::ExpireInbox {
+            before,
+            cursor,
+            budget,
+        } => reply(store.expire_inbox(before, cursor, budget).await),
     }
 }
 
@@ -452,6 +462,20 @@ impl Store for RemoteStore {
             user: user.clone(),
             conversation: conversation.clone(),
             seq,
+        })
+        .await
+    }
+
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep> {
+        self.call(Request::ExpireInbox {
+            before,
+            cursor,
+            budget,
         })
         .await
     }

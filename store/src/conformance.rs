@@ -16,8 +16,8 @@ use switchboard_protocol::{
 };
 
 use crate::{
-    ConversationKey, ConversationRecord, HistoryQuery, MessageKey, Mutation, SentKey, Store,
-    StoreError,
+    ConversationKey, ConversationRecord, HistoryQuery, InboxSweep, MessageKey, Mutation, SentKey,
+    Store, StoreError,
 };
 
 pub fn tenant(s: &str) -> TenantId {
@@ -130,6 +130,7 @@ pub async fn run_all(store: &dyn Store) {
     tenants_are_separate(store).await;
     edits_and_deletes(store).await;
     concurrent_commits_all_land(store).await;
+    old_inbox_entries_expire(store).await;
 }
 
 fn unique_tenant(name: &str) -> String {
@@ -800,4 +801,67 @@ async fn concurrent_commits_all_land(store: &dyn Store) {
     for s in store.sequencer_states(keys).await.unwrap() {
         assert_eq!(s.unwrap().last_seq, 5);
     }
+}
+
+/// Runs an inbox expiry sweep to its end in steps of `budget`.
+pub async fn sweep_inboxes(store: &dyn Store, before: Timestamp, budget: usize) -> usize {
+    let mut removed = 0;
+    let mut cursor = None;
+    loop {
+        let InboxSweep { removed: n, next } = store
+            .expire_inbox(before, cursor.take(), budget)
+            .await
+            .unwrap();
+        removed += n;
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return removed,
+        }
+    }
+}
+
+/// The sweep covers every tenant, so it uses a time older than anything the
+/// other checks need in an inbox (their seeded messages, their edits).
+async fn old_inbox_entries_expire(store: &dyn Store) {
+    let t = &unique_tenant("expiry");
+    let tt = tenant(t);
+    let (b, phone) = (user("b"), device("phone"));
+    store.register_device(&tt, &b, &phone).await.unwrap();
+    seed_conversation(store, t, "c", &["a", "b"], 4).await;
+    // Message 1 is edited much later: its entry is as fresh as the edit.
+    store
+        .commit(vec![Mutation::Edit {
+            key: key(t, "c"),
+            seq: 1,
+            content: Content::Text {
+                text: "still news".into(),
+            },
+            editor: user("a"),
+            at: Timestamp::from_unix_ms(2_100_000_000_000),
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    let seqs = || async {
+        store
+            .inbox(&tt, &b, &phone, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs().await, vec![1, 2, 3, 4]);
+    // Messages 1..=4 were written at ...001 to ...004: 2 and 3 are older
+    // than ...004. Small steps exercise the cursor.
+    let cutoff = text_message("c", 4, "a", "phone", "x").created_at;
+    let removed = sweep_inboxes(store, cutoff, 2).await;
+    assert!(removed >= 2, "removed {removed}");
+    assert_eq!(seqs().await, vec![1, 4]);
+    // A second sweep finds nothing more of this tenant's.
+    sweep_inboxes(store, cutoff, 1000).await;
+    assert_eq!(seqs().await, vec![1, 4]);
+    // The marks are untouched: expiry only forgets what to push.
+    let detail = store.conversation(&tt, &conv("c"), &b).await.unwrap();
+    assert_eq!(detail.record.last_seq, 4);
 }

@@ -28,7 +28,7 @@ pub use types::*;
 use async_trait::async_trait;
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    UserId,
+    Timestamp, UserId,
 };
 
 /// The store interface. All methods are cancel-safe in the sense that a
@@ -153,6 +153,19 @@ pub trait Store: Send + Sync + 'static {
         conversation: &ConversationId,
         seq: u64,
     ) -> StoreResult<MarkChange>;
+
+    /// One step of the inbox expiry sweep: removes the entries written
+    /// before `before` among at most `budget` entries from `cursor` (`None`
+    /// starts at the beginning). A device that stays away longer than the
+    /// inbox lifetime catches up from history instead. A backend whose
+    /// rows expire by themselves (a TTL) removes nothing and returns
+    /// `next: None`.
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

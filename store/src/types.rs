@@ -194,3 +194,13 @@ pub fn day_bucket(t: Timestamp) -> u32 {
     let day = t.unix_ms().div_euclid(86_400_000);
     u32::try_from(day).unwrap_or(0)
 }
+
+/// How far one step of an inbox expiry sweep got.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxSweep {
+    /// Entries removed in this step.
+    pub removed: usize,
+    /// Where the next step starts; `None` when the sweep has covered every
+    /// inbox.
+    pub next: Option<String>,
+}

@@ -42,6 +42,11 @@ pub struct FileConfig {
     pub edit_window_secs: Option<u64>,
     /// JetStream's dedupe window for sends, in milliseconds (default 120000).
     pub duplicate_window_ms: Option<u64>,
+    /// How long an undelivered inbox entry waits for its device, in
+    /// seconds (default 2592000, 30 days).
+    pub inbox_ttl_secs: Option<u64>,
+    /// How often expired inbox entries are swept, in seconds (default 3600).
+    pub inbox_sweep_secs: Option<u64>,
     /// Publishes a gateway may have waiting for JetStream's ack (default 5000).
     pub jetstream_max_inflight: Option<usize>,
     #[serde(default)]
@@ -152,5 +157,12 @@ mod tests {
             toml::from_str::<FileConfig>("nats_ulr = \"x\"").is_err(),
             "typos are errors"
         );
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../deploy/switchboard.example.toml");
+        let f: FileConfig = toml::from_str(text).unwrap();
+        assert_eq!(f.inbox_ttl_secs, Some(30 * 24 * 3600));
     }
 }

@@ -147,6 +147,12 @@ pub fn worker_config(
     if let Some(secs) = file.edit_window_secs {
         config.edit_policy.edit_window = Duration::from_secs(secs);
     }
+    if let Some(secs) = file.inbox_ttl_secs {
+        config.inbox_ttl = Duration::from_secs(secs);
+    }
+    if let Some(secs) = file.inbox_sweep_secs {
+        config.inbox_sweep_every = Duration::from_secs(secs.max(1));
+    }
     Ok(config)
 }
 

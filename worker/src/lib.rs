@@ -6,6 +6,7 @@
 //! assigned, where membership is checked for a send, and where a message
 //! becomes durable. Gateways never write messages themselves.
 
+mod expiry;
 mod partitions;
 pub mod policy;
 mod presence;
@@ -39,6 +40,10 @@ pub struct WorkerConfig {
     pub edit_policy: policy::EditPolicy,
     /// Where conversations fan out on write and where on read.
     pub fanout: switchboard_backbone::fanout::FanOutPolicy,
+    /// How long an undelivered inbox entry waits for its device.
+    pub inbox_ttl: Duration,
+    /// How often the leader sweeps expired inbox entries.
+    pub inbox_sweep_every: Duration,
 }
 
 impl WorkerConfig {
@@ -51,6 +56,8 @@ impl WorkerConfig {
             cache_limit: 100_000,
             edit_policy: policy::EditPolicy::default(),
             fanout: switchboard_backbone::fanout::FanOutPolicy::default(),
+            inbox_ttl: Duration::from_secs(30 * 24 * 3600),
+            inbox_sweep_every: Duration::from_secs(3600),
         }
     }
 }
@@ -116,7 +123,9 @@ pub async fn run(
         open(LAST_SEEN_BUCKET).await?,
     ));
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
+    let sweeper = tokio::spawn(expiry::run(ctx.clone()));
     let result = partitions::run(ctx, bucket, shutdown).await;
     notifier.abort();
+    sweeper.abort();
     result
 }

@@ -41,6 +41,12 @@ pub(super) enum WriteOp {
         device: DeviceId,
         at: Timestamp,
     },
+    /// One step of the inbox expiry sweep, from key `from`.
+    ExpireInbox {
+        before: Timestamp,
+        from: Vec<u8>,
+        budget: usize,
+    },
 }
 
 /// What a job produced, handed to its caller once the group is committed.
@@ -48,6 +54,8 @@ pub(super) enum WriteOp {
 pub(super) enum Applied {
     Done,
     Mark(MarkChange),
+    /// Entries removed, and the key the sweep goes on from.
+    Expired(usize, Option<Vec<u8>>),
 }
 
 /// Why an operation did not apply.
@@ -188,8 +196,10 @@ impl Writer<'_> {
             .ok_or_else(|| ApplyError::Dirty(StoreError::Corrupt("device cache".into())))
     }
 
-    fn insert_inbox(&mut self, key: Vec<u8>) {
-        self.batch.insert(&self.s.inbox, key.clone(), []);
+    /// An inbox entry, valued with when it was written (for expiry).
+    fn insert_inbox(&mut self, key: Vec<u8>, at: Timestamp) {
+        self.batch
+            .insert(&self.s.inbox, key.clone(), words([at.unix_ms() as u64]));
         self.pending.inbox.insert(key);
     }
 
@@ -282,7 +292,43 @@ impl Writer<'_> {
                 }
                 Ok(Applied::Done)
             }
+            WriteOp::ExpireInbox {
+                before,
+                from,
+                budget,
+            } => self.expire_inbox(*before, from.clone(), *budget),
         }
+    }
+
+    /// Removes the inbox entries older than `before` among the next
+    /// `budget` from `from`. It runs on the writer thread so that an entry
+    /// refreshed by an edit in the same group is seen as fresh.
+    fn expire_inbox(
+        &mut self,
+        before: Timestamp,
+        from: Vec<u8>,
+        budget: usize,
+    ) -> Result<Applied, ApplyError> {
+        let before = before.unix_ms() as u64;
+        let mut doomed = Vec::new();
+        let mut next = None;
+        for (seen, g) in self.snap.range(&self.s.inbox, from..).enumerate() {
+            let (k, v) = g.into_inner().map_err(storage)?;
+            if seen == budget {
+                next = Some(k.to_vec());
+                break;
+            }
+            // An entry without a time predates expiry: it is old.
+            let written = read_words::<1>(&v).map(|[ms]| ms).unwrap_or(0);
+            if written < before && !self.pending.inbox.contains(k.as_ref()) {
+                doomed.push(k.to_vec());
+            }
+        }
+        let removed = doomed.len();
+        for k in doomed {
+            self.remove_inbox(k);
+        }
+        Ok(Applied::Expired(removed, next))
     }
 
     fn add_member(
@@ -461,7 +507,10 @@ impl Writer<'_> {
                     if *user == m.sender_id.as_str() && *device == m.sender_device.as_str() {
                         continue;
                     }
-                    self.insert_inbox(Key::new().s(t).s(user).s(device).s(c).n(m.seq).bytes());
+                    self.insert_inbox(
+                        Key::new().s(t).s(user).s(device).s(c).n(m.seq).bytes(),
+                        m.created_at,
+                    );
                 }
             }
             days.entry(day_bucket(m.created_at)).or_insert(m.seq);
@@ -537,9 +586,14 @@ impl Writer<'_> {
         self.batch.insert(&self.s.messages, key.clone(), encode(m)?);
         self.pending.messages.insert(key, m.clone());
         if inbox {
+            // The entry is as fresh as the change, for expiry.
+            let at = m.deleted_at.or(m.edited_at).unwrap_or(m.created_at);
             for (user, devices) in self.recipients(t, c)? {
                 for device in devices {
-                    self.insert_inbox(Key::new().s(t).s(&user).s(&device).s(c).n(m.seq).bytes());
+                    self.insert_inbox(
+                        Key::new().s(t).s(&user).s(&device).s(c).n(m.seq).bytes(),
+                        at,
+                    );
                 }
             }
         }

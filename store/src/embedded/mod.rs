@@ -35,8 +35,8 @@ use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, MarkChange, MessageKey,
-    Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxSweep, MarkChange,
+    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -97,7 +97,7 @@ impl EmbeddedStore {
     async fn write_mark(&self, op: WriteOp) -> StoreResult<MarkChange> {
         match self.write(op).await? {
             Applied::Mark(change) => Ok(change),
-            Applied::Done => Err(StoreError::Corrupt("an ack produced no marks".into())),
+            _ => Err(StoreError::Corrupt("an ack produced no marks".into())),
         }
     }
 
@@ -296,6 +296,35 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep> {
+        let from = match cursor {
+            Some(c) => hex_decode(&c)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad inbox sweep cursor {c:?}")))?,
+            None => Vec::new(),
+        };
+        match self
+            .write(WriteOp::ExpireInbox {
+                before,
+                from,
+                budget: budget.max(1),
+            })
+            .await?
+        {
+            Applied::Expired(removed, next) => Ok(InboxSweep {
+                removed,
+                next: next.map(|k| hex_encode(&k)),
+            }),
+            _ => Err(StoreError::Corrupt(
+                "an inbox sweep produced no result".into(),
+            )),
+        }
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -318,6 +347,21 @@ impl Store for EmbeddedStore {
         .await
         .map(|_| ())
     }
+}
+
+/// A sweep cursor is a key, carried as text.
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -348,5 +392,14 @@ mod tests {
             }
         };
         conformance::check_seeded_conversation(&store, "t1", "c1", 3).await;
+    }
+
+    #[test]
+    fn sweep_cursors_round_trip_and_bad_ones_are_refused() {
+        let key = vec![0, 1, 0x7f, 0xfe, 0xff];
+        assert_eq!(hex_decode(&hex_encode(&key)), Some(key));
+        for bad in ["abc", "zz", "é0"] {
+            assert_eq!(hex_decode(bad), None, "{bad}");
+        }
     }
 }

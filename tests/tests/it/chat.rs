@@ -1,5 +1,6 @@
 //! Two users chat through two gateway processes (F5, F3, F20).
 
+use switchboard_client::WsClient;
 use switchboard_client::rest::HistoryParams;
 use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind};
 use switchboard_tests::{Cluster, ClusterSpec};
@@ -111,6 +112,84 @@ async fn a_conversation_list_shows_recent_activity_first() {
     assert_eq!(ids, vec![first.as_str(), second.as_str()]);
     assert_eq!(list.conversations[0].last_seq, 1);
     assert!(list.conversations[0].last_message.is_some());
+}
+
+/// Sends `n` messages at once, then waits for all their acks.
+async fn burst(ws: &mut WsClient, conv: &str, prefix: &str, n: u32) {
+    for i in 0..n {
+        ws.send(&send_frame(conv, &format!("{prefix}-{i}"), "burst"))
+            .await
+            .unwrap();
+    }
+    for i in 0..n {
+        expect_ack(ws, &format!("{prefix}-{i}")).await;
+    }
+}
+
+#[tokio::test]
+async fn the_list_orders_and_counts_after_bursts_in_several_conversations() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let mut convs = Vec::new();
+    for (kind, creator, others) in [
+        (ConversationKind::Direct, "alice", ["bob"].as_slice()),
+        (
+            ConversationKind::Group,
+            "carol",
+            ["bob", "alice"].as_slice(),
+        ),
+        (ConversationKind::Group, "alice", ["bob"].as_slice()),
+        (ConversationKind::Direct, "carol", ["bob"].as_slice()),
+    ] {
+        convs.push(cluster.create(kind, creator, others).await);
+    }
+    let mut alice = cluster.ws(0, "alice", "a").await;
+    let mut carol = cluster.ws(0, "carol", "c").await;
+    // Bursts, each sent without waiting for its acks: 5 in the first, 3 in
+    // the second (2 of them from carol), none in the third, 2 in the
+    // fourth, then one more in the first.
+    burst(&mut alice, &convs[0], "b0", 5).await;
+    burst(&mut alice, &convs[1], "b1", 1).await;
+    burst(&mut carol, &convs[1], "b1", 2).await;
+    burst(&mut carol, &convs[3], "b3", 2).await;
+    send_acked(&mut alice, &convs[0], "last", "latest").await;
+
+    let view = |list: &switchboard_protocol::conversation::ConversationList| {
+        list.conversations
+            .iter()
+            .map(|c| {
+                let at = convs.iter().position(|id| id == c.conversation_id.as_str());
+                (at.unwrap(), c.last_seq, c.unread_count)
+            })
+            .collect::<Vec<_>>()
+    };
+    // Most recent activity first; the empty conversation last. Unread
+    // counts everything after the reader's read mark...
+    let bob = cluster.rest(0, "bob").conversations().await.unwrap();
+    assert_eq!(view(&bob), vec![(0, 6, 6), (3, 2, 2), (1, 3, 3), (2, 0, 0)]);
+    // ...and sending reads what came before: alice's own messages are not
+    // unread for her, carol's later ones are.
+    let list = cluster.rest(0, "alice").conversations().await.unwrap();
+    assert_eq!(view(&list), vec![(0, 6, 0), (1, 3, 2), (2, 0, 0)]);
+
+    // Reading part of a conversation lowers its count and keeps the order.
+    let mut phone = cluster.ws(0, "bob", "phone").await;
+    phone
+        .send(&ClientFrame::AckRead {
+            conversation_id: ConversationId::new(convs[0].clone()).unwrap(),
+            seq: 4,
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let bob = cluster.rest(0, "bob").conversations().await.unwrap();
+        if view(&bob)[0] == (0, 6, 2) {
+            assert_eq!(view(&bob), vec![(0, 6, 2), (3, 2, 2), (1, 3, 3), (2, 0, 0)]);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", view(&bob));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]

@@ -31,7 +31,15 @@ async fn a_600_member_channel_fans_out_on_read() {
     let members: Vec<String> = (1..600).map(|i| format!("m{i}")).collect();
     let refs: Vec<&str> = members.iter().map(String::as_str).collect();
     let channel = cluster.create(ConversationKind::Channel, "m0", &refs).await;
-    assert_eq!(cluster.rest(0, "m0").conversation(&channel).await.unwrap().last_seq, 0);
+    assert_eq!(
+        cluster
+            .rest(0, "m0")
+            .conversation(&channel)
+            .await
+            .unwrap()
+            .last_seq,
+        0
+    );
     // An offline member whose device is known.
     cluster.ws(0, "m599", "phone").await.close().await;
 
@@ -52,16 +60,27 @@ async fn a_600_member_channel_fans_out_on_read() {
     let mut offline = cluster.ws(1, "m599", "phone").await;
     let (inbox, _, _) = pull(&mut offline, None, None, None).await;
     assert!(inbox.is_empty(), "fan-out on read writes no inbox");
-    let page = cluster.rest(1, "m599").history(&channel, HistoryParams::default()).await.unwrap();
+    let page = cluster
+        .rest(1, "m599")
+        .history(&channel, HistoryParams::default())
+        .await
+        .unwrap();
     assert_eq!(page.messages.len(), 3);
     let (backlog, last, _) = pull(&mut offline, Some(&channel), Some(0), None).await;
     assert_eq!((backlog.len(), last), (3, 3));
 
     // A member added while connected hears what follows.
     let mut newbie = cluster.ws(1, "newbie", "d").await;
-    cluster.rest(0, "m0").add_members(&channel, &["newbie"]).await.unwrap();
+    cluster
+        .rest(0, "m0")
+        .add_members(&channel, &["newbie"])
+        .await
+        .unwrap();
     let added = expect_message(&mut newbie).await;
-    assert!(matches!(added.content, Some(switchboard_protocol::Content::System(_))));
+    assert!(matches!(
+        added.content,
+        Some(switchboard_protocol::Content::System(_))
+    ));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (id, _) = send_acked(&mut sender, &channel, "welcome", "welcome").await;
     let seen = loop {
@@ -81,11 +100,16 @@ async fn a_group_that_grows_past_the_threshold_stays_live() {
         ..Default::default()
     })
     .await;
-    let group = cluster.create(ConversationKind::Group, "g0", &["g1", "g2"]).await;
+    let group = cluster
+        .create(ConversationKind::Group, "g0", &["g1", "g2"])
+        .await;
     // A device of g1 that is known but offline throughout.
     cluster.ws(0, "g1", "offline").await.close().await;
     let mut g0 = cluster.ws(0, "g0", "d").await;
-    let mut others = vec![cluster.ws(1, "g1", "d").await, cluster.ws(0, "g2", "d").await];
+    let mut others = vec![
+        cluster.ws(1, "g1", "d").await,
+        cluster.ws(0, "g2", "d").await,
+    ];
 
     // Three members: fan-out on write; the offline device gets an inbox entry.
     let (small, _) = send_acked(&mut g0, &group, "small", "x").await;
@@ -94,7 +118,11 @@ async fn a_group_that_grows_past_the_threshold_stays_live() {
     // A fourth member takes the group past the threshold: the members
     // already connected keep hearing, now through the group's subject.
     let mut g3 = cluster.ws(1, "g3", "d").await;
-    cluster.rest(0, "g0").add_members(&group, &["g3"]).await.unwrap();
+    cluster
+        .rest(0, "g0")
+        .add_members(&group, &["g3"])
+        .await
+        .unwrap();
     for ws in others.iter_mut().chain(std::iter::once(&mut g3)) {
         expect_message(ws).await; // the system message
     }

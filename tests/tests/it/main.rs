@@ -11,6 +11,7 @@ mod edits;
 mod fanout;
 mod history;
 mod idempotency;
+mod inbox;
 mod leases;
 mod ordering;
 mod overload;
