@@ -21,7 +21,8 @@ use switchboard_protocol::conversation::{
     AddMembers, ConversationList, CreateConversation, HistoryPage, Members,
 };
 use switchboard_protocol::{
-    ConversationId, ConversationKind, ConversationView, ErrorCode, MemberView, Timestamp, UserId,
+    Content, ConversationId, ConversationKind, ConversationView, ErrorCode, MemberView, Message,
+    Timestamp, UserId,
 };
 use switchboard_store::{ConversationDetail, ConversationSummary, HistoryQuery};
 
@@ -144,8 +145,15 @@ fn detail_view(d: ConversationDetail, caller: &UserId) -> ConversationView {
         members,
         created_at: r.created_at,
         last_seq: r.last_seq,
+        preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
     }
+}
+
+/// None for a deleted message (no content) and ciphertext.
+fn preview(last: Option<&Message>) -> Option<String> {
+    last.and_then(|m| m.content.as_ref())
+        .and_then(Content::preview)
 }
 
 fn summary_view(s: ConversationSummary) -> ConversationView {
@@ -158,6 +166,7 @@ fn summary_view(s: ConversationSummary) -> ConversationView {
         members: Members::Ids(s.member_ids),
         created_at: r.created_at,
         last_seq: r.last_seq,
+        preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
     }
 }

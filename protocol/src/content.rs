@@ -36,7 +36,7 @@ pub struct Media {
 /// What a `system` message reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SystemEvent {
-    /// `conversation_created`, `members_added` or `member_removed`.
+    /// [`SystemEvent::MEMBERS_ADDED`] or [`SystemEvent::MEMBERS_REMOVED`].
     pub event: String,
     /// The user who caused the event.
     pub actor: UserId,
@@ -146,6 +146,64 @@ impl Content {
             Content::System(_) => Err(ContentError::SystemFromClient),
         }
     }
+
+    /// A one-line summary for conversation lists: the text (cut at
+    /// [`PREVIEW_CHARS`] characters, line breaks as spaces), a media kind
+    /// with its caption, or what a system event did. `None` for ciphertext,
+    /// which the server cannot read.
+    pub fn preview(&self) -> Option<String> {
+        let media = |kind: &str, m: &Media| match &m.caption {
+            Some(caption) => format!("[{kind}] {}", one_line(caption)),
+            None => format!("[{kind}]"),
+        };
+        match self {
+            Content::Text { text } => Some(one_line(text)),
+            Content::Image(m) => Some(media("image", m)),
+            Content::File(m) => Some(media("file", m)),
+            Content::Voice(m) => Some(media("voice", m)),
+            Content::Ciphertext { .. } => None,
+            Content::System(e) => Some(e.describe()),
+        }
+    }
+}
+
+/// How much of a text a preview shows, in characters.
+pub const PREVIEW_CHARS: usize = 100;
+
+fn one_line(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(PREVIEW_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(PREVIEW_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+impl SystemEvent {
+    pub const MEMBERS_ADDED: &'static str = "members_added";
+    pub const MEMBERS_REMOVED: &'static str = "members_removed";
+
+    /// In words, with user ids as names: "alice added bob, carol".
+    pub fn describe(&self) -> String {
+        let users = self
+            .user_ids
+            .iter()
+            .map(UserId::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let actor = self.actor.as_str();
+        match self.event.as_str() {
+            Self::MEMBERS_ADDED => format!("{actor} added {users}"),
+            Self::MEMBERS_REMOVED if self.user_ids == [self.actor.clone()] => {
+                format!("{actor} left")
+            }
+            Self::MEMBERS_REMOVED => format!("{actor} removed {users}"),
+            other => format!("{actor}: {other}"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -170,6 +228,41 @@ mod tests {
             parse(r#"{"kind":"ciphertext","algorithm":"olm.v1","body":"QUJD"}"#),
             Content::Ciphertext { .. }
         ));
+    }
+
+    #[test]
+    fn previews_say_what_a_message_is_in_one_line() {
+        assert_eq!(
+            Content::Text {
+                text: "two\nlines".into()
+            }
+            .preview()
+            .as_deref(),
+            Some("two lines")
+        );
+        let long = Content::Text {
+            text: "é".repeat(PREVIEW_CHARS + 1),
+        };
+        let cut = long.preview().unwrap();
+        assert_eq!(cut.chars().count(), PREVIEW_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        let exact = Content::Text {
+            text: "x".repeat(PREVIEW_CHARS),
+        };
+        assert!(!exact.preview().unwrap().ends_with('…'));
+        let image =
+            parse(r#"{"kind":"image","blob_ref":"b","mime":"image/png","size":3,"caption":"cat"}"#);
+        assert_eq!(image.preview().as_deref(), Some("[image] cat"));
+        let voice = parse(r#"{"kind":"voice","blob_ref":"b","mime":"audio/ogg","size":3}"#);
+        assert_eq!(voice.preview().as_deref(), Some("[voice]"));
+        let secret = parse(r#"{"kind":"ciphertext","algorithm":"olm.v1","body":"QUJD"}"#);
+        assert_eq!(secret.preview(), None);
+        let added =
+            parse(r#"{"kind":"system","event":"members_added","actor":"a","user_ids":["b","c"]}"#);
+        assert_eq!(added.preview().as_deref(), Some("a added b, c"));
+        let left =
+            parse(r#"{"kind":"system","event":"members_removed","actor":"b","user_ids":["b"]}"#);
+        assert_eq!(left.preview().as_deref(), Some("b left"));
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct ConversationView {
     pub created_at: Timestamp,
     pub last_seq: u64,
     pub last_message: Option<Message>,
+    /// `last_message` in one line ([`crate::Content::preview`]); null when
+    /// there is none, it was deleted, or it is ciphertext.
+    #[serde(default)]
+    pub preview: Option<String>,
     /// For the caller: messages after the caller's read mark.
     pub unread_count: u64,
 }

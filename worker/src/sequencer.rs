@@ -682,7 +682,7 @@ impl Batch<'_> {
             _ => {}
         }
         self.touched.insert(key.clone());
-        let event = system_event("members_added", &c.actor, new);
+        let event = system_event(SystemEvent::MEMBERS_ADDED, &c.actor, new);
         self.system_message(c, &key, event, members.into_iter().collect(), reply_to)
     }
 
@@ -740,7 +740,7 @@ impl Batch<'_> {
             }
         }
         self.touched.insert(key.clone());
-        let event = system_event("members_removed", &c.actor, gone);
+        let event = system_event(SystemEvent::MEMBERS_REMOVED, &c.actor, gone);
         self.system_message(c, &key, event, audience, reply_to)
     }
 

@@ -2,7 +2,7 @@
 
 use switchboard_client::WsClient;
 use switchboard_client::rest::HistoryParams;
-use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind};
+use switchboard_protocol::{ClientFrame, ClientMsgId, Content, ConversationId, ConversationKind};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -112,6 +112,24 @@ async fn a_conversation_list_shows_recent_activity_first() {
     assert_eq!(ids, vec![first.as_str(), second.as_str()]);
     assert_eq!(list.conversations[0].last_seq, 1);
     assert!(list.conversations[0].last_message.is_some());
+    assert_eq!(list.conversations[0].preview.as_deref(), Some("bump"));
+
+    // Ciphertext has a last message but no preview: the server cannot read it.
+    carol
+        .send(&ClientFrame::SendMessage {
+            client_msg_id: ClientMsgId::new("secret").unwrap(),
+            conversation_id: ConversationId::new(second.clone()).unwrap(),
+            content: Content::Ciphertext {
+                algorithm: "olm.v1".into(),
+                body: "QUJD".into(),
+            },
+        })
+        .await
+        .unwrap();
+    expect_ack(&mut carol, "secret").await;
+    let list = cluster.rest(0, "erin").conversations().await.unwrap();
+    assert!(list.conversations[0].last_message.is_some());
+    assert_eq!(list.conversations[0].preview, None);
 }
 
 /// Sends `n` messages at once, then waits for all their acks.
@@ -166,6 +184,15 @@ async fn the_list_orders_and_counts_after_bursts_in_several_conversations() {
     // counts everything after the reader's read mark...
     let bob = cluster.rest(0, "bob").conversations().await.unwrap();
     assert_eq!(view(&bob), vec![(0, 6, 6), (3, 2, 2), (1, 3, 3), (2, 0, 0)]);
+    let previews: Vec<Option<&str>> = bob
+        .conversations
+        .iter()
+        .map(|c| c.preview.as_deref())
+        .collect();
+    assert_eq!(
+        previews,
+        vec![Some("latest"), Some("burst"), Some("burst"), None]
+    );
     // ...and sending reads what came before: alice's own messages are not
     // unread for her, carol's later ones are.
     let list = cluster.rest(0, "alice").conversations().await.unwrap();

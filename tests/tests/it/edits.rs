@@ -145,6 +145,10 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
         list.conversations[0].last_message.as_ref().unwrap().content,
         None
     );
+    assert_eq!(
+        list.conversations[0].preview, None,
+        "no preview of a deleted message"
+    );
     let (backlog, _, _) = pull(&mut tablet, Some(&conv), Some(0), None).await;
     assert!(backlog.iter().all(|m| m.content.is_none()));
 }
