@@ -55,7 +55,9 @@ pub async fn connect(config: &NatsConfig) -> Result<async_nats::Client, Backbone
             match event {
                 async_nats::Event::Connected => tracing::info!("connected to NATS"),
                 async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
-                other => tracing::debug!(event = %other, "NATS client event"),
+                // Slow consumers (messages dropped), server and client
+                // errors, lame duck mode: all worth an operator's look.
+                other => tracing::warn!(event = %other, "NATS client event"),
             }
         })
         .connect(config.url.as_str())

@@ -14,6 +14,7 @@ mod sys;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
@@ -213,8 +214,9 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     file.tenants.retain(|t| t.id != config::DEMO_TENANT);
     file.tenants.push(demo_tenant(&secret));
 
+    let locked = nats_server::DataDirLock::acquire(&data_dir)?;
     // Started here, on the main task: see `sys::die_with_parent`.
-    let nats = nats_server::NatsServer::start(&binary, &data_dir, port).await?;
+    let nats = nats_server::NatsServer::start(&binary, &data_dir, port, &locked).await?;
     let result = dev_inner(&args, &file, &nats, listen, &data_dir).await;
     nats.stop().await;
     result
@@ -288,7 +290,8 @@ async fn dev_inner(
         Ok(Err(e)) => tracing::error!(error = %e, "worker failed"),
         Err(e) => tracing::error!(error = %e, "worker task failed"),
     }
-    client.flush().await.ok();
+    // Bounded: a client whose server is gone would wait forever.
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.flush()).await;
     served
 }
 

@@ -82,11 +82,50 @@ async fn stop_stale(pid_file: &Path) {
     }
 }
 
+/// One `switchboard dev` per data directory: held from start to exit and
+/// released by the kernel when the process ends, however it ends.
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+impl DataDirLock {
+    pub fn acquire(data_dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("creating {}", data_dir.display()))?;
+        let path = data_dir.join("dev.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => bail!(
+                "{} is in use by another `switchboard dev`; stop it, or pass another --data-dir",
+                data_dir.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("locking {}", path.display()))
+            }
+        }
+    }
+}
+
 impl NatsServer {
     /// Starts nats-server with JetStream in `data_dir` and waits until it
     /// accepts connections. Must be called from the main task: the child is
     /// tied to the thread that starts it (see `sys::die_with_parent`).
-    pub async fn start(binary: &Path, data_dir: &Path, port: u16) -> anyhow::Result<Self> {
+    /// The caller holds the data directory's [`DataDirLock`], so a
+    /// nats-server named in the pid file is a leftover, never a live
+    /// `dev`'s.
+    pub async fn start(
+        binary: &Path,
+        data_dir: &Path,
+        port: u16,
+        _locked: &DataDirLock,
+    ) -> anyhow::Result<Self> {
         let dir = data_dir.join("nats");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let dir = dir.canonicalize()?;

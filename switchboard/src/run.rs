@@ -19,18 +19,31 @@ use tokio::sync::watch;
 
 use crate::config::{FileConfig, StoreKind};
 
+/// How long a graceful shutdown may take before the process exits anyway
+/// (it waits on NATS, which may be gone).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
 /// A shutdown signal every component can wait on.
 #[derive(Clone)]
 pub struct Shutdown(watch::Receiver<bool>);
 
 impl Shutdown {
     /// Resolves on SIGINT or SIGTERM; the returned value can be cloned.
+    /// A second signal, or [`SHUTDOWN_GRACE`] without finishing, ends the
+    /// process at once: everything acked is already durable.
     pub fn on_signals() -> Self {
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;
-            tracing::info!("shutting down");
+            tracing::info!("shutting down (a second Ctrl-C stops at once)");
             let _ = tx.send(true);
+            tokio::select! {
+                _ = wait_for_signal() => tracing::warn!("second signal: stopping now"),
+                _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
+                    tracing::warn!(grace = ?SHUTDOWN_GRACE, "graceful shutdown is taking too long; stopping now");
+                }
+            }
+            std::process::exit(130);
         });
         Self(rx)
     }

@@ -147,6 +147,31 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
     let (_, seq) = send_acked(&mut alice, &conv, "after", "still counting").await;
     assert_eq!(seq, 21);
 
+    // A second dev on the same data directory refuses to start, and leaves
+    // the running one (and its nats-server) alone.
+    let second = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(switchboard_tests::switchboard_bin())
+            .args(["dev", "--data-dir", &data.display().to_string()])
+            .args(["--nats-port", "0", "--listen", "127.0.0.1:0"])
+            .env(
+                "SWITCHBOARD_NATS_SERVER",
+                switchboard_tests::nats_server_bin(),
+            )
+            .output(),
+    )
+    .await
+    .expect("a second dev exits at once")
+    .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("in use by another `switchboard dev`"),
+        "{stderr}"
+    );
+    let (_, seq) = send_acked(&mut alice, &conv, "after-second", "still here").await;
+    assert_eq!(seq, 22);
+
     // SIGTERM stops it cleanly, nats-server included.
     let nats = nats_pid(&data).unwrap();
     let status = dev.terminate().await.expect("dev exits on SIGTERM");
