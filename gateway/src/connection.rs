@@ -177,7 +177,11 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
     loop {
         tokio::select! {
             incoming = stream.next() => match incoming {
-                Some(Ok(Message::Text(text))) => conn.on_text(&text).await,
+                // Boxed: a future holds room for its largest state, and
+                // handling a frame (publishing, reading the store) is far
+                // larger than waiting. Unboxed, every idle connection
+                // would carry that room.
+                Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
                 Some(Ok(Message::Binary(_))) => conn.reply(error_frame(
                     ErrorCode::InvalidFrame,
                     "binary frames are not part of the protocol; send JSON text frames",
@@ -210,7 +214,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
         }
     }
     conn.flush_marks();
-    gw.hub.leave(registration).await;
+    Box::pin(gw.hub.leave(registration)).await;
     writer.abort();
     tracing::debug!("disconnected");
 }

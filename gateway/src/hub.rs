@@ -412,11 +412,14 @@ async fn dispatch(
                     return;
                 };
                 if start {
-                    if let Err(e) = listen(&inner, &tenant, &user, &conversation_id).await {
+                    // Boxed, like every rare await here: an idle user's
+                    // task should not carry their state (see `serve`).
+                    let listening = Box::pin(listen(&inner, &tenant, &user, &conversation_id));
+                    if let Err(e) = listening.await {
                         tracing::warn!(error = %e, "cannot listen to a conversation");
                     }
                 } else {
-                    unlisten(&inner, &tenant, &user, &conversation_id).await;
+                    Box::pin(unlisten(&inner, &tenant, &user, &conversation_id)).await;
                 }
             }
             Event::Rejected(r) => {

@@ -129,6 +129,8 @@ struct TaskResult {
     ack_us: Histogram<u64>,
     delivery_us: Histogram<u64>,
     errors: HashMap<String, u64>,
+    /// `client_msg_id`s sent and never acked, to look up in the logs.
+    unacked: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +177,7 @@ async fn client_task(
         ack_us: histogram()?,
         delivery_us: histogram()?,
         errors: HashMap::new(),
+        unacked: Vec::new(),
     };
     // Spread the clients' first sends over one interval.
     let offset = Duration::from_nanos(rand::random::<u64>() % interval.as_nanos().max(1) as u64);
@@ -188,6 +191,12 @@ async fn client_task(
     loop {
         tokio::select! {
             _ = send_tick.tick(), if shared.sending.load(Ordering::Relaxed) => {
+                // The guard was read when this select began, possibly
+                // before sending stopped: a send after that would be
+                // counted without time to be acked.
+                if !shared.sending.load(Ordering::Relaxed) {
+                    continue;
+                }
                 let now = Instant::now();
                 let sent_ns = now.duration_since(shared.epoch).as_nanos() as u64;
                 let frame = format!(
@@ -256,6 +265,7 @@ async fn client_task(
             }
         }
     }
+    result.unacked = pending.keys().map(|n| format!("{user}-{n}")).collect();
     Ok(result)
 }
 
@@ -366,6 +376,8 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
     }
     shared.sending.store(false, Ordering::Relaxed);
     let sending_time = start.elapsed();
+    // Let sends already past the check above be counted before comparing.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let receivers = (a.group_size - 1) as u64;
     let grace = Instant::now() + Duration::from_secs(10);
     while Instant::now() < grace {
@@ -384,6 +396,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
     let mut ack_us = histogram()?;
     let mut delivery_us = histogram()?;
     let mut errors: HashMap<String, u64> = HashMap::new();
+    let mut unacked: Vec<String> = Vec::new();
     for t in tasks {
         match t.await {
             Ok(Ok(r)) => {
@@ -392,6 +405,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
                 for (k, v) in r.errors {
                     *errors.entry(k).or_default() += v;
                 }
+                unacked.extend(r.unacked);
             }
             Ok(Err(e)) => eprintln!("a client failed: {e}"),
             Err(e) => eprintln!("a client task failed: {e}"),
@@ -429,6 +443,11 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
         (acked * receivers).saturating_sub(delivered)
     );
     println!("  errors           {errors:?}");
+    if !unacked.is_empty() {
+        unacked.sort();
+        unacked.truncate(10);
+        println!("  unacked (first)  {}", unacked.join(" "));
+    }
     println!("  send to ack      {}", quantiles(&ack_us));
     println!("  send to delivery {}", quantiles(&delivery_us));
     if let (Some((b, _)), Some((i, _))) = (before, idle) {
