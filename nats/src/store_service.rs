@@ -1,6 +1,6 @@
 //! The store as a NATS service.
 //!
-//! The embedded store lives in one process (redb allows one per file).
+//! The embedded store lives in one process (fjall allows one per directory).
 //! That process serves it on `sb.store` and every other process uses
 //! [`RemoteStore`], a [`Store`] that forwards each call as a request. With
 //! Scylla every process talks to the database directly and this service is

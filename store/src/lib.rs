@@ -5,7 +5,7 @@
 //! (tenant and conversation, or tenant, user and device for an inbox),
 //! history is read newest first by `seq`, and messages carry the time
 //! bucket (UTC day) that bounds a partition's size. The embedded backend
-//! ([`embedded::EmbeddedStore`], redb) is the single-machine default.
+//! ([`embedded::EmbeddedStore`], fjall) is the single-machine default.
 //!
 //! What the store guarantees, whatever the backend:
 //! - A successful [`Store::commit`] is durable (fsynced, or at the configured
