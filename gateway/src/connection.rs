@@ -358,12 +358,7 @@ impl Connection {
             )
         };
         if let Err(e) = content.validate_from_client(&self.gw.config.limits.content) {
-            let code = if e.is_too_large() {
-                ErrorCode::TooLarge
-            } else {
-                ErrorCode::InvalidFrame
-            };
-            self.reply(fail(code, e.to_string()));
+            self.reply(fail(e.code(), e.to_string()));
             return;
         }
         if !self.sends.take() {
@@ -469,12 +464,7 @@ impl Connection {
         if let Some(c) = &content
             && let Err(e) = c.validate_from_client(&self.gw.config.limits.content)
         {
-            let code = if e.is_too_large() {
-                ErrorCode::TooLarge
-            } else {
-                ErrorCode::InvalidFrame
-            };
-            self.reply(fail(code, e.to_string()));
+            self.reply(fail(e.code(), e.to_string()));
             return;
         }
         if !self.sends.take() {

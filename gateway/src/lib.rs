@@ -90,6 +90,32 @@ impl Gateway {
         self.hub.connection_count().await
     }
 
+    /// Publishes an event to the event subject of every user in `to`
+    /// (core NATS, at most once). Tries every user; the error is the last
+    /// failure.
+    pub(crate) async fn publish_to_users<'a>(
+        &self,
+        tenant: &switchboard_protocol::TenantId,
+        to: impl Iterator<Item = &'a switchboard_protocol::UserId>,
+        (headers, payload): &(async_nats::HeaderMap, bytes::Bytes),
+    ) -> Result<(), async_nats::PublishError> {
+        let mut result = Ok(());
+        for user in to {
+            if let Err(e) = self
+                .client
+                .publish_with_headers(
+                    switchboard_backbone::subject::user_events(tenant, user),
+                    headers.clone(),
+                    payload.clone(),
+                )
+                .await
+            {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
     /// Before exiting: withdraws this gateway's users from presence at once
     /// (otherwise they go offline when their keys expire).
     pub async fn shutdown(&self) {

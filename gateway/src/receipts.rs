@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::fanout::FanOut;
-use switchboard_backbone::subject::user_events;
 use switchboard_protocol::{ConversationId, ReceiptKind, ServerFrame};
 use switchboard_store::{MarkChange, StoreResult};
 use tokio::sync::mpsc;
@@ -116,24 +115,15 @@ async fn broadcast(
         (change.read_moved, ReceiptKind::Read, change.read_seq),
     ];
     for (_, kind, seq) in moved.into_iter().filter(|m| m.0) {
-        let (headers, payload) = frame_event(&ServerFrame::Receipt {
+        let event = frame_event(&ServerFrame::Receipt {
             conversation_id: conversation.clone(),
             user_id: id.user.clone(),
             kind,
             seq,
         });
-        for member in change.members.iter().filter(|m| **m != id.user) {
-            if let Err(e) = gw
-                .client
-                .publish_with_headers(
-                    user_events(&id.tenant, member),
-                    headers.clone(),
-                    payload.clone(),
-                )
-                .await
-            {
-                tracing::warn!(error = %e, "publishing a receipt failed");
-            }
+        let others = change.members.iter().filter(|m| **m != id.user);
+        if let Err(e) = gw.publish_to_users(&id.tenant, others, &event).await {
+            tracing::warn!(error = %e, "publishing a receipt failed");
         }
     }
 }

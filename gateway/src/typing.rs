@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::fanout::FanOut;
-use switchboard_backbone::subject::user_events;
 use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
 use tokio::sync::mpsc;
 
@@ -45,23 +44,14 @@ pub(crate) async fn relay(
     if gw.config.fanout.mode(kind, members.len()) == FanOut::Read {
         return;
     }
-    let (headers, payload) = frame_event(&ServerFrame::Typing {
+    let event = frame_event(&ServerFrame::Typing {
         conversation_id: conversation,
         user_id: id.user.clone(),
         state,
         expires_in_ms: gw.config.typing_expiry.as_millis() as u64,
     });
-    for member in members.iter().filter(|m| **m != id.user) {
-        if let Err(e) = gw
-            .client
-            .publish_with_headers(
-                user_events(&id.tenant, member),
-                headers.clone(),
-                payload.clone(),
-            )
-            .await
-        {
-            tracing::debug!(error = %e, "relaying typing failed");
-        }
+    let others = members.iter().filter(|m| **m != id.user);
+    if let Err(e) = gw.publish_to_users(&id.tenant, others, &event).await {
+        tracing::debug!(error = %e, "relaying typing failed");
     }
 }

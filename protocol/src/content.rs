@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::ErrorCode;
 use crate::ids::UserId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +89,15 @@ impl ContentError {
     /// Whether the problem is size (answered with `too_large`) rather than shape.
     pub fn is_too_large(&self) -> bool {
         matches!(self, Self::TooLong { .. })
+    }
+
+    /// The `error` frame code for it.
+    pub fn code(&self) -> ErrorCode {
+        if self.is_too_large() {
+            ErrorCode::TooLarge
+        } else {
+            ErrorCode::InvalidFrame
+        }
     }
 }
 

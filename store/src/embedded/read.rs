@@ -64,16 +64,13 @@ pub(super) fn state<R: Readable>(
     else {
         return Ok(None);
     };
-    Ok(Some(match last_message(r, s, t, c)? {
-        Some(m) => StateRow {
-            last_seq: m.seq,
-            last_activity: m.created_at.unix_ms(),
-        },
-        None => StateRow {
-            last_seq: 0,
-            last_activity: decode::<ConversationMeta>(&meta)?.created_at.unix_ms(),
-        },
-    }))
+    let last = last_message(r, s, t, c)?;
+    // The metadata is only decoded for a conversation without messages.
+    let created_at = match &last {
+        Some(m) => m.created_at,
+        None => decode::<ConversationMeta>(&meta)?.created_at,
+    };
+    Ok(Some(StateRow::derive(last.as_ref(), created_at)))
 }
 
 pub(super) fn member_row<R: Readable>(
@@ -156,12 +153,7 @@ fn conversation_record<R: Readable>(
     };
     let meta: ConversationMeta = decode(&meta)?;
     let last_message = last_message(r, s, t, c)?;
-    let state = StateRow {
-        last_seq: last_message.as_ref().map_or(0, |m| m.seq),
-        last_activity: last_message
-            .as_ref()
-            .map_or(meta.created_at.unix_ms(), |m| m.created_at.unix_ms()),
-    };
+    let state = StateRow::derive(last_message.as_ref(), meta.created_at);
     let key = ConversationKey {
         tenant: TenantId::new(t).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         conversation_id: ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?,

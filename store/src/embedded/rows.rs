@@ -97,3 +97,19 @@ pub(super) struct StateRow {
     pub last_seq: u64,
     pub last_activity: i64,
 }
+
+impl StateRow {
+    /// From the newest message, or the creation time while there is none.
+    pub fn derive(last: Option<&Message>, created_at: Timestamp) -> Self {
+        match last {
+            Some(m) => Self {
+                last_seq: m.seq,
+                last_activity: m.created_at.unix_ms(),
+            },
+            None => Self {
+                last_seq: 0,
+                last_activity: created_at.unix_ms(),
+            },
+        }
+    }
+}
