@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, kv, stream};
+use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use serde::Deserialize;
 
 use crate::BackboneError;
@@ -17,12 +17,16 @@ pub const NODES_BUCKET_JSON: &str = include_str!("../kv/sb_nodes.json");
 pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
 pub const PRESENCE_BUCKET_JSON: &str = include_str!("../kv/sb_presence.json");
 pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
+pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
+pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 
 pub const INGEST_STREAM: &str = "SB_INGEST";
 pub const NODES_BUCKET: &str = "sb_nodes";
 pub const WORKERS_BUCKET: &str = "sb_workers";
 pub const PRESENCE_BUCKET: &str = "sb_presence";
 pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
+pub const PLUGINS_BUCKET: &str = "sb_plugins";
+pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 
 /// Settings an operator may change without editing the JSON.
 #[derive(Debug, Clone)]
@@ -121,6 +125,32 @@ pub fn last_seen_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneE
     bucket("sb_last_seen.json", LAST_SEEN_BUCKET_JSON, config)
 }
 
+pub fn plugins_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_plugins.json", PLUGINS_BUCKET_JSON, config)
+}
+
+/// The shape of the object store files: the settings of `nats object add`.
+#[derive(Debug, Deserialize)]
+struct ObjectStoreFile {
+    bucket: String,
+    description: String,
+    storage: stream::StorageType,
+    num_replicas: usize,
+    max_bytes: i64,
+}
+
+pub fn plugin_code_store(config: &BackboneConfig) -> Result<object_store::Config, BackboneError> {
+    let f: ObjectStoreFile = parse("sb_plugin_code.json", PLUGIN_CODE_STORE_JSON)?;
+    Ok(object_store::Config {
+        bucket: f.bucket,
+        description: Some(f.description),
+        storage: f.storage,
+        num_replicas: config.replicas.max(f.num_replicas),
+        max_bytes: f.max_bytes,
+        ..Default::default()
+    })
+}
+
 /// Creates or updates every stream and bucket. Safe to run from every
 /// process at every start: the definitions are the same everywhere.
 pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<(), BackboneError> {
@@ -132,12 +162,21 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         workers_bucket(config)?,
         presence_bucket(config)?,
         last_seen_bucket(config)?,
+        plugins_bucket(config)?,
     ];
     for b in buckets {
         let name = b.bucket.clone();
         js.create_or_update_key_value(b)
             .await
             .map_err(|e| BackboneError::Nats(format!("bucket {name}: {e}")))?;
+    }
+    // An object store's settings are fixed at creation; creating it again
+    // is a no-op when it exists.
+    let code = plugin_code_store(config)?;
+    if js.get_object_store(&code.bucket).await.is_err() {
+        js.create_object_store(code)
+            .await
+            .map_err(|e| BackboneError::Nats(format!("object store {PLUGIN_CODE_STORE}: {e}")))?;
     }
     Ok(())
 }
@@ -164,6 +203,8 @@ mod tests {
         assert_eq!(presence.max_age, Duration::from_secs(30));
         assert!(presence.limit_markers.is_some(), "expiries must be visible");
         assert_eq!(last_seen_bucket(&c).unwrap().max_age, Duration::ZERO);
+        assert_eq!(plugins_bucket(&c).unwrap().history, 64);
+        assert_eq!(plugin_code_store(&c).unwrap().bucket, PLUGIN_CODE_STORE);
     }
 
     #[test]

@@ -29,6 +29,19 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A plugin component built by `scripts/build-plugins.sh`.
+pub fn plugin(name: &str) -> Vec<u8> {
+    let path = workspace_root()
+        .join("plugins/dist")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/build-plugins.sh (the README's test command does)",
+            path.display()
+        )
+    })
+}
+
 pub fn nats_server_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SWITCHBOARD_NATS_SERVER") {
         return PathBuf::from(p);

@@ -15,6 +15,7 @@ mod inbox;
 mod leases;
 mod ordering;
 mod overload;
+mod plugin_host;
 mod presence;
 mod receipts;
 mod store_service;

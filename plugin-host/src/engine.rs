@@ -1,0 +1,119 @@
+//! The wasmtime engine every plugin shares: its configuration, the epoch
+//! ticker that gives calls a wall-clock deadline, and the permits that
+//! make calls beyond the instance pool wait instead of fail.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::limits::PluginLimits;
+
+/// How often the epoch advances: the granularity of every deadline.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Core instances, memories and tables one component may hold: a Rust
+/// component for wasm32-wasip2 has a handful of each (its module, the
+/// canonical-ABI shims); these leave room without letting one component
+/// take the pool.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 4;
+
+pub(crate) fn engine(limits: &PluginLimits) -> wasmtime::Result<Engine> {
+    let mut pool = PoolingAllocationConfig::default();
+    let size = limits.pool_size.max(1);
+    pool.total_component_instances(size)
+        .total_core_instances(size * CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(size * MEMORIES_PER_COMPONENT)
+        .total_tables(size * TABLES_PER_COMPONENT)
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .max_memory_size(limits.memory_bytes)
+        .table_elements(limits.table_elements);
+    let mut config = Config::new();
+    config
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        // A fresh instance per call is cheap when its memory is a
+        // copy-on-write image of the module's initial data.
+        .memory_init_cow(true)
+        .epoch_interruption(true)
+        .consume_fuel(true)
+        .max_wasm_stack(limits.stack_bytes)
+        // Hooks are synchronous: the concurrency machinery of the async
+        // component model only slows every call down.
+        .concurrency_support(false)
+        .wasm_component_model(true);
+    Engine::new(&config)
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+pub(crate) struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Ticker {
+    pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A counting semaphore for synchronous callers. Permits are held only for
+/// the length of one call, which the deadline bounds, so a wait is short.
+pub(crate) struct Permits {
+    free: Mutex<u32>,
+    freed: Condvar,
+}
+
+pub(crate) struct Permit<'a>(&'a Permits);
+
+impl Permits {
+    pub(crate) fn new(n: u32) -> Self {
+        Self {
+            free: Mutex::new(n.max(1)),
+            freed: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn acquire(&self) -> Permit<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        Permit(self)
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        let mut free = self.0.free.lock().unwrap_or_else(|p| p.into_inner());
+        *free += 1;
+        self.0.freed.notify_one();
+    }
+}

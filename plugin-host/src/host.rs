@@ -1,0 +1,467 @@
+//! Runs plugins: compiles a component once per digest and hook, and calls
+//! it in a fresh store per call under the limits (I5). Nothing is kept
+//! from one call to the next: a store, its instance and its memory live
+//! for exactly one call, so no state leaks between messages or tenants.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store, Trap};
+
+use crate::engine::{self, EPOCH_TICK, Permits, Ticker};
+use crate::hook::{EditAction, EditRequest, Hook, ModerationInput};
+use crate::limits::PluginLimits;
+use crate::wit::{self, CallLimiter, CallState};
+
+/// A component compiled for one hook, ready to instantiate.
+pub struct Compiled {
+    pub digest: Arc<str>,
+    pub hook: Hook,
+    pre: Pre,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("digest", &self.digest)
+            .field("hook", &self.hook)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Pre {
+    Moderation(wit::ModeratorPre<CallState>),
+    EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
+    FanOut(wit::fan_out::FanOutPluginPre<CallState>),
+}
+
+/// Why a component is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("the component is {size} bytes, over the limit of {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    #[error("the component does not fit the {hook} hook (world {world}): {detail}")]
+    WrongWorld {
+        hook: Hook,
+        world: &'static str,
+        detail: String,
+    },
+    #[error("the component failed its trial call: {0}")]
+    TrialCall(CallError),
+}
+
+/// Why a call failed. Every one is counted and logged by the registry,
+/// which applies the hook's failure policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("ran past its deadline of {0:?}")]
+    Deadline(Duration),
+    #[error("ran out of fuel")]
+    Fuel,
+    #[error("went over its memory or table cap")]
+    Memory,
+    #[error("overflowed its stack")]
+    Stack,
+    #[error("trapped: {0}")]
+    Trap(String),
+    #[error("could not be instantiated: {0}")]
+    Instantiate(String),
+    #[error("returned output Switchboard refuses: {0}")]
+    Output(String),
+}
+
+/// What a moderation plugin returned, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Reject(String),
+    Rewrite(Content),
+}
+
+#[derive(Debug, Default)]
+struct HookStats {
+    calls: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// Calls and failures of one hook in this process, since it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub calls: u64,
+    pub failures: u64,
+}
+
+/// Compiled components by digest and hook: a component is compiled once
+/// per process, whichever tenants deploy it.
+type CompileCache = HashMap<(Arc<str>, Hook), Arc<Compiled>>;
+
+pub struct PluginHost {
+    engine: Engine,
+    limits: PluginLimits,
+    permits: Permits,
+    compiled: Mutex<CompileCache>,
+    stats: [HookStats; 3],
+    _ticker: Ticker,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the plugin engine: {0}")]
+pub struct HostError(String);
+
+/// Longest reason a plugin may give; longer ones are cut.
+const MAX_REASON_BYTES: usize = 512;
+
+impl PluginHost {
+    pub fn new(limits: PluginLimits) -> Result<Self, HostError> {
+        let engine = engine::engine(&limits).map_err(|e| HostError(e.to_string()))?;
+        let ticker = Ticker::start(engine.clone()).map_err(|e| HostError(e.to_string()))?;
+        Ok(Self {
+            permits: Permits::new(limits.pool_size),
+            engine,
+            limits,
+            compiled: Mutex::new(HashMap::new()),
+            stats: Default::default(),
+            _ticker: ticker,
+        })
+    }
+
+    pub fn limits(&self) -> &PluginLimits {
+        &self.limits
+    }
+
+    pub fn counts(&self, hook: Hook) -> Counts {
+        let s = &self.stats[hook as usize];
+        Counts {
+            calls: s.calls.load(Ordering::Relaxed),
+            failures: s.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Compiles `bytes` for `hook`, or returns the cached compilation of
+    /// the same digest. CPU-heavy the first time: call it off the async
+    /// runtime.
+    pub fn compile(&self, hook: Hook, bytes: &[u8]) -> Result<Arc<Compiled>, CompileError> {
+        if bytes.len() > self.limits.max_component_bytes {
+            return Err(CompileError::TooLarge {
+                size: bytes.len(),
+                max: self.limits.max_component_bytes,
+            });
+        }
+        let digest: Arc<str> = digest(bytes).into();
+        let key = (digest.clone(), hook);
+        if let Some(c) = self.lock_compiled().get(&key) {
+            return Ok(c.clone());
+        }
+        let component = Component::from_binary(&self.engine, bytes)
+            .map_err(|e| CompileError::NotAComponent(format!("{e:#}")))?;
+        let wrong = |e: wasmtime::Error| CompileError::WrongWorld {
+            hook,
+            world: hook.world(),
+            detail: format!("{e:#}"),
+        };
+        let mut linker = Linker::new(&self.engine);
+        wit::add_host_to_linker(&mut linker).map_err(wrong)?;
+        // The standard library of a wasm32-wasip2 plugin imports WASI
+        // interfaces it does not call in a hook. They are linked to traps:
+        // a plugin has no filesystem, network, clock or randomness.
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(wrong)?;
+        let pre = linker.instantiate_pre(&component).map_err(wrong)?;
+        let pre = match hook {
+            Hook::Moderation => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(wrong)?),
+            Hook::EditPolicy => {
+                Pre::EditPolicy(wit::edit::EditPolicyPluginPre::new(pre).map_err(wrong)?)
+            }
+            Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
+        };
+        let compiled = Arc::new(Compiled { digest, hook, pre });
+        self.lock_compiled().insert(key, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Compiles and makes one trial call with made-up input, as an upload
+    /// must pass before it is stored.
+    pub fn validate(
+        &self,
+        hook: Hook,
+        bytes: &[u8],
+        config: &BTreeMap<String, String>,
+    ) -> Result<Arc<Compiled>, CompileError> {
+        let compiled = self.compile(hook, bytes)?;
+        let config = Arc::new(config.clone());
+        let trial = Trial::new().map_err(CompileError::NotAComponent)?;
+        let (tenant, user, conversation) =
+            (&trial.tenant, &trial.user, &trial.message.conversation_id);
+        let result = match hook {
+            Hook::Moderation => self
+                .moderate(
+                    &compiled,
+                    &config,
+                    &ModerationInput {
+                        tenant,
+                        conversation_id: conversation,
+                        kind: ConversationKind::Group,
+                        member_count: 3,
+                        sender: user,
+                        content: &Content::Text {
+                            text: "hello".into(),
+                        },
+                    },
+                    &ContentLimits::default(),
+                )
+                .map(drop),
+            Hook::EditPolicy => self
+                .edit(
+                    &compiled,
+                    &config,
+                    &EditRequest {
+                        tenant,
+                        action: EditAction::Edit,
+                        actor: user,
+                        actor_is_admin: false,
+                        message: &trial.message,
+                        now: switchboard_protocol::Timestamp::now(),
+                    },
+                )
+                .map(drop),
+            Hook::FanOut => self
+                .fan_out(&compiled, &config, tenant, ConversationKind::Group, 3)
+                .map(drop),
+        };
+        result.map_err(CompileError::TrialCall)?;
+        Ok(compiled)
+    }
+
+    /// Runs the moderation hook. `Ok(None)` for content plugins never see
+    /// (ciphertext).
+    pub fn moderate(
+        &self,
+        compiled: &Compiled,
+        config: &Arc<BTreeMap<String, String>>,
+        input: &ModerationInput<'_>,
+        limits: &ContentLimits,
+    ) -> Result<Option<Verdict>, CallError> {
+        let Pre::Moderation(pre) = &compiled.pre else {
+            return Err(CallError::Instantiate("not a moderation plugin".into()));
+        };
+        let Some(content) = wit::content_to_wit(input.content) else {
+            return Ok(None);
+        };
+        use wit::exports::switchboard::plugin::moderation as m;
+        let message = m::Message {
+            tenant: input.tenant.as_str().to_owned(),
+            conversation_id: input.conversation_id.as_str().to_owned(),
+            conversation_kind: wit::kind(input.kind),
+            member_count: u32::try_from(input.member_count).unwrap_or(u32::MAX),
+            sender: input.sender.as_str().to_owned(),
+            content,
+        };
+        let verdict = self.call(compiled, input.tenant, config, |store| {
+            let instance = pre.instantiate(&mut *store)?;
+            instance
+                .switchboard_plugin_moderation()
+                .call_moderate(&mut *store, &message)
+        })?;
+        Ok(Some(match verdict {
+            m::Verdict::Allow => Verdict::Allow,
+            m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
+            m::Verdict::Rewrite(content) => {
+                let content = wit::content_from_wit(content);
+                content
+                    .validate_from_client(limits)
+                    .map_err(|e| CallError::Output(format!("rewritten content: {e}")))?;
+                Verdict::Rewrite(content)
+            }
+        }))
+    }
+
+    /// Runs the edit-policy hook: `Ok(Err(reason))` is a denial.
+    pub fn edit(
+        &self,
+        compiled: &Compiled,
+        config: &Arc<BTreeMap<String, String>>,
+        request: &EditRequest<'_>,
+    ) -> Result<Result<(), String>, CallError> {
+        let Pre::EditPolicy(pre) = &compiled.pre else {
+            return Err(CallError::Instantiate("not an edit-policy plugin".into()));
+        };
+        use wit::edit::exports::switchboard::plugin::edit_policy as e;
+        let m = request.message;
+        let wit_request = e::Request {
+            tenant: request.tenant.as_str().to_owned(),
+            conversation_id: m.conversation_id.as_str().to_owned(),
+            action: match request.action {
+                EditAction::Edit => e::Action::Edit,
+                EditAction::Delete => e::Action::Delete,
+            },
+            actor: request.actor.as_str().to_owned(),
+            actor_is_admin: request.actor_is_admin,
+            sender: m.sender_id.as_str().to_owned(),
+            seq: m.seq,
+            created_at_ms: m.created_at.unix_ms(),
+            edited_at_ms: m.edited_at.map(|t| t.unix_ms()),
+            now_ms: request.now.unix_ms(),
+        };
+        let decision = self.call(compiled, request.tenant, config, |store| {
+            let instance = pre.instantiate(&mut *store)?;
+            instance
+                .switchboard_plugin_edit_policy()
+                .call_decide(&mut *store, &wit_request)
+        })?;
+        Ok(match decision {
+            e::Decision::Allow => Ok(()),
+            e::Decision::Deny(reason) => Err(cut(reason)),
+        })
+    }
+
+    /// Runs the fan-out hook.
+    pub fn fan_out(
+        &self,
+        compiled: &Compiled,
+        config: &Arc<BTreeMap<String, String>>,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        member_count: usize,
+    ) -> Result<switchboard_backbone::fanout::FanOut, CallError> {
+        let Pre::FanOut(pre) = &compiled.pre else {
+            return Err(CallError::Instantiate("not a fan-out plugin".into()));
+        };
+        use wit::fan_out::exports::switchboard::plugin::fan_out as f;
+        let conversation = f::Conversation {
+            tenant: tenant.as_str().to_owned(),
+            conversation_kind: wit::kind(kind),
+            member_count: u32::try_from(member_count).unwrap_or(u32::MAX),
+        };
+        let mode = self.call(compiled, tenant, config, |store| {
+            let instance = pre.instantiate(&mut *store)?;
+            instance
+                .switchboard_plugin_fan_out()
+                .call_choose(&mut *store, &conversation)
+        })?;
+        Ok(match mode {
+            f::Mode::OnWrite => switchboard_backbone::fanout::FanOut::Write,
+            f::Mode::OnRead => switchboard_backbone::fanout::FanOut::Read,
+        })
+    }
+
+    /// One call in a fresh store under every limit.
+    fn call<R>(
+        &self,
+        compiled: &Compiled,
+        tenant: &TenantId,
+        config: &Arc<BTreeMap<String, String>>,
+        f: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let stats = &self.stats[compiled.hook as usize];
+        stats.calls.fetch_add(1, Ordering::Relaxed);
+        let _permit = self.permits.acquire();
+        let mut store = Store::new(
+            &self.engine,
+            CallState {
+                tenant: tenant.clone(),
+                hook: compiled.hook,
+                digest: compiled.digest.clone(),
+                config: config.clone(),
+                log_lines: 0,
+                max_log_lines: self.limits.max_log_lines,
+                limiter: CallLimiter {
+                    memory_bytes: self.limits.memory_bytes,
+                    table_elements: self.limits.table_elements,
+                    refused: false,
+                },
+            },
+        );
+        store.limiter(|s| &mut s.limiter);
+        let ticks = (self.limits.deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64;
+        // One tick more: the epoch may advance just after the deadline is set.
+        store.set_epoch_deadline(ticks + 1);
+        store.epoch_deadline_trap();
+        let result = store
+            .set_fuel(self.limits.fuel)
+            .and_then(|()| f(&mut store));
+        result.map_err(|e| {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+            self.classify(&e, store.data().limiter.refused)
+        })
+    }
+
+    fn classify(&self, e: &wasmtime::Error, over_cap: bool) -> CallError {
+        if over_cap {
+            return CallError::Memory;
+        }
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => CallError::Deadline(self.limits.deadline),
+            Some(Trap::OutOfFuel) => CallError::Fuel,
+            Some(Trap::StackOverflow) => CallError::Stack,
+            Some(trap) => CallError::Trap(trap.to_string()),
+            None => CallError::Instantiate(format!("{e:#}")),
+        }
+    }
+
+    fn lock_compiled(&self) -> std::sync::MutexGuard<'_, CompileCache> {
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The content digest a component is known by: `sha256:<hex>`.
+pub fn digest(bytes: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    for b in d.as_ref() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn cut(mut reason: String) -> String {
+    if reason.len() > MAX_REASON_BYTES {
+        let mut at = MAX_REASON_BYTES;
+        while !reason.is_char_boundary(at) {
+            at -= 1;
+        }
+        reason.truncate(at);
+    }
+    reason
+}
+
+/// The made-up input of an upload's trial call.
+struct Trial {
+    tenant: TenantId,
+    user: UserId,
+    message: switchboard_protocol::Message,
+}
+
+impl Trial {
+    fn new() -> Result<Self, String> {
+        use switchboard_protocol::{ClientMsgId, DeviceId, Message, MessageId, Timestamp};
+        let e = |e: switchboard_protocol::ids::IdError| e.to_string();
+        let user = UserId::new("trial-user").map_err(e)?;
+        Ok(Self {
+            tenant: TenantId::new("trial").map_err(e)?,
+            message: Message {
+                message_id: MessageId::from_u64(1),
+                conversation_id: ConversationId::new("trial-conversation").map_err(e)?,
+                seq: 1,
+                sender_id: user.clone(),
+                sender_device: DeviceId::default_device(),
+                client_msg_id: ClientMsgId::new("trial").map_err(e)?,
+                content: Some(Content::Text {
+                    text: "hello".into(),
+                }),
+                created_at: Timestamp::now(),
+                edited_at: None,
+                deleted_at: None,
+            },
+            user,
+        })
+    }
+}

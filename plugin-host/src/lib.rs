@@ -1,0 +1,31 @@
+//! Tenant Wasm plugins (F22, I5): the host that runs them and the
+//! registry that deploys them.
+//!
+//! A plugin is a WebAssembly component built against the WIT package in
+//! `wit/` (`switchboard:plugin@0.1.0`), exporting one hook: moderation,
+//! edit policy or fan-out policy. [`host::PluginHost`] compiles each
+//! component once per content digest and calls it synchronously in a fresh
+//! store per call, under a deadline (epoch interruption), a fuel budget, a
+//! memory and table cap and a bounded pool of instances. [`registry`] keeps
+//! which version each tenant runs for each hook, watching the `sb_plugins`
+//! KV bucket and loading components from the `sb_plugin_code` object
+//! store, and swaps versions atomically: a call resolves its version once.
+//! [`deploy`] is what the admin API does: validate, store, activate, roll
+//! back, list.
+//!
+//! **Architecture invariant:** plugin code never runs outside
+//! [`host::PluginHost::call`]'s limits, and a plugin only ever sees what
+//! one tenant's hook call passes it.
+
+pub mod deploy;
+mod engine;
+pub mod hook;
+pub mod host;
+pub mod limits;
+pub mod registry;
+mod wit;
+
+pub use hook::{EditAction, EditRequest, Hook, Moderation, ModerationInput};
+pub use host::{CallError, PluginHost};
+pub use limits::PluginLimits;
+pub use registry::{Plugins, VersionRecord};

@@ -1,0 +1,62 @@
+//! The limits every plugin call runs under (I5). Configurable per process
+//! (`[plugins]` in the configuration file); the defaults suit hooks that
+//! take microseconds.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginLimits {
+    /// Wall-clock budget of one call, enforced by epoch interruption.
+    #[serde(with = "millis")]
+    pub deadline: Duration,
+    /// WebAssembly instructions (roughly) one call may execute.
+    pub fuel: u64,
+    /// Linear memory of one instance, in bytes.
+    pub memory_bytes: usize,
+    /// Elements of one table.
+    pub table_elements: usize,
+    /// WebAssembly stack of one call, in bytes.
+    pub stack_bytes: usize,
+    /// Instances that may run at once in this process; calls beyond it wait.
+    pub pool_size: u32,
+    /// Largest component accepted for upload, in bytes.
+    pub max_component_bytes: usize,
+    /// Log lines one call may write; the rest are dropped.
+    pub max_log_lines: u32,
+    /// Consecutive failures after which a version is not called for
+    /// `quarantine`: its hook's failure policy answers instead.
+    pub quarantine_after: u32,
+    #[serde(with = "millis")]
+    pub quarantine: Duration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(20),
+            fuel: 50_000_000,
+            memory_bytes: 16 << 20,
+            table_elements: 20_000,
+            stack_bytes: 512 << 10,
+            pool_size: 64,
+            max_component_bytes: 8 << 20,
+            max_log_lines: 16,
+            quarantine_after: 5,
+            quarantine: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Durations in the configuration file are milliseconds.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}

@@ -1,0 +1,341 @@
+//! Which version of which plugin each tenant runs, kept current by
+//! watching the `sb_plugins` bucket, and the hook calls the gateway and
+//! the worker make, with each hook's failure policy.
+//!
+//! A version is installed by replacing one map entry, so a swap is
+//! atomic: a call resolves its version once and runs to the end on it,
+//! whatever is installed meanwhile. Nothing is lost or handled twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
+use switchboard_backbone::fanout::FanOut;
+use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
+use tokio::io::AsyncReadExt;
+
+use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
+use crate::host::{self, CallError, Compiled, PluginHost, Verdict};
+
+/// What moderation does when its plugin fails. The other hooks always
+/// fall back to the built-in default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// Refuse the message (`unavailable`): nothing unmoderated is stored.
+    #[default]
+    Closed,
+    /// Store the message as sent.
+    Open,
+}
+
+/// How a version became active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    Deploy,
+    Rollback,
+}
+
+/// The value of `sb_plugins` key `<tenant>.<hook>`: one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionRecord {
+    /// `sha256:<hex>` of the component; the object `<tenant>.<digest>`.
+    pub digest: String,
+    pub size: u64,
+    /// The values the plugin reads through the `config` import.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    pub activation: Activation,
+    pub activated_at: Timestamp,
+    pub activated_by: String,
+}
+
+pub fn kv_key(tenant: &TenantId, hook: Hook) -> String {
+    format!("{}.{}", tenant.as_str(), hook.as_str())
+}
+
+pub fn object_name(tenant: &TenantId, digest: &str) -> String {
+    format!("{}.{}", tenant.as_str(), digest)
+}
+
+fn parse_key(key: &str) -> Option<(TenantId, Hook)> {
+    let (tenant, hook) = key.rsplit_once('.')?;
+    Some((TenantId::new(tenant).ok()?, Hook::parse(hook)?))
+}
+
+/// A version installed in this process.
+pub struct Loaded {
+    pub tenant: TenantId,
+    pub revision: u64,
+    pub record: VersionRecord,
+    compiled: Arc<Compiled>,
+    config: Arc<BTreeMap<String, String>>,
+    failures_in_a_row: AtomicU32,
+    /// Unix ms until which the version is not called.
+    quarantined_until: AtomicI64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("plugin registry: {0}")]
+    Backbone(String),
+}
+
+pub struct Plugins {
+    host: PluginHost,
+    active: RwLock<HashMap<(TenantId, Hook), Arc<Loaded>>>,
+}
+
+impl Plugins {
+    pub fn new(host: PluginHost) -> Arc<Self> {
+        Arc::new(Self {
+            host,
+            active: RwLock::new(HashMap::new()),
+        })
+    }
+
+    pub fn host(&self) -> &PluginHost {
+        &self.host
+    }
+
+    /// The version this process runs for the tenant's hook.
+    pub fn active(&self, tenant: &TenantId, hook: Hook) -> Option<Arc<Loaded>> {
+        let active = self.active.read().unwrap_or_else(|p| p.into_inner());
+        active.get(&(tenant.clone(), hook)).cloned()
+    }
+
+    /// Moderates a message before it is committed. Without a plugin, or
+    /// for content plugins never see, everything is allowed.
+    pub fn moderate(&self, input: &ModerationInput<'_>, limits: &ContentLimits) -> Moderation {
+        let Some(loaded) = self.active(input.tenant, Hook::Moderation) else {
+            return Moderation::Allow;
+        };
+        let result = self.guarded(&loaded, |h, c, cfg| h.moderate(c, cfg, input, limits));
+        match result {
+            Ok(None) | Ok(Some(Verdict::Allow)) => Moderation::Allow,
+            Ok(Some(Verdict::Reject(reason))) => Moderation::Reject(reason),
+            Ok(Some(Verdict::Rewrite(content))) => Moderation::Rewrite(content),
+            Err(_) if loaded.record.on_failure == OnFailure::Open => Moderation::Allow,
+            Err(e) => Moderation::Failed(format!(
+                "the moderation plugin failed ({e}); try again later"
+            )),
+        }
+    }
+
+    /// The tenant's edit policy's decision, or `None` when the built-in
+    /// policy decides (no plugin, or the plugin failed).
+    pub fn edit_decision(&self, request: &EditRequest<'_>) -> Option<Result<(), String>> {
+        let loaded = self.active(request.tenant, Hook::EditPolicy)?;
+        self.guarded(&loaded, |h, c, cfg| h.edit(c, cfg, request))
+            .ok()
+    }
+
+    /// The tenant's fan-out policy's choice, or `None` when the built-in
+    /// threshold decides. Direct conversations always fan out on write.
+    pub fn fan_out(
+        &self,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        members: usize,
+    ) -> Option<FanOut> {
+        if kind == ConversationKind::Direct {
+            return None;
+        }
+        let loaded = self.active(tenant, Hook::FanOut)?;
+        self.guarded(&loaded, |h, c, cfg| {
+            h.fan_out(c, cfg, tenant, kind, members)
+        })
+        .ok()
+    }
+
+    /// Calls a version unless it is quarantined; counts and logs failures,
+    /// and quarantines a version that keeps failing.
+    fn guarded<R>(
+        &self,
+        loaded: &Loaded,
+        call: impl FnOnce(
+            &PluginHost,
+            &Compiled,
+            &Arc<BTreeMap<String, String>>,
+        ) -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
+        let now = Timestamp::now().unix_ms();
+        let hook = loaded.compiled.hook;
+        if loaded.quarantined_until.load(Ordering::Relaxed) > now {
+            return Err(CallError::Trap(
+                "quarantined after repeated failures".into(),
+            ));
+        }
+        match call(&self.host, &loaded.compiled, &loaded.config) {
+            Ok(r) => {
+                loaded.failures_in_a_row.store(0, Ordering::Relaxed);
+                Ok(r)
+            }
+            Err(e) => {
+                let in_a_row = loaded.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::warn!(
+                    tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
+                    in_a_row, error = %e, "plugin call failed"
+                );
+                let limits = self.host.limits();
+                if in_a_row >= limits.quarantine_after {
+                    let until = now + limits.quarantine.as_millis() as i64;
+                    loaded.quarantined_until.store(until, Ordering::Relaxed);
+                    loaded.failures_in_a_row.store(0, Ordering::Relaxed);
+                    tracing::error!(
+                        tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
+                        for_ms = limits.quarantine.as_millis() as u64,
+                        "plugin quarantined: its failure policy answers until it is over"
+                    );
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Loads every active version, then keeps following `sb_plugins` in
+    /// the background. Returns once the versions active at the call are
+    /// installed, so a process never serves a tenant without its plugins.
+    pub async fn follow(
+        self: &Arc<Self>,
+        js: &jetstream::Context,
+    ) -> Result<tokio::task::JoinHandle<()>, RegistryError> {
+        let err = |e: &dyn std::fmt::Display| RegistryError::Backbone(e.to_string());
+        let bucket = js
+            .get_key_value(PLUGINS_BUCKET)
+            .await
+            .map_err(|e| err(&e))?;
+        let code = js
+            .get_object_store(PLUGIN_CODE_STORE)
+            .await
+            .map_err(|e| err(&e))?;
+        let mut pending = bucket.status().await.map_err(|e| err(&e))?.values();
+        let mut watch = bucket.watch_with_history(">").await.map_err(|e| err(&e))?;
+        // Until `pending` reaches zero this replays the latest entry of
+        // every key; then it is live.
+        while pending > 0 {
+            let Some(entry) = watch.next().await else {
+                return Err(RegistryError::Backbone(
+                    "the watch of sb_plugins ended".into(),
+                ));
+            };
+            let entry = entry.map_err(|e| err(&e))?;
+            pending = entry.delta;
+            self.apply(&code, entry).await;
+        }
+        let plugins = self.clone();
+        Ok(tokio::spawn(async move {
+            while let Some(entry) = watch.next().await {
+                match entry {
+                    Ok(entry) => plugins.apply(&code, entry).await,
+                    Err(e) => tracing::warn!(error = %e, "watching sb_plugins"),
+                }
+            }
+            tracing::error!(
+                "the watch of sb_plugins ended; plugin versions are no longer followed"
+            );
+        }))
+    }
+
+    /// Installs (or removes) the version an entry names.
+    async fn apply(
+        self: &Arc<Self>,
+        code: &jetstream::object_store::ObjectStore,
+        entry: kv::Entry,
+    ) {
+        let Some((tenant, hook)) = parse_key(&entry.key) else {
+            tracing::warn!(key = %entry.key, "ignoring an sb_plugins key that names no tenant and hook");
+            return;
+        };
+        let key = (tenant.clone(), hook);
+        if entry.operation != kv::Operation::Put {
+            self.active
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            tracing::info!(tenant = %tenant, hook = %hook, "plugin removed: the built-in default applies");
+            return;
+        }
+        if self
+            .active(&tenant, hook)
+            .is_some_and(|l| l.revision >= entry.revision)
+        {
+            return;
+        }
+        match self
+            .load(code, &tenant, hook, entry.revision, &entry.value)
+            .await
+        {
+            Ok(loaded) => {
+                tracing::info!(
+                    tenant = %tenant, hook = %hook, digest = %loaded.record.digest,
+                    revision = loaded.revision, "plugin version installed"
+                );
+                self.active
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, Arc::new(loaded));
+            }
+            // The previous version keeps running: better than none.
+            Err(e) => tracing::error!(
+                tenant = %tenant, hook = %hook, revision = entry.revision, error = %e,
+                "cannot install a plugin version; the previous one stays"
+            ),
+        }
+    }
+
+    async fn load(
+        self: &Arc<Self>,
+        code: &jetstream::object_store::ObjectStore,
+        tenant: &TenantId,
+        hook: Hook,
+        revision: u64,
+        value: &[u8],
+    ) -> Result<Loaded, String> {
+        let record: VersionRecord =
+            serde_json::from_slice(value).map_err(|e| format!("bad version record: {e}"))?;
+        let mut object = code
+            .get(object_name(tenant, &record.digest))
+            .await
+            .map_err(|e| format!("fetching the component: {e}"))?;
+        let mut bytes = Vec::with_capacity(record.size as usize);
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| format!("reading the component: {e}"))?;
+        if host::digest(&bytes) != record.digest {
+            return Err("the stored component does not match its digest".into());
+        }
+        let compiled = self.compile_off_runtime(hook, bytes).await?;
+        Ok(Loaded {
+            tenant: tenant.clone(),
+            revision,
+            config: Arc::new(record.config.clone()),
+            record,
+            compiled,
+            failures_in_a_row: AtomicU32::new(0),
+            quarantined_until: AtomicI64::new(0),
+        })
+    }
+
+    /// Compiling takes milliseconds to seconds of CPU: not on the runtime.
+    pub(crate) async fn compile_off_runtime(
+        self: &Arc<Self>,
+        hook: Hook,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<Compiled>, String> {
+        let plugins = self.clone();
+        tokio::task::spawn_blocking(move || plugins.host.compile(hook, &bytes))
+            .await
+            .map_err(|e| format!("compiling: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,23 @@
+//! Recurses without end: the host's stack limit must stop it.
+
+wit_bindgen::generate!({ path: "../../../wit/0.1.0", world: "moderator" });
+
+use exports::switchboard::plugin::moderation::{Guest, Message, Verdict};
+
+struct Hostile;
+
+impl Guest for Hostile {
+    fn moderate(message: Message) -> Verdict {
+        #[allow(unconditional_recursion)] // the point of this plugin
+        fn down(n: u64) -> u64 {
+            std::hint::black_box(down(std::hint::black_box(n + 1)) + 1)
+        }
+        if down(message.member_count as u64) > 0 {
+            Verdict::Allow
+        } else {
+            Verdict::Reject(String::new())
+        }
+    }
+}
+
+export!(Hostile);

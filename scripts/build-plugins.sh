@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the example and hostile plugins in plugins/ for wasm32-wasip2 and
+# copies the components to plugins/dist/<name>.wasm, where the tests and
+# the plugin guide expect them. Installs the Rust target if it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  rustup target add wasm32-wasip2
+fi
+# The plugins are their own workspace with their own target directory
+# (under the shared one when CI sets it), never the host's.
+target="${CARGO_TARGET_DIR:-$PWD/target}/plugins"
+cargo build --quiet --release --target wasm32-wasip2 \
+  --manifest-path plugins/Cargo.toml --target-dir "$target"
+mkdir -p plugins/dist
+for wasm in "$target"/wasm32-wasip2/release/*.wasm; do
+  name="$(basename "$wasm" .wasm)"
+  cp "$wasm" "plugins/dist/${name//_/-}.wasm"
+done
+ls plugins/dist >&2

@@ -1,0 +1,214 @@
+//! The plugin host on its own (I5): every hostile plugin is stopped by the
+//! limit meant for it, the process goes on calling well-behaved plugins,
+//! and components that do not fit are refused with a clear error.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use switchboard_plugin_host::host::{CallError, CompileError, Verdict};
+use switchboard_plugin_host::{Hook, ModerationInput, PluginHost, PluginLimits};
+use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
+use switchboard_tests::plugin;
+
+struct Ids {
+    tenant: TenantId,
+    conversation: ConversationId,
+    sender: UserId,
+}
+
+fn ids() -> Ids {
+    Ids {
+        tenant: TenantId::new("acme").unwrap(),
+        conversation: ConversationId::new("general").unwrap(),
+        sender: UserId::new("alice").unwrap(),
+    }
+}
+
+fn text(t: &str) -> Content {
+    Content::Text { text: t.into() }
+}
+
+fn moderate(
+    host: &PluginHost,
+    name: &str,
+    config: &[(&str, &str)],
+    content: &Content,
+) -> Result<Option<Verdict>, CallError> {
+    let compiled = host.compile(Hook::Moderation, &plugin(name)).unwrap();
+    let config: BTreeMap<String, String> = config
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ids = ids();
+    host.moderate(
+        &compiled,
+        &Arc::new(config),
+        &ModerationInput {
+            tenant: &ids.tenant,
+            conversation_id: &ids.conversation,
+            kind: ConversationKind::Group,
+            member_count: 3,
+            sender: &ids.sender,
+            content,
+        },
+        &ContentLimits::default(),
+    )
+}
+
+#[test]
+fn the_word_list_plugin_masks_rejects_and_allows() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    assert_eq!(
+        moderate(&host, "word-list", &[], &text("well Darn it")).unwrap(),
+        Some(Verdict::Rewrite(text("well **** it")))
+    );
+    assert_eq!(
+        moderate(
+            &host,
+            "word-list",
+            &[("words", "spam")],
+            &text("well darn it")
+        )
+        .unwrap(),
+        Some(Verdict::Allow),
+        "the configured list replaces the default"
+    );
+    assert!(matches!(
+        moderate(&host, "word-list", &[("action", "reject")], &text("heck")).unwrap(),
+        Some(Verdict::Reject(_))
+    ));
+    let ciphertext = Content::Ciphertext {
+        algorithm: "x".into(),
+        body: "aGVjaw==".into(),
+    };
+    assert_eq!(
+        moderate(&host, "word-list", &[], &ciphertext).unwrap(),
+        None,
+        "ciphertext is never passed to a plugin"
+    );
+}
+
+#[test]
+fn every_hostile_plugin_is_stopped_by_its_limit_and_the_host_goes_on() {
+    let limits = PluginLimits::default();
+    let host = PluginHost::new(limits.clone()).unwrap();
+    type Expected = fn(&CallError) -> bool;
+    let cases: [(&str, Expected); 5] = [
+        ("spin", |e| {
+            matches!(e, CallError::Deadline(_) | CallError::Fuel)
+        }),
+        ("memory-bomb", |e| matches!(e, CallError::Memory)),
+        ("deep-recursion", |e| matches!(e, CallError::Stack)),
+        ("trap", |e| matches!(e, CallError::Trap(_))),
+        ("huge-output", |e| {
+            matches!(e, CallError::Output(_) | CallError::Memory)
+        }),
+    ];
+    for (name, expected) in cases {
+        // Compile first: the bound below is on the call alone.
+        host.compile(Hook::Moderation, &plugin(name)).unwrap();
+        let started = Instant::now();
+        let err = moderate(&host, name, &[], &text("hello")).unwrap_err();
+        let took = started.elapsed();
+        assert!(expected(&err), "{name}: unexpected failure {err:?}");
+        // Generous against a loaded CI machine, but far from unbounded.
+        assert!(
+            took < limits.deadline + Duration::from_millis(500),
+            "{name} ran for {took:?}"
+        );
+        // The same host serves a well-behaved plugin right after.
+        assert_eq!(
+            moderate(&host, "word-list", &[], &text("fine")).unwrap(),
+            Some(Verdict::Allow),
+            "after {name}"
+        );
+    }
+}
+
+#[test]
+fn the_deadline_stops_a_spinning_plugin_even_with_fuel_to_spare() {
+    let limits = PluginLimits {
+        fuel: u64::MAX / 2,
+        deadline: Duration::from_millis(30),
+        ..PluginLimits::default()
+    };
+    let host = PluginHost::new(limits).unwrap();
+    host.compile(Hook::Moderation, &plugin("spin")).unwrap();
+    let started = Instant::now();
+    let err = moderate(&host, "spin", &[], &text("hello")).unwrap_err();
+    assert!(matches!(err, CallError::Deadline(_)), "{err:?}");
+    assert!(started.elapsed() >= Duration::from_millis(29));
+}
+
+#[test]
+fn calls_beyond_the_pool_wait_instead_of_failing() {
+    let limits = PluginLimits {
+        pool_size: 2,
+        ..PluginLimits::default()
+    };
+    let host = Arc::new(PluginHost::new(limits).unwrap());
+    host.compile(Hook::Moderation, &plugin("word-list"))
+        .unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let host = host.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let v = moderate(&host, "word-list", &[], &text("darn")).unwrap();
+                    assert_eq!(v, Some(Verdict::Rewrite(text("****"))));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(host.counts(Hook::Moderation).failures, 0);
+}
+
+#[test]
+fn components_that_do_not_fit_are_refused_with_a_clear_error() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    let none = BTreeMap::new();
+    let err = host
+        .validate(Hook::Moderation, b"not wasm at all", &none)
+        .unwrap_err();
+    assert!(matches!(err, CompileError::NotAComponent(_)), "{err}");
+    // A core module is WebAssembly but not a component.
+    let core_module = b"\0asm\x01\0\0\0";
+    let err = host
+        .validate(Hook::Moderation, core_module, &none)
+        .unwrap_err();
+    assert!(matches!(err, CompileError::NotAComponent(_)), "{err}");
+    // An edit policy is not a moderator.
+    let err = host
+        .validate(Hook::Moderation, &plugin("edit-window"), &none)
+        .unwrap_err();
+    assert!(matches!(err, CompileError::WrongWorld { .. }), "{err}");
+    assert!(err.to_string().contains("moderator"), "{err}");
+    // A moderator that traps fails its trial call.
+    let err = host
+        .validate(Hook::Moderation, &plugin("trap"), &none)
+        .unwrap_err();
+    assert!(matches!(err, CompileError::TrialCall(_)), "{err}");
+    let small = PluginHost::new(PluginLimits {
+        max_component_bytes: 1000,
+        ..PluginLimits::default()
+    })
+    .unwrap();
+    let err = small
+        .validate(Hook::Moderation, &plugin("word-list"), &none)
+        .unwrap_err();
+    assert!(matches!(err, CompileError::TooLarge { .. }), "{err}");
+    // The fitting ones pass.
+    for (hook, name) in [
+        (Hook::Moderation, "word-list"),
+        (Hook::EditPolicy, "edit-window"),
+        (Hook::FanOut, "member-count"),
+    ] {
+        host.validate(hook, &plugin(name), &none)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
