@@ -188,6 +188,71 @@ impl RestClient {
         Self::parse(r).await
     }
 
+    /// `PUT /v1/admin/plugins/{hook}` with the raw component: deploys it
+    /// with `config` and, for moderation, `on_failure` (`closed`, the
+    /// default, or `open`). Needs an admin token. Returns the new version.
+    pub async fn deploy_plugin(
+        &self,
+        hook: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+        on_failure: Option<&str>,
+    ) -> Result<serde_json::Value, RestError> {
+        let mut query: Vec<(String, &str)> = config
+            .iter()
+            .map(|(k, v)| (format!("config.{k}"), *v))
+            .collect();
+        if let Some(policy) = on_failure {
+            query.push(("on_failure".to_owned(), policy));
+        }
+        let r = self
+            .http
+            .put(self.url(&format!("/v1/admin/plugins/{hook}")))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/wasm")
+            .query(&query)
+            .body(component)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    /// `GET /v1/admin/plugins/{hook}`: the active version and the list.
+    pub async fn plugin_versions(&self, hook: &str) -> Result<serde_json::Value, RestError> {
+        let r = self
+            .http
+            .get(self.url(&format!("/v1/admin/plugins/{hook}")))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    /// `POST /v1/admin/plugins/{hook}/rollback`: back to the version before.
+    pub async fn rollback_plugin(&self, hook: &str) -> Result<serde_json::Value, RestError> {
+        let r = self
+            .http
+            .post(self.url(&format!("/v1/admin/plugins/{hook}/rollback")))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    /// `DELETE /v1/admin/plugins/{hook}`: the built-in default from now on.
+    pub async fn remove_plugin(&self, hook: &str) -> Result<(), RestError> {
+        let r = self
+            .http
+            .delete(self.url(&format!("/v1/admin/plugins/{hook}")))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        if r.status().is_success() {
+            return Ok(());
+        }
+        Self::parse::<serde_json::Value>(r).await.map(|_| ())
+    }
+
     /// A raw request, for testing the server's answers to bad input.
     pub fn raw(&self) -> &reqwest::Client {
         &self.http

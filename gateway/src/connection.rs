@@ -378,6 +378,13 @@ impl Connection {
             ));
             return;
         };
+        let content = match self.gw.moderate(&self.id, &conversation_id, content).await {
+            Ok(content) => content,
+            Err((code, message)) => {
+                self.reply(fail(code, message));
+                return;
+            }
+        };
         let command = Command::Send(SendCommand {
             tenant: self.id.tenant.clone(),
             conversation_id: conversation_id.clone(),
@@ -474,6 +481,17 @@ impl Connection {
             ));
             return;
         }
+        // An edit is new content: it is moderated like a send.
+        let content = match content {
+            Some(c) => match self.gw.moderate(&self.id, &conversation_id, c).await {
+                Ok(c) => Some(c),
+                Err((code, message)) => {
+                    self.reply(fail(code, message));
+                    return;
+                }
+            },
+            None => None,
+        };
         let command_id = match self.gw.ids.next_id() {
             Ok(id) => id,
             Err(e) => {

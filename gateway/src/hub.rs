@@ -24,6 +24,7 @@ use serde::Deserialize;
 use switchboard_backbone::envelope::{Event, decode_event};
 use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
 use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_plugin_host::Plugins;
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
 use switchboard_store::Store;
 use tokio::sync::mpsc;
@@ -78,6 +79,7 @@ struct Inner {
     /// To find a newly connected user's conversations that fan out on read.
     store: Arc<dyn Store>,
     fanout: FanOutPolicy,
+    plugins: Arc<Plugins>,
     users: tokio::sync::Mutex<HashMap<UserKey, UserEntry>>,
     conversations: tokio::sync::Mutex<HashMap<ConversationKey, ConversationEntry>>,
     next_id: AtomicU64,
@@ -103,6 +105,7 @@ impl Hub {
         presence: Arc<Presence>,
         store: Arc<dyn Store>,
         fanout: FanOutPolicy,
+        plugins: Arc<Plugins>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -110,6 +113,7 @@ impl Hub {
                 presence,
                 store,
                 fanout,
+                plugins,
                 users: tokio::sync::Mutex::new(HashMap::new()),
                 conversations: tokio::sync::Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -181,7 +185,10 @@ impl Hub {
         match inner.store.memberships(tenant, user).await {
             Ok(memberships) => {
                 for (conversation, kind, members) in memberships {
-                    if inner.fanout.mode(kind, members) == FanOut::Read {
+                    let mode = inner
+                        .plugins
+                        .fan_out_mode(tenant, kind, members, &inner.fanout);
+                    if mode == FanOut::Read {
                         listen(inner, tenant, user, &conversation).await?;
                     }
                 }

@@ -7,6 +7,7 @@
 //! does, and answers through NATS. Reads (history, backlog, conversation
 //! lists) go straight to the store, which checks membership.
 
+mod admin;
 pub mod auth;
 mod commands;
 pub mod config;
@@ -21,7 +22,11 @@ mod typing;
 use std::sync::Arc;
 
 use async_nats::jetstream;
+use switchboard_backbone::fanout::FanOut;
 use switchboard_backbone::node_id::IdSource;
+use switchboard_plugin_host::deploy::Deployer;
+use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
+use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
 use switchboard_store::Store;
 
 pub use auth::{Identity, TenantDirectory};
@@ -36,6 +41,8 @@ pub struct Gateway {
     js: jetstream::Context,
     hub: hub::Hub,
     ids: Arc<dyn IdSource>,
+    plugins: Arc<Plugins>,
+    deployer: Deployer,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +63,7 @@ impl Gateway {
         client: async_nats::Client,
         store: Arc<dyn Store>,
         ids: Arc<dyn IdSource>,
+        plugins: Arc<Plugins>,
     ) -> Result<Arc<Self>, GatewayError> {
         if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
             return Err(GatewayError::Limits(
@@ -68,7 +76,16 @@ impl Gateway {
             .build(client.clone());
         let presence =
             presence::Presence::start(&js, config.gateway_id.clone(), config.presence_ttl).await?;
-        let hub = hub::Hub::new(client.clone(), presence, store.clone(), config.fanout);
+        let hub = hub::Hub::new(
+            client.clone(),
+            presence,
+            store.clone(),
+            config.fanout,
+            plugins.clone(),
+        );
+        let deployer = Deployer::open(&js, plugins.clone())
+            .await
+            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         Ok(Arc::new(Self {
             config,
             tenants,
@@ -77,7 +94,56 @@ impl Gateway {
             client,
             js,
             ids,
+            plugins,
+            deployer,
         }))
+    }
+
+    /// Runs the tenant's moderation plugin, if one is deployed, over
+    /// content a client sends or edits in: the content to store, or the
+    /// error to answer with (`rejected_by_policy`, or `unavailable` when
+    /// the plugin failed and moderation fails closed). Costs nothing for
+    /// tenants without one.
+    pub(crate) async fn moderate(
+        &self,
+        id: &Identity,
+        conversation: &ConversationId,
+        content: Content,
+    ) -> Result<Content, (ErrorCode, String)> {
+        if self.plugins.active(&id.tenant, Hook::Moderation).is_none() {
+            return Ok(content);
+        }
+        let (kind, members) = self
+            .store
+            .members(&id.tenant, conversation, &id.user)
+            .await
+            .map_err(|e| (error::store_error_code(&e), e.to_string()))?;
+        let input = ModerationInput {
+            tenant: &id.tenant,
+            conversation_id: conversation,
+            kind,
+            member_count: members.len(),
+            sender: &id.user,
+            content: &content,
+        };
+        match self.plugins.moderate(&input, &self.config.limits.content) {
+            Moderation::Allow => Ok(content),
+            Moderation::Rewrite(rewritten) => Ok(rewritten),
+            Moderation::Reject(reason) => Err((ErrorCode::RejectedByPolicy, reason)),
+            Moderation::Failed(why) => Err((ErrorCode::Unavailable, why)),
+        }
+    }
+
+    /// How a conversation fans out: the tenant's plugin, else the
+    /// configured threshold. The writer decides the same way.
+    pub(crate) fn fan_out(
+        &self,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        members: usize,
+    ) -> FanOut {
+        self.plugins
+            .fan_out_mode(tenant, kind, members, &self.config.fanout)
     }
 
     /// The HTTP application: REST, WebSocket, health.

@@ -103,7 +103,7 @@ async fn broadcast(
     conversation: &ConversationId,
     change: &MarkChange,
 ) {
-    if gw.config.fanout.mode(change.kind, change.members.len()) == FanOut::Read {
+    if gw.fan_out(&id.tenant, change.kind, change.members.len()) == FanOut::Read {
         return;
     }
     let moved = [

@@ -54,7 +54,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .route("/v1/users/{user}/presence", get(presence))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .merge(crate::admin::routes(&gw));
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client));
     }

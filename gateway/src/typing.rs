@@ -41,7 +41,7 @@ pub(crate) async fn relay(
             return;
         }
     };
-    if gw.config.fanout.mode(kind, members.len()) == FanOut::Read {
+    if gw.fan_out(&id.tenant, kind, members.len()) == FanOut::Read {
         return;
     }
     let event = frame_event(&ServerFrame::Typing {

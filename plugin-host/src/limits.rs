@@ -9,8 +9,9 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginLimits {
-    /// Wall-clock budget of one call, enforced by epoch interruption.
-    #[serde(with = "millis")]
+    /// Wall-clock budget of one call, enforced by epoch interruption
+    /// (`deadline_ms`).
+    #[serde(rename = "deadline_ms", with = "millis")]
     pub deadline: Duration,
     /// WebAssembly instructions (roughly) one call may execute.
     pub fuel: u64,
@@ -27,9 +28,10 @@ pub struct PluginLimits {
     /// Log lines one call may write; the rest are dropped.
     pub max_log_lines: u32,
     /// Consecutive failures after which a version is not called for
-    /// `quarantine`: its hook's failure policy answers instead.
+    /// `quarantine` (`quarantine_ms`): its hook's failure policy answers
+    /// instead.
     pub quarantine_after: u32,
-    #[serde(with = "millis")]
+    #[serde(rename = "quarantine_ms", with = "millis")]
     pub quarantine: Duration,
 }
 

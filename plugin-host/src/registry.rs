@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
-use switchboard_backbone::fanout::FanOut;
+use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
 use tokio::io::AsyncReadExt;
@@ -154,6 +154,18 @@ impl Plugins {
             h.fan_out(c, cfg, tenant, kind, members)
         })
         .ok()
+    }
+
+    /// How the conversation fans out: the tenant's plugin, else `default`.
+    pub fn fan_out_mode(
+        &self,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        members: usize,
+        default: &FanOutPolicy,
+    ) -> FanOut {
+        self.fan_out(tenant, kind, members)
+            .unwrap_or_else(|| default.mode(kind, members))
     }
 
     /// Calls a version unless it is quarantined; counts and logs failures,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde::Deserialize;
 use switchboard_gateway::{Limits, TenantConfig};
+use switchboard_plugin_host::PluginLimits;
 
 /// The local demo tenant's secret when `SWITCHBOARD_DEMO_SECRET` is unset.
 /// For loopback development only: `switchboard dev` listens on loopback.
@@ -51,6 +52,9 @@ pub struct FileConfig {
     pub jetstream_max_inflight: Option<usize>,
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// Limits of tenant plugin calls (`[plugins]`).
+    #[serde(default)]
+    pub plugins: Option<PluginLimits>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
 }

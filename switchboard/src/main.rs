@@ -14,12 +14,14 @@ mod sys;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use switchboard_backbone::definitions::BackboneConfig;
 use switchboard_client::{TokenSpec, mint_hs256};
+use switchboard_gateway::Gateway;
 
 use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, process_id};
 use crate::run::Shutdown;
@@ -234,6 +236,7 @@ async fn dev_inner(
     let client = run::backbone(&nats.url, &name, &backbone).await?;
     let store = run::embedded_store(&client, data_dir)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
+    let plugins = run::plugins(&client, file).await?;
     let shutdown = Shutdown::on_signals();
 
     // The worker gets a connection of its own, as it would in its own
@@ -247,7 +250,8 @@ async fn dev_inner(
         run::worker_config(name.clone(), &backbone, file)?,
         worker_client,
         store.clone(),
-        std::sync::Arc::new(ids.clone()),
+        Arc::new(ids.clone()),
+        Some(plugins.clone()),
         shutdown.clone().wait(),
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
@@ -263,11 +267,16 @@ async fn dev_inner(
         });
     let nats_url = nats.url.clone();
     let nats_dir = nats.data_dir.clone();
-    let served = run::gateway(
+    let gateway = Gateway::new(
         gateway_config,
         client.clone(),
         store,
-        ids,
+        Arc::new(ids),
+        plugins,
+    )
+    .await?;
+    let served = run::gateway(
+        gateway,
         listen,
         shutdown.clone(),
         move |addr| {
@@ -340,17 +349,10 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let client = run::backbone(&url, &name, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
+    let plugins = run::plugins(&client, &file).await?;
     let config = run::gateway_config(name, &backbone, &file);
-    let result = run::gateway(
-        config,
-        client.clone(),
-        store,
-        ids,
-        listen,
-        Shutdown::on_signals(),
-        |_| {},
-    )
-    .await;
+    let gateway = Gateway::new(config, client.clone(), store, Arc::new(ids), plugins).await?;
+    let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;
     client.flush().await.ok();
     result
 }
@@ -361,12 +363,14 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let client = run::backbone(&url, &name, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
+    let plugins = run::plugins(&client, &file).await?;
     println!("switchboard: worker {name} ready");
     switchboard_worker::run(
         run::worker_config(name, &backbone, &file)?,
         client.clone(),
         store,
-        std::sync::Arc::new(ids),
+        Arc::new(ids),
+        Some(plugins),
         Shutdown::on_signals().wait(),
     )
     .await

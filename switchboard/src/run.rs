@@ -12,6 +12,7 @@ use switchboard_backbone::node_id::IdGenerator;
 use switchboard_backbone::store_service::{self, RemoteStore};
 use switchboard_backbone::{NatsConfig, connect};
 use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_plugin_host::{PluginHost, Plugins};
 use switchboard_store::Store;
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
 use switchboard_worker::WorkerConfig;
@@ -96,6 +97,24 @@ pub async fn backbone(
             Err(e) => return Err(e).context("setting up JetStream streams and buckets"),
         }
     }
+}
+
+/// Starts the plugin host and installs every tenant's active plugins;
+/// keeps following `sb_plugins` afterwards. One per process: `dev`'s
+/// gateway and worker share it.
+pub async fn plugins(
+    client: &async_nats::Client,
+    file: &FileConfig,
+) -> anyhow::Result<Arc<Plugins>> {
+    let limits = file.plugins.clone().unwrap_or_default();
+    let host = PluginHost::new(limits).context("starting the plugin host")?;
+    let plugins = Plugins::new(host);
+    // The follower runs as long as the process; its handle is not needed.
+    let _follower = plugins
+        .follow(&jetstream::new(client.clone()))
+        .await
+        .context("loading tenant plugins")?;
+    Ok(plugins)
 }
 
 pub async fn lease_ids(
@@ -194,15 +213,11 @@ pub fn gateway_config(
 /// Serves a gateway on `listen` until `shutdown`. Prints the bound address
 /// as `switchboard: listening on http://ADDR` (tests read this line).
 pub async fn gateway(
-    config: GatewayConfig,
-    client: async_nats::Client,
-    store: Arc<dyn Store>,
-    ids: IdGenerator,
+    gateway: Arc<Gateway>,
     listen: SocketAddr,
     shutdown: Shutdown,
     on_listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
-    let gateway = Gateway::new(config, client, store, Arc::new(ids)).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;

@@ -136,6 +136,37 @@ impl Cluster {
         mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 3600)).unwrap()
     }
 
+    /// A REST client of `tenant` (TENANT or OTHER_TENANT), an admin's
+    /// token when `admin`.
+    pub fn rest_as(&self, gateway: usize, tenant: &str, user: &str, admin: bool) -> RestClient {
+        let secret = if tenant == OTHER_TENANT {
+            OTHER_SECRET
+        } else {
+            SECRET
+        };
+        let mut spec = TokenSpec::new(tenant, user, Some("default"), 3600);
+        if admin {
+            spec = spec.admin();
+        }
+        RestClient::new(
+            &self.gateways[gateway].http(),
+            &mint_hs256(secret, &spec).unwrap(),
+        )
+    }
+
+    /// A WebSocket of `user` of `tenant` (TENANT or OTHER_TENANT).
+    pub async fn ws_as(&self, gateway: usize, tenant: &str, user: &str, device: &str) -> WsClient {
+        let secret = if tenant == OTHER_TENANT {
+            OTHER_SECRET
+        } else {
+            SECRET
+        };
+        let token = mint_hs256(secret, &TokenSpec::new(tenant, user, Some(device), 3600)).unwrap();
+        WsClient::connect(&self.gateways[gateway].ws(), &token)
+            .await
+            .unwrap()
+    }
+
     pub fn rest(&self, gateway: usize, user: &str) -> RestClient {
         RestClient::new(&self.gateways[gateway].http(), &self.token(user, "default"))
     }

@@ -82,6 +82,9 @@ pub(crate) struct Ctx {
     pub js: jetstream::Context,
     pub store: Arc<dyn Store>,
     pub ids: Arc<dyn IdSource>,
+    /// Tenants' plugins (edit and fan-out policy); `None` runs the
+    /// built-in policies only.
+    pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     pub config: WorkerConfig,
 }
 
@@ -92,6 +95,7 @@ pub async fn run(
     client: async_nats::Client,
     store: Arc<dyn Store>,
     ids: Arc<dyn IdSource>,
+    plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     let js = jetstream::new(client.clone());
@@ -105,6 +109,7 @@ pub async fn run(
         js,
         store,
         ids,
+        plugins,
         config,
     });
     let open = |name: &'static str| {

@@ -1,12 +1,16 @@
 //! Who may edit or delete which message (F11, F12): the one place that
 //! decides. The default: only the sender edits, within a window (15 minutes
 //! by default); the sender or a tenant admin deletes, at any time; nobody
-//! changes a system message. (A tenant plugin will make this decision per
-//! tenant; until then it is this policy.)
+//! changes a system message. A tenant's edit-policy plugin replaces the
+//! default for that tenant ([`Policies`]), except that system messages
+//! stay unchangeable whatever a plugin says.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_protocol::{Content, Message, Timestamp, UserId};
+use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
+use switchboard_plugin_host::{EditAction, EditRequest, Plugins};
+use switchboard_protocol::{Content, ConversationKind, Message, TenantId, Timestamp, UserId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -58,6 +62,59 @@ impl EditPolicy {
             }
             Action::Delete if is_sender || actor_is_admin => Ok(()),
             Action::Delete => Err("only the sender or a tenant admin deletes a message".into()),
+        }
+    }
+}
+
+/// The policies a writer applies: the tenant's plugin where one is
+/// deployed (and answers), the built-in policy otherwise.
+#[derive(Clone, Default)]
+pub struct Policies {
+    pub edit: EditPolicy,
+    pub fanout: FanOutPolicy,
+    pub plugins: Option<Arc<Plugins>>,
+}
+
+impl Policies {
+    /// `Ok` if `actor` may do `action` to `message`; the reason otherwise.
+    pub fn check_change(
+        &self,
+        tenant: &TenantId,
+        action: Action,
+        message: &Message,
+        actor: &UserId,
+        actor_is_admin: bool,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        if matches!(message.content, Some(Content::System(_))) {
+            return Err("system messages cannot be changed".into());
+        }
+        let request = EditRequest {
+            tenant,
+            action: match action {
+                Action::Edit => EditAction::Edit,
+                Action::Delete => EditAction::Delete,
+            },
+            actor,
+            actor_is_admin,
+            message,
+            now,
+        };
+        if let Some(decision) = self
+            .plugins
+            .as_ref()
+            .and_then(|p| p.edit_decision(&request))
+        {
+            return decision;
+        }
+        self.edit.check(action, message, actor, actor_is_admin, now)
+    }
+
+    /// How a conversation fans out.
+    pub fn fan_out(&self, tenant: &TenantId, kind: ConversationKind, members: usize) -> FanOut {
+        match &self.plugins {
+            Some(p) => p.fan_out_mode(tenant, kind, members, &self.fanout),
+            None => self.fanout.mode(kind, members),
         }
     }
 }

@@ -32,8 +32,8 @@ use switchboard_store::{
     StoreError,
 };
 
-use crate::policy::{Action, EditPolicy};
-use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
+use crate::policy::{Action, Policies};
+use switchboard_backbone::fanout::FanOut;
 
 /// A command with the subject its outcome goes to (REST commands only).
 #[derive(Debug, Clone)]
@@ -113,8 +113,7 @@ pub enum SequenceError {
 pub struct Sequencer {
     cache: HashMap<ConversationKey, SequencerState>,
     cache_limit: usize,
-    policy: EditPolicy,
-    fanout: FanOutPolicy,
+    policies: Policies,
 }
 
 fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
@@ -203,8 +202,7 @@ impl MutationLog {
 /// Per-batch working state.
 struct Batch<'a> {
     ids: &'a dyn IdSource,
-    policy: EditPolicy,
-    fanout: FanOutPolicy,
+    policies: &'a Policies,
     /// Messages edits and deletes of this batch refer to, as they are now
     /// (from the store, and as this batch stores or changes them).
     messages: HashMap<(ConversationKey, MessageId), Message>,
@@ -219,12 +217,11 @@ struct Batch<'a> {
 }
 
 impl Sequencer {
-    pub fn new(cache_limit: usize, policy: EditPolicy, fanout: FanOutPolicy) -> Self {
+    pub fn new(cache_limit: usize, policies: Policies) -> Self {
         Self {
             cache: HashMap::new(),
             cache_limit,
-            policy,
-            fanout,
+            policies,
         }
     }
 
@@ -315,8 +312,7 @@ impl Sequencer {
 
         let mut b = Batch {
             ids,
-            policy: self.policy,
-            fanout: self.fanout,
+            policies: &self.policies,
             messages,
             states,
             sent,
@@ -351,7 +347,7 @@ impl Batch<'_> {
     /// How the conversation fans out now.
     fn mode(&self, key: &ConversationKey) -> FanOut {
         match self.states.get(key) {
-            Some(Some(s)) => self.fanout.mode(s.kind, s.members.len()),
+            Some(Some(s)) => self.policies.fan_out(&key.tenant, s.kind, s.members.len()),
             _ => FanOut::Write,
         }
     }
@@ -825,10 +821,14 @@ impl Batch<'_> {
             return Ok(());
         };
         let now = Timestamp::now().max(current.created_at);
-        if let Err(why) = self
-            .policy
-            .check(action, &current, &c.actor, c.actor_is_admin, now)
-        {
+        if let Err(why) = self.policies.check_change(
+            &key.tenant,
+            action,
+            &current,
+            &c.actor,
+            c.actor_is_admin,
+            now,
+        ) {
             self.refuse_update(c, action, ErrorCode::Forbidden, why);
             return Ok(());
         }
@@ -1024,7 +1024,7 @@ mod tests {
     async fn sequences_sends_gap_free_and_answers_retries_with_the_original() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut seq = Sequencer::new(1000, Policies::default());
         let out = run(
             &mut seq,
             &store,
@@ -1062,7 +1062,7 @@ mod tests {
         assert_eq!(delivered(&out[0]).0, 1);
         assert_eq!(delivered(&out[1]).0, 3);
         // A fresh sequencer (a new owner) continues from the store.
-        let mut fresh = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut fresh = Sequencer::new(1000, Policies::default());
         let out = run(&mut fresh, &store, &ids, &[send("c", "b", "m4")]).await;
         assert_eq!(delivered(&out[0]).0, 4);
     }
@@ -1071,7 +1071,7 @@ mod tests {
     async fn refuses_non_members_and_unknown_conversations() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut seq = Sequencer::new(1000, Policies::default());
         let out = run(
             &mut seq,
             &store,
@@ -1099,7 +1099,7 @@ mod tests {
     async fn membership_changes_are_sequenced_with_the_messages() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut seq = Sequencer::new(1000, Policies::default());
         let out = run(
             &mut seq,
             &store,
@@ -1162,7 +1162,7 @@ mod tests {
     async fn a_stale_writer_is_refused_by_the_store() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut owner = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut owner = Sequencer::new(1000, Policies::default());
         run(
             &mut owner,
             &store,
@@ -1174,7 +1174,7 @@ mod tests {
         )
         .await;
         // A zombie that cached the state at seq 1, while the new owner writes seq 2.
-        let mut zombie = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut zombie = Sequencer::new(1000, Policies::default());
         run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
         let mut plan = owner
             .plan(&store, &ids, &[send("c", "a", "m3")], true)
@@ -1194,7 +1194,7 @@ mod tests {
     async fn an_unchecked_retry_is_caught_by_the_store_and_answered_when_checked() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut seq = Sequencer::new(1000, Policies::default());
         let out = run(
             &mut seq,
             &store,
@@ -1259,7 +1259,7 @@ mod tests {
     async fn edits_and_deletes_are_sequenced_and_policed() {
         let (_dir, store) = open();
         let ids = ids();
-        let mut seq = Sequencer::new(1000, EditPolicy::default(), FanOutPolicy::default());
+        let mut seq = Sequencer::new(1000, Policies::default());
         let out = run(
             &mut seq,
             &store,

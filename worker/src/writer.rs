@@ -29,6 +29,7 @@ use switchboard_store::StoreError;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use crate::policy::Policies;
 use crate::sequencer::{Incoming, Outcome, Route, SequenceError, Sequencer};
 use crate::{Ctx, WorkerError};
 
@@ -68,8 +69,11 @@ pub(crate) async fn run_partition(
     let mut chunks = messages.ready_chunks(ctx.config.max_batch);
     let mut sequencer = Sequencer::new(
         ctx.config.cache_limit,
-        ctx.config.edit_policy,
-        ctx.config.fanout,
+        Policies {
+            edit: ctx.config.edit_policy,
+            fanout: ctx.config.fanout,
+            plugins: ctx.plugins.clone(),
+        },
     );
     tracing::info!(partition, "writer started");
     loop {

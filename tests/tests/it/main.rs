@@ -16,6 +16,7 @@ mod leases;
 mod ordering;
 mod overload;
 mod plugin_host;
+mod plugins;
 mod presence;
 mod receipts;
 mod store_service;

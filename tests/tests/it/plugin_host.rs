@@ -110,7 +110,7 @@ fn every_hostile_plugin_is_stopped_by_its_limit_and_the_host_goes_on() {
         // Compile first: the bound below is on the call alone.
         host.compile(Hook::Moderation, &plugin(name)).unwrap();
         let started = Instant::now();
-        let err = moderate(&host, name, &[], &text("hello")).unwrap_err();
+        let err = moderate(&host, name, &[], &text("an attack")).unwrap_err();
         let took = started.elapsed();
         assert!(expected(&err), "{name}: unexpected failure {err:?}");
         // Generous against a loaded CI machine, but far from unbounded.
@@ -137,7 +137,7 @@ fn the_deadline_stops_a_spinning_plugin_even_with_fuel_to_spare() {
     let host = PluginHost::new(limits).unwrap();
     host.compile(Hook::Moderation, &plugin("spin")).unwrap();
     let started = Instant::now();
-    let err = moderate(&host, "spin", &[], &text("hello")).unwrap_err();
+    let err = moderate(&host, "spin", &[], &text("attack")).unwrap_err();
     assert!(matches!(err, CallError::Deadline(_)), "{err:?}");
     assert!(started.elapsed() >= Duration::from_millis(29));
 }
@@ -188,9 +188,10 @@ fn components_that_do_not_fit_are_refused_with_a_clear_error() {
         .unwrap_err();
     assert!(matches!(err, CompileError::WrongWorld { .. }), "{err}");
     assert!(err.to_string().contains("moderator"), "{err}");
-    // A moderator that traps fails its trial call.
+    // A moderator that traps on the trial call's message fails it.
+    let trap_on_trial = BTreeMap::from([("trigger".to_owned(), "hello".to_owned())]);
     let err = host
-        .validate(Hook::Moderation, &plugin("trap"), &none)
+        .validate(Hook::Moderation, &plugin("trap"), &trap_on_trial)
         .unwrap_err();
     assert!(matches!(err, CompileError::TrialCall(_)), "{err}");
     let small = PluginHost::new(PluginLimits {

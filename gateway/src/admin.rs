@@ -1,0 +1,278 @@
+//! The tenant admin API for plugins (F22, PROTOCOL.md): deploy, list,
+//! remove and roll back the tenant's plugin for each hook. Only tokens
+//! with `role: "admin"` may call it, and only for their own tenant.
+//!
+//! An upload is either the raw component (`Content-Type:
+//! application/wasm`, configuration as `config.<key>=<value>` query
+//! parameters, `on_failure=open|closed`) or JSON `{ "component": base64,
+//! "config": {..}, "on_failure": .. }`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::{post, put};
+use base64::Engine as _;
+use serde::Deserialize;
+use switchboard_plugin_host::Hook;
+use switchboard_plugin_host::deploy::{DeployError, Listing, VersionEntry};
+use switchboard_plugin_host::host::CompileError;
+use switchboard_plugin_host::registry::OnFailure;
+use switchboard_protocol::ErrorCode;
+
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+type Shared = Arc<Gateway>;
+
+/// How long a change waits to be running on this gateway before the
+/// response (every other process follows within about the same time).
+const CONVERGE_WAIT: Duration = Duration::from_secs(5);
+
+pub(crate) fn routes(gw: &Shared) -> axum::Router<Shared> {
+    // Base64 in JSON is a third larger than the component.
+    let upload_limit = gw.plugins.host().limits().max_component_bytes * 4 / 3 + 64 * 1024;
+    axum::Router::new()
+        .route(
+            "/v1/admin/plugins/{hook}",
+            put(deploy)
+                .layer(DefaultBodyLimit::max(upload_limit))
+                .get(list)
+                .delete(remove),
+        )
+        .route("/v1/admin/plugins/{hook}/rollback", post(rollback))
+}
+
+fn admin(id: &Identity) -> Result<(), ApiError> {
+    if id.admin {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "the plugin API needs a token with role \"admin\"",
+        ))
+    }
+}
+
+fn hook(path: Result<Path<String>, PathRejection>) -> Result<Hook, ApiError> {
+    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    Hook::parse(&raw).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("no hook {raw:?}; the hooks are moderation, edit_policy and fan_out"),
+        )
+    })
+}
+
+fn deploy_error(e: DeployError) -> ApiError {
+    let code = match &e {
+        DeployError::Invalid(CompileError::TooLarge { .. }) => ErrorCode::TooLarge,
+        DeployError::Invalid(_) => ErrorCode::InvalidRequest,
+        DeployError::NothingToRollBack | DeployError::Conflict => ErrorCode::Conflict,
+        DeployError::NotDeployed => ErrorCode::NotFound,
+        DeployError::Backbone(_) => ErrorCode::Unavailable,
+    };
+    ApiError::new(code, e.to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonUpload {
+    /// The component, base64 (standard alphabet, padded).
+    component: String,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+    #[serde(default)]
+    on_failure: OnFailure,
+}
+
+/// Longest configuration key and value, and most entries.
+const MAX_CONFIG_KEY: usize = 128;
+const MAX_CONFIG_VALUE: usize = 16 * 1024;
+const MAX_CONFIG_ENTRIES: usize = 64;
+
+fn check_config(config: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if config.len() > MAX_CONFIG_ENTRIES {
+        return Err(ApiError::new(
+            ErrorCode::TooLarge,
+            format!("more than {MAX_CONFIG_ENTRIES} configuration values"),
+        ));
+    }
+    for (k, v) in config {
+        if k.is_empty() || k.len() > MAX_CONFIG_KEY || v.len() > MAX_CONFIG_VALUE {
+            return Err(ApiError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "configuration keys are 1 to {MAX_CONFIG_KEY} bytes and values at most {MAX_CONFIG_VALUE}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An upload, whichever form it came in.
+struct Upload {
+    component: Vec<u8>,
+    config: BTreeMap<String, String>,
+    on_failure: OnFailure,
+}
+
+fn parse_upload(
+    headers: &HeaderMap,
+    query: BTreeMap<String, String>,
+    body: Bytes,
+) -> Result<Upload, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/json") {
+        let upload: JsonUpload =
+            serde_json::from_slice(&body).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let component = base64::engine::general_purpose::STANDARD
+            .decode(upload.component.as_bytes())
+            .map_err(|e| ApiError::invalid(format!("component is not base64: {e}")))?;
+        return Ok(Upload {
+            component,
+            config: upload.config,
+            on_failure: upload.on_failure,
+        });
+    }
+    if !content_type.starts_with("application/wasm") {
+        return Err(ApiError::invalid(
+            "send the component as application/wasm, or JSON with a base64 `component`",
+        ));
+    }
+    let mut config = BTreeMap::new();
+    let mut on_failure = OnFailure::default();
+    for (k, v) in query {
+        if let Some(key) = k.strip_prefix("config.") {
+            config.insert(key.to_owned(), v);
+        } else if k == "on_failure" {
+            on_failure = match v.as_str() {
+                "closed" => OnFailure::Closed,
+                "open" => OnFailure::Open,
+                _ => return Err(ApiError::invalid("on_failure is `closed` or `open`")),
+            };
+        } else {
+            return Err(ApiError::invalid(format!(
+                "unknown parameter {k:?}: use config.<key>=<value> and on_failure"
+            )));
+        }
+    }
+    Ok(Upload {
+        component: body.to_vec(),
+        config,
+        on_failure,
+    })
+}
+
+async fn deploy(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
+    admin(&id)?;
+    let hook = hook(path)?;
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(ErrorCode::TooLarge, "the upload is over the size limit")
+        } else {
+            ApiError::invalid(e.body_text())
+        }
+    })?;
+    let upload = parse_upload(&headers, query, body)?;
+    check_config(&upload.config)?;
+    let entry = gw
+        .deployer
+        .deploy(
+            &id.tenant,
+            hook,
+            upload.component,
+            upload.config,
+            upload.on_failure,
+            &id.user,
+        )
+        .await
+        .map_err(deploy_error)?;
+    converge(&gw, &id, hook, Some(entry.revision)).await;
+    Ok((StatusCode::CREATED, Json(entry)))
+}
+
+async fn list(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Listing>, ApiError> {
+    admin(&id)?;
+    let hook = hook(path)?;
+    let listing = gw
+        .deployer
+        .list(&id.tenant, hook)
+        .await
+        .map_err(deploy_error)?;
+    Ok(Json(listing))
+}
+
+async fn remove(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    admin(&id)?;
+    let hook = hook(path)?;
+    gw.deployer
+        .remove(&id.tenant, hook, &id.user)
+        .await
+        .map_err(deploy_error)?;
+    converge(&gw, &id, hook, None).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn rollback(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<VersionEntry>, ApiError> {
+    admin(&id)?;
+    let hook = hook(path)?;
+    let entry = gw
+        .deployer
+        .rollback(&id.tenant, hook, &id.user)
+        .await
+        .map_err(deploy_error)?;
+    converge(&gw, &id, hook, Some(entry.revision)).await;
+    Ok(Json(entry))
+}
+
+/// Waits (boundedly) until this gateway runs `revision`, or runs nothing
+/// for `None`, so an admin's next request here sees the change.
+async fn converge(gw: &Gateway, id: &Identity, hook: Hook, revision: Option<u64>) {
+    let started = Instant::now();
+    loop {
+        let running = gw.plugins.active(&id.tenant, hook).map(|l| l.revision);
+        let done = match revision {
+            Some(r) => running.is_some_and(|running| running >= r),
+            None => running.is_none(),
+        };
+        if done {
+            return;
+        }
+        if started.elapsed() > CONVERGE_WAIT {
+            tracing::warn!(tenant = %id.tenant, %hook, ?revision, "plugin change not yet running here");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,598 @@
+//! Tenant plugins on a running cluster (F22, I4, I5): deployed, replaced,
+//! rolled back and removed through the admin API; followed by every
+//! gateway and worker; changing behaviour as documented; contained when
+//! hostile; never running for another tenant.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::Value;
+use switchboard_client::rest::HistoryParams;
+use switchboard_client::{RestClient, WsClient};
+use switchboard_protocol::{
+    ClientFrame, Content, ConversationId, ConversationKind, ErrorCode, MessageId, ServerFrame,
+};
+use switchboard_tests::cluster::OTHER_TENANT;
+use switchboard_tests::{Cluster, ClusterSpec, TENANT, plugin};
+
+use crate::support::*;
+
+fn revision(version: &Value) -> u64 {
+    version["revision"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no revision in {version}"))
+}
+
+fn admin(cluster: &Cluster, gateway: usize) -> RestClient {
+    cluster.rest_as(gateway, TENANT, "root", true)
+}
+
+/// Waits until every gateway runs `revision` of the hook (`None`: none).
+/// Returns how long that took.
+async fn converge(cluster: &Cluster, hook: &str, revision: Option<u64>) -> Duration {
+    let started = Instant::now();
+    for g in 0..cluster.gateways.len() {
+        let admin = admin(cluster, g);
+        loop {
+            let listing = admin.plugin_versions(hook).await.unwrap();
+            if listing["running_here"].as_u64() == revision {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "gateway {g} still runs {} of {hook}, not {revision:?}",
+                listing["running_here"]
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    started.elapsed()
+}
+
+async fn texts(rest: &RestClient, conv: &str) -> Vec<String> {
+    let page = rest
+        .history(
+            conv,
+            HistoryParams {
+                limit: Some(200),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut texts: Vec<(u64, String)> = page
+        .messages
+        .iter()
+        .filter_map(|m| match &m.content {
+            Some(Content::Text { text }) => Some((m.seq, text.clone())),
+            _ => None,
+        })
+        .collect();
+    texts.sort();
+    texts.into_iter().map(|(_, t)| t).collect()
+}
+
+#[tokio::test]
+async fn an_admin_deploys_replaces_rolls_back_and_removes_a_moderator_on_two_gateways() {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways: 2,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let admin = admin(&cluster, 0);
+
+    let err = cluster
+        .rest(0, "alice")
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("forbidden"), "only admins deploy");
+
+    // Deployed through gateway 0; gateway 1 follows within a bound.
+    let v1 = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(v1["activation"], "deploy");
+    assert!(v1["digest"].as_str().unwrap().starts_with("sha256:"));
+    let took = converge(&cluster, "moderation", Some(revision(&v1))).await;
+    assert!(took < Duration::from_secs(5), "converged in {took:?}");
+
+    let mut alice = cluster.ws(1, "alice", "phone").await;
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    send_acked(&mut alice, &conv, "m1", "well darn it").await;
+    assert_eq!(text_of(&expect_message(&mut bob).await), "well **** it");
+
+    // Replaced: the same component, configured to reject.
+    let v2 = admin
+        .deploy_plugin(
+            "moderation",
+            plugin("word-list"),
+            &[("action", "reject")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v2))).await;
+    alice.send(&send_frame(&conv, "m2", "heck")).await.unwrap();
+    let (code, request, id, message) = expect_error(&mut alice).await;
+    assert_eq!(code, ErrorCode::RejectedByPolicy);
+    assert_eq!(request.as_deref(), Some("send_message"));
+    assert_eq!(id.as_deref(), Some("m2"));
+    assert!(message.contains("does not allow"), "{message}");
+    // An edit is moderated like a send.
+    let (m1_id, _) = send_acked(&mut alice, &conv, "m1b", "fine words").await;
+    expect_message(&mut bob).await;
+    alice
+        .send(&ClientFrame::EditMessage {
+            conversation_id: ConversationId::new(&conv).unwrap(),
+            message_id: m1_id,
+            content: Content::Text {
+                text: "heck".into(),
+            },
+        })
+        .await
+        .unwrap();
+    let (code, request, _, _) = expect_error(&mut alice).await;
+    assert_eq!(code, ErrorCode::RejectedByPolicy);
+    assert_eq!(request.as_deref(), Some("edit_message"));
+
+    // Rolled back: masking again, the first version's configuration too.
+    let v3 = admin.rollback_plugin("moderation").await.unwrap();
+    assert_eq!(v3["activation"], "rollback");
+    assert_eq!(v3["digest"], v1["digest"]);
+    assert_eq!(v3["config"], v1["config"]);
+    converge(&cluster, "moderation", Some(revision(&v3))).await;
+    send_acked(&mut alice, &conv, "m3", "heck no").await;
+    assert_eq!(text_of(&expect_message(&mut bob).await), "**** no");
+
+    let listing = admin.plugin_versions("moderation").await.unwrap();
+    let versions = listing["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 3, "{listing}");
+    assert_eq!(versions[0]["revision"], v3["revision"], "newest first");
+    assert_eq!(versions[1]["config"]["action"], "reject");
+    assert_eq!(listing["active"]["revision"], v3["revision"]);
+
+    // The other tenant has no plugin: acme's never runs for it.
+    let globex = cluster.rest_as(1, OTHER_TENANT, "alice", false);
+    let (g_conv, _) = globex
+        .create_conversation(ConversationKind::Group, &["bob"], None)
+        .await
+        .unwrap();
+    let g_conv = g_conv.conversation_id.as_str().to_owned();
+    let mut g_alice = cluster.ws_as(1, OTHER_TENANT, "alice", "phone").await;
+    send_acked(&mut g_alice, &g_conv, "g1", "darn").await;
+    assert_eq!(texts(&globex, &g_conv).await, ["darn"]);
+    let g_listing = cluster
+        .rest_as(0, OTHER_TENANT, "root", true)
+        .plugin_versions("moderation")
+        .await
+        .unwrap();
+    assert!(g_listing["active"].is_null(), "{g_listing}");
+    assert_eq!(g_listing["versions"].as_array().unwrap().len(), 0);
+
+    // Removed: the built-in default (no moderation) applies.
+    admin.remove_plugin("moderation").await.unwrap();
+    converge(&cluster, "moderation", None).await;
+    send_acked(&mut alice, &conv, "m4", "darn").await;
+    assert_eq!(text_of(&expect_message(&mut bob).await), "darn");
+    let err = admin.rollback_plugin("moderation").await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some("not_found"),
+        "nothing deployed to roll back"
+    );
+
+    // The rejected message was never stored.
+    assert_eq!(
+        texts(&cluster.rest(0, "bob"), &conv).await,
+        ["well **** it", "fine words", "**** no", "darn"]
+    );
+}
+
+#[tokio::test]
+async fn uploads_that_do_not_fit_are_refused_with_a_clear_error() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[plugins]\nmax_component_bytes = 60000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let admin = admin(&cluster, 0);
+    let refused = |e: switchboard_client::RestError| (e.status().unwrap(), e.to_string());
+
+    let (status, why) = refused(
+        admin
+            .deploy_plugin("moderation", b"definitely not wasm".to_vec(), &[], None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 400);
+    assert!(why.contains("not a WebAssembly component"), "{why}");
+
+    let (status, why) = refused(
+        admin
+            .deploy_plugin("moderation", plugin("edit-window"), &[], None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 400);
+    assert!(why.contains("does not fit the moderation hook"), "{why}");
+
+    let (status, why) = refused(
+        admin
+            .deploy_plugin("moderation", plugin("trap"), &[("trigger", "hello")], None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 400);
+    assert!(why.contains("trial call"), "{why}");
+
+    // word-list is about 80 KB, over this cluster's limit.
+    let (status, why) = refused(
+        admin
+            .deploy_plugin("moderation", plugin("word-list"), &[], None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 413, "{why}");
+
+    let (status, _) = refused(
+        admin
+            .deploy_plugin("spam_filter", plugin("trap"), &[], None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 404, "no such hook");
+
+    let r = admin
+        .raw()
+        .put(format!("{}/v1/admin/plugins/moderation", admin.base()))
+        .bearer_auth(admin.token())
+        .header("content-type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+
+    // Nothing refused was deployed.
+    let listing = admin.plugin_versions("moderation").await.unwrap();
+    assert!(listing["active"].is_null(), "{listing}");
+    assert_eq!(listing["versions"].as_array().unwrap().len(), 0);
+
+    // The JSON form of an upload.
+    let body = serde_json::json!({
+        "component": base64::engine::general_purpose::STANDARD.encode(plugin("member-count")),
+        "config": { "threshold": "2" },
+    });
+    let r = admin
+        .raw()
+        .put(format!("{}/v1/admin/plugins/fan_out", admin.base()))
+        .bearer_auth(admin.token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let version: Value = r.json().await.unwrap();
+    assert_eq!(version["config"]["threshold"], "2");
+}
+
+/// `n` sequential sends of one tenant's user; how long they took.
+async fn timed_sends(ws: &mut WsClient, conv: &str, prefix: &str, n: usize) -> Duration {
+    let started = Instant::now();
+    for i in 0..n {
+        send_acked(ws, conv, &format!("{prefix}{i}"), &format!("hello {i}")).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn hostile_plugins_are_contained_and_other_tenants_keep_their_speed() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let admin = admin(&cluster, 0);
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let globex = cluster.rest_as(0, OTHER_TENANT, "carol", false);
+    let (g_conv, _) = globex
+        .create_conversation(ConversationKind::Group, &["dave"], None)
+        .await
+        .unwrap();
+    let g_conv = g_conv.conversation_id.as_str().to_owned();
+    let mut carol = cluster.ws_as(0, OTHER_TENANT, "carol", "phone").await;
+    timed_sends(&mut carol, &g_conv, "warm", 20).await;
+    let baseline = timed_sends(&mut carol, &g_conv, "base", 100).await;
+
+    // acme's moderator spins on every message with the trigger word;
+    // moderation fails closed by default.
+    let spin = admin
+        .deploy_plugin("moderation", plugin("spin"), &[], None)
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&spin))).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let attacks = 40;
+    let attack = async {
+        let mut refused = 0;
+        for i in 0..attacks {
+            alice
+                .send(&send_frame(&conv, &format!("a{i}"), "attack"))
+                .await
+                .unwrap();
+            let (code, _, _, message) = expect_error(&mut alice).await;
+            assert_eq!(code, ErrorCode::Unavailable, "{message}");
+            refused += 1;
+        }
+        refused
+    };
+    let (refused, under_attack) =
+        tokio::join!(attack, timed_sends(&mut carol, &g_conv, "busy", 100));
+    assert_eq!(refused, attacks);
+    assert!(
+        under_attack < baseline * 3 + Duration::from_secs(2),
+        "globex slowed from {baseline:?} to {under_attack:?} while acme's plugin spun"
+    );
+    let acme_history = texts(&cluster.rest(0, "bob"), &conv).await;
+    assert!(
+        acme_history.is_empty(),
+        "fail closed stores nothing: {acme_history:?}"
+    );
+    let logs = cluster.logs();
+    assert!(logs.contains("plugin call failed"), "failures are logged");
+    assert!(
+        logs.contains("plugin quarantined"),
+        "a version that keeps failing is quarantined"
+    );
+    assert!(
+        logs.contains(spin["digest"].as_str().unwrap()),
+        "logs name the digest"
+    );
+
+    // Every hostile plugin, failing open: each stopped, the message
+    // stored as sent, the process still serving.
+    for (i, name) in [
+        "spin",
+        "memory-bomb",
+        "deep-recursion",
+        "trap",
+        "huge-output",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = admin
+            .deploy_plugin("moderation", plugin(name), &[], Some("open"))
+            .await
+            .unwrap();
+        assert_eq!(v["on_failure"], "open");
+        converge(&cluster, "moderation", Some(revision(&v))).await;
+        let text = format!("attack {i}");
+        let (_, seq) = send_acked(&mut alice, &conv, &format!("open{i}"), &text).await;
+        assert_eq!(seq, i as u64 + 1, "{name}");
+    }
+    assert_eq!(texts(&cluster.rest(0, "bob"), &conv).await.len(), 5);
+    send_acked(&mut carol, &g_conv, "after", "still here").await;
+}
+
+#[tokio::test]
+async fn a_hot_swap_under_load_loses_nothing_and_applies_nothing_twice() {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways: 2,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let admin = admin(&cluster, 0);
+    let v = admin
+        .deploy_plugin(
+            "moderation",
+            plugin("word-list"),
+            &[("words", "alpha")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v))).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let mut bob = cluster.ws(1, "bob", "phone").await;
+
+    // Swap between masking `alpha` and masking `beta` while alice sends.
+    let swapper = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            for i in 0..8 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let word = if i % 2 == 0 { "beta" } else { "alpha" };
+                admin
+                    .deploy_plugin("moderation", plugin("word-list"), &[("words", word)], None)
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let (bursts, burst) = (30, 10);
+    for b in 0..bursts {
+        for i in 0..burst {
+            let n = b * burst + i;
+            alice
+                .send(&send_frame(
+                    &conv,
+                    &format!("m{n}"),
+                    &format!("alpha beta {n}"),
+                ))
+                .await
+                .unwrap();
+        }
+        for _ in 0..burst {
+            expect(&mut alice, "an ack", |f| match f {
+                ServerFrame::Ack { .. } => Some(()),
+                ServerFrame::Error { message, .. } => panic!("a send failed: {message}"),
+                _ => None,
+            })
+            .await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    swapper.await.unwrap();
+
+    let total = bursts * burst;
+    let mut ids: HashSet<MessageId> = HashSet::new();
+    let (mut alpha_masked, mut beta_masked) = (0, 0);
+    for expected_seq in 1..=total as u64 {
+        let m = expect_message(&mut bob).await;
+        assert!(ids.insert(m.message_id), "delivered twice: {m:?}");
+        assert_eq!(m.seq, expected_seq, "one gap-free order");
+        let n = expected_seq - 1;
+        let text = text_of(&m);
+        if text == format!("***** beta {n}") {
+            alpha_masked += 1;
+        } else if text == format!("alpha **** {n}") {
+            beta_masked += 1;
+        } else {
+            panic!("message {n} was moderated by neither or both versions: {text:?}");
+        }
+    }
+    assert!(
+        alpha_masked > 0 && beta_masked > 0,
+        "the swaps happened mid-stream ({alpha_masked} / {beta_masked})"
+    );
+    let stored = texts(&cluster.rest(0, "bob"), &conv).await.len();
+    assert_eq!(stored, 200.min(total), "history agrees (one page)");
+}
+
+#[tokio::test]
+async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob", "carol"])
+        .await;
+    let admin = admin(&cluster, 0);
+
+    // The built-in policy lets the sender edit for 15 minutes.
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let (id, _) = send_acked(&mut alice, &conv, "e0", "first").await;
+    alice.send(&edit(&conv, id, "first, edited")).await.unwrap();
+    expect_update(&mut alice).await;
+
+    // A plugin that allows no edits at all; the worker follows the bucket
+    // like the gateways, so try until its answer shows.
+    let v = admin
+        .deploy_plugin(
+            "edit_policy",
+            plugin("edit-window"),
+            &[("edit_window_secs", "0")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "edit_policy", Some(revision(&v))).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    let message = loop {
+        n += 1;
+        let (id, _) = send_acked(&mut alice, &conv, &format!("e{n}"), "again").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        alice.send(&edit(&conv, id, "again, edited")).await.unwrap();
+        let refused = expect(&mut alice, "the edit's answer", |f| match f {
+            ServerFrame::MessageUpdated { .. } => Some(None),
+            ServerFrame::Error { code, message, .. } => Some(Some((code, message))),
+            _ => None,
+        })
+        .await;
+        if let Some((code, message)) = refused {
+            assert_eq!(code, ErrorCode::Forbidden);
+            break message;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker never ran the edit policy"
+        );
+    };
+    assert!(
+        message.contains("0 seconds"),
+        "the plugin's reason: {message}"
+    );
+
+    // A fan-out policy that makes groups of more than two members fan out
+    // on read: read marks are stored but not broadcast.
+    let v = admin
+        .deploy_plugin(
+            "fan_out",
+            plugin("member-count"),
+            &[("threshold", "2")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "fan_out", Some(revision(&v))).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // the worker too
+    drop(alice);
+    let mut alice = cluster.ws(0, "alice", "phone2").await;
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    let (_, seq) = send_acked(&mut alice, &conv, "f1", "large now").await;
+    let m = expect_message(&mut bob).await;
+    assert_eq!(m.seq, seq, "members connected now still get it live");
+    bob.send(&ClientFrame::AckRead {
+        conversation_id: ConversationId::new(&conv).unwrap(),
+        seq,
+    })
+    .await
+    .unwrap();
+    let receipt = tokio::time::timeout(Duration::from_millis(1500), async {
+        loop {
+            if let Ok(ServerFrame::Receipt { .. }) = alice.next_frame().await {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        receipt.is_err(),
+        "no receipts where the conversation fans out on read"
+    );
+
+    // Removed: the built-in threshold (500) again, and receipts flow.
+    admin.remove_plugin("fan_out").await.unwrap();
+    converge(&cluster, "fan_out", None).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop((alice, bob));
+    let mut alice = cluster.ws(0, "alice", "phone3").await;
+    let mut bob = cluster.ws(0, "bob", "phone2").await;
+    let (_, seq) = send_acked(&mut alice, &conv, "f2", "small again").await;
+    expect_message(&mut bob).await;
+    bob.send(&ClientFrame::AckRead {
+        conversation_id: ConversationId::new(&conv).unwrap(),
+        seq,
+    })
+    .await
+    .unwrap();
+    expect(&mut alice, "a receipt", |f| match f {
+        ServerFrame::Receipt { .. } => Some(()),
+        _ => None,
+    })
+    .await;
+}
+
+fn edit(conv: &str, id: MessageId, text: &str) -> ClientFrame {
+    ClientFrame::EditMessage {
+        conversation_id: ConversationId::new(conv).unwrap(),
+        message_id: id,
+        content: Content::Text { text: text.into() },
+    }
+}
+
+async fn expect_update(ws: &mut WsClient) {
+    expect(ws, "message_updated", |f| match f {
+        ServerFrame::MessageUpdated { .. } => Some(()),
+        ServerFrame::Error { message, .. } => panic!("refused: {message}"),
+        _ => None,
+    })
+    .await
+}
