@@ -24,7 +24,7 @@ use serde::Deserialize;
 use switchboard_backbone::envelope::{Event, decode_event};
 use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
 use switchboard_backbone::subject::{conversation_events, user_events};
-use switchboard_plugin_host::Plugins;
+use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
 use switchboard_store::Store;
 use tokio::sync::mpsc;
@@ -231,6 +231,77 @@ impl Hub {
             }
             inner.presence.offline(tenant, user).await;
         }
+    }
+}
+
+impl Hub {
+    /// Follows the tenants' plugin changes: when a tenant's fan-out plugin
+    /// changes, its users connected here listen to the conversations that
+    /// now fan out on read, and stop listening to the others.
+    pub(crate) fn follow_fan_out_changes(&self) {
+        let inner = Arc::downgrade(&self.inner);
+        let mut changes = self.inner.plugins.changes();
+        tokio::spawn(async move {
+            loop {
+                let tenants: Vec<TenantId> = match changes.recv().await {
+                    Ok((tenant, Hook::FanOut)) => vec![tenant],
+                    Ok(_) => continue,
+                    // Missed some: re-decide for every tenant connected here.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let Some(inner) = inner.upgrade() else { return };
+                        let users = inner.users.lock().await;
+                        let tenants: HashSet<TenantId> =
+                            users.keys().map(|(t, _)| t.clone()).collect();
+                        tenants.into_iter().collect()
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(inner) = inner.upgrade() else { return };
+                for tenant in tenants {
+                    Box::pin(refresh_fan_out(&inner, &tenant)).await;
+                }
+            }
+        });
+    }
+}
+
+/// Re-decides, for every user of `tenant` connected here, which of their
+/// conversations to listen to.
+async fn refresh_fan_out(inner: &Arc<Inner>, tenant: &TenantId) {
+    let users: Vec<(UserId, HashSet<ConversationId>)> = inner
+        .users
+        .lock()
+        .await
+        .iter()
+        .filter(|((t, _), _)| t == tenant)
+        .map(|((_, u), entry)| (u.clone(), entry.listening.clone()))
+        .collect();
+    for (user, listening) in users {
+        let memberships = match inner.store.memberships(tenant, &user).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the user's conversations after a fan-out change");
+                continue;
+            }
+        };
+        for (conversation, kind, members) in memberships {
+            let read = inner
+                .plugins
+                .fan_out_mode(tenant, kind, members, &inner.fanout)
+                == FanOut::Read;
+            match (read, listening.contains(&conversation)) {
+                (true, false) => {
+                    if let Err(e) = listen(inner, tenant, &user, &conversation).await {
+                        tracing::warn!(error = %e, "cannot listen to a conversation");
+                    }
+                }
+                (false, true) => unlisten(inner, tenant, &user, &conversation).await,
+                _ => {}
+            }
+        }
+    }
+    if let Err(e) = inner.client.flush().await {
+        tracing::warn!(error = %e, "flushing subscriptions after a fan-out change");
     }
 }
 

@@ -17,6 +17,7 @@ pub mod hub;
 mod presence;
 mod receipts;
 mod rest;
+mod shapes;
 mod typing;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub struct Gateway {
     ids: Arc<dyn IdSource>,
     plugins: Arc<Plugins>,
     deployer: Deployer,
+    shapes: shapes::Shapes,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +85,7 @@ impl Gateway {
             config.fanout,
             plugins.clone(),
         );
+        hub.follow_fan_out_changes();
         let deployer = Deployer::open(&js, plugins.clone())
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
@@ -96,6 +99,7 @@ impl Gateway {
             ids,
             plugins,
             deployer,
+            shapes: shapes::Shapes::default(),
         }))
     }
 
@@ -113,16 +117,16 @@ impl Gateway {
         if self.plugins.active(&id.tenant, Hook::Moderation).is_none() {
             return Ok(content);
         }
-        let (kind, members) = self
-            .store
-            .members(&id.tenant, conversation, &id.user)
+        let (kind, member_count) = self
+            .shapes
+            .get(&*self.store, &id.tenant, conversation, &id.user)
             .await
             .map_err(|e| (error::store_error_code(&e), e.to_string()))?;
         let input = ModerationInput {
             tenant: &id.tenant,
             conversation_id: conversation,
             kind,
-            member_count: members.len(),
+            member_count,
             sender: &id.user,
             content: &content,
         };

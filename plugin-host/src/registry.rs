@@ -91,13 +91,19 @@ pub enum RegistryError {
 
 pub struct Plugins {
     host: PluginHost,
-    active: RwLock<HashMap<(TenantId, Hook), Arc<Loaded>>>,
+    /// Every install and removal, for those who act on a change (a
+    /// gateway re-deciding which conversations it listens to).
+    changes: tokio::sync::broadcast::Sender<(TenantId, Hook)>,
+    /// By tenant id, then by hook (`Hook as usize`): looked up on every
+    /// message, so without building a key.
+    active: RwLock<HashMap<String, [Option<Arc<Loaded>>; 3]>>,
 }
 
 impl Plugins {
     pub fn new(host: PluginHost) -> Arc<Self> {
         Arc::new(Self {
             host,
+            changes: tokio::sync::broadcast::channel(256).0,
             active: RwLock::new(HashMap::new()),
         })
     }
@@ -109,7 +115,36 @@ impl Plugins {
     /// The version this process runs for the tenant's hook.
     pub fn active(&self, tenant: &TenantId, hook: Hook) -> Option<Arc<Loaded>> {
         let active = self.active.read().unwrap_or_else(|p| p.into_inner());
-        active.get(&(tenant.clone(), hook)).cloned()
+        active.get(tenant.as_str())?[hook as usize].clone()
+    }
+
+    /// Tells of every version installed or removed from now on.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<(TenantId, Hook)> {
+        self.changes.subscribe()
+    }
+
+    /// Installs `loaded` as the tenant's version for `hook`, or removes it.
+    fn install(&self, tenant: &TenantId, hook: Hook, loaded: Option<Arc<Loaded>>) {
+        self.swap(tenant, hook, loaded);
+        // Nobody listening is fine.
+        let _ = self.changes.send((tenant.clone(), hook));
+    }
+
+    fn swap(&self, tenant: &TenantId, hook: Hook, loaded: Option<Arc<Loaded>>) {
+        let mut active = self.active.write().unwrap_or_else(|p| p.into_inner());
+        match loaded {
+            Some(l) => {
+                active.entry(tenant.as_str().to_owned()).or_default()[hook as usize] = Some(l)
+            }
+            None => {
+                if let Some(hooks) = active.get_mut(tenant.as_str()) {
+                    hooks[hook as usize] = None;
+                    if hooks.iter().all(Option::is_none) {
+                        active.remove(tenant.as_str());
+                    }
+                }
+            }
+        }
     }
 
     /// Moderates a message before it is committed. Without a plugin, or
@@ -267,12 +302,8 @@ impl Plugins {
             tracing::warn!(key = %entry.key, "ignoring an sb_plugins key that names no tenant and hook");
             return;
         };
-        let key = (tenant.clone(), hook);
         if entry.operation != kv::Operation::Put {
-            self.active
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
+            self.install(&tenant, hook, None);
             tracing::info!(tenant = %tenant, hook = %hook, "plugin removed: the built-in default applies");
             return;
         }
@@ -291,10 +322,7 @@ impl Plugins {
                     tenant = %tenant, hook = %hook, digest = %loaded.record.digest,
                     revision = loaded.revision, "plugin version installed"
                 );
-                self.active
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, Arc::new(loaded));
+                self.install(&tenant, hook, Some(Arc::new(loaded)));
             }
             // The previous version keeps running: better than none.
             Err(e) => tracing::error!(

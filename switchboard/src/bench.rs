@@ -7,6 +7,8 @@
 //! send to ack and from send to delivery, and (given the server's pid) its
 //! resident memory, idle per connection and under load.
 //!
+//! `bench plugin` measures one moderation hook call (`plugin_bench.rs`).
+//!
 //! `bench backbone` measures what JetStream keeps per conversation: it
 //! publishes one command to each of C distinct ingest subjects and reports
 //! the nats-server's memory before and after.
@@ -38,6 +40,8 @@ enum Mode {
     Chat(ChatArgs),
     /// JetStream memory per conversation on the ingest stream.
     Backbone(BackboneArgs),
+    /// The cost of one moderation plugin call beside native Rust.
+    Plugin(crate::plugin_bench::PluginBenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -91,6 +95,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.mode {
         Mode::Chat(a) => chat(a).await,
         Mode::Backbone(a) => backbone(a).await,
+        Mode::Plugin(a) => crate::plugin_bench::run(a),
     }
 }
 

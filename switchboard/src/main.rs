@@ -9,6 +9,7 @@
 mod bench;
 mod config;
 mod nats_server;
+mod plugin_bench;
 mod run;
 mod sys;
 

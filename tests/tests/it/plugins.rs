@@ -475,6 +475,9 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
         .await;
     let admin = admin(&cluster, 0);
 
+    // Bob stays connected throughout: a fan-out change must reach members
+    // connected before it.
+    let mut bob = cluster.ws(0, "bob", "phone").await;
     // The built-in policy lets the sender edit for 15 minutes.
     let mut alice = cluster.ws(0, "alice", "phone").await;
     let (id, _) = send_acked(&mut alice, &conv, "e0", "first").await;
@@ -533,12 +536,13 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
         .unwrap();
     converge(&cluster, "fan_out", Some(revision(&v))).await;
     tokio::time::sleep(Duration::from_millis(500)).await; // the worker too
-    drop(alice);
-    let mut alice = cluster.ws(0, "alice", "phone2").await;
-    let mut bob = cluster.ws(0, "bob", "phone").await;
     let (_, seq) = send_acked(&mut alice, &conv, "f1", "large now").await;
-    let m = expect_message(&mut bob).await;
-    assert_eq!(m.seq, seq, "members connected now still get it live");
+    let m = message_with_seq(&mut bob, seq).await;
+    assert_eq!(
+        text_of(&m),
+        "large now",
+        "members connected before the change get it live"
+    );
     bob.send(&ClientFrame::AckRead {
         conversation_id: ConversationId::new(&conv).unwrap(),
         seq,
@@ -562,11 +566,8 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
     admin.remove_plugin("fan_out").await.unwrap();
     converge(&cluster, "fan_out", None).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    drop((alice, bob));
-    let mut alice = cluster.ws(0, "alice", "phone3").await;
-    let mut bob = cluster.ws(0, "bob", "phone2").await;
     let (_, seq) = send_acked(&mut alice, &conv, "f2", "small again").await;
-    expect_message(&mut bob).await;
+    message_with_seq(&mut bob, seq).await;
     bob.send(&ClientFrame::AckRead {
         conversation_id: ConversationId::new(&conv).unwrap(),
         seq,
@@ -578,6 +579,14 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
         _ => None,
     })
     .await;
+}
+
+async fn message_with_seq(ws: &mut WsClient, seq: u64) -> switchboard_protocol::Message {
+    expect(ws, "a message", |f| match f {
+        ServerFrame::Message { message } if message.seq == seq => Some(message),
+        _ => None,
+    })
+    .await
 }
 
 fn edit(conv: &str, id: MessageId, text: &str) -> ClientFrame {
