@@ -402,7 +402,8 @@ impl PluginHost {
             Some(Trap::OutOfFuel) => CallError::Fuel,
             Some(Trap::StackOverflow) => CallError::Stack,
             Some(trap) => CallError::Trap(trap.to_string()),
-            None => CallError::Instantiate(format!("{e:#}")),
+            // Calling an import linked to a trap (WASI), among others.
+            None => CallError::Trap(format!("{e:#}")),
         }
     }
 

@@ -27,6 +27,13 @@ pub struct PluginBenchArgs {
     /// Configuration values, `key=value`.
     #[arg(long = "config")]
     config: Vec<String>,
+    /// The limits to run under, as in `[plugins]` (default: the defaults).
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    #[arg(long)]
+    memory_bytes: Option<usize>,
+    #[arg(long)]
+    max_component_bytes: Option<usize>,
 }
 
 pub fn run(args: PluginBenchArgs) -> anyhow::Result<()> {
@@ -46,7 +53,17 @@ pub fn run(args: PluginBenchArgs) -> anyhow::Result<()> {
         .map(|w| w.trim().to_lowercase())
         .collect();
     let config = Arc::new(config);
-    let host = PluginHost::new(PluginLimits::default())?;
+    let mut limits = PluginLimits::default();
+    if let Some(ms) = args.deadline_ms {
+        limits.deadline = std::time::Duration::from_millis(ms);
+    }
+    if let Some(bytes) = args.memory_bytes {
+        limits.memory_bytes = bytes;
+    }
+    if let Some(bytes) = args.max_component_bytes {
+        limits.max_component_bytes = bytes;
+    }
+    let host = PluginHost::new(limits)?;
     let compiled = host.compile(Hook::Moderation, &bytes)?;
     let tenant = TenantId::new("bench")?;
     let conversation = ConversationId::new("bench-conversation")?;
