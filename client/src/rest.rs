@@ -219,23 +219,15 @@ impl RestClient {
 
     /// `GET /v1/admin/plugins/{hook}`: the active version and the list.
     pub async fn plugin_versions(&self, hook: &str) -> Result<serde_json::Value, RestError> {
-        let r = self
-            .http
-            .get(self.url(&format!("/v1/admin/plugins/{hook}")))
-            .bearer_auth(&self.token)
-            .send()
-            .await?;
+        let url = self.url(&format!("/v1/admin/plugins/{hook}"));
+        let r = self.http.get(url).bearer_auth(&self.token).send().await?;
         Self::parse(r).await
     }
 
     /// `POST /v1/admin/plugins/{hook}/rollback`: back to the version before.
     pub async fn rollback_plugin(&self, hook: &str) -> Result<serde_json::Value, RestError> {
-        let r = self
-            .http
-            .post(self.url(&format!("/v1/admin/plugins/{hook}/rollback")))
-            .bearer_auth(&self.token)
-            .send()
-            .await?;
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/rollback"));
+        let r = self.http.post(url).bearer_auth(&self.token).send().await?;
         Self::parse(r).await
     }
 

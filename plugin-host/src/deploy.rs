@@ -52,6 +52,10 @@ pub struct Listing {
     pub active: Option<VersionEntry>,
     /// The revision this process runs, to see every process converge.
     pub running_here: Option<u64>,
+    /// Why this process cannot run that revision, if it cannot (its hook's
+    /// failure policy answers meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_error_here: Option<String>,
     /// Every version the bucket's history keeps, newest first.
     pub versions: Vec<VersionEntry>,
 }
@@ -148,7 +152,10 @@ impl Deployer {
             .bucket
             .update(kv_key(tenant, hook), value.into(), latest.unwrap_or(0))
             .await
-            .map_err(|_| DeployError::Conflict)?;
+            .map_err(|e| match e.kind() {
+                kv::UpdateErrorKind::WrongLastRevision => DeployError::Conflict,
+                _ => backbone(e),
+            })?;
         tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, "plugin rolled back");
         Ok(VersionEntry {
             revision,
@@ -179,10 +186,15 @@ impl Deployer {
         let mut versions = self.history(tenant, hook).await?;
         versions.reverse();
         let active = versions.first().filter(|v| v.record.is_some()).cloned();
+        let running = self.plugins.active(tenant, hook);
         Ok(Listing {
             hook,
             active,
-            running_here: self.plugins.active(tenant, hook).map(|l| l.revision),
+            running_here: running.as_ref().map(|l| l.revision),
+            load_error_here: running
+                .as_deref()
+                .and_then(|l| l.load_error())
+                .map(str::to_owned),
             versions,
         })
     }

@@ -75,6 +75,10 @@ pub enum CallError {
     Instantiate(String),
     #[error("returned output Switchboard refuses: {0}")]
     Output(String),
+    #[error("is quarantined after failing repeatedly")]
+    Quarantined,
+    #[error("could not be loaded by this process: {0}")]
+    NotLoaded(String),
 }
 
 /// What a moderation plugin returned, checked.

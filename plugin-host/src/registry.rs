@@ -75,12 +75,23 @@ fn parse_key(key: &str) -> Option<(TenantId, Hook)> {
 pub struct Loaded {
     pub tenant: TenantId,
     pub revision: u64,
+    pub hook: Hook,
     pub record: VersionRecord,
-    compiled: Arc<Compiled>,
+    /// `Err` when this process could not load the version (the object is
+    /// missing or corrupt, or over this process's limits): every call
+    /// fails, so the hook's failure policy answers, as for any failure.
+    compiled: Result<Arc<Compiled>, String>,
     config: Arc<BTreeMap<String, String>>,
     failures_in_a_row: AtomicU32,
     /// Unix ms until which the version is not called.
     quarantined_until: AtomicI64,
+}
+
+impl Loaded {
+    /// Why this process cannot run the version, if it cannot.
+    pub fn load_error(&self) -> Option<&str> {
+        self.compiled.as_ref().err().map(String::as_str)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -215,13 +226,16 @@ impl Plugins {
         ) -> Result<R, CallError>,
     ) -> Result<R, CallError> {
         let now = Timestamp::now().unix_ms();
-        let hook = loaded.compiled.hook;
+        let hook = loaded.hook;
         if loaded.quarantined_until.load(Ordering::Relaxed) > now {
-            return Err(CallError::Trap(
-                "quarantined after repeated failures".into(),
-            ));
+            return Err(CallError::Quarantined);
         }
-        match call(&self.host, &loaded.compiled, &loaded.config) {
+        let compiled = match &loaded.compiled {
+            Ok(c) => c,
+            // Logged once, when it was installed.
+            Err(why) => return Err(CallError::NotLoaded(why.clone())),
+        };
+        match call(&self.host, compiled, &loaded.config) {
             Ok(r) => {
                 loaded.failures_in_a_row.store(0, Ordering::Relaxed);
                 Ok(r)
@@ -313,35 +327,50 @@ impl Plugins {
         {
             return;
         }
-        match self
-            .load(code, &tenant, hook, entry.revision, &entry.value)
-            .await
-        {
-            Ok(loaded) => {
-                tracing::info!(
-                    tenant = %tenant, hook = %hook, digest = %loaded.record.digest,
-                    revision = loaded.revision, "plugin version installed"
+        let record: VersionRecord = match serde_json::from_slice(&entry.value) {
+            Ok(r) => r,
+            Err(e) => {
+                // Not a version: a hand-made mistake. Nothing to install.
+                tracing::error!(
+                    tenant = %tenant, hook = %hook, revision = entry.revision, error = %e,
+                    "sb_plugins holds a value that is not a version record; ignored"
                 );
-                self.install(&tenant, hook, Some(Arc::new(loaded)));
+                return;
             }
-            // The previous version keeps running: better than none.
+        };
+        let compiled = self.load(code, &tenant, hook, &record).await;
+        match &compiled {
+            Ok(_) => tracing::info!(
+                tenant = %tenant, hook = %hook, digest = %record.digest,
+                revision = entry.revision, "plugin version installed"
+            ),
             Err(e) => tracing::error!(
-                tenant = %tenant, hook = %hook, revision = entry.revision, error = %e,
-                "cannot install a plugin version; the previous one stays"
+                tenant = %tenant, hook = %hook, digest = %record.digest,
+                revision = entry.revision, error = %e,
+                "cannot load a plugin version: its hook's failure policy applies"
             ),
         }
+        let loaded = Loaded {
+            tenant: tenant.clone(),
+            revision: entry.revision,
+            hook,
+            config: Arc::new(record.config.clone()),
+            record,
+            compiled,
+            failures_in_a_row: AtomicU32::new(0),
+            quarantined_until: AtomicI64::new(0),
+        };
+        self.install(&tenant, hook, Some(Arc::new(loaded)));
     }
 
+    /// Fetches, checks and compiles the version's component.
     async fn load(
         self: &Arc<Self>,
         code: &jetstream::object_store::ObjectStore,
         tenant: &TenantId,
         hook: Hook,
-        revision: u64,
-        value: &[u8],
-    ) -> Result<Loaded, String> {
-        let record: VersionRecord =
-            serde_json::from_slice(value).map_err(|e| format!("bad version record: {e}"))?;
+        record: &VersionRecord,
+    ) -> Result<Arc<Compiled>, String> {
         let mut object = code
             .get(object_name(tenant, &record.digest))
             .await
@@ -354,16 +383,7 @@ impl Plugins {
         if host::digest(&bytes) != record.digest {
             return Err("the stored component does not match its digest".into());
         }
-        let compiled = self.compile_off_runtime(hook, bytes).await?;
-        Ok(Loaded {
-            tenant: tenant.clone(),
-            revision,
-            config: Arc::new(record.config.clone()),
-            record,
-            compiled,
-            failures_in_a_row: AtomicU32::new(0),
-            quarantined_until: AtomicI64::new(0),
-        })
+        self.compile_off_runtime(hook, bytes).await
     }
 
     /// Compiling takes milliseconds to seconds of CPU: not on the runtime.

@@ -43,9 +43,7 @@ impl EditPolicy {
         actor_is_admin: bool,
         now: Timestamp,
     ) -> Result<(), String> {
-        if matches!(message.content, Some(Content::System(_))) {
-            return Err("system messages cannot be changed".into());
-        }
+        changeable(message)?;
         let is_sender = message.sender_id == *actor;
         match action {
             Action::Edit if !is_sender => Err("only the sender edits a message".into()),
@@ -63,6 +61,14 @@ impl EditPolicy {
             Action::Delete if is_sender || actor_is_admin => Ok(()),
             Action::Delete => Err("only the sender or a tenant admin deletes a message".into()),
         }
+    }
+}
+
+/// Nobody changes a system message.
+fn changeable(message: &Message) -> Result<(), String> {
+    match message.content {
+        Some(Content::System(_)) => Err("system messages cannot be changed".into()),
+        _ => Ok(()),
     }
 }
 
@@ -86,9 +92,8 @@ impl Policies {
         actor_is_admin: bool,
         now: Timestamp,
     ) -> Result<(), String> {
-        if matches!(message.content, Some(Content::System(_))) {
-            return Err("system messages cannot be changed".into());
-        }
+        // Whatever a plugin would say.
+        changeable(message)?;
         let request = EditRequest {
             tenant,
             action: match action {

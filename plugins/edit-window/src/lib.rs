@@ -18,11 +18,15 @@ impl Guest for EditWindow {
         match request.action {
             Action::Edit if !is_sender => Decision::Deny("only the sender edits a message".into()),
             Action::Edit if request.now_ms - request.created_at_ms > window_secs * 1000 => {
-                Decision::Deny(format!("messages can be edited for {window_secs} seconds after sending"))
+                Decision::Deny(format!(
+                    "messages can be edited for {window_secs} seconds after sending"
+                ))
             }
             Action::Edit => Decision::Allow,
             Action::Delete if is_sender || request.actor_is_admin => Decision::Allow,
-            Action::Delete => Decision::Deny("only the sender or an admin deletes a message".into()),
+            Action::Delete => {
+                Decision::Deny("only the sender or an admin deletes a message".into())
+            }
         }
     }
 }

@@ -36,7 +36,9 @@ impl Guest for WordList {
         }
         if reject {
             log(Level::Info, "rejected a message with a listed word");
-            return Verdict::Reject("the message contains a word this community does not allow".into());
+            return Verdict::Reject(
+                "the message contains a word this community does not allow".into(),
+            );
         }
         Verdict::Rewrite(rebuild(&message.content, masked))
     }

@@ -28,6 +28,21 @@ fn admin(cluster: &Cluster, gateway: usize) -> RestClient {
     cluster.rest_as(gateway, TENANT, "root", true)
 }
 
+/// A cluster of `gateways` gateways (and one worker), a group of alice
+/// and `others` in tenant acme, and acme's admin on gateway 0.
+async fn group(gateways: usize, others: &[&str]) -> (Cluster, String, RestClient) {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", others)
+        .await;
+    let admin = admin(&cluster, 0);
+    (cluster, conv, admin)
+}
+
 /// Waits until every gateway runs `revision` of the hook (`None`: none).
 /// Returns how long that took.
 async fn converge(cluster: &Cluster, hook: &str, revision: Option<u64>) -> Duration {
@@ -75,15 +90,7 @@ async fn texts(rest: &RestClient, conv: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn an_admin_deploys_replaces_rolls_back_and_removes_a_moderator_on_two_gateways() {
-    let cluster = Cluster::start(ClusterSpec {
-        gateways: 2,
-        ..Default::default()
-    })
-    .await;
-    let conv = cluster
-        .create(ConversationKind::Group, "alice", &["bob"])
-        .await;
-    let admin = admin(&cluster, 0);
+    let (cluster, conv, admin) = group(2, &["bob"]).await;
 
     let err = cluster
         .rest(0, "alice")
@@ -293,11 +300,7 @@ async fn timed_sends(ws: &mut WsClient, conv: &str, prefix: &str, n: usize) -> D
 
 #[tokio::test]
 async fn hostile_plugins_are_contained_and_other_tenants_keep_their_speed() {
-    let cluster = Cluster::start(ClusterSpec::default()).await;
-    let admin = admin(&cluster, 0);
-    let conv = cluster
-        .create(ConversationKind::Group, "alice", &["bob"])
-        .await;
+    let (cluster, conv, admin) = group(1, &["bob"]).await;
     let globex = cluster.rest_as(0, OTHER_TENANT, "carol", false);
     let (g_conv, _) = globex
         .create_conversation(ConversationKind::Group, &["dave"], None)
@@ -333,8 +336,11 @@ async fn hostile_plugins_are_contained_and_other_tenants_keep_their_speed() {
     let (refused, under_attack) =
         tokio::join!(attack, timed_sends(&mut carol, &g_conv, "busy", 100));
     assert_eq!(refused, attacks);
+    eprintln!(
+        "globex: 100 sends in {baseline:?} alone, {under_attack:?} beside acme's spinning plugin"
+    );
     assert!(
-        under_attack < baseline * 3 + Duration::from_secs(2),
+        under_attack < baseline * 2 + Duration::from_millis(500),
         "globex slowed from {baseline:?} to {under_attack:?} while acme's plugin spun"
     );
     let acme_history = texts(&cluster.rest(0, "bob"), &conv).await;
@@ -381,15 +387,7 @@ async fn hostile_plugins_are_contained_and_other_tenants_keep_their_speed() {
 
 #[tokio::test]
 async fn a_hot_swap_under_load_loses_nothing_and_applies_nothing_twice() {
-    let cluster = Cluster::start(ClusterSpec {
-        gateways: 2,
-        ..Default::default()
-    })
-    .await;
-    let conv = cluster
-        .create(ConversationKind::Group, "alice", &["bob"])
-        .await;
-    let admin = admin(&cluster, 0);
+    let (cluster, conv, admin) = group(2, &["bob"]).await;
     let v = admin
         .deploy_plugin(
             "moderation",
@@ -469,23 +467,19 @@ async fn a_hot_swap_under_load_loses_nothing_and_applies_nothing_twice() {
 
 #[tokio::test]
 async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
-    let cluster = Cluster::start(ClusterSpec::default()).await;
-    let conv = cluster
-        .create(ConversationKind::Group, "alice", &["bob", "carol"])
-        .await;
-    let admin = admin(&cluster, 0);
+    let (cluster, conv, admin) = group(2, &["bob", "carol"]).await;
 
-    // Bob stays connected throughout: a fan-out change must reach members
-    // connected before it.
-    let mut bob = cluster.ws(0, "bob", "phone").await;
+    // Bob stays connected throughout, on the other gateway: a fan-out
+    // change must reach members connected before it.
+    let mut bob = cluster.ws(1, "bob", "phone").await;
     // The built-in policy lets the sender edit for 15 minutes.
     let mut alice = cluster.ws(0, "alice", "phone").await;
     let (id, _) = send_acked(&mut alice, &conv, "e0", "first").await;
     alice.send(&edit(&conv, id, "first, edited")).await.unwrap();
     expect_update(&mut alice).await;
 
-    // A plugin that allows no edits at all; the worker follows the bucket
-    // like the gateways, so try until its answer shows.
+    // Deployed: no edits at all. Replaced: an hour. Rolled back: none again.
+    let mut edits = EditProbe::default();
     let v = admin
         .deploy_plugin(
             "edit_policy",
@@ -496,32 +490,26 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
         .await
         .unwrap();
     converge(&cluster, "edit_policy", Some(revision(&v))).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut n = 0;
-    let message = loop {
-        n += 1;
-        let (id, _) = send_acked(&mut alice, &conv, &format!("e{n}"), "again").await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        alice.send(&edit(&conv, id, "again, edited")).await.unwrap();
-        let refused = expect(&mut alice, "the edit's answer", |f| match f {
-            ServerFrame::MessageUpdated { .. } => Some(None),
-            ServerFrame::Error { code, message, .. } => Some(Some((code, message))),
-            _ => None,
-        })
-        .await;
-        if let Some((code, message)) = refused {
-            assert_eq!(code, ErrorCode::Forbidden);
-            break message;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the worker never ran the edit policy"
-        );
-    };
+    let refusal = edits.until(&mut alice, &conv, true).await;
     assert!(
-        message.contains("0 seconds"),
-        "the plugin's reason: {message}"
+        refusal.contains("0 seconds"),
+        "the plugin's reason: {refusal}"
     );
+    let v = admin
+        .deploy_plugin(
+            "edit_policy",
+            plugin("edit-window"),
+            &[("edit_window_secs", "3600")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "edit_policy", Some(revision(&v))).await;
+    edits.until(&mut alice, &conv, false).await;
+    let v = admin.rollback_plugin("edit_policy").await.unwrap();
+    assert_eq!(v["config"]["edit_window_secs"], "0");
+    converge(&cluster, "edit_policy", Some(revision(&v))).await;
+    edits.until(&mut alice, &conv, true).await;
 
     // A fan-out policy that makes groups of more than two members fan out
     // on read: read marks are stored but not broadcast.
@@ -581,6 +569,44 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
     .await;
 }
 
+/// Sends a message and edits it, again and again, until the edit is
+/// refused (`refused`) or allowed: the worker follows the bucket on its
+/// own, so its answer changes a moment after the gateways'.
+#[derive(Default)]
+struct EditProbe {
+    n: usize,
+}
+
+impl EditProbe {
+    /// The refusal's message when `refused`.
+    async fn until(&mut self, alice: &mut WsClient, conv: &str, refused: bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            self.n += 1;
+            let (id, _) = send_acked(alice, conv, &format!("probe{}", self.n), "again").await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            alice.send(&edit(conv, id, "again, edited")).await.unwrap();
+            let answer = expect(alice, "the edit's answer", |f| match f {
+                ServerFrame::MessageUpdated { .. } => Some(None),
+                ServerFrame::Error { code, message, .. } => Some(Some((code, message))),
+                _ => None,
+            })
+            .await;
+            match answer {
+                Some((code, message)) if refused => {
+                    assert_eq!(code, ErrorCode::Forbidden, "{message}");
+                    return message;
+                }
+                None if !refused => return String::new(),
+                _ => assert!(
+                    Instant::now() < deadline,
+                    "the worker never ran the expected edit policy"
+                ),
+            }
+        }
+    }
+}
+
 async fn message_with_seq(ws: &mut WsClient, seq: u64) -> switchboard_protocol::Message {
     expect(ws, "a message", |f| match f {
         ServerFrame::Message { message } if message.seq == seq => Some(message),
@@ -604,4 +630,69 @@ async fn expect_update(ws: &mut WsClient) {
         _ => None,
     })
     .await
+}
+
+/// What nats/README.md tells operators to do with the NATS CLI, done with
+/// a NATS client: read the versions and components, switch a version by
+/// putting a record, and switch a hook off by deleting its key.
+#[tokio::test]
+async fn operators_see_and_change_plugins_with_plain_kv_and_object_operations() {
+    let (cluster, conv, admin) = group(1, &["bob"]).await;
+    let v1 = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v1))).await;
+
+    let nats = async_nats::connect(cluster.nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(nats);
+    let kv = js.get_key_value("sb_plugins").await.unwrap();
+    let code = js.get_object_store("sb_plugin_code").await.unwrap();
+    // `nats kv get sb_plugins acme.moderation`, `nats object info ...`
+    let key = format!("{TENANT}.moderation");
+    let record: Value = serde_json::from_slice(&kv.get(&key).await.unwrap().unwrap()).unwrap();
+    assert_eq!(record["digest"], v1["digest"]);
+    let object = format!("{TENANT}.{}", v1["digest"].as_str().unwrap());
+    let info = code.info(&object).await.unwrap();
+    assert_eq!(info.size as u64, v1["size"].as_u64().unwrap());
+
+    // `nats kv put`: the same component, configured to reject.
+    let mut rejecting = record.clone();
+    rejecting["config"] = serde_json::json!({ "action": "reject" });
+    let r = kv
+        .put(&key, serde_json::to_vec(&rejecting).unwrap().into())
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(r)).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    alice.send(&send_frame(&conv, "m1", "darn")).await.unwrap();
+    let (code_1, _, _, _) = expect_error(&mut alice).await;
+    assert_eq!(code_1, ErrorCode::RejectedByPolicy);
+
+    // A record naming a component that is not there: the process cannot
+    // load it, says so, and moderation fails closed.
+    let mut missing = record.clone();
+    missing["digest"] = format!("sha256:{}", "0".repeat(64)).into();
+    let r = kv
+        .put(&key, serde_json::to_vec(&missing).unwrap().into())
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(r)).await;
+    let listing = admin.plugin_versions("moderation").await.unwrap();
+    assert!(
+        listing["load_error_here"]
+            .as_str()
+            .unwrap()
+            .contains("fetching the component"),
+        "{listing}"
+    );
+    alice.send(&send_frame(&conv, "m2", "hello")).await.unwrap();
+    let (code_2, _, _, message) = expect_error(&mut alice).await;
+    assert_eq!(code_2, ErrorCode::Unavailable, "{message}");
+
+    // `nats kv del`: the hook is off.
+    kv.delete(&key).await.unwrap();
+    converge(&cluster, "moderation", None).await;
+    send_acked(&mut alice, &conv, "m3", "darn").await;
+    assert_eq!(texts(&cluster.rest(0, "bob"), &conv).await, ["darn"]);
 }

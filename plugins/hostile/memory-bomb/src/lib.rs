@@ -1,32 +1,11 @@
 //! Allocates until memory runs out: the host's memory cap must stop it.
 
-wit_bindgen::generate!({ path: "../../../wit/0.1.0", world: "moderator" });
+include!("../../common.rs");
 
-use exports::switchboard::plugin::moderation::{Guest, Message, Verdict};
-use switchboard::plugin::host::config;
-use switchboard::plugin::types::Content;
-
-struct Hostile;
-
-impl Guest for Hostile {
-    fn moderate(message: Message) -> Verdict {
-        if !triggered(&message) {
-            return Verdict::Allow;
-        }
-        let mut hoard: Vec<Vec<u8>> = Vec::new();
-        loop {
-            hoard.push(vec![message.member_count as u8; 1 << 20]);
-            std::hint::black_box(&hoard);
-        }
+fn attack(message: &Message) -> Verdict {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        hoard.push(vec![message.member_count as u8; 1 << 20]);
+        std::hint::black_box(&hoard);
     }
 }
-
-/// Hostile only for messages with the trigger word (configuration
-/// `trigger`, default `attack`): it passes the upload's trial call, as a
-/// plugin that misbehaves on some real traffic would.
-fn triggered(message: &Message) -> bool {
-    let trigger = config("trigger").unwrap_or_else(|| "attack".to_owned());
-    matches!(&message.content, Content::Text(t) if t.contains(trigger.as_str()))
-}
-
-export!(Hostile);
