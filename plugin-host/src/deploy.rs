@@ -14,7 +14,7 @@ use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::hook::Hook;
-use crate::host::{self, CompileError};
+use crate::host::{self, CompileError, Counts};
 use crate::registry::{Activation, OnFailure, Plugins, VersionRecord, kv_key, object_name};
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +56,9 @@ pub struct Listing {
     /// failure policy answers meanwhile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_error_here: Option<String>,
+    /// Calls of the running version on this gateway since it was
+    /// installed, and failures (answered by the hook's failure policy).
+    pub counts_here: Option<Counts>,
     /// Every version the bucket's history keeps, newest first.
     pub versions: Vec<VersionEntry>,
 }
@@ -195,6 +198,7 @@ impl Deployer {
                 .as_deref()
                 .and_then(|l| l.load_error())
                 .map(str::to_owned),
+            counts_here: running.as_deref().map(|l| l.counts()),
             versions,
         })
     }

@@ -7,7 +7,7 @@
 //! whatever is installed meanwhile. Nothing is lost or handled twice.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_nats::jetstream::{self, kv};
@@ -20,7 +20,7 @@ use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
 use tokio::io::AsyncReadExt;
 
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
-use crate::host::{self, CallError, Compiled, PluginHost, Verdict};
+use crate::host::{self, CallError, Compiled, Counts, PluginHost, Verdict};
 
 /// What moderation does when its plugin fails. The other hooks always
 /// fall back to the built-in default.
@@ -82,12 +82,24 @@ pub struct Loaded {
     /// fails, so the hook's failure policy answers, as for any failure.
     compiled: Result<Arc<Compiled>, String>,
     config: Arc<BTreeMap<String, String>>,
+    /// Calls of this version here, and those its failure policy answered.
+    calls: AtomicU64,
+    failures: AtomicU64,
     failures_in_a_row: AtomicU32,
     /// Unix ms until which the version is not called.
     quarantined_until: AtomicI64,
 }
 
 impl Loaded {
+    /// Calls of this version in this process, and how many failed (its
+    /// hook's failure policy answered).
+    pub fn counts(&self) -> Counts {
+        Counts {
+            calls: self.calls.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+        }
+    }
+
     /// Why this process cannot run the version, if it cannot.
     pub fn load_error(&self) -> Option<&str> {
         self.compiled.as_ref().err().map(String::as_str)
@@ -227,13 +239,18 @@ impl Plugins {
     ) -> Result<R, CallError> {
         let now = Timestamp::now().unix_ms();
         let hook = loaded.hook;
+        loaded.calls.fetch_add(1, Ordering::Relaxed);
         if loaded.quarantined_until.load(Ordering::Relaxed) > now {
+            loaded.failures.fetch_add(1, Ordering::Relaxed);
             return Err(CallError::Quarantined);
         }
         let compiled = match &loaded.compiled {
             Ok(c) => c,
             // Logged once, when it was installed.
-            Err(why) => return Err(CallError::NotLoaded(why.clone())),
+            Err(why) => {
+                loaded.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(CallError::NotLoaded(why.clone()));
+            }
         };
         match call(&self.host, compiled, &loaded.config) {
             Ok(r) => {
@@ -241,6 +258,7 @@ impl Plugins {
                 Ok(r)
             }
             Err(e) => {
+                loaded.failures.fetch_add(1, Ordering::Relaxed);
                 let in_a_row = loaded.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
                 tracing::warn!(
                     tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
@@ -357,6 +375,8 @@ impl Plugins {
             config: Arc::new(record.config.clone()),
             record,
             compiled,
+            calls: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
             failures_in_a_row: AtomicU32::new(0),
             quarantined_until: AtomicI64::new(0),
         };

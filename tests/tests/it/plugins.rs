@@ -343,6 +343,12 @@ async fn hostile_plugins_are_contained_and_other_tenants_keep_their_speed() {
         under_attack < baseline * 2 + Duration::from_millis(500),
         "globex slowed from {baseline:?} to {under_attack:?} while acme's plugin spun"
     );
+    let counts = &admin.plugin_versions("moderation").await.unwrap()["counts_here"];
+    assert_eq!(counts["calls"], attacks, "every call counted: {counts}");
+    assert_eq!(
+        counts["failures"], attacks,
+        "every failure counted: {counts}"
+    );
     let acme_history = texts(&cluster.rest(0, "bob"), &conv).await;
     assert!(
         acme_history.is_empty(),
