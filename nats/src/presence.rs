@@ -19,25 +19,21 @@ use futures::StreamExt;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 use tokio::sync::broadcast;
 
-use crate::subject::token;
+use crate::kv_key::{id, part};
 
 /// The key of one user on one gateway.
 pub fn presence_key(tenant: &TenantId, user: &UserId, gateway: &str) -> String {
     format!(
         "{}.{}.{}",
-        token(tenant.as_str()),
-        token(user.as_str()),
-        token(gateway)
+        part(tenant.as_str()),
+        part(user.as_str()),
+        part(gateway)
     )
 }
 
 /// The key of a user's last-seen time in `sb_last_seen`.
 pub fn last_seen_key(tenant: &TenantId, user: &UserId) -> String {
-    format!("{}.{}", token(tenant.as_str()), token(user.as_str()))
-}
-
-fn untoken(t: &str) -> String {
-    t.replace("%2E", ".")
+    format!("{}.{}", part(tenant.as_str()), part(user.as_str()))
 }
 
 /// (tenant, user, gateway) of a presence key.
@@ -48,9 +44,9 @@ fn parse_key(key: &str) -> Option<(TenantId, UserId, String)> {
         return None;
     }
     Some((
-        TenantId::new(untoken(t)).ok()?,
-        UserId::new(untoken(u)).ok()?,
-        untoken(g),
+        TenantId::new(id(t)?).ok()?,
+        UserId::new(id(u)?).ok()?,
+        id(g)?,
     ))
 }
 
@@ -181,13 +177,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_round_trip_with_dots() {
+    fn keys_round_trip_with_dots_and_at_signs() {
         let (t, u) = (
             TenantId::new("acme.eu").unwrap(),
-            UserId::new("j.doe").unwrap(),
+            UserId::new("j.doe@x").unwrap(),
         );
         let key = presence_key(&t, &u, "gw-1");
-        assert_eq!(key, "acme%2Eeu.j%2Edoe.gw-1");
+        assert_eq!(key, "acme=2Eeu.j=2Edoe=40x.gw-1");
         assert_eq!(parse_key(&key), Some((t, u, "gw-1".to_owned())));
         assert_eq!(parse_key("a.b"), None);
     }

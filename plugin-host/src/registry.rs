@@ -15,6 +15,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
+use switchboard_backbone::kv_key;
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
 use tokio::io::AsyncReadExt;
@@ -59,7 +60,7 @@ pub struct VersionRecord {
 }
 
 pub fn kv_key(tenant: &TenantId, hook: Hook) -> String {
-    format!("{}.{}", tenant.as_str(), hook.as_str())
+    format!("{}.{}", kv_key::part(tenant.as_str()), hook.as_str())
 }
 
 pub fn object_name(tenant: &TenantId, digest: &str) -> String {
@@ -67,8 +68,8 @@ pub fn object_name(tenant: &TenantId, digest: &str) -> String {
 }
 
 fn parse_key(key: &str) -> Option<(TenantId, Hook)> {
-    let (tenant, hook) = key.rsplit_once('.')?;
-    Some((TenantId::new(tenant).ok()?, Hook::parse(hook)?))
+    let (tenant, hook) = key.split_once('.')?;
+    Some((TenantId::new(kv_key::id(tenant)?).ok()?, Hook::parse(hook)?))
 }
 
 /// A version installed in this process.

@@ -64,55 +64,57 @@ async fn lookup(cluster: &Cluster, viewer: &str, user: &str) -> Result<PresenceI
 
 #[tokio::test]
 async fn presence_reaches_direct_contacts_only() {
+    // An id with characters a KV key cannot hold as they are.
+    const ALICE: &str = "alice.b@example.com";
     let cluster = Cluster::start(ClusterSpec::default()).await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
     cluster
-        .create(ConversationKind::Direct, "alice", &["bob"])
+        .create(ConversationKind::Direct, ALICE, &["bob"])
         .await;
     cluster
-        .create(ConversationKind::Group, "alice", &["carol"])
+        .create(ConversationKind::Group, ALICE, &["carol"])
         .await;
     let mut bob = cluster.ws(0, "bob", "b").await;
     let mut carol = cluster.ws(0, "carol", "c").await;
     // Bob's own arrival is news to alice only, who is not here yet.
     tokio::time::sleep(Duration::from_millis(700)).await;
 
-    let phone = cluster.ws(0, "alice", "phone").await;
+    let phone = cluster.ws(0, ALICE, "phone").await;
     assert_eq!(
-        expect_presence(&mut bob, "alice", WAIT).await.0,
+        expect_presence(&mut bob, ALICE, WAIT).await.0,
         PresenceStatus::Online
     );
     // A second device changes nothing.
-    let laptop = cluster.ws(0, "alice", "laptop").await;
+    let laptop = cluster.ws(0, ALICE, "laptop").await;
     no_presence(&mut bob, Duration::from_millis(700)).await;
     // Groups are not presence scope.
     no_presence(&mut carol, Duration::from_millis(100)).await;
-    let online = lookup(&cluster, "bob", "alice").await.unwrap();
+    let online = lookup(&cluster, "bob", ALICE).await.unwrap();
     assert_eq!(online.status, PresenceStatus::Online);
 
     phone.close().await;
     no_presence(&mut bob, Duration::from_millis(700)).await;
     laptop.close().await;
-    let (status, last_seen) = expect_presence(&mut bob, "alice", WAIT).await;
+    let (status, last_seen) = expect_presence(&mut bob, ALICE, WAIT).await;
     assert_eq!(status, PresenceStatus::Offline);
     let last_seen = last_seen.expect("offline carries last_seen");
 
     // The lookup agrees once the notifier has recorded it.
-    let mut offline = lookup(&cluster, "bob", "alice").await.unwrap();
+    let mut offline = lookup(&cluster, "bob", ALICE).await.unwrap();
     for _ in 0..40 {
         if offline.status == PresenceStatus::Offline && offline.last_seen.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        offline = lookup(&cluster, "bob", "alice").await.unwrap();
+        offline = lookup(&cluster, "bob", ALICE).await.unwrap();
     }
     assert_eq!(
         (offline.status, offline.last_seen),
         (PresenceStatus::Offline, Some(last_seen))
     );
-    assert_eq!(lookup(&cluster, "carol", "alice").await.unwrap_err(), 403);
+    assert_eq!(lookup(&cluster, "carol", ALICE).await.unwrap_err(), 403);
     assert_eq!(
-        lookup(&cluster, "alice", "alice").await.unwrap().status,
+        lookup(&cluster, ALICE, ALICE).await.unwrap().status,
         PresenceStatus::Offline
     );
     assert_eq!(lookup(&cluster, "bob", "stranger").await.unwrap_err(), 403);
