@@ -7,6 +7,52 @@ use serde::{Deserialize, Serialize};
 use switchboard_backbone::fanout::FanOutPolicy;
 use switchboard_protocol::ContentLimits;
 
+/// Uploads (F13): what may be uploaded and how long signed URLs live.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaConfig {
+    /// Largest upload, in bytes; larger requests get 413 `too_large`.
+    pub max_bytes: u64,
+    /// Content types that may be uploaded: `type/` allows a whole type
+    /// (`image/`), anything else one exact type (`application/pdf`).
+    pub allowed_mime: Vec<String>,
+    /// How long an upload URL stays valid, in seconds.
+    pub upload_url_secs: u64,
+    /// How long a download URL stays valid, in seconds.
+    pub download_url_secs: u64,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 25 << 20,
+            allowed_mime: [
+                "image/",
+                "audio/",
+                "video/",
+                "application/pdf",
+                "text/plain",
+            ]
+            .map(String::from)
+            .to_vec(),
+            upload_url_secs: 900,
+            download_url_secs: 300,
+        }
+    }
+}
+
+impl MediaConfig {
+    pub fn allows(&self, mime: &str) -> bool {
+        self.allowed_mime.iter().any(|a| {
+            if a.ends_with('/') {
+                mime.starts_with(a.as_str())
+            } else {
+                mime == a
+            }
+        })
+    }
+}
+
 /// Limits on what one client may send. Every limit answers with a
 /// documented error, never a dropped connection, unless noted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,6 +147,8 @@ pub struct GatewayConfig {
     /// Publishes to JetStream this gateway may have waiting for their
     /// acknowledgement at once; past it, sends wait (backpressure).
     pub jetstream_max_inflight: usize,
+    /// Uploads and downloads of media.
+    pub media: MediaConfig,
     /// Serve the browser client at `/` (dev mode).
     pub serve_web_client: bool,
     /// Dev mode only: mint tokens for this tenant at `POST /v1/dev/token`,
@@ -128,6 +176,7 @@ impl GatewayConfig {
             presence_ttl: Duration::from_secs(30),
             partitions: 16,
             jetstream_max_inflight: 5000,
+            media: MediaConfig::default(),
             serve_web_client: false,
             dev_tokens: None,
         }

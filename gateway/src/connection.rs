@@ -385,6 +385,13 @@ impl Connection {
                 return;
             }
         };
+        // After moderation: what is checked is what will be stored.
+        if let Some(media) = content.media()
+            && let Err((code, message)) = self.gw.check_media(&self.id, media).await
+        {
+            self.reply(fail(code, message));
+            return;
+        }
         let command = Command::Send(SendCommand {
             tenant: self.id.tenant.clone(),
             conversation_id: conversation_id.clone(),
@@ -492,6 +499,13 @@ impl Connection {
             },
             None => None,
         };
+        // After moderation: what is checked is what will be stored.
+        if let Some(media) = content.as_ref().and_then(Content::media)
+            && let Err((code, message)) = self.gw.check_media(&self.id, media).await
+        {
+            self.reply(fail(code, message));
+            return;
+        }
         let command_id = match self.gw.ids.next_id() {
             Ok(id) => id,
             Err(e) => {

@@ -14,6 +14,7 @@ pub mod config;
 mod connection;
 pub mod error;
 pub mod hub;
+pub mod media;
 mod presence;
 mod receipts;
 mod rest;
@@ -31,7 +32,7 @@ use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode,
 use switchboard_store::Store;
 
 pub use auth::{Identity, TenantDirectory};
-pub use config::{DevTokens, GatewayConfig, Limits, TenantConfig};
+pub use config::{DevTokens, GatewayConfig, Limits, MediaConfig, TenantConfig};
 
 /// Everything a request handler needs; shared by all connections.
 pub struct Gateway {
@@ -45,6 +46,7 @@ pub struct Gateway {
     plugins: Arc<Plugins>,
     deployer: Deployer,
     shapes: shapes::Shapes,
+    media: media::MediaStore,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +68,7 @@ impl Gateway {
         store: Arc<dyn Store>,
         ids: Arc<dyn IdSource>,
         plugins: Arc<Plugins>,
+        media: media::MediaStore,
     ) -> Result<Arc<Self>, GatewayError> {
         if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
             return Err(GatewayError::Limits(
@@ -100,6 +103,7 @@ impl Gateway {
             plugins,
             deployer,
             shapes: shapes::Shapes::default(),
+            media,
         }))
     }
 

@@ -55,7 +55,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .merge(crate::admin::routes(&gw));
+        .merge(crate::admin::routes(&gw))
+        .merge(crate::media::routes(&gw));
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client));
     }
@@ -93,7 +94,7 @@ impl FromRequestParts<Shared> for Identity {
 }
 
 /// A JSON body whose rejections are protocol errors.
-struct JsonBody<T>(T);
+pub(crate) struct JsonBody<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -577,6 +578,7 @@ mod tests {
         let router_code = [
             rest.split("#[cfg(test)]").next().unwrap(),
             include_str!("admin.rs"),
+            include_str!("media.rs"),
         ]
         .concat();
         let mut routes = 0;
@@ -597,6 +599,6 @@ mod tests {
                 "{path} is missing from openapi.json"
             );
         }
-        assert!(routes >= 11, "found {routes} routes");
+        assert!(routes >= 14, "found {routes} routes");
     }
 }

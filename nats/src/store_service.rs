@@ -57,6 +57,11 @@ enum Request {
         conversation: ConversationId,
         reader: UserId,
     },
+    MediaReadable {
+        tenant: TenantId,
+        blob_ref: String,
+        reader: UserId,
+    },
     Contacts {
         tenant: TenantId,
         user: UserId,
@@ -166,6 +171,11 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             conversation,
             reader,
         } => reply(store.members(&tenant, &conversation, &reader).await),
+        Request::MediaReadable {
+            tenant,
+            blob_ref,
+            reader,
+        } => reply(store.media_readable(&tenant, &blob_ref, &reader).await),
         Request::Contacts { tenant, user } => reply(store.contacts(&tenant, &user).await),
         Request::Memberships { tenant, user } => reply(store.memberships(&tenant, &user).await),
         Request::ConversationsOf { tenant, user } => {
@@ -345,6 +355,20 @@ impl Store for RemoteStore {
         self.call(Request::Members {
             tenant: tenant.clone(),
             conversation: conversation.clone(),
+            reader: reader.clone(),
+        })
+        .await
+    }
+
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool> {
+        self.call(Request::MediaReadable {
+            tenant: tenant.clone(),
+            blob_ref: blob_ref.to_owned(),
             reader: reader.clone(),
         })
         .await

@@ -102,6 +102,14 @@ impl ContentError {
 }
 
 impl Content {
+    /// The media reference, for image, file and voice content.
+    pub fn media(&self) -> Option<&Media> {
+        match self {
+            Content::Image(m) | Content::File(m) | Content::Voice(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Checks content sent by a client: shape and size, never meaning.
     pub fn validate_from_client(&self, limits: &ContentLimits) -> Result<(), ContentError> {
         let check_len = |field, len: usize, max| {

@@ -131,6 +131,7 @@ pub async fn run_all(store: &dyn Store) {
     edits_and_deletes(store).await;
     concurrent_commits_all_land(store).await;
     old_inbox_entries_expire(store).await;
+    media_is_readable_by_members_of_conversations_that_reference_it(store).await;
 }
 
 fn unique_tenant(name: &str) -> String {
@@ -864,4 +865,74 @@ async fn old_inbox_entries_expire(store: &dyn Store) {
     // The marks are untouched: expiry only forgets what to push.
     let detail = store.conversation(&tt, &conv("c"), &b).await.unwrap();
     assert_eq!(detail.record.last_seq, 4);
+}
+
+async fn media_is_readable_by_members_of_conversations_that_reference_it(store: &dyn Store) {
+    let t = &unique_tenant("media");
+    let tt = tenant(t);
+    seed_conversation(store, t, "c", &["a", "b"], 1).await;
+    seed_conversation(store, t, "d", &["c", "d"], 1).await;
+    let readable = |blob: &'static str, who: &'static str| {
+        let tt = tt.clone();
+        async move { store.media_readable(&tt, blob, &user(who)).await.unwrap() }
+    };
+    assert!(!readable("m1", "a").await, "nothing references m1 yet");
+
+    let image = |blob: &str| {
+        Content::Image(switchboard_protocol::content::Media {
+            blob_ref: blob.into(),
+            mime: "image/png".into(),
+            size: 10,
+            caption: None,
+        })
+    };
+    let mut m = text_message("c", 2, "a", "phone", "img");
+    m.content = Some(image("m1"));
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 1,
+            messages: vec![m],
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    assert!(readable("m1", "a").await && readable("m1", "b").await);
+    assert!(
+        !readable("m1", "c").await,
+        "not a member of a referencing conversation"
+    );
+    assert!(!readable("m2", "a").await);
+    assert!(
+        !store
+            .media_readable(&tenant(&unique_tenant("other")), "m1", &user("a"))
+            .await
+            .unwrap(),
+        "another tenant's blob refs are not this tenant's"
+    );
+
+    // An edit to media references the new blob too.
+    store
+        .commit(vec![Mutation::Edit {
+            key: key(t, "d"),
+            seq: 1,
+            content: image("m2"),
+            editor: user("c"),
+            at: Timestamp::from_unix_ms(1_780_000_000_100),
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    assert!(readable("m2", "d").await);
+    assert!(!readable("m2", "a").await);
+
+    // Leaving the conversation takes the access with it.
+    store
+        .commit(vec![Mutation::RemoveMembers {
+            key: key(t, "c"),
+            users: vec![user("b")],
+        }])
+        .await
+        .unwrap();
+    assert!(!readable("m1", "b").await);
 }

@@ -83,6 +83,15 @@ pub trait Store: Send + Sync + 'static {
         reader: &UserId,
     ) -> StoreResult<(ConversationKind, Vec<UserId>)>;
 
+    /// Whether `reader` is a member of a conversation with a message that
+    /// references blob `blob_ref` (F13: who may download an upload).
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool>;
+
     /// The other members of `user`'s direct conversations: whom their
     /// presence concerns.
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>>;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Deserialize;
-use switchboard_gateway::{Limits, TenantConfig};
+use switchboard_gateway::{Limits, MediaConfig, TenantConfig};
 use switchboard_plugin_host::PluginLimits;
 
 /// The local demo tenant's secret when `SWITCHBOARD_DEMO_SECRET` is unset.
@@ -52,6 +52,13 @@ pub struct FileConfig {
     pub jetstream_max_inflight: Option<usize>,
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// Uploads: size and type limits, URL lifetimes (`[media]`).
+    #[serde(default)]
+    pub media: Option<MediaConfig>,
+    /// The secret that signs local blob URLs. Every gateway serving the
+    /// same blob directory needs the same one; unset, each process makes
+    /// up its own (fine for `dev`).
+    pub blob_url_secret: Option<String>,
     /// Limits of tenant plugin calls (`[plugins]`).
     #[serde(default)]
     pub plugins: Option<PluginLimits>,

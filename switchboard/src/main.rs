@@ -268,12 +268,14 @@ async fn dev_inner(
         });
     let nats_url = nats.url.clone();
     let nats_dir = nats.data_dir.clone();
+    let media = run::media_store(data_dir, file)?;
     let gateway = Gateway::new(
         gateway_config,
         client.clone(),
         store,
         Arc::new(ids),
         plugins,
+        media,
     )
     .await?;
     let served = run::gateway(
@@ -352,7 +354,9 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let plugins = run::plugins(&client, &file).await?;
     let config = run::gateway_config(name, &backbone, &file);
-    let gateway = Gateway::new(config, client.clone(), store, Arc::new(ids), plugins).await?;
+    let media = run::media_store(&data_dir, &file)?;
+    let gateway =
+        Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
     let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;
     client.flush().await.ok();
     result

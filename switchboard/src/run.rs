@@ -11,6 +11,9 @@ use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
 use switchboard_backbone::node_id::IdGenerator;
 use switchboard_backbone::store_service::{self, RemoteStore};
 use switchboard_backbone::{NatsConfig, connect};
+use switchboard_blob::local::LocalBlobs;
+use switchboard_blob::token::Signer;
+use switchboard_gateway::media::MediaStore;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_plugin_host::{PluginHost, Plugins};
 use switchboard_store::Store;
@@ -207,7 +210,24 @@ pub fn gateway_config(
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;
     }
+    if let Some(media) = &file.media {
+        config.media = media.clone();
+    }
     config
+}
+
+/// The local blob directory `<data_dir>/blobs`, with URLs signed by the
+/// configured secret (or one of this process's own).
+pub fn media_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<MediaStore> {
+    let signer = match &file.blob_url_secret {
+        Some(secret) if secret.len() >= 16 => Signer::new(secret.as_bytes()),
+        Some(_) => anyhow::bail!("blob_url_secret must be at least 16 bytes"),
+        None => Signer::random()?,
+    };
+    Ok(MediaStore::local(LocalBlobs::new(
+        data_dir.join("blobs"),
+        signer,
+    )))
 }
 
 /// Serves a gateway on `listen` until `shutdown`. Prints the bound address

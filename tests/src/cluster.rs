@@ -53,7 +53,7 @@ pub struct Cluster {
 fn config_text(spec: &ClusterSpec) -> String {
     let ed = base64::engine::general_purpose::STANDARD.encode(ed25519_public_key(&ED_SEED));
     let mut text = format!(
-        "partitions = {}\ncommand_timeout_ms = 15000\nreceipt_interval_ms = 200\n",
+        "partitions = {}\ncommand_timeout_ms = 15000\nreceipt_interval_ms = 200\nblob_url_secret = \"cluster-blob-url-secret-0123\"\n",
         spec.partitions
     );
     if let Some(w) = spec.duplicate_window_ms {
@@ -126,10 +126,19 @@ impl Cluster {
             "nats".into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
+            // Every gateway serves the same blob directory, with the same
+            // URL secret (in the configuration file).
+            "--data-dir".into(),
+            self.blob_root().display().to_string(),
         ]);
         let log = self.dir.path().join(format!("gateway-{i}.log"));
         let p = Proc::start(args, Vec::new(), log, "listening on").await;
         self.gateways.push(p);
+    }
+
+    /// The data directory the gateways share; blobs are in `blobs/` below.
+    pub fn blob_root(&self) -> PathBuf {
+        self.dir.path().join("gateways")
     }
 
     pub fn token(&self, user: &str, device: &str) -> String {

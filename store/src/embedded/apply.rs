@@ -196,6 +196,17 @@ impl Writer<'_> {
             .ok_or_else(|| ApplyError::Dirty(StoreError::Corrupt("device cache".into())))
     }
 
+    /// Members of conversation `c` may download blob `blob_ref` from now
+    /// on. A reference outlives the message's deletion: what a member
+    /// could download stays downloadable (versions of edited media too).
+    fn reference_media(&mut self, t: &str, c: &str, blob_ref: &str) {
+        self.batch.insert(
+            &self.s.media_refs,
+            Key::new().s(t).s(blob_ref).s(c).bytes(),
+            [],
+        );
+    }
+
     /// An inbox entry, valued with when it was written (for expiry).
     fn insert_inbox(&mut self, key: Vec<u8>, at: Timestamp) {
         self.batch
@@ -502,6 +513,9 @@ impl Writer<'_> {
                 words([m.seq]),
             );
             self.pending.sent.insert(sent_key);
+            if let Some(media) = m.content.as_ref().and_then(Content::media) {
+                self.reference_media(t, c, &media.blob_ref);
+            }
             for (user, devices) in &recipients {
                 for device in devices {
                     if *user == m.sender_id.as_str() && *device == m.sender_device.as_str() {
@@ -673,6 +687,9 @@ impl Writer<'_> {
         self.pending
             .versions
             .insert(Key::new().s(t).s(c).n(seq).bytes(), versions);
+        if let Some(media) = content.media() {
+            self.reference_media(t, c, &media.blob_ref);
+        }
         message.content = Some(content.clone());
         message.edited_at = Some(at);
         self.store_update(t, c, &message, inbox)

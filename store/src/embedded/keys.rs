@@ -40,6 +40,9 @@ pub(super) struct Spaces {
     pub inbox: Keyspace,
     /// tenant, user, device → first seen (i64 Unix ms).
     pub devices: Keyspace,
+    /// tenant, blob_ref, conversation → (): the conversations whose
+    /// messages reference an uploaded blob (who may download it).
+    pub media_refs: Keyspace,
     /// tenant, user, device, conversation → the device's delivered seq.
     pub device_cursors: Keyspace,
     /// tenant, conversation, UTC day (u32) → first seq, last seq.
@@ -65,6 +68,7 @@ impl Spaces {
             versions: open("versions")?,
             inbox: open("inbox")?,
             devices: open("devices")?,
+            media_refs: open("media_refs")?,
             device_cursors: open("device_cursors")?,
             buckets: open("buckets")?,
             meta: open("meta")?,

@@ -201,6 +201,17 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool> {
+        let (t, b, r) = (tenant.clone(), blob_ref.to_owned(), reader.clone());
+        self.read(move |txn, s| read::media_readable(txn, s, &t, &b, &r))
+            .await
+    }
+
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
         let (t, u) = (tenant.clone(), user.clone());
         self.read(move |r, s| read::contacts(r, s, &t, &u)).await

@@ -329,6 +329,25 @@ pub(super) fn members_of<R: Readable>(
     Ok((kind, members))
 }
 
+pub(super) fn media_readable<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    blob_ref: &str,
+    reader: &UserId,
+) -> StoreResult<bool> {
+    let (t, u) = (tenant.as_str(), reader.as_str());
+    for kv in scan(r, &s.media_refs, Key::new().s(t).s(blob_ref).bytes()) {
+        let (k, _) = kv?;
+        let c = str_part(&k, 2)?;
+        let member = Key::new().s(t).s(c).s(u).bytes();
+        if r.get(&s.members, member).map_err(storage)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 pub(super) fn contacts<R: Readable>(
     r: &R,
     s: &Spaces,

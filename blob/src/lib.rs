@@ -1,0 +1,150 @@
+//! Blobs: uploaded media (F13), later message archives (F14).
+//!
+//! A blob is named by its tenant and a `blob_ref` Switchboard makes up
+//! (`m` and 32 hex digits of randomness, unguessable). Clients never send
+//! bytes through the API: `POST /v1/media` hands out a signed upload URL,
+//! the client PUTs the bytes to it, and downloads go through short-lived
+//! signed URLs handed out only to those allowed. [`BlobStore`] is that
+//! contract; [`local::LocalBlobs`] keeps blobs in a directory and signs URLs
+//! that the gateway itself serves (the single-machine default, D4); an S3
+//! backend signs URLs that S3 serves.
+//!
+//! **Architecture invariant:** a blob is stored only through a URL this
+//! process signed for that tenant, blob, content type and size, and read
+//! only through one signed after the caller's access was checked.
+
+pub mod local;
+pub mod token;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{TenantId, Timestamp, UserId};
+
+/// A blob's name within its tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct BlobRef(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a blob_ref: Switchboard makes them up as m and 32 hex digits")]
+pub struct BadBlobRef;
+
+impl BlobRef {
+    /// A fresh, unguessable reference.
+    pub fn generate() -> Result<Self, BlobError> {
+        use ring::rand::{SecureRandom, SystemRandom};
+        let mut bytes = [0u8; 16];
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| BlobError::Backend("no randomness available".into()))?;
+        let mut s = String::with_capacity(33);
+        s.push('m');
+        for b in bytes {
+            s.push_str(&format!("{b:02x}"));
+        }
+        Ok(Self(s))
+    }
+
+    pub fn parse(s: &str) -> Result<Self, BadBlobRef> {
+        let ok = s.len() == 33
+            && s.starts_with('m')
+            && s[1..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(BadBlobRef)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for BlobRef {
+    type Error = BadBlobRef;
+    fn try_from(s: String) -> Result<Self, BadBlobRef> {
+        Self::parse(&s)
+    }
+}
+
+impl From<BlobRef> for String {
+    fn from(r: BlobRef) -> String {
+        r.0
+    }
+}
+
+impl fmt::Display for BlobRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What is known of a stored blob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobInfo {
+    pub mime: String,
+    pub size: u64,
+    pub uploaded_by: UserId,
+    pub uploaded_at: Timestamp,
+}
+
+/// An upload the caller may make: exactly this type and size, by this user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadGrant {
+    pub tenant: TenantId,
+    pub blob_ref: BlobRef,
+    pub mime: String,
+    pub size: u64,
+    pub uploader: UserId,
+}
+
+/// A signed URL. A backend may give a path (`/v1/blobs/...`) for the
+/// gateway that serves it to make absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedUrl {
+    pub url: String,
+    pub expires_at: Timestamp,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("no such blob")]
+    NotFound,
+    #[error("the blob exists already; blobs are written once")]
+    Exists,
+    #[error("the upload does not match what was granted: {0}")]
+    Mismatch(String),
+    #[error("the URL is not valid: {0}")]
+    BadUrl(String),
+    #[error("the URL has expired")]
+    Expired,
+    #[error("blob storage: {0}")]
+    Backend(String),
+}
+
+#[async_trait::async_trait]
+pub trait BlobStore: Send + Sync + 'static {
+    /// A URL the client PUTs the granted bytes to, valid for `ttl`.
+    async fn upload_url(&self, grant: &UploadGrant, ttl: Duration) -> Result<SignedUrl, BlobError>;
+
+    /// A URL that reads the blob, valid for `ttl`. The caller has checked
+    /// that whoever gets it may read it.
+    async fn download_url(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &BlobRef,
+        ttl: Duration,
+    ) -> Result<SignedUrl, BlobError>;
+
+    /// The stored blob's type, size and uploader; `None` before its upload.
+    async fn info(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &BlobRef,
+    ) -> Result<Option<BlobInfo>, BlobError>;
+}
