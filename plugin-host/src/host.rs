@@ -163,6 +163,7 @@ impl PluginHost {
         if let Some(c) = self.lock_compiled().get(&key) {
             return Ok(c.clone());
         }
+        check_header(bytes)?;
         let component = Component::from_binary(&self.engine, bytes)
             .map_err(|e| CompileError::NotAComponent(format!("{e:#}")))?;
         let wrong = |e: wasmtime::Error| CompileError::WrongWorld {
@@ -414,6 +415,27 @@ impl PluginHost {
     fn lock_compiled(&self) -> std::sync::MutexGuard<'_, CompileCache> {
         self.compiled.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Tells the two common mistakes apart before the parser's message: not
+/// WebAssembly at all, and a core module where a component is needed.
+fn check_header(bytes: &[u8]) -> Result<(), CompileError> {
+    const MAGIC: &[u8] = b"\0asm";
+    // A component's version and layer fields; a core module has 1, 0, 0, 0.
+    const CORE_MODULE: &[u8] = &[1, 0, 0, 0];
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err(CompileError::NotAComponent(
+            "this is not WebAssembly (it does not start with \\0asm)".into(),
+        ));
+    }
+    if &bytes[4..8] == CORE_MODULE {
+        return Err(CompileError::NotAComponent(
+            "this is a core WebAssembly module, not a component: build for wasm32-wasip2 \
+             (or wrap the module with `wasm-tools component new`)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The content digest a component is known by: `sha256:<hex>`.
