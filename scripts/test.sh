@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-nats.sh
+# The blob tests run against a real S3-compatible server on loopback.
+scripts/install-s3s.sh
 # The tests load the example and hostile plugins as built components.
 scripts/build-plugins.sh
 export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-server}"

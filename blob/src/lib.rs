@@ -14,6 +14,7 @@
 //! only through one signed after the caller's access was checked.
 
 pub mod local;
+pub mod s3;
 pub mod token;
 
 use std::fmt;
@@ -109,6 +110,8 @@ pub struct UploadGrant {
 pub struct SignedUrl {
     pub url: String,
     pub expires_at: Timestamp,
+    /// Headers the request must carry as they are (they are signed).
+    pub headers: Vec<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]

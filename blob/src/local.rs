@@ -55,6 +55,11 @@ impl LocalBlobs {
         Ok(SignedUrl {
             url: format!("{SERVE_PATH}{}", self.signer.sign(claims)?),
             expires_at: Timestamp::from_unix_ms(claims.exp),
+            headers: claims
+                .mime
+                .iter()
+                .map(|m| ("content-type".to_owned(), m.clone()))
+                .collect(),
         })
     }
 

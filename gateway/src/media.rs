@@ -37,6 +37,11 @@ pub struct MediaStore {
 }
 
 impl MediaStore {
+    /// A store whose URLs something else serves (S3).
+    pub fn remote(blobs: Arc<dyn BlobStore>) -> Self {
+        Self { blobs, local: None }
+    }
+
     pub fn local(blobs: LocalBlobs) -> Self {
         let local = Arc::new(blobs);
         Self {
@@ -108,15 +113,10 @@ struct UploadTicket {
     blob_ref: BlobRef,
     upload_url: String,
     expires_at: Timestamp,
-    /// The method and header the upload must use (additions to PROTOCOL.md).
+    /// The method and headers the upload must use, as they are (additions
+    /// to PROTOCOL.md): at least `content-type`; an S3 URL signs more.
     method: &'static str,
-    headers: UploadHeaders,
-}
-
-#[derive(Serialize)]
-struct UploadHeaders {
-    #[serde(rename = "content-type")]
-    content_type: String,
+    headers: std::collections::BTreeMap<String, String>,
 }
 
 /// `type/subtype`, nothing else (no parameters, no spaces).
@@ -166,7 +166,11 @@ async fn grant_upload(
         size: body.size,
         uploader: id.user.clone(),
     };
-    let SignedUrl { url, expires_at } = gw
+    let SignedUrl {
+        url,
+        expires_at,
+        headers: signed_headers,
+    } = gw
         .media
         .blobs
         .upload_url(&grant, Duration::from_secs(media.upload_url_secs))
@@ -179,7 +183,7 @@ async fn grant_upload(
             upload_url: absolute(url, &headers),
             expires_at,
             method: "PUT",
-            headers: UploadHeaders { content_type: mime },
+            headers: signed_headers.into_iter().collect(),
         }),
     ))
 }
@@ -196,7 +200,9 @@ async fn download(
     if !gw.may_read(&id, &blob_ref).await? {
         return Err(not_found());
     }
-    let SignedUrl { url, expires_at } = gw
+    let SignedUrl {
+        url, expires_at, ..
+    } = gw
         .media
         .blobs
         .download_url(

@@ -55,6 +55,9 @@ pub struct FileConfig {
     /// Uploads: size and type limits, URL lifetimes (`[media]`).
     #[serde(default)]
     pub media: Option<MediaConfig>,
+    /// Where blobs live (`[blobs]`): the local directory (default) or S3.
+    #[serde(default)]
+    pub blobs: Option<BlobsConfig>,
     /// The secret that signs local blob URLs. Every gateway serving the
     /// same blob directory needs the same one; unset, each process makes
     /// up its own (fine for `dev`).
@@ -64,6 +67,45 @@ pub struct FileConfig {
     pub plugins: Option<PluginLimits>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+}
+
+/// `[blobs]`: `backend = "local"` keeps blobs in `<data_dir>/blobs`;
+/// `backend = "s3"` in the bucket of `[blobs.s3]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlobsConfig {
+    pub backend: BlobBackend,
+    #[serde(default)]
+    pub s3: Option<switchboard_blob::s3::S3Config>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlobBackend {
+    Local,
+    S3,
+}
+
+impl BlobsConfig {
+    /// The S3 settings, credentials from the environment where the file
+    /// has none.
+    pub fn s3(&self) -> anyhow::Result<switchboard_blob::s3::S3Config> {
+        let Some(mut s3) = self.s3.clone() else {
+            anyhow::bail!("[blobs] backend = \"s3\" needs a [blobs.s3] table with the bucket");
+        };
+        if s3.access_key_id.is_empty() {
+            s3.access_key_id = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default();
+        }
+        if s3.secret_access_key.is_empty() {
+            s3.secret_access_key = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default();
+        }
+        if s3.access_key_id.is_empty() || s3.secret_access_key.is_empty() {
+            anyhow::bail!(
+                "S3 credentials missing: set access_key_id and secret_access_key in [blobs.s3] or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            );
+        }
+        Ok(s3)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]

@@ -12,6 +12,7 @@ use switchboard_backbone::node_id::IdGenerator;
 use switchboard_backbone::store_service::{self, RemoteStore};
 use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
+use switchboard_blob::s3::S3Blobs;
 use switchboard_blob::token::Signer;
 use switchboard_gateway::media::MediaStore;
 use switchboard_gateway::{Gateway, GatewayConfig};
@@ -21,7 +22,7 @@ use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
 use switchboard_worker::WorkerConfig;
 use tokio::sync::watch;
 
-use crate::config::{FileConfig, StoreKind};
+use crate::config::{BlobBackend, FileConfig, StoreKind};
 
 /// How long a graceful shutdown may take before the process exits anyway
 /// (it waits on NATS, which may be gone).
@@ -216,9 +217,17 @@ pub fn gateway_config(
     config
 }
 
-/// The local blob directory `<data_dir>/blobs`, with URLs signed by the
-/// configured secret (or one of this process's own).
+/// Where media live: the S3 bucket of `[blobs]`, or the local directory
+/// `<data_dir>/blobs` with URLs signed by `blob_url_secret` (or a secret
+/// of this process's own).
 pub fn media_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<MediaStore> {
+    if let Some(blobs) = &file.blobs
+        && blobs.backend == BlobBackend::S3
+    {
+        let s3 = blobs.s3()?;
+        tracing::info!(bucket = %s3.bucket, endpoint = ?s3.endpoint, "media in S3");
+        return Ok(MediaStore::remote(Arc::new(S3Blobs::new(&s3))));
+    }
     let signer = match &file.blob_url_secret {
         Some(secret) if secret.len() >= 16 => Signer::new(secret.as_bytes()),
         Some(_) => anyhow::bail!("blob_url_secret must be at least 16 bytes"),

@@ -15,6 +15,7 @@
 pub mod cluster;
 pub mod proc;
 pub mod reliable;
+pub mod s3;
 
 pub use cluster::{Cluster, ClusterSpec, SECRET, TENANT};
 pub use proc::{Nats, Proc};

@@ -16,7 +16,7 @@ pub struct Nats {
     pub dir: PathBuf,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -1,4 +1,5 @@
-//! Media (F13) end to end on two gateways sharing the local blob store:
+//! Media (F13) end to end on two gateways, on the local blob store and on
+//! a real S3-compatible server (s3s-fs, which checks the signatures):
 //! grant, upload straight to the signed URL, send the reference, download
 //! through a short-lived URL that only the uploader and members get; and
 //! every bad request answered with a clear error.
@@ -12,9 +13,64 @@ use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ConversationKind, ErrorCode,
 };
 use switchboard_tests::cluster::OTHER_TENANT;
-use switchboard_tests::{Cluster, ClusterSpec};
+use switchboard_tests::s3::S3Server;
+use switchboard_tests::{Cluster, ClusterSpec, TENANT};
 
 use crate::support::*;
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Local,
+    S3,
+}
+
+/// A cluster whose gateways keep media in `backend`.
+struct MediaCluster {
+    cluster: Cluster,
+    s3: Option<S3Server>,
+    _s3_dir: Option<tempfile::TempDir>,
+}
+
+impl MediaCluster {
+    async fn start(backend: Backend, gateways: usize, extra_config: &str) -> Self {
+        let (s3, dir) = match backend {
+            Backend::Local => (None, None),
+            Backend::S3 => {
+                let dir = tempfile::tempdir().unwrap();
+                (Some(S3Server::start(dir.path()).await), Some(dir))
+            }
+        };
+        let mut config = extra_config.to_owned();
+        if let Some(s3) = &s3 {
+            config.push_str(&s3.config());
+        }
+        let cluster = Cluster::start(ClusterSpec {
+            gateways,
+            extra_config: config,
+            ..Default::default()
+        })
+        .await;
+        Self {
+            cluster,
+            s3,
+            _s3_dir: dir,
+        }
+    }
+
+    /// Where the blob's bytes are kept, to lose them on purpose.
+    fn bytes_path(&self, blob_ref: &str) -> std::path::PathBuf {
+        let tenant_hex: String = TENANT.bytes().map(|b| format!("{b:02x}")).collect();
+        match &self.s3 {
+            Some(s3) => s3.object_path(&format!("media/{tenant_hex}/{blob_ref}")),
+            None => self
+                .cluster
+                .blob_root()
+                .join("blobs")
+                .join(tenant_hex)
+                .join(blob_ref),
+        }
+    }
+}
 
 fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
@@ -36,15 +92,40 @@ async fn grant(rest: &RestClient, mime: &str, size: u64) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
-async fn put(url: &str, content_type: &str, bytes: Vec<u8>) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .put(url)
-        .header("content-type", content_type)
-        .body(bytes)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+/// PUTs `bytes` to the grant's URL with the grant's headers, the
+/// content type replaced when given.
+async fn put(ticket: &Value, content_type: Option<&str>, bytes: Vec<u8>) -> (u16, Value) {
+    put_to(
+        ticket["upload_url"].as_str().unwrap(),
+        ticket,
+        content_type,
+        bytes,
+    )
+    .await
+}
+
+async fn put_to(
+    url: &str,
+    ticket: &Value,
+    content_type: Option<&str>,
+    bytes: Vec<u8>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new().put(url).body(bytes);
+    for (k, v) in ticket["headers"].as_object().unwrap() {
+        let v = match (k.as_str(), content_type) {
+            ("content-type", Some(ct)) => ct,
+            _ => v.as_str().unwrap(),
+        };
+        // The body sets the length; a wrong one is the test's to send.
+        if k != "content-length" {
+            request = request.header(k.as_str(), v);
+        }
+    }
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
 }
 
 /// `GET /v1/media/{blob_ref}` without following the redirect: the status
@@ -63,6 +144,18 @@ async fn download_url(rest: &RestClient, blob_ref: &str) -> (u16, Option<String>
     (r.status().as_u16(), location)
 }
 
+/// The URL with one character of its signature changed.
+fn tamper(url: &str) -> String {
+    let at = match url.find("X-Amz-Signature=") {
+        Some(i) => i + "X-Amz-Signature=".len(),
+        // A local token: payload, a dot, the signature.
+        None => url.rfind('.').unwrap() + 1,
+    };
+    let mut bytes = url.as_bytes().to_vec();
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    String::from_utf8(bytes).unwrap()
+}
+
 fn image_frame(conv: &str, id: &str, blob_ref: &str, size: u64) -> ClientFrame {
     ClientFrame::SendMessage {
         client_msg_id: ClientMsgId::new(id).unwrap(),
@@ -77,27 +170,34 @@ fn image_frame(conv: &str, id: &str, blob_ref: &str, size: u64) -> ClientFrame {
 }
 
 #[tokio::test]
-async fn an_image_is_uploaded_sent_and_downloaded_by_members_only() {
-    let cluster = Cluster::start(ClusterSpec {
-        gateways: 2,
-        ..Default::default()
-    })
-    .await;
+async fn an_image_is_uploaded_sent_and_downloaded_by_members_only_local() {
+    image_round_trip(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn an_image_is_uploaded_sent_and_downloaded_by_members_only_s3() {
+    image_round_trip(Backend::S3).await;
+}
+
+async fn image_round_trip(backend: Backend) {
+    let media = MediaCluster::start(backend, 2, "").await;
+    let cluster = &media.cluster;
     let conv = cluster
         .create(ConversationKind::Group, "alice", &["bob"])
         .await;
     let alice = cluster.rest(0, "alice");
     let png: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    let size = png.len() as u64;
 
-    let (status, ticket) = grant(&alice, "image/png", png.len() as u64).await;
+    let (status, ticket) = grant(&alice, "image/png", size).await;
     assert_eq!(status, 201, "{ticket}");
     let blob_ref = ticket["blob_ref"].as_str().unwrap().to_owned();
     assert_eq!(ticket["method"], "PUT");
     assert_eq!(ticket["headers"]["content-type"], "image/png");
     let upload_url = ticket["upload_url"].as_str().unwrap();
     assert!(upload_url.starts_with("http://"), "{upload_url}");
-    let (status, body) = put(upload_url, "image/png", png.clone()).await;
-    assert_eq!(status, 200, "{body}");
+    let (status, body) = put(&ticket, None, png.clone()).await;
+    assert_eq!(status, 200, "{backend:?}: {body}");
 
     // Before sending it, only the uploader may download it.
     assert_eq!(download_url(&alice, &blob_ref).await.0, 302);
@@ -107,15 +207,15 @@ async fn an_image_is_uploaded_sent_and_downloaded_by_members_only() {
     let mut alice_ws = cluster.ws(0, "alice", "phone").await;
     let mut bob_ws = cluster.ws(1, "bob", "phone").await;
     alice_ws
-        .send(&image_frame(&conv, "img1", &blob_ref, png.len() as u64))
+        .send(&image_frame(&conv, "img1", &blob_ref, size))
         .await
         .unwrap();
     expect_ack(&mut alice_ws, "img1").await;
     let m = expect_message(&mut bob_ws).await;
-    let Some(Content::Image(media)) = &m.content else {
+    let Some(Content::Image(sent)) = &m.content else {
         panic!("not an image: {m:?}");
     };
-    assert_eq!(media.blob_ref, blob_ref);
+    assert_eq!(sent.blob_ref, blob_ref);
 
     // A member downloads it through the other gateway.
     let (status, location) = download_url(&bob, &blob_ref).await;
@@ -126,10 +226,8 @@ async fn an_image_is_uploaded_sent_and_downloaded_by_members_only() {
     assert_eq!(r.bytes().await.unwrap().to_vec(), png);
 
     // Nobody else: not a stranger of the tenant, not another tenant.
-    assert_eq!(
-        download_url(&cluster.rest(0, "carol"), &blob_ref).await.0,
-        404
-    );
+    let carol = cluster.rest(0, "carol");
+    assert_eq!(download_url(&carol, &blob_ref).await.0, 404);
     let globex = cluster.rest_as(0, OTHER_TENANT, "bob", false);
     assert_eq!(download_url(&globex, &blob_ref).await.0, 404);
     // Bob may forward what he can read; dave, who cannot read it, may not
@@ -138,30 +236,45 @@ async fn an_image_is_uploaded_sent_and_downloaded_by_members_only() {
         .create(ConversationKind::Direct, "bob", &["carol"])
         .await;
     bob_ws
-        .send(&image_frame(&dm, "fwd", &blob_ref, png.len() as u64))
+        .send(&image_frame(&dm, "fwd", &blob_ref, size))
         .await
         .unwrap();
     expect_ack(&mut bob_ws, "fwd").await;
+    assert_eq!(
+        download_url(&carol, &blob_ref).await.0,
+        302,
+        "forwarded to carol"
+    );
     let other = cluster
-        .create(ConversationKind::Group, "carol", &["dave"])
+        .create(ConversationKind::Group, "dave", &["erin"])
         .await;
     let mut dave_ws = cluster.ws(0, "dave", "phone").await;
     dave_ws
-        .send(&image_frame(&other, "steal", &blob_ref, png.len() as u64))
+        .send(&image_frame(&other, "steal", &blob_ref, size))
         .await
         .unwrap();
-    let (code, _, _, _) = expect_error(&mut dave_ws).await;
-    assert_eq!(code, ErrorCode::NotFound);
+    assert_eq!(expect_error(&mut dave_ws).await.0, ErrorCode::NotFound);
 }
 
 #[tokio::test]
-async fn bad_uploads_and_downloads_get_clear_errors() {
-    let cluster = Cluster::start(ClusterSpec {
-        extra_config: "[media]\nmax_bytes = 1000\nupload_url_secs = 1\ndownload_url_secs = 1\n"
-            .into(),
-        ..Default::default()
-    })
+async fn bad_uploads_and_downloads_get_clear_errors_local() {
+    bad_uploads(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn bad_uploads_and_downloads_get_clear_errors_s3() {
+    bad_uploads(Backend::S3).await;
+}
+
+async fn bad_uploads(backend: Backend) {
+    let media = MediaCluster::start(
+        backend,
+        1,
+        "[media]\nmax_bytes = 1000\nupload_url_secs = 1\ndownload_url_secs = 1\n",
+    )
     .await;
+    let cluster = &media.cluster;
+    let local = matches!(backend, Backend::Local);
     let conv = cluster
         .create(ConversationKind::Group, "alice", &["bob"])
         .await;
@@ -178,35 +291,40 @@ async fn bad_uploads_and_downloads_get_clear_errors() {
             .contains("may not be uploaded"),
         "{e}"
     );
-    let (status, _) = grant(&alice, "png", 10).await;
-    assert_eq!(status, 400, "a mime without a subtype");
-    let (status, _) = grant(&alice, "image/png", 0).await;
-    assert_eq!(status, 400, "an empty upload");
+    assert_eq!(
+        grant(&alice, "png", 10).await.0,
+        400,
+        "a type without a subtype"
+    );
+    assert_eq!(
+        grant(&alice, "image/png", 0).await.0,
+        400,
+        "an empty upload"
+    );
 
+    // The grant is for exactly this type and size: the local store
+    // answers 400 with its error, S3 refuses the signature with 403.
+    let refused = if local { 400 } else { 403 };
     let (_, ticket) = grant(&alice, "image/png", 10).await;
     let url = ticket["upload_url"].as_str().unwrap().to_owned();
     let blob_ref = ticket["blob_ref"].as_str().unwrap().to_owned();
-    let (status, e) = put(&url, "image/jpeg", vec![0; 10]).await;
-    assert_eq!(
-        (status, e["code"].as_str()),
-        (400, Some("invalid_request")),
-        "{e}"
-    );
-    let (status, e) = put(&url, "image/png", vec![0; 9]).await;
-    assert_eq!(status, 400, "{e}");
-    let (status, e) = put(&format!("{url}x"), "image/png", vec![0; 10]).await;
-    assert_eq!(
-        (status, e["code"].as_str()),
-        (403, Some("forbidden")),
-        "a tampered URL"
-    );
-    assert_eq!(put(&url, "image/png", vec![0; 10]).await.0, 200);
-    let (status, e) = put(&url, "image/png", vec![0; 10]).await;
-    assert_eq!(
-        (status, e["code"].as_str()),
-        (409, Some("conflict")),
-        "written once"
-    );
+    let (status, e) = put(&ticket, Some("image/jpeg"), vec![0; 10]).await;
+    assert_eq!(status, refused, "another type: {e}");
+    let (status, e) = put(&ticket, None, vec![0; 9]).await;
+    assert_eq!(status, refused, "another size: {e}");
+    let tampered = tamper(&url);
+    let (status, e) = put_to(&tampered, &ticket, None, vec![0; 10]).await;
+    assert_eq!(status, 403, "a tampered URL: {e}");
+    let (status, e) = put(&ticket, None, vec![0; 10]).await;
+    assert_eq!(status, 200, "{e}");
+    if local {
+        let (status, e) = put(&ticket, None, vec![0; 10]).await;
+        assert_eq!(
+            (status, e["code"].as_str()),
+            (409, Some("conflict")),
+            "written once"
+        );
+    }
 
     // Sends that describe the upload wrongly, or none.
     let mut ws = cluster.ws(0, "alice", "phone").await;
@@ -232,29 +350,25 @@ async fn bad_uploads_and_downloads_get_clear_errors() {
     // Expired URLs.
     let (_, late) = grant(&alice, "image/png", 10).await;
     let (_, location) = download_url(&alice, &blob_ref).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (status, e) = put(
-        late["upload_url"].as_str().unwrap(),
-        "image/png",
-        vec![0; 10],
-    )
-    .await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (status, e) = put(&late, None, vec![0; 10]).await;
     assert_eq!(status, 403, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("expired"), "{e}");
+    if local {
+        assert!(e["message"].as_str().unwrap().contains("expired"), "{e}");
+    }
     let r = reqwest::get(location.unwrap()).await.unwrap();
     assert_eq!(r.status().as_u16(), 403);
 
-    // A blob whose bytes went missing from storage: a clear 404, no crash.
-    let tenant_dir = std::fs::read_dir(cluster.blob_root().join("blobs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    std::fs::remove_file(tenant_dir.join(&blob_ref)).unwrap();
+    // A blob whose bytes went missing from storage: a clear 404, no crash
+    // (with S3 the object is gone, so the reference is unknown at once).
+    std::fs::remove_file(media.bytes_path(&blob_ref)).unwrap();
     let (status, location) = download_url(&alice, &blob_ref).await;
-    assert_eq!(status, 302);
-    let r = reqwest::get(location.unwrap()).await.unwrap();
-    assert_eq!(r.status().as_u16(), 404);
+    if local {
+        assert_eq!(status, 302);
+        let r = reqwest::get(location.unwrap()).await.unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+    } else {
+        assert_eq!(status, 404);
+    }
     assert_alive(&mut ws).await;
 }

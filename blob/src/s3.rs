@@ -1,0 +1,189 @@
+//! Blobs in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2): uploads and
+//! downloads go straight between the client and the bucket through URLs
+//! presigned here (SigV4), so the bytes never pass through Switchboard.
+//!
+//! An upload URL signs the content type, the length, the uploader (as
+//! `x-amz-meta-uploaded-by`) and `If-None-Match: *`: the client must send
+//! them as granted, the bucket refuses any other size or type, and a blob
+//! is written once where the bucket supports conditional writes. Objects
+//! are `media/<tenant as hex>/<blob_ref>`.
+
+use std::time::Duration;
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::presigning::{PresignedRequest, PresigningConfig};
+use serde::Deserialize;
+use switchboard_protocol::{TenantId, Timestamp, UserId};
+
+use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, UploadGrant};
+
+/// Where the bucket is and how to reach it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    pub bucket: String,
+    /// `us-east-1` unless the provider says otherwise.
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// The service's URL, for anything but AWS (MinIO, Ceph, R2, a local
+    /// test server).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Bucket in the path (`https://host/bucket/key`) rather than the host
+    /// name: what MinIO and most self-hosted services need.
+    #[serde(default)]
+    pub path_style: bool,
+    /// Credentials; the binary fills them from `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY` when the file leaves them out.
+    #[serde(default)]
+    pub access_key_id: String,
+    #[serde(default)]
+    pub secret_access_key: String,
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+pub struct S3Blobs {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+const UPLOADED_BY: &str = "uploaded-by";
+
+fn backend(e: impl std::fmt::Display) -> BlobError {
+    BlobError::Backend(e.to_string())
+}
+
+impl S3Blobs {
+    pub fn new(config: &S3Config) -> Self {
+        use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let credentials = Credentials::new(
+            &config.access_key_id,
+            &config.secret_access_key,
+            None,
+            None,
+            "switchboard-config",
+        );
+        let mut s3 = aws_sdk_s3::config::Builder::new()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(http)
+            .region(Region::new(config.region.clone()))
+            .credentials_provider(credentials)
+            .force_path_style(config.path_style);
+        if let Some(endpoint) = &config.endpoint {
+            s3 = s3.endpoint_url(endpoint);
+        }
+        Self {
+            client: aws_sdk_s3::Client::from_conf(s3.build()),
+            bucket: config.bucket.clone(),
+        }
+    }
+
+    fn key(tenant: &TenantId, blob_ref: &BlobRef) -> String {
+        let hex: String = tenant
+            .as_str()
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("media/{hex}/{blob_ref}")
+    }
+
+    fn signed(request: PresignedRequest, ttl: Duration) -> SignedUrl {
+        SignedUrl {
+            url: request.uri().to_owned(),
+            expires_at: Timestamp::from_unix_ms(
+                Timestamp::now().unix_ms() + ttl.as_millis() as i64,
+            ),
+            headers: request
+                .headers()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+                .collect(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BlobStore for S3Blobs {
+    async fn upload_url(&self, grant: &UploadGrant, ttl: Duration) -> Result<SignedUrl, BlobError> {
+        let size = i64::try_from(grant.size).map_err(backend)?;
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(Self::key(&grant.tenant, &grant.blob_ref))
+            .content_type(&grant.mime)
+            .content_length(size)
+            .metadata(UPLOADED_BY, grant.uploader.as_str())
+            .if_none_match("*")
+            .presigned(PresigningConfig::expires_in(ttl).map_err(backend)?)
+            .await
+            .map_err(backend)?;
+        Ok(Self::signed(request, ttl))
+    }
+
+    async fn download_url(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &BlobRef,
+        ttl: Duration,
+    ) -> Result<SignedUrl, BlobError> {
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(Self::key(tenant, blob_ref))
+            .presigned(PresigningConfig::expires_in(ttl).map_err(backend)?)
+            .await
+            .map_err(backend)?;
+        Ok(Self::signed(request, ttl))
+    }
+
+    async fn info(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &BlobRef,
+    ) -> Result<Option<BlobInfo>, BlobError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(Self::key(tenant, blob_ref))
+            .send()
+            .await;
+        let head = match head {
+            Ok(h) => h,
+            Err(e) => {
+                let e = e.into_service_error();
+                if e.is_not_found() {
+                    return Ok(None);
+                }
+                return Err(backend(aws_sdk_s3::error::DisplayErrorContext(e)));
+            }
+        };
+        let uploaded_by = head
+            .metadata()
+            .and_then(|m| m.get(UPLOADED_BY))
+            .and_then(|u| UserId::new(u.as_str()).ok())
+            .ok_or_else(|| BlobError::Backend("the object has no uploader".into()))?;
+        Ok(Some(BlobInfo {
+            mime: head
+                .content_type()
+                .unwrap_or("application/octet-stream")
+                .to_owned(),
+            size: head
+                .content_length()
+                .and_then(|l| u64::try_from(l).ok())
+                .unwrap_or(0),
+            uploaded_by,
+            uploaded_at: head
+                .last_modified()
+                .and_then(|t| t.to_millis().ok())
+                .map_or_else(Timestamp::now, Timestamp::from_unix_ms),
+        }))
+    }
+}
