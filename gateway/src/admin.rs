@@ -27,7 +27,7 @@ use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::error::ApiError;
+use crate::error::{ApiError, upload_rejection};
 
 type Shared = Arc<Gateway>;
 
@@ -185,13 +185,7 @@ async fn deploy(
     admin(&id)?;
     let hook = hook(path)?;
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::TooLarge, "the upload is over the size limit")
-        } else {
-            ApiError::invalid(e.body_text())
-        }
-    })?;
+    let body = body.map_err(upload_rejection)?;
     let upload = parse_upload(&headers, query, body)?;
     check_config(&upload.config)?;
     let entry = gw

@@ -35,6 +35,16 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// An upload body that could not be read: over its route's limit, or not
+/// read at all.
+pub(crate) fn upload_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(ErrorCode::TooLarge, "the upload is over the size limit")
+    } else {
+        ApiError::invalid(e.body_text())
+    }
+}
+
 /// The protocol error code for a store error.
 pub fn store_error_code(e: &StoreError) -> ErrorCode {
     match e {

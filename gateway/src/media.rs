@@ -24,7 +24,7 @@ use switchboard_protocol::{ErrorCode, Timestamp};
 
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::error::ApiError;
+use crate::error::{ApiError, upload_rejection};
 use crate::rest::JsonBody;
 
 type Shared = Arc<Gateway>;
@@ -229,13 +229,7 @@ async fn accept_blob(
         return Err(ApiError::new(ErrorCode::NotFound, "no such endpoint"));
     };
     let Path(token) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::TooLarge, "the upload is over the size limit")
-        } else {
-            ApiError::invalid(e.body_text())
-        }
-    })?;
+    let body = body.map_err(upload_rejection)?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

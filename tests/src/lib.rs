@@ -43,17 +43,20 @@ pub fn plugin(name: &str) -> Vec<u8> {
     })
 }
 
-pub fn nats_server_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("SWITCHBOARD_NATS_SERVER") {
-        return PathBuf::from(p);
+/// A binary named by the environment variable `env`, else found on `PATH`.
+pub fn find_bin(env: &str, name: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
     }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&paths) {
-            let candidate = dir.join("nats-server");
-            if candidate.is_file() {
-                return candidate;
-            }
-        }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+pub fn nats_server_bin() -> PathBuf {
+    if let Some(bin) = find_bin("SWITCHBOARD_NATS_SERVER", "nats-server") {
+        return bin;
     }
     let venv = workspace_root().join(".venv/bin/nats-server");
     assert!(

@@ -16,16 +16,8 @@ pub struct S3Server {
 }
 
 fn s3s_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("SWITCHBOARD_S3S_FS") {
-        return PathBuf::from(p);
-    }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&paths) {
-            let candidate = dir.join("s3s-fs");
-            if candidate.is_file() {
-                return candidate;
-            }
-        }
+    if let Some(bin) = crate::find_bin("SWITCHBOARD_S3S_FS", "s3s-fs") {
+        return bin;
     }
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
