@@ -251,7 +251,16 @@ pub async fn serve(
         };
         let (store, client) = (store.clone(), client.clone());
         tokio::spawn(async move {
-            let body = handle(store.as_ref(), &msg.payload).await;
+            let mut body = handle(store.as_ref(), &msg.payload).await;
+            // NATS refuses a message over the server's max_payload, and the
+            // caller would only see a timeout: answer why, at once.
+            let max = client.server_info().max_payload;
+            if body.len() > max {
+                body = reply::<()>(Err(StoreError::Unavailable(format!(
+                    "the answer is {} bytes, over the NATS max_payload of {max}; ask for fewer",
+                    body.len()
+                ))));
+            }
             if let Err(e) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(error = %e, "store service reply failed");
             }

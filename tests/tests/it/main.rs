@@ -13,6 +13,7 @@ mod history;
 mod idempotency;
 mod inbox;
 mod leases;
+mod limits;
 mod media;
 mod ordering;
 mod overload;

@@ -1,0 +1,139 @@
+//! Per-connection limits that protect the gateway from one client: a
+//! client that stops reading is closed (and loses nothing: it pulls the
+//! backlog on reconnect), and one `pull_backlog` runs at a time.
+
+use std::time::Duration;
+
+use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind, ErrorCode, ServerFrame};
+use switchboard_tests::{Cluster, ClusterSpec};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_and_loses_nothing() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config:
+            "[limits]\noutbound_queue = 64\nsends_per_second = 100000.0\nsend_burst = 100000.0\n"
+                .into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    // Bob connects and then reads nothing.
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    // Enough to fill the sockets' buffers on loopback (some MB) and then
+    // the queue. Alice reads her acks as she goes: a reader that keeps up
+    // is never closed.
+    let (n, burst, text) = (1000usize, 25usize, "x".repeat(15_000));
+    for b in 0..n / burst {
+        for i in 0..burst {
+            alice
+                .send(&send_frame(&conv, &format!("m{}", b * burst + i), &text))
+                .await
+                .unwrap();
+        }
+        for _ in 0..burst {
+            expect(&mut alice, "an ack", |f| match f {
+                ServerFrame::Ack { .. } => Some(()),
+                ServerFrame::Error { message, .. } => panic!("send refused: {message}"),
+                _ => None,
+            })
+            .await;
+        }
+    }
+    // The sender was never held up; the silent reader was let go.
+    let mut received = 0;
+    let closed = loop {
+        match bob.next_frame_within(Duration::from_secs(10)).await {
+            Ok(ServerFrame::Message { .. }) => received += 1,
+            Ok(_) => {}
+            Err(switchboard_client::WsError::Closed | switchboard_client::WsError::Socket(_)) => {
+                break true;
+            }
+            Err(_) => break false,
+        }
+    };
+    assert!(
+        closed,
+        "the slow reader was closed ({received} messages read)"
+    );
+    assert!(received < n, "not everything fit: {received}");
+    assert!(cluster.logs().contains("outbound queue full"));
+
+    // It reconnects and pulls what it missed: nothing lost. (In pages:
+    // one page must fit in a NATS message through the store service.)
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    // All of it at once is 15 MB: refused at once with the reason, not
+    // after a timeout.
+    bob.send(&ClientFrame::PullBacklog {
+        conversation_id: Some(ConversationId::new(conv.clone()).unwrap()),
+        since_seq: Some(0),
+        limit: Some(1000),
+    })
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, _, message) = expect_error(&mut bob).await;
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(message.contains("max_payload"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered without waiting for a timeout"
+    );
+    let mut seqs = Vec::new();
+    loop {
+        let since = seqs.last().copied().unwrap_or(0);
+        let (page, _, more) = pull(&mut bob, Some(&conv), Some(since), Some(50)).await;
+        seqs.extend(page.iter().map(|m| m.seq));
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn one_pull_backlog_runs_at_a_time() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    for i in 0..200 {
+        send_acked(&mut alice, &conv, &format!("m{i}"), "hello").await;
+    }
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    let pull = ClientFrame::PullBacklog {
+        conversation_id: Some(ConversationId::new(conv.clone()).unwrap()),
+        since_seq: Some(0),
+        limit: Some(200),
+    };
+    bob.send(&pull).await.unwrap();
+    bob.send(&pull).await.unwrap();
+    let (mut messages, mut done, mut refused) = (0, 0, 0);
+    while done < 1 {
+        match bob.next_frame_within(WAIT).await.unwrap() {
+            ServerFrame::Message { .. } => messages += 1,
+            ServerFrame::BacklogDone { .. } => done += 1,
+            ServerFrame::Error {
+                code, request_type, ..
+            } => {
+                assert_eq!(code, ErrorCode::RateLimited);
+                assert_eq!(request_type.as_deref(), Some("pull_backlog"));
+                refused += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (messages, refused),
+        (200, 1),
+        "the second pull waits its turn"
+    );
+    // Once the first is done, the next is served.
+    let (again, _, _) = crate::support::pull(&mut bob, Some(&conv), Some(190), None).await;
+    assert_eq!(again.len(), 10);
+}
