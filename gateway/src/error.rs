@@ -53,6 +53,7 @@ pub fn store_error_code(e: &StoreError) -> ErrorCode {
         StoreError::Conflict(_) => ErrorCode::Conflict,
         StoreError::Unavailable(_) => ErrorCode::Unavailable,
         StoreError::Corrupt(_) => ErrorCode::Internal,
+        StoreError::AnswerTooLarge { .. } => ErrorCode::TooLarge,
     }
 }
 

@@ -256,10 +256,10 @@ pub async fn serve(
             // caller would only see a timeout: answer why, at once.
             let max = client.server_info().max_payload;
             if body.len() > max {
-                body = reply::<()>(Err(StoreError::Unavailable(format!(
-                    "the answer is {} bytes, over the NATS max_payload of {max}; ask for fewer",
-                    body.len()
-                ))));
+                body = reply::<()>(Err(StoreError::AnswerTooLarge {
+                    bytes: body.len(),
+                    max,
+                }));
             }
             if let Err(e) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(error = %e, "store service reply failed");
@@ -422,13 +422,49 @@ impl Store for RemoteStore {
         reader: &UserId,
         query: HistoryQuery,
     ) -> StoreResult<Vec<Message>> {
-        self.call(Request::History {
+        let request = |query: HistoryQuery| Request::History {
             tenant: tenant.clone(),
             conversation: conversation.clone(),
             reader: reader.clone(),
             query,
-        })
-        .await
+        };
+        match self.call(request(query)).await {
+            // Too much for one NATS message: the newer half, then the rest
+            // from where it ends (each half may split again).
+            Err(StoreError::AnswerTooLarge { .. }) if query.limit > 1 => {
+                let half = query.limit / 2;
+                let mut first = Box::pin(self.history(
+                    tenant,
+                    conversation,
+                    reader,
+                    HistoryQuery {
+                        limit: half,
+                        ..query
+                    },
+                ))
+                .await?;
+                let Some(oldest) = first.last().map(|m| m.seq) else {
+                    return Ok(first);
+                };
+                if first.len() < half {
+                    return Ok(first);
+                }
+                let rest = Box::pin(self.history(
+                    tenant,
+                    conversation,
+                    reader,
+                    HistoryQuery {
+                        before_seq: Some(oldest),
+                        limit: query.limit - first.len(),
+                        ..query
+                    },
+                ))
+                .await?;
+                first.extend(rest);
+                Ok(first)
+            }
+            other => other,
+        }
     }
 
     async fn replay(
@@ -439,14 +475,39 @@ impl Store for RemoteStore {
         after_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
-        self.call(Request::Replay {
+        let request = Request::Replay {
             tenant: tenant.clone(),
             conversation: conversation.clone(),
             reader: reader.clone(),
             after_seq,
             limit,
-        })
-        .await
+        };
+        match self.call(request).await {
+            // Too much for one NATS message: the older half, then the rest
+            // from where it ends (each half may split again).
+            Err(StoreError::AnswerTooLarge { .. }) if limit > 1 => {
+                let half = limit / 2;
+                let mut first =
+                    Box::pin(self.replay(tenant, conversation, reader, after_seq, half)).await?;
+                let Some(newest) = first.last().map(|m| m.seq) else {
+                    return Ok(first);
+                };
+                if first.len() < half {
+                    return Ok(first);
+                }
+                let rest = Box::pin(self.replay(
+                    tenant,
+                    conversation,
+                    reader,
+                    newest,
+                    limit - first.len(),
+                ))
+                .await?;
+                first.extend(rest);
+                Ok(first)
+            }
+            other => other,
+        }
     }
 
     async fn inbox(

@@ -34,6 +34,10 @@ pub enum StoreError {
     /// Stored data that does not decode: a bug or corruption.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The answer does not fit in one message of the transport (the store
+    /// service's NATS `max_payload`): ask for fewer.
+    #[error("the answer is {bytes} bytes, over the limit of {max}; ask for fewer")]
+    AnswerTooLarge { bytes: usize, max: usize },
 }
 
 /// Identifies one conversation.
