@@ -313,15 +313,22 @@ impl Plugins {
         }
         let plugins = self.clone();
         Ok(tokio::spawn(async move {
-            while let Some(entry) = watch.next().await {
-                match entry {
-                    Ok(entry) => plugins.apply(&code, entry).await,
-                    Err(e) => tracing::warn!(error = %e, "watching sb_plugins"),
+            loop {
+                while let Some(entry) = watch.next().await {
+                    match entry {
+                        Ok(entry) => plugins.apply(&code, entry).await,
+                        Err(e) => tracing::warn!(error = %e, "watching sb_plugins"),
+                    }
+                }
+                // Watch again from every key's latest entry: what is
+                // installed already is skipped by its revision.
+                tracing::warn!("the watch of sb_plugins ended; watching again");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                match bucket.watch_with_history(">").await {
+                    Ok(w) => watch = w,
+                    Err(e) => tracing::warn!(error = %e, "watching sb_plugins again"),
                 }
             }
-            tracing::error!(
-                "the watch of sb_plugins ended; plugin versions are no longer followed"
-            );
         }))
     }
 

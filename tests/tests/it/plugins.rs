@@ -702,3 +702,46 @@ async fn operators_see_and_change_plugins_with_plain_kv_and_object_operations() 
     send_acked(&mut alice, &conv, "m3", "darn").await;
     assert_eq!(texts(&cluster.rest(0, "bob"), &conv).await, ["darn"]);
 }
+
+/// The backbone going away must not leave processes on old versions: after
+/// nats-server is killed and restarted, a new deploy still reaches every
+/// gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_changes_are_followed_after_nats_server_restarts() {
+    let (mut cluster, conv, admin) = group(2, &["bob"]).await;
+    let v1 = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v1))).await;
+
+    cluster.nats.kill9().await;
+    cluster.nats.restart().await;
+    // Deploy again (retrying while the gateways reconnect).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let v2 = loop {
+        match admin
+            .deploy_plugin(
+                "moderation",
+                plugin("word-list"),
+                &[("words", "heck")],
+                None,
+            )
+            .await
+        {
+            Ok(v) => break v,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no deploy after the restart: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    converge(&cluster, "moderation", Some(revision(&v2))).await;
+    let mut alice = cluster.ws(1, "alice", "phone").await;
+    send_acked(&mut alice, &conv, "after", "darn heck").await;
+    let stored = texts(&cluster.rest(0, "bob"), &conv).await;
+    assert_eq!(stored, ["darn ****"], "the new version moderates");
+}
