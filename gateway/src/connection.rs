@@ -578,7 +578,7 @@ impl Connection {
                 }
                 None => {
                     gw.store
-                        .inbox(&id.tenant, &id.user, &id.device, limit + 1)
+                        .inbox(&id.tenant, &id.user, &id.device, None, limit + 1)
                         .await
                 }
             };

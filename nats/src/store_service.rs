@@ -19,8 +19,9 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxSweep, MarkChange,
-    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store, StoreError,
+    StoreResult,
 };
 
 use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
@@ -91,6 +92,8 @@ enum Request {
         tenant: TenantId,
         user: UserId,
         device: DeviceId,
+        #[serde(default)]
+        after: Option<InboxCursor>,
         limit: usize,
     },
     AckDelivered {
@@ -202,8 +205,9 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             tenant,
             user,
             device,
+            after,
             limit,
-        } => reply(store.inbox(&tenant, &user, &device, limit).await),
+        } => reply(store.inbox(&tenant, &user, &device, after, limit).await),
         Request::AckDelivered {
             tenant,
             user,
@@ -515,15 +519,36 @@ impl Store for RemoteStore {
         tenant: &TenantId,
         user: &UserId,
         device: &DeviceId,
+        after: Option<InboxCursor>,
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
-        self.call(Request::Inbox {
+        let request = Request::Inbox {
             tenant: tenant.clone(),
             user: user.clone(),
             device: device.clone(),
+            after: after.clone(),
             limit,
-        })
-        .await
+        };
+        match self.call(request).await {
+            // Too much for one NATS message: the first half, then the rest
+            // from its last entry (each half may split again).
+            Err(StoreError::AnswerTooLarge { .. }) if limit > 1 => {
+                let half = limit / 2;
+                let mut first = Box::pin(self.inbox(tenant, user, device, after, half)).await?;
+                let Some(last) = first.last().map(InboxCursor::of) else {
+                    return Ok(first);
+                };
+                if first.len() < half {
+                    return Ok(first);
+                }
+                let rest =
+                    Box::pin(self.inbox(tenant, user, device, Some(last), limit - first.len()))
+                        .await?;
+                first.extend(rest);
+                Ok(first)
+            }
+            other => other,
+        }
     }
 
     async fn ack_delivered(

@@ -132,6 +132,7 @@ pub async fn run_all(store: &dyn Store) {
     concurrent_commits_all_land(store).await;
     old_inbox_entries_expire(store).await;
     media_is_readable_by_members_of_conversations_that_reference_it(store).await;
+    the_inbox_reads_on_after_a_cursor(store).await;
 }
 
 fn unique_tenant(name: &str) -> String {
@@ -348,7 +349,7 @@ async fn inbox_is_per_device(store: &dyn Store) {
         let tt = tt.clone();
         async move {
             store
-                .inbox(&tt, &user(u), &device(d), 100)
+                .inbox(&tt, &user(u), &device(d), None, 100)
                 .await
                 .unwrap()
                 .iter()
@@ -371,7 +372,7 @@ async fn inbox_is_per_device(store: &dyn Store) {
     seed_conversation(store, t, "d", &["a", "b"], 2).await;
     assert_eq!(inbox("b", "phone").await, vec![3, 1, 2]);
     let limited = store
-        .inbox(&tt, &user("b"), &device("laptop"), 4)
+        .inbox(&tt, &user("b"), &device("laptop"), None, 4)
         .await
         .unwrap();
     assert_eq!(limited.len(), 4);
@@ -537,7 +538,7 @@ async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
         .unwrap();
     assert!(
         store
-            .inbox(&tt, &user("b"), &device("phone"), 10)
+            .inbox(&tt, &user("b"), &device("phone"), None, 10)
             .await
             .unwrap()
             .is_empty()
@@ -583,7 +584,7 @@ async fn edits_and_deletes(store: &dyn Store) {
     store.register_device(&tt, &b, &phone).await.unwrap();
     seed_conversation(store, t, "c", &["a", "b"], 3).await;
     store.ack_delivered(&tt, &b, &phone, &c, 3).await.unwrap();
-    let inbox = || async { store.inbox(&tt, &b, &phone, 10).await.unwrap() };
+    let inbox = || async { store.inbox(&tt, &b, &phone, None, 10).await.unwrap() };
     assert!(inbox().await.is_empty());
 
     let by_id = |seq: u64| MessageKey {
@@ -845,7 +846,7 @@ async fn old_inbox_entries_expire(store: &dyn Store) {
         .unwrap();
     let seqs = || async {
         store
-            .inbox(&tt, &b, &phone, 10)
+            .inbox(&tt, &b, &phone, None, 10)
             .await
             .unwrap()
             .iter()
@@ -935,4 +936,44 @@ async fn media_is_readable_by_members_of_conversations_that_reference_it(store: 
         .await
         .unwrap();
     assert!(!readable("m1", "b").await);
+}
+
+async fn the_inbox_reads_on_after_a_cursor(store: &dyn Store) {
+    let t = &unique_tenant("cursor");
+    let tt = tenant(t);
+    let (b, phone) = (user("b"), device("phone"));
+    store.register_device(&tt, &b, &phone).await.unwrap();
+    seed_conversation(store, t, "c1", &["a", "b"], 5).await;
+    seed_conversation(store, t, "c2", &["a", "b"], 4).await;
+    let all = store.inbox(&tt, &b, &phone, None, 100).await.unwrap();
+    assert_eq!(all.len(), 9);
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.inbox(&tt, &b, &phone, after, 2).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(crate::InboxCursor::of);
+        paged.extend(page);
+    }
+    let ids = |ms: &[Message]| {
+        ms.iter()
+            .map(|m| (m.conversation_id.clone(), m.seq))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&paged),
+        ids(&all),
+        "pages continue where the last one ended"
+    );
+    // Past the last entry: nothing (and not another device's entries).
+    let last = crate::InboxCursor::of(all.last().unwrap());
+    assert!(
+        store
+            .inbox(&tt, &b, &phone, Some(last), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

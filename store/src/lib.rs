@@ -131,12 +131,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<Message>>;
 
     /// The device's undelivered messages across conversations, in `seq`
-    /// order within each conversation.
+    /// order within each conversation (and conversations in a fixed
+    /// order), from just after the entry `after` names when given.
     async fn inbox(
         &self,
         tenant: &TenantId,
         user: &UserId,
         device: &DeviceId,
+        after: Option<InboxCursor>,
         limit: usize,
     ) -> StoreResult<Vec<Message>>;
 

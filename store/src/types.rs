@@ -141,6 +141,22 @@ pub struct HistoryQuery {
     pub limit: usize,
 }
 
+/// An inbox entry, to read the entries after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxCursor {
+    pub conversation_id: ConversationId,
+    pub seq: u64,
+}
+
+impl InboxCursor {
+    pub fn of(m: &Message) -> Self {
+        Self {
+            conversation_id: m.conversation_id.clone(),
+            seq: m.seq,
+        }
+    }
+}
+
 /// One change, applied inside [`crate::Store::commit`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]

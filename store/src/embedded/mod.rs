@@ -35,8 +35,9 @@ use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxSweep, MarkChange,
-    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store, StoreError,
+    StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -266,10 +267,11 @@ impl Store for EmbeddedStore {
         tenant: &TenantId,
         user: &UserId,
         device: &DeviceId,
+        after: Option<InboxCursor>,
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        self.read(move |r, s| read::inbox(r, s, &t, &u, &d, limit))
+        self.read(move |r, s| read::inbox(r, s, &t, &u, &d, after.as_ref(), limit))
             .await
     }
 

@@ -15,7 +15,7 @@ use super::keys::{Key, Spaces, str_part, trailing_u64};
 use super::rows::{ConversationMeta, MemberRow, StateRow};
 use crate::{
     ConversationDetail, ConversationKey, ConversationRecord, ConversationSummary, HistoryQuery,
-    MemberRecord, MessageKey, SentKey, SequencerState, StoreError, StoreResult,
+    InboxCursor, MemberRecord, MessageKey, SentKey, SequencerState, StoreError, StoreResult,
 };
 
 /// Every key of a keyspace that starts with `prefix`, with its value.
@@ -495,11 +495,31 @@ pub(super) fn inbox<R: Readable>(
     tenant: &TenantId,
     user: &UserId,
     device: &DeviceId,
+    after: Option<&InboxCursor>,
     limit: usize,
 ) -> StoreResult<Vec<Message>> {
+    use std::ops::Bound;
     let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
+    let prefix = Key::new().s(t).s(u).s(d).bytes();
+    let entries: Box<dyn Iterator<Item = StoreResult<(fjall::Slice, fjall::Slice)>>> = match after {
+        None => Box::new(scan(r, &s.inbox, prefix.clone())),
+        Some(cursor) => {
+            let from = Key::new()
+                .s(t)
+                .s(u)
+                .s(d)
+                .s(cursor.conversation_id.as_str())
+                .n(cursor.seq)
+                .bytes();
+            Box::new(
+                r.range(&s.inbox, (Bound::Excluded(from), Bound::Unbounded))
+                    .map(|g| g.into_inner().map_err(storage))
+                    .take_while(|kv| kv.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix))),
+            )
+        }
+    };
     let mut out = Vec::with_capacity(limit.min(256));
-    for kv in scan(r, &s.inbox, Key::new().s(t).s(u).s(d).bytes()) {
+    for kv in entries {
         if out.len() == limit {
             break;
         }
