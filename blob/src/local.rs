@@ -3,7 +3,8 @@
 //!
 //! Layout: `<dir>/<tenant as hex>/<blob_ref>` holds the bytes and
 //! `<blob_ref>.json` what is known of them; the second is written last, so
-//! a blob exists once both are on disk. Every file is written to a
+//! a blob exists once both are on disk. `<blob_ref>.claim` marks an upload
+//! begun, so a blob is written once even by two uploads at the same time. Every file is written to a
 //! temporary name, synced and renamed. Tenant ids are hex in paths, so no
 //! id can name a directory outside `dir`.
 
@@ -88,11 +89,23 @@ impl LocalBlobs {
             )));
         }
         let (data, meta) = self.paths(&claims.tenant, &claims.blob_ref);
-        if tokio::fs::try_exists(&meta).await.map_err(io)? {
-            return Err(BlobError::Exists);
-        }
         if let Some(parent) = data.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(io)?;
+        }
+        // Claimed by creating `<blob_ref>.claim` exclusively: of two
+        // uploads to one URL at once, one writes and the other is refused.
+        let claim = data.with_extension("claim");
+        match tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(BlobError::Exists);
+            }
+            Err(e) => return Err(io(e)),
         }
         let info = BlobInfo {
             mime,
@@ -101,9 +114,16 @@ impl LocalBlobs {
             uploaded_at: Timestamp::now(),
         };
         let json = serde_json::to_vec(&info).map_err(|e| BlobError::Backend(e.to_string()))?;
-        write_synced(&data, &bytes).await?;
-        write_synced(&meta, &json).await?;
-        Ok(info)
+        let written = async {
+            write_synced(&data, &bytes).await?;
+            write_synced(&meta, &json).await
+        }
+        .await;
+        if written.is_err() {
+            // Nothing usable was stored: let the grant be used again.
+            let _ = tokio::fs::remove_file(&claim).await;
+        }
+        written.map(|()| info)
     }
 
     /// The blob a URL of [`BlobStore::download_url`] names.
@@ -182,5 +202,53 @@ impl BlobStore for LocalBlobs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use switchboard_protocol::UserId;
+
+    #[tokio::test]
+    async fn concurrent_uploads_to_one_url_write_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = std::sync::Arc::new(LocalBlobs::new(dir.path().to_owned(), Signer::new(b"k")));
+        let grant = UploadGrant {
+            tenant: TenantId::new("acme").unwrap(),
+            blob_ref: BlobRef::generate().unwrap(),
+            mime: "text/plain".into(),
+            size: 3,
+            uploader: UserId::new("alice").unwrap(),
+        };
+        let url = blobs
+            .upload_url(&grant, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let token = url.url.trim_start_matches(SERVE_PATH).to_owned();
+        let uploads = ["abc", "xyz"].map(|body| {
+            let (blobs, token) = (blobs.clone(), token.clone());
+            tokio::spawn(async move {
+                blobs
+                    .accept_upload(&token, "text/plain", Bytes::from_static(body.as_bytes()))
+                    .await
+            })
+        });
+        let mut ok = 0;
+        for u in uploads {
+            match u.await.unwrap() {
+                Ok(_) => ok += 1,
+                Err(BlobError::Exists) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(ok, 1, "exactly one upload wins");
+        let info = blobs
+            .info(&grant.tenant, &grant.blob_ref)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.mime.as_str(), info.size), ("text/plain", 3));
     }
 }
