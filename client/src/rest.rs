@@ -72,6 +72,14 @@ impl RestClient {
         format!("{}{path}", self.base)
     }
 
+    /// An answer without a body: success, or the error it carries.
+    async fn no_content(response: reqwest::Response) -> Result<(), RestError> {
+        if response.status().is_success() {
+            return Ok(());
+        }
+        Self::parse::<serde_json::Value>(response).await.map(|_| ())
+    }
+
     async fn parse<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, RestError> {
         let status = response.status();
         if status.is_success() {
@@ -161,10 +169,7 @@ impl RestClient {
             .bearer_auth(&self.token)
             .send()
             .await?;
-        if r.status().is_success() {
-            return Ok(());
-        }
-        Self::parse::<serde_json::Value>(r).await.map(|_| ())
+        Self::no_content(r).await
     }
 
     pub async fn history(&self, id: &str, params: HistoryParams) -> Result<HistoryPage, RestError> {
@@ -239,10 +244,7 @@ impl RestClient {
             .bearer_auth(&self.token)
             .send()
             .await?;
-        if r.status().is_success() {
-            return Ok(());
-        }
-        Self::parse::<serde_json::Value>(r).await.map(|_| ())
+        Self::no_content(r).await
     }
 
     /// A raw request, for testing the server's answers to bad input.

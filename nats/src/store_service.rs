@@ -273,6 +273,35 @@ pub async fn serve(
     Ok(())
 }
 
+/// Reads up to `limit` messages with `read(last, n)`, which reads `n`
+/// continuing after `last` (the last message read so far; `None` at the
+/// start). One NATS message holds at most the server's `max_payload`: when
+/// an answer is too large the part is halved, and parts follow each other
+/// until `limit` messages are read or a part comes back short.
+async fn in_parts<F, Fut>(limit: usize, read: F) -> StoreResult<Vec<Message>>
+where
+    F: Fn(Option<&Message>, usize) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<Message>>>,
+{
+    let mut out: Vec<Message> = Vec::new();
+    let mut part = limit;
+    while out.len() < limit {
+        let want = part.min(limit - out.len());
+        match read(out.last(), want).await {
+            Ok(messages) => {
+                let short = messages.len() < want;
+                out.extend(messages);
+                if short {
+                    break;
+                }
+            }
+            Err(StoreError::AnswerTooLarge { .. }) if want > 1 => part = want / 2,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 /// A [`Store`] in another process, reached over NATS.
 #[derive(Clone)]
 pub struct RemoteStore {
@@ -426,49 +455,20 @@ impl Store for RemoteStore {
         reader: &UserId,
         query: HistoryQuery,
     ) -> StoreResult<Vec<Message>> {
-        let request = |query: HistoryQuery| Request::History {
-            tenant: tenant.clone(),
-            conversation: conversation.clone(),
-            reader: reader.clone(),
-            query,
-        };
-        match self.call(request(query)).await {
-            // Too much for one NATS message: the newer half, then the rest
-            // from where it ends (each half may split again).
-            Err(StoreError::AnswerTooLarge { .. }) if query.limit > 1 => {
-                let half = query.limit / 2;
-                let mut first = Box::pin(self.history(
-                    tenant,
-                    conversation,
-                    reader,
-                    HistoryQuery {
-                        limit: half,
-                        ..query
-                    },
-                ))
-                .await?;
-                let Some(oldest) = first.last().map(|m| m.seq) else {
-                    return Ok(first);
-                };
-                if first.len() < half {
-                    return Ok(first);
-                }
-                let rest = Box::pin(self.history(
-                    tenant,
-                    conversation,
-                    reader,
-                    HistoryQuery {
-                        before_seq: Some(oldest),
-                        limit: query.limit - first.len(),
-                        ..query
-                    },
-                ))
-                .await?;
-                first.extend(rest);
-                Ok(first)
-            }
-            other => other,
-        }
+        // Newest first: each part continues below the oldest so far.
+        in_parts(query.limit, |after: Option<&Message>, limit| {
+            self.call(Request::History {
+                tenant: tenant.clone(),
+                conversation: conversation.clone(),
+                reader: reader.clone(),
+                query: HistoryQuery {
+                    before_seq: after.map(|m| m.seq).or(query.before_seq),
+                    limit,
+                    ..query
+                },
+            })
+        })
+        .await
     }
 
     async fn replay(
@@ -479,39 +479,16 @@ impl Store for RemoteStore {
         after_seq: u64,
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
-        let request = Request::Replay {
-            tenant: tenant.clone(),
-            conversation: conversation.clone(),
-            reader: reader.clone(),
-            after_seq,
-            limit,
-        };
-        match self.call(request).await {
-            // Too much for one NATS message: the older half, then the rest
-            // from where it ends (each half may split again).
-            Err(StoreError::AnswerTooLarge { .. }) if limit > 1 => {
-                let half = limit / 2;
-                let mut first =
-                    Box::pin(self.replay(tenant, conversation, reader, after_seq, half)).await?;
-                let Some(newest) = first.last().map(|m| m.seq) else {
-                    return Ok(first);
-                };
-                if first.len() < half {
-                    return Ok(first);
-                }
-                let rest = Box::pin(self.replay(
-                    tenant,
-                    conversation,
-                    reader,
-                    newest,
-                    limit - first.len(),
-                ))
-                .await?;
-                first.extend(rest);
-                Ok(first)
-            }
-            other => other,
-        }
+        in_parts(limit, |after: Option<&Message>, limit| {
+            self.call(Request::Replay {
+                tenant: tenant.clone(),
+                conversation: conversation.clone(),
+                reader: reader.clone(),
+                after_seq: after.map_or(after_seq, |m| m.seq),
+                limit,
+            })
+        })
+        .await
     }
 
     async fn inbox(
@@ -522,33 +499,16 @@ impl Store for RemoteStore {
         after: Option<InboxCursor>,
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
-        let request = Request::Inbox {
-            tenant: tenant.clone(),
-            user: user.clone(),
-            device: device.clone(),
-            after: after.clone(),
-            limit,
-        };
-        match self.call(request).await {
-            // Too much for one NATS message: the first half, then the rest
-            // from its last entry (each half may split again).
-            Err(StoreError::AnswerTooLarge { .. }) if limit > 1 => {
-                let half = limit / 2;
-                let mut first = Box::pin(self.inbox(tenant, user, device, after, half)).await?;
-                let Some(last) = first.last().map(InboxCursor::of) else {
-                    return Ok(first);
-                };
-                if first.len() < half {
-                    return Ok(first);
-                }
-                let rest =
-                    Box::pin(self.inbox(tenant, user, device, Some(last), limit - first.len()))
-                        .await?;
-                first.extend(rest);
-                Ok(first)
-            }
-            other => other,
-        }
+        in_parts(limit, |last: Option<&Message>, limit| {
+            self.call(Request::Inbox {
+                tenant: tenant.clone(),
+                user: user.clone(),
+                device: device.clone(),
+                after: last.map(InboxCursor::of).or_else(|| after.clone()),
+                limit,
+            })
+        })
+        .await
     }
 
     async fn ack_delivered(
