@@ -1,4 +1,4 @@
-//! Blobs: uploaded media (F13), later message archives (F14).
+//! Blobs: uploaded media (F13) and message archives (F14).
 //!
 //! A blob is named by its tenant and a `blob_ref` Switchboard makes up
 //! (`m` and 32 hex digits of randomness, unguessable). Clients never send
@@ -150,4 +150,81 @@ pub trait BlobStore: Send + Sync + 'static {
         tenant: &TenantId,
         blob_ref: &BlobRef,
     ) -> Result<Option<BlobInfo>, BlobError>;
+
+    /// Writes (or overwrites) an object Switchboard itself makes, such as
+    /// a message archive, under `name` (checked by [`object_name_ok`]).
+    async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError>;
+
+    /// Reads an object written by [`BlobStore::put_object`]; `NotFound`
+    /// when it is missing.
+    async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError>;
+}
+
+/// Whether `name` may name an object of [`BlobStore::put_object`]: relative
+/// `/`-separated parts of `[A-Za-z0-9._:@-]`, none empty or `.` or `..`,
+/// starting with `archive/` (so that it never meets an uploaded blob).
+pub fn object_name_ok(name: &str) -> bool {
+    name.starts_with("archive/")
+        && name.len() <= 1024
+        && name.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".:@_-".contains(&b))
+        })
+}
+
+pub(crate) fn check_object_name(name: &str) -> Result<(), BlobError> {
+    if object_name_ok(name) {
+        Ok(())
+    } else {
+        Err(BlobError::BadUrl(format!("not an object name: {name:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn object_names_stay_inside_the_archive() {
+        assert!(object_name_ok("archive/acme/c1/20412.json.lz4"));
+        assert!(object_name_ok("archive/t.x/a@b:c/1.json.lz4"));
+        for bad in [
+            "media/61/m0",
+            "archive/../media/x",
+            "archive//x",
+            "archive/./x",
+            "/archive/x",
+            "archive/x/",
+            "archive/x y",
+            "archive/x\\y",
+        ] {
+            assert!(!object_name_ok(bad), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn local_objects_are_written_read_and_missed() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string()).unwrap();
+        let blobs = local::LocalBlobs::new(
+            dir.path().to_owned(),
+            token::Signer::new(b"0123456789abcdef"),
+        );
+        let name = "archive/acme/c1/1.json.lz4";
+        assert!(matches!(
+            blobs.get_object(name).await,
+            Err(BlobError::NotFound)
+        ));
+        blobs.put_object(name, b"one".to_vec()).await.unwrap();
+        blobs.put_object(name, b"two".to_vec()).await.unwrap();
+        assert_eq!(blobs.get_object(name).await.ok(), Some(b"two".to_vec()));
+        assert!(matches!(
+            blobs.put_object("archive/../x", Vec::new()).await,
+            Err(BlobError::BadUrl(_))
+        ));
+    }
 }

@@ -203,6 +203,26 @@ impl BlobStore for LocalBlobs {
             Err(e) => Err(io(e)),
         }
     }
+
+    /// Objects live under `archive/` in the directory, beside the tenants'
+    /// hex-named media directories (a hex name is never `archive`).
+    async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
+        crate::check_object_name(name)?;
+        let path = self.dir.join(name);
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+        }
+        write_synced(&path, &bytes).await
+    }
+
+    async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError> {
+        crate::check_object_name(name)?;
+        match tokio::fs::read(self.dir.join(name)).await {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(io(e)),
+        }
+    }
 }
 
 #[cfg(test)]

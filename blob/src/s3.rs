@@ -6,7 +6,8 @@
 //! `x-amz-meta-uploaded-by`) and `If-None-Match: *`: the client must send
 //! them as granted, the bucket refuses any other size or type, and a blob
 //! is written once where the bucket supports conditional writes. Objects
-//! are `media/<tenant as hex>/<blob_ref>`.
+//! are `media/<tenant as hex>/<blob_ref>`; message archives (written by
+//! Switchboard itself, not through URLs) are `archive/...`.
 
 use std::time::Duration;
 
@@ -185,5 +186,42 @@ impl BlobStore for S3Blobs {
                 .and_then(|t| t.to_millis().ok())
                 .map_or_else(Timestamp::now, Timestamp::from_unix_ms),
         }))
+    }
+
+    async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
+        crate::check_object_name(name)?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(name)
+            .content_type("application/octet-stream")
+            .body(aws_sdk_s3::primitives::ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
+
+    async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError> {
+        crate::check_object_name(name)?;
+        let object = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(name)
+            .send()
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                let e = e.into_service_error();
+                if e.is_no_such_key() {
+                    return Err(BlobError::NotFound);
+                }
+                return Err(backend(aws_sdk_s3::error::DisplayErrorContext(e)));
+            }
+        };
+        let bytes = object.body.collect().await.map_err(backend)?;
+        Ok(bytes.into_bytes().to_vec())
     }
 }

@@ -53,6 +53,9 @@ pub fn store_error_code(e: &StoreError) -> ErrorCode {
         StoreError::Conflict(_) => ErrorCode::Conflict,
         StoreError::Unavailable(_) => ErrorCode::Unavailable,
         StoreError::Corrupt(_) => ErrorCode::Internal,
+        // Retrying may help (the blob store may be back), and the message
+        // names the object for the operator.
+        StoreError::ArchiveUnreadable { .. } => ErrorCode::Unavailable,
         StoreError::AnswerTooLarge { .. } => ErrorCode::TooLarge,
     }
 }

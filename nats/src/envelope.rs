@@ -26,6 +26,12 @@ pub const HEADER_EVENT: &str = "Sb-Event";
 pub const HEADER_ORIGIN_USER: &str = "Sb-Origin-User";
 pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
 
+/// Header of a maintenance request on the ingest stream (its value names
+/// the kind; the payload is not a [`Command`]). `archive` asks the
+/// conversation's writer to move one bucket to the archive (F14), so that
+/// the move is ordered with the conversation's edits.
+pub const HEADER_MAINTENANCE: &str = "Sb-Maintenance";
+
 /// A command for the writer of one conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]

@@ -19,9 +19,9 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store, StoreError,
-    StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 use crate::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
@@ -118,6 +118,24 @@ enum Request {
         before: Timestamp,
         cursor: Option<String>,
         budget: usize,
+    },
+    MessageSeqs {
+        keys: Vec<MessageKey>,
+    },
+    ArchiveCandidates {
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    },
+    BucketContents {
+        bucket: BucketKey,
+        after_seq: u64,
+        limit: usize,
+    },
+    ArchivedBuckets {
+        key: ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
     },
 }
 
@@ -235,6 +253,22 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             cursor,
             budget,
         } => reply(store.expire_inbox(before, cursor, budget).await),
+        Request::MessageSeqs { keys } => reply(store.message_seqs(keys).await),
+        Request::ArchiveCandidates {
+            before_day,
+            cursor,
+            budget,
+        } => reply(store.archive_candidates(before_day, cursor, budget).await),
+        Request::BucketContents {
+            bucket,
+            after_seq,
+            limit,
+        } => reply(store.bucket_contents(&bucket, after_seq, limit).await),
+        Request::ArchivedBuckets {
+            key,
+            after_seq,
+            before_seq,
+        } => reply(store.archived_buckets(&key, after_seq, before_seq).await),
     }
 }
 
@@ -555,6 +589,54 @@ impl Store for RemoteStore {
             before,
             cursor,
             budget,
+        })
+        .await
+    }
+
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
+        self.call(Request::MessageSeqs { keys }).await
+    }
+
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        self.call(Request::ArchiveCandidates {
+            before_day,
+            cursor,
+            budget,
+        })
+        .await
+    }
+
+    /// A part too large for one NATS message comes back as
+    /// `AnswerTooLarge`; the archiver reads smaller parts then.
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        self.call(Request::BucketContents {
+            bucket: bucket.clone(),
+            after_seq,
+            limit,
+        })
+        .await
+    }
+
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        self.call(Request::ArchivedBuckets {
+            key: key.clone(),
+            after_seq,
+            before_seq,
         })
         .await
     }

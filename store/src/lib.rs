@@ -5,7 +5,9 @@
 //! (tenant and conversation, or tenant, user and device for an inbox),
 //! history is read newest first by `seq`, and messages carry the time
 //! bucket (UTC day) that bounds a partition's size. The embedded backend
-//! ([`embedded::EmbeddedStore`], fjall) is the single-machine default.
+//! ([`embedded::EmbeddedStore`], fjall) is the single-machine default; the
+//! `switchboard-store-scylla` crate is the ScyllaDB backend; old buckets can
+//! move to an object store and be read back ([`archive`]).
 //!
 //! What the store guarantees, whatever the backend:
 //! - A successful [`Store::commit`] is durable (fsynced, or at the configured
@@ -19,6 +21,7 @@
 //!
 //! This crate knows nothing of NATS, HTTP or WebSockets.
 
+pub mod archive;
 pub mod conformance;
 pub mod embedded;
 mod types;
@@ -40,7 +43,11 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
 
     /// Applies all mutations atomically and durably, in order. On error
-    /// nothing was applied.
+    /// nothing was applied, with one exception: a backend without
+    /// transactions (Scylla) may answer `Unavailable` for a commit that
+    /// still lands (a timed-out logged batch is replayed). A retried append
+    /// then finds its `expected_last_seq` stale (`Conflict`), so the writer
+    /// reloads instead of writing twice.
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()>;
 
     /// The sequencer's view of each conversation (`None` if it does not exist).
@@ -177,6 +184,42 @@ pub trait Store: Send + Sync + 'static {
         cursor: Option<String>,
         budget: usize,
     ) -> StoreResult<InboxSweep>;
+
+    /// The `seq` of each message id, also of messages whose rows are in the
+    /// archive (no membership check).
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>>;
+
+    /// One step of the scan for buckets to archive (F14): buckets of days
+    /// before `before_day` that are not archived, at most `budget` bucket
+    /// rows looked at from `cursor` (`None` starts at the beginning).
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan>;
+
+    /// Part of one bucket that is not archived, for the archiver (no
+    /// membership check): its whole seq range, and its messages with
+    /// `seq > after_seq` (at most `limit`, oldest first) with their
+    /// versions. `NotFound` when there is no such bucket, `Conflict` when
+    /// it is archived already.
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents>;
+
+    /// The archived buckets of a conversation that hold a `seq` with
+    /// `after_seq < seq < before_seq`, newest first (no membership check:
+    /// callers read the live rows first, which checks).
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationId, ConversationKind, Message, MessageId, TenantId,
-    Timestamp, UserId,
+    ClientMsgId, Content, ConversationId, ConversationKind, Message, MessageId, MessageVersion,
+    TenantId, Timestamp, UserId,
 };
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -34,6 +34,10 @@ pub enum StoreError {
     /// Stored data that does not decode: a bug or corruption.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// History moved to the archive cannot be read back: its object is
+    /// missing from the blob store or does not decode.
+    #[error("archived history {object} cannot be read: {reason}")]
+    ArchiveUnreadable { object: String, reason: String },
     /// The answer does not fit in one message of the transport (the store
     /// service's NATS `max_payload`): ask for fewer.
     #[error("the answer is {bytes} bytes, over the limit of {max}; ask for fewer")]
@@ -207,6 +211,74 @@ pub enum Mutation {
         at: Timestamp,
         inbox: bool,
     },
+    /// The bucket's rows now live in archive `object` (F14): the bucket is
+    /// marked archived with its seq range, and its message rows, version
+    /// rows, idempotency keys and every member device's inbox entries for
+    /// those seqs go. The conversation's newest message keeps its live row
+    /// (it is the conversation's position and preview); message-id index
+    /// rows and media references stay. Refused with `Conflict` when the
+    /// bucket is archived already or no longer holds exactly
+    /// `first_seq..=last_seq`.
+    Archive {
+        bucket: BucketKey,
+        first_seq: u64,
+        last_seq: u64,
+        object: String,
+    },
+    /// Moves one bucket to the archive: [`crate::archive::Tiered`] reads
+    /// it, writes its object and commits [`Mutation::Archive`]. It must be
+    /// the only mutation of its commit. A backend reached without `Tiered`
+    /// refuses it with `Unavailable`.
+    MoveToArchive { bucket: BucketKey },
+    /// Puts an archived message and its versions back among the live rows
+    /// (so that an edit or delete can change it); nothing happens when the
+    /// message has a live row already. Live rows win over the archive on
+    /// every read.
+    Restore {
+        key: ConversationKey,
+        message: Box<Message>,
+        versions: Vec<MessageVersion>,
+    },
+}
+
+/// One time bucket of a conversation: the messages created on one UTC day
+/// ([`day_bucket`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BucketKey {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub day: u32,
+}
+
+/// A bucket whose rows were moved to the archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedBucket {
+    pub day: u32,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// The archive object that holds the bucket's [`BucketContents`].
+    pub object: String,
+}
+
+/// Everything one bucket stores: what the archiver writes to one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketContents {
+    pub bucket: BucketKey,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// Oldest first.
+    pub messages: Vec<Message>,
+    /// The versions of each edited message, by `seq`, oldest first.
+    pub versions: Vec<(u64, Vec<MessageVersion>)>,
+}
+
+/// One step of the scan for buckets to archive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveScan {
+    /// Buckets old enough and not archived yet.
+    pub buckets: Vec<BucketKey>,
+    /// Where the next step starts; `None` when the scan is complete.
+    pub next: Option<String>,
 }
 
 /// The UTC day a message belongs to: the time bucket of its partition.

@@ -22,9 +22,13 @@ pub struct FileConfig {
     pub nats_url: Option<String>,
     pub listen: Option<String>,
     pub data_dir: Option<PathBuf>,
-    /// `embedded` (this process opens the store) or `nats` (use the store
-    /// served by the process that holds it).
+    /// `embedded` (this process opens the store), `nats` (use the store
+    /// served by the process that holds it) or `scylla` (every process
+    /// connects to the cluster of `[scylla]`).
     pub store: Option<StoreKind>,
+    /// The ScyllaDB cluster of `store = "scylla"` (`[scylla]`).
+    #[serde(default)]
+    pub scylla: Option<switchboard_store_scylla::ScyllaConfig>,
     pub partitions: Option<u16>,
     pub replicas: Option<usize>,
     pub log: Option<String>,
@@ -65,6 +69,10 @@ pub struct FileConfig {
     /// Limits of tenant plugin calls (`[plugins]`).
     #[serde(default)]
     pub plugins: Option<PluginLimits>,
+    /// Moving old history to the blob store (`[archive]`); absent, nothing
+    /// is archived (archived history is read back either way).
+    #[serde(default)]
+    pub archive: Option<ArchiveSection>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
 }
@@ -77,6 +85,30 @@ pub struct BlobsConfig {
     pub backend: BlobBackend,
     #[serde(default)]
     pub s3: Option<switchboard_blob::s3::S3Config>,
+}
+
+/// `[archive]` (F14): day buckets at least `after_days` old move to the
+/// blob store of `[blobs]`, one compressed object per conversation and day.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSection {
+    /// Age in whole days (today's bucket is 0 days old). Keep it above the
+    /// inbox lifetime: archiving drops the inbox entries of what it moves.
+    pub after_days: u32,
+    /// How often the leader worker looks for old buckets (default 3600).
+    #[serde(default = "default_archive_every")]
+    pub every_secs: u64,
+    /// Most buckets one look moves (default 10000).
+    #[serde(default = "default_archive_max")]
+    pub max_per_scan: usize,
+}
+
+fn default_archive_every() -> u64 {
+    3600
+}
+
+fn default_archive_max() -> usize {
+    10_000
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -113,6 +145,7 @@ impl BlobsConfig {
 pub enum StoreKind {
     Embedded,
     Nats,
+    Scylla,
 }
 
 impl FileConfig {
@@ -217,5 +250,32 @@ mod tests {
         let text = include_str!("../../deploy/switchboard.example.toml");
         let f: FileConfig = toml::from_str(text).unwrap();
         assert_eq!(f.inbox_ttl_secs, Some(30 * 24 * 3600));
+    }
+
+    #[test]
+    fn parses_scylla_and_archive_settings() {
+        let text = r#"
+            store = "scylla"
+            [scylla]
+            nodes = ["10.0.0.5:9042", "10.0.0.6:9042"]
+            keyspace = "switchboard"
+            local_dc = "eu"
+            consistency = "local_quorum"
+            replication = { strategy = "network_topology", datacenters = { eu = 3, us = 3 } }
+            [archive]
+            after_days = 90
+        "#;
+        let f: FileConfig = toml::from_str(text).unwrap();
+        assert_eq!(f.store, Some(StoreKind::Scylla));
+        let scylla = f.scylla.unwrap();
+        assert_eq!(scylla.nodes.len(), 2);
+        assert_eq!(scylla.local_dc.as_deref(), Some("eu"));
+        assert!(scylla.validate().is_ok());
+        let archive = f.archive.unwrap();
+        assert_eq!((archive.after_days, archive.every_secs), (90, 3600));
+        assert!(
+            toml::from_str::<FileConfig>("[archive]\nevery_secs = 1").is_err(),
+            "after_days is required"
+        );
     }
 }

@@ -93,8 +93,9 @@ struct ExternalArgs {
     /// NATS server URL(s), comma-separated.
     #[arg(long, env = "SWITCHBOARD_NATS_URL")]
     nats_url: Option<String>,
-    /// Where the store is: `embedded` here, or `nats` (served by the
-    /// process that holds the embedded store).
+    /// Where the store is: `embedded` here, `nats` (served by the
+    /// process that holds the embedded store), or `scylla` (the cluster
+    /// of the file's `[scylla]` table).
     #[arg(long, env = "SWITCHBOARD_STORE", value_enum)]
     store: Option<StoreKind>,
     /// Data directory of the embedded store.
@@ -235,7 +236,7 @@ async fn dev_inner(
     let backbone = backbone_config(&args.common, file);
     let name = process_id("dev");
     let client = run::backbone(&nats.url, &name, &backbone).await?;
-    let store = run::embedded_store(&client, data_dir)?;
+    let store = run::embedded_store(&client, data_dir, file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let plugins = run::plugins(&client, file).await?;
     let shutdown = Shutdown::on_signals();
@@ -350,7 +351,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let name = process_id("gateway");
     let client = run::backbone(&url, &name, &backbone).await?;
-    let store = run::store(kind, &client, &data_dir, &file)?;
+    let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let plugins = run::plugins(&client, &file).await?;
     let config = run::gateway_config(name, &backbone, &file);
@@ -366,7 +367,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let (file, backbone, url, kind, data_dir) = external_setup(&args.external, "worker")?;
     let name = process_id("worker");
     let client = run::backbone(&url, &name, &backbone).await?;
-    let store = run::store(kind, &client, &data_dir, &file)?;
+    let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let plugins = run::plugins(&client, &file).await?;
     println!("switchboard: worker {name} ready");

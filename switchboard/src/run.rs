@@ -14,11 +14,14 @@ use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
 use switchboard_blob::s3::S3Blobs;
 use switchboard_blob::token::Signer;
+use switchboard_blob::{BlobError, BlobStore};
 use switchboard_gateway::media::MediaStore;
 use switchboard_gateway::{Gateway, GatewayConfig};
 use switchboard_plugin_host::{PluginHost, Plugins};
-use switchboard_store::Store;
+use switchboard_store::archive::{ArchiveObjects, Tiered};
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
+use switchboard_store::{Store, StoreError};
+use switchboard_store_scylla::ScyllaStore;
 use switchboard_worker::WorkerConfig;
 use tokio::sync::watch;
 
@@ -139,12 +142,16 @@ pub async fn lease_ids(
 pub fn embedded_store(
     client: &async_nats::Client,
     data_dir: &Path,
+    file: &FileConfig,
 ) -> anyhow::Result<Arc<dyn Store>> {
     let config = EmbeddedConfig::in_dir(&data_dir.join("store"));
-    let store: Arc<dyn Store> = Arc::new(
+    let embedded: Arc<dyn Store> = Arc::new(
         EmbeddedStore::open(&config)
             .with_context(|| format!("opening the store at {}", config.path.display()))?,
     );
+    // Archived history is read back (and archiving done) here, where the
+    // store is, with the blob store this process sees.
+    let store: Arc<dyn Store> = Arc::new(Tiered::new(embedded, archive_objects(data_dir, file)?));
     let (client, served) = (client.clone(), store.clone());
     tokio::spawn(async move {
         if let Err(e) = store_service::serve(client, served).await {
@@ -154,19 +161,40 @@ pub fn embedded_store(
     Ok(store)
 }
 
-pub fn store(
+pub async fn store(
     kind: StoreKind,
     client: &async_nats::Client,
     data_dir: &Path,
     file: &FileConfig,
 ) -> anyhow::Result<Arc<dyn Store>> {
     match kind {
-        StoreKind::Embedded => embedded_store(client, data_dir),
+        StoreKind::Embedded => embedded_store(client, data_dir, file),
         StoreKind::Nats => Ok(Arc::new(RemoteStore::new(
             client.clone(),
             file.store_request_timeout(),
         ))),
+        StoreKind::Scylla => scylla_store(data_dir, file).await,
     }
+}
+
+/// Every process connects to Scylla itself; each reads (and, for the
+/// writers, moves) archived history with its own view of the blob store,
+/// which must then be S3 (or a directory every process shares).
+async fn scylla_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<Arc<dyn Store>> {
+    let mut config = file.scylla.clone().unwrap_or_default();
+    if let Some(secs) = file.inbox_ttl_secs {
+        config.inbox_ttl_secs = u32::try_from(secs).unwrap_or(u32::MAX);
+    }
+    let scylla: Arc<dyn Store> = Arc::new(
+        ScyllaStore::connect(&config)
+            .await
+            .with_context(|| format!("connecting to Scylla at {:?}", config.nodes))?,
+    );
+    tracing::info!(nodes = ?config.nodes, keyspace = %config.keyspace, "store on Scylla");
+    Ok(Arc::new(Tiered::new(
+        scylla,
+        archive_objects(data_dir, file)?,
+    )))
 }
 
 pub fn worker_config(
@@ -188,6 +216,20 @@ pub fn worker_config(
     }
     if let Some(secs) = file.inbox_sweep_secs {
         config.inbox_sweep_every = Duration::from_secs(secs.max(1));
+    }
+    if let Some(archive) = &file.archive {
+        if u64::from(archive.after_days) * 86_400 < config.inbox_ttl.as_secs() {
+            tracing::warn!(
+                after_days = archive.after_days,
+                inbox_ttl_secs = config.inbox_ttl.as_secs(),
+                "[archive] after_days is below the inbox lifetime: devices away that long catch up from history"
+            );
+        }
+        config.archive = Some(switchboard_worker::ArchiveConfig {
+            after_days: archive.after_days,
+            every: Duration::from_secs(archive.every_secs.max(1)),
+            max_per_scan: archive.max_per_scan.max(1),
+        });
     }
     Ok(config)
 }
@@ -220,6 +262,42 @@ pub fn gateway_config(
 /// Where media live: the S3 bucket of `[blobs]`, or the local directory
 /// `<data_dir>/blobs` with URLs signed by `blob_url_secret` (or a secret
 /// of this process's own).
+/// The blob store of `[blobs]` as the archive's object store (F14).
+pub fn archive_objects(
+    data_dir: &Path,
+    file: &FileConfig,
+) -> anyhow::Result<Arc<dyn ArchiveObjects>> {
+    let blobs: Arc<dyn BlobStore> = match &file.blobs {
+        Some(blobs) if blobs.backend == BlobBackend::S3 => Arc::new(S3Blobs::new(&blobs.s3()?)),
+        // Archives are never reached through a URL: the signer is unused.
+        _ => Arc::new(LocalBlobs::new(data_dir.join("blobs"), Signer::random()?)),
+    };
+    Ok(Arc::new(ArchiveBlobs(blobs)))
+}
+
+/// Archive objects kept in a [`BlobStore`].
+struct ArchiveBlobs(Arc<dyn BlobStore>);
+
+#[async_trait::async_trait]
+impl ArchiveObjects for ArchiveBlobs {
+    async fn put(&self, object: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.0
+            .put_object(object, bytes)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("archive object {object}: {e}")))
+    }
+
+    async fn get(&self, object: &str) -> Result<Vec<u8>, StoreError> {
+        self.0.get_object(object).await.map_err(|e| match e {
+            BlobError::NotFound => StoreError::ArchiveUnreadable {
+                object: object.to_owned(),
+                reason: "the object is missing from the blob store".into(),
+            },
+            other => StoreError::Unavailable(format!("archive object {object}: {other}")),
+        })
+    }
+}
+
 pub fn media_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<MediaStore> {
     if let Some(blobs) = &file.blobs
         && blobs.backend == BlobBackend::S3

@@ -6,6 +6,7 @@
 //! assigned, where membership is checked for a send, and where a message
 //! becomes durable. Gateways never write messages themselves.
 
+mod archive;
 mod expiry;
 mod partitions;
 pub mod policy;
@@ -21,6 +22,7 @@ use switchboard_backbone::BackboneError;
 use switchboard_backbone::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
 use switchboard_store::{Store, StoreError};
 
+pub use archive::ArchiveConfig;
 pub use switchboard_backbone::node_id::IdSource;
 
 #[derive(Debug, Clone)]
@@ -44,6 +46,9 @@ pub struct WorkerConfig {
     pub inbox_ttl: Duration,
     /// How often the leader sweeps expired inbox entries.
     pub inbox_sweep_every: Duration,
+    /// Moving old buckets to the blob store (F14); `None` keeps everything
+    /// in the store.
+    pub archive: Option<ArchiveConfig>,
 }
 
 impl WorkerConfig {
@@ -58,6 +63,7 @@ impl WorkerConfig {
             fanout: switchboard_backbone::fanout::FanOutPolicy::default(),
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
+            archive: None,
         }
     }
 }
@@ -129,8 +135,10 @@ pub async fn run(
     ));
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
     let sweeper = tokio::spawn(expiry::run(ctx.clone()));
+    let archiver = tokio::spawn(archive::run(ctx.clone()));
     let result = partitions::run(ctx, bucket, shutdown).await;
     notifier.abort();
     sweeper.abort();
+    archiver.abort();
     result
 }

@@ -31,7 +31,7 @@ use tracing::Instrument;
 
 use crate::policy::Policies;
 use crate::sequencer::{Incoming, Outcome, Route, SequenceError, Sequencer};
-use crate::{Ctx, WorkerError};
+use crate::{Ctx, WorkerError, archive};
 
 /// Runs until `stop` turns true, the lease stops being valid, or the
 /// consumer fails (the owner then restarts the task).
@@ -99,13 +99,21 @@ pub(crate) async fn run_partition(
                 }
             }
         }
-        if batch.is_empty() {
-            continue;
+        // Archive requests run after the batch's commands, never between
+        // a command's read and its commit.
+        let (requests, batch): (Vec<_>, Vec<_>) = batch.into_iter().partition(archive::is_request);
+        if !batch.is_empty() {
+            let span = tracing::info_span!("batch", partition, size = batch.len());
+            process_batch(&ctx, &mut sequencer, &batch, &valid_until)
+                .instrument(span)
+                .await?;
         }
-        let span = tracing::info_span!("batch", partition, size = batch.len());
-        process_batch(&ctx, &mut sequencer, &batch, &valid_until)
-            .instrument(span)
-            .await?;
+        if !requests.is_empty() {
+            if !lease_valid(&valid_until) {
+                return Err(WorkerError::LeaseLost);
+            }
+            archive::serve_requests(&ctx, &requests, || lease_valid(&valid_until)).await;
+        }
         if *stop.borrow() {
             break;
         }

@@ -13,9 +13,9 @@ use switchboard_protocol::{
 use super::cache::{Pending, WriterCache};
 use super::codec::{encode, storage};
 use super::keys::{Key, Spaces, read_words, words};
-use super::read::{device_ids, member_ids, member_row, scan, sent_seq, state};
-use super::rows::{ConversationMeta, MemberRow, StateRow};
-use crate::{ConversationKey, MarkChange, Mutation, StoreError, day_bucket};
+use super::read::{bucket_span, device_ids, member_ids, member_row, scan, sent_seq, state};
+use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
+use crate::{BucketKey, ConversationKey, MarkChange, Mutation, StoreError, day_bucket};
 use switchboard_protocol::{Content, MessageVersion};
 
 /// One job for the writer thread.
@@ -444,7 +444,166 @@ impl Writer<'_> {
                 at,
                 inbox,
             } => self.delete(key, *seq, *at, *inbox),
+            Mutation::Archive {
+                bucket,
+                first_seq,
+                last_seq,
+                object,
+            } => self.archive(bucket, *first_seq, *last_seq, object),
+            Mutation::Restore {
+                key,
+                message,
+                versions,
+            } => self.restore(key, message, versions),
+            Mutation::MoveToArchive { .. } => Err(refuse(StoreError::Unavailable(
+                "no archive store is configured".into(),
+            ))),
         }
+    }
+
+    /// Refuses a write to a conversation whose rows this group removed.
+    fn check_not_archived_here(&self, t: &str, c: &str) -> Result<(), ApplyError> {
+        if self
+            .pending
+            .archived
+            .contains(&Key::new().s(t).s(c).bytes())
+        {
+            return Err(refuse(StoreError::Conflict(
+                "a bucket of the conversation was archived in this group".into(),
+            )));
+        }
+        Ok(())
+    }
+
+    fn archive(
+        &mut self,
+        bucket: &BucketKey,
+        first_seq: u64,
+        last_seq: u64,
+        object: &str,
+    ) -> Result<(), ApplyError> {
+        let (t, c) = (bucket.tenant.as_str(), bucket.conversation_id.as_str());
+        self.check_not_archived_here(t, c)?;
+        let Some((first, last, archived)) = bucket_span(self.snap, self.s, t, c, bucket.day)?
+        else {
+            return Err(refuse(StoreError::NotFound));
+        };
+        if archived.is_some() {
+            return Err(refuse(StoreError::Conflict(
+                "the bucket is archived already".into(),
+            )));
+        }
+        let touched = self
+            .pending
+            .messages
+            .keys()
+            .any(|k| k.starts_with(&Key::new().s(t).s(c).bytes()));
+        if (first, last) != (first_seq, last_seq) || touched {
+            return Err(refuse(StoreError::Conflict(format!(
+                "the bucket holds {first}..={last} now, not {first_seq}..={last_seq}"
+            ))));
+        }
+        let newest = self.state(t, c)?.map_or(0, |st| st.last_seq);
+        let range = Key::new().s(t).s(c).n(first).bytes()..=Key::new().s(t).s(c).n(last).bytes();
+        let mut doomed = Vec::new();
+        for g in self.snap.range(&self.s.messages, range) {
+            let (k, v) = g.into_inner().map_err(storage)?;
+            doomed.push((k.to_vec(), super::codec::decode::<Message>(&v)?));
+        }
+        for (k, m) in doomed {
+            // The newest message stays live with its versions and key: the
+            // conversation's position and preview derive from it.
+            if m.seq == newest {
+                continue;
+            }
+            self.batch.remove(&self.s.messages, k);
+            self.batch.remove(
+                &self.s.sent,
+                Key::new()
+                    .s(t)
+                    .s(c)
+                    .s(m.sender_id.as_str())
+                    .s(m.client_msg_id.as_str())
+                    .bytes(),
+            );
+            for (vk, _) in self.versions_of(t, c, m.seq)? {
+                self.batch.remove(&self.s.versions, vk);
+            }
+        }
+        for (user, devices) in self.recipients(t, c)? {
+            for device in devices {
+                let prefix = Key::new().s(t).s(&user).s(&device).s(c);
+                self.remove_inbox_range(prefix, first, last)?;
+            }
+        }
+        let row = BucketRow {
+            first,
+            archived: Some((last, object.to_owned())),
+        };
+        self.batch.insert(
+            &self.s.buckets,
+            Key::new().s(t).s(c).day(bucket.day).bytes(),
+            row.encode(),
+        );
+        self.pending.archived.insert(Key::new().s(t).s(c).bytes());
+        Ok(())
+    }
+
+    fn restore(
+        &mut self,
+        key: &ConversationKey,
+        message: &Message,
+        versions: &[MessageVersion],
+    ) -> Result<(), ApplyError> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        self.check_not_archived_here(t, c)?;
+        let message_key = Key::new().s(t).s(c).n(message.seq).bytes();
+        if self.pending.messages.contains_key(&message_key)
+            || self
+                .snap
+                .contains_key(&self.s.messages, &message_key)
+                .map_err(storage)?
+        {
+            return Ok(());
+        }
+        self.batch
+            .insert(&self.s.messages, message_key.clone(), encode(message)?);
+        self.pending.messages.insert(message_key, message.clone());
+        let mut restored = Vec::with_capacity(versions.len());
+        for v in versions {
+            let k = Key::new()
+                .s(t)
+                .s(c)
+                .n(message.seq)
+                .n(u64::from(v.version))
+                .bytes();
+            self.batch.insert(&self.s.versions, k.clone(), encode(v)?);
+            restored.push((k, v.clone()));
+        }
+        self.pending
+            .versions
+            .insert(Key::new().s(t).s(c).n(message.seq).bytes(), restored);
+        Ok(())
+    }
+
+    /// Removes the inbox entries under `prefix` (a device's entries of one
+    /// conversation) with `from <= seq <= to`.
+    fn remove_inbox_range(&mut self, prefix: Key, from: u64, to: u64) -> Result<(), ApplyError> {
+        let prefix = prefix.bytes();
+        let mut low = prefix.clone();
+        low.extend_from_slice(&from.to_be_bytes());
+        let mut high = prefix;
+        high.extend_from_slice(&to.to_be_bytes());
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        for g in self.snap.range(&self.s.inbox, low.clone()..=high.clone()) {
+            let (k, _) = g.into_inner().map_err(storage)?;
+            doomed.push(k.to_vec());
+        }
+        doomed.extend(self.pending.inbox.range(low..=high).cloned());
+        for k in doomed {
+            self.remove_inbox(k);
+        }
+        Ok(())
     }
 
     fn append(
@@ -651,6 +810,7 @@ impl Writer<'_> {
         inbox: bool,
     ) -> Result<(), ApplyError> {
         let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        self.check_not_archived_here(t, c)?;
         let mut message = self.stored_message(t, c, seq)?;
         if message.deleted_at.is_some() {
             return Err(refuse(StoreError::Conflict(
@@ -703,6 +863,7 @@ impl Writer<'_> {
         inbox: bool,
     ) -> Result<(), ApplyError> {
         let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        self.check_not_archived_here(t, c)?;
         let mut message = self.stored_message(t, c, seq)?;
         if message.deleted_at.is_some() {
             return Ok(());

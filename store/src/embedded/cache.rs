@@ -70,4 +70,8 @@ pub(super) struct Pending {
     pub messages: HashMap<Vec<u8>, Message>,
     /// Versions of messages edited in this group, by message key.
     pub versions: HashMap<Vec<u8>, Vec<(Vec<u8>, MessageVersion)>>,
+    /// Conversations with a bucket archived in this group: the snapshot
+    /// still shows the removed rows, so later writes to them in the same
+    /// group are refused (and retried after the commit).
+    pub archived: HashSet<Vec<u8>>,
 }

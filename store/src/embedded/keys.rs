@@ -45,7 +45,8 @@ pub(super) struct Spaces {
     pub media_refs: Keyspace,
     /// tenant, user, device, conversation → the device's delivered seq.
     pub device_cursors: Keyspace,
-    /// tenant, conversation, UTC day (u32) → first seq, last seq.
+    /// tenant, conversation, UTC day (u32) → first seq; once archived also
+    /// the last seq and the archive object (`rows::BucketRow`).
     pub buckets: Keyspace,
     /// Store-wide facts such as the schema version.
     pub meta: Keyspace,
@@ -126,6 +127,13 @@ pub(super) fn trailing_u64(key: &[u8]) -> StoreResult<u64> {
     let start = key.len().checked_sub(8).ok_or_else(|| corrupt("key"))?;
     let bytes: [u8; 8] = key[start..].try_into().map_err(|_| corrupt("key"))?;
     Ok(u64::from_be_bytes(bytes))
+}
+
+/// The day that ends a `buckets` key.
+pub(super) fn trailing_day(key: &[u8]) -> StoreResult<u32> {
+    let start = key.len().checked_sub(4).ok_or_else(|| corrupt("key"))?;
+    let bytes: [u8; 4] = key[start..].try_into().map_err(|_| corrupt("key"))?;
+    Ok(u32::from_be_bytes(bytes))
 }
 
 /// Fixed-size values: big-endian 64-bit words.

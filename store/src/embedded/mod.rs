@@ -35,9 +35,9 @@ use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store, StoreError,
-    StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -338,6 +338,52 @@ impl Store for EmbeddedStore {
         }
     }
 
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
+        self.read(move |r, s| read::message_seqs(r, s, &keys)).await
+    }
+
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        let from = match cursor {
+            Some(c) => hex_decode(&c)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad archive scan cursor {c:?}")))?,
+            None => Vec::new(),
+        };
+        let (buckets, next) = self
+            .read(move |r, s| read::archive_candidates(r, s, before_day, from, budget.max(1)))
+            .await?;
+        Ok(ArchiveScan {
+            buckets,
+            next: next.map(|k| hex_encode(&k)),
+        })
+    }
+
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        let bucket = bucket.clone();
+        self.read(move |r, s| read::bucket_contents(r, s, &bucket, after_seq, limit))
+            .await
+    }
+
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        let key = key.clone();
+        self.read(move |r, s| read::archived_buckets(r, s, &key, after_seq, before_seq))
+            .await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -362,7 +408,7 @@ impl Store for EmbeddedStore {
     }
 }
 
-/// A sweep cursor is a key, carried as text.
+/// A sweep or scan cursor is a key, carried as text.
 fn hex_encode(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -387,6 +433,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(&EmbeddedConfig::in_dir(dir.path())).unwrap();
         conformance::run_all(&store).await;
+        conformance::tiered_reads_are_unchanged(Arc::new(store)).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

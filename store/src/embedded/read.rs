@@ -11,11 +11,12 @@ use switchboard_protocol::{
 };
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces, str_part, trailing_u64};
-use super::rows::{ConversationMeta, MemberRow, StateRow};
+use super::keys::{Key, Spaces, str_part, trailing_day, trailing_u64};
+use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
 use crate::{
-    ConversationDetail, ConversationKey, ConversationRecord, ConversationSummary, HistoryQuery,
-    InboxCursor, MemberRecord, MessageKey, SentKey, SequencerState, StoreError, StoreResult,
+    ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationRecord, ConversationSummary, HistoryQuery, InboxCursor, MemberRecord, MessageKey,
+    SentKey, SequencerState, StoreError, StoreResult,
 };
 
 /// Every key of a keyspace that starts with `prefix`, with its value.
@@ -287,9 +288,7 @@ pub(super) fn versions<R: Readable>(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     check_membership(r, s, t, c, reader.as_str())?;
     let seq = seq_of(r, s, t, c, id)?.ok_or(StoreError::NotFound)?;
-    scan(r, &s.versions, Key::new().s(t).s(c).n(seq).bytes())
-        .map(|kv| decode(&kv?.1))
-        .collect()
+    versions_at(r, s, t, c, seq)
 }
 
 pub(super) fn conversation<R: Readable>(
@@ -548,4 +547,165 @@ pub(super) fn device_known<R: Readable>(
             .bytes(),
     )
     .map_err(storage)
+}
+
+pub(super) fn message_seqs<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    keys: &[MessageKey],
+) -> StoreResult<Vec<Option<u64>>> {
+    keys.iter()
+        .map(|k| {
+            seq_of(
+                r,
+                s,
+                k.tenant.as_str(),
+                k.conversation_id.as_str(),
+                k.message_id,
+            )
+        })
+        .collect()
+}
+
+/// Where one bucket is: its first and last seq, and its archive object
+/// once archived. A live bucket ends where the next day's begins, or at
+/// the conversation's last message.
+pub(super) fn bucket_span<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    day: u32,
+) -> StoreResult<Option<(u64, u64, Option<String>)>> {
+    let key = Key::new().s(t).s(c).day(day).bytes();
+    let Some(v) = r.get(&s.buckets, &key).map_err(storage)? else {
+        return Ok(None);
+    };
+    let row = BucketRow::decode(&v)?;
+    if let Some((last, object)) = row.archived {
+        return Ok(Some((row.first, last, Some(object))));
+    }
+    let next = Key::new().s(t).s(c).day(day.saturating_add(1)).bytes();
+    let prefix = Key::new().s(t).s(c).bytes();
+    let following = r
+        .range(&s.buckets, next..)
+        .map(|g| g.into_inner().map_err(storage))
+        .take_while(|kv| kv.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
+        .next()
+        .transpose()?;
+    let last = match following {
+        Some((_, v)) if day != u32::MAX => BucketRow::decode(&v)?.first.saturating_sub(1),
+        _ => state(r, s, t, c)?.map_or(0, |st| st.last_seq),
+    };
+    Ok(Some((row.first, last, None)))
+}
+
+pub(super) fn archive_candidates<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    before_day: u32,
+    from: Vec<u8>,
+    budget: usize,
+) -> StoreResult<(Vec<BucketKey>, Option<Vec<u8>>)> {
+    let mut found = Vec::new();
+    for (seen, g) in r.range(&s.buckets, from..).enumerate() {
+        let (k, v) = g.into_inner().map_err(storage)?;
+        if seen == budget {
+            return Ok((found, Some(k.to_vec())));
+        }
+        let day = trailing_day(&k)?;
+        if day >= before_day || BucketRow::decode(&v)?.archived.is_some() {
+            continue;
+        }
+        found.push(BucketKey {
+            tenant: TenantId::new(str_part(&k, 0)?)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            conversation_id: ConversationId::new(str_part(&k, 1)?)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            day,
+        });
+    }
+    Ok((found, None))
+}
+
+/// The stored versions of message `seq`, oldest first.
+pub(super) fn versions_at<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    c: &str,
+    seq: u64,
+) -> StoreResult<Vec<MessageVersion>> {
+    scan(r, &s.versions, Key::new().s(t).s(c).n(seq).bytes())
+        .map(|kv| decode(&kv?.1))
+        .collect()
+}
+
+pub(super) fn bucket_contents<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    bucket: &BucketKey,
+    after_seq: u64,
+    limit: usize,
+) -> StoreResult<BucketContents> {
+    let (t, c) = (bucket.tenant.as_str(), bucket.conversation_id.as_str());
+    let (first, last, archived) =
+        bucket_span(r, s, t, c, bucket.day)?.ok_or(StoreError::NotFound)?;
+    if archived.is_some() {
+        return Err(StoreError::Conflict("the bucket is archived".into()));
+    }
+    let from = Key::new()
+        .s(t)
+        .s(c)
+        .n(first.max(after_seq.saturating_add(1)))
+        .bytes();
+    let to = Key::new().s(t).s(c).n(last).bytes();
+    let mut messages: Vec<Message> = Vec::new();
+    let mut versions = Vec::new();
+    if from <= to {
+        for g in r.range(&s.messages, from..=to).take(limit) {
+            let (_, v) = g.into_inner().map_err(storage)?;
+            let m: Message = decode(&v)?;
+            let vs = versions_at(r, s, t, c, m.seq)?;
+            if !vs.is_empty() {
+                versions.push((m.seq, vs));
+            }
+            messages.push(m);
+        }
+    }
+    Ok(BucketContents {
+        bucket: bucket.clone(),
+        first_seq: first,
+        last_seq: last,
+        messages,
+        versions,
+    })
+}
+
+pub(super) fn archived_buckets<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    key: &ConversationKey,
+    after_seq: u64,
+    before_seq: u64,
+) -> StoreResult<Vec<ArchivedBucket>> {
+    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+    let mut out = Vec::new();
+    for kv in scan(r, &s.buckets, Key::new().s(t).s(c).bytes()) {
+        let (k, v) = kv?;
+        let row = BucketRow::decode(&v)?;
+        let Some((last, object)) = row.archived else {
+            continue;
+        };
+        if row.first < before_seq && last > after_seq {
+            out.push(ArchivedBucket {
+                day: trailing_day(&k)?,
+                first_seq: row.first,
+                last_seq: last,
+                object,
+            });
+        }
+    }
+    out.reverse();
+    Ok(out)
 }

@@ -113,3 +113,48 @@ impl StateRow {
         }
     }
 }
+
+/// A `buckets` row: the first seq stored on that day and, once archived,
+/// the last seq and the archive object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BucketRow {
+    pub first: u64,
+    pub archived: Option<(u64, String)>,
+}
+
+impl BucketRow {
+    pub fn live(first: u64) -> Vec<u8> {
+        words([first])
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        match &self.archived {
+            None => Self::live(self.first),
+            Some((last, object)) => {
+                let mut out = words([self.first, *last]);
+                out.extend_from_slice(object.as_bytes());
+                out
+            }
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> StoreResult<Self> {
+        if bytes.len() == 8 {
+            let [first] = read_words::<1>(bytes)?;
+            return Ok(Self {
+                first,
+                archived: None,
+            });
+        }
+        let (head, object) = bytes
+            .split_at_checked(16)
+            .ok_or_else(|| crate::StoreError::Corrupt("malformed bucket row".into()))?;
+        let [first, last] = read_words::<2>(head)?;
+        let object = std::str::from_utf8(object)
+            .map_err(|_| crate::StoreError::Corrupt("malformed bucket row".into()))?;
+        Ok(Self {
+            first,
+            archived: Some((last, object.to_owned())),
+        })
+    }
+}

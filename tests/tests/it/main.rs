@@ -2,6 +2,7 @@
 //! its own nats-server and switchboard processes (see the harness crate).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod archive;
 mod backlog;
 mod bad_input;
 mod chat;

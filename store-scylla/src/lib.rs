@@ -1,0 +1,40 @@
+//! The message store on ScyllaDB: a [`switchboard_store::Store`] backend
+//! for deployments that outgrow one machine.
+//!
+//! It behaves as the embedded store does, as seen through the trait (the
+//! conformance suite is the judge), with the tables of
+//! `deploy/scylla/schema.cql`: the embedded keyspaces were laid out as the
+//! partitions used here. Where Scylla makes a difference:
+//!
+//! - A commit checks, then writes one LOGGED batch (`commit.rs`). The check
+//!   and the write are not isolated from other writers: correctness rests
+//!   on the single writer per conversation (the sequencer holding its
+//!   lease), not on Scylla. There are no lightweight transactions.
+//! - A write that times out may still land (a logged batch is replayed from
+//!   the batch log). The caller gets `Unavailable`; a retry of an append
+//!   then finds `expected_last_seq` stale (`Conflict`) and the sequencer
+//!   reloads, which is the same path as any stale writer.
+//! - Delivered and read marks are grow-only registers (`member_marks`), so
+//!   gateways acking concurrently can never move a mark back.
+//! - Inbox entries expire by TTL; `expire_inbox` sweeps only when
+//!   configured to (`inbox_sweep`).
+//! - Write order across processes follows the hosts' clocks (explicit
+//!   write timestamps, see `cql::Clock`).
+//!
+//! Consistency is LOCAL_QUORUM for reads and writes by default: a read at
+//! LOCAL_QUORUM after a write at LOCAL_QUORUM in the same datacenter sees
+//! it (the quorums overlap), which the sequencer needs to read its own
+//! `last_seq` back, and a datacenter keeps serving when another is cut
+//! off. See `deploy/scylla/README.md`.
+
+mod commit;
+mod config;
+mod cql;
+mod rows;
+mod schema;
+mod statements;
+mod store;
+
+pub use config::{Replication, ScyllaConfig};
+pub use schema::{SCHEMA_CQL, SCHEMA_VERSION};
+pub use store::ScyllaStore;

@@ -1,0 +1,294 @@
+//! The schema: `deploy/scylla/schema.cql`, compiled in and applied at
+//! start-up, so that the file operators read and the tables the store
+//! creates cannot drift apart.
+
+use scylla::client::session::Session;
+use switchboard_store::{StoreError, StoreResult};
+
+use crate::config::ScyllaConfig;
+use crate::cql::{Clock, unavailable};
+use crate::statements::Statements;
+
+/// The schema file, the single source of truth.
+pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
+
+/// The version `SCHEMA_CQL` describes. A later schema change bumps it and
+/// adds the statements that take a keyspace from the previous version to
+/// the new one to [`MIGRATIONS`].
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// `(version, statements)`: what takes a keyspace at `version - 1` to
+/// `version`. Empty while there is only version 1. Tables that are new in
+/// a version also appear (as `CREATE TABLE IF NOT EXISTS`) in the schema
+/// file, so a new keyspace gets them at once.
+const MIGRATIONS: &[(i32, &[&str])] = &[];
+
+/// The row of `schema_version` this store owns.
+const COMPONENT: &str = "store";
+
+/// One statement of the schema file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ddl {
+    /// `CREATE KEYSPACE`: replaced by one built from the configuration.
+    Keyspace,
+    /// `USE`: replaced by the configured keyspace.
+    Use,
+    /// Anything else (`CREATE TABLE IF NOT EXISTS ...`), run as written.
+    Other(String),
+}
+
+/// The statements of a schema file: comment lines dropped, split on `;`.
+pub(crate) fn statements(file: &str) -> Vec<Ddl> {
+    let text: String = file
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    text.split(';')
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let upper = s.to_ascii_uppercase();
+            if upper.starts_with("CREATE KEYSPACE") {
+                Ddl::Keyspace
+            } else if upper.starts_with("USE ") {
+                Ddl::Use
+            } else {
+                Ddl::Other(s)
+            }
+        })
+        .collect()
+}
+
+/// Creates the keyspace and every table when missing, makes the keyspace
+/// the session's, and brings an older schema to [`SCHEMA_VERSION`].
+/// Refuses a keyspace whose schema is newer than this build.
+pub(crate) async fn create(session: &Session, config: &ScyllaConfig) -> StoreResult<()> {
+    let keyspace = format!(
+        "CREATE KEYSPACE IF NOT EXISTS {} WITH replication = {} AND durable_writes = true",
+        config.keyspace,
+        config.replication_cql()
+    );
+    ddl(session, &keyspace).await?;
+    use_keyspace(session, config).await?;
+    for statement in statements(SCHEMA_CQL) {
+        if let Ddl::Other(cql) = statement {
+            ddl(session, &cql).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn use_keyspace(session: &Session, config: &ScyllaConfig) -> StoreResult<()> {
+    session
+        .use_keyspace(config.keyspace.clone(), false)
+        .await
+        .map_err(unavailable)
+}
+
+async fn ddl(session: &Session, cql: &str) -> StoreResult<()> {
+    // The driver waits for schema agreement after each change, so the
+    // next statement (or the prepares) see the table on every node.
+    session
+        .query_unpaged(cql, ())
+        .await
+        .map_err(|e| unavailable(format!("{cql:?}: {e}")))?;
+    tracing::debug!(cql, "scylla schema statement applied");
+    Ok(())
+}
+
+/// Reads the keyspace's schema version, runs the migrations it lacks and
+/// records the new version. A keyspace without a version was just created
+/// from the current file.
+pub(crate) async fn migrate(
+    session: &Session,
+    statements: &Statements,
+    clock: &Clock,
+    create_schema: bool,
+) -> StoreResult<()> {
+    let stored = statements
+        .schema_version
+        .one(session, (COMPONENT,))
+        .await?
+        .map(|(v,)| v);
+    match stored {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(v) if v > SCHEMA_VERSION => Err(StoreError::Corrupt(format!(
+            "the keyspace has schema version {v}, this build knows up to {SCHEMA_VERSION}"
+        ))),
+        _ if !create_schema => Err(StoreError::Unavailable(format!(
+            "the keyspace has schema version {stored:?}, not {SCHEMA_VERSION}, and \
+             create_schema is off: apply deploy/scylla/schema.cql and its migrations"
+        ))),
+        _ => {
+            let from = stored.unwrap_or(SCHEMA_VERSION);
+            for (version, steps) in MIGRATIONS {
+                if *version > from && *version <= SCHEMA_VERSION {
+                    for cql in *steps {
+                        ddl(session, cql).await?;
+                    }
+                    record(session, statements, clock, *version).await?;
+                }
+            }
+            record(session, statements, clock, SCHEMA_VERSION).await
+        }
+    }
+}
+
+async fn record(
+    session: &Session,
+    statements: &Statements,
+    clock: &Clock,
+    version: i32,
+) -> StoreResult<()> {
+    let now = switchboard_protocol::Timestamp::now().unix_ms();
+    statements
+        .set_schema_version
+        .run(session, (COMPONENT, version, now, clock.next()))
+        .await?;
+    tracing::info!(version, "scylla schema version recorded");
+    Ok(())
+}
+
+/// A table of the schema file, for the statement checks.
+#[cfg(test)]
+pub(crate) struct Table {
+    pub name: String,
+    pub columns: std::collections::HashMap<String, String>,
+    pub partition_key: Vec<String>,
+    pub clustering: Vec<String>,
+}
+
+/// Every table of the schema file.
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+pub(crate) fn tables() -> std::collections::HashMap<String, Table> {
+    let mut out = std::collections::HashMap::new();
+    for ddl in statements(SCHEMA_CQL) {
+        let Ddl::Other(cql) = ddl else { continue };
+        let rest = cql
+            .strip_prefix("CREATE TABLE IF NOT EXISTS ")
+            .expect("only tables besides the keyspace");
+        let (name, rest) = rest.split_once(" (").expect("columns");
+        // The column list ends at the parenthesis that closes the first.
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find(|(_, ch)| {
+                match ch {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map(|(i, _)| i)
+            .expect("end of columns");
+        let body = &rest[..end];
+        let (columns, key) = body.split_once("PRIMARY KEY (").expect("primary key");
+        let columns = columns
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                let (n, t) = c.split_once(' ').expect("name type");
+                (n.to_owned(), t.to_owned())
+            })
+            .collect();
+        let key = key.trim();
+        let key = key.strip_suffix(')').expect("end of primary key");
+        let (partition_key, clustering) = match key.strip_prefix('(') {
+            Some(k) => {
+                let (pk, rest) = k.split_once(')').expect("partition key");
+                (
+                    pk.split(',').map(|s| s.trim().to_owned()).collect(),
+                    rest.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                )
+            }
+            None => {
+                let mut parts = key.split(',').map(|s| s.trim().to_owned());
+                let pk = vec![parts.next().expect("a key")];
+                (pk, parts.collect())
+            }
+        };
+        out.insert(
+            name.to_owned(),
+            Table {
+                name: name.to_owned(),
+                columns,
+                partition_key,
+                clustering,
+            },
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_schema_file_is_a_keyspace_a_use_and_the_tables() {
+        let ddl = statements(SCHEMA_CQL);
+        assert_eq!(ddl[0], Ddl::Keyspace);
+        assert_eq!(ddl[1], Ddl::Use);
+        let tables = tables();
+        let mut names: Vec<&str> = tables.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            vec![
+                "buckets",
+                "conversations",
+                "device_cursors",
+                "devices",
+                "inbox",
+                "media_refs",
+                "member_marks",
+                "members",
+                "message_index",
+                "message_versions",
+                "messages",
+                "schema_version",
+                "sent",
+                "user_conversations",
+            ]
+        );
+        assert_eq!(ddl.len(), 2 + names.len(), "nothing else in the file");
+        for d in &ddl[2..] {
+            let Ddl::Other(cql) = d else { panic!("{d:?}") };
+            assert!(cql.starts_with("CREATE TABLE IF NOT EXISTS "), "{cql}");
+        }
+        let messages = &tables["messages"];
+        assert_eq!(
+            messages.partition_key,
+            vec!["tenant", "conversation_id", "day"]
+        );
+        assert_eq!(messages.clustering, vec!["seq"]);
+        assert_eq!(tables["schema_version"].partition_key, vec!["component"]);
+        for t in tables.values() {
+            for c in t.columns.values() {
+                assert!(["text", "bigint", "int", "tinyint"].contains(&c.as_str()));
+            }
+        }
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_not_statements() {
+        let ddl = statements(
+            "-- a; comment\n\nCREATE TABLE IF NOT EXISTS t (a int, PRIMARY KEY (a));\n-- end;\n",
+        );
+        assert_eq!(
+            ddl,
+            vec![Ddl::Other(
+                "CREATE TABLE IF NOT EXISTS t (a int, PRIMARY KEY (a))".into()
+            )]
+        );
+    }
+}

@@ -1,0 +1,1000 @@
+//! The [`Store`] on ScyllaDB: connection, reads, and the trait.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use async_trait::async_trait;
+use futures::{Stream, StreamExt, TryStreamExt};
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::policies::load_balancing::DefaultPolicy;
+use scylla::response::PagingState;
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    Timestamp, UserId,
+};
+use switchboard_store::{
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MemberRecord,
+    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+};
+
+use crate::commit::{Tx, collect_messages};
+use crate::config::ScyllaConfig;
+use crate::cql::{Clock, unavailable};
+use crate::rows::{
+    Bucket, Conv, bucket_last, conversation_id, day_db, decode, id_db, limit_db, marks, seq_db,
+    seq_of, tenant_id, user_id,
+};
+use crate::schema;
+use crate::statements::Statements;
+
+/// Requests one read fans out to at once (the conversations of a user,
+/// the messages of an inbox page, the keys of a lookup).
+const FAN_OUT: usize = 32;
+
+/// Inbox entries looked up per round of message reads.
+const INBOX_CHUNK: usize = 64;
+
+/// The Scylla [`Store`].
+pub struct ScyllaStore {
+    pub(crate) session: Session,
+    pub(crate) st: Statements,
+    pub(crate) clock: Clock,
+    /// The inbox lifetime, seconds (`USING TTL`).
+    pub(crate) inbox_ttl: i32,
+    pub(crate) inbox_sweep: bool,
+    pub(crate) max_batch_bytes: usize,
+    keyspace: String,
+}
+
+impl ScyllaStore {
+    /// Connects, creates or migrates the schema (when `create_schema`) and
+    /// prepares every statement.
+    pub async fn connect(config: &ScyllaConfig) -> StoreResult<Self> {
+        config.validate()?;
+        // Token-aware: a request goes straight to a replica of its
+        // partition, and (the driver is shard-aware) to the shard that owns
+        // it on that node. With a local datacenter, replicas there come
+        // first and requests never cross to another one: LOCAL_*
+        // consistency only counts local replicas anyway.
+        let mut policy = DefaultPolicy::builder().token_aware(true);
+        if let Some(dc) = &config.local_dc {
+            policy = policy
+                .prefer_datacenter(dc.clone())
+                .permit_dc_failover(false);
+        }
+        let profile = ExecutionProfile::builder()
+            .consistency(config.consistency_level()?)
+            .request_timeout(Some(config.request_timeout()))
+            .load_balancing_policy(policy.build())
+            .build();
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&config.nodes)
+            .default_execution_profile_handle(profile.into_handle());
+        if let (Some(user), Some(password)) = (&config.username, &config.password) {
+            builder = builder.user(user, password);
+        }
+        let session = builder.build().await.map_err(unavailable)?;
+        if config.create_schema {
+            schema::create(&session, config).await?;
+        } else {
+            schema::use_keyspace(&session, config).await?;
+        }
+        let st = Statements::prepare(&session).await?;
+        let clock = Clock::new();
+        schema::migrate(&session, &st, &clock, config.create_schema).await?;
+        tracing::info!(
+            keyspace = %config.keyspace,
+            nodes = ?config.nodes,
+            local_dc = ?config.local_dc,
+            consistency = %config.consistency,
+            "scylla store connected"
+        );
+        Ok(Self {
+            session,
+            st,
+            clock,
+            inbox_ttl: i32::try_from(config.inbox_ttl_secs).unwrap_or(i32::MAX),
+            inbox_sweep: config.inbox_sweep,
+            max_batch_bytes: config.max_batch_bytes.max(1024),
+            keyspace: config.keyspace.clone(),
+        })
+    }
+
+    /// The driver session (for operations outside the store, such as a
+    /// test dropping its keyspace).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub fn keyspace(&self) -> &str {
+        &self.keyspace
+    }
+
+    /// `f` of every item, at most [`FAN_OUT`] at once, in order.
+    pub(crate) async fn each<I, F, Fut, T>(&self, items: I, f: F) -> StoreResult<Vec<T>>
+    where
+        I: IntoIterator,
+        F: FnMut(I::Item) -> Fut,
+        Fut: Future<Output = StoreResult<T>>,
+    {
+        futures::stream::iter(items)
+            .map(f)
+            .buffered(FAN_OUT)
+            .try_collect()
+            .await
+    }
+
+    // --- reads shared with commits
+
+    pub(crate) async fn conv_row(&self, t: &str, c: &str) -> StoreResult<Option<Conv>> {
+        self.st
+            .conversation
+            .one(&self.session, (t, c))
+            .await?
+            .map(Conv::from_row)
+            .transpose()
+    }
+
+    /// Member ids in id order. A conversation's members are one partition
+    /// the driver pages through.
+    pub(crate) async fn member_ids(&self, t: &str, c: &str) -> StoreResult<Vec<String>> {
+        self.st
+            .members
+            .stream(&self.session, (t, c))
+            .await?
+            .map_ok(|(u, _)| u)
+            .try_collect()
+            .await
+    }
+
+    pub(crate) async fn device_ids(&self, t: &str, u: &str) -> StoreResult<Vec<String>> {
+        Ok(self
+            .st
+            .devices
+            .all(&self.session, (t, u))
+            .await?
+            .into_iter()
+            .map(|(d,)| d)
+            .collect())
+    }
+
+    /// The conversation's buckets, newest day first (the table keeps them
+    /// oldest first). One small partition: a row per day with messages.
+    pub(crate) async fn bucket_rows(&self, t: &str, c: &str) -> StoreResult<Vec<Bucket>> {
+        self.st
+            .buckets
+            .all(&self.session, (t, c))
+            .await?
+            .into_iter()
+            .rev()
+            .map(Bucket::from_row)
+            .collect()
+    }
+
+    pub(crate) async fn message_at(
+        &self,
+        t: &str,
+        c: &str,
+        day: u32,
+        seq: u64,
+    ) -> StoreResult<Option<Message>> {
+        self.st
+            .message
+            .one(&self.session, (t, c, day_db(day), seq_db(seq)))
+            .await?
+            .map(|(body,)| decode(&body))
+            .transpose()
+    }
+
+    /// The message a `seq`/`day` pair from an index row names.
+    async fn message_from_index(
+        &self,
+        t: &str,
+        c: &str,
+        found: Option<(i64, i32)>,
+    ) -> StoreResult<Option<Message>> {
+        match found {
+            Some((seq, day)) => {
+                self.message_at(t, c, crate::rows::day_of(day)?, seq_of(seq)?)
+                    .await
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) async fn versions_at(
+        &self,
+        t: &str,
+        c: &str,
+        day: u32,
+        seq: u64,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        self.st
+            .versions
+            .all(&self.session, (t, c, day_db(day), seq_db(seq)))
+            .await?
+            .into_iter()
+            .map(|(body,)| decode(&body))
+            .collect()
+    }
+
+    pub(crate) async fn sent_row(
+        &self,
+        t: &str,
+        c: &str,
+        sender: &str,
+        client_msg_id: &str,
+    ) -> StoreResult<Option<(i64, i32)>> {
+        self.st
+            .sent
+            .one(&self.session, (t, c, sender, client_msg_id))
+            .await
+    }
+
+    pub(crate) async fn bucket_messages(
+        &self,
+        t: &str,
+        c: &str,
+        day: u32,
+    ) -> StoreResult<Vec<Message>> {
+        let rows = self
+            .st
+            .bucket_messages
+            .stream(&self.session, (t, c, day_db(day)))
+            .await?;
+        collect_messages(rows).await
+    }
+
+    /// The reader's membership, telling a missing conversation
+    /// (`NotFound`) from a foreign one (`NotAMember`); conversation ids are
+    /// not secret within a tenant. Returns when the reader joined.
+    async fn check_membership(&self, t: &str, c: &str, reader: &str) -> StoreResult<i64> {
+        if let Some((joined,)) = self.st.member.one(&self.session, (t, c, reader)).await? {
+            return Ok(joined);
+        }
+        if self.conv_row(t, c).await?.is_some() {
+            Err(StoreError::NotAMember)
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    async fn my_marks(&self, t: &str, c: &str, u: &str) -> StoreResult<(u64, u64)> {
+        marks(self.st.marks_of.all(&self.session, (t, c, u)).await?)
+    }
+
+    async fn conversation_ids_of(&self, t: &str, u: &str) -> StoreResult<Vec<String>> {
+        self.st
+            .user_conversations
+            .stream(&self.session, (t, u))
+            .await?
+            .map_ok(|(c,)| c)
+            .try_collect()
+            .await
+    }
+
+    async fn seq_and_day(
+        &self,
+        t: &str,
+        c: &str,
+        id: MessageId,
+    ) -> StoreResult<Option<(i64, i32)>> {
+        self.st.index.one(&self.session, (t, c, id_db(id))).await
+    }
+
+    /// Messages of the rows a stream yields, decoded, at most `limit`.
+    async fn bodies(
+        rows: impl Stream<Item = StoreResult<(String,)>>,
+        limit: usize,
+        out: &mut Vec<Message>,
+    ) -> StoreResult<()> {
+        let mut rows = std::pin::pin!(rows);
+        while out.len() < limit {
+            match rows.next().await {
+                Some(row) => out.push(decode(&row?.0)?),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Every row of one bucket that is not archived, from `after_seq` on,
+    /// at most `limit` messages, with their versions.
+    pub async fn bucket_part(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        let (t, c) = (bucket.tenant.as_str(), bucket.conversation_id.as_str());
+        let (buckets, conv) = futures::try_join!(self.bucket_rows(t, c), self.conv_row(t, c))?;
+        let index = buckets
+            .iter()
+            .position(|b| b.day == bucket.day)
+            .ok_or(StoreError::NotFound)?;
+        if buckets[index].archived.is_some() {
+            return Err(StoreError::Conflict("the bucket is archived".into()));
+        }
+        let first = buckets[index].first;
+        let last = bucket_last(&buckets, index, conv.map_or(0, |c| c.last_seq));
+        let from = first.max(after_seq.saturating_add(1));
+        let mut messages = Vec::new();
+        let mut versions = Vec::new();
+        if from <= last && limit > 0 {
+            let day = day_db(bucket.day);
+            let rows = self
+                .st
+                .oldest_first
+                .stream(
+                    &self.session,
+                    (t, c, day, seq_db(from - 1), seq_db(last), limit_db(limit)),
+                )
+                .await?;
+            Self::bodies(rows, limit, &mut messages).await?;
+            if let Some(newest) = messages.last().map(|m| m.seq) {
+                let mut by_seq: BTreeMap<u64, Vec<MessageVersion>> = BTreeMap::new();
+                let mut rows = self
+                    .st
+                    .versions_between
+                    .stream(&self.session, (t, c, day, seq_db(from - 1), seq_db(newest)))
+                    .await?;
+                while let Some(row) = rows.next().await {
+                    let (seq, body) = row?;
+                    by_seq.entry(seq_of(seq)?).or_default().push(decode(&body)?);
+                }
+                versions = by_seq.into_iter().collect();
+            }
+        }
+        Ok(BucketContents {
+            bucket: bucket.clone(),
+            first_seq: first,
+            last_seq: last,
+            messages,
+            versions,
+        })
+    }
+}
+
+/// A resumable scan's cursor is the driver's paging state, as hex.
+fn cursor_encode(state: Option<PagingState>) -> Option<String> {
+    let state = state?;
+    match state.as_bytes_slice() {
+        Some(bytes) => Some(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+        None => {
+            tracing::warn!("scylla returned more pages without a paging state");
+            None
+        }
+    }
+}
+
+fn cursor_decode(cursor: Option<String>) -> StoreResult<PagingState> {
+    let Some(text) = cursor else {
+        return Ok(PagingState::start());
+    };
+    let bad = || StoreError::Corrupt(format!("bad scan cursor {text:?}"));
+    if text.is_empty() || !text.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes = (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    Ok(PagingState::new_from_raw_bytes(bytes))
+}
+
+fn page_size(budget: usize) -> i32 {
+    i32::try_from(budget.max(1)).unwrap_or(i32::MAX)
+}
+
+#[async_trait]
+impl Store for ScyllaStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.st
+            .schema_version
+            .one(&self.session, ("store",))
+            .await
+            .map(|_| ())
+    }
+
+    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
+        let mut tx = Tx::new(self);
+        for m in &mutations {
+            tx.apply(m).await?;
+        }
+        tx.finish().await
+    }
+
+    async fn sequencer_states(
+        &self,
+        keys: Vec<ConversationKey>,
+    ) -> StoreResult<Vec<Option<SequencerState>>> {
+        self.each(keys, |k| async move {
+            let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
+            let (conv, members) = futures::try_join!(self.conv_row(t, c), self.member_ids(t, c))?;
+            let Some(conv) = conv else {
+                return Ok(None);
+            };
+            Ok(Some(SequencerState {
+                kind: conv.kind,
+                created_by: user_id(conv.created_by)?,
+                last_seq: conv.last_seq,
+                members: members
+                    .into_iter()
+                    .map(user_id)
+                    .collect::<StoreResult<BTreeSet<_>>>()?,
+            }))
+        })
+        .await
+    }
+
+    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.each(keys, |k| async move {
+            let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
+            let found = self
+                .sent_row(t, c, k.sender.as_str(), k.client_msg_id.as_str())
+                .await?;
+            self.message_from_index(t, c, found).await
+        })
+        .await
+    }
+
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.each(keys, |k| async move {
+            let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
+            let found = self.seq_and_day(t, c, k.message_id).await?;
+            self.message_from_index(t, c, found).await
+        })
+        .await
+    }
+
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        self.check_membership(t, c, reader.as_str()).await?;
+        let (seq, day) = self
+            .seq_and_day(t, c, message_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        self.versions_at(t, c, crate::rows::day_of(day)?, seq_of(seq)?)
+            .await
+    }
+
+    async fn conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        self.check_membership(t, c, reader.as_str()).await?;
+        let (conv, members, all_marks) = futures::try_join!(
+            self.conv_row(t, c),
+            async {
+                self.st
+                    .members
+                    .stream(&self.session, (t, c))
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            },
+            async {
+                self.st
+                    .all_marks
+                    .stream(&self.session, (t, c))
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            },
+        )?;
+        let conv = conv.ok_or(StoreError::NotFound)?;
+        let mut by_user: BTreeMap<String, Vec<(i8, i64)>> = BTreeMap::new();
+        for (u, mark, seq) in all_marks {
+            by_user.entry(u).or_default().push((mark, seq));
+        }
+        let members = members
+            .into_iter()
+            .map(|(u, joined)| {
+                let (delivered_seq, read_seq) = marks(by_user.remove(&u).unwrap_or_default())?;
+                Ok(MemberRecord {
+                    user_id: user_id(u)?,
+                    joined_at: Timestamp::from_unix_ms(joined),
+                    delivered_seq,
+                    read_seq,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let key = ConversationKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+        };
+        Ok(ConversationDetail {
+            record: conv.record(&key)?,
+            members,
+        })
+    }
+
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        self.check_membership(t, c, reader.as_str()).await?;
+        let (conv, members) = futures::try_join!(self.conv_row(t, c), self.member_ids(t, c))?;
+        let conv = conv.ok_or(StoreError::NotFound)?;
+        let members = members
+            .into_iter()
+            .map(user_id)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((conv.kind, members))
+    }
+
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool> {
+        let (t, u) = (tenant.as_str(), reader.as_str());
+        let mut refs = std::pin::pin!(
+            self.st
+                .media_refs
+                .stream(&self.session, (t, blob_ref))
+                .await?
+        );
+        while let Some(row) = refs.next().await {
+            let (c,) = row?;
+            if self
+                .st
+                .member
+                .one(&self.session, (t, &c, u))
+                .await?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
+        let (t, u) = (tenant.as_str(), user.as_str());
+        let ids = self.conversation_ids_of(t, u).await?;
+        let per_conversation = self
+            .each(ids, |c| async move {
+                match self.conv_row(t, &c).await? {
+                    Some(conv) if conv.kind == ConversationKind::Direct => {
+                        self.member_ids(t, &c).await
+                    }
+                    _ => Ok(Vec::new()),
+                }
+            })
+            .await?;
+        per_conversation
+            .into_iter()
+            .flatten()
+            .filter(|m| m != u)
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .map(user_id)
+            .collect()
+    }
+
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        let (t, u) = (tenant.as_str(), user.as_str());
+        let ids = self.conversation_ids_of(t, u).await?;
+        let found = self
+            .each(ids, |c| async move {
+                let (conv, members) =
+                    futures::try_join!(self.conv_row(t, &c), self.member_ids(t, &c))?;
+                match conv {
+                    Some(conv) => Ok(Some((conversation_id(c)?, conv.kind, members.len()))),
+                    None => Ok(None),
+                }
+            })
+            .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    async fn conversations_of(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        let (t, u) = (tenant.as_str(), user.as_str());
+        let ids = self.conversation_ids_of(t, u).await?;
+        let found = self
+            .each(ids, |c| async move {
+                let (member, conv, members, me) = futures::try_join!(
+                    self.st.member.one(&self.session, (t, c.as_str(), u)),
+                    self.conv_row(t, &c),
+                    self.member_ids(t, &c),
+                    self.my_marks(t, &c, u),
+                )?;
+                let (Some((joined,)), Some(conv)) = (member, conv) else {
+                    return Ok(None);
+                };
+                let key = ConversationKey {
+                    tenant: tenant.clone(),
+                    conversation_id: conversation_id(c)?,
+                };
+                Ok(Some(ConversationSummary {
+                    record: conv.record(&key)?,
+                    member_ids: members
+                        .into_iter()
+                        .map(user_id)
+                        .collect::<StoreResult<Vec<_>>>()?,
+                    me: MemberRecord {
+                        user_id: user.clone(),
+                        joined_at: Timestamp::from_unix_ms(joined),
+                        delivered_seq: me.0,
+                        read_seq: me.1,
+                    },
+                }))
+            })
+            .await?;
+        let mut out: Vec<ConversationSummary> = found.into_iter().flatten().collect();
+        out.sort_by(|a, b| {
+            b.record
+                .last_activity
+                .cmp(&a.record.last_activity)
+                .then_with(|| a.record.conversation_id.cmp(&b.record.conversation_id))
+        });
+        Ok(out)
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let (member, buckets) = futures::join!(
+            self.check_membership(t, c, reader.as_str()),
+            self.bucket_rows(t, c)
+        );
+        member?;
+        let buckets = buckets?;
+        let low = query.after_seq.map_or(1, |a| a.saturating_add(1));
+        let high = query.before_seq.unwrap_or(u64::MAX);
+        if low >= high || query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(query.limit.min(256));
+        // Newest bucket first; archived ones too, for messages restored
+        // into them.
+        for b in &buckets {
+            if b.first >= high {
+                continue;
+            }
+            let remaining = query.limit - out.len();
+            let rows = self
+                .st
+                .newest_first
+                .stream(
+                    &self.session,
+                    (
+                        t,
+                        c,
+                        day_db(b.day),
+                        seq_db(low),
+                        seq_db(high),
+                        limit_db(remaining),
+                    ),
+                )
+                .await?;
+            Self::bodies(rows, query.limit, &mut out).await?;
+            if out.len() >= query.limit || b.first <= low {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let (member, buckets) = futures::join!(
+            self.check_membership(t, c, reader.as_str()),
+            self.bucket_rows(t, c)
+        );
+        member?;
+        let buckets = buckets?;
+        let mut out = Vec::with_capacity(limit.min(256));
+        // Oldest bucket first, skipping those that end at or before
+        // `after_seq`.
+        for index in (0..buckets.len()).rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let upper = match index.checked_sub(1).and_then(|i| buckets.get(i)) {
+                Some(newer) => newer.first.saturating_sub(1),
+                None => u64::MAX,
+            };
+            if upper <= after_seq {
+                continue;
+            }
+            let remaining = limit - out.len();
+            let rows = self
+                .st
+                .oldest_first
+                .stream(
+                    &self.session,
+                    (
+                        t,
+                        c,
+                        day_db(buckets[index].day),
+                        seq_db(after_seq),
+                        seq_db(upper),
+                        limit_db(remaining),
+                    ),
+                )
+                .await?;
+            Self::bodies(rows, limit, &mut out).await?;
+        }
+        Ok(out)
+    }
+
+    async fn inbox(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        after: Option<InboxCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
+        let mut out = Vec::with_capacity(limit.min(256));
+        if limit == 0 {
+            return Ok(out);
+        }
+        let entries = match &after {
+            None => self
+                .st
+                .inbox
+                .stream(&self.session, (t, u, d))
+                .await?
+                .boxed(),
+            Some(cursor) => self
+                .st
+                .inbox_after
+                .stream(
+                    &self.session,
+                    (t, u, d, cursor.conversation_id.as_str(), seq_db(cursor.seq)),
+                )
+                .await?
+                .boxed(),
+        };
+        let mut entries = entries.ready_chunks(INBOX_CHUNK);
+        // An entry whose message row is gone (archived, or written ahead
+        // of a commit that failed) is skipped.
+        while out.len() < limit {
+            let Some(chunk) = entries.next().await else {
+                break;
+            };
+            let chunk = chunk.into_iter().collect::<StoreResult<Vec<_>>>()?;
+            let messages = self
+                .each(chunk, |(c, seq, day)| async move {
+                    self.message_at(t, &c, crate::rows::day_of(day)?, seq_of(seq)?)
+                        .await
+                })
+                .await?;
+            for m in messages.into_iter().flatten() {
+                if out.len() == limit {
+                    break;
+                }
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn ack_delivered(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        let k = (tenant.as_str().to_owned(), conversation.as_str().to_owned());
+        Tx::new(self)
+            .ack_delivered(&k, user.as_str(), device.as_str(), seq)
+            .await
+    }
+
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        let k = (tenant.as_str().to_owned(), conversation.as_str().to_owned());
+        Tx::new(self).ack_read(&k, user.as_str(), seq).await
+    }
+
+    /// Inbox entries expire by their TTL. With `inbox_sweep` on, one step
+    /// also deletes the entries of one page of a full scan that are older
+    /// than `before`, each with its own write time as the delete's
+    /// timestamp, so an entry refreshed meanwhile (an edit) survives.
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep> {
+        if !self.inbox_sweep {
+            return Ok(InboxSweep {
+                removed: 0,
+                next: None,
+            });
+        }
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_inbox
+            .page(&self.session, (), from, page_size(budget))
+            .await?;
+        let cutoff = before.unix_ms();
+        let doomed: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.5.unwrap_or(0) < cutoff)
+            .collect();
+        let removed = doomed.len();
+        self.each(doomed, |(t, u, d, c, seq, _, written)| async move {
+            let ts = written.unwrap_or_else(|| self.clock.next());
+            self.st
+                .delete_inbox
+                .run(&self.session, (ts, t, u, d, c, seq))
+                .await
+        })
+        .await?;
+        Ok(InboxSweep {
+            removed,
+            next: cursor_encode(next),
+        })
+    }
+
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
+        self.each(keys, |k| async move {
+            self.seq_and_day(k.tenant.as_str(), k.conversation_id.as_str(), k.message_id)
+                .await?
+                .map(|(seq, _)| seq_of(seq))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_buckets
+            .page(&self.session, (), from, page_size(budget))
+            .await?;
+        let mut buckets = Vec::new();
+        for (t, c, day, object) in rows {
+            let day = crate::rows::day_of(day)?;
+            if day >= before_day || object.is_some() {
+                continue;
+            }
+            buckets.push(BucketKey {
+                tenant: tenant_id(t)?,
+                conversation_id: conversation_id(c)?,
+                day,
+            });
+        }
+        Ok(ArchiveScan {
+            buckets,
+            next: cursor_encode(next),
+        })
+    }
+
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        self.bucket_part(bucket, after_seq, limit).await
+    }
+
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        let buckets = self
+            .bucket_rows(key.tenant.as_str(), key.conversation_id.as_str())
+            .await?;
+        // Newest first, as the buckets come.
+        Ok(buckets
+            .into_iter()
+            .filter_map(|b| {
+                let (last, object) = b.archived?;
+                (b.first < before_seq && last > after_seq).then_some(ArchivedBucket {
+                    day: b.day,
+                    first_seq: b.first,
+                    last_seq: last,
+                    object,
+                })
+            })
+            .collect())
+    }
+
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()> {
+        let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
+        if self
+            .st
+            .device
+            .one(&self.session, (t, u, d))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mut tx = Tx::new(self);
+        tx.register_device(t, u, d);
+        tx.finish().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn scan_cursors_round_trip_and_bad_ones_are_refused() {
+        let state = PagingState::new_from_raw_bytes(vec![0u8, 1, 0x7f, 0xfe, 0xff]);
+        let text = cursor_encode(Some(state)).unwrap();
+        assert_eq!(text, "00017ffeff");
+        let back = cursor_decode(Some(text)).unwrap();
+        assert_eq!(
+            back.as_bytes_slice().map(|b| b.to_vec()),
+            Some(vec![0u8, 1, 0x7f, 0xfe, 0xff])
+        );
+        for bad in ["", "abc", "zz", "é0"] {
+            assert!(cursor_decode(Some(bad.into())).is_err(), "{bad}");
+        }
+        assert!(cursor_decode(None).unwrap().as_bytes_slice().is_none());
+        assert_eq!(cursor_encode(None), None);
+    }
+}

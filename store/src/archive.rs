@@ -1,0 +1,636 @@
+//! Tiered storage (F14): old day buckets move to an object store, and
+//! reads find them there.
+//!
+//! Moving a bucket ([`archive_bucket`]) reads its rows, writes them to one
+//! compressed object, and commits [`Mutation::Archive`], which marks the
+//! bucket and removes its rows. It must be ordered with the conversation's
+//! other writes: an edit between the read and the mark would otherwise be
+//! lost with the removed rows. So the worker's writer for the
+//! conversation's partition asks for it, between two batches, by
+//! committing [`Mutation::MoveToArchive`]; [`Tiered`] does the move where
+//! the store is (the process holding the embedded store, reached over
+//! NATS, or the writer itself with Scylla), so the object goes to the
+//! blob store that the same `Tiered` reads. The backends also refuse a
+//! mark whose bucket range moved.
+//!
+//! [`Tiered`] wraps a backend and makes the archive invisible: history,
+//! replay, message lookups and versions merge archived rows in, live rows
+//! winning. An edit or delete of an archived message first puts it back
+//! among the live rows ([`Mutation::Restore`]) in the same commit, so the
+//! backends never edit what they do not hold.
+//!
+//! This module knows objects only by name through [`ArchiveObjects`]; the
+//! blob crate's stores implement it at the binary's edge.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    Timestamp, UserId,
+};
+
+use crate::{
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
+};
+
+/// Where archive objects live (an S3 bucket or a local directory).
+#[async_trait]
+pub trait ArchiveObjects: Send + Sync + 'static {
+    /// Writes (or overwrites) one object.
+    async fn put(&self, object: &str, bytes: Vec<u8>) -> StoreResult<()>;
+    /// Reads one object; [`StoreError::ArchiveUnreadable`] when it is
+    /// missing.
+    async fn get(&self, object: &str) -> StoreResult<Vec<u8>>;
+}
+
+/// The largest archive object read back, decompressed: a bound against a
+/// corrupt or hostile object, far above any real day of one conversation.
+pub const MAX_OBJECT_BYTES: u64 = 1 << 30;
+
+/// Messages the archiver reads from the store per part.
+const READ_PART: usize = 512;
+
+/// Decoded buckets [`Tiered`] keeps, so that paging through archived
+/// history does not fetch the same object for every page.
+const CACHED_BUCKETS: usize = 32;
+
+/// The object a bucket is archived to. Ids are `[A-Za-z0-9._:@-]`, all
+/// safe in S3 keys and file names.
+pub fn object_name(bucket: &BucketKey) -> String {
+    format!(
+        "archive/{}/{}/{}.json.lz4",
+        bucket.tenant, bucket.conversation_id, bucket.day
+    )
+}
+
+/// The object's format: versioned JSON, LZ4-framed.
+#[derive(Serialize, Deserialize)]
+struct ArchiveFile {
+    format: u32,
+    #[serde(flatten)]
+    contents: BucketContents,
+}
+
+const FORMAT: u32 = 1;
+
+pub fn encode(contents: &BucketContents) -> StoreResult<Vec<u8>> {
+    let file = ArchiveFile {
+        format: FORMAT,
+        contents: contents.clone(),
+    };
+    let json = serde_json::to_vec(&file)
+        .map_err(|e| StoreError::Corrupt(format!("encode archive: {e}")))?;
+    let mut out = lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(json.len() / 3));
+    std::io::Write::write_all(&mut out, &json)
+        .map_err(|e| StoreError::Corrupt(format!("compress archive: {e}")))?;
+    out.finish()
+        .map_err(|e| StoreError::Corrupt(format!("compress archive: {e}")))
+}
+
+pub fn decode(object: &str, bytes: &[u8]) -> StoreResult<BucketContents> {
+    let unreadable = |reason: String| StoreError::ArchiveUnreadable {
+        object: object.to_owned(),
+        reason,
+    };
+    let mut json = Vec::new();
+    lz4_flex::frame::FrameDecoder::new(bytes)
+        .take(MAX_OBJECT_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| unreadable(format!("not LZ4: {e}")))?;
+    if json.len() as u64 > MAX_OBJECT_BYTES {
+        return Err(unreadable(format!("over {MAX_OBJECT_BYTES} bytes")));
+    }
+    let file: ArchiveFile =
+        serde_json::from_slice(&json).map_err(|e| unreadable(format!("not an archive: {e}")))?;
+    if file.format != FORMAT {
+        return Err(unreadable(format!("unknown format {}", file.format)));
+    }
+    Ok(file.contents)
+}
+
+/// Moves one bucket to the archive. Returns how many messages moved.
+/// Safe to repeat: a bucket archived already is left alone, and an object
+/// written by an attempt that did not commit is overwritten by the next.
+pub async fn archive_bucket(
+    store: &dyn Store,
+    objects: &dyn ArchiveObjects,
+    bucket: &BucketKey,
+) -> StoreResult<usize> {
+    let (mark, moved) = prepare_archive(store, objects, bucket).await?;
+    store.commit(vec![mark]).await?;
+    Ok(moved)
+}
+
+/// The first half of [`archive_bucket`]: reads the bucket and writes its
+/// object. Returns the mark to commit (a writer checks its lease first)
+/// and how many messages it moves.
+pub async fn prepare_archive(
+    store: &dyn Store,
+    objects: &dyn ArchiveObjects,
+    bucket: &BucketKey,
+) -> StoreResult<(Mutation, usize)> {
+    let contents = read_bucket(store, bucket).await?;
+    let object = object_name(bucket);
+    objects.put(&object, encode(&contents)?).await?;
+    let mark = Mutation::Archive {
+        bucket: bucket.clone(),
+        first_seq: contents.first_seq,
+        last_seq: contents.last_seq,
+        object,
+    };
+    Ok((mark, contents.messages.len()))
+}
+
+/// All of one bucket, read in parts (smaller ones when a part does not fit
+/// the transport).
+async fn read_bucket(store: &dyn Store, bucket: &BucketKey) -> StoreResult<BucketContents> {
+    let mut whole: Option<BucketContents> = None;
+    let mut after = 0;
+    let mut part = READ_PART;
+    loop {
+        let next = match store.bucket_contents(bucket, after, part).await {
+            Ok(next) => next,
+            Err(StoreError::AnswerTooLarge { .. }) if part > 1 => {
+                part /= 2;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let short = next.messages.len() < part;
+        if let Some(last) = next.messages.last() {
+            after = last.seq;
+        }
+        match &mut whole {
+            None => whole = Some(next),
+            Some(w) => {
+                if (w.first_seq, w.last_seq) != (next.first_seq, next.last_seq) {
+                    return Err(StoreError::Conflict(
+                        "the bucket changed while it was read".into(),
+                    ));
+                }
+                w.messages.extend(next.messages);
+                w.versions.extend(next.versions);
+            }
+        }
+        if short {
+            break;
+        }
+    }
+    whole.ok_or(StoreError::NotFound)
+}
+
+/// A [`Store`] whose old buckets may be in the archive.
+pub struct Tiered {
+    inner: Arc<dyn Store>,
+    objects: Arc<dyn ArchiveObjects>,
+    cache: Mutex<VecDeque<(String, Arc<BucketContents>)>>,
+}
+
+impl Tiered {
+    pub fn new(inner: Arc<dyn Store>, objects: Arc<dyn ArchiveObjects>) -> Self {
+        Self {
+            inner,
+            objects,
+            cache: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    async fn load(&self, b: &ArchivedBucket) -> StoreResult<Arc<BucketContents>> {
+        if let Ok(cache) = self.cache.lock()
+            && let Some((_, c)) = cache.iter().find(|(o, _)| *o == b.object)
+        {
+            return Ok(c.clone());
+        }
+        let bytes = self.objects.get(&b.object).await?;
+        let contents = Arc::new(decode(&b.object, &bytes)?);
+        if (contents.first_seq, contents.last_seq) != (b.first_seq, b.last_seq) {
+            return Err(StoreError::ArchiveUnreadable {
+                object: b.object.clone(),
+                reason: "it holds another bucket".into(),
+            });
+        }
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= CACHED_BUCKETS {
+                cache.pop_front();
+            }
+            cache.push_back((b.object.clone(), contents.clone()));
+        }
+        Ok(contents)
+    }
+
+    /// The archived copy of message `seq` with its versions.
+    async fn archived_message(
+        &self,
+        key: &ConversationKey,
+        seq: u64,
+    ) -> StoreResult<Option<(Message, Vec<MessageVersion>)>> {
+        let buckets = self
+            .inner
+            .archived_buckets(key, seq.saturating_sub(1), seq.saturating_add(1))
+            .await?;
+        for b in buckets {
+            let contents = self.load(&b).await?;
+            if let Some(m) = contents.messages.iter().find(|m| m.seq == seq) {
+                let versions = contents
+                    .versions
+                    .iter()
+                    .find(|(s, _)| *s == seq)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                return Ok(Some((m.clone(), versions)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Archived messages with `after < seq < before`: the `want` newest
+    /// (or oldest, with `oldest_first`) from the archived buckets.
+    async fn archived_range(
+        &self,
+        key: &ConversationKey,
+        after: u64,
+        before: u64,
+        want: usize,
+        oldest_first: bool,
+    ) -> StoreResult<Vec<Message>> {
+        if want == 0 || after.saturating_add(1) >= before {
+            return Ok(Vec::new());
+        }
+        let mut buckets = self.inner.archived_buckets(key, after, before).await?;
+        if oldest_first {
+            buckets.reverse();
+        }
+        let mut out = Vec::new();
+        for b in buckets {
+            if out.len() >= want {
+                break;
+            }
+            let contents = self.load(&b).await?;
+            out.extend(
+                contents
+                    .messages
+                    .iter()
+                    .filter(|m| m.seq > after && m.seq < before)
+                    .cloned(),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Live rows and archived rows as one, live winning, `limit` of them from
+/// the newest (or the oldest).
+fn merge(
+    live: Vec<Message>,
+    archived: Vec<Message>,
+    limit: usize,
+    newest_first: bool,
+) -> Vec<Message> {
+    let mut all: BTreeMap<u64, Message> = archived.into_iter().map(|m| (m.seq, m)).collect();
+    all.extend(live.into_iter().map(|m| (m.seq, m)));
+    if newest_first {
+        all.into_values().rev().take(limit).collect()
+    } else {
+        all.into_values().take(limit).collect()
+    }
+}
+
+#[async_trait]
+impl Store for Tiered {
+    async fn ping(&self) -> StoreResult<()> {
+        self.inner.ping().await
+    }
+
+    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
+        if let [Mutation::MoveToArchive { bucket }] = mutations.as_slice() {
+            return archive_bucket(self.inner.as_ref(), self.objects.as_ref(), bucket)
+                .await
+                .map(|_| ());
+        }
+        if mutations
+            .iter()
+            .any(|m| matches!(m, Mutation::MoveToArchive { .. }))
+        {
+            return Err(StoreError::Conflict(
+                "a move to the archive must be alone in its commit".into(),
+            ));
+        }
+        let mut out = Vec::with_capacity(mutations.len());
+        for m in mutations {
+            if let Mutation::Edit { key, seq, .. } | Mutation::Delete { key, seq, .. } = &m
+                && let Some((message, versions)) = self.archived_message(key, *seq).await?
+            {
+                out.push(Mutation::Restore {
+                    key: key.clone(),
+                    message: Box::new(message),
+                    versions,
+                });
+            }
+            out.push(m);
+        }
+        self.inner.commit(out).await
+    }
+
+    async fn sequencer_states(
+        &self,
+        keys: Vec<ConversationKey>,
+    ) -> StoreResult<Vec<Option<SequencerState>>> {
+        self.inner.sequencer_states(keys).await
+    }
+
+    /// Idempotency keys go with their bucket: a retry older than the
+    /// archive age is a new message.
+    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.inner.find_sent(keys).await
+    }
+
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        let mut found = self.inner.find_messages(keys.clone()).await?;
+        let missing: Vec<usize> = (0..found.len()).filter(|i| found[*i].is_none()).collect();
+        if missing.is_empty() {
+            return Ok(found);
+        }
+        let seqs = self
+            .inner
+            .message_seqs(missing.iter().map(|i| keys[*i].clone()).collect())
+            .await?;
+        for (i, seq) in missing.into_iter().zip(seqs) {
+            let Some(seq) = seq else { continue };
+            let key = ConversationKey {
+                tenant: keys[i].tenant.clone(),
+                conversation_id: keys[i].conversation_id.clone(),
+            };
+            found[i] = self.archived_message(&key, seq).await?.map(|(m, _)| m);
+        }
+        Ok(found)
+    }
+
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        // Checks membership and that the message exists.
+        let live = self
+            .inner
+            .versions(tenant, conversation, reader, message_id)
+            .await?;
+        if !live.is_empty() {
+            return Ok(live);
+        }
+        let key = MessageKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+            message_id,
+        };
+        // A live row (restored and edited or deleted since) is the truth.
+        if let [Some(_)] = self
+            .inner
+            .find_messages(vec![key.clone()])
+            .await?
+            .as_slice()
+        {
+            return Ok(live);
+        }
+        let Some(Some(seq)) = self.inner.message_seqs(vec![key]).await?.pop() else {
+            return Ok(live);
+        };
+        let ckey = ConversationKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+        };
+        Ok(match self.archived_message(&ckey, seq).await? {
+            Some((m, versions)) if m.deleted_at.is_none() => versions,
+            _ => Vec::new(),
+        })
+    }
+
+    async fn conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail> {
+        self.inner.conversation(tenant, conversation, reader).await
+    }
+
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+        self.inner.members(tenant, conversation, reader).await
+    }
+
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool> {
+        self.inner.media_readable(tenant, blob_ref, reader).await
+    }
+
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
+        self.inner.contacts(tenant, user).await
+    }
+
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        self.inner.memberships(tenant, user).await
+    }
+
+    async fn conversations_of(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        self.inner.conversations_of(tenant, user).await
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>> {
+        // Reading the live rows checks membership. Of the merged rows the
+        // `limit` newest are among the `limit` newest live ones and the
+        // `limit` newest archived ones.
+        let live = self
+            .inner
+            .history(tenant, conversation, reader, query)
+            .await?;
+        let after = query.after_seq.unwrap_or(0);
+        let before = query.before_seq.unwrap_or(u64::MAX);
+        let key = ConversationKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+        };
+        let archived = self
+            .archived_range(&key, after, before, query.limit, false)
+            .await?;
+        Ok(merge(live, archived, query.limit, true))
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let live = self
+            .inner
+            .replay(tenant, conversation, reader, after_seq, limit)
+            .await?;
+        let key = ConversationKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+        };
+        let archived = self
+            .archived_range(&key, after_seq, u64::MAX, limit, true)
+            .await?;
+        Ok(merge(live, archived, limit, false))
+    }
+
+    /// Archiving removes the inbox entries of what it moves, so an inbox
+    /// only names live rows.
+    async fn inbox(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        after: Option<InboxCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        self.inner.inbox(tenant, user, device, after, limit).await
+    }
+
+    async fn ack_delivered(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        self.inner
+            .ack_delivered(tenant, user, device, conversation, seq)
+            .await
+    }
+
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        self.inner.ack_read(tenant, user, conversation, seq).await
+    }
+
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep> {
+        self.inner.expire_inbox(before, cursor, budget).await
+    }
+
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
+        self.inner.message_seqs(keys).await
+    }
+
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        self.inner
+            .archive_candidates(before_day, cursor, budget)
+            .await
+    }
+
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        self.inner.bucket_contents(bucket, after_seq, limit).await
+    }
+
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        self.inner
+            .archived_buckets(key, after_seq, before_seq)
+            .await
+    }
+
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()> {
+        self.inner.register_device(tenant, user, device).await
+    }
+}
+
+/// Archive objects in memory: for tests, and for a store without a blob
+/// store to archive to.
+#[derive(Default)]
+pub struct MemoryObjects(Mutex<HashMap<String, Vec<u8>>>);
+
+impl MemoryObjects {
+    pub fn remove(&self, object: &str) -> bool {
+        self.0
+            .lock()
+            .map(|mut m| m.remove(object).is_some())
+            .unwrap_or(false)
+    }
+}
+
+#[async_trait]
+impl ArchiveObjects for MemoryObjects {
+    async fn put(&self, object: &str, bytes: Vec<u8>) -> StoreResult<()> {
+        self.0
+            .lock()
+            .map_err(|_| StoreError::Unavailable("archive map poisoned".into()))?
+            .insert(object.to_owned(), bytes);
+        Ok(())
+    }
+
+    async fn get(&self, object: &str) -> StoreResult<Vec<u8>> {
+        self.0
+            .lock()
+            .map_err(|_| StoreError::Unavailable("archive map poisoned".into()))?
+            .get(object)
+            .cloned()
+            .ok_or_else(|| StoreError::ArchiveUnreadable {
+                object: object.to_owned(),
+                reason: "the object is missing".into(),
+            })
+    }
+}
