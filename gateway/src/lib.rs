@@ -14,6 +14,7 @@ pub mod config;
 mod connection;
 pub mod error;
 pub mod hub;
+mod keys;
 pub mod media;
 mod presence;
 mod receipts;
@@ -47,6 +48,7 @@ pub struct Gateway {
     deployer: Deployer,
     shapes: shapes::Shapes,
     media: media::MediaStore,
+    keys: switchboard_backbone::key_directory::KeyDirectory,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,10 @@ impl Gateway {
         let deployer = Deployer::open(&js, plugins.clone())
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        let keys = js
+            .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
+            .await
+            .map_err(|e| GatewayError::Backbone(format!("key directory: {e}")))?;
         Ok(Arc::new(Self {
             config,
             tenants,
@@ -104,6 +110,7 @@ impl Gateway {
             deployer,
             shapes: shapes::Shapes::default(),
             media,
+            keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
         }))
     }
 

@@ -56,7 +56,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(crate::admin::routes(&gw))
-        .merge(crate::media::routes(&gw));
+        .merge(crate::media::routes(&gw))
+        .merge(crate::keys::routes());
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client));
     }

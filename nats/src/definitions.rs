@@ -18,6 +18,7 @@ pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
 pub const PRESENCE_BUCKET_JSON: &str = include_str!("../kv/sb_presence.json");
 pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
 pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
+pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 
 pub const INGEST_STREAM: &str = "SB_INGEST";
@@ -26,6 +27,7 @@ pub const WORKERS_BUCKET: &str = "sb_workers";
 pub const PRESENCE_BUCKET: &str = "sb_presence";
 pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
 pub const PLUGINS_BUCKET: &str = "sb_plugins";
+pub const KEYS_BUCKET: &str = "sb_keys";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 
 /// Settings an operator may change without editing the JSON.
@@ -129,6 +131,10 @@ pub fn plugins_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneErr
     bucket("sb_plugins.json", PLUGINS_BUCKET_JSON, config)
 }
 
+pub fn keys_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_keys.json", KEYS_BUCKET_JSON, config)
+}
+
 /// The shape of the object store files: the settings of `nats object add`.
 #[derive(Debug, Deserialize)]
 struct ObjectStoreFile {
@@ -163,6 +169,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         presence_bucket(config)?,
         last_seen_bucket(config)?,
         plugins_bucket(config)?,
+        keys_bucket(config)?,
     ];
     for b in buckets {
         let name = b.bucket.clone();
@@ -204,6 +211,7 @@ mod tests {
         assert!(presence.limit_markers.is_some(), "expiries must be visible");
         assert_eq!(last_seen_bucket(&c).unwrap().max_age, Duration::ZERO);
         assert_eq!(plugins_bucket(&c).unwrap().history, 64);
+        assert_eq!(keys_bucket(&c).unwrap().bucket, KEYS_BUCKET);
         assert_eq!(plugin_code_store(&c).unwrap().bucket, PLUGIN_CODE_STORE);
     }
 

@@ -11,6 +11,7 @@
 pub mod definitions;
 pub mod envelope;
 pub mod fanout;
+pub mod key_directory;
 pub mod kv_key;
 pub mod lease;
 pub mod node_id;

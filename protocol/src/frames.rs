@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::content::Content;
 use crate::error::ErrorCode;
-use crate::ids::{ClientMsgId, ConversationId, MessageId, UserId};
+use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
 use crate::message::Message;
 use crate::timestamp::Timestamp;
 
@@ -224,6 +224,14 @@ pub enum ServerFrame {
         conversation_id: Option<String>,
     },
     Pong {},
+    /// An addition to PROTOCOL.md (F17): one of the user's devices has few
+    /// unclaimed one-time prekeys left (or none); that device should
+    /// upload more (`PUT /v1/devices/{device}/keys`). Sent to every
+    /// connection of the user; the device named acts on it.
+    PrekeysLow {
+        device_id: DeviceId,
+        remaining: usize,
+    },
 }
 
 impl ServerFrame {

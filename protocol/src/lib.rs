@@ -11,6 +11,7 @@ pub mod conversation;
 pub mod error;
 pub mod frames;
 pub mod ids;
+pub mod keys;
 pub mod message;
 pub mod snowflake;
 pub mod timestamp;

@@ -8,6 +8,7 @@ mod bad_input;
 mod chat;
 mod crash;
 mod dev;
+mod e2ee;
 mod edits;
 mod fanout;
 mod history;
