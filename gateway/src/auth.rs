@@ -9,12 +9,15 @@
 //! algorithm confusion (an HS256 token "signed" with a public key) fail.
 
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use switchboard_protocol::{DeviceId, TenantId, UserId};
+
+use switchboard_backbone::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
 
@@ -54,10 +57,15 @@ struct Key {
     key: DecodingKey,
 }
 
-/// The verification keys of every tenant.
+type Keys = Arc<Vec<Key>>;
+
+/// The verification keys of every tenant: those of the configuration
+/// file, replaced by the `sb_tenants` record of the same tenant while
+/// there is one (`apply_record`).
 #[derive(Default)]
 pub struct TenantDirectory {
-    keys: HashMap<TenantId, Vec<Key>>,
+    keys: RwLock<HashMap<TenantId, Keys>>,
+    from_file: HashMap<TenantId, Keys>,
 }
 
 #[derive(Deserialize)]
@@ -75,40 +83,81 @@ struct Claims {
     role: Option<String>,
 }
 
+/// The keys of one tenant, checked.
+fn keys_of(tenant: &str, hs256: &[String], ed25519: &[String]) -> Result<Vec<Key>, KeyError> {
+    let invalid = |message: String| KeyError::Invalid {
+        tenant: tenant.to_owned(),
+        message,
+    };
+    let mut out = Vec::new();
+    for secret in hs256 {
+        if secret.len() < 16 {
+            return Err(invalid("HS256 secrets must be at least 16 bytes".into()));
+        }
+        out.push(Key {
+            algorithm: Algorithm::HS256,
+            key: DecodingKey::from_secret(secret.as_bytes()),
+        });
+    }
+    for public in ed25519 {
+        let raw = STANDARD
+            .decode(public.trim())
+            .or_else(|_| URL_SAFE_NO_PAD.decode(public.trim()))
+            .map_err(|e| invalid(format!("Ed25519 key is not base64: {e}")))?;
+        if raw.len() != 32 {
+            return Err(invalid("Ed25519 public keys are 32 bytes".into()));
+        }
+        out.push(Key {
+            algorithm: Algorithm::EdDSA,
+            key: DecodingKey::from_ed_der(&raw),
+        });
+    }
+    Ok(out)
+}
+
 impl TenantDirectory {
     pub fn from_config(tenants: &[TenantConfig]) -> Result<Self, KeyError> {
         let mut keys: HashMap<TenantId, Vec<Key>> = HashMap::new();
         for t in tenants {
-            let invalid = |message: String| KeyError::Invalid {
+            let id = TenantId::new(t.id.clone()).map_err(|e| KeyError::Invalid {
                 tenant: t.id.clone(),
-                message,
-            };
-            let id = TenantId::new(t.id.clone()).map_err(|e| invalid(e.to_string()))?;
-            let entry = keys.entry(id).or_default();
-            for secret in &t.hs256_secrets {
-                if secret.len() < 16 {
-                    return Err(invalid("HS256 secrets must be at least 16 bytes".into()));
-                }
-                entry.push(Key {
-                    algorithm: Algorithm::HS256,
-                    key: DecodingKey::from_secret(secret.as_bytes()),
-                });
-            }
-            for public in &t.ed25519_public_keys {
-                let raw = STANDARD
-                    .decode(public.trim())
-                    .or_else(|_| URL_SAFE_NO_PAD.decode(public.trim()))
-                    .map_err(|e| invalid(format!("Ed25519 key is not base64: {e}")))?;
-                if raw.len() != 32 {
-                    return Err(invalid("Ed25519 public keys are 32 bytes".into()));
-                }
-                entry.push(Key {
-                    algorithm: Algorithm::EdDSA,
-                    key: DecodingKey::from_ed_der(&raw),
-                });
-            }
+                message: e.to_string(),
+            })?;
+            keys.entry(id).or_default().extend(keys_of(
+                &t.id,
+                &t.hs256_secrets,
+                &t.ed25519_public_keys,
+            )?);
         }
-        Ok(Self { keys })
+        let from_file: HashMap<TenantId, Keys> =
+            keys.into_iter().map(|(t, k)| (t, Arc::new(k))).collect();
+        Ok(Self {
+            keys: RwLock::new(from_file.clone()),
+            from_file,
+        })
+    }
+
+    /// A tenant's record in `sb_tenants` changed: its keys are the
+    /// record's from now on (`None`, deleted: the file's, if any). A
+    /// record with a bad key locks the tenant out rather than keep keys
+    /// an operator meant to remove.
+    pub fn apply_record(&self, id: &TenantId, record: Option<&TenantRecord>) {
+        let keys = match record {
+            Some(r) => match keys_of(id.as_str(), &r.hs256_secrets, &r.ed25519_public_keys) {
+                Ok(k) => Some(Arc::new(k)),
+                Err(e) => {
+                    tracing::warn!(tenant = %id, error = %e, "a tenant record with a bad key: no token of the tenant verifies");
+                    Some(Arc::new(Vec::new()))
+                }
+            },
+            None => self.from_file.get(id).cloned(),
+        };
+        if let Ok(mut all) = self.keys.write() {
+            match keys {
+                Some(k) => all.insert(id.clone(), k),
+                None => all.remove(id),
+            };
+        }
     }
 
     pub fn verify(&self, token: &str) -> Result<Identity, AuthError> {
@@ -142,7 +191,12 @@ impl TenantDirectory {
         let tenant =
             TenantId::new(unverified.tenant).map_err(|e| AuthError::Claims(e.to_string()))?;
         // An unknown tenant looks like a bad signature: no tenant enumeration.
-        let keys = self.keys.get(&tenant).ok_or(AuthError::BadSignature)?;
+        let keys = self
+            .keys
+            .read()
+            .ok()
+            .and_then(|k| k.get(&tenant).cloned())
+            .ok_or(AuthError::BadSignature)?;
 
         let mut validation = Validation::new(algorithm);
         validation.set_required_spec_claims(&["exp", "sub"]);

@@ -154,6 +154,9 @@ pub struct GatewayConfig {
     /// Dev mode only: mint tokens for this tenant at `POST /v1/dev/token`,
     /// so the browser client can sign in without a backend of its own.
     pub dev_tokens: Option<DevTokens>,
+    /// The bearer token of the operator API (`/v1/operator/...`); `None`
+    /// turns the API off.
+    pub operator_token: Option<String>,
 }
 
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
@@ -179,6 +182,7 @@ impl GatewayConfig {
             media: MediaConfig::default(),
             serve_web_client: false,
             dev_tokens: None,
+            operator_token: None,
         }
     }
 }

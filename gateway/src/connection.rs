@@ -7,7 +7,7 @@
 //! bad frame gets an `error` frame and the loop goes on.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::stream::SplitSink;
@@ -24,6 +24,7 @@ use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::store_error_code;
 use crate::hub::{Outbound, Registration};
+use crate::quota::{self, Admission, TokenBucket};
 use crate::receipts::{self, PendingMarks};
 use crate::typing;
 
@@ -31,41 +32,11 @@ use crate::typing;
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 const KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// A token bucket: `rate` tokens per second up to `burst`.
-struct TokenBucket {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    at: Instant,
-}
-
-impl TokenBucket {
-    fn new(rate: f64, burst: f64) -> Self {
-        Self {
-            rate,
-            burst,
-            tokens: burst,
-            at: Instant::now(),
-        }
-    }
-
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        self.tokens =
-            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 struct Connection {
     gw: Arc<Gateway>,
     id: Identity,
+    /// This connection's place in the tenant's connection quotas.
+    _admission: Admission,
     tx: mpsc::Sender<Outbound>,
     sends: TokenBucket,
     typing: TokenBucket,
@@ -141,17 +112,17 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
     })
 }
 
-pub(crate) async fn run(id: Identity, socket: WebSocket, session: Session) {
+pub(crate) async fn run(id: Identity, socket: WebSocket, session: Session, admission: Admission) {
     let span = tracing::info_span!(
         "conn",
         tenant = %id.tenant,
         user = %id.user,
         device = %id.device
     );
-    serve(id, socket, session).instrument(span).await;
+    serve(id, socket, session, admission).instrument(span).await;
 }
 
-async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
+async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission: Admission) {
     let gw = session.gw.clone();
     let (sink, mut stream) = socket.split();
     let limits = gw.config.limits.clone();
@@ -164,6 +135,7 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session) {
     let mut conn = Connection {
         gw: gw.clone(),
         id,
+        _admission: admission,
         tx,
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
         typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
@@ -248,6 +220,39 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Recei
 }
 
 impl Connection {
+    /// The content limits of this connection's tenant.
+    fn content_limits(&self) -> switchboard_protocol::ContentLimits {
+        self.gw
+            .quotas
+            .content_limits(&self.id.tenant, &self.gw.config.limits.content)
+    }
+
+    /// Takes one message (a send, edit or delete) from this connection's
+    /// rate and the tenant's, or says which is spent. A tenant quota
+    /// replaces the deployment's per-connection rate, from its next message.
+    fn take_message(&mut self) -> Result<(), String> {
+        let limits = &self.gw.config.limits;
+        let (rate, burst) = match self
+            .gw
+            .quotas
+            .of(&self.id.tenant)
+            .messages_per_second_per_connection
+        {
+            Some(rate) => quota::rate_and_burst(rate),
+            None => (limits.sends_per_second, limits.send_burst),
+        };
+        self.sends.set(rate, burst);
+        if !self.sends.take() {
+            return Err(format!(
+                "more than {rate} messages per second on this connection; slow down and retry"
+            ));
+        }
+        if !self.gw.quotas.tenant_message(&self.id.tenant) {
+            return Err("the tenant's messages per second are spent; retry shortly".into());
+        }
+        Ok(())
+    }
+
     /// Queues a frame for this connection. A full queue means the client
     /// does not read what it asks for: the connection is closed (it can
     /// reconnect and pull its backlog), rather than buffering without end.
@@ -357,18 +362,12 @@ impl Connection {
                 Some(conversation_id.as_str()),
             )
         };
-        if let Err(e) = content.validate_from_client(&self.gw.config.limits.content) {
+        if let Err(e) = content.validate_from_client(&self.content_limits()) {
             self.reply(fail(e.code(), e.to_string()));
             return;
         }
-        if !self.sends.take() {
-            self.reply(fail(
-                ErrorCode::RateLimited,
-                format!(
-                    "more than {} messages per second; slow down and retry",
-                    self.gw.config.limits.sends_per_second
-                ),
-            ));
+        if let Err(why) = self.take_message() {
+            self.reply(fail(ErrorCode::RateLimited, why));
             return;
         }
         let Ok(permit) = self.inflight.clone().try_acquire_owned() else {
@@ -476,16 +475,13 @@ impl Connection {
             error_frame(code, message, request, None, Some(conversation_id.as_str()))
         };
         if let Some(c) = &content
-            && let Err(e) = c.validate_from_client(&self.gw.config.limits.content)
+            && let Err(e) = c.validate_from_client(&self.content_limits())
         {
             self.reply(fail(e.code(), e.to_string()));
             return;
         }
-        if !self.sends.take() {
-            self.reply(fail(
-                ErrorCode::RateLimited,
-                "too many messages and changes; slow down".into(),
-            ));
+        if let Err(why) = self.take_message() {
+            self.reply(fail(ErrorCode::RateLimited, why));
             return;
         }
         // An edit is new content: it is moderated like a send.

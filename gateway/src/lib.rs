@@ -16,7 +16,9 @@ pub mod error;
 pub mod hub;
 mod keys;
 pub mod media;
+mod operator;
 mod presence;
+mod quota;
 mod receipts;
 mod rest;
 mod shapes;
@@ -38,7 +40,8 @@ pub use config::{DevTokens, GatewayConfig, Limits, MediaConfig, TenantConfig};
 /// Everything a request handler needs; shared by all connections.
 pub struct Gateway {
     config: GatewayConfig,
-    tenants: TenantDirectory,
+    tenants: Arc<TenantDirectory>,
+    quotas: quota::Quotas,
     store: Arc<dyn Store>,
     client: async_nats::Client,
     js: jetstream::Context,
@@ -49,6 +52,7 @@ pub struct Gateway {
     shapes: shapes::Shapes,
     media: media::MediaStore,
     keys: switchboard_backbone::key_directory::KeyDirectory,
+    tenant_registry: switchboard_backbone::tenants::TenantRegistry,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +81,12 @@ impl Gateway {
                 "hard_max_frame_bytes must be at least max_frame_bytes".into(),
             ));
         }
-        let tenants = TenantDirectory::from_config(&config.tenants)?;
+        if config.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(GatewayError::Limits(
+                "operator_token must be at least 16 bytes".into(),
+            ));
+        }
+        let tenants = Arc::new(TenantDirectory::from_config(&config.tenants)?);
         let js = jetstream::context::ContextBuilder::new()
             .max_ack_inflight(config.jetstream_max_inflight.max(1))
             .build(client.clone());
@@ -94,6 +103,19 @@ impl Gateway {
         let deployer = Deployer::open(&js, plugins.clone())
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        // Tenants of sb_tenants replace the file's from the first request
+        // on, and every change after.
+        let book = switchboard_backbone::tenants::TenantBook::default();
+        let directory = tenants.clone();
+        book.follow(
+            &js,
+            Arc::new(move |id, record| directory.apply_record(id, record)),
+        )
+        .await
+        .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        let tenant_registry = switchboard_backbone::tenants::TenantRegistry::open(&js)
+            .await
+            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         let keys = js
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
@@ -101,6 +123,7 @@ impl Gateway {
         Ok(Arc::new(Self {
             config,
             tenants,
+            quotas: quota::Quotas::new(book),
             store,
             hub,
             client,
@@ -111,6 +134,7 @@ impl Gateway {
             shapes: shapes::Shapes::default(),
             media,
             keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
+            tenant_registry,
         }))
     }
 

@@ -57,7 +57,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .route("/readyz", get(readyz))
         .merge(crate::admin::routes(&gw))
         .merge(crate::media::routes(&gw))
-        .merge(crate::keys::routes());
+        .merge(crate::keys::routes())
+        .merge(crate::operator::routes());
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client));
     }
@@ -75,7 +76,7 @@ fn auth_error(e: AuthError) -> ApiError {
     ApiError::new(ErrorCode::Unauthorized, e.to_string())
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -462,6 +463,10 @@ async fn websocket(
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
+    let admission = match gw.quotas.admit(&identity) {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
     // Subscribed before the upgrade is answered: see `connection::Session`.
     let session = match connection::prepare(&gw, &identity).await {
         Ok(s) => s,
@@ -476,7 +481,7 @@ async fn websocket(
         .write_buffer_size(8 * 1024)
         .max_message_size(limits.hard_max_frame_bytes)
         .max_frame_size(limits.hard_max_frame_bytes)
-        .on_upgrade(move |socket| connection::run(identity, socket, session))
+        .on_upgrade(move |socket| connection::run(identity, socket, session, admission))
 }
 
 async fn healthz() -> Json<serde_json::Value> {

@@ -19,6 +19,7 @@ pub const PRESENCE_BUCKET_JSON: &str = include_str!("../kv/sb_presence.json");
 pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
 pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
 pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
+pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 
 pub const INGEST_STREAM: &str = "SB_INGEST";
@@ -28,6 +29,7 @@ pub const PRESENCE_BUCKET: &str = "sb_presence";
 pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
 pub const PLUGINS_BUCKET: &str = "sb_plugins";
 pub const KEYS_BUCKET: &str = "sb_keys";
+pub const TENANTS_BUCKET: &str = "sb_tenants";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 
 /// Settings an operator may change without editing the JSON.
@@ -135,6 +137,10 @@ pub fn keys_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError>
     bucket("sb_keys.json", KEYS_BUCKET_JSON, config)
 }
 
+pub fn tenants_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_tenants.json", TENANTS_BUCKET_JSON, config)
+}
+
 /// The shape of the object store files: the settings of `nats object add`.
 #[derive(Debug, Deserialize)]
 struct ObjectStoreFile {
@@ -170,6 +176,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         last_seen_bucket(config)?,
         plugins_bucket(config)?,
         keys_bucket(config)?,
+        tenants_bucket(config)?,
     ];
     for b in buckets {
         let name = b.bucket.clone();
@@ -212,6 +219,7 @@ mod tests {
         assert_eq!(last_seen_bucket(&c).unwrap().max_age, Duration::ZERO);
         assert_eq!(plugins_bucket(&c).unwrap().history, 64);
         assert_eq!(keys_bucket(&c).unwrap().bucket, KEYS_BUCKET);
+        assert_eq!(tenants_bucket(&c).unwrap().history, 16);
         assert_eq!(plugin_code_store(&c).unwrap().bucket, PLUGIN_CODE_STORE);
     }
 

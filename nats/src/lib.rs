@@ -18,6 +18,7 @@ pub mod node_id;
 pub mod presence;
 pub mod store_service;
 pub mod subject;
+pub mod tenants;
 
 use std::time::Duration;
 

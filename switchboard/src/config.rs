@@ -66,6 +66,9 @@ pub struct FileConfig {
     /// same blob directory needs the same one; unset, each process makes
     /// up its own (fine for `dev`).
     pub blob_url_secret: Option<String>,
+    /// The bearer token of the operator API (`/v1/operator/tenants`);
+    /// unset, the API is off. At least 16 bytes.
+    pub operator_token: Option<String>,
     /// Limits of tenant plugin calls (`[plugins]`).
     #[serde(default)]
     pub plugins: Option<PluginLimits>,

@@ -12,6 +12,7 @@ mod nats_server;
 mod plugin_bench;
 mod run;
 mod sys;
+mod tenant_cli;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ enum Cmd {
     Worker(WorkerArgs),
     /// Print a token for the local demo tenant.
     Token(TokenArgs),
+    /// Administer tenants (keys, quotas) through NATS.
+    Tenant(tenant_cli::TenantArgs),
     /// Load generator: N clients in 1:1 conversations.
     Bench(bench::BenchArgs),
 }
@@ -188,6 +191,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Gateway(args) => gateway(args).await,
         Cmd::Worker(args) => worker(args).await,
         Cmd::Token(args) => token(args),
+        Cmd::Tenant(args) => tenant_cli::run(args).await,
         Cmd::Bench(args) => bench::run(args).await,
     }
 }

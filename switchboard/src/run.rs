@@ -244,6 +244,7 @@ pub fn gateway_config(
         config.limits = limits.clone();
     }
     config.partitions = backbone.partitions;
+    config.operator_token = file.operator_token.clone();
     config.command_timeout = file.command_timeout();
     config.receipt_interval = file.receipt_interval();
     if let Some(ttl) = file.presence_ttl() {

@@ -91,6 +91,8 @@ pub(crate) struct Ctx {
     /// Tenants' plugins (edit and fan-out policy); `None` runs the
     /// built-in policies only.
     pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
+    /// Tenants' quotas, following `sb_tenants`.
+    pub tenants: switchboard_backbone::tenants::TenantBook,
     pub config: WorkerConfig,
 }
 
@@ -109,6 +111,11 @@ pub async fn run(
         .get_key_value(WORKERS_BUCKET)
         .await
         .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
+    let tenants = switchboard_backbone::tenants::TenantBook::default();
+    let follower = tenants
+        .follow(&js, Arc::new(|_, _| {}))
+        .await
+        .map_err(|e| WorkerError::Nats(e.to_string()))?;
     let ctx = Arc::new(Ctx {
         leader: std::sync::atomic::AtomicBool::new(false),
         client,
@@ -116,6 +123,7 @@ pub async fn run(
         store,
         ids,
         plugins,
+        tenants,
         config,
     });
     let open = |name: &'static str| {
@@ -140,5 +148,6 @@ pub async fn run(
     notifier.abort();
     sweeper.abort();
     archiver.abort();
+    follower.abort();
     result
 }

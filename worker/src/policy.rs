@@ -79,9 +79,22 @@ pub struct Policies {
     pub edit: EditPolicy,
     pub fanout: FanOutPolicy,
     pub plugins: Option<Arc<Plugins>>,
+    /// Tenants' quotas (members per conversation), as `sb_tenants` says now.
+    pub tenants: switchboard_backbone::tenants::TenantBook,
 }
 
 impl Policies {
+    /// A quota refusal if a conversation of `tenant` with `members` members
+    /// would pass the tenant's `max_members_per_conversation`.
+    pub fn check_members(&self, tenant: &TenantId, members: usize) -> Result<(), String> {
+        match self.tenants.quotas(tenant).max_members_per_conversation {
+            Some(max) if members > usize::try_from(max).unwrap_or(usize::MAX) => Err(format!(
+                "{members} members would pass the tenant's quota of {max} per conversation"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// `Ok` if `actor` may do `action` to `message`; the reason otherwise.
     pub fn check_change(
         &self,

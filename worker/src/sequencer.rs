@@ -549,6 +549,10 @@ impl Batch<'_> {
             }
             return Ok(());
         }
+        if let Err(why) = self.policies.check_members(&c.tenant, members.len()) {
+            self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
+            return Ok(());
+        }
         let record = ConversationRecord {
             tenant: c.tenant.clone(),
             conversation_id: c.conversation_id.clone(),
@@ -651,6 +655,13 @@ impl Batch<'_> {
         let new = users_where(&c.users, |u| !state.members.contains(u));
         if new.is_empty() {
             self.done(reply_to, &c.conversation_id, false);
+            return Ok(());
+        }
+        if let Err(why) = self
+            .policies
+            .check_members(&c.tenant, state.members.len() + new.len())
+        {
+            self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
             return Ok(());
         }
         let key = key(&c.tenant, &c.conversation_id);

@@ -73,6 +73,7 @@ pub(crate) async fn run_partition(
             edit: ctx.config.edit_policy,
             fanout: ctx.config.fanout,
             plugins: ctx.plugins.clone(),
+            tenants: ctx.tenants.clone(),
         },
     );
     tracing::info!(partition, "writer started");

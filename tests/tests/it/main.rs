@@ -25,4 +25,5 @@ mod presence;
 mod receipts;
 mod store_service;
 mod support;
+mod tenants;
 mod typing;

@@ -1,0 +1,210 @@
+//! The operator API for tenants (F21): what `switchboard tenant` does, over
+//! HTTP, for operators' tooling. It takes the deployment's operator token
+//! (`operator_token` in the configuration, a bearer token), not a tenant's
+//! JWT: tenants never administer themselves here. Secrets are write-only:
+//! answers show them as fingerprints.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
+use serde::Deserialize;
+use switchboard_backbone::tenants::{
+    TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
+};
+use switchboard_protocol::{ErrorCode, TenantId};
+
+use crate::Gateway;
+use crate::error::ApiError;
+use crate::rest::{JsonBody, bearer};
+
+type Shared = Arc<Gateway>;
+
+pub(crate) fn routes() -> axum::Router<Shared> {
+    axum::Router::new()
+        .route("/v1/operator/tenants", get(list).post(create))
+        .route(
+            "/v1/operator/tenants/{id}",
+            get(show).patch(change).delete(remove),
+        )
+}
+
+/// Constant time in the length of `given`, so the token is not guessed a
+/// byte at a time from response times.
+fn same(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, b) in given.iter().enumerate() {
+        diff |= usize::from(b ^ expected.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
+fn operator(gw: &Gateway, headers: &HeaderMap) -> Result<TenantRegistry, ApiError> {
+    let Some(expected) = &gw.config.operator_token else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            "the operator API is off: set operator_token in the configuration",
+        ));
+    };
+    match bearer(headers) {
+        Some(given) if same(given.as_bytes(), expected.as_bytes()) => {
+            Ok(gw.tenant_registry.clone())
+        }
+        _ => Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "the operator API needs Authorization: Bearer <operator_token>",
+        )),
+    }
+}
+
+fn tenant_error(e: TenantError) -> ApiError {
+    let code = match &e {
+        TenantError::Invalid(_) => ErrorCode::InvalidRequest,
+        TenantError::NotFound(_) => ErrorCode::NotFound,
+        TenantError::Exists(_) | TenantError::Conflict(_) => ErrorCode::Conflict,
+        TenantError::Backbone(_) => ErrorCode::Unavailable,
+    };
+    ApiError::new(code, e.to_string())
+}
+
+fn tenant_id(path: Result<Path<String>, PathRejection>) -> Result<TenantId, ApiError> {
+    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
+    TenantId::new(raw).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+async fn list(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let registry = operator(&gw, &headers)?;
+    let all: Vec<_> = registry
+        .list()
+        .await
+        .map_err(tenant_error)?
+        .iter()
+        .map(TenantRecord::redacted)
+        .collect();
+    Ok(Json(serde_json::json!({ "tenants": all })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewTenant {
+    id: TenantId,
+    #[serde(default)]
+    hs256_secrets: Vec<String>,
+    #[serde(default)]
+    ed25519_public_keys: Vec<String>,
+    #[serde(default)]
+    quotas: TenantQuotas,
+}
+
+async fn create(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<NewTenant>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let registry = operator(&gw, &headers)?;
+    let mut record = TenantRecord::new(body.id);
+    record.hs256_secrets = body.hs256_secrets;
+    record.ed25519_public_keys = body.ed25519_public_keys;
+    record.quotas = body.quotas;
+    let record = registry.create(record).await.map_err(tenant_error)?;
+    Ok((StatusCode::CREATED, Json(record.redacted())))
+}
+
+async fn show(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let registry = operator(&gw, &headers)?;
+    let id = tenant_id(path)?;
+    let record = registry.get(&id).await.map_err(tenant_error)?;
+    Ok(Json(record.redacted()))
+}
+
+/// A change: keys to add and remove (an HS256 secret by its value or its
+/// fingerprint), quotas to set (`null` removes one).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Change {
+    #[serde(default)]
+    add_hs256_secrets: Vec<String>,
+    #[serde(default)]
+    remove_hs256_secrets: Vec<String>,
+    #[serde(default)]
+    add_ed25519_public_keys: Vec<String>,
+    #[serde(default)]
+    remove_ed25519_public_keys: Vec<String>,
+    #[serde(default)]
+    quotas: BTreeMap<String, Option<serde_json::Number>>,
+}
+
+async fn change(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<Change>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let registry = operator(&gw, &headers)?;
+    let id = tenant_id(path)?;
+    let record = registry
+        .update(&id, |r| {
+            r.hs256_secrets.retain(|s| {
+                !body
+                    .remove_hs256_secrets
+                    .iter()
+                    .any(|gone| gone == s || *gone == fingerprint(s))
+            });
+            r.hs256_secrets
+                .extend(body.add_hs256_secrets.iter().cloned());
+            r.ed25519_public_keys.retain(|k| {
+                !body
+                    .remove_ed25519_public_keys
+                    .iter()
+                    .any(|gone| gone.trim() == k.trim())
+            });
+            r.ed25519_public_keys
+                .extend(body.add_ed25519_public_keys.iter().cloned());
+            for (name, value) in &body.quotas {
+                let value = value
+                    .as_ref()
+                    .map_or("none".to_owned(), ToString::to_string);
+                r.quotas.set(name, &value)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(tenant_error)?;
+    Ok(Json(record.redacted()))
+}
+
+async fn remove(
+    State(gw): State<Shared>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let registry = operator(&gw, &headers)?;
+    let id = tenant_id(path)?;
+    registry.delete(&id).await.map_err(tenant_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"operator-token-123", b"operator-token-123"));
+        assert!(!same(b"operator-token-12", b"operator-token-123"));
+        assert!(!same(b"operator-token-1234", b"operator-token-123"));
+        assert!(!same(b"", b"x"));
+        assert!(!same(b"Operator-token-123", b"operator-token-123"));
+    }
+}

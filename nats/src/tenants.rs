@@ -1,0 +1,425 @@
+//! Tenants (F21) in the `sb_tenants` bucket: each tenant's token
+//! verification keys and quotas, key `<tenant>`, value a [`TenantRecord`].
+//!
+//! Operators change them with `switchboard tenant ...` or the operator API
+//! ([`TenantRegistry`]: compare-and-set updates, so two operators never
+//! overwrite each other's change); every gateway and worker follows the
+//! bucket ([`TenantBook::follow`]) and uses a change from the moment it
+//! arrives, without a restart. Tenants of the configuration file still
+//! work; a tenant in the bucket replaces the file's entry of the same id.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{TenantId, Timestamp};
+
+use crate::definitions::TENANTS_BUCKET;
+use crate::kv_key;
+
+/// Limits of one tenant. `None` leaves the deployment's default (or no
+/// limit where there is none). Connection and per-tenant rate limits are
+/// counted per gateway process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TenantQuotas {
+    /// Open WebSocket connections of one user.
+    pub max_connections_per_user: Option<u32>,
+    /// Open WebSocket connections of the whole tenant.
+    pub max_connections: Option<u32>,
+    /// Messages (sends and edits) per second of one connection.
+    pub messages_per_second_per_connection: Option<f64>,
+    /// Messages per second of the whole tenant.
+    pub messages_per_second: Option<f64>,
+    /// Members of one conversation.
+    pub max_members_per_conversation: Option<u32>,
+    /// Bytes of a message's text, caption or ciphertext.
+    pub max_message_bytes: Option<u32>,
+}
+
+impl TenantQuotas {
+    /// Sets one quota from its name and a value (`none` removes it).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), TenantError> {
+        let bad = || TenantError::Invalid(format!("{name} = {value:?} is not a number or none"));
+        let int = || -> Result<Option<u32>, TenantError> {
+            if value == "none" {
+                Ok(None)
+            } else {
+                value.parse().map(Some).map_err(|_| bad())
+            }
+        };
+        let rate = || -> Result<Option<f64>, TenantError> {
+            if value == "none" {
+                return Ok(None);
+            }
+            match value.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                _ => Err(bad()),
+            }
+        };
+        match name {
+            "max_connections_per_user" => self.max_connections_per_user = int()?,
+            "max_connections" => self.max_connections = int()?,
+            "messages_per_second_per_connection" => {
+                self.messages_per_second_per_connection = rate()?;
+            }
+            "messages_per_second" => self.messages_per_second = rate()?,
+            "max_members_per_conversation" => self.max_members_per_conversation = int()?,
+            "max_message_bytes" => self.max_message_bytes = int()?,
+            other => {
+                return Err(TenantError::Invalid(format!(
+                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One tenant: its keys (two of a kind may be valid at once, for rotation)
+/// and its quotas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantRecord {
+    pub id: TenantId,
+    /// HS256 shared secrets, at least 16 bytes each.
+    #[serde(default)]
+    pub hs256_secrets: Vec<String>,
+    /// Ed25519 public keys (32 bytes, base64) for EdDSA tokens.
+    #[serde(default)]
+    pub ed25519_public_keys: Vec<String>,
+    #[serde(default)]
+    pub quotas: TenantQuotas,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl TenantRecord {
+    pub fn new(id: TenantId) -> Self {
+        let now = Timestamp::now();
+        Self {
+            id,
+            hs256_secrets: Vec::new(),
+            ed25519_public_keys: Vec::new(),
+            quotas: TenantQuotas::default(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// What an operator can be shown: secrets as fingerprints only.
+    pub fn redacted(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "hs256_secrets": self.hs256_secrets.iter().map(|s| fingerprint(s)).collect::<Vec<_>>(),
+            "ed25519_public_keys": self.ed25519_public_keys,
+            "quotas": self.quotas,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        })
+    }
+}
+
+/// The first 8 bytes of a secret's SHA-256, hex: enough to tell secrets
+/// apart when rotating, useless for forging tokens.
+pub fn fingerprint(secret: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TenantError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no tenant {0}")]
+    NotFound(String),
+    #[error("tenant {0} exists already")]
+    Exists(String),
+    #[error("tenant {0} was changed by someone else meanwhile; try again")]
+    Conflict(String),
+    #[error("tenants: {0}")]
+    Backbone(String),
+}
+
+fn nats(e: impl std::fmt::Display) -> TenantError {
+    TenantError::Backbone(e.to_string())
+}
+
+/// Reads and changes tenants.
+#[derive(Clone)]
+pub struct TenantRegistry {
+    kv: kv::Store,
+}
+
+impl TenantRegistry {
+    pub async fn open(js: &jetstream::Context) -> Result<Self, TenantError> {
+        Ok(Self {
+            kv: js.get_key_value(TENANTS_BUCKET).await.map_err(nats)?,
+        })
+    }
+
+    async fn read(&self, id: &TenantId) -> Result<Option<(TenantRecord, u64)>, TenantError> {
+        let Some(entry) = self
+            .kv
+            .entry(kv_key::part(id.as_str()))
+            .await
+            .map_err(nats)?
+        else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let record = serde_json::from_slice(&entry.value)
+            .map_err(|e| TenantError::Backbone(format!("tenant {id} does not decode: {e}")))?;
+        Ok(Some((record, entry.revision)))
+    }
+
+    pub async fn get(&self, id: &TenantId) -> Result<TenantRecord, TenantError> {
+        self.read(id)
+            .await?
+            .map(|(r, _)| r)
+            .ok_or_else(|| TenantError::NotFound(id.to_string()))
+    }
+
+    pub async fn list(&self) -> Result<Vec<TenantRecord>, TenantError> {
+        let mut keys = self.kv.keys().await.map_err(nats)?;
+        let mut out = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(nats)?;
+            let Some(id) = kv_key::id(&key).and_then(|id| TenantId::new(id).ok()) else {
+                continue;
+            };
+            if let Some((record, _)) = self.read(&id).await? {
+                out.push(record);
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Creates a tenant; `Exists` if it does.
+    pub async fn create(&self, record: TenantRecord) -> Result<TenantRecord, TenantError> {
+        validate(&record)?;
+        let bytes = serde_json::to_vec(&record).map_err(nats)?;
+        match self
+            .kv
+            .create(kv_key::part(record.id.as_str()), bytes.into())
+            .await
+        {
+            Ok(_) => Ok(record),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                Err(TenantError::Exists(record.id.to_string()))
+            }
+            Err(e) => Err(nats(e)),
+        }
+    }
+
+    /// Changes a tenant with `change`, refused (`Conflict`) if someone else
+    /// changed it between the read and the write.
+    pub async fn update(
+        &self,
+        id: &TenantId,
+        change: impl FnOnce(&mut TenantRecord) -> Result<(), TenantError>,
+    ) -> Result<TenantRecord, TenantError> {
+        let (mut record, revision) = self
+            .read(id)
+            .await?
+            .ok_or_else(|| TenantError::NotFound(id.to_string()))?;
+        change(&mut record)?;
+        record.updated_at = Timestamp::now();
+        validate(&record)?;
+        let bytes = serde_json::to_vec(&record).map_err(nats)?;
+        match self
+            .kv
+            .update(kv_key::part(id.as_str()), bytes.into(), revision)
+            .await
+        {
+            Ok(_) => Ok(record),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                Err(TenantError::Conflict(id.to_string()))
+            }
+            Err(e) => Err(nats(e)),
+        }
+    }
+
+    pub async fn delete(&self, id: &TenantId) -> Result<(), TenantError> {
+        if self.read(id).await?.is_none() {
+            return Err(TenantError::NotFound(id.to_string()));
+        }
+        self.kv
+            .delete(kv_key::part(id.as_str()))
+            .await
+            .map_err(nats)
+    }
+}
+
+/// Checks keys the way the gateways will use them, so that a record every
+/// gateway would refuse is never written.
+pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
+    use base64::Engine as _;
+    for s in &record.hs256_secrets {
+        if s.len() < 16 {
+            return Err(TenantError::Invalid(
+                "HS256 secrets must be at least 16 bytes".into(),
+            ));
+        }
+    }
+    for k in &record.ed25519_public_keys {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(k.trim())
+            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(k.trim()))
+            .map_err(|_| TenantError::Invalid(format!("Ed25519 key {k:?} is not base64")))?;
+        if raw.len() != 32 {
+            return Err(TenantError::Invalid(
+                "Ed25519 public keys are 32 bytes".into(),
+            ));
+        }
+    }
+    let q = &record.quotas;
+    for (name, v) in [
+        ("messages_per_second", q.messages_per_second),
+        (
+            "messages_per_second_per_connection",
+            q.messages_per_second_per_connection,
+        ),
+    ] {
+        if v.is_some_and(|v| !v.is_finite() || v <= 0.0) {
+            return Err(TenantError::Invalid(format!("{name} must be above 0")));
+        }
+    }
+    Ok(())
+}
+
+/// Every tenant of the bucket as this process knows it now.
+#[derive(Clone, Default)]
+pub struct TenantBook {
+    tenants: Arc<RwLock<HashMap<TenantId, Arc<TenantRecord>>>>,
+}
+
+/// Called with the tenant whose record changed (`None`: deleted).
+pub type OnChange = Arc<dyn Fn(&TenantId, Option<&TenantRecord>) + Send + Sync>;
+
+impl TenantBook {
+    pub fn get(&self, id: &TenantId) -> Option<Arc<TenantRecord>> {
+        self.tenants.read().ok()?.get(id).cloned()
+    }
+
+    /// The tenant's quotas (none for a tenant of the file only). Cheap:
+    /// called on every send.
+    pub fn quotas(&self, id: &TenantId) -> TenantQuotas {
+        self.tenants
+            .read()
+            .ok()
+            .and_then(|t| t.get(id).map(|r| r.quotas))
+            .unwrap_or_default()
+    }
+
+    fn apply(&self, entry: &kv::Entry, on_change: &OnChange) {
+        let Some(id) = kv_key::id(&entry.key).and_then(|id| TenantId::new(id).ok()) else {
+            tracing::warn!(key = %entry.key, "ignoring an sb_tenants key that is no tenant id");
+            return;
+        };
+        let record = if entry.operation == kv::Operation::Put {
+            match serde_json::from_slice::<TenantRecord>(&entry.value) {
+                Ok(r) if r.id == id => Some(r),
+                Ok(_) => {
+                    tracing::warn!(tenant = %id, "ignoring an sb_tenants record naming another tenant");
+                    return;
+                }
+                Err(e) => {
+                    // The tenant keeps what it had: a broken record must
+                    // not lock a tenant out or lift its quotas.
+                    tracing::warn!(tenant = %id, error = %e, "ignoring an sb_tenants record that does not decode");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(mut tenants) = self.tenants.write() {
+            match &record {
+                Some(r) => tenants.insert(id.clone(), Arc::new(r.clone())),
+                None => tenants.remove(&id),
+            };
+        }
+        tracing::info!(tenant = %id, deleted = record.is_none(), "tenant changed");
+        on_change(&id, record.as_ref());
+    }
+
+    /// Loads every tenant, then follows changes in the background
+    /// (watching again if the watch ends). Returns once the tenants of the
+    /// moment are loaded, so a process never serves with an old view.
+    pub async fn follow(
+        &self,
+        js: &jetstream::Context,
+        on_change: OnChange,
+    ) -> Result<tokio::task::JoinHandle<()>, TenantError> {
+        let bucket = js.get_key_value(TENANTS_BUCKET).await.map_err(nats)?;
+        let mut pending = bucket.status().await.map_err(nats)?.values();
+        let mut watch = bucket.watch_with_history(">").await.map_err(nats)?;
+        while pending > 0 {
+            let Some(entry) = watch.next().await else {
+                return Err(TenantError::Backbone(
+                    "the watch of sb_tenants ended".into(),
+                ));
+            };
+            let entry = entry.map_err(nats)?;
+            pending = entry.delta;
+            self.apply(&entry, &on_change);
+        }
+        let book = self.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                while let Some(entry) = watch.next().await {
+                    match entry {
+                        Ok(entry) => book.apply(&entry, &on_change),
+                        Err(e) => tracing::warn!(error = %e, "watching sb_tenants"),
+                    }
+                }
+                tracing::warn!("the watch of sb_tenants ended; watching again");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                match bucket.watch_with_history(">").await {
+                    Ok(w) => watch = w,
+                    Err(e) => tracing::warn!(error = %e, "watching sb_tenants again"),
+                }
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotas_are_set_by_name_and_refused_when_wrong() {
+        let mut q = TenantQuotas::default();
+        q.set("max_connections_per_user", "3").unwrap();
+        q.set("messages_per_second", "2.5").unwrap();
+        assert_eq!(q.max_connections_per_user, Some(3));
+        assert_eq!(q.messages_per_second, Some(2.5));
+        q.set("max_connections_per_user", "none").unwrap();
+        assert_eq!(q.max_connections_per_user, None);
+        assert!(q.set("max_connections", "-1").is_err());
+        assert!(q.set("messages_per_second", "0").is_err());
+        assert!(q.set("max_conections", "3").is_err());
+    }
+
+    #[test]
+    fn secrets_are_shown_as_fingerprints_only() {
+        let mut r = TenantRecord::new(TenantId::new("acme").unwrap());
+        r.hs256_secrets.push("a-secret-of-enough-length".into());
+        let shown = r.redacted().to_string();
+        assert!(!shown.contains("a-secret-of-enough-length"));
+        assert!(shown.contains("sha256:"));
+        r.hs256_secrets.push("short".into());
+        assert!(validate(&r).is_err());
+    }
+}

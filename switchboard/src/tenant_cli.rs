@@ -1,0 +1,179 @@
+//! `switchboard tenant ...`: the operator's tenant administration (F21)
+//! over NATS. Every change is a compare-and-set on the tenant's record in
+//! `sb_tenants`, which every gateway and worker follows, so it applies
+//! everywhere within moments and without a restart.
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use switchboard_backbone::definitions::{BackboneConfig, TENANTS_BUCKET, tenants_bucket};
+use switchboard_backbone::tenants::{TenantRecord, TenantRegistry, fingerprint};
+use switchboard_protocol::TenantId;
+
+#[derive(Args)]
+pub struct TenantArgs {
+    /// NATS server URL(s), comma-separated.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    nats_url: String,
+    /// Replicas of the `sb_tenants` bucket if this command creates it
+    /// (before any gateway or worker ran); an existing bucket is left as
+    /// it is.
+    #[arg(long, env = "SWITCHBOARD_REPLICAS", default_value_t = 1)]
+    replicas: usize,
+    #[command(subcommand)]
+    action: TenantAction,
+}
+
+#[derive(Subcommand)]
+enum TenantAction {
+    /// Create a tenant with its first keys.
+    Create {
+        id: String,
+        /// An HS256 secret (at least 16 bytes); repeat for several.
+        #[arg(long = "hs256-secret")]
+        hs256_secrets: Vec<String>,
+        /// An Ed25519 public key (32 bytes, base64); repeat for several.
+        #[arg(long = "ed25519-key")]
+        ed25519_keys: Vec<String>,
+    },
+    /// List the tenants (secrets shown as fingerprints).
+    List,
+    /// Show one tenant (secrets shown as fingerprints).
+    Show { id: String },
+    /// Add a key: during a rotation the old and the new one are both valid.
+    AddKey {
+        id: String,
+        #[arg(long = "hs256-secret")]
+        hs256_secret: Option<String>,
+        #[arg(long = "ed25519-key")]
+        ed25519_key: Option<String>,
+    },
+    /// Remove a key (an HS256 secret by its value or fingerprint): tokens
+    /// signed with it stop verifying.
+    RemoveKey {
+        id: String,
+        #[arg(long = "hs256-secret")]
+        hs256_secret: Option<String>,
+        #[arg(long = "ed25519-key")]
+        ed25519_key: Option<String>,
+    },
+    /// Set quotas, `name=value` (`none` removes one): max_connections_per_user,
+    /// max_connections, messages_per_second_per_connection,
+    /// messages_per_second, max_members_per_conversation, max_message_bytes.
+    SetQuota {
+        id: String,
+        #[arg(required = true)]
+        quotas: Vec<String>,
+    },
+    /// Delete a tenant: its tokens stop verifying at once (its data stays).
+    Delete { id: String },
+}
+
+fn tenant_id(raw: &str) -> anyhow::Result<TenantId> {
+    TenantId::new(raw).with_context(|| format!("{raw:?} is not a tenant id"))
+}
+
+fn print(record: &TenantRecord) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(&record.redacted())?);
+    Ok(())
+}
+
+pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
+    let client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig {
+        url: args.nats_url.clone(),
+        name: "switchboard-tenant".into(),
+    })
+    .await?;
+    let js = async_nats::jetstream::new(client.clone());
+    // Only this bucket, and only if missing: the streams and other buckets
+    // are the processes' to define (with their replica settings).
+    if js.get_key_value(TENANTS_BUCKET).await.is_err() {
+        let config = BackboneConfig {
+            replicas: args.replicas,
+            ..BackboneConfig::default()
+        };
+        js.create_key_value(tenants_bucket(&config)?)
+            .await
+            .context("creating the sb_tenants bucket")?;
+    }
+    let registry = TenantRegistry::open(&js).await?;
+    match args.action {
+        TenantAction::Create {
+            id,
+            hs256_secrets,
+            ed25519_keys,
+        } => {
+            let mut record = TenantRecord::new(tenant_id(&id)?);
+            record.hs256_secrets = hs256_secrets;
+            record.ed25519_public_keys = ed25519_keys;
+            print(&registry.create(record).await?)?;
+        }
+        TenantAction::List => {
+            let all: Vec<_> = registry
+                .list()
+                .await?
+                .iter()
+                .map(TenantRecord::redacted)
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        }
+        TenantAction::Show { id } => print(&registry.get(&tenant_id(&id)?).await?)?,
+        TenantAction::AddKey {
+            id,
+            hs256_secret,
+            ed25519_key,
+        } => {
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    r.hs256_secrets.extend(hs256_secret);
+                    r.ed25519_public_keys.extend(ed25519_key);
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::RemoveKey {
+            id,
+            hs256_secret,
+            ed25519_key,
+        } => {
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    if let Some(s) = &hs256_secret {
+                        r.hs256_secrets.retain(|k| k != s && fingerprint(k) != *s);
+                    }
+                    if let Some(k) = &ed25519_key {
+                        r.ed25519_public_keys.retain(|e| e.trim() != k.trim());
+                    }
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::SetQuota { id, quotas } => {
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    for q in &quotas {
+                        let (name, value) = q.split_once('=').ok_or_else(|| {
+                            switchboard_backbone::tenants::TenantError::Invalid(format!(
+                                "{q:?} is not name=value"
+                            ))
+                        })?;
+                        r.quotas.set(name.trim(), value.trim())?;
+                    }
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::Delete { id } => {
+            registry.delete(&tenant_id(&id)?).await?;
+            println!("tenant {id} deleted");
+        }
+    }
+    client.flush().await.ok();
+    Ok(())
+}
