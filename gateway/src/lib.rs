@@ -18,6 +18,7 @@ mod keys;
 pub mod media;
 mod operator;
 mod presence;
+mod push;
 mod quota;
 mod receipts;
 mod rest;
@@ -53,6 +54,7 @@ pub struct Gateway {
     media: media::MediaStore,
     keys: switchboard_backbone::key_directory::KeyDirectory,
     tenant_registry: switchboard_backbone::tenants::TenantRegistry,
+    push_tokens: switchboard_backbone::push_tokens::PushTokens,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +118,9 @@ impl Gateway {
         let tenant_registry = switchboard_backbone::tenants::TenantRegistry::open(&js)
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        let push_tokens = switchboard_backbone::push_tokens::PushTokens::open(&js)
+            .await
+            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         let keys = js
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
@@ -135,6 +140,7 @@ impl Gateway {
             media,
             keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
             tenant_registry,
+            push_tokens,
         }))
     }
 

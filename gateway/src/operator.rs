@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use serde::Deserialize;
 use switchboard_backbone::tenants::{
-    TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
+    PushSettings, TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
 };
 use switchboard_protocol::{ErrorCode, TenantId};
 
@@ -101,6 +101,8 @@ struct NewTenant {
     ed25519_public_keys: Vec<String>,
     #[serde(default)]
     quotas: TenantQuotas,
+    #[serde(default)]
+    push: Option<PushSettings>,
 }
 
 async fn create(
@@ -113,6 +115,7 @@ async fn create(
     record.hs256_secrets = body.hs256_secrets;
     record.ed25519_public_keys = body.ed25519_public_keys;
     record.quotas = body.quotas;
+    record.push = body.push;
     let record = registry.create(record).await.map_err(tenant_error)?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -143,6 +146,16 @@ struct Change {
     remove_ed25519_public_keys: Vec<String>,
     #[serde(default)]
     quotas: BTreeMap<String, Option<serde_json::Number>>,
+    /// Push settings to set (`null` turns pushes off); absent: unchanged.
+    #[serde(default, deserialize_with = "present")]
+    push: Option<Option<PushSettings>>,
+}
+
+/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<PushSettings>>, D::Error> {
+    Option::<PushSettings>::deserialize(d).map(Some)
 }
 
 async fn change(
@@ -171,6 +184,9 @@ async fn change(
             });
             r.ed25519_public_keys
                 .extend(body.add_ed25519_public_keys.iter().cloned());
+            if let Some(push) = &body.push {
+                r.push = push.clone();
+            }
             for (name, value) in &body.quotas {
                 let value = value
                     .as_ref()

@@ -58,7 +58,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .merge(crate::admin::routes(&gw))
         .merge(crate::media::routes(&gw))
         .merge(crate::keys::routes())
-        .merge(crate::operator::routes());
+        .merge(crate::operator::routes())
+        .merge(crate::push::routes());
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client));
     }

@@ -12,6 +12,12 @@ use serde::Deserialize;
 use crate::BackboneError;
 
 pub const INGEST_STREAM_JSON: &str = include_str!("../streams/SB_INGEST.json");
+pub const PUSH_STREAM_JSON: &str = include_str!("../streams/SB_PUSH.json");
+pub const PUSH_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_PUSH_DEAD.json");
+pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
+pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
+pub const PUSH_TOKENS_BUCKET_JSON: &str = include_str!("../kv/sb_push_tokens.json");
+pub const PUSH_COLLAPSE_BUCKET_JSON: &str = include_str!("../kv/sb_push_collapse.json");
 pub const WRITER_CONSUMER_TEMPLATE_JSON: &str = include_str!("../consumers/writer.template.json");
 pub const NODES_BUCKET_JSON: &str = include_str!("../kv/sb_nodes.json");
 pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
@@ -23,6 +29,10 @@ pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 
 pub const INGEST_STREAM: &str = "SB_INGEST";
+pub const PUSH_STREAM: &str = "SB_PUSH";
+pub const PUSH_DEAD_STREAM: &str = "SB_PUSH_DEAD";
+pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
+pub const PUSH_COLLAPSE_BUCKET: &str = "sb_push_collapse";
 pub const NODES_BUCKET: &str = "sb_nodes";
 pub const WORKERS_BUCKET: &str = "sb_workers";
 pub const PRESENCE_BUCKET: &str = "sb_presence";
@@ -84,6 +94,41 @@ pub fn ingest_stream(config: &BackboneConfig) -> Result<stream::Config, Backbone
         s.duplicate_window = window;
     }
     Ok(s)
+}
+
+fn replicated(
+    name: &str,
+    json: &str,
+    config: &BackboneConfig,
+) -> Result<stream::Config, BackboneError> {
+    let mut s: stream::Config = parse(name, json)?;
+    s.num_replicas = config.replicas;
+    Ok(s)
+}
+
+pub fn push_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_PUSH.json", PUSH_STREAM_JSON, config)
+}
+
+pub fn push_dead_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_PUSH_DEAD.json", PUSH_DEAD_STREAM_JSON, config)
+}
+
+/// The push stage's consumers: `push-msg` (delivery checks) and
+/// `push-send` (provider calls).
+pub fn push_consumers() -> Result<[consumer::pull::Config; 2], BackboneError> {
+    Ok([
+        parse("push-msg.json", PUSH_MSG_CONSUMER_JSON)?,
+        parse("push-send.json", PUSH_SEND_CONSUMER_JSON)?,
+    ])
+}
+
+pub fn push_tokens_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_push_tokens.json", PUSH_TOKENS_BUCKET_JSON, config)
+}
+
+pub fn push_collapse_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_push_collapse.json", PUSH_COLLAPSE_BUCKET_JSON, config)
 }
 
 pub fn writer_consumer(partition: u16) -> Result<consumer::pull::Config, BackboneError> {
@@ -166,9 +211,16 @@ pub fn plugin_code_store(config: &BackboneConfig) -> Result<object_store::Config
 /// Creates or updates every stream and bucket. Safe to run from every
 /// process at every start: the definitions are the same everywhere.
 pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<(), BackboneError> {
-    js.create_or_update_stream(ingest_stream(config)?)
-        .await
-        .map_err(|e| BackboneError::Nats(format!("stream {INGEST_STREAM}: {e}")))?;
+    for s in [
+        ingest_stream(config)?,
+        push_stream(config)?,
+        push_dead_stream(config)?,
+    ] {
+        let name = s.name.clone();
+        js.create_or_update_stream(s)
+            .await
+            .map_err(|e| BackboneError::Nats(format!("stream {name}: {e}")))?;
+    }
     let buckets = [
         nodes_bucket(config)?,
         workers_bucket(config)?,
@@ -177,6 +229,8 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         plugins_bucket(config)?,
         keys_bucket(config)?,
         tenants_bucket(config)?,
+        push_tokens_bucket(config)?,
+        push_collapse_bucket(config)?,
     ];
     for b in buckets {
         let name = b.bucket.clone();
@@ -220,6 +274,22 @@ mod tests {
         assert_eq!(plugins_bucket(&c).unwrap().history, 64);
         assert_eq!(keys_bucket(&c).unwrap().bucket, KEYS_BUCKET);
         assert_eq!(tenants_bucket(&c).unwrap().history, 16);
+        assert_eq!(
+            push_stream(&c).unwrap().retention,
+            stream::RetentionPolicy::WorkQueue
+        );
+        assert_eq!(
+            push_dead_stream(&c).unwrap().max_age,
+            Duration::from_secs(14 * 86_400)
+        );
+        let [msg, send] = push_consumers().unwrap();
+        assert_eq!(msg.filter_subject, "sb.push.msg.>");
+        assert_eq!(send.filter_subject, "sb.push.send.>");
+        assert_eq!(
+            push_collapse_bucket(&c).unwrap().max_age,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(push_tokens_bucket(&c).unwrap().bucket, PUSH_TOKENS_BUCKET);
         assert_eq!(plugin_code_store(&c).unwrap().bucket, PLUGIN_CODE_STORE);
     }
 

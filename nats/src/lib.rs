@@ -16,6 +16,8 @@ pub mod kv_key;
 pub mod lease;
 pub mod node_id;
 pub mod presence;
+pub mod push_jobs;
+pub mod push_tokens;
 pub mod store_service;
 pub mod subject;
 pub mod tenants;

@@ -78,6 +78,107 @@ impl TenantQuotas {
     }
 }
 
+/// What a push shows (F15). Ciphertext never shows more than `sender`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreviewMode {
+    /// "New message" only.
+    Off,
+    /// The sender, no content.
+    #[default]
+    Sender,
+    /// The sender and the message's one-line preview (truncated).
+    Text,
+}
+
+/// A tenant's webhook: a POST per push, signed with `secret`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    pub url: String,
+    /// HMAC-SHA256 key of `X-Switchboard-Signature`; at least 16 bytes.
+    pub secret: String,
+}
+
+/// Firebase Cloud Messaging, HTTP v1 API, with a service account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FcmSettings {
+    pub project_id: String,
+    /// The service account's `client_email` and `private_key` (PEM, RSA).
+    pub client_email: String,
+    pub private_key: String,
+    /// OAuth 2.0 token endpoint (the service account's `token_uri`).
+    #[serde(default = "default_fcm_token_url")]
+    pub token_url: String,
+    #[serde(default = "default_fcm_base_url")]
+    pub base_url: String,
+}
+
+fn default_fcm_token_url() -> String {
+    "https://oauth2.googleapis.com/token".into()
+}
+
+fn default_fcm_base_url() -> String {
+    "https://fcm.googleapis.com".into()
+}
+
+/// Apple Push Notification service, token-based authentication.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApnsSettings {
+    pub team_id: String,
+    pub key_id: String,
+    /// The `.p8` signing key (PEM, P-256).
+    pub private_key: String,
+    /// The app's bundle id (`apns-topic`).
+    pub topic: String,
+    /// `https://api.push.apple.com`, or the sandbox's.
+    #[serde(default = "default_apns_base_url")]
+    pub base_url: String,
+}
+
+fn default_apns_base_url() -> String {
+    "https://api.push.apple.com".into()
+}
+
+/// A tenant's push notifications: providers, preview and timing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushSettings {
+    #[serde(default)]
+    pub preview: PreviewMode,
+    /// How long a device has to acknowledge a message before it gets a
+    /// push (a connected device acks at once and gets none).
+    #[serde(default = "default_push_delay_ms")]
+    pub delay_ms: u64,
+    /// After a push, further messages of the same conversation within this
+    /// window push nothing to that device.
+    #[serde(default = "default_collapse_ms")]
+    pub collapse_ms: u64,
+    /// Attempts of one push before it goes to the dead letters.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default)]
+    pub webhook: Option<WebhookSettings>,
+    #[serde(default)]
+    pub fcm: Option<FcmSettings>,
+    #[serde(default)]
+    pub apns: Option<ApnsSettings>,
+}
+
+fn default_push_delay_ms() -> u64 {
+    3000
+}
+
+fn default_collapse_ms() -> u64 {
+    30_000
+}
+
+fn default_max_attempts() -> u32 {
+    5
+}
+
 /// One tenant: its keys (two of a kind may be valid at once, for rotation)
 /// and its quotas.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +193,9 @@ pub struct TenantRecord {
     pub ed25519_public_keys: Vec<String>,
     #[serde(default)]
     pub quotas: TenantQuotas,
+    /// Push notifications; `None` sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushSettings>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -104,6 +208,7 @@ impl TenantRecord {
             hs256_secrets: Vec::new(),
             ed25519_public_keys: Vec::new(),
             quotas: TenantQuotas::default(),
+            push: None,
             created_at: now,
             updated_at: now,
         }
@@ -116,6 +221,15 @@ impl TenantRecord {
             "hs256_secrets": self.hs256_secrets.iter().map(|s| fingerprint(s)).collect::<Vec<_>>(),
             "ed25519_public_keys": self.ed25519_public_keys,
             "quotas": self.quotas,
+            "push": self.push.as_ref().map(|p| serde_json::json!({
+                "preview": p.preview,
+                "delay_ms": p.delay_ms,
+                "collapse_ms": p.collapse_ms,
+                "max_attempts": p.max_attempts,
+                "webhook": p.webhook.as_ref().map(|w| serde_json::json!({"url": w.url, "secret": fingerprint(&w.secret)})),
+                "fcm": p.fcm.as_ref().map(|f| serde_json::json!({"project_id": f.project_id, "client_email": f.client_email, "private_key": fingerprint(&f.private_key), "token_url": f.token_url, "base_url": f.base_url})),
+                "apns": p.apns.as_ref().map(|a| serde_json::json!({"team_id": a.team_id, "key_id": a.key_id, "private_key": fingerprint(&a.private_key), "topic": a.topic, "base_url": a.base_url})),
+            })),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         })
@@ -279,6 +393,25 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
         if raw.len() != 32 {
             return Err(TenantError::Invalid(
                 "Ed25519 public keys are 32 bytes".into(),
+            ));
+        }
+    }
+    if let Some(p) = &record.push {
+        if let Some(w) = &p.webhook {
+            if !(w.url.starts_with("https://") || w.url.starts_with("http://")) {
+                return Err(TenantError::Invalid(
+                    "push.webhook.url must be an http(s) URL".into(),
+                ));
+            }
+            if w.secret.len() < 16 {
+                return Err(TenantError::Invalid(
+                    "push.webhook.secret must be at least 16 bytes".into(),
+                ));
+            }
+        }
+        if p.max_attempts == 0 {
+            return Err(TenantError::Invalid(
+                "push.max_attempts must be at least 1".into(),
             ));
         }
     }

@@ -13,6 +13,7 @@ pub mod frames;
 pub mod ids;
 pub mod keys;
 pub mod message;
+pub mod push;
 pub mod snowflake;
 pub mod timestamp;
 

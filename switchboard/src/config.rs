@@ -72,6 +72,10 @@ pub struct FileConfig {
     /// Limits of tenant plugin calls (`[plugins]`).
     #[serde(default)]
     pub plugins: Option<PluginLimits>,
+    /// The push stage's deployment settings (`[push]`); tenants configure
+    /// their providers in `sb_tenants`.
+    #[serde(default)]
+    pub push: Option<PushSection>,
     /// Moving old history to the blob store (`[archive]`); absent, nothing
     /// is archived (archived history is read back either way).
     #[serde(default)]
@@ -104,6 +108,19 @@ pub struct ArchiveSection {
     /// Most buckets one look moves (default 10000).
     #[serde(default = "default_archive_max")]
     pub max_per_scan: usize,
+}
+
+/// `[push]`: how the push stage reaches the providers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PushSection {
+    /// A CA certificate (PEM file) to trust besides the public ones: a
+    /// private proxy in front of FCM and APNs, or a test server.
+    pub ca_file: Option<PathBuf>,
+    /// Timeout of one provider call, in milliseconds (default 10000).
+    pub timeout_ms: Option<u64>,
+    /// Jobs of each push stage in progress at once per worker (default 64).
+    pub concurrency: Option<usize>,
 }
 
 fn default_archive_every() -> u64 {

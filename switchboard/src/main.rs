@@ -252,6 +252,7 @@ async fn dev_inner(
         name: format!("{name}-worker"),
     })
     .await?;
+    let push = run::push_stage(&worker_client, store.clone(), file).await?;
     let worker = tokio::spawn(switchboard_worker::run(
         run::worker_config(name.clone(), &backbone, file)?,
         worker_client,
@@ -302,7 +303,11 @@ async fn dev_inner(
         },
     )
     .await;
-    match worker.await {
+    let worker_result = worker.await;
+    for task in push {
+        task.abort();
+    }
+    match worker_result {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "worker failed"),
         Err(e) => tracing::error!(error = %e, "worker task failed"),
@@ -374,8 +379,9 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let plugins = run::plugins(&client, &file).await?;
+    let push = run::push_stage(&client, store.clone(), &file).await?;
     println!("switchboard: worker {name} ready");
-    switchboard_worker::run(
+    let result = switchboard_worker::run(
         run::worker_config(name, &backbone, &file)?,
         client.clone(),
         store,
@@ -383,8 +389,11 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         Some(plugins),
         Shutdown::on_signals().wait(),
     )
-    .await
-    .context("worker")?;
+    .await;
+    for task in push {
+        task.abort();
+    }
+    result.context("worker")?;
     client.flush().await.ok();
     Ok(())
 }

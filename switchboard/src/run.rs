@@ -263,6 +263,35 @@ pub fn gateway_config(
 /// Where media live: the S3 bucket of `[blobs]`, or the local directory
 /// `<data_dir>/blobs` with URLs signed by `blob_url_secret` (or a secret
 /// of this process's own).
+/// Starts the push stage (F15) beside a worker: both of its steps, on the
+/// consumers every worker shares.
+pub async fn push_stage(
+    client: &async_nats::Client,
+    store: Arc<dyn Store>,
+    file: &FileConfig,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let section = file.push.clone().unwrap_or_default();
+    let mut config = switchboard_push::PushConfig::default();
+    if let Some(ms) = section.timeout_ms {
+        config.timeout = Duration::from_millis(ms.max(1));
+    }
+    if let Some(n) = section.concurrency {
+        config.concurrency = n.max(1);
+    }
+    if let Some(path) = &section.ca_file {
+        config.extra_root_pem = Some(
+            std::fs::read(path)
+                .with_context(|| format!("reading [push] ca_file {}", path.display()))?,
+        );
+    }
+    let js = jetstream::new(client.clone());
+    let tenants = switchboard_backbone::tenants::TenantBook::default();
+    let follower = tenants.follow(&js, Arc::new(|_, _| {})).await?;
+    let mut tasks = switchboard_push::start(js, store, tenants, config).await?;
+    tasks.push(follower);
+    Ok(tasks)
+}
+
 /// The blob store of `[blobs]` as the archive's object store (F14).
 pub fn archive_objects(
     data_dir: &Path,

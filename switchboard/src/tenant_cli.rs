@@ -68,6 +68,15 @@ enum TenantAction {
         #[arg(required = true)]
         quotas: Vec<String>,
     },
+    /// Set the tenant's push notifications from a JSON file (providers,
+    /// preview, timing; see README), or turn them off with --off.
+    SetPush {
+        id: String,
+        #[arg(long, required_unless_present = "off")]
+        file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        off: bool,
+    },
     /// Delete a tenant: its tokens stop verifying at once (its data stays).
     Delete { id: String },
 }
@@ -164,6 +173,27 @@ pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
                         })?;
                         r.quotas.set(name.trim(), value.trim())?;
                     }
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::SetPush { id, file, off } => {
+            let push = match (&file, off) {
+                (_, true) => None,
+                (Some(path), false) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    Some(
+                        serde_json::from_str(&text)
+                            .with_context(|| format!("{} is not push settings", path.display()))?,
+                    )
+                }
+                (None, false) => anyhow::bail!("give --file or --off"),
+            };
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    r.push = push.clone();
                     Ok(())
                 })
                 .await?;

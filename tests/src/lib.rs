@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod proc;
 pub mod reliable;
 pub mod s3;
+pub mod tls;
 
 pub use cluster::{Cluster, ClusterSpec, SECRET, TENANT};
 pub use proc::{Nats, Proc};

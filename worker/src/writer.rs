@@ -23,8 +23,9 @@ use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_c
 use switchboard_backbone::envelope::{
     Command, HEADER_REPLY, frame_event, listen_event, message_event, rejection_event,
 };
+use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::subject::{conversation_events, user_events};
-use switchboard_protocol::{ConversationId, ServerFrame, TenantId, UserId};
+use switchboard_protocol::{Content, ConversationId, Message, ServerFrame, TenantId, UserId};
 use switchboard_store::StoreError;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -238,6 +239,34 @@ async fn fan_out(
     result
 }
 
+/// Hands a stored message to the push pipeline, for a tenant with pushes
+/// (F15). Conversations that fan out on read push nothing: their members
+/// have no inbox entries to tell what reached them. At most once: the
+/// publish is not awaited for JetStream's ack, and a push is a courtesy,
+/// never the message itself.
+async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &[UserId]) {
+    if matches!(message.content, Some(Content::System(_)) | None)
+        || ctx.tenants.get(tenant).is_none_or(|t| t.push.is_none())
+    {
+        return;
+    }
+    let job = MessageJob {
+        tenant: tenant.clone(),
+        conversation_id: message.conversation_id.clone(),
+        message_id: message.message_id,
+        seq: message.seq,
+        sender: message.sender_id.clone(),
+        recipients: recipients.to_vec(),
+        stored_at: message.created_at,
+    };
+    let Ok(body) = serde_json::to_vec(&job) else {
+        return;
+    };
+    if let Err(e) = ctx.js.publish(message_subject(tenant), body.into()).await {
+        tracing::warn!(error = %e, "a push job was not published");
+    }
+}
+
 async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
     for outcome in outcomes {
         let result = match outcome {
@@ -256,6 +285,9 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     ?route,
                     "message stored; fanning out"
                 );
+                if route == Route::Users {
+                    push_job(ctx, &tenant, &message, &recipients).await;
+                }
                 match message_event(&message) {
                     Ok(event) => {
                         fan_out(

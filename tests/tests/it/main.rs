@@ -22,6 +22,7 @@ mod overload;
 mod plugin_host;
 mod plugins;
 mod presence;
+mod push;
 mod receipts;
 mod store_service;
 mod support;

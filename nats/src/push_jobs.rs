@@ -1,0 +1,65 @@
+//! The jobs of the push pipeline (F15) on the `SB_PUSH` stream.
+//!
+//! 1. A writer publishes a [`MessageJob`] for each stored message of a
+//!    tenant with pushes, in a conversation that fans out on write.
+//! 2. The push stage's first step waits the tenant's delay, then, for
+//!    every recipient device with a push token that has still not
+//!    acknowledged the message (its inbox entry is there) and got no push
+//!    for the conversation within the collapse window, publishes a
+//!    [`SendJob`].
+//! 3. The second step calls the provider; failures are retried with a
+//!    growing delay, and a push that fails every attempt goes to
+//!    `SB_PUSH_DEAD` as it was, for an operator to inspect and republish.
+
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::push::PushProvider;
+use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
+
+use crate::subject::token;
+
+/// Header of a dead letter: the last error.
+pub const HEADER_PUSH_ERROR: &str = "Sb-Push-Error";
+
+pub fn message_subject(tenant: &TenantId) -> String {
+    format!("sb.push.msg.{}", token(tenant.as_str()))
+}
+
+pub fn send_subject(tenant: &TenantId) -> String {
+    format!("sb.push.send.{}", token(tenant.as_str()))
+}
+
+pub fn dead_subject(tenant: &TenantId) -> String {
+    format!("sb.pushdead.{}", token(tenant.as_str()))
+}
+
+/// A stored message that may need pushes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageJob {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
+    pub seq: u64,
+    pub sender: UserId,
+    /// Every member the message was delivered to (the sender included).
+    pub recipients: Vec<UserId>,
+    /// When it was stored: the delay counts from here.
+    pub stored_at: Timestamp,
+}
+
+/// One push to one device, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendJob {
+    pub tenant: TenantId,
+    pub user: UserId,
+    pub device: DeviceId,
+    pub provider: PushProvider,
+    pub token: String,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
+    pub seq: u64,
+    pub sender: UserId,
+    pub title: String,
+    /// `None` where the tenant's preview mode or the content allows none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}

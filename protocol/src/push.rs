@@ -1,0 +1,30 @@
+//! Push registration (F15): `PUT /v1/devices/{device}/push` tells
+//! Switchboard how to reach a device that is not connected.
+
+use serde::{Deserialize, Serialize};
+
+/// Which service delivers to the device. The tenant configures each
+/// provider's credentials; a device only names its own address there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PushProvider {
+    /// The tenant's own HTTPS endpoint (which may fan out to anything).
+    Webhook,
+    /// Firebase Cloud Messaging (Android, web).
+    Fcm,
+    /// Apple Push Notification service.
+    Apns,
+}
+
+/// `PUT /v1/devices/{device}/push` body, and what `GET` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushRegistration {
+    pub provider: PushProvider,
+    /// The device's token at that provider (FCM registration token, APNs
+    /// device token in hex, or whatever the tenant's webhook expects). At
+    /// most 4096 bytes.
+    pub token: String,
+}
+
+pub const MAX_PUSH_TOKEN_BYTES: usize = 4096;

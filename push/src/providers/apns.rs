@@ -1,0 +1,136 @@
+//! Apple Push Notification service, token-based authentication over
+//! HTTP/2.
+//!
+//! The provider token is a JWT signed with the team's `.p8` key (ES256,
+//! header `kid` = key id, claims `iss` = team id and `iat`); Apple accepts
+//! one for an hour and refuses new ones more often than every 20 minutes,
+//! so it is made once per 40 minutes and reused. Each push is `POST
+//! {base_url}/3/device/{token}` with `apns-topic`, `apns-push-type: alert`
+//! and `apns-collapse-id` (the conversation, so the device shows one
+//! notification per conversation).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use switchboard_backbone::push_jobs::SendJob;
+use switchboard_backbone::tenants::ApnsSettings;
+use tokio::sync::Mutex;
+
+use super::{Attempt, by_status, transport};
+
+const TOKEN_LIFE: Duration = Duration::from_secs(40 * 60);
+
+#[derive(Default)]
+pub struct Apns {
+    /// (team id, key id) → provider token and when it was made.
+    tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+}
+
+#[derive(serde::Serialize)]
+struct Claims<'a> {
+    iss: &'a str,
+    iat: u64,
+}
+
+/// `apns-collapse-id` is at most 64 bytes; longer conversation ids are
+/// replaced by a digest of themselves.
+pub fn collapse_id(conversation: &str) -> String {
+    if conversation.len() <= 64 {
+        return conversation.to_owned();
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, conversation.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The body of one push.
+pub fn payload(job: &SendJob) -> serde_json::Value {
+    let mut alert = serde_json::json!({ "title": job.title });
+    if let Some(body) = &job.body {
+        alert["body"] = serde_json::json!(body);
+    }
+    serde_json::json!({
+        "aps": {
+            "alert": alert,
+            "sound": "default",
+            "thread-id": job.conversation_id,
+        },
+        "conversation_id": job.conversation_id,
+        "message_id": job.message_id,
+        "seq": job.seq,
+        "sender_id": job.sender,
+    })
+}
+
+impl Apns {
+    async fn provider_token(&self, s: &ApnsSettings) -> Result<String, Attempt> {
+        let key = (s.team_id.clone(), s.key_id.clone());
+        let mut tokens = self.tokens.lock().await;
+        if let Some((token, made)) = tokens.get(&key)
+            && made.elapsed() < TOKEN_LIFE
+        {
+            return Ok(token.clone());
+        }
+        let signing = jsonwebtoken::EncodingKey::from_ec_pem(s.private_key.as_bytes())
+            .map_err(|e| Attempt::Fatal(format!("the APNs key is not a P-256 PEM key: {e}")))?;
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(s.key_id.clone());
+        let iat =
+            u64::try_from(switchboard_protocol::Timestamp::now().unix_ms() / 1000).unwrap_or(0);
+        let token = jsonwebtoken::encode(
+            &header,
+            &Claims {
+                iss: &s.team_id,
+                iat,
+            },
+            &signing,
+        )
+        .map_err(|e| Attempt::Fatal(format!("signing the APNs token: {e}")))?;
+        tokens.insert(key, (token.clone(), Instant::now()));
+        Ok(token)
+    }
+
+    pub async fn send(&self, client: &reqwest::Client, s: &ApnsSettings, job: &SendJob) -> Attempt {
+        let token = match self.provider_token(s).await {
+            Ok(t) => t,
+            Err(attempt) => return attempt,
+        };
+        let url = format!(
+            "{}/3/device/{}",
+            s.base_url.trim_end_matches('/'),
+            job.token
+        );
+        let response = client
+            .post(url)
+            .header("authorization", format!("bearer {token}"))
+            .header("apns-topic", &s.topic)
+            .header("apns-push-type", "alert")
+            .header("apns-priority", "10")
+            .header(
+                "apns-collapse-id",
+                collapse_id(job.conversation_id.as_str()),
+            )
+            .json(&payload(job))
+            .send()
+            .await;
+        match response {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let text = r.text().await.unwrap_or_default();
+                match status {
+                    400 if text.contains("BadDeviceToken") => {
+                        Attempt::Gone(format!("APNs: {text}"))
+                    }
+                    403 if text.contains("ExpiredProviderToken") => {
+                        self.tokens
+                            .lock()
+                            .await
+                            .remove(&(s.team_id.clone(), s.key_id.clone()));
+                        Attempt::Retry(format!("APNs: {text}"))
+                    }
+                    _ => by_status(status, &text),
+                }
+            }
+            Err(e) => transport(&e),
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! F15 end to end: pushes for devices that do not acknowledge, through a
+//! tenant's webhook (a real HTTP receiver on loopback), signed, collapsed
+//! per conversation, previewed as the tenant says (never ciphertext),
+//! retried, dead-lettered and replayed with a NATS client, and a dead token
+//! forgotten.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
+use switchboard_protocol::{
+    ClientFrame, ClientMsgId, Content, ConversationId, ConversationKind, ServerFrame,
+};
+use switchboard_tests::{Cluster, ClusterSpec};
+
+use crate::support::*;
+
+const OPERATOR: &str = "operator-token-0123456789";
+const TENANT: &str = "pushco";
+const SECRET: &str = "pushco-secret-0123456789";
+const HOOK_SECRET: &str = "webhook-secret-0123456789";
+
+/// What the receiver got: headers and body of each POST.
+type Received = Arc<Mutex<Vec<(HeaderMap, Bytes)>>>;
+
+struct Receiver {
+    url: String,
+    got: Received,
+    status: Arc<AtomicU16>,
+}
+
+async fn receiver() -> Receiver {
+    let got: Received = Arc::default();
+    let status = Arc::new(AtomicU16::new(200));
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(
+                |State((got, status)): State<(Received, Arc<AtomicU16>)>,
+                 headers: HeaderMap,
+                 body: Bytes| async move {
+                    got.lock().unwrap().push((headers, body));
+                    StatusCode::from_u16(status.load(Ordering::SeqCst)).unwrap()
+                },
+            ),
+        )
+        .with_state((got.clone(), status.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Receiver { url, got, status }
+}
+
+impl Receiver {
+    fn count(&self) -> usize {
+        self.got.lock().unwrap().len()
+    }
+
+    /// Waits (bounded) until `n` POSTs arrived.
+    async fn until(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{} pushes, wanted {n}",
+                self.count()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The `i`th POST's body, after checking its signature.
+    fn verified(&self, i: usize) -> Value {
+        let (headers, body) = self.got.lock().unwrap()[i].clone();
+        let ts = headers["x-switchboard-timestamp"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let given = headers["x-switchboard-signature"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, HOOK_SECRET.as_bytes());
+        let mut signed = ts.clone().into_bytes();
+        signed.push(b'.');
+        signed.extend_from_slice(&body);
+        let hex = given.strip_prefix("v1=").expect("v1= signature");
+        let tag: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        ring::hmac::verify(&key, &signed, &tag).expect("the signature verifies");
+        let age =
+            switchboard_protocol::Timestamp::now().unix_ms() / 1000 - ts.parse::<i64>().unwrap();
+        assert!((0..60).contains(&age), "a fresh timestamp");
+        serde_json::from_slice(&body).unwrap()
+    }
+}
+
+fn rest(cluster: &Cluster, user: &str, device: &str) -> RestClient {
+    let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 600)).unwrap();
+    RestClient::new(&cluster.gateways[0].http(), &token)
+}
+
+async fn ws(cluster: &Cluster, user: &str, device: &str) -> WsClient {
+    let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 600)).unwrap();
+    WsClient::connect(&cluster.gateways[0].ws(), &token)
+        .await
+        .unwrap()
+}
+
+async fn register_push(cluster: &Cluster, user: &str, device: &str, token: &str) {
+    let r = rest(cluster, user, device);
+    let answer = r
+        .raw()
+        .put(format!("{}/v1/devices/{device}/push", r.base()))
+        .bearer_auth(r.token())
+        .json(&json!({"provider": "webhook", "token": token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+}
+
+async fn send(ws: &mut WsClient, conv: &str, id: &str, content: Content) {
+    ws.send(&ClientFrame::SendMessage {
+        client_msg_id: ClientMsgId::new(id).unwrap(),
+        conversation_id: ConversationId::new(conv).unwrap(),
+        content,
+    })
+    .await
+    .unwrap();
+    expect_ack(ws, id).await;
+}
+
+fn text(t: &str) -> Content {
+    Content::Text { text: t.into() }
+}
+
+#[tokio::test]
+async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
+    let hook = receiver().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    let created = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/operator/tenants",
+            cluster.gateways[0].http()
+        ))
+        .bearer_auth(OPERATOR)
+        .json(&json!({
+            "id": TENANT,
+            "hs256_secrets": [SECRET],
+            "push": {"preview": "text", "delay_ms": 800, "collapse_ms": 1500, "max_attempts": 3,
+                     "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let shown: Value = created.json().await.unwrap();
+    assert!(
+        !shown.to_string().contains(HOOK_SECRET),
+        "the webhook secret is not shown"
+    );
+    // The tenant reaches the gateway and the workers.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rest(&cluster, "alice", "a").conversations().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the new tenant never became usable"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (group, _) = rest(&cluster, "alice", "a")
+        .create_conversation(ConversationKind::Group, &["bob", "carol"], None)
+        .await
+        .unwrap();
+    let conv = group.conversation_id.as_str().to_owned();
+    // Bob's phone is away; Carol's laptop is connected and acknowledges.
+    register_push(&cluster, "bob", "phone", "bob-phone-token").await;
+    register_push(&cluster, "carol", "laptop", "carol-laptop-token").await;
+    let mut carol = ws(&cluster, "carol", "laptop").await;
+    let acking = tokio::spawn(async move {
+        while let Ok(frame) = carol.next_frame_within(Duration::from_secs(60)).await {
+            if let ServerFrame::Message { message } = frame {
+                carol
+                    .send(&ClientFrame::AckDelivered {
+                        conversation_id: message.conversation_id,
+                        seq: message.seq,
+                    })
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let mut alice = ws(&cluster, "alice", "a").await;
+
+    // A burst of three: one push, to Bob only, previewing the first.
+    for (i, t) in ["hello one", "hello two", "hello three"].iter().enumerate() {
+        send(&mut alice, &conv, &format!("burst-{i}"), text(t)).await;
+    }
+    hook.until(1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        hook.count(),
+        1,
+        "a burst is one push, and Carol acknowledged"
+    );
+    let push = hook.verified(0);
+    assert_eq!(push["tenant"], TENANT);
+    assert_eq!(
+        (push["user_id"].clone(), push["device_id"].clone()),
+        (json!("bob"), json!("phone"))
+    );
+    assert_eq!(push["token"], "bob-phone-token");
+    assert_eq!(
+        (push["title"].clone(), push["body"].clone()),
+        (json!("alice"), json!("hello one"))
+    );
+    assert_eq!(push["data"]["conversation_id"], json!(conv));
+    assert_eq!(push["data"]["seq"], "1");
+
+    // Ciphertext: never previewed.
+    send(
+        &mut alice,
+        &conv,
+        "secret",
+        Content::Ciphertext {
+            algorithm: "test".into(),
+            body: "c2VjcmV0".into(),
+        },
+    )
+    .await;
+    hook.until(2).await;
+    let push = hook.verified(1);
+    assert_eq!(
+        (push["title"].clone(), push["body"].clone()),
+        (json!("alice"), json!("New message"))
+    );
+
+    // The webhook fails: three attempts, then the dead letters.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    hook.status.store(500, Ordering::SeqCst);
+    send(&mut alice, &conv, "failing", text("will fail")).await;
+    hook.until(5).await;
+    let nats = cluster.nats.client().await;
+    let js = async_nats::jetstream::new(nats.clone());
+    let dead_stream = js.get_stream("SB_PUSH_DEAD").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let dead = loop {
+        if let Ok(m) = dead_stream
+            .get_last_raw_message_by_subject(&format!("sb.pushdead.{TENANT}"))
+            .await
+        {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no dead letter");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(hook.count(), 5, "exactly max_attempts tries");
+    let job: Value = serde_json::from_slice(&dead.payload).unwrap();
+    assert_eq!(job["body"], "will fail");
+    let error = dead
+        .headers
+        .get("Sb-Push-Error")
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default();
+    assert!(error.contains("HTTP 500"), "{error}");
+
+    // An operator replays it once the webhook works again.
+    hook.status.store(200, Ordering::SeqCst);
+    js.publish(format!("sb.push.send.{TENANT}"), dead.payload.clone())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    hook.until(6).await;
+    assert_eq!(hook.verified(5)["body"], "will fail");
+
+    // A dead token (410) is forgotten.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    hook.status.store(410, Ordering::SeqCst);
+    send(&mut alice, &conv, "gone", text("to a dead token")).await;
+    let bob = rest(&cluster, "bob", "phone");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = bob
+            .raw()
+            .get(format!("{}/v1/devices/phone/push", bob.base()))
+            .bearer_auth(bob.token())
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        if status == 404 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead token is still registered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(hook.count() >= 7);
+    acking.abort();
+    // Every push went to Bob.
+    let got = hook.got.lock().unwrap().clone();
+    for (_, body) in got {
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["user_id"], "bob");
+    }
+}
+
+/// The FCM and APNs requests, checked field by field against a local
+/// HTTPS server speaking HTTP/2 (these machines reach neither Google nor
+/// Apple): the OAuth assertion of the service account, the FCM v1 send,
+/// and the APNs send over HTTP/2 with its provider token and headers.
+#[tokio::test]
+async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
+    use switchboard_tests::tls::{Handler, TlsServer, fixture};
+
+    let handler: Handler = Arc::new(|r| {
+        let json = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if r.path == "/token" {
+            (
+                200,
+                json,
+                r#"{"access_token":"fcm-access-token-1","expires_in":3600,"token_type":"Bearer"}"#
+                    .into(),
+            )
+        } else if r.path.starts_with("/v1/projects/") {
+            (
+                200,
+                json,
+                r#"{"name":"projects/switchboard-test/messages/1"}"#.into(),
+            )
+        } else {
+            (
+                200,
+                vec![(
+                    "apns-id".to_owned(),
+                    "eabeae54-14a8-11e5-b60b-1697f925ec7b".to_owned(),
+                )],
+                String::new(),
+            )
+        }
+    });
+    let server = TlsServer::start(handler).await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR}\"\n[push]\nca_file = \"{}\"\n",
+            fixture("test-ca.pem").display()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let fcm_key = std::fs::read_to_string(fixture("fcm-service-account.pem")).unwrap();
+    let apns_key = std::fs::read_to_string(fixture("apns-AuthKey.p8")).unwrap();
+    let client_email = "push@switchboard-test.iam.gserviceaccount.com";
+    let token_url = format!("{}/token", server.url());
+    let created = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/operator/tenants",
+            cluster.gateways[0].http()
+        ))
+        .bearer_auth(OPERATOR)
+        .json(&json!({
+            "id": TENANT,
+            "hs256_secrets": [SECRET],
+            "push": {"preview": "sender", "delay_ms": 500, "collapse_ms": 1000,
+                "fcm": {"project_id": "switchboard-test", "client_email": client_email,
+                        "private_key": fcm_key, "token_url": token_url, "base_url": server.url()},
+                "apns": {"team_id": "TEAM123456", "key_id": "KEY1234567", "private_key": apns_key,
+                         "topic": "com.example.chat", "base_url": server.url()}},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rest(&cluster, "alice", "a").conversations().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the new tenant never became usable"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let conv = rest(&cluster, "alice", "a")
+        .create_conversation(ConversationKind::Direct, &["bob"], None)
+        .await
+        .unwrap()
+        .0
+        .conversation_id
+        .as_str()
+        .to_owned();
+    let r = rest(&cluster, "bob", "android");
+    let ok = r
+        .raw()
+        .put(format!("{}/v1/devices/android/push", r.base()))
+        .bearer_auth(r.token())
+        .json(&json!({"provider": "fcm", "token": "fcm-device-token"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    let apns_device = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    let r = rest(&cluster, "bob", "iphone");
+    let ok = r
+        .raw()
+        .put(format!("{}/v1/devices/iphone/push", r.base()))
+        .bearer_auth(r.token())
+        .json(&json!({"provider": "apns", "token": apns_device}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+
+    let mut alice = ws(&cluster, "alice", "a").await;
+    let (message_id, _) = {
+        alice
+            .send(&send_frame(&conv, "first", "hello bob"))
+            .await
+            .unwrap();
+        expect_ack(&mut alice, "first").await
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.recorded().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "requests: {:?}\n{}",
+            server.recorded(),
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recorded = server.recorded();
+    let find = |prefix: &str| {
+        recorded
+            .iter()
+            .find(|r| r.path.starts_with(prefix))
+            .unwrap()
+            .clone()
+    };
+
+    // The service-account assertion (RFC 7523).
+    let token = find("/token");
+    assert_eq!(token.method, "POST");
+    assert_eq!(
+        token.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    let form: std::collections::HashMap<String, String> =
+        serde_urlencoded_pairs(std::str::from_utf8(&token.body).unwrap());
+    assert_eq!(
+        form["grant_type"],
+        "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    );
+    let public = std::fs::read(fixture("fcm-service-account.pub.pem")).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_audience(&[token_url.as_str()]);
+    validation.set_required_spec_claims(&["exp", "iat", "aud", "iss"]);
+    let claims = jsonwebtoken::decode::<Value>(
+        &form["assertion"],
+        &jsonwebtoken::DecodingKey::from_rsa_pem(&public).unwrap(),
+        &validation,
+    )
+    .unwrap()
+    .claims;
+    assert_eq!(claims["iss"], client_email);
+    assert_eq!(
+        claims["scope"],
+        "https://www.googleapis.com/auth/firebase.messaging"
+    );
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
+
+    // The FCM v1 send.
+    let fcm = find("/v1/projects/");
+    assert_eq!(fcm.method, "POST");
+    assert_eq!(fcm.path, "/v1/projects/switchboard-test/messages:send");
+    assert_eq!(
+        fcm.header("authorization"),
+        Some("Bearer fcm-access-token-1")
+    );
+    let body: Value = serde_json::from_slice(&fcm.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"message": {
+            "token": "fcm-device-token",
+            "notification": {"title": "alice", "body": "New message"},
+            "data": {"conversation_id": conv, "message_id": message_id.to_string(), "seq": "1", "sender_id": "alice"},
+            "android": {"collapse_key": conv, "priority": "high"},
+            "apns": {"payload": {"aps": {"thread-id": conv}}},
+        }})
+    );
+
+    // The APNs send: HTTP/2, the provider token, the headers.
+    let apns = find("/3/device/");
+    assert_eq!(apns.version, hyper::Version::HTTP_2);
+    assert_eq!(apns.method, "POST");
+    assert_eq!(apns.path, format!("/3/device/{apns_device}"));
+    assert_eq!(apns.header("apns-topic"), Some("com.example.chat"));
+    assert_eq!(apns.header("apns-push-type"), Some("alert"));
+    assert_eq!(apns.header("apns-priority"), Some("10"));
+    assert_eq!(apns.header("apns-collapse-id"), Some(conv.as_str()));
+    let bearer = apns
+        .header("authorization")
+        .unwrap()
+        .strip_prefix("bearer ")
+        .unwrap()
+        .to_owned();
+    let header = jsonwebtoken::decode_header(&bearer).unwrap();
+    assert_eq!(header.alg, jsonwebtoken::Algorithm::ES256);
+    assert_eq!(header.kid.as_deref(), Some("KEY1234567"));
+    let public = std::fs::read(fixture("apns-AuthKey.pub.pem")).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_required_spec_claims(&["iss"]);
+    validation.validate_exp = false;
+    let claims = jsonwebtoken::decode::<Value>(
+        &bearer,
+        &jsonwebtoken::DecodingKey::from_ec_pem(&public).unwrap(),
+        &validation,
+    )
+    .unwrap()
+    .claims;
+    assert_eq!(claims["iss"], "TEAM123456");
+    assert!(claims["iat"].as_i64().is_some());
+    let body: Value = serde_json::from_slice(&apns.body).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "aps": {"alert": {"title": "alice", "body": "New message"}, "sound": "default", "thread-id": conv},
+            "conversation_id": conv, "message_id": message_id.to_string(), "seq": 1, "sender_id": "alice",
+        })
+    );
+
+    // A second push reuses the access token and the provider token.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    alice
+        .send(&send_frame(&conv, "second", "again"))
+        .await
+        .unwrap();
+    expect_ack(&mut alice, "second").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.recorded().len() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "requests: {:?}",
+            server.recorded()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recorded = server.recorded();
+    assert_eq!(recorded.iter().filter(|r| r.path == "/token").count(), 1);
+    let apns_tokens: Vec<_> = recorded
+        .iter()
+        .filter_map(|r| {
+            r.header("authorization")
+                .filter(|a| a.starts_with("bearer "))
+        })
+        .collect();
+    assert_eq!(apns_tokens.len(), 2);
+    assert_eq!(apns_tokens[0], apns_tokens[1]);
+}
+
+/// `a=b&c=d` with percent-decoding, enough for the token request's form.
+fn serde_urlencoded_pairs(body: &str) -> std::collections::HashMap<String, String> {
+    let decode = |s: &str| {
+        let bytes = s.replace('+', " ").into_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && i + 2 < bytes.len() {
+                out.push(
+                    u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16)
+                        .unwrap(),
+                );
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    };
+    body.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
