@@ -37,6 +37,12 @@ pub struct TenantQuotas {
     pub max_members_per_conversation: Option<u32>,
     /// Bytes of a message's text, caption or ciphertext.
     pub max_message_bytes: Option<u32>,
+    /// Plugin calls of the tenant: wall-clock budget, fuel and memory of
+    /// one call. They lower the deployment's `[plugins]` limits, never
+    /// raise them.
+    pub plugin_deadline_ms: Option<u32>,
+    pub plugin_fuel: Option<u64>,
+    pub plugin_memory_bytes: Option<u32>,
 }
 
 impl TenantQuotas {
@@ -68,9 +74,18 @@ impl TenantQuotas {
             "messages_per_second" => self.messages_per_second = rate()?,
             "max_members_per_conversation" => self.max_members_per_conversation = int()?,
             "max_message_bytes" => self.max_message_bytes = int()?,
+            "plugin_deadline_ms" => self.plugin_deadline_ms = int()?,
+            "plugin_memory_bytes" => self.plugin_memory_bytes = int()?,
+            "plugin_fuel" => {
+                self.plugin_fuel = if value == "none" {
+                    None
+                } else {
+                    Some(value.parse().map_err(|_| bad())?)
+                };
+            }
             other => {
                 return Err(TenantError::Invalid(format!(
-                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes"
+                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes, plugin_deadline_ms, plugin_fuel, plugin_memory_bytes"
                 )));
             }
         }

@@ -109,6 +109,8 @@ type CompileCache = HashMap<(Arc<str>, Hook), Arc<Compiled>>;
 pub struct PluginHost {
     engine: Engine,
     limits: PluginLimits,
+    /// Tenants' quotas, which may lower a tenant's call limits.
+    tenants: std::sync::OnceLock<switchboard_backbone::tenants::TenantBook>,
     permits: Permits,
     compiled: Mutex<CompileCache>,
     stats: [HookStats; 3],
@@ -129,6 +131,7 @@ impl PluginHost {
         Ok(Self {
             permits: Permits::new(limits.pool_size),
             engine,
+            tenants: std::sync::OnceLock::new(),
             limits,
             compiled: Mutex::new(HashMap::new()),
             stats: Default::default(),
@@ -357,6 +360,29 @@ impl PluginHost {
         })
     }
 
+    /// From now on, a tenant's plugin quotas in `tenants` lower its calls'
+    /// deadline, fuel and memory (set once, at start-up).
+    pub fn follow_tenant_quotas(&self, tenants: switchboard_backbone::tenants::TenantBook) {
+        let _ = self.tenants.set(tenants);
+    }
+
+    /// The limits of one call of `tenant`: the deployment's, lowered by the
+    /// tenant's quotas.
+    fn call_limits(&self, tenant: &TenantId) -> (Duration, u64, usize) {
+        let l = &self.limits;
+        let Some(q) = self.tenants.get().map(|t| t.quotas(tenant)) else {
+            return (l.deadline, l.fuel, l.memory_bytes);
+        };
+        let deadline = q.plugin_deadline_ms.map_or(l.deadline, |ms| {
+            l.deadline.min(Duration::from_millis(u64::from(ms)))
+        });
+        let fuel = q.plugin_fuel.map_or(l.fuel, |f| l.fuel.min(f));
+        let memory = q.plugin_memory_bytes.map_or(l.memory_bytes, |m| {
+            l.memory_bytes.min(usize::try_from(m).unwrap_or(usize::MAX))
+        });
+        (deadline, fuel, memory)
+    }
+
     /// One call in a fresh store under every limit.
     fn call<R>(
         &self,
@@ -368,6 +394,7 @@ impl PluginHost {
         let stats = &self.stats[compiled.hook as usize];
         stats.calls.fetch_add(1, Ordering::Relaxed);
         let _permit = self.permits.acquire();
+        let (deadline, fuel, memory_bytes) = self.call_limits(tenant);
         let mut store = Store::new(
             &self.engine,
             CallState {
@@ -378,40 +405,41 @@ impl PluginHost {
                 log_lines: 0,
                 max_log_lines: self.limits.max_log_lines,
                 limiter: CallLimiter {
-                    memory_bytes: self.limits.memory_bytes,
+                    memory_bytes,
                     table_elements: self.limits.table_elements,
                     refused: false,
                 },
             },
         );
         store.limiter(|s| &mut s.limiter);
-        let ticks = (self.limits.deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64;
+        let ticks = (deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64;
         // One tick more: the epoch may advance just after the deadline is set.
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
-        let result = store
-            .set_fuel(self.limits.fuel)
-            .and_then(|()| f(&mut store));
+        let result = store.set_fuel(fuel).and_then(|()| f(&mut store));
         result.map_err(|e| {
             stats.failures.fetch_add(1, Ordering::Relaxed);
-            self.classify(&e, store.data().limiter.refused)
+            classify(&e, store.data().limiter.refused, deadline)
         })
     }
+}
 
-    fn classify(&self, e: &wasmtime::Error, over_cap: bool) -> CallError {
-        if over_cap {
-            return CallError::Memory;
-        }
-        match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => CallError::Deadline(self.limits.deadline),
-            Some(Trap::OutOfFuel) => CallError::Fuel,
-            Some(Trap::StackOverflow) => CallError::Stack,
-            Some(trap) => CallError::Trap(trap.to_string()),
-            // Calling an import linked to a trap (WASI), among others.
-            None => CallError::Trap(format!("{e:#}")),
-        }
+/// What a failed call ran into; `deadline` is the call's own.
+fn classify(e: &wasmtime::Error, over_cap: bool, deadline: Duration) -> CallError {
+    if over_cap {
+        return CallError::Memory;
     }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallError::Deadline(deadline),
+        Some(Trap::OutOfFuel) => CallError::Fuel,
+        Some(Trap::StackOverflow) => CallError::Stack,
+        Some(trap) => CallError::Trap(trap.to_string()),
+        // Calling an import linked to a trap (WASI), among others.
+        None => CallError::Trap(format!("{e:#}")),
+    }
+}
 
+impl PluginHost {
     fn lock_compiled(&self) -> std::sync::MutexGuard<'_, CompileCache> {
         self.compiled.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -115,10 +115,19 @@ pub async fn plugins(
 ) -> anyhow::Result<Arc<Plugins>> {
     let limits = file.plugins.clone().unwrap_or_default();
     let host = PluginHost::new(limits).context("starting the plugin host")?;
+    let js = jetstream::new(client.clone());
+    // Tenants' plugin quotas lower their calls' limits (F21).
+    let tenants = switchboard_backbone::tenants::TenantBook::default();
+    let _quotas = tenants
+        .follow(&js, Arc::new(|_, _| {}))
+        .await
+        .context("loading tenants")?;
+    host.follow_tenant_quotas(tenants);
     let plugins = Plugins::new(host);
-    // The follower runs as long as the process; its handle is not needed.
+    // The followers run as long as the process; their handles are not
+    // needed.
     let _follower = plugins
-        .follow(&jetstream::new(client.clone()))
+        .follow(&js)
         .await
         .context("loading tenant plugins")?;
     Ok(plugins)

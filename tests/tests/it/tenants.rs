@@ -581,3 +581,104 @@ async fn silent(c: &mut WsClient) {
         }
     }
 }
+
+/// A tenant's plugin quota lowers its own plugin calls' limits (here fuel)
+/// without touching the deployment's or another tenant's; the moderation
+/// hook then fails closed, as any plugin failure does.
+#[tokio::test]
+async fn a_tenant_plugin_quota_lowers_its_plugin_calls_limits() {
+    let cluster = Cluster::start(operator_cluster()).await;
+    let secret = "plugin-quota-secret-0123";
+    let (status, _) = operator(
+        &cluster,
+        reqwest::Method::POST,
+        "/v1/operator/tenants",
+        Some(json!({"id": "plug", "hs256_secrets": [secret]})),
+        Some(OPERATOR),
+    )
+    .await;
+    assert_eq!(status, 201);
+    until_status(&cluster, &token("plug", secret, "alice"), 200).await;
+    let admin = RestClient::new(
+        &cluster.gateways[0].http(),
+        &mint_hs256(secret, &TokenSpec::new("plug", "root", None, 600).admin()).unwrap(),
+    );
+    admin
+        .deploy_plugin(
+            "moderation",
+            switchboard_tests::plugin("word-list"),
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    let rest = RestClient::new(&cluster.gateways[0].http(), &token("plug", secret, "alice"));
+    let (group, _) = rest
+        .create_conversation(ConversationKind::Group, &["bob"], None)
+        .await
+        .unwrap();
+    let conv = group.conversation_id.as_str().to_owned();
+    let mut alice = ws(&cluster, "plug", secret, "alice", "a").await.unwrap();
+    assert_eq!(attempt(&mut alice, &conv, "before").await, Ok(()));
+    let set_fuel = |fuel: Value| {
+        let cluster = &cluster;
+        async move {
+            let (status, _) = operator(
+                cluster,
+                reqwest::Method::PATCH,
+                "/v1/operator/tenants/plug",
+                Some(json!({"quotas": {"plugin_fuel": fuel}})),
+                Some(OPERATOR),
+            )
+            .await;
+            assert_eq!(status, 200);
+        }
+    };
+    set_fuel(json!(1)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut i = 0;
+    loop {
+        i += 1;
+        match attempt(&mut alice, &conv, &format!("starved-{i}")).await {
+            Err(code) => {
+                assert_eq!(code, ErrorCode::Unavailable, "moderation fails closed");
+                break;
+            }
+            Ok(()) => assert!(Instant::now() < deadline, "the fuel quota never applied"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Lifting the quota restores the plugin.
+    set_fuel(Value::Null).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        i += 1;
+        if attempt(&mut alice, &conv, &format!("fed-{i}"))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "lifting the quota never applied");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The answer to one send: `Ok(())` for an ack, `Err(code)` for an error.
+async fn attempt(alice: &mut WsClient, conv: &str, id: &str) -> Result<(), ErrorCode> {
+    alice
+        .send(&send_frame(conv, id, "well darn it"))
+        .await
+        .unwrap();
+    loop {
+        match alice
+            .next_frame_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+        {
+            ServerFrame::Ack { .. } => return Ok(()),
+            ServerFrame::Error { code, .. } => return Err(code),
+            _ => {}
+        }
+    }
+}
