@@ -16,7 +16,7 @@ use switchboard_backbone::push_jobs::SendJob;
 use switchboard_backbone::tenants::ApnsSettings;
 use tokio::sync::Mutex;
 
-use super::{Attempt, by_status, transport};
+use super::{Attempt, answer, by_status};
 
 const TOKEN_LIFE: Duration = Duration::from_secs(40 * 60);
 
@@ -112,25 +112,20 @@ impl Apns {
             .json(&payload(job))
             .send()
             .await;
-        match response {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let text = r.text().await.unwrap_or_default();
-                match status {
-                    400 if text.contains("BadDeviceToken") => {
-                        Attempt::Gone(format!("APNs: {text}"))
-                    }
-                    403 if text.contains("ExpiredProviderToken") => {
-                        self.tokens
-                            .lock()
-                            .await
-                            .remove(&(s.team_id.clone(), s.key_id.clone()));
-                        Attempt::Retry(format!("APNs: {text}"))
-                    }
-                    _ => by_status(status, &text),
-                }
+        let (status, text) = match answer(response).await {
+            Ok(a) => a,
+            Err(attempt) => return attempt,
+        };
+        match status {
+            400 if text.contains("BadDeviceToken") => Attempt::Gone(format!("APNs: {text}")),
+            403 if text.contains("ExpiredProviderToken") => {
+                self.tokens
+                    .lock()
+                    .await
+                    .remove(&(s.team_id.clone(), s.key_id.clone()));
+                Attempt::Retry(format!("APNs: {text}"))
             }
-            Err(e) => transport(&e),
+            _ => by_status(status, &text),
         }
     }
 }

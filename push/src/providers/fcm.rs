@@ -16,7 +16,7 @@ use switchboard_backbone::push_jobs::SendJob;
 use switchboard_backbone::tenants::FcmSettings;
 use tokio::sync::Mutex;
 
-use super::{Attempt, app_data, by_status, transport};
+use super::{Attempt, answer, app_data, by_status, transport};
 
 pub const SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
 
@@ -136,29 +136,26 @@ impl Fcm {
             .json(&message(job))
             .send()
             .await;
-        match response {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let text = r.text().await.unwrap_or_default();
-                match status {
-                    // UNREGISTERED (404) or a token FCM no longer knows.
-                    404 => Attempt::Gone(format!("FCM: {text}")),
-                    400 if text.contains("UNREGISTERED") || text.contains("registration token") => {
-                        Attempt::Gone(format!("FCM: {text}"))
-                    }
-                    401 => {
-                        // The cached access token was revoked: the next
-                        // attempt gets a new one.
-                        self.tokens
-                            .lock()
-                            .await
-                            .remove(&(s.client_email.clone(), s.token_url.clone()));
-                        Attempt::Retry(format!("FCM refused the access token: {text}"))
-                    }
-                    _ => by_status(status, &text),
-                }
+        let (status, text) = match answer(response).await {
+            Ok(a) => a,
+            Err(attempt) => return attempt,
+        };
+        match status {
+            // UNREGISTERED (404) or a token FCM no longer knows.
+            404 => Attempt::Gone(format!("FCM: {text}")),
+            400 if text.contains("UNREGISTERED") || text.contains("registration token") => {
+                Attempt::Gone(format!("FCM: {text}"))
             }
-            Err(e) => transport(&e),
+            401 => {
+                // The cached access token was revoked: the next
+                // attempt gets a new one.
+                self.tokens
+                    .lock()
+                    .await
+                    .remove(&(s.client_email.clone(), s.token_url.clone()));
+                Attempt::Retry(format!("FCM refused the access token: {text}"))
+            }
+            _ => by_status(status, &text),
         }
     }
 }

@@ -39,6 +39,20 @@ pub(crate) fn transport(e: &reqwest::Error) -> Attempt {
     Attempt::Retry(format!("request failed: {e}"))
 }
 
+/// The status and body of a provider's answer, or what a request that got
+/// none means.
+pub(crate) async fn answer(
+    response: Result<reqwest::Response, reqwest::Error>,
+) -> Result<(u16, String), Attempt> {
+    match response {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            Ok((status, r.text().await.unwrap_or_default()))
+        }
+        Err(e) => Err(transport(&e)),
+    }
+}
+
 /// The HTTP clients the providers share.
 pub struct Clients {
     /// HTTP/1.1 or HTTP/2, as the server offers (webhooks, FCM).

@@ -9,7 +9,7 @@
 use switchboard_backbone::push_jobs::SendJob;
 use switchboard_backbone::tenants::WebhookSettings;
 
-use super::{Attempt, app_data, by_status, transport};
+use super::{Attempt, answer, app_data, by_status};
 
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
@@ -52,13 +52,9 @@ pub async fn send(client: &reqwest::Client, settings: &WebhookSettings, job: &Se
         .body(body)
         .send()
         .await;
-    match response {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let text = r.text().await.unwrap_or_default();
-            by_status(status, &text)
-        }
-        Err(e) => transport(&e),
+    match answer(response).await {
+        Ok((status, text)) => by_status(status, &text),
+        Err(attempt) => attempt,
     }
 }
 

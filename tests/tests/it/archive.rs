@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use switchboard_client::WsClient;
-use switchboard_protocol::{ClientFrame, Content, ConversationId, MessageId, ServerFrame};
+use switchboard_protocol::ClientFrame;
 use switchboard_protocol::{ConversationKind, ErrorCode};
 use switchboard_tests::s3::S3Server;
 use switchboard_tests::{Cluster, ClusterSpec};
@@ -74,28 +74,9 @@ async fn everything(cluster: &Cluster, conv: &str) -> Vec<String> {
     out
 }
 
-fn edit(conv: &str, id: MessageId, text: &str) -> ClientFrame {
-    ClientFrame::EditMessage {
-        conversation_id: ConversationId::new(conv).unwrap(),
-        message_id: id,
-        content: Content::Text { text: text.into() },
-    }
-}
-
-fn delete(conv: &str, id: MessageId) -> ClientFrame {
-    ClientFrame::DeleteMessage {
-        conversation_id: ConversationId::new(conv).unwrap(),
-        message_id: id,
-    }
-}
-
 async fn updated(ws: &mut WsClient, frame: ClientFrame) {
     ws.send(&frame).await.unwrap();
-    expect(ws, "message_updated", |f| match f {
-        ServerFrame::MessageUpdated { message } => Some(message),
-        _ => None,
-    })
-    .await;
+    expect_update(ws).await;
 }
 
 /// The archive objects of `conv`, once there are `n`.
@@ -155,11 +136,11 @@ async fn archive_round_trip(backend: Backend) {
         let (id, _) = send_acked(&mut alice, &conv, &format!("m{i}"), &format!("text {i}")).await;
         ids.push(id);
     }
-    updated(&mut alice, edit(&conv, ids[1], "two, edited")).await;
-    updated(&mut alice, edit(&conv, ids[1], "two, edited again")).await;
-    updated(&mut alice, edit(&conv, ids[4], "five, edited")).await;
-    updated(&mut alice, delete(&conv, ids[4])).await;
-    updated(&mut alice, delete(&conv, ids[6])).await;
+    updated(&mut alice, edit_frame(&conv, ids[1], "two, edited")).await;
+    updated(&mut alice, edit_frame(&conv, ids[1], "two, edited again")).await;
+    updated(&mut alice, edit_frame(&conv, ids[4], "five, edited")).await;
+    updated(&mut alice, delete_frame(&conv, ids[4])).await;
+    updated(&mut alice, delete_frame(&conv, ids[6])).await;
     let before = everything(&cluster, &conv).await;
 
     // Archiving on: today's bucket is old enough with `after_days = 0`.
@@ -190,10 +171,10 @@ async fn archive_round_trip(backend: Backend) {
     let mut alice = cluster.ws(0, "alice", "a").await;
     updated(
         &mut alice,
-        edit(&conv, ids[0], "one, edited after archiving"),
+        edit_frame(&conv, ids[0], "one, edited after archiving"),
     )
     .await;
-    updated(&mut alice, delete(&conv, ids[1])).await;
+    updated(&mut alice, delete_frame(&conv, ids[1])).await;
     send_acked(&mut alice, &conv, "m13", "text 13").await;
     let (status, page) = history_status(&cluster, &conv).await;
     assert_eq!(status, 200);

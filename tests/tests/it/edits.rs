@@ -6,35 +6,10 @@ use std::time::Duration;
 
 use switchboard_client::WsClient;
 use switchboard_client::rest::HistoryParams;
-use switchboard_protocol::{
-    ClientFrame, Content, ConversationId, ConversationKind, Message, MessageId, ServerFrame,
-};
+use switchboard_protocol::{Content, ConversationKind, Message, MessageId};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
-
-fn edit(conv: &str, id: MessageId, text: &str) -> ClientFrame {
-    ClientFrame::EditMessage {
-        conversation_id: ConversationId::new(conv).unwrap(),
-        message_id: id,
-        content: Content::Text { text: text.into() },
-    }
-}
-
-fn delete(conv: &str, id: MessageId) -> ClientFrame {
-    ClientFrame::DeleteMessage {
-        conversation_id: ConversationId::new(conv).unwrap(),
-        message_id: id,
-    }
-}
-
-async fn expect_update(ws: &mut WsClient) -> Message {
-    expect(ws, "message_updated", |f| match f {
-        ServerFrame::MessageUpdated { message } => Some(message),
-        _ => None,
-    })
-    .await
-}
 
 async fn stored(cluster: &Cluster, conv: &str, seq: u64) -> Message {
     let page = cluster
@@ -82,7 +57,7 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     expect_message(&mut phone).await;
     expect_message(&mut laptop).await;
 
-    alice.send(&edit(&conv, id, "hello")).await.unwrap();
+    alice.send(&edit_frame(&conv, id, "hello")).await.unwrap();
     for ws in [&mut alice, &mut phone, &mut laptop] {
         let m = expect_update(ws).await;
         assert_eq!((m.message_id, m.seq), (id, seq));
@@ -118,7 +93,10 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     );
 
     // Only the sender edits.
-    phone.send(&edit(&conv, id, "bob was here")).await.unwrap();
+    phone
+        .send(&edit_frame(&conv, id, "bob was here"))
+        .await
+        .unwrap();
     let (code, request, _, _) = expect_error(&mut phone).await;
     assert_eq!(
         (code.as_str(), request.as_deref()),
@@ -126,7 +104,7 @@ async fn every_device_and_the_history_see_edits_and_deletes() {
     );
 
     // Delete: no content anywhere.
-    alice.send(&delete(&conv, id)).await.unwrap();
+    alice.send(&delete_frame(&conv, id)).await.unwrap();
     for ws in [&mut alice, &mut phone, &mut laptop, &mut tablet] {
         let m = expect_update(ws).await;
         assert_eq!(m.content, None);
@@ -167,7 +145,7 @@ async fn an_edit_racing_a_delete_ends_the_same_everywhere() {
         expect_message(&mut bob).await;
         expect_message(&mut laptop).await;
         // Both at once, from two devices.
-        let (e, d) = (edit(&conv, id, "v2"), delete(&conv, id));
+        let (e, d) = (edit_frame(&conv, id, "v2"), delete_frame(&conv, id));
         let (a, b) = tokio::join!(phone.send(&e), laptop.send(&d));
         a.unwrap();
         b.unwrap();
@@ -205,10 +183,13 @@ async fn edits_close_after_the_window() {
     let mut alice = cluster.ws(0, "alice", "a").await;
     let (id, _) = send_acked(&mut alice, &conv, "w1", "quick").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    alice.send(&edit(&conv, id, "too slow")).await.unwrap();
+    alice
+        .send(&edit_frame(&conv, id, "too slow"))
+        .await
+        .unwrap();
     let (code, _, _, message) = expect_error(&mut alice).await;
     assert_eq!(code.as_str(), "forbidden", "{message}");
     // Deleting is still allowed.
-    alice.send(&delete(&conv, id)).await.unwrap();
+    alice.send(&delete_frame(&conv, id)).await.unwrap();
     assert!(expect_update(&mut alice).await.deleted_at.is_some());
 }

@@ -481,7 +481,10 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
     // The built-in policy lets the sender edit for 15 minutes.
     let mut alice = cluster.ws(0, "alice", "phone").await;
     let (id, _) = send_acked(&mut alice, &conv, "e0", "first").await;
-    alice.send(&edit(&conv, id, "first, edited")).await.unwrap();
+    alice
+        .send(&edit_frame(&conv, id, "first, edited"))
+        .await
+        .unwrap();
     expect_update(&mut alice).await;
 
     // Deployed: no edits at all. Replaced: an hour. Rolled back: none again.
@@ -591,7 +594,10 @@ impl EditProbe {
             self.n += 1;
             let (id, _) = send_acked(alice, conv, &format!("probe{}", self.n), "again").await;
             tokio::time::sleep(Duration::from_millis(5)).await;
-            alice.send(&edit(conv, id, "again, edited")).await.unwrap();
+            alice
+                .send(&edit_frame(conv, id, "again, edited"))
+                .await
+                .unwrap();
             let answer = expect(alice, "the edit's answer", |f| match f {
                 ServerFrame::MessageUpdated { .. } => Some(None),
                 ServerFrame::Error { code, message, .. } => Some(Some((code, message))),
@@ -619,14 +625,6 @@ async fn message_with_seq(ws: &mut WsClient, seq: u64) -> switchboard_protocol::
         _ => None,
     })
     .await
-}
-
-fn edit(conv: &str, id: MessageId, text: &str) -> ClientFrame {
-    ClientFrame::EditMessage {
-        conversation_id: ConversationId::new(conv).unwrap(),
-        message_id: id,
-        content: Content::Text { text: text.into() },
-    }
 }
 
 async fn expect_update(ws: &mut WsClient) {

@@ -114,13 +114,13 @@ async fn ws(cluster: &Cluster, user: &str, device: &str) -> WsClient {
         .unwrap()
 }
 
-async fn register_push(cluster: &Cluster, user: &str, device: &str, token: &str) {
+async fn register_push(cluster: &Cluster, user: &str, device: &str, provider: &str, token: &str) {
     let r = rest(cluster, user, device);
     let answer = r
         .raw()
         .put(format!("{}/v1/devices/{device}/push", r.base()))
         .bearer_auth(r.token())
-        .json(&json!({"provider": "webhook", "token": token}))
+        .json(&json!({"provider": provider, "token": token}))
         .send()
         .await
         .unwrap();
@@ -188,8 +188,8 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
         .unwrap();
     let conv = group.conversation_id.as_str().to_owned();
     // Bob's phone is away; Carol's laptop is connected and acknowledges.
-    register_push(&cluster, "bob", "phone", "bob-phone-token").await;
-    register_push(&cluster, "carol", "laptop", "carol-laptop-token").await;
+    register_push(&cluster, "bob", "phone", "webhook", "bob-phone-token").await;
+    register_push(&cluster, "carol", "laptop", "webhook", "carol-laptop-token").await;
     let mut carol = ws(&cluster, "carol", "laptop").await;
     let acking = tokio::spawn(async move {
         while let Ok(frame) = carol.next_frame_within(Duration::from_secs(60)).await {
@@ -406,27 +406,9 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
         .conversation_id
         .as_str()
         .to_owned();
-    let r = rest(&cluster, "bob", "android");
-    let ok = r
-        .raw()
-        .put(format!("{}/v1/devices/android/push", r.base()))
-        .bearer_auth(r.token())
-        .json(&json!({"provider": "fcm", "token": "fcm-device-token"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status().as_u16(), 200);
+    register_push(&cluster, "bob", "android", "fcm", "fcm-device-token").await;
     let apns_device = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
-    let r = rest(&cluster, "bob", "iphone");
-    let ok = r
-        .raw()
-        .put(format!("{}/v1/devices/iphone/push", r.base()))
-        .bearer_auth(r.token())
-        .json(&json!({"provider": "apns", "token": apns_device}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status().as_u16(), 200);
+    register_push(&cluster, "bob", "iphone", "apns", apns_device).await;
 
     let mut alice = ws(&cluster, "alice", "a").await;
     let (message_id, _) = {

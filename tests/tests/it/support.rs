@@ -19,6 +19,30 @@ pub fn send_frame(conversation: &str, client_msg_id: &str, text: &str) -> Client
     }
 }
 
+pub fn edit_frame(conversation: &str, id: MessageId, text: &str) -> ClientFrame {
+    ClientFrame::EditMessage {
+        conversation_id: ConversationId::new(conversation).unwrap(),
+        message_id: id,
+        content: Content::Text { text: text.into() },
+    }
+}
+
+pub fn delete_frame(conversation: &str, id: MessageId) -> ClientFrame {
+    ClientFrame::DeleteMessage {
+        conversation_id: ConversationId::new(conversation).unwrap(),
+        message_id: id,
+    }
+}
+
+/// The next `message_updated`: an edit or a deletion as it is now.
+pub async fn expect_update(ws: &mut WsClient) -> Message {
+    expect(ws, "message_updated", |f| match f {
+        ServerFrame::MessageUpdated { message } => Some(message),
+        _ => None,
+    })
+    .await
+}
+
 pub fn text_of(m: &Message) -> &str {
     match &m.content {
         Some(Content::Text { text }) => text,
