@@ -424,6 +424,12 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
                 ));
             }
         }
+        // Jobs wait their delay while the consumer's ack_wait (60 s) runs.
+        if p.delay_ms > 30_000 {
+            return Err(TenantError::Invalid(
+                "push.delay_ms must be at most 30000".into(),
+            ));
+        }
         if p.max_attempts == 0 {
             return Err(TenantError::Invalid(
                 "push.max_attempts must be at least 1".into(),

@@ -151,6 +151,12 @@ async fn consume(
                     continue;
                 }
             };
+            // Jobs arrive in the order they were stored, and each waits the
+            // same delay: waiting here for the first one due (holding no
+            // permit) keeps every permit for jobs that are ready.
+            if !is_send {
+                wait_until_due(&ctx, &m).await;
+            }
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
@@ -201,16 +207,26 @@ async fn deliver_stage(ctx: &Ctx, m: jetstream::Message) {
     }
 }
 
+/// Sleeps until a message job's push delay has passed (at once for a job
+/// that does not decode: the stage drops it).
+async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
+    let Ok(job) = serde_json::from_slice::<MessageJob>(&m.payload) else {
+        return;
+    };
+    if let Some(settings) = settings(ctx, &job.tenant) {
+        let due = job.stored_at.unix_ms() + i64::try_from(settings.delay_ms).unwrap_or(i64::MAX);
+        let wait = due - Timestamp::now().unix_ms();
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+        }
+    }
+}
+
 /// The send jobs of one message; how many went out.
 async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
     let Some(settings) = settings(ctx, &job.tenant) else {
         return Ok(0);
     };
-    let due = job.stored_at.unix_ms() + i64::try_from(settings.delay_ms).unwrap_or(i64::MAX);
-    let wait = due - Timestamp::now().unix_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
-    }
     let found = ctx
         .store
         .find_messages(vec![MessageKey {
