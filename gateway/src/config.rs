@@ -86,6 +86,10 @@ pub struct Limits {
     /// Default and maximum `limit` of `pull_backlog`.
     pub backlog_default_limit: usize,
     pub backlog_max_limit: usize,
+    /// Key-directory claims per second of one user (per gateway), and
+    /// their burst: one user cannot drain everyone's one-time prekeys.
+    pub key_claims_per_second: f64,
+    pub key_claim_burst: f64,
 }
 
 impl Default for Limits {
@@ -105,6 +109,8 @@ impl Default for Limits {
             max_title_bytes: 256,
             backlog_default_limit: 200,
             backlog_max_limit: 1000,
+            key_claims_per_second: 5.0,
+            key_claim_burst: 20.0,
         }
     }
 }

@@ -8,7 +8,9 @@
 //! of the tenant, since the keys are public and a session may start
 //! before two users share a conversation. A claim that leaves the device
 //! with few prekeys tells its owner (`prekeys_low` on every connection of
-//! the user).
+//! the user). Each user's claims are rate limited (`[limits]
+//! key_claims_per_second`, per gateway), so no one drains another user's
+//! one-time prekeys in a burst.
 
 use std::sync::Arc;
 
@@ -131,6 +133,19 @@ async fn claim(
     let Path((user, device)) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
     let user = parse(user, UserId::new)?;
     let device = parse(device, DeviceId::new)?;
+    let limits = &gw.config.limits;
+    if !gw
+        .quotas
+        .key_claim(&id, limits.key_claims_per_second, limits.key_claim_burst)
+    {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "more than {} key claims per second; slow down",
+                limits.key_claims_per_second
+            ),
+        ));
+    }
     let claim = gw
         .keys
         .claim(&id.tenant, &user, &device)

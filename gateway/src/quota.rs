@@ -1,6 +1,6 @@
 //! Tenant quotas (F21) as one gateway enforces them: open connections per
 //! user and per tenant, messages per second per connection and per
-//! tenant, message size. The quotas come from `sb_tenants` and apply from
+//! tenant, message size; and each user's rate of key-directory claims. The quotas come from `sb_tenants` and apply from
 //! the moment a change arrives. Counts are this gateway's own (no shared
 //! counter on the message path): with N gateways a tenant may hold up to
 //! N times a connection or rate quota; members per conversation are
@@ -43,6 +43,11 @@ impl TokenBucket {
         }
     }
 
+    /// Whether the bucket has refilled (as good as a new one).
+    pub(crate) fn is_full(&self) -> bool {
+        self.tokens + self.at.elapsed().as_secs_f64() * self.rate >= self.burst
+    }
+
     pub(crate) fn take(&mut self) -> bool {
         let now = Instant::now();
         self.tokens =
@@ -73,7 +78,12 @@ pub(crate) struct Quotas {
     pub(crate) book: TenantBook,
     open: Arc<Mutex<HashMap<TenantId, Open>>>,
     tenant_rates: Mutex<HashMap<TenantId, TokenBucket>>,
+    claim_rates: Mutex<HashMap<(TenantId, UserId), TokenBucket>>,
 }
+
+/// Past this many users with a claim bucket, full buckets are dropped (a
+/// full bucket is the same as none).
+const MAX_CLAIM_BUCKETS: usize = 100_000;
 
 /// An admitted connection; dropping it gives the place back.
 pub(crate) struct Admission {
@@ -165,6 +175,20 @@ impl Quotas {
             .or_insert_with(|| TokenBucket::new(rate, burst));
         bucket.set(rate, burst);
         bucket.take()
+    }
+
+    /// Takes one key-directory claim from the user's rate.
+    pub(crate) fn key_claim(&self, id: &Identity, rate: f64, burst: f64) -> bool {
+        let Ok(mut rates) = self.claim_rates.lock() else {
+            return true;
+        };
+        if rates.len() >= MAX_CLAIM_BUCKETS {
+            rates.retain(|_, b| !b.is_full());
+        }
+        rates
+            .entry((id.tenant.clone(), id.user.clone()))
+            .or_insert_with(|| TokenBucket::new(rate, burst))
+            .take()
     }
 
     /// The content limits for the tenant: the deployment's, lowered by the

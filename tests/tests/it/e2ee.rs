@@ -481,6 +481,31 @@ async fn one_time_prekeys_are_claimed_exactly_once_and_the_signed_prekey_is_the_
     let (got, _) = put(good, "phone").await;
     assert_eq!(got, 200);
 
+    // One user claiming in a burst is held to the rate: a burst of 20,
+    // then 429 (refills of 5 a second may add one or two while the burst
+    // is in flight). The thirty claims above were one per user.
+    let greedy = cluster.rest(0, "greedy");
+    let statuses: Vec<u16> = futures::future::join_all((0..30).map(|_| {
+        let greedy = &greedy;
+        async move {
+            call(
+                greedy,
+                reqwest::Method::POST,
+                "/v1/users/bob/devices/phone/claim",
+                None,
+            )
+            .await
+            .0
+        }
+    }))
+    .await;
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert!((20..=25).contains(&ok), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+
     // Unknown devices and other tenants.
     let (got, answer) = call(
         &cluster.rest(0, "alice"),
