@@ -220,35 +220,37 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Recei
 }
 
 impl Connection {
-    /// The content limits of this connection's tenant.
-    fn content_limits(&self) -> switchboard_protocol::ContentLimits {
-        self.gw
-            .quotas
-            .content_limits(&self.id.tenant, &self.gw.config.limits.content)
-    }
-
-    /// Takes one message (a send, edit or delete) from this connection's
-    /// rate and the tenant's, or says which is spent. A tenant quota
-    /// replaces the deployment's per-connection rate, from its next message.
-    fn take_message(&mut self) -> Result<(), String> {
+    /// Admits one message (a send, edit or delete) of `content`: checks it
+    /// against the tenant's content limits, then takes it from this
+    /// connection's rate and the tenant's. The tenant's quotas are read
+    /// once; a quota replaces the deployment's per-connection rate from the
+    /// next message on.
+    fn admit_message(&mut self, content: Option<&Content>) -> Result<(), (ErrorCode, String)> {
+        let q = self.gw.quotas.of(&self.id.tenant);
         let limits = &self.gw.config.limits;
-        let (rate, burst) = match self
-            .gw
-            .quotas
-            .of(&self.id.tenant)
-            .messages_per_second_per_connection
-        {
+        if let Some(c) = content {
+            let content_limits = quota::content_limits(&q, &limits.content);
+            c.validate_from_client(&content_limits)
+                .map_err(|e| (e.code(), e.to_string()))?;
+        }
+        let (rate, burst) = match q.messages_per_second_per_connection {
             Some(rate) => quota::rate_and_burst(rate),
             None => (limits.sends_per_second, limits.send_burst),
         };
         self.sends.set(rate, burst);
         if !self.sends.take() {
-            return Err(format!(
-                "more than {rate} messages per second on this connection; slow down and retry"
+            return Err((
+                ErrorCode::RateLimited,
+                format!(
+                    "more than {rate} messages per second on this connection; slow down and retry"
+                ),
             ));
         }
-        if !self.gw.quotas.tenant_message(&self.id.tenant) {
-            return Err("the tenant's messages per second are spent; retry shortly".into());
+        if !self.gw.quotas.tenant_message(&self.id.tenant, &q) {
+            return Err((
+                ErrorCode::RateLimited,
+                "the tenant's messages per second are spent; retry shortly".into(),
+            ));
         }
         Ok(())
     }
@@ -362,12 +364,8 @@ impl Connection {
                 Some(conversation_id.as_str()),
             )
         };
-        if let Err(e) = content.validate_from_client(&self.content_limits()) {
-            self.reply(fail(e.code(), e.to_string()));
-            return;
-        }
-        if let Err(why) = self.take_message() {
-            self.reply(fail(ErrorCode::RateLimited, why));
+        if let Err((code, why)) = self.admit_message(Some(&content)) {
+            self.reply(fail(code, why));
             return;
         }
         let Ok(permit) = self.inflight.clone().try_acquire_owned() else {
@@ -474,14 +472,8 @@ impl Connection {
         let fail = |code, message: String| {
             error_frame(code, message, request, None, Some(conversation_id.as_str()))
         };
-        if let Some(c) = &content
-            && let Err(e) = c.validate_from_client(&self.content_limits())
-        {
-            self.reply(fail(e.code(), e.to_string()));
-            return;
-        }
-        if let Err(why) = self.take_message() {
-            self.reply(fail(ErrorCode::RateLimited, why));
+        if let Err((code, why)) = self.admit_message(content.as_ref()) {
+            self.reply(fail(code, why));
             return;
         }
         // An edit is new content: it is moderated like a send.

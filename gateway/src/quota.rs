@@ -161,9 +161,9 @@ impl Quotas {
         })
     }
 
-    /// Takes one message from the tenant's rate, if it has one.
-    pub(crate) fn tenant_message(&self, tenant: &TenantId) -> bool {
-        let Some(rate) = self.of(tenant).messages_per_second else {
+    /// Takes one message from the tenant's rate, if its quotas `q` set one.
+    pub(crate) fn tenant_message(&self, tenant: &TenantId, q: &TenantQuotas) -> bool {
+        let Some(rate) = q.messages_per_second else {
             return true;
         };
         let (rate, burst) = rate_and_burst(rate);
@@ -190,16 +190,16 @@ impl Quotas {
             .or_insert_with(|| TokenBucket::new(rate, burst))
             .take()
     }
+}
 
-    /// The content limits for the tenant: the deployment's, lowered by the
-    /// tenant's `max_message_bytes`.
-    pub(crate) fn content_limits(&self, tenant: &TenantId, base: &ContentLimits) -> ContentLimits {
-        let mut limits = *base;
-        if let Some(max) = self.of(tenant).max_message_bytes {
-            let max = usize::try_from(max).unwrap_or(usize::MAX);
-            limits.max_text_bytes = limits.max_text_bytes.min(max);
-            limits.max_ciphertext_bytes = limits.max_ciphertext_bytes.min(max);
-        }
-        limits
+/// The content limits for a tenant with quotas `q`: the deployment's,
+/// lowered by its `max_message_bytes`.
+pub(crate) fn content_limits(q: &TenantQuotas, base: &ContentLimits) -> ContentLimits {
+    let mut limits = *base;
+    if let Some(max) = q.max_message_bytes {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        limits.max_text_bytes = limits.max_text_bytes.min(max);
+        limits.max_ciphertext_bytes = limits.max_ciphertext_bytes.min(max);
     }
+    limits
 }

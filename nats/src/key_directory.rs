@@ -169,19 +169,9 @@ impl KeyDirectory {
         revision: u64,
     ) -> Result<bool, KeyError> {
         let bytes = serde_json::to_vec(value).map_err(nats)?;
-        if revision == 0 {
-            match self.kv.create(key, bytes.into()).await {
-                Ok(_) => Ok(true),
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(nats(e)),
-            }
-        } else {
-            match self.kv.update(key, bytes.into(), revision).await {
-                Ok(_) => Ok(true),
-                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-                Err(e) => Err(nats(e)),
-            }
-        }
+        crate::kv_cas::write_if(&self.kv, key, bytes.into(), revision)
+            .await
+            .map_err(KeyError::Backbone)
     }
 
     /// Publishes a device's keys (already [`validate`]d). Returns how many

@@ -12,6 +12,7 @@ pub mod definitions;
 pub mod envelope;
 pub mod fanout;
 pub mod key_directory;
+pub mod kv_cas;
 pub mod kv_key;
 pub mod lease;
 pub mod node_id;

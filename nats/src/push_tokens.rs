@@ -84,19 +84,9 @@ impl PushTokens {
                 return Ok(());
             }
             let bytes = serde_json::to_vec(&devices).map_err(nats)?;
-            let written = if revision == 0 {
-                match self.kv.create(&key, bytes.into()).await {
-                    Ok(_) => true,
-                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => false,
-                    Err(e) => return Err(nats(e)),
-                }
-            } else {
-                match self.kv.update(&key, bytes.into(), revision).await {
-                    Ok(_) => true,
-                    Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => false,
-                    Err(e) => return Err(nats(e)),
-                }
-            };
+            let written = crate::kv_cas::write_if(&self.kv, &key, bytes.into(), revision)
+                .await
+                .map_err(PushTokenError::Backbone)?;
             if written {
                 return Ok(());
             }

@@ -34,7 +34,7 @@ use switchboard_backbone::push_jobs::{
     HEADER_PUSH_ERROR, MessageJob, SendJob, dead_subject, send_subject,
 };
 use switchboard_backbone::push_tokens::PushTokens;
-use switchboard_backbone::tenants::{PreviewMode, PushSettings, TenantBook};
+use switchboard_backbone::tenants::{PreviewMode, PushSettings, TenantBook, TenantRecord};
 use switchboard_protocol::push::PushProvider;
 use switchboard_protocol::{Content, DeviceId, Message, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey, Store};
@@ -181,8 +181,10 @@ async fn ack(m: &jetstream::Message, kind: AckKind) {
     }
 }
 
-fn settings(ctx: &Ctx, tenant: &switchboard_protocol::TenantId) -> Option<PushSettings> {
-    ctx.tenants.get(tenant).and_then(|t| t.push.clone())
+/// The tenant's record, if it has push settings (shared, not copied: the
+/// settings hold keys and are read for every job).
+fn with_push(ctx: &Ctx, tenant: &switchboard_protocol::TenantId) -> Option<Arc<TenantRecord>> {
+    ctx.tenants.get(tenant).filter(|t| t.push.is_some())
 }
 
 async fn deliver_stage(ctx: &Ctx, m: jetstream::Message) {
@@ -213,7 +215,10 @@ async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
     let Ok(job) = serde_json::from_slice::<MessageJob>(&m.payload) else {
         return;
     };
-    if let Some(settings) = settings(ctx, &job.tenant) {
+    if let Some(settings) = with_push(ctx, &job.tenant)
+        .as_deref()
+        .and_then(|t| t.push.as_ref())
+    {
         let due = job.stored_at.unix_ms() + i64::try_from(settings.delay_ms).unwrap_or(i64::MAX);
         let wait = due - Timestamp::now().unix_ms();
         if wait > 0 {
@@ -224,7 +229,10 @@ async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
 
 /// The send jobs of one message; how many went out.
 async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
-    let Some(settings) = settings(ctx, &job.tenant) else {
+    let Some(record) = with_push(ctx, &job.tenant) else {
+        return Ok(0);
+    };
+    let Some(settings) = record.push.as_ref() else {
         return Ok(0);
     };
     let found = ctx
@@ -371,11 +379,15 @@ async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
             return;
         }
     };
-    let Some(settings) = settings(ctx, &job.tenant) else {
+    let Some(record) = with_push(ctx, &job.tenant) else {
         ack(&m, AckKind::Ack).await;
         return;
     };
-    let attempt = match (job.provider, &settings) {
+    let Some(settings) = record.push.as_ref() else {
+        ack(&m, AckKind::Ack).await;
+        return;
+    };
+    let attempt = match (job.provider, settings) {
         (
             PushProvider::Webhook,
             PushSettings {

@@ -242,7 +242,8 @@ async fn dev_inner(
     let client = run::backbone(&nats.url, &name, &backbone).await?;
     let store = run::embedded_store(&client, data_dir, file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let plugins = run::plugins(&client, file).await?;
+    let tenants = run::tenants(&client).await?;
+    let plugins = run::plugins(&client, file, &tenants).await?;
     let shutdown = Shutdown::on_signals();
 
     // The worker gets a connection of its own, as it would in its own
@@ -252,13 +253,14 @@ async fn dev_inner(
         name: format!("{name}-worker"),
     })
     .await?;
-    let push = run::push_stage(&worker_client, store.clone(), file).await?;
+    let push = run::push_stage(&worker_client, store.clone(), &tenants, file).await?;
     let worker = tokio::spawn(switchboard_worker::run(
         run::worker_config(name.clone(), &backbone, file)?,
         worker_client,
         store.clone(),
         Arc::new(ids.clone()),
         Some(plugins.clone()),
+        tenants,
         shutdown.clone().wait(),
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
@@ -362,7 +364,8 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let client = run::backbone(&url, &name, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let plugins = run::plugins(&client, &file).await?;
+    let tenants = run::tenants(&client).await?;
+    let plugins = run::plugins(&client, &file, &tenants).await?;
     let config = run::gateway_config(name, &backbone, &file);
     let media = run::media_store(&data_dir, &file)?;
     let gateway =
@@ -378,8 +381,9 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let client = run::backbone(&url, &name, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let plugins = run::plugins(&client, &file).await?;
-    let push = run::push_stage(&client, store.clone(), &file).await?;
+    let tenants = run::tenants(&client).await?;
+    let plugins = run::plugins(&client, &file, &tenants).await?;
+    let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
     println!("switchboard: worker {name} ready");
     let result = switchboard_worker::run(
         run::worker_config(name, &backbone, &file)?,
@@ -387,6 +391,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         store,
         Arc::new(ids),
         Some(plugins),
+        tenants,
         Shutdown::on_signals().wait(),
     )
     .await;

@@ -10,6 +10,7 @@ use async_nats::jetstream;
 use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
 use switchboard_backbone::node_id::IdGenerator;
 use switchboard_backbone::store_service::{self, RemoteStore};
+use switchboard_backbone::tenants::TenantBook;
 use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
 use switchboard_blob::s3::S3Blobs;
@@ -109,20 +110,28 @@ pub async fn backbone(
 /// Starts the plugin host and installs every tenant's active plugins;
 /// keeps following `sb_plugins` afterwards. One per process: `dev`'s
 /// gateway and worker share it.
+/// The process's view of `sb_tenants` (F21), following changes for as long
+/// as the process runs; shared by its worker, push stage and plugin host.
+pub async fn tenants(client: &async_nats::Client) -> anyhow::Result<TenantBook> {
+    let tenants = TenantBook::default();
+    // The follower runs as long as the process; its handle is not needed.
+    let _follower = tenants
+        .follow(&jetstream::new(client.clone()), Arc::new(|_, _| {}))
+        .await
+        .context("loading tenants")?;
+    Ok(tenants)
+}
+
 pub async fn plugins(
     client: &async_nats::Client,
     file: &FileConfig,
+    tenants: &TenantBook,
 ) -> anyhow::Result<Arc<Plugins>> {
     let limits = file.plugins.clone().unwrap_or_default();
     let host = PluginHost::new(limits).context("starting the plugin host")?;
     let js = jetstream::new(client.clone());
     // Tenants' plugin quotas lower their calls' limits (F21).
-    let tenants = switchboard_backbone::tenants::TenantBook::default();
-    let _quotas = tenants
-        .follow(&js, Arc::new(|_, _| {}))
-        .await
-        .context("loading tenants")?;
-    host.follow_tenant_quotas(tenants);
+    host.follow_tenant_quotas(tenants.clone());
     let plugins = Plugins::new(host);
     // The followers run as long as the process; their handles are not
     // needed.
@@ -277,6 +286,7 @@ pub fn gateway_config(
 pub async fn push_stage(
     client: &async_nats::Client,
     store: Arc<dyn Store>,
+    tenants: &TenantBook,
     file: &FileConfig,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let section = file.push.clone().unwrap_or_default();
@@ -294,11 +304,7 @@ pub async fn push_stage(
         );
     }
     let js = jetstream::new(client.clone());
-    let tenants = switchboard_backbone::tenants::TenantBook::default();
-    let follower = tenants.follow(&js, Arc::new(|_, _| {})).await?;
-    let mut tasks = switchboard_push::start(js, store, tenants, config).await?;
-    tasks.push(follower);
-    Ok(tasks)
+    Ok(switchboard_push::start(js, store, tenants.clone(), config).await?)
 }
 
 /// The blob store of `[blobs]` as the archive's object store (F14).

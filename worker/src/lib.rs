@@ -97,13 +97,15 @@ pub(crate) struct Ctx {
 }
 
 /// Runs a worker until `shutdown` resolves. The backbone's streams and
-/// buckets must exist (`definitions::ensure`).
+/// buckets must exist (`definitions::ensure`); `tenants` must be following
+/// `sb_tenants` (the process shares one book).
 pub async fn run(
     config: WorkerConfig,
     client: async_nats::Client,
     store: Arc<dyn Store>,
     ids: Arc<dyn IdSource>,
     plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
+    tenants: switchboard_backbone::tenants::TenantBook,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     let js = jetstream::new(client.clone());
@@ -111,11 +113,6 @@ pub async fn run(
         .get_key_value(WORKERS_BUCKET)
         .await
         .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
-    let tenants = switchboard_backbone::tenants::TenantBook::default();
-    let follower = tenants
-        .follow(&js, Arc::new(|_, _| {}))
-        .await
-        .map_err(|e| WorkerError::Nats(e.to_string()))?;
     let ctx = Arc::new(Ctx {
         leader: std::sync::atomic::AtomicBool::new(false),
         client,
@@ -148,6 +145,5 @@ pub async fn run(
     notifier.abort();
     sweeper.abort();
     archiver.abort();
-    follower.abort();
     result
 }
