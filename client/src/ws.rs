@@ -17,10 +17,24 @@ pub enum WsError {
     Refused { status: u16, body: String },
     #[error("connection closed")]
     Closed,
+    /// The server closed with a code: 1012 (the gateway restarts:
+    /// reconnect), 1013 (too slow a reader), 1009 (frame too large).
+    #[error("connection closed by the server ({code}: {reason})")]
+    ClosedBy { code: u16, reason: String },
     #[error("no frame within {0:?}")]
     Timeout(Duration),
     #[error("frame does not parse ({error}): {text}")]
     BadFrame { error: String, text: String },
+}
+
+fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -> WsError {
+    match frame {
+        Some(f) => WsError::ClosedBy {
+            code: u16::from(f.code),
+            reason: f.reason.as_str().to_owned(),
+        },
+        None => WsError::Closed,
+    }
 }
 
 pub struct WsClient {
@@ -78,7 +92,8 @@ impl WsClient {
         loop {
             match self.socket.next().await {
                 Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
-                Some(Ok(Message::Close(_))) | None => return Err(WsError::Closed),
+                Some(Ok(Message::Close(frame))) => return Err(closed(frame)),
+                None => return Err(WsError::Closed),
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => return Err(WsError::Socket(Box::new(e))),
             }
@@ -148,7 +163,8 @@ impl WsReceiver {
         loop {
             match self.stream.next().await {
                 Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
-                Some(Ok(Message::Close(_))) | None => return Err(WsError::Closed),
+                Some(Ok(Message::Close(frame))) => return Err(closed(frame)),
+                None => return Err(WsError::Closed),
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => return Err(WsError::Socket(Box::new(e))),
             }

@@ -163,6 +163,9 @@ pub struct GatewayConfig {
     /// The bearer token of the operator API (`/v1/operator/...`); `None`
     /// turns the API off.
     pub operator_token: Option<String>,
+    /// On shutdown, how long connections may take to see their in-flight
+    /// sends answered before they are told to reconnect (1012).
+    pub drain_timeout: Duration,
 }
 
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
@@ -189,6 +192,7 @@ impl GatewayConfig {
             serve_web_client: false,
             dev_tokens: None,
             operator_token: None,
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! bad frame gets an `error` frame and the loop goes on.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
@@ -23,13 +24,11 @@ use tracing::Instrument;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::store_error_code;
-use crate::hub::{Outbound, Registration};
+use crate::hub::{Outbound, Registration, close_code};
 use crate::quota::{self, Admission, TokenBucket};
 use crate::receipts::{self, PendingMarks};
 use crate::typing;
 
-/// WebSocket close code for "try again later" (RFC 6455 registry).
-const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 const KEEPALIVE: Duration = Duration::from_secs(30);
 
 struct Connection {
@@ -48,6 +47,10 @@ struct Connection {
     overflowed: bool,
     /// Held while a `pull_backlog` runs: one at a time per connection.
     backlog: Arc<Semaphore>,
+    /// Sends JetStream stored whose writer's answer is still to come, and
+    /// the answers the hub handed over: equal when nothing is pending.
+    stored: Arc<AtomicU64>,
+    answered: Arc<AtomicU64>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -77,16 +80,19 @@ pub(crate) struct Session {
     gw: Arc<Gateway>,
     /// Taken by `serve`; still here when dropped only if the upgrade never
     /// happened.
-    parts: Option<(
-        Registration,
-        mpsc::Sender<Outbound>,
-        mpsc::Receiver<Outbound>,
-    )>,
+    parts: Option<SessionParts>,
+}
+
+struct SessionParts {
+    registration: Registration,
+    tx: mpsc::Sender<Outbound>,
+    rx: mpsc::Receiver<Outbound>,
+    answered: Arc<AtomicU64>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some((registration, _, _)) = self.parts.take() {
+        if let Some(SessionParts { registration, .. }) = self.parts.take() {
             let gw = self.gw.clone();
             tokio::spawn(async move { gw.hub.leave(registration).await });
         }
@@ -101,14 +107,26 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
         .await
         .map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel(gw.config.limits.outbound_queue);
+    let answered = Arc::new(AtomicU64::new(0));
     let registration = gw
         .hub
-        .join(&id.tenant, &id.user, &id.device, tx.clone())
+        .join(
+            &id.tenant,
+            &id.user,
+            &id.device,
+            tx.clone(),
+            answered.clone(),
+        )
         .await
         .map_err(|e| e.to_string())?;
     Ok(Session {
         gw: gw.clone(),
-        parts: Some((registration, tx, rx)),
+        parts: Some(SessionParts {
+            registration,
+            tx,
+            rx,
+            answered,
+        }),
     })
 }
 
@@ -126,9 +144,16 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
     let gw = session.gw.clone();
     let (sink, mut stream) = socket.split();
     let limits = gw.config.limits.clone();
-    let Some((registration, tx, rx)) = session.parts.take() else {
+    let Some(SessionParts {
+        registration,
+        tx,
+        rx,
+        answered,
+    }) = session.parts.take()
+    else {
         return;
     };
+    let mut draining = gw.draining();
     let mut writer = tokio::spawn(write_loop(sink, rx));
     tracing::debug!("connected");
 
@@ -143,6 +168,8 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
         marks: PendingMarks::default(),
         overflowed: false,
         backlog: Arc::new(Semaphore::new(1)),
+        stored: Arc::new(AtomicU64::new(0)),
+        answered,
     };
     let mut ack_flush = tokio::time::interval(gw.config.receipt_interval);
     let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -173,13 +200,22 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
                 let _ = conn.tx.try_send(Outbound::Ping);
             }
             _ = &mut writer => break,
+            () = until_draining(&mut draining) => {
+                Box::pin(conn.drain(&mut writer)).await;
+                break;
+            }
         }
         if conn.overflowed {
             tracing::warn!("client does not read its frames; closing the connection");
             // The queue is full: the writer gets the close after what is queued.
             let tx = conn.tx.clone();
             tokio::spawn(async move {
-                let _ = tx.send(Outbound::Close("client too slow")).await;
+                let _ = tx
+                    .send(Outbound::Close(
+                        close_code::TRY_AGAIN_LATER,
+                        "client too slow",
+                    ))
+                    .await;
             });
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut writer).await;
             break;
@@ -191,6 +227,13 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
     tracing::debug!("disconnected");
 }
 
+/// Resolves once the gateway starts draining; never, if it cannot.
+async fn until_draining(draining: &mut tokio::sync::watch::Receiver<bool>) {
+    if draining.wait_for(|d| *d).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Outbound>) {
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -199,9 +242,9 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Recei
             let sent = match out {
                 Outbound::Frame(text) => sink.feed(Message::Text(text)).await,
                 Outbound::Ping => sink.feed(Message::Ping(Default::default())).await,
-                Outbound::Close(reason) => {
+                Outbound::Close(code, reason) => {
                     let close = CloseFrame {
-                        code: CLOSE_TRY_AGAIN_LATER,
+                        code,
                         reason: reason.into(),
                     };
                     let _ = sink.send(Message::Close(Some(close))).await;
@@ -220,6 +263,29 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Recei
 }
 
 impl Connection {
+    /// The gateway is shutting down: no frame is read any more; the sends
+    /// already taken are seen through to their writer's answer (bounded
+    /// by `drain_timeout`), the receipt marks written, and the client told
+    /// to reconnect (1012). Anything unanswered by then is stored or not
+    /// stored; the client resends it with the same `client_msg_id`.
+    async fn drain(&mut self, writer: &mut tokio::task::JoinHandle<()>) {
+        let deadline = tokio::time::Instant::now() + self.gw.config.drain_timeout;
+        let permits = u32::try_from(self.gw.config.limits.max_inflight_sends).unwrap_or(u32::MAX);
+        // Every accepted send has reached JetStream (or failed) once all
+        // in-flight permits are back.
+        let _ = tokio::time::timeout_at(deadline, self.inflight.acquire_many(permits)).await;
+        while self.answered.load(Ordering::Relaxed) < self.stored.load(Ordering::Relaxed)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.flush_marks();
+        let close = Outbound::Close(close_code::SERVICE_RESTART, "gateway restarting; reconnect");
+        let _ = tokio::time::timeout_at(deadline, self.tx.send(close)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+        tracing::debug!("drained");
+    }
+
     /// Admits one message (a send, edit or delete) of `content`: checks it
     /// against the tenant's content limits, then takes it from this
     /// connection's rate and the tenant's. The tenant's quotas are read
@@ -406,7 +472,7 @@ impl Connection {
                 return;
             }
         };
-        let (gw, tx) = (self.gw.clone(), self.tx.clone());
+        let (gw, tx, stored_count) = (self.gw.clone(), self.tx.clone(), self.stored.clone());
         let key = SentKey {
             tenant: self.id.tenant.clone(),
             conversation_id,
@@ -431,7 +497,9 @@ impl Connection {
             };
             match stored.await {
                 // Stored: the writer answers with `ack` or `error`.
-                Ok(ack) if !ack.duplicate => {}
+                Ok(ack) if !ack.duplicate => {
+                    stored_count.fetch_add(1, Ordering::Relaxed);
+                }
                 // A retry inside the dedupe window: JetStream dropped it.
                 // If the original is in the store, answer now; if not, it
                 // is still in the stream and its writer will answer.

@@ -38,8 +38,18 @@ pub enum Outbound {
     Frame(Utf8Bytes),
     /// A WebSocket ping, to notice dead peers.
     Ping,
-    /// Close the connection: it cannot keep up.
-    Close(&'static str),
+    /// Close the connection with this code and reason.
+    Close(u16, &'static str),
+}
+
+/// WebSocket close codes the gateway sends (PROTOCOL.md and the README's
+/// protocol details).
+pub mod close_code {
+    /// The client did not read its frames: reconnect and pull the backlog.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The gateway is restarting (drain): reconnect, to any gateway, and
+    /// resend unacked sends with the same `client_msg_id`.
+    pub const SERVICE_RESTART: u16 = 1012;
 }
 
 /// How the hub reaches one connection.
@@ -50,6 +60,9 @@ struct Conn {
     tx: mpsc::Sender<Outbound>,
     /// Set once the connection is being closed for not reading.
     closing: Arc<AtomicBool>,
+    /// Writers' answers (`ack` or `error`) to this device's sends handed
+    /// to it, so that a draining connection knows when it has them all.
+    answered: Arc<AtomicU64>,
 }
 
 type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -142,6 +155,7 @@ impl Hub {
         user: &UserId,
         device: &DeviceId,
         tx: mpsc::Sender<Outbound>,
+        answered: Arc<AtomicU64>,
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -150,6 +164,7 @@ impl Hub {
             device: device.clone(),
             tx,
             closing: Arc::new(AtomicBool::new(false)),
+            answered,
         };
         let key = (tenant.clone(), user.clone());
         let mut users = inner.users.lock().await;
@@ -416,7 +431,12 @@ fn deliver(conn: &Conn, out: Outbound) {
         );
         let tx = conn.tx.clone();
         tokio::spawn(async move {
-            let _ = tx.send(Outbound::Close("client too slow")).await;
+            let _ = tx
+                .send(Outbound::Close(
+                    close_code::TRY_AGAIN_LATER,
+                    "client too slow",
+                ))
+                .await;
         });
     }
 }
@@ -435,6 +455,7 @@ fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device:
             let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
             if let Some(frame) = ack {
                 deliver(conn, Outbound::Frame(frame.clone()));
+                conn.answered.fetch_add(1, Ordering::Relaxed);
             }
         } else {
             deliver(conn, Outbound::Frame(text.clone()));
@@ -511,6 +532,7 @@ async fn dispatch(
                 let text = Utf8Bytes::from(frame.to_json());
                 for conn in targets.iter().filter(|c| c.device == r.device) {
                     deliver(conn, Outbound::Frame(text.clone()));
+                    conn.answered.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

@@ -26,6 +26,7 @@ mod shapes;
 mod typing;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_nats::jetstream;
 use switchboard_backbone::fanout::FanOut;
@@ -55,6 +56,9 @@ pub struct Gateway {
     keys: switchboard_backbone::key_directory::KeyDirectory,
     tenant_registry: switchboard_backbone::tenants::TenantRegistry,
     push_tokens: switchboard_backbone::push_tokens::PushTokens,
+    /// Turns true once shutdown begins: no new connection is taken, and
+    /// every open one drains (`connection.rs`).
+    draining: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +145,7 @@ impl Gateway {
             keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
             tenant_registry,
             push_tokens,
+            draining: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -225,6 +230,31 @@ impl Gateway {
             }
         }
         result
+    }
+
+    /// Starts the drain: `/readyz` answers 503, upgrades are refused, and
+    /// every connection finishes its in-flight sends and is closed with
+    /// 1012 so its client reconnects elsewhere.
+    pub fn start_draining(&self) {
+        self.draining.send_replace(true);
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    pub(crate) fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.draining.subscribe()
+    }
+
+    /// Waits, at most the drain timeout and a second, until every
+    /// connection has left.
+    pub async fn drained(&self) {
+        let deadline =
+            tokio::time::Instant::now() + self.config.drain_timeout + Duration::from_secs(1);
+        while self.hub.connection_count().await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Before exiting: withdraws this gateway's users from presence at once

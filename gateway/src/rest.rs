@@ -464,6 +464,13 @@ async fn websocket(
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
+    if gw.is_draining() {
+        return ApiError::new(
+            ErrorCode::Unavailable,
+            "this gateway is shutting down; connect to another".to_owned(),
+        )
+        .into_response();
+    }
     let admission = match gw.quotas.admit(&identity) {
         Ok(a) => a,
         Err(e) => return e.into_response(),
@@ -496,13 +503,15 @@ async fn readyz(State(gw): State<Shared>) -> (StatusCode, Json<serde_json::Value
         tokio::time::timeout(Duration::from_secs(2), gw.store.ping()).await,
         Ok(Ok(()))
     );
-    let status = if nats && store {
+    let draining = gw.is_draining();
+    let ready = nats && store && !draining;
+    let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let body = serde_json::json!({
-        "status": if nats && store { "ready" } else { "unavailable" },
+        "status": if draining { "draining" } else if ready { "ready" } else { "unavailable" },
         "nats": if nats { "connected" } else { "disconnected" },
         "store": if store { "ok" } else { "unavailable" },
     });

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::BackboneError;
 
-pub const INGEST_STREAM_JSON: &str = include_str!("../streams/SB_INGEST.json");
+pub const INGEST_STREAM_TEMPLATE_JSON: &str = include_str!("../streams/SB_INGEST.template.json");
 pub const PUSH_STREAM_JSON: &str = include_str!("../streams/SB_PUSH.json");
 pub const PUSH_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_PUSH_DEAD.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
@@ -28,7 +28,9 @@ pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 
-pub const INGEST_STREAM: &str = "SB_INGEST";
+/// The one ingest stream of releases before per-partition streams; see
+/// [`retire_legacy_ingest`].
+pub const LEGACY_INGEST_STREAM: &str = "SB_INGEST";
 pub const PUSH_STREAM: &str = "SB_PUSH";
 pub const PUSH_DEAD_STREAM: &str = "SB_PUSH_DEAD";
 pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
@@ -54,6 +56,11 @@ pub struct BackboneConfig {
     pub duplicate_window: Option<Duration>,
     /// Overrides the `sb_presence` bucket's TTL.
     pub presence_ttl: Option<Duration>,
+    /// Whether this process creates and updates the streams and buckets
+    /// (`ensure`), or only checks that they exist: a process whose NATS
+    /// user may not manage JetStream (a gateway of the secured setup in
+    /// `nats/server/secure/`) only checks.
+    pub define: bool,
 }
 
 impl Default for BackboneConfig {
@@ -63,6 +70,7 @@ impl Default for BackboneConfig {
             partitions: 16,
             duplicate_window: None,
             presence_ttl: None,
+            define: true,
         }
     }
 }
@@ -87,13 +95,55 @@ fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, Ba
     serde_json::from_str(json).map_err(|e| BackboneError::Definition(format!("{name}: {e}")))
 }
 
-pub fn ingest_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
-    let mut s: stream::Config = parse("SB_INGEST.json", INGEST_STREAM_JSON)?;
+/// The ingest stream of one partition, `SB_INGEST_<p>`.
+///
+/// One stream per partition, not one for all: a stream is a Raft group
+/// with one leader, and when the NATS node that leads it dies, the stream
+/// takes no command until its followers elect a new leader (4 to 9 s).
+/// With a stream per partition the leaders spread over the nodes, and
+/// losing one node stalls only the partitions it led.
+pub fn ingest_stream(
+    config: &BackboneConfig,
+    partition: u16,
+) -> Result<stream::Config, BackboneError> {
+    let json = INGEST_STREAM_TEMPLATE_JSON.replace("{partition}", &partition.to_string());
+    let mut s: stream::Config = parse("SB_INGEST.template.json", &json)?;
     s.num_replicas = config.replicas;
     if let Some(window) = config.duplicate_window {
         s.duplicate_window = window;
     }
     Ok(s)
+}
+
+pub fn ingest_stream_name(partition: u16) -> String {
+    format!("SB_INGEST_{partition}")
+}
+
+/// Deletes the single `SB_INGEST` stream of earlier releases, whose
+/// subjects overlap the per-partition streams, once it is empty. While it
+/// still holds commands, start-up stops with the way out: let the previous
+/// release's workers drain it first (`nats stream info SB_INGEST`).
+async fn retire_legacy_ingest(js: &jetstream::Context) -> Result<(), BackboneError> {
+    let Ok(mut legacy) = js.get_stream(LEGACY_INGEST_STREAM).await else {
+        return Ok(());
+    };
+    let info = legacy
+        .info()
+        .await
+        .map_err(|e| BackboneError::Nats(format!("stream {LEGACY_INGEST_STREAM}: {e}")))?;
+    if info.state.messages > 0 {
+        return Err(BackboneError::Definition(format!(
+            "the stream {LEGACY_INGEST_STREAM} of an earlier release still holds {} commands; \
+             keep the earlier workers running until it is empty (stop the gateways first), \
+             then start this release",
+            info.state.messages
+        )));
+    }
+    js.delete_stream(LEGACY_INGEST_STREAM)
+        .await
+        .map_err(|e| BackboneError::Nats(format!("deleting {LEGACY_INGEST_STREAM}: {e}")))?;
+    tracing::info!("deleted the empty stream {LEGACY_INGEST_STREAM} of an earlier release");
+    Ok(())
 }
 
 fn replicated(
@@ -208,14 +258,61 @@ pub fn plugin_code_store(config: &BackboneConfig) -> Result<object_store::Config
     })
 }
 
+/// Checks that every stream and bucket exists, for a process that may not
+/// define them; the error names the first one missing.
+async fn check_defined(
+    js: &jetstream::Context,
+    config: &BackboneConfig,
+) -> Result<(), BackboneError> {
+    let missing = |what: &str, e: &dyn std::fmt::Display| {
+        BackboneError::Definition(format!(
+            "{what} is not defined ({e}); start a process allowed to define the backbone (a worker) first"
+        ))
+    };
+    for p in 0..config.partitions.max(1) {
+        let name = ingest_stream_name(p);
+        js.get_stream(&name)
+            .await
+            .map_err(|e| missing(&format!("stream {name}"), &e))?;
+    }
+    for name in [PUSH_STREAM, PUSH_DEAD_STREAM] {
+        js.get_stream(name)
+            .await
+            .map_err(|e| missing(&format!("stream {name}"), &e))?;
+    }
+    for name in [
+        NODES_BUCKET,
+        WORKERS_BUCKET,
+        PRESENCE_BUCKET,
+        LAST_SEEN_BUCKET,
+        PLUGINS_BUCKET,
+        KEYS_BUCKET,
+        TENANTS_BUCKET,
+        PUSH_TOKENS_BUCKET,
+        PUSH_COLLAPSE_BUCKET,
+    ] {
+        js.get_key_value(name)
+            .await
+            .map_err(|e| missing(&format!("bucket {name}"), &e))?;
+    }
+    js.get_object_store(PLUGIN_CODE_STORE)
+        .await
+        .map_err(|e| missing(&format!("object store {PLUGIN_CODE_STORE}"), &e))?;
+    Ok(())
+}
+
 /// Creates or updates every stream and bucket. Safe to run from every
 /// process at every start: the definitions are the same everywhere.
 pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<(), BackboneError> {
-    for s in [
-        ingest_stream(config)?,
-        push_stream(config)?,
-        push_dead_stream(config)?,
-    ] {
+    if !config.define {
+        return check_defined(js, config).await;
+    }
+    retire_legacy_ingest(js).await?;
+    let mut streams = (0..config.partitions.max(1))
+        .map(|p| ingest_stream(config, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    streams.extend([push_stream(config)?, push_dead_stream(config)?]);
+    for s in streams {
         let name = s.name.clone();
         js.create_or_update_stream(s)
             .await
@@ -256,8 +353,9 @@ mod tests {
     #[test]
     fn every_definition_parses() {
         let c = BackboneConfig::default();
-        let s = ingest_stream(&c).unwrap();
-        assert_eq!(s.name, INGEST_STREAM);
+        let s = ingest_stream(&c, 7).unwrap();
+        assert_eq!(s.name, ingest_stream_name(7));
+        assert_eq!(s.subjects, ["sb.in.7.>"]);
         assert_eq!(s.retention, stream::RetentionPolicy::WorkQueue);
         assert_eq!(s.storage, stream::StorageType::File);
         assert_eq!(s.duplicate_window, Duration::from_secs(120));
@@ -266,7 +364,12 @@ mod tests {
         assert_eq!(w.filter_subject, "sb.in.7.>");
         assert_eq!(w.ack_policy, consumer::AckPolicy::Explicit);
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
-        assert_eq!(workers_bucket(&c).unwrap().history, 1);
+        let workers = workers_bucket(&c).unwrap();
+        assert_eq!(workers.history, 1);
+        assert!(
+            workers.max_age * 4 / 5 - workers.max_age / 10 >= Duration::from_secs(10),
+            "partition leases must outlast a NATS leader election (lease.rs)"
+        );
         let presence = presence_bucket(&c).unwrap();
         assert_eq!(presence.max_age, Duration::from_secs(30));
         assert!(presence.limit_markers.is_some(), "expiries must be visible");

@@ -8,6 +8,7 @@
 //! (`store_service`). It does not decide anything about conversations:
 //! that is the worker's job.
 
+mod connection;
 pub mod definitions;
 pub mod envelope;
 pub mod fanout;
@@ -23,8 +24,6 @@ pub mod store_service;
 pub mod subject;
 pub mod tenants;
 
-use std::time::Duration;
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackboneError {
     #[error("NATS: {0}")]
@@ -37,36 +36,11 @@ pub enum BackboneError {
     Exhausted(String),
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// NATS refused this process: wrong credentials, a TLS setup it does
+    /// not accept, or a server list that does not parse. Retrying does
+    /// not help; the configuration must change.
+    #[error("NATS refused the connection ({servers}): {reason}")]
+    Refused { servers: String, reason: String },
 }
 
-/// How to reach NATS.
-#[derive(Debug, Clone)]
-pub struct NatsConfig {
-    /// Comma-separated server URLs.
-    pub url: String,
-    /// Client name shown by `nats server report connections`.
-    pub name: String,
-}
-
-/// Connects, retrying the first connection and reconnecting forever: a
-/// process outlives NATS restarts.
-pub async fn connect(config: &NatsConfig) -> Result<async_nats::Client, BackboneError> {
-    async_nats::ConnectOptions::new()
-        .name(&config.name)
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .connection_timeout(Duration::from_secs(5))
-        .request_timeout(Some(Duration::from_secs(10)))
-        .event_callback(|event| async move {
-            match event {
-                async_nats::Event::Connected => tracing::info!("connected to NATS"),
-                async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
-                // Slow consumers (messages dropped), server and client
-                // errors, lame duck mode: all worth an operator's look.
-                other => tracing::warn!(event = %other, "NATS client event"),
-            }
-        })
-        .connect(config.url.as_str())
-        .await
-        .map_err(|e| BackboneError::Nats(format!("connect {}: {e}", config.url)))
-}
+pub use connection::{NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, parse_servers};

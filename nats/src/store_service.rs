@@ -354,11 +354,25 @@ impl RemoteStore {
         let req = async_nats::Request::new()
             .payload(payload.into())
             .timeout(Some(self.timeout));
-        let msg = self
-            .client
-            .send_request(STORE_SERVICE, req)
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?;
+        // A reply sent while this connection was down never arrives: give
+        // up on a reconnect rather than wait out the timeout (callers
+        // retry, and every request is safe to repeat).
+        let epoch = crate::connection_epoch();
+        let reconnected = async {
+            while crate::connection_epoch() == epoch {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let msg = tokio::select! {
+            msg = self.client.send_request(STORE_SERVICE, req) => {
+                msg.map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?
+            }
+            () = reconnected => {
+                return Err(StoreError::Unavailable(
+                    "store service: NATS reconnected while waiting for the answer; retry".into(),
+                ));
+            }
+        };
         match serde_json::from_slice::<Reply<T>>(&msg.payload) {
             Ok(Reply::Ok(v)) => Ok(v),
             Ok(Reply::Err(e)) => Err(e),

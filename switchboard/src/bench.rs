@@ -477,7 +477,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
 
 async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
     use async_nats::jetstream;
-    use switchboard_backbone::definitions::{self, BackboneConfig, INGEST_STREAM};
+    use switchboard_backbone::definitions::{self, BackboneConfig, ingest_stream_name};
     use switchboard_backbone::envelope::{Command, SendCommand};
     use switchboard_backbone::subject::{ingest, partition_of};
     use switchboard_protocol::{
@@ -500,10 +500,16 @@ async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
             );
         }
     };
+    let partitions = config.partitions;
     let stream_state = |js: jetstream::Context| async move {
-        let mut s = js.get_stream(INGEST_STREAM).await?;
-        let info = s.info().await?;
-        Ok::<_, anyhow::Error>((info.state.messages, info.state.subjects_count))
+        let (mut messages, mut subjects) = (0, 0);
+        for p in 0..partitions {
+            let mut s = js.get_stream(ingest_stream_name(p)).await?;
+            let info = s.info().await?;
+            messages += info.state.messages;
+            subjects += info.state.subjects_count;
+        }
+        Ok::<_, anyhow::Error>((messages, subjects))
     };
     println!(
         "switchboard bench backbone: {} conversations",

@@ -19,7 +19,11 @@ pub const DEMO_TENANT: &str = "demo";
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    pub nats_url: Option<String>,
+    /// Seed servers: one string (comma-separated) or a list.
+    pub nats_url: Option<ServerList>,
+    /// Credentials and TLS towards NATS (`[nats]`).
+    #[serde(default)]
+    pub nats: Option<NatsSection>,
     pub listen: Option<String>,
     pub data_dir: Option<PathBuf>,
     /// `embedded` (this process opens the store), `nats` (use the store
@@ -52,6 +56,10 @@ pub struct FileConfig {
     pub inbox_ttl_secs: Option<u64>,
     /// How often expired inbox entries are swept, in seconds (default 3600).
     pub inbox_sweep_secs: Option<u64>,
+    /// On SIGTERM, how long a gateway's connections may take to see their
+    /// in-flight sends answered before they are closed with 1012, in
+    /// milliseconds (default 10000; at most 15000, inside the 20 s grace).
+    pub drain_timeout_ms: Option<u64>,
     /// Publishes a gateway may have waiting for JetStream's ack (default 5000).
     pub jetstream_max_inflight: Option<usize>,
     #[serde(default)]
@@ -82,6 +90,197 @@ pub struct FileConfig {
     pub archive: Option<ArchiveSection>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+}
+
+/// Seed servers as the file gives them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ServerList {
+    /// `"nats://a:4222,nats://b:4222"`
+    Joined(String),
+    /// `["nats://a:4222", "nats://b:4222"]`
+    List(Vec<String>),
+}
+
+impl ServerList {
+    fn servers(&self) -> Vec<String> {
+        match self {
+            Self::Joined(s) => switchboard_backbone::parse_servers(s),
+            Self::List(l) => l
+                .iter()
+                .flat_map(|s| switchboard_backbone::parse_servers(s))
+                .collect(),
+        }
+    }
+}
+
+/// `[nats]`: how this process authenticates to NATS and which TLS it
+/// speaks. At most one authentication method. Secrets may also come from
+/// the environment (`SWITCHBOARD_NATS_PASSWORD`, `SWITCHBOARD_NATS_TOKEN`),
+/// which wins over the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NatsSection {
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    /// A file holding an NKey seed (`SU...`).
+    pub nkey_seed_file: Option<PathBuf>,
+    /// A `.creds` file (decentralised JWT auth, as `nsc` writes it).
+    pub creds_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for the servers.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Refuse any server that does not speak TLS (implied by a CA or a
+    /// client certificate).
+    pub tls_required: Option<bool>,
+    /// Create and update the streams and buckets at start-up (default
+    /// true). A process whose NATS user may not manage JetStream sets it
+    /// false and only checks that they exist.
+    pub define_backbone: Option<bool>,
+}
+
+/// The NATS flags every process that connects to NATS takes.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NatsArgs {
+    /// NATS seed server URL(s), comma-separated (`tls://` for TLS).
+    #[arg(long, env = "SWITCHBOARD_NATS_URL")]
+    pub nats_url: Option<String>,
+    /// A `.creds` file (NATS decentralised JWT auth).
+    #[arg(long, env = "SWITCHBOARD_NATS_CREDS")]
+    pub nats_creds: Option<PathBuf>,
+    /// A file holding an NKey seed.
+    #[arg(long, env = "SWITCHBOARD_NATS_NKEY_SEED_FILE")]
+    pub nats_nkey_seed_file: Option<PathBuf>,
+    /// NATS user (the password comes from SWITCHBOARD_NATS_PASSWORD or
+    /// the file's `[nats] password`).
+    #[arg(long, env = "SWITCHBOARD_NATS_USER")]
+    pub nats_user: Option<String>,
+    /// CA certificates (PEM) to trust for the NATS servers.
+    #[arg(long, env = "SWITCHBOARD_NATS_CA")]
+    pub nats_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS with NATS.
+    #[arg(long, env = "SWITCHBOARD_NATS_CERT", requires = "nats_key")]
+    pub nats_cert: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, env = "SWITCHBOARD_NATS_KEY", requires = "nats_cert")]
+    pub nats_key: Option<PathBuf>,
+    /// Create and update the streams and buckets at start-up (default
+    /// true); false only checks that they exist (a NATS user that may not
+    /// manage JetStream).
+    #[arg(long, env = "SWITCHBOARD_DEFINE_BACKBONE")]
+    pub define_backbone: Option<bool>,
+}
+
+fn env_secret(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn read_secret_file(what: &str, path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the NATS {what} {}", path.display()))?;
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        anyhow::bail!("the NATS {what} {} is empty", path.display());
+    }
+    Ok(text)
+}
+
+fn existing_file(what: &str, path: &Path) -> anyhow::Result<PathBuf> {
+    if !path.is_file() {
+        anyhow::bail!("the NATS {what} {} does not exist", path.display());
+    }
+    Ok(path.to_path_buf())
+}
+
+/// How this process reaches NATS: flags, then the environment, then the
+/// file, then `nats://127.0.0.1:4222` without auth.
+pub fn nats_config(
+    args: &NatsArgs,
+    file: &FileConfig,
+    name: &str,
+) -> anyhow::Result<switchboard_backbone::NatsConfig> {
+    use switchboard_backbone::{NatsAuth, NatsConfig, NatsTls};
+    let section = file.nats.clone().unwrap_or_default();
+    let servers = match (&args.nats_url, &file.nats_url) {
+        (Some(flag), _) => switchboard_backbone::parse_servers(flag),
+        (None, Some(list)) => list.servers(),
+        (None, None) => vec!["nats://127.0.0.1:4222".to_owned()],
+    };
+    if servers.is_empty() {
+        anyhow::bail!("the NATS server list is empty");
+    }
+    let user = args.nats_user.clone().or(section.user.clone());
+    let password = env_secret("SWITCHBOARD_NATS_PASSWORD").or(section.password.clone());
+    let token = env_secret("SWITCHBOARD_NATS_TOKEN").or(section.token.clone());
+    let nkey = args
+        .nats_nkey_seed_file
+        .clone()
+        .or(section.nkey_seed_file.clone());
+    let creds = args.nats_creds.clone().or(section.creds_file.clone());
+    let methods = [
+        user.is_some(),
+        token.is_some(),
+        nkey.is_some(),
+        creds.is_some(),
+    ];
+    if methods.iter().filter(|m| **m).count() > 1 {
+        anyhow::bail!(
+            "NATS authentication: give one of user and password, token, NKey seed file or credentials file"
+        );
+    }
+    let auth = if let Some(user) = user {
+        let Some(password) = password else {
+            anyhow::bail!(
+                "NATS user {user:?} needs a password (SWITCHBOARD_NATS_PASSWORD or [nats] password)"
+            );
+        };
+        NatsAuth::UserPassword { user, password }
+    } else if password.is_some() {
+        anyhow::bail!("a NATS password was given without a user");
+    } else if let Some(token) = token {
+        NatsAuth::Token(token)
+    } else if let Some(path) = nkey {
+        NatsAuth::NKey(read_secret_file("NKey seed file", &path)?)
+    } else if let Some(path) = creds {
+        // Whole: the file's decorations end in line breaks its parser needs.
+        let text = read_secret_file("credentials file", &path)?;
+        NatsAuth::Credentials(format!("{text}\n"))
+    } else {
+        NatsAuth::None
+    };
+    let ca_file = args
+        .nats_ca
+        .clone()
+        .or(section.ca_file.clone())
+        .map(|p| existing_file("CA file", &p))
+        .transpose()?;
+    let client_cert = match (
+        args.nats_cert.clone().or(section.cert_file.clone()),
+        args.nats_key.clone().or(section.key_file.clone()),
+    ) {
+        (Some(cert), Some(key)) => Some((
+            existing_file("client certificate", &cert)?,
+            existing_file("client key", &key)?,
+        )),
+        (None, None) => None,
+        _ => anyhow::bail!("a NATS client certificate needs both cert_file and key_file"),
+    };
+    let required = section
+        .tls_required
+        .unwrap_or(ca_file.is_some() || client_cert.is_some());
+    Ok(NatsConfig {
+        servers,
+        name: name.to_owned(),
+        auth,
+        tls: NatsTls {
+            ca_file,
+            client_cert,
+            required,
+        },
+    })
 }
 
 /// `[blobs]`: `backend = "local"` keeps blobs in `<data_dir>/blobs`;
@@ -214,15 +413,28 @@ pub fn demo_tenant(secret: &str) -> TenantConfig {
     }
 }
 
-/// A name unique to this process, for leases and NATS connection names.
-pub fn process_id(role: &str) -> String {
+/// The worker identity of the process holding the embedded store in
+/// `data_dir`: the same across restarts (host and the directory's path),
+/// and held by one live process at a time, since the store takes a lock.
+pub fn store_worker_id(data_dir: &Path) -> String {
+    let path = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    // FNV-1a: a short, stable tag of the path for the lease keys.
+    let tag = path
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("worker-{}-store-{:08x}", host_name(), tag as u32)
+}
+
+fn host_name() -> String {
     let host = std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned());
-    let host: String = host
-        .chars()
+    host.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
                 c
@@ -230,9 +442,14 @@ pub fn process_id(role: &str) -> String {
                 '-'
             }
         })
-        .collect();
+        .collect()
+}
+
+/// A name unique to this process, for leases and NATS connection names.
+pub fn process_id(role: &str) -> String {
     format!(
-        "{role}-{host}-{}-{:04x}",
+        "{role}-{}-{}-{:04x}",
+        host_name(),
         std::process::id(),
         rand::random::<u16>()
     )
@@ -263,6 +480,53 @@ mod tests {
             toml::from_str::<FileConfig>("nats_ulr = \"x\"").is_err(),
             "typos are errors"
         );
+    }
+
+    #[test]
+    fn nats_seeds_come_as_a_joined_string_or_a_list() {
+        let joined: FileConfig =
+            toml::from_str("nats_url = \"nats://a:4222, nats://b:4222\"").unwrap();
+        let list: FileConfig =
+            toml::from_str("nats_url = [\"nats://a:4222\", \"nats://b:4222\"]").unwrap();
+        let none = NatsArgs::default();
+        for f in [&joined, &list] {
+            let c = nats_config(&none, f, "t").unwrap();
+            assert_eq!(c.servers, ["nats://a:4222", "nats://b:4222"]);
+        }
+        let flag = NatsArgs {
+            nats_url: Some("nats://c:1,nats://d:2".into()),
+            ..NatsArgs::default()
+        };
+        assert_eq!(
+            nats_config(&flag, &list, "t").unwrap().servers,
+            ["nats://c:1", "nats://d:2"],
+            "the flag wins over the file"
+        );
+    }
+
+    #[test]
+    fn nats_auth_takes_one_method_and_reads_secret_files() {
+        let seed = std::env::temp_dir().join(format!("sb-test-seed-{}.nk", std::process::id()));
+        std::fs::write(&seed, "SUAEXAMPLESEED\n").unwrap();
+        let f: FileConfig = toml::from_str(&format!(
+            "[nats]\nnkey_seed_file = {:?}\n",
+            seed.display().to_string()
+        ))
+        .unwrap();
+        let c = nats_config(&NatsArgs::default(), &f, "t").unwrap();
+        assert!(
+            matches!(c.auth, switchboard_backbone::NatsAuth::NKey(ref s) if s == "SUAEXAMPLESEED")
+        );
+        let both: FileConfig =
+            toml::from_str("[nats]\nuser = \"gw\"\npassword = \"p\"\ntoken = \"t\"\n").unwrap();
+        assert!(nats_config(&NatsArgs::default(), &both, "t").is_err());
+        let no_password: FileConfig = toml::from_str("[nats]\nuser = \"gw\"\n").unwrap();
+        assert!(nats_config(&NatsArgs::default(), &no_password, "t").is_err());
+        let missing_ca: FileConfig =
+            toml::from_str("[nats]\nca_file = \"/nonexistent/ca.pem\"\n").unwrap();
+        let err = nats_config(&NatsArgs::default(), &missing_ca, "t").unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+        let _ = std::fs::remove_file(&seed);
     }
 
     #[test]

@@ -93,9 +93,8 @@ struct DevArgs {
 struct ExternalArgs {
     #[command(flatten)]
     common: Common,
-    /// NATS server URL(s), comma-separated.
-    #[arg(long, env = "SWITCHBOARD_NATS_URL")]
-    nats_url: Option<String>,
+    #[command(flatten)]
+    nats: config::NatsArgs,
     /// Where the store is: `embedded` here, `nats` (served by the
     /// process that holds the embedded store), or `scylla` (the cluster
     /// of the file's `[scylla]` table).
@@ -173,6 +172,11 @@ fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
             .duplicate_window_ms
             .map(std::time::Duration::from_millis),
         presence_ttl: file.presence_ttl(),
+        define: file
+            .nats
+            .as_ref()
+            .and_then(|n| n.define_backbone)
+            .unwrap_or(defaults.define),
     }
 }
 
@@ -239,7 +243,11 @@ async fn dev_inner(
 ) -> anyhow::Result<()> {
     let backbone = backbone_config(&args.common, file);
     let name = process_id("dev");
-    let client = run::backbone(&nats.url, &name, &backbone).await?;
+    let client = run::backbone(
+        &switchboard_backbone::NatsConfig::new(&nats.url, &name),
+        &backbone,
+    )
+    .await?;
     let store = run::embedded_store(&client, data_dir, file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
@@ -248,14 +256,16 @@ async fn dev_inner(
 
     // The worker gets a connection of its own, as it would in its own
     // process: one connection's I/O task would otherwise carry all traffic.
-    let worker_client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig {
-        url: nats.url.clone(),
-        name: format!("{name}-worker"),
-    })
+    let worker_client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig::new(
+        &nats.url,
+        &format!("{name}-worker"),
+    ))
     .await?;
     let push = run::push_stage(&worker_client, store.clone(), &tenants, file).await?;
     let worker = tokio::spawn(switchboard_worker::run(
-        run::worker_config(name.clone(), &backbone, file)?,
+        // Its identity outlives the process, like a store-holding
+        // worker's: after a crash it takes its partitions back at once.
+        run::worker_config(config::store_worker_id(data_dir), &backbone, file)?,
         worker_client,
         store.clone(),
         Arc::new(ids.clone()),
@@ -319,22 +329,30 @@ async fn dev_inner(
     served
 }
 
-fn external_setup(
-    args: &ExternalArgs,
-    role: &str,
-) -> anyhow::Result<(FileConfig, BackboneConfig, String, StoreKind, PathBuf)> {
+/// What a gateway or worker reads before it connects.
+struct Setup {
+    file: FileConfig,
+    backbone: BackboneConfig,
+    /// This process's name (leases, NATS connection name).
+    name: String,
+    nats: switchboard_backbone::NatsConfig,
+    kind: StoreKind,
+    data_dir: PathBuf,
+}
+
+fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<Setup> {
     let mut file = FileConfig::load(args.common.config.as_deref())?;
     init_logging(args.common.log.as_deref().or(file.log.as_deref()));
     if let Some(secret) = demo_secret(&file) {
         file.tenants.retain(|t| t.id != config::DEMO_TENANT);
         file.tenants.push(demo_tenant(&secret));
     }
-    let backbone = backbone_config(&args.common, &file);
-    let url = args
-        .nats_url
-        .clone()
-        .or(file.nats_url.clone())
-        .unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned());
+    let mut backbone = backbone_config(&args.common, &file);
+    if let Some(define) = args.nats.define_backbone {
+        backbone.define = define;
+    }
+    let name = process_id(role);
+    let nats = config::nats_config(&args.nats, &file, &name)?;
     let default_store = if role == "worker" {
         StoreKind::Embedded
     } else {
@@ -346,11 +364,25 @@ fn external_setup(
         .clone()
         .or(file.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from("switchboard-data"));
-    Ok((file, backbone, url, kind, data_dir))
+    Ok(Setup {
+        file,
+        backbone,
+        name,
+        nats,
+        kind,
+        data_dir,
+    })
 }
 
 async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
-    let (file, backbone, url, kind, data_dir) = external_setup(&args.external, "gateway")?;
+    let Setup {
+        file,
+        backbone,
+        name,
+        nats,
+        kind,
+        data_dir,
+    } = external_setup(&args.external, "gateway")?;
     let listen = args
         .listen
         .or(file.listen.as_deref().map(str::parse).transpose()?)
@@ -360,8 +392,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
             "no tenants configured: add [[tenants]] to the configuration file or set SWITCHBOARD_DEMO_SECRET"
         );
     }
-    let name = process_id("gateway");
-    let client = run::backbone(&url, &name, &backbone).await?;
+    let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
@@ -376,17 +407,32 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
 }
 
 async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
-    let (file, backbone, url, kind, data_dir) = external_setup(&args.external, "worker")?;
-    let name = process_id("worker");
-    let client = run::backbone(&url, &name, &backbone).await?;
+    let Setup {
+        file,
+        backbone,
+        name,
+        nats,
+        kind,
+        data_dir,
+    } = external_setup(&args.external, "worker")?;
+    let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
     let plugins = run::plugins(&client, &file, &tenants).await?;
     let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
-    println!("switchboard: worker {name} ready");
+    // The worker holding the embedded store keeps its identity across
+    // restarts, so that it takes its partition leases back at once
+    // instead of waiting for them to expire: the store's lock file makes
+    // it the only live worker of that identity.
+    let worker_id = if kind == StoreKind::Embedded {
+        config::store_worker_id(&data_dir)
+    } else {
+        name.clone()
+    };
+    println!("switchboard: worker {worker_id} ready");
     let result = switchboard_worker::run(
-        run::worker_config(name, &backbone, &file)?,
+        run::worker_config(worker_id, &backbone, &file)?,
         client.clone(),
         store,
         Arc::new(ids),

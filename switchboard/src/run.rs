@@ -84,15 +84,10 @@ async fn wait_for_signal() {
 /// Connects to NATS and makes sure every stream and bucket exists,
 /// retrying while JetStream starts up.
 pub async fn backbone(
-    url: &str,
-    name: &str,
+    nats: &NatsConfig,
     config: &BackboneConfig,
 ) -> anyhow::Result<async_nats::Client> {
-    let client = connect(&NatsConfig {
-        url: url.to_owned(),
-        name: name.to_owned(),
-    })
-    .await?;
+    let client = connect(nats).await?;
     let js = jetstream::new(client.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -272,6 +267,10 @@ pub fn gateway_config(
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;
     }
+    if let Some(ms) = file.drain_timeout_ms {
+        // Inside the shutdown grace, with room to withdraw presence.
+        config.drain_timeout = Duration::from_millis(ms.min(15_000));
+    }
     if let Some(media) = &file.media {
         config.media = media.clone();
     }
@@ -376,7 +375,15 @@ pub async fn gateway(
     let addr = listener.local_addr()?;
     println!("switchboard: listening on http://{addr}");
     on_listening(addr);
-    switchboard_gateway::serve(listener, gateway.router(), shutdown.wait()).await?;
+    let draining = gateway.clone();
+    let stop_accepting = async move {
+        shutdown.wait().await;
+        tracing::info!("draining: closing connections once their sends are answered");
+        draining.start_draining();
+    };
+    switchboard_gateway::serve(listener, gateway.router(), stop_accepting).await?;
+    // Upgraded WebSockets outlive the HTTP server; they drain on their own.
+    gateway.drained().await;
     gateway.shutdown().await;
     Ok(())
 }

@@ -11,13 +11,11 @@ use switchboard_protocol::TenantId;
 
 #[derive(Args)]
 pub struct TenantArgs {
-    /// NATS server URL(s), comma-separated.
-    #[arg(
-        long,
-        env = "SWITCHBOARD_NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    nats_url: String,
+    /// The configuration file, for its `nats_url` and `[nats]` settings.
+    #[arg(long, env = "SWITCHBOARD_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    nats: crate::config::NatsArgs,
     /// Replicas of the `sb_tenants` bucket if this command creates it
     /// (before any gateway or worker ran); an existing bucket is left as
     /// it is.
@@ -91,11 +89,9 @@ fn print(record: &TenantRecord) -> anyhow::Result<()> {
 }
 
 pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
-    let client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig {
-        url: args.nats_url.clone(),
-        name: "switchboard-tenant".into(),
-    })
-    .await?;
+    let file = crate::config::FileConfig::load(args.config.as_deref())?;
+    let nats = crate::config::nats_config(&args.nats, &file, "switchboard-tenant")?;
+    let client = switchboard_backbone::connect(&nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     // Only this bucket, and only if missing: the streams and other buckets
     // are the processes' to define (with their replica settings).

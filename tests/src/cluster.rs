@@ -28,6 +28,13 @@ pub struct ClusterSpec {
     pub duplicate_window_ms: Option<u64>,
     /// Extra TOML appended to the configuration file.
     pub extra_config: String,
+    /// nats-server nodes: 1, or 3 for a cluster whose streams and buckets
+    /// are replicated on every node (`--replicas 3`).
+    pub nats_nodes: usize,
+    /// Environment of the workers and of the gateways (NATS credentials
+    /// per role).
+    pub worker_env: Vec<(String, String)>,
+    pub gateway_env: Vec<(String, String)>,
 }
 
 impl Default for ClusterSpec {
@@ -38,12 +45,19 @@ impl Default for ClusterSpec {
             partitions: 8,
             duplicate_window_ms: None,
             extra_config: String::new(),
+            nats_nodes: 1,
+            worker_env: Vec::new(),
+            gateway_env: Vec::new(),
         }
     }
 }
 
 pub struct Cluster {
     pub nats: Nats,
+    /// Replicas of every stream and bucket: one per NATS node.
+    pub replicas: usize,
+    worker_env: Vec<(String, String)>,
+    gateway_env: Vec<(String, String)>,
     pub workers: Vec<Proc>,
     pub gateways: Vec<Proc>,
     pub dir: TempDir,
@@ -70,15 +84,29 @@ fn config_text(spec: &ClusterSpec) -> String {
 impl Cluster {
     pub async fn start(spec: ClusterSpec) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let nats = Nats::start_cluster(&dir.path().join("nats"), spec.nats_nodes).await;
+        Self::start_on(spec, nats, dir).await
+    }
+
+    /// Starts the processes against NATS the test started (say, secured);
+    /// `dir` is the test's directory.
+    pub async fn start_on(spec: ClusterSpec, nats: Nats, mut dir: TempDir) -> Self {
+        // SWITCHBOARD_TEST_KEEP=1 keeps every log and data directory.
+        if std::env::var_os("SWITCHBOARD_TEST_KEEP").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("keeping {}", dir.path().display());
+        }
         let config = dir.path().join("switchboard.toml");
         std::fs::write(&config, config_text(&spec)).unwrap();
-        let nats = Nats::start(&dir.path().join("nats")).await;
         let mut cluster = Self {
+            replicas: nats.len().max(1),
             nats,
             workers: Vec::new(),
             gateways: Vec::new(),
             dir,
             config,
+            worker_env: spec.worker_env.clone(),
+            gateway_env: spec.gateway_env.clone(),
         };
         for i in 0..spec.workers {
             cluster.add_worker(i == 0).await;
@@ -96,6 +124,8 @@ impl Cluster {
             self.config.display().to_string(),
             "--nats-url".into(),
             self.nats.url(),
+            "--replicas".into(),
+            self.replicas.to_string(),
         ]
     }
 
@@ -114,7 +144,7 @@ impl Cluster {
             args.extend(["--store".into(), "nats".into()]);
         }
         let log = self.dir.path().join(format!("worker-{i}.log"));
-        let p = Proc::start(args, Vec::new(), log, "ready").await;
+        let p = Proc::start(args, self.worker_env.clone(), log, "ready").await;
         self.workers.push(p);
     }
 
@@ -132,7 +162,7 @@ impl Cluster {
             self.blob_root().display().to_string(),
         ]);
         let log = self.dir.path().join(format!("gateway-{i}.log"));
-        let p = Proc::start(args, Vec::new(), log, "listening on").await;
+        let p = Proc::start(args, self.gateway_env.clone(), log, "listening on").await;
         self.gateways.push(p);
     }
 
@@ -220,6 +250,43 @@ impl Cluster {
             ));
         }
         out
+    }
+
+    /// Waits until every partition has a writer and each of `workers`
+    /// holds its fair share (a worker started later takes its share over
+    /// from the first within a few seconds).
+    pub async fn wait_for_balanced_workers(
+        &self,
+        partitions: u16,
+        workers: usize,
+        within: Duration,
+    ) {
+        let client = self.nats.client().await;
+        let js = async_nats::jetstream::new(client);
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let mut held: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+            if let Ok(kv) = js.get_key_value("sb_workers").await {
+                for p in 0..partitions {
+                    if let Ok(Some(holder)) = kv.get(format!("p.{p}")).await {
+                        *held.entry(holder.to_vec()).or_default() += 1;
+                    }
+                }
+            }
+            let owned: usize = held.values().sum();
+            let high = held.values().max().copied().unwrap_or(0);
+            let low = held.values().min().copied().unwrap_or(0);
+            if owned == usize::from(partitions) && held.len() == workers && high <= low + 1 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "partitions not balanced over {workers} workers: {:?}\n{}",
+                held.values().collect::<Vec<_>>(),
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Waits until every partition has a writer again (after a kill).

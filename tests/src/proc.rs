@@ -8,12 +8,32 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-/// A nats-server with JetStream, on a fixed port once started, so that a
-/// restart after `kill9` comes back at the same address.
+/// nats-server with JetStream: one node, or a cluster of nodes joined by
+/// routes. Each node keeps its ports once started, so a restart after
+/// `kill9` comes back at the same address.
 pub struct Nats {
-    child: Option<Child>,
-    pub port: u16,
+    nodes: Vec<NatsNode>,
+    /// Environment of every nats-server (passwords its configuration
+    /// reads as `$VAR`).
+    env: Vec<(String, String)>,
     pub dir: PathBuf,
+}
+
+/// Where one node listens and keeps its data.
+#[derive(Debug, Clone)]
+pub struct NodePlace {
+    pub name: String,
+    pub port: u16,
+    /// The route port; 0 for a lone node.
+    pub cluster_port: u16,
+    pub dir: PathBuf,
+}
+
+struct NatsNode {
+    child: Option<Child>,
+    place: NodePlace,
+    /// The whole configuration file.
+    conf: String,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -25,49 +45,117 @@ pub(crate) fn free_port() -> u16 {
 }
 
 impl Nats {
+    /// One node.
     pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, 1, "").await
+    }
+
+    /// `n` nodes joined by routes into one JetStream cluster.
+    pub async fn start_cluster(dir: &Path, n: usize) -> Self {
+        Self::start_with(dir, n, "").await
+    }
+
+    /// `n` nodes, each configured with `extra` besides what the harness
+    /// writes (listen address, JetStream, routes).
+    pub async fn start_with(dir: &Path, n: usize, extra: &str) -> Self {
+        Self::start_custom(dir, n, Vec::new(), |i, places| {
+            let mut conf = plain_config(i, places);
+            conf.push_str(extra);
+            conf
+        })
+        .await
+    }
+
+    /// `n` nodes whose configurations `config` writes, given every node's
+    /// place; `env` is the servers' environment.
+    pub async fn start_custom(
+        dir: &Path,
+        n: usize,
+        env: Vec<(String, String)>,
+        config: impl Fn(usize, &[NodePlace]) -> String,
+    ) -> Self {
+        let n = n.max(1);
+        let places: Vec<NodePlace> = (0..n)
+            .map(|i| NodePlace {
+                name: format!("n{}", i + 1),
+                port: free_port(),
+                cluster_port: if n > 1 { free_port() } else { 0 },
+                dir: if n > 1 {
+                    dir.join(format!("n{}", i + 1))
+                } else {
+                    dir.to_path_buf()
+                },
+            })
+            .collect();
+        let nodes = (0..n)
+            .map(|i| NatsNode {
+                child: None,
+                place: places[i].clone(),
+                conf: config(i, &places),
+            })
+            .collect();
         let mut nats = Self {
-            child: None,
-            port: free_port(),
+            nodes,
+            env,
             dir: dir.to_path_buf(),
         };
-        nats.spawn().await;
+        for i in 0..n {
+            nats.spawn(i).await;
+        }
         nats
     }
 
-    pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+    /// The client port of the first node.
+    pub fn port(&self) -> u16 {
+        self.nodes[0].place.port
     }
 
-    async fn spawn(&mut self) {
-        std::fs::create_dir_all(&self.dir).unwrap();
+    /// Every node's URL, comma-separated: the seed list processes get.
+    pub fn url(&self) -> String {
+        self.urls().join(",")
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.nodes.len()).map(|i| self.node_url(i)).collect()
+    }
+
+    pub fn node_url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].place.port)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    async fn spawn(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let dir = node.place.dir.clone();
+        std::fs::create_dir_all(&dir).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join("nats-server.log"))
+            .open(dir.join("nats-server.log"))
             .unwrap();
-        let conf = self.dir.join("nats-server.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listen: 127.0.0.1:{}\nmax_payload: 8MB\njetstream {{ store_dir: \"{}\" }}\n",
-                self.port,
-                self.dir.join("jetstream").display()
-            ),
-        )
-        .unwrap();
+        let conf = dir.join("nats-server.conf");
+        std::fs::write(&conf, &node.conf).unwrap();
         let child = Command::new(crate::nats_server_bin())
             .arg("-c")
             .arg(&conf)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .kill_on_drop(true)
             .spawn()
             .expect("starting nats-server");
-        self.child = Some(child);
+        let port = node.place.port;
+        node.child = Some(child);
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .is_ok()
             {
@@ -75,27 +163,76 @@ impl Nats {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("nats-server did not start on port {}", self.port);
+        panic!(
+            "nats-server did not start on port {port}; log:\n{}",
+            tail(&self.node_log(i), 20)
+        );
     }
 
-    /// SIGKILL, like a crash.
+    /// SIGKILL of every node, like a crash.
     pub async fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        for i in 0..self.nodes.len() {
+            self.kill9_node(i).await;
+        }
+    }
+
+    /// Restarts every node.
+    pub async fn restart(&mut self) {
+        self.kill9().await;
+        for i in 0..self.nodes.len() {
+            self.spawn(i).await;
+        }
+    }
+
+    /// SIGKILL of one node.
+    pub async fn kill9_node(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
             let _ = c.kill().await;
         }
     }
 
-    pub async fn restart(&mut self) {
-        self.kill9().await;
-        self.spawn().await;
+    /// Starts one node again, at the same ports and with its data.
+    pub async fn restart_node(&mut self, i: usize) {
+        self.kill9_node(i).await;
+        self.spawn(i).await;
     }
 
-    /// A client for checks made from the test itself.
+    /// The server log of node `i`.
+    pub fn node_log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.nodes[i].place.dir.join("nats-server.log")).unwrap_or_default()
+    }
+
+    /// A client for checks made from the test itself, seeded with every
+    /// node.
     pub async fn client(&self) -> async_nats::Client {
-        async_nats::connect(self.url())
+        async_nats::connect(self.urls().as_slice())
             .await
             .expect("connecting to nats")
     }
+}
+
+/// The harness's own node configuration: loopback, JetStream, and routes
+/// to every other node when there are several.
+pub fn plain_config(i: usize, places: &[NodePlace]) -> String {
+    let node = &places[i];
+    let mut conf = format!(
+        "server_name: {}\nlisten: 127.0.0.1:{}\nmax_payload: 8MB\njetstream {{ store_dir: \"{}\" }}\n",
+        node.name,
+        node.port,
+        node.dir.join("jetstream").display()
+    );
+    if places.len() > 1 {
+        let routes: Vec<String> = places
+            .iter()
+            .map(|n| format!("nats-route://127.0.0.1:{}", n.cluster_port))
+            .collect();
+        conf.push_str(&format!(
+            "cluster {{\n  name: sbtest\n  listen: 127.0.0.1:{}\n  routes: [{}]\n}}\n",
+            node.cluster_port,
+            routes.join(", ")
+        ));
+    }
+    conf
 }
 
 /// A `switchboard` process.
@@ -215,6 +352,12 @@ impl Proc {
             .ok()
     }
 
+    /// Waits at most `within` for it to exit by itself.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        tokio::time::timeout(within, c.wait()).await.ok()?.ok()
+    }
+
     /// Starts it again with the same arguments (and the same listen
     /// address if it had one, so clients can reconnect to it).
     pub async fn restart(&mut self) {
@@ -229,6 +372,42 @@ impl Proc {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How it ended, if it ended by itself (a process the test killed has
+    /// no child to ask and counts as running).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+}
+
+/// Runs `switchboard <args>` to its end, at most `within`: its exit status
+/// (`None` if it was still running and got killed) and its standard error.
+pub async fn run_switchboard(
+    args: &[&str],
+    envs: &[(&str, &str)],
+    within: Duration,
+) -> (Option<std::process::ExitStatus>, String) {
+    let mut command = Command::new(crate::switchboard_bin());
+    command
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    let child = command.spawn().expect("starting switchboard");
+    match tokio::time::timeout(within, child.wait_with_output()).await {
+        Ok(Ok(out)) => (
+            Some(out.status),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ),
+        _ => (None, String::new()),
     }
 }
 

@@ -4,9 +4,12 @@
 //! writer per owned partition (`writer`), and each writer sequences its
 //! conversations (`sequencer`): it is the only place where `seq` is
 //! assigned, where membership is checked for a send, and where a message
-//! becomes durable. Gateways never write messages themselves.
+//! becomes durable. Gateways never write messages themselves. The leader
+//! worker also keeps the ingest path's NATS Raft leaders spread over the
+//! nodes (`balance`).
 
 mod archive;
+mod balance;
 mod expiry;
 mod partitions;
 pub mod policy;
@@ -108,7 +111,13 @@ pub async fn run(
     tenants: switchboard_backbone::tenants::TenantBook,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
-    let js = jetstream::new(client.clone());
+    // JetStream requests answer in milliseconds when the cluster is well;
+    // while a stream elects a leader they get no answer at all. A short
+    // timeout lets a writer try again soon after the election rather than
+    // wait out the default five seconds.
+    let js = jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(2))
+        .build(client.clone());
     let bucket = js
         .get_key_value(WORKERS_BUCKET)
         .await
@@ -141,9 +150,11 @@ pub async fn run(
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
     let sweeper = tokio::spawn(expiry::run(ctx.clone()));
     let archiver = tokio::spawn(archive::run(ctx.clone()));
+    let balancer = tokio::spawn(balance::run(ctx.clone()));
     let result = partitions::run(ctx, bucket, shutdown).await;
     notifier.abort();
     sweeper.abort();
     archiver.abort();
+    balancer.abort();
     result
 }

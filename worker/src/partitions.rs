@@ -26,7 +26,7 @@ const TICK: Duration = Duration::from_millis(500);
 /// How often it counts live workers and rebalances.
 const REBALANCE: Duration = Duration::from_secs(2);
 /// How long a writer that failed on its own waits before it starts again.
-const RESTART_PAUSE: Duration = Duration::from_secs(1);
+const RESTART_PAUSE: Duration = Duration::from_millis(500);
 
 /// The writer task of a held partition.
 enum WriterTask {
@@ -65,16 +65,38 @@ fn partition_key(p: u16) -> String {
     format!("p.{p}")
 }
 
-async fn live_workers(bucket: &kv::Store) -> usize {
-    let Ok(keys) = bucket.keys().await else {
-        return 1;
+/// Counts the workers announced in the bucket; `None` when the bucket
+/// cannot be read now (then nobody rebalances this round).
+async fn live_workers(bucket: &kv::Store) -> Option<usize> {
+    let listing = async {
+        let keys = bucket.keys().await.ok()?;
+        let keys: Vec<_> = keys.collect().await;
+        Some(
+            keys.into_iter()
+                .filter_map(Result::ok)
+                .filter(|k| k.starts_with("w."))
+                .count()
+                .max(1),
+        )
     };
-    let keys: Vec<_> = keys.collect().await;
-    keys.into_iter()
-        .filter_map(Result::ok)
-        .filter(|k| k.starts_with("w."))
-        .count()
-        .max(1)
+    tokio::time::timeout(Duration::from_secs(2), listing)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// [`Lease::try_acquire`], bounded like a renewal.
+async fn acquire(
+    bucket: &kv::Store,
+    key: &str,
+    value: Bytes,
+    ttl: Duration,
+) -> Result<Option<Lease>, String> {
+    let timeout = lease_write_timeout(ttl / 4);
+    match tokio::time::timeout(timeout, Lease::try_acquire(bucket, key, value, ttl)).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {timeout:?}")),
+    }
 }
 
 /// What became of a held partition in one tick.
@@ -83,36 +105,65 @@ enum Check {
     Lost,
 }
 
+/// How long one lease write may take before the tick moves on: a KV
+/// request to a stream whose leader just died can otherwise wait for the
+/// whole client request timeout, and a renewal that is late is as good as
+/// one that failed (the next tick tries again).
+fn lease_write_timeout(renew_interval: Duration) -> Duration {
+    renew_interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
+}
+
 /// Renews the lease when due and keeps the writer running.
+///
+/// A writer that ended is taken out of `h.writer` before its handle is
+/// awaited, so no handle is ever polled again after it completed.
 async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
-    if let WriterTask::Running { task, .. } = &mut h.writer
-        && task.is_finished()
-    {
-        match task.await {
-            Ok(Err(WorkerError::LeaseLost)) => return Check::Lost,
-            Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "writer failed; restarting it"),
-            Ok(Ok(())) => {}
-            Err(e) => tracing::error!(partition = p, error = %e, "writer panicked; restarting it"),
-        }
-        h.writer = WriterTask::Paused {
+    if matches!(&h.writer, WriterTask::Running { task, .. } if task.is_finished()) {
+        let paused = WriterTask::Paused {
             until: Instant::now() + RESTART_PAUSE,
         };
-    }
-    if Instant::now() >= h.renew_at {
-        match h.lease.renew().await {
-            Ok(()) => {
-                let _ = h.valid_until.send(h.lease.valid_until());
-                h.renew_at = Instant::now() + h.lease.renew_interval();
-            }
-            Err(LeaseError::Lost(_)) => return Check::Lost,
-            Err(e) => {
-                tracing::warn!(partition = p, error = %e, "renewing a partition lease failed");
-                if !h.lease.is_valid() {
-                    return Check::Lost;
+        if let WriterTask::Running { task, .. } = std::mem::replace(&mut h.writer, paused) {
+            match task.await {
+                Ok(Err(WorkerError::LeaseLost)) => {
+                    tracing::warn!(partition = p, "writer stopped: its lease may have expired");
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(partition = p, error = %e, "writer failed; restarting it");
+                }
+                Ok(Ok(())) => {}
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "writer panicked; restarting it");
                 }
             }
         }
     }
+    if Instant::now() >= h.renew_at {
+        let timeout = lease_write_timeout(h.lease.renew_interval());
+        match tokio::time::timeout(timeout, h.lease.renew()).await {
+            Ok(Ok(())) => {
+                let _ = h.valid_until.send(h.lease.valid_until());
+                h.renew_at = Instant::now() + h.lease.renew_interval();
+            }
+            Ok(Err(LeaseError::Lost(_))) => return Check::Lost,
+            Ok(Err(e)) => {
+                tracing::warn!(partition = p, error = %e, "renewing a partition lease failed; retrying");
+            }
+            Err(_) => {
+                tracing::warn!(
+                    partition = p,
+                    ?timeout,
+                    "renewing a partition lease timed out; retrying"
+                );
+            }
+        }
+        // A lease that lapsed is kept, not dropped: its writer stops (it
+        // fences itself on `valid_until`), and a later renewal with our
+        // revision proves nobody took the partition meanwhile (say, while
+        // the bucket's stream elected a new leader), so writing resumes.
+        // If someone did, the renewal answers `Lost`.
+    }
+    // A writer whose lease lapsed starts again once a renewal made the
+    // lease valid again.
     if let WriterTask::Paused { until } = h.writer
         && Instant::now() >= until
         && h.lease.is_valid()
@@ -149,13 +200,17 @@ pub(crate) async fn run(
 
         // Announce ourselves.
         match liveness.as_mut() {
-            Some(lease) if Instant::now() >= liveness_renew_at => match lease.renew().await {
-                Ok(()) => liveness_renew_at = Instant::now() + lease.renew_interval(),
-                Err(LeaseError::Lost(_)) => liveness = None,
-                Err(e) => tracing::warn!(error = %e, "renewing worker liveness failed"),
-            },
+            Some(lease) if Instant::now() >= liveness_renew_at => {
+                let timeout = lease_write_timeout(lease.renew_interval());
+                match tokio::time::timeout(timeout, lease.renew()).await {
+                    Ok(Ok(())) => liveness_renew_at = Instant::now() + lease.renew_interval(),
+                    Ok(Err(LeaseError::Lost(_))) => liveness = None,
+                    Ok(Err(e)) => tracing::warn!(error = %e, "renewing worker liveness failed"),
+                    Err(_) => tracing::warn!(?timeout, "renewing worker liveness timed out"),
+                }
+            }
             Some(_) => {}
-            None => match Lease::try_acquire(&bucket, &worker_key, me.clone(), ttl).await {
+            None => match acquire(&bucket, &worker_key, me.clone(), ttl).await {
                 Ok(Some(lease)) => {
                     liveness_renew_at = Instant::now() + lease.renew_interval();
                     liveness = Some(lease);
@@ -165,18 +220,31 @@ pub(crate) async fn run(
             },
         }
 
-        let mut lost = Vec::new();
-        for (p, h) in held.iter_mut() {
-            if let Check::Lost = check(&ctx, *p, h).await {
-                lost.push(*p);
-            }
-        }
+        // Every held partition at once: one slow KV answer must not hold
+        // the others' renewals back.
+        let checks = held
+            .iter_mut()
+            .map(|(p, h)| {
+                let ctx = &ctx;
+                async move { (*p, check(ctx, *p, h).await) }
+            })
+            .collect::<Vec<_>>();
+        let lost: Vec<u16> = futures::future::join_all(checks)
+            .await
+            .into_iter()
+            .filter_map(|(p, c)| matches!(c, Check::Lost).then_some(p))
+            .collect();
         for p in lost {
             if let Some(h) = held.remove(&p) {
                 tracing::warn!(partition = p, "partition lease lost; its writer stops");
                 if let WriterTask::Running { task, .. } = h.writer {
                     task.abort();
-                    let _ = task.await;
+                    // A handle still running here; awaited once, here only.
+                    if let Err(e) = task.await
+                        && e.is_panic()
+                    {
+                        tracing::error!(partition = p, error = %e, "writer panicked");
+                    }
                 }
             }
         }
@@ -189,7 +257,10 @@ pub(crate) async fn run(
             continue;
         }
         next_rebalance = Instant::now() + REBALANCE;
-        let share = usize::from(partitions).div_ceil(live_workers(&bucket).await);
+        let Some(workers) = live_workers(&bucket).await else {
+            continue;
+        };
+        let share = usize::from(partitions).div_ceil(workers);
         if held.len() < share && liveness.is_some() {
             for i in 0..partitions {
                 if held.len() >= share {
@@ -199,7 +270,7 @@ pub(crate) async fn run(
                 if held.contains_key(&p) {
                     continue;
                 }
-                match Lease::try_acquire(&bucket, &partition_key(p), me.clone(), ttl).await {
+                match acquire(&bucket, &partition_key(p), me.clone(), ttl).await {
                     Ok(Some(lease)) => {
                         tracing::info!(
                             partition = p,

@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::stream::ConsumerErrorKind;
 use bytes::Bytes;
 use futures::StreamExt;
-use switchboard_backbone::definitions::{INGEST_STREAM, writer_consumer, writer_consumer_name};
+use switchboard_backbone::definitions::{
+    ingest_stream_name, writer_consumer, writer_consumer_name,
+};
 use switchboard_backbone::envelope::{
     Command, HEADER_REPLY, frame_event, listen_event, message_event, rejection_event,
 };
@@ -34,6 +37,10 @@ use crate::policy::Policies;
 use crate::sequencer::{Incoming, Outcome, Route, SequenceError, Sequencer};
 use crate::{Ctx, WorkerError, archive};
 
+/// How often an idle writer consumer proves it is alive; two missed
+/// restart the writer.
+const CONSUMER_HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// Runs until `stop` turns true, the lease stops being valid, or the
 /// consumer fails (the owner then restarts the task).
 pub(crate) async fn run_partition(
@@ -42,27 +49,46 @@ pub(crate) async fn run_partition(
     valid_until: watch::Receiver<Instant>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
+    let stream_name = ingest_stream_name(partition);
     let stream = ctx
         .js
-        .get_stream(INGEST_STREAM)
+        .get_stream(&stream_name)
         .await
-        .map_err(|e| WorkerError::Nats(format!("get stream {INGEST_STREAM}: {e}")))?;
+        .map_err(|e| WorkerError::Nats(format!("get stream {stream_name}: {e}")))?;
     // A fresh consumer for every new owner: it starts at the first
     // unacked command, in stream order. Reusing the old one would deliver
     // new commands before the old owner's unacked ones came back after
     // `ack_wait`, and break each sender's order.
+    //
+    // Fresh for certain: if the old one could not be deleted (the request
+    // timed out in a leader election), a plain create would hand it back
+    // with its delivered-but-unacked commands, which come back only after
+    // `ack_wait`, behind newer ones. So a delete that did not happen, or a
+    // create that finds a consumer, fails the start and it is tried again.
     let name = writer_consumer_name(partition);
-    if let Err(e) = stream.delete_consumer(&name).await {
-        tracing::debug!(consumer = %name, error = %e, "no consumer to delete");
+    match stream.delete_consumer(&name).await {
+        Ok(_) => {}
+        Err(e)
+            if matches!(e.kind(), ConsumerErrorKind::JetStream(ref j)
+                if j.error_code() == jetstream::ErrorCode::CONSUMER_NOT_FOUND) => {}
+        Err(e) => {
+            return Err(WorkerError::Nats(format!(
+                "delete the old consumer {name}: {e}"
+            )));
+        }
     }
     let consumer: PullConsumer = stream
-        .create_consumer(writer_consumer(partition)?)
+        .create_consumer_strict(writer_consumer(partition)?)
         .await
         .map_err(|e| WorkerError::Nats(format!("create consumer {name}: {e}")))?;
+    let mut consumer = consumer;
+    co_locate(&ctx, &stream, &mut consumer, partition).await;
     let messages = consumer
         .stream()
         .max_messages_per_batch(ctx.config.max_batch)
-        .heartbeat(Duration::from_secs(5))
+        // Idle heartbeats every second: silence means the consumer lost
+        // its leader with a NATS node (see below).
+        .heartbeat(CONSUMER_HEARTBEAT)
         .expires(Duration::from_secs(30))
         .messages()
         .await
@@ -78,10 +104,35 @@ pub(crate) async fn run_partition(
         },
     );
     tracing::info!(partition, "writer started");
+    // A delivery in flight when the connection broke is lost, yet counted
+    // as handed out: it would come back only after `ack_wait`, behind
+    // newer commands. So after a reconnect the writer compares what the
+    // consumer handed out with what arrived, and starts over with a fresh
+    // consumer if they differ. (Only then: a fresh consumer needs the
+    // JetStream meta leader, which may have died with the same node.)
+    let mut epoch = switchboard_backbone::connection_epoch();
+    let mut reconnect_check = tokio::time::interval(Duration::from_millis(250));
+    // The consumer sequence of the last command received.
+    let mut received: u64 = 0;
     loop {
         let chunk = tokio::select! {
             _ = stop.changed() => break,
             chunk = chunks.next() => chunk,
+            _ = reconnect_check.tick() => {
+                let now = switchboard_backbone::connection_epoch();
+                if now != epoch {
+                    let info = tokio::time::timeout(Duration::from_secs(2), consumer.info()).await;
+                    match info {
+                        Ok(Ok(info)) if info.delivered.consumer_sequence == received => epoch = now,
+                        _ => {
+                            return Err(WorkerError::Nats(format!(
+                                "reconnected to NATS with deliveries of {name} in flight; starting over"
+                            )));
+                        }
+                    }
+                }
+                continue;
+            }
         };
         let Some(chunk) = chunk else {
             return Err(WorkerError::Nats(format!("consumer {name} ended")));
@@ -89,13 +140,29 @@ pub(crate) async fn run_partition(
         let mut batch = Vec::with_capacity(chunk.len());
         for item in chunk {
             match item {
-                Ok(m) => batch.push(m),
+                Ok(m) => {
+                    if let Ok(info) = m.info() {
+                        received = received.max(info.consumer_sequence);
+                    }
+                    batch.push(m);
+                }
                 Err(e) => {
                     use jetstream::consumer::pull::MessagesErrorKind as K;
                     match e.kind() {
-                        K::MissingHeartbeat | K::Pull => {
+                        // A pull request that could not be sent (a
+                        // reconnect): the stream sends it again.
+                        K::Pull => {
                             tracing::warn!(partition, error = %e, "writer consumer hiccup");
                         }
+                        // Silence for two heartbeats: the consumer's leader
+                        // changed (its NATS node died, or it was moved), and
+                        // the pull request it held is gone with it; the
+                        // client does not send another by itself. A new pull
+                        // on the same consumer could get commands before
+                        // older ones the old leader had handed out (they
+                        // come back only after `ack_wait`), so the writer
+                        // restarts instead and makes a fresh consumer, which
+                        // starts at the first unacked command.
                         _ => return Err(WorkerError::Nats(format!("consumer {name}: {e}"))),
                     }
                 }
@@ -122,6 +189,53 @@ pub(crate) async fn run_partition(
     }
     tracing::info!(partition, "writer stopped");
     Ok(())
+}
+
+/// Moves a new consumer's leadership to the node that leads its stream,
+/// before anything is pulled from it (a move later would leave the pull
+/// behind and restart the writer). Together with the leader worker
+/// spreading the streams' leaders (`balance.rs`), this spreads the
+/// consumers too, and a node's loss touches only the partitions whose
+/// stream it led. Best effort, and bounded: the writer starts anyway.
+async fn co_locate(
+    ctx: &Ctx,
+    stream: &jetstream::stream::Stream,
+    consumer: &mut PullConsumer,
+    partition: u16,
+) {
+    let leader_of = |cluster: &Option<jetstream::stream::ClusterInfo>| {
+        cluster.as_ref().and_then(|c| c.leader.clone())
+    };
+    let Some(target) = leader_of(&stream.cached_info().cluster) else {
+        return; // one server: nothing to place
+    };
+    if leader_of(&consumer.cached_info().cluster).as_ref() == Some(&target) {
+        return;
+    }
+    let subject = format!(
+        "CONSUMER.LEADER.STEPDOWN.{}.{}",
+        stream.cached_info().config.name,
+        consumer.cached_info().name
+    );
+    let body = serde_json::json!({ "placement": { "preferred": target } });
+    if let Err(e) = ctx
+        .js
+        .request::<_, _, serde_json::Value>(subject, &body)
+        .await
+    {
+        tracing::debug!(partition, error = %e, "could not place the writer consumer");
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Ok(info) = consumer.info().await
+            && leader_of(&info.cluster).as_ref() == Some(&target)
+        {
+            tracing::debug!(partition, leader = %target, "writer consumer placed with its stream");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn lease_valid(valid_until: &watch::Receiver<Instant>) -> bool {

@@ -10,38 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use switchboard_client::rest::HistoryParams;
-use switchboard_protocol::{ConversationKind, Message};
+use switchboard_protocol::ConversationKind;
 use switchboard_tests::reliable::{Acked, Session};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
-
-async fn full_history(cluster: &Cluster, conv: &str, reader: &str) -> Vec<Message> {
-    let mut all = Vec::new();
-    let mut before = None;
-    loop {
-        let page = cluster
-            .rest(0, reader)
-            .history(
-                conv,
-                HistoryParams {
-                    before_seq: before,
-                    after_seq: None,
-                    limit: Some(200),
-                },
-            )
-            .await
-            .unwrap_or_else(|e| panic!("history: {e}\n{}", cluster.logs()));
-        all.extend(page.messages);
-        match page.next_before_seq {
-            Some(b) => before = Some(b),
-            None => break,
-        }
-    }
-    all.reverse();
-    all
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acked_messages_survive_kill9_of_every_process() {
@@ -121,50 +94,7 @@ async fn acked_messages_survive_kill9_of_every_process() {
 
     let mut total = 0;
     for (conv, _, b) in &conversations {
-        let history = full_history(&cluster, conv, b).await;
-        let seqs: Vec<u64> = history.iter().map(|m| m.seq).collect();
-        assert_eq!(
-            seqs,
-            (1..=history.len() as u64).collect::<Vec<_>>(),
-            "gap-free {conv}"
-        );
-        let ids: HashSet<_> = history.iter().map(|m| m.message_id).collect();
-        assert_eq!(
-            ids.len(),
-            history.len(),
-            "no duplicate message ids in {conv}"
-        );
-        let by_key: HashMap<(&str, &str), &Message> = history
-            .iter()
-            .map(|m| ((m.sender_id.as_str(), m.client_msg_id.as_str()), m))
-            .collect();
-        assert_eq!(
-            by_key.len(),
-            history.len(),
-            "one message per client_msg_id in {conv}"
-        );
-        for (user, id, ack) in &acked_by_conv[conv] {
-            let stored = by_key
-                .get(&(user.as_str(), id.as_str()))
-                .unwrap_or_else(|| panic!("acked {id} lost from {conv}"));
-            assert_eq!(
-                (stored.message_id, stored.seq),
-                (ack.message_id, ack.seq),
-                "{id}"
-            );
-        }
-        // Each sender's messages in the order it sent them.
-        let mut last: HashMap<&str, String> = HashMap::new();
-        for m in &history {
-            let prev = last.insert(m.sender_id.as_str(), m.client_msg_id.as_str().to_owned());
-            if let Some(prev) = prev {
-                assert!(
-                    prev.as_str() < m.client_msg_id.as_str(),
-                    "{prev} before {}",
-                    m.client_msg_id
-                );
-            }
-        }
+        let history = check_history_against_acks(&cluster, conv, b, &acked_by_conv[conv]).await;
         total += history.len();
 
         // The reader's device replays everything it missed, once.

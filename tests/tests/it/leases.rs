@@ -122,3 +122,44 @@ async fn workers_split_partitions_and_take_over_a_dead_ones() {
         assert_eq!(seq, 1);
     }
 }
+
+/// NATS gone for longer than a partition lease stays valid: the writers
+/// stop, and when NATS is back the worker holds its partitions again and
+/// serves, with no restart by hand. Losing leases this way used to panic
+/// the worker ("JoinHandle polled after completion") and take the store
+/// down with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_outlives_a_nats_outage_longer_than_its_leases() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 1,
+        gateways: 1,
+        partitions: 4,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "outa", &["outb"])
+        .await;
+    let mut a = cluster.ws(0, "outa", "a").await;
+    send_acked(&mut a, &conv, "before", "before the outage").await;
+    // Leases are valid for four fifths of the 20 s TTL after their last
+    // renewal: 18 s without NATS lets every one lapse.
+    cluster.nats.kill9().await;
+    tokio::time::sleep(Duration::from_secs(18)).await;
+    cluster.nats.restart().await;
+    cluster.wait_for_writers(4, Duration::from_secs(30)).await;
+    assert_eq!(
+        cluster.workers[0].exited(),
+        None,
+        "the worker must outlive the outage\n{}",
+        cluster.logs()
+    );
+    let mut session =
+        switchboard_tests::reliable::Session::new(cluster.ws_urls(), cluster.token("outa", "a2"));
+    let ack = session
+        .send(&conv, "after", "after the outage", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("no ack after the outage\n{}", cluster.logs()));
+    assert_eq!(ack.seq, 2);
+    assert!(!cluster.workers[0].log().contains("panicked"));
+}

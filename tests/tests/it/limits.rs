@@ -50,7 +50,11 @@ async fn a_client_that_stops_reading_is_closed_and_loses_nothing() {
         match bob.next_frame_within(Duration::from_secs(10)).await {
             Ok(ServerFrame::Message { .. }) => received += 1,
             Ok(_) => {}
-            Err(switchboard_client::WsError::Closed | switchboard_client::WsError::Socket(_)) => {
+            Err(
+                switchboard_client::WsError::Closed
+                | switchboard_client::WsError::ClosedBy { .. }
+                | switchboard_client::WsError::Socket(_),
+            ) => {
                 break true;
             }
             Err(_) => break false,

@@ -92,7 +92,15 @@ fn the_word_list_plugin_masks_rejects_and_allows() {
 
 #[test]
 fn every_hostile_plugin_is_stopped_by_its_limit_and_the_host_goes_on() {
-    let limits = PluginLimits::default();
+    // A deadline far above what any of them needs to hit its own limit,
+    // so that on a busy machine the intended limit still trips first (at
+    // 20 ms, a descheduled thread made memory-bomb and huge-output miss
+    // their deadline before their memory cap). `spin` is stopped by its
+    // fuel then; the deadline has its own test below.
+    let limits = PluginLimits {
+        deadline: Duration::from_secs(2),
+        ..PluginLimits::default()
+    };
     let host = PluginHost::new(limits.clone()).unwrap();
     type Expected = fn(&CallError) -> bool;
     let cases: [(&str, Expected); 5] = [

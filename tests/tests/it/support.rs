@@ -1,11 +1,15 @@
 //! Small helpers so tests read like the behaviour they check.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use switchboard_client::WsClient;
+use switchboard_client::rest::HistoryParams;
 use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, Message, MessageId, ServerFrame,
 };
+use switchboard_tests::Cluster;
+use switchboard_tests::reliable::Acked;
 
 pub const WAIT: Duration = Duration::from_secs(15);
 
@@ -172,4 +176,89 @@ pub async fn pull(
             _ => unreachable!(),
         }
     }
+}
+
+/// A conversation's whole history, oldest first, as `reader` reads it.
+pub async fn full_history(cluster: &Cluster, conv: &str, reader: &str) -> Vec<Message> {
+    let mut all = Vec::new();
+    let mut before = None;
+    loop {
+        let page = cluster
+            .rest(0, reader)
+            .history(
+                conv,
+                HistoryParams {
+                    before_seq: before,
+                    after_seq: None,
+                    limit: Some(200),
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("history: {e}\n{}", cluster.logs()));
+        all.extend(page.messages);
+        match page.next_before_seq {
+            Some(b) => before = Some(b),
+            None => break,
+        }
+    }
+    all.reverse();
+    all
+}
+
+/// Checks I1-I3 for one conversation against what its senders were
+/// acked, `(sender, client_msg_id, ack)`: `seq` gap-free from 1, no
+/// duplicate message ids, one message per `client_msg_id`, every acked
+/// message stored with its ack's `message_id` and `seq`, and each
+/// sender's messages in the order it sent them (ids sort in send order).
+/// Returns the history.
+pub async fn check_history_against_acks(
+    cluster: &Cluster,
+    conv: &str,
+    reader: &str,
+    acked: &[(String, String, Acked)],
+) -> Vec<Message> {
+    let history = full_history(cluster, conv, reader).await;
+    let seqs: Vec<u64> = history.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=history.len() as u64).collect::<Vec<_>>(),
+        "gap-free {conv}"
+    );
+    let ids: HashSet<_> = history.iter().map(|m| m.message_id).collect();
+    assert_eq!(
+        ids.len(),
+        history.len(),
+        "no duplicate message ids in {conv}"
+    );
+    let by_key: HashMap<(&str, &str), &Message> = history
+        .iter()
+        .map(|m| ((m.sender_id.as_str(), m.client_msg_id.as_str()), m))
+        .collect();
+    assert_eq!(
+        by_key.len(),
+        history.len(),
+        "one message per client_msg_id in {conv}"
+    );
+    for (user, id, ack) in acked {
+        let stored = by_key
+            .get(&(user.as_str(), id.as_str()))
+            .unwrap_or_else(|| panic!("acked {id} lost from {conv}"));
+        assert_eq!(
+            (stored.message_id, stored.seq),
+            (ack.message_id, ack.seq),
+            "{id}"
+        );
+    }
+    let mut last: HashMap<&str, String> = HashMap::new();
+    for m in &history {
+        let prev = last.insert(m.sender_id.as_str(), m.client_msg_id.as_str().to_owned());
+        if let Some(prev) = prev {
+            assert!(
+                prev.as_str() < m.client_msg_id.as_str(),
+                "{prev} before {}",
+                m.client_msg_id
+            );
+        }
+    }
+    history
 }

@@ -71,17 +71,19 @@ async fn typing_reaches_connected_members_and_is_never_stored() {
     assert!(backlog.is_empty());
     let (backlog, _, _) = pull(&mut bob, None, None, None).await;
     assert!(backlog.is_empty());
-    // And nothing waits in the ingest stream.
+    // And nothing waits in the ingest streams.
     let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let info = js
-        .get_stream("SB_INGEST")
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .clone();
-    assert_eq!(info.state.messages, 0);
+    for p in 0..ClusterSpec::default().partitions {
+        let info = js
+            .get_stream(format!("SB_INGEST_{p}"))
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .clone();
+        assert_eq!(info.state.messages, 0, "SB_INGEST_{p}");
+    }
 }
 
 #[tokio::test]

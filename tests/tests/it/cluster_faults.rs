@@ -1,0 +1,421 @@
+//! Cluster faults: a three-node JetStream cluster (`--replicas 3`), two
+//! workers (one holding the embedded store, one `--store nats`) and two
+//! gateways, under a steady stream of sends from clients that resend
+//! until acked and reconnect to the other gateway when theirs goes away.
+//! Each NATS node is killed (SIGKILL) and restarted in turn, then a
+//! gateway (SIGKILL), the other gateway (SIGTERM: drained), the
+//! `--store nats` worker and the store-holding worker.
+//!
+//! Checked: every acked message is stored exactly once, in a gap-free
+//! order that keeps each sender's order; no process that was not killed
+//! exits; and, but for the store-holding worker's restart (downtime by
+//! design with the embedded store), no stretch of more than five seconds
+//! passes without an ack anywhere.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchboard_backbone::subject::partition_of;
+use switchboard_protocol::{ConversationId, ConversationKind, TenantId};
+use switchboard_tests::reliable::{Acked, Session};
+use switchboard_tests::{Cluster, ClusterSpec};
+use tokio::time::Instant;
+
+use crate::support::*;
+
+/// The longest the platform may go without acking anything while one
+/// NATS node, gateway or `--store nats` worker is down.
+const MAX_ACK_GAP: Duration = Duration::from_secs(5);
+const PARTITIONS: u16 = 6;
+
+/// When something was done to the cluster, for the report.
+struct Timeline {
+    events: Vec<(Instant, String)>,
+}
+
+impl Timeline {
+    fn mark(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() % 86_400_000);
+        eprintln!(
+            "cluster faults: {:02}:{:02}:{:02}.{:03} UTC {what}",
+            ms / 3_600_000,
+            ms / 60_000 % 60,
+            ms / 1000 % 60,
+            ms % 1000
+        );
+        self.events.push((Instant::now(), what));
+    }
+}
+
+/// The longest stretch without an ack between `from` and `to`, and where
+/// it started.
+fn longest_gap(acks: &[Instant], from: Instant, to: Instant) -> (Duration, Instant) {
+    let mut times: Vec<Instant> = acks
+        .iter()
+        .copied()
+        .filter(|t| *t >= from && *t <= to)
+        .collect();
+    times.sort();
+    let mut worst = (Duration::ZERO, from);
+    let mut last = from;
+    for t in times.into_iter().chain(std::iter::once(to)) {
+        if t - last > worst.0 {
+            worst = (t - last, last);
+        }
+        last = t;
+    }
+    worst
+}
+
+/// Waits until every ingest stream has all replicas current and no NATS
+/// node leads two more of them than another (`worker/src/balance.rs`).
+async fn wait_for_spread_leaders(cluster: &Cluster, partitions: u16, within: Duration) {
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let mut load: HashMap<String, usize> = HashMap::new();
+        let mut settled = true;
+        for p in 0..partitions {
+            let info = match js.get_stream(format!("SB_INGEST_{p}")).await {
+                Ok(mut s) => s.info().await.ok().cloned(),
+                Err(_) => None,
+            };
+            let Some(cluster_info) = info.and_then(|i| i.cluster) else {
+                settled = false;
+                break;
+            };
+            let Some(leader) = cluster_info.leader.clone() else {
+                settled = false;
+                break;
+            };
+            if cluster_info
+                .replicas
+                .iter()
+                .any(|r| !r.current || r.offline)
+            {
+                settled = false;
+            }
+            for r in &cluster_info.replicas {
+                load.entry(r.name.clone()).or_default();
+            }
+            *load.entry(leader).or_default() += 1;
+        }
+        let high = load.values().max().copied().unwrap_or(0);
+        let low = load.values().min().copied().unwrap_or(0);
+        last = format!("{load:?}");
+        if settled && load.len() == cluster.nats.len() && high <= low + 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!(
+        "the ingest leaders did not spread: {last}\n{}",
+        cluster.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_gateway_or_worker_down_never_stops_acks_for_long() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 2,
+        gateways: 2,
+        nats_nodes: 3,
+        partitions: PARTITIONS,
+        ..Default::default()
+    })
+    .await;
+    // One one-to-one conversation in every partition, so that the senders
+    // cover every ingest stream and so every node's leaderships: losing a
+    // node stalls only the conversations whose partitions it led.
+    let tenant = TenantId::new(switchboard_tests::TENANT).unwrap();
+    let mut by_partition: HashMap<u16, (String, String, String)> = HashMap::new();
+    for i in 0..200 {
+        if by_partition.len() == usize::from(PARTITIONS) {
+            break;
+        }
+        let (a, b) = (format!("cf{i}a"), format!("cf{i}b"));
+        let conv = cluster.create(ConversationKind::Direct, &a, &[&b]).await;
+        let p = partition_of(&tenant, &ConversationId::new(&conv).unwrap(), PARTITIONS);
+        by_partition.entry(p).or_insert((conv, a, b));
+    }
+    assert_eq!(by_partition.len(), usize::from(PARTITIONS));
+    let conversations: Vec<(String, String, String)> = by_partition.into_values().collect();
+
+    // (sent, acked) of every message.
+    let acks: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut senders = Vec::new();
+    for (i, (conv, a, _)) in conversations.iter().enumerate() {
+        // Half start on each gateway.
+        let mut urls = cluster.ws_urls();
+        urls.rotate_left(i % 2);
+        let mut session = Session::new(urls, cluster.token(a, "sender"));
+        session.resend_after = Duration::from_millis(1500);
+        let (conv, user, stop, acks) = (conv.clone(), a.clone(), stop.clone(), acks.clone());
+        senders.push(tokio::spawn(async move {
+            let mut acked: Vec<(String, String, Acked)> = Vec::new();
+            let mut n = 0;
+            let mut worst = Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = format!("{user}-{n:05}");
+                let sent = Instant::now();
+                let ack = session
+                    .send(&conv, &id, &format!("{user} {n}"), Duration::from_secs(90))
+                    .await
+                    .unwrap_or_else(|| panic!("{id} was never acked"));
+                worst = worst.max(sent.elapsed());
+                acks.lock().unwrap().push((sent, Instant::now()));
+                acked.push((user.clone(), id, ack));
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            eprintln!(
+                "cluster faults: {user} waited at most {:.2}s for an ack",
+                worst.as_secs_f32()
+            );
+            (conv, acked)
+        }));
+    }
+
+    let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
+    let mut timeline = Timeline { events: Vec::new() };
+    // A steady state first: the workers share the partitions, the NATS
+    // nodes the leaderships.
+    cluster
+        .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
+        .await;
+    wait_for_spread_leaders(&cluster, PARTITIONS, Duration::from_secs(40)).await;
+    pause(1000).await;
+    let measured_from = Instant::now();
+    for node in 0..cluster.nats.len() {
+        timeline.mark(format!("kill -9 NATS node {}", node + 1));
+        cluster.nats.kill9_node(node).await;
+        pause(4000).await;
+        timeline.mark(format!("restart NATS node {}", node + 1));
+        cluster.nats.restart_node(node).await;
+        // The node catches up, and the leader worker hands it its share
+        // of the ingest streams' leaders back, before the next one goes.
+        wait_for_spread_leaders(&cluster, PARTITIONS, Duration::from_secs(40)).await;
+        timeline.mark("leaders spread again");
+        pause(1000).await;
+    }
+    timeline.mark("kill -9 gateway 0");
+    cluster.gateways[0].kill9().await;
+    pause(1500).await;
+    cluster.gateways[0].restart().await;
+    pause(2000).await;
+    timeline.mark("SIGTERM gateway 1 (drain)");
+    let status = cluster.gateways[1].terminate().await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "a drained gateway exits cleanly: {status:?}\n{}",
+        cluster.logs()
+    );
+    cluster.gateways[1].restart().await;
+    pause(2000).await;
+    timeline.mark("kill -9 the --store nats worker");
+    cluster.workers[1].kill9().await;
+    pause(3000).await;
+    cluster.workers[1].restart().await;
+    pause(2000).await;
+    let store_down = Instant::now();
+    timeline.mark("kill -9 the store-holding worker");
+    cluster.workers[0].kill9().await;
+    pause(1000).await;
+    cluster.workers[0].restart().await;
+    let store_up = Instant::now();
+    pause(4000).await;
+    let measured_to = Instant::now();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let mut acked_by_conv: HashMap<String, Vec<(String, String, Acked)>> = HashMap::new();
+    for s in senders {
+        let (conv, acked) = s.await.unwrap();
+        acked_by_conv.insert(conv, acked);
+    }
+
+    // No process that was not killed ended by itself.
+    for (i, w) in cluster.workers.iter_mut().enumerate() {
+        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
+        assert!(!w.log().contains("panicked"), "worker {i} panicked");
+    }
+    for (i, g) in cluster.gateways.iter_mut().enumerate() {
+        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
+        assert!(!g.log().contains("panicked"), "gateway {i} panicked");
+    }
+
+    // Nothing acked was lost, duplicated or reordered.
+    let mut total = 0;
+    for (conv, _, b) in &conversations {
+        let acked = &acked_by_conv[conv];
+        let history = check_history_against_acks(&cluster, conv, b, acked).await;
+        total += acked.len();
+        assert!(history.len() >= acked.len());
+    }
+
+    // What each fault cost a sender: the longest wait for an ack of a
+    // send made between it and the next event.
+    let sends = acks.lock().unwrap().clone();
+    for (i, (at, what)) in timeline.events.iter().enumerate() {
+        let until = timeline.events.get(i + 1).map_or(measured_to, |(t, _)| *t);
+        let worst = sends
+            .iter()
+            .filter(|(sent, _)| sent >= at && *sent < until)
+            .map(|(sent, acked)| *acked - *sent)
+            .max()
+            .unwrap_or_default();
+        eprintln!(
+            "cluster faults: longest wait for an ack after {what}: {:.2}s",
+            worst.as_secs_f32()
+        );
+    }
+
+    // Acks never stopped for long, but around the store-holder's restart.
+    let acks: Vec<Instant> = sends.iter().map(|(_, acked)| *acked).collect();
+    let (before, at) = longest_gap(&acks, measured_from, store_down);
+    let (after, after_at) = longest_gap(&acks, store_up + Duration::from_secs(1), measured_to);
+    let (store_gap, _) = longest_gap(&acks, store_down, measured_to);
+    let when = |t: Instant| {
+        timeline
+            .events
+            .iter()
+            .rev()
+            .find(|(e, _)| *e <= t)
+            .map_or("before the first fault".to_owned(), |(e, what)| {
+                format!("{:.1}s after {what}", (t - *e).as_secs_f32())
+            })
+    };
+    eprintln!(
+        "cluster faults: {total} acked messages; longest gap without an ack {:.2}s ({}), \
+         around the store-holder's restart {:.2}s",
+        before.as_secs_f32(),
+        when(at),
+        store_gap.as_secs_f32()
+    );
+    assert!(
+        before <= MAX_ACK_GAP,
+        "no ack for {before:?}, starting {}\n{}",
+        when(at),
+        cluster.logs()
+    );
+    assert!(
+        after <= MAX_ACK_GAP,
+        "acks did not resume after the store-holder came back: {after:?} from {}\n{}",
+        when(after_at),
+        cluster.logs()
+    );
+    assert!(total > 200, "the stream ran through the faults ({total})");
+}
+
+/// Several seed URLs, the first of them down when the processes start:
+/// they connect through the others and serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_start_with_the_first_seed_down() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 1,
+        gateways: 1,
+        nats_nodes: 3,
+        partitions: 4,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "seeda", &["seedb"])
+        .await;
+    // Stop everything, take the first seed away, start again: the seed
+    // list (`--nats-url n1,n2,n3`) leads with the dead node.
+    cluster.gateways[0].kill9().await;
+    cluster.workers[0].kill9().await;
+    cluster.nats.kill9_node(0).await;
+    cluster.workers[0].restart().await;
+    cluster.gateways[0].restart().await;
+    let mut a = cluster.ws(0, "seeda", "a").await;
+    let mut b = cluster.ws(0, "seedb", "b").await;
+    let (_, seq) = send_acked(&mut a, &conv, "after-seed-loss", "hello").await;
+    assert_eq!(seq, 1);
+    let m = expect_message(&mut b).await;
+    assert_eq!(text_of(&m), "hello");
+}
+
+/// SIGTERM drains a gateway: sends already taken are answered, then every
+/// client is told to reconnect (1012), new connections are refused, and
+/// the process exits well before its drain timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_gateway_answers_in_flight_sends_then_closes_with_1012() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 1,
+        gateways: 2,
+        partitions: 4,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "draina", &["drainb"])
+        .await;
+    let mut a = cluster.ws(1, "draina", "a").await;
+    let mut b = cluster.ws(1, "drainb", "b").await;
+    send_acked(&mut a, &conv, "warm", "warm").await;
+    // Twenty sends in flight, then SIGTERM at once.
+    for i in 0..20 {
+        a.send(&send_frame(&conv, &format!("d{i:02}"), "in flight"))
+            .await
+            .unwrap();
+    }
+    let started = Instant::now();
+    let pid = cluster.gateways[1].pid().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let mut acked = 0;
+    let close = loop {
+        match a.next_frame_within(Duration::from_secs(15)).await {
+            Ok(switchboard_protocol::ServerFrame::Ack { .. }) => acked += 1,
+            Ok(_) => {}
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(
+            close,
+            switchboard_client::WsError::ClosedBy { code: 1012, .. }
+        ),
+        "told to reconnect: {close}"
+    );
+    // The twenty were read before the drain began or not at all; those
+    // read were answered before the close.
+    assert!(acked <= 20);
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the drain waited {waited:?} for answers that had come"
+    );
+    assert!(matches!(
+        b.next_frame_within(Duration::from_secs(5)).await,
+        Err(switchboard_client::WsError::ClosedBy { code: 1012, .. })
+            | Ok(switchboard_protocol::ServerFrame::Message { .. })
+    ));
+    let status = cluster.gateways[1].wait_exit(Duration::from_secs(15)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    // Whatever was not acked is resent elsewhere and stored once.
+    let mut session =
+        switchboard_tests::reliable::Session::new(cluster.ws_urls(), cluster.token("draina", "a"));
+    for i in 0..20 {
+        session
+            .send(
+                &conv,
+                &format!("d{i:02}"),
+                "in flight",
+                Duration::from_secs(20),
+            )
+            .await
+            .unwrap_or_else(|| panic!("d{i:02} not acked after the drain"));
+    }
+    let history = full_history(&cluster, &conv, "drainb").await;
+    assert_eq!(history.len(), 21, "each send stored once");
+}
