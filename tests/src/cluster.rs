@@ -2,6 +2,7 @@
 //! holds the embedded store and serves it), gateways.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -31,6 +32,9 @@ pub struct ClusterSpec {
     /// nats-server nodes: 1, or 3 for a cluster whose streams and buckets
     /// are replicated on every node (`--replicas 3`).
     pub nats_nodes: usize,
+    /// Run alone: no other cluster of this test binary runs meanwhile
+    /// (fault tests that measure time, on a 2-core machine).
+    pub exclusive: bool,
     /// Environment of the workers and of the gateways (NATS credentials
     /// per role).
     pub worker_env: Vec<(String, String)>,
@@ -46,9 +50,28 @@ impl Default for ClusterSpec {
             duplicate_window_ms: None,
             extra_config: String::new(),
             nats_nodes: 1,
+            exclusive: false,
             worker_env: Vec::new(),
             gateway_env: Vec::new(),
         }
+    }
+}
+
+/// Clusters share the machine (read) unless one must run alone (write).
+static TURNS: std::sync::LazyLock<Arc<tokio::sync::RwLock<()>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// This cluster's turn on the machine, held while it lives.
+enum Turn {
+    Shared(#[allow(dead_code)] tokio::sync::OwnedRwLockReadGuard<()>),
+    Alone(#[allow(dead_code)] tokio::sync::OwnedRwLockWriteGuard<()>),
+}
+
+async fn take_turn(exclusive: bool) -> Turn {
+    if exclusive {
+        Turn::Alone(TURNS.clone().write_owned().await)
+    } else {
+        Turn::Shared(TURNS.clone().read_owned().await)
     }
 }
 
@@ -62,6 +85,8 @@ pub struct Cluster {
     pub gateways: Vec<Proc>,
     pub dir: TempDir,
     pub config: PathBuf,
+    /// Dropped last: the processes above are killed before the turn ends.
+    _turn: Turn,
 }
 
 fn config_text(spec: &ClusterSpec) -> String {
@@ -83,14 +108,20 @@ fn config_text(spec: &ClusterSpec) -> String {
 
 impl Cluster {
     pub async fn start(spec: ClusterSpec) -> Self {
+        let turn = take_turn(spec.exclusive).await;
         let dir = tempfile::tempdir().unwrap();
         let nats = Nats::start_cluster(&dir.path().join("nats"), spec.nats_nodes).await;
-        Self::start_on(spec, nats, dir).await
+        Self::start_in_turn(spec, nats, dir, turn).await
     }
 
     /// Starts the processes against NATS the test started (say, secured);
     /// `dir` is the test's directory.
-    pub async fn start_on(spec: ClusterSpec, nats: Nats, mut dir: TempDir) -> Self {
+    pub async fn start_on(spec: ClusterSpec, nats: Nats, dir: TempDir) -> Self {
+        let turn = take_turn(spec.exclusive).await;
+        Self::start_in_turn(spec, nats, dir, turn).await
+    }
+
+    async fn start_in_turn(spec: ClusterSpec, nats: Nats, mut dir: TempDir, turn: Turn) -> Self {
         // SWITCHBOARD_TEST_KEEP=1 keeps every log and data directory.
         if std::env::var_os("SWITCHBOARD_TEST_KEEP").is_some() {
             dir.disable_cleanup(true);
@@ -107,6 +138,7 @@ impl Cluster {
             config,
             worker_env: spec.worker_env.clone(),
             gateway_env: spec.gateway_env.clone(),
+            _turn: turn,
         };
         for i in 0..spec.workers {
             cluster.add_worker(i == 0).await;

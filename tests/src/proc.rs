@@ -36,12 +36,24 @@ struct NatsNode {
     conf: String,
 }
 
+/// A port free now, never handed out before by this process: tests run
+/// in parallel, and a port one of them chose but has not bound yet must
+/// not go to another (a NATS route port taken by another test's server
+/// joins the two clusters).
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 impl Nats {

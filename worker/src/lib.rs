@@ -142,19 +142,88 @@ pub async fn run(
     };
     let presence_view =
         switchboard_backbone::presence::PresenceView::watch(open(PRESENCE_BUCKET).await?);
-    let notifier = tokio::spawn(presence::notify(
-        ctx.clone(),
-        presence_view,
-        open(LAST_SEEN_BUCKET).await?,
-    ));
+    let last_seen = open(LAST_SEEN_BUCKET).await?;
+    let notifier = {
+        let ctx = ctx.clone();
+        supervised("presence notifier", move || {
+            presence::notify(ctx.clone(), presence_view.clone(), last_seen.clone())
+        })
+    };
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
-    let sweeper = tokio::spawn(expiry::run(ctx.clone()));
-    let archiver = tokio::spawn(archive::run(ctx.clone()));
-    let balancer = tokio::spawn(balance::run(ctx.clone()));
+    let sweeper = {
+        let ctx = ctx.clone();
+        supervised("inbox expiry", move || expiry::run(ctx.clone()))
+    };
+    let archiver = {
+        let ctx = ctx.clone();
+        supervised("archiver", move || archive::run(ctx.clone()))
+    };
+    let balancer = {
+        let ctx = ctx.clone();
+        supervised("leader balancer", move || balance::run(ctx.clone()))
+    };
     let result = partitions::run(ctx, bucket, shutdown).await;
     notifier.abort();
     sweeper.abort();
     archiver.abort();
     balancer.abort();
     result
+}
+
+/// Runs one background part of the worker, and starts it again after a
+/// second if it panics: a bug in one part must take neither the others
+/// nor the process down. Aborting the returned handle stops the part.
+fn supervised<F, Fut>(name: &'static str, make: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    /// Aborts the running part when the supervisor itself is aborted.
+    struct AbortOnDrop(tokio::task::AbortHandle);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    tokio::spawn(async move {
+        loop {
+            let part = tokio::spawn(make());
+            let guard = AbortOnDrop(part.abort_handle());
+            let ended = part.await;
+            drop(guard);
+            match ended {
+                Err(e) if e.is_panic() => {
+                    tracing::error!(part = name, error = %e, "a worker part panicked; starting it again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                _ => return,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_part_that_panics_is_started_again() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let part = supervised("test part", move || {
+            let runs = counted.clone();
+            async move {
+                if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a bug in the first run");
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), part)
+            .await
+            .expect("the part ended")
+            .expect("the supervisor itself did not panic");
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
 }

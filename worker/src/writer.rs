@@ -104,16 +104,21 @@ pub(crate) async fn run_partition(
         },
     );
     tracing::info!(partition, "writer started");
-    // A delivery in flight when the connection broke is lost, yet counted
-    // as handed out: it would come back only after `ack_wait`, behind
-    // newer commands. So after a reconnect the writer compares what the
-    // consumer handed out with what arrived, and starts over with a fresh
-    // consumer if they differ. (Only then: a fresh consumer needs the
-    // JetStream meta leader, which may have died with the same node.)
+    // A delivery lost in flight (a broken connection, a consumer leader
+    // gone) still counts as handed out: it would come back only after
+    // `ack_wait`, behind newer commands. Deliveries carry consecutive
+    // consumer sequences, so a gap shows the loss, and the writer starts
+    // over with a fresh consumer before it commits anything past the gap.
+    // After a reconnect with nothing arriving, the consumer is asked what
+    // it handed out, so that a loss with nothing behind it is not left to
+    // `ack_wait` either. Only then a fresh consumer: it needs the
+    // JetStream meta leader, which may have died with the same node.
     let mut epoch = switchboard_backbone::connection_epoch();
     let mut reconnect_check = tokio::time::interval(Duration::from_millis(250));
     // The consumer sequence of the last command received.
     let mut received: u64 = 0;
+    // Since when a reconnect waits to be shown harmless.
+    let mut unverified: Option<Instant> = None;
     loop {
         let chunk = tokio::select! {
             _ = stop.changed() => break,
@@ -121,14 +126,22 @@ pub(crate) async fn run_partition(
             _ = reconnect_check.tick() => {
                 let now = switchboard_backbone::connection_epoch();
                 if now != epoch {
+                    epoch = now;
+                    unverified.get_or_insert_with(Instant::now);
+                }
+                if unverified.is_some_and(|since| since.elapsed() >= Duration::from_secs(1)) {
                     let info = tokio::time::timeout(Duration::from_secs(2), consumer.info()).await;
                     match info {
-                        Ok(Ok(info)) if info.delivered.consumer_sequence == received => epoch = now,
-                        _ => {
+                        Ok(Ok(info)) if info.delivered.consumer_sequence > received => {
                             return Err(WorkerError::Nats(format!(
-                                "reconnected to NATS with deliveries of {name} in flight; starting over"
+                                "reconnected to NATS with deliveries of {name} lost; starting over"
                             )));
                         }
+                        Ok(Ok(_)) => unverified = None,
+                        // No answer (a leader election): keep going. The
+                        // gap check below still stops anything newer from
+                        // passing a lost delivery.
+                        _ => unverified = Some(Instant::now()),
                     }
                 }
                 continue;
@@ -142,7 +155,15 @@ pub(crate) async fn run_partition(
             match item {
                 Ok(m) => {
                     if let Ok(info) = m.info() {
-                        received = received.max(info.consumer_sequence);
+                        let seq = info.consumer_sequence;
+                        if seq > received + 1 {
+                            return Err(WorkerError::Nats(format!(
+                                "consumer {name} skipped deliveries {}..{seq}; starting over",
+                                received + 1
+                            )));
+                        }
+                        received = received.max(seq);
+                        unverified = None;
                     }
                     batch.push(m);
                 }
