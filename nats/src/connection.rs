@@ -188,6 +188,7 @@ pub async fn connect(config: &NatsConfig) -> Result<async_nats::Client, Backbone
             Ok(client) => return Ok(client),
             Err(e) => e,
         };
+        let tls = tls_refusal(&error);
         match error.kind() {
             ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
                 return Err(config.refused(format!(
@@ -201,9 +202,8 @@ pub async fn connect(config: &NatsConfig) -> Result<async_nats::Client, Backbone
             // A TLS refusal arrives as an I/O error carrying the TLS
             // error: our certificate was not accepted, or theirs is not
             // trusted. Retrying would not change either.
-            ConnectErrorKind::Io if tls_refusal(&error).is_some() => {
-                let why = tls_refusal(&error).unwrap_or_default();
-                return Err(config.refused(format!("TLS: {why}")));
+            ConnectErrorKind::Io if tls.is_some() => {
+                return Err(config.refused(format!("TLS: {}", tls.unwrap_or_default())));
             }
             ConnectErrorKind::Dns
             | ConnectErrorKind::TimedOut
