@@ -27,6 +27,19 @@ use bytes::Bytes;
 
 use crate::BackboneError;
 
+/// The revision of `key` if it holds `value` now (ours), else `None`.
+async fn own_revision(
+    kv: &kv::Store,
+    key: &str,
+    value: &Bytes,
+) -> Result<Option<u64>, kv::EntryError> {
+    Ok(kv
+        .entry(key)
+        .await?
+        .filter(|e| e.operation == kv::Operation::Put && e.value == *value)
+        .map(|e| e.revision))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Someone else holds the key now (our lease expired and was taken).
@@ -68,20 +81,15 @@ impl Lease {
         let revision = match kv.create(key, value.clone()).await {
             Ok(revision) => revision,
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                let held = kv.entry(key).await.map_err(|e| nats(&e))?;
-                match held {
-                    Some(entry)
-                        if entry.operation == kv::Operation::Put && entry.value == value =>
-                    {
-                        match kv.update(key, value.clone(), entry.revision).await {
-                            Ok(revision) => revision,
-                            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                                return Ok(None);
-                            }
-                            Err(e) => return Err(nats(&e)),
-                        }
+                let Some(ours) = own_revision(kv, key, &value).await.map_err(|e| nats(&e))? else {
+                    return Ok(None);
+                };
+                match kv.update(key, value.clone(), ours).await {
+                    Ok(revision) => revision,
+                    Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                        return Ok(None);
                     }
-                    _ => return Ok(None),
+                    Err(e) => return Err(nats(&e)),
                 }
             }
             Err(e) => return Err(nats(&e)),
@@ -158,12 +166,10 @@ impl Lease {
     /// revision. Values name their holder uniquely, so nobody else writes
     /// ours.
     async fn adopt_own_write(&mut self) -> bool {
-        match self.kv.entry(&self.key).await {
-            Ok(Some(entry))
-                if entry.operation == kv::Operation::Put && entry.value == self.value =>
-            {
-                tracing::debug!(key = %self.key, revision = entry.revision, "adopting our own lease write");
-                self.revision = entry.revision;
+        match own_revision(&self.kv, &self.key, &self.value).await {
+            Ok(Some(revision)) => {
+                tracing::debug!(key = %self.key, revision, "adopting our own lease write");
+                self.revision = revision;
                 true
             }
             _ => false,

@@ -90,8 +90,9 @@ async fn read_groups(ctx: &Ctx) -> Option<Vec<Group>> {
     let mut groups = Vec::new();
     for partition in 0..ctx.config.partitions.max(1) {
         let name = ingest_stream_name(partition);
-        let mut stream = ctx.js.get_stream(&name).await.ok()?;
-        let cluster = stream.info().await.ok()?.cluster.clone()?;
+        // `get_stream` fetches the stream's info: no second request.
+        let stream = ctx.js.get_stream(&name).await.ok()?;
+        let cluster = stream.cached_info().cluster.clone()?;
         let stream_leader = cluster.leader.clone()?;
         groups.push(Group {
             partition,

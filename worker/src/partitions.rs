@@ -92,10 +92,14 @@ async fn acquire(
     value: Bytes,
     ttl: Duration,
 ) -> Result<Option<Lease>, String> {
-    let timeout = lease_write_timeout(ttl / 4);
-    match tokio::time::timeout(timeout, Lease::try_acquire(bucket, key, value, ttl)).await {
+    match tokio::time::timeout(
+        LEASE_WRITE_TIMEOUT,
+        Lease::try_acquire(bucket, key, value, ttl),
+    )
+    .await
+    {
         Ok(result) => result.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        Err(_) => Err(format!("no answer within {LEASE_WRITE_TIMEOUT:?}")),
     }
 }
 
@@ -109,9 +113,7 @@ enum Check {
 /// request to a stream whose leader just died can otherwise wait for the
 /// whole client request timeout, and a renewal that is late is as good as
 /// one that failed (the next tick tries again).
-fn lease_write_timeout(renew_interval: Duration) -> Duration {
-    renew_interval.clamp(Duration::from_millis(500), Duration::from_secs(2))
-}
+const LEASE_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Renews the lease when due and keeps the writer running.
 ///
@@ -138,8 +140,7 @@ async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
         }
     }
     if Instant::now() >= h.renew_at {
-        let timeout = lease_write_timeout(h.lease.renew_interval());
-        match tokio::time::timeout(timeout, h.lease.renew()).await {
+        match tokio::time::timeout(LEASE_WRITE_TIMEOUT, h.lease.renew()).await {
             Ok(Ok(())) => {
                 let _ = h.valid_until.send(h.lease.valid_until());
                 h.renew_at = Instant::now() + h.lease.renew_interval();
@@ -151,7 +152,7 @@ async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
             Err(_) => {
                 tracing::warn!(
                     partition = p,
-                    ?timeout,
+                    timeout = ?LEASE_WRITE_TIMEOUT,
                     "renewing a partition lease timed out; retrying"
                 );
             }
@@ -201,12 +202,14 @@ pub(crate) async fn run(
         // Announce ourselves.
         match liveness.as_mut() {
             Some(lease) if Instant::now() >= liveness_renew_at => {
-                let timeout = lease_write_timeout(lease.renew_interval());
-                match tokio::time::timeout(timeout, lease.renew()).await {
+                match tokio::time::timeout(LEASE_WRITE_TIMEOUT, lease.renew()).await {
                     Ok(Ok(())) => liveness_renew_at = Instant::now() + lease.renew_interval(),
                     Ok(Err(LeaseError::Lost(_))) => liveness = None,
                     Ok(Err(e)) => tracing::warn!(error = %e, "renewing worker liveness failed"),
-                    Err(_) => tracing::warn!(?timeout, "renewing worker liveness timed out"),
+                    Err(_) => tracing::warn!(
+                        timeout = ?LEASE_WRITE_TIMEOUT,
+                        "renewing worker liveness timed out"
+                    ),
                 }
             }
             Some(_) => {}
