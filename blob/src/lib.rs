@@ -85,6 +85,31 @@ impl fmt::Display for BlobRef {
     }
 }
 
+/// Types a browser may show inline from a download URL: they run no
+/// script. Anything else (SVG, HTML, XML, PDF, unknown types) is served
+/// as an attachment, so opening a download URL never renders active
+/// content on an origin that matters.
+pub fn served_inline(mime: &str) -> bool {
+    const INLINE: &[&str] = &[
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "image/avif",
+        "audio/mpeg",
+        "audio/ogg",
+        "audio/wav",
+        "audio/webm",
+        "audio/aac",
+        "audio/mp4",
+        "video/mp4",
+        "video/webm",
+        "video/ogg",
+        "text/plain",
+    ];
+    INLINE.contains(&mime)
+}
+
 /// What is known of a stored blob.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobInfo {
@@ -141,6 +166,7 @@ pub trait BlobStore: Send + Sync + 'static {
         &self,
         tenant: &TenantId,
         blob_ref: &BlobRef,
+        mime: &str,
         ttl: Duration,
     ) -> Result<SignedUrl, BlobError>;
 

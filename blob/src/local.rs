@@ -11,7 +11,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bytes::Bytes;
 use switchboard_protocol::{TenantId, Timestamp};
 use tokio::io::AsyncWriteExt;
 
@@ -64,14 +63,17 @@ impl LocalBlobs {
         })
     }
 
-    /// Stores an upload made to a URL of [`BlobStore::upload_url`]: the
-    /// content type and size must be the ones granted.
-    pub async fn accept_upload(
+    /// Starts an upload made to a URL of [`BlobStore::upload_url`], before
+    /// a byte of its body is read: the token must verify, and the content
+    /// type and the declared length (when the request has one) must be
+    /// the ones granted. The body then goes to [`Upload::write`] chunk by
+    /// chunk, straight to disk.
+    pub async fn begin_upload(
         &self,
         token: &str,
         content_type: &str,
-        bytes: Bytes,
-    ) -> Result<BlobInfo, BlobError> {
+        declared_len: Option<u64>,
+    ) -> Result<Upload, BlobError> {
         let claims = self.signer.verify(token, Op::Put, Timestamp::now())?;
         let (Some(mime), Some(size), Some(uploader)) = (claims.mime, claims.size, claims.uploader)
         else {
@@ -82,10 +84,11 @@ impl LocalBlobs {
                 "Content-Type is {content_type:?}, the upload was granted for {mime:?}"
             )));
         }
-        if bytes.len() as u64 != size {
+        if let Some(len) = declared_len
+            && len != size
+        {
             return Err(BlobError::Mismatch(format!(
-                "{} bytes sent, the upload was granted for {size}",
-                bytes.len()
+                "Content-Length is {len}, the upload was granted for {size} bytes"
             )));
         }
         let (data, meta) = self.paths(&claims.tenant, &claims.blob_ref);
@@ -94,7 +97,7 @@ impl LocalBlobs {
         }
         // Claimed by creating `<blob_ref>.claim` exclusively: of two
         // uploads to one URL at once, one writes and the other is refused.
-        let claim = data.with_extension("claim");
+        let claim = data.with_extension(CLAIM);
         match tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -107,46 +110,184 @@ impl LocalBlobs {
             }
             Err(e) => return Err(io(e)),
         }
-        let info = BlobInfo {
-            mime,
-            size,
-            uploaded_by: uploader,
-            uploaded_at: Timestamp::now(),
+        let part = data.with_extension(PART);
+        let file = match tokio::fs::File::create(&part).await {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&claim).await;
+                return Err(io(e));
+            }
         };
-        let json = serde_json::to_vec(&info).map_err(|e| BlobError::Backend(e.to_string()))?;
-        let written = async {
-            write_synced(&data, &bytes).await?;
-            write_synced(&meta, &json).await
-        }
-        .await;
-        if written.is_err() {
-            // Nothing usable was stored: let the grant be used again.
-            let _ = tokio::fs::remove_file(&claim).await;
-        }
-        written.map(|()| info)
+        Ok(Upload {
+            file: Some(file),
+            written: 0,
+            info: BlobInfo {
+                mime,
+                size,
+                uploaded_by: uploader,
+                uploaded_at: Timestamp::now(),
+            },
+            data,
+            meta,
+            part,
+            claim,
+            done: false,
+        })
     }
 
-    /// The blob a URL of [`BlobStore::download_url`] names.
-    pub async fn open_download(&self, token: &str) -> Result<(BlobInfo, Vec<u8>), BlobError> {
+    /// The blob a URL of [`BlobStore::download_url`] names, opened to be
+    /// streamed.
+    pub async fn open_download(
+        &self,
+        token: &str,
+    ) -> Result<(BlobInfo, tokio::fs::File), BlobError> {
         let claims = self.signer.verify(token, Op::Get, Timestamp::now())?;
         let info = self
             .info(&claims.tenant, &claims.blob_ref)
             .await?
             .ok_or(BlobError::NotFound)?;
         let (data, _) = self.paths(&claims.tenant, &claims.blob_ref);
-        let bytes = match tokio::fs::read(&data).await {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
+        match tokio::fs::File::open(&data).await {
+            Ok(f) => Ok((info, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    /// Removes what uploads cut short by a crash left behind: `.part`
+    /// files, and claims of blobs that were never finished (their grant
+    /// may then be used again). Only files untouched for `quiet` are
+    /// removed, so an upload running in another process is left alone.
+    /// Returns how many files went.
+    pub async fn sweep_unfinished(&self, quiet: Duration) -> Result<usize, BlobError> {
+        let mut removed = 0;
+        let mut tenants = match tokio::fs::read_dir(&self.dir).await {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io(e)),
         };
-        Ok((info, bytes))
+        let stale = |m: &std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= quiet)
+        };
+        while let Some(tenant) = tenants.next_entry().await.map_err(io)? {
+            // `archive/` holds objects, not uploads.
+            if tenant.file_name() == "archive" || !tenant.file_type().await.map_err(io)?.is_dir() {
+                continue;
+            }
+            let mut files = tokio::fs::read_dir(tenant.path()).await.map_err(io)?;
+            while let Some(file) = files.next_entry().await.map_err(io)? {
+                let path = file.path();
+                let Some(ext) = path.extension().and_then(|e| e.to_str()) else {
+                    continue;
+                };
+                let Ok(meta) = file.metadata().await else {
+                    continue;
+                };
+                let orphan = match ext {
+                    PART => stale(&meta),
+                    CLAIM => {
+                        let finished = tokio::fs::try_exists(path.with_extension("json"))
+                            .await
+                            .unwrap_or(true);
+                        let part_busy = tokio::fs::metadata(path.with_extension(PART))
+                            .await
+                            .is_ok_and(|m| !stale(&m));
+                        !finished && !part_busy && stale(&meta)
+                    }
+                    _ => false,
+                };
+                if orphan && tokio::fs::remove_file(&path).await.is_ok() {
+                    tracing::info!(file = %path.display(), "removed what an interrupted upload left");
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+const PART: &str = "part";
+const CLAIM: &str = "claim";
+
+/// An upload being written: its body goes to `<blob_ref>.part`, and
+/// [`Upload::finish`] makes it the blob once every granted byte is there.
+/// Dropped unfinished (a mismatch, a client gone, an error), it leaves
+/// nothing behind and the grant can be used again.
+pub struct Upload {
+    file: Option<tokio::fs::File>,
+    written: u64,
+    info: BlobInfo,
+    data: PathBuf,
+    meta: PathBuf,
+    part: PathBuf,
+    claim: PathBuf,
+    done: bool,
+}
+
+impl Upload {
+    /// Appends a chunk of the body; more bytes than granted is a mismatch.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        let size = self.info.size;
+        let written = self.written.saturating_add(chunk.len() as u64);
+        if written > size {
+            return Err(BlobError::Mismatch(format!(
+                "more than the {size} bytes the upload was granted for"
+            )));
+        }
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| BlobError::Backend("upload already finished".into()))?;
+        file.write_all(chunk).await.map_err(io)?;
+        self.written = written;
+        Ok(())
+    }
+
+    /// Makes the blob: every granted byte must have arrived.
+    pub async fn finish(mut self) -> Result<BlobInfo, BlobError> {
+        let size = self.info.size;
+        if self.written != size {
+            return Err(BlobError::Mismatch(format!(
+                "{} bytes sent, the upload was granted for {size}",
+                self.written
+            )));
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| BlobError::Backend("upload already finished".into()))?;
+        file.flush().await.map_err(io)?;
+        file.sync_all().await.map_err(io)?;
+        drop(file);
+        tokio::fs::rename(&self.part, &self.data)
+            .await
+            .map_err(io)?;
+        let json = serde_json::to_vec(&self.info).map_err(|e| BlobError::Backend(e.to_string()))?;
+        write_synced(&self.meta, &json).await?;
+        self.done = true;
+        Ok(self.info.clone())
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Blocking, but two unlinks: cheaper than a task, and sure to run.
+        let _ = std::fs::remove_file(&self.part);
+        let _ = std::fs::remove_file(&self.data);
+        let _ = std::fs::remove_file(&self.claim);
     }
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it and renames
 /// it into place.
 async fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BlobError> {
-    let tmp = path.with_extension("part");
+    let tmp = path.with_extension(PART);
     let mut f = tokio::fs::File::create(&tmp).await.map_err(io)?;
     f.write_all(bytes).await.map_err(io)?;
     f.sync_all().await.map_err(io)?;
@@ -172,10 +313,13 @@ impl BlobStore for LocalBlobs {
         })
     }
 
+    /// The gateway serving the URL sets the disposition from the blob's
+    /// own record (`served_inline`), so `mime` is not needed here.
     async fn download_url(
         &self,
         tenant: &TenantId,
         blob_ref: &BlobRef,
+        _mime: &str,
         ttl: Duration,
     ) -> Result<SignedUrl, BlobError> {
         self.url(&Claims {
@@ -250,9 +394,9 @@ mod tests {
         let uploads = ["abc", "xyz"].map(|body| {
             let (blobs, token) = (blobs.clone(), token.clone());
             tokio::spawn(async move {
-                blobs
-                    .accept_upload(&token, "text/plain", Bytes::from_static(body.as_bytes()))
-                    .await
+                let mut upload = blobs.begin_upload(&token, "text/plain", Some(3)).await?;
+                upload.write(body.as_bytes()).await?;
+                upload.finish().await
             })
         });
         let mut ok = 0;
@@ -270,5 +414,129 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((info.mime.as_str(), info.size), ("text/plain", 3));
+    }
+
+    async fn granted(blobs: &LocalBlobs, size: u64) -> (UploadGrant, String) {
+        let grant = UploadGrant {
+            tenant: TenantId::new("acme").unwrap(),
+            blob_ref: BlobRef::generate().unwrap(),
+            mime: "text/plain".into(),
+            size,
+            uploader: UserId::new("alice").unwrap(),
+        };
+        let url = blobs
+            .upload_url(&grant, Duration::from_secs(60))
+            .await
+            .unwrap();
+        (grant, url.url.trim_start_matches(SERVE_PATH).to_owned())
+    }
+
+    fn files_in(dir: &Path) -> Vec<String> {
+        let mut names = Vec::new();
+        for tenant in std::fs::read_dir(dir).unwrap() {
+            for f in std::fs::read_dir(tenant.unwrap().path()).unwrap() {
+                names.push(f.unwrap().file_name().to_string_lossy().into_owned());
+            }
+        }
+        names
+    }
+
+    #[tokio::test]
+    async fn a_refused_upload_reads_nothing_and_a_cut_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = LocalBlobs::new(dir.path().to_owned(), Signer::new(b"k"));
+        let (grant, token) = granted(&blobs, 4).await;
+        // Refused on the headers alone.
+        assert!(matches!(
+            blobs
+                .begin_upload("bogus.token", "text/plain", Some(4))
+                .await,
+            Err(BlobError::BadUrl(_))
+        ));
+        assert!(matches!(
+            blobs.begin_upload(&token, "text/html", Some(4)).await,
+            Err(BlobError::Mismatch(_))
+        ));
+        assert!(matches!(
+            blobs.begin_upload(&token, "text/plain", Some(5)).await,
+            Err(BlobError::Mismatch(_))
+        ));
+        // More bytes than granted, with no length declared: cut off.
+        let mut upload = blobs
+            .begin_upload(&token, "text/plain", None)
+            .await
+            .unwrap();
+        upload.write(b"abc").await.unwrap();
+        assert!(matches!(
+            upload.write(b"de").await,
+            Err(BlobError::Mismatch(_))
+        ));
+        drop(upload);
+        assert!(
+            files_in(dir.path()).is_empty(),
+            "{:?}",
+            files_in(dir.path())
+        );
+        // Too few: refused at the end, and the grant still works after.
+        let mut upload = blobs
+            .begin_upload(&token, "text/plain", None)
+            .await
+            .unwrap();
+        upload.write(b"abc").await.unwrap();
+        assert!(matches!(upload.finish().await, Err(BlobError::Mismatch(_))));
+        let mut upload = blobs
+            .begin_upload(&token, "text/plain", Some(4))
+            .await
+            .unwrap();
+        upload.write(b"ab").await.unwrap();
+        upload.write(b"cd").await.unwrap();
+        assert_eq!(upload.finish().await.unwrap().size, 4);
+        let info = blobs.info(&grant.tenant, &grant.blob_ref).await.unwrap();
+        assert_eq!(info.map(|i| i.size), Some(4));
+    }
+
+    #[tokio::test]
+    async fn the_sweep_removes_what_a_crash_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = LocalBlobs::new(dir.path().to_owned(), Signer::new(b"k"));
+        let (_, token) = granted(&blobs, 2).await;
+        let (_, done) = granted(&blobs, 2).await;
+        let mut finished = blobs
+            .begin_upload(&done, "text/plain", Some(2))
+            .await
+            .unwrap();
+        finished.write(b"ok").await.unwrap();
+        finished.finish().await.unwrap();
+        let mut upload = blobs
+            .begin_upload(&token, "text/plain", Some(2))
+            .await
+            .unwrap();
+        upload.write(b"a").await.unwrap();
+        // A crash: the process is gone without dropping the upload.
+        std::mem::forget(upload);
+        assert_eq!(files_in(dir.path()).len(), 5, "{:?}", files_in(dir.path()));
+        // Fresh files are left alone (another process may be writing them).
+        assert_eq!(
+            blobs
+                .sweep_unfinished(Duration::from_secs(60))
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(blobs.sweep_unfinished(Duration::ZERO).await.unwrap(), 2);
+        let mut left = files_in(dir.path());
+        left.sort();
+        assert_eq!(
+            left.len(),
+            3,
+            "the finished blob, its meta and its claim: {left:?}"
+        );
+        // The grant of the interrupted upload works again.
+        let mut again = blobs
+            .begin_upload(&token, "text/plain", Some(2))
+            .await
+            .unwrap();
+        again.write(b"ab").await.unwrap();
+        again.finish().await.unwrap();
     }
 }

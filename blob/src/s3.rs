@@ -127,17 +127,27 @@ impl BlobStore for S3Blobs {
         Ok(Self::signed(request, ttl))
     }
 
+    /// S3 answers with the disposition and type the URL signs: an
+    /// attachment, unless `served_inline` says the type is safe to show.
     async fn download_url(
         &self,
         tenant: &TenantId,
         blob_ref: &BlobRef,
+        mime: &str,
         ttl: Duration,
     ) -> Result<SignedUrl, BlobError> {
+        let disposition = if crate::served_inline(mime) {
+            "inline"
+        } else {
+            "attachment"
+        };
         let request = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(Self::key(tenant, blob_ref))
+            .response_content_disposition(disposition)
+            .response_content_type(mime)
             .presigned(PresigningConfig::expires_in(ttl).map_err(backend)?)
             .await
             .map_err(backend)?;

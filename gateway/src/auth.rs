@@ -28,6 +28,9 @@ pub struct Identity {
     pub user: UserId,
     pub device: DeviceId,
     pub admin: bool,
+    /// The token's `exp`, in Unix seconds: a WebSocket session ends there
+    /// (plus the grace) unless refreshed.
+    pub expires_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,15 +60,27 @@ struct Key {
     key: DecodingKey,
 }
 
-type Keys = Arc<Vec<Key>>;
+/// What a tenant's tokens need: the keys that verify them, and the web
+/// origins browsers may use them from.
+#[derive(Default)]
+struct Access {
+    keys: Vec<Key>,
+    origins: Vec<String>,
+}
+
+type Keys = Arc<Access>;
 
 /// The verification keys of every tenant: those of the configuration
 /// file, replaced by the `sb_tenants` record of the same tenant while
 /// there is one (`apply_record`).
-#[derive(Default)]
 pub struct TenantDirectory {
     keys: RwLock<HashMap<TenantId, Keys>>,
     from_file: HashMap<TenantId, Keys>,
+    /// Seconds a token is still accepted past its `exp` (clock skew).
+    leeway_secs: u64,
+    /// Counts key changes: open sessions re-check their token on each, so
+    /// a removed key or a deleted tenant ends them within moments.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +96,9 @@ struct Claims {
     device: Option<String>,
     #[serde(default)]
     role: Option<String>,
+    /// Required, but checked by the validation (which says so clearly).
+    #[serde(default)]
+    exp: u64,
 }
 
 /// The keys of one tenant, checked.
@@ -116,24 +134,28 @@ fn keys_of(tenant: &str, hs256: &[String], ed25519: &[String]) -> Result<Vec<Key
 }
 
 impl TenantDirectory {
-    pub fn from_config(tenants: &[TenantConfig]) -> Result<Self, KeyError> {
-        let mut keys: HashMap<TenantId, Vec<Key>> = HashMap::new();
+    /// The directory of the configuration file's tenants; tokens are
+    /// accepted up to `leeway_secs` past their `exp`.
+    pub fn from_config(tenants: &[TenantConfig], leeway_secs: u64) -> Result<Self, KeyError> {
+        let mut keys: HashMap<TenantId, Access> = HashMap::new();
         for t in tenants {
             let id = TenantId::new(t.id.clone()).map_err(|e| KeyError::Invalid {
                 tenant: t.id.clone(),
                 message: e.to_string(),
             })?;
-            keys.entry(id).or_default().extend(keys_of(
-                &t.id,
-                &t.hs256_secrets,
-                &t.ed25519_public_keys,
-            )?);
+            let access = keys.entry(id).or_default();
+            access
+                .keys
+                .extend(keys_of(&t.id, &t.hs256_secrets, &t.ed25519_public_keys)?);
+            access.origins.extend(t.allowed_origins.iter().cloned());
         }
         let from_file: HashMap<TenantId, Keys> =
             keys.into_iter().map(|(t, k)| (t, Arc::new(k))).collect();
         Ok(Self {
             keys: RwLock::new(from_file.clone()),
             from_file,
+            leeway_secs,
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -144,10 +166,13 @@ impl TenantDirectory {
     pub fn apply_record(&self, id: &TenantId, record: Option<&TenantRecord>) {
         let keys = match record {
             Some(r) => match keys_of(id.as_str(), &r.hs256_secrets, &r.ed25519_public_keys) {
-                Ok(k) => Some(Arc::new(k)),
+                Ok(keys) => Some(Arc::new(Access {
+                    keys,
+                    origins: r.allowed_origins.clone(),
+                })),
                 Err(e) => {
                     tracing::warn!(tenant = %id, error = %e, "a tenant record with a bad key: no token of the tenant verifies");
-                    Some(Arc::new(Vec::new()))
+                    Some(Arc::new(Access::default()))
                 }
             },
             None => self.from_file.get(id).cloned(),
@@ -158,6 +183,31 @@ impl TenantDirectory {
                 None => all.remove(id),
             };
         }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes with every key change (see `changes`).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Whether a browser on `origin` may use the tokens of `tenant`; with
+    /// no tenant known (a request without a token), of any tenant.
+    pub fn allows_origin(&self, tenant: Option<&TenantId>, origin: &str) -> bool {
+        let Ok(all) = self.keys.read() else {
+            return false;
+        };
+        match tenant {
+            Some(t) => all
+                .get(t)
+                .is_some_and(|a| a.origins.iter().any(|o| o == origin)),
+            None => all.values().any(|a| a.origins.iter().any(|o| o == origin)),
+        }
+    }
+
+    /// Seconds a token is accepted past its `exp`.
+    pub fn leeway_secs(&self) -> u64 {
+        self.leeway_secs
     }
 
     pub fn verify(&self, token: &str) -> Result<Identity, AuthError> {
@@ -200,10 +250,10 @@ impl TenantDirectory {
 
         let mut validation = Validation::new(algorithm);
         validation.set_required_spec_claims(&["exp", "sub"]);
-        validation.leeway = 30;
+        validation.leeway = self.leeway_secs;
         validation.validate_aud = false;
         let mut expired = false;
-        for key in keys.iter().filter(|k| k.algorithm == algorithm) {
+        for key in keys.keys.iter().filter(|k| k.algorithm == algorithm) {
             match jsonwebtoken::decode::<Claims>(token, &key.key, &validation) {
                 Ok(data) => return identity(&tenant, data.claims),
                 Err(e) => match e.kind() {
@@ -240,6 +290,7 @@ fn identity(tenant: &TenantId, claims: Claims) -> Result<Identity, AuthError> {
         user,
         device,
         admin: claims.role.as_deref() == Some("admin"),
+        expires_at: claims.exp,
     })
 }
 
@@ -251,11 +302,15 @@ mod tests {
     const SECRET: &str = "a-secret-of-enough-length";
 
     fn directory() -> TenantDirectory {
-        TenantDirectory::from_config(&[TenantConfig {
-            id: "acme".into(),
-            hs256_secrets: vec![SECRET.into()],
-            ed25519_public_keys: vec![],
-        }])
+        TenantDirectory::from_config(
+            &[TenantConfig {
+                id: "acme".into(),
+                hs256_secrets: vec![SECRET.into()],
+                ed25519_public_keys: vec![],
+                allowed_origins: vec![],
+            }],
+            30,
+        )
         .unwrap()
     }
 
@@ -330,11 +385,15 @@ mod tests {
         // A tenant with only an Ed25519 key: an HS256 token "signed" with
         // the public key bytes as the HMAC secret must not verify.
         let public = [7u8; 32];
-        let d = TenantDirectory::from_config(&[TenantConfig {
-            id: "ed".into(),
-            hs256_secrets: vec![],
-            ed25519_public_keys: vec![STANDARD.encode(public)],
-        }])
+        let d = TenantDirectory::from_config(
+            &[TenantConfig {
+                id: "ed".into(),
+                hs256_secrets: vec![],
+                ed25519_public_keys: vec![STANDARD.encode(public)],
+                allowed_origins: vec![],
+            }],
+            30,
+        )
         .unwrap();
         let forged = encode(
             &Header::new(Algorithm::HS256),

@@ -76,9 +76,34 @@ pub struct Limits {
     pub typing_burst: f64,
     /// Sends per connection that JetStream has not yet confirmed.
     pub max_inflight_sends: usize,
-    /// Frames queued for a client that reads too slowly; past this the
-    /// connection is closed (code 1013) and the client replays its backlog.
-    pub outbound_queue: usize,
+    /// Bytes of frames queued for one connection; past this the client is
+    /// not reading, its queue is dropped and the connection closed (1013),
+    /// and it replays its backlog when it reconnects. A replay
+    /// (`pull_backlog`) fills at most half of it.
+    pub outbound_queue_bytes: usize,
+    /// A socket write that cannot finish in this long (the client takes
+    /// no bytes) closes the connection (1013).
+    pub slow_client_timeout_ms: u64,
+    /// How often the server pings an open WebSocket...
+    pub ping_interval_ms: u64,
+    /// ...and how long it then waits to hear anything back (a pong or any
+    /// frame) before closing it (1001).
+    pub pong_timeout_ms: u64,
+    /// A session lives until its token's `exp` plus this grace, unless the
+    /// client sends a fresh token (`refresh`); then it is closed (4001).
+    pub token_expiry_grace_ms: u64,
+    /// HTTP: the whole request head must arrive within this...
+    pub http_header_timeout_ms: u64,
+    /// ...the body may pause for at most this between chunks...
+    pub http_body_timeout_ms: u64,
+    /// ...and a keep-alive connection with no request is closed after this.
+    pub http_idle_timeout_ms: u64,
+    /// Open TCP connections (HTTP and WebSocket) on this gateway; past it
+    /// new ones are answered 503 `unavailable` and closed.
+    pub max_connections: usize,
+    /// Open TCP connections from one IP address; past it 429
+    /// `rate_limited`.
+    pub max_connections_per_ip: usize,
     /// Members in `POST /v1/conversations` and member additions.
     pub max_members_per_request: usize,
     /// Longest conversation title, in bytes.
@@ -104,7 +129,16 @@ impl Default for Limits {
             typing_per_second: 2.0,
             typing_burst: 4.0,
             max_inflight_sends: 1024,
-            outbound_queue: 4096,
+            outbound_queue_bytes: 1 << 20,
+            slow_client_timeout_ms: 10_000,
+            ping_interval_ms: 30_000,
+            pong_timeout_ms: 20_000,
+            token_expiry_grace_ms: 5_000,
+            http_header_timeout_ms: 10_000,
+            http_body_timeout_ms: 10_000,
+            http_idle_timeout_ms: 60_000,
+            max_connections: 20_000,
+            max_connections_per_ip: 256,
             max_members_per_request: 1000,
             max_title_bytes: 256,
             backlog_default_limit: 200,
@@ -127,6 +161,10 @@ pub struct TenantConfig {
     /// Ed25519 public keys for EdDSA tokens: 32 raw bytes, base64.
     #[serde(default)]
     pub ed25519_public_keys: Vec<String>,
+    /// Web origins whose browser clients may use the tenant's tokens
+    /// (CORS and WebSocket `Origin`); see `browser.rs`.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

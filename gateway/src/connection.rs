@@ -17,34 +17,36 @@ use switchboard_backbone::envelope::{Command, SendCommand, UpdateCommand};
 use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ServerFrame, Timestamp,
 };
-use switchboard_store::SentKey;
-use tokio::sync::{Semaphore, mpsc};
+use switchboard_store::{InboxCursor, SentKey};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::Gateway;
-use crate::auth::Identity;
+use crate::auth::{AuthError, Identity};
 use crate::error::store_error_code;
 use crate::hub::{Outbound, Registration, close_code};
+use crate::outbox::{Outbox, OutboxReader, outbox};
 use crate::quota::{self, Admission, TokenBucket};
 use crate::receipts::{self, PendingMarks};
 use crate::typing;
 
-const KEEPALIVE: Duration = Duration::from_secs(30);
-
 struct Connection {
     gw: Arc<Gateway>,
     id: Identity,
+    /// The token the session lives on (the latest `refresh`): checked
+    /// again whenever the tenant's keys change.
+    token: String,
+    /// When the session ends unless refreshed: the token's `exp` plus
+    /// the grace.
+    session_ends: tokio::time::Instant,
     /// This connection's place in the tenant's connection quotas.
     _admission: Admission,
-    tx: mpsc::Sender<Outbound>,
+    tx: Outbox,
     sends: TokenBucket,
     typing: TokenBucket,
     inflight: Arc<Semaphore>,
     /// Marks sent since the last receipt window closed.
     marks: PendingMarks,
-    /// Set when the outbound queue overflowed: the client does not read,
-    /// and the connection is closed.
-    overflowed: bool,
     /// Held while a `pull_backlog` runs: one at a time per connection.
     backlog: Arc<Semaphore>,
     /// Sends JetStream stored whose writer's answer is still to come, and
@@ -85,8 +87,8 @@ pub(crate) struct Session {
 
 struct SessionParts {
     registration: Registration,
-    tx: mpsc::Sender<Outbound>,
-    rx: mpsc::Receiver<Outbound>,
+    tx: Outbox,
+    rx: OutboxReader,
     answered: Arc<AtomicU64>,
 }
 
@@ -106,7 +108,7 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
         .register_device(&id.tenant, &id.user, &id.device)
         .await
         .map_err(|e| e.to_string())?;
-    let (tx, rx) = mpsc::channel(gw.config.limits.outbound_queue);
+    let (tx, rx) = outbox(gw.config.limits.outbound_queue_bytes);
     let answered = Arc::new(AtomicU64::new(0));
     let registration = gw
         .hub
@@ -130,17 +132,44 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
     })
 }
 
-pub(crate) async fn run(id: Identity, socket: WebSocket, session: Session, admission: Admission) {
+pub(crate) async fn run(
+    id: Identity,
+    token: String,
+    socket: WebSocket,
+    session: Session,
+    admission: Admission,
+) {
     let span = tracing::info_span!(
         "conn",
         tenant = %id.tenant,
         user = %id.user,
         device = %id.device
     );
-    serve(id, socket, session, admission).instrument(span).await;
+    serve(id, token, socket, session, admission)
+        .instrument(span)
+        .await;
 }
 
-async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission: Admission) {
+/// When a session on a token expiring at `exp` (Unix seconds) ends.
+fn session_end(exp: u64, grace: Duration) -> tokio::time::Instant {
+    let now_ms = Timestamp::now().unix_ms();
+    let end_ms = i64::try_from(exp)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000)
+        .saturating_add(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
+    // At most a year out: `Instant` arithmetic must not overflow on an
+    // absurd `exp`.
+    let left_ms = end_ms.saturating_sub(now_ms).clamp(0, 365 * 86_400_000);
+    tokio::time::Instant::now() + Duration::from_millis(left_ms as u64)
+}
+
+async fn serve(
+    id: Identity,
+    token: String,
+    socket: WebSocket,
+    mut session: Session,
+    admission: Admission,
+) {
     let gw = session.gw.clone();
     let (sink, mut stream) = socket.split();
     let limits = gw.config.limits.clone();
@@ -154,50 +183,91 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
         return;
     };
     let mut draining = gw.draining();
-    let mut writer = tokio::spawn(write_loop(sink, rx));
+    let mut writer = tokio::spawn(write_loop(
+        sink,
+        rx,
+        Duration::from_millis(limits.slow_client_timeout_ms),
+    ));
     tracing::debug!("connected");
 
+    let grace = Duration::from_millis(limits.token_expiry_grace_ms);
+    let mut key_changes = gw.tenants.subscribe();
     let mut conn = Connection {
         gw: gw.clone(),
+        session_ends: session_end(id.expires_at, grace),
         id,
+        token,
         _admission: admission,
         tx,
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
         typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
         inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
         marks: PendingMarks::default(),
-        overflowed: false,
         backlog: Arc::new(Semaphore::new(1)),
         stored: Arc::new(AtomicU64::new(0)),
         answered,
     };
     let mut ack_flush = tokio::time::interval(gw.config.receipt_interval);
-    let mut keepalive = tokio::time::interval(KEEPALIVE);
+    let ping_interval = Duration::from_millis(limits.ping_interval_ms.max(1));
+    let mut keepalive =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+    // Set when a ping goes out and nothing has been heard since: a peer
+    // that stays silent past it is gone (or not reading), and is let go.
+    let mut pong_due: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
-            incoming = stream.next() => match incoming {
-                // Boxed: a future holds room for its largest state, and
-                // handling a frame (publishing, reading the store) is far
-                // larger than waiting. Unboxed, every idle connection
-                // would carry that room.
-                Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
-                Some(Ok(Message::Binary(_))) => conn.reply(error_frame(
-                    ErrorCode::InvalidFrame,
-                    "binary frames are not part of the protocol; send JSON text frames",
-                    "binary",
-                    None,
-                    None,
-                )),
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                Some(Ok(Message::Close(_))) | None => break,
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "websocket read failed");
-                    break;
+            incoming = stream.next() => {
+                pong_due = None;
+                match incoming {
+                    // Boxed: a future holds room for its largest state, and
+                    // handling a frame (publishing, reading the store) is far
+                    // larger than waiting. Unboxed, every idle connection
+                    // would carry that room.
+                    Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
+                    Some(Ok(Message::Binary(_))) => conn.reply(error_frame(
+                        ErrorCode::InvalidFrame,
+                        "binary frames are not part of the protocol; send JSON text frames",
+                        "binary",
+                        None,
+                        None,
+                    )),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "websocket read failed");
+                        break;
+                    }
                 }
-            },
+            }
             _ = ack_flush.tick() => conn.flush_marks(),
             _ = keepalive.tick() => {
-                let _ = conn.tx.try_send(Outbound::Ping);
+                if conn.tx.try_send(Outbound::Ping).is_ok() && pong_due.is_none() {
+                    pong_due = Some(
+                        tokio::time::Instant::now() + Duration::from_millis(limits.pong_timeout_ms),
+                    );
+                }
+            }
+            () = until(pong_due) => {
+                tracing::info!("no pong within the deadline; closing the connection");
+                conn.tx.close_now(close_code::GOING_AWAY, "no pong within the deadline");
+                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                break;
+            }
+            () = tokio::time::sleep_until(conn.session_ends) => {
+                tracing::info!("the session's token expired; closing the connection");
+                conn.tx.close_now(close_code::TOKEN_EXPIRED, "token expired; reconnect with a fresh token");
+                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                break;
+            }
+            Ok(()) = key_changes.changed() => {
+                if let Err(e) = gw.tenants.verify(&conn.token)
+                    && e != AuthError::Expired
+                {
+                    tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
+                    conn.tx.close_now(close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token");
+                    let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                    break;
+                }
             }
             _ = &mut writer => break,
             () = until_draining(&mut draining) => {
@@ -205,26 +275,19 @@ async fn serve(id: Identity, socket: WebSocket, mut session: Session, admission:
                 break;
             }
         }
-        if conn.overflowed {
-            tracing::warn!("client does not read its frames; closing the connection");
-            // The queue is full: the writer gets the close after what is queued.
-            let tx = conn.tx.clone();
-            tokio::spawn(async move {
-                let _ = tx
-                    .send(Outbound::Close(
-                        close_code::TRY_AGAIN_LATER,
-                        "client too slow",
-                    ))
-                    .await;
-            });
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut writer).await;
-            break;
-        }
     }
     conn.flush_marks();
     Box::pin(gw.hub.leave(registration)).await;
     writer.abort();
     tracing::debug!("disconnected");
+}
+
+/// Resolves at `deadline`; never, without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves once the gateway starts draining; never, if it cannot.
@@ -234,31 +297,58 @@ async fn until_draining(draining: &mut tokio::sync::watch::Receiver<bool>) {
     }
 }
 
-async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut rx: mpsc::Receiver<Outbound>) {
-    while let Some(first) = rx.recv().await {
+/// Puts queued frames on the socket, flushing once per batch. A write
+/// that cannot finish within `stall` means the client does not read: its
+/// queue is dropped and the connection closed (1013, if the close frame
+/// can still be written).
+async fn write_loop(mut sink: SplitSink<WebSocket, Message>, rx: OutboxReader, stall: Duration) {
+    let timed_out = 'writing: loop {
+        let Some(first) = rx.next().await else {
+            return;
+        };
         let mut next = Some(first);
-        // Write everything queued, then flush once.
         while let Some(out) = next.take() {
-            let sent = match out {
-                Outbound::Frame(text) => sink.feed(Message::Text(text)).await,
-                Outbound::Ping => sink.feed(Message::Ping(Default::default())).await,
+            let message = match out {
+                Outbound::Frame(text) => Message::Text(text),
+                Outbound::Ping => Message::Ping(Default::default()),
                 Outbound::Close(code, reason) => {
                     let close = CloseFrame {
                         code,
                         reason: reason.into(),
                     };
-                    let _ = sink.send(Message::Close(Some(close))).await;
+                    let _ =
+                        tokio::time::timeout(stall, sink.send(Message::Close(Some(close)))).await;
                     return;
                 }
             };
-            if sent.is_err() {
-                return;
+            match tokio::time::timeout(stall, sink.feed(message)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => break 'writing true,
             }
-            next = rx.try_recv().ok();
+            next = rx.try_next();
         }
-        if sink.flush().await.is_err() {
-            return;
+        match tokio::time::timeout(stall, sink.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => break 'writing true,
         }
+    };
+    if timed_out {
+        tracing::warn!(
+            stall_ms = stall.as_millis() as u64,
+            "client took no frames within the slow-client timeout; closing the connection"
+        );
+        drop(rx);
+        let close = CloseFrame {
+            code: close_code::TRY_AGAIN_LATER,
+            reason: "client too slow; reconnect and pull the backlog".into(),
+        };
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            sink.send(Message::Close(Some(close))),
+        )
+        .await;
     }
 }
 
@@ -280,8 +370,10 @@ impl Connection {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.flush_marks();
-        let close = Outbound::Close(close_code::SERVICE_RESTART, "gateway restarting; reconnect");
-        let _ = tokio::time::timeout_at(deadline, self.tx.send(close)).await;
+        let close = self
+            .tx
+            .send_close(close_code::SERVICE_RESTART, "gateway restarting; reconnect");
+        let _ = tokio::time::timeout_at(deadline, close).await;
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
         tracing::debug!("drained");
     }
@@ -322,12 +414,11 @@ impl Connection {
     }
 
     /// Queues a frame for this connection. A full queue means the client
-    /// does not read what it asks for: the connection is closed (it can
-    /// reconnect and pull its backlog), rather than buffering without end.
+    /// does not read what it asks for: the queue closes the connection (it
+    /// can reconnect and pull its backlog), rather than buffering without
+    /// end.
     fn reply(&mut self, out: Outbound) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(out) {
-            self.overflowed = true;
-        }
+        let _ = self.tx.try_send(out);
     }
 
     async fn on_text(&mut self, text: &str) {
@@ -412,7 +503,41 @@ impl Connection {
                 limit,
             } => self.pull_backlog(conversation_id, since_seq, limit),
             ClientFrame::Ping {} => self.reply(frame(&ServerFrame::Pong {})),
+            ClientFrame::Refresh { token } => self.refresh(token),
         }
+    }
+
+    /// Moves the session onto a fresh token of the same tenant, user and
+    /// device.
+    fn refresh(&mut self, token: String) {
+        let fail = |code, message: String| error_frame(code, message, "refresh", None, None);
+        let fresh = match self.gw.tenants.verify(&token) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                self.reply(fail(ErrorCode::Unauthorized, e.to_string()));
+                return;
+            }
+        };
+        if (&fresh.tenant, &fresh.user, &fresh.device)
+            != (&self.id.tenant, &self.id.user, &self.id.device)
+        {
+            self.reply(fail(
+                ErrorCode::Forbidden,
+                "the fresh token names another tenant, user or device; open a new connection for it"
+                    .into(),
+            ));
+            return;
+        }
+        let grace = Duration::from_millis(self.gw.config.limits.token_expiry_grace_ms);
+        self.session_ends = session_end(fresh.expires_at, grace);
+        let expires_at = Timestamp::from_unix_ms(
+            i64::try_from(fresh.expires_at)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
+        );
+        self.id = fresh;
+        self.token = token;
+        self.reply(frame(&ServerFrame::Refreshed { expires_at }));
     }
 
     async fn send_message(
@@ -501,12 +626,22 @@ impl Connection {
                     stored_count.fetch_add(1, Ordering::Relaxed);
                 }
                 // A retry inside the dedupe window: JetStream dropped it.
-                // If the original is in the store, answer now; if not, it
-                // is still in the stream and its writer will answer.
+                // If the original is in the store, answer now; if its
+                // writer refused it, answer with that; if neither, it is
+                // still in the stream and its writer will answer.
                 Ok(_) => match gw.store.find_sent(vec![key.clone()]).await {
                     Ok(found) => {
                         if let Some(Some(m)) = found.first() {
                             let _ = tx.send(frame(&ServerFrame::ack(m))).await;
+                        } else if let Some(refusal) = gw.refused(&key).await {
+                            let answer = error_frame(
+                                refusal.code,
+                                refusal.message,
+                                "send_message",
+                                Some(key.client_msg_id.as_str()),
+                                Some(key.conversation_id.as_str()),
+                            );
+                            let _ = tx.send(answer).await;
                         }
                     }
                     Err(e) => {
@@ -622,54 +757,79 @@ impl Connection {
             .map(|l| l as usize)
             .unwrap_or(limits.backlog_default_limit)
             .clamp(1, limits.backlog_max_limit);
+        // Pages small enough that one page of the largest messages is about
+        // half the outbound budget: the replay is read as the client takes
+        // it, never held whole.
+        let largest = limits
+            .content
+            .max_ciphertext_bytes
+            .max(limits.content.max_text_bytes);
+        let page = (limits.outbound_queue_bytes / 2 / largest.max(1)).clamp(1, 100);
         let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let since = since_seq.unwrap_or(0);
-            let result = match &conversation_id {
-                Some(c) => {
-                    gw.store
-                        .replay(&id.tenant, c, &id.user, since, limit + 1)
-                        .await
+            let fail = |e: switchboard_store::StoreError| {
+                error_frame(
+                    store_error_code(&e),
+                    e.to_string(),
+                    "pull_backlog",
+                    None,
+                    conversation_id.as_ref().map(|c| c.as_str()),
+                )
+            };
+            let mut sent = 0usize;
+            let mut last_seq = since;
+            let mut cursor: Option<InboxCursor> = None;
+            let more = loop {
+                // The last page asks for one more than it needs: whether the
+                // store had it says whether the limit cut the replay short.
+                let room = limit - sent;
+                let want = if room <= page { room + 1 } else { page };
+                let result = match &conversation_id {
+                    Some(c) => {
+                        gw.store
+                            .replay(&id.tenant, c, &id.user, last_seq, want)
+                            .await
+                    }
+                    None => {
+                        gw.store
+                            .inbox(&id.tenant, &id.user, &id.device, cursor.clone(), want)
+                            .await
+                    }
+                };
+                let mut messages = match result {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let _ = tx.send(fail(e)).await;
+                        return;
+                    }
+                };
+                let exhausted = messages.len() < want;
+                let cut = messages.len() > room;
+                messages.truncate(room);
+                for m in messages {
+                    last_seq = m.seq;
+                    cursor = Some(InboxCursor::of(&m));
+                    sent += 1;
+                    let out = frame(&ServerFrame::Message { message: m });
+                    if tx.send_paced(out).await.is_err() {
+                        return;
+                    }
                 }
-                None => {
-                    gw.store
-                        .inbox(&id.tenant, &id.user, &id.device, None, limit + 1)
-                        .await
+                if cut {
+                    break true;
+                }
+                if exhausted || sent >= limit {
+                    break false;
                 }
             };
-            let mut messages = match result {
-                Ok(m) => m,
-                Err(e) => {
-                    let _ = tx
-                        .send(error_frame(
-                            store_error_code(&e),
-                            e.to_string(),
-                            "pull_backlog",
-                            None,
-                            conversation_id.as_ref().map(|c| c.as_str()),
-                        ))
-                        .await;
-                    return;
-                }
-            };
-            let more = messages.len() > limit;
-            messages.truncate(limit);
             let last_seq = match &conversation_id {
-                Some(_) => messages.last().map_or(since, |m| m.seq),
+                Some(_) => last_seq,
                 None => 0,
             };
-            for m in messages {
-                if tx
-                    .send(frame(&ServerFrame::Message { message: m }))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
             let _ = tx
-                .send(frame(&ServerFrame::BacklogDone {
+                .send_paced(frame(&ServerFrame::BacklogDone {
                     conversation_id,
                     last_seq,
                     more,

@@ -15,7 +15,7 @@
 //! threshold), and stops when they leave.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
@@ -27,9 +27,9 @@ use switchboard_backbone::subject::{conversation_events, user_events};
 use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
 use switchboard_store::Store;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::outbox::Outbox;
 use crate::presence::Presence;
 
 /// What a connection's writer receives.
@@ -50,6 +50,14 @@ pub mod close_code {
     /// The gateway is restarting (drain): reconnect, to any gateway, and
     /// resend unacked sends with the same `client_msg_id`.
     pub const SERVICE_RESTART: u16 = 1012;
+    /// Nothing was heard from the client within the pong deadline.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The session's token expired (past its grace) and no `refresh`
+    /// came: reconnect with a fresh token.
+    pub const TOKEN_EXPIRED: u16 = 4001;
+    /// The tenant's key that signed the token was removed, or the tenant
+    /// deleted: the token no longer verifies.
+    pub const TOKEN_REVOKED: u16 = 4003;
 }
 
 /// How the hub reaches one connection.
@@ -57,9 +65,7 @@ pub mod close_code {
 struct Conn {
     id: u64,
     device: DeviceId,
-    tx: mpsc::Sender<Outbound>,
-    /// Set once the connection is being closed for not reading.
-    closing: Arc<AtomicBool>,
+    tx: Outbox,
     /// Writers' answers (`ack` or `error`) to this device's sends handed
     /// to it, so that a draining connection knows when it has them all.
     answered: Arc<AtomicU64>,
@@ -149,12 +155,12 @@ impl Hub {
 
     /// Starts delivering the user's events to `tx`. The subscriptions are
     /// in place when this returns, so nothing published after is missed.
-    pub async fn join(
+    pub(crate) async fn join(
         &self,
         tenant: &TenantId,
         user: &UserId,
         device: &DeviceId,
-        tx: mpsc::Sender<Outbound>,
+        tx: Outbox,
         answered: Arc<AtomicU64>,
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
@@ -163,7 +169,6 @@ impl Hub {
             id,
             device: device.clone(),
             tx,
-            closing: Arc::new(AtomicBool::new(false)),
             answered,
         };
         let key = (tenant.clone(), user.clone());
@@ -418,27 +423,11 @@ fn ack_from_message_frame(frame: &[u8]) -> Option<Utf8Bytes> {
     Some(Utf8Bytes::from(ack))
 }
 
+/// Queues a frame for a connection. A client that reads too slowly
+/// overflows its queue and is closed by it (`outbox`); it reconnects and
+/// replays what it missed with `pull_backlog`.
 fn deliver(conn: &Conn, out: Outbound) {
-    if let Err(mpsc::error::TrySendError::Full(_)) = conn.tx.try_send(out) {
-        // The client reads too slowly. Closing it is safe: it reconnects
-        // and replays what it missed with `pull_backlog`. Once is enough.
-        if conn.closing.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        tracing::warn!(
-            conn = conn.id,
-            "outbound queue full; closing the connection"
-        );
-        let tx = conn.tx.clone();
-        tokio::spawn(async move {
-            let _ = tx
-                .send(Outbound::Close(
-                    close_code::TRY_AGAIN_LATER,
-                    "client too slow",
-                ))
-                .await;
-        });
-    }
+    let _ = conn.tx.try_send(out);
 }
 
 /// Hands a `message` event to connections: the sending device of the

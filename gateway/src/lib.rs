@@ -9,6 +9,7 @@
 
 mod admin;
 pub mod auth;
+mod browser;
 mod commands;
 pub mod config;
 mod connection;
@@ -17,11 +18,13 @@ pub mod hub;
 mod keys;
 pub mod media;
 mod operator;
+mod outbox;
 mod presence;
 mod push;
 mod quota;
 mod receipts;
 mod rest;
+mod server;
 mod shapes;
 mod typing;
 
@@ -56,6 +59,7 @@ pub struct Gateway {
     keys: switchboard_backbone::key_directory::KeyDirectory,
     tenant_registry: switchboard_backbone::tenants::TenantRegistry,
     push_tokens: switchboard_backbone::push_tokens::PushTokens,
+    refusals: switchboard_backbone::refusals::Refusals,
     /// Turns true once shutdown begins: no new connection is taken, and
     /// every open one drains (`connection.rs`).
     draining: tokio::sync::watch::Sender<bool>,
@@ -92,7 +96,9 @@ impl Gateway {
                 "operator_token must be at least 16 bytes".into(),
             ));
         }
-        let tenants = Arc::new(TenantDirectory::from_config(&config.tenants)?);
+        // Tokens are accepted as long past `exp` as sessions outlive it.
+        let leeway = config.limits.token_expiry_grace_ms.div_ceil(1000);
+        let tenants = Arc::new(TenantDirectory::from_config(&config.tenants, leeway)?);
         let js = jetstream::context::ContextBuilder::new()
             .max_ack_inflight(config.jetstream_max_inflight.max(1))
             .build(client.clone());
@@ -125,6 +131,20 @@ impl Gateway {
         let push_tokens = switchboard_backbone::push_tokens::PushTokens::open(&js)
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        if let Some(local) = media.local.clone() {
+            // Uploads a crash cut short leave `.part` files and claims;
+            // a minute untouched is long past the body timeout.
+            tokio::spawn(async move {
+                match local.sweep_unfinished(Duration::from_secs(60)).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(files = n, "removed unfinished uploads"),
+                    Err(e) => tracing::warn!(error = %e, "sweeping unfinished uploads failed"),
+                }
+            });
+        }
+        let refusals = switchboard_backbone::refusals::Refusals::open(&js)
+            .await
+            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         let keys = js
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
@@ -145,6 +165,7 @@ impl Gateway {
             keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
             tenant_registry,
             push_tokens,
+            refusals,
             draining: tokio::sync::watch::Sender::new(false),
         }))
     }
@@ -232,6 +253,26 @@ impl Gateway {
         result
     }
 
+    /// How the writer refused a send, if it did within the dedupe window.
+    pub(crate) async fn refused(
+        &self,
+        key: &switchboard_store::SentKey,
+    ) -> Option<switchboard_backbone::refusals::Refusal> {
+        let send = switchboard_backbone::refusals::SendKey {
+            tenant: &key.tenant,
+            conversation: &key.conversation_id,
+            sender: &key.sender,
+            client_msg_id: &key.client_msg_id,
+        };
+        match self.refusals.find(&send).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading sb_refused failed");
+                None
+            }
+        }
+    }
+
     /// Starts the drain: `/readyz` answers 503, upgrades are refused, and
     /// every connection finishes its in-flight sends and is closed with
     /// 1012 so its client reconnects elsewhere.
@@ -257,29 +298,23 @@ impl Gateway {
         }
     }
 
+    /// Serves the gateway's HTTP application on `listener`, under the
+    /// connection caps and timeouts of `[limits]`, until `shutdown`
+    /// resolves; then waits for open HTTP requests (not WebSockets: they
+    /// drain on their own).
+    pub async fn serve(
+        self: &Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), GatewayError> {
+        let limits = server::ServeLimits::of(&self.config.limits);
+        server::serve(listener, self.router(), limits, shutdown).await?;
+        Ok(())
+    }
+
     /// Before exiting: withdraws this gateway's users from presence at once
     /// (otherwise they go offline when their keys expire).
     pub async fn shutdown(&self) {
         self.hub.presence().withdraw_all().await;
     }
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), GatewayError> {
-    use axum::serve::ListenerExt;
-    // Frames are small and latency matters: no Nagle delay (which meets the
-    // peer's delayed ACKs and holds small writes for up to 40 ms).
-    let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    Ok(())
 }

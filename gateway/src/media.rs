@@ -10,21 +10,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use switchboard_blob::local::LocalBlobs;
-use switchboard_blob::{BlobError, BlobRef, BlobStore, SignedUrl, UploadGrant};
+use switchboard_blob::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, UploadGrant};
 use switchboard_protocol::content::Media;
 use switchboard_protocol::{ErrorCode, Timestamp};
 
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::error::{ApiError, upload_rejection};
+use tokio::io::AsyncReadExt;
+
+use crate::error::ApiError;
 use crate::rest::JsonBody;
 
 type Shared = Arc<Gateway>;
@@ -52,18 +55,17 @@ impl MediaStore {
 }
 
 pub(crate) fn routes(gw: &Shared) -> axum::Router<Shared> {
-    let upload_limit = usize::try_from(gw.config.media.max_bytes)
-        .unwrap_or(usize::MAX)
-        .saturating_add(1);
     let mut router = axum::Router::new()
         .route("/v1/media", post(grant_upload))
         .route("/v1/media/{blob_ref}", get(download));
     if gw.media.local.is_some() {
+        // Uploads are streamed to disk, never buffered: the body limit is
+        // the grant's own size, checked in `accept_blob`.
         router = router.route(
             "/v1/blobs/{token}",
             get(serve_blob)
                 .put(accept_blob)
-                .layer(DefaultBodyLimit::max(upload_limit)),
+                .layer(DefaultBodyLimit::disable()),
         );
     }
     router
@@ -197,9 +199,9 @@ async fn download(
     let not_found = || ApiError::new(ErrorCode::NotFound, "no such media");
     let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
     let blob_ref = BlobRef::parse(&raw).map_err(|_| not_found())?;
-    if !gw.may_read(&id, &blob_ref).await? {
+    let Some(info) = gw.readable(&id, &blob_ref).await? else {
         return Err(not_found());
-    }
+    };
     let SignedUrl {
         url, expires_at, ..
     } = gw
@@ -208,6 +210,7 @@ async fn download(
         .download_url(
             &id.tenant,
             &blob_ref,
+            &info.mime,
             Duration::from_secs(gw.config.media.download_url_secs),
         )
         .await
@@ -219,31 +222,55 @@ async fn download(
     Ok((StatusCode::FOUND, [(header::LOCATION, location)], body).into_response())
 }
 
+/// `PUT /v1/blobs/{token}`: the token, content type and declared length
+/// are checked before a byte of the body is read; the body then streams to
+/// disk, and more or fewer bytes than granted leave nothing behind.
 async fn accept_blob(
     State(gw): State<Shared>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Some(local) = &gw.media.local else {
         return Err(ApiError::new(ErrorCode::NotFound, "no such endpoint"));
     };
     let Path(token) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let body = body.map_err(upload_rejection)?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_ascii_lowercase();
-    let info = local
-        .accept_upload(&token, &content_type, body)
+    let declared = match headers.get(header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| ApiError::invalid("Content-Length is not a number"))?,
+        ),
+    };
+    let mut upload = local
+        .begin_upload(&token, &content_type, declared)
         .await
         .map_err(blob_error)?;
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::invalid(format!("the upload body broke off or stalled: {e}")))?;
+        upload.write(&chunk).await.map_err(blob_error)?;
+    }
+    let info = upload.finish().await.map_err(blob_error)?;
     Ok(Json(
         serde_json::json!({ "mime": info.mime, "size": info.size }),
     ))
 }
 
+/// Read size of a streamed download.
+const DOWNLOAD_CHUNK: usize = 64 * 1024;
+
+/// `GET /v1/blobs/{token}`: the blob, streamed, with headers that keep a
+/// browser from running anything in it: `nosniff`, a sandboxing CSP, and
+/// `attachment` for every type not known to be inert (`served_inline`).
 async fn serve_blob(
     State(gw): State<Shared>,
     path: Result<Path<String>, PathRejection>,
@@ -252,26 +279,56 @@ async fn serve_blob(
         return Err(ApiError::new(ErrorCode::NotFound, "no such endpoint"));
     };
     let Path(token) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let (info, bytes) = local.open_download(&token).await.map_err(blob_error)?;
+    let (info, file) = local.open_download(&token).await.map_err(blob_error)?;
     let content_type = HeaderValue::from_str(&info.mime)
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    let disposition = if switchboard_blob::served_inline(&info.mime) {
+        "inline"
+    } else {
+        "attachment"
+    };
+    let chunks = futures::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut buf = vec![0u8; DOWNLOAD_CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
     Ok((
         [
             (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_LENGTH, HeaderValue::from(info.size)),
+            (
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static(disposition),
+            ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("sandbox; default-src 'none'; style-src 'unsafe-inline'"),
+            ),
             (
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("private, max-age=300"),
             ),
         ],
-        bytes,
+        Body::from_stream(chunks),
     )
         .into_response())
 }
 
 impl Gateway {
-    /// Whether the caller uploaded the blob or is a member of a
+    /// The blob, if the caller uploaded it or is a member of a
     /// conversation with a message that references it.
-    async fn may_read(&self, id: &Identity, blob_ref: &BlobRef) -> Result<bool, ApiError> {
+    async fn readable(
+        &self,
+        id: &Identity,
+        blob_ref: &BlobRef,
+    ) -> Result<Option<BlobInfo>, ApiError> {
         let Some(info) = self
             .media
             .blobs
@@ -279,15 +336,14 @@ impl Gateway {
             .await
             .map_err(blob_error)?
         else {
-            return Ok(false);
+            return Ok(None);
         };
-        if info.uploaded_by == id.user {
-            return Ok(true);
-        }
-        Ok(self
-            .store
-            .media_readable(&id.tenant, blob_ref.as_str(), &id.user)
-            .await?)
+        let readable = info.uploaded_by == id.user
+            || self
+                .store
+                .media_readable(&id.tenant, blob_ref.as_str(), &id.user)
+                .await?;
+        Ok(readable.then_some(info))
     }
 
     /// Checks media content a client sends: the blob was uploaded, by the

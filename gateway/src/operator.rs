@@ -15,6 +15,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use switchboard_backbone::tenants::{
     PushSettings, TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
+    is_web_origin,
 };
 use switchboard_protocol::{ErrorCode, TenantId};
 
@@ -103,6 +104,18 @@ struct NewTenant {
     quotas: TenantQuotas,
     #[serde(default)]
     push: Option<PushSettings>,
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+}
+
+/// Refuses anything but web origins (`https://host[:port]`).
+fn check_origins(origins: &[String]) -> Result<(), ApiError> {
+    match origins.iter().find(|o| !is_web_origin(o)) {
+        Some(bad) => Err(ApiError::invalid(format!(
+            "{bad:?} is not a web origin: scheme, host and port only, as in https://chat.example.com"
+        ))),
+        None => Ok(()),
+    }
 }
 
 async fn create(
@@ -111,11 +124,13 @@ async fn create(
     JsonBody(body): JsonBody<NewTenant>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let registry = operator(&gw, &headers)?;
+    check_origins(&body.allowed_origins)?;
     let mut record = TenantRecord::new(body.id);
     record.hs256_secrets = body.hs256_secrets;
     record.ed25519_public_keys = body.ed25519_public_keys;
     record.quotas = body.quotas;
     record.push = body.push;
+    record.allowed_origins = body.allowed_origins;
     let record = registry.create(record).await.map_err(tenant_error)?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -149,6 +164,10 @@ struct Change {
     /// Push settings to set (`null` turns pushes off); absent: unchanged.
     #[serde(default, deserialize_with = "present")]
     push: Option<Option<PushSettings>>,
+    /// The web origins allowed from now on (the whole list); absent:
+    /// unchanged.
+    #[serde(default)]
+    allowed_origins: Option<Vec<String>>,
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -166,6 +185,9 @@ async fn change(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let registry = operator(&gw, &headers)?;
     let id = tenant_id(path)?;
+    if let Some(origins) = &body.allowed_origins {
+        check_origins(origins)?;
+    }
     let record = registry
         .update(&id, |r| {
             r.hs256_secrets.retain(|s| {
@@ -186,6 +208,9 @@ async fn change(
                 .extend(body.add_ed25519_public_keys.iter().cloned());
             if let Some(push) = &body.push {
                 r.push = push.clone();
+            }
+            if let Some(origins) = &body.allowed_origins {
+                r.allowed_origins = origins.clone();
             }
             for (name, value) in &body.quotas {
                 let value = value

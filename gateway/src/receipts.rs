@@ -12,13 +12,12 @@ use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::fanout::FanOut;
 use switchboard_protocol::{ConversationId, ReceiptKind, ServerFrame};
 use switchboard_store::{MarkChange, StoreResult};
-use tokio::sync::mpsc;
 
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::connection::error_frame;
 use crate::error::store_error_code;
-use crate::hub::Outbound;
+use crate::outbox::Outbox;
 
 /// The highest marks a connection sent since the last flush.
 #[derive(Default)]
@@ -45,12 +44,7 @@ impl PendingMarks {
 
 /// Writes the marks and broadcasts the ones that moved. Errors (say, an
 /// ack for a conversation the user left) go back to the connection.
-pub(crate) async fn flush(
-    gw: Arc<Gateway>,
-    id: Identity,
-    marks: PendingMarks,
-    tx: mpsc::Sender<Outbound>,
-) {
+pub(crate) async fn flush(gw: Arc<Gateway>, id: Identity, marks: PendingMarks, tx: Outbox) {
     let writes = marks
         .delivered
         .into_iter()

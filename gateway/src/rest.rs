@@ -25,6 +25,7 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{ConversationDetail, ConversationSummary, HistoryQuery};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::auth::{AuthError, Identity};
 use crate::error::ApiError;
@@ -34,6 +35,8 @@ type Shared = Arc<Gateway>;
 
 pub(crate) fn router(gw: Shared) -> axum::Router {
     let body_limit = gw.config.limits.max_body_bytes;
+    // The longest pause between two chunks of a request body.
+    let body_timeout = Duration::from_millis(gw.config.limits.http_body_timeout_ms.max(1));
     let mut router = axum::Router::new()
         .route("/v1/ws", get(websocket))
         .route(
@@ -70,6 +73,11 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        .layer(axum::middleware::from_fn_with_state(
+            gw.clone(),
+            crate::browser::guard,
+        ))
         .with_state(gw)
 }
 
@@ -385,7 +393,7 @@ async fn history(
         .store
         .history(&id.tenant, &conversation, &id.user, query)
         .await?;
-    let floor = params.after_seq.unwrap_or(0) + 1;
+    let floor = params.after_seq.unwrap_or(0).saturating_add(1);
     let next_before_seq = match messages.last() {
         Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),
         _ => None,
@@ -456,13 +464,12 @@ async fn websocket(
 ) -> Response {
     let from_query = query.ok().and_then(|Query(q)| q.token);
     let token = bearer(&headers).map(str::to_owned).or(from_query);
-    let identity = match token {
-        Some(t) => gw.tenants.verify(&t).map_err(auth_error),
-        None => Err(auth_error(AuthError::Missing)),
+    let Some(token) = token else {
+        return auth_error(AuthError::Missing).into_response();
     };
-    let identity = match identity {
+    let identity = match gw.tenants.verify(&token) {
         Ok(i) => i,
-        Err(e) => return e.into_response(),
+        Err(e) => return auth_error(e).into_response(),
     };
     if gw.is_draining() {
         return ApiError::new(
@@ -489,7 +496,7 @@ async fn websocket(
         .write_buffer_size(8 * 1024)
         .max_message_size(limits.hard_max_frame_bytes)
         .max_frame_size(limits.hard_max_frame_bytes)
-        .on_upgrade(move |socket| connection::run(identity, socket, session, admission))
+        .on_upgrade(move |socket| connection::run(identity, token, socket, session, admission))
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -528,7 +535,17 @@ async fn openapi() -> Response {
 
 async fn web_client() -> Response {
     (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            // The page's own inline script and style, and its own origin's
+            // API and WebSocket; nothing else.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self' ws: wss:; img-src 'self' blob: data:; media-src 'self' blob:; \
+                 frame-ancestors 'none'",
+            ),
+        ],
         include_str!("../web/index.html"),
     )
         .into_response()

@@ -10,13 +10,12 @@ use std::sync::Arc;
 use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::fanout::FanOut;
 use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
-use tokio::sync::mpsc;
 
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::connection::error_frame;
 use crate::error::store_error_code;
-use crate::hub::Outbound;
+use crate::outbox::Outbox;
 
 /// Checks membership (every time: a removed member must stop hearing at
 /// once) and relays the indicator to the other members.
@@ -25,7 +24,7 @@ pub(crate) async fn relay(
     id: Identity,
     conversation: ConversationId,
     state: TypingState,
-    tx: mpsc::Sender<Outbound>,
+    tx: Outbox,
 ) {
     let (kind, members) = match gw.store.members(&id.tenant, &conversation, &id.user).await {
         Ok(found) => found,

@@ -14,10 +14,12 @@ use crate::BackboneError;
 pub const INGEST_STREAM_TEMPLATE_JSON: &str = include_str!("../streams/SB_INGEST.template.json");
 pub const PUSH_STREAM_JSON: &str = include_str!("../streams/SB_PUSH.json");
 pub const PUSH_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_PUSH_DEAD.json");
+pub const PARKED_STREAM_JSON: &str = include_str!("../streams/SB_PARKED.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
 pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
 pub const PUSH_TOKENS_BUCKET_JSON: &str = include_str!("../kv/sb_push_tokens.json");
 pub const PUSH_COLLAPSE_BUCKET_JSON: &str = include_str!("../kv/sb_push_collapse.json");
+pub const REFUSED_BUCKET_JSON: &str = include_str!("../kv/sb_refused.json");
 pub const WRITER_CONSUMER_TEMPLATE_JSON: &str = include_str!("../consumers/writer.template.json");
 pub const NODES_BUCKET_JSON: &str = include_str!("../kv/sb_nodes.json");
 pub const WORKERS_BUCKET_JSON: &str = include_str!("../kv/sb_workers.json");
@@ -33,8 +35,10 @@ pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code
 pub const LEGACY_INGEST_STREAM: &str = "SB_INGEST";
 pub const PUSH_STREAM: &str = "SB_PUSH";
 pub const PUSH_DEAD_STREAM: &str = "SB_PUSH_DEAD";
+pub const PARKED_STREAM: &str = "SB_PARKED";
 pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
 pub const PUSH_COLLAPSE_BUCKET: &str = "sb_push_collapse";
+pub const REFUSED_BUCKET: &str = "sb_refused";
 pub const NODES_BUCKET: &str = "sb_nodes";
 pub const WORKERS_BUCKET: &str = "sb_workers";
 pub const PRESENCE_BUCKET: &str = "sb_presence";
@@ -164,6 +168,11 @@ pub fn push_dead_stream(config: &BackboneConfig) -> Result<stream::Config, Backb
     replicated("SB_PUSH_DEAD.json", PUSH_DEAD_STREAM_JSON, config)
 }
 
+/// Commands a writer set aside (`worker/src/writer.rs`, parking).
+pub fn parked_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_PARKED.json", PARKED_STREAM_JSON, config)
+}
+
 /// The push stage's consumers: `push-msg` (delivery checks) and
 /// `push-send` (provider calls).
 pub fn push_consumers() -> Result<[consumer::pull::Config; 2], BackboneError> {
@@ -179,6 +188,10 @@ pub fn push_tokens_bucket(config: &BackboneConfig) -> Result<kv::Config, Backbon
 
 pub fn push_collapse_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
     bucket("sb_push_collapse.json", PUSH_COLLAPSE_BUCKET_JSON, config)
+}
+
+pub fn refused_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_refused.json", REFUSED_BUCKET_JSON, config)
 }
 
 pub fn writer_consumer(partition: u16) -> Result<consumer::pull::Config, BackboneError> {
@@ -275,7 +288,7 @@ async fn check_defined(
             .await
             .map_err(|e| missing(&format!("stream {name}"), &e))?;
     }
-    for name in [PUSH_STREAM, PUSH_DEAD_STREAM] {
+    for name in [PUSH_STREAM, PUSH_DEAD_STREAM, PARKED_STREAM] {
         js.get_stream(name)
             .await
             .map_err(|e| missing(&format!("stream {name}"), &e))?;
@@ -290,6 +303,7 @@ async fn check_defined(
         TENANTS_BUCKET,
         PUSH_TOKENS_BUCKET,
         PUSH_COLLAPSE_BUCKET,
+        REFUSED_BUCKET,
     ] {
         js.get_key_value(name)
             .await
@@ -311,7 +325,11 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
     let mut streams = (0..config.partitions.max(1))
         .map(|p| ingest_stream(config, p))
         .collect::<Result<Vec<_>, _>>()?;
-    streams.extend([push_stream(config)?, push_dead_stream(config)?]);
+    streams.extend([
+        push_stream(config)?,
+        push_dead_stream(config)?,
+        parked_stream(config)?,
+    ]);
     for s in streams {
         let name = s.name.clone();
         js.create_or_update_stream(s)
@@ -328,6 +346,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         tenants_bucket(config)?,
         push_tokens_bucket(config)?,
         push_collapse_bucket(config)?,
+        refused_bucket(config)?,
     ];
     for b in buckets {
         let name = b.bucket.clone();

@@ -170,12 +170,18 @@ pub fn send_dedupe_id(
 }
 
 /// The id of the direct conversation between two users: the same whoever
-/// creates it, so there is at most one per pair. Readable (`dm:alice:bob`)
-/// when it fits in 128 characters, a digest otherwise.
+/// creates it, so there is at most one per pair, and never the same for
+/// two different pairs. Readable (`dm:alice:bob`) when neither user id
+/// contains a `:` and it fits in 128 characters: then the one `:` after
+/// `dm:` splits it unambiguously. Otherwise a digest of both ids, each
+/// length-prefixed (`dm:` and 32 hex digits, with no second `:`, so it is
+/// never a readable id). Before, `a:b` with `c` and `a` with `b:c` were
+/// both `dm:a:b:c`.
 pub fn direct_conversation_id(a: &UserId, b: &UserId) -> Option<ConversationId> {
     let (x, y) = if a <= b { (a, b) } else { (b, a) };
     let readable = format!("dm:{}:{}", x.as_str(), y.as_str());
-    if readable.len() <= switchboard_protocol::ids::MAX_ID_LEN {
+    let unambiguous = !x.as_str().contains(':') && !y.as_str().contains(':');
+    if unambiguous && readable.len() <= switchboard_protocol::ids::MAX_ID_LEN {
         return ConversationId::new(readable).ok();
     }
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
@@ -346,6 +352,36 @@ mod tests {
         let digest = direct_conversation_id(&long, &a).unwrap();
         assert_eq!(digest.as_str().len(), 35);
         assert_eq!(direct_conversation_id(&a, &long).unwrap(), digest);
+    }
+
+    #[test]
+    fn direct_conversation_ids_never_collide() {
+        let user = |s: &str| UserId::new(s).unwrap();
+        let first = direct_conversation_id(&user("a:b"), &user("c")).unwrap();
+        let second = direct_conversation_id(&user("a"), &user("b:c")).unwrap();
+        assert_ne!(first, second);
+        // Ids with a `:` are digests: one `:` only, never a readable id.
+        for id in [&first, &second] {
+            assert_eq!(id.as_str().matches(':').count(), 1, "{id}");
+        }
+        assert_eq!(
+            direct_conversation_id(&user("c"), &user("a:b")).unwrap(),
+            first
+        );
+        // Every pair from a small alphabet maps to its own id.
+        let names = [
+            "a", "b", "a:b", "b:a", "a:", ":a", "ab", "a::b", "a.b", "a@b",
+        ];
+        let mut seen = std::collections::HashMap::new();
+        for x in names {
+            for y in names {
+                let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+                let id = direct_conversation_id(&user(x), &user(y)).unwrap();
+                if let Some(pair) = seen.insert(id.clone(), (lo, hi)) {
+                    assert_eq!(pair, (lo, hi), "{id} is shared");
+                }
+            }
+        }
     }
 
     #[test]

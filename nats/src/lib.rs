@@ -20,6 +20,7 @@ pub mod node_id;
 pub mod presence;
 pub mod push_jobs;
 pub mod push_tokens;
+pub mod refusals;
 pub mod store_service;
 pub mod subject;
 pub mod tenants;

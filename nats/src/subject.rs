@@ -66,6 +66,16 @@ pub fn ingest(partition: u16, tenant: &TenantId, conversation: &ConversationId) 
     )
 }
 
+/// Where a command that could not be applied is set aside: its ingest
+/// subject under `sb.parked` instead of `sb.in` (`SB_PARKED`).
+pub fn parked(ingest_subject: &str) -> String {
+    let rest = ingest_subject
+        .strip_prefix(INGEST_PREFIX)
+        .and_then(|r| r.strip_prefix('.'))
+        .unwrap_or(ingest_subject);
+    format!("sb.parked.{rest}")
+}
+
 /// The filter of a partition's writer consumer.
 pub fn ingest_partition_filter(partition: u16) -> String {
     format!("{INGEST_PREFIX}.{partition}.>")

@@ -211,6 +211,11 @@ pub struct TenantRecord {
     /// Push notifications; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushSettings>,
+    /// Web origins (`https://chat.example.com`) whose browser clients may
+    /// call the API and open WebSockets with the tenant's tokens; none by
+    /// default (native clients send no origin and are not affected).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -224,6 +229,7 @@ impl TenantRecord {
             ed25519_public_keys: Vec::new(),
             quotas: TenantQuotas::default(),
             push: None,
+            allowed_origins: Vec::new(),
             created_at: now,
             updated_at: now,
         }
@@ -236,6 +242,7 @@ impl TenantRecord {
             "hs256_secrets": self.hs256_secrets.iter().map(|s| fingerprint(s)).collect::<Vec<_>>(),
             "ed25519_public_keys": self.ed25519_public_keys,
             "quotas": self.quotas,
+            "allowed_origins": self.allowed_origins,
             "push": self.push.as_ref().map(|p| serde_json::json!({
                 "preview": p.preview,
                 "delay_ms": p.delay_ms,
@@ -249,6 +256,29 @@ impl TenantRecord {
             "updated_at": self.updated_at,
         })
     }
+}
+
+/// Whether `origin` is a web origin as browsers send it: `http` or
+/// `https`, a host, an optional port, and nothing else (no path, no
+/// trailing slash, no wildcard).
+pub fn is_web_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+        _ => (rest, None),
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5);
+    host_ok && port_ok
 }
 
 /// The first 8 bytes of a secret's SHA-256, hex: enough to tell secrets

@@ -100,6 +100,9 @@ struct HookStats {
 pub struct Counts {
     pub calls: u64,
     pub failures: u64,
+    /// Calls that succeeded but took most of their deadline
+    /// (`slow_call_percent`); counted per version only (0 per hook).
+    pub slow: u64,
 }
 
 /// Compiled components by digest and hook: a component is compiled once
@@ -148,6 +151,7 @@ impl PluginHost {
         Counts {
             calls: s.calls.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
+            slow: 0,
         }
     }
 
@@ -155,18 +159,12 @@ impl PluginHost {
     /// the same digest. CPU-heavy the first time: call it off the async
     /// runtime.
     pub fn compile(&self, hook: Hook, bytes: &[u8]) -> Result<Arc<Compiled>, CompileError> {
-        if bytes.len() > self.limits.max_component_bytes {
-            return Err(CompileError::TooLarge {
-                size: bytes.len(),
-                max: self.limits.max_component_bytes,
-            });
-        }
+        preflight(bytes, self.limits.max_component_bytes)?;
         let digest: Arc<str> = digest(bytes).into();
         let key = (digest.clone(), hook);
         if let Some(c) = self.lock_compiled().get(&key) {
             return Ok(c.clone());
         }
-        check_header(bytes)?;
         let component = Component::from_binary(&self.engine, bytes)
             .map_err(|e| CompileError::NotAComponent(format!("{e:#}")))?;
         let wrong = |e: wasmtime::Error| CompileError::WrongWorld {
@@ -368,7 +366,7 @@ impl PluginHost {
 
     /// The limits of one call of `tenant`: the deployment's, lowered by the
     /// tenant's quotas.
-    fn call_limits(&self, tenant: &TenantId) -> (Duration, u64, usize) {
+    pub(crate) fn call_limits(&self, tenant: &TenantId) -> (Duration, u64, usize) {
         let l = &self.limits;
         let Some(q) = self.tenants.get().map(|t| t.quotas(tenant)) else {
             return (l.deadline, l.fuel, l.memory_bytes);
@@ -447,6 +445,18 @@ impl PluginHost {
 
 /// Tells the two common mistakes apart before the parser's message: not
 /// WebAssembly at all, and a core module where a component is needed.
+/// The checks an upload passes before the compiler sees it: its size,
+/// and a component's header (not a core module, not something else).
+pub fn preflight(bytes: &[u8], max_bytes: usize) -> Result<(), CompileError> {
+    if bytes.len() > max_bytes {
+        return Err(CompileError::TooLarge {
+            size: bytes.len(),
+            max: max_bytes,
+        });
+    }
+    check_header(bytes)
+}
+
 fn check_header(bytes: &[u8]) -> Result<(), CompileError> {
     const MAGIC: &[u8] = b"\0asm";
     // A component's version and layer fields; a core module has 1, 0, 0, 0.

@@ -33,6 +33,11 @@ pub struct PluginLimits {
     pub quarantine_after: u32,
     #[serde(rename = "quarantine_ms", with = "millis")]
     pub quarantine: Duration,
+    /// A call that succeeds but takes at least this share of its deadline,
+    /// in percent, counts toward `quarantine_after` like a failure (its
+    /// answer is still used): a plugin that always finishes just in time
+    /// costs every message nearly the whole deadline.
+    pub slow_call_percent: u32,
 }
 
 impl Default for PluginLimits {
@@ -48,6 +53,7 @@ impl Default for PluginLimits {
             max_log_lines: 16,
             quarantine_after: 5,
             quarantine: Duration::from_secs(10),
+            slow_call_percent: 50,
         }
     }
 }

@@ -86,10 +86,21 @@ pub struct Loaded {
     /// Calls of this version here, and those its failure policy answered.
     calls: AtomicU64,
     failures: AtomicU64,
+    /// Calls that succeeded but took most of their deadline.
+    slow: AtomicU64,
+    /// Failures and slow calls since the last quick success.
     failures_in_a_row: AtomicU32,
     /// Unix ms until which the version is not called.
     quarantined_until: AtomicI64,
+    /// Fan-out decisions already made by this version: its inputs are the
+    /// conversation's kind and size only, so a connect that checks every
+    /// membership (and every message) asks once per distinct size.
+    fan_out_memo: std::sync::Mutex<HashMap<(ConversationKind, usize), FanOut>>,
 }
+
+/// Distinct (kind, size) decisions remembered per fan-out version; past
+/// it the memo starts over.
+const FAN_OUT_MEMO_ENTRIES: usize = 4096;
 
 impl Loaded {
     /// Calls of this version in this process, and how many failed (its
@@ -98,6 +109,7 @@ impl Loaded {
         Counts {
             calls: self.calls.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
+            slow: self.slow.load(Ordering::Relaxed),
         }
     }
 
@@ -209,10 +221,23 @@ impl Plugins {
             return None;
         }
         let loaded = self.active(tenant, Hook::FanOut)?;
-        self.guarded(&loaded, |h, c, cfg| {
-            h.fan_out(c, cfg, tenant, kind, members)
-        })
-        .ok()
+        if let Ok(memo) = loaded.fan_out_memo.lock()
+            && let Some(mode) = memo.get(&(kind, members))
+        {
+            return Some(*mode);
+        }
+        let mode = self
+            .guarded(&loaded, |h, c, cfg| {
+                h.fan_out(c, cfg, tenant, kind, members)
+            })
+            .ok()?;
+        if let Ok(mut memo) = loaded.fan_out_memo.lock() {
+            if memo.len() >= FAN_OUT_MEMO_ENTRIES {
+                memo.clear();
+            }
+            memo.insert((kind, members), mode);
+        }
+        Some(mode)
     }
 
     /// How the conversation fans out: the tenant's plugin, else `default`.
@@ -253,32 +278,42 @@ impl Plugins {
                 return Err(CallError::NotLoaded(why.clone()));
             }
         };
-        match call(&self.host, compiled, &loaded.config) {
-            Ok(r) => {
-                loaded.failures_in_a_row.store(0, Ordering::Relaxed);
-                Ok(r)
+        let started = std::time::Instant::now();
+        let result = call(&self.host, compiled, &loaded.config);
+        let limits = self.host.limits();
+        let strike = match &result {
+            Ok(_) => {
+                let (deadline, ..) = self.host.call_limits(&loaded.tenant);
+                let slow = started.elapsed().as_micros() * 100
+                    >= deadline.as_micros() * u128::from(limits.slow_call_percent);
+                if !slow {
+                    loaded.failures_in_a_row.store(0, Ordering::Relaxed);
+                    return result;
+                }
+                loaded.slow.fetch_add(1, Ordering::Relaxed);
+                format!("took {:?} of its {deadline:?} deadline", started.elapsed())
             }
             Err(e) => {
                 loaded.failures.fetch_add(1, Ordering::Relaxed);
-                let in_a_row = loaded.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-                tracing::warn!(
-                    tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
-                    in_a_row, error = %e, "plugin call failed"
-                );
-                let limits = self.host.limits();
-                if in_a_row >= limits.quarantine_after {
-                    let until = now + limits.quarantine.as_millis() as i64;
-                    loaded.quarantined_until.store(until, Ordering::Relaxed);
-                    loaded.failures_in_a_row.store(0, Ordering::Relaxed);
-                    tracing::error!(
-                        tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
-                        for_ms = limits.quarantine.as_millis() as u64,
-                        "plugin quarantined: its failure policy answers until it is over"
-                    );
-                }
-                Err(e)
+                e.to_string()
             }
+        };
+        let in_a_row = loaded.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(
+            tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
+            in_a_row, problem = %strike, "plugin call failed or was slow"
+        );
+        if in_a_row >= limits.quarantine_after {
+            let until = now + limits.quarantine.as_millis() as i64;
+            loaded.quarantined_until.store(until, Ordering::Relaxed);
+            loaded.failures_in_a_row.store(0, Ordering::Relaxed);
+            tracing::error!(
+                tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
+                for_ms = limits.quarantine.as_millis() as u64,
+                "plugin quarantined: its failure policy answers until it is over"
+            );
         }
+        result
     }
 
     /// Loads every active version, then keeps following `sb_plugins` in
@@ -385,6 +420,8 @@ impl Plugins {
             compiled,
             calls: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            slow: AtomicU64::new(0),
+            fan_out_memo: std::sync::Mutex::new(HashMap::new()),
             failures_in_a_row: AtomicU32::new(0),
             quarantined_until: AtomicI64::new(0),
         };

@@ -47,6 +47,12 @@ pub enum ClientFrame {
         limit: Option<u32>,
     },
     Ping {},
+    /// A fresh token for this session (an addition to PROTOCOL.md): the
+    /// session then lives until the new token's `exp`. It must name the
+    /// same tenant, user and device.
+    Refresh {
+        token: String,
+    },
 }
 
 impl ClientFrame {
@@ -60,6 +66,7 @@ impl ClientFrame {
             Self::Typing { .. } => "typing",
             Self::PullBacklog { .. } => "pull_backlog",
             Self::Ping {} => "ping",
+            Self::Refresh { .. } => "refresh",
         }
     }
 
@@ -80,6 +87,7 @@ const CLIENT_TYPES: &[&str] = &[
     "typing",
     "pull_backlog",
     "ping",
+    "refresh",
 ];
 
 /// Why a client frame could not be parsed, with the request fields it had.
@@ -224,6 +232,11 @@ pub enum ServerFrame {
         conversation_id: Option<String>,
     },
     Pong {},
+    /// The answer to `refresh` (an addition to PROTOCOL.md): the session
+    /// now lives until `expires_at` (the new token's `exp`).
+    Refreshed {
+        expires_at: Timestamp,
+    },
     /// An addition to PROTOCOL.md (F17): one of the user's devices has few
     /// unclaimed one-time prekeys left (or none); that device should
     /// upload more (`PUT /v1/devices/{device}/keys`). Sent to every

@@ -53,6 +53,10 @@ pub struct PushConfig {
     pub extra_root_pem: Option<Vec<u8>>,
     /// Jobs of each stage in progress at once in this process.
     pub concurrency: usize,
+    /// Whether provider and webhook URLs may point at private addresses
+    /// (loopback, RFC 1918, link-local...): off by default, so a tenant's
+    /// webhook cannot reach the deployment's own network.
+    pub allow_private_targets: bool,
 }
 
 impl Default for PushConfig {
@@ -61,6 +65,7 @@ impl Default for PushConfig {
             timeout: Duration::from_secs(10),
             extra_root_pem: None,
             concurrency: 64,
+            allow_private_targets: false,
         }
     }
 }
@@ -98,8 +103,12 @@ pub async fn start(
     let ctx = Arc::new(Ctx {
         tokens: PushTokens::open(&js).await.map_err(nats)?,
         collapse: js.get_key_value(PUSH_COLLAPSE_BUCKET).await.map_err(nats)?,
-        clients: Clients::new(config.timeout, config.extra_root_pem.as_deref())
-            .map_err(|e| PushError::Client(e.to_string()))?,
+        clients: Clients::new(
+            config.timeout,
+            config.extra_root_pem.as_deref(),
+            config.allow_private_targets,
+        )
+        .map_err(|e| PushError::Client(e.to_string()))?,
         fcm: providers::fcm::Fcm::default(),
         apns: providers::apns::Apns::default(),
         js,
@@ -387,18 +396,32 @@ async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
         ack(&m, AckKind::Ack).await;
         return;
     };
+    let allow_private = ctx.clients.allow_private;
+    let targets_ok = |urls: &[&str]| {
+        urls.iter()
+            .try_for_each(|u| providers::check_target(u, allow_private))
+    };
     let attempt = match (job.provider, settings) {
         (
             PushProvider::Webhook,
             PushSettings {
                 webhook: Some(w), ..
             },
-        ) => providers::webhook::send(&ctx.clients.http, w, &job).await,
+        ) => match targets_ok(&[&w.url]) {
+            Ok(()) => providers::webhook::send(&ctx.clients.http, w, &job).await,
+            Err(refused) => refused,
+        },
         (PushProvider::Fcm, PushSettings { fcm: Some(f), .. }) => {
-            ctx.fcm.send(&ctx.clients.http, f, &job).await
+            match targets_ok(&[&f.base_url, &f.token_url]) {
+                Ok(()) => ctx.fcm.send(&ctx.clients.http, f, &job).await,
+                Err(refused) => refused,
+            }
         }
         (PushProvider::Apns, PushSettings { apns: Some(a), .. }) => {
-            ctx.apns.send(&ctx.clients.h2, a, &job).await
+            match targets_ok(&[&a.base_url]) {
+                Ok(()) => ctx.apns.send(&ctx.clients.h2, a, &job).await,
+                Err(refused) => refused,
+            }
         }
         (provider, _) => Attempt::Fatal(format!(
             "the tenant has no {provider:?} settings for this device's token"

@@ -320,6 +320,9 @@ pub struct PushSection {
     pub timeout_ms: Option<u64>,
     /// Jobs of each push stage in progress at once per worker (default 64).
     pub concurrency: Option<usize>,
+    /// Let tenants' provider and webhook URLs point at private addresses
+    /// (loopback, RFC 1918, link-local); off by default.
+    pub allow_private_targets: bool,
 }
 
 fn default_archive_every() -> u64 {
@@ -410,6 +413,7 @@ pub fn demo_tenant(secret: &str) -> TenantConfig {
         id: DEMO_TENANT.to_owned(),
         hs256_secrets: vec![secret.to_owned()],
         ed25519_public_keys: Vec::new(),
+        allowed_origins: Vec::new(),
     }
 }
 

@@ -296,6 +296,7 @@ pub async fn push_stage(
     if let Some(n) = section.concurrency {
         config.concurrency = n.max(1);
     }
+    config.allow_private_targets = section.allow_private_targets;
     if let Some(path) = &section.ca_file {
         config.extra_root_pem = Some(
             std::fs::read(path)
@@ -381,7 +382,7 @@ pub async fn gateway(
         tracing::info!("draining: closing connections once their sends are answered");
         draining.start_draining();
     };
-    switchboard_gateway::serve(listener, gateway.router(), stop_accepting).await?;
+    gateway.serve(listener, stop_accepting).await?;
     // Upgraded WebSockets outlive the HTTP server; they drain on their own.
     gateway.drained().await;
     gateway.shutdown().await;

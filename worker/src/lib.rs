@@ -96,6 +96,8 @@ pub(crate) struct Ctx {
     pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     /// Tenants' quotas, following `sb_tenants`.
     pub tenants: switchboard_backbone::tenants::TenantBook,
+    /// Refused sends, for the gateways to answer resends with.
+    pub refusals: switchboard_backbone::refusals::Refusals,
     pub config: WorkerConfig,
 }
 
@@ -122,8 +124,12 @@ pub async fn run(
         .get_key_value(WORKERS_BUCKET)
         .await
         .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
+    let refusals = switchboard_backbone::refusals::Refusals::open(&js)
+        .await
+        .map_err(|e| WorkerError::Nats(e.to_string()))?;
     let ctx = Arc::new(Ctx {
         leader: std::sync::atomic::AtomicBool::new(false),
+        refusals,
         client,
         js,
         store,

@@ -24,11 +24,15 @@ use switchboard_backbone::definitions::{
     ingest_stream_name, writer_consumer, writer_consumer_name,
 };
 use switchboard_backbone::envelope::{
-    Command, HEADER_REPLY, frame_event, listen_event, message_event, rejection_event,
+    Command, CommandReply, HEADER_REPLY, Rejection, frame_event, listen_event, message_event,
+    rejection_event,
 };
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
+use switchboard_backbone::refusals::{Refusal, SendKey};
 use switchboard_backbone::subject::{conversation_events, user_events};
-use switchboard_protocol::{Content, ConversationId, Message, ServerFrame, TenantId, UserId};
+use switchboard_protocol::{
+    Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,
+};
 use switchboard_store::StoreError;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -263,22 +267,73 @@ fn lease_valid(valid_until: &watch::Receiver<Instant>) -> bool {
     Instant::now() < *valid_until.borrow()
 }
 
+/// Attempts of a batch that fails the same way, with an error retrying
+/// cannot fix, before its commands are applied one at a time; a command
+/// that still fails alone is parked.
+const POISON_ATTEMPTS: u32 = 3;
+
+/// How long a transient failure (the store or the id source unavailable)
+/// may go on before each retry is logged as an error (an alert): the
+/// partition is stalled, by design, until the store is back.
+const STALL_ALERT_AFTER: Duration = Duration::from_secs(30);
+
+/// How a batch ended.
+enum Applied {
+    Done,
+    /// It failed `POISON_ATTEMPTS` times with a non-transient error.
+    Poisoned(SequenceError),
+}
+
+/// Failures that go away by themselves: waiting is right, and order is
+/// kept by waiting. Anything else (corrupt data, an answer the store
+/// cannot give) fails the same way every time.
+fn transient(e: &SequenceError) -> bool {
+    matches!(
+        e,
+        SequenceError::Store(StoreError::Unavailable(_)) | SequenceError::Ids(_)
+    )
+}
+
+/// Applies a batch. A batch that keeps failing with an error retrying
+/// cannot fix is applied again one command at a time, in order: the
+/// commands that succeed are stored, and each one that fails alone is
+/// parked (`park`), so one bad command costs its sender an error instead
+/// of stalling the partition for everyone.
 async fn process_batch(
     ctx: &Ctx,
     sequencer: &mut Sequencer,
     batch: &[jetstream::Message],
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<(), WorkerError> {
+    let Applied::Poisoned(error) = apply_batch(ctx, sequencer, batch, valid_until).await? else {
+        return Ok(());
+    };
+    if let [only] = batch {
+        return park(ctx, only, &error).await;
+    }
+    tracing::warn!(%error, commands = batch.len(), "a batch keeps failing; applying its commands one at a time");
+    for m in batch {
+        if let Applied::Poisoned(error) =
+            apply_batch(ctx, sequencer, std::slice::from_ref(m), valid_until).await?
+        {
+            park(ctx, m, &error).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn apply_batch(
+    ctx: &Ctx,
+    sequencer: &mut Sequencer,
+    batch: &[jetstream::Message],
+    valid_until: &watch::Receiver<Instant>,
+) -> Result<Applied, WorkerError> {
     let incoming: Vec<Incoming> = batch
         .iter()
         .filter_map(|m| match Command::decode(&m.payload) {
             Ok(command) => Some(Incoming {
                 command,
-                reply_to: m
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get(HEADER_REPLY))
-                    .map(|v| v.as_str().to_owned()),
+                reply_to: reply_to(m),
             }),
             Err(e) => {
                 // Not from a Switchboard gateway: nothing can be done with
@@ -294,6 +349,8 @@ async fn process_batch(
         .iter()
         .any(|m| m.info().map_or(true, |i| i.delivered > 1));
     let mut backoff = Duration::from_millis(20);
+    let mut poisoned = 0;
+    let failing_since = Instant::now();
     loop {
         if !lease_valid(valid_until) {
             return Err(WorkerError::LeaseLost);
@@ -322,7 +379,7 @@ async fn process_batch(
                                 tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
                             }
                         }
-                        return Ok(());
+                        return Ok(Applied::Done);
                     }
                     Err(e) => SequenceError::Store(e),
                 }
@@ -337,14 +394,149 @@ async fn process_batch(
         match &failure {
             SequenceError::Store(StoreError::Conflict(why)) => {
                 tracing::warn!(%why, "store refused the batch; reloading state");
+                continue;
             }
-            other => {
-                tracing::warn!(error = %other, ?backoff, "batch failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+            e if transient(e) => {
+                if failing_since.elapsed() >= STALL_ALERT_AFTER {
+                    tracing::error!(error = %e, stalled_for = ?failing_since.elapsed(), "the partition is stalled: the store or the id source is unavailable");
+                } else {
+                    tracing::warn!(error = %e, ?backoff, "batch failed; retrying");
+                }
+            }
+            e => {
+                poisoned += 1;
+                if poisoned >= POISON_ATTEMPTS {
+                    return Ok(Applied::Poisoned(failure));
+                }
+                tracing::warn!(error = %e, attempt = poisoned, "batch failed; retrying");
             }
         }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
+}
+
+fn reply_to(m: &jetstream::Message) -> Option<String> {
+    m.headers
+        .as_ref()
+        .and_then(|h| h.get(HEADER_REPLY))
+        .map(|v| v.as_str().to_owned())
+}
+
+/// Sets a command that cannot be applied aside in `SB_PARKED` (durably,
+/// before it leaves the ingest stream), tells its sender, raises an
+/// alert, and acks it: the partition goes on with the next command. If
+/// it cannot be set aside, the writer starts over and tries again.
+async fn park(ctx: &Ctx, m: &jetstream::Message, error: &SequenceError) -> Result<(), WorkerError> {
+    let subject = switchboard_backbone::subject::parked(m.subject.as_str());
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_PARKED_ERROR, error.to_string().as_str());
+    let stored = ctx
+        .js
+        .publish_with_headers(subject.clone(), headers, m.payload.clone())
+        .await
+        .map_err(|e| WorkerError::Nats(format!("parking a command: {e}")))?
+        .await
+        .map_err(|e| WorkerError::Nats(format!("parking a command: {e}")))?;
+    tracing::error!(
+        %error,
+        parked = %subject,
+        stream_seq = stored.sequence,
+        "a command could not be applied and was parked in SB_PARKED; its partition goes on"
+    );
+    if let Ok(command) = Command::decode(&m.payload) {
+        let message = format!(
+            "the server could not apply this request ({error}); it was set aside for the operator, do not resend it"
+        );
+        if let Some(answer) = parked_answer(command, reply_to(m), message) {
+            publish(ctx, vec![answer]).await;
+        }
+    }
+    if let Err(e) = m.ack().await {
+        tracing::warn!(error = %e, "acking a parked command failed; it may be parked twice");
+    }
+    Ok(())
+}
+
+/// Keeps a refused send's answer for resends of it (`sb_refused`). Best
+/// effort: without it, a resend waits for an answer that does not come,
+/// as before, and the client's own timeout applies.
+async fn remember_refusal(ctx: &Ctx, tenant: &TenantId, sender: &UserId, rejection: &Rejection) {
+    let Some(client_msg_id) = &rejection.client_msg_id else {
+        return;
+    };
+    let send = SendKey {
+        tenant,
+        conversation: &rejection.conversation_id,
+        sender,
+        client_msg_id,
+    };
+    let refusal = Refusal {
+        code: rejection.code,
+        message: rejection.message.clone(),
+    };
+    if let Err(e) = ctx.refusals.record(&send, &refusal).await {
+        tracing::warn!(error = %e, "a refused send was not remembered; a resend of it gets no answer");
+    }
+}
+
+/// Header of a parked command: why it could not be applied.
+const HEADER_PARKED_ERROR: &str = "Sb-Parked-Error";
+
+/// The error a parked command's sender gets: an `error` frame for a
+/// WebSocket request, a refusal for a REST one.
+fn parked_answer(command: Command, reply_to: Option<String>, message: String) -> Option<Outcome> {
+    let code = ErrorCode::Internal;
+    let rejection = |tenant, sender, device, request_type: &str, client_msg_id, conversation_id| {
+        Outcome::Reject {
+            tenant,
+            sender,
+            rejection: Rejection {
+                device,
+                request_type: request_type.to_owned(),
+                client_msg_id,
+                conversation_id,
+                code,
+                message: message.clone(),
+            },
+        }
+    };
+    let answer = match command {
+        Command::Send(c) => rejection(
+            c.tenant,
+            c.sender,
+            c.device,
+            "send_message",
+            Some(c.client_msg_id),
+            c.conversation_id,
+        ),
+        Command::Edit(c) => rejection(
+            c.tenant,
+            c.actor,
+            c.device,
+            "edit_message",
+            None,
+            c.conversation_id,
+        ),
+        Command::Delete(c) => rejection(
+            c.tenant,
+            c.actor,
+            c.device,
+            "delete_message",
+            None,
+            c.conversation_id,
+        ),
+        Command::CreateConversation(_) | Command::AddMembers(_) | Command::RemoveMembers(_) => {
+            Outcome::Reply {
+                subject: reply_to?,
+                reply: CommandReply::Refused {
+                    code,
+                    message: message.clone(),
+                },
+            }
+        }
+    };
+    Some(answer)
 }
 
 /// Publishes one event to every recipient's event subject, or once to
@@ -470,14 +662,17 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 tenant,
                 sender,
                 rejection,
-            } => match rejection_event(&rejection) {
-                Ok((headers, payload)) => ctx
-                    .client
-                    .publish_with_headers(user_events(&tenant, &sender), headers, payload)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
+            } => {
+                remember_refusal(ctx, &tenant, &sender, &rejection).await;
+                match rejection_event(&rejection) {
+                    Ok((headers, payload)) => ctx
+                        .client
+                        .publish_with_headers(user_events(&tenant, &sender), headers, payload)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
                 Ok(body) => ctx
                     .client

@@ -10,6 +10,7 @@ mod cluster_faults;
 mod crash;
 mod dev;
 mod e2ee;
+mod edge;
 mod edits;
 mod fanout;
 mod history;

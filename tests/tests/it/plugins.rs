@@ -743,3 +743,86 @@ async fn plugin_changes_are_followed_after_nats_server_restarts() {
     let stored = texts(&cluster.rest(0, "bob"), &conv).await;
     assert_eq!(stored, ["darn ****"], "the new version moderates");
 }
+
+#[tokio::test]
+async fn a_plugin_that_is_always_slow_is_quarantined_like_a_failing_one() {
+    // Every call counts as slow here (0% of the deadline): a plugin that
+    // succeeds but always takes most of its deadline is treated the same.
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[plugins]\nslow_call_percent = 0\nquarantine_after = 3\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let admin = admin(&cluster, 0);
+    let v = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v))).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    // Under the threshold of strikes, the answers are used as given.
+    for i in 0..3 {
+        send_acked(&mut alice, &conv, &format!("s{i}"), "fine words").await;
+    }
+    // The third slow call quarantined it: moderation fails closed.
+    alice
+        .send(&send_frame(&conv, "s3", "fine words"))
+        .await
+        .unwrap();
+    let (code, _, _, message) = expect_error(&mut alice).await;
+    assert_eq!(code, ErrorCode::Unavailable, "{message}");
+    let logs = cluster.logs();
+    assert!(logs.contains("of its"), "slow calls are logged as such");
+    assert!(logs.contains("plugin quarantined"));
+    let counts = &admin.plugin_versions("moderation").await.unwrap()["counts_here"];
+    assert_eq!(counts["slow"], 3, "{counts}");
+}
+
+#[tokio::test]
+async fn the_fan_out_plugin_is_asked_once_per_conversation_size() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let admin = admin(&cluster, 0);
+    let v = admin
+        .deploy_plugin(
+            "fan_out",
+            plugin("member-count"),
+            &[("threshold", "2")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "fan_out", Some(revision(&v))).await;
+    // Alice is in six groups of two sizes.
+    for others in [
+        &["b"][..],
+        &["c"],
+        &["d"],
+        &["b", "c"],
+        &["c", "d"],
+        &["b", "d"],
+    ] {
+        cluster
+            .create(ConversationKind::Group, "alice", others)
+            .await;
+    }
+    let calls = || async {
+        admin.plugin_versions("fan_out").await.unwrap()["counts_here"]["calls"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = calls().await;
+    // Every connect looks at every membership; the plugin is asked once
+    // per (kind, size) this version has not answered yet.
+    for device in ["d1", "d2", "d3"] {
+        let mut ws = cluster.ws(0, "alice", device).await;
+        assert_alive(&mut ws).await;
+    }
+    let asked = calls().await - before;
+    assert!(
+        asked <= 2,
+        "asked {asked} times for 18 memberships of 2 sizes"
+    );
+}

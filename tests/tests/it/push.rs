@@ -145,8 +145,11 @@ fn text(t: &str) -> Content {
 #[tokio::test]
 async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
     let hook = receiver().await;
+    // The receiver is on loopback: a private target, allowed here.
     let cluster = Cluster::start(ClusterSpec {
-        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
+        extra_config: format!(
+            "operator_token = \"{OPERATOR}\"\n[push]\nallow_private_targets = true\n"
+        ),
         ..Default::default()
     })
     .await;
@@ -360,7 +363,7 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
     let server = TlsServer::start(handler).await;
     let cluster = Cluster::start(ClusterSpec {
         extra_config: format!(
-            "operator_token = \"{OPERATOR}\"\n[push]\nca_file = \"{}\"\n",
+            "operator_token = \"{OPERATOR}\"\n[push]\nallow_private_targets = true\nca_file = \"{}\"\n",
             fixture("test-ca.pem").display()
         ),
         ..Default::default()
@@ -584,4 +587,58 @@ fn serde_urlencoded_pairs(body: &str) -> std::collections::HashMap<String, Strin
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (decode(k), decode(v)))
         .collect()
+}
+
+#[tokio::test]
+async fn a_webhook_on_a_private_address_is_refused_unless_allowed() {
+    let hook = receiver().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    let created = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/operator/tenants",
+            cluster.gateways[0].http()
+        ))
+        .bearer_auth(OPERATOR)
+        .json(&json!({
+            "id": TENANT,
+            "hs256_secrets": [SECRET],
+            "push": {"preview": "text", "delay_ms": 0, "collapse_ms": 0, "max_attempts": 3,
+                     "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rest(&cluster, "alice", "a").conversations().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the new tenant never became usable"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (group, _) = rest(&cluster, "alice", "a")
+        .create_conversation(ConversationKind::Group, &["bob"], None)
+        .await
+        .unwrap();
+    let conv = group.conversation_id.as_str().to_owned();
+    register_push(&cluster, "bob", "phone", "webhook", "bob-phone-token").await;
+    let mut alice = ws(&cluster, "alice", "a").await;
+    send(&mut alice, &conv, "p1", text("hello")).await;
+    // The push is dead-lettered at once (a refusal is not retried), and
+    // the receiver on loopback never hears of it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !cluster.logs().contains("private address") {
+        assert!(
+            Instant::now() < deadline,
+            "the private webhook target was not refused"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(hook.count(), 0);
 }

@@ -1,0 +1,82 @@
+//! Sends a writer refused, remembered for the ingest streams' dedupe
+//! window (`sb_refused`).
+//!
+//! A client that resends a `send_message` with the same `client_msg_id`
+//! (it lost the answer, say) is answered by the gateway: JetStream drops
+//! the resend as a duplicate, so the writer never sees it. If the original
+//! was stored, the store has it; if it was refused, this bucket does. With
+//! neither, the original is still on its way and its writer answers.
+
+use async_nats::jetstream::{self, kv};
+use serde::{Deserialize, Serialize};
+use switchboard_protocol::{ClientMsgId, ConversationId, ErrorCode, TenantId, UserId};
+
+use crate::BackboneError;
+use crate::definitions::REFUSED_BUCKET;
+use crate::kv_key::part;
+
+/// Why a send was refused, as its sender was told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// One send, as the dedupe window knows it.
+pub struct SendKey<'a> {
+    pub tenant: &'a TenantId,
+    pub conversation: &'a ConversationId,
+    pub sender: &'a UserId,
+    pub client_msg_id: &'a ClientMsgId,
+}
+
+impl SendKey<'_> {
+    fn key(&self) -> String {
+        format!(
+            "{}.{}.{}.{}",
+            part(self.tenant.as_str()),
+            part(self.conversation.as_str()),
+            part(self.sender.as_str()),
+            part(self.client_msg_id.as_str())
+        )
+    }
+}
+
+#[derive(Clone)]
+pub struct Refusals {
+    kv: kv::Store,
+}
+
+impl Refusals {
+    pub async fn open(js: &jetstream::Context) -> Result<Self, BackboneError> {
+        let kv = js
+            .get_key_value(REFUSED_BUCKET)
+            .await
+            .map_err(|e| BackboneError::Nats(format!("bucket {REFUSED_BUCKET}: {e}")))?;
+        Ok(Self { kv })
+    }
+
+    pub async fn record(&self, send: &SendKey<'_>, refusal: &Refusal) -> Result<(), BackboneError> {
+        let body =
+            serde_json::to_vec(refusal).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+        self.kv
+            .put(send.key(), body.into())
+            .await
+            .map_err(|e| BackboneError::Nats(format!("recording a refusal: {e}")))?;
+        Ok(())
+    }
+
+    pub async fn find(&self, send: &SendKey<'_>) -> Result<Option<Refusal>, BackboneError> {
+        let entry = self
+            .kv
+            .get(send.key())
+            .await
+            .map_err(|e| BackboneError::Nats(format!("reading a refusal: {e}")))?;
+        match entry {
+            Some(body) => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| BackboneError::Encoding(e.to_string())),
+            None => Ok(None),
+        }
+    }
+}
