@@ -14,3 +14,6 @@ export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-s
 # The integration tests run the binary; build it first.
 cargo build --bin switchboard
 cargo test --workspace "$@"
+# The API contract: schemathesis against a live server and the OpenAPI
+# document it serves (tests/contract/).
+scripts/contract-test.sh

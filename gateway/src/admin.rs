@@ -104,12 +104,14 @@ fn check_config(config: &BTreeMap<String, String>) -> Result<(), ApiError> {
             format!("more than {MAX_CONFIG_ENTRIES} configuration values"),
         ));
     }
+    // Characters, as the OpenAPI document's maxLength counts them.
     for (k, v) in config {
-        if k.is_empty() || k.len() > MAX_CONFIG_KEY || v.len() > MAX_CONFIG_VALUE {
+        let (key, value) = (k.chars().count(), v.chars().count());
+        if key == 0 || key > MAX_CONFIG_KEY || value > MAX_CONFIG_VALUE {
             return Err(ApiError::new(
                 ErrorCode::TooLarge,
                 format!(
-                    "configuration keys are 1 to {MAX_CONFIG_KEY} bytes and values at most {MAX_CONFIG_VALUE}"
+                    "configuration keys are 1 to {MAX_CONFIG_KEY} characters and values at most {MAX_CONFIG_VALUE}"
                 ),
             ));
         }

@@ -109,8 +109,10 @@ fn keys_of(tenant: &str, hs256: &[String], ed25519: &[String]) -> Result<Vec<Key
     };
     let mut out = Vec::new();
     for secret in hs256 {
-        if secret.len() < 16 {
-            return Err(invalid("HS256 secrets must be at least 16 bytes".into()));
+        if secret.chars().count() < 16 {
+            return Err(invalid(
+                "HS256 secrets must be at least 16 characters".into(),
+            ));
         }
         out.push(Key {
             algorithm: Algorithm::HS256,

@@ -104,10 +104,34 @@ pub struct Limits {
     /// Open TCP connections from one IP address; past it 429
     /// `rate_limited`.
     pub max_connections_per_ip: usize,
+    /// WebSocket connections of one user on this gateway when the tenant
+    /// sets no `max_connections_per_user` quota; past it 429
+    /// `quota_exceeded`.
+    pub max_connections_per_user: u32,
+    /// REST requests of one user per second on this gateway, and their
+    /// burst; past it 429 `rate_limited`.
+    pub rest_requests_per_second: f64,
+    pub rest_request_burst: f64,
+    /// `ack_delivered` and `ack_read` frames per second per connection,
+    /// and their burst (each can make a receipt for every member); past
+    /// it an `error` `rate_limited`, and the ack is dropped.
+    pub acks_per_second: f64,
+    pub ack_burst: f64,
+    /// Members one user may add per minute on this gateway (creating a
+    /// conversation adds its members); past it 429 `rate_limited`.
+    pub members_added_per_minute: f64,
+    /// Upload grants (`POST /v1/media`) per user per minute, and the bytes
+    /// they may grant per hour, per user and per tenant, on this gateway;
+    /// past them 429 `rate_limited`.
+    pub uploads_per_minute: f64,
+    pub upload_bytes_per_hour_per_user: u64,
+    pub upload_bytes_per_hour_per_tenant: u64,
     /// Members in `POST /v1/conversations` and member additions.
     pub max_members_per_request: usize,
-    /// Longest conversation title, in bytes.
-    pub max_title_bytes: usize,
+    /// Longest conversation title, in characters (`max_title_bytes`, its
+    /// old name, is read too).
+    #[serde(alias = "max_title_bytes")]
+    pub max_title_chars: usize,
     /// Default and maximum `limit` of `pull_backlog`.
     pub backlog_default_limit: usize,
     pub backlog_max_limit: usize,
@@ -139,8 +163,17 @@ impl Default for Limits {
             http_idle_timeout_ms: 60_000,
             max_connections: 20_000,
             max_connections_per_ip: 256,
+            max_connections_per_user: 32,
+            rest_requests_per_second: 20.0,
+            rest_request_burst: 60.0,
+            acks_per_second: 50.0,
+            ack_burst: 200.0,
+            members_added_per_minute: 1000.0,
+            uploads_per_minute: 30.0,
+            upload_bytes_per_hour_per_user: 2 << 30,
+            upload_bytes_per_hour_per_tenant: 100 << 30,
             max_members_per_request: 1000,
-            max_title_bytes: 256,
+            max_title_chars: 256,
             backlog_default_limit: 200,
             backlog_max_limit: 1000,
             key_claims_per_second: 5.0,

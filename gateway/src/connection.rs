@@ -44,6 +44,8 @@ struct Connection {
     tx: Outbox,
     sends: TokenBucket,
     typing: TokenBucket,
+    /// `ack_delivered` and `ack_read` frames.
+    acks: TokenBucket,
     inflight: Arc<Semaphore>,
     /// Marks sent since the last receipt window closed.
     marks: PendingMarks,
@@ -201,6 +203,7 @@ async fn serve(
         tx,
         sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
         typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
+        acks: TokenBucket::new(limits.acks_per_second, limits.ack_burst),
         inflight: Arc::new(Semaphore::new(limits.max_inflight_sends)),
         marks: PendingMarks::default(),
         backlog: Arc::new(Semaphore::new(1)),
@@ -475,11 +478,19 @@ impl Connection {
             ClientFrame::AckDelivered {
                 conversation_id,
                 seq,
-            } => self.marks.delivered(conversation_id, seq),
+            } => {
+                if self.admit_ack("ack_delivered", &conversation_id) {
+                    self.marks.delivered(conversation_id, seq)
+                }
+            }
             ClientFrame::AckRead {
                 conversation_id,
                 seq,
-            } => self.marks.read(conversation_id, seq),
+            } => {
+                if self.admit_ack("ack_read", &conversation_id) {
+                    self.marks.read(conversation_id, seq)
+                }
+            }
             ClientFrame::Typing {
                 conversation_id,
                 state,
@@ -505,6 +516,24 @@ impl Connection {
             ClientFrame::Ping {} => self.reply(frame(&ServerFrame::Pong {})),
             ClientFrame::Refresh { token } => self.refresh(token),
         }
+    }
+
+    /// Takes an ack from this connection's rate, or answers that it is
+    /// spent (the ack is dropped; a later one covers it, marks only move
+    /// forward).
+    fn admit_ack(&mut self, request: &str, conversation: &ConversationId) -> bool {
+        if self.acks.take() {
+            return true;
+        }
+        let per_second = self.gw.config.limits.acks_per_second;
+        self.reply(error_frame(
+            ErrorCode::RateLimited,
+            format!("more than {per_second} acks per second on this connection; ack the highest seq only"),
+            request,
+            None,
+            Some(conversation.as_str()),
+        ));
+        false
     }
 
     /// Moves the session onto a fresh token of the same tenant, user and

@@ -17,6 +17,7 @@ pub mod error;
 pub mod hub;
 mod keys;
 pub mod media;
+mod openapi;
 mod operator;
 mod outbox;
 mod presence;
@@ -251,6 +252,27 @@ impl Gateway {
             }
         }
         result
+    }
+
+    /// Takes `n` members from the user's rate of members added per minute.
+    pub(crate) fn take_members_added(
+        &self,
+        id: &Identity,
+        n: usize,
+    ) -> Result<(), error::ApiError> {
+        let per_minute = self.config.limits.members_added_per_minute;
+        let (rate, burst) = quota::per_minute(per_minute);
+        let user = (id.tenant.clone(), id.user.clone());
+        if self.quotas.members_added.take(&user, rate, burst, n as f64) {
+            Ok(())
+        } else {
+            Err(error::ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "more than {per_minute} members added per minute by this user; retry later"
+                ),
+            ))
+        }
     }
 
     /// How the writer refused a send, if it did within the dedupe window.

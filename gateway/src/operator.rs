@@ -15,7 +15,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use switchboard_backbone::tenants::{
     PushSettings, TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
-    is_web_origin,
+    is_web_origin, object, optional_object,
 };
 use switchboard_protocol::{ErrorCode, TenantId};
 
@@ -100,9 +100,9 @@ struct NewTenant {
     hs256_secrets: Vec<String>,
     #[serde(default)]
     ed25519_public_keys: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     quotas: TenantQuotas,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     push: Option<PushSettings>,
     #[serde(default)]
     allowed_origins: Vec<String>,
@@ -166,15 +166,20 @@ struct Change {
     push: Option<Option<PushSettings>>,
     /// The web origins allowed from now on (the whole list); absent:
     /// unchanged.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "some_list")]
     allowed_origins: Option<Vec<String>>,
+}
+
+/// A present list (`null` is refused).
+fn some_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(d).map(Some)
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
 fn present<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Option<PushSettings>>, D::Error> {
-    Option::<PushSettings>::deserialize(d).map(Some)
+    optional_object(d).map(Some)
 }
 
 async fn change(

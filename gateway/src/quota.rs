@@ -49,12 +49,17 @@ impl TokenBucket {
     }
 
     pub(crate) fn take(&mut self) -> bool {
+        self.take_n(1.0)
+    }
+
+    /// Takes `n` tokens at once, or none.
+    pub(crate) fn take_n(&mut self, n: f64) -> bool {
         let now = Instant::now();
         self.tokens =
             (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
         self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        if self.tokens >= n {
+            self.tokens -= n;
             true
         } else {
             false
@@ -73,17 +78,58 @@ struct Open {
     per_user: HashMap<UserId, u32>,
 }
 
+/// Token buckets by key (a user, a tenant), made on first use. Past
+/// `MAX_BUCKETS` keys, full buckets are dropped: a full bucket is the same
+/// as none, so memory stays bounded by the keys that are busy.
+pub(crate) struct Buckets<K> {
+    map: Mutex<HashMap<K, TokenBucket>>,
+}
+
+const MAX_BUCKETS: usize = 100_000;
+
+impl<K> Default for Buckets<K> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Buckets<K> {
+    /// Takes `n` from `key`'s bucket of `rate` per second up to `burst`.
+    pub(crate) fn take(&self, key: &K, rate: f64, burst: f64, n: f64) -> bool {
+        let Ok(mut map) = self.map.lock() else {
+            return true;
+        };
+        if map.len() >= MAX_BUCKETS && !map.contains_key(key) {
+            map.retain(|_, b| !b.is_full());
+        }
+        let bucket = map
+            .entry(key.clone())
+            .or_insert_with(|| TokenBucket::new(rate, burst));
+        bucket.set(rate, burst);
+        bucket.take_n(n)
+    }
+}
+
+type UserKey = (TenantId, UserId);
+
 #[derive(Default)]
 pub(crate) struct Quotas {
     pub(crate) book: TenantBook,
     open: Arc<Mutex<HashMap<TenantId, Open>>>,
     tenant_rates: Mutex<HashMap<TenantId, TokenBucket>>,
-    claim_rates: Mutex<HashMap<(TenantId, UserId), TokenBucket>>,
+    claim_rates: Buckets<UserKey>,
+    /// REST requests of each user.
+    pub(crate) requests: Buckets<UserKey>,
+    /// Members each user added (creates and adds).
+    pub(crate) members_added: Buckets<UserKey>,
+    /// Upload grants of each user, and the bytes they grant, per user and
+    /// per tenant.
+    pub(crate) uploads: Buckets<UserKey>,
+    pub(crate) upload_bytes: Buckets<UserKey>,
+    pub(crate) tenant_upload_bytes: Buckets<TenantId>,
 }
-
-/// Past this many users with a claim bucket, full buckets are dropped (a
-/// full bucket is the same as none).
-const MAX_CLAIM_BUCKETS: usize = 100_000;
 
 /// An admitted connection; dropping it gives the place back.
 pub(crate) struct Admission {
@@ -128,9 +174,15 @@ impl Quotas {
     }
 
     /// Admits one more connection of `id`, or says which quota it would
-    /// pass.
-    pub(crate) fn admit(&self, id: &Identity) -> Result<Admission, ApiError> {
-        let q = self.of(&id.tenant);
+    /// pass. `default_per_user` applies when the tenant sets no
+    /// `max_connections_per_user`.
+    pub(crate) fn admit(
+        &self,
+        id: &Identity,
+        default_per_user: u32,
+    ) -> Result<Admission, ApiError> {
+        let mut q = self.of(&id.tenant);
+        q.max_connections_per_user = q.max_connections_per_user.or(Some(default_per_user));
         let mut open = self
             .open
             .lock()
@@ -179,17 +231,19 @@ impl Quotas {
 
     /// Takes one key-directory claim from the user's rate.
     pub(crate) fn key_claim(&self, id: &Identity, rate: f64, burst: f64) -> bool {
-        let Ok(mut rates) = self.claim_rates.lock() else {
-            return true;
-        };
-        if rates.len() >= MAX_CLAIM_BUCKETS {
-            rates.retain(|_, b| !b.is_full());
-        }
-        rates
-            .entry((id.tenant.clone(), id.user.clone()))
-            .or_insert_with(|| TokenBucket::new(rate, burst))
-            .take()
+        self.claim_rates
+            .take(&(id.tenant.clone(), id.user.clone()), rate, burst, 1.0)
     }
+}
+
+/// A rate of `per_minute` as a token bucket's rate and burst.
+pub(crate) fn per_minute(per_minute: f64) -> (f64, f64) {
+    (per_minute / 60.0, per_minute.max(1.0))
+}
+
+/// A rate of `per_hour` as a token bucket's rate and burst.
+pub(crate) fn per_hour(per_hour: f64) -> (f64, f64) {
+    (per_hour / 3600.0, per_hour.max(1.0))
 }
 
 /// The content limits for a tenant with quotas `q`: the deployment's,

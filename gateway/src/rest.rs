@@ -35,6 +35,7 @@ type Shared = Arc<Gateway>;
 
 pub(crate) fn router(gw: Shared) -> axum::Router {
     let body_limit = gw.config.limits.max_body_bytes;
+    let document: Arc<str> = crate::openapi::document(&gw.config).into();
     // The longest pause between two chunks of a request body.
     let body_timeout = Duration::from_millis(gw.config.limits.http_body_timeout_ms.max(1));
     let mut router = axum::Router::new()
@@ -55,7 +56,7 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
             get(versions),
         )
         .route("/v1/users/{user}/presence", get(presence))
-        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/openapi.json", get(move || openapi(document.clone())))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(crate::admin::routes(&gw))
@@ -98,9 +99,20 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
 impl FromRequestParts<Shared> for Identity {
     type Rejection = ApiError;
 
+    /// Verifies the token, then takes the request from its user's rate.
     async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
         let token = bearer(&parts.headers).ok_or_else(|| auth_error(AuthError::Missing))?;
-        gw.tenants.verify(token).map_err(auth_error)
+        let id = gw.tenants.verify(token).map_err(auth_error)?;
+        let limits = &gw.config.limits;
+        let user = (id.tenant.clone(), id.user.clone());
+        let (rate, burst) = (limits.rest_requests_per_second, limits.rest_request_burst);
+        if !gw.quotas.requests.take(&user, rate, burst, 1.0) {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                format!("more than {rate} requests per second from this user; slow down and retry"),
+            ));
+        }
+        Ok(id)
     }
 }
 
@@ -111,10 +123,35 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Self(v)),
-            Err(e) => Err(json_rejection(e)),
+        let Json(mut value) = Json::<serde_json::Value>::from_request(req, state)
+            .await
+            .map_err(json_rejection)?;
+        integral_floats_to_integers(&mut value);
+        serde_json::from_value(value)
+            .map(Self)
+            .map_err(|e| ApiError::invalid(format!("the JSON body does not fit: {e}")))
+    }
+}
+
+/// `3.0` is the integer 3 to JSON Schema (and so to the OpenAPI document
+/// and its clients' generators), while serde's integer types refuse it:
+/// such numbers are read as the integers they are.
+fn integral_floats_to_integers(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.007_199_254_740_992e15
+            {
+                // Exact below 2^53: every such float is an integer.
+                *value = serde_json::Value::from(f as i64);
+            }
         }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        serde_json::Value::Object(fields) => {
+            fields.values_mut().for_each(integral_floats_to_integers)
+        }
+        _ => {}
     }
 }
 
@@ -197,14 +234,15 @@ async fn create_conversation(
     JsonBody(body): JsonBody<CreateConversation>,
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let limits = &gw.config.limits;
+    // Characters, as JSON Schema's maxLength counts them.
     if body
         .title
         .as_ref()
-        .is_some_and(|t| t.len() > limits.max_title_bytes)
+        .is_some_and(|t| t.chars().count() > limits.max_title_chars)
     {
         return Err(ApiError::new(
             ErrorCode::TooLarge,
-            format!("title is over {} bytes", limits.max_title_bytes),
+            format!("title is over {} characters", limits.max_title_chars),
         ));
     }
     if body.members.len() > limits.max_members_per_request {
@@ -216,6 +254,7 @@ async fn create_conversation(
             ),
         ));
     }
+    gw.take_members_added(&id, body.members.len())?;
     let mut members: BTreeSet<UserId> = body.members.into_iter().collect();
     members.insert(id.user.clone());
     let conversation_id = match body.kind {
@@ -327,6 +366,9 @@ async fn add_members(
     JsonBody(body): JsonBody<AddMembers>,
 ) -> Result<Json<ConversationView>, ApiError> {
     let conversation = conversation_id(path)?;
+    // The limit is on the list, as the OpenAPI document says (`maxItems`);
+    // `user_id` adds one.
+    let listed = body.members.len();
     let mut users = body.members;
     users.extend(body.user_id);
     if users.is_empty() {
@@ -334,12 +376,13 @@ async fn add_members(
             "give \"members\": [user ids] or \"user_id\"",
         ));
     }
-    if users.len() > gw.config.limits.max_members_per_request {
+    if listed > gw.config.limits.max_members_per_request {
         return Err(ApiError::new(
             ErrorCode::TooLarge,
             "too many members in one request",
         ));
     }
+    gw.take_members_added(&id, users.len())?;
     members_command(&gw, &id, conversation.clone(), users, true).await?;
     let detail = gw
         .store
@@ -478,7 +521,10 @@ async fn websocket(
         )
         .into_response();
     }
-    let admission = match gw.quotas.admit(&identity) {
+    let admission = match gw
+        .quotas
+        .admit(&identity, gw.config.limits.max_connections_per_user)
+    {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
@@ -525,10 +571,10 @@ async fn readyz(State(gw): State<Shared>) -> (StatusCode, Json<serde_json::Value
     (status, Json(body))
 }
 
-async fn openapi() -> Response {
+async fn openapi(document: Arc<str>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        include_str!("../openapi.json"),
+        document.to_string(),
     )
         .into_response()
 }
@@ -552,10 +598,16 @@ async fn web_client() -> Response {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DevTokenRequest {
     user: String,
-    #[serde(default)]
+    /// Absent: the default device; `null` is refused like any non-string.
+    #[serde(default, deserialize_with = "string_if_present")]
     device: Option<String>,
+}
+
+fn string_if_present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 /// Dev mode only: a 24-hour token for the demo tenant.

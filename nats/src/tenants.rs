@@ -174,12 +174,40 @@ pub struct PushSettings {
     /// Attempts of one push before it goes to the dead letters.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub webhook: Option<WebhookSettings>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub fcm: Option<FcmSettings>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub apns: Option<ApnsSettings>,
+}
+
+/// A struct from a JSON object only: serde's derive also takes an array
+/// of the fields in order, which no operator means and the OpenAPI
+/// document does not allow.
+pub fn object<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error as _;
+    let fields = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    T::deserialize(serde_json::Value::Object(fields)).map_err(D::Error::custom)
+}
+
+/// As [`object`], or `null`.
+pub fn optional_object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error as _;
+    match Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)? {
+        Some(fields) => T::deserialize(serde_json::Value::Object(fields))
+            .map(Some)
+            .map_err(D::Error::custom),
+        None => Ok(None),
+    }
 }
 
 fn default_push_delay_ms() -> u64 {
@@ -206,10 +234,14 @@ pub struct TenantRecord {
     /// Ed25519 public keys (32 bytes, base64) for EdDSA tokens.
     #[serde(default)]
     pub ed25519_public_keys: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub quotas: TenantQuotas,
     /// Push notifications; `None` sends none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_object"
+    )]
     pub push: Option<PushSettings>,
     /// Web origins (`https://chat.example.com`) whose browser clients may
     /// call the API and open WebSockets with the tenant's tokens; none by
@@ -258,26 +290,58 @@ impl TenantRecord {
     }
 }
 
+/// The longest web origin accepted (`is_web_origin`).
+pub const MAX_ORIGIN_LEN: usize = 266;
+
 /// Whether `origin` is a web origin as browsers send it: `http` or
-/// `https`, a host, an optional port, and nothing else (no path, no
-/// trailing slash, no wildcard).
+/// `https`, a host (DNS labels, or an IPv6 address in brackets), an
+/// optional port, and nothing else (no path, no trailing slash, no
+/// wildcard). The OpenAPI document's pattern for `allowed_origins` says
+/// the same.
 pub fn is_web_origin(origin: &str) -> bool {
+    // `https://`, a 253-character host, a port.
+    if origin.len() > MAX_ORIGIN_LEN {
+        return false;
+    }
     let Some(rest) = origin
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"))
     else {
         return false;
     };
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
-        _ => (rest, None),
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let Some((address, after)) = v6.split_once(']') else {
+            return false;
+        };
+        let address_ok = (2..=45).contains(&address.len())
+            && address
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        if !address_ok {
+            return false;
+        }
+        match after {
+            "" => ("v6", None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => ("v6", Some(p)),
+                None => return false,
+            },
+        }
+    } else {
+        match rest.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        }
     };
-    let host_ok = !host.is_empty()
-        && host.len() <= 253
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5);
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let host_ok = host.split('.').all(label_ok);
+    let port_ok =
+        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
     host_ok && port_ok
 }
 
@@ -423,10 +487,12 @@ impl TenantRegistry {
 /// gateway would refuse is never written.
 pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
     use base64::Engine as _;
+    // Characters, as the OpenAPI document's minLength counts them (16
+    // characters are at least 16 bytes).
     for s in &record.hs256_secrets {
-        if s.len() < 16 {
+        if s.chars().count() < 16 {
             return Err(TenantError::Invalid(
-                "HS256 secrets must be at least 16 bytes".into(),
+                "HS256 secrets must be at least 16 characters".into(),
             ));
         }
     }
@@ -448,9 +514,9 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
                     "push.webhook.url must be an http(s) URL".into(),
                 ));
             }
-            if w.secret.len() < 16 {
+            if w.secret.chars().count() < 16 {
                 return Err(TenantError::Invalid(
-                    "push.webhook.secret must be at least 16 bytes".into(),
+                    "push.webhook.secret must be at least 16 characters".into(),
                 ));
             }
         }
@@ -575,6 +641,37 @@ impl TenantBook {
                 }
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::is_web_origin;
+
+    #[test]
+    fn web_origins_are_scheme_host_and_port() {
+        for ok in [
+            "https://chat.example.com",
+            "http://localhost:8080",
+            "https://[::1]:8443",
+            "http://127.0.0.1",
+        ] {
+            assert!(is_web_origin(ok), "{ok}");
+        }
+        for bad in [
+            "chat.example.com",
+            "https://chat.example.com/",
+            "https://*.example.com",
+            "http://Vd[:OM1",
+            "https://a..b",
+            "https://-a.b",
+            "https://a.b:",
+            "https://a.b:123456",
+            "ftp://a.b",
+            "null",
+        ] {
+            assert!(!is_web_origin(bad), "{bad}");
+        }
     }
 }
 

@@ -62,22 +62,44 @@ pub struct ConversationView {
 
 /// Body of `POST /v1/conversations`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     pub kind: ConversationKind,
     #[serde(default)]
     pub members: Vec<UserId>,
-    #[serde(default)]
+    /// Absent for none; `null` is refused like any other non-string.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub title: Option<String>,
 }
 
 /// Body of `POST /v1/conversations/{id}/members`: `{"members": [...]}`,
 /// or `{"user_id": "..."}` for one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AddMembers {
     #[serde(default)]
     pub members: Vec<UserId>,
-    #[serde(default)]
+    /// Absent for none; `null` is refused.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub user_id: Option<UserId>,
+}
+
+/// An optional field that, when present, must hold a value: `null` is a
+/// type error, as the OpenAPI document says.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Body of history responses.

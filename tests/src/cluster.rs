@@ -98,7 +98,19 @@ fn config_text(spec: &ClusterSpec) -> String {
     if let Some(w) = spec.duplicate_window_ms {
         text.push_str(&format!("duplicate_window_ms = {w}\n"));
     }
-    text.push_str(&spec.extra_config);
+    // Tests poll REST (plugin convergence, tenants reaching gateways)
+    // faster than a person would: the harness lifts the per-user REST rate
+    // unless a test sets it. Into the test's own `[limits]` table when it
+    // has one (a TOML table appears once).
+    let mut extra = spec.extra_config.clone();
+    if !extra.contains("rest_requests_per_second") {
+        let lifted = "rest_requests_per_second = 100000.0\nrest_request_burst = 100000.0\n";
+        match extra.find("[limits]\n") {
+            Some(at) => extra.insert_str(at + "[limits]\n".len(), lifted),
+            None => extra.push_str(&format!("\n[limits]\n{lifted}")),
+        }
+    }
+    text.push_str(&extra);
     text.push_str(&format!(
         "\n[[tenants]]\nid = \"{TENANT}\"\nhs256_secrets = [\"{SECRET}\"]\ned25519_public_keys = [\"{ed}\"]\n\
          \n[[tenants]]\nid = \"{OTHER_TENANT}\"\nhs256_secrets = [\"{OTHER_SECRET}\"]\n"

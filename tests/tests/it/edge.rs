@@ -682,3 +682,95 @@ async fn a_refused_send_is_answered_again_when_resent() {
     let (code, _, id, _) = expect_error(&mut carol).await;
     assert_eq!((code, id.as_deref()), (ErrorCode::NotAMember, Some("c1")));
 }
+
+/// `POST /v1/media` for `size` bytes of a PNG: the status.
+async fn grant_status(rest: &switchboard_client::RestClient, size: u64) -> u16 {
+    rest.raw()
+        .post(format!("{}/v1/media", rest.base()))
+        .bearer_auth(rest.token())
+        .json(&json!({"mime": "image/png", "size": size}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn quotas_bound_what_one_user_can_spend() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[limits]\nmax_connections_per_user = 2\nrest_requests_per_second = 0.01\nrest_request_burst = 3.0\nacks_per_second = 0.01\nack_burst = 2.0\nmembers_added_per_minute = 3.0\nuploads_per_minute = 2.0\nupload_bytes_per_hour_per_user = 1000\nupload_bytes_per_hour_per_tenant = 1500\n".into(),
+        ..Default::default()
+    })
+    .await;
+    // Connections per user, on without a tenant quota: two, not three.
+    let _c1 = cluster.ws(0, "conn", "d1").await;
+    let _c2 = cluster.ws(0, "conn", "d2").await;
+    match WsClient::connect(&cluster.gateways[0].ws(), &cluster.token("conn", "d3")).await {
+        Err(WsError::Refused { status, body }) => {
+            assert_eq!(status, 429);
+            assert!(body.contains("quota_exceeded"), "{body}");
+        }
+        other => panic!("a third connection was let in: {:?}", other.err()),
+    }
+    // REST requests per user: the burst, then 429.
+    let rest = cluster.rest(0, "busy");
+    for _ in 0..3 {
+        rest.conversations().await.unwrap();
+    }
+    let refused = rest.conversations().await.unwrap_err();
+    assert_eq!(refused.status(), Some(429));
+    // Members added per minute: three in a create, none after.
+    let adder = cluster.rest(0, "adder");
+    let (group, _) = adder
+        .create_conversation(ConversationKind::Group, &["m1", "m2", "m3"], None)
+        .await
+        .unwrap();
+    let more = adder
+        .add_members(group.conversation_id.as_str(), &["m4"])
+        .await
+        .unwrap_err();
+    assert_eq!(more.status(), Some(429));
+    // Acks per connection: the burst, then an error; the connection stays.
+    let conv = group.conversation_id.as_str().to_owned();
+    let mut m1 = cluster.ws(0, "m1", "phone").await;
+    for seq in 1..=2 {
+        m1.send(&ClientFrame::AckRead {
+            conversation_id: ConversationId::new(conv.clone()).unwrap(),
+            seq,
+        })
+        .await
+        .unwrap();
+    }
+    m1.send(&ClientFrame::AckRead {
+        conversation_id: ConversationId::new(conv.clone()).unwrap(),
+        seq: 3,
+    })
+    .await
+    .unwrap();
+    let (code, request, _, _) = expect_error(&mut m1).await;
+    assert_eq!(
+        (code, request.as_deref()),
+        (ErrorCode::RateLimited, Some("ack_read"))
+    );
+    assert_alive(&mut m1).await;
+    // Uploads: two grants a minute; bytes per hour per user and per tenant.
+    let up = cluster.rest(0, "uploader");
+    assert_eq!(grant_status(&up, 100).await, 201);
+    assert_eq!(grant_status(&up, 100).await, 201);
+    assert_eq!(grant_status(&up, 100).await, 429);
+    let big = cluster.rest(0, "big");
+    assert_eq!(grant_status(&big, 1000).await, 201);
+    assert_eq!(
+        grant_status(&big, 1).await,
+        429,
+        "the user's bytes are spent"
+    );
+    let other = cluster.rest(0, "other");
+    assert_eq!(
+        grant_status(&other, 400).await,
+        429,
+        "the tenant's bytes are spent"
+    );
+    assert_eq!(grant_status(&other, 200).await, 201);
+}
