@@ -184,6 +184,40 @@ pub trait BlobStore: Send + Sync + 'static {
     /// Reads an object written by [`BlobStore::put_object`]; `NotFound`
     /// when it is missing.
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError>;
+
+    /// Uploaded media in the backend's order, at most `limit`, starting
+    /// after `after` (the `cursor` of the last one listed before): what
+    /// the blob collector walks.
+    async fn list_media(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredMedia>, BlobError>;
+
+    /// Removes an uploaded blob; one that is not there is not an error.
+    async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError>;
+}
+
+/// One uploaded blob, as the collector sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMedia {
+    pub tenant: TenantId,
+    pub blob_ref: BlobRef,
+    pub uploaded_at: Timestamp,
+    /// Where the next listing starts after this one.
+    pub cursor: String,
+}
+
+/// A tenant id from its hex form in a path or key.
+pub(crate) fn tenant_from_hex(hex: &str) -> Option<TenantId> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    TenantId::new(String::from_utf8(bytes?).ok()?).ok()
 }
 
 /// Whether `name` may name an object of [`BlobStore::put_object`]: relative

@@ -15,7 +15,7 @@ use switchboard_protocol::{TenantId, Timestamp};
 use tokio::io::AsyncWriteExt;
 
 use crate::token::{Claims, Op, Signer};
-use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, UploadGrant};
+use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, StoredMedia, UploadGrant};
 
 /// Where the gateway serves local blobs; a signed token follows.
 pub const SERVE_PATH: &str = "/v1/blobs/";
@@ -357,6 +357,76 @@ impl BlobStore for LocalBlobs {
             tokio::fs::create_dir_all(parent).await.map_err(io)?;
         }
         write_synced(&path, &bytes).await
+    }
+
+    async fn list_media(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredMedia>, BlobError> {
+        // Cursor: `<tenant hex>/<blob_ref>`, in the order of both names.
+        let mut tenants = Vec::new();
+        let mut dirs = match tokio::fs::read_dir(&self.dir).await {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(e)),
+        };
+        while let Some(d) = dirs.next_entry().await.map_err(io)? {
+            let name = d.file_name().to_string_lossy().into_owned();
+            if let Some(tenant) = crate::tenant_from_hex(&name) {
+                tenants.push((name, tenant));
+            }
+        }
+        tenants.sort();
+        let mut found = Vec::new();
+        for (hex, tenant) in tenants {
+            if after.is_some_and(|a| a.split('/').next().is_some_and(|t| hex.as_str() < t)) {
+                continue;
+            }
+            let mut names = Vec::new();
+            let mut files = tokio::fs::read_dir(self.dir.join(&hex)).await.map_err(io)?;
+            while let Some(f) = files.next_entry().await.map_err(io)? {
+                let name = f.file_name().to_string_lossy().into_owned();
+                if let Some(blob) = name.strip_suffix(".json")
+                    && let Ok(blob_ref) = BlobRef::parse(blob)
+                {
+                    names.push(blob_ref);
+                }
+            }
+            names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            for blob_ref in names {
+                let cursor = format!("{hex}/{blob_ref}");
+                if after.is_some_and(|a| cursor.as_str() <= a) {
+                    continue;
+                }
+                let Some(info) = self.info(&tenant, &blob_ref).await? else {
+                    continue;
+                };
+                found.push(StoredMedia {
+                    tenant: tenant.clone(),
+                    blob_ref,
+                    uploaded_at: info.uploaded_at,
+                    cursor,
+                });
+                if found.len() >= limit {
+                    return Ok(found);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError> {
+        let (data, meta) = self.paths(tenant, blob_ref);
+        // The record first: without it the blob is gone to every reader.
+        for path in [meta, data.clone(), data.with_extension(CLAIM)] {
+            match tokio::fs::remove_file(&path).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Ok(())
     }
 
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError> {

@@ -16,7 +16,7 @@ use aws_sdk_s3::presigning::{PresignedRequest, PresigningConfig};
 use serde::Deserialize;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
-use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, UploadGrant};
+use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, StoredMedia, UploadGrant};
 
 /// Where the bucket is and how to reach it.
 #[derive(Debug, Clone, Deserialize)]
@@ -233,5 +233,62 @@ impl BlobStore for S3Blobs {
         };
         let bytes = object.body.collect().await.map_err(backend)?;
         Ok(bytes.into_bytes().to_vec())
+    }
+
+    /// Cursor: the object key (`media/<tenant hex>/<blob_ref>`), which S3
+    /// lists in order.
+    async fn list_media(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredMedia>, BlobError> {
+        let max_keys = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let mut request = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix("media/")
+            .max_keys(max_keys);
+        if let Some(after) = after {
+            request = request.start_after(after);
+        }
+        let listed = request
+            .send()
+            .await
+            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+        let mut found = Vec::new();
+        for object in listed.contents() {
+            let Some(key) = object.key() else { continue };
+            let mut parts = key.splitn(3, '/').skip(1);
+            let (Some(hex), Some(blob)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let (Some(tenant), Ok(blob_ref)) = (crate::tenant_from_hex(hex), BlobRef::parse(blob))
+            else {
+                continue;
+            };
+            let uploaded_at = object
+                .last_modified()
+                .and_then(|t| t.to_millis().ok())
+                .map_or_else(Timestamp::now, Timestamp::from_unix_ms);
+            found.push(StoredMedia {
+                tenant,
+                blob_ref,
+                uploaded_at,
+                cursor: key.to_owned(),
+            });
+        }
+        Ok(found)
+    }
+
+    async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(Self::key(tenant, blob_ref))
+            .send()
+            .await
+            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+        Ok(())
     }
 }

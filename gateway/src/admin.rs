@@ -99,21 +99,17 @@ const MAX_CONFIG_ENTRIES: usize = 64;
 
 fn check_config(config: &BTreeMap<String, String>) -> Result<(), ApiError> {
     if config.len() > MAX_CONFIG_ENTRIES {
-        return Err(ApiError::new(
-            ErrorCode::TooLarge,
-            format!("more than {MAX_CONFIG_ENTRIES} configuration values"),
-        ));
+        return Err(ApiError::invalid(format!(
+            "more than {MAX_CONFIG_ENTRIES} configuration values"
+        )));
     }
     // Characters, as the OpenAPI document's maxLength counts them.
     for (k, v) in config {
         let (key, value) = (k.chars().count(), v.chars().count());
         if key == 0 || key > MAX_CONFIG_KEY || value > MAX_CONFIG_VALUE {
-            return Err(ApiError::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "configuration keys are 1 to {MAX_CONFIG_KEY} characters and values at most {MAX_CONFIG_VALUE}"
-                ),
-            ));
+            return Err(ApiError::invalid(format!(
+                "configuration keys are 1 to {MAX_CONFIG_KEY} characters and values at most {MAX_CONFIG_VALUE}"
+            )));
         }
     }
     Ok(())

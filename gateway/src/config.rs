@@ -20,6 +20,12 @@ pub struct MediaConfig {
     pub upload_url_secs: u64,
     /// How long a download URL stays valid, in seconds.
     pub download_url_secs: u64,
+    /// Uploads no message references are deleted once they are this old,
+    /// in seconds (a client sends the message within moments of the
+    /// upload; a day leaves room for retries and slow networks).
+    pub gc_grace_secs: u64,
+    /// How often this gateway looks for such uploads, in seconds; 0 never.
+    pub gc_every_secs: u64,
 }
 
 impl Default for MediaConfig {
@@ -37,6 +43,8 @@ impl Default for MediaConfig {
             .to_vec(),
             upload_url_secs: 900,
             download_url_secs: 300,
+            gc_grace_secs: 86_400,
+            gc_every_secs: 3600,
         }
     }
 }

@@ -41,7 +41,9 @@ fn key_error(e: KeyError) -> ApiError {
     let code = match &e {
         KeyError::Invalid(_) => ErrorCode::InvalidRequest,
         KeyError::NotFound => ErrorCode::NotFound,
-        KeyError::TooMany => ErrorCode::TooLarge,
+        // Over the documented count (the schema's maxItems for one
+        // upload): invalid, like any field out of bounds.
+        KeyError::TooMany => ErrorCode::InvalidRequest,
         KeyError::Contended | KeyError::Backbone(_) => ErrorCode::Unavailable,
     };
     if code == ErrorCode::Unavailable {

@@ -150,7 +150,7 @@ impl Gateway {
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
             .map_err(|e| GatewayError::Backbone(format!("key directory: {e}")))?;
-        Ok(Arc::new(Self {
+        let gateway = Arc::new(Self {
             config,
             tenants,
             quotas: quota::Quotas::new(book),
@@ -168,7 +168,9 @@ impl Gateway {
             push_tokens,
             refusals,
             draining: tokio::sync::watch::Sender::new(false),
-        }))
+        });
+        media::start_collector(&gateway);
+        Ok(gateway)
     }
 
     /// Runs the tenant's moderation plugin, if one is deployed, over

@@ -23,8 +23,10 @@ use tokio::sync::Notify;
 
 use crate::hub::{Outbound, close_code};
 
-/// What a ping or a close is counted as.
-const CONTROL_FRAME_BYTES: usize = 16;
+/// What each queued frame costs besides its text: its slot in the queue
+/// and the shared buffer's header. Counting it bounds the number of
+/// frames as well as their bytes (at most budget / 64 frames).
+const FRAME_OVERHEAD: usize = 64;
 
 /// The sending side; clones share one queue.
 #[derive(Clone)]
@@ -67,8 +69,8 @@ pub(crate) enum Refused {
 
 fn cost(out: &Outbound) -> usize {
     match out {
-        Outbound::Frame(text) => text.len().max(CONTROL_FRAME_BYTES),
-        Outbound::Ping | Outbound::Close(..) => CONTROL_FRAME_BYTES,
+        Outbound::Frame(text) => text.len() + FRAME_OVERHEAD,
+        Outbound::Ping | Outbound::Close(..) => FRAME_OVERHEAD,
     }
 }
 
@@ -275,8 +277,11 @@ mod tests {
     use super::*;
     use axum::extract::ws::Utf8Bytes;
 
+    /// A frame that costs `n` bytes of the budget.
     fn text(n: usize) -> Outbound {
-        Outbound::Frame(Utf8Bytes::from("x".repeat(n)))
+        Outbound::Frame(Utf8Bytes::from(
+            "x".repeat(n.saturating_sub(FRAME_OVERHEAD)),
+        ))
     }
 
     #[tokio::test]
@@ -286,7 +291,7 @@ mod tests {
             tx.try_send(text(100)).expect("within the budget");
         }
         assert_eq!(tx.queued_bytes(), 1000);
-        assert_eq!(tx.try_send(text(1)), Err(Refused::Full));
+        assert_eq!(tx.try_send(text(FRAME_OVERHEAD)), Err(Refused::Full));
         assert!(tx.is_closed());
         // The buffered frames are dropped; only the close is left.
         match rx.next().await {
@@ -294,7 +299,7 @@ mod tests {
             other => panic!("expected the close, got {other:?}"),
         }
         assert!(rx.next().await.is_none());
-        assert_eq!(tx.try_send(text(1)), Err(Refused::Closed));
+        assert_eq!(tx.try_send(text(FRAME_OVERHEAD)), Err(Refused::Closed));
     }
 
     #[tokio::test]

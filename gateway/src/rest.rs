@@ -240,19 +240,18 @@ async fn create_conversation(
         .as_ref()
         .is_some_and(|t| t.chars().count() > limits.max_title_chars)
     {
-        return Err(ApiError::new(
-            ErrorCode::TooLarge,
-            format!("title is over {} characters", limits.max_title_chars),
-        ));
+        // A field over its documented length: invalid, as the schema
+        // says; 413 is for bodies over the byte limit.
+        return Err(ApiError::invalid(format!(
+            "title is over {} characters",
+            limits.max_title_chars
+        )));
     }
     if body.members.len() > limits.max_members_per_request {
-        return Err(ApiError::new(
-            ErrorCode::TooLarge,
-            format!(
-                "at most {} members per request",
-                limits.max_members_per_request
-            ),
-        ));
+        return Err(ApiError::invalid(format!(
+            "at most {} members per request",
+            limits.max_members_per_request
+        )));
     }
     gw.take_members_added(&id, body.members.len())?;
     let mut members: BTreeSet<UserId> = body.members.into_iter().collect();
@@ -377,10 +376,10 @@ async fn add_members(
         ));
     }
     if listed > gw.config.limits.max_members_per_request {
-        return Err(ApiError::new(
-            ErrorCode::TooLarge,
-            "too many members in one request",
-        ));
+        return Err(ApiError::invalid(format!(
+            "at most {} members per request",
+            gw.config.limits.max_members_per_request
+        )));
     }
     gw.take_members_added(&id, users.len())?;
     members_command(&gw, &id, conversation.clone(), users, true).await?;

@@ -63,6 +63,10 @@ enum Request {
         blob_ref: String,
         reader: UserId,
     },
+    MediaReferenced {
+        tenant: TenantId,
+        blob_ref: String,
+    },
     Contacts {
         tenant: TenantId,
         user: UserId,
@@ -197,6 +201,9 @@ async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
             blob_ref,
             reader,
         } => reply(store.media_readable(&tenant, &blob_ref, &reader).await),
+        Request::MediaReferenced { tenant, blob_ref } => {
+            reply(store.media_referenced(&tenant, &blob_ref).await)
+        }
         Request::Contacts { tenant, user } => reply(store.contacts(&tenant, &user).await),
         Request::Memberships { tenant, user } => reply(store.memberships(&tenant, &user).await),
         Request::ConversationsOf { tenant, user } => {
@@ -460,6 +467,14 @@ impl Store for RemoteStore {
             tenant: tenant.clone(),
             blob_ref: blob_ref.to_owned(),
             reader: reader.clone(),
+        })
+        .await
+    }
+
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
+        self.call(Request::MediaReferenced {
+            tenant: tenant.clone(),
+            blob_ref: blob_ref.to_owned(),
         })
         .await
     }

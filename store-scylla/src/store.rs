@@ -542,6 +542,19 @@ impl Store for ScyllaStore {
         Ok((conv.kind, members))
     }
 
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
+        let mut refs = std::pin::pin!(
+            self.st
+                .media_refs
+                .stream(&self.session, (tenant.as_str(), blob_ref))
+                .await?
+        );
+        match refs.next().await {
+            Some(row) => row.map(|_| true),
+            None => Ok(false),
+        }
+    }
+
     async fn media_readable(
         &self,
         tenant: &TenantId,

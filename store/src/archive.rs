@@ -440,6 +440,11 @@ impl Store for Tiered {
         self.inner.media_readable(tenant, blob_ref, reader).await
     }
 
+    /// References are kept when buckets move to the archive.
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
+        self.inner.media_referenced(tenant, blob_ref).await
+    }
+
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
         self.inner.contacts(tenant, user).await
     }

@@ -879,6 +879,7 @@ async fn media_is_readable_by_members_of_conversations_that_reference_it(store: 
         async move { store.media_readable(&tt, blob, &user(who)).await.unwrap() }
     };
     assert!(!readable("m1", "a").await, "nothing references m1 yet");
+    assert!(!store.media_referenced(&tt, "m1").await.unwrap());
 
     let image = |blob: &str| {
         Content::Image(switchboard_protocol::content::Media {
@@ -900,6 +901,16 @@ async fn media_is_readable_by_members_of_conversations_that_reference_it(store: 
         .await
         .unwrap();
     assert!(readable("m1", "a").await && readable("m1", "b").await);
+    // Referenced now, whoever asks; m2 is not, nor m1 in another tenant
+    // (the blob collector keeps exactly the referenced ones).
+    assert!(store.media_referenced(&tt, "m1").await.unwrap());
+    assert!(!store.media_referenced(&tt, "m2").await.unwrap());
+    assert!(
+        !store
+            .media_referenced(&tenant(&unique_tenant("other")), "m1")
+            .await
+            .unwrap()
+    );
     assert!(
         !readable("m1", "c").await,
         "not a member of a referencing conversation"

@@ -99,6 +99,10 @@ pub trait Store: Send + Sync + 'static {
         reader: &UserId,
     ) -> StoreResult<bool>;
 
+    /// Whether any stored message references blob `blob_ref` (the blob
+    /// collector keeps those).
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool>;
+
     /// The other members of `user`'s direct conversations: whom their
     /// presence concerns.
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>>;

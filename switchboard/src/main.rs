@@ -28,6 +28,15 @@ use switchboard_gateway::Gateway;
 use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, process_id};
 use crate::run::Shutdown;
 
+// The allocator: the system's unless a feature picks another (see
+// BENCHMARKS.md, "Allocator", for why).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "switchboard",

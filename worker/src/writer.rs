@@ -688,3 +688,75 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_backbone::envelope::{MembersCommand, SendCommand};
+    use switchboard_protocol::{ClientMsgId, DeviceId};
+
+    fn send() -> Command {
+        Command::Send(SendCommand {
+            tenant: TenantId::new("acme").unwrap(),
+            conversation_id: ConversationId::new("c:1").unwrap(),
+            sender: UserId::new("alice").unwrap(),
+            device: DeviceId::new("phone").unwrap(),
+            client_msg_id: ClientMsgId::new("m1").unwrap(),
+            content: Content::Text { text: "hi".into() },
+            received_at: switchboard_protocol::Timestamp::from_unix_ms(1),
+        })
+    }
+
+    #[test]
+    fn only_an_unavailable_store_or_id_source_is_waited_out() {
+        let unavailable = SequenceError::Store(StoreError::Unavailable("down".into()));
+        assert!(transient(&unavailable));
+        let corrupt = SequenceError::Store(StoreError::Corrupt("bad row".into()));
+        assert!(!transient(&corrupt));
+        let too_large = SequenceError::Store(StoreError::AnswerTooLarge { bytes: 2, max: 1 });
+        assert!(!transient(&too_large));
+    }
+
+    #[test]
+    fn a_parked_send_answers_its_device_and_a_parked_rest_command_its_caller() {
+        match parked_answer(send(), None, "set aside".into()) {
+            Some(Outcome::Reject {
+                sender, rejection, ..
+            }) => {
+                assert_eq!(sender.as_str(), "alice");
+                assert_eq!(rejection.device.as_str(), "phone");
+                assert_eq!(rejection.request_type, "send_message");
+                assert_eq!(
+                    rejection.client_msg_id.as_ref().map(|c| c.as_str()),
+                    Some("m1")
+                );
+                assert_eq!(rejection.code, ErrorCode::Internal);
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        let add = Command::AddMembers(MembersCommand {
+            command_id: switchboard_protocol::MessageId::from_u64(7),
+            tenant: TenantId::new("acme").unwrap(),
+            conversation_id: ConversationId::new("c:1").unwrap(),
+            users: vec![UserId::new("bob").unwrap()],
+            actor: UserId::new("alice").unwrap(),
+            device: DeviceId::new("phone").unwrap(),
+            actor_is_admin: false,
+            at: switchboard_protocol::Timestamp::from_unix_ms(1),
+        });
+        match parked_answer(add.clone(), Some("_INBOX.x".into()), "set aside".into()) {
+            Some(Outcome::Reply { subject, reply }) => {
+                assert_eq!(subject, "_INBOX.x");
+                assert!(matches!(
+                    reply,
+                    CommandReply::Refused {
+                        code: ErrorCode::Internal,
+                        ..
+                    }
+                ));
+            }
+            other => panic!("expected a reply, got {other:?}"),
+        }
+        assert!(parked_answer(add, None, "set aside".into()).is_none());
+    }
+}

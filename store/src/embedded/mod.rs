@@ -213,6 +213,12 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
+        let (t, b) = (tenant.clone(), blob_ref.to_owned());
+        self.read(move |txn, s| read::media_referenced(txn, s, &t, &b))
+            .await
+    }
+
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
         let (t, u) = (tenant.clone(), user.clone());
         self.read(move |r, s| read::contacts(r, s, &t, &u)).await

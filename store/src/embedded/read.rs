@@ -347,6 +347,19 @@ pub(super) fn media_readable<R: Readable>(
     Ok(false)
 }
 
+pub(super) fn media_referenced<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    blob_ref: &str,
+) -> StoreResult<bool> {
+    let prefix = Key::new().s(tenant.as_str()).s(blob_ref).bytes();
+    match scan(r, &s.media_refs, prefix).next() {
+        Some(kv) => kv.map(|_| true),
+        None => Ok(false),
+    }
+}
+
 pub(super) fn contacts<R: Readable>(
     r: &R,
     s: &Spaces,

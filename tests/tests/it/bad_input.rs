@@ -206,8 +206,8 @@ async fn bad_rest_requests_get_json_errors() {
         ),
         (
             format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(300)),
-            413,
-            "too_large",
+            400,
+            "invalid_request",
         ),
         (
             format!(r#"{{"kind":"group","title":"{}"}}"#, "t".repeat(100_000)),

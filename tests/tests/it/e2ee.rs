@@ -465,7 +465,7 @@ async fn one_time_prekeys_are_claimed_exactly_once_and_the_signed_prekey_is_the_
         (short_key, 400, ErrorCode::InvalidRequest),
         (not_base64, 400, ErrorCode::InvalidRequest),
         (duplicate_ids, 400, ErrorCode::InvalidRequest),
-        (too_many, 413, ErrorCode::TooLarge),
+        (too_many, 400, ErrorCode::InvalidRequest),
         (json!({"identity_key": "x"}), 400, ErrorCode::InvalidRequest),
     ] {
         let (got, answer) = put(body, "phone").await;

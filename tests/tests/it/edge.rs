@@ -774,3 +774,82 @@ async fn quotas_bound_what_one_user_can_spend() {
     );
     assert_eq!(grant_status(&other, 200).await, 201);
 }
+
+#[tokio::test]
+async fn uploads_no_message_refers_to_are_collected_after_their_grace() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[media]\ngc_grace_secs = 2\ngc_every_secs = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let alice = cluster.rest(0, "alice");
+    let upload = |bytes: &'static [u8]| {
+        let alice = alice.clone();
+        async move {
+            let r = alice
+                .raw()
+                .post(format!("{}/v1/media", alice.base()))
+                .bearer_auth(alice.token())
+                .json(&json!({"mime": "image/png", "size": bytes.len()}))
+                .send()
+                .await
+                .unwrap();
+            let ticket: Value = r.json().await.unwrap();
+            let put = reqwest::Client::new()
+                .put(ticket["upload_url"].as_str().unwrap())
+                .header("content-type", "image/png")
+                .body(bytes)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status().as_u16(), 200);
+            ticket["blob_ref"].as_str().unwrap().to_owned()
+        }
+    };
+    let orphan = upload(b"nobody sends this").await;
+    let kept = upload(b"this one is sent").await;
+    let mut ws = cluster.ws(0, "alice", "phone").await;
+    ws.send(&ClientFrame::SendMessage {
+        client_msg_id: switchboard_protocol::ClientMsgId::new("img").unwrap(),
+        conversation_id: ConversationId::new(conv.clone()).unwrap(),
+        content: switchboard_protocol::Content::Image(switchboard_protocol::content::Media {
+            blob_ref: kept.clone(),
+            mime: "image/png".into(),
+            size: 16,
+            caption: None,
+        }),
+    })
+    .await
+    .unwrap();
+    expect_ack(&mut ws, "img").await;
+    let status = |blob: String| {
+        let alice = alice.clone();
+        async move {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap()
+                .get(format!("{}/v1/media/{blob}", alice.base()))
+                .bearer_auth(alice.token())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status(orphan.clone()).await, 302, "within its grace");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status(orphan.clone()).await != 404 {
+        assert!(
+            Instant::now() < deadline,
+            "the unreferenced upload was not collected"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(status(kept).await, 302, "a referenced upload stays");
+    assert!(cluster.logs().contains("unreferenced uploads removed"));
+}

@@ -281,7 +281,7 @@ async fn bad_uploads(backend: Backend) {
     let alice = cluster.rest(0, "alice");
 
     let (status, e) = grant(&alice, "image/png", 1001).await;
-    assert_eq!((status, e["code"].as_str()), (413, Some("too_large")));
+    assert_eq!((status, e["code"].as_str()), (400, Some("invalid_request")));
     let (status, e) = grant(&alice, "application/x-msdownload", 10).await;
     assert_eq!((status, e["code"].as_str()), (400, Some("invalid_request")));
     assert!(
