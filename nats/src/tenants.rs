@@ -293,45 +293,12 @@ impl TenantRecord {
 /// The longest web origin accepted (`is_web_origin`).
 pub const MAX_ORIGIN_LEN: usize = 266;
 
-/// Whether `origin` is a web origin as browsers send it: `http` or
-/// `https`, a host (DNS labels, or an IPv6 address in brackets), an
-/// optional port, and nothing else (no path, no trailing slash, no
-/// wildcard). The OpenAPI document's pattern for `allowed_origins` says
-/// the same.
-pub fn is_web_origin(origin: &str) -> bool {
-    // `https://`, a 253-character host, a port.
-    if origin.len() > MAX_ORIGIN_LEN {
-        return false;
-    }
-    let Some(rest) = origin
-        .strip_prefix("https://")
-        .or_else(|| origin.strip_prefix("http://"))
-    else {
-        return false;
-    };
-    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
-        let Some((address, after)) = v6.split_once(']') else {
-            return false;
-        };
-        let address_ok = (2..=45).contains(&address.len())
-            && address
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
-        if !address_ok {
-            return false;
-        }
-        match after {
-            "" => ("v6", None),
-            _ => match after.strip_prefix(':') {
-                Some(p) => ("v6", Some(p)),
-                None => return false,
-            },
-        }
-    } else {
-        match rest.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (rest, None),
-        }
+/// A host and optional port as origins and push URLs may name them: DNS
+/// labels (an IPv4 address is four of them), then `:port`.
+fn is_host_and_port(authority: &str) -> bool {
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
     };
     let label_ok = |l: &str| {
         (1..=63).contains(&l.len())
@@ -339,10 +306,39 @@ pub fn is_web_origin(origin: &str) -> bool {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
-    let host_ok = host.split('.').all(label_ok);
     let port_ok =
         port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
-    host_ok && port_ok
+    host.split('.').all(label_ok) && port_ok
+}
+
+/// Whether `origin` is a web origin as browsers send it: `http` or
+/// `https`, a host name or IPv4 address, an optional port, and nothing
+/// else (no path, no trailing slash, no wildcard). The OpenAPI document's
+/// pattern for `allowed_origins` says the same.
+pub fn is_web_origin(origin: &str) -> bool {
+    if origin.len() > MAX_ORIGIN_LEN {
+        return false;
+    }
+    origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .is_some_and(is_host_and_port)
+}
+
+/// Whether `url` is an `http(s)` URL a push may be sent to: a host name
+/// or IPv4 address, an optional port, and a path of printable characters.
+pub fn is_push_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    url.len() <= 2048 && is_host_and_port(authority) && path.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The first 8 bytes of a secret's SHA-256, hex: enough to tell secrets
@@ -509,9 +505,10 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
     }
     if let Some(p) = &record.push {
         if let Some(w) = &p.webhook {
-            if !(w.url.starts_with("https://") || w.url.starts_with("http://")) {
+            if !is_push_url(&w.url) {
                 return Err(TenantError::Invalid(
-                    "push.webhook.url must be an http(s) URL".into(),
+                    "push.webhook.url must be an http(s) URL with a host name or IPv4 address"
+                        .into(),
                 ));
             }
             if w.secret.chars().count() < 16 {
@@ -653,7 +650,6 @@ mod origin_tests {
         for ok in [
             "https://chat.example.com",
             "http://localhost:8080",
-            "https://[::1]:8443",
             "http://127.0.0.1",
         ] {
             assert!(is_web_origin(ok), "{ok}");
@@ -667,11 +663,17 @@ mod origin_tests {
             "https://-a.b",
             "https://a.b:",
             "https://a.b:123456",
+            "https://[.fe]",
             "ftp://a.b",
             "null",
         ] {
             assert!(!is_web_origin(bad), "{bad}");
         }
+        assert!(super::is_push_url("https://push.example.com:8443/hook?a=b"));
+        assert!(super::is_push_url("http://127.0.0.1:9000/hook"));
+        assert!(!super::is_push_url("https://[::1]/hook"));
+        assert!(!super::is_push_url("https://a b/hook"));
+        assert!(!super::is_push_url("https://a/ho ok"));
     }
 }
 
