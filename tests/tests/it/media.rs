@@ -372,3 +372,67 @@ async fn bad_uploads(backend: Backend) {
     }
     assert_alive(&mut ws).await;
 }
+
+#[tokio::test]
+async fn uploads_no_message_refers_to_are_collected_local() {
+    unreferenced_uploads_are_collected(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn uploads_no_message_refers_to_are_collected_s3() {
+    unreferenced_uploads_are_collected(Backend::S3).await;
+}
+
+/// The blob collector: an upload no message refers to is deleted after
+/// its grace; one a message refers to stays.
+async fn unreferenced_uploads_are_collected(backend: Backend) {
+    let media = MediaCluster::start(
+        backend,
+        1,
+        "[media]\ngc_grace_secs = 2\ngc_every_secs = 1\n",
+    )
+    .await;
+    let cluster = &media.cluster;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let alice = cluster.rest(0, "alice");
+    let upload = |bytes: &'static [u8]| {
+        let alice = alice.clone();
+        async move {
+            let (status, ticket) = grant(&alice, "image/png", bytes.len() as u64).await;
+            assert_eq!(status, 201, "{ticket}");
+            let (status, body) = put(&ticket, None, bytes.to_vec()).await;
+            assert_eq!(status, 200, "{body}");
+            ticket["blob_ref"].as_str().unwrap().to_owned()
+        }
+    };
+    let orphan = upload(b"nobody sends this").await;
+    let kept = upload(b"this one is sent").await;
+    let mut ws = cluster.ws(0, "alice", "phone").await;
+    ws.send(&image_frame(&conv, "img", &kept, 16))
+        .await
+        .unwrap();
+    expect_ack(&mut ws, "img").await;
+    assert_eq!(
+        download_url(&alice, &orphan).await.0,
+        302,
+        "within its grace"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while download_url(&alice, &orphan).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the unreferenced upload was not collected"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        download_url(&alice, &kept).await.0,
+        302,
+        "a referenced upload stays"
+    );
+    assert!(!media.bytes_path(&orphan).exists(), "its bytes are gone");
+    assert!(media.bytes_path(&kept).exists());
+    assert!(cluster.logs().contains("unreferenced uploads removed"));
+}
