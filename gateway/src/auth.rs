@@ -21,6 +21,24 @@ use switchboard_backbone::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
 
+/// The latest change of the tenants' keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyChange {
+    /// Changes so far.
+    pub count: u64,
+    /// The tenant of the latest.
+    pub tenant: Option<TenantId>,
+}
+
+impl KeyChange {
+    /// Whether a session of `tenant` that saw change `seen` last must check
+    /// its token again: its tenant changed, or changes were coalesced and
+    /// one of the missed ones may have been its tenant's.
+    pub fn concerns(&self, tenant: &TenantId, seen: u64) -> bool {
+        self.count != seen.wrapping_add(1) || self.tenant.as_ref().is_none_or(|t| t == tenant)
+    }
+}
+
 /// Who a verified token speaks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -78,9 +96,10 @@ pub struct TenantDirectory {
     from_file: HashMap<TenantId, Keys>,
     /// Seconds a token is still accepted past its `exp` (clock skew).
     leeway_secs: u64,
-    /// Counts key changes: open sessions re-check their token on each, so
-    /// a removed key or a deleted tenant ends them within moments.
-    changes: tokio::sync::watch::Sender<u64>,
+    /// Counts key changes, with the tenant of the latest: open sessions
+    /// of that tenant re-check their token, so a removed key or a deleted
+    /// tenant ends them within moments.
+    changes: tokio::sync::watch::Sender<KeyChange>,
 }
 
 #[derive(Deserialize)]
@@ -157,7 +176,7 @@ impl TenantDirectory {
             keys: RwLock::new(from_file.clone()),
             from_file,
             leeway_secs,
-            changes: tokio::sync::watch::Sender::new(0),
+            changes: tokio::sync::watch::Sender::new(KeyChange::default()),
         })
     }
 
@@ -185,11 +204,14 @@ impl TenantDirectory {
                 None => all.remove(id),
             };
         }
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        self.changes.send_modify(|c| {
+            c.count = c.count.wrapping_add(1);
+            c.tenant = Some(id.clone());
+        });
     }
 
     /// Changes with every key change (see `changes`).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<KeyChange> {
         self.changes.subscribe()
     }
 
@@ -404,5 +426,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.verify(&forged), Err(AuthError::BadSignature));
+    }
+
+    #[test]
+    fn sessions_check_their_token_when_their_tenant_or_an_unseen_change_may_concern_them() {
+        let acme = TenantId::new("acme").unwrap();
+        let globex = TenantId::new("globex").unwrap();
+        let change = |count, tenant: &TenantId| KeyChange {
+            count,
+            tenant: Some(tenant.clone()),
+        };
+        assert!(change(5, &acme).concerns(&acme, 4));
+        assert!(!change(5, &globex).concerns(&acme, 4), "another tenant's");
+        assert!(change(6, &globex).concerns(&acme, 4), "one was missed");
     }
 }

@@ -194,6 +194,7 @@ async fn serve(
 
     let grace = Duration::from_millis(limits.token_expiry_grace_ms);
     let mut key_changes = gw.tenants.subscribe();
+    let mut seen_change = key_changes.borrow_and_update().count;
     let mut conn = Connection {
         gw: gw.clone(),
         session_ends: session_end(id.expires_at, grace),
@@ -263,7 +264,11 @@ async fn serve(
                 break;
             }
             Ok(()) = key_changes.changed() => {
-                if let Err(e) = gw.tenants.verify(&conn.token)
+                let change = key_changes.borrow_and_update().clone();
+                let concerned = change.concerns(&conn.id.tenant, seen_change);
+                seen_change = change.count;
+                if concerned
+                    && let Err(e) = gw.tenants.verify(&conn.token)
                     && e != AuthError::Expired
                 {
                     tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
