@@ -774,3 +774,62 @@ async fn quotas_bound_what_one_user_can_spend() {
     );
     assert_eq!(grant_status(&other, 200).await, 201);
 }
+
+#[tokio::test]
+async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() {
+    // One partition: both conversations share one writer.
+    let mut cluster = Cluster::start(ClusterSpec {
+        partitions: 1,
+        ..Default::default()
+    })
+    .await;
+    let damaged = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let healthy = cluster
+        .create(ConversationKind::Group, "alice", &["carol"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    send_acked(&mut alice, &damaged, "d0", "before").await;
+    send_acked(&mut alice, &healthy, "h0", "before").await;
+    // The store-holding worker stops, and one conversation's row is
+    // damaged on disk: every command for it now fails the same way.
+    cluster.workers[0].kill9().await;
+    {
+        let path = cluster
+            .dir
+            .path()
+            .join("store-owner")
+            .join("store")
+            .join("db");
+        assert!(path.exists(), "the store is at {}", path.display());
+        let db = fjall::Database::builder(&path).open().unwrap();
+        let rows = db
+            .keyspace("conversations", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
+        // The store's key: each part's bytes and a 0x00.
+        let key = [TENANT.as_bytes(), &[0], damaged.as_bytes(), &[0]].concat();
+        let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        batch.insert(&rows, key, b"{ not a row".to_vec());
+        batch.commit().unwrap();
+    }
+    cluster.workers[0].restart().await;
+    cluster.wait_for_writers(1, Duration::from_secs(30)).await;
+    // A send there is set aside, and its sender told...
+    alice
+        .send(&send_frame(&damaged, "d1", "after"))
+        .await
+        .unwrap();
+    let (code, _, id, message) = expect_error(&mut alice).await;
+    assert_eq!(
+        (code, id.as_deref()),
+        (ErrorCode::Internal, Some("d1")),
+        "{message}"
+    );
+    // ...and the partition goes on with the other conversation.
+    send_acked(&mut alice, &healthy, "h1", "after").await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let mut parked = js.get_stream("SB_PARKED").await.unwrap();
+    assert_eq!(parked.info().await.unwrap().state.messages, 1);
+    assert!(cluster.logs().contains("parked in SB_PARKED"));
+}
