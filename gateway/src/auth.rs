@@ -198,16 +198,32 @@ impl TenantDirectory {
             },
             None => self.from_file.get(id).cloned(),
         };
-        if let Ok(mut all) = self.keys.write() {
-            match keys {
-                Some(k) => all.insert(id.clone(), k),
-                None => all.remove(id),
-            };
-        }
+        let mut all = self.write_keys();
+        match keys {
+            Some(k) => all.insert(id.clone(), k),
+            None => all.remove(id),
+        };
+        drop(all);
         self.changes.send_modify(|c| {
             c.count = c.count.wrapping_add(1);
             c.tenant = Some(id.clone());
         });
+    }
+
+    /// The keys for reading. Every change under the lock is one map insert
+    /// or removal, so a panic elsewhere while it was held cannot leave it
+    /// half-changed: a poisoned lock is used as it is, and a key rotation
+    /// is never dropped for it.
+    fn read_keys(&self) -> std::sync::RwLockReadGuard<'_, HashMap<TenantId, Keys>> {
+        self.keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_keys(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<TenantId, Keys>> {
+        self.keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Changes with every key change (see `changes`).
@@ -218,9 +234,7 @@ impl TenantDirectory {
     /// Whether a browser on `origin` may use the tokens of `tenant`; with
     /// no tenant known (a request without a token), of any tenant.
     pub fn allows_origin(&self, tenant: Option<&TenantId>, origin: &str) -> bool {
-        let Ok(all) = self.keys.read() else {
-            return false;
-        };
+        let all = self.read_keys();
         match tenant {
             Some(t) => all
                 .get(t)
@@ -266,10 +280,9 @@ impl TenantDirectory {
             TenantId::new(unverified.tenant).map_err(|e| AuthError::Claims(e.to_string()))?;
         // An unknown tenant looks like a bad signature: no tenant enumeration.
         let keys = self
-            .keys
-            .read()
-            .ok()
-            .and_then(|k| k.get(&tenant).cloned())
+            .read_keys()
+            .get(&tenant)
+            .cloned()
             .ok_or(AuthError::BadSignature)?;
 
         let mut validation = Validation::new(algorithm);
@@ -439,5 +452,25 @@ mod tests {
         assert!(change(5, &acme).concerns(&acme, 4));
         assert!(!change(5, &globex).concerns(&acme, 4), "another tenant's");
         assert!(change(6, &globex).concerns(&acme, 4), "one was missed");
+    }
+
+    #[test]
+    fn a_poisoned_lock_does_not_drop_a_key_change() {
+        let d = std::sync::Arc::new(directory());
+        let poisoner = d.clone();
+        let _ = std::thread::spawn(move || {
+            let _held = poisoner.write_keys();
+            panic!("a panic while the keys are held");
+        })
+        .join();
+        assert!(d.keys.is_poisoned());
+        // The tenant's record now has no key: its tokens stop verifying.
+        let acme = TenantId::new("acme").unwrap();
+        d.apply_record(&acme, Some(&TenantRecord::new(acme.clone())));
+        let t = hs256(
+            serde_json::json!({"tenant":"acme","sub":"a","exp":now()+60}),
+            SECRET,
+        );
+        assert_eq!(d.verify(&t), Err(AuthError::BadSignature));
     }
 }

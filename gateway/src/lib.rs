@@ -7,7 +7,6 @@
 //! does, and answers through NATS. Reads (history, backlog, conversation
 //! lists) go straight to the store, which checks membership.
 
-mod admin;
 pub mod auth;
 mod browser;
 mod commands;
@@ -20,6 +19,7 @@ pub mod media;
 mod openapi;
 mod operator;
 mod outbox;
+mod plugin_api;
 mod presence;
 mod push;
 mod quota;

@@ -1,10 +1,11 @@
-//! How a conversation's messages reach its members (F10): the one place
-//! that decides it. Below the threshold, fan-out on write: every member's
-//! devices get inbox entries and every member is pushed to by user. Above
-//! it, fan-out on read: one stored copy, live pushes through the
+//! How a conversation's messages reach its members (F10): the built-in
+//! policy. Below the threshold, fan-out on write: every member's devices
+//! get inbox entries and every member is pushed to by user. Above it,
+//! fan-out on read: one stored copy, live pushes through the
 //! conversation's own subject to members connected now, history for the
-//! rest, and marks stored but not broadcast. (A tenant plugin will make
-//! this decision per tenant; until then it is this threshold.)
+//! rest, and marks stored but not broadcast. A tenant's fan-out plugin
+//! replaces this threshold for its conversations; the writer and the
+//! gateways ask `Plugins::fan_out_mode`, which falls back to it.
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::ConversationKind;

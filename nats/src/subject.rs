@@ -1,4 +1,7 @@
-//! Every NATS subject Switchboard uses, built in one place.
+//! The subjects of the message path, built here: ingest, user and
+//! conversation events, the store service. The push pipeline's live in
+//! `push_jobs.rs`, the parked commands' here too (`parked`); streams and
+//! buckets name theirs in `definitions.rs`.
 //!
 //! | subject | kind | carries |
 //! |---|---|---|

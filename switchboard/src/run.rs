@@ -102,9 +102,6 @@ pub async fn backbone(
     }
 }
 
-/// Starts the plugin host and installs every tenant's active plugins;
-/// keeps following `sb_plugins` afterwards. One per process: `dev`'s
-/// gateway and worker share it.
 /// The process's view of `sb_tenants` (F21), following changes for as long
 /// as the process runs; shared by its worker, push stage and plugin host.
 pub async fn tenants(client: &async_nats::Client) -> anyhow::Result<TenantBook> {
@@ -117,6 +114,9 @@ pub async fn tenants(client: &async_nats::Client) -> anyhow::Result<TenantBook> 
     Ok(tenants)
 }
 
+/// Starts the plugin host and installs every tenant's active plugins;
+/// keeps following `sb_plugins` afterwards. One per process: `dev`'s
+/// gateway and worker share it.
 pub async fn plugins(
     client: &async_nats::Client,
     file: &FileConfig,
@@ -277,9 +277,6 @@ pub fn gateway_config(
     config
 }
 
-/// Where media live: the S3 bucket of `[blobs]`, or the local directory
-/// `<data_dir>/blobs` with URLs signed by `blob_url_secret` (or a secret
-/// of this process's own).
 /// Starts the push stage (F15) beside a worker: both of its steps, on the
 /// consumers every worker shares.
 pub async fn push_stage(
@@ -343,6 +340,9 @@ impl ArchiveObjects for ArchiveBlobs {
     }
 }
 
+/// Where media live: the S3 bucket of `[blobs]`, or the local directory
+/// `<data_dir>/blobs` with URLs signed by `blob_url_secret` (or a secret
+/// of this process's own).
 pub fn media_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<MediaStore> {
     if let Some(blobs) = &file.blobs
         && blobs.backend == BlobBackend::S3
