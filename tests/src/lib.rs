@@ -96,3 +96,28 @@ pub fn unique(prefix: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// Asks `ready` every 50 ms until it gives a value, and fails the test,
+/// saying `what` did not happen, if it gives none within `within`. The one
+/// polling loop of the tests: for state that other processes change
+/// (a tenant reaching the gateways, a dead letter, a log line).
+pub async fn eventually<T, Fut>(
+    what: &str,
+    within: std::time::Duration,
+    mut ready: impl FnMut() -> Fut,
+) -> T
+where
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(value) = ready().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

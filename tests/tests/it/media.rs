@@ -14,7 +14,7 @@ use switchboard_protocol::{
 };
 use switchboard_tests::cluster::OTHER_TENANT;
 use switchboard_tests::s3::S3Server;
-use switchboard_tests::{Cluster, ClusterSpec, TENANT};
+use switchboard_tests::{Cluster, ClusterSpec, TENANT, eventually};
 
 use crate::support::*;
 
@@ -419,14 +419,12 @@ async fn unreferenced_uploads_are_collected(backend: Backend) {
         302,
         "within its grace"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while download_url(&alice, &orphan).await.0 != 404 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the unreferenced upload was not collected"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        "the unreferenced upload is collected",
+        Duration::from_secs(15),
+        || async { (download_url(&alice, &orphan).await.0 == 404).then_some(()) },
+    )
+    .await;
     assert_eq!(
         download_url(&alice, &kept).await.0,
         302,

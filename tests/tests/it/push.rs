@@ -19,6 +19,7 @@ use switchboard_protocol::{
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
+use switchboard_tests::eventually;
 
 const OPERATOR: &str = "operator-token-0123456789";
 const TENANT: &str = "pushco";
@@ -175,14 +176,12 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
         "the webhook secret is not shown"
     );
     // The tenant reaches the gateway and the workers.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rest(&cluster, "alice", "a").conversations().await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the new tenant never became usable"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the new tenant becomes usable",
+        Duration::from_secs(10),
+        || async { rest(&cluster, "alice", "a").conversations().await.ok() },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (group, _) = rest(&cluster, "alice", "a")
@@ -260,17 +259,13 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
     let nats = cluster.nats.client().await;
     let js = async_nats::jetstream::new(nats.clone());
     let dead_stream = js.get_stream("SB_PUSH_DEAD").await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let dead = loop {
-        if let Ok(m) = dead_stream
+    let dead = eventually("a dead letter", Duration::from_secs(10), || async {
+        dead_stream
             .get_last_raw_message_by_subject(&format!("sb.pushdead.{TENANT}"))
             .await
-        {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "no dead letter");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            .ok()
+    })
+    .await;
     assert_eq!(hook.count(), 5, "exactly max_attempts tries");
     let job: Value = serde_json::from_slice(&dead.payload).unwrap();
     assert_eq!(job["body"], "will fail");
@@ -392,14 +387,12 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
         .await
         .unwrap();
     assert_eq!(created.status().as_u16(), 201);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rest(&cluster, "alice", "a").conversations().await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the new tenant never became usable"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the new tenant becomes usable",
+        Duration::from_secs(10),
+        || async { rest(&cluster, "alice", "a").conversations().await.ok() },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let conv = rest(&cluster, "alice", "a")
         .create_conversation(ConversationKind::Direct, &["bob"], None)
@@ -613,14 +606,12 @@ async fn a_webhook_on_a_private_address_is_refused_unless_allowed() {
         .await
         .unwrap();
     assert_eq!(created.status().as_u16(), 201);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rest(&cluster, "alice", "a").conversations().await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the new tenant never became usable"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the new tenant becomes usable",
+        Duration::from_secs(10),
+        || async { rest(&cluster, "alice", "a").conversations().await.ok() },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (group, _) = rest(&cluster, "alice", "a")
         .create_conversation(ConversationKind::Group, &["bob"], None)
@@ -632,13 +623,11 @@ async fn a_webhook_on_a_private_address_is_refused_unless_allowed() {
     send(&mut alice, &conv, "p1", text("hello")).await;
     // The push is dead-lettered at once (a refusal is not retried), and
     // the receiver on loopback never hears of it.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !cluster.logs().contains("private address") {
-        assert!(
-            Instant::now() < deadline,
-            "the private webhook target was not refused"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "the private webhook target is refused",
+        Duration::from_secs(15),
+        || async { cluster.logs().contains("private address").then_some(()) },
+    )
+    .await;
     assert_eq!(hook.count(), 0);
 }

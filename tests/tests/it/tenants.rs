@@ -15,6 +15,7 @@ use switchboard_tests::cluster::{OTHER_SECRET, OTHER_TENANT, SECRET, TENANT};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
+use switchboard_tests::eventually;
 
 const OPERATOR: &str = "operator-token-0123456789";
 
@@ -84,15 +85,11 @@ async fn status_with(cluster: &Cluster, token: &str) -> u16 {
 /// Waits (bounded) until `token` gets `want`: a change reaches the
 /// gateways through the bucket within moments.
 async fn until_status(cluster: &Cluster, token: &str, want: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = status_with(cluster, token).await;
-        if got == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "still {got}, wanted {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("the token gets {want}");
+    eventually(&what, Duration::from_secs(10), || async {
+        (status_with(cluster, token).await == want).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -526,14 +523,12 @@ async fn two_tenants_with_the_same_ids_never_meet() {
             .unwrap();
         r["status"].as_str().unwrap().to_owned()
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while presence(globex("bob")).await != "offline" {
-        assert!(
-            Instant::now() < deadline,
-            "globex's alice never went offline"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        "globex's alice goes offline",
+        Duration::from_secs(10),
+        || async { (presence(globex("bob")).await == "offline").then_some(()) },
+    )
+    .await;
     assert_eq!(presence(acme("bob")).await, "online");
 
     // Media: acme's upload is not globex's to download, even by the same id.
