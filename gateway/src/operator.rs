@@ -166,13 +166,8 @@ struct Change {
     push: Option<Option<PushSettings>>,
     /// The web origins allowed from now on (the whole list); absent:
     /// unchanged.
-    #[serde(default, deserialize_with = "some_list")]
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     allowed_origins: Option<Vec<String>>,
-}
-
-/// A present list (`null` is refused).
-fn some_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    Vec::<String>::deserialize(d).map(Some)
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).

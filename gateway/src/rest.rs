@@ -601,12 +601,8 @@ async fn web_client() -> Response {
 struct DevTokenRequest {
     user: String,
     /// Absent: the default device; `null` is refused like any non-string.
-    #[serde(default, deserialize_with = "string_if_present")]
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     device: Option<String>,
-}
-
-fn string_if_present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    String::deserialize(d).map(Some)
 }
 
 /// Dev mode only: a 24-hour token for the demo tenant.

@@ -70,7 +70,7 @@ pub struct CreateConversation {
     /// Absent for none; `null` is refused like any other non-string.
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "crate::fields::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub title: Option<String>,
@@ -86,20 +86,10 @@ pub struct AddMembers {
     /// Absent for none; `null` is refused.
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "crate::fields::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub user_id: Option<UserId>,
-}
-
-/// An optional field that, when present, must hold a value: `null` is a
-/// type error, as the OpenAPI document says.
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
 }
 
 /// Body of history responses.

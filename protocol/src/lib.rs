@@ -9,6 +9,7 @@
 pub mod content;
 pub mod conversation;
 pub mod error;
+pub mod fields;
 pub mod frames;
 pub mod ids;
 pub mod keys;

@@ -87,22 +87,8 @@ async fn readers_that_never_read_cost_a_bounded_amount_and_are_let_go() {
         .await;
     // 15 MB of history: more than the kernel buffers a socket on loopback.
     let mut alice = cluster.ws(0, "alice", "phone").await;
-    let (n, burst, text) = (1000usize, 50usize, "x".repeat(15_000));
-    for b in 0..n / burst {
-        for i in 0..burst {
-            alice
-                .send(&send_frame(&conv, &format!("m{}", b * burst + i), &text))
-                .await
-                .unwrap();
-        }
-        for _ in 0..burst {
-            expect(&mut alice, "an ack", |f| match f {
-                ServerFrame::Ack { .. } => Some(()),
-                _ => None,
-            })
-            .await;
-        }
-    }
+    let n = 1000;
+    send_in_bursts(&mut alice, &conv, n, 50, &"x".repeat(15_000)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = rss_bytes(&cluster);
     // Ten sockets ask for all of it and never read a byte: without a

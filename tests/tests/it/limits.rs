@@ -27,23 +27,8 @@ async fn a_client_that_stops_reading_is_closed_and_loses_nothing() {
     // Enough to fill the sockets' buffers on loopback (some MB) and then
     // the queue. Alice reads her acks as she goes: a reader that keeps up
     // is never closed.
-    let (n, burst, text) = (1000usize, 25usize, "x".repeat(15_000));
-    for b in 0..n / burst {
-        for i in 0..burst {
-            alice
-                .send(&send_frame(&conv, &format!("m{}", b * burst + i), &text))
-                .await
-                .unwrap();
-        }
-        for _ in 0..burst {
-            expect(&mut alice, "an ack", |f| match f {
-                ServerFrame::Ack { .. } => Some(()),
-                ServerFrame::Error { message, .. } => panic!("send refused: {message}"),
-                _ => None,
-            })
-            .await;
-        }
-    }
+    let n = 1000;
+    send_in_bursts(&mut alice, &conv, n, 25, &"x".repeat(15_000)).await;
     // The sender was never held up; the silent reader was let go.
     let mut received = 0;
     let closed = loop {

@@ -262,3 +262,23 @@ pub async fn check_history_against_acks(
     }
     history
 }
+
+/// Sends `n` messages of `text` in bursts of `burst`, reading the acks of
+/// each burst before the next: a sender that keeps up.
+pub async fn send_in_bursts(ws: &mut WsClient, conv: &str, n: usize, burst: usize, text: &str) {
+    for b in 0..n / burst {
+        for i in 0..burst {
+            ws.send(&send_frame(conv, &format!("m{}", b * burst + i), text))
+                .await
+                .unwrap();
+        }
+        for _ in 0..burst {
+            expect(ws, "an ack", |f| match f {
+                ServerFrame::Ack { .. } => Some(()),
+                ServerFrame::Error { message, .. } => panic!("send refused: {message}"),
+                _ => None,
+            })
+            .await;
+        }
+    }
+}
