@@ -1,10 +1,13 @@
-//! Commits: checks first, then every row in one batch.
+//! The store's rules (`switchboard_store::rules`) over Scylla: checks
+//! first, then every row in one batch.
 //!
-//! A commit reads what its checks need (the conversation row for
-//! `expected_last_seq`, idempotency keys, members, the stored message of an
-//! edit), refuses with nothing written when a check fails, and otherwise
-//! writes every resulting row in one LOGGED batch: all of it or none of it
-//! lands, across partitions.
+//! What each mutation checks and which rows it changes is decided in the
+//! rules, shared with the embedded store. This file is the [`Commit`] view
+//! they run against: the reads (through a per-commit cache), the CQL rows
+//! each write becomes, the day bucket a message lands in, and how the
+//! commit is sent. A refused commit writes nothing; otherwise every
+//! resulting row goes in one LOGGED batch: all of it or none of it lands,
+//! across partitions.
 //!
 //! The read-then-write is safe because every conversation has exactly one
 //! writer, the worker's sequencer holding the conversation's lease, whose
@@ -24,13 +27,15 @@
 //! archive mark names every idempotency key of its day. When a commit's
 //! rows add up to more than `max_batch_bytes`, it is split in three, in
 //! this order: the fan-out in UNLOGGED batches, then everything else in
-//! the one LOGGED batch, then an archive mark's clean-up (idempotency keys
-//! and inbox entries of the archived seqs) in UNLOGGED batches. If the
+//! the one LOGGED batch, then the clean-up (inbox entries removed, and an
+//! archive mark's idempotency keys) in UNLOGGED batches. If the
 //! commit fails after the first part, inbox entries may exist for messages
 //! that were never stored: reads skip an entry whose message row is
 //! missing, an entry for a seq stored later points at that message, and
 //! the TTL removes them in any case. If it fails in the last part, some
-//! idempotency keys of archived messages stay: `find_sent` finds no live
+//! inbox entries stay (an ack is answered with the error and repeated;
+//! the TTL removes them in any case), and some idempotency keys of
+//! archived messages stay: `find_sent` finds no live
 //! row behind them (so answers `None`), and reusing such an old
 //! `client_msg_id` is refused as a duplicate, as it would have been
 //! before the archive.
@@ -41,16 +46,16 @@ use futures::StreamExt;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
-use switchboard_protocol::{Content, Message, MessageVersion, Timestamp, UserId};
+use switchboard_protocol::{ConversationKind, Message, MessageVersion, TenantId, Timestamp};
+use switchboard_store::rules::{AckReads, BucketSpan, Commit, InboxEntries, Marks, Placement};
 use switchboard_store::{
-    BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
-    day_bucket,
+    BucketKey, ConversationKey, ConversationRecord, StoreError, StoreResult, day_bucket,
 };
 
 use crate::cql::{Args, Size, Write, unavailable};
 use crate::rows::{
     Bucket, Conv, DELIVERED, READ, bucket_last, day_db, decode, encode, id_db, marks, seq_db,
-    seq_of, user_id,
+    seq_of,
 };
 use crate::store::ScyllaStore;
 
@@ -64,10 +69,6 @@ fn ck(key: &ConversationKey) -> Ck {
     )
 }
 
-fn refuse(why: impl Into<String>) -> StoreError {
-    StoreError::Conflict(why.into())
-}
-
 /// Most statements in one batch of a split commit's side parts.
 const MAX_SIDE_STATEMENTS: usize = 1000;
 
@@ -79,9 +80,9 @@ enum Phase {
     Before,
     /// The commit proper: one LOGGED batch.
     Core,
-    /// Clean-up of an archive mark (idempotency keys and inbox entries of
-    /// the archived seqs): written after the commit's batch, since their
-    /// loss before it could let a retried send store a duplicate.
+    /// Clean-up: inbox entries removed, and an archive mark's idempotency
+    /// keys. Written after the commit's batch, since the loss of those
+    /// keys before it could let a retried send store a duplicate.
     After,
 }
 
@@ -168,7 +169,7 @@ impl<'a> Tx<'a> {
         Ok(c)
     }
 
-    async fn members(&mut self, k: &Ck) -> StoreResult<&mut BTreeSet<String>> {
+    async fn member_set(&mut self, k: &Ck) -> StoreResult<&mut BTreeSet<String>> {
         if !self.members.contains_key(k) {
             let list = self.store.member_ids(&k.0, &k.1).await?;
             self.members.insert(k.clone(), list.into_iter().collect());
@@ -178,7 +179,7 @@ impl<'a> Tx<'a> {
             .ok_or_else(|| StoreError::Corrupt("member view".into()))
     }
 
-    async fn devices(&mut self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+    async fn device_list(&mut self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
         let key = (tenant.to_owned(), user.to_owned());
         if let Some(d) = self.devices.get(&key) {
             return Ok(d.clone());
@@ -243,8 +244,8 @@ impl<'a> Tx<'a> {
     }
 
     /// Every member with their devices (the device lists read together).
-    async fn recipients(&mut self, k: &Ck) -> StoreResult<Vec<(String, Vec<String>)>> {
-        let users: Vec<String> = self.members(k).await?.iter().cloned().collect();
+    async fn recipient_list(&mut self, k: &Ck) -> StoreResult<Vec<(String, Vec<String>)>> {
+        let users: Vec<String> = self.member_set(k).await?.iter().cloned().collect();
         let tenant = k.0.clone();
         let missing: Vec<String> = users
             .iter()
@@ -274,12 +275,20 @@ impl<'a> Tx<'a> {
             .collect())
     }
 
-    // --- writes
+    /// The bucket day of a message this commit read or wrote.
+    fn day_of(&self, k: &Ck, seq: u64) -> StoreResult<u32> {
+        match self.messages.get(&(k.clone(), seq)) {
+            Some(Some((day, _))) => Ok(*day),
+            _ => Err(StoreError::Corrupt(format!(
+                "message {seq} was not read before a write that needs its bucket"
+            ))),
+        }
+    }
 
     /// Sets a grow-only mark: the new row, and a delete of every row below
     /// it. Whatever order concurrent writers' rows land in, the highest
     /// survives.
-    pub(crate) fn set_mark(&mut self, k: &Ck, user: &str, mark: i8, seq: u64) {
+    fn set_mark(&mut self, k: &Ck, user: &str, mark: i8, seq: u64) {
         let st = &self.store.st;
         let (t, c, u, s) = (k.0.clone(), k.1.clone(), user.to_owned(), seq_db(seq));
         let ts = self.ts();
@@ -291,8 +300,52 @@ impl<'a> Tx<'a> {
         self.push(&st.delete_marks_below, (ts, t, c, u, mark, s));
     }
 
+    /// The bucket day of a new message, opening a bucket when its UTC day
+    /// is newer than the newest bucket. A message whose day is not newer
+    /// (a clock that went back) joins the newest bucket, so that buckets
+    /// always hold consecutive seq ranges in day order; should that bucket
+    /// be archived already, the message opens the day after it.
+    async fn assign_day(&mut self, k: &Ck, m: &Message) -> StoreResult<u32> {
+        let day = day_bucket(m.created_at);
+        let newest = self.buckets(k).await?.first().cloned();
+        let open = match newest {
+            None => day,
+            Some(b) if day > b.day => day,
+            Some(b) if b.archived.is_some() => b.day.saturating_add(1),
+            Some(b) => return Ok(b.day),
+        };
+        self.buckets(k).await?.insert(
+            0,
+            Bucket {
+                day: open,
+                first: m.seq,
+                archived: None,
+            },
+        );
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_bucket,
+            (k.0.clone(), k.1.clone(), day_db(open), seq_db(m.seq), ts),
+        );
+        Ok(open)
+    }
+
+    pub(crate) fn register_device(&mut self, tenant: &str, user: &str, device: &str) {
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_device,
+            (
+                tenant.to_owned(),
+                user.to_owned(),
+                device.to_owned(),
+                Timestamp::now().unix_ms(),
+                ts,
+            ),
+        );
+    }
+
     #[allow(clippy::too_many_arguments)]
-    fn insert_inbox(
+    fn inbox_row(
         &mut self,
         k: &Ck,
         user: &str,
@@ -360,703 +413,6 @@ impl<'a> Tx<'a> {
             ),
         );
         Ok(())
-    }
-
-    /// Members of `k` may download `blob_ref` from now on. A reference
-    /// outlives the message's deletion, as in the embedded store.
-    fn reference_media(&mut self, k: &Ck, blob_ref: &str) {
-        let ts = self.ts();
-        self.push(
-            &self.store.st.insert_media_ref,
-            (k.0.clone(), blob_ref.to_owned(), k.1.clone(), ts),
-        );
-    }
-
-    async fn add_member(&mut self, k: &Ck, user: &str, at: Timestamp) -> StoreResult<()> {
-        if self.members(k).await?.contains(user) {
-            return Ok(());
-        }
-        let st = &self.store.st;
-        let ts = self.ts();
-        self.push(
-            &st.insert_member,
-            (k.0.clone(), k.1.clone(), user.to_owned(), at.unix_ms(), ts),
-        );
-        let ts = self.ts();
-        self.push(
-            &st.insert_user_conversation,
-            (k.0.clone(), user.to_owned(), k.1.clone(), ts),
-        );
-        self.members(k).await?.insert(user.to_owned());
-        Ok(())
-    }
-
-    fn check_not_archived_here(&self, k: &Ck) -> StoreResult<()> {
-        if self.archived.contains(k) {
-            return Err(refuse(
-                "a bucket of the conversation was archived in this commit",
-            ));
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn apply(&mut self, m: &Mutation) -> StoreResult<()> {
-        match m {
-            Mutation::CreateConversation { record, members } => self.create(record, members).await,
-            Mutation::AddMembers { key, users, at } => {
-                let k = ck(key);
-                if self.conv(&k).await?.is_none() {
-                    return Err(StoreError::NotFound);
-                }
-                for u in users {
-                    self.add_member(&k, u.as_str(), *at).await?;
-                }
-                Ok(())
-            }
-            Mutation::RemoveMembers { key, users } => {
-                let k = ck(key);
-                if self.conv(&k).await?.is_none() {
-                    return Err(StoreError::NotFound);
-                }
-                for u in users {
-                    self.remove_member(&k, u.as_str()).await?;
-                }
-                Ok(())
-            }
-            Mutation::Append {
-                key,
-                expected_last_seq,
-                messages,
-                inbox,
-            } => self.append(key, *expected_last_seq, messages, *inbox).await,
-            Mutation::Edit {
-                key,
-                seq,
-                content,
-                editor,
-                at,
-                inbox,
-            } => self.edit(key, *seq, content, editor, *at, *inbox).await,
-            Mutation::Delete {
-                key,
-                seq,
-                at,
-                inbox,
-            } => self.delete(key, *seq, *at, *inbox).await,
-            Mutation::Archive {
-                bucket,
-                first_seq,
-                last_seq,
-                object,
-            } => self.archive(bucket, *first_seq, *last_seq, object).await,
-            Mutation::Restore {
-                key,
-                message,
-                versions,
-            } => self.restore(key, message, versions).await,
-            Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
-                "no archive store is configured".into(),
-            )),
-        }
-    }
-
-    async fn create(&mut self, record: &ConversationRecord, members: &[UserId]) -> StoreResult<()> {
-        let k = (
-            record.tenant.as_str().to_owned(),
-            record.conversation_id.as_str().to_owned(),
-        );
-        if self.conv(&k).await?.is_some() {
-            return Err(refuse("conversation exists"));
-        }
-        let last_message = record.last_message.as_ref().map(encode).transpose()?;
-        let ts = self.ts();
-        self.push(
-            &self.store.st.insert_conversation,
-            (
-                k.0.clone(),
-                k.1.clone(),
-                record.kind.as_str().to_owned(),
-                record.title.clone(),
-                record.created_at.unix_ms(),
-                record.created_by.as_str().to_owned(),
-                seq_db(record.last_seq),
-                last_message,
-                record.last_activity.unix_ms(),
-                ts,
-            ),
-        );
-        self.convs.insert(k.clone(), Some(Conv::of_record(record)));
-        // A new conversation has no members yet: nothing to read.
-        self.members.insert(k.clone(), BTreeSet::new());
-        for u in members {
-            self.add_member(&k, u.as_str(), record.created_at).await?;
-        }
-        Ok(())
-    }
-
-    async fn remove_member(&mut self, k: &Ck, user: &str) -> StoreResult<()> {
-        let st = &self.store.st;
-        let (t, c, u) = (k.0.clone(), k.1.clone(), user.to_owned());
-        let ts = self.ts();
-        self.push(&st.delete_member, (ts, t.clone(), c.clone(), u.clone()));
-        let ts = self.ts();
-        self.push(
-            &st.delete_user_conversation,
-            (ts, t.clone(), u.clone(), c.clone()),
-        );
-        let ts = self.ts();
-        self.push(&st.delete_marks_of, (ts, t.clone(), c.clone(), u.clone()));
-        self.members(k).await?.remove(user);
-        for d in self.devices(&t, &u).await? {
-            let ts = self.ts();
-            self.push(
-                &self.store.st.delete_inbox_conversation,
-                (ts, t.clone(), u.clone(), d, c.clone()),
-            );
-        }
-        Ok(())
-    }
-
-    /// The bucket day of a new message, opening a bucket when its UTC day
-    /// is newer than the newest bucket. A message whose day is not newer
-    /// (a clock that went back) joins the newest bucket, so that buckets
-    /// always hold consecutive seq ranges in day order; should that bucket
-    /// be archived already, the message opens the day after it.
-    async fn assign_day(&mut self, k: &Ck, m: &Message) -> StoreResult<u32> {
-        let day = day_bucket(m.created_at);
-        let newest = self.buckets(k).await?.first().cloned();
-        let open = match newest {
-            None => day,
-            Some(b) if day > b.day => day,
-            Some(b) if b.archived.is_some() => b.day.saturating_add(1),
-            Some(b) => return Ok(b.day),
-        };
-        self.buckets(k).await?.insert(
-            0,
-            Bucket {
-                day: open,
-                first: m.seq,
-                archived: None,
-            },
-        );
-        let ts = self.ts();
-        self.push(
-            &self.store.st.insert_bucket,
-            (k.0.clone(), k.1.clone(), day_db(open), seq_db(m.seq), ts),
-        );
-        Ok(open)
-    }
-
-    async fn append(
-        &mut self,
-        key: &ConversationKey,
-        expected_last_seq: u64,
-        messages: &[Message],
-        inbox: bool,
-    ) -> StoreResult<()> {
-        let k = ck(key);
-        let Some(mut conv) = self.conv(&k).await? else {
-            return Err(StoreError::NotFound);
-        };
-        if conv.last_seq != expected_last_seq {
-            return Err(refuse(format!(
-                "append expected last_seq {expected_last_seq}, store has {}",
-                conv.last_seq
-            )));
-        }
-        for (i, m) in messages.iter().enumerate() {
-            let wanted = expected_last_seq + 1 + i as u64;
-            if m.seq != wanted || m.conversation_id != key.conversation_id {
-                return Err(refuse(format!(
-                    "message seq {} does not continue {expected_last_seq}",
-                    m.seq
-                )));
-            }
-        }
-        // Idempotency keys: this commit's, then the stored ones (read
-        // together).
-        let mut fresh = HashSet::new();
-        for m in messages {
-            let id = (
-                k.clone(),
-                m.sender_id.as_str().to_owned(),
-                m.client_msg_id.as_str().to_owned(),
-            );
-            if self.sent.contains(&id) || !fresh.insert(id) {
-                return Err(refuse(format!(
-                    "client_msg_id {} already stored",
-                    m.client_msg_id
-                )));
-            }
-        }
-        let store = self.store;
-        let keys: Vec<(String, String)> = messages
-            .iter()
-            .map(|m| {
-                (
-                    m.sender_id.as_str().to_owned(),
-                    m.client_msg_id.as_str().to_owned(),
-                )
-            })
-            .collect();
-        let (t, c) = (k.0.as_str(), k.1.as_str());
-        let stored = store
-            .each(keys, |(sender, id)| async move {
-                store.sent_row(t, c, &sender, &id).await
-            })
-            .await?;
-        if let Some((m, _)) = messages.iter().zip(&stored).find(|(_, s)| s.is_some()) {
-            return Err(refuse(format!(
-                "client_msg_id {} already stored",
-                m.client_msg_id
-            )));
-        }
-        let Some(last) = messages.last() else {
-            return Ok(());
-        };
-        // Every device of every member gets an inbox entry, except the
-        // device that sent the message (it has it already).
-        let recipients = if inbox {
-            self.recipients(&k).await?
-        } else {
-            Vec::new()
-        };
-        let mut senders: HashMap<String, u64> = HashMap::new();
-        for m in messages {
-            let day = self.assign_day(&k, m).await?;
-            self.insert_message(&k, day, m)?;
-            let (sender, client_msg_id) = (
-                m.sender_id.as_str().to_owned(),
-                m.client_msg_id.as_str().to_owned(),
-            );
-            let ts = self.ts();
-            self.push(
-                &self.store.st.insert_sent,
-                (
-                    k.0.clone(),
-                    k.1.clone(),
-                    sender.clone(),
-                    client_msg_id.clone(),
-                    seq_db(m.seq),
-                    day_db(day),
-                    ts,
-                ),
-            );
-            self.sent.insert((k.clone(), sender.clone(), client_msg_id));
-            let ts = self.ts();
-            self.push(
-                &self.store.st.insert_index,
-                (
-                    k.0.clone(),
-                    k.1.clone(),
-                    id_db(m.message_id),
-                    seq_db(m.seq),
-                    day_db(day),
-                    ts,
-                ),
-            );
-            if let Some(media) = m.content.as_ref().and_then(Content::media) {
-                self.reference_media(&k, &media.blob_ref);
-            }
-            for (user, devices) in &recipients {
-                for device in devices {
-                    if *user == sender && device == m.sender_device.as_str() {
-                        continue;
-                    }
-                    self.insert_inbox(&k, user, device, m.seq, day, m.created_at);
-                }
-            }
-            senders.insert(sender, m.seq);
-        }
-        // Sending implies having received and read everything before it.
-        for (sender, seq) in senders {
-            if self.members(&k).await?.contains(&sender) {
-                self.set_mark(&k, &sender, DELIVERED, seq);
-                self.set_mark(&k, &sender, READ, seq);
-            }
-        }
-        conv.last_seq = last.seq;
-        conv.last_message = Some(last.clone());
-        conv.last_activity = last.created_at.unix_ms();
-        let ts = self.ts();
-        self.push(
-            &self.store.st.set_position,
-            (
-                ts,
-                seq_db(last.seq),
-                encode(last)?,
-                last.created_at.unix_ms(),
-                k.0.clone(),
-                k.1.clone(),
-            ),
-        );
-        self.convs.insert(k, Some(conv));
-        Ok(())
-    }
-
-    /// Writes a changed message back, into every member device's inbox,
-    /// and into the conversation's preview when it is the newest.
-    async fn store_update(
-        &mut self,
-        k: &Ck,
-        day: u32,
-        m: &Message,
-        inbox: bool,
-    ) -> StoreResult<()> {
-        self.insert_message(k, day, m)?;
-        if inbox {
-            // The entry is as fresh as the change, for expiry.
-            let at = m.deleted_at.or(m.edited_at).unwrap_or(m.created_at);
-            for (user, devices) in self.recipients(k).await? {
-                for device in devices {
-                    self.insert_inbox(k, &user, &device, m.seq, day, at);
-                }
-            }
-        }
-        if let Some(mut conv) = self.conv(k).await?
-            && conv.last_seq == m.seq
-        {
-            let ts = self.ts();
-            self.push(
-                &self.store.st.set_last_message,
-                (ts, encode(m)?, k.0.clone(), k.1.clone()),
-            );
-            conv.last_message = Some(m.clone());
-            self.convs.insert(k.clone(), Some(conv));
-        }
-        Ok(())
-    }
-
-    async fn edit(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        content: &Content,
-        editor: &UserId,
-        at: Timestamp,
-        inbox: bool,
-    ) -> StoreResult<()> {
-        let k = ck(key);
-        self.check_not_archived_here(&k)?;
-        let Some((day, mut message)) = self.live_message(&k, seq).await? else {
-            return Err(StoreError::NotFound);
-        };
-        if message.deleted_at.is_some() {
-            return Err(refuse("the message is deleted"));
-        }
-        let mut versions = self.versions_of(&k, day, seq).await?;
-        if versions.is_empty() {
-            // The first edit keeps the original as version 1.
-            let original = MessageVersion {
-                version: 1,
-                content: message.content.clone().unwrap_or(Content::Text {
-                    text: String::new(),
-                }),
-                at: message.created_at,
-                editor: message.sender_id.clone(),
-            };
-            self.insert_version(&k, day, seq, &original)?;
-            versions.push(original);
-        }
-        let next = versions.last().map_or(1, |v| v.version) + 1;
-        let version = MessageVersion {
-            version: next,
-            content: content.clone(),
-            at,
-            editor: editor.clone(),
-        };
-        self.insert_version(&k, day, seq, &version)?;
-        versions.push(version);
-        self.versions.insert((k.clone(), seq), versions);
-        if let Some(media) = content.media() {
-            self.reference_media(&k, &media.blob_ref);
-        }
-        message.content = Some(content.clone());
-        message.edited_at = Some(at);
-        self.store_update(&k, day, &message, inbox).await
-    }
-
-    async fn delete(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        at: Timestamp,
-        inbox: bool,
-    ) -> StoreResult<()> {
-        let k = ck(key);
-        self.check_not_archived_here(&k)?;
-        let Some((day, mut message)) = self.live_message(&k, seq).await? else {
-            return Err(StoreError::NotFound);
-        };
-        if message.deleted_at.is_some() {
-            return Ok(());
-        }
-        // No content anywhere after a delete, the versions included.
-        let ts = self.ts();
-        self.push(
-            &self.store.st.delete_versions,
-            (ts, k.0.clone(), k.1.clone(), day_db(day), seq_db(seq)),
-        );
-        self.versions.insert((k.clone(), seq), Vec::new());
-        message.content = None;
-        message.deleted_at = Some(at);
-        self.store_update(&k, day, &message, inbox).await
-    }
-
-    async fn archive(
-        &mut self,
-        bucket: &BucketKey,
-        first_seq: u64,
-        last_seq: u64,
-        object: &str,
-    ) -> StoreResult<()> {
-        let k = (
-            bucket.tenant.as_str().to_owned(),
-            bucket.conversation_id.as_str().to_owned(),
-        );
-        self.check_not_archived_here(&k)?;
-        let newest = self.conv(&k).await?.map_or(0, |c| c.last_seq);
-        let buckets = self.buckets(&k).await?;
-        let Some(index) = buckets.iter().position(|b| b.day == bucket.day) else {
-            return Err(StoreError::NotFound);
-        };
-        if buckets[index].archived.is_some() {
-            return Err(refuse("the bucket is archived already"));
-        }
-        let (first, last) = (buckets[index].first, bucket_last(buckets, index, newest));
-        if (first, last) != (first_seq, last_seq) || self.touched.contains(&k) {
-            return Err(refuse(format!(
-                "the bucket holds {first}..={last} now, not {first_seq}..={last_seq}"
-            )));
-        }
-        let day = bucket.day;
-        // The rows the archive replaces, for their idempotency keys.
-        let rows = self.store.bucket_messages(&k.0, &k.1, day).await?;
-        // The newest message keeps its live row, versions and key: the
-        // conversation's position and preview derive from it.
-        let mut kept = None;
-        for m in rows {
-            if m.seq == newest {
-                let versions = self.versions_of(&k, day, m.seq).await?;
-                kept = Some((m, versions));
-                continue;
-            }
-            let ts = self.ts();
-            self.push_as(
-                &self.store.st.delete_sent,
-                (
-                    ts,
-                    k.0.clone(),
-                    k.1.clone(),
-                    m.sender_id.as_str().to_owned(),
-                    m.client_msg_id.as_str().to_owned(),
-                ),
-                Phase::After,
-            );
-        }
-        // One partition tombstone each instead of a tombstone per row.
-        let ts = self.ts();
-        self.push(
-            &self.store.st.delete_bucket_messages,
-            (ts, k.0.clone(), k.1.clone(), day_db(day)),
-        );
-        let ts = self.ts();
-        self.push(
-            &self.store.st.delete_bucket_versions,
-            (ts, k.0.clone(), k.1.clone(), day_db(day)),
-        );
-        if let Some((m, versions)) = kept {
-            // Written after the tombstones, so with later timestamps.
-            self.insert_message(&k, day, &m)?;
-            for v in &versions {
-                self.insert_version(&k, day, m.seq, v)?;
-            }
-        }
-        for (user, devices) in self.recipients(&k).await? {
-            for device in devices {
-                let ts = self.ts();
-                self.push_as(
-                    &self.store.st.delete_inbox_between,
-                    (
-                        ts,
-                        k.0.clone(),
-                        user.clone(),
-                        device,
-                        k.1.clone(),
-                        seq_db(first.saturating_sub(1)),
-                        seq_db(last),
-                    ),
-                    Phase::After,
-                );
-            }
-        }
-        let ts = self.ts();
-        self.push(
-            &self.store.st.archive_bucket,
-            (
-                ts,
-                seq_db(last),
-                object.to_owned(),
-                k.0.clone(),
-                k.1.clone(),
-                day_db(day),
-            ),
-        );
-        if let Some(b) = self.buckets(&k).await?.get_mut(index) {
-            b.archived = Some((last, object.to_owned()));
-        }
-        self.archived.insert(k);
-        Ok(())
-    }
-
-    async fn restore(
-        &mut self,
-        key: &ConversationKey,
-        message: &Message,
-        versions: &[MessageVersion],
-    ) -> StoreResult<()> {
-        let k = ck(key);
-        self.check_not_archived_here(&k)?;
-        if self.live_message(&k, message.seq).await?.is_some() {
-            return Ok(());
-        }
-        let day = match self.bucket_of(&k, message.seq).await? {
-            Some(b) => b.day,
-            None => day_bucket(message.created_at),
-        };
-        self.insert_message(&k, day, message)?;
-        for v in versions {
-            self.insert_version(&k, day, message.seq, v)?;
-        }
-        self.versions
-            .insert((k.clone(), message.seq), versions.to_vec());
-        Ok(())
-    }
-
-    // --- acks
-
-    pub(crate) async fn ack_delivered(
-        &mut self,
-        k: &Ck,
-        user: &str,
-        device: &str,
-        seq: u64,
-    ) -> StoreResult<MarkChange> {
-        let s = self.store;
-        let (conv, member, cursor, my_marks) = futures::try_join!(
-            s.conv_row(&k.0, &k.1),
-            s.st.member.one(&s.session, (&k.0, &k.1, user)),
-            s.st.cursor.one(&s.session, (&k.0, user, device, &k.1)),
-            s.st.marks_of.all(&s.session, (&k.0, &k.1, user)),
-        )?;
-        let Some(conv) = conv else {
-            return Err(StoreError::NotFound);
-        };
-        if member.is_none() {
-            return Err(StoreError::NotAMember);
-        }
-        let (mut delivered, read) = marks(my_marks)?;
-        // A mark past the end of the conversation would hide future messages.
-        let seq = seq.min(conv.last_seq);
-        let previous = cursor.map(|(v,)| seq_of(v)).transpose()?.unwrap_or(0);
-        let (t, c, u, d) = (k.0.clone(), k.1.clone(), user.to_owned(), device.to_owned());
-        if seq <= previous {
-            // An ack below the cursor confirms an update (an edit or a
-            // delete re-enters the inbox at the message's seq).
-            let ts = self.ts();
-            self.push(&s.st.delete_inbox, (ts, t, u, d, c, seq_db(seq)));
-        } else {
-            let ts = self.ts();
-            self.push(
-                &s.st.set_cursor,
-                (t.clone(), u.clone(), d.clone(), c.clone(), seq_db(seq), ts),
-            );
-            // The entries this ack covers: (previous, seq], one range
-            // tombstone.
-            let ts = self.ts();
-            self.push(
-                &s.st.delete_inbox_between,
-                (ts, t, u, d, c, seq_db(previous), seq_db(seq)),
-            );
-        }
-        let moved = seq > delivered;
-        if moved {
-            self.set_mark(k, user, DELIVERED, seq);
-            delivered = seq;
-        }
-        self.finish().await?;
-        Ok(MarkChange {
-            kind: conv.kind,
-            members: self.member_list(k).await?,
-            delivered_seq: delivered,
-            read_seq: read,
-            delivered_moved: moved,
-            read_moved: false,
-        })
-    }
-
-    pub(crate) async fn ack_read(
-        &mut self,
-        k: &Ck,
-        user: &str,
-        seq: u64,
-    ) -> StoreResult<MarkChange> {
-        let s = self.store;
-        let (conv, member, my_marks) = futures::try_join!(
-            s.conv_row(&k.0, &k.1),
-            s.st.member.one(&s.session, (&k.0, &k.1, user)),
-            s.st.marks_of.all(&s.session, (&k.0, &k.1, user)),
-        )?;
-        let Some(conv) = conv else {
-            return Err(StoreError::NotFound);
-        };
-        if member.is_none() {
-            return Err(StoreError::NotAMember);
-        }
-        let (mut delivered, mut read) = marks(my_marks)?;
-        let seq = seq.min(conv.last_seq);
-        let read_moved = seq > read;
-        // What was read was delivered.
-        let delivered_moved = seq > delivered;
-        if read_moved {
-            self.set_mark(k, user, READ, seq);
-            read = seq;
-        }
-        if delivered_moved {
-            self.set_mark(k, user, DELIVERED, seq);
-            delivered = seq;
-        }
-        self.finish().await?;
-        Ok(MarkChange {
-            kind: conv.kind,
-            members: self.member_list(k).await?,
-            delivered_seq: delivered,
-            read_seq: read,
-            delivered_moved,
-            read_moved,
-        })
-    }
-
-    async fn member_list(&mut self, k: &Ck) -> StoreResult<Vec<UserId>> {
-        self.members(k)
-            .await?
-            .iter()
-            .map(|u| user_id(u.clone()))
-            .collect()
-    }
-
-    pub(crate) fn register_device(&mut self, tenant: &str, user: &str, device: &str) {
-        let ts = self.ts();
-        self.push(
-            &self.store.st.insert_device,
-            (
-                tenant.to_owned(),
-                user.to_owned(),
-                device.to_owned(),
-                Timestamp::now().unix_ms(),
-                ts,
-            ),
-        );
     }
 
     /// Writes everything: one LOGGED batch, or, when the whole is too
@@ -1133,6 +489,501 @@ impl<'a> Tx<'a> {
             .batch(&batch, values)
             .await
             .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+impl Commit for Tx<'_> {
+    async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
+        Ok(self.conv(&ck(c)).await?.map(|conv| conv.last_seq))
+    }
+
+    async fn kind(&mut self, c: &ConversationKey) -> StoreResult<ConversationKind> {
+        match self.conv(&ck(c)).await? {
+            Some(conv) => Ok(conv.kind),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>> {
+        Ok(self.member_set(&ck(c)).await?.iter().cloned().collect())
+    }
+
+    async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool> {
+        Ok(self.member_set(&ck(c)).await?.contains(user))
+    }
+
+    async fn devices(&mut self, tenant: &TenantId, user: &str) -> StoreResult<Vec<String>> {
+        self.device_list(tenant.as_str(), user).await
+    }
+
+    async fn recipients(&mut self, c: &ConversationKey) -> StoreResult<Vec<(String, Vec<String>)>> {
+        self.recipient_list(&ck(c)).await
+    }
+
+    /// This commit's keys are known; the stored ones are read together.
+    async fn sent_exists(
+        &mut self,
+        c: &ConversationKey,
+        keys: &[(&str, &str)],
+    ) -> StoreResult<Vec<bool>> {
+        let k = ck(c);
+        let written: Vec<bool> = keys
+            .iter()
+            .map(|(sender, id)| {
+                self.sent
+                    .contains(&(k.clone(), (*sender).to_owned(), (*id).to_owned()))
+            })
+            .collect();
+        let store = self.store;
+        let (t, cid) = (k.0.as_str(), k.1.as_str());
+        // Owned, so that the futures hold no borrowed key (they must be `Send`
+        // for any lifetime).
+        let owned: Vec<(String, String)> = keys
+            .iter()
+            .map(|(sender, id)| ((*sender).to_owned(), (*id).to_owned()))
+            .collect();
+        let stored = store
+            .each(owned, |(sender, id)| async move {
+                store.sent_row(t, cid, &sender, &id).await
+            })
+            .await?;
+        Ok(written
+            .into_iter()
+            .zip(stored)
+            .map(|(w, s)| w || s.is_some())
+            .collect())
+    }
+
+    async fn message(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<Option<Message>> {
+        Ok(self.live_message(&ck(c), seq).await?.map(|(_, m)| m))
+    }
+
+    async fn versions(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        let k = ck(c);
+        match self.live_message(&k, seq).await? {
+            Some((day, _)) => self.versions_of(&k, day, seq).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn bucket(&mut self, b: &BucketKey) -> StoreResult<Option<BucketSpan>> {
+        let k = ck(&b.conversation());
+        let newest = self.conv(&k).await?.map_or(0, |c| c.last_seq);
+        let buckets = self.buckets(&k).await?;
+        Ok(buckets
+            .iter()
+            .position(|bucket| bucket.day == b.day)
+            .map(|index| BucketSpan {
+                first: buckets[index].first,
+                last: bucket_last(buckets, index, newest),
+                archived: buckets[index].archived.is_some(),
+            }))
+    }
+
+    fn touched(&self, c: &ConversationKey) -> bool {
+        self.touched.contains(&ck(c))
+    }
+
+    fn archived_here(&self, c: &ConversationKey) -> bool {
+        self.archived.contains(&ck(c))
+    }
+
+    /// An ack's rows are read together, from the database (an ack is a
+    /// commit of its own).
+    async fn ack_reads(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: Option<&str>,
+    ) -> StoreResult<AckReads> {
+        let k = ck(c);
+        let s = self.store;
+        let cursor = async {
+            match device {
+                Some(d) => s.st.cursor.one(&s.session, (&k.0, user, d, &k.1)).await,
+                None => Ok(None),
+            }
+        };
+        let (conv, member, cursor, my_marks) = futures::try_join!(
+            s.conv_row(&k.0, &k.1),
+            s.st.member.one(&s.session, (&k.0, &k.1, user)),
+            cursor,
+            s.st.marks_of.all(&s.session, (&k.0, &k.1, user)),
+        )?;
+        let last_seq = conv.as_ref().map(|conv| conv.last_seq);
+        self.convs.insert(k.clone(), conv);
+        let marks = match member {
+            Some(_) => {
+                let (delivered, read) = marks(my_marks)?;
+                Some(Marks { delivered, read })
+            }
+            None => None,
+        };
+        Ok(AckReads {
+            last_seq,
+            marks,
+            cursor: cursor.map(|(v,)| seq_of(v)).transpose()?.unwrap_or(0),
+        })
+    }
+
+    async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()> {
+        let k = ck(&record.key());
+        let last_message = record.last_message.as_ref().map(encode).transpose()?;
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_conversation,
+            (
+                k.0.clone(),
+                k.1.clone(),
+                record.kind.as_str().to_owned(),
+                record.title.clone(),
+                record.created_at.unix_ms(),
+                record.created_by.as_str().to_owned(),
+                seq_db(record.last_seq),
+                last_message,
+                record.last_activity.unix_ms(),
+                ts,
+            ),
+        );
+        self.convs.insert(k.clone(), Some(Conv::of_record(record)));
+        // A new conversation has no members yet: nothing to read.
+        self.members.insert(k, BTreeSet::new());
+        Ok(())
+    }
+
+    async fn insert_member(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let st = &self.store.st;
+        let ts = self.ts();
+        self.push(
+            &st.insert_member,
+            (k.0.clone(), k.1.clone(), user.to_owned(), at.unix_ms(), ts),
+        );
+        let ts = self.ts();
+        self.push(
+            &st.insert_user_conversation,
+            (k.0.clone(), user.to_owned(), k.1.clone(), ts),
+        );
+        self.member_set(&k).await?.insert(user.to_owned());
+        Ok(())
+    }
+
+    async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        let k = ck(c);
+        let st = &self.store.st;
+        let (t, c, u) = (k.0.clone(), k.1.clone(), user.to_owned());
+        let ts = self.ts();
+        self.push(&st.delete_member, (ts, t.clone(), c.clone(), u.clone()));
+        let ts = self.ts();
+        self.push(
+            &st.delete_user_conversation,
+            (ts, t.clone(), u.clone(), c.clone()),
+        );
+        let ts = self.ts();
+        self.push(&st.delete_marks_of, (ts, t, c, u));
+        self.member_set(&k).await?.remove(user);
+        Ok(())
+    }
+
+    /// A new message opens or joins a day bucket (`assign_day`); a changed
+    /// one stays in its bucket and refreshes the conversation's preview
+    /// when it is the newest; a restored one goes back to the bucket that
+    /// holds its seq.
+    async fn put_message(
+        &mut self,
+        c: &ConversationKey,
+        m: &Message,
+        placement: Placement,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let day = match placement {
+            Placement::New => self.assign_day(&k, m).await?,
+            Placement::Changed => self.day_of(&k, m.seq)?,
+            Placement::Restored => match self.bucket_of(&k, m.seq).await? {
+                Some(b) => b.day,
+                None => day_bucket(m.created_at),
+            },
+        };
+        self.insert_message(&k, day, m)?;
+        if placement == Placement::Changed
+            && let Some(mut conv) = self.conv(&k).await?
+            && conv.last_seq == m.seq
+        {
+            let ts = self.ts();
+            self.push(
+                &self.store.st.set_last_message,
+                (ts, encode(m)?, k.0.clone(), k.1.clone()),
+            );
+            conv.last_message = Some(m.clone());
+            self.convs.insert(k, Some(conv));
+        }
+        Ok(())
+    }
+
+    async fn insert_sent(&mut self, c: &ConversationKey, m: &Message) -> StoreResult<()> {
+        let k = ck(c);
+        let day = self.day_of(&k, m.seq)?;
+        let (sender, client_msg_id) = (
+            m.sender_id.as_str().to_owned(),
+            m.client_msg_id.as_str().to_owned(),
+        );
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_sent,
+            (
+                k.0.clone(),
+                k.1.clone(),
+                sender.clone(),
+                client_msg_id.clone(),
+                seq_db(m.seq),
+                day_db(day),
+                ts,
+            ),
+        );
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_index,
+            (
+                k.0.clone(),
+                k.1.clone(),
+                id_db(m.message_id),
+                seq_db(m.seq),
+                day_db(day),
+                ts,
+            ),
+        );
+        self.sent.insert((k, sender, client_msg_id));
+        Ok(())
+    }
+
+    async fn put_version(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        v: &MessageVersion,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let day = self.day_of(&k, seq)?;
+        self.insert_version(&k, day, seq, v)?;
+        let versions = self.versions.entry((k, seq)).or_default();
+        versions.retain(|known| known.version != v.version);
+        versions.push(v.clone());
+        Ok(())
+    }
+
+    async fn remove_versions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()> {
+        let k = ck(c);
+        let day = self.day_of(&k, seq)?;
+        let ts = self.ts();
+        self.push(
+            &self.store.st.delete_versions,
+            (ts, k.0.clone(), k.1.clone(), day_db(day), seq_db(seq)),
+        );
+        self.versions.insert((k, seq), Vec::new());
+        Ok(())
+    }
+
+    async fn reference_media(&mut self, c: &ConversationKey, blob_ref: &str) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_media_ref,
+            (k.0, blob_ref.to_owned(), k.1, ts),
+        );
+        Ok(())
+    }
+
+    async fn insert_inbox(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let day = self.day_of(&k, seq)?;
+        self.inbox_row(&k, user, device, seq, day, at);
+        Ok(())
+    }
+
+    /// A range is one range tombstone.
+    async fn remove_inbox(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        which: InboxEntries,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let st = &self.store.st;
+        let (t, c, u, d) = (k.0, k.1, user.to_owned(), device.to_owned());
+        let ts = self.ts();
+        match which {
+            InboxEntries::One(seq) => self.push_as(
+                &st.delete_inbox,
+                (ts, t, u, d, c, seq_db(seq)),
+                Phase::After,
+            ),
+            // The statement removes `low < seq <= high`.
+            InboxEntries::Through { from, to } => self.push_as(
+                &st.delete_inbox_between,
+                (ts, t, u, d, c, seq_db(from.saturating_sub(1)), seq_db(to)),
+                Phase::After,
+            ),
+            InboxEntries::All => self.push_as(
+                &st.delete_inbox_conversation,
+                (ts, t, u, d, c),
+                Phase::After,
+            ),
+        }
+        Ok(())
+    }
+
+    async fn raise_marks(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        delivered: Option<u64>,
+        read: Option<u64>,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        if let Some(seq) = delivered {
+            self.set_mark(&k, user, DELIVERED, seq);
+        }
+        if let Some(seq) = read {
+            self.set_mark(&k, user, READ, seq);
+        }
+        Ok(())
+    }
+
+    async fn set_cursor(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        self.push(
+            &self.store.st.set_cursor,
+            (
+                k.0,
+                user.to_owned(),
+                device.to_owned(),
+                k.1,
+                seq_db(seq),
+                ts,
+            ),
+        );
+        Ok(())
+    }
+
+    async fn set_position(&mut self, c: &ConversationKey, last: &Message) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        self.push(
+            &self.store.st.set_position,
+            (
+                ts,
+                seq_db(last.seq),
+                encode(last)?,
+                last.created_at.unix_ms(),
+                k.0.clone(),
+                k.1.clone(),
+            ),
+        );
+        if let Some(mut conv) = self.conv(&k).await? {
+            conv.last_seq = last.seq;
+            conv.last_message = Some(last.clone());
+            conv.last_activity = last.created_at.unix_ms();
+            self.convs.insert(k, Some(conv));
+        }
+        Ok(())
+    }
+
+    /// One partition tombstone each for the bucket's messages and versions
+    /// instead of a tombstone per row; the newest message is written back
+    /// after them, so with later timestamps.
+    async fn archive_rows(
+        &mut self,
+        b: &BucketKey,
+        span: &BucketSpan,
+        newest: u64,
+        object: &str,
+    ) -> StoreResult<()> {
+        let k = ck(&b.conversation());
+        let day = b.day;
+        // The rows the archive replaces, for their idempotency keys.
+        let rows = self.store.bucket_messages(&k.0, &k.1, day).await?;
+        let mut kept = None;
+        for m in rows {
+            if m.seq == newest {
+                let versions = self.versions_of(&k, day, m.seq).await?;
+                kept = Some((m, versions));
+                continue;
+            }
+            let ts = self.ts();
+            self.push_as(
+                &self.store.st.delete_sent,
+                (
+                    ts,
+                    k.0.clone(),
+                    k.1.clone(),
+                    m.sender_id.as_str().to_owned(),
+                    m.client_msg_id.as_str().to_owned(),
+                ),
+                Phase::After,
+            );
+        }
+        let ts = self.ts();
+        self.push(
+            &self.store.st.delete_bucket_messages,
+            (ts, k.0.clone(), k.1.clone(), day_db(day)),
+        );
+        let ts = self.ts();
+        self.push(
+            &self.store.st.delete_bucket_versions,
+            (ts, k.0.clone(), k.1.clone(), day_db(day)),
+        );
+        if let Some((m, versions)) = kept {
+            self.insert_message(&k, day, &m)?;
+            for v in &versions {
+                self.insert_version(&k, day, m.seq, v)?;
+            }
+        }
+        let ts = self.ts();
+        self.push(
+            &self.store.st.archive_bucket,
+            (
+                ts,
+                seq_db(span.last),
+                object.to_owned(),
+                k.0.clone(),
+                k.1.clone(),
+                day_db(day),
+            ),
+        );
+        if let Some(bucket) = self
+            .buckets(&k)
+            .await?
+            .iter_mut()
+            .find(|bucket| bucket.day == day)
+        {
+            bucket.archived = Some((span.last, object.to_owned()));
+        }
+        self.archived.insert(k);
         Ok(())
     }
 }

@@ -185,6 +185,22 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A message's `body` column holds the same JSON as the embedded
+    /// store's rows and the archive objects (the golden fixture).
+    #[test]
+    fn message_bodies_keep_their_format() {
+        use switchboard_store::golden;
+        assert_eq!(encode(&golden::message()).unwrap(), golden::MESSAGE_JSON);
+        assert_eq!(
+            decode::<Message>(golden::MESSAGE_JSON).unwrap(),
+            golden::message()
+        );
+        assert_eq!(
+            encode(&golden::original_version()).unwrap(),
+            golden::VERSION_JSON
+        );
+    }
+
     #[test]
     fn values_round_trip_and_bad_ones_are_corrupt() {
         assert_eq!(seq_db(u64::MAX), i64::MAX);

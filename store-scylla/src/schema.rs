@@ -271,6 +271,24 @@ mod tests {
             vec!["tenant", "conversation_id", "day"]
         );
         assert_eq!(messages.clustering, vec!["seq"]);
+        // The stored format of a message row (its body is pinned in
+        // `rows.rs`).
+        let mut columns: Vec<(&str, &str)> = messages
+            .columns
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        columns.sort_unstable();
+        assert_eq!(
+            columns,
+            vec![
+                ("body", "text"),
+                ("conversation_id", "text"),
+                ("day", "int"),
+                ("seq", "bigint"),
+                ("tenant", "text"),
+            ]
+        );
         assert_eq!(tables["schema_version"].partition_key, vec!["component"]);
         for t in tables.values() {
             for c in t.columns.values() {

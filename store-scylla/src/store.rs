@@ -29,6 +29,7 @@ use crate::rows::{
 };
 use crate::schema;
 use crate::statements::Statements;
+use switchboard_store::rules;
 
 /// Requests one read fans out to at once (the conversations of a user,
 /// the messages of an inbox page, the keys of a lookup).
@@ -406,7 +407,7 @@ impl Store for ScyllaStore {
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
         let mut tx = Tx::new(self);
         for m in &mutations {
-            tx.apply(m).await?;
+            rules::apply(&mut tx, m).await?;
         }
         tx.finish().await
     }
@@ -835,10 +836,11 @@ impl Store for ScyllaStore {
         conversation: &ConversationId,
         seq: u64,
     ) -> StoreResult<MarkChange> {
-        let k = (tenant.as_str().to_owned(), conversation.as_str().to_owned());
-        Tx::new(self)
-            .ack_delivered(&k, user.as_str(), device.as_str(), seq)
-            .await
+        let c = ConversationKey::new(tenant.clone(), conversation.clone());
+        let mut tx = Tx::new(self);
+        let change = rules::ack_delivered(&mut tx, &c, user, device, seq).await?;
+        tx.finish().await?;
+        Ok(change)
     }
 
     async fn ack_read(
@@ -848,8 +850,11 @@ impl Store for ScyllaStore {
         conversation: &ConversationId,
         seq: u64,
     ) -> StoreResult<MarkChange> {
-        let k = (tenant.as_str().to_owned(), conversation.as_str().to_owned());
-        Tx::new(self).ack_read(&k, user.as_str(), seq).await
+        let c = ConversationKey::new(tenant.clone(), conversation.clone());
+        let mut tx = Tx::new(self);
+        let change = rules::ack_read(&mut tx, &c, user, seq).await?;
+        tx.finish().await?;
+        Ok(change)
     }
 
     /// Inbox entries expire by their TTL. With `inbox_sweep` on, one step

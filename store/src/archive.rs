@@ -639,3 +639,46 @@ impl ArchiveObjects for MemoryObjects {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::golden;
+    use switchboard_protocol::{ConversationId, TenantId};
+
+    fn golden_contents() -> BucketContents {
+        BucketContents {
+            bucket: BucketKey {
+                tenant: TenantId::new(golden::TENANT).unwrap(),
+                conversation_id: ConversationId::new(golden::CONVERSATION).unwrap(),
+                day: 20_601,
+            },
+            first_seq: 7,
+            last_seq: 7,
+            messages: vec![golden::message()],
+            versions: vec![(7, vec![golden::original_version()])],
+        }
+    }
+
+    /// Archive objects outlive the code that wrote them: the JSON inside
+    /// the LZ4 frame is pinned, and an object framed from it reads back.
+    #[test]
+    fn archive_objects_keep_their_format() {
+        let object = encode(&golden_contents()).unwrap();
+        let mut json = String::new();
+        lz4_flex::frame::FrameDecoder::new(object.as_slice())
+            .read_to_string(&mut json)
+            .unwrap();
+        assert_eq!(json, golden::ARCHIVE_JSON);
+
+        let mut framed = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        std::io::Write::write_all(&mut framed, golden::ARCHIVE_JSON.as_bytes()).unwrap();
+        let framed = framed.finish().unwrap();
+        assert_eq!(decode("golden", &framed).unwrap(), golden_contents());
+        assert_eq!(
+            object_name(&golden_contents().bucket),
+            "archive/acme/general/20601.json.lz4"
+        );
+    }
+}

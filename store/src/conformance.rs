@@ -1,12 +1,18 @@
 //! The store conformance suite: one set of checks every [`Store`] backend
-//! must pass. The embedded store runs it in its unit tests; the integration
-//! tests run it against the store served over NATS; a Scylla backend runs
-//! the same functions.
+//! must pass. [`conformance_tests!`](crate::conformance_tests) makes one
+//! test of each check for a backend: the embedded store runs them in its
+//! unit tests, the integration tests against the store served over NATS,
+//! and `store-scylla` against a Scylla node when one is named.
 //!
-//! Test-support code: it panics on the first broken expectation.
+//! Test-support code, built only for tests and with the `conformance`
+//! feature: it panics on the first broken expectation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::any::Any;
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::future::join_all;
 
@@ -114,26 +120,90 @@ pub async fn check_seeded_conversation(store: &dyn Store, t: &str, c: &str, n: u
     assert_eq!(seqs, (1..=n).collect::<Vec<_>>());
 }
 
-/// Runs every check. Each uses its own tenant, so the suite can run on a
-/// store that already holds data.
-pub async fn run_all(store: &dyn Store) {
-    store.ping().await.unwrap();
-    create_is_exclusive(store).await;
-    appends_continue_seq_without_gaps(store).await;
-    idempotency_keys_find_the_original(store).await;
-    history_is_newest_first_and_bounded(store).await;
-    reads_need_membership(store).await;
-    inbox_is_per_device(store).await;
-    marks_only_move_forward(store).await;
-    conversation_list_is_most_recent_first(store).await;
-    removing_a_member_takes_their_access_and_inbox(store).await;
-    tenants_are_separate(store).await;
-    edits_and_deletes(store).await;
-    concurrent_commits_all_land(store).await;
-    old_inbox_entries_expire(store).await;
-    media_is_readable_by_members_of_conversations_that_reference_it(store).await;
-    the_inbox_reads_on_after_a_cursor(store).await;
-    old_buckets_move_to_the_archive(store).await;
+/// A store under test, with whatever must live as long as it (a
+/// temporary directory, a cluster) and a clean-up to run after a check
+/// that passed (dropping a keyspace).
+pub struct Subject {
+    pub store: Arc<dyn Store>,
+    _keep: Option<Box<dyn Any + Send>>,
+    cleanup: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Subject {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            _keep: None,
+            cleanup: None,
+        }
+    }
+
+    /// Keeps `guard` alive until the check ends.
+    pub fn keeping(mut self, guard: impl Any + Send) -> Self {
+        self._keep = Some(Box::new(guard));
+        self
+    }
+
+    /// Runs `cleanup` after the check passed.
+    pub fn cleaning_up(mut self, cleanup: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.cleanup = Some(Box::pin(cleanup));
+        self
+    }
+
+    pub async fn finish(mut self) {
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup.await;
+        }
+    }
+}
+
+/// One `#[tokio::test]` per conformance check, each on a store from
+/// `$subject`: an async fn returning `Option<Subject>` (`None` skips the
+/// check, for a backend whose server is not there). Every check uses
+/// tenants of its own, so the subjects may share one database.
+///
+/// `conformance_tests!(subject)` is for a backend; it also checks that
+/// reads through the archive tier (`archive::Tiered`) over it are
+/// unchanged. `conformance_tests!(subject, served)` is for a store served
+/// by a process that has an archive tier of its own (the store service):
+/// the tier's check does not apply to it.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($subject:path) => {
+        $crate::conformance_tests!($subject, served);
+        $crate::conformance_tests!(@checks $subject; tiered_reads_are_unchanged);
+    };
+    ($subject:path, served) => {
+        $crate::conformance_tests!(@checks $subject;
+            create_is_exclusive,
+            appends_continue_seq_without_gaps,
+            idempotency_keys_find_the_original,
+            history_is_newest_first_and_bounded,
+            reads_need_membership,
+            inbox_is_per_device,
+            marks_only_move_forward,
+            conversation_list_is_most_recent_first,
+            removing_a_member_takes_their_access_and_inbox,
+            tenants_are_separate,
+            edits_and_deletes,
+            concurrent_commits_all_land,
+            old_inbox_entries_expire,
+            media_is_readable_by_members_of_conversations_that_reference_it,
+            the_inbox_reads_on_after_a_cursor,
+            old_buckets_move_to_the_archive,
+        );
+    };
+    (@checks $subject:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                if let Some(subject) = $subject().await {
+                    $crate::conformance::$check(&subject.store).await;
+                    subject.finish().await;
+                }
+            }
+        )*
+    };
 }
 
 fn unique_tenant(name: &str) -> String {
@@ -148,7 +218,8 @@ fn unique_tenant(name: &str) -> String {
     format!("{name}-{nanos}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
-async fn create_is_exclusive(store: &dyn Store) {
+pub async fn create_is_exclusive(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("create");
     let m = create(t, "c", ConversationKind::Direct, &["a", "b"], 1);
     store.commit(vec![m.clone()]).await.unwrap();
@@ -167,7 +238,8 @@ async fn create_is_exclusive(store: &dyn Store) {
     assert!(state[1].is_none());
 }
 
-async fn appends_continue_seq_without_gaps(store: &dyn Store) {
+pub async fn appends_continue_seq_without_gaps(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("append");
     seed_conversation(store, t, "c", &["a", "b"], 3).await;
     let append = |expected, seq, id: &str| Mutation::Append {
@@ -194,7 +266,8 @@ async fn appends_continue_seq_without_gaps(store: &dyn Store) {
     check_seeded_conversation(store, t, "c", 4).await;
 }
 
-async fn idempotency_keys_find_the_original(store: &dyn Store) {
+pub async fn idempotency_keys_find_the_original(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("idem");
     seed_conversation(store, t, "c", &["a", "b"], 2).await;
     let sent = |id: &str| SentKey {
@@ -231,7 +304,8 @@ async fn idempotency_keys_find_the_original(store: &dyn Store) {
         .unwrap();
 }
 
-async fn history_is_newest_first_and_bounded(store: &dyn Store) {
+pub async fn history_is_newest_first_and_bounded(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("history");
     seed_conversation(store, t, "c", &["a", "b"], 10).await;
     let page = |before, after, limit| async move {
@@ -277,7 +351,8 @@ async fn history_is_newest_first_and_bounded(store: &dyn Store) {
     );
 }
 
-async fn reads_need_membership(store: &dyn Store) {
+pub async fn reads_need_membership(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("members");
     seed_conversation(store, t, "c", &["a", "b"], 1).await;
     let q = HistoryQuery {
@@ -326,7 +401,8 @@ async fn reads_need_membership(store: &dyn Store) {
     );
 }
 
-async fn inbox_is_per_device(store: &dyn Store) {
+pub async fn inbox_is_per_device(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("inbox");
     let tt = tenant(t);
     for (u, d) in [
@@ -388,7 +464,8 @@ async fn inbox_is_per_device(store: &dyn Store) {
     assert_eq!(inbox("b", "phone").await, Vec::<u64>::new());
 }
 
-async fn marks_only_move_forward(store: &dyn Store) {
+pub async fn marks_only_move_forward(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("marks");
     let tt = tenant(t);
     store
@@ -462,7 +539,8 @@ async fn seed_more(store: &dyn Store, t: &str, c: &str, after: u64, n: u64) {
         .unwrap();
 }
 
-async fn conversation_list_is_most_recent_first(store: &dyn Store) {
+pub async fn conversation_list_is_most_recent_first(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("list");
     for (c, at) in [("old", 10), ("new", 30), ("mid", 20)] {
         store
@@ -522,7 +600,8 @@ async fn conversation_list_is_most_recent_first(store: &dyn Store) {
     );
 }
 
-async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
+pub async fn removing_a_member_takes_their_access_and_inbox(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("remove");
     let tt = tenant(t);
     store
@@ -578,7 +657,8 @@ async fn removing_a_member_takes_their_access_and_inbox(store: &dyn Store) {
     assert_eq!(missing, Err(StoreError::NotFound));
 }
 
-async fn edits_and_deletes(store: &dyn Store) {
+pub async fn edits_and_deletes(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("edit");
     let tt = tenant(t);
     let (b, phone, c) = (user("b"), device("phone"), conv("c"));
@@ -749,7 +829,8 @@ async fn edits_and_deletes(store: &dyn Store) {
     );
 }
 
-async fn tenants_are_separate(store: &dyn Store) {
+pub async fn tenants_are_separate(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let (t1, t2) = (&unique_tenant("iso1"), &unique_tenant("iso2"));
     seed_conversation(store, t1, "same", &["a", "b"], 3).await;
     seed_conversation(store, t2, "same", &["a", "b"], 1).await;
@@ -766,7 +847,8 @@ async fn tenants_are_separate(store: &dyn Store) {
     );
 }
 
-async fn concurrent_commits_all_land(store: &dyn Store) {
+pub async fn concurrent_commits_all_land(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("concurrent");
     let mut creates = Vec::new();
     for i in 0..50 {
@@ -825,7 +907,8 @@ pub async fn sweep_inboxes(store: &dyn Store, before: Timestamp, budget: usize) 
 
 /// The sweep covers every tenant, so it uses a time older than anything the
 /// other checks need in an inbox (their seeded messages, their edits).
-async fn old_inbox_entries_expire(store: &dyn Store) {
+pub async fn old_inbox_entries_expire(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("expiry");
     let tt = tenant(t);
     let (b, phone) = (user("b"), device("phone"));
@@ -869,7 +952,10 @@ async fn old_inbox_entries_expire(store: &dyn Store) {
     assert_eq!(detail.record.last_seq, 4);
 }
 
-async fn media_is_readable_by_members_of_conversations_that_reference_it(store: &dyn Store) {
+pub async fn media_is_readable_by_members_of_conversations_that_reference_it(
+    store: &Arc<dyn Store>,
+) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("media");
     let tt = tenant(t);
     seed_conversation(store, t, "c", &["a", "b"], 1).await;
@@ -950,7 +1036,8 @@ async fn media_is_readable_by_members_of_conversations_that_reference_it(store: 
     assert!(!readable("m1", "b").await);
 }
 
-async fn the_inbox_reads_on_after_a_cursor(store: &dyn Store) {
+pub async fn the_inbox_reads_on_after_a_cursor(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("cursor");
     let tt = tenant(t);
     let (b, phone) = (user("b"), device("phone"));
@@ -1068,7 +1155,8 @@ fn bucket(t: &str, c: &str, day: u32) -> BucketKey {
 
 /// The backend's side of tiered storage (F14): finding old buckets,
 /// reading them, and the archive mark removing their rows.
-async fn old_buckets_move_to_the_archive(store: &dyn Store) {
+pub async fn old_buckets_move_to_the_archive(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
     let t = &unique_tenant("archive");
     let tt = tenant(t);
     let (b, phone) = (user("b"), device("phone"));
@@ -1318,10 +1406,10 @@ async fn everything_visible(store: &dyn Store, t: &str, c: &str) -> Vec<String> 
 /// edits and deletes included; archived messages can still be edited and
 /// deleted; a lost object is a clear error. Takes the store as an `Arc`
 /// because [`crate::archive::Tiered`] holds it.
-pub async fn tiered_reads_are_unchanged(store: std::sync::Arc<dyn Store>) {
+pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
     use crate::archive::{MemoryObjects, Tiered, archive_bucket};
-    use std::sync::Arc;
 
+    let store = store.clone();
     let t = &unique_tenant("tiered");
     let tt = tenant(t);
     seed_old_conversation(store.as_ref(), t, "c").await;

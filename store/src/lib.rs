@@ -22,8 +22,12 @@
 //! This crate knows nothing of NATS, HTTP or WebSockets.
 
 pub mod archive;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
+#[cfg(any(test, feature = "conformance"))]
+pub mod golden;
+pub mod rules;
 mod types;
 
 pub use types::*;

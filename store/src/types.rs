@@ -51,6 +51,15 @@ pub struct ConversationKey {
     pub conversation_id: ConversationId,
 }
 
+impl ConversationKey {
+    pub fn new(tenant: TenantId, conversation_id: ConversationId) -> Self {
+        Self {
+            tenant,
+            conversation_id,
+        }
+    }
+}
+
 /// Identifies one message by its id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MessageKey {
@@ -82,6 +91,12 @@ pub struct ConversationRecord {
     pub last_message: Option<Message>,
     /// When the last message was stored (or the conversation created).
     pub last_activity: Timestamp,
+}
+
+impl ConversationRecord {
+    pub fn key(&self) -> ConversationKey {
+        ConversationKey::new(self.tenant.clone(), self.conversation_id.clone())
+    }
 }
 
 /// A member of a conversation with their high-water marks.
@@ -248,6 +263,13 @@ pub struct BucketKey {
     pub tenant: TenantId,
     pub conversation_id: ConversationId,
     pub day: u32,
+}
+
+impl BucketKey {
+    /// The conversation the bucket belongs to.
+    pub fn conversation(&self) -> ConversationKey {
+        ConversationKey::new(self.tenant.clone(), self.conversation_id.clone())
+    }
 }
 
 /// A bucket whose rows were moved to the archive.

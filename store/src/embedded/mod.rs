@@ -434,12 +434,15 @@ mod tests {
     use super::*;
     use crate::conformance;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn passes_the_store_conformance_suite() {
+    /// A fresh store in a temporary directory for each check.
+    async fn subject() -> Option<conformance::Subject> {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(&EmbeddedConfig::in_dir(dir.path())).unwrap();
-        conformance::run_all(&store).await;
-        conformance::tiered_reads_are_unchanged(Arc::new(store)).await;
+        Some(conformance::Subject::new(Arc::new(store)).keeping(dir))
+    }
+
+    mod conformance_suite {
+        crate::conformance_tests!(super::subject);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,6 +461,97 @@ mod tests {
             }
         };
         conformance::check_seeded_conversation(&store, "t1", "c1", 3).await;
+    }
+
+    /// The rows a message and its edit leave, byte for byte: keys in hex,
+    /// values as stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn messages_keep_their_stored_format() {
+        use crate::golden;
+        use fjall::Readable;
+        use switchboard_protocol::Content;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(&EmbeddedConfig::in_dir(dir.path())).unwrap();
+        let (t, c) = (golden::TENANT, golden::CONVERSATION);
+        let m = golden::message();
+        let key = conformance::key(t, c);
+        // The fixture's seq is 7: six messages come first.
+        store
+            .commit(vec![conformance::create(
+                t,
+                c,
+                ConversationKind::Group,
+                &["alice", "bob"],
+                1,
+            )])
+            .await
+            .unwrap();
+        for seq in 1..m.seq {
+            let mut earlier = conformance::text_message(c, seq, "bob", "d", &format!("e{seq}"));
+            earlier.created_at = m.created_at;
+            store
+                .commit(vec![Mutation::Append {
+                    key: key.clone(),
+                    expected_last_seq: seq - 1,
+                    messages: vec![earlier],
+                    inbox: false,
+                }])
+                .await
+                .unwrap();
+        }
+        store
+            .commit(vec![
+                Mutation::Append {
+                    key: key.clone(),
+                    expected_last_seq: m.seq - 1,
+                    messages: vec![m.clone()],
+                    inbox: false,
+                },
+                Mutation::Edit {
+                    key,
+                    seq: m.seq,
+                    content: Content::Text {
+                        text: "hello again".into(),
+                    },
+                    editor: m.sender_id.clone(),
+                    at: Timestamp::from_unix_ms(1_780_000_000_500),
+                    inbox: false,
+                },
+            ])
+            .await
+            .unwrap();
+        let rows = |space: &fjall::Keyspace, seq: u64| {
+            let snap = store.db.snapshot();
+            let prefix = keys::Key::new().s(t).s(c).n(seq).bytes();
+            snap.prefix(space, prefix)
+                .map(|g| {
+                    let (k, v) = g.into_inner().unwrap();
+                    (hex_encode(&k), String::from_utf8(v.to_vec()).unwrap())
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut edited: Message = serde_json::from_str(golden::MESSAGE_JSON).unwrap();
+        edited.content = Some(Content::Text {
+            text: "hello again".into(),
+        });
+        edited.edited_at = Some(Timestamp::from_unix_ms(1_780_000_000_500));
+        assert_eq!(
+            rows(&store.spaces.messages, 7),
+            vec![(
+                "61636d650067656e6572616c000000000000000007".to_owned(),
+                serde_json::to_string(&edited).unwrap()
+            )]
+        );
+        let versions = rows(&store.spaces.versions, 7);
+        assert_eq!(versions.len(), 2);
+        assert_eq!(
+            versions[0],
+            (
+                "61636d650067656e6572616c0000000000000000070000000000000001".to_owned(),
+                golden::VERSION_JSON.to_owned()
+            )
+        );
     }
 
     #[test]

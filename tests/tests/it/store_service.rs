@@ -1,17 +1,27 @@
 //! The store served over NATS passes the same conformance suite as the
 //! embedded store it serves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_backbone::store_service::RemoteStore;
-use switchboard_store::conformance;
+use switchboard_store::conformance::Subject;
 use switchboard_tests::{Cluster, ClusterSpec};
 
-#[tokio::test]
-async fn the_store_over_nats_passes_the_conformance_suite() {
-    let cluster = Cluster::start(ClusterSpec::default()).await;
+/// A cluster of its own for each check: NATS and one worker serving the
+/// store (no gateway).
+async fn served_store() -> Option<Subject> {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways: 0,
+        ..Default::default()
+    })
+    .await;
     let store = RemoteStore::new(cluster.nats.client().await, Duration::from_secs(10));
-    conformance::run_all(&store).await;
+    Some(Subject::new(Arc::new(store)).keeping(cluster))
+}
+
+mod the_store_over_nats {
+    switchboard_store::conformance_tests!(super::served_store, served);
 }
 
 /// `--store scylla` with no Scylla to reach: the process says so and

@@ -1,0 +1,629 @@
+//! The meaning of every write, in one place for every backend.
+//!
+//! A commit checks before it writes: an append continues the conversation's
+//! `seq` without a gap and stores each idempotency key once, an edit or a
+//! delete finds its message live, an archive finds its bucket exactly as
+//! the archiver read it. Then it decides which rows change: the message,
+//! its idempotency key, its versions, an inbox entry for every member
+//! device but the sender's, the sender's marks, the conversation's
+//! position. Acks move a user's marks and a device's cursor forward only.
+//!
+//! Each backend implements [`Commit`]: the reads those rules need and the
+//! row writes they make, nothing more. How rows are keyed, which day bucket
+//! a message lands in, how a range of inbox entries is removed and how a
+//! commit is split into batches stay with the backend (`embedded/apply.rs`
+//! over fjall, `store-scylla`'s `commit.rs` over Scylla). So the embedded
+//! store's tests, which can run here, exercise the very rules Scylla runs.
+//!
+//! Every refusal comes before the first write of its mutation: a backend
+//! that commits several mutations or jobs in one batch (the embedded
+//! writer) can tell a clean refusal from a half-written one by whether it
+//! was asked to write anything.
+
+use std::collections::{HashMap, HashSet};
+
+use switchboard_protocol::{
+    Content, ConversationKind, DeviceId, Message, MessageVersion, TenantId, Timestamp, UserId,
+};
+
+use crate::{
+    BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
+};
+
+/// What a message row write is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A message appended now: it opens a day bucket when its day is new.
+    New,
+    /// A stored message edited or deleted: it stays where it is.
+    Changed,
+    /// A message brought back from an archive object into its bucket.
+    Restored,
+}
+
+/// Which inbox entries of one device in one conversation to remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxEntries {
+    /// The entry of one seq.
+    One(u64),
+    /// Every entry with `from <= seq <= to`.
+    Through { from: u64, to: u64 },
+    /// Every entry of the conversation.
+    All,
+}
+
+/// A day bucket as a commit sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketSpan {
+    pub first: u64,
+    /// The next bucket's first seq minus one, or the conversation's last.
+    pub last: u64,
+    pub archived: bool,
+}
+
+/// A user's read marks in a conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub delivered: u64,
+    pub read: u64,
+}
+
+/// The reads an ack needs, which a backend may make together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckReads {
+    /// `None` when the conversation does not exist.
+    pub last_seq: Option<u64>,
+    /// `None` when the user is not a member.
+    pub marks: Option<Marks>,
+    /// The device's delivery cursor (0 when no device was named or none
+    /// is stored).
+    pub cursor: u64,
+}
+
+/// One commit in progress, as a backend provides it.
+///
+/// Reads see the committed rows overlaid with every write this commit made
+/// so far (a create then an append, an append then its edit). Writes take
+/// effect when the backend commits; until then they only change what later
+/// reads of the same commit see. Ids are passed as `&str` where the rows
+/// store them as text.
+// Used through generics only (never as `dyn`), so the futures' `Send`-ness
+// is that of each backend's concrete ones.
+#[allow(async_fn_in_trait)]
+pub trait Commit {
+    /// The conversation's last seq, or `None` if it does not exist.
+    async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>>;
+    /// The kind of an existing conversation.
+    async fn kind(&mut self, c: &ConversationKey) -> StoreResult<ConversationKind>;
+    /// Every member's user id.
+    async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>>;
+    async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool>;
+    async fn devices(&mut self, tenant: &TenantId, user: &str) -> StoreResult<Vec<String>>;
+    /// Every member with their devices.
+    async fn recipients(&mut self, c: &ConversationKey) -> StoreResult<Vec<(String, Vec<String>)>>;
+    /// Whether each idempotency key (sender, client_msg_id) is stored.
+    async fn sent_exists(
+        &mut self,
+        c: &ConversationKey,
+        keys: &[(&str, &str)],
+    ) -> StoreResult<Vec<bool>>;
+    /// The live (not archived) message `seq`.
+    async fn message(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<Option<Message>>;
+    /// The stored versions of message `seq`, oldest first.
+    async fn versions(&mut self, c: &ConversationKey, seq: u64)
+    -> StoreResult<Vec<MessageVersion>>;
+    async fn bucket(&mut self, b: &BucketKey) -> StoreResult<Option<BucketSpan>>;
+    /// Whether this commit wrote message rows of the conversation.
+    fn touched(&self, c: &ConversationKey) -> bool;
+    /// Whether this commit archived a bucket of the conversation: the
+    /// rows it removed may still show to reads until it lands.
+    fn archived_here(&self, c: &ConversationKey) -> bool;
+    async fn ack_reads(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: Option<&str>,
+    ) -> StoreResult<AckReads>;
+
+    /// A new conversation row, with no members yet.
+    async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()>;
+    /// A new member with marks at 0, listed among the user's conversations.
+    async fn insert_member(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+    /// The member row, the marks and the user's listing of the conversation.
+    async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    async fn put_message(
+        &mut self,
+        c: &ConversationKey,
+        m: &Message,
+        placement: Placement,
+    ) -> StoreResult<()>;
+    /// The idempotency key and the message-id index of a new message
+    /// (written by `put_message` before).
+    async fn insert_sent(&mut self, c: &ConversationKey, m: &Message) -> StoreResult<()>;
+    async fn put_version(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        v: &MessageVersion,
+    ) -> StoreResult<()>;
+    async fn remove_versions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()>;
+    /// Members of `c` may download `blob_ref` from now on.
+    async fn reference_media(&mut self, c: &ConversationKey, blob_ref: &str) -> StoreResult<()>;
+    /// An inbox entry valued with when it was written (for expiry).
+    async fn insert_inbox(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+    async fn remove_inbox(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        which: InboxEntries,
+    ) -> StoreResult<()>;
+    /// Moves the given marks up to the given seqs (never down).
+    async fn raise_marks(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        delivered: Option<u64>,
+        read: Option<u64>,
+    ) -> StoreResult<()>;
+    async fn set_cursor(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+    ) -> StoreResult<()>;
+    /// The conversation now ends with `last` (its seq, time and preview).
+    async fn set_position(&mut self, c: &ConversationKey, last: &Message) -> StoreResult<()>;
+    /// Replaces the bucket's rows by the archive `object`: every message
+    /// row in `span` but `newest` goes with its versions and idempotency
+    /// key, and the bucket is marked archived.
+    async fn archive_rows(
+        &mut self,
+        b: &BucketKey,
+        span: &BucketSpan,
+        newest: u64,
+        object: &str,
+    ) -> StoreResult<()>;
+}
+
+fn conflict(why: impl Into<String>) -> StoreError {
+    StoreError::Conflict(why.into())
+}
+
+/// Applies one mutation of a commit.
+pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
+    match m {
+        Mutation::CreateConversation { record, members } => create(view, record, members).await,
+        Mutation::AddMembers { key, users, at } => {
+            if view.last_seq(key).await?.is_none() {
+                return Err(StoreError::NotFound);
+            }
+            for u in users {
+                add_member(view, key, u.as_str(), *at).await?;
+            }
+            Ok(())
+        }
+        Mutation::RemoveMembers { key, users } => {
+            if view.last_seq(key).await?.is_none() {
+                return Err(StoreError::NotFound);
+            }
+            for u in users {
+                let u = u.as_str();
+                view.remove_member(key, u).await?;
+                for d in view.devices(&key.tenant, u).await? {
+                    view.remove_inbox(key, u, &d, InboxEntries::All).await?;
+                }
+            }
+            Ok(())
+        }
+        Mutation::Append {
+            key,
+            expected_last_seq,
+            messages,
+            inbox,
+        } => append(view, key, *expected_last_seq, messages, *inbox).await,
+        Mutation::Edit {
+            key,
+            seq,
+            content,
+            editor,
+            at,
+            inbox,
+        } => edit(view, key, *seq, content, editor, *at, *inbox).await,
+        Mutation::Delete {
+            key,
+            seq,
+            at,
+            inbox,
+        } => delete(view, key, *seq, *at, *inbox).await,
+        Mutation::Archive {
+            bucket,
+            first_seq,
+            last_seq,
+            object,
+        } => archive(view, bucket, *first_seq, *last_seq, object).await,
+        Mutation::Restore {
+            key,
+            message,
+            versions,
+        } => restore(view, key, message, versions).await,
+        // The archive tier (`archive::Tiered`) handles it before a backend.
+        Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
+            "no archive store is configured".into(),
+        )),
+    }
+}
+
+async fn create<C: Commit>(
+    view: &mut C,
+    record: &ConversationRecord,
+    members: &[UserId],
+) -> StoreResult<()> {
+    let key = record.key();
+    if view.last_seq(&key).await?.is_some() {
+        return Err(conflict("conversation exists"));
+    }
+    view.insert_conversation(record).await?;
+    for u in members {
+        add_member(view, &key, u.as_str(), record.created_at).await?;
+    }
+    Ok(())
+}
+
+async fn add_member<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &str,
+    at: Timestamp,
+) -> StoreResult<()> {
+    if view.is_member(c, user).await? {
+        return Ok(());
+    }
+    view.insert_member(c, user, at).await
+}
+
+async fn append<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    expected_last_seq: u64,
+    messages: &[Message],
+    inbox: bool,
+) -> StoreResult<()> {
+    let Some(last_seq) = view.last_seq(c).await? else {
+        return Err(StoreError::NotFound);
+    };
+    if last_seq != expected_last_seq {
+        return Err(conflict(format!(
+            "append expected last_seq {expected_last_seq}, store has {last_seq}"
+        )));
+    }
+    for (i, m) in messages.iter().enumerate() {
+        if m.seq != expected_last_seq + 1 + i as u64 || m.conversation_id != c.conversation_id {
+            return Err(conflict(format!(
+                "message seq {} does not continue {expected_last_seq}",
+                m.seq
+            )));
+        }
+    }
+    let already =
+        |m: &Message| conflict(format!("client_msg_id {} already stored", m.client_msg_id));
+    let keys: Vec<(&str, &str)> = messages
+        .iter()
+        .map(|m| (m.sender_id.as_str(), m.client_msg_id.as_str()))
+        .collect();
+    let mut fresh = HashSet::new();
+    if let Some((m, _)) = messages.iter().zip(&keys).find(|(_, k)| !fresh.insert(*k)) {
+        return Err(already(m));
+    }
+    let stored = view.sent_exists(c, &keys).await?;
+    if let Some((m, _)) = messages.iter().zip(stored).find(|(_, stored)| *stored) {
+        return Err(already(m));
+    }
+    let Some(last) = messages.last() else {
+        return Ok(());
+    };
+
+    // Every device of every member gets an inbox entry, except the device
+    // that sent the message (it has it already).
+    let recipients = if inbox {
+        view.recipients(c).await?
+    } else {
+        Vec::new()
+    };
+    // Per sender: the highest seq they sent here.
+    let mut senders: HashMap<&str, u64> = HashMap::new();
+    for m in messages {
+        view.put_message(c, m, Placement::New).await?;
+        view.insert_sent(c, m).await?;
+        if let Some(media) = m.content.as_ref().and_then(Content::media) {
+            view.reference_media(c, &media.blob_ref).await?;
+        }
+        for (user, devices) in &recipients {
+            for device in devices {
+                if user == m.sender_id.as_str() && device == m.sender_device.as_str() {
+                    continue;
+                }
+                view.insert_inbox(c, user, device, m.seq, m.created_at)
+                    .await?;
+            }
+        }
+        senders.insert(m.sender_id.as_str(), m.seq);
+    }
+    // Sending implies having received and read everything before it.
+    for (sender, seq) in senders {
+        if view.is_member(c, sender).await? {
+            view.raise_marks(c, sender, Some(seq), Some(seq)).await?;
+        }
+    }
+    view.set_position(c, last).await
+}
+
+/// Writes a changed message back, and into every member device's inbox.
+async fn store_update<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    m: &Message,
+    inbox: bool,
+) -> StoreResult<()> {
+    view.put_message(c, m, Placement::Changed).await?;
+    if inbox {
+        // The entry is as fresh as the change, for expiry.
+        let at = m.deleted_at.or(m.edited_at).unwrap_or(m.created_at);
+        for (user, devices) in view.recipients(c).await? {
+            for device in devices {
+                view.insert_inbox(c, &user, &device, m.seq, at).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a write to a conversation whose rows this commit removed.
+fn check_not_archived_here<C: Commit>(view: &C, c: &ConversationKey) -> StoreResult<()> {
+    if view.archived_here(c) {
+        return Err(conflict(
+            "a bucket of the conversation was archived in this commit",
+        ));
+    }
+    Ok(())
+}
+
+async fn edit<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    seq: u64,
+    content: &Content,
+    editor: &UserId,
+    at: Timestamp,
+    inbox: bool,
+) -> StoreResult<()> {
+    check_not_archived_here(view, c)?;
+    // An edit only follows the sequencer's checks, so the message exists
+    // unless it was archived since.
+    let Some(mut message) = view.message(c, seq).await? else {
+        return Err(StoreError::NotFound);
+    };
+    if message.deleted_at.is_some() {
+        return Err(conflict("the message is deleted"));
+    }
+    let mut newest = view.versions(c, seq).await?.last().map(|v| v.version);
+    if newest.is_none() {
+        // The first edit keeps the original as version 1.
+        let original = MessageVersion {
+            version: 1,
+            content: message.content.clone().unwrap_or(Content::Text {
+                text: String::new(),
+            }),
+            at: message.created_at,
+            editor: message.sender_id.clone(),
+        };
+        view.put_version(c, seq, &original).await?;
+        newest = Some(1);
+    }
+    let version = MessageVersion {
+        version: newest.map_or(1, |v| v + 1),
+        content: content.clone(),
+        at,
+        editor: editor.clone(),
+    };
+    view.put_version(c, seq, &version).await?;
+    if let Some(media) = content.media() {
+        view.reference_media(c, &media.blob_ref).await?;
+    }
+    message.content = Some(content.clone());
+    message.edited_at = Some(at);
+    store_update(view, c, &message, inbox).await
+}
+
+async fn delete<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    seq: u64,
+    at: Timestamp,
+    inbox: bool,
+) -> StoreResult<()> {
+    check_not_archived_here(view, c)?;
+    let Some(mut message) = view.message(c, seq).await? else {
+        return Err(StoreError::NotFound);
+    };
+    if message.deleted_at.is_some() {
+        return Ok(());
+    }
+    // No content anywhere after a delete, the versions included.
+    view.remove_versions(c, seq).await?;
+    message.content = None;
+    message.deleted_at = Some(at);
+    store_update(view, c, &message, inbox).await
+}
+
+async fn archive<C: Commit>(
+    view: &mut C,
+    b: &BucketKey,
+    first_seq: u64,
+    last_seq: u64,
+    object: &str,
+) -> StoreResult<()> {
+    let c = b.conversation();
+    check_not_archived_here(view, &c)?;
+    let Some(span) = view.bucket(b).await? else {
+        return Err(StoreError::NotFound);
+    };
+    if span.archived {
+        return Err(conflict("the bucket is archived already"));
+    }
+    if (span.first, span.last) != (first_seq, last_seq) || view.touched(&c) {
+        return Err(conflict(format!(
+            "the bucket holds {}..={} now, not {first_seq}..={last_seq}",
+            span.first, span.last
+        )));
+    }
+    // The newest message keeps its live row, versions and key: the
+    // conversation's position and preview derive from it.
+    let newest = view.last_seq(&c).await?.unwrap_or(0);
+    view.archive_rows(b, &span, newest, object).await?;
+    let which = InboxEntries::Through {
+        from: span.first,
+        to: span.last,
+    };
+    for (user, devices) in view.recipients(&c).await? {
+        for device in devices {
+            view.remove_inbox(&c, &user, &device, which).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn restore<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    message: &Message,
+    versions: &[MessageVersion],
+) -> StoreResult<()> {
+    check_not_archived_here(view, c)?;
+    if view.message(c, message.seq).await?.is_some() {
+        return Ok(());
+    }
+    view.put_message(c, message, Placement::Restored).await?;
+    for v in versions {
+        view.put_version(c, message.seq, v).await?;
+    }
+    Ok(())
+}
+
+/// A device received everything up to `seq`: its cursor moves there and
+/// the inbox entries it covers go. An ack at or below the cursor confirms
+/// an update (an edit or a delete re-enters the inbox at the message's seq).
+pub async fn ack_delivered<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &UserId,
+    device: &DeviceId,
+    seq: u64,
+) -> StoreResult<MarkChange> {
+    let (u, d) = (user.as_str(), device.as_str());
+    let (last_seq, marks, previous) = ack_context(view, c, u, Some(d)).await?;
+    // A mark past the end of the conversation would hide future messages.
+    let seq = seq.min(last_seq);
+    if seq <= previous {
+        view.remove_inbox(c, u, d, InboxEntries::One(seq)).await?;
+    } else {
+        view.set_cursor(c, u, d, seq).await?;
+        let covered = InboxEntries::Through {
+            from: previous + 1,
+            to: seq,
+        };
+        view.remove_inbox(c, u, d, covered).await?;
+    }
+    let moved = seq > marks.delivered;
+    if moved {
+        view.raise_marks(c, u, Some(seq), None).await?;
+    }
+    let after = Marks {
+        delivered: marks.delivered.max(seq),
+        ..marks
+    };
+    mark_change(view, c, after, moved, false).await
+}
+
+/// A user read everything up to `seq`; what was read was delivered.
+pub async fn ack_read<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &UserId,
+    seq: u64,
+) -> StoreResult<MarkChange> {
+    let u = user.as_str();
+    let (last_seq, marks, _) = ack_context(view, c, u, None).await?;
+    let seq = seq.min(last_seq);
+    let read_moved = seq > marks.read;
+    let delivered_moved = seq > marks.delivered;
+    if read_moved || delivered_moved {
+        view.raise_marks(
+            c,
+            u,
+            delivered_moved.then_some(seq),
+            read_moved.then_some(seq),
+        )
+        .await?;
+    }
+    let after = Marks {
+        delivered: marks.delivered.max(seq),
+        read: marks.read.max(seq),
+    };
+    mark_change(view, c, after, delivered_moved, read_moved).await
+}
+
+/// An ack's reads, refusing a missing conversation or a non-member.
+async fn ack_context<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &str,
+    device: Option<&str>,
+) -> StoreResult<(u64, Marks, u64)> {
+    let reads = view.ack_reads(c, user, device).await?;
+    let Some(last_seq) = reads.last_seq else {
+        return Err(StoreError::NotFound);
+    };
+    let Some(marks) = reads.marks else {
+        return Err(StoreError::NotAMember);
+    };
+    Ok((last_seq, marks, reads.cursor))
+}
+
+/// What the caller needs to broadcast a mark that moved.
+async fn mark_change<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    marks: Marks,
+    delivered_moved: bool,
+    read_moved: bool,
+) -> StoreResult<MarkChange> {
+    let kind = view.kind(c).await?;
+    let members = view
+        .members(c)
+        .await?
+        .into_iter()
+        .map(|m| UserId::new(m).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(MarkChange {
+        kind,
+        members,
+        delivered_seq: marks.delivered,
+        read_seq: marks.read,
+        delivered_moved,
+        read_moved,
+    })
+}
