@@ -3,10 +3,10 @@
 //! Owns every subject (`subject`), the stream, consumer and bucket
 //! definitions (`definitions`, from the JSON files beside this crate), the
 //! KV leases that make node ids and partitions exclusive (`lease`,
-//! `node_id`), the envelopes that travel on the backbone (`envelope`), and
-//! the store service that lets processes share an embedded store
-//! (`store_service`). It does not decide anything about conversations:
-//! that is the worker's job.
+//! `node_id`) and the envelopes that travel on the backbone (`envelope`).
+//! It does not decide anything about conversations: that is the worker's
+//! job. (The store service that lets processes share an embedded store is
+//! the `store-remote` crate.)
 
 mod connection;
 pub mod definitions;
@@ -21,7 +21,6 @@ pub mod presence;
 pub mod push_jobs;
 pub mod push_tokens;
 pub mod refusals;
-pub mod store_service;
 pub mod subject;
 pub mod tenants;
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_backbone::store_service::RemoteStore;
 use switchboard_store::conformance::Subject;
+use switchboard_store_remote::RemoteStore;
 use switchboard_tests::{Cluster, ClusterSpec};
 
 /// A cluster of its own for each check: NATS and one worker serving the

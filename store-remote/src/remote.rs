@@ -1,0 +1,150 @@
+//! The calling side: [`RemoteStore`], and the reads it asks for in parts.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use switchboard_backbone::connection_epoch;
+use switchboard_backbone::subject::STORE_SERVICE;
+use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
+use switchboard_store::{HistoryQuery, InboxCursor, StoreError, StoreResult};
+
+use crate::calls::Request;
+use crate::service::Reply;
+
+/// A [`Store`](switchboard_store::Store) in another process, reached over
+/// NATS. Its `Store` methods are made from the list in `calls.rs`.
+#[derive(Clone)]
+pub struct RemoteStore {
+    client: async_nats::Client,
+    timeout: Duration,
+}
+
+impl RemoteStore {
+    pub fn new(client: async_nats::Client, timeout: Duration) -> Self {
+        Self { client, timeout }
+    }
+
+    pub(crate) async fn call<T: DeserializeOwned>(&self, request: Request) -> StoreResult<T> {
+        let payload = serde_json::to_vec(&request)
+            .map_err(|e| StoreError::Corrupt(format!("encode store request: {e}")))?;
+        let req = async_nats::Request::new()
+            .payload(payload.into())
+            .timeout(Some(self.timeout));
+        // A reply sent while this connection was down never arrives: give
+        // up on a reconnect rather than wait out the timeout (callers
+        // retry, and every request is safe to repeat).
+        let epoch = connection_epoch();
+        let reconnected = async {
+            while connection_epoch() == epoch {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let msg = tokio::select! {
+            msg = self.client.send_request(STORE_SERVICE, req) => {
+                msg.map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?
+            }
+            () = reconnected => {
+                return Err(StoreError::Unavailable(
+                    "store service: NATS reconnected while waiting for the answer; retry".into(),
+                ));
+            }
+        };
+        match serde_json::from_slice::<Reply<T>>(&msg.payload) {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Err(e)) => Err(e),
+            Err(e) => Err(StoreError::Corrupt(format!("bad store reply: {e}"))),
+        }
+    }
+
+    /// Newest first: each part continues below the oldest so far.
+    pub(crate) async fn history_in_parts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>> {
+        in_parts(query.limit, |after: Option<&Message>, limit| {
+            self.call(Request::history {
+                tenant: tenant.clone(),
+                conversation: conversation.clone(),
+                reader: reader.clone(),
+                query: HistoryQuery {
+                    before_seq: after.map(|m| m.seq).or(query.before_seq),
+                    limit,
+                    ..query
+                },
+            })
+        })
+        .await
+    }
+
+    pub(crate) async fn replay_in_parts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        in_parts(limit, |after: Option<&Message>, limit| {
+            self.call(Request::replay {
+                tenant: tenant.clone(),
+                conversation: conversation.clone(),
+                reader: reader.clone(),
+                after_seq: after.map_or(after_seq, |m| m.seq),
+                limit,
+            })
+        })
+        .await
+    }
+
+    pub(crate) async fn inbox_in_parts(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        after: Option<InboxCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        in_parts(limit, |last: Option<&Message>, limit| {
+            self.call(Request::inbox {
+                tenant: tenant.clone(),
+                user: user.clone(),
+                device: device.clone(),
+                after: last.map(InboxCursor::of).or_else(|| after.clone()),
+                limit,
+            })
+        })
+        .await
+    }
+}
+
+/// Reads up to `limit` messages with `read(last, n)`, which reads `n`
+/// continuing after `last` (the last message read so far; `None` at the
+/// start). One NATS message holds at most the server's `max_payload`: when
+/// an answer is too large the part is halved, and parts follow each other
+/// until `limit` messages are read or a part comes back short.
+async fn in_parts<F, Fut>(limit: usize, read: F) -> StoreResult<Vec<Message>>
+where
+    F: Fn(Option<&Message>, usize) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<Message>>>,
+{
+    let mut out: Vec<Message> = Vec::new();
+    let mut part = limit;
+    while out.len() < limit {
+        let want = part.min(limit - out.len());
+        match read(out.last(), want).await {
+            Ok(messages) => {
+                let short = messages.len() < want;
+                out.extend(messages);
+                if short {
+                    break;
+                }
+            }
+            Err(StoreError::AnswerTooLarge { .. }) if want > 1 => part = want / 2,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
