@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::Gateway;
 use crate::auth::{AuthError, Identity};
-use crate::error::store_error_code;
+use crate::error::{ApiError, store_error_code};
 use crate::hub::{Outbound, Registration, close_code};
 use crate::outbox::{Outbox, OutboxReader, outbox};
 use crate::quota::{self, Admission, TokenBucket};
@@ -391,13 +391,12 @@ impl Connection {
     /// connection's rate and the tenant's. The tenant's quotas are read
     /// once; a quota replaces the deployment's per-connection rate from the
     /// next message on.
-    fn admit_message(&mut self, content: Option<&Content>) -> Result<(), (ErrorCode, String)> {
+    fn admit_message(&mut self, content: Option<&Content>) -> Result<(), ApiError> {
         let q = self.gw.quotas.of(&self.id.tenant);
         let limits = &self.gw.config.limits;
         if let Some(c) = content {
             let content_limits = quota::content_limits(&q, &limits.content);
-            c.validate_from_client(&content_limits)
-                .map_err(|e| (e.code(), e.to_string()))?;
+            c.validate_from_client(&content_limits)?;
         }
         let (rate, burst) = match q.messages_per_second_per_connection {
             Some(rate) => quota::rate_and_burst(rate),
@@ -405,7 +404,7 @@ impl Connection {
         };
         self.sends.set(rate, burst);
         if !self.sends.take() {
-            return Err((
+            return Err(ApiError::new(
                 ErrorCode::RateLimited,
                 format!(
                     "more than {rate} messages per second on this connection; slow down and retry"
@@ -413,9 +412,9 @@ impl Connection {
             ));
         }
         if !self.gw.quotas.tenant_message(&self.id.tenant, &q) {
-            return Err((
+            return Err(ApiError::new(
                 ErrorCode::RateLimited,
-                "the tenant's messages per second are spent; retry shortly".into(),
+                "the tenant's messages per second are spent; retry shortly",
             ));
         }
         Ok(())
@@ -459,13 +458,15 @@ impl Connection {
                 return;
             }
         };
+        // Every refusal of the frame names it by its type.
+        let request = parsed.type_name();
         match parsed {
             ClientFrame::SendMessage {
                 client_msg_id,
                 conversation_id,
                 content,
             } => {
-                self.send_message(client_msg_id, conversation_id, content)
+                self.send_message(request, client_msg_id, conversation_id, content)
                     .await
             }
             ClientFrame::EditMessage {
@@ -473,18 +474,21 @@ impl Connection {
                 message_id,
                 content,
             } => {
-                self.update(conversation_id, message_id, Some(content))
+                self.update(request, conversation_id, message_id, Some(content))
                     .await
             }
             ClientFrame::DeleteMessage {
                 conversation_id,
                 message_id,
-            } => self.update(conversation_id, message_id, None).await,
+            } => {
+                self.update(request, conversation_id, message_id, None)
+                    .await
+            }
             ClientFrame::AckDelivered {
                 conversation_id,
                 seq,
             } => {
-                if self.admit_ack("ack_delivered", &conversation_id) {
+                if self.admit_ack(request, &conversation_id) {
                     self.marks.delivered(conversation_id, seq)
                 }
             }
@@ -492,7 +496,7 @@ impl Connection {
                 conversation_id,
                 seq,
             } => {
-                if self.admit_ack("ack_read", &conversation_id) {
+                if self.admit_ack(request, &conversation_id) {
                     self.marks.read(conversation_id, seq)
                 }
             }
@@ -502,12 +506,12 @@ impl Connection {
             } => {
                 if self.typing.take() {
                     let (gw, id, tx) = (self.gw.clone(), self.id.clone(), self.tx.clone());
-                    tokio::spawn(typing::relay(gw, id, conversation_id, state, tx));
+                    tokio::spawn(typing::relay(gw, id, request, conversation_id, state, tx));
                 } else {
                     self.reply(error_frame(
                         ErrorCode::RateLimited,
                         "typing indicators too often; one start every few seconds is enough",
-                        "typing",
+                        request,
                         None,
                         Some(conversation_id.as_str()),
                     ));
@@ -517,9 +521,9 @@ impl Connection {
                 conversation_id,
                 since_seq,
                 limit,
-            } => self.pull_backlog(conversation_id, since_seq, limit),
+            } => self.pull_backlog(request, conversation_id, since_seq, limit),
             ClientFrame::Ping {} => self.reply(frame(&ServerFrame::Pong {})),
-            ClientFrame::Refresh { token } => self.refresh(token),
+            ClientFrame::Refresh { token } => self.refresh(request, token),
         }
     }
 
@@ -543,23 +547,22 @@ impl Connection {
 
     /// Moves the session onto a fresh token of the same tenant, user and
     /// device.
-    fn refresh(&mut self, token: String) {
-        let fail = |code, message: String| error_frame(code, message, "refresh", None, None);
+    fn refresh(&mut self, request: &str, token: String) {
+        let fail = |e: ApiError| error_frame(e.code, e.message, request, None, None);
         let fresh = match self.gw.tenants.verify(&token) {
             Ok(fresh) => fresh,
             Err(e) => {
-                self.reply(fail(ErrorCode::Unauthorized, e.to_string()));
+                self.reply(fail(e.into()));
                 return;
             }
         };
         if (&fresh.tenant, &fresh.user, &fresh.device)
             != (&self.id.tenant, &self.id.user, &self.id.device)
         {
-            self.reply(fail(
+            self.reply(fail(ApiError::new(
                 ErrorCode::Forbidden,
-                "the fresh token names another tenant, user or device; open a new connection for it"
-                    .into(),
-            ));
+                "the fresh token names another tenant, user or device; open a new connection for it",
+            )));
             return;
         }
         let grace = Duration::from_millis(self.gw.config.limits.token_expiry_grace_ms);
@@ -576,42 +579,43 @@ impl Connection {
 
     async fn send_message(
         &mut self,
+        request: &'static str,
         client_msg_id: ClientMsgId,
         conversation_id: ConversationId,
         content: Content,
     ) {
-        let fail = |code, message: String| {
+        let fail = |e: ApiError| {
             error_frame(
-                code,
-                message,
-                "send_message",
+                e.code,
+                e.message,
+                request,
                 Some(client_msg_id.as_str()),
                 Some(conversation_id.as_str()),
             )
         };
-        if let Err((code, why)) = self.admit_message(Some(&content)) {
-            self.reply(fail(code, why));
+        if let Err(e) = self.admit_message(Some(&content)) {
+            self.reply(fail(e));
             return;
         }
         let Ok(permit) = self.inflight.clone().try_acquire_owned() else {
-            self.reply(fail(
+            self.reply(fail(ApiError::new(
                 ErrorCode::RateLimited,
-                "too many sends waiting for the backbone; retry after an ack".into(),
-            ));
+                "too many sends waiting for the backbone; retry after an ack",
+            )));
             return;
         };
         let content = match self.gw.moderate(&self.id, &conversation_id, content).await {
             Ok(content) => content,
-            Err((code, message)) => {
-                self.reply(fail(code, message));
+            Err(e) => {
+                self.reply(fail(e));
                 return;
             }
         };
         // After moderation: what is checked is what will be stored.
         if let Some(media) = content.media()
-            && let Err((code, message)) = self.gw.check_media(&self.id, media).await
+            && let Err(e) = self.gw.check_media(&self.id, media).await
         {
-            self.reply(fail(code, message));
+            self.reply(fail(e));
             return;
         }
         let command = Command::Send(SendCommand {
@@ -627,7 +631,7 @@ impl Connection {
         let stored = match self.gw.publish_command(&command, None).await {
             Ok(f) => f,
             Err(e) => {
-                self.reply(fail(e.code, e.message));
+                self.reply(fail(e));
                 return;
             }
         };
@@ -649,7 +653,7 @@ impl Connection {
                 error_frame(
                     ErrorCode::Unavailable,
                     message,
-                    "send_message",
+                    request,
                     Some(key.client_msg_id.as_str()),
                     Some(key.conversation_id.as_str()),
                 )
@@ -671,7 +675,7 @@ impl Connection {
                             let answer = error_frame(
                                 refusal.code,
                                 refusal.message,
-                                "send_message",
+                                request,
                                 Some(key.client_msg_id.as_str()),
                                 Some(key.conversation_id.as_str()),
                             );
@@ -697,28 +701,30 @@ impl Connection {
     /// member with `message_updated`, or this device with an `error`.
     async fn update(
         &mut self,
+        request: &'static str,
         conversation_id: ConversationId,
         message_id: MessageId,
         content: Option<Content>,
     ) {
-        let request = if content.is_some() {
-            "edit_message"
-        } else {
-            "delete_message"
+        let fail = |e: ApiError| {
+            error_frame(
+                e.code,
+                e.message,
+                request,
+                None,
+                Some(conversation_id.as_str()),
+            )
         };
-        let fail = |code, message: String| {
-            error_frame(code, message, request, None, Some(conversation_id.as_str()))
-        };
-        if let Err((code, why)) = self.admit_message(content.as_ref()) {
-            self.reply(fail(code, why));
+        if let Err(e) = self.admit_message(content.as_ref()) {
+            self.reply(fail(e));
             return;
         }
         // An edit is new content: it is moderated like a send.
         let content = match content {
             Some(c) => match self.gw.moderate(&self.id, &conversation_id, c).await {
                 Ok(c) => Some(c),
-                Err((code, message)) => {
-                    self.reply(fail(code, message));
+                Err(e) => {
+                    self.reply(fail(e));
                     return;
                 }
             },
@@ -726,15 +732,15 @@ impl Connection {
         };
         // After moderation: what is checked is what will be stored.
         if let Some(media) = content.as_ref().and_then(Content::media)
-            && let Err((code, message)) = self.gw.check_media(&self.id, media).await
+            && let Err(e) = self.gw.check_media(&self.id, media).await
         {
-            self.reply(fail(code, message));
+            self.reply(fail(e));
             return;
         }
         let command_id = match self.gw.ids.next_id() {
             Ok(id) => id,
             Err(e) => {
-                self.reply(fail(ErrorCode::Unavailable, e.to_string()));
+                self.reply(fail(e.into()));
                 return;
             }
         };
@@ -756,22 +762,23 @@ impl Connection {
         match self.gw.publish_command(&command, None).await {
             Ok(stored) => {
                 let tx = self.tx.clone();
-                let unstored = fail(
+                let unstored = fail(ApiError::new(
                     ErrorCode::Unavailable,
-                    "backbone did not store the change; retry".into(),
-                );
+                    "backbone did not store the change; retry",
+                ));
                 tokio::spawn(async move {
                     if stored.await.is_err() {
                         let _ = tx.send(unstored).await;
                     }
                 });
             }
-            Err(e) => self.reply(fail(e.code, e.message)),
+            Err(e) => self.reply(fail(e)),
         }
     }
 
     fn pull_backlog(
         &mut self,
+        request: &'static str,
         conversation_id: Option<ConversationId>,
         since_seq: Option<u64>,
         limit: Option<u32>,
@@ -780,7 +787,7 @@ impl Connection {
             self.reply(error_frame(
                 ErrorCode::RateLimited,
                 "a pull_backlog is already running on this connection; wait for its backlog_done",
-                "pull_backlog",
+                request,
                 None,
                 conversation_id.as_ref().map(|c| c.as_str()),
             ));
@@ -807,7 +814,7 @@ impl Connection {
                 error_frame(
                     store_error_code(&e),
                     e.to_string(),
-                    "pull_backlog",
+                    request,
                     None,
                     conversation_id.as_ref().map(|c| c.as_str()),
                 )

@@ -1,12 +1,33 @@
-//! REST errors: `{ "code", "message" }` with the code's HTTP status.
+//! The gateway's one error path: `ApiError`, a protocol error code and its
+//! message, and the `From` impls that say once which code each kind of
+//! failure gets, so handlers and the connection code use `?`.
+//!
+//! On REST it is answered as `{ "code", "message" }` with the code's HTTP
+//! status; on a WebSocket its code and message go into an `error` frame.
 
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use switchboard_protocol::ErrorCode;
+use switchboard_backbone::BackboneError;
+use switchboard_backbone::key_directory::KeyError;
+use switchboard_backbone::push_tokens::PushTokenError;
+use switchboard_backbone::tenants::TenantError;
+use switchboard_blob::BlobError;
+use switchboard_plugin_host::deploy::DeployError;
+use switchboard_plugin_host::host::CompileError;
+use switchboard_protocol::content::ContentError;
 use switchboard_protocol::error::ErrorBody;
+use switchboard_protocol::{ErrorCode, IdError};
 use switchboard_store::StoreError;
 
-#[derive(Debug, Clone)]
+use crate::auth::AuthError;
+
+/// A refusal as the client sees it. Its message is the whole of what the
+/// client is told, so it is built from the failure's own text and no
+/// source is kept: what an operator needs beyond it is logged where the
+/// failure is mapped.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
@@ -25,23 +46,15 @@ impl ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        let code = store_error_code(&e);
-        if code == ErrorCode::Internal {
-            tracing::error!(error = %e, "store error");
-        }
-        Self::new(code, e.to_string())
-    }
-}
-
-/// An upload body that could not be read: over its route's limit, or not
-/// read at all.
-pub(crate) fn upload_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(ErrorCode::TooLarge, "the upload is over the size limit")
-    } else {
-        ApiError::invalid(e.body_text())
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorBody {
+            code: self.code,
+            message: self.message,
+        };
+        (status, axum::Json(body)).into_response()
     }
 }
 
@@ -60,14 +73,159 @@ pub fn store_error_code(e: &StoreError) -> ErrorCode {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorBody {
-            code: self.code,
-            message: self.message,
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let code = store_error_code(&e);
+        if code == ErrorCode::Internal {
+            tracing::error!(error = %e, "store error");
+        }
+        Self::new(code, e.to_string())
+    }
+}
+
+/// A token that is missing or does not verify.
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        Self::new(ErrorCode::Unauthorized, e.to_string())
+    }
+}
+
+/// An id that does not parse, in a path or a body: the request is invalid.
+impl From<IdError> for ApiError {
+    fn from(e: IdError) -> Self {
+        Self::invalid(e.to_string())
+    }
+}
+
+/// Content a client sends that its tenant's limits refuse: `too_large` for
+/// size, `invalid_frame` for shape (content only comes in frames).
+impl From<ContentError> for ApiError {
+    fn from(e: ContentError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
+/// The backbone could not do its part (an id, a publish): retrying may
+/// help.
+impl From<BackboneError> for ApiError {
+    fn from(e: BackboneError) -> Self {
+        Self::new(ErrorCode::Unavailable, e.to_string())
+    }
+}
+
+/// Path parameters axum could not take (say, not UTF-8).
+impl From<PathRejection> for ApiError {
+    fn from(e: PathRejection) -> Self {
+        Self::invalid(e.body_text())
+    }
+}
+
+/// A query string that does not fit its parameters.
+impl From<QueryRejection> for ApiError {
+    fn from(e: QueryRejection) -> Self {
+        Self::invalid(e.body_text())
+    }
+}
+
+/// A body that could not be read: `too_large` past its route's limit,
+/// invalid otherwise (not read at all, or not what the route takes).
+fn unreadable_body(status: StatusCode, text: String, too_large: &'static str) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(ErrorCode::TooLarge, too_large)
+    } else {
+        ApiError::invalid(text)
+    }
+}
+
+/// A JSON body that could not be read: over the body limit, or not JSON.
+impl From<JsonRejection> for ApiError {
+    fn from(e: JsonRejection) -> Self {
+        unreadable_body(
+            e.status(),
+            e.body_text(),
+            "request body over the size limit",
+        )
+    }
+}
+
+/// A raw body that could not be read. Only uploads take raw bodies, hence
+/// the wording.
+impl From<BytesRejection> for ApiError {
+    fn from(e: BytesRejection) -> Self {
+        unreadable_body(
+            e.status(),
+            e.body_text(),
+            "the upload is over the size limit",
+        )
+    }
+}
+
+/// Blob storage: a backend failure is logged, the rest is the client's.
+impl From<BlobError> for ApiError {
+    fn from(e: BlobError) -> Self {
+        let code = match &e {
+            BlobError::NotFound => ErrorCode::NotFound,
+            BlobError::Exists => ErrorCode::Conflict,
+            BlobError::Mismatch(_) => ErrorCode::InvalidRequest,
+            BlobError::BadUrl(_) | BlobError::Expired => ErrorCode::Forbidden,
+            BlobError::Backend(_) => ErrorCode::Unavailable,
         };
-        (status, axum::Json(body)).into_response()
+        if code == ErrorCode::Unavailable {
+            tracing::warn!(error = %e, "blob storage");
+        }
+        Self::new(code, e.to_string())
+    }
+}
+
+/// The end-to-end key directory.
+impl From<KeyError> for ApiError {
+    fn from(e: KeyError) -> Self {
+        let code = match &e {
+            KeyError::Invalid(_) => ErrorCode::InvalidRequest,
+            KeyError::NotFound => ErrorCode::NotFound,
+            // Over the documented count (the schema's maxItems for one
+            // upload): invalid, like any field out of bounds.
+            KeyError::TooMany => ErrorCode::InvalidRequest,
+            KeyError::Contended | KeyError::Backbone(_) => ErrorCode::Unavailable,
+        };
+        if code == ErrorCode::Unavailable {
+            tracing::warn!(error = %e, "key directory");
+        }
+        Self::new(code, e.to_string())
+    }
+}
+
+/// The push token registry fails only when the backbone does.
+impl From<PushTokenError> for ApiError {
+    fn from(e: PushTokenError) -> Self {
+        tracing::warn!(error = %e, "push tokens");
+        Self::new(ErrorCode::Unavailable, e.to_string())
+    }
+}
+
+/// The tenant registry (the operator API).
+impl From<TenantError> for ApiError {
+    fn from(e: TenantError) -> Self {
+        let code = match &e {
+            TenantError::Invalid(_) => ErrorCode::InvalidRequest,
+            TenantError::NotFound(_) => ErrorCode::NotFound,
+            TenantError::Exists(_) | TenantError::Conflict(_) => ErrorCode::Conflict,
+            TenantError::Backbone(_) => ErrorCode::Unavailable,
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+/// Deploying, listing and rolling back plugins.
+impl From<DeployError> for ApiError {
+    fn from(e: DeployError) -> Self {
+        let code = match &e {
+            DeployError::Invalid(CompileError::TooLarge { .. }) => ErrorCode::TooLarge,
+            DeployError::Invalid(_) => ErrorCode::InvalidRequest,
+            DeployError::NothingToRollBack | DeployError::Conflict => ErrorCode::Conflict,
+            DeployError::NotDeployed => ErrorCode::NotFound,
+            DeployError::Backbone(_) => ErrorCode::Unavailable,
+        };
+        Self::new(code, e.to_string())
     }
 }

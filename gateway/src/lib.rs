@@ -8,23 +8,17 @@
 //! lists) go straight to the store, which checks membership.
 
 pub mod auth;
-mod browser;
 mod commands;
 pub mod config;
 mod connection;
 pub mod error;
+mod http;
 pub mod hub;
-mod keys;
 pub mod media;
-mod openapi;
-mod operator;
 mod outbox;
-mod plugin_api;
 mod presence;
-mod push;
 mod quota;
 mod receipts;
-mod rest;
 mod server;
 mod shapes;
 mod typing;
@@ -39,6 +33,8 @@ use switchboard_plugin_host::deploy::Deployer;
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
 use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
 use switchboard_store::Store;
+
+use crate::error::ApiError;
 
 pub use auth::{Identity, TenantDirectory};
 pub use config::{DevTokens, GatewayConfig, Limits, MediaConfig, TenantConfig};
@@ -183,15 +179,14 @@ impl Gateway {
         id: &Identity,
         conversation: &ConversationId,
         content: Content,
-    ) -> Result<Content, (ErrorCode, String)> {
+    ) -> Result<Content, ApiError> {
         if self.plugins.active(&id.tenant, Hook::Moderation).is_none() {
             return Ok(content);
         }
         let (kind, member_count) = self
             .shapes
             .get(&*self.store, &id.tenant, conversation, &id.user)
-            .await
-            .map_err(|e| (error::store_error_code(&e), e.to_string()))?;
+            .await?;
         let input = ModerationInput {
             tenant: &id.tenant,
             conversation_id: conversation,
@@ -203,8 +198,8 @@ impl Gateway {
         match self.plugins.moderate(&input, &self.config.limits.content) {
             Moderation::Allow => Ok(content),
             Moderation::Rewrite(rewritten) => Ok(rewritten),
-            Moderation::Reject(reason) => Err((ErrorCode::RejectedByPolicy, reason)),
-            Moderation::Failed(why) => Err((ErrorCode::Unavailable, why)),
+            Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
+            Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
         }
     }
 
@@ -222,7 +217,7 @@ impl Gateway {
 
     /// The HTTP application: REST, WebSocket, health.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        rest::router(self.clone())
+        http::router(self.clone())
     }
 
     /// Connections currently open on this gateway.
@@ -257,18 +252,14 @@ impl Gateway {
     }
 
     /// Takes `n` members from the user's rate of members added per minute.
-    pub(crate) fn take_members_added(
-        &self,
-        id: &Identity,
-        n: usize,
-    ) -> Result<(), error::ApiError> {
+    pub(crate) fn take_members_added(&self, id: &Identity, n: usize) -> Result<(), ApiError> {
         let per_minute = self.config.limits.members_added_per_minute;
         let (rate, burst) = quota::per_minute(per_minute);
         let user = (id.tenant.clone(), id.user.clone());
         if self.quotas.members_added.take(&user, rate, burst, n as f64) {
             Ok(())
         } else {
-            Err(error::ApiError::new(
+            Err(ApiError::new(
                 ErrorCode::RateLimited,
                 format!(
                     "more than {per_minute} members added per minute by this user; retry later"

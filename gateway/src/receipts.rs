@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::fanout::FanOut;
-use switchboard_protocol::{ConversationId, ReceiptKind, ServerFrame};
+use switchboard_protocol::{ClientFrame, ConversationId, ReceiptKind, ServerFrame};
 use switchboard_store::{MarkChange, StoreResult};
 
 use crate::Gateway;
@@ -74,20 +74,31 @@ pub(crate) async fn flush(gw: Arc<Gateway>, id: Identity, marks: PendingMarks, t
         match result {
             Ok(change) => broadcast(&gw, &id, &conversation, &change).await,
             Err(e) => {
-                let request = match kind {
-                    ReceiptKind::Delivered => "ack_delivered",
-                    ReceiptKind::Read => "ack_read",
-                };
                 let frame = error_frame(
                     store_error_code(&e),
                     e.to_string(),
-                    request,
+                    ack(kind, conversation.clone(), seq).type_name(),
                     None,
                     Some(conversation.as_str()),
                 );
                 let _ = tx.send(frame).await;
             }
         }
+    }
+}
+
+/// The ack a coalesced mark stands for: an `error` about the mark answers
+/// that request.
+fn ack(kind: ReceiptKind, conversation_id: ConversationId, seq: u64) -> ClientFrame {
+    match kind {
+        ReceiptKind::Delivered => ClientFrame::AckDelivered {
+            conversation_id,
+            seq,
+        },
+        ReceiptKind::Read => ClientFrame::AckRead {
+            conversation_id,
+            seq,
+        },
     }
 }
 

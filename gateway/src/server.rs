@@ -10,7 +10,7 @@
 //!   start or the request's first byte),
 //! - an idle timeout (no request in flight and no byte either way),
 //! - and, through the router, a body timeout (the longest pause between
-//!   two chunks of a request body; `rest.rs`).
+//!   two chunks of a request body; `http/mod.rs`).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -18,10 +18,12 @@ use crate::error::store_error_code;
 use crate::outbox::Outbox;
 
 /// Checks membership (every time: a removed member must stop hearing at
-/// once) and relays the indicator to the other members.
+/// once) and relays the indicator to the other members. `request` is the
+/// type of the frame that asked, for an `error` answering it.
 pub(crate) async fn relay(
     gw: Arc<Gateway>,
     id: Identity,
+    request: &'static str,
     conversation: ConversationId,
     state: TypingState,
     tx: Outbox,
@@ -32,7 +34,7 @@ pub(crate) async fn relay(
             let frame = error_frame(
                 store_error_code(&e),
                 e.to_string(),
-                "typing",
+                request,
                 None,
                 Some(conversation.as_str()),
             );

@@ -1,14 +1,28 @@
-//! The OpenAPI document as served: `openapi.json`, with the constraints
-//! this deployment's configuration sets written in, so that what it says
-//! a request may hold is exactly what this gateway accepts.
+//! `GET /v1/openapi.json`: the OpenAPI document as served, `openapi.json`
+//! with the constraints this deployment's configuration sets written in,
+//! so that what it says a request may hold is exactly what this gateway
+//! accepts.
 
+use std::sync::Arc;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::config::GatewayConfig;
 
+/// The handler, given the document made once when the router is.
+pub(super) async fn serve(document: Arc<str>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document.to_string(),
+    )
+        .into_response()
+}
+
 /// The document for `config`, as JSON text.
-pub(crate) fn document(config: &GatewayConfig) -> String {
-    let base = include_str!("../openapi.json");
+pub(super) fn document(config: &GatewayConfig) -> String {
+    let base = include_str!("../../openapi.json");
     let Ok(mut doc) = serde_json::from_str::<Value>(base) else {
         // Checked by a test; served as it is rather than not at all.
         return base.to_owned();

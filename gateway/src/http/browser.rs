@@ -10,17 +10,15 @@
 //! clients, servers) and same-origin requests (the dev web client) are
 //! not affected.
 
-use std::sync::Arc;
-
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use switchboard_protocol::ErrorCode;
 
-use crate::Gateway;
+use super::Shared;
+use super::extract::bearer;
 use crate::error::ApiError;
-use crate::rest::bearer;
 
 /// How long a browser may cache a preflight answer, in seconds.
 const PREFLIGHT_MAX_AGE: &str = "600";
@@ -61,11 +59,7 @@ fn forbidden_origin(origin: &str) -> Response {
 
 /// The middleware: CORS and the WebSocket origin check, then the
 /// security headers.
-pub(crate) async fn guard(
-    State(gw): State<Arc<Gateway>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub(super) async fn guard(State(gw): State<Shared>, request: Request, next: Next) -> Response {
     let origin = request
         .headers()
         .get(header::ORIGIN)

@@ -8,46 +8,29 @@
 //! "config": {..}, "on_failure": .. }`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::routing::{post, put};
 use base64::Engine as _;
 use serde::Deserialize;
 use switchboard_plugin_host::Hook;
-use switchboard_plugin_host::deploy::{DeployError, Listing, VersionEntry};
-use switchboard_plugin_host::host::CompileError;
+use switchboard_plugin_host::deploy::{Listing, VersionEntry};
 use switchboard_plugin_host::registry::OnFailure;
 use switchboard_protocol::ErrorCode;
 
+use super::Shared;
+use super::extract::{PathParam, PathParams};
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::error::{ApiError, upload_rejection};
-
-type Shared = Arc<Gateway>;
+use crate::error::ApiError;
 
 /// How long a change waits to be running on this gateway before the
 /// response (every other process follows within about the same time).
 const CONVERGE_WAIT: Duration = Duration::from_secs(5);
-
-pub(crate) fn routes(gw: &Shared) -> axum::Router<Shared> {
-    // Base64 in JSON is a third larger than the component.
-    let upload_limit = gw.plugins.host().limits().max_component_bytes * 4 / 3 + 64 * 1024;
-    axum::Router::new()
-        .route(
-            "/v1/admin/plugins/{hook}",
-            put(deploy)
-                .layer(DefaultBodyLimit::max(upload_limit))
-                .get(list)
-                .delete(remove),
-        )
-        .route("/v1/admin/plugins/{hook}/rollback", post(rollback))
-}
 
 fn admin(id: &Identity) -> Result<(), ApiError> {
     if id.admin {
@@ -60,25 +43,18 @@ fn admin(id: &Identity) -> Result<(), ApiError> {
     }
 }
 
-fn hook(path: Result<Path<String>, PathRejection>) -> Result<Hook, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    Hook::parse(&raw).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!("no hook {raw:?}; the hooks are moderation, edit_policy and fan_out"),
-        )
-    })
-}
+/// A hook named in the path; one that does not exist is not found.
+impl PathParam for Hook {
+    type Raw = String;
 
-fn deploy_error(e: DeployError) -> ApiError {
-    let code = match &e {
-        DeployError::Invalid(CompileError::TooLarge { .. }) => ErrorCode::TooLarge,
-        DeployError::Invalid(_) => ErrorCode::InvalidRequest,
-        DeployError::NothingToRollBack | DeployError::Conflict => ErrorCode::Conflict,
-        DeployError::NotDeployed => ErrorCode::NotFound,
-        DeployError::Backbone(_) => ErrorCode::Unavailable,
-    };
-    ApiError::new(code, e.to_string())
+    fn from_path(raw: String) -> Result<Self, ApiError> {
+        Hook::parse(&raw).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("no hook {raw:?}; the hooks are moderation, edit_policy and fan_out"),
+            )
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -172,18 +148,18 @@ fn parse_upload(
     })
 }
 
-async fn deploy(
+pub(super) async fn deploy(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<Hook>,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
     admin(&id)?;
-    let hook = hook(path)?;
-    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let body = body.map_err(upload_rejection)?;
+    let hook = path.get()?;
+    let Query(query) = query?;
+    let body = body?;
     let upload = parse_upload(&headers, query, body)?;
     check_config(&upload.config)?;
     let entry = gw
@@ -196,54 +172,42 @@ async fn deploy(
             upload.on_failure,
             &id.user,
         )
-        .await
-        .map_err(deploy_error)?;
+        .await?;
     converge(&gw, &id, hook, Some(entry.revision)).await;
     Ok((StatusCode::CREATED, Json(entry)))
 }
 
-async fn list(
+pub(super) async fn list(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<Hook>,
 ) -> Result<Json<Listing>, ApiError> {
     admin(&id)?;
-    let hook = hook(path)?;
-    let listing = gw
-        .deployer
-        .list(&id.tenant, hook)
-        .await
-        .map_err(deploy_error)?;
+    let hook = path.get()?;
+    let listing = gw.deployer.list(&id.tenant, hook).await?;
     Ok(Json(listing))
 }
 
-async fn remove(
+pub(super) async fn remove(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<Hook>,
 ) -> Result<StatusCode, ApiError> {
     admin(&id)?;
-    let hook = hook(path)?;
-    gw.deployer
-        .remove(&id.tenant, hook, &id.user)
-        .await
-        .map_err(deploy_error)?;
+    let hook = path.get()?;
+    gw.deployer.remove(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, None).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rollback(
+pub(super) async fn rollback(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<Hook>,
 ) -> Result<Json<VersionEntry>, ApiError> {
     admin(&id)?;
-    let hook = hook(path)?;
-    let entry = gw
-        .deployer
-        .rollback(&id.tenant, hook, &id.user)
-        .await
-        .map_err(deploy_error)?;
+    let hook = path.get()?;
+    let entry = gw.deployer.rollback(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Some(entry.revision)).await;
     Ok(Json(entry))
 }

@@ -5,58 +5,28 @@
 //! device has not acknowledged a few seconds after it was stored gets a
 //! push.
 
-use std::sync::Arc;
-
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::put;
-use switchboard_backbone::push_tokens::PushTokenError;
 use switchboard_protocol::push::{MAX_PUSH_TOKEN_BYTES, PushRegistration};
 use switchboard_protocol::{DeviceId, ErrorCode};
 
-use crate::Gateway;
+use super::Shared;
+use super::extract::{JsonBody, PathParams};
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::rest::JsonBody;
 
-type Shared = Arc<Gateway>;
+/// Why another device's push token may not be registered, read or removed.
+const NOT_OWN_DEVICE: &str =
+    "a device registers its own push token only: the path must name the token's device";
 
-pub(crate) fn routes() -> axum::Router<Shared> {
-    axum::Router::new().route(
-        "/v1/devices/{device}/push",
-        put(register).get(show).delete(unregister),
-    )
-}
-
-fn token_error(e: PushTokenError) -> ApiError {
-    tracing::warn!(error = %e, "push tokens");
-    ApiError::new(ErrorCode::Unavailable, e.to_string())
-}
-
-fn own_device(
-    id: &Identity,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<DeviceId, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    let device = DeviceId::new(raw).map_err(|e| ApiError::invalid(e.to_string()))?;
-    if device != id.device {
-        return Err(ApiError::new(
-            ErrorCode::Forbidden,
-            "a device registers its own push token only: the path must name the token's device",
-        ));
-    }
-    Ok(device)
-}
-
-async fn register(
+pub(super) async fn register(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<DeviceId>,
     JsonBody(body): JsonBody<PushRegistration>,
 ) -> Result<Json<PushRegistration>, ApiError> {
-    let device = own_device(&id, path)?;
+    let device = path.own(&id, NOT_OWN_DEVICE)?;
     let token = body.token.trim();
     if token.is_empty() || token.len() > MAX_PUSH_TOKEN_BYTES || token.chars().any(char::is_control)
     {
@@ -73,37 +43,31 @@ async fn register(
         .await?;
     gw.push_tokens
         .register(&id.tenant, &id.user, &device, registration.clone())
-        .await
-        .map_err(token_error)?;
+        .await?;
     Ok(Json(registration))
 }
 
-async fn show(
+pub(super) async fn show(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<DeviceId>,
 ) -> Result<Json<PushRegistration>, ApiError> {
-    let device = own_device(&id, path)?;
-    let devices = gw
-        .push_tokens
-        .devices(&id.tenant, &id.user)
-        .await
-        .map_err(token_error)?;
+    let device = path.own(&id, NOT_OWN_DEVICE)?;
+    let devices = gw.push_tokens.devices(&id.tenant, &id.user).await?;
     devices
         .get(&device)
         .map(|t| Json(t.registration.clone()))
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no push token for this device"))
 }
 
-async fn unregister(
+pub(super) async fn unregister(
     State(gw): State<Shared>,
     id: Identity,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<DeviceId>,
 ) -> Result<StatusCode, ApiError> {
-    let device = own_device(&id, path)?;
+    let device = path.own(&id, NOT_OWN_DEVICE)?;
     gw.push_tokens
         .unregister(&id.tenant, &id.user, &device, None)
-        .await
-        .map_err(token_error)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

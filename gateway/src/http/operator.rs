@@ -5,34 +5,21 @@
 //! answers show them as fingerprints.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::get;
 use serde::Deserialize;
 use switchboard_backbone::tenants::{
-    PushSettings, TenantError, TenantQuotas, TenantRecord, TenantRegistry, fingerprint,
-    is_web_origin, object, optional_object,
+    PushSettings, TenantQuotas, TenantRecord, TenantRegistry, fingerprint, is_web_origin, object,
+    optional_object,
 };
 use switchboard_protocol::{ErrorCode, TenantId};
 
+use super::Shared;
+use super::extract::{JsonBody, PathParams, bearer};
 use crate::Gateway;
 use crate::error::ApiError;
-use crate::rest::{JsonBody, bearer};
-
-type Shared = Arc<Gateway>;
-
-pub(crate) fn routes() -> axum::Router<Shared> {
-    axum::Router::new()
-        .route("/v1/operator/tenants", get(list).post(create))
-        .route(
-            "/v1/operator/tenants/{id}",
-            get(show).patch(change).delete(remove),
-        )
-}
 
 /// Constant time in the length of `given`, so the token is not guessed a
 /// byte at a time from response times.
@@ -62,30 +49,14 @@ fn operator(gw: &Gateway, headers: &HeaderMap) -> Result<TenantRegistry, ApiErro
     }
 }
 
-fn tenant_error(e: TenantError) -> ApiError {
-    let code = match &e {
-        TenantError::Invalid(_) => ErrorCode::InvalidRequest,
-        TenantError::NotFound(_) => ErrorCode::NotFound,
-        TenantError::Exists(_) | TenantError::Conflict(_) => ErrorCode::Conflict,
-        TenantError::Backbone(_) => ErrorCode::Unavailable,
-    };
-    ApiError::new(code, e.to_string())
-}
-
-fn tenant_id(path: Result<Path<String>, PathRejection>) -> Result<TenantId, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::invalid(e.body_text()))?;
-    TenantId::new(raw).map_err(|e| ApiError::invalid(e.to_string()))
-}
-
-async fn list(
+pub(super) async fn list(
     State(gw): State<Shared>,
     headers: HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let registry = operator(&gw, &headers)?;
     let all: Vec<_> = registry
         .list()
-        .await
-        .map_err(tenant_error)?
+        .await?
         .iter()
         .map(TenantRecord::redacted)
         .collect();
@@ -94,7 +65,7 @@ async fn list(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NewTenant {
+pub(super) struct NewTenant {
     id: TenantId,
     #[serde(default)]
     hs256_secrets: Vec<String>,
@@ -118,7 +89,7 @@ fn check_origins(origins: &[String]) -> Result<(), ApiError> {
     }
 }
 
-async fn create(
+pub(super) async fn create(
     State(gw): State<Shared>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<NewTenant>,
@@ -131,18 +102,18 @@ async fn create(
     record.quotas = body.quotas;
     record.push = body.push;
     record.allowed_origins = body.allowed_origins;
-    let record = registry.create(record).await.map_err(tenant_error)?;
+    let record = registry.create(record).await?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
 
-async fn show(
+pub(super) async fn show(
     State(gw): State<Shared>,
     headers: HeaderMap,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<TenantId>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let registry = operator(&gw, &headers)?;
-    let id = tenant_id(path)?;
-    let record = registry.get(&id).await.map_err(tenant_error)?;
+    let id = path.get()?;
+    let record = registry.get(&id).await?;
     Ok(Json(record.redacted()))
 }
 
@@ -150,7 +121,7 @@ async fn show(
 /// fingerprint), quotas to set (`null` removes one).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Change {
+pub(super) struct Change {
     #[serde(default)]
     add_hs256_secrets: Vec<String>,
     #[serde(default)]
@@ -177,14 +148,14 @@ fn present<'de, D: serde::Deserializer<'de>>(
     optional_object(d).map(Some)
 }
 
-async fn change(
+pub(super) async fn change(
     State(gw): State<Shared>,
     headers: HeaderMap,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<TenantId>,
     JsonBody(body): JsonBody<Change>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let registry = operator(&gw, &headers)?;
-    let id = tenant_id(path)?;
+    let id = path.get()?;
     if let Some(origins) = &body.allowed_origins {
         check_origins(origins)?;
     }
@@ -220,19 +191,18 @@ async fn change(
             }
             Ok(())
         })
-        .await
-        .map_err(tenant_error)?;
+        .await?;
     Ok(Json(record.redacted()))
 }
 
-async fn remove(
+pub(super) async fn remove(
     State(gw): State<Shared>,
     headers: HeaderMap,
-    path: Result<Path<String>, PathRejection>,
+    path: PathParams<TenantId>,
 ) -> Result<StatusCode, ApiError> {
     let registry = operator(&gw, &headers)?;
-    let id = tenant_id(path)?;
-    registry.delete(&id).await.map_err(tenant_error)?;
+    let id = path.get()?;
+    registry.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,0 +1,49 @@
+//! `POST /v1/dev/token`, in dev mode only: a 24-hour token for the demo
+//! tenant, signed with its HS256 secret.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use switchboard_protocol::{DeviceId, ErrorCode, UserId};
+
+use super::extract::JsonBody;
+use super::{Shared, no_such_endpoint};
+use crate::error::ApiError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DevTokenRequest {
+    user: String,
+    /// Absent: the default device; `null` is refused like any non-string.
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    device: Option<String>,
+}
+
+/// Dev mode only: a 24-hour token for the demo tenant.
+pub(super) async fn issue(
+    State(gw): State<Shared>,
+    JsonBody(body): JsonBody<DevTokenRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(dev) = &gw.config.dev_tokens else {
+        return Err(no_such_endpoint());
+    };
+    let user = UserId::new(body.user)?;
+    let device = body.device.map(DeviceId::new).transpose()?;
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() + 86_400)
+        .unwrap_or(0);
+    let mut claims = serde_json::json!({ "tenant": dev.tenant, "sub": user, "exp": exp });
+    if let Some(d) = device {
+        claims["device"] = serde_json::Value::String(d.into_string());
+    }
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(dev.hs256_secret.as_bytes()),
+    )
+    .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+    Ok(Json(
+        serde_json::json!({ "token": token, "tenant": dev.tenant }),
+    ))
+}

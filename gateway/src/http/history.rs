@@ -1,0 +1,58 @@
+//! `GET /v1/conversations/{id}/messages`: a conversation's history, a page
+//! at a time, newest first.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use switchboard_protocol::ConversationId;
+use switchboard_protocol::conversation::HistoryPage;
+use switchboard_store::HistoryQuery;
+
+use super::Shared;
+use super::extract::PathParams;
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+#[derive(Deserialize)]
+pub(super) struct HistoryParams {
+    before_seq: Option<u64>,
+    after_seq: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// Default and largest page of `GET .../messages` (PROTOCOL.md).
+const HISTORY_DEFAULT_LIMIT: usize = 50;
+const HISTORY_MAX_LIMIT: usize = 200;
+
+pub(super) async fn page(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<ConversationId>,
+    params: Result<Query<HistoryParams>, QueryRejection>,
+) -> Result<Json<HistoryPage>, ApiError> {
+    let conversation = path.get()?;
+    let Query(params) = params?;
+    let limit = params
+        .limit
+        .unwrap_or(HISTORY_DEFAULT_LIMIT)
+        .clamp(1, HISTORY_MAX_LIMIT);
+    let query = HistoryQuery {
+        before_seq: params.before_seq,
+        after_seq: params.after_seq,
+        limit,
+    };
+    let messages = gw
+        .store
+        .history(&id.tenant, &conversation, &id.user, query)
+        .await?;
+    let floor = params.after_seq.unwrap_or(0).saturating_add(1);
+    let next_before_seq = match messages.last() {
+        Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),
+        _ => None,
+    };
+    Ok(Json(HistoryPage {
+        messages,
+        next_before_seq,
+    }))
+}

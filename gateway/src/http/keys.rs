@@ -1,0 +1,112 @@
+//! The end-to-end encryption key directory API (F17, PROTOCOL.md): a
+//! device publishes its public keys, anyone in the tenant lists a user's
+//! devices and claims a session's keys, each one-time prekey exactly once
+//! (`switchboard_backbone::key_directory`).
+//!
+//! Who may do what: a device publishes (and reads back) only its own keys,
+//! the device of its token; listing and claiming are open to every user
+//! of the tenant, since the keys are public and a session may start
+//! before two users share a conversation. A claim that leaves the device
+//! with few prekeys tells its owner (`prekeys_low` on every connection of
+//! the user). Each user's claims are rate limited (`[limits]
+//! key_claims_per_second`, per gateway), so no one drains another user's
+//! one-time prekeys in a burst.
+
+use axum::Json;
+use axum::extract::State;
+use switchboard_backbone::envelope::frame_event;
+use switchboard_backbone::key_directory::{self, LOW_PREKEYS};
+use switchboard_protocol::keys::{ClaimedKeys, DeviceKeysUpload, DeviceKeysView, UserDevices};
+use switchboard_protocol::{DeviceId, ErrorCode, ServerFrame, UserId};
+
+use super::Shared;
+use super::extract::{JsonBody, PathParams};
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+/// Why another device's keys may not be published or read back.
+const NOT_OWN_DEVICE: &str =
+    "a device publishes and reads its own keys only: the path must name the token's device";
+
+pub(super) async fn publish(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<DeviceId>,
+    JsonBody(upload): JsonBody<DeviceKeysUpload>,
+) -> Result<Json<DeviceKeysView>, ApiError> {
+    let device = path.own(&id, NOT_OWN_DEVICE)?;
+    key_directory::validate(&upload)?;
+    gw.keys
+        .publish(&id.tenant, &id.user, &device, upload)
+        .await?;
+    let view = gw.keys.device(&id.tenant, &id.user, &device).await?;
+    Ok(Json(view))
+}
+
+pub(super) async fn own_keys(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<DeviceId>,
+) -> Result<Json<DeviceKeysView>, ApiError> {
+    let device = path.own(&id, NOT_OWN_DEVICE)?;
+    let view = gw.keys.device(&id.tenant, &id.user, &device).await?;
+    Ok(Json(view))
+}
+
+pub(super) async fn devices(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<UserId>,
+) -> Result<Json<UserDevices>, ApiError> {
+    let user = path.get()?;
+    let devices = gw.keys.devices(&id.tenant, &user).await?;
+    Ok(Json(UserDevices {
+        user_id: user,
+        devices,
+    }))
+}
+
+pub(super) async fn claim(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<(UserId, DeviceId)>,
+) -> Result<Json<ClaimedKeys>, ApiError> {
+    let (user, device) = path.get()?;
+    let limits = &gw.config.limits;
+    if !gw
+        .quotas
+        .key_claim(&id, limits.key_claims_per_second, limits.key_claim_burst)
+    {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "more than {} key claims per second; slow down",
+                limits.key_claims_per_second
+            ),
+        ));
+    }
+    let claim = gw.keys.claim(&id.tenant, &user, &device).await?;
+    // Tell the owner while the supply is low, once per claim that took one
+    // (and once more when a claim finds none left).
+    if claim.remaining <= LOW_PREKEYS {
+        let event = frame_event(&ServerFrame::PrekeysLow {
+            device_id: device.clone(),
+            remaining: claim.remaining,
+        });
+        if let Err(e) = gw
+            .publish_to_users(&id.tenant, std::iter::once(&user), &event)
+            .await
+        {
+            tracing::warn!(error = %e, "telling a device its prekeys run low failed");
+        }
+    }
+    tracing::debug!(
+        claimer = %id.user,
+        owner = %user,
+        device = %device,
+        one_time = claim.keys.one_time_prekey.is_some(),
+        remaining = claim.remaining,
+        "prekeys claimed"
+    );
+    Ok(Json(claim.keys))
+}

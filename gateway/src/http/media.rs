@@ -1,0 +1,209 @@
+//! `/v1/media` (F13): `POST` grants an upload and answers with a signed URL
+//! for its bytes; `GET /v1/media/{blob_ref}` redirects the uploader, and
+//! members of a conversation with a message that references the blob, to a
+//! short-lived signed download URL. Anyone else gets 404, as for a blob
+//! that does not exist: nothing tells them it does.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use switchboard_blob::{BlobRef, SignedUrl, UploadGrant};
+use switchboard_protocol::{ErrorCode, Timestamp};
+
+use super::Shared;
+use super::extract::{JsonBody, PathParam, PathParams};
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+/// The refusal for a blob that does not exist and for one the caller may
+/// not read alike.
+fn no_such_media() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such media")
+}
+
+/// A blob reference in the path; a malformed one is as unknown as any.
+impl PathParam for BlobRef {
+    type Raw = String;
+
+    fn from_path(raw: String) -> Result<Self, ApiError> {
+        BlobRef::parse(&raw).map_err(|_| no_such_media())
+    }
+}
+
+/// A URL a backend gave as a path, made absolute on this gateway's origin
+/// as the client reached it.
+fn absolute(url: String, headers: &HeaderMap) -> String {
+    if !url.starts_with('/') {
+        return url;
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .filter(|p| *p == "https")
+        .unwrap_or("http");
+    format!("{scheme}://{host}{url}")
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UploadRequest {
+    mime: String,
+    size: u64,
+}
+
+#[derive(Serialize)]
+pub(super) struct UploadTicket {
+    blob_ref: BlobRef,
+    upload_url: String,
+    expires_at: Timestamp,
+    /// The method and headers the upload must use, as they are (additions
+    /// to PROTOCOL.md): at least `content-type`; an S3 URL signs more.
+    method: &'static str,
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+/// `type/subtype`, nothing else (no parameters, no spaces).
+fn well_formed_mime(mime: &str) -> bool {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    mime.len() <= 255
+        && mime
+            .split_once('/')
+            .is_some_and(|(t, s)| token(t) && token(s))
+}
+
+pub(super) async fn grant_upload(
+    State(gw): State<Shared>,
+    id: Identity,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<UploadRequest>,
+) -> Result<(StatusCode, Json<UploadTicket>), ApiError> {
+    let media = &gw.config.media;
+    if body.size == 0 {
+        return Err(ApiError::invalid("size must be at least 1 byte"));
+    }
+    if body.size > media.max_bytes {
+        // The declared size is a field the schema bounds: invalid (the
+        // bytes themselves never come here).
+        return Err(ApiError::invalid(format!(
+            "uploads are at most {} bytes",
+            media.max_bytes
+        )));
+    }
+    let mime = body.mime.to_ascii_lowercase();
+    if !well_formed_mime(&mime) {
+        return Err(ApiError::invalid("mime must look like type/subtype"));
+    }
+    if !media.allows(&mime) {
+        return Err(ApiError::invalid(format!(
+            "{mime} may not be uploaded; allowed: {}",
+            media.allowed_mime.join(", ")
+        )));
+    }
+    gw.take_upload(&id, body.size)?;
+    let blob_ref = BlobRef::generate()?;
+    let grant = UploadGrant {
+        tenant: id.tenant.clone(),
+        blob_ref: blob_ref.clone(),
+        mime: mime.clone(),
+        size: body.size,
+        uploader: id.user.clone(),
+    };
+    let SignedUrl {
+        url,
+        expires_at,
+        headers: signed_headers,
+    } = gw
+        .media
+        .blobs
+        .upload_url(&grant, Duration::from_secs(media.upload_url_secs))
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(UploadTicket {
+            blob_ref,
+            upload_url: absolute(url, &headers),
+            expires_at,
+            method: "PUT",
+            headers: signed_headers.into_iter().collect(),
+        }),
+    ))
+}
+
+pub(super) async fn download(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<BlobRef>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let blob_ref = path.get()?;
+    let Some(info) = gw.readable(&id, &blob_ref).await? else {
+        return Err(no_such_media());
+    };
+    let SignedUrl {
+        url, expires_at, ..
+    } = gw
+        .media
+        .blobs
+        .download_url(
+            &id.tenant,
+            &blob_ref,
+            &info.mime,
+            Duration::from_secs(gw.config.media.download_url_secs),
+        )
+        .await?;
+    let url = absolute(url, &headers);
+    let location = HeaderValue::from_str(&url)
+        .map_err(|_| ApiError::new(ErrorCode::Internal, "download URL is not a header value"))?;
+    let body = Json(serde_json::json!({ "download_url": url, "expires_at": expires_at }));
+    Ok((StatusCode::FOUND, [(header::LOCATION, location)], body).into_response())
+}
+
+impl Gateway {
+    /// Takes one upload of `size` bytes from the user's and the tenant's
+    /// upload rates: grants per minute, bytes per hour.
+    fn take_upload(&self, id: &Identity, size: u64) -> Result<(), ApiError> {
+        let limits = &self.config.limits;
+        let user = (id.tenant.clone(), id.user.clone());
+        let limited = |what: String| ApiError::new(ErrorCode::RateLimited, what);
+        let (rate, burst) = crate::quota::per_minute(limits.uploads_per_minute);
+        if !self.quotas.uploads.take(&user, rate, burst, 1.0) {
+            return Err(limited(format!(
+                "more than {} uploads per minute by this user; retry later",
+                limits.uploads_per_minute
+            )));
+        }
+        let bytes = size as f64;
+        let (rate, burst) = crate::quota::per_hour(limits.upload_bytes_per_hour_per_user as f64);
+        if !self.quotas.upload_bytes.take(&user, rate, burst, bytes) {
+            return Err(limited(format!(
+                "this user's uploads passed {} bytes in the last hour; retry later",
+                limits.upload_bytes_per_hour_per_user
+            )));
+        }
+        let (rate, burst) = crate::quota::per_hour(limits.upload_bytes_per_hour_per_tenant as f64);
+        if !self
+            .quotas
+            .tenant_upload_bytes
+            .take(&id.tenant, rate, burst, bytes)
+        {
+            return Err(limited(format!(
+                "the tenant's uploads passed {} bytes in the last hour; retry later",
+                limits.upload_bytes_per_hour_per_tenant
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! `/v1/conversations/{id}/members`: adding members and removing one, each
+//! a command its conversation's writer applies (and may refuse).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use switchboard_backbone::envelope::{Command, MembersCommand};
+use switchboard_protocol::conversation::AddMembers;
+use switchboard_protocol::{ConversationId, ConversationView, Timestamp, UserId};
+
+use super::Shared;
+use super::conversations::{detail_view, done};
+use super::extract::{JsonBody, PathParams};
+use crate::Gateway;
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+async fn members_command(
+    gw: &Gateway,
+    id: &Identity,
+    conversation: ConversationId,
+    users: Vec<UserId>,
+    add: bool,
+) -> Result<(), ApiError> {
+    let command = MembersCommand {
+        command_id: gw.ids.next_id()?,
+        tenant: id.tenant.clone(),
+        conversation_id: conversation,
+        users,
+        actor: id.user.clone(),
+        device: id.device.clone(),
+        actor_is_admin: id.admin,
+        at: Timestamp::now(),
+    };
+    let command = if add {
+        Command::AddMembers(command)
+    } else {
+        Command::RemoveMembers(command)
+    };
+    done(gw.run_command(command).await?)?;
+    Ok(())
+}
+
+pub(super) async fn add(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<ConversationId>,
+    JsonBody(body): JsonBody<AddMembers>,
+) -> Result<Json<ConversationView>, ApiError> {
+    let conversation = path.get()?;
+    // The limit is on the list, as the OpenAPI document says (`maxItems`);
+    // `user_id` adds one.
+    let listed = body.members.len();
+    let mut users = body.members;
+    users.extend(body.user_id);
+    if users.is_empty() {
+        return Err(ApiError::invalid(
+            "give \"members\": [user ids] or \"user_id\"",
+        ));
+    }
+    if listed > gw.config.limits.max_members_per_request {
+        return Err(ApiError::invalid(format!(
+            "at most {} members per request",
+            gw.config.limits.max_members_per_request
+        )));
+    }
+    gw.take_members_added(&id, users.len())?;
+    members_command(&gw, &id, conversation.clone(), users, true).await?;
+    let detail = gw
+        .store
+        .conversation(&id.tenant, &conversation, &id.user)
+        .await?;
+    Ok(Json(detail_view(detail, &id.user)))
+}
+
+pub(super) async fn remove(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<(ConversationId, UserId)>,
+) -> Result<StatusCode, ApiError> {
+    let (conversation, user) = path.get()?;
+    members_command(&gw, &id, conversation, vec![user], false).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

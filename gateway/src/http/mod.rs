@@ -1,0 +1,188 @@
+//! The HTTP application: every route the gateway answers, in one place, and
+//! what answers the rest (404 for a path no route has, 405 for a method its
+//! route lacks). The handlers live one file per resource beside this one;
+//! the extractors they share in `extract`; what they refuse with is
+//! `crate::error::ApiError`.
+
+mod blobs;
+mod browser;
+mod conversations;
+mod dev_token;
+mod extract;
+mod health;
+mod history;
+mod keys;
+mod media;
+mod members;
+mod openapi;
+mod operator;
+mod plugins;
+mod presence;
+mod push;
+mod versions;
+mod web_client;
+mod websocket;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use switchboard_protocol::ErrorCode;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::Gateway;
+use crate::error::ApiError;
+
+/// The state every handler is given.
+type Shared = Arc<Gateway>;
+
+pub(crate) fn router(gw: Shared) -> axum::Router {
+    let limits = &gw.config.limits;
+    let body_limit = limits.max_body_bytes;
+    // The longest pause between two chunks of a request body.
+    let body_timeout = Duration::from_millis(limits.http_body_timeout_ms.max(1));
+    // A plugin upload may be base64 in JSON, a third larger than the
+    // component.
+    let plugin_upload_limit = gw.plugins.host().limits().max_component_bytes * 4 / 3 + 64 * 1024;
+    let document: Arc<str> = openapi::document(&gw.config).into();
+    let mut router = axum::Router::new()
+        .route("/v1/ws", get(websocket::upgrade))
+        .route(
+            "/v1/conversations",
+            post(conversations::create).get(conversations::list),
+        )
+        .route("/v1/conversations/{id}", get(conversations::show))
+        .route("/v1/conversations/{id}/members", post(members::add))
+        .route(
+            "/v1/conversations/{id}/members/{user}",
+            delete(members::remove),
+        )
+        .route("/v1/conversations/{id}/messages", get(history::page))
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/versions",
+            get(versions::list),
+        )
+        .route("/v1/users/{user}/presence", get(presence::show))
+        .route("/v1/media", post(media::grant_upload))
+        .route("/v1/media/{blob_ref}", get(media::download))
+        .route(
+            "/v1/devices/{device}/keys",
+            get(keys::own_keys).put(keys::publish),
+        )
+        .route("/v1/users/{user}/devices", get(keys::devices))
+        .route("/v1/users/{user}/devices/{device}/claim", post(keys::claim))
+        .route(
+            "/v1/devices/{device}/push",
+            put(push::register).get(push::show).delete(push::unregister),
+        )
+        .route(
+            "/v1/admin/plugins/{hook}",
+            put(plugins::deploy)
+                .layer(DefaultBodyLimit::max(plugin_upload_limit))
+                .get(plugins::list)
+                .delete(plugins::remove),
+        )
+        .route("/v1/admin/plugins/{hook}/rollback", post(plugins::rollback))
+        .route(
+            "/v1/operator/tenants",
+            get(operator::list).post(operator::create),
+        )
+        .route(
+            "/v1/operator/tenants/{id}",
+            get(operator::show)
+                .patch(operator::change)
+                .delete(operator::remove),
+        )
+        .route(
+            "/v1/openapi.json",
+            get(move || openapi::serve(document.clone())),
+        )
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz));
+    if gw.media.local.is_some() {
+        // Uploads are streamed to disk, never buffered: the body limit is
+        // the grant's own size, checked in `blobs::accept`.
+        router = router.route(
+            "/v1/blobs/{token}",
+            get(blobs::serve)
+                .put(blobs::accept)
+                .layer(DefaultBodyLimit::disable()),
+        );
+    }
+    if gw.config.serve_web_client {
+        router = router.route("/", get(web_client::page));
+    }
+    if gw.config.dev_tokens.is_some() {
+        router = router.route("/v1/dev/token", post(dev_token::issue));
+    }
+    router
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        .layer(axum::middleware::from_fn_with_state(
+            gw.clone(),
+            browser::guard,
+        ))
+        .with_state(gw)
+}
+
+/// The answer for a path no route has, and for a route this gateway's
+/// configuration leaves out.
+fn no_such_endpoint() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such endpoint")
+}
+
+async fn no_route() -> ApiError {
+    no_such_endpoint()
+}
+
+async fn method_not_allowed() -> Response {
+    let mut r = ApiError::invalid("method not allowed on this endpoint").into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    /// Reads every file of this folder, so a route added anywhere in it,
+    /// or in a file added to it, is checked too.
+    #[test]
+    fn the_openapi_document_lists_every_route() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http");
+        let mut routes = 0;
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            let code = source.split("#[cfg(test)]").next().unwrap();
+            for piece in code.split(".route(").skip(1) {
+                let Some(route) = piece
+                    .trim_start()
+                    .strip_prefix('"')
+                    .and_then(|p| p.split('"').next())
+                else {
+                    continue;
+                };
+                if route == "/" {
+                    continue; // the browser client, not an API
+                }
+                routes += 1;
+                assert!(
+                    doc["paths"].get(route).is_some(),
+                    "{route} ({}) is missing from openapi.json",
+                    path.display()
+                );
+            }
+        }
+        assert!(routes >= 20, "found {routes} routes");
+    }
+}

@@ -1,0 +1,34 @@
+//! `GET /v1/users/{user}/presence`: whether a user is online, or when they
+//! were last seen (the lookup itself is `crate::presence`).
+
+use axum::Json;
+use axum::extract::State;
+use switchboard_protocol::{ErrorCode, PresenceInfo, UserId};
+
+use super::Shared;
+use super::extract::PathParams;
+use crate::auth::Identity;
+use crate::error::ApiError;
+
+/// Presence of oneself or of a direct contact: the same scope the
+/// `presence` frames have.
+pub(super) async fn show(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<UserId>,
+) -> Result<Json<PresenceInfo>, ApiError> {
+    let user = path.get()?;
+    if user != id.user
+        && !gw
+            .store
+            .contacts(&id.tenant, &id.user)
+            .await?
+            .contains(&user)
+    {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "presence is visible to the user's direct contacts only",
+        ));
+    }
+    Ok(Json(gw.hub.presence().lookup(&id.tenant, &user).await))
+}
