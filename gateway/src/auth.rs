@@ -17,7 +17,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use switchboard_protocol::{DeviceId, TenantId, UserId};
 
-use switchboard_backbone::tenants::TenantRecord;
+use switchboard_backbone::records::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use switchboard_backbone::fanout::FanOutPolicy;
+use switchboard_plugin_host::fanout::FanOutPolicy;
 use switchboard_protocol::ContentLimits;
 
 /// Uploads (F13): what may be uploaded and how long signed URLs live.

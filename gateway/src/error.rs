@@ -5,13 +5,13 @@
 //! On REST it is answered as `{ "code", "message" }` with the code's HTTP
 //! status; on a WebSocket its code and message go into an `error` frame.
 
+use crate::key_directory::KeyError;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use switchboard_backbone::BackboneError;
-use switchboard_backbone::key_directory::KeyError;
-use switchboard_backbone::push_tokens::PushTokenError;
-use switchboard_backbone::tenants::TenantError;
+use switchboard_backbone::records::push_tokens::PushTokenError;
+use switchboard_backbone::records::tenants::TenantError;
 use switchboard_blob::BlobError;
 use switchboard_plugin_host::deploy::DeployError;
 use switchboard_plugin_host::host::CompileError;

@@ -14,6 +14,7 @@ mod connection;
 pub mod error;
 mod http;
 pub mod hub;
+mod key_directory;
 pub mod media;
 mod outbox;
 mod presence;
@@ -27,9 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use switchboard_backbone::fanout::FanOut;
 use switchboard_backbone::node_id::IdSource;
 use switchboard_plugin_host::deploy::Deployer;
+use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
 use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
 use switchboard_store::Store;
@@ -53,10 +54,10 @@ pub struct Gateway {
     deployer: Deployer,
     shapes: shapes::Shapes,
     media: media::MediaStore,
-    keys: switchboard_backbone::key_directory::KeyDirectory,
-    tenant_registry: switchboard_backbone::tenants::TenantRegistry,
-    push_tokens: switchboard_backbone::push_tokens::PushTokens,
-    refusals: switchboard_backbone::refusals::Refusals,
+    keys: crate::key_directory::KeyDirectory,
+    tenant_registry: switchboard_backbone::records::tenants::TenantRegistry,
+    push_tokens: switchboard_backbone::records::push_tokens::PushTokens,
+    refusals: switchboard_backbone::records::refusals::Refusals,
     /// Turns true once shutdown begins: no new connection is taken, and
     /// every open one drains (`connection.rs`).
     draining: tokio::sync::watch::Sender<bool>,
@@ -114,7 +115,7 @@ impl Gateway {
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         // Tenants of sb_tenants replace the file's from the first request
         // on, and every change after.
-        let book = switchboard_backbone::tenants::TenantBook::default();
+        let book = switchboard_backbone::records::tenants::TenantBook::default();
         let directory = tenants.clone();
         book.follow(
             &js,
@@ -122,10 +123,10 @@ impl Gateway {
         )
         .await
         .map_err(|e| GatewayError::Backbone(e.to_string()))?;
-        let tenant_registry = switchboard_backbone::tenants::TenantRegistry::open(&js)
+        let tenant_registry = switchboard_backbone::records::tenants::TenantRegistry::open(&js)
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
-        let push_tokens = switchboard_backbone::push_tokens::PushTokens::open(&js)
+        let push_tokens = switchboard_backbone::records::push_tokens::PushTokens::open(&js)
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         if let Some(local) = media.local.clone() {
@@ -139,7 +140,7 @@ impl Gateway {
                 }
             });
         }
-        let refusals = switchboard_backbone::refusals::Refusals::open(&js)
+        let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
             .await
             .map_err(|e| GatewayError::Backbone(e.to_string()))?;
         let keys = js
@@ -159,7 +160,7 @@ impl Gateway {
             deployer,
             shapes: shapes::Shapes::default(),
             media,
-            keys: switchboard_backbone::key_directory::KeyDirectory::new(keys),
+            keys: crate::key_directory::KeyDirectory::new(keys),
             tenant_registry,
             push_tokens,
             refusals,
@@ -272,8 +273,8 @@ impl Gateway {
     pub(crate) async fn refused(
         &self,
         key: &switchboard_store::SentKey,
-    ) -> Option<switchboard_backbone::refusals::Refusal> {
-        let send = switchboard_backbone::refusals::SendKey {
+    ) -> Option<switchboard_backbone::records::refusals::Refusal> {
+        let send = switchboard_backbone::records::refusals::SendKey {
             tenant: &key.tenant,
             conversation: &key.conversation_id,
             sender: &key.sender,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use switchboard_backbone::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET};
-use switchboard_backbone::presence::{PresenceView, last_seen_key, presence_key};
+use switchboard_backbone::records::presence::{PresenceView, last_seen_key, presence_key};
 use switchboard_protocol::{PresenceInfo, PresenceStatus, TenantId, Timestamp, UserId};
 
 use crate::GatewayError;

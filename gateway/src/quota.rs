@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use switchboard_backbone::tenants::{TenantBook, TenantQuotas};
+use switchboard_backbone::records::tenants::{TenantBook, TenantQuotas};
 use switchboard_protocol::{ContentLimits, ErrorCode, TenantId, UserId};
 
 use crate::auth::Identity;

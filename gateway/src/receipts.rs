@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::fanout::FanOut;
+use switchboard_plugin_host::fanout::FanOut;
 use switchboard_protocol::{ClientFrame, ConversationId, ReceiptKind, ServerFrame};
 use switchboard_store::{MarkChange, StoreResult};
 

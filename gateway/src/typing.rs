@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::fanout::FanOut;
+use switchboard_plugin_host::fanout::FanOut;
 use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
 
 use crate::Gateway;

@@ -11,18 +11,13 @@
 mod connection;
 pub mod definitions;
 pub mod envelope;
-pub mod fanout;
-pub mod key_directory;
 pub mod kv_cas;
 pub mod kv_key;
 pub mod lease;
 pub mod node_id;
-pub mod presence;
 pub mod push_jobs;
-pub mod push_tokens;
-pub mod refusals;
+pub mod records;
 pub mod subject;
-pub mod tenants;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackboneError {

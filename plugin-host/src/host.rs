@@ -113,7 +113,7 @@ pub struct PluginHost {
     engine: Engine,
     limits: PluginLimits,
     /// Tenants' quotas, which may lower a tenant's call limits.
-    tenants: std::sync::OnceLock<switchboard_backbone::tenants::TenantBook>,
+    tenants: std::sync::OnceLock<switchboard_backbone::records::tenants::TenantBook>,
     permits: Permits,
     compiled: Mutex<CompileCache>,
     stats: [HookStats; 3],
@@ -336,7 +336,7 @@ impl PluginHost {
         tenant: &TenantId,
         kind: ConversationKind,
         member_count: usize,
-    ) -> Result<switchboard_backbone::fanout::FanOut, CallError> {
+    ) -> Result<crate::fanout::FanOut, CallError> {
         let Pre::FanOut(pre) = &compiled.pre else {
             return Err(CallError::Instantiate("not a fan-out plugin".into()));
         };
@@ -353,14 +353,17 @@ impl PluginHost {
                 .call_choose(&mut *store, &conversation)
         })?;
         Ok(match mode {
-            f::Mode::OnWrite => switchboard_backbone::fanout::FanOut::Write,
-            f::Mode::OnRead => switchboard_backbone::fanout::FanOut::Read,
+            f::Mode::OnWrite => crate::fanout::FanOut::Write,
+            f::Mode::OnRead => crate::fanout::FanOut::Read,
         })
     }
 
     /// From now on, a tenant's plugin quotas in `tenants` lower its calls'
     /// deadline, fuel and memory (set once, at start-up).
-    pub fn follow_tenant_quotas(&self, tenants: switchboard_backbone::tenants::TenantBook) {
+    pub fn follow_tenant_quotas(
+        &self,
+        tenants: switchboard_backbone::records::tenants::TenantBook,
+    ) {
         let _ = self.tenants.set(tenants);
     }
 

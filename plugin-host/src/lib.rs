@@ -19,6 +19,7 @@
 
 pub mod deploy;
 mod engine;
+pub mod fanout;
 pub mod hook;
 pub mod host;
 pub mod limits;

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::fanout::{FanOut, FanOutPolicy};
 use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
-use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
 use switchboard_backbone::kv_key;
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId, Timestamp};

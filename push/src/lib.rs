@@ -33,8 +33,8 @@ use switchboard_backbone::kv_key::part;
 use switchboard_backbone::push_jobs::{
     HEADER_PUSH_ERROR, MessageJob, SendJob, dead_subject, send_subject,
 };
-use switchboard_backbone::push_tokens::PushTokens;
-use switchboard_backbone::tenants::{PreviewMode, PushSettings, TenantBook, TenantRecord};
+use switchboard_backbone::records::push_tokens::PushTokens;
+use switchboard_backbone::records::tenants::{PreviewMode, PushSettings, TenantBook, TenantRecord};
 use switchboard_protocol::push::PushProvider;
 use switchboard_protocol::{Content, DeviceId, Message, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey, Store};

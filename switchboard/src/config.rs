@@ -394,8 +394,8 @@ impl FileConfig {
             .map(|ms| Duration::from_millis(ms.max(1000)))
     }
 
-    pub fn fanout(&self) -> switchboard_backbone::fanout::FanOutPolicy {
-        let mut policy = switchboard_backbone::fanout::FanOutPolicy::default();
+    pub fn fanout(&self) -> switchboard_plugin_host::fanout::FanOutPolicy {
+        let mut policy = switchboard_plugin_host::fanout::FanOutPolicy::default();
         if let Some(t) = self.fanout_threshold {
             policy.threshold = t;
         }

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use async_nats::jetstream;
 use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
 use switchboard_backbone::node_id::IdGenerator;
-use switchboard_backbone::tenants::TenantBook;
+use switchboard_backbone::records::tenants::TenantBook;
 use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
 use switchboard_blob::s3::S3Blobs;

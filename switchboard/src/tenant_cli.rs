@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use switchboard_backbone::definitions::{BackboneConfig, TENANTS_BUCKET, tenants_bucket};
-use switchboard_backbone::tenants::{TenantRecord, TenantRegistry, fingerprint};
+use switchboard_backbone::records::tenants::{TenantRecord, TenantRegistry, fingerprint};
 use switchboard_protocol::TenantId;
 
 #[derive(Args)]
@@ -163,7 +163,7 @@ pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
                 .update(&tenant_id(&id)?, |r| {
                     for q in &quotas {
                         let (name, value) = q.split_once('=').ok_or_else(|| {
-                            switchboard_backbone::tenants::TenantError::Invalid(format!(
+                            switchboard_backbone::records::tenants::TenantError::Invalid(format!(
                                 "{q:?} is not name=value"
                             ))
                         })?;

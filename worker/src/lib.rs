@@ -44,7 +44,7 @@ pub struct WorkerConfig {
     /// Who may edit or delete what.
     pub edit_policy: policy::EditPolicy,
     /// Where conversations fan out on write and where on read.
-    pub fanout: switchboard_backbone::fanout::FanOutPolicy,
+    pub fanout: switchboard_plugin_host::fanout::FanOutPolicy,
     /// How long an undelivered inbox entry waits for its device.
     pub inbox_ttl: Duration,
     /// How often the leader sweeps expired inbox entries.
@@ -63,7 +63,7 @@ impl WorkerConfig {
             max_batch: 1024,
             cache_limit: 100_000,
             edit_policy: policy::EditPolicy::default(),
-            fanout: switchboard_backbone::fanout::FanOutPolicy::default(),
+            fanout: switchboard_plugin_host::fanout::FanOutPolicy::default(),
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
             archive: None,
@@ -95,9 +95,9 @@ pub(crate) struct Ctx {
     /// built-in policies only.
     pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     /// Tenants' quotas, following `sb_tenants`.
-    pub tenants: switchboard_backbone::tenants::TenantBook,
+    pub tenants: switchboard_backbone::records::tenants::TenantBook,
     /// Refused sends, for the gateways to answer resends with.
-    pub refusals: switchboard_backbone::refusals::Refusals,
+    pub refusals: switchboard_backbone::records::refusals::Refusals,
     pub config: WorkerConfig,
 }
 
@@ -110,7 +110,7 @@ pub async fn run(
     store: Arc<dyn Store>,
     ids: Arc<dyn IdSource>,
     plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
-    tenants: switchboard_backbone::tenants::TenantBook,
+    tenants: switchboard_backbone::records::tenants::TenantBook,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     // JetStream requests answer in milliseconds when the cluster is well;
@@ -124,7 +124,7 @@ pub async fn run(
         .get_key_value(WORKERS_BUCKET)
         .await
         .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
-    let refusals = switchboard_backbone::refusals::Refusals::open(&js)
+    let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
         .await
         .map_err(|e| WorkerError::Nats(e.to_string()))?;
     let ctx = Arc::new(Ctx {
@@ -147,7 +147,7 @@ pub async fn run(
         }
     };
     let presence_view =
-        switchboard_backbone::presence::PresenceView::watch(open(PRESENCE_BUCKET).await?);
+        switchboard_backbone::records::presence::PresenceView::watch(open(PRESENCE_BUCKET).await?);
     let last_seen = open(LAST_SEEN_BUCKET).await?;
     let notifier = {
         let ctx = ctx.clone();

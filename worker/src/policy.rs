@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_backbone::fanout::{FanOut, FanOutPolicy};
+use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{EditAction, EditRequest, Plugins};
 use switchboard_protocol::{Content, ConversationKind, Message, TenantId, Timestamp, UserId};
 
@@ -80,7 +80,7 @@ pub struct Policies {
     pub fanout: FanOutPolicy,
     pub plugins: Option<Arc<Plugins>>,
     /// Tenants' quotas (members per conversation), as `sb_tenants` says now.
-    pub tenants: switchboard_backbone::tenants::TenantBook,
+    pub tenants: switchboard_backbone::records::tenants::TenantBook,
 }
 
 impl Policies {

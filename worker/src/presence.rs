@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 use async_nats::jetstream::kv;
 use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::presence::{PresenceView, Transition, last_seen_key};
+use switchboard_backbone::records::presence::{PresenceView, Transition, last_seen_key};
 use switchboard_backbone::subject::user_events;
 use switchboard_protocol::{PresenceStatus, ServerFrame};
 use tokio::sync::broadcast::error::RecvError;

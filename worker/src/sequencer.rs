@@ -33,7 +33,7 @@ use switchboard_store::{
 };
 
 use crate::policy::{Action, Policies};
-use switchboard_backbone::fanout::FanOut;
+use switchboard_plugin_host::fanout::FanOut;
 
 /// A command with the subject its outcome goes to (REST commands only).
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ use switchboard_backbone::envelope::{
     rejection_event,
 };
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
-use switchboard_backbone::refusals::{Refusal, SendKey};
+use switchboard_backbone::records::refusals::{Refusal, SendKey};
 use switchboard_backbone::subject::{conversation_events, user_events};
 use switchboard_protocol::{
     Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,

@@ -1,7 +1,7 @@
 //! The end-to-end encryption key directory API (F17, PROTOCOL.md): a
 //! device publishes its public keys, anyone in the tenant lists a user's
 //! devices and claims a session's keys, each one-time prekey exactly once
-//! (`switchboard_backbone::key_directory`).
+//! (`crate::key_directory`).
 //!
 //! Who may do what: a device publishes (and reads back) only its own keys,
 //! the device of its token; listing and claiming are open to every user
@@ -12,10 +12,10 @@
 //! key_claims_per_second`, per gateway), so no one drains another user's
 //! one-time prekeys in a burst.
 
+use crate::key_directory::{self, LOW_PREKEYS};
 use axum::Json;
 use axum::extract::State;
 use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::key_directory::{self, LOW_PREKEYS};
 use switchboard_protocol::keys::{ClaimedKeys, DeviceKeysUpload, DeviceKeysView, UserDevices};
 use switchboard_protocol::{DeviceId, ErrorCode, ServerFrame, UserId};
 

@@ -15,10 +15,10 @@ mod keys;
 mod media;
 mod members;
 mod openapi;
-mod operator;
 mod plugins;
 mod presence;
 mod push;
+mod tenants;
 mod versions;
 mod web_client;
 mod websocket;
@@ -88,13 +88,13 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         .route("/v1/admin/plugins/{hook}/rollback", post(plugins::rollback))
         .route(
             "/v1/operator/tenants",
-            get(operator::list).post(operator::create),
+            get(tenants::list).post(tenants::create),
         )
         .route(
             "/v1/operator/tenants/{id}",
-            get(operator::show)
-                .patch(operator::change)
-                .delete(operator::remove),
+            get(tenants::show)
+                .patch(tenants::change)
+                .delete(tenants::remove),
         )
         .route(
             "/v1/openapi.json",

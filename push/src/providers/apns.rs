@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::tenants::ApnsSettings;
+use switchboard_backbone::records::tenants::ApnsSettings;
 use tokio::sync::Mutex;
 
 use super::{Attempt, answer, by_status};

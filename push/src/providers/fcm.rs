@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::tenants::FcmSettings;
+use switchboard_backbone::records::tenants::FcmSettings;
 use tokio::sync::Mutex;
 
 use super::{Attempt, answer, app_data, by_status, transport};

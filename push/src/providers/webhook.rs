@@ -7,7 +7,7 @@
 //! recomputes it over the raw body and refuses old timestamps (replays).
 
 use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::tenants::WebhookSettings;
+use switchboard_backbone::records::tenants::WebhookSettings;
 
 use super::{Attempt, answer, app_data, by_status};
 

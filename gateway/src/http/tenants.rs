@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
-use switchboard_backbone::tenants::{
+use switchboard_backbone::records::tenants::{
     PushSettings, TenantQuotas, TenantRecord, TenantRegistry, fingerprint, is_web_origin, object,
     optional_object,
 };

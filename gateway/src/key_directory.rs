@@ -19,7 +19,7 @@ use switchboard_protocol::keys::{
 };
 use switchboard_protocol::{DeviceId, TenantId, Timestamp, UserId};
 
-use crate::kv_key::part;
+use switchboard_backbone::kv_key::part;
 
 /// Most unclaimed one-time prekeys a device may hold.
 pub const MAX_ONE_TIME_PREKEYS: usize = 200;
@@ -169,7 +169,7 @@ impl KeyDirectory {
         revision: u64,
     ) -> Result<bool, KeyError> {
         let bytes = serde_json::to_vec(value).map_err(nats)?;
-        crate::kv_cas::write_if(&self.kv, key, bytes.into(), revision)
+        switchboard_backbone::kv_cas::write_if(&self.kv, key, bytes.into(), revision)
             .await
             .map_err(KeyError::Backbone)
     }
