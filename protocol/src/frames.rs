@@ -55,18 +55,47 @@ pub enum ClientFrame {
     },
 }
 
+/// The `type` of each client frame, named once: the frames' serde tags,
+/// `ClientFrame::type_name`, and the `request_type` of errors and
+/// rejections all use these.
+pub mod request_type {
+    pub const SEND_MESSAGE: &str = "send_message";
+    pub const EDIT_MESSAGE: &str = "edit_message";
+    pub const DELETE_MESSAGE: &str = "delete_message";
+    pub const ACK_DELIVERED: &str = "ack_delivered";
+    pub const ACK_READ: &str = "ack_read";
+    pub const TYPING: &str = "typing";
+    pub const PULL_BACKLOG: &str = "pull_backlog";
+    pub const PING: &str = "ping";
+    pub const REFRESH: &str = "refresh";
+
+    /// Every client frame type.
+    pub const ALL: &[&str] = &[
+        SEND_MESSAGE,
+        EDIT_MESSAGE,
+        DELETE_MESSAGE,
+        ACK_DELIVERED,
+        ACK_READ,
+        TYPING,
+        PULL_BACKLOG,
+        PING,
+        REFRESH,
+    ];
+}
+
 impl ClientFrame {
     pub fn type_name(&self) -> &'static str {
+        use request_type::*;
         match self {
-            Self::SendMessage { .. } => "send_message",
-            Self::EditMessage { .. } => "edit_message",
-            Self::DeleteMessage { .. } => "delete_message",
-            Self::AckDelivered { .. } => "ack_delivered",
-            Self::AckRead { .. } => "ack_read",
-            Self::Typing { .. } => "typing",
-            Self::PullBacklog { .. } => "pull_backlog",
-            Self::Ping {} => "ping",
-            Self::Refresh { .. } => "refresh",
+            Self::SendMessage { .. } => SEND_MESSAGE,
+            Self::EditMessage { .. } => EDIT_MESSAGE,
+            Self::DeleteMessage { .. } => DELETE_MESSAGE,
+            Self::AckDelivered { .. } => ACK_DELIVERED,
+            Self::AckRead { .. } => ACK_READ,
+            Self::Typing { .. } => TYPING,
+            Self::PullBacklog { .. } => PULL_BACKLOG,
+            Self::Ping {} => PING,
+            Self::Refresh { .. } => REFRESH,
         }
     }
 
@@ -77,18 +106,6 @@ impl ClientFrame {
         serde_json::from_str(text).map_err(|e| FrameError::describe(text, &e))
     }
 }
-
-const CLIENT_TYPES: &[&str] = &[
-    "send_message",
-    "edit_message",
-    "delete_message",
-    "ack_delivered",
-    "ack_read",
-    "typing",
-    "pull_backlog",
-    "ping",
-    "refresh",
-];
 
 /// Why a client frame could not be parsed, with the request fields it had.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +139,7 @@ impl FrameError {
         let request_type = field("type");
         let message = match &request_type {
             None => "frame has no string \"type\"".to_owned(),
-            Some(t) if !CLIENT_TYPES.contains(&t.as_str()) => {
+            Some(t) if !request_type::ALL.contains(&t.as_str()) => {
                 format!("unknown frame type {t:?}")
             }
             Some(t) => format!("invalid {t} frame: {err}"),
@@ -290,6 +307,18 @@ pub fn message_frame_from_json(message_json: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every named type is a frame the parser knows: a frame of that type
+    /// with nothing else in it is refused for its fields, not its type.
+    #[test]
+    fn every_request_type_is_a_client_frame() {
+        for t in request_type::ALL {
+            match ClientFrame::parse(&format!(r#"{{"type":"{t}"}}"#)) {
+                Ok(frame) => assert_eq!(frame.type_name(), *t),
+                Err(e) => assert!(!e.message.starts_with("unknown frame type"), "{t}: {e:?}"),
+            }
+        }
+    }
 
     #[test]
     fn parses_client_frames() {

@@ -30,6 +30,7 @@ use switchboard_backbone::envelope::{
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::records::refusals::{Refusal, SendKey};
 use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_protocol::frames::request_type;
 use switchboard_protocol::{
     Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,
 };
@@ -356,7 +357,13 @@ async fn apply_batch(
             return Err(WorkerError::LeaseLost);
         }
         let failure = match sequencer
-            .plan(ctx.store.as_ref(), ctx.ids.as_ref(), &incoming, check_sent)
+            .plan(
+                ctx.store.as_ref(),
+                ctx.ids.as_ref(),
+                &incoming,
+                check_sent,
+                switchboard_protocol::Timestamp::now(),
+            )
             .await
         {
             Ok(mut plan) => {
@@ -506,7 +513,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             c.tenant,
             c.sender,
             c.device,
-            "send_message",
+            request_type::SEND_MESSAGE,
             Some(c.client_msg_id),
             c.conversation_id,
         ),
@@ -514,7 +521,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             c.tenant,
             c.actor,
             c.device,
-            "edit_message",
+            request_type::EDIT_MESSAGE,
             None,
             c.conversation_id,
         ),
@@ -522,7 +529,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             c.tenant,
             c.actor,
             c.device,
-            "delete_message",
+            request_type::DELETE_MESSAGE,
             None,
             c.conversation_id,
         ),

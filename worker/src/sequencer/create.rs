@@ -1,0 +1,68 @@
+//! A new conversation.
+
+use super::*;
+
+impl Batch<'_> {
+    pub(super) fn create(
+        &mut self,
+        c: &CreateConversationCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
+        let key = key(&c.tenant, &c.conversation_id);
+        let members: BTreeSet<UserId> = c.members.iter().cloned().collect();
+        if let Some(Some(existing)) = self.states.get(&key) {
+            // A retried command, or a direct conversation that already
+            // exists between the same two users: both are the same answer.
+            if existing.kind == c.kind
+                && (c.kind != ConversationKind::Direct || existing.members == members)
+            {
+                self.done(reply_to, &c.conversation_id, false);
+            } else {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Conflict,
+                    "a conversation with this id exists",
+                );
+            }
+            return Ok(());
+        }
+        if let Err(why) = self.policies.check_members(&c.tenant, members.len()) {
+            self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
+            return Ok(());
+        }
+        let record = ConversationRecord {
+            tenant: c.tenant.clone(),
+            conversation_id: c.conversation_id.clone(),
+            kind: c.kind,
+            title: c.title.clone(),
+            created_at: c.at,
+            created_by: c.actor.clone(),
+            last_seq: 0,
+            last_message: None,
+            last_activity: c.at,
+        };
+        self.log.push_other(
+            &key,
+            Mutation::CreateConversation {
+                record: Box::new(record),
+                members: members.iter().cloned().collect(),
+            },
+        );
+        self.states.insert(
+            key.clone(),
+            Some(SequencerState {
+                kind: c.kind,
+                created_by: c.actor.clone(),
+                last_seq: 0,
+                members,
+            }),
+        );
+        if self.mode(&key) == FanOut::Read {
+            let everyone = c.members.clone();
+            self.listen(&key, everyone, true);
+        }
+        self.touched.insert(key);
+        self.done(reply_to, &c.conversation_id, true);
+        Ok(())
+    }
+}

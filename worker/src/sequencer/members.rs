@@ -1,0 +1,199 @@
+//! Members added and removed: each change is a system message in the
+//! conversation's order, and may move its fan-out across the threshold.
+
+use super::*;
+
+impl Batch<'_> {
+    /// Checks shared by membership changes; the state if the change may go on.
+    fn membership_state(
+        &mut self,
+        c: &MembersCommand,
+        reply_to: Option<&str>,
+    ) -> Option<SequencerState> {
+        let key = key(&c.tenant, &c.conversation_id);
+        let state = match self.states.get(&key) {
+            Some(Some(s)) => s.clone(),
+            _ => {
+                self.refuse(reply_to, ErrorCode::NotFound, "no such conversation");
+                return None;
+            }
+        };
+        if !state.members.contains(&c.actor) && !c.actor_is_admin {
+            self.refuse(
+                reply_to,
+                ErrorCode::NotAMember,
+                "you are not a member of this conversation",
+            );
+            return None;
+        }
+        if state.kind == ConversationKind::Direct {
+            self.refuse(
+                reply_to,
+                ErrorCode::Conflict,
+                "a direct conversation always has the same two members",
+            );
+            return None;
+        }
+        Some(state)
+    }
+
+    /// A membership command already applied (found by its system
+    /// message): answer it the same way again.
+    fn already_applied(&mut self, c: &MembersCommand, reply_to: Option<&str>) -> bool {
+        let Some(client_msg_id) = system_client_msg_id(c.command_id) else {
+            return false;
+        };
+        let skey = SentKey {
+            tenant: c.tenant.clone(),
+            conversation_id: c.conversation_id.clone(),
+            sender: c.actor.clone(),
+            client_msg_id,
+        };
+        if !self.sent.contains_key(&skey) {
+            return false;
+        }
+        self.done(reply_to, &c.conversation_id, false);
+        true
+    }
+
+    pub(super) fn add_members(
+        &mut self,
+        c: &MembersCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
+        if self.already_applied(c, reply_to) {
+            return Ok(());
+        }
+        let Some(state) = self.membership_state(c, reply_to) else {
+            return Ok(());
+        };
+        let new = users_where(&c.users, |u| !state.members.contains(u));
+        if new.is_empty() {
+            self.done(reply_to, &c.conversation_id, false);
+            return Ok(());
+        }
+        if let Err(why) = self
+            .policies
+            .check_members(&c.tenant, state.members.len() + new.len())
+        {
+            self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
+            return Ok(());
+        }
+        let key = key(&c.tenant, &c.conversation_id);
+        self.log.push_other(
+            &key,
+            Mutation::AddMembers {
+                key: key.clone(),
+                users: new.clone(),
+                at: c.at,
+            },
+        );
+        let before = self.mode(&key);
+        let mut members = state.members.clone();
+        members.extend(new.iter().cloned());
+        if let Some(Some(s)) = self.states.get_mut(&key) {
+            s.members = members.clone();
+        }
+        // Crossing the threshold: everyone's gateways start listening; past
+        // it already: the newcomers'.
+        match (before, self.mode(&key)) {
+            (FanOut::Write, FanOut::Read) => {
+                self.listen(&key, members.iter().cloned().collect(), true)
+            }
+            (FanOut::Read, FanOut::Read) => self.listen(&key, new.clone(), true),
+            _ => {}
+        }
+        self.touched.insert(key.clone());
+        let event = system_event(SystemEvent::MEMBERS_ADDED, &c.actor, new);
+        self.system_message(c, &key, event, members.into_iter().collect(), reply_to)
+    }
+
+    pub(super) fn remove_members(
+        &mut self,
+        c: &MembersCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
+        if self.already_applied(c, reply_to) {
+            return Ok(());
+        }
+        let Some(state) = self.membership_state(c, reply_to) else {
+            return Ok(());
+        };
+        let leaving_only_self = c.users.iter().all(|u| *u == c.actor);
+        if !leaving_only_self && state.created_by != c.actor && !c.actor_is_admin {
+            self.refuse(
+                reply_to,
+                ErrorCode::Forbidden,
+                "only the conversation's creator or a tenant admin removes other members",
+            );
+            return Ok(());
+        }
+        let gone = users_where(&c.users, |u| state.members.contains(u));
+        if gone.is_empty() {
+            self.done(reply_to, &c.conversation_id, false);
+            return Ok(());
+        }
+        let key = key(&c.tenant, &c.conversation_id);
+        // Everyone who was a member hears of the removal, the removed too.
+        let audience: Vec<UserId> = state.members.iter().cloned().collect();
+        self.log.push_other(
+            &key,
+            Mutation::RemoveMembers {
+                key: key.clone(),
+                users: gone.clone(),
+            },
+        );
+        let before = self.mode(&key);
+        if let Some(Some(s)) = self.states.get_mut(&key) {
+            for u in &gone {
+                s.members.remove(u);
+            }
+        }
+        if before == FanOut::Read {
+            self.listen(&key, gone.clone(), false);
+            if self.mode(&key) == FanOut::Write {
+                let remaining = state
+                    .members
+                    .iter()
+                    .filter(|m| !gone.contains(m))
+                    .cloned()
+                    .collect();
+                self.listen(&key, remaining, false);
+            }
+        }
+        self.touched.insert(key.clone());
+        let event = system_event(SystemEvent::MEMBERS_REMOVED, &c.actor, gone);
+        self.system_message(c, &key, event, audience, reply_to)
+    }
+
+    fn system_message(
+        &mut self,
+        c: &MembersCommand,
+        key: &ConversationKey,
+        event: SystemEvent,
+        audience: Vec<UserId>,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
+        let Some(client_msg_id) = system_client_msg_id(c.command_id) else {
+            return Ok(());
+        };
+        self.append(
+            key,
+            &c.actor,
+            &c.device,
+            client_msg_id,
+            Content::System(event),
+            audience,
+        )?;
+        self.done(reply_to, &c.conversation_id, true);
+        Ok(())
+    }
+}
+
+fn system_event(event: &str, actor: &UserId, users: Vec<UserId>) -> SystemEvent {
+    SystemEvent {
+        event: event.to_owned(),
+        actor: actor.clone(),
+        user_ids: users,
+    }
+}

@@ -1,0 +1,457 @@
+//! The sequencer against a real embedded store.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use switchboard_backbone::envelope::UpdateCommand;
+use switchboard_protocol::snowflake::SnowflakeGenerator;
+use switchboard_protocol::{ConversationId, TenantId};
+use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
+
+use super::*;
+
+struct Counter(std::sync::Mutex<SnowflakeGenerator>, AtomicU64);
+
+impl IdSource for Counter {
+    fn next_id(&self) -> Result<MessageId, switchboard_backbone::BackboneError> {
+        let ms = self.1.fetch_add(1, Ordering::Relaxed);
+        Ok(self.0.lock().unwrap().next_id(ms))
+    }
+}
+
+fn ids() -> Counter {
+    // Ids stamped from now on, as the real generator's are: the edit
+    // window is measured against the clock.
+    let now = Timestamp::now().unix_ms() as u64;
+    Counter(
+        std::sync::Mutex::new(SnowflakeGenerator::new(1).unwrap()),
+        AtomicU64::new(now),
+    )
+}
+
+fn u(s: &str) -> UserId {
+    UserId::new(s).unwrap()
+}
+
+fn create(conv: &str, kind: ConversationKind, members: &[&str], id: u64) -> Incoming {
+    Incoming {
+        command: Command::CreateConversation(CreateConversationCommand {
+            command_id: MessageId::from_u64(id),
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new(conv).unwrap(),
+            kind,
+            title: None,
+            members: members.iter().map(|m| u(m)).collect(),
+            actor: u(members[0]),
+            device: DeviceId::default_device(),
+            at: Timestamp::from_unix_ms(1),
+        }),
+        reply_to: Some("reply".into()),
+    }
+}
+
+fn send(conv: &str, sender: &str, client_msg_id: &str) -> Incoming {
+    Incoming {
+        command: Command::Send(SendCommand {
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new(conv).unwrap(),
+            sender: u(sender),
+            device: DeviceId::default_device(),
+            client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
+            content: Content::Text { text: "hi".into() },
+            received_at: Timestamp::from_unix_ms(1),
+        }),
+        reply_to: None,
+    }
+}
+
+fn members(conv: &str, actor: &str, users: &[&str], id: u64, add: bool) -> Incoming {
+    let c = MembersCommand {
+        command_id: MessageId::from_u64(id),
+        tenant: TenantId::new("t").unwrap(),
+        conversation_id: ConversationId::new(conv).unwrap(),
+        users: users.iter().map(|m| u(m)).collect(),
+        actor: u(actor),
+        device: DeviceId::default_device(),
+        actor_is_admin: false,
+        at: Timestamp::from_unix_ms(2),
+    };
+    Incoming {
+        command: if add {
+            Command::AddMembers(c)
+        } else {
+            Command::RemoveMembers(c)
+        },
+        reply_to: Some("reply".into()),
+    }
+}
+
+/// Plans and commits one batch; returns the outcomes.
+async fn run(
+    seq: &mut Sequencer,
+    store: &EmbeddedStore,
+    ids: &Counter,
+    batch: &[Incoming],
+) -> Vec<Outcome> {
+    let mut plan = seq
+        .plan(store, ids, batch, true, Timestamp::now())
+        .await
+        .unwrap();
+    let mutations = std::mem::take(&mut plan.mutations);
+    store.commit(mutations).await.unwrap();
+    seq.committed(&mut plan);
+    plan.outcomes
+}
+
+fn delivered(o: &Outcome) -> (u64, Vec<&str>) {
+    match o {
+        Outcome::Deliver {
+            message,
+            recipients,
+            ..
+        } => (message.seq, recipients.iter().map(|r| r.as_str()).collect()),
+        other => panic!("expected a delivery, got {other:?}"),
+    }
+}
+
+fn code(o: &Outcome) -> ErrorCode {
+    match o {
+        Outcome::Reject { rejection, .. } => rejection.code,
+        Outcome::Reply {
+            reply: CommandReply::Refused { code, .. },
+            ..
+        } => *code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn open() -> (tempfile::TempDir, EmbeddedStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(&EmbeddedConfig::in_dir(dir.path())).unwrap();
+    (dir, store)
+}
+
+#[tokio::test]
+async fn sequences_sends_gap_free_and_answers_retries_with_the_original() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("c", ConversationKind::Group, &["a", "b"], 1),
+            send("c", "a", "m1"),
+            send("c", "b", "m2"),
+            send("c", "a", "m1"),
+        ],
+    )
+    .await;
+    assert!(matches!(
+        out[0],
+        Outcome::Reply {
+            reply: CommandReply::Done { created: true, .. },
+            ..
+        }
+    ));
+    assert_eq!(delivered(&out[1]), (1, vec!["a", "b"]));
+    assert_eq!(delivered(&out[2]), (2, vec!["a", "b"]));
+    assert_eq!(
+        delivered(&out[3]).0,
+        1,
+        "a retry in the same batch is the original"
+    );
+    // A retry in a later batch (say, after the dedupe window) too.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[send("c", "a", "m1"), send("c", "a", "m3")],
+    )
+    .await;
+    assert_eq!(delivered(&out[0]).0, 1);
+    assert_eq!(delivered(&out[1]).0, 3);
+    // A fresh sequencer (a new owner) continues from the store.
+    let mut fresh = Sequencer::new(1000, Policies::default());
+    let out = run(&mut fresh, &store, &ids, &[send("c", "b", "m4")]).await;
+    assert_eq!(delivered(&out[0]).0, 4);
+}
+
+#[tokio::test]
+async fn refuses_non_members_and_unknown_conversations() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            send("nope", "a", "m1"),
+            create("c", ConversationKind::Direct, &["a", "b"], 1),
+            send("c", "eve", "m1"),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out[0]), ErrorCode::NotFound);
+    assert_eq!(code(&out[2]), ErrorCode::NotAMember);
+    let state = store
+        .sequencer_states(vec![ConversationKey {
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new("c").unwrap(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(state[0].as_ref().unwrap().last_seq, 0, "nothing was stored");
+}
+
+#[tokio::test]
+async fn membership_changes_are_sequenced_with_the_messages() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("g", ConversationKind::Group, &["a", "b"], 1),
+            send("g", "c", "early"),
+            members("g", "a", &["c"], 2, true),
+            send("g", "c", "late"),
+            members("g", "b", &["a"], 3, false),
+            members("g", "a", &["b"], 4, false),
+            send("g", "b", "after"),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out[1]), ErrorCode::NotAMember, "not yet a member");
+    assert_eq!(
+        delivered(&out[2]),
+        (1, vec!["a", "b", "c"]),
+        "system message"
+    );
+    assert_eq!(delivered(&out[4]), (2, vec!["a", "b", "c"]));
+    assert_eq!(code(&out[5]), ErrorCode::Forbidden, "b did not create g");
+    assert_eq!(
+        delivered(&out[6]),
+        (3, vec!["a", "b", "c"]),
+        "the removed hear of it"
+    );
+    assert_eq!(code(&out[8]), ErrorCode::NotAMember, "b was removed");
+    // The same command again (a redelivery) changes nothing.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[members("g", "a", &["c"], 2, true)],
+    )
+    .await;
+    assert!(matches!(
+        out[0],
+        Outcome::Reply {
+            reply: CommandReply::Done { created: false, .. },
+            ..
+        }
+    ));
+    // Direct conversations keep their two members.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("d", ConversationKind::Direct, &["a", "b"], 5),
+            members("d", "a", &["c"], 6, true),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out[1]), ErrorCode::Conflict);
+}
+
+#[tokio::test]
+async fn a_stale_writer_is_refused_by_the_store() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut owner = Sequencer::new(1000, Policies::default());
+    run(
+        &mut owner,
+        &store,
+        &ids,
+        &[
+            create("c", ConversationKind::Group, &["a"], 1),
+            send("c", "a", "m1"),
+        ],
+    )
+    .await;
+    // A zombie that cached the state at seq 1, while the new owner writes seq 2.
+    let mut zombie = Sequencer::new(1000, Policies::default());
+    run(&mut zombie, &store, &ids, &[send("c", "a", "m2")]).await;
+    let mut plan = owner
+        .plan(
+            &store,
+            &ids,
+            &[send("c", "a", "m3")],
+            true,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let refused = store.commit(std::mem::take(&mut plan.mutations)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    owner.forget();
+    let out = run(&mut owner, &store, &ids, &[send("c", "a", "m3")]).await;
+    assert_eq!(delivered(&out[0]).0, 3);
+}
+
+#[tokio::test]
+async fn an_unchecked_retry_is_caught_by_the_store_and_answered_when_checked() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("c", ConversationKind::Group, &["a"], 1),
+            send("c", "a", "m1"),
+        ],
+    )
+    .await;
+    let (original, _) = delivered(&out[1]);
+    // A retry beyond the dedupe window, planned without the read.
+    let mut plan = seq
+        .plan(
+            &store,
+            &ids,
+            &[send("c", "a", "m1")],
+            false,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let refused = store.commit(std::mem::take(&mut plan.mutations)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    seq.forget();
+    let out = run(&mut seq, &store, &ids, &[send("c", "a", "m1")]).await;
+    assert_eq!(delivered(&out[0]).0, original);
+}
+
+fn update(
+    conv: &str,
+    actor: &str,
+    message_id: MessageId,
+    content: Option<&str>,
+    id: u64,
+) -> Incoming {
+    let c = UpdateCommand {
+        command_id: MessageId::from_u64(id),
+        tenant: TenantId::new("t").unwrap(),
+        conversation_id: ConversationId::new(conv).unwrap(),
+        message_id,
+        actor: u(actor),
+        device: DeviceId::default_device(),
+        actor_is_admin: false,
+        content: content.map(|t| Content::Text { text: t.into() }),
+    };
+    Incoming {
+        command: if content.is_some() {
+            Command::Edit(c)
+        } else {
+            Command::Delete(c)
+        },
+        reply_to: None,
+    }
+}
+
+fn updated(o: &Outcome) -> &Message {
+    match o {
+        Outcome::Update { message, .. } => message,
+        other => panic!("expected an update, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn edits_and_deletes_are_sequenced_and_policed() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("c", ConversationKind::Group, &["a", "b"], 1),
+            send("c", "a", "m1"),
+            send("c", "a", "m2"),
+        ],
+    )
+    .await;
+    let (m1, m2) = match (&out[1], &out[2]) {
+        (Outcome::Deliver { message: x, .. }, Outcome::Deliver { message: y, .. }) => {
+            (x.message_id, y.message_id)
+        }
+        other => panic!("{other:?}"),
+    };
+    // An edit then a delete: both happen, in that order.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            update("c", "a", m1, Some("fixed"), 10),
+            update("c", "a", m1, None, 11),
+        ],
+    )
+    .await;
+    assert_eq!(
+        updated(&out[0]).content,
+        Some(Content::Text {
+            text: "fixed".into()
+        })
+    );
+    assert!(updated(&out[1]).deleted_at.is_some() && updated(&out[1]).content.is_none());
+    // A delete then an edit: the edit is refused; the end is the same.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            update("c", "a", m2, None, 12),
+            update("c", "a", m2, Some("too late"), 13),
+        ],
+    )
+    .await;
+    assert!(updated(&out[0]).deleted_at.is_some());
+    assert_eq!(code(&out[1]), ErrorCode::Conflict);
+    // Only the sender edits; unknown messages are not found.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            send("c", "b", "m3"),
+            update("c", "a", MessageId::from_u64(42), Some("?"), 14),
+        ],
+    )
+    .await;
+    let m3 = match &out[0] {
+        Outcome::Deliver { message, .. } => message.message_id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(&out[1]), ErrorCode::NotFound);
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[update("c", "a", m3, Some("not mine"), 15)],
+    )
+    .await;
+    assert_eq!(code(&out[0]), ErrorCode::Forbidden);
+}

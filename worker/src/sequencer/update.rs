@@ -1,0 +1,126 @@
+//! Edits and deletes.
+
+use super::*;
+
+impl Batch<'_> {
+    fn refuse_update(
+        &mut self,
+        c: &UpdateCommand,
+        action: Action,
+        code: ErrorCode,
+        message: impl Into<String>,
+    ) {
+        self.outcomes.push(Outcome::Reject {
+            tenant: c.tenant.clone(),
+            sender: c.actor.clone(),
+            rejection: Rejection {
+                device: c.device.clone(),
+                request_type: match action {
+                    Action::Edit => request_type::EDIT_MESSAGE,
+                    Action::Delete => request_type::DELETE_MESSAGE,
+                }
+                .into(),
+                client_msg_id: None,
+                conversation_id: c.conversation_id.clone(),
+                code,
+                message: message.into(),
+            },
+        });
+    }
+
+    /// An edit or a deletion. Sequenced like sends, so an edit racing a
+    /// delete ends the same way on every device: whichever the writer takes
+    /// first happens, and an edit after a delete is refused.
+    pub(super) fn update(
+        &mut self,
+        c: &UpdateCommand,
+        action: Action,
+    ) -> Result<(), SequenceError> {
+        let key = key(&c.tenant, &c.conversation_id);
+        let members: Vec<UserId> = match self.states.get(&key) {
+            Some(Some(s)) if s.members.contains(&c.actor) => s.members.iter().cloned().collect(),
+            Some(Some(_)) => {
+                self.refuse_update(
+                    c,
+                    action,
+                    ErrorCode::NotAMember,
+                    "you are not a member of this conversation",
+                );
+                return Ok(());
+            }
+            _ => {
+                self.refuse_update(c, action, ErrorCode::NotFound, "no such conversation");
+                return Ok(());
+            }
+        };
+        let Some(current) = self.messages.get(&(key.clone(), c.message_id)).cloned() else {
+            self.refuse_update(
+                c,
+                action,
+                ErrorCode::NotFound,
+                "no such message in this conversation",
+            );
+            return Ok(());
+        };
+        let now = self.now.max(current.created_at);
+        if let Err(why) = self.policies.check_change(
+            &key.tenant,
+            action,
+            &current,
+            &c.actor,
+            c.actor_is_admin,
+            now,
+        ) {
+            self.refuse_update(c, action, ErrorCode::Forbidden, why);
+            return Ok(());
+        }
+        let inbox = self.mode(&key) == FanOut::Write;
+        let route = self.route(&key);
+        let mut updated = current.clone();
+        match (action, &c.content) {
+            (Action::Edit, _) if current.deleted_at.is_some() => {
+                self.refuse_update(c, action, ErrorCode::Conflict, "the message is deleted");
+                return Ok(());
+            }
+            (Action::Edit, Some(content)) if current.content.as_ref() != Some(content) => {
+                self.log.push_other(
+                    &key,
+                    Mutation::Edit {
+                        key: key.clone(),
+                        seq: current.seq,
+                        content: content.clone(),
+                        editor: c.actor.clone(),
+                        at: now,
+                        inbox,
+                    },
+                );
+                updated.content = Some(content.clone());
+                updated.edited_at = Some(now);
+            }
+            (Action::Delete, _) if current.deleted_at.is_none() => {
+                self.log.push_other(
+                    &key,
+                    Mutation::Delete {
+                        key: key.clone(),
+                        seq: current.seq,
+                        at: now,
+                        inbox,
+                    },
+                );
+                updated.content = None;
+                updated.deleted_at = Some(now);
+            }
+            // A repeat (the same content again, a second delete): nothing
+            // changes, and the members hear the current state again.
+            _ => {}
+        }
+        self.messages.insert((key, c.message_id), updated.clone());
+        self.outcomes.push(Outcome::Update {
+            tenant: c.tenant.clone(),
+            message: updated,
+            recipients: members,
+            route,
+        });
+        Ok(())
+    }
+}
