@@ -1,12 +1,18 @@
 //! The NATS JetStream backbone as code.
 //!
-//! Owns every subject (`subject`), the stream, consumer and bucket
+//! The message path: how processes connect (`connection`), every subject
+//! of the message path (`subject`), the stream, consumer and bucket
 //! definitions (`definitions`, from the JSON files beside this crate), the
 //! KV leases that make node ids and partitions exclusive (`lease`,
-//! `node_id`) and the envelopes that travel on the backbone (`envelope`).
+//! `node_id`), compare-and-set writes and KV key parts (`kv_cas`,
+//! `kv_key`), and what travels on the backbone (`envelope`, `push_jobs`).
+//! Then the records processes share in KV buckets, one module each
+//! (`records`: tenants, push tokens, presence, refusals).
+//!
 //! It does not decide anything about conversations: that is the worker's
-//! job. (The store service that lets processes share an embedded store is
-//! the `store-remote` crate.)
+//! job. The store service that lets processes share an embedded store is
+//! the `store-remote` crate, the fan-out policy is the plugin host's, and
+//! the E2EE key directory is the gateway's.
 
 mod connection;
 pub mod definitions;

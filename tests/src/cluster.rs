@@ -14,6 +14,8 @@ use tempfile::TempDir;
 use crate::proc::{Nats, Proc};
 
 pub const TENANT: &str = "acme";
+/// The operator token of clusters made with `ClusterSpec::with_operator_api`.
+pub const OPERATOR_TOKEN: &str = "operator-token-0123456789";
 pub const SECRET: &str = "acme-test-secret-0123456789";
 pub const OTHER_TENANT: &str = "globex";
 pub const OTHER_SECRET: &str = "globex-test-secret-987654321";
@@ -116,6 +118,17 @@ fn config_text(spec: &ClusterSpec) -> String {
          \n[[tenants]]\nid = \"{OTHER_TENANT}\"\nhs256_secrets = [\"{OTHER_SECRET}\"]\n"
     ));
     text
+}
+
+impl ClusterSpec {
+    /// The default cluster, its gateways serving the operator API with
+    /// `OPERATOR_TOKEN`.
+    pub fn with_operator_api() -> Self {
+        Self {
+            extra_config: format!("operator_token = \"{OPERATOR_TOKEN}\"\n"),
+            ..Default::default()
+        }
+    }
 }
 
 impl Cluster {
@@ -274,6 +287,33 @@ impl Cluster {
     }
 
     /// The tail of every process log, for failure messages.
+    /// A request to the first gateway's operator API, with `token` as the
+    /// bearer token: the status and the JSON answer (`Null` if it is not
+    /// JSON).
+    pub async fn operator(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        token: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut request =
+            reqwest::Client::new().request(method, format!("{}{path}", self.gateways[0].http()));
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            request = request.json(&b);
+        }
+        let r = request.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
     pub fn logs(&self) -> String {
         let mut out = String::new();
         for (name, p) in self

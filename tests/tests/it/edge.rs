@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchboard_client::{TokenSpec, WsClient, WsError, mint_hs256};
 use switchboard_protocol::{ClientFrame, ConversationId, ConversationKind, ErrorCode, ServerFrame};
-use switchboard_tests::cluster::SECRET;
+use switchboard_tests::cluster::{OPERATOR_TOKEN, SECRET};
 use switchboard_tests::{Cluster, ClusterSpec, TENANT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -251,20 +251,6 @@ async fn sessions_end_with_their_token_unless_refreshed() {
     }
 }
 
-const OPERATOR: &str = "operator-token-0123456789";
-
-async fn operator(cluster: &Cluster, method: reqwest::Method, path: &str, body: Value) -> u16 {
-    reqwest::Client::new()
-        .request(method, format!("{}{path}", cluster.gateways[0].http()))
-        .bearer_auth(OPERATOR)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
 /// Waits (bounded) for the server to close `ws`; its close code.
 async fn closed_within(ws: &mut WsClient, within: Duration) -> u16 {
     let deadline = Instant::now() + within;
@@ -283,23 +269,20 @@ async fn closed_within(ws: &mut WsClient, within: Duration) -> u16 {
 
 #[tokio::test]
 async fn removing_a_key_or_the_tenant_closes_its_sessions() {
-    let cluster = Cluster::start(ClusterSpec {
-        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
-        ..Default::default()
-    })
-    .await;
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     let path = "/v1/operator/tenants";
     let (old, new) = (
         "initech-old-secret-0123456789",
         "initech-new-secret-0123456789",
     );
-    let status = operator(
-        &cluster,
-        reqwest::Method::POST,
-        path,
-        json!({"id": "initech", "hs256_secrets": [old, new]}),
-    )
-    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            path,
+            Some(json!({"id": "initech", "hs256_secrets": [old, new]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 201);
     let ws_url = cluster.gateways[0].ws();
     let token = |secret: &str, user: &str| {
@@ -315,26 +298,28 @@ async fn removing_a_key_or_the_tenant_closes_its_sessions() {
     let mut on_new = WsClient::connect(&ws_url, &token(new, "bob"))
         .await
         .unwrap();
-    let status = operator(
-        &cluster,
-        reqwest::Method::PATCH,
-        "/v1/operator/tenants/initech",
-        json!({"remove_hs256_secrets": [old]}),
-    )
-    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::PATCH,
+            "/v1/operator/tenants/initech",
+            Some(json!({"remove_hs256_secrets": [old]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         closed_within(&mut on_old, Duration::from_secs(5)).await,
         4003
     );
     assert_alive(&mut on_new).await;
-    let status = operator(
-        &cluster,
-        reqwest::Method::DELETE,
-        "/v1/operator/tenants/initech",
-        Value::Null,
-    )
-    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::DELETE,
+            "/v1/operator/tenants/initech",
+            None,
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 204);
     assert_eq!(
         closed_within(&mut on_new, Duration::from_secs(5)).await,

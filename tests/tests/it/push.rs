@@ -16,12 +16,12 @@ use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
 use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ConversationKind, ServerFrame,
 };
+use switchboard_tests::cluster::OPERATOR_TOKEN;
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
 use switchboard_tests::eventually;
 
-const OPERATOR: &str = "operator-token-0123456789";
 const TENANT: &str = "pushco";
 const SECRET: &str = "pushco-secret-0123456789";
 const HOOK_SECRET: &str = "webhook-secret-0123456789";
@@ -149,28 +149,25 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
     // The receiver is on loopback: a private target, allowed here.
     let cluster = Cluster::start(ClusterSpec {
         extra_config: format!(
-            "operator_token = \"{OPERATOR}\"\n[push]\nallow_private_targets = true\n"
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[push]\nallow_private_targets = true\n"
         ),
         ..Default::default()
     })
     .await;
-    let created = reqwest::Client::new()
-        .post(format!(
-            "{}/v1/operator/tenants",
-            cluster.gateways[0].http()
-        ))
-        .bearer_auth(OPERATOR)
-        .json(&json!({
-            "id": TENANT,
-            "hs256_secrets": [SECRET],
-            "push": {"preview": "text", "delay_ms": 800, "collapse_ms": 1500, "max_attempts": 3,
-                     "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
-    let shown: Value = created.json().await.unwrap();
+    let (status, shown) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({
+                "id": TENANT,
+                "hs256_secrets": [SECRET],
+                "push": {"preview": "text", "delay_ms": 800, "collapse_ms": 1500, "max_attempts": 3,
+                         "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
+            })),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201);
     assert!(
         !shown.to_string().contains(HOOK_SECRET),
         "the webhook secret is not shown"
@@ -365,7 +362,7 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
     let server = TlsServer::start(handler).await;
     let cluster = Cluster::start(ClusterSpec {
         extra_config: format!(
-            "operator_token = \"{OPERATOR}\"\n[push]\nallow_private_targets = true\nca_file = \"{}\"\n",
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[push]\nallow_private_targets = true\nca_file = \"{}\"\n",
             fixture("test-ca.pem").display()
         ),
         ..Default::default()
@@ -375,13 +372,11 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
     let apns_key = std::fs::read_to_string(fixture("apns-AuthKey.p8")).unwrap();
     let client_email = "push@switchboard-test.iam.gserviceaccount.com";
     let token_url = format!("{}/token", server.url());
-    let created = reqwest::Client::new()
-        .post(format!(
-            "{}/v1/operator/tenants",
-            cluster.gateways[0].http()
-        ))
-        .bearer_auth(OPERATOR)
-        .json(&json!({
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({
             "id": TENANT,
             "hs256_secrets": [SECRET],
             "push": {"preview": "sender", "delay_ms": 500, "collapse_ms": 1000,
@@ -389,11 +384,11 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
                         "private_key": fcm_key, "token_url": token_url, "base_url": server.url()},
                 "apns": {"team_id": "TEAM123456", "key_id": "KEY1234567", "private_key": apns_key,
                          "topic": "com.example.chat", "base_url": server.url()}},
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
+        })),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201);
     eventually(
         "the new tenant becomes usable",
         Duration::from_secs(10),
@@ -593,26 +588,24 @@ fn serde_urlencoded_pairs(body: &str) -> std::collections::HashMap<String, Strin
 async fn a_webhook_on_a_private_address_is_refused_unless_allowed() {
     let hook = receiver().await;
     let cluster = Cluster::start(ClusterSpec {
-        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
+        extra_config: format!("operator_token = \"{OPERATOR_TOKEN}\"\n"),
         ..Default::default()
     })
     .await;
-    let created = reqwest::Client::new()
-        .post(format!(
-            "{}/v1/operator/tenants",
-            cluster.gateways[0].http()
-        ))
-        .bearer_auth(OPERATOR)
-        .json(&json!({
-            "id": TENANT,
-            "hs256_secrets": [SECRET],
-            "push": {"preview": "text", "delay_ms": 0, "collapse_ms": 0, "max_attempts": 3,
-                     "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status().as_u16(), 201);
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({
+                "id": TENANT,
+                "hs256_secrets": [SECRET],
+                "push": {"preview": "text", "delay_ms": 0, "collapse_ms": 0, "max_attempts": 3,
+                         "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
+            })),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201);
     eventually(
         "the new tenant becomes usable",
         Duration::from_secs(10),

@@ -11,20 +11,11 @@ use switchboard_client::{RestClient, TokenSpec, WsClient, WsError, mint_eddsa, m
 use switchboard_protocol::{
     ClientFrame, ConversationId, ConversationKind, ErrorCode, ServerFrame, TypingState,
 };
-use switchboard_tests::cluster::{OTHER_SECRET, OTHER_TENANT, SECRET, TENANT};
+use switchboard_tests::cluster::{OPERATOR_TOKEN, OTHER_SECRET, OTHER_TENANT, SECRET, TENANT};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
 use switchboard_tests::eventually;
-
-const OPERATOR: &str = "operator-token-0123456789";
-
-fn operator_cluster() -> ClusterSpec {
-    ClusterSpec {
-        extra_config: format!("operator_token = \"{OPERATOR}\"\n"),
-        ..Default::default()
-    }
-}
 
 /// `switchboard tenant <args>` against the cluster's NATS: its output.
 async fn cli(cluster: &Cluster, args: &[&str]) -> String {
@@ -42,27 +33,6 @@ async fn cli(cluster: &Cluster, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
-}
-
-async fn operator(
-    cluster: &Cluster,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (u16, Value) {
-    let mut request =
-        reqwest::Client::new().request(method, format!("{}{path}", cluster.gateways[0].http()));
-    if let Some(t) = token {
-        request = request.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        request = request.json(&b);
-    }
-    let r = request.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 fn token(tenant: &str, secret: &str, user: &str) -> String {
@@ -94,7 +64,7 @@ async fn until_status(cluster: &Cluster, token: &str, want: u16) {
 
 #[tokio::test]
 async fn tenants_are_administered_live_through_the_cli_and_the_operator_api() {
-    let cluster = Cluster::start(operator_cluster()).await;
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     let first = "initech-first-secret-0123";
     let second = "initech-second-secret-0123";
 
@@ -137,27 +107,29 @@ async fn tenants_are_administered_live_through_the_cli_and_the_operator_api() {
     // The operator API: only with the operator token.
     let path = "/v1/operator/tenants";
     assert_eq!(
-        operator(&cluster, reqwest::Method::GET, path, None, None)
+        cluster
+            .operator(reqwest::Method::GET, path, None, None)
             .await
             .0,
         401
     );
     assert_eq!(
-        operator(
-            &cluster,
-            reqwest::Method::GET,
-            path,
-            None,
-            Some("operator-token-012345678X")
-        )
-        .await
-        .0,
+        cluster
+            .operator(
+                reqwest::Method::GET,
+                path,
+                None,
+                Some("operator-token-012345678X")
+            )
+            .await
+            .0,
         401
     );
     // A tenant's admin token is no operator token.
     let admin = mint_hs256(SECRET, &TokenSpec::new(TENANT, "root", None, 600).admin()).unwrap();
     assert_eq!(
-        operator(&cluster, reqwest::Method::GET, path, None, Some(&admin))
+        cluster
+            .operator(reqwest::Method::GET, path, None, Some(&admin))
             .await
             .0,
         401
@@ -167,53 +139,53 @@ async fn tenants_are_administered_live_through_the_cli_and_the_operator_api() {
         &base64::engine::general_purpose::STANDARD,
         ed25519_public_key(&seed),
     );
-    let (status, created) = operator(
-        &cluster,
-        reqwest::Method::POST,
+    let (status, created) = cluster.operator(reqwest::Method::POST,
         path,
         Some(json!({"id": "umbrella", "ed25519_public_keys": [public], "quotas": {"max_message_bytes": 1000}})),
-        Some(OPERATOR),
+        Some(OPERATOR_TOKEN),
     )
     .await;
     assert_eq!(status, 201, "{created}");
     let eddsa = mint_eddsa(&seed, &TokenSpec::new("umbrella", "alice", None, 600)).unwrap();
     until_status(&cluster, &eddsa, 200).await;
-    let (status, again) = operator(
-        &cluster,
-        reqwest::Method::POST,
-        path,
-        Some(json!({"id": "umbrella"})),
-        Some(OPERATOR),
-    )
-    .await;
+    let (status, again) = cluster
+        .operator(
+            reqwest::Method::POST,
+            path,
+            Some(json!({"id": "umbrella"})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(
         (status, again["code"].clone()),
         (409, json!(ErrorCode::Conflict))
     );
-    let (status, bad) = operator(
-        &cluster,
-        reqwest::Method::POST,
-        path,
-        Some(json!({"id": "short", "hs256_secrets": ["short"]})),
-        Some(OPERATOR),
-    )
-    .await;
+    let (status, bad) = cluster
+        .operator(
+            reqwest::Method::POST,
+            path,
+            Some(json!({"id": "short", "hs256_secrets": ["short"]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(
         (status, bad["code"].clone()),
         (400, json!(ErrorCode::InvalidRequest))
     );
-    let (status, changed) = operator(
-        &cluster,
-        reqwest::Method::PATCH,
-        "/v1/operator/tenants/umbrella",
-        Some(json!({"quotas": {"max_message_bytes": null, "max_connections": 10}})),
-        Some(OPERATOR),
-    )
-    .await;
+    let (status, changed) = cluster
+        .operator(
+            reqwest::Method::PATCH,
+            "/v1/operator/tenants/umbrella",
+            Some(json!({"quotas": {"max_message_bytes": null, "max_connections": 10}})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 200, "{changed}");
     assert_eq!(changed["quotas"]["max_connections"], 10);
     assert!(changed["quotas"]["max_message_bytes"].is_null());
-    let (status, all) = operator(&cluster, reqwest::Method::GET, path, None, Some(OPERATOR)).await;
+    let (status, all) = cluster
+        .operator(reqwest::Method::GET, path, None, Some(OPERATOR_TOKEN))
+        .await;
     assert_eq!(status, 200);
     let ids: Vec<&str> = all["tenants"]
         .as_array()
@@ -225,14 +197,14 @@ async fn tenants_are_administered_live_through_the_cli_and_the_operator_api() {
     assert!(!all.to_string().contains(second));
 
     // Deleted: its tokens stop verifying.
-    let (status, _) = operator(
-        &cluster,
-        reqwest::Method::DELETE,
-        "/v1/operator/tenants/umbrella",
-        None,
-        Some(OPERATOR),
-    )
-    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::DELETE,
+            "/v1/operator/tenants/umbrella",
+            None,
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 204);
     until_status(&cluster, &eddsa, 401).await;
     cli(&cluster, &["delete", "initech"]).await;
@@ -268,19 +240,19 @@ fn refused_with_quota(result: Result<WsClient, WsError>) {
 
 #[tokio::test]
 async fn tenant_quotas_hold_at_and_just_past_each_threshold() {
-    let cluster = Cluster::start(operator_cluster()).await;
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     let secret = "quota-tenant-secret-0123";
-    let (status, body) = operator(
-        &cluster,
-        reqwest::Method::POST,
-        "/v1/operator/tenants",
-        Some(json!({"id": "q", "hs256_secrets": [secret], "quotas": {
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": "q", "hs256_secrets": [secret], "quotas": {
             "max_connections_per_user": 2, "max_connections": 3,
             "messages_per_second_per_connection": 5, "max_members_per_conversation": 3,
             "max_message_bytes": 100}})),
-        Some(OPERATOR),
-    )
-    .await;
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 201, "{body}");
     until_status(&cluster, &token("q", secret, "u1"), 200).await;
     let rest = |user: &str| RestClient::new(&cluster.gateways[0].http(), &token("q", secret, user));
@@ -356,17 +328,17 @@ async fn tenant_quotas_hold_at_and_just_past_each_threshold() {
 
     // Changes apply without a restart: one more connection per user now,
     // and a tenant-wide rate of 3 messages a second across connections.
-    let (status, _) = operator(
-        &cluster,
-        reqwest::Method::PATCH,
-        "/v1/operator/tenants/q",
-        Some(
-            json!({"quotas": {"max_connections_per_user": 3, "max_connections": null,
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::PATCH,
+            "/v1/operator/tenants/q",
+            Some(
+                json!({"quotas": {"max_connections_per_user": 3, "max_connections": null,
             "messages_per_second_per_connection": null, "messages_per_second": 3}}),
-        ),
-        Some(OPERATOR),
-    )
-    .await;
+            ),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 200);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut u2b = loop {
@@ -582,16 +554,16 @@ async fn silent(c: &mut WsClient) {
 /// hook then fails closed, as any plugin failure does.
 #[tokio::test]
 async fn a_tenant_plugin_quota_lowers_its_plugin_calls_limits() {
-    let cluster = Cluster::start(operator_cluster()).await;
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     let secret = "plugin-quota-secret-0123";
-    let (status, _) = operator(
-        &cluster,
-        reqwest::Method::POST,
-        "/v1/operator/tenants",
-        Some(json!({"id": "plug", "hs256_secrets": [secret]})),
-        Some(OPERATOR),
-    )
-    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": "plug", "hs256_secrets": [secret]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
     assert_eq!(status, 201);
     until_status(&cluster, &token("plug", secret, "alice"), 200).await;
     let admin = RestClient::new(
@@ -618,14 +590,14 @@ async fn a_tenant_plugin_quota_lowers_its_plugin_calls_limits() {
     let set_fuel = |fuel: Value| {
         let cluster = &cluster;
         async move {
-            let (status, _) = operator(
-                cluster,
-                reqwest::Method::PATCH,
-                "/v1/operator/tenants/plug",
-                Some(json!({"quotas": {"plugin_fuel": fuel}})),
-                Some(OPERATOR),
-            )
-            .await;
+            let (status, _) = cluster
+                .operator(
+                    reqwest::Method::PATCH,
+                    "/v1/operator/tenants/plug",
+                    Some(json!({"quotas": {"plugin_fuel": fuel}})),
+                    Some(OPERATOR_TOKEN),
+                )
+                .await;
             assert_eq!(status, 200);
         }
     };
