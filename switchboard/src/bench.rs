@@ -4,8 +4,9 @@
 //! members (2: 1:1 direct conversations), sends R messages per second in
 //! total for S seconds, acks deliveries like an app would, and reports
 //! sent, acked, delivered and lost messages, throughput, the latency from
-//! send to ack and from send to delivery, and (given the server's pid) its
-//! resident memory, idle per connection and under load.
+//! send to ack and from send to delivery, and (given the server's pids:
+//! switchboard and its nats-server) their resident memory, idle per
+//! connection and under load, and the CPU they spent per message.
 //!
 //! `bench plugin` measures one moderation hook call (`plugin_bench.rs`).
 //!
@@ -72,9 +73,14 @@ struct ChatArgs {
     /// The tenant's HS256 secret.
     #[arg(long, env = "SWITCHBOARD_DEMO_SECRET", hide_env_values = true)]
     secret: Option<String>,
-    /// Pid of the server process, to report its memory.
+    /// Pid of a server process (repeat it: switchboard and its
+    /// nats-server), to report their memory and CPU together.
     #[arg(long)]
-    server_pid: Option<u32>,
+    server_pid: Vec<u32>,
+    /// Count the children of every --server-pid too (the nats-server that
+    /// `switchboard dev` runs).
+    #[arg(long)]
+    with_children: bool,
 }
 
 #[derive(clap::Args)]
@@ -110,6 +116,64 @@ fn memory_kib(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.parse().ok())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Resident and peak memory of every process in `pids` together, in KiB
+/// (`None` if one cannot be read).
+fn memory_of(pids: &[u32]) -> Option<(u64, u64)> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().try_fold((0, 0), |(rss, hwm), pid| {
+        let (r, h) = memory_kib(*pid)?;
+        Some((rss + r, hwm + h))
+    })
+}
+
+/// `pids` and their direct children (listed per thread by the kernel).
+fn and_children(pids: &[u32]) -> Vec<u32> {
+    let mut out = pids.to_vec();
+    for pid in pids {
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for thread in threads.flatten() {
+            let children =
+                std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
+            out.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// CPU time (user and system, all threads) of every process in `pids`
+/// together, from /proc/<pid>/stat.
+fn cpu_time(pids: &[u32]) -> Option<Duration> {
+    // Linux reports these in USER_HZ ticks, 100 per second on every
+    // architecture it runs on here (it is part of the ABI, not the kernel's
+    // HZ).
+    const TICKS_PER_SECOND: u64 = 100;
+    if pids.is_empty() {
+        return None;
+    }
+    let mut ticks = 0;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may hold spaces: count from after it.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15; `rest` starts at field 3.
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        ticks += utime + stime;
+    }
+    Some(Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND))
 }
 
 #[derive(Default)]
@@ -289,7 +353,13 @@ fn quantiles(h: &Histogram<u64>) -> String {
     )
 }
 
-async fn chat(a: ChatArgs) -> anyhow::Result<()> {
+async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
+    if a.with_children {
+        a.server_pid = and_children(&a.server_pid);
+    }
+    if !a.server_pid.is_empty() {
+        eprintln!("server processes: {:?}", a.server_pid);
+    }
     if a.users < 2 || a.group_size < 2 || !a.users.is_multiple_of(a.group_size) {
         bail!("--users must be a multiple of --group-size (at least 2)");
     }
@@ -327,7 +397,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
         }
     }
 
-    let before = a.server_pid.and_then(memory_kib);
+    let before = memory_of(&a.server_pid);
     eprintln!("connecting {} clients", a.users);
     let mut connections = Vec::new();
     let mut connecting = futures::stream::iter(users.iter().cloned())
@@ -342,7 +412,7 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
     }
     drop(connecting);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle = a.server_pid.and_then(memory_kib);
+    let idle = memory_of(&a.server_pid);
 
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
@@ -372,10 +442,11 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
     }
 
     let start = Instant::now();
+    let cpu_at_start = cpu_time(&a.server_pid);
     let mut peak_rss = 0;
     while start.elapsed() < Duration::from_secs(a.duration) {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if let Some((rss, _)) = a.server_pid.and_then(memory_kib) {
+        if let Some((rss, _)) = memory_of(&a.server_pid) {
             peak_rss = peak_rss.max(rss);
         }
     }
@@ -395,7 +466,10 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let at_end = a.server_pid.and_then(memory_kib);
+    let at_end = memory_of(&a.server_pid);
+    let cpu_at_end = cpu_time(&a.server_pid);
+    // Until the last ack or delivery: the CPU spent on the backlog counts.
+    let cpu_window = start.elapsed();
     shared.finished.store(true, Ordering::Relaxed);
 
     let mut ack_us = histogram()?;
@@ -462,6 +536,15 @@ async fn chat(a: ChatArgs) -> anyhow::Result<()> {
             i / 1024,
             a.users,
             i.saturating_sub(b) as f64 / a.users as f64
+        );
+    }
+    if let (Some(from), Some(to)) = (cpu_at_start, cpu_at_end) {
+        let spent = to.saturating_sub(from);
+        println!(
+            "  server CPU       {:.2} cores over {:.1} s, {:.0} us per acked message (every --server-pid together)",
+            spent.as_secs_f64() / cpu_window.as_secs_f64(),
+            cpu_window.as_secs_f64(),
+            spent.as_secs_f64() * 1e6 / acked.max(1) as f64
         );
     }
     if let Some((end, hwm)) = at_end {
