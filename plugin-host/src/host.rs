@@ -122,15 +122,17 @@ pub struct PluginHost {
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the plugin engine: {0}")]
-pub struct HostError(String);
+pub struct HostError(#[source] switchboard_backbone::Cause);
 
 /// Longest reason a plugin may give; longer ones are cut.
 const MAX_REASON_BYTES: usize = 512;
 
 impl PluginHost {
     pub fn new(limits: PluginLimits) -> Result<Self, HostError> {
-        let engine = engine::engine(&limits).map_err(|e| HostError(e.to_string()))?;
-        let ticker = Ticker::start(engine.clone()).map_err(|e| HostError(e.to_string()))?;
+        let engine =
+            engine::engine(&limits).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
+        let ticker =
+            Ticker::start(engine.clone()).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
         Ok(Self {
             permits: Permits::new(limits.pool_size),
             engine,

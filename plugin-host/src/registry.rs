@@ -121,8 +121,13 @@ impl Loaded {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// The plugins bucket or the code store could not be read.
     #[error("plugin registry: {0}")]
-    Backbone(String),
+    Backbone(#[source] switchboard_backbone::Cause),
+    /// The watch that loads the active versions ended before they were all
+    /// read.
+    #[error("plugin registry: the watch of sb_plugins ended")]
+    WatchEnded,
 }
 
 pub struct Plugins {
@@ -323,26 +328,29 @@ impl Plugins {
         self: &Arc<Self>,
         js: &jetstream::Context,
     ) -> Result<tokio::task::JoinHandle<()>, RegistryError> {
-        let err = |e: &dyn std::fmt::Display| RegistryError::Backbone(e.to_string());
+        let err = |e: Box<dyn std::error::Error + Send + Sync>| {
+            RegistryError::Backbone(switchboard_backbone::cause(e))
+        };
         let bucket = js
             .get_key_value(PLUGINS_BUCKET)
             .await
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         let code = js
             .get_object_store(PLUGIN_CODE_STORE)
             .await
-            .map_err(|e| err(&e))?;
-        let mut pending = bucket.status().await.map_err(|e| err(&e))?.values();
-        let mut watch = bucket.watch_with_history(">").await.map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
+        let mut pending = bucket.status().await.map_err(|e| err(e.into()))?.values();
+        let mut watch = bucket
+            .watch_with_history(">")
+            .await
+            .map_err(|e| err(e.into()))?;
         // Until `pending` reaches zero this replays the latest entry of
         // every key; then it is live.
         while pending > 0 {
             let Some(entry) = watch.next().await else {
-                return Err(RegistryError::Backbone(
-                    "the watch of sb_plugins ended".into(),
-                ));
+                return Err(RegistryError::WatchEnded);
             };
-            let entry = entry.map_err(|e| err(&e))?;
+            let entry = entry.map_err(|e| err(e.into()))?;
             pending = entry.delta;
             self.apply(&code, entry).await;
         }
