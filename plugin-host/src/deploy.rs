@@ -196,10 +196,7 @@ impl Deployer {
             hook,
             active,
             running_here: running.as_ref().map(|l| l.revision),
-            load_error_here: running
-                .as_deref()
-                .and_then(|l| l.load_error())
-                .map(str::to_owned),
+            load_error_here: running.as_deref().and_then(|l| l.load_error()),
             counts_here: running.as_deref().map(|l| l.counts()),
             versions,
         })
