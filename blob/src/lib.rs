@@ -39,7 +39,7 @@ impl BlobRef {
         let mut bytes = [0u8; 16];
         SystemRandom::new()
             .fill(&mut bytes)
-            .map_err(|_| BlobError::Backend("no randomness available".into()))?;
+            .map_err(|_| BlobError::backend_fault("no randomness available"))?;
         let mut s = String::with_capacity(33);
         s.push('m');
         for b in bytes {
@@ -151,8 +151,42 @@ pub enum BlobError {
     BadUrl(String),
     #[error("the URL has expired")]
     Expired,
-    #[error("blob storage: {0}")]
-    Backend(String),
+    /// The storage backend failed. `message` is what is shown, as before
+    /// (for S3 the whole chain of the SDK's error); `source` is the error
+    /// itself where there is one, and absent where the backend found a
+    /// fault of its own (no randomness, an upload finished twice).
+    #[error("blob storage: {message}")]
+    Backend {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl BlobError {
+    /// The backend's error, shown as it displays itself.
+    pub(crate) fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::backend_shown_as(e.to_string(), e)
+    }
+
+    /// The backend's error, shown as `message` (its text with more context).
+    pub(crate) fn backend_shown_as(
+        message: String,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Backend {
+            message,
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A fault the backend found itself: there is no underlying error.
+    pub(crate) fn backend_fault(message: &str) -> Self {
+        Self::Backend {
+            message: message.to_owned(),
+            source: None,
+        }
+    }
 }
 
 #[async_trait::async_trait]

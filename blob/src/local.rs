@@ -26,7 +26,7 @@ pub struct LocalBlobs {
 }
 
 fn io(e: std::io::Error) -> BlobError {
-    BlobError::Backend(e.to_string())
+    BlobError::backend(e)
 }
 
 impl LocalBlobs {
@@ -240,7 +240,7 @@ impl Upload {
         let file = self
             .file
             .as_mut()
-            .ok_or_else(|| BlobError::Backend("upload already finished".into()))?;
+            .ok_or_else(|| BlobError::backend_fault("upload already finished"))?;
         file.write_all(chunk).await.map_err(io)?;
         self.written = written;
         Ok(())
@@ -258,14 +258,14 @@ impl Upload {
         let mut file = self
             .file
             .take()
-            .ok_or_else(|| BlobError::Backend("upload already finished".into()))?;
+            .ok_or_else(|| BlobError::backend_fault("upload already finished"))?;
         file.flush().await.map_err(io)?;
         file.sync_all().await.map_err(io)?;
         drop(file);
         tokio::fs::rename(&self.part, &self.data)
             .await
             .map_err(io)?;
-        let json = serde_json::to_vec(&self.info).map_err(|e| BlobError::Backend(e.to_string()))?;
+        let json = serde_json::to_vec(&self.info).map_err(BlobError::backend)?;
         write_synced(&self.meta, &json).await?;
         self.done = true;
         Ok(self.info.clone())
@@ -342,7 +342,7 @@ impl BlobStore for LocalBlobs {
         match tokio::fs::read(&meta).await {
             Ok(json) => serde_json::from_slice(&json)
                 .map(Some)
-                .map_err(|e| BlobError::Backend(format!("{}: {e}", meta.display()))),
+                .map_err(|e| BlobError::backend_shown_as(format!("{}: {e}", meta.display()), e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(e)),
         }

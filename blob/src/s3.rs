@@ -53,8 +53,15 @@ pub struct S3Blobs {
 
 const UPLOADED_BY: &str = "uploaded-by";
 
-fn backend(e: impl std::fmt::Display) -> BlobError {
-    BlobError::Backend(e.to_string())
+fn backend(e: impl std::error::Error + Send + Sync + 'static) -> BlobError {
+    BlobError::backend(e)
+}
+
+/// An SDK error, shown with its whole chain (the SDK's own Display says
+/// little more than "service error"), and kept as the source.
+fn sdk(e: impl std::error::Error + Send + Sync + 'static) -> BlobError {
+    let message = aws_sdk_s3::error::DisplayErrorContext(&e).to_string();
+    BlobError::backend_shown_as(message, e)
 }
 
 impl S3Blobs {
@@ -173,14 +180,14 @@ impl BlobStore for S3Blobs {
                 if e.is_not_found() {
                     return Ok(None);
                 }
-                return Err(backend(aws_sdk_s3::error::DisplayErrorContext(e)));
+                return Err(sdk(e));
             }
         };
         let uploaded_by = head
             .metadata()
             .and_then(|m| m.get(UPLOADED_BY))
             .and_then(|u| UserId::new(u.as_str()).ok())
-            .ok_or_else(|| BlobError::Backend("the object has no uploader".into()))?;
+            .ok_or_else(|| BlobError::backend_fault("the object has no uploader"))?;
         Ok(Some(BlobInfo {
             mime: head
                 .content_type()
@@ -208,7 +215,7 @@ impl BlobStore for S3Blobs {
             .body(aws_sdk_s3::primitives::ByteStream::from(bytes))
             .send()
             .await
-            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            .map_err(sdk)?;
         Ok(())
     }
 
@@ -228,7 +235,7 @@ impl BlobStore for S3Blobs {
                 if e.is_no_such_key() {
                     return Err(BlobError::NotFound);
                 }
-                return Err(backend(aws_sdk_s3::error::DisplayErrorContext(e)));
+                return Err(sdk(e));
             }
         };
         let bytes = object.body.collect().await.map_err(backend)?;
@@ -252,10 +259,7 @@ impl BlobStore for S3Blobs {
         if let Some(after) = after {
             request = request.start_after(after);
         }
-        let listed = request
-            .send()
-            .await
-            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+        let listed = request.send().await.map_err(sdk)?;
         let mut found = Vec::new();
         for object in listed.contents() {
             let Some(key) = object.key() else { continue };
@@ -288,7 +292,7 @@ impl BlobStore for S3Blobs {
             .key(Self::key(tenant, blob_ref))
             .send()
             .await
-            .map_err(|e| backend(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            .map_err(sdk)?;
         Ok(())
     }
 }

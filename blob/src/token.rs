@@ -51,12 +51,12 @@ impl Signer {
         let mut secret = [0u8; 32];
         SystemRandom::new()
             .fill(&mut secret)
-            .map_err(|_| BlobError::Backend("no randomness available".into()))?;
+            .map_err(|_| BlobError::backend_fault("no randomness available"))?;
         Ok(Self::new(&secret))
     }
 
     pub fn sign(&self, claims: &Claims) -> Result<String, BlobError> {
-        let json = serde_json::to_vec(claims).map_err(|e| BlobError::Backend(e.to_string()))?;
+        let json = serde_json::to_vec(claims).map_err(BlobError::backend)?;
         let payload = B64.encode(json);
         let tag = hmac::sign(&self.key, payload.as_bytes());
         Ok(format!("{payload}.{}", B64.encode(tag.as_ref())))

@@ -41,9 +41,17 @@ impl TokenSpec {
     }
 }
 
+/// Why a token could not be minted; each cause is kept, and reads as
+/// before.
 #[derive(Debug, thiserror::Error)]
-#[error("minting a token failed: {0}")]
-pub struct MintError(String);
+pub enum MintError {
+    /// The JWT library could not sign (HS256).
+    #[error("minting a token failed: {0}")]
+    Sign(#[from] jsonwebtoken::errors::Error),
+    /// The claims do not encode as JSON (EdDSA).
+    #[error("minting a token failed: {0}")]
+    Claims(#[from] serde_json::Error),
+}
 
 pub fn mint_hs256(secret: &str, spec: &TokenSpec) -> Result<String, MintError> {
     jsonwebtoken::encode(
@@ -51,14 +59,14 @@ pub fn mint_hs256(secret: &str, spec: &TokenSpec) -> Result<String, MintError> {
         spec,
         &EncodingKey::from_secret(secret.as_bytes()),
     )
-    .map_err(|e| MintError(e.to_string()))
+    .map_err(MintError::from)
 }
 
 /// An EdDSA token signed with the Ed25519 key whose 32-byte seed is `seed`.
 pub fn mint_eddsa(seed: &[u8; 32], spec: &TokenSpec) -> Result<String, MintError> {
     let key = SigningKey::from_bytes(seed);
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"EdDSA","typ":"JWT"}"#);
-    let claims = serde_json::to_vec(spec).map_err(|e| MintError(e.to_string()))?;
+    let claims = serde_json::to_vec(spec)?;
     let signing_input = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims));
     let signature = key.sign(signing_input.as_bytes());
     Ok(format!(

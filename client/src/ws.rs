@@ -23,8 +23,14 @@ pub enum WsError {
     ClosedBy { code: u16, reason: String },
     #[error("no frame within {0:?}")]
     Timeout(Duration),
+    /// A frame that does not encode (`text` empty) or parse; `error` is
+    /// serde's, kept as the source.
     #[error("frame does not parse ({error}): {text}")]
-    BadFrame { error: String, text: String },
+    BadFrame {
+        #[source]
+        error: serde_json::Error,
+        text: String,
+    },
 }
 
 fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -> WsError {
@@ -65,8 +71,8 @@ impl WsClient {
     }
 
     pub async fn send(&mut self, frame: &ClientFrame) -> Result<(), WsError> {
-        let text = serde_json::to_string(frame).map_err(|e| WsError::BadFrame {
-            error: e.to_string(),
+        let text = serde_json::to_string(frame).map_err(|error| WsError::BadFrame {
+            error,
             text: String::new(),
         })?;
         self.send_text(text).await
@@ -103,10 +109,7 @@ impl WsClient {
     /// The next frame, parsed.
     pub async fn next_frame(&mut self) -> Result<ServerFrame, WsError> {
         let text = self.next_text().await?;
-        serde_json::from_str(&text).map_err(|e| WsError::BadFrame {
-            error: e.to_string(),
-            text,
-        })
+        serde_json::from_str(&text).map_err(|error| WsError::BadFrame { error, text })
     }
 
     /// The next frame, or `Timeout`.

@@ -15,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
-use switchboard_protocol::{DeviceId, TenantId, UserId};
+use switchboard_protocol::{DeviceId, IdError, TenantId, UserId};
 
 use switchboard_backbone::records::tenants::TenantRecord;
 
@@ -63,14 +63,32 @@ pub enum AuthError {
     BadSignature,
     #[error("token expired")]
     Expired,
+    /// A claim that is missing or does not fit (the message says which).
     #[error("invalid token claims: {0}")]
     Claims(String),
+    /// A tenant, user or device claim that is not a valid id.
+    #[error("invalid token claims: {0}")]
+    ClaimId(#[source] IdError),
 }
 
+/// A tenant of the configuration file whose id or keys are not usable.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// A key that breaks a rule (length, size): the message says which.
     #[error("tenant {tenant}: {message}")]
     Invalid { tenant: String, message: String },
+    #[error("tenant {tenant}: {source}")]
+    BadId {
+        tenant: String,
+        #[source]
+        source: IdError,
+    },
+    #[error("tenant {tenant}: Ed25519 key is not base64: {source}")]
+    NotBase64 {
+        tenant: String,
+        #[source]
+        source: base64::DecodeError,
+    },
 }
 
 struct Key {
@@ -142,7 +160,10 @@ fn keys_of(tenant: &str, hs256: &[String], ed25519: &[String]) -> Result<Vec<Key
         let raw = STANDARD
             .decode(public.trim())
             .or_else(|_| URL_SAFE_NO_PAD.decode(public.trim()))
-            .map_err(|e| invalid(format!("Ed25519 key is not base64: {e}")))?;
+            .map_err(|source| KeyError::NotBase64 {
+                tenant: tenant.to_owned(),
+                source,
+            })?;
         if raw.len() != 32 {
             return Err(invalid("Ed25519 public keys are 32 bytes".into()));
         }
@@ -160,9 +181,9 @@ impl TenantDirectory {
     pub fn from_config(tenants: &[TenantConfig], leeway_secs: u64) -> Result<Self, KeyError> {
         let mut keys: HashMap<TenantId, Access> = HashMap::new();
         for t in tenants {
-            let id = TenantId::new(t.id.clone()).map_err(|e| KeyError::Invalid {
+            let id = TenantId::new(t.id.clone()).map_err(|source| KeyError::BadId {
                 tenant: t.id.clone(),
-                message: e.to_string(),
+                source,
             })?;
             let access = keys.entry(id).or_default();
             access
@@ -276,8 +297,7 @@ impl TenantDirectory {
             .map_err(|_| AuthError::Malformed("payload is not base64url".into()))?;
         let unverified: TenantOnly = serde_json::from_slice(&payload)
             .map_err(|_| AuthError::Claims("missing tenant claim".into()))?;
-        let tenant =
-            TenantId::new(unverified.tenant).map_err(|e| AuthError::Claims(e.to_string()))?;
+        let tenant = TenantId::new(unverified.tenant).map_err(AuthError::ClaimId)?;
         // An unknown tenant looks like a bad signature: no tenant enumeration.
         let keys = self
             .read_keys()
@@ -317,9 +337,9 @@ fn identity(tenant: &TenantId, claims: Claims) -> Result<Identity, AuthError> {
     if claims.tenant != tenant.as_str() {
         return Err(AuthError::Claims("tenant changed".into()));
     }
-    let user = UserId::new(claims.sub).map_err(|e| AuthError::Claims(e.to_string()))?;
+    let user = UserId::new(claims.sub).map_err(AuthError::ClaimId)?;
     let device = match claims.device {
-        Some(d) => DeviceId::new(d).map_err(|e| AuthError::Claims(e.to_string()))?,
+        Some(d) => DeviceId::new(d).map_err(AuthError::ClaimId)?,
         None => DeviceId::default_device(),
     };
     Ok(Identity {
@@ -404,7 +424,7 @@ mod tests {
             serde_json::json!({"tenant":"acme","sub":"a b","exp":exp}),
             SECRET,
         );
-        assert!(matches!(d.verify(&bad_user), Err(AuthError::Claims(_))));
+        assert!(matches!(d.verify(&bad_user), Err(AuthError::ClaimId(_))));
         // alg: none, with and without a signature.
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         let payload =

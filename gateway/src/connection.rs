@@ -103,13 +103,22 @@ impl Drop for Session {
     }
 }
 
+/// Why a connection could not be prepared: its text is what the client is
+/// told, unchanged from the underlying error's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PrepareError {
+    #[error(transparent)]
+    Store(#[from] switchboard_store::StoreError),
+    #[error(transparent)]
+    Join(#[from] crate::hub::JoinError),
+}
+
 /// Registers the device (so every message it might miss from here on gets
 /// an inbox entry for it) and subscribes to the user's events.
-pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session, String> {
+pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session, PrepareError> {
     gw.store
         .register_device(&id.tenant, &id.user, &id.device)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let (tx, rx) = outbox(gw.config.limits.outbound_queue_bytes);
     let answered = Arc::new(AtomicU64::new(0));
     let registration = gw
@@ -121,8 +130,7 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
             tx.clone(),
             answered.clone(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(Session {
         gw: gw.clone(),
         parts: Some(SessionParts {

@@ -168,7 +168,7 @@ impl From<BlobError> for ApiError {
             BlobError::Exists => ErrorCode::Conflict,
             BlobError::Mismatch(_) => ErrorCode::InvalidRequest,
             BlobError::BadUrl(_) | BlobError::Expired => ErrorCode::Forbidden,
-            BlobError::Backend(_) => ErrorCode::Unavailable,
+            BlobError::Backend { .. } => ErrorCode::Unavailable,
         };
         if code == ErrorCode::Unavailable {
             tracing::warn!(error = %e, "blob storage");
@@ -186,7 +186,9 @@ impl From<KeyError> for ApiError {
             // Over the documented count (the schema's maxItems for one
             // upload): invalid, like any field out of bounds.
             KeyError::TooMany => ErrorCode::InvalidRequest,
-            KeyError::Contended | KeyError::Backbone(_) => ErrorCode::Unavailable,
+            KeyError::Contended | KeyError::Backbone(_) | KeyError::Undecodable { .. } => {
+                ErrorCode::Unavailable
+            }
         };
         if code == ErrorCode::Unavailable {
             tracing::warn!(error = %e, "key directory");
@@ -210,7 +212,9 @@ impl From<TenantError> for ApiError {
             TenantError::Invalid(_) => ErrorCode::InvalidRequest,
             TenantError::NotFound(_) => ErrorCode::NotFound,
             TenantError::Exists(_) | TenantError::Conflict(_) => ErrorCode::Conflict,
-            TenantError::Backbone(_) => ErrorCode::Unavailable,
+            TenantError::Backbone(_)
+            | TenantError::Undecodable { .. }
+            | TenantError::WatchEnded => ErrorCode::Unavailable,
         };
         Self::new(code, e.to_string())
     }

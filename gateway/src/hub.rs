@@ -116,7 +116,7 @@ pub struct Registration {
 
 #[derive(Debug, thiserror::Error)]
 #[error("subscribing to the user's events failed: {0}")]
-pub struct JoinError(String);
+pub struct JoinError(#[source] switchboard_backbone::Cause);
 
 impl Hub {
     pub(crate) fn new(
@@ -183,7 +183,7 @@ impl Hub {
             .client
             .subscribe(user_events(tenant, user))
             .await
-            .map_err(|e| JoinError(e.to_string()))?;
+            .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
         let conns: Conns = Arc::new(Mutex::new(vec![conn]));
         let task = tokio::spawn(dispatch(
             subscriber,
@@ -223,7 +223,7 @@ impl Hub {
             .client
             .flush()
             .await
-            .map_err(|e| JoinError(e.to_string()))?;
+            .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
         inner.presence.online(tenant, user).await;
         Ok(Registration { key, id })
     }
@@ -354,7 +354,7 @@ async fn listen(
         .client
         .subscribe(conversation_events(tenant, conversation))
         .await
-        .map_err(|e| JoinError(e.to_string()))?;
+        .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
     let listeners: Listeners = Arc::new(Mutex::new(HashMap::from([(user.clone(), conns)])));
     let task = tokio::spawn(dispatch_conversation(subscriber, listeners.clone()));
     conversations.insert(key, ConversationEntry { listeners, task });

@@ -42,8 +42,16 @@ pub enum KeyError {
     TooMany,
     #[error("the key directory is busy; try again")]
     Contended,
+    /// The keys bucket could not be read or written.
     #[error("key directory: {0}")]
-    Backbone(String),
+    Backbone(#[source] switchboard_backbone::Cause),
+    /// A stored entry that this release cannot read.
+    #[error("key directory: entry {key} does not decode: {source}")]
+    Undecodable {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// What the bucket holds per device.
@@ -122,8 +130,8 @@ pub struct KeyDirectory {
     kv: kv::Store,
 }
 
-fn nats(e: impl std::fmt::Display) -> KeyError {
-    KeyError::Backbone(e.to_string())
+fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> KeyError {
+    KeyError::Backbone(switchboard_backbone::cause(e))
 }
 
 fn device_key(tenant: &TenantId, user: &UserId, device: &DeviceId) -> String {
@@ -155,8 +163,11 @@ impl KeyDirectory {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let value = serde_json::from_slice(&entry.value)
-            .map_err(|e| KeyError::Backbone(format!("entry {key} does not decode: {e}")))?;
+        let value =
+            serde_json::from_slice(&entry.value).map_err(|source| KeyError::Undecodable {
+                key: key.to_owned(),
+                source,
+            })?;
         Ok(Some((value, entry.revision)))
     }
 

@@ -71,8 +71,35 @@ pub enum GatewayError {
     Limits(String),
     #[error("serving HTTP: {0}")]
     Io(#[from] std::io::Error),
+    /// A backbone call of the start-up failed; each kind of cause keeps
+    /// its own typed error, and all of them read "backbone: ..." as before.
     #[error("backbone: {0}")]
-    Backbone(String),
+    Backbone(#[from] switchboard_backbone::BackboneError),
+    #[error("backbone: {0}")]
+    Deploy(#[from] switchboard_plugin_host::deploy::DeployError),
+    #[error("backbone: {0}")]
+    Tenants(#[from] switchboard_backbone::records::tenants::TenantError),
+    #[error("backbone: {0}")]
+    PushTokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    /// A bucket could not be opened; `context` names it.
+    #[error("backbone: {context}: {source}")]
+    Bucket {
+        context: String,
+        #[source]
+        source: switchboard_backbone::Cause,
+    },
+}
+
+impl GatewayError {
+    fn bucket(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Bucket {
+            context: context.into(),
+            source: switchboard_backbone::cause(source),
+        }
+    }
 }
 
 impl Gateway {
@@ -110,9 +137,7 @@ impl Gateway {
             plugins.clone(),
         );
         hub.follow_fan_out_changes();
-        let deployer = Deployer::open(&js, plugins.clone())
-            .await
-            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        let deployer = Deployer::open(&js, plugins.clone()).await?;
         // Tenants of sb_tenants replace the file's from the first request
         // on, and every change after.
         let book = switchboard_backbone::records::tenants::TenantBook::default();
@@ -121,14 +146,10 @@ impl Gateway {
             &js,
             Arc::new(move |id, record| directory.apply_record(id, record)),
         )
-        .await
-        .map_err(|e| GatewayError::Backbone(e.to_string()))?;
-        let tenant_registry = switchboard_backbone::records::tenants::TenantRegistry::open(&js)
-            .await
-            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
-        let push_tokens = switchboard_backbone::records::push_tokens::PushTokens::open(&js)
-            .await
-            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        .await?;
+        let tenant_registry =
+            switchboard_backbone::records::tenants::TenantRegistry::open(&js).await?;
+        let push_tokens = switchboard_backbone::records::push_tokens::PushTokens::open(&js).await?;
         if let Some(local) = media.local.clone() {
             // Uploads a crash cut short leave `.part` files and claims;
             // a minute untouched is long past the body timeout.
@@ -140,13 +161,11 @@ impl Gateway {
                 }
             });
         }
-        let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
-            .await
-            .map_err(|e| GatewayError::Backbone(e.to_string()))?;
+        let refusals = switchboard_backbone::records::refusals::Refusals::open(&js).await?;
         let keys = js
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
-            .map_err(|e| GatewayError::Backbone(format!("key directory: {e}")))?;
+            .map_err(|e| GatewayError::bucket("key directory", e))?;
         let gateway = Arc::new(Self {
             config,
             tenants,

@@ -43,7 +43,7 @@ impl Presence {
         let open = |name: &'static str| async move {
             js.get_key_value(name)
                 .await
-                .map_err(|e| GatewayError::Backbone(format!("bucket {name}: {e}")))
+                .map_err(|e| GatewayError::bucket(format!("bucket {name}"), e))
         };
         let bucket = open(PRESENCE_BUCKET).await?;
         let presence = Arc::new(Self {

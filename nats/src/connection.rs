@@ -108,21 +108,24 @@ impl NatsConfig {
 
     fn addresses(&self) -> Result<Vec<ServerAddr>, BackboneError> {
         if self.servers.is_empty() {
-            return Err(self.refused("no NATS server given".into()));
+            return Err(self.refused("no NATS server given".into(), None));
         }
         self.servers
             .iter()
             .map(|s| {
-                s.parse::<ServerAddr>()
-                    .map_err(|e| self.refused(format!("{s:?} is not a NATS server URL: {e}")))
+                s.parse::<ServerAddr>().map_err(|e| {
+                    let reason = format!("{s:?} is not a NATS server URL: {e}");
+                    self.refused(reason, Some(crate::cause(e)))
+                })
             })
             .collect()
     }
 
-    fn refused(&self, reason: String) -> BackboneError {
+    fn refused(&self, reason: String, source: Option<crate::Cause>) -> BackboneError {
         BackboneError::Refused {
             servers: self.servers.join(","),
             reason,
+            source,
         }
     }
 
@@ -151,9 +154,10 @@ impl NatsConfig {
             }
             NatsAuth::Token(token) => options.token(token.clone()),
             NatsAuth::NKey(seed) => options.nkey(seed.clone()),
-            NatsAuth::Credentials(creds) => options
-                .credentials(creds)
-                .map_err(|e| self.refused(format!("the credentials file does not parse: {e}")))?,
+            NatsAuth::Credentials(creds) => options.credentials(creds).map_err(|e| {
+                let reason = format!("the credentials file does not parse: {e}");
+                self.refused(reason, Some(crate::cause(e)))
+            })?,
         };
         if let Some(ca) = &self.tls.ca_file {
             options = options.add_root_certificates(ca.clone());
@@ -191,19 +195,21 @@ pub async fn connect(config: &NatsConfig) -> Result<async_nats::Client, Backbone
         let tls = tls_refusal(&error);
         match error.kind() {
             ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
-                return Err(config.refused(format!(
+                let reason = format!(
                     "authorization violation: the server did not accept this process's {} ({error})",
                     config.auth.method()
-                )));
+                );
+                return Err(config.refused(reason, Some(crate::cause(error))));
             }
             ConnectErrorKind::Tls | ConnectErrorKind::ServerParse => {
-                return Err(config.refused(error.to_string()));
+                return Err(config.refused(error.to_string(), Some(crate::cause(error))));
             }
             // A TLS refusal arrives as an I/O error carrying the TLS
             // error: our certificate was not accepted, or theirs is not
             // trusted. Retrying would not change either.
             ConnectErrorKind::Io if tls.is_some() => {
-                return Err(config.refused(format!("TLS: {}", tls.unwrap_or_default())));
+                let reason = format!("TLS: {}", tls.unwrap_or_default());
+                return Err(config.refused(reason, Some(crate::cause(error))));
             }
             ConnectErrorKind::Dns
             | ConnectErrorKind::TimedOut

@@ -96,7 +96,10 @@ struct BucketFile {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, BackboneError> {
-    serde_json::from_str(json).map_err(|e| BackboneError::Definition(format!("{name}: {e}")))
+    serde_json::from_str(json).map_err(|e| BackboneError::Definition {
+        name: name.to_owned(),
+        source: crate::cause(e),
+    })
 }
 
 /// The ingest stream of one partition, `SB_INGEST_<p>`.
@@ -134,18 +137,16 @@ async fn retire_legacy_ingest(js: &jetstream::Context) -> Result<(), BackboneErr
     let info = legacy
         .info()
         .await
-        .map_err(|e| BackboneError::Nats(format!("stream {LEGACY_INGEST_STREAM}: {e}")))?;
+        .map_err(|e| BackboneError::nats(format!("stream {LEGACY_INGEST_STREAM}"), e))?;
     if info.state.messages > 0 {
-        return Err(BackboneError::Definition(format!(
-            "the stream {LEGACY_INGEST_STREAM} of an earlier release still holds {} commands; \
-             keep the earlier workers running until it is empty (stop the gateways first), \
-             then start this release",
-            info.state.messages
-        )));
+        return Err(BackboneError::LegacyStreamNotEmpty {
+            stream: LEGACY_INGEST_STREAM.to_owned(),
+            messages: info.state.messages,
+        });
     }
     js.delete_stream(LEGACY_INGEST_STREAM)
         .await
-        .map_err(|e| BackboneError::Nats(format!("deleting {LEGACY_INGEST_STREAM}: {e}")))?;
+        .map_err(|e| BackboneError::nats(format!("deleting {LEGACY_INGEST_STREAM}"), e))?;
     tracing::info!("deleted the empty stream {LEGACY_INGEST_STREAM} of an earlier release");
     Ok(())
 }
@@ -277,21 +278,21 @@ async fn check_defined(
     js: &jetstream::Context,
     config: &BackboneConfig,
 ) -> Result<(), BackboneError> {
-    let missing = |what: &str, e: &dyn std::fmt::Display| {
-        BackboneError::Definition(format!(
-            "{what} is not defined ({e}); start a process allowed to define the backbone (a worker) first"
-        ))
-    };
+    let missing =
+        |what: String, e: Box<dyn std::error::Error + Send + Sync>| BackboneError::NotDefined {
+            what,
+            source: crate::cause(e),
+        };
     for p in 0..config.partitions.max(1) {
         let name = ingest_stream_name(p);
         js.get_stream(&name)
             .await
-            .map_err(|e| missing(&format!("stream {name}"), &e))?;
+            .map_err(|e| missing(format!("stream {name}"), e.into()))?;
     }
     for name in [PUSH_STREAM, PUSH_DEAD_STREAM, PARKED_STREAM] {
         js.get_stream(name)
             .await
-            .map_err(|e| missing(&format!("stream {name}"), &e))?;
+            .map_err(|e| missing(format!("stream {name}"), e.into()))?;
     }
     for name in [
         NODES_BUCKET,
@@ -307,11 +308,11 @@ async fn check_defined(
     ] {
         js.get_key_value(name)
             .await
-            .map_err(|e| missing(&format!("bucket {name}"), &e))?;
+            .map_err(|e| missing(format!("bucket {name}"), e.into()))?;
     }
     js.get_object_store(PLUGIN_CODE_STORE)
         .await
-        .map_err(|e| missing(&format!("object store {PLUGIN_CODE_STORE}"), &e))?;
+        .map_err(|e| missing(format!("object store {PLUGIN_CODE_STORE}"), e.into()))?;
     Ok(())
 }
 
@@ -334,7 +335,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         let name = s.name.clone();
         js.create_or_update_stream(s)
             .await
-            .map_err(|e| BackboneError::Nats(format!("stream {name}: {e}")))?;
+            .map_err(|e| BackboneError::nats(format!("stream {name}"), e))?;
     }
     let buckets = [
         nodes_bucket(config)?,
@@ -352,7 +353,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         let name = b.bucket.clone();
         js.create_or_update_key_value(b)
             .await
-            .map_err(|e| BackboneError::Nats(format!("bucket {name}: {e}")))?;
+            .map_err(|e| BackboneError::nats(format!("bucket {name}"), e))?;
     }
     // An object store's settings are fixed at creation; creating it again
     // is a no-op when it exists.
@@ -360,7 +361,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
     if js.get_object_store(&code.bucket).await.is_err() {
         js.create_object_store(code)
             .await
-            .map_err(|e| BackboneError::Nats(format!("object store {PLUGIN_CODE_STORE}: {e}")))?;
+            .map_err(|e| BackboneError::nats(format!("object store {PLUGIN_CODE_STORE}"), e))?;
     }
     Ok(())
 }

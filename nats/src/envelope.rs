@@ -133,11 +133,11 @@ impl Command {
     pub fn encode(&self) -> Result<Bytes, BackboneError> {
         serde_json::to_vec(self)
             .map(Bytes::from)
-            .map_err(|e| BackboneError::Encoding(e.to_string()))
+            .map_err(BackboneError::encoding)
     }
 
     pub fn decode(payload: &[u8]) -> Result<Self, BackboneError> {
-        serde_json::from_slice(payload).map_err(|e| BackboneError::Encoding(e.to_string()))
+        serde_json::from_slice(payload).map_err(BackboneError::encoding)
     }
 }
 
@@ -248,8 +248,7 @@ pub enum Event {
 
 /// Encodes a stored message once for every member it is fanned out to.
 pub fn message_event(message: &Message) -> Result<(HeaderMap, Bytes), BackboneError> {
-    let json =
-        serde_json::to_string(message).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    let json = serde_json::to_string(message).map_err(BackboneError::encoding)?;
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "message");
     headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
@@ -281,14 +280,14 @@ pub fn listen_event(
         conversation_id: conversation_id.clone(),
         listen,
     };
-    let payload = serde_json::to_vec(&body).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    let payload = serde_json::to_vec(&body).map_err(BackboneError::encoding)?;
     Ok((headers, Bytes::from(payload)))
 }
 
 pub fn rejection_event(r: &Rejection) -> Result<(HeaderMap, Bytes), BackboneError> {
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "rejected");
-    let payload = serde_json::to_vec(r).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+    let payload = serde_json::to_vec(r).map_err(BackboneError::encoding)?;
     Ok((headers, Bytes::from(payload)))
 }
 
@@ -311,13 +310,13 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
                 conversation_id: b.conversation_id,
                 listen: b.listen,
             })
-            .map_err(|e| BackboneError::Encoding(e.to_string())),
+            .map_err(BackboneError::encoding),
         Some("rejected") => serde_json::from_slice(&msg.payload)
             .map(Event::Rejected)
-            .map_err(|e| BackboneError::Encoding(e.to_string())),
-        other => Err(BackboneError::Encoding(format!(
-            "unknown event kind {other:?}"
-        ))),
+            .map_err(BackboneError::encoding),
+        other => Err(BackboneError::UnknownEvent {
+            kind: other.map(str::to_owned),
+        }),
     }
 }
 

@@ -7,24 +7,25 @@ use bytes::Bytes;
 
 /// Writes `value` at `key` if the key is still at `revision` (0: absent or
 /// never written). `Ok(false)` when another writer got there first: read
-/// again and retry.
+/// again and retry. Any other failure is the client's error, kept whole
+/// for the caller's error type.
 pub async fn write_if(
     kv: &kv::Store,
     key: &str,
     value: Bytes,
     revision: u64,
-) -> Result<bool, String> {
+) -> Result<bool, crate::Cause> {
     if revision == 0 {
         match kv.create(key, value).await {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(crate::cause(e)),
         }
     } else {
         match kv.update(key, value, revision).await {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(crate::cause(e)),
         }
     }
 }

@@ -76,12 +76,17 @@ impl Lease {
         value: Bytes,
         ttl: Duration,
     ) -> Result<Option<Lease>, BackboneError> {
-        let nats = |e: &dyn std::fmt::Display| BackboneError::Nats(format!("lease {key}: {e}"));
+        let nats = |e: Box<dyn std::error::Error + Send + Sync>| {
+            BackboneError::nats(format!("lease {key}"), e)
+        };
         let sent_at = Instant::now();
         let revision = match kv.create(key, value.clone()).await {
             Ok(revision) => revision,
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                let Some(ours) = own_revision(kv, key, &value).await.map_err(|e| nats(&e))? else {
+                let Some(ours) = own_revision(kv, key, &value)
+                    .await
+                    .map_err(|e| nats(e.into()))?
+                else {
                     return Ok(None);
                 };
                 match kv.update(key, value.clone(), ours).await {
@@ -89,10 +94,10 @@ impl Lease {
                     Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                         return Ok(None);
                     }
-                    Err(e) => return Err(nats(&e)),
+                    Err(e) => return Err(nats(e.into())),
                 }
             }
-            Err(e) => return Err(nats(&e)),
+            Err(e) => return Err(nats(e.into())),
         };
         Ok(Some(Lease {
             kv: kv.clone(),

@@ -87,7 +87,7 @@ impl IdGenerator {
         tracing::info!(node, "leased Snowflake node id");
         let state = Arc::new(Mutex::new(State {
             generator: SnowflakeGenerator::new(node)
-                .map_err(|e| BackboneError::Exhausted(e.to_string()))?,
+                .map_err(|source| BackboneError::NodeId { source })?,
             valid_until: lease.valid_until(),
         }));
         let renewer = tokio::spawn(renew(kv, owner, ttl, lease, state.clone()));

@@ -27,12 +27,14 @@ pub enum DeployError {
     Conflict,
     #[error("no plugin is deployed for this hook")]
     NotDeployed,
+    /// The plugins bucket or the code store failed, or a record did not
+    /// encode: the client's or serde's error, kept whole.
     #[error("the backbone: {0}")]
-    Backbone(String),
+    Backbone(#[source] switchboard_backbone::Cause),
 }
 
-fn backbone(e: impl std::fmt::Display) -> DeployError {
-    DeployError::Backbone(e.to_string())
+fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployError {
+    DeployError::Backbone(switchboard_backbone::cause(e))
 }
 
 /// One entry of a hook's version list, newest first.
@@ -194,10 +196,7 @@ impl Deployer {
             hook,
             active,
             running_here: running.as_ref().map(|l| l.revision),
-            load_error_here: running
-                .as_deref()
-                .and_then(|l| l.load_error())
-                .map(str::to_owned),
+            load_error_here: running.as_deref().and_then(|l| l.load_error()),
             counts_here: running.as_deref().map(|l| l.counts()),
             versions,
         })

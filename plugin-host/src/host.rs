@@ -45,13 +45,31 @@ enum Pre {
 pub enum CompileError {
     #[error("the component is {size} bytes, over the limit of {max}")]
     TooLarge { size: usize, max: usize },
+    /// The bytes are not a component at all (the header check says why;
+    /// there is no underlying error).
     #[error("not a WebAssembly component: {0}")]
     NotAComponent(String),
+    /// The engine could not read the component. `message` is its error
+    /// with the whole chain, as shown; `source` is that error.
+    #[error("not a WebAssembly component: {message}")]
+    Unreadable {
+        message: String,
+        #[source]
+        source: switchboard_backbone::Cause,
+    },
+    /// The made-up input of the trial call did not build (our bug, not
+    /// the component's); it reads as it always did.
+    #[error("not a WebAssembly component: {0}")]
+    TrialInput(#[source] switchboard_protocol::ids::IdError),
+    /// `detail` is the linker's error with its whole chain, as shown;
+    /// `source` is that error.
     #[error("the component does not fit the {hook} hook (world {world}): {detail}")]
     WrongWorld {
         hook: Hook,
         world: &'static str,
         detail: String,
+        #[source]
+        source: switchboard_backbone::Cause,
     },
     #[error("the component failed its trial call: {0}")]
     TrialCall(CallError),
@@ -122,15 +140,17 @@ pub struct PluginHost {
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the plugin engine: {0}")]
-pub struct HostError(String);
+pub struct HostError(#[source] switchboard_backbone::Cause);
 
 /// Longest reason a plugin may give; longer ones are cut.
 const MAX_REASON_BYTES: usize = 512;
 
 impl PluginHost {
     pub fn new(limits: PluginLimits) -> Result<Self, HostError> {
-        let engine = engine::engine(&limits).map_err(|e| HostError(e.to_string()))?;
-        let ticker = Ticker::start(engine.clone()).map_err(|e| HostError(e.to_string()))?;
+        let engine =
+            engine::engine(&limits).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
+        let ticker =
+            Ticker::start(engine.clone()).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
         Ok(Self {
             permits: Permits::new(limits.pool_size),
             engine,
@@ -165,12 +185,16 @@ impl PluginHost {
         if let Some(c) = self.lock_compiled().get(&key) {
             return Ok(c.clone());
         }
-        let component = Component::from_binary(&self.engine, bytes)
-            .map_err(|e| CompileError::NotAComponent(format!("{e:#}")))?;
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| CompileError::Unreadable {
+                message: format!("{e:#}"),
+                source: switchboard_backbone::cause(e),
+            })?;
         let wrong = |e: wasmtime::Error| CompileError::WrongWorld {
             hook,
             world: hook.world(),
             detail: format!("{e:#}"),
+            source: switchboard_backbone::cause(e),
         };
         let mut linker = Linker::new(&self.engine);
         wit::add_host_to_linker(&mut linker).map_err(wrong)?;
@@ -203,7 +227,7 @@ impl PluginHost {
     ) -> Result<Arc<Compiled>, CompileError> {
         let compiled = self.compile(hook, bytes)?;
         let config = Arc::new(config.clone());
-        let trial = Trial::new().map_err(CompileError::NotAComponent)?;
+        let trial = Trial::new().map_err(CompileError::TrialInput)?;
         let (tenant, user, conversation) =
             (&trial.tenant, &trial.user, &trial.message.conversation_id);
         let result = match hook {
@@ -509,19 +533,18 @@ struct Trial {
 }
 
 impl Trial {
-    fn new() -> Result<Self, String> {
+    fn new() -> Result<Self, switchboard_protocol::ids::IdError> {
         use switchboard_protocol::{ClientMsgId, DeviceId, Message, MessageId, Timestamp};
-        let e = |e: switchboard_protocol::ids::IdError| e.to_string();
-        let user = UserId::new("trial-user").map_err(e)?;
+        let user = UserId::new("trial-user")?;
         Ok(Self {
-            tenant: TenantId::new("trial").map_err(e)?,
+            tenant: TenantId::new("trial")?,
             message: Message {
                 message_id: MessageId::from_u64(1),
-                conversation_id: ConversationId::new("trial-conversation").map_err(e)?,
+                conversation_id: ConversationId::new("trial-conversation")?,
                 seq: 1,
                 sender_id: user.clone(),
                 sender_device: DeviceId::default_device(),
-                client_msg_id: ClientMsgId::new("trial").map_err(e)?,
+                client_msg_id: ClientMsgId::new("trial")?,
                 content: Some(Content::Text {
                     text: "hello".into(),
                 }),

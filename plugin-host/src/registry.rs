@@ -21,7 +21,7 @@ use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
 use tokio::io::AsyncReadExt;
 
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
-use crate::host::{self, CallError, Compiled, Counts, PluginHost, Verdict};
+use crate::host::{self, CallError, CompileError, Compiled, Counts, PluginHost, Verdict};
 
 /// What moderation does when its plugin fails. The other hooks always
 /// fall back to the built-in default.
@@ -81,7 +81,7 @@ pub struct Loaded {
     /// `Err` when this process could not load the version (the object is
     /// missing or corrupt, or over this process's limits): every call
     /// fails, so the hook's failure policy answers, as for any failure.
-    compiled: Result<Arc<Compiled>, String>,
+    compiled: Result<Arc<Compiled>, LoadError>,
     config: Arc<BTreeMap<String, String>>,
     /// Calls of this version here, and those its failure policy answered.
     calls: AtomicU64,
@@ -114,15 +114,38 @@ impl Loaded {
     }
 
     /// Why this process cannot run the version, if it cannot.
-    pub fn load_error(&self) -> Option<&str> {
-        self.compiled.as_ref().err().map(String::as_str)
+    pub fn load_error(&self) -> Option<String> {
+        self.compiled.as_ref().err().map(ToString::to_string)
     }
+}
+
+/// Why this process could not load a version. Kept with the version: its
+/// text is shown in the hook's listing and carried by every call's
+/// `NotLoaded`, the error itself stays for the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("fetching the component: {0}")]
+    Fetch(#[source] jetstream::object_store::GetError),
+    #[error("reading the component: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the stored component does not match its digest")]
+    DigestMismatch,
+    /// The compiling task did not finish (it panicked).
+    #[error("compiling: {0}")]
+    Join(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// The plugins bucket or the code store could not be read.
     #[error("plugin registry: {0}")]
-    Backbone(String),
+    Backbone(#[source] switchboard_backbone::Cause),
+    /// The watch that loads the active versions ended before they were all
+    /// read.
+    #[error("plugin registry: the watch of sb_plugins ended")]
+    WatchEnded,
 }
 
 pub struct Plugins {
@@ -275,7 +298,7 @@ impl Plugins {
             // Logged once, when it was installed.
             Err(why) => {
                 loaded.failures.fetch_add(1, Ordering::Relaxed);
-                return Err(CallError::NotLoaded(why.clone()));
+                return Err(CallError::NotLoaded(why.to_string()));
             }
         };
         let started = std::time::Instant::now();
@@ -323,26 +346,29 @@ impl Plugins {
         self: &Arc<Self>,
         js: &jetstream::Context,
     ) -> Result<tokio::task::JoinHandle<()>, RegistryError> {
-        let err = |e: &dyn std::fmt::Display| RegistryError::Backbone(e.to_string());
+        let err = |e: Box<dyn std::error::Error + Send + Sync>| {
+            RegistryError::Backbone(switchboard_backbone::cause(e))
+        };
         let bucket = js
             .get_key_value(PLUGINS_BUCKET)
             .await
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         let code = js
             .get_object_store(PLUGIN_CODE_STORE)
             .await
-            .map_err(|e| err(&e))?;
-        let mut pending = bucket.status().await.map_err(|e| err(&e))?.values();
-        let mut watch = bucket.watch_with_history(">").await.map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
+        let mut pending = bucket.status().await.map_err(|e| err(e.into()))?.values();
+        let mut watch = bucket
+            .watch_with_history(">")
+            .await
+            .map_err(|e| err(e.into()))?;
         // Until `pending` reaches zero this replays the latest entry of
         // every key; then it is live.
         while pending > 0 {
             let Some(entry) = watch.next().await else {
-                return Err(RegistryError::Backbone(
-                    "the watch of sb_plugins ended".into(),
-                ));
+                return Err(RegistryError::WatchEnded);
             };
-            let entry = entry.map_err(|e| err(&e))?;
+            let entry = entry.map_err(|e| err(e.into()))?;
             pending = entry.delta;
             self.apply(&code, entry).await;
         }
@@ -435,18 +461,18 @@ impl Plugins {
         tenant: &TenantId,
         hook: Hook,
         record: &VersionRecord,
-    ) -> Result<Arc<Compiled>, String> {
+    ) -> Result<Arc<Compiled>, LoadError> {
         let mut object = code
             .get(object_name(tenant, &record.digest))
             .await
-            .map_err(|e| format!("fetching the component: {e}"))?;
+            .map_err(LoadError::Fetch)?;
         let mut bytes = Vec::with_capacity(record.size as usize);
         object
             .read_to_end(&mut bytes)
             .await
-            .map_err(|e| format!("reading the component: {e}"))?;
+            .map_err(LoadError::Read)?;
         if host::digest(&bytes) != record.digest {
-            return Err("the stored component does not match its digest".into());
+            return Err(LoadError::DigestMismatch);
         }
         self.compile_off_runtime(hook, bytes).await
     }
@@ -456,11 +482,12 @@ impl Plugins {
         self: &Arc<Self>,
         hook: Hook,
         bytes: Vec<u8>,
-    ) -> Result<Arc<Compiled>, String> {
+    ) -> Result<Arc<Compiled>, LoadError> {
         let plugins = self.clone();
-        tokio::task::spawn_blocking(move || plugins.host.compile(hook, &bytes))
-            .await
-            .map_err(|e| format!("compiling: {e}"))?
-            .map_err(|e| e.to_string())
+        Ok(
+            tokio::task::spawn_blocking(move || plugins.host.compile(hook, &bytes))
+                .await
+                .map_err(LoadError::Join)??,
+        )
     }
 }

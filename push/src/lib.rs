@@ -72,14 +72,37 @@ impl Default for PushConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
+    /// A bucket, stream or consumer could not be opened: the client's
+    /// error, kept whole.
     #[error("push: {0}")]
-    Backbone(String),
+    Backbone(#[source] switchboard_backbone::Cause),
+    /// The consumer definitions do not parse.
+    #[error("push: {0}")]
+    Definition(#[from] switchboard_backbone::BackboneError),
+    #[error("push: {0}")]
+    Tokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
     #[error("push HTTP client: {0}")]
-    Client(String),
+    Client(#[from] reqwest::Error),
 }
 
-fn nats(e: impl std::fmt::Display) -> PushError {
-    PushError::Backbone(e.to_string())
+fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushError {
+    PushError::Backbone(switchboard_backbone::cause(e))
+}
+
+/// Why checking a message's push deliveries failed; logged, and the job
+/// comes again. Each cause reads as its own error did.
+#[derive(Debug, thiserror::Error)]
+enum DeliverError {
+    #[error(transparent)]
+    Store(#[from] switchboard_store::StoreError),
+    #[error(transparent)]
+    Tokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    #[error(transparent)]
+    Encoding(#[from] serde_json::Error),
+    #[error(transparent)]
+    Publish(#[from] jetstream::context::PublishError),
+    #[error(transparent)]
+    Collapse(#[from] kv::EntryError),
 }
 
 struct Ctx {
@@ -101,14 +124,13 @@ pub async fn start(
     config: PushConfig,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, PushError> {
     let ctx = Arc::new(Ctx {
-        tokens: PushTokens::open(&js).await.map_err(nats)?,
+        tokens: PushTokens::open(&js).await?,
         collapse: js.get_key_value(PUSH_COLLAPSE_BUCKET).await.map_err(nats)?,
         clients: Clients::new(
             config.timeout,
             config.extra_root_pem.as_deref(),
             config.allow_private_targets,
-        )
-        .map_err(|e| PushError::Client(e.to_string()))?,
+        )?,
         fcm: providers::fcm::Fcm::default(),
         apns: providers::apns::Apns::default(),
         js,
@@ -116,7 +138,7 @@ pub async fn start(
         tenants,
     });
     let stream = ctx.js.get_stream(PUSH_STREAM).await.map_err(nats)?;
-    let [deliver, send] = push_consumers().map_err(nats)?;
+    let [deliver, send] = push_consumers()?;
     let mut tasks = Vec::new();
     for (consumer_config, is_send) in [(deliver, false), (send, true)] {
         let name = consumer_config.durable_name.clone().unwrap_or_default();
@@ -237,7 +259,7 @@ async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
 }
 
 /// The send jobs of one message; how many went out.
-async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
+async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     let Some(record) = with_push(ctx, &job.tenant) else {
         return Ok(0);
     };
@@ -251,8 +273,7 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
             conversation_id: job.conversation_id.clone(),
             message_id: job.message_id,
         }])
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let Some(Some(message)) = found.into_iter().next() else {
         return Ok(0);
     };
@@ -262,11 +283,7 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
     let (title, body) = preview(settings.preview, &message);
     let mut sent = 0;
     for user in job.recipients.iter().filter(|u| **u != job.sender) {
-        let devices = ctx
-            .tokens
-            .devices(&job.tenant, user)
-            .await
-            .map_err(|e| e.to_string())?;
+        let devices = ctx.tokens.devices(&job.tenant, user).await?;
         for (device, token) in devices {
             if !undelivered(ctx, job, user, &device).await?
                 || !first_in_window(ctx, job, user, &device, settings.collapse_ms).await?
@@ -286,13 +303,11 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, String> {
                 title: title.clone(),
                 body: body.clone(),
             };
-            let bytes = serde_json::to_vec(&send).map_err(|e| e.to_string())?;
+            let bytes = serde_json::to_vec(&send)?;
             ctx.js
                 .publish(send_subject(&job.tenant), bytes.into())
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?
+                .await?;
             sent += 1;
         }
     }
@@ -322,7 +337,7 @@ async fn undelivered(
     job: &MessageJob,
     user: &UserId,
     device: &DeviceId,
-) -> Result<bool, String> {
+) -> Result<bool, DeliverError> {
     let next = ctx
         .store
         .inbox(
@@ -335,8 +350,7 @@ async fn undelivered(
             }),
             1,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(next
         .first()
         .is_some_and(|m| m.conversation_id == job.conversation_id && m.seq == job.seq))
@@ -350,7 +364,7 @@ async fn first_in_window(
     user: &UserId,
     device: &DeviceId,
     window_ms: u64,
-) -> Result<bool, String> {
+) -> Result<bool, DeliverError> {
     let key = format!(
         "{}.{}.{}.{}",
         part(job.tenant.as_str()),
@@ -360,7 +374,7 @@ async fn first_in_window(
     );
     let now = Timestamp::now().unix_ms();
     let value = now.to_string();
-    match ctx.collapse.entry(&key).await.map_err(|e| e.to_string())? {
+    match ctx.collapse.entry(&key).await? {
         Some(e) if e.operation == kv::Operation::Put => {
             let last: i64 = std::str::from_utf8(&e.value)
                 .ok()

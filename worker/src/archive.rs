@@ -105,14 +105,24 @@ async fn scan(ctx: &Ctx, config: &ArchiveConfig) {
     }
 }
 
-async fn request(ctx: &Ctx, bucket: &BucketKey) -> Result<(), String> {
+/// Why an archive request was not published; logged, and the next scan
+/// retries. Each cause reads as its own error did.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error(transparent)]
+    Encoding(#[from] serde_json::Error),
+    #[error(transparent)]
+    Publish(#[from] async_nats::jetstream::context::PublishError),
+}
+
+async fn request(ctx: &Ctx, bucket: &BucketKey) -> Result<(), RequestError> {
     let partition = partition_of(
         &bucket.tenant,
         &bucket.conversation_id,
         ctx.config.partitions,
     );
     let subject = ingest(partition, &bucket.tenant, &bucket.conversation_id);
-    let payload = serde_json::to_vec(bucket).map_err(|e| e.to_string())?;
+    let payload = serde_json::to_vec(bucket)?;
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_MAINTENANCE, ARCHIVE_REQUEST);
     let id = format!(
@@ -127,10 +137,8 @@ async fn request(ctx: &Ctx, bucket: &BucketKey) -> Result<(), String> {
                 .payload(payload.into())
                 .headers(headers),
         )
-        .await
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?
+        .await?;
     Ok(())
 }
 

@@ -73,14 +73,32 @@ impl WorkerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// The writer saw its consumer lose or skip deliveries, or end: it
+    /// starts over. There is no underlying error; the message says what
+    /// was seen.
     #[error("NATS: {0}")]
-    Nats(String),
+    StartOver(String),
+    /// The refused-sends bucket could not be opened. (It reads "NATS: NATS:
+    /// ...", as it did when the backbone error was turned into this string.)
+    #[error("NATS: {0}")]
+    Refusals(#[source] BackboneError),
     #[error(transparent)]
     Backbone(#[from] BackboneError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("partition lease no longer valid")]
     LeaseLost,
+}
+
+impl WorkerError {
+    /// A failed NATS call, as the backbone's own error (which reads "NATS:
+    /// {context}: {source}", as this crate's did).
+    pub(crate) fn nats(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Backbone(BackboneError::nats(context, source))
+    }
 }
 
 pub(crate) struct Ctx {
@@ -123,10 +141,10 @@ pub async fn run(
     let bucket = js
         .get_key_value(WORKERS_BUCKET)
         .await
-        .map_err(|e| WorkerError::Nats(format!("bucket {WORKERS_BUCKET}: {e}")))?;
+        .map_err(|e| WorkerError::nats(format!("bucket {WORKERS_BUCKET}"), e))?;
     let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
         .await
-        .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        .map_err(WorkerError::Refusals)?;
     let ctx = Arc::new(Ctx {
         leader: std::sync::atomic::AtomicBool::new(false),
         refusals,
@@ -143,7 +161,7 @@ pub async fn run(
         async move {
             js.get_key_value(name)
                 .await
-                .map_err(|e| WorkerError::Nats(format!("bucket {name}: {e}")))
+                .map_err(|e| WorkerError::nats(format!("bucket {name}"), e))
         }
     };
     let presence_view =

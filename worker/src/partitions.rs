@@ -85,21 +85,30 @@ async fn live_workers(bucket: &kv::Store) -> Option<usize> {
         .flatten()
 }
 
+/// Why taking a lease failed; logged, and tried again.
+#[derive(Debug, thiserror::Error)]
+enum AcquireError {
+    #[error(transparent)]
+    Backbone(#[from] switchboard_backbone::BackboneError),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
 /// [`Lease::try_acquire`], bounded like a renewal.
 async fn acquire(
     bucket: &kv::Store,
     key: &str,
     value: Bytes,
     ttl: Duration,
-) -> Result<Option<Lease>, String> {
+) -> Result<Option<Lease>, AcquireError> {
     match tokio::time::timeout(
         LEASE_WRITE_TIMEOUT,
         Lease::try_acquire(bucket, key, value, ttl),
     )
     .await
     {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {LEASE_WRITE_TIMEOUT:?}")),
+        Ok(result) => Ok(result?),
+        Err(_) => Err(AcquireError::Timeout(LEASE_WRITE_TIMEOUT)),
     }
 }
 

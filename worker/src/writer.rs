@@ -20,6 +20,7 @@ use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::stream::ConsumerErrorKind;
 use bytes::Bytes;
 use futures::StreamExt;
+use switchboard_backbone::cause;
 use switchboard_backbone::definitions::{
     ingest_stream_name, writer_consumer, writer_consumer_name,
 };
@@ -59,7 +60,7 @@ pub(crate) async fn run_partition(
         .js
         .get_stream(&stream_name)
         .await
-        .map_err(|e| WorkerError::Nats(format!("get stream {stream_name}: {e}")))?;
+        .map_err(|e| WorkerError::nats(format!("get stream {stream_name}"), e))?;
     // A fresh consumer for every new owner: it starts at the first
     // unacked command, in stream order. Reusing the old one would deliver
     // new commands before the old owner's unacked ones came back after
@@ -77,15 +78,16 @@ pub(crate) async fn run_partition(
             if matches!(e.kind(), ConsumerErrorKind::JetStream(ref j)
                 if j.error_code() == jetstream::ErrorCode::CONSUMER_NOT_FOUND) => {}
         Err(e) => {
-            return Err(WorkerError::Nats(format!(
-                "delete the old consumer {name}: {e}"
-            )));
+            return Err(WorkerError::nats(
+                format!("delete the old consumer {name}"),
+                e,
+            ));
         }
     }
     let consumer: PullConsumer = stream
         .create_consumer_strict(writer_consumer(partition)?)
         .await
-        .map_err(|e| WorkerError::Nats(format!("create consumer {name}: {e}")))?;
+        .map_err(|e| WorkerError::nats(format!("create consumer {name}"), e))?;
     let mut consumer = consumer;
     co_locate(&ctx, &stream, &mut consumer, partition).await;
     let messages = consumer
@@ -97,7 +99,7 @@ pub(crate) async fn run_partition(
         .expires(Duration::from_secs(30))
         .messages()
         .await
-        .map_err(|e| WorkerError::Nats(format!("consume {name}: {e}")))?;
+        .map_err(|e| WorkerError::nats(format!("consume {name}"), e))?;
     let mut chunks = messages.ready_chunks(ctx.config.max_batch);
     let mut sequencer = Sequencer::new(
         ctx.config.cache_limit,
@@ -138,7 +140,7 @@ pub(crate) async fn run_partition(
                     let info = tokio::time::timeout(Duration::from_secs(2), consumer.info()).await;
                     match info {
                         Ok(Ok(info)) if info.delivered.consumer_sequence > received => {
-                            return Err(WorkerError::Nats(format!(
+                            return Err(WorkerError::StartOver(format!(
                                 "reconnected to NATS with deliveries of {name} lost; starting over"
                             )));
                         }
@@ -153,7 +155,7 @@ pub(crate) async fn run_partition(
             }
         };
         let Some(chunk) = chunk else {
-            return Err(WorkerError::Nats(format!("consumer {name} ended")));
+            return Err(WorkerError::StartOver(format!("consumer {name} ended")));
         };
         let mut batch = Vec::with_capacity(chunk.len());
         for item in chunk {
@@ -162,7 +164,7 @@ pub(crate) async fn run_partition(
                     if let Ok(info) = m.info() {
                         let seq = info.consumer_sequence;
                         if seq > received + 1 {
-                            return Err(WorkerError::Nats(format!(
+                            return Err(WorkerError::StartOver(format!(
                                 "consumer {name} skipped deliveries {}..{seq}; starting over",
                                 received + 1
                             )));
@@ -189,7 +191,7 @@ pub(crate) async fn run_partition(
                         // come back only after `ack_wait`), so the writer
                         // restarts instead and makes a fresh consumer, which
                         // starts at the first unacked command.
-                        _ => return Err(WorkerError::Nats(format!("consumer {name}: {e}"))),
+                        _ => return Err(WorkerError::nats(format!("consumer {name}"), e)),
                     }
                 }
             }
@@ -442,9 +444,9 @@ async fn park(ctx: &Ctx, m: &jetstream::Message, error: &SequenceError) -> Resul
         .js
         .publish_with_headers(subject.clone(), headers, m.payload.clone())
         .await
-        .map_err(|e| WorkerError::Nats(format!("parking a command: {e}")))?
+        .map_err(|e| WorkerError::nats("parking a command", e))?
         .await
-        .map_err(|e| WorkerError::Nats(format!("parking a command: {e}")))?;
+        .map_err(|e| WorkerError::nats("parking a command", e))?;
     tracing::error!(
         %error,
         parked = %subject,
@@ -555,7 +557,7 @@ async fn fan_out(
     recipients: Vec<UserId>,
     route: Route,
     (headers, payload): (HeaderMap, Bytes),
-) -> Result<(), String> {
+) -> Result<(), async_nats::PublishError> {
     let subjects: Vec<String> = match route {
         Route::Users => recipients.iter().map(|u| user_events(tenant, u)).collect(),
         Route::Conversation => vec![conversation_events(tenant, conversation)],
@@ -567,7 +569,7 @@ async fn fan_out(
             .publish_with_headers(subject, headers.clone(), payload.clone())
             .await
         {
-            result = Err(e.to_string());
+            result = Err(e);
         }
     }
     result
@@ -623,18 +625,17 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     push_job(ctx, &tenant, &message, &recipients).await;
                 }
                 match message_event(&message) {
-                    Ok(event) => {
-                        fan_out(
-                            ctx,
-                            &tenant,
-                            &message.conversation_id,
-                            recipients,
-                            route,
-                            event,
-                        )
-                        .await
-                    }
-                    Err(e) => Err(e.to_string()),
+                    Ok(event) => fan_out(
+                        ctx,
+                        &tenant,
+                        &message.conversation_id,
+                        recipients,
+                        route,
+                        event,
+                    )
+                    .await
+                    .map_err(cause),
+                    Err(e) => Err(cause(e)),
                 }
             }
             Outcome::Update {
@@ -652,7 +653,9 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 );
                 let conversation = message.conversation_id.clone();
                 let event = frame_event(&ServerFrame::MessageUpdated { message });
-                fan_out(ctx, &tenant, &conversation, recipients, route, event).await
+                fan_out(ctx, &tenant, &conversation, recipients, route, event)
+                    .await
+                    .map_err(cause)
             }
             Outcome::Listen {
                 tenant,
@@ -660,10 +663,10 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 users,
                 listen,
             } => match listen_event(&conversation_id, listen) {
-                Ok(event) => {
-                    fan_out(ctx, &tenant, &conversation_id, users, Route::Users, event).await
-                }
-                Err(e) => Err(e.to_string()),
+                Ok(event) => fan_out(ctx, &tenant, &conversation_id, users, Route::Users, event)
+                    .await
+                    .map_err(cause),
+                Err(e) => Err(cause(e)),
             },
             Outcome::Reject {
                 tenant,
@@ -676,8 +679,8 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                         .client
                         .publish_with_headers(user_events(&tenant, &sender), headers, payload)
                         .await
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
+                        .map_err(cause),
+                    Err(e) => Err(cause(e)),
                 }
             }
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
@@ -685,8 +688,8 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     .client
                     .publish(subject, body.into())
                     .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                    .map_err(cause),
+                Err(e) => Err(cause(e)),
             },
         };
         if let Err(e) = result {

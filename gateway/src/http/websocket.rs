@@ -47,7 +47,7 @@ pub(super) async fn upgrade(
     // Subscribed before the upgrade is answered: see `connection::Session`.
     let session = connection::prepare(&gw, &identity).await.map_err(|e| {
         tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
-        ApiError::new(ErrorCode::Unavailable, e)
+        ApiError::new(ErrorCode::Unavailable, e.to_string())
     })?;
     let limits = &gw.config.limits;
     Ok(upgrade

@@ -24,14 +24,16 @@ type Devices = BTreeMap<DeviceId, DeviceToken>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushTokenError {
+    /// The push tokens bucket could not be read or written, or holds a
+    /// record that does not decode.
     #[error("push tokens: {0}")]
-    Backbone(String),
+    Backbone(#[source] crate::Cause),
     #[error("push tokens of this user are changing too fast; try again")]
     Contended,
 }
 
-fn nats(e: impl std::fmt::Display) -> PushTokenError {
-    PushTokenError::Backbone(e.to_string())
+fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushTokenError {
+    PushTokenError::Backbone(crate::cause(e))
 }
 
 #[derive(Clone)]

@@ -52,17 +52,16 @@ impl Refusals {
         let kv = js
             .get_key_value(REFUSED_BUCKET)
             .await
-            .map_err(|e| BackboneError::Nats(format!("bucket {REFUSED_BUCKET}: {e}")))?;
+            .map_err(|e| BackboneError::nats(format!("bucket {REFUSED_BUCKET}"), e))?;
         Ok(Self { kv })
     }
 
     pub async fn record(&self, send: &SendKey<'_>, refusal: &Refusal) -> Result<(), BackboneError> {
-        let body =
-            serde_json::to_vec(refusal).map_err(|e| BackboneError::Encoding(e.to_string()))?;
+        let body = serde_json::to_vec(refusal).map_err(BackboneError::encoding)?;
         self.kv
             .put(send.key(), body.into())
             .await
-            .map_err(|e| BackboneError::Nats(format!("recording a refusal: {e}")))?;
+            .map_err(|e| BackboneError::nats("recording a refusal", e))?;
         Ok(())
     }
 
@@ -71,11 +70,11 @@ impl Refusals {
             .kv
             .get(send.key())
             .await
-            .map_err(|e| BackboneError::Nats(format!("reading a refusal: {e}")))?;
+            .map_err(|e| BackboneError::nats("reading a refusal", e))?;
         match entry {
             Some(body) => serde_json::from_slice(&body)
                 .map(Some)
-                .map_err(|e| BackboneError::Encoding(e.to_string())),
+                .map_err(BackboneError::encoding),
             None => Ok(None),
         }
     }

@@ -362,12 +362,23 @@ pub enum TenantError {
     Exists(String),
     #[error("tenant {0} was changed by someone else meanwhile; try again")]
     Conflict(String),
+    /// The tenants bucket could not be read or written.
     #[error("tenants: {0}")]
-    Backbone(String),
+    Backbone(#[source] crate::Cause),
+    /// A stored tenant record that this release cannot read.
+    #[error("tenants: tenant {id} does not decode: {source}")]
+    Undecodable {
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The watch that loads the tenants ended before they were all read.
+    #[error("tenants: the watch of sb_tenants ended")]
+    WatchEnded,
 }
 
-fn nats(e: impl std::fmt::Display) -> TenantError {
-    TenantError::Backbone(e.to_string())
+fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TenantError {
+    TenantError::Backbone(crate::cause(e))
 }
 
 /// Reads and changes tenants.
@@ -395,8 +406,11 @@ impl TenantRegistry {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let record = serde_json::from_slice(&entry.value)
-            .map_err(|e| TenantError::Backbone(format!("tenant {id} does not decode: {e}")))?;
+        let record =
+            serde_json::from_slice(&entry.value).map_err(|source| TenantError::Undecodable {
+                id: id.to_string(),
+                source,
+            })?;
         Ok(Some((record, entry.revision)))
     }
 
@@ -613,9 +627,7 @@ impl TenantBook {
         let mut watch = bucket.watch_with_history(">").await.map_err(nats)?;
         while pending > 0 {
             let Some(entry) = watch.next().await else {
-                return Err(TenantError::Backbone(
-                    "the watch of sb_tenants ended".into(),
-                ));
+                return Err(TenantError::WatchEnded);
             };
             let entry = entry.map_err(nats)?;
             pending = entry.delta;

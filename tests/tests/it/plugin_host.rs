@@ -190,6 +190,16 @@ fn components_that_do_not_fit_are_refused_with_a_clear_error() {
         .validate(Hook::Moderation, core_module, &none)
         .unwrap_err();
     assert!(matches!(err, CompileError::NotAComponent(_)), "{err}");
+    // A component header over bytes the engine cannot read: the engine's
+    // error is kept as the source, and the text reads as before.
+    let broken = b"\0asm\x0d\0\x01\0\xff\xff";
+    let err = host.validate(Hook::Moderation, broken, &none).unwrap_err();
+    assert!(matches!(err, CompileError::Unreadable { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with("not a WebAssembly component: "),
+        "{err}"
+    );
+    assert!(std::error::Error::source(&err).is_some(), "{err}");
     // An edit policy is not a moderator.
     let err = host
         .validate(Hook::Moderation, &plugin("edit-window"), &none)
