@@ -12,11 +12,13 @@
 //! to the least busy one (a graceful step-down: the preferred follower
 //! takes over at once).
 //!
-//! Writer consumers are not moved: a consumer whose leader changes leaves
-//! its writer's pull request behind, and the writer starts over with a
-//! new consumer (`writer.rs`), whose leader lands anywhere again. Moving
-//! them would only repeat that. They spread by themselves, since every
-//! new consumer's leader is drawn among the live nodes.
+//! Writer consumers are not moved from here: a consumer whose leader
+//! changes leaves its writer's pull request behind, and the writer would
+//! notice only by missed heartbeats. Each writer follows its stream
+//! instead: one whose consumer is led apart from its stream starts over
+//! between batches, and its new consumer is placed with the stream
+//! (`writer.rs`, `led_apart` and `co_locate`). So the consumers spread as
+//! the streams do.
 //!
 //! Only groups whose every replica is current are moved, and at most
 //! [`MOVES_PER_ROUND`] per look, so a node that is still catching up is

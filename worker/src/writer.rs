@@ -47,6 +47,15 @@ use crate::{Ctx, WorkerError, archive};
 /// restart the writer.
 const CONSUMER_HEARTBEAT: Duration = Duration::from_secs(1);
 
+/// How often a writer checks that its consumer is led by the node that
+/// leads its stream.
+const PLACEMENT_EVERY: Duration = Duration::from_secs(5);
+
+/// A writer younger than this does not start over to move its consumer,
+/// so a placement that keeps failing costs one restart per this long at
+/// most.
+const PLACEMENT_GRACE: Duration = Duration::from_secs(10);
+
 /// Runs until `stop` turns true, the lease stops being valid, or the
 /// consumer fails (the owner then restarts the task).
 pub(crate) async fn run_partition(
@@ -56,7 +65,7 @@ pub(crate) async fn run_partition(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
     let stream_name = ingest_stream_name(partition);
-    let stream = ctx
+    let mut stream = ctx
         .js
         .get_stream(&stream_name)
         .await
@@ -126,10 +135,34 @@ pub(crate) async fn run_partition(
     let mut received: u64 = 0;
     // Since when a reconnect waits to be shown harmless.
     let mut unverified: Option<Instant> = None;
+    // The balancer (`balance.rs`) moves stream leaders but not consumers:
+    // a consumer left on another node doubles the partition's exposure to
+    // one node's loss, and after a rolling restart the consumers pile up
+    // on the nodes that stayed up, so losing one stalls every partition.
+    // A writer whose consumer is led apart from its stream starts over
+    // between batches (nothing is in flight then), and the new consumer is
+    // placed with the stream (`co_locate`).
+    let started = Instant::now();
+    let mut placement_check = tokio::time::interval_at(
+        tokio::time::Instant::now() + PLACEMENT_EVERY,
+        PLACEMENT_EVERY,
+    );
+    placement_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let chunk = tokio::select! {
             _ = stop.changed() => break,
             chunk = chunks.next() => chunk,
+            _ = placement_check.tick(), if started.elapsed() >= PLACEMENT_GRACE => {
+                if let Some((stream_leader, consumer_leader)) =
+                    led_apart(&mut stream, &mut consumer).await
+                {
+                    return Err(WorkerError::StartOver(format!(
+                        "consumer {name} is led by {consumer_leader}, its stream by \
+                         {stream_leader}; starting over to place it with the stream"
+                    )));
+                }
+                continue;
+            }
             _ = reconnect_check.tick() => {
                 let now = switchboard_backbone::connection_epoch();
                 if now != epoch {
@@ -217,6 +250,41 @@ pub(crate) async fn run_partition(
     }
     tracing::info!(partition, "writer stopped");
     Ok(())
+}
+
+/// The nodes leading the stream and the consumer when they differ and the
+/// consumer can be placed with the stream (every replica of the stream is
+/// current); `None` when they agree or the cluster cannot tell now.
+async fn led_apart(
+    stream: &mut jetstream::stream::Stream,
+    consumer: &mut PullConsumer,
+) -> Option<(String, String)> {
+    let ask = Duration::from_secs(2);
+    let stream_cluster = tokio::time::timeout(ask, stream.info())
+        .await
+        .ok()?
+        .ok()?
+        .cluster
+        .clone()?;
+    let consumer_cluster = tokio::time::timeout(ask, consumer.info())
+        .await
+        .ok()?
+        .ok()?
+        .cluster
+        .clone()?;
+    apart(&stream_cluster, &consumer_cluster)
+}
+
+/// See [`led_apart`].
+fn apart(
+    stream: &jetstream::stream::ClusterInfo,
+    consumer: &jetstream::stream::ClusterInfo,
+) -> Option<(String, String)> {
+    let (s, c) = (stream.leader.as_ref()?, consumer.leader.as_ref()?);
+    if s == c || stream.replicas.iter().any(|r| !r.current || r.offline) {
+        return None;
+    }
+    Some((s.clone(), c.clone()))
 }
 
 /// Moves a new consumer's leadership to the node that leads its stream,
@@ -715,6 +783,29 @@ mod tests {
             content: Content::Text { text: "hi".into() },
             received_at: switchboard_protocol::Timestamp::from_unix_ms(1),
         })
+    }
+
+    #[test]
+    fn a_consumer_led_apart_from_its_stream_is_moved_only_onto_a_current_group() {
+        use jetstream::stream::{ClusterInfo, PeerInfo};
+        let group = |leader: &str, current: bool| ClusterInfo {
+            leader: Some(leader.into()),
+            replicas: vec![PeerInfo {
+                name: "n9".into(),
+                current,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            apart(&group("n1", true), &group("n3", true)),
+            Some(("n1".into(), "n3".into()))
+        );
+        assert_eq!(apart(&group("n1", true), &group("n1", true)), None);
+        // A stream replica catching up: the move could not land; wait.
+        assert_eq!(apart(&group("n1", false), &group("n3", true)), None);
+        // No leader known (an election): nothing to compare.
+        assert_eq!(apart(&ClusterInfo::default(), &group("n3", true)), None);
     }
 
     #[test]
