@@ -229,6 +229,9 @@ struct ContentRef<'a> {
     text: Option<Cow<'a, str>>,
 }
 
+/// Members named in one request when a conversation is created.
+const MEMBERS_PER_REQUEST: usize = 500;
+
 fn histogram() -> anyhow::Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 120_000_000, 3).context("histogram")
 }
@@ -383,9 +386,18 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         .map(|g| {
             let rest = RestClient::new(&a.url, &token(&g[0]).unwrap_or_default());
             async move {
+                // A large channel is made in steps: one request names at
+                // most a few hundred members (the gateway's limit on
+                // members per request, and on the request body).
                 let others: Vec<&str> = g[1..].iter().map(String::as_str).collect();
-                let (view, _) = rest.create_conversation(kind, &others, None).await?;
-                Ok::<_, anyhow::Error>((g, view.conversation_id.as_str().to_owned()))
+                let mut steps = others.chunks(MEMBERS_PER_REQUEST);
+                let first = steps.next().unwrap_or_default();
+                let (view, _) = rest.create_conversation(kind, first, None).await?;
+                let id = view.conversation_id.as_str().to_owned();
+                for more in steps {
+                    rest.add_members(&id, more).await?;
+                }
+                Ok::<_, anyhow::Error>((g, id))
             }
         })
         .buffer_unordered(32);
