@@ -292,6 +292,20 @@ pub async fn idempotency_keys_find_the_original(store: &Arc<dyn Store>) {
         }])
         .await;
     assert!(matches!(dup, Err(StoreError::Conflict(_))));
+    // Also within one append, and nothing of it is stored.
+    let twice = store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 2,
+            messages: vec![
+                text_message("c", 3, "a", "phone", "twice"),
+                text_message("c", 4, "a", "phone", "twice"),
+            ],
+            inbox: true,
+        }])
+        .await;
+    assert!(matches!(twice, Err(StoreError::Conflict(_))), "{twice:?}");
+    assert!(store.find_sent(vec![sent("twice")]).await.unwrap()[0].is_none());
     // Another sender may reuse the string.
     store
         .commit(vec![Mutation::Append {
