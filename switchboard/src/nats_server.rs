@@ -48,6 +48,20 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Refuses a port something already listens on. Another server there (a
+/// second `switchboard dev` beside a first) would answer the readiness
+/// check in place of our child, which fails to bind and exits, and this
+/// process would run on the other one's backbone without a word.
+fn ensure_free(port: u16) -> anyhow::Result<()> {
+    match TcpListener::bind(("127.0.0.1", port)) {
+        Ok(_) => Ok(()),
+        Err(e) => bail!(
+            "the nats-server port 127.0.0.1:{port} is taken ({e}): is another `switchboard dev` \
+             running? Stop it, or pass --nats-port 0 for a free port"
+        ),
+    }
+}
+
 fn config_text(port: u16, store_dir: &Path, pid_file: &Path) -> String {
     format!(
         "# Written by `switchboard dev` at every start; edit nats/server/dev.conf instead.\n\
@@ -131,6 +145,7 @@ impl NatsServer {
         let dir = dir.canonicalize()?;
         let pid_file = dir.join("nats-server.pid");
         stop_stale(&pid_file).await;
+        ensure_free(port)?;
         let conf = dir.join("nats-server.conf");
         std::fs::write(&conf, config_text(port, &dir.join("jetstream"), &pid_file))?;
         let log = std::fs::OpenOptions::new()
@@ -187,5 +202,20 @@ impl NatsServer {
             }
         }
         let _ = self.child.kill().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_port_is_refused_with_the_way_out() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let refused = ensure_free(port).unwrap_err().to_string();
+        assert!(refused.contains("--nats-port 0"), "{refused}");
+        drop(taken);
+        assert!(ensure_free(port).is_ok());
     }
 }
