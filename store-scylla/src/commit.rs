@@ -537,21 +537,25 @@ impl Commit for Tx<'_> {
             .collect();
         let store = self.store;
         let (t, cid) = (k.0.as_str(), k.1.as_str());
-        // Owned, so that the futures hold no borrowed key (they must be `Send`
-        // for any lifetime).
-        let owned: Vec<(String, String)> = keys
+        // Only the keys this commit did not write are read, together.
+        // Owned, so that the futures hold no borrowed key (they must be
+        // `Send` for any lifetime).
+        let unknown: Vec<(String, String)> = keys
             .iter()
-            .map(|(sender, id)| ((*sender).to_owned(), (*id).to_owned()))
+            .zip(&written)
+            .filter(|(_, w)| !**w)
+            .map(|((sender, id), _)| ((*sender).to_owned(), (*id).to_owned()))
             .collect();
-        let stored = store
-            .each(owned, |(sender, id)| async move {
+        let mut stored = store
+            .each(unknown, |(sender, id)| async move {
                 store.sent_row(t, cid, &sender, &id).await
             })
-            .await?;
+            .await?
+            .into_iter();
+        // `||` takes a read answer only for a key that was read.
         Ok(written
             .into_iter()
-            .zip(stored)
-            .map(|(w, s)| w || s.is_some())
+            .map(|w| w || stored.next().flatten().is_some())
             .collect())
     }
 
