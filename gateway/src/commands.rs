@@ -13,10 +13,12 @@ use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;
 use crate::error::ApiError;
+use crate::ingest::Receipt;
 
 impl Gateway {
-    /// Publishes a command to JetStream. Returns once the client has queued
-    /// it, so commands of one connection keep their order; the returned
+    /// Publishes a command to JetStream, alone (sends go through
+    /// [`Gateway::submit_send`]). Returns once the client has queued it,
+    /// so commands of one connection keep their order; the returned
     /// future resolves when JetStream has stored it.
     pub(crate) async fn publish_command(
         &self,
@@ -42,6 +44,20 @@ impl Gateway {
             .send_publish(subject, publish)
             .await
             .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("backbone: {e}")))
+    }
+
+    /// Queues a send for its partition (`ingest.rs`). Returns once it is
+    /// queued, so sends of one connection keep their order; the receipt
+    /// resolves when JetStream has stored it.
+    pub(crate) fn submit_send(&self, command: Command) -> Result<Receipt, ApiError> {
+        let partition = partition_of(
+            command.tenant(),
+            command.conversation_id(),
+            self.config.partitions,
+        );
+        self.ingest
+            .send(partition, command)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
     }
 
     /// Runs a REST command and waits for its writer's answer.

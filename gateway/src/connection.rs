@@ -25,6 +25,7 @@ use crate::Gateway;
 use crate::auth::{AuthError, Identity};
 use crate::error::{ApiError, store_error_code};
 use crate::hub::{Outbound, Registration, close_code};
+use crate::ingest::{NotStored, Stored};
 use crate::outbox::{Outbox, OutboxReader, outbox};
 use crate::quota::{self, Admission, TokenBucket};
 use crate::receipts::{self, PendingMarks};
@@ -636,8 +637,8 @@ impl Connection {
             received_at: Timestamp::now(),
         });
         tracing::debug!(%conversation_id, %client_msg_id, "send accepted");
-        let stored = match self.gw.publish_command(&command, None).await {
-            Ok(f) => f,
+        let receipt = match self.gw.submit_send(command) {
+            Ok(receipt) => receipt,
             Err(e) => {
                 self.reply(fail(e));
                 return;
@@ -651,10 +652,8 @@ impl Connection {
             client_msg_id,
         };
         // A task per send, not a future polled by this connection's loop:
-        // the JetStream context caps unacknowledged publishes, and a pub-ack
-        // future holds its share until it is polled to the end. Parked in a
-        // loop that is itself waiting to publish, it would never be, and
-        // under load every connection would wait on every other.
+        // the connection goes on reading while the send waits for the
+        // backbone, up to `max_inflight_sends` of them (the permit).
         tokio::spawn(async move {
             let _permit = permit;
             let send_error = |message: String| {
@@ -666,16 +665,16 @@ impl Connection {
                     Some(key.conversation_id.as_str()),
                 )
             };
-            match stored.await {
+            match receipt.await.unwrap_or(Err(NotStored::Closed)) {
                 // Stored: the writer answers with `ack` or `error`.
-                Ok(ack) if !ack.duplicate => {
+                Ok(Stored::New) => {
                     stored_count.fetch_add(1, Ordering::Relaxed);
                 }
                 // A retry inside the dedupe window: JetStream dropped it.
                 // If the original is in the store, answer now; if its
                 // writer refused it, answer with that; if neither, it is
                 // still in the stream and its writer will answer.
-                Ok(_) => match gw.store.find_sent(vec![key.clone()]).await {
+                Ok(Stored::Duplicate) => match gw.store.find_sent(vec![key.clone()]).await {
                     Ok(found) => {
                         if let Some(Some(m)) = found.first() {
                             let _ = tx.send(frame(&ServerFrame::ack(m))).await;
@@ -695,11 +694,7 @@ impl Connection {
                     }
                 },
                 Err(e) => {
-                    let _ = tx
-                        .send(send_error(format!(
-                            "backbone did not store the message: {e}; retry"
-                        )))
-                        .await;
+                    let _ = tx.send(send_error(format!("{e}; retry"))).await;
                 }
             }
         });

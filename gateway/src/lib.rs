@@ -14,6 +14,7 @@ mod connection;
 pub mod error;
 mod http;
 pub mod hub;
+mod ingest;
 mod key_directory;
 pub mod media;
 mod outbox;
@@ -48,6 +49,8 @@ pub struct Gateway {
     store: Arc<dyn Store>,
     client: async_nats::Client,
     js: jetstream::Context,
+    /// Sends on their way to their partitions' writers (`ingest.rs`).
+    ingest: ingest::Ingest,
     hub: hub::Hub,
     ids: Arc<dyn IdSource>,
     plugins: Arc<Plugins>,
@@ -166,6 +169,7 @@ impl Gateway {
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
             .map_err(|e| GatewayError::bucket("key directory", e))?;
+        let config_partitions = config.partitions;
         let gateway = Arc::new(Self {
             config,
             tenants,
@@ -173,6 +177,7 @@ impl Gateway {
             store,
             hub,
             client,
+            ingest: ingest::Ingest::start(&js, config_partitions),
             js,
             ids,
             plugins,

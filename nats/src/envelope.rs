@@ -32,6 +32,36 @@ pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
 /// the move is ordered with the conversation's edits.
 pub const HEADER_MAINTENANCE: &str = "Sb-Maintenance";
 
+/// Header of an ingest message that carries several sends (its value is
+/// how many). The payload is their commands, each encoded as alone, one
+/// per line: JSON never holds a raw newline, and a line that does not
+/// decode costs only itself. Such a message has no `Nats-Msg-Id`:
+/// JetStream cannot drop a retried send inside it, and the store's
+/// idempotency keys do (the writer answers the retry with the original).
+pub const HEADER_COMMANDS: &str = "Sb-Commands";
+
+/// The payload of a message of several commands, from each command's
+/// encoding ([`Command::encode`]).
+pub fn encode_commands<'a>(encoded: impl IntoIterator<Item = &'a Bytes>) -> Bytes {
+    let mut out = Vec::new();
+    for (i, command) in encoded.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(command);
+    }
+    Bytes::from(out)
+}
+
+/// The encoded commands of a message of several ([`encode_commands`]),
+/// each a slice of `payload`.
+pub fn command_lines(payload: &Bytes) -> impl Iterator<Item = Bytes> + '_ {
+    payload
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| payload.slice_ref(line))
+}
+
 /// A command for the writer of one conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -323,6 +353,38 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_sent_together_come_apart_one_by_one() {
+        let send = |text: &str| {
+            Command::Send(SendCommand {
+                tenant: TenantId::new("t").unwrap(),
+                conversation_id: ConversationId::new("c").unwrap(),
+                sender: UserId::new("u").unwrap(),
+                device: DeviceId::new("d").unwrap(),
+                client_msg_id: ClientMsgId::new(text).unwrap(),
+                // A newline in the text is escaped, never a line break.
+                content: Content::Text {
+                    text: format!("{text}\nsecond line"),
+                },
+                received_at: Timestamp::from_unix_ms(1),
+            })
+        };
+        let commands = [send("a"), send("b"), send("c")];
+        let encoded: Vec<Bytes> = commands.iter().map(|c| c.encode().unwrap()).collect();
+        let payload = encode_commands(&encoded);
+        let back: Vec<Command> = command_lines(&payload)
+            .map(|line| Command::decode(&line).unwrap())
+            .collect();
+        assert_eq!(back, commands);
+        // A line that does not decode costs only itself.
+        let payload =
+            encode_commands(&[encoded[0].clone(), Bytes::from("{oops"), encoded[2].clone()]);
+        let decoded: Vec<bool> = command_lines(&payload)
+            .map(|line| Command::decode(&line).is_ok())
+            .collect();
+        assert_eq!(decoded, [true, false, true]);
+    }
 
     #[test]
     fn dedupe_ids_are_short_and_separate_their_parts() {

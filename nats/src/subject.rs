@@ -6,6 +6,7 @@
 //! | subject | kind | carries |
 //! |---|---|---|
 //! | `sb.in.<partition>.<tenant>.<conversation>` | JetStream `SB_INGEST` | commands to the conversation's writer |
+//! | `sb.in.<partition>.batch` | JetStream `SB_INGEST` | several sends for the partition's writer, one per line |
 //! | `sb.user.<tenant>.<user>` | core | events for every connection of a user |
 //! | `sb.conv.<tenant>.<conversation>` | core | messages of a conversation that fans out on read |
 //! | `sb.store` | core, request/reply | the store service |
@@ -67,6 +68,13 @@ pub fn ingest(partition: u16, tenant: &TenantId, conversation: &ConversationId) 
         token(tenant.as_str()),
         token(conversation.as_str())
     )
+}
+
+/// Where a gateway publishes several sends for one partition together
+/// (header `Sb-Commands`). One token shorter than any command's own
+/// subject, so the two never meet.
+pub fn ingest_batch(partition: u16) -> String {
+    format!("{INGEST_PREFIX}.{partition}.batch")
 }
 
 /// Where a command that could not be applied is set aside: its ingest

@@ -25,12 +25,12 @@ use switchboard_backbone::definitions::{
     ingest_stream_name, writer_consumer, writer_consumer_name,
 };
 use switchboard_backbone::envelope::{
-    Command, CommandReply, HEADER_REPLY, Rejection, frame_event, listen_event, message_event,
-    rejection_event,
+    Command, CommandReply, HEADER_COMMANDS, HEADER_REPLY, Rejection, command_lines, frame_event,
+    listen_event, message_event, rejection_event,
 };
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::records::refusals::{Refusal, SendKey};
-use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_backbone::subject::{conversation_events, ingest, user_events};
 use switchboard_protocol::frames::request_type;
 use switchboard_protocol::{
     Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,
@@ -234,7 +234,7 @@ pub(crate) async fn run_partition(
         let (requests, batch): (Vec<_>, Vec<_>) = batch.into_iter().partition(archive::is_request);
         if !batch.is_empty() {
             let span = tracing::info_span!("batch", partition, size = batch.len());
-            process_batch(&ctx, &mut sequencer, &batch, &valid_until)
+            process_batch(&ctx, &mut sequencer, partition, &batch, &valid_until)
                 .instrument(span)
                 .await?;
         }
@@ -365,60 +365,134 @@ fn transient(e: &SequenceError) -> bool {
     )
 }
 
-/// Applies a batch. A batch that keeps failing with an error retrying
-/// cannot fix is applied again one command at a time, in order: the
-/// commands that succeed are stored, and each one that fails alone is
-/// parked (`park`), so one bad command costs its sender an error instead
-/// of stalling the partition for everyone.
+/// One command of a batch, with what setting it aside needs.
+struct Received {
+    incoming: Incoming,
+    /// The command as it came: the message's payload, or its line of a
+    /// message of several.
+    payload: Bytes,
+    /// The ingest subject of the command alone.
+    subject: String,
+}
+
+/// The commands of a batch's messages, in stream order: a message of
+/// several sends (`Sb-Commands`) gives each of its lines. A command that
+/// does not decode is not from a Switchboard gateway and nothing can be
+/// done with it: it is acked with its message and only logged.
+fn receive(partition: u16, batch: &[jetstream::Message]) -> Vec<Received> {
+    let mut received = Vec::with_capacity(batch.len());
+    for m in batch {
+        let several = m
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(HEADER_COMMANDS))
+            .is_some();
+        if !several {
+            match Command::decode(&m.payload) {
+                Ok(command) => received.push(Received {
+                    incoming: Incoming {
+                        command,
+                        reply_to: reply_to(m),
+                    },
+                    payload: m.payload.clone(),
+                    subject: m.subject.to_string(),
+                }),
+                Err(e) => {
+                    tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command");
+                }
+            }
+            continue;
+        }
+        for line in command_lines(&m.payload) {
+            match Command::decode(&line) {
+                Ok(command) => received.push(Received {
+                    subject: ingest(partition, command.tenant(), command.conversation_id()),
+                    incoming: Incoming {
+                        command,
+                        reply_to: None,
+                    },
+                    payload: line,
+                }),
+                Err(e) => {
+                    tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command of several");
+                }
+            }
+        }
+    }
+    received
+}
+
+/// Applies a batch, then acks its messages. The commands are applied in
+/// parts of at most `max_batch` (a message of several sends can make a
+/// batch of many more commands than messages); the messages are acked
+/// once every part is stored, so a crash in between redelivers them all,
+/// and the idempotency keys make the stored parts repeats.
+///
+/// A part that keeps failing with an error retrying cannot fix is
+/// applied again one command at a time, in order: the commands that
+/// succeed are stored, and each one that fails alone is parked (`park`),
+/// so one bad command costs its sender an error instead of stalling the
+/// partition for everyone.
 async fn process_batch(
     ctx: &Ctx,
     sequencer: &mut Sequencer,
+    partition: u16,
     batch: &[jetstream::Message],
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<(), WorkerError> {
-    let Applied::Poisoned(error) = apply_batch(ctx, sequencer, batch, valid_until).await? else {
-        return Ok(());
-    };
-    if let [only] = batch {
-        return park(ctx, only, &error).await;
+    let received = receive(partition, batch);
+    // Redelivered commands may be applied already: look their keys up.
+    let redelivered = batch
+        .iter()
+        .any(|m| m.info().map_or(true, |i| i.delivered > 1));
+    for part in received.chunks(ctx.config.max_batch.max(1)) {
+        apply_part(ctx, sequencer, part, redelivered, valid_until).await?;
     }
-    tracing::warn!(%error, commands = batch.len(), "a batch keeps failing; applying its commands one at a time");
     for m in batch {
-        if let Applied::Poisoned(error) =
-            apply_batch(ctx, sequencer, std::slice::from_ref(m), valid_until).await?
-        {
-            park(ctx, m, &error).await?;
+        if let Err(e) = m.ack().await {
+            tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
         }
     }
     Ok(())
 }
 
+/// See [`process_batch`].
+async fn apply_part(
+    ctx: &Ctx,
+    sequencer: &mut Sequencer,
+    part: &[Received],
+    redelivered: bool,
+    valid_until: &watch::Receiver<Instant>,
+) -> Result<(), WorkerError> {
+    let incoming: Vec<Incoming> = part.iter().map(|r| r.incoming.clone()).collect();
+    let Applied::Poisoned(error) =
+        apply_batch(ctx, sequencer, &incoming, redelivered, valid_until).await?
+    else {
+        return Ok(());
+    };
+    if let [only] = part {
+        return park(ctx, only, &error).await;
+    }
+    tracing::warn!(%error, commands = part.len(), "a batch keeps failing; applying its commands one at a time");
+    for (r, one) in part.iter().zip(incoming.chunks(1)) {
+        if let Applied::Poisoned(error) =
+            apply_batch(ctx, sequencer, one, redelivered, valid_until).await?
+        {
+            park(ctx, r, &error).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Plans and commits `incoming`, then publishes its outcomes.
 async fn apply_batch(
     ctx: &Ctx,
     sequencer: &mut Sequencer,
-    batch: &[jetstream::Message],
+    incoming: &[Incoming],
+    redelivered: bool,
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<Applied, WorkerError> {
-    let incoming: Vec<Incoming> = batch
-        .iter()
-        .filter_map(|m| match Command::decode(&m.payload) {
-            Ok(command) => Some(Incoming {
-                command,
-                reply_to: reply_to(m),
-            }),
-            Err(e) => {
-                // Not from a Switchboard gateway: nothing can be done with
-                // it; it is acked with the batch and only logged.
-                tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command");
-                None
-            }
-        })
-        .collect();
-
-    // Redelivered commands may be applied already: look their keys up.
-    let mut check_sent = batch
-        .iter()
-        .any(|m| m.info().map_or(true, |i| i.delivered > 1));
+    let mut check_sent = redelivered;
     let mut backoff = Duration::from_millis(20);
     let mut poisoned = 0;
     let failing_since = Instant::now();
@@ -430,7 +504,7 @@ async fn apply_batch(
             .plan(
                 ctx.store.as_ref(),
                 ctx.ids.as_ref(),
-                &incoming,
+                incoming,
                 check_sent,
                 switchboard_protocol::Timestamp::now(),
             )
@@ -451,11 +525,6 @@ async fn apply_batch(
                     Ok(()) => {
                         sequencer.committed(&mut plan);
                         publish(ctx, plan.outcomes).await;
-                        for m in batch {
-                            if let Err(e) = m.ack().await {
-                                tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
-                            }
-                        }
                         return Ok(Applied::Done);
                     }
                     Err(e) => SequenceError::Store(e),
@@ -501,16 +570,20 @@ fn reply_to(m: &jetstream::Message) -> Option<String> {
 }
 
 /// Sets a command that cannot be applied aside in `SB_PARKED` (durably,
-/// before it leaves the ingest stream), tells its sender, raises an
-/// alert, and acks it: the partition goes on with the next command. If
-/// it cannot be set aside, the writer starts over and tries again.
-async fn park(ctx: &Ctx, m: &jetstream::Message, error: &SequenceError) -> Result<(), WorkerError> {
-    let subject = switchboard_backbone::subject::parked(m.subject.as_str());
+/// before its message is acked), under its own ingest subject, as a
+/// message of its own; tells its sender and raises an alert. The
+/// partition goes on with the next command. If it cannot be set aside,
+/// the writer starts over and tries again.
+async fn park(ctx: &Ctx, r: &Received, error: &SequenceError) -> Result<(), WorkerError> {
+    let subject = switchboard_backbone::subject::parked(&r.subject);
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_PARKED_ERROR, error.to_string().as_str());
+    if let Some(reply) = &r.incoming.reply_to {
+        headers.insert(HEADER_REPLY, reply.as_str());
+    }
     let stored = ctx
         .js
-        .publish_with_headers(subject.clone(), headers, m.payload.clone())
+        .publish_with_headers(subject.clone(), headers, r.payload.clone())
         .await
         .map_err(|e| WorkerError::nats("parking a command", e))?
         .await
@@ -521,16 +594,15 @@ async fn park(ctx: &Ctx, m: &jetstream::Message, error: &SequenceError) -> Resul
         stream_seq = stored.sequence,
         "a command could not be applied and was parked in SB_PARKED; its partition goes on"
     );
-    if let Ok(command) = Command::decode(&m.payload) {
-        let message = format!(
-            "the server could not apply this request ({error}); it was set aside for the operator, do not resend it"
-        );
-        if let Some(answer) = parked_answer(command, reply_to(m), message) {
-            publish(ctx, vec![answer]).await;
-        }
-    }
-    if let Err(e) = m.ack().await {
-        tracing::warn!(error = %e, "acking a parked command failed; it may be parked twice");
+    let message = format!(
+        "the server could not apply this request ({error}); it was set aside for the operator, do not resend it"
+    );
+    if let Some(answer) = parked_answer(
+        r.incoming.command.clone(),
+        r.incoming.reply_to.clone(),
+        message,
+    ) {
+        publish(ctx, vec![answer]).await;
     }
     Ok(())
 }

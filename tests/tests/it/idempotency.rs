@@ -2,10 +2,11 @@
 //! `message_id` and `seq` and stores nothing new, inside JetStream's
 //! dedupe window and beyond it.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use switchboard_client::rest::HistoryParams;
-use switchboard_protocol::ConversationKind;
+use switchboard_protocol::{ConversationKind, MessageId, ServerFrame};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -50,4 +51,87 @@ async fn retries_inside_and_beyond_the_dedupe_window_return_the_original() {
         .await
         .unwrap();
     assert_eq!(page.messages.len(), 2, "the retries created nothing");
+}
+
+/// Sends that queue up at a gateway go to JetStream several to one
+/// message (`gateway/src/ingest.rs`), and JetStream cannot drop a retry
+/// inside one: the store's idempotency keys do. A burst of sends, each
+/// sent twice in a row, is stored once each, in the connection's order,
+/// and both copies are answered with the same message.
+#[tokio::test]
+async fn retries_among_sends_published_together_return_the_original() {
+    let cluster = Cluster::start(ClusterSpec {
+        partitions: 1,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let sends = 100;
+    for n in 0..sends {
+        for _ in 0..2 {
+            alice
+                .send(&send_frame(&conv, &format!("m{n}"), &format!("text {n}")))
+                .await
+                .unwrap();
+        }
+    }
+    let mut acks: HashMap<String, Vec<(MessageId, u64)>> = HashMap::new();
+    for _ in 0..2 * sends {
+        let (id, ack) = expect(&mut alice, "an ack", |f| match f {
+            ServerFrame::Ack {
+                client_msg_id,
+                message_id,
+                seq,
+                ..
+            } => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
+            ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
+            _ => None,
+        })
+        .await;
+        acks.entry(id).or_default().push(ack);
+    }
+    let mut seqs = Vec::new();
+    for n in 0..sends {
+        let both = &acks[&format!("m{n}")];
+        assert_eq!(both.len(), 2, "m{n}: {both:?}");
+        assert_eq!(both[0], both[1], "m{n}: the retry got another message");
+        seqs.push(both[0].1);
+    }
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "the connection's order, without gaps: {seqs:?}"
+    );
+    let page = cluster
+        .rest(0, "alice")
+        .history(
+            &conv,
+            HistoryParams {
+                limit: Some(200),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.messages.len(), sends, "the retries created nothing");
+
+    // And they did travel together: the partition's stream took fewer
+    // messages than there were sends.
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let info = js
+        .get_stream("SB_INGEST_0")
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .clone();
+    assert!(
+        info.state.last_sequence < 2 * sends as u64,
+        "{} ingest messages for {} sends",
+        info.state.last_sequence,
+        2 * sends
+    );
 }

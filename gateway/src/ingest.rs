@@ -1,0 +1,191 @@
+//! Sends on their way to their partition's writer, several to one NATS
+//! message when they queue up.
+//!
+//! Every JetStream message costs the same work whatever it carries: the
+//! stream stores it, answers the pub-ack, hands it to the writer, takes
+//! the writer's ack and removes it. So each partition has a queue of
+//! sends and one task that publishes what waits in it:
+//! - one send alone goes as before: on its conversation's subject, with
+//!   its `Nats-Msg-Id`, so JetStream drops a retry inside the dedupe
+//!   window;
+//! - two or more go as one message of several commands (header
+//!   `Sb-Commands`, on `sb.in.<partition>.batch`), which the writer acks
+//!   once; a retry inside it is recognised by its idempotency key in the
+//!   store, and answered with the original.
+//!
+//! One publish per partition waits for its pub-ack at a time, and sends
+//! queue behind it: a send that finds the partition idle goes at once,
+//! and under load the messages grow instead of multiplying. The queue is
+//! not bounded by itself: each connection has at most
+//! `max_inflight_sends` sends waiting for the backbone, so it holds at
+//! most that many per connection.
+//!
+//! Order: a connection queues its sends in the order it reads them, each
+//! partition's queue is published in order, and a message is published
+//! only after the one before it was stored. A send that fails is answered
+//! with an error, and the client sends it again, as before.
+
+use std::time::Instant;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream;
+use async_nats::jetstream::message::PublishMessage;
+use bytes::Bytes;
+use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, encode_commands};
+use switchboard_backbone::subject::{ingest, ingest_batch};
+use switchboard_backbone::{BackboneError, Cause, cause};
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+/// The most sends one ingest message carries.
+pub(crate) const MAX_SENDS_PER_MESSAGE: usize = 64;
+
+/// The most bytes of commands one ingest message carries, well under the
+/// ingest streams' `max_msg_size` (1 MiB). A send larger than this (it
+/// cannot be: a frame is at most `hard_max_frame_bytes`) would go alone.
+pub(crate) const MAX_BYTES_PER_MESSAGE: usize = 256 * 1024;
+
+/// What JetStream did with a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// Stored: its writer answers it.
+    New,
+    /// A retry JetStream dropped inside its dedupe window.
+    Duplicate,
+}
+
+/// Why a send was not stored; the client sends it again.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum NotStored {
+    #[error("backbone: {0}")]
+    Publish(#[source] Cause),
+    #[error("backbone did not store the message: {0}")]
+    Unacked(#[source] Cause),
+    #[error("the gateway is shutting down")]
+    Closed,
+}
+
+/// The answer a queued send waits for.
+pub(crate) type Receipt = oneshot::Receiver<Result<Stored, NotStored>>;
+
+struct Pending {
+    command: Command,
+    /// `command`, encoded.
+    payload: Bytes,
+    done: oneshot::Sender<Result<Stored, NotStored>>,
+}
+
+/// The gateway's send queues, one per partition.
+pub(crate) struct Ingest {
+    queues: Vec<mpsc::UnboundedSender<Pending>>,
+}
+
+impl Ingest {
+    /// Starts one publishing task per partition; they end when this is
+    /// dropped.
+    pub(crate) fn start(js: &jetstream::Context, partitions: u16) -> Self {
+        let queues = (0..partitions.max(1))
+            .map(|partition| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let span = tracing::debug_span!("ingest", partition);
+                tokio::spawn(publish_queued(js.clone(), partition, rx).instrument(span));
+                tx
+            })
+            .collect();
+        Self { queues }
+    }
+
+    /// Queues a send for `partition`. Sends queued in order are stored in
+    /// order; the receipt resolves once JetStream has stored it, or could
+    /// not.
+    pub(crate) fn send(&self, partition: u16, command: Command) -> Result<Receipt, BackboneError> {
+        let payload = command.encode()?;
+        let (done, receipt) = oneshot::channel();
+        let pending = Pending {
+            command,
+            payload,
+            done,
+        };
+        // A partition past the count, or a task gone, can only be a bug
+        // or a shutdown: the receipt then says `Closed`.
+        if let Some(queue) = self.queues.get(usize::from(partition))
+            && let Err(mpsc::error::SendError(pending)) = queue.send(pending)
+        {
+            let _ = pending.done.send(Err(NotStored::Closed));
+        }
+        Ok(receipt)
+    }
+}
+
+/// Publishes a partition's queued sends until the queue closes.
+async fn publish_queued(
+    js: jetstream::Context,
+    partition: u16,
+    mut queue: mpsc::UnboundedReceiver<Pending>,
+) {
+    let mut carried: Option<Pending> = None;
+    loop {
+        let first = match carried.take() {
+            Some(pending) => pending,
+            None => match queue.recv().await {
+                Some(pending) => pending,
+                None => return,
+            },
+        };
+        let mut bytes = first.payload.len();
+        let mut batch = vec![first];
+        while batch.len() < MAX_SENDS_PER_MESSAGE {
+            let Ok(pending) = queue.try_recv() else { break };
+            // +1: the newline between two commands.
+            if bytes + 1 + pending.payload.len() > MAX_BYTES_PER_MESSAGE {
+                carried = Some(pending);
+                break;
+            }
+            bytes += 1 + pending.payload.len();
+            batch.push(pending);
+        }
+        let started = Instant::now();
+        let result = publish(&js, partition, &batch).await;
+        tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
+        for pending in batch {
+            let _ = pending.done.send(result.clone());
+        }
+    }
+}
+
+/// Publishes `batch` as one message and waits for JetStream to store it.
+async fn publish(
+    js: &jetstream::Context,
+    partition: u16,
+    batch: &[Pending],
+) -> Result<Stored, NotStored> {
+    let mut headers = HeaderMap::new();
+    let (subject, payload) = match batch {
+        [one] => {
+            headers.insert("Nats-Msg-Id", one.command.dedupe_id().as_str());
+            let subject = ingest(
+                partition,
+                one.command.tenant(),
+                one.command.conversation_id(),
+            );
+            (subject, one.payload.clone())
+        }
+        several => {
+            headers.insert(HEADER_COMMANDS, several.len().to_string().as_str());
+            let payload = encode_commands(several.iter().map(|p| &p.payload));
+            (ingest_batch(partition), payload)
+        }
+    };
+    let message = PublishMessage::build().payload(payload).headers(headers);
+    let ack = js
+        .send_publish(subject, message)
+        .await
+        .map_err(|e| NotStored::Publish(cause(e)))?
+        .await
+        .map_err(|e| NotStored::Unacked(cause(e)))?;
+    Ok(if ack.duplicate {
+        Stored::Duplicate
+    } else {
+        Stored::New
+    })
+}
