@@ -803,4 +803,69 @@ async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() 
     let mut parked = js.get_stream("SB_PARKED").await.unwrap();
     assert_eq!(parked.info().await.unwrap().state.messages, 1);
     assert!(cluster.logs().contains("parked in SB_PARKED"));
+
+    // Sends that travel together (`gateway/src/ingest.rs`): each damaged
+    // one is parked alone, as a command of its own under its own
+    // subject, and the healthy ones among them are stored.
+    let mut ingest = js.get_stream("SB_INGEST_0").await.unwrap();
+    let published_before = ingest.info().await.unwrap().state.last_sequence;
+    let burst = 10;
+    for n in 2..2 + burst {
+        for (conv, prefix) in [(&damaged, "d"), (&healthy, "h")] {
+            alice
+                .send(&send_frame(conv, &format!("{prefix}{n}"), "burst"))
+                .await
+                .unwrap();
+        }
+    }
+    let (mut refused, mut stored) = (Vec::new(), Vec::new());
+    while refused.len() + stored.len() < 2 * burst {
+        let answer = expect(&mut alice, "an answer to the burst", |f| match f {
+            ServerFrame::Ack { client_msg_id, .. } => Some(Ok(client_msg_id.as_str().to_owned())),
+            ServerFrame::Error {
+                code,
+                client_msg_id: Some(id),
+                ..
+            } => Some(Err((code, id))),
+            _ => None,
+        })
+        .await;
+        match answer {
+            Ok(id) => stored.push(id),
+            Err((code, id)) => {
+                assert_eq!(code, ErrorCode::Internal, "{id}");
+                refused.push(id);
+            }
+        }
+    }
+    refused.sort();
+    stored.sort();
+    let ids = |prefix: &str| {
+        let mut ids: Vec<String> = (2..2 + burst).map(|n| format!("{prefix}{n}")).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(refused, ids("d"));
+    assert_eq!(stored, ids("h"));
+    let published = ingest.info().await.unwrap().state.last_sequence - published_before;
+    assert!(
+        published < 2 * burst as u64,
+        "{published} ingest messages for {} sends: none travelled together",
+        2 * burst
+    );
+    let info = parked.info().await.unwrap().clone();
+    assert_eq!(info.state.messages, 1 + burst as u64);
+    for seq in 2..=info.state.last_sequence {
+        let raw = parked.get_raw_message(seq).await.unwrap();
+        assert_eq!(
+            raw.subject.as_str(),
+            format!("sb.parked.0.{TENANT}.{damaged}"),
+            "parked under the send's own subject"
+        );
+        let command: Value = serde_json::from_slice(&raw.payload).unwrap();
+        assert_eq!(
+            command["cmd"], "send",
+            "one command, as it would travel alone"
+        );
+    }
 }
