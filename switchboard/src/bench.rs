@@ -81,6 +81,37 @@ struct ChatArgs {
     /// `switchboard dev` runs).
     #[arg(long)]
     with_children: bool,
+    /// The deployment's NATS: report how many JetStream messages carried
+    /// the sends (the ingest streams' last sequences, before sending and
+    /// after the last answer).
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// The deployment's ingest partitions (with --nats-url).
+    #[arg(long, default_value_t = 16)]
+    partitions: u16,
+}
+
+/// The sum of the ingest streams' last sequences: how many messages they
+/// have taken since they were created.
+async fn ingest_messages(
+    js: &async_nats::jetstream::Context,
+    partitions: u16,
+) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for p in 0..partitions {
+        let name = switchboard_backbone::definitions::ingest_stream_name(p);
+        let mut stream = js
+            .get_stream(&name)
+            .await
+            .with_context(|| format!("stream {name}"))?;
+        total += stream
+            .info()
+            .await
+            .with_context(|| format!("stream {name}"))?
+            .state
+            .last_sequence;
+    }
+    Ok(total)
 }
 
 #[derive(clap::Args)]
@@ -426,6 +457,18 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle = memory_of(&a.server_pid);
 
+    let backbone = match &a.nats_url {
+        Some(url) => {
+            let client = async_nats::connect(url.as_str())
+                .await
+                .with_context(|| format!("connecting to {url}"))?;
+            let js = async_nats::jetstream::new(client);
+            let before = ingest_messages(&js, a.partitions).await?;
+            Some((js, before))
+        }
+        None => None,
+    };
+
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         last_event_ns: AtomicU64::new(0),
@@ -557,6 +600,15 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
             spent.as_secs_f64() / cpu_window.as_secs_f64(),
             cpu_window.as_secs_f64(),
             spent.as_secs_f64() * 1e6 / acked.max(1) as f64
+        );
+    }
+    if let Some((js, before)) = &backbone {
+        let carried = ingest_messages(js, a.partitions)
+            .await?
+            .saturating_sub(*before);
+        println!(
+            "  ingest messages  {carried} JetStream messages carried the {sent} sends ({:.2} sends per message)",
+            sent as f64 / carried.max(1) as f64
         );
     }
     if let Some((end, hwm)) = at_end {
