@@ -365,23 +365,23 @@ fn transient(e: &SequenceError) -> bool {
     )
 }
 
-/// One command of a batch, with what setting it aside needs.
-struct Received {
-    incoming: Incoming,
-    /// The command as it came: the message's payload, or its line of a
-    /// message of several.
-    payload: Bytes,
-    /// The ingest subject of the command alone.
-    subject: String,
+/// Where a command of a batch came from: what setting it aside needs.
+enum Origin {
+    /// A message of its own: its index in the batch.
+    Alone(usize),
+    /// A line of a message of several.
+    Line(Bytes),
 }
 
-/// The commands of a batch's messages, in stream order: a message of
-/// several sends (`Sb-Commands`) gives each of its lines. A command that
-/// does not decode is not from a Switchboard gateway and nothing can be
-/// done with it: it is acked with its message and only logged.
-fn receive(partition: u16, batch: &[jetstream::Message]) -> Vec<Received> {
-    let mut received = Vec::with_capacity(batch.len());
-    for m in batch {
+/// The commands of a batch's messages, in stream order, and where each
+/// came from: a message of several sends (`Sb-Commands`) gives each of
+/// its lines. A command that does not decode is not from a Switchboard
+/// gateway and nothing can be done with it: it is acked with its message
+/// and only logged.
+fn receive(batch: &[jetstream::Message]) -> (Vec<Incoming>, Vec<Origin>) {
+    let mut incoming = Vec::with_capacity(batch.len());
+    let mut origins = Vec::with_capacity(batch.len());
+    for (i, m) in batch.iter().enumerate() {
         let several = m
             .headers
             .as_ref()
@@ -389,14 +389,13 @@ fn receive(partition: u16, batch: &[jetstream::Message]) -> Vec<Received> {
             .is_some();
         if !several {
             match Command::decode(&m.payload) {
-                Ok(command) => received.push(Received {
-                    incoming: Incoming {
+                Ok(command) => {
+                    incoming.push(Incoming {
                         command,
                         reply_to: reply_to(m),
-                    },
-                    payload: m.payload.clone(),
-                    subject: m.subject.to_string(),
-                }),
+                    });
+                    origins.push(Origin::Alone(i));
+                }
                 Err(e) => {
                     tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command");
                 }
@@ -405,21 +404,20 @@ fn receive(partition: u16, batch: &[jetstream::Message]) -> Vec<Received> {
         }
         for line in command_lines(&m.payload) {
             match Command::decode(&line) {
-                Ok(command) => received.push(Received {
-                    subject: ingest(partition, command.tenant(), command.conversation_id()),
-                    incoming: Incoming {
+                Ok(command) => {
+                    incoming.push(Incoming {
                         command,
                         reply_to: None,
-                    },
-                    payload: line,
-                }),
+                    });
+                    origins.push(Origin::Line(line));
+                }
                 Err(e) => {
                     tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command of several");
                 }
             }
         }
     }
-    received
+    (incoming, origins)
 }
 
 /// Applies a batch, then acks its messages. The commands are applied in
@@ -440,45 +438,36 @@ async fn process_batch(
     batch: &[jetstream::Message],
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<(), WorkerError> {
-    let received = receive(partition, batch);
+    let (incoming, origins) = receive(batch);
     // Redelivered commands may be applied already: look their keys up.
     let redelivered = batch
         .iter()
         .any(|m| m.info().map_or(true, |i| i.delivered > 1));
-    for part in received.chunks(ctx.config.max_batch.max(1)) {
-        apply_part(ctx, sequencer, part, redelivered, valid_until).await?;
+    let per_part = ctx.config.max_batch.max(1);
+    for (part, origins) in incoming.chunks(per_part).zip(origins.chunks(per_part)) {
+        let Applied::Poisoned(error) =
+            apply_batch(ctx, sequencer, part, redelivered, valid_until).await?
+        else {
+            continue;
+        };
+        let parked = Parked { partition, batch };
+        if let ([only], [origin]) = (part, origins) {
+            parked.park(ctx, only, origin, &error).await?;
+            continue;
+        }
+        tracing::warn!(%error, commands = part.len(), "a batch keeps failing; applying its commands one at a time");
+        for (one, origin) in part.chunks(1).zip(origins) {
+            if let Applied::Poisoned(error) =
+                apply_batch(ctx, sequencer, one, redelivered, valid_until).await?
+                && let [command] = one
+            {
+                parked.park(ctx, command, origin, &error).await?;
+            }
+        }
     }
     for m in batch {
         if let Err(e) = m.ack().await {
             tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
-        }
-    }
-    Ok(())
-}
-
-/// See [`process_batch`].
-async fn apply_part(
-    ctx: &Ctx,
-    sequencer: &mut Sequencer,
-    part: &[Received],
-    redelivered: bool,
-    valid_until: &watch::Receiver<Instant>,
-) -> Result<(), WorkerError> {
-    let incoming: Vec<Incoming> = part.iter().map(|r| r.incoming.clone()).collect();
-    let Applied::Poisoned(error) =
-        apply_batch(ctx, sequencer, &incoming, redelivered, valid_until).await?
-    else {
-        return Ok(());
-    };
-    if let [only] = part {
-        return park(ctx, only, &error).await;
-    }
-    tracing::warn!(%error, commands = part.len(), "a batch keeps failing; applying its commands one at a time");
-    for (r, one) in part.iter().zip(incoming.chunks(1)) {
-        if let Applied::Poisoned(error) =
-            apply_batch(ctx, sequencer, one, redelivered, valid_until).await?
-        {
-            park(ctx, r, &error).await?;
         }
     }
     Ok(())
@@ -569,42 +558,72 @@ fn reply_to(m: &jetstream::Message) -> Option<String> {
         .map(|v| v.as_str().to_owned())
 }
 
-/// Sets a command that cannot be applied aside in `SB_PARKED` (durably,
-/// before its message is acked), under its own ingest subject, as a
-/// message of its own; tells its sender and raises an alert. The
-/// partition goes on with the next command. If it cannot be set aside,
-/// the writer starts over and tries again.
-async fn park(ctx: &Ctx, r: &Received, error: &SequenceError) -> Result<(), WorkerError> {
-    let subject = switchboard_backbone::subject::parked(&r.subject);
-    let mut headers = HeaderMap::new();
-    headers.insert(HEADER_PARKED_ERROR, error.to_string().as_str());
-    if let Some(reply) = &r.incoming.reply_to {
-        headers.insert(HEADER_REPLY, reply.as_str());
+/// What setting a command of a batch aside needs besides the command.
+struct Parked<'a> {
+    partition: u16,
+    batch: &'a [jetstream::Message],
+}
+
+impl Parked<'_> {
+    /// Sets a command that cannot be applied aside in `SB_PARKED`
+    /// (durably, before its message is acked), under its own ingest
+    /// subject, as a message of its own; tells its sender and raises an
+    /// alert. The partition goes on with the next command. If it cannot
+    /// be set aside, the writer starts over and tries again.
+    async fn park(
+        &self,
+        ctx: &Ctx,
+        command: &Incoming,
+        origin: &Origin,
+        error: &SequenceError,
+    ) -> Result<(), WorkerError> {
+        let (ingest_subject, payload) = match origin {
+            Origin::Alone(i) => match self.batch.get(*i) {
+                Some(m) => (m.subject.to_string(), m.payload.clone()),
+                None => {
+                    return Err(WorkerError::StartOver(
+                        "a parked command's message is gone".into(),
+                    ));
+                }
+            },
+            Origin::Line(line) => (
+                ingest(
+                    self.partition,
+                    command.command.tenant(),
+                    command.command.conversation_id(),
+                ),
+                line.clone(),
+            ),
+        };
+        let subject = switchboard_backbone::subject::parked(&ingest_subject);
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_PARKED_ERROR, error.to_string().as_str());
+        if let Some(reply) = &command.reply_to {
+            headers.insert(HEADER_REPLY, reply.as_str());
+        }
+        let stored = ctx
+            .js
+            .publish_with_headers(subject.clone(), headers, payload)
+            .await
+            .map_err(|e| WorkerError::nats("parking a command", e))?
+            .await
+            .map_err(|e| WorkerError::nats("parking a command", e))?;
+        tracing::error!(
+            %error,
+            parked = %subject,
+            stream_seq = stored.sequence,
+            "a command could not be applied and was parked in SB_PARKED; its partition goes on"
+        );
+        let message = format!(
+            "the server could not apply this request ({error}); it was set aside for the operator, do not resend it"
+        );
+        if let Some(answer) =
+            parked_answer(command.command.clone(), command.reply_to.clone(), message)
+        {
+            publish(ctx, vec![answer]).await;
+        }
+        Ok(())
     }
-    let stored = ctx
-        .js
-        .publish_with_headers(subject.clone(), headers, r.payload.clone())
-        .await
-        .map_err(|e| WorkerError::nats("parking a command", e))?
-        .await
-        .map_err(|e| WorkerError::nats("parking a command", e))?;
-    tracing::error!(
-        %error,
-        parked = %subject,
-        stream_seq = stored.sequence,
-        "a command could not be applied and was parked in SB_PARKED; its partition goes on"
-    );
-    let message = format!(
-        "the server could not apply this request ({error}); it was set aside for the operator, do not resend it"
-    );
-    if let Some(answer) = parked_answer(
-        r.incoming.command.clone(),
-        r.incoming.reply_to.clone(),
-        message,
-    ) {
-        publish(ctx, vec![answer]).await;
-    }
-    Ok(())
 }
 
 /// Keeps a refused send's answer for resends of it (`sb_refused`). Best

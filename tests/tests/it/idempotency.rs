@@ -57,7 +57,7 @@ async fn retries_inside_and_beyond_the_dedupe_window_return_the_original() {
 /// message (`gateway/src/ingest.rs`), and JetStream cannot drop a retry
 /// inside one: the store's idempotency keys do. A burst of sends, each
 /// sent twice in a row, is stored once each, in the connection's order,
-/// and both copies are answered with the same message.
+/// and every answer to either copy names the same message.
 #[tokio::test]
 async fn retries_among_sends_published_together_return_the_original() {
     let cluster = Cluster::start(ClusterSpec {
@@ -78,27 +78,40 @@ async fn retries_among_sends_published_together_return_the_original() {
                 .unwrap();
         }
     }
+    // Every copy is answered with the original's ack, except a copy that
+    // JetStream dropped while its original was still on its way to the
+    // writer: the original's one ack answers both (PROTOCOL: one ack per
+    // `client_msg_id`). So: at least one ack per send, all alike, and
+    // then whatever else comes within a quiet second.
+    let ack_of = |f: ServerFrame| match f {
+        ServerFrame::Ack {
+            client_msg_id,
+            message_id,
+            seq,
+            ..
+        } => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
+        ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
+        _ => None,
+    };
     let mut acks: HashMap<String, Vec<(MessageId, u64)>> = HashMap::new();
-    for _ in 0..2 * sends {
-        let (id, ack) = expect(&mut alice, "an ack", |f| match f {
-            ServerFrame::Ack {
-                client_msg_id,
-                message_id,
-                seq,
-                ..
-            } => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
-            ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
-            _ => None,
-        })
-        .await;
+    while acks.len() < sends {
+        let (id, ack) = expect(&mut alice, "an ack", ack_of).await;
         acks.entry(id).or_default().push(ack);
+    }
+    while let Ok(frame) = alice.next_frame_within(Duration::from_secs(1)).await {
+        if let Some((id, ack)) = ack_of(frame) {
+            acks.entry(id).or_default().push(ack);
+        }
     }
     let mut seqs = Vec::new();
     for n in 0..sends {
-        let both = &acks[&format!("m{n}")];
-        assert_eq!(both.len(), 2, "m{n}: {both:?}");
-        assert_eq!(both[0], both[1], "m{n}: the retry got another message");
-        seqs.push(both[0].1);
+        let answers = &acks[&format!("m{n}")];
+        assert!((1..=2).contains(&answers.len()), "m{n}: {answers:?}");
+        assert!(
+            answers.iter().all(|a| *a == answers[0]),
+            "m{n}: the retry got another message: {answers:?}"
+        );
+        seqs.push(answers[0].1);
     }
     assert!(
         seqs.windows(2).all(|w| w[1] == w[0] + 1),
