@@ -41,8 +41,8 @@ use tracing::Instrument;
 pub(crate) const MAX_SENDS_PER_MESSAGE: usize = 64;
 
 /// The most bytes of commands one ingest message carries, well under the
-/// ingest streams' `max_msg_size` (1 MiB). A send larger than this (it
-/// cannot be: a frame is at most `hard_max_frame_bytes`) would go alone.
+/// ingest streams' `max_msg_size` (1 MiB). A send larger than this (only
+/// where `max_frame_bytes` is set above it) goes alone.
 pub(crate) const MAX_BYTES_PER_MESSAGE: usize = 256 * 1024;
 
 /// What JetStream did with a send.

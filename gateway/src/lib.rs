@@ -169,7 +169,7 @@ impl Gateway {
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
             .map_err(|e| GatewayError::bucket("key directory", e))?;
-        let config_partitions = config.partitions;
+        let ingest = ingest::Ingest::start(&js, config.partitions);
         let gateway = Arc::new(Self {
             config,
             tenants,
@@ -177,7 +177,7 @@ impl Gateway {
             store,
             hub,
             client,
-            ingest: ingest::Ingest::start(&js, config_partitions),
+            ingest,
             js,
             ids,
             plugins,
