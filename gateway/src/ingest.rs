@@ -132,18 +132,7 @@ async fn publish_queued(
                 None => return,
             },
         };
-        let mut bytes = first.payload.len();
-        let mut batch = vec![first];
-        while batch.len() < MAX_SENDS_PER_MESSAGE {
-            let Ok(pending) = queue.try_recv() else { break };
-            // +1: the newline between two commands.
-            if bytes + 1 + pending.payload.len() > MAX_BYTES_PER_MESSAGE {
-                carried = Some(pending);
-                break;
-            }
-            bytes += 1 + pending.payload.len();
-            batch.push(pending);
-        }
+        let batch = take_batch(first, &mut queue, &mut carried);
         let started = Instant::now();
         let result = publish(&js, partition, &batch).await;
         tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
@@ -151,6 +140,29 @@ async fn publish_queued(
             let _ = pending.done.send(result.clone());
         }
     }
+}
+
+/// `first` and what waits behind it, within [`MAX_SENDS_PER_MESSAGE`]
+/// and [`MAX_BYTES_PER_MESSAGE`]; a send that would pass the byte limit
+/// is left in `carried`, to start the next message.
+fn take_batch(
+    first: Pending,
+    queue: &mut mpsc::UnboundedReceiver<Pending>,
+    carried: &mut Option<Pending>,
+) -> Vec<Pending> {
+    let mut bytes = first.payload.len();
+    let mut batch = vec![first];
+    while batch.len() < MAX_SENDS_PER_MESSAGE {
+        let Ok(pending) = queue.try_recv() else { break };
+        // +1: the newline between two commands.
+        if bytes + 1 + pending.payload.len() > MAX_BYTES_PER_MESSAGE {
+            *carried = Some(pending);
+            break;
+        }
+        bytes += 1 + pending.payload.len();
+        batch.push(pending);
+    }
+    batch
 }
 
 /// Publishes `batch` as one message and waits for JetStream to store it.
@@ -188,4 +200,83 @@ async fn publish(
     } else {
         Stored::New
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_backbone::envelope::SendCommand;
+    use switchboard_protocol::{
+        ClientMsgId, Content, ConversationId, DeviceId, TenantId, Timestamp, UserId,
+    };
+
+    /// A queued send whose encoding takes `bytes` (the limits count the
+    /// payload, not the command it came from).
+    fn pending(bytes: usize) -> Pending {
+        let command = Command::Send(SendCommand {
+            tenant: TenantId::new("t").unwrap(),
+            conversation_id: ConversationId::new("c").unwrap(),
+            sender: UserId::new("u").unwrap(),
+            device: DeviceId::new("d").unwrap(),
+            client_msg_id: ClientMsgId::new("m").unwrap(),
+            content: Content::Text { text: "x".into() },
+            received_at: Timestamp::from_unix_ms(1),
+        });
+        let (done, _) = oneshot::channel();
+        Pending {
+            command,
+            payload: Bytes::from(vec![b'x'; bytes]),
+            done,
+        }
+    }
+
+    fn queue_of(
+        sizes: impl IntoIterator<Item = usize>,
+    ) -> (Pending, mpsc::UnboundedReceiver<Pending>) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for bytes in sizes {
+            tx.send(pending(bytes)).unwrap();
+        }
+        let first = rx.try_recv().unwrap();
+        (first, rx)
+    }
+
+    #[test]
+    fn a_message_carries_at_most_the_sends_limit() {
+        let (first, mut rx) = queue_of(std::iter::repeat_n(10, MAX_SENDS_PER_MESSAGE + 1));
+        let mut carried = None;
+        let batch = take_batch(first, &mut rx, &mut carried);
+        assert_eq!(batch.len(), MAX_SENDS_PER_MESSAGE);
+        assert!(carried.is_none());
+        // The one past the limit waits for the next message.
+        assert_eq!(rx.try_recv().map(|p| p.payload.len()).ok(), Some(10));
+    }
+
+    #[test]
+    fn a_message_carries_at_most_the_bytes_limit_newlines_included() {
+        // Two sends that fill the limit exactly with the newline between.
+        let half = (MAX_BYTES_PER_MESSAGE - 1) / 2;
+        let rest = MAX_BYTES_PER_MESSAGE - 1 - half;
+        let (first, mut rx) = queue_of([half, rest, 1]);
+        let mut carried = None;
+        let batch = take_batch(first, &mut rx, &mut carried);
+        assert_eq!(batch.len(), 2, "at the limit");
+        // One byte more would pass it: carried to the next message.
+        assert_eq!(carried.map(|p| p.payload.len()), Some(1));
+
+        let (first, mut rx) = queue_of([half, rest + 1]);
+        let mut carried = None;
+        let batch = take_batch(first, &mut rx, &mut carried);
+        assert_eq!(batch.len(), 1, "one byte past the limit");
+        assert_eq!(carried.map(|p| p.payload.len()), Some(rest + 1));
+    }
+
+    #[test]
+    fn a_send_larger_than_the_bytes_limit_goes_alone() {
+        let (first, mut rx) = queue_of([MAX_BYTES_PER_MESSAGE + 1, 10]);
+        let mut carried = None;
+        let batch = take_batch(first, &mut rx, &mut carried);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(carried.map(|p| p.payload.len()), Some(10));
+    }
 }
