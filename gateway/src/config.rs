@@ -232,6 +232,13 @@ pub struct GatewayConfig {
     /// Publishes to JetStream this gateway may have waiting for their
     /// acknowledgement at once; past it, sends wait (backpressure).
     pub jetstream_max_inflight: usize,
+    /// Sends that queued up for one partition travel together in one
+    /// JetStream message (`ingest.rs`): at most this many (1: every send
+    /// alone)...
+    pub ingest_batch_max_sends: usize,
+    /// ...and at most this many bytes of commands (a larger send goes
+    /// alone). Keep it under the ingest streams' `max_msg_size` (1 MiB).
+    pub ingest_batch_max_bytes: usize,
     /// Uploads and downloads of media.
     pub media: MediaConfig,
     /// Serve the browser client at `/` (dev mode).
@@ -267,6 +274,8 @@ impl GatewayConfig {
             presence_ttl: Duration::from_secs(30),
             partitions: 16,
             jetstream_max_inflight: 5000,
+            ingest_batch_max_sends: 64,
+            ingest_batch_max_bytes: 256 * 1024,
             media: MediaConfig::default(),
             serve_web_client: false,
             dev_tokens: None,

@@ -9,9 +9,10 @@
 //!   its `Nats-Msg-Id`, so JetStream drops a retry inside the dedupe
 //!   window;
 //! - two or more go as one message of several commands (header
-//!   `Sb-Commands`, on `sb.in.<partition>.batch`), which the writer acks
-//!   once; a retry inside it is recognised by its idempotency key in the
-//!   store, and answered with the original.
+//!   `Sb-Commands`, on `sb.in.<partition>.batch`; at most
+//!   `ingest_batch_max_sends` of them and `ingest_batch_max_bytes`),
+//!   which the writer acks once; a retry inside it is recognised by its
+//!   idempotency key in the store, and answered with the original.
 //!
 //! One publish per partition waits for its pub-ack at a time, and sends
 //! queue behind it: a send that finds the partition idle goes at once,
@@ -37,13 +38,17 @@ use switchboard_backbone::{BackboneError, Cause, cause};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-/// The most sends one ingest message carries.
-pub(crate) const MAX_SENDS_PER_MESSAGE: usize = 64;
-
-/// The most bytes of commands one ingest message carries, well under the
-/// ingest streams' `max_msg_size` (1 MiB). A send larger than this (only
-/// where `max_frame_bytes` is set above it) goes alone.
-pub(crate) const MAX_BYTES_PER_MESSAGE: usize = 256 * 1024;
+/// How much one ingest message carries at most (`[gateway]`
+/// `ingest_batch_max_sends` and `ingest_batch_max_bytes` in
+/// `GatewayConfig`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchLimits {
+    /// Sends; 1 sends each alone.
+    pub(crate) sends: usize,
+    /// Bytes of commands, newlines included; a send larger than this
+    /// goes alone.
+    pub(crate) bytes: usize,
+}
 
 /// What JetStream did with a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,12 +88,12 @@ pub(crate) struct Ingest {
 impl Ingest {
     /// Starts one publishing task per partition; they end when this is
     /// dropped.
-    pub(crate) fn start(js: &jetstream::Context, partitions: u16) -> Self {
+    pub(crate) fn start(js: &jetstream::Context, partitions: u16, limits: BatchLimits) -> Self {
         let queues = (0..partitions.max(1))
             .map(|partition| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let span = tracing::debug_span!("ingest", partition);
-                tokio::spawn(publish_queued(js.clone(), partition, rx).instrument(span));
+                tokio::spawn(publish_queued(js.clone(), partition, limits, rx).instrument(span));
                 tx
             })
             .collect();
@@ -121,6 +126,7 @@ impl Ingest {
 async fn publish_queued(
     js: jetstream::Context,
     partition: u16,
+    limits: BatchLimits,
     mut queue: mpsc::UnboundedReceiver<Pending>,
 ) {
     let mut carried: Option<Pending> = None;
@@ -132,7 +138,7 @@ async fn publish_queued(
                 None => return,
             },
         };
-        let batch = take_batch(first, &mut queue, &mut carried);
+        let batch = take_batch(first, &mut queue, &mut carried, limits);
         let started = Instant::now();
         let result = publish(&js, partition, &batch).await;
         tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
@@ -142,20 +148,20 @@ async fn publish_queued(
     }
 }
 
-/// `first` and what waits behind it, within [`MAX_SENDS_PER_MESSAGE`]
-/// and [`MAX_BYTES_PER_MESSAGE`]; a send that would pass the byte limit
-/// is left in `carried`, to start the next message.
+/// `first` and what waits behind it, within `limits`; a send that would
+/// pass the byte limit is left in `carried`, to start the next message.
 fn take_batch(
     first: Pending,
     queue: &mut mpsc::UnboundedReceiver<Pending>,
     carried: &mut Option<Pending>,
+    limits: BatchLimits,
 ) -> Vec<Pending> {
     let mut bytes = first.payload.len();
     let mut batch = vec![first];
-    while batch.len() < MAX_SENDS_PER_MESSAGE {
+    while batch.len() < limits.sends {
         let Ok(pending) = queue.try_recv() else { break };
         // +1: the newline between two commands.
-        if bytes + 1 + pending.payload.len() > MAX_BYTES_PER_MESSAGE {
+        if bytes + 1 + pending.payload.len() > limits.bytes {
             *carried = Some(pending);
             break;
         }
@@ -230,6 +236,11 @@ mod tests {
         }
     }
 
+    const LIMITS: BatchLimits = BatchLimits {
+        sends: 64,
+        bytes: 256 * 1024,
+    };
+
     fn queue_of(
         sizes: impl IntoIterator<Item = usize>,
     ) -> (Pending, mpsc::UnboundedReceiver<Pending>) {
@@ -243,10 +254,10 @@ mod tests {
 
     #[test]
     fn a_message_carries_at_most_the_sends_limit() {
-        let (first, mut rx) = queue_of(std::iter::repeat_n(10, MAX_SENDS_PER_MESSAGE + 1));
+        let (first, mut rx) = queue_of(std::iter::repeat_n(10, LIMITS.sends + 1));
         let mut carried = None;
-        let batch = take_batch(first, &mut rx, &mut carried);
-        assert_eq!(batch.len(), MAX_SENDS_PER_MESSAGE);
+        let batch = take_batch(first, &mut rx, &mut carried, LIMITS);
+        assert_eq!(batch.len(), LIMITS.sends);
         assert!(carried.is_none());
         // The one past the limit waits for the next message.
         assert_eq!(rx.try_recv().map(|p| p.payload.len()).ok(), Some(10));
@@ -255,27 +266,36 @@ mod tests {
     #[test]
     fn a_message_carries_at_most_the_bytes_limit_newlines_included() {
         // Two sends that fill the limit exactly with the newline between.
-        let half = (MAX_BYTES_PER_MESSAGE - 1) / 2;
-        let rest = MAX_BYTES_PER_MESSAGE - 1 - half;
+        let half = (LIMITS.bytes - 1) / 2;
+        let rest = LIMITS.bytes - 1 - half;
         let (first, mut rx) = queue_of([half, rest, 1]);
         let mut carried = None;
-        let batch = take_batch(first, &mut rx, &mut carried);
+        let batch = take_batch(first, &mut rx, &mut carried, LIMITS);
         assert_eq!(batch.len(), 2, "at the limit");
         // One byte more would pass it: carried to the next message.
         assert_eq!(carried.map(|p| p.payload.len()), Some(1));
 
         let (first, mut rx) = queue_of([half, rest + 1]);
         let mut carried = None;
-        let batch = take_batch(first, &mut rx, &mut carried);
+        let batch = take_batch(first, &mut rx, &mut carried, LIMITS);
         assert_eq!(batch.len(), 1, "one byte past the limit");
         assert_eq!(carried.map(|p| p.payload.len()), Some(rest + 1));
     }
 
     #[test]
-    fn a_send_larger_than_the_bytes_limit_goes_alone() {
-        let (first, mut rx) = queue_of([MAX_BYTES_PER_MESSAGE + 1, 10]);
+    fn one_send_per_message_when_the_sends_limit_is_one() {
+        let (first, mut rx) = queue_of([10, 10]);
         let mut carried = None;
-        let batch = take_batch(first, &mut rx, &mut carried);
+        let one = BatchLimits { sends: 1, ..LIMITS };
+        assert_eq!(take_batch(first, &mut rx, &mut carried, one).len(), 1);
+        assert!(carried.is_none());
+    }
+
+    #[test]
+    fn a_send_larger_than_the_bytes_limit_goes_alone() {
+        let (first, mut rx) = queue_of([LIMITS.bytes + 1, 10]);
+        let mut carried = None;
+        let batch = take_batch(first, &mut rx, &mut carried, LIMITS);
         assert_eq!(batch.len(), 1);
         assert_eq!(carried.map(|p| p.payload.len()), Some(10));
     }

@@ -169,7 +169,14 @@ impl Gateway {
             .get_key_value(switchboard_backbone::definitions::KEYS_BUCKET)
             .await
             .map_err(|e| GatewayError::bucket("key directory", e))?;
-        let ingest = ingest::Ingest::start(&js, config.partitions);
+        let ingest = ingest::Ingest::start(
+            &js,
+            config.partitions,
+            ingest::BatchLimits {
+                sends: config.ingest_batch_max_sends.max(1),
+                bytes: config.ingest_batch_max_bytes,
+            },
+        );
         let gateway = Arc::new(Self {
             config,
             tenants,

@@ -62,6 +62,12 @@ pub struct FileConfig {
     pub drain_timeout_ms: Option<u64>,
     /// Publishes a gateway may have waiting for JetStream's ack (default 5000).
     pub jetstream_max_inflight: Option<usize>,
+    /// Sends of one partition that travel together in one JetStream
+    /// message at most (default 64; 1 sends each alone).
+    pub ingest_batch_max_sends: Option<usize>,
+    /// Bytes of commands one such message carries at most (default
+    /// 262144; at most 524288, under the ingest streams' 1 MiB).
+    pub ingest_batch_max_bytes: Option<usize>,
     #[serde(default)]
     pub limits: Option<Limits>,
     /// Uploads: size and type limits, URL lifetimes (`[media]`).

@@ -267,6 +267,12 @@ pub fn gateway_config(
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;
     }
+    if let Some(n) = file.ingest_batch_max_sends {
+        config.ingest_batch_max_sends = n.max(1);
+    }
+    if let Some(n) = file.ingest_batch_max_bytes {
+        config.ingest_batch_max_bytes = n.min(512 * 1024);
+    }
     if let Some(ms) = file.drain_timeout_ms {
         // Inside the shutdown grace, with room to withdraw presence.
         config.drain_timeout = Duration::from_millis(ms.min(15_000));
