@@ -16,7 +16,10 @@
 //!
 //! One publish per partition waits for its pub-ack at a time, and sends
 //! queue behind it: a send that finds the partition idle goes at once,
-//! and under load the messages grow instead of multiplying. The queue is
+//! and under load the messages grow instead of multiplying. With
+//! `ingest_batch_max_sends = 1` batching is off: every send goes alone,
+//! and publishes do not wait for each other's pub-acks (as before
+//! batching). The queue is
 //! not bounded by itself: each connection has at most
 //! `max_inflight_sends` sends waiting for the backbone, so it holds at
 //! most that many per connection.
@@ -30,6 +33,7 @@ use std::time::Instant;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
+use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use bytes::Bytes;
 use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, encode_commands};
@@ -140,11 +144,42 @@ async fn publish_queued(
         };
         let batch = take_batch(first, &mut queue, &mut carried, limits);
         let started = Instant::now();
-        let result = publish(&js, partition, &batch).await;
-        tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
-        for pending in batch {
-            let _ = pending.done.send(result.clone());
+        let stored = match publish(&js, partition, &batch).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                answer(batch, &Err(e));
+                continue;
+            }
+        };
+        if limits.sends == 1 {
+            // Batching off: every send alone, and none waits for the
+            // pub-ack of the one before it (it was issued first on the
+            // same connection, so it is stored first).
+            tokio::spawn(async move {
+                let result = stored_as(stored.await);
+                answer(batch, &result);
+            });
+            continue;
         }
+        let result = stored_as(stored.await);
+        tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
+        answer(batch, &result);
+    }
+}
+
+fn answer(batch: Vec<Pending>, result: &Result<Stored, NotStored>) {
+    for pending in batch {
+        let _ = pending.done.send(result.clone());
+    }
+}
+
+fn stored_as(
+    ack: Result<jetstream::publish::PublishAck, jetstream::context::PublishError>,
+) -> Result<Stored, NotStored> {
+    match ack {
+        Ok(ack) if ack.duplicate => Ok(Stored::Duplicate),
+        Ok(_) => Ok(Stored::New),
+        Err(e) => Err(NotStored::Unacked(cause(e))),
     }
 }
 
@@ -171,12 +206,13 @@ fn take_batch(
     batch
 }
 
-/// Publishes `batch` as one message and waits for JetStream to store it.
+/// Publishes `batch` as one message; the future resolves once JetStream
+/// has stored it.
 async fn publish(
     js: &jetstream::Context,
     partition: u16,
     batch: &[Pending],
-) -> Result<Stored, NotStored> {
+) -> Result<PublishAckFuture, NotStored> {
     let mut headers = HeaderMap::new();
     let (subject, payload) = match batch {
         [one] => {
@@ -195,17 +231,9 @@ async fn publish(
         }
     };
     let message = PublishMessage::build().payload(payload).headers(headers);
-    let ack = js
-        .send_publish(subject, message)
+    js.send_publish(subject, message)
         .await
-        .map_err(|e| NotStored::Publish(cause(e)))?
-        .await
-        .map_err(|e| NotStored::Unacked(cause(e)))?;
-    Ok(if ack.duplicate {
-        Stored::Duplicate
-    } else {
-        Stored::New
-    })
+        .map_err(|e| NotStored::Publish(cause(e)))
 }
 
 #[cfg(test)]

@@ -607,8 +607,8 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
             .await?
             .saturating_sub(*before);
         println!(
-            "  ingest messages  {carried} JetStream messages carried the {sent} sends ({:.2} sends per message)",
-            sent as f64 / carried.max(1) as f64
+            "  ingest messages  {carried} JetStream messages carried the {acked} acked sends ({:.2} sends per message)",
+            acked as f64 / carried.max(1) as f64
         );
     }
     if let Some((end, hwm)) = at_end {
