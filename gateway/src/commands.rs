@@ -3,17 +3,16 @@
 
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
 use switchboard_backbone::envelope::{Command, CommandReply, HEADER_REPLY};
-use switchboard_backbone::subject::{ingest, partition_of};
+use switchboard_backbone::subject::partition_of;
 use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;
 use crate::error::ApiError;
-use crate::ingest::Receipt;
+use crate::ingest::{self, Receipt};
 
 impl Gateway {
     /// Publishes a command to JetStream, alone (sends go through
@@ -25,17 +24,10 @@ impl Gateway {
         command: &Command,
         reply_to: Option<&str>,
     ) -> Result<PublishAckFuture, ApiError> {
-        let partition = partition_of(
-            command.tenant(),
-            command.conversation_id(),
-            self.config.partitions,
-        );
-        let subject = ingest(partition, command.tenant(), command.conversation_id());
+        let (subject, mut headers) = ingest::alone(self.partition_of(command), command);
         let payload = command
             .encode()
             .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
         if let Some(reply) = reply_to {
             headers.insert(HEADER_REPLY, reply);
         }
@@ -50,14 +42,18 @@ impl Gateway {
     /// queued, so sends of one connection keep their order; the receipt
     /// resolves when JetStream has stored it.
     pub(crate) fn submit_send(&self, command: Command) -> Result<Receipt, ApiError> {
-        let partition = partition_of(
+        self.ingest
+            .send(self.partition_of(&command), command)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
+    }
+
+    /// The ingest partition of the command's conversation.
+    fn partition_of(&self, command: &Command) -> u16 {
+        partition_of(
             command.tenant(),
             command.conversation_id(),
             self.config.partitions,
-        );
-        self.ingest
-            .send(partition, command)
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
+        )
     }
 
     /// Runs a REST command and waits for its writer's answer.

@@ -206,6 +206,16 @@ fn take_batch(
     batch
 }
 
+/// The subject and headers of a message that carries `command` alone:
+/// its conversation's ingest subject, and its `Nats-Msg-Id`, on which
+/// JetStream drops a retry inside the dedupe window.
+pub(crate) fn alone(partition: u16, command: &Command) -> (String, HeaderMap) {
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+    let subject = ingest(partition, command.tenant(), command.conversation_id());
+    (subject, headers)
+}
+
 /// Publishes `batch` as one message; the future resolves once JetStream
 /// has stored it.
 async fn publish(
@@ -213,21 +223,16 @@ async fn publish(
     partition: u16,
     batch: &[Pending],
 ) -> Result<PublishAckFuture, NotStored> {
-    let mut headers = HeaderMap::new();
-    let (subject, payload) = match batch {
+    let (subject, headers, payload) = match batch {
         [one] => {
-            headers.insert("Nats-Msg-Id", one.command.dedupe_id().as_str());
-            let subject = ingest(
-                partition,
-                one.command.tenant(),
-                one.command.conversation_id(),
-            );
-            (subject, one.payload.clone())
+            let (subject, headers) = alone(partition, &one.command);
+            (subject, headers, one.payload.clone())
         }
         several => {
+            let mut headers = HeaderMap::new();
             headers.insert(HEADER_COMMANDS, several.len().to_string().as_str());
             let payload = encode_commands(several.iter().map(|p| &p.payload));
-            (ingest_batch(partition), payload)
+            (ingest_batch(partition), headers, payload)
         }
     };
     let message = PublishMessage::build().payload(payload).headers(headers);

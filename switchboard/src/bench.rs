@@ -91,27 +91,35 @@ struct ChatArgs {
     partitions: u16,
 }
 
-/// The sum of the ingest streams' last sequences: how many messages they
-/// have taken since they were created.
-async fn ingest_messages(
+/// The state of every ingest stream.
+async fn ingest_states(
     js: &async_nats::jetstream::Context,
     partitions: u16,
-) -> anyhow::Result<u64> {
-    let mut total = 0;
+) -> anyhow::Result<Vec<async_nats::jetstream::stream::State>> {
+    let mut states = Vec::with_capacity(usize::from(partitions));
     for p in 0..partitions {
         let name = switchboard_backbone::definitions::ingest_stream_name(p);
         let mut stream = js
             .get_stream(&name)
             .await
             .with_context(|| format!("stream {name}"))?;
-        total += stream
+        let info = stream
             .info()
             .await
-            .with_context(|| format!("stream {name}"))?
-            .state
-            .last_sequence;
+            .with_context(|| format!("stream {name}"))?;
+        states.push(info.state.clone());
     }
-    Ok(total)
+    Ok(states)
+}
+
+/// How many messages the ingest streams have taken since they were
+/// created: the sum of their last sequences.
+async fn ingest_messages(
+    js: &async_nats::jetstream::Context,
+    partitions: u16,
+) -> anyhow::Result<u64> {
+    let states = ingest_states(js, partitions).await?;
+    Ok(states.iter().map(|s| s.last_sequence).sum())
 }
 
 #[derive(clap::Args)]
@@ -624,7 +632,7 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
 
 async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
     use async_nats::jetstream;
-    use switchboard_backbone::definitions::{self, BackboneConfig, ingest_stream_name};
+    use switchboard_backbone::definitions::{self, BackboneConfig};
     use switchboard_backbone::envelope::{Command, SendCommand};
     use switchboard_backbone::subject::{ingest, partition_of};
     use switchboard_protocol::{
@@ -649,13 +657,9 @@ async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
     };
     let partitions = config.partitions;
     let stream_state = |js: jetstream::Context| async move {
-        let (mut messages, mut subjects) = (0, 0);
-        for p in 0..partitions {
-            let mut s = js.get_stream(ingest_stream_name(p)).await?;
-            let info = s.info().await?;
-            messages += info.state.messages;
-            subjects += info.state.subjects_count;
-        }
+        let states = ingest_states(&js, partitions).await?;
+        let messages: u64 = states.iter().map(|s| s.messages).sum();
+        let subjects: u64 = states.iter().map(|s| s.subjects_count).sum();
         Ok::<_, anyhow::Error>((messages, subjects))
     };
     println!(

@@ -387,32 +387,25 @@ fn receive(batch: &[jetstream::Message]) -> (Vec<Incoming>, Vec<Origin>) {
             .as_ref()
             .and_then(|h| h.get(HEADER_COMMANDS))
             .is_some();
-        if !several {
-            match Command::decode(&m.payload) {
+        let commands: Vec<(Bytes, Origin)> = if several {
+            command_lines(&m.payload)
+                .map(|line| (line.clone(), Origin::Line(line)))
+                .collect()
+        } else {
+            vec![(m.payload.clone(), Origin::Alone(i))]
+        };
+        for (encoded, origin) in commands {
+            match Command::decode(&encoded) {
                 Ok(command) => {
                     incoming.push(Incoming {
                         command,
-                        reply_to: reply_to(m),
+                        // Only a command alone can be a REST command.
+                        reply_to: if several { None } else { reply_to(m) },
                     });
-                    origins.push(Origin::Alone(i));
+                    origins.push(origin);
                 }
                 Err(e) => {
                     tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command");
-                }
-            }
-            continue;
-        }
-        for line in command_lines(&m.payload) {
-            match Command::decode(&line) {
-                Ok(command) => {
-                    incoming.push(Incoming {
-                        command,
-                        reply_to: None,
-                    });
-                    origins.push(Origin::Line(line));
-                }
-                Err(e) => {
-                    tracing::error!(subject = %m.subject, error = %e, "dropping an undecodable command of several");
                 }
             }
         }
