@@ -227,6 +227,10 @@ pub struct GatewayConfig {
     pub typing_expiry: Duration,
     /// The `sb_presence` bucket's TTL; keys are refreshed every third of it.
     pub presence_ttl: Duration,
+    /// The longest a user's first connection here waits for every router
+    /// of events to route the user here before `hello` (a router that
+    /// died is waited for this long until its key expires).
+    pub session_sync_timeout: Duration,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
     /// Publishes to JetStream this gateway may have waiting for their
@@ -272,6 +276,7 @@ impl GatewayConfig {
             fanout: FanOutPolicy::default(),
             typing_expiry: Duration::from_secs(5),
             presence_ttl: Duration::from_secs(30),
+            session_sync_timeout: Duration::from_secs(1),
             partitions: 16,
             jetstream_max_inflight: 5000,
             ingest_batch_max_sends: 64,

@@ -1,10 +1,16 @@
 //! Routes events from NATS to this gateway's connections.
 //!
-//! Each user with at least one connection here has one NATS subscription
-//! on `sb.user.<tenant>.<user>`: NATS interest is the routing table (F5),
-//! so a message reaches exactly the gateways where its recipients are
-//! connected. Connections of one user share the subscription; the last one
-//! to leave drops it.
+//! Events for the users connected here arrive on this gateway's own
+//! subject, `sb.gw.<gateway>`, several to a NATS message: the routers
+//! (writers, the presence notifier, other gateways) address them from the
+//! session registry, which holds a key per user and gateway while the
+//! user has a connection here (`switchboard_backbone::sessions`). One
+//! subscription serves every connection; the hub hands each event to the
+//! connections of the users it names.
+//!
+//! A user's first connection here writes the user's key, and is told it
+//! is live only once every router has applied that write (`join`), so
+//! that nothing stored after `hello` is routed past it.
 //!
 //! Conversations that fan out on read publish their messages once, on
 //! `sb.conv.<tenant>.<conversation>`; the hub listens there while any
@@ -21,8 +27,9 @@ use std::sync::{Arc, Mutex, Weak};
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
 use serde::Deserialize;
-use switchboard_backbone::envelope::{Event, decode_event};
-use switchboard_backbone::subject::{conversation_events, user_events};
+use switchboard_backbone::envelope::{Delivered, Event, decode_delivery, decode_event};
+use switchboard_backbone::sessions::Sessions;
+use switchboard_backbone::subject::conversation_events;
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
@@ -75,9 +82,14 @@ type Conns = Arc<Mutex<Vec<Conn>>>;
 
 struct UserEntry {
     conns: Conns,
-    task: JoinHandle<()>,
+    /// Turns true once every router routes this user's events here; a
+    /// second connection of the user waits for it as the first does.
+    routed: tokio::sync::watch::Receiver<bool>,
     /// Conversations the hub listens to for this user.
     listening: HashSet<ConversationId>,
+    /// This presence of the user here, from the first connection to the
+    /// last (the first connection's id).
+    stint: u64,
 }
 
 /// The local members of a conversation that fans out on read.
@@ -95,6 +107,10 @@ struct Inner {
     client: async_nats::Client,
     /// Told when a user's first connection here joins and the last leaves.
     presence: Arc<Presence>,
+    /// The session registry, to wait for the routers (`join`).
+    sessions: Arc<Sessions>,
+    /// The longest a first connection waits for the routers.
+    sync_within: std::time::Duration,
     /// To find a newly connected user's conversations that fan out on read.
     store: Arc<dyn Store>,
     fanout: FanOutPolicy,
@@ -106,6 +122,14 @@ struct Inner {
 
 pub struct Hub {
     inner: Arc<Inner>,
+    /// Takes this gateway's deliveries; ends with the hub.
+    dispatcher: JoinHandle<()>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.dispatcher.abort();
+    }
 }
 
 /// A connection's place in the hub; give it back with [`Hub::leave`].
@@ -118,26 +142,41 @@ pub struct Registration {
 #[error("subscribing to the user's events failed: {0}")]
 pub struct JoinError(#[source] switchboard_backbone::Cause);
 
+/// Where the hub takes its events and whom it tells of its users.
+pub(crate) struct HubParts {
+    pub client: async_nats::Client,
+    /// The subscription to this gateway's subject, `sb.gw.<gateway>`.
+    pub deliveries: async_nats::Subscriber,
+    pub presence: Arc<Presence>,
+    pub sessions: Arc<Sessions>,
+    pub sync_within: std::time::Duration,
+}
+
 impl Hub {
     pub(crate) fn new(
-        client: async_nats::Client,
-        presence: Arc<Presence>,
+        parts: HubParts,
         store: Arc<dyn Store>,
         fanout: FanOutPolicy,
         plugins: Arc<Plugins>,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                client,
-                presence,
-                store,
-                fanout,
-                plugins,
-                users: tokio::sync::Mutex::new(HashMap::new()),
-                conversations: tokio::sync::Mutex::new(HashMap::new()),
-                next_id: AtomicU64::new(1),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            client: parts.client,
+            presence: parts.presence,
+            sessions: parts.sessions,
+            sync_within: parts.sync_within,
+            store,
+            fanout,
+            plugins,
+            users: tokio::sync::Mutex::new(HashMap::new()),
+            conversations: tokio::sync::Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        });
+        let dispatcher = tokio::spawn(dispatch(parts.deliveries, Arc::downgrade(&inner)));
+        Self { inner, dispatcher }
+    }
+
+    pub(crate) fn sessions(&self) -> &Arc<Sessions> {
+        &self.inner.sessions
     }
 
     pub(crate) fn presence(&self) -> &Presence {
@@ -177,31 +216,47 @@ impl Hub {
             if let Ok(mut conns) = entry.conns.lock() {
                 conns.push(conn);
             }
+            let mut routed = entry.routed.clone();
+            drop(users);
+            // The first connection's join ends either way; when it failed,
+            // its sender is gone and so is the wait.
+            let _ = routed.wait_for(|&r| r).await;
             return Ok(Registration { key, id });
         }
-        let subscriber = inner
-            .client
-            .subscribe(user_events(tenant, user))
-            .await
-            .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
-        let conns: Conns = Arc::new(Mutex::new(vec![conn]));
-        let task = tokio::spawn(dispatch(
-            subscriber,
-            user.clone(),
-            conns.clone(),
-            Arc::downgrade(inner),
-            tenant.clone(),
-        ));
+        let (routed, routed_rx) = tokio::sync::watch::channel(false);
         users.insert(
             key.clone(),
             UserEntry {
-                conns,
-                task,
+                conns: Arc::new(Mutex::new(vec![conn])),
+                routed: routed_rx,
                 listening: HashSet::new(),
+                stint: id,
             },
         );
         drop(users);
-        // The conversations this user belongs to that fan out on read.
+        let registration = Registration { key, id };
+        match self.first_join(tenant, user, id).await {
+            Ok(()) => {
+                routed.send_replace(true);
+                Ok(registration)
+            }
+            Err(e) => {
+                self.leave(registration).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Listens to the user's conversations that fan out on read, writes
+    /// the user's key in the registry, and waits for every router to have
+    /// applied it.
+    async fn first_join(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        stint: u64,
+    ) -> Result<(), JoinError> {
+        let inner = &self.inner;
         match inner.store.memberships(tenant, user).await {
             Ok(memberships) => {
                 for (conversation, kind, members) in memberships {
@@ -224,8 +279,16 @@ impl Hub {
             .flush()
             .await
             .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
-        inner.presence.online(tenant, user).await;
-        Ok(Registration { key, id })
+        if let Some(revision) = inner.presence.online(tenant, user, stint).await
+            && let Err(e) = inner.sessions.sync(revision, inner.sync_within).await
+        {
+            // Live anyway: a router that did not answer is dead (it
+            // publishes nothing) or far behind (its events for this user
+            // are lost until it catches up; the client's next `seq` gap
+            // pulls them).
+            tracing::warn!(error = %e, "not every router confirmed this user's registration");
+        }
+        Ok(())
     }
 
     pub async fn leave(&self, registration: Registration) {
@@ -243,13 +306,11 @@ impl Hub {
         };
         if empty && let Some(entry) = users.remove(&registration.key) {
             drop(users);
-            // Dropping the subscriber with the task unsubscribes.
-            entry.task.abort();
             let (tenant, user) = &registration.key;
             for conversation in &entry.listening {
                 unlisten(inner, tenant, user, conversation).await;
             }
-            inner.presence.offline(tenant, user).await;
+            inner.presence.offline(tenant, user, entry.stint).await;
         }
     }
 }
@@ -461,68 +522,112 @@ fn deliver_frame<'a>(targets: impl Iterator<Item = &'a Conn>, frame: bytes::Byte
     }
 }
 
-async fn dispatch(
-    mut subscriber: async_nats::Subscriber,
-    user: UserId,
-    conns: Conns,
-    hub: Weak<Inner>,
+/// An event of a delivery, with the connections here of the users it is for.
+struct Handover {
     tenant: TenantId,
-) {
+    targets: Vec<(UserId, Vec<Conn>)>,
+    event: Event,
+}
+
+/// Takes this gateway's deliveries and hands each event to the
+/// connections of the users it names.
+async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
     while let Some(msg) = subscriber.next().await {
-        let event = match decode_event(&msg) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(error = %e, "dropping an undecodable event");
-                continue;
-            }
+        let Some(inner) = hub.upgrade() else {
+            return;
         };
-        let targets: Vec<Conn> = match conns.lock() {
-            Ok(c) => c.clone(),
-            Err(_) => return,
-        };
-        match event {
-            Event::Message {
-                frame,
-                origin_user,
-                origin_device,
-            } => {
-                let from_this_user = origin_user == user.as_str();
-                let targets: Vec<(bool, Conn)> =
-                    targets.into_iter().map(|c| (from_this_user, c)).collect();
-                deliver_message(&targets, frame, &origin_device);
-            }
-            Event::Frame(frame) => deliver_frame(targets.iter(), frame),
-            Event::Listen {
-                conversation_id,
-                listen: start,
-            } => {
-                let Some(inner) = hub.upgrade() else {
-                    return;
-                };
-                if start {
-                    // Boxed, like every rare await here: an idle user's
-                    // task should not carry their state (see `serve`).
-                    let listening = Box::pin(listen(&inner, &tenant, &user, &conversation_id));
-                    if let Err(e) = listening.await {
-                        tracing::warn!(error = %e, "cannot listen to a conversation");
+        // Each event with its users' connections here, looked up at once.
+        let mut events: Vec<Handover> = Vec::new();
+        {
+            let users = inner.users.lock().await;
+            for delivered in decode_delivery(&msg.payload) {
+                let Delivered {
+                    mut tenant,
+                    to,
+                    event,
+                } = match delivered {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "dropping an undecodable event");
+                        continue;
                     }
-                } else {
-                    Box::pin(unlisten(&inner, &tenant, &user, &conversation_id)).await;
+                };
+                let mut targets = Vec::with_capacity(to.len());
+                for user in to {
+                    let key = (tenant, user);
+                    if let Some(entry) = users.get(&key)
+                        && let Ok(conns) = entry.conns.lock()
+                    {
+                        targets.push((key.1, conns.clone()));
+                    }
+                    tenant = key.0;
+                }
+                if !targets.is_empty() {
+                    events.push(Handover {
+                        tenant,
+                        targets,
+                        event,
+                    });
                 }
             }
-            Event::Rejected(r) => {
-                let frame = ServerFrame::Error {
-                    code: r.code,
-                    message: r.message,
-                    request_type: Some(r.request_type),
-                    client_msg_id: r.client_msg_id.map(|id| id.as_str().to_owned()),
-                    conversation_id: Some(r.conversation_id.as_str().to_owned()),
-                };
-                let text = Utf8Bytes::from(frame.to_json());
-                for conn in targets.iter().filter(|c| c.device == r.device) {
-                    deliver(conn, Outbound::Frame(text.clone()));
-                    conn.answered.fetch_add(1, Ordering::Relaxed);
+        }
+        for Handover {
+            tenant,
+            targets,
+            event,
+        } in events
+        {
+            for (user, conns) in targets {
+                Box::pin(hand_over(&inner, &tenant, &user, conns, event.clone())).await;
+            }
+        }
+    }
+}
+
+/// Hands one event to one user's connections here.
+async fn hand_over(
+    inner: &Arc<Inner>,
+    tenant: &TenantId,
+    user: &UserId,
+    conns: Vec<Conn>,
+    event: Event,
+) {
+    match event {
+        Event::Message {
+            frame,
+            origin_user,
+            origin_device,
+        } => {
+            let from_this_user = origin_user == user.as_str();
+            let targets: Vec<(bool, Conn)> =
+                conns.into_iter().map(|c| (from_this_user, c)).collect();
+            deliver_message(&targets, frame, &origin_device);
+        }
+        Event::Frame(frame) => deliver_frame(conns.iter(), frame),
+        Event::Listen {
+            conversation_id,
+            listen: start,
+        } => {
+            if start {
+                if let Err(e) = listen(inner, tenant, user, &conversation_id).await {
+                    tracing::warn!(error = %e, "cannot listen to a conversation");
                 }
+            } else {
+                unlisten(inner, tenant, user, &conversation_id).await;
+            }
+        }
+        Event::Rejected(r) => {
+            let frame = ServerFrame::Error {
+                code: r.code,
+                message: r.message,
+                request_type: Some(r.request_type),
+                client_msg_id: r.client_msg_id.map(|id| id.as_str().to_owned()),
+                conversation_id: Some(r.conversation_id.as_str().to_owned()),
+            };
+            let text = Utf8Bytes::from(frame.to_json());
+            for conn in conns.iter().filter(|c| c.device == r.device) {
+                deliver(conn, Outbound::Frame(text.clone()));
+                conn.answered.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -130,11 +130,39 @@ impl Gateway {
         let js = jetstream::context::ContextBuilder::new()
             .max_ack_inflight(config.jetstream_max_inflight.max(1))
             .build(client.clone());
-        let presence =
-            presence::Presence::start(&js, config.gateway_id.clone(), config.presence_ttl).await?;
-        let hub = hub::Hub::new(
+        // This gateway's subject first: the registry may name it from the
+        // first connection on.
+        let deliveries = client
+            .subscribe(switchboard_backbone::subject::gateway_events(
+                &config.gateway_id,
+            ))
+            .await
+            .map_err(|e| GatewayError::bucket("subscribing to this gateway's events", e))?;
+        let registry = js
+            .get_key_value(switchboard_backbone::definitions::PRESENCE_BUCKET)
+            .await
+            .map_err(|e| GatewayError::bucket("the session registry", e))?;
+        let sessions = switchboard_backbone::sessions::Sessions::start(
             client.clone(),
-            presence,
+            registry,
+            format!("gateway:{}", config.gateway_id),
+        )
+        .await?;
+        let presence = presence::Presence::start(
+            &js,
+            sessions.clone(),
+            config.gateway_id.clone(),
+            config.presence_ttl,
+        )
+        .await?;
+        let hub = hub::Hub::new(
+            hub::HubParts {
+                client: client.clone(),
+                deliveries,
+                presence,
+                sessions,
+                sync_within: config.session_sync_timeout,
+            },
             store.clone(),
             config.fanout,
             plugins.clone(),
@@ -257,30 +285,15 @@ impl Gateway {
         self.hub.connection_count().await
     }
 
-    /// Publishes an event to the event subject of every user in `to`
-    /// (core NATS, at most once). Tries every user; the error is the last
-    /// failure.
+    /// Publishes an event to the gateways of every user in `to` (core
+    /// NATS, at most once), one delivery per gateway.
     pub(crate) async fn publish_to_users<'a>(
         &self,
         tenant: &switchboard_protocol::TenantId,
         to: impl Iterator<Item = &'a switchboard_protocol::UserId>,
-        (headers, payload): &(async_nats::HeaderMap, bytes::Bytes),
+        event: &(async_nats::HeaderMap, bytes::Bytes),
     ) -> Result<(), async_nats::PublishError> {
-        let mut result = Ok(());
-        for user in to {
-            if let Err(e) = self
-                .client
-                .publish_with_headers(
-                    switchboard_backbone::subject::user_events(tenant, user),
-                    headers.clone(),
-                    payload.clone(),
-                )
-                .await
-            {
-                result = Err(e);
-            }
-        }
-        result
+        self.hub.sessions().publish(tenant, to, event).await
     }
 
     /// Takes `n` members from the user's rate of members added per minute.
@@ -359,9 +372,10 @@ impl Gateway {
         Ok(())
     }
 
-    /// Before exiting: withdraws this gateway's users from presence at once
-    /// (otherwise they go offline when their keys expire).
+    /// Before exiting: withdraws this gateway's users from presence and
+    /// the gateway from the routers at once (otherwise their keys expire).
     pub async fn shutdown(&self) {
         self.hub.presence().withdraw_all().await;
+        self.hub.sessions().withdraw().await;
     }
 }

@@ -3,6 +3,7 @@
 //! connections. JSON, so an operator can read them with `nats stream view`
 //! and `nats sub`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use async_nats::HeaderMap;
@@ -321,33 +322,165 @@ pub fn rejection_event(r: &Rejection) -> Result<(HeaderMap, Bytes), BackboneErro
     Ok((headers, Bytes::from(payload)))
 }
 
+/// An event published on its own (a conversation's subject): its kind
+/// and origin are headers.
 pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
     let header = |name: &str| {
         msg.headers
             .as_ref()
             .and_then(|h| h.get(name))
-            .map(|v| v.as_str().to_owned())
+            .map(|v| v.as_str())
     };
-    match header(HEADER_EVENT).as_deref() {
+    event_from(
+        header(HEADER_EVENT),
+        header(HEADER_ORIGIN_USER),
+        header(HEADER_ORIGIN_DEVICE),
+        msg.payload.clone(),
+    )
+}
+
+fn event_from(
+    kind: Option<&str>,
+    origin_user: Option<&str>,
+    origin_device: Option<&str>,
+    payload: Bytes,
+) -> Result<Event, BackboneError> {
+    match kind {
         Some("message") => Ok(Event::Message {
-            frame: msg.payload.clone(),
-            origin_user: header(HEADER_ORIGIN_USER).unwrap_or_default(),
-            origin_device: header(HEADER_ORIGIN_DEVICE).unwrap_or_default(),
+            frame: payload,
+            origin_user: origin_user.unwrap_or_default().to_owned(),
+            origin_device: origin_device.unwrap_or_default().to_owned(),
         }),
-        Some("frame") => Ok(Event::Frame(msg.payload.clone())),
-        Some("listen") => serde_json::from_slice::<ListenBody>(&msg.payload)
+        Some("frame") => Ok(Event::Frame(payload)),
+        Some("listen") => serde_json::from_slice::<ListenBody>(&payload)
             .map(|b| Event::Listen {
                 conversation_id: b.conversation_id,
                 listen: b.listen,
             })
             .map_err(BackboneError::encoding),
-        Some("rejected") => serde_json::from_slice(&msg.payload)
+        Some("rejected") => serde_json::from_slice(&payload)
             .map(Event::Rejected)
             .map_err(BackboneError::encoding),
         other => Err(BackboneError::UnknownEvent {
             kind: other.map(str::to_owned),
         }),
     }
+}
+
+/// Header of a delivery to a gateway (`sb.gw.<gateway>`): how many events
+/// it carries. Its payload is, for each event, one line of JSON that
+/// addresses it (tenant, users, kind, origin, and the length of its
+/// payload), then the event's payload, then a newline. The payload is
+/// length-counted, so it may hold anything; the addressing line is
+/// compact JSON, which never holds a raw newline.
+pub const HEADER_EVENTS: &str = "Sb-Events";
+
+#[derive(Serialize, Deserialize)]
+struct DeliveryHead<'a> {
+    #[serde(borrow)]
+    tenant: Cow<'a, str>,
+    #[serde(borrow)]
+    to: Vec<Cow<'a, str>>,
+    #[serde(borrow)]
+    event: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    origin_user: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    origin_device: Option<Cow<'a, str>>,
+    len: usize,
+}
+
+/// Appends one event, for the users `to` of `tenant`, to a delivery's
+/// payload.
+pub fn push_delivery<'a>(
+    payload: &mut Vec<u8>,
+    tenant: &TenantId,
+    to: impl IntoIterator<Item = &'a UserId>,
+    (headers, body): &(HeaderMap, Bytes),
+) -> Result<(), BackboneError> {
+    let header = |name: &str| headers.get(name).map(|v| Cow::Borrowed(v.as_str()));
+    let head = DeliveryHead {
+        tenant: Cow::Borrowed(tenant.as_str()),
+        to: to.into_iter().map(|u| Cow::Borrowed(u.as_str())).collect(),
+        event: header(HEADER_EVENT).unwrap_or_default(),
+        origin_user: header(HEADER_ORIGIN_USER),
+        origin_device: header(HEADER_ORIGIN_DEVICE),
+        len: body.len(),
+    };
+    serde_json::to_writer(&mut *payload, &head).map_err(BackboneError::encoding)?;
+    payload.push(b'\n');
+    payload.extend_from_slice(body);
+    payload.push(b'\n');
+    Ok(())
+}
+
+/// One event of a delivery, for some users of one tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivered {
+    pub tenant: TenantId,
+    pub to: Vec<UserId>,
+    pub event: Event,
+}
+
+/// The events of a delivery, in order. An event that does not decode
+/// costs only itself; an addressing line that does not, the rest of the
+/// delivery (nothing after it can be found).
+pub fn decode_delivery(payload: &Bytes) -> impl Iterator<Item = Result<Delivered, BackboneError>> {
+    let mut at = 0;
+    let payload = payload.clone();
+    std::iter::from_fn(move || {
+        if at >= payload.len() {
+            return None;
+        }
+        let next = next_delivered(&payload, at);
+        match &next {
+            Ok((_, end)) => at = *end,
+            Err(_) => at = payload.len(),
+        }
+        Some(next.and_then(|(event, _)| event))
+    })
+}
+
+/// The event at `at` (or why it does not decode), and where the next
+/// one starts.
+#[allow(clippy::type_complexity)]
+fn next_delivered(
+    payload: &Bytes,
+    at: usize,
+) -> Result<(Result<Delivered, BackboneError>, usize), BackboneError> {
+    let rest = &payload[at..];
+    let line_end =
+        rest.iter()
+            .position(|&b| b == b'\n')
+            .ok_or(BackboneError::MalformedDelivery(
+                "an addressing line without its end",
+            ))?;
+    let head: DeliveryHead<'_> =
+        serde_json::from_slice(&rest[..line_end]).map_err(BackboneError::encoding)?;
+    let body_start = at + line_end + 1;
+    let body_end = body_start
+        .checked_add(head.len)
+        .filter(|&end| end < payload.len() && payload[end] == b'\n')
+        .ok_or(BackboneError::MalformedDelivery(
+            "an event that does not end where its length says",
+        ))?;
+    let body = payload.slice(body_start..body_end);
+    let event = (|| {
+        let tenant = TenantId::new(head.tenant.as_ref()).map_err(BackboneError::encoding)?;
+        let to = head
+            .to
+            .iter()
+            .map(|u| UserId::new(u.as_ref()).map_err(BackboneError::encoding))
+            .collect::<Result<Vec<_>, _>>()?;
+        let event = event_from(
+            Some(head.event.as_ref()),
+            head.origin_user.as_deref(),
+            head.origin_device.as_deref(),
+            body,
+        )?;
+        Ok(Delivered { tenant, to, event })
+    })();
+    Ok((event, body_end + 1))
 }
 
 #[cfg(test)]
@@ -384,6 +517,69 @@ mod tests {
             .map(|line| Command::decode(&line).is_ok())
             .collect();
         assert_eq!(decoded, [true, false, true]);
+    }
+
+    #[test]
+    fn events_delivered_together_come_apart_with_their_addresses() {
+        let tenant = TenantId::new("acme.eu").unwrap();
+        let (alice, bob) = (UserId::new("alice").unwrap(), UserId::new("b.o@b").unwrap());
+        let message = Message {
+            message_id: switchboard_protocol::MessageId::from_u64(42),
+            conversation_id: ConversationId::new("c").unwrap(),
+            seq: 7,
+            sender_id: alice.clone(),
+            sender_device: DeviceId::new("phone").unwrap(),
+            client_msg_id: ClientMsgId::new("m1").unwrap(),
+            // A newline inside an event never ends it: its length does.
+            content: Some(Content::Text {
+                text: "line\nnext".into(),
+            }),
+            created_at: Timestamp::from_unix_ms(1),
+            edited_at: None,
+            deleted_at: None,
+        };
+        let stored = message_event(&message).unwrap();
+        let listen = listen_event(&ConversationId::new("big").unwrap(), true).unwrap();
+        let raw = (HeaderMap::new(), Bytes::from_static(b"x\ny"));
+        let mut payload = Vec::new();
+        push_delivery(&mut payload, &tenant, [&alice, &bob], &stored).unwrap();
+        push_delivery(&mut payload, &tenant, [&bob], &listen).unwrap();
+        push_delivery(&mut payload, &tenant, [&bob], &raw).unwrap();
+        push_delivery(&mut payload, &tenant, [&alice], &listen).unwrap();
+        let payload = Bytes::from(payload);
+        let events: Vec<_> = decode_delivery(&payload).collect();
+        assert_eq!(events.len(), 4);
+        let first = events[0].as_ref().unwrap();
+        assert_eq!(first.tenant, tenant);
+        assert_eq!(first.to, [alice.clone(), bob.clone()]);
+        assert_eq!(
+            first.event,
+            Event::Message {
+                frame: stored.1.clone(),
+                origin_user: "alice".into(),
+                origin_device: "phone".into(),
+            }
+        );
+        assert!(matches!(
+            events[1],
+            Ok(Delivered {
+                event: Event::Listen { listen: true, .. },
+                ..
+            })
+        ));
+        // An event of an unknown kind costs only itself.
+        assert!(matches!(events[2], Err(BackboneError::UnknownEvent { .. })));
+        assert_eq!(events[3].as_ref().unwrap().to, [alice]);
+        // A broken length ends the delivery there, with an error.
+        let mut cut = payload.to_vec();
+        cut.truncate(cut.len() - 3);
+        let events: Vec<_> = decode_delivery(&Bytes::from(cut)).collect();
+        assert_eq!(events.len(), 4);
+        assert!(matches!(
+            events[3],
+            Err(BackboneError::MalformedDelivery(_))
+        ));
+        assert!(decode_delivery(&Bytes::from_static(b"{oops")).all(|e| e.is_err()));
     }
 
     #[test]

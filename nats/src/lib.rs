@@ -23,6 +23,7 @@ pub mod lease;
 pub mod node_id;
 pub mod push_jobs;
 pub mod records;
+pub mod sessions;
 pub mod subject;
 
 /// The underlying error of a [`BackboneError`]: shared, so that the error
@@ -78,6 +79,10 @@ pub enum BackboneError {
         #[source]
         source: Cause,
     },
+    /// A delivery to a gateway whose framing is broken: the message says
+    /// how; there is no underlying error.
+    #[error("encoding: delivery: {0}")]
+    MalformedDelivery(&'static str),
     /// An event whose kind header this release does not know.
     #[error("encoding: unknown event kind {kind:?}")]
     UnknownEvent { kind: Option<String> },

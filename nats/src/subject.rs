@@ -1,5 +1,5 @@
-//! The subjects of the message path, built here: ingest, user and
-//! conversation events, the store service. The push pipeline's live in
+//! The subjects of the message path, built here: ingest, gateway and
+//! conversation events, the session registry's sync, the store service. The push pipeline's live in
 //! `push_jobs.rs`, the parked commands' here too (`parked`); streams and
 //! buckets name theirs in `definitions.rs`.
 //!
@@ -7,7 +7,8 @@
 //! |---|---|---|
 //! | `sb.in.<partition>.<tenant>.<conversation>` | JetStream `SB_INGEST` | commands to the conversation's writer |
 //! | `sb.in.<partition>.batch` | JetStream `SB_INGEST` | several sends for the partition's writer, one per line |
-//! | `sb.user.<tenant>.<user>` | core | events for every connection of a user |
+//! | `sb.gw.<gateway>` | core | events for users connected to one gateway, several to a message |
+//! | `sb.sessions.sync` | core, request/replies | every router confirms it routes by a registry revision |
 //! | `sb.conv.<tenant>.<conversation>` | core | messages of a conversation that fans out on read |
 //! | `sb.store` | core, request/reply | the store service |
 //!
@@ -15,10 +16,13 @@
 //! `%2E` when they become a token. `%` is not an id character, so the
 //! escape is unambiguous, and no id character is a wildcard.
 
-use switchboard_protocol::{ConversationId, TenantId, UserId};
+use switchboard_protocol::{ConversationId, TenantId};
 
 pub const INGEST_PREFIX: &str = "sb.in";
 pub const STORE_SERVICE: &str = "sb.store";
+/// Asks every process that routes events whether its view of the session
+/// registry has applied a revision (`sessions.rs`).
+pub const SESSIONS_SYNC: &str = "sb.sessions.sync";
 /// Queue group of the store service, so a restarted owner never answers twice.
 pub const STORE_QUEUE_GROUP: &str = "store";
 
@@ -102,13 +106,9 @@ pub fn conversation_events(tenant: &TenantId, conversation: &ConversationId) -> 
     )
 }
 
-/// Events for all of one user's connections, on whichever gateways.
-pub fn user_events(tenant: &TenantId, user: &UserId) -> String {
-    format!(
-        "sb.user.{}.{}",
-        token(tenant.as_str()),
-        token(user.as_str())
-    )
+/// Events for the users connected to one gateway.
+pub fn gateway_events(gateway: &str) -> String {
+    format!("sb.gw.{}", token(gateway))
 }
 
 #[cfg(test)]
@@ -129,9 +129,10 @@ mod tests {
             "sb.in.3.acme%2Eeu.a%2Eb"
         );
         assert_eq!(
-            user_events(&t("acme"), &UserId::new("j.doe@x").unwrap()),
-            "sb.user.acme.j%2Edoe@x"
+            conversation_events(&t("acme"), &c("j.doe@x")),
+            "sb.conv.acme.j%2Edoe@x"
         );
+        assert_eq!(gateway_events("gw.1"), "sb.gw.gw%2E1");
         // Distinct ids stay distinct subjects.
         assert_ne!(ingest(0, &t("a.b"), &c("c")), ingest(0, &t("a"), &c("b.c")));
     }

@@ -44,6 +44,10 @@ pub struct FileConfig {
     /// How long a dead gateway's users stay online, in milliseconds
     /// (the `sb_presence` bucket's TTL; default 30000).
     pub presence_ttl_ms: Option<u64>,
+    /// How long a user's first connection to a gateway waits for every
+    /// router of events to route the user there, before `hello`, in
+    /// milliseconds (default 1000; at most 10000).
+    pub session_sync_timeout_ms: Option<u64>,
     pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,

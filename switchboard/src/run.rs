@@ -263,6 +263,9 @@ pub fn gateway_config(
     if let Some(ttl) = file.presence_ttl() {
         config.presence_ttl = ttl;
     }
+    if let Some(ms) = file.session_sync_timeout_ms {
+        config.session_sync_timeout = Duration::from_millis(ms.min(10_000));
+    }
     config.fanout = file.fanout();
     if let Some(n) = file.jetstream_max_inflight {
         config.jetstream_max_inflight = n;

@@ -116,6 +116,8 @@ pub(crate) struct Ctx {
     pub tenants: switchboard_backbone::records::tenants::TenantBook,
     /// Refused sends, for the gateways to answer resends with.
     pub refusals: switchboard_backbone::records::refusals::Refusals,
+    /// The session registry: which gateways hold the users events are for.
+    pub sessions: Arc<switchboard_backbone::sessions::Sessions>,
     pub config: WorkerConfig,
 }
 
@@ -145,9 +147,20 @@ pub async fn run(
     let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
         .await
         .map_err(WorkerError::Refusals)?;
+    let registry = js
+        .get_key_value(PRESENCE_BUCKET)
+        .await
+        .map_err(|e| WorkerError::nats(format!("bucket {PRESENCE_BUCKET}"), e))?;
+    let sessions = switchboard_backbone::sessions::Sessions::start(
+        client.clone(),
+        registry,
+        format!("worker:{}", config.worker_id),
+    )
+    .await?;
     let ctx = Arc::new(Ctx {
         leader: std::sync::atomic::AtomicBool::new(false),
         refusals,
+        sessions,
         client,
         js,
         store,
@@ -164,8 +177,7 @@ pub async fn run(
                 .map_err(|e| WorkerError::nats(format!("bucket {name}"), e))
         }
     };
-    let presence_view =
-        switchboard_backbone::records::presence::PresenceView::watch(open(PRESENCE_BUCKET).await?);
+    let presence_view = ctx.sessions.view().clone();
     let last_seen = open(LAST_SEEN_BUCKET).await?;
     let notifier = {
         let ctx = ctx.clone();
@@ -186,7 +198,8 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("leader balancer", move || balance::run(ctx.clone()))
     };
-    let result = partitions::run(ctx, bucket, shutdown).await;
+    let result = partitions::run(ctx.clone(), bucket, shutdown).await;
+    ctx.sessions.withdraw().await;
     notifier.abort();
     sweeper.abort();
     archiver.abort();

@@ -18,7 +18,6 @@ use std::sync::atomic::Ordering;
 use async_nats::jetstream::kv;
 use switchboard_backbone::envelope::frame_event;
 use switchboard_backbone::records::presence::{PresenceView, Transition, last_seen_key};
-use switchboard_backbone::subject::user_events;
 use switchboard_protocol::{PresenceStatus, ServerFrame};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -70,17 +69,11 @@ async fn announce(ctx: &Ctx, last_seen: &kv::Store, t: Transition) {
         },
         last_seen: Some(t.at),
     });
-    for contact in contacts {
-        if let Err(e) = ctx
-            .client
-            .publish_with_headers(
-                user_events(&t.tenant, &contact),
-                headers.clone(),
-                payload.clone(),
-            )
-            .await
-        {
-            tracing::warn!(error = %e, "publishing presence failed");
-        }
+    if let Err(e) = ctx
+        .sessions
+        .publish(&t.tenant, &contacts, &(headers, payload))
+        .await
+    {
+        tracing::warn!(error = %e, "publishing presence failed");
     }
 }

@@ -30,7 +30,7 @@ use switchboard_backbone::envelope::{
 };
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::records::refusals::{Refusal, SendKey};
-use switchboard_backbone::subject::{conversation_events, ingest, user_events};
+use switchboard_backbone::subject::{conversation_events, ingest};
 use switchboard_protocol::frames::request_type;
 use switchboard_protocol::{
     Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,
@@ -700,31 +700,60 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
     Some(answer)
 }
 
-/// Publishes one event to every recipient's event subject, or once to
-/// the conversation's subject (fan-out on read).
-async fn fan_out(
-    ctx: &Ctx,
-    tenant: &TenantId,
-    conversation: &ConversationId,
-    recipients: Vec<UserId>,
-    route: Route,
-    (headers, payload): (HeaderMap, Bytes),
-) -> Result<(), async_nats::PublishError> {
-    let subjects: Vec<String> = match route {
-        Route::Users => recipients.iter().map(|u| user_events(tenant, u)).collect(),
-        Route::Conversation => vec![conversation_events(tenant, conversation)],
-    };
-    let mut result = Ok(());
-    for subject in subjects {
-        if let Err(e) = ctx
-            .client
-            .publish_with_headers(subject, headers.clone(), payload.clone())
-            .await
-        {
-            result = Err(e);
+/// Events of a batch on their way out, in the order they were made:
+/// those for users gather per gateway (`Sessions::deliveries`); an event
+/// on a conversation's subject, or a reply, first sends what has gathered.
+struct Outbox<'a> {
+    ctx: &'a Ctx,
+    deliveries: switchboard_backbone::sessions::Deliveries<'a>,
+}
+
+impl<'a> Outbox<'a> {
+    fn new(ctx: &'a Ctx) -> Self {
+        Self {
+            ctx,
+            deliveries: ctx.sessions.deliveries(),
         }
     }
-    result
+
+    async fn flush(&mut self) -> Result<(), async_nats::PublishError> {
+        if self.deliveries.is_empty() {
+            return Ok(());
+        }
+        std::mem::replace(&mut self.deliveries, self.ctx.sessions.deliveries())
+            .publish()
+            .await
+    }
+
+    /// One event for every recipient, or once on the conversation's
+    /// subject (fan-out on read).
+    async fn fan_out(
+        &mut self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        recipients: &[UserId],
+        route: Route,
+        event: (HeaderMap, Bytes),
+    ) -> Result<(), async_nats::PublishError> {
+        match route {
+            Route::Users => {
+                self.deliveries.add(tenant, recipients, &event);
+                Ok(())
+            }
+            Route::Conversation => {
+                self.flush().await?;
+                let (headers, payload) = event;
+                self.ctx
+                    .client
+                    .publish_with_headers(
+                        conversation_events(tenant, conversation),
+                        headers,
+                        payload,
+                    )
+                    .await
+            }
+        }
+    }
 }
 
 /// Hands a stored message to the push pipeline, for a tenant with pushes
@@ -756,6 +785,7 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
 }
 
 async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
+    let mut out = Outbox::new(ctx);
     for outcome in outcomes {
         let result = match outcome {
             Outcome::Deliver {
@@ -777,16 +807,10 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     push_job(ctx, &tenant, &message, &recipients).await;
                 }
                 match message_event(&message) {
-                    Ok(event) => fan_out(
-                        ctx,
-                        &tenant,
-                        &message.conversation_id,
-                        recipients,
-                        route,
-                        event,
-                    )
-                    .await
-                    .map_err(cause),
+                    Ok(event) => out
+                        .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
+                        .await
+                        .map_err(cause),
                     Err(e) => Err(cause(e)),
                 }
             }
@@ -805,7 +829,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 );
                 let conversation = message.conversation_id.clone();
                 let event = frame_event(&ServerFrame::MessageUpdated { message });
-                fan_out(ctx, &tenant, &conversation, recipients, route, event)
+                out.fan_out(&tenant, &conversation, &recipients, route, event)
                     .await
                     .map_err(cause)
             }
@@ -815,7 +839,8 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 users,
                 listen,
             } => match listen_event(&conversation_id, listen) {
-                Ok(event) => fan_out(ctx, &tenant, &conversation_id, users, Route::Users, event)
+                Ok(event) => out
+                    .fan_out(&tenant, &conversation_id, &users, Route::Users, event)
                     .await
                     .map_err(cause),
                 Err(e) => Err(cause(e)),
@@ -827,20 +852,22 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
             } => {
                 remember_refusal(ctx, &tenant, &sender, &rejection).await;
                 match rejection_event(&rejection) {
-                    Ok((headers, payload)) => ctx
-                        .client
-                        .publish_with_headers(user_events(&tenant, &sender), headers, payload)
-                        .await
-                        .map_err(cause),
+                    Ok(event) => {
+                        out.deliveries.add(&tenant, [&sender], &event);
+                        Ok(())
+                    }
                     Err(e) => Err(cause(e)),
                 }
             }
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
-                Ok(body) => ctx
-                    .client
-                    .publish(subject, body.into())
-                    .await
-                    .map_err(cause),
+                Ok(body) => match out.flush().await {
+                    Ok(()) => ctx
+                        .client
+                        .publish(subject, body.into())
+                        .await
+                        .map_err(cause),
+                    Err(e) => Err(cause(e)),
+                },
                 Err(e) => Err(cause(e)),
             },
         };
@@ -848,6 +875,9 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
             // Events are at most once; clients recover by retry and backlog.
             tracing::warn!(error = %e, "publishing an event failed");
         }
+    }
+    if let Err(e) = out.flush().await {
+        tracing::warn!(error = %e, "publishing events failed");
     }
 }
 

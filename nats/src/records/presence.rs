@@ -1,23 +1,30 @@
-//! Presence on the backbone (F9).
+//! Presence on the backbone (F9), and the session registry it is.
 //!
 //! Each gateway keeps a key `<tenant>.<user>.<gateway>` in `sb_presence`
 //! while it has a connection of the user, refreshing it well within the
 //! bucket's TTL; the last connection's end deletes it. A gateway that dies
 //! stops refreshing, and its keys expire with a marker. A user is online
-//! while any of their keys lives.
+//! while any of their keys lives, and events for them go to the gateways
+//! the keys name (`sessions.rs`).
+//!
+//! Each process that routes events keeps a key `routers.<id>` there too,
+//! refreshed the same way, so that a gateway knows whom to ask before it
+//! tells a new connection it is live. Router keys have two parts and user
+//! keys three, so neither is ever read as the other.
 //!
 //! [`PresenceView`] watches the bucket and keeps that picture in memory in
-//! every process that needs it, and reports each user's transitions
-//! between online and offline.
+//! every process that needs it, reports each user's transitions between
+//! online and offline, and says which revision of the bucket it has
+//! applied.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use futures::StreamExt;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::kv_key::{id, part};
 
@@ -31,23 +38,38 @@ pub fn presence_key(tenant: &TenantId, user: &UserId, gateway: &str) -> String {
     )
 }
 
+/// The key of a process that routes events.
+pub fn router_key(router: &str) -> String {
+    format!("{ROUTERS}.{}", part(router))
+}
+
+const ROUTERS: &str = "routers";
+
 /// The key of a user's last-seen time in `sb_last_seen`.
 pub fn last_seen_key(tenant: &TenantId, user: &UserId) -> String {
     format!("{}.{}", part(tenant.as_str()), part(user.as_str()))
 }
 
-/// (tenant, user, gateway) of a presence key.
-fn parse_key(key: &str) -> Option<(TenantId, UserId, String)> {
-    let mut parts = key.split('.');
-    let (t, u, g) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
+/// What a key of `sb_presence` is about.
+#[derive(Debug, PartialEq, Eq)]
+enum Key {
+    /// A user on a gateway.
+    User(TenantId, UserId, String),
+    /// A process that routes events.
+    Router(String),
+}
+
+fn parse_key(key: &str) -> Option<Key> {
+    let parts: Vec<&str> = key.split('.').collect();
+    match parts[..] {
+        [ROUTERS, r] => Some(Key::Router(id(r)?)),
+        [t, u, g] => Some(Key::User(
+            TenantId::new(id(t)?).ok()?,
+            UserId::new(id(u)?).ok()?,
+            id(g)?,
+        )),
+        _ => None,
     }
-    Some((
-        TenantId::new(id(t)?).ok()?,
-        UserId::new(id(u)?).ok()?,
-        id(g)?,
-    ))
 }
 
 /// A user came online (first connection anywhere) or went offline (last
@@ -60,11 +82,21 @@ pub struct Transition {
     pub at: Timestamp,
 }
 
-/// Who is online, kept current by watching `sb_presence`.
+/// Per online user: each gateway holding them, with its latest refresh.
+type Gateways = HashMap<Arc<str>, Timestamp>;
+
+#[derive(Default)]
+struct State {
+    online: HashMap<TenantId, HashMap<UserId, Gateways>>,
+    routers: HashSet<String>,
+}
+
+/// Who is online and where, kept current by watching `sb_presence`.
 pub struct PresenceView {
-    /// Per online user: each gateway holding them, with its latest refresh.
-    online: Mutex<HashMap<(TenantId, UserId), HashMap<String, Timestamp>>>,
+    state: Mutex<State>,
     transitions: broadcast::Sender<Transition>,
+    /// The bucket's revision the view has applied, 0 while it rebuilds.
+    applied: watch::Sender<u64>,
 }
 
 impl PresenceView {
@@ -72,18 +104,62 @@ impl PresenceView {
     pub fn watch(bucket: kv::Store) -> Arc<Self> {
         let (transitions, _) = broadcast::channel(4096);
         let view = Arc::new(Self {
-            online: Mutex::new(HashMap::new()),
+            state: Mutex::new(State::default()),
             transitions,
+            applied: watch::Sender::new(0),
         });
         tokio::spawn(run(bucket, Arc::downgrade(&view)));
         view
     }
 
     pub fn is_online(&self, tenant: &TenantId, user: &UserId) -> bool {
-        self.online
+        self.state
             .lock()
-            .map(|m| m.contains_key(&(tenant.clone(), user.clone())))
+            .map(|s| s.online.get(tenant).is_some_and(|u| u.contains_key(user)))
             .unwrap_or(false)
+    }
+
+    /// The gateways that hold each of `users`, with the users each holds.
+    pub fn gateways_of<'u>(
+        &self,
+        tenant: &TenantId,
+        users: impl IntoIterator<Item = &'u UserId>,
+    ) -> HashMap<Arc<str>, Vec<&'u UserId>> {
+        let mut by_gateway: HashMap<Arc<str>, Vec<&'u UserId>> = HashMap::new();
+        let Ok(state) = self.state.lock() else {
+            return by_gateway;
+        };
+        let Some(online) = state.online.get(tenant) else {
+            return by_gateway;
+        };
+        for user in users {
+            for gateway in online.get(user).into_iter().flat_map(|g| g.keys()) {
+                by_gateway.entry(gateway.clone()).or_default().push(user);
+            }
+        }
+        by_gateway
+    }
+
+    /// The processes that route events, as of the applied revision.
+    pub fn routers(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .map(|s| s.routers.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The bucket's revision this view has applied.
+    pub fn applied(&self) -> u64 {
+        *self.applied.borrow()
+    }
+
+    /// Waits until the view has applied `revision`, for at most `timeout`;
+    /// whether it has.
+    pub async fn wait_applied(&self, revision: u64, timeout: Duration) -> bool {
+        let mut applied = self.applied.subscribe();
+        tokio::time::timeout(timeout, applied.wait_for(|&r| r >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Transitions from now on. Those of users already online when the
@@ -92,45 +168,57 @@ impl PresenceView {
         self.transitions.subscribe()
     }
 
-    /// Applies one bucket entry; a transition if the user's state flipped.
+    /// Applies one bucket entry; a transition if a user's state flipped.
     fn apply(&self, entry: &kv::Entry) -> Option<Transition> {
-        let (tenant, user, gateway) = parse_key(&entry.key)?;
-        let mut online = self.online.lock().ok()?;
-        let key = (tenant.clone(), user.clone());
-        let at = Timestamp::from_unix_ms((entry.created.unix_timestamp_nanos() / 1_000_000) as i64);
-        match entry.operation {
-            kv::Operation::Put => {
-                let gateways = online.entry(key).or_default();
-                let was_offline = gateways.is_empty();
-                gateways.insert(gateway, at);
-                was_offline.then_some(Transition {
-                    tenant,
-                    user,
-                    online: true,
-                    at,
-                })
-            }
-            kv::Operation::Delete | kv::Operation::Purge => {
-                let gateways = online.get_mut(&key)?;
-                let refreshed = gateways.remove(&gateway);
-                if !gateways.is_empty() {
-                    return None;
+        let key = parse_key(&entry.key);
+        let mut state = self.state.lock().ok()?;
+        let put = entry.operation == kv::Operation::Put;
+        let (tenant, user, gateway) = match key? {
+            Key::Router(router) => {
+                if put {
+                    state.routers.insert(router);
+                } else {
+                    state.routers.remove(&router);
                 }
-                online.remove(&key);
-                // A key that expired (its gateway died) was last true when
-                // it was last refreshed, not when the server expired it.
-                let at = match (entry.operation, refreshed) {
-                    (kv::Operation::Purge, Some(refreshed)) => refreshed,
-                    _ => at,
-                };
-                Some(Transition {
-                    tenant,
-                    user,
-                    online: false,
-                    at,
-                })
+                return None;
             }
+            Key::User(tenant, user, gateway) => (tenant, user, gateway),
+        };
+        let at = Timestamp::from_unix_ms((entry.created.unix_timestamp_nanos() / 1_000_000) as i64);
+        if put {
+            let users = state.online.entry(tenant.clone()).or_default();
+            let gateways = users.entry(user.clone()).or_default();
+            let was_offline = gateways.is_empty();
+            gateways.insert(Arc::from(gateway), at);
+            return was_offline.then_some(Transition {
+                tenant,
+                user,
+                online: true,
+                at,
+            });
         }
+        let users = state.online.get_mut(&tenant)?;
+        let gateways = users.get_mut(&user)?;
+        let refreshed = gateways.remove(gateway.as_str());
+        if !gateways.is_empty() {
+            return None;
+        }
+        users.remove(&user);
+        if users.is_empty() {
+            state.online.remove(&tenant);
+        }
+        // A key that expired (its gateway died) was last true when it was
+        // last refreshed, not when the server expired it.
+        let at = match (entry.operation, refreshed) {
+            (kv::Operation::Purge, Some(refreshed)) => refreshed,
+            _ => at,
+        };
+        Some(Transition {
+            tenant,
+            user,
+            online: false,
+            at,
+        })
     }
 }
 
@@ -140,9 +228,10 @@ async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
             Ok(mut entries) => {
                 if let Some(v) = view.upgrade() {
                     // Rebuilt from the bucket's current state.
-                    if let Ok(mut online) = v.online.lock() {
-                        online.clear();
+                    if let Ok(mut state) = v.state.lock() {
+                        *state = State::default();
                     }
+                    v.applied.send_replace(0);
                 }
                 while let Some(entry) = entries.next().await {
                     let Some(v) = view.upgrade() else {
@@ -161,6 +250,7 @@ async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
                     {
                         let _ = v.transitions.send(t);
                     }
+                    v.applied.send_replace(entry.revision);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot watch presence; retrying"),
@@ -184,7 +274,10 @@ mod tests {
         );
         let key = presence_key(&t, &u, "gw-1");
         assert_eq!(key, "acme=2Eeu.j=2Edoe=40x.gw-1");
-        assert_eq!(parse_key(&key), Some((t, u, "gw-1".to_owned())));
+        assert_eq!(parse_key(&key), Some(Key::User(t, u, "gw-1".to_owned())));
         assert_eq!(parse_key("a.b"), None);
+        // A router's key is never a user's, whatever the router is called.
+        let router = router_key("gw.1@x");
+        assert_eq!(parse_key(&router), Some(Key::Router("gw.1@x".to_owned())));
     }
 }

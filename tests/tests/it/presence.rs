@@ -150,3 +150,115 @@ async fn a_killed_gateway_takes_its_users_offline() {
         "offline within the TTL and a little"
     );
 }
+
+/// The session registry's sync (`nats/src/sessions.rs`): every process
+/// that routes events is a router in `sb_presence` and confirms a
+/// revision once its view has applied it; one that does not answer (here
+/// a key no process holds, as a dead router leaves) is named when the
+/// wait ends.
+#[tokio::test]
+async fn every_router_confirms_a_registration_and_a_dead_one_is_waited_for_in_bounds() {
+    use futures::StreamExt;
+    use switchboard_backbone::definitions::PRESENCE_BUCKET;
+    use switchboard_backbone::records::presence::{presence_key, router_key};
+    use switchboard_backbone::sessions::{Sessions, SyncError};
+
+    let cluster = Cluster::start(ClusterSpec {
+        workers: 2,
+        gateways: 2,
+        ..Default::default()
+    })
+    .await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let bucket = js.get_key_value(PRESENCE_BUCKET).await.unwrap();
+    // Each gateway and each worker is a router.
+    let routers = || async {
+        let keys: Vec<String> = bucket
+            .keys()
+            .await
+            .unwrap()
+            .filter_map(|k| async { k.ok() })
+            .collect()
+            .await;
+        keys.into_iter()
+            .filter(|k| k.starts_with("routers."))
+            .count()
+    };
+    assert_eq!(routers().await, 4);
+    let sessions = Sessions::start(
+        cluster.nats.client().await,
+        bucket.clone(),
+        "test-router".into(),
+    )
+    .await
+    .unwrap();
+    let tenant = switchboard_protocol::TenantId::new("demo").unwrap();
+    let user = switchboard_protocol::UserId::new("zed").unwrap();
+    let key = presence_key(&tenant, &user, "gw-test");
+    let revision = bucket.put(&key, "1".into()).await.unwrap();
+    let within = Duration::from_secs(5);
+    let started = tokio::time::Instant::now();
+    sessions.sync(revision, within).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(sessions.view().is_online(&tenant, &user));
+
+    // A router that died: its key stays until the TTL.
+    bucket.put(router_key("dead:1"), "1".into()).await.unwrap();
+    let revision = bucket.put(&key, "2".into()).await.unwrap();
+    let within = Duration::from_millis(600);
+    let started = tokio::time::Instant::now();
+    match sessions.sync(revision, within).await {
+        Err(SyncError::Unconfirmed { missing, .. }) => assert_eq!(missing, ["dead:1"]),
+        other => panic!("expected the dead router to be missing: {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= within && waited < within + Duration::from_secs(1),
+        "{waited:?}"
+    );
+    bucket.delete(router_key("dead:1")).await.unwrap();
+    let revision = bucket.put(&key, "3".into()).await.unwrap();
+    sessions
+        .sync(revision, Duration::from_secs(5))
+        .await
+        .unwrap();
+}
+
+/// A user who reconnects at once to the same gateway, again and again,
+/// stays routed there. The leaving connection deletes the registry key
+/// only at the revision its own stint wrote (`gateway/src/presence.rs`),
+/// so it cannot undo the new connection's write. Here the delete usually
+/// lands first anyway; the test guards the whole leave-and-join path.
+#[tokio::test]
+async fn a_user_who_reconnects_at_once_stays_routed_to_the_gateway() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    cluster.wait_for_writers(8, Duration::from_secs(20)).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "a").await;
+    let mut bob = cluster.ws(0, "bob", "b").await;
+    // Each time, bob's only connection ends while a new one starts: the
+    // gateway's leave (a delete of bob's key) and join (a write of it) run
+    // side by side.
+    for _ in 0..30 {
+        let (next, ()) = tokio::join!(cluster.ws(0, "bob", "b"), bob.close());
+        bob = next;
+    }
+    // Every leave has been handled by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..5 {
+        let id = format!("m{i}");
+        alice
+            .send(&send_frame(&conv, &id, "still here?"))
+            .await
+            .unwrap();
+        expect_ack(&mut alice, &id).await;
+        let m = expect_message(&mut bob).await;
+        assert_eq!(text_of(&m), "still here?");
+    }
+    assert_eq!(
+        lookup(&cluster, "alice", "bob").await.unwrap().status,
+        PresenceStatus::Online
+    );
+}
