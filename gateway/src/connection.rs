@@ -115,7 +115,8 @@ pub(crate) enum PrepareError {
 }
 
 /// Registers the device (so every message it might miss from here on gets
-/// an inbox entry for it) and subscribes to the user's events.
+/// an inbox entry for it) and joins the hub, which has every router of
+/// events route the user here (`hub::Hub::join`).
 pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session, PrepareError> {
     gw.store
         .register_device(&id.tenant, &id.user, &id.device)

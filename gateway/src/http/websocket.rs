@@ -44,14 +44,18 @@ pub(super) async fn upgrade(
     let admission = gw
         .quotas
         .admit(&identity, gw.config.limits.max_connections_per_user)?;
-    // Subscribed before the upgrade is answered: see `connection::Session`.
+    // Routed here before the upgrade is answered: see `connection::Session`.
     let session = connection::prepare(&gw, &identity).await.map_err(|e| {
         tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
         ApiError::new(ErrorCode::Unavailable, e.to_string())
     })?;
     let limits = &gw.config.limits;
+    // Every connection holds its read buffer for as long as it lives, and
+    // most of them are idle: 1 KiB takes a typical frame in one read (a
+    // larger one takes a read per KiB) and costs 3 KiB less per
+    // connection than 4 (BENCHMARKS.md, issue 14, step 3).
     Ok(upgrade
-        .read_buffer_size(4 * 1024)
+        .read_buffer_size(1024)
         .write_buffer_size(8 * 1024)
         .max_message_size(limits.hard_max_frame_bytes)
         .max_frame_size(limits.hard_max_frame_bytes)
