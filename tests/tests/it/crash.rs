@@ -124,3 +124,104 @@ async fn acked_messages_survive_kill9_of_every_process() {
         "the stream ran through the kills ({total} messages)"
     );
 }
+
+/// kill -9 of the store-holding worker while it writes sends that arrived
+/// several to a JetStream message, and plans them in parts of 4 commands
+/// (`worker_max_batch = 4`): some parts of a message are stored, the rest
+/// are not, and the message is not acked. On restart it is delivered
+/// again. Its stored sends are answered with the originals, and the rest
+/// are stored once, in the connection's order, without gaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill9_inside_a_batch_of_several_loses_and_repeats_nothing() {
+    use switchboard_protocol::ServerFrame;
+
+    let mut cluster = Cluster::start(ClusterSpec {
+        partitions: 1,
+        extra_config: "worker_max_batch = 4\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let sends = 400;
+    let id = |n: usize| format!("m{n:04}");
+    let mut acked: HashMap<String, Acked> = HashMap::new();
+    let take = |acked: &mut HashMap<String, Acked>, frame: ServerFrame| match frame {
+        ServerFrame::Ack {
+            client_msg_id,
+            message_id,
+            seq,
+            ..
+        } => {
+            let ack = Acked { message_id, seq };
+            if let Some(earlier) = acked.insert(client_msg_id.as_str().to_owned(), ack) {
+                assert_eq!(earlier, ack, "{client_msg_id} answered twice, differently");
+            }
+        }
+        ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
+        _ => {}
+    };
+    // All at once: they queue behind the partition's publish and travel
+    // several to a message.
+    for n in 0..sends {
+        alice
+            .send(&send_frame(&conv, &id(n), "burst"))
+            .await
+            .unwrap();
+    }
+    while acked.len() < 40 {
+        let frame = alice
+            .next_frame_within(Duration::from_secs(20))
+            .await
+            .unwrap();
+        take(&mut acked, frame);
+    }
+    cluster.workers[0].kill9().await; // holds the store
+    // The kill came in the middle: the stream still holds messages the
+    // writer had not acked, and they carried several sends each.
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let state = js
+        .get_stream("SB_INGEST_0")
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .state
+        .clone();
+    assert!(state.messages > 0, "the writer had finished: {state:?}");
+    assert!(
+        state.last_sequence < sends as u64 / 2,
+        "sends went alone: {state:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.workers[0].restart().await;
+    // Whatever was not answered is sent again, as a client would.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while acked.len() < sends {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {sends} acked",
+            acked.len()
+        );
+        match alice.next_frame_within(Duration::from_secs(3)).await {
+            Ok(frame) => take(&mut acked, frame),
+            Err(_) => {
+                for n in (0..sends).filter(|n| !acked.contains_key(&id(*n))) {
+                    alice
+                        .send(&send_frame(&conv, &id(n), "burst"))
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+    }
+    let acked: Vec<(String, String, Acked)> = acked
+        .into_iter()
+        .map(|(id, ack)| ("alice".to_owned(), id, ack))
+        .collect();
+    let history = check_history_against_acks(&cluster, &conv, "bob", &acked).await;
+    assert_eq!(history.len(), sends, "every send stored once");
+}
