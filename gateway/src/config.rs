@@ -256,6 +256,9 @@ pub struct GatewayConfig {
     /// On shutdown, how long connections may take to see their in-flight
     /// sends answered before they are told to reconnect (1012).
     pub drain_timeout: Duration,
+    /// Serve the process's Prometheus metrics at `/metrics`; `None` does
+    /// not (they may be served on a listener of their own instead).
+    pub metrics: Option<crate::metrics::Exposition>,
 }
 
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
@@ -286,6 +289,7 @@ impl GatewayConfig {
             dev_tokens: None,
             operator_token: None,
             drain_timeout: Duration::from_secs(10),
+            metrics: None,
         }
     }
 }

@@ -55,7 +55,7 @@ struct Connection {
     /// Sends JetStream stored whose writer's answer is still to come, and
     /// the answers the hub handed over: equal when nothing is pending.
     stored: Arc<AtomicU64>,
-    answered: Arc<AtomicU64>,
+    answered: Arc<crate::hub::Answers>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -92,7 +92,7 @@ struct SessionParts {
     registration: Registration,
     tx: Outbox,
     rx: OutboxReader,
-    answered: Arc<AtomicU64>,
+    answered: Arc<crate::hub::Answers>,
 }
 
 impl Drop for Session {
@@ -122,7 +122,7 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
         .register_device(&id.tenant, &id.user, &id.device)
         .await?;
     let (tx, rx) = outbox(gw.config.limits.outbound_queue_bytes);
-    let answered = Arc::new(AtomicU64::new(0));
+    let answered = Arc::new(crate::hub::Answers::default());
     let registration = gw
         .hub
         .join(
@@ -183,6 +183,7 @@ async fn serve(
     admission: Admission,
 ) {
     let gw = session.gw.clone();
+    let _open = crate::metrics::OpenConnection::new(&id.tenant);
     let (sink, mut stream) = socket.split();
     let limits = gw.config.limits.clone();
     let Some(SessionParts {
@@ -327,7 +328,10 @@ async fn write_loop(mut sink: SplitSink<WebSocket, Message>, rx: OutboxReader, s
         let mut next = Some(first);
         while let Some(out) = next.take() {
             let message = match out {
-                Outbound::Frame(text) => Message::Text(text),
+                Outbound::Frame(text) => {
+                    crate::metrics::frame_out(&text);
+                    Message::Text(text)
+                }
                 Outbound::Ping => Message::Ping(Default::default()),
                 Outbound::Close(code, reason) => {
                     let close = CloseFrame {
@@ -382,7 +386,7 @@ impl Connection {
         // Every accepted send has reached JetStream (or failed) once all
         // in-flight permits are back.
         let _ = tokio::time::timeout_at(deadline, self.inflight.acquire_many(permits)).await;
-        while self.answered.load(Ordering::Relaxed) < self.stored.load(Ordering::Relaxed)
+        while self.answered.count.load(Ordering::Relaxed) < self.stored.load(Ordering::Relaxed)
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -441,6 +445,7 @@ impl Connection {
     async fn on_text(&mut self, text: &str) {
         let limits = &self.gw.config.limits;
         if text.len() > limits.max_frame_bytes {
+            crate::metrics::frame_in("invalid");
             let hints: FrameHints = serde_json::from_str(text).unwrap_or_default();
             self.reply(error_frame(
                 ErrorCode::TooLarge,
@@ -458,6 +463,7 @@ impl Connection {
         let parsed = match ClientFrame::parse(text) {
             Ok(f) => f,
             Err(e) => {
+                crate::metrics::frame_in("invalid");
                 self.reply(frame(&ServerFrame::Error {
                     code: ErrorCode::InvalidFrame,
                     message: e.message,
@@ -470,6 +476,7 @@ impl Connection {
         };
         // Every refusal of the frame names it by its type.
         let request = parsed.type_name();
+        crate::metrics::frame_in(request);
         match parsed {
             ClientFrame::SendMessage {
                 client_msg_id,
@@ -645,6 +652,9 @@ impl Connection {
                 return;
             }
         };
+        crate::metrics::send_accepted();
+        self.answered.clock.started(client_msg_id.as_str());
+        let answered = self.answered.clone();
         let (gw, tx, stored_count) = (self.gw.clone(), self.tx.clone(), self.stored.clone());
         let key = SentKey {
             tenant: self.id.tenant.clone(),
@@ -678,6 +688,7 @@ impl Connection {
                 Ok(Stored::Duplicate) => match gw.store.find_sent(vec![key.clone()]).await {
                     Ok(found) => {
                         if let Some(Some(m)) = found.first() {
+                            answered.clock.acked(m.client_msg_id.as_str());
                             let _ = tx.send(frame(&ServerFrame::ack(m))).await;
                         } else if let Some(refusal) = gw.refused(&key).await {
                             let answer = error_frame(

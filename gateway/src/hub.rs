@@ -73,9 +73,18 @@ struct Conn {
     id: u64,
     device: DeviceId,
     tx: Outbox,
-    /// Writers' answers (`ack` or `error`) to this device's sends handed
-    /// to it, so that a draining connection knows when it has them all.
-    answered: Arc<AtomicU64>,
+    /// Writers' answers to this device's sends handed to it.
+    answered: Arc<Answers>,
+}
+
+/// A connection's answers (`ack` or `error`) to its sends, as the hub
+/// hands them over.
+#[derive(Default)]
+pub(crate) struct Answers {
+    /// How many, so that a draining connection knows when it has them all.
+    pub count: AtomicU64,
+    /// When each send arrived, for the send→ack latency.
+    pub clock: crate::metrics::SendClock,
 }
 
 type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -200,7 +209,7 @@ impl Hub {
         user: &UserId,
         device: &DeviceId,
         tx: Outbox,
-        answered: Arc<AtomicU64>,
+        answered: Arc<Answers>,
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -469,8 +478,9 @@ struct AckMessage<'a> {
     client_msg_id: std::borrow::Cow<'a, str>,
 }
 
-/// The `ack` frame for a stored message, from its `message` frame.
-fn ack_from_message_frame(frame: &[u8]) -> Option<Utf8Bytes> {
+/// The `ack` frame for a stored message, from its `message` frame, with
+/// the `client_msg_id` it answers.
+fn ack_from_message_frame(frame: &[u8]) -> Option<(Utf8Bytes, String)> {
     let fields: AckFields<'_> = serde_json::from_slice(frame).ok()?;
     let m = fields.message;
     let quoted = |s: &str| serde_json::to_string(s).ok();
@@ -481,7 +491,7 @@ fn ack_from_message_frame(frame: &[u8]) -> Option<Utf8Bytes> {
         quoted(m.message_id)?,
         m.seq
     );
-    Some(Utf8Bytes::from(ack))
+    Some((Utf8Bytes::from(ack), m.client_msg_id.into_owned()))
 }
 
 /// Queues a frame for a connection. A client that reads too slowly
@@ -503,9 +513,10 @@ fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device:
         // The same device id under another user is another device.
         if *from_this_user && conn.device.as_str() == origin_device {
             let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
-            if let Some(frame) = ack {
+            if let Some((frame, client_msg_id)) = ack {
+                conn.answered.clock.acked(client_msg_id);
                 deliver(conn, Outbound::Frame(frame.clone()));
-                conn.answered.fetch_add(1, Ordering::Relaxed);
+                conn.answered.count.fetch_add(1, Ordering::Relaxed);
             }
         } else {
             deliver(conn, Outbound::Frame(text.clone()));
@@ -627,7 +638,7 @@ async fn hand_over(
             let text = Utf8Bytes::from(frame.to_json());
             for conn in conns.iter().filter(|c| c.device == r.device) {
                 deliver(conn, Outbound::Frame(text.clone()));
-                conn.answered.fetch_add(1, Ordering::Relaxed);
+                conn.answered.count.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -674,7 +685,8 @@ mod tests {
     #[test]
     fn builds_the_ack_from_the_message_frame() {
         let frame = br#"{"type":"message","message":{"message_id":"42","conversation_id":"c","seq":7,"sender_id":"a","sender_device":"d","client_msg_id":"q\"1","content":{"kind":"text","text":"x"},"created_at":"2026-01-01T00:00:00.000Z","edited_at":null,"deleted_at":null}}"#;
-        let ack = ack_from_message_frame(frame).unwrap();
+        let (ack, client_msg_id) = ack_from_message_frame(frame).unwrap();
+        assert_eq!(client_msg_id, "q\"1");
         assert!(ack.starts_with(r#"{"type":"ack","#), "{}", ack.as_str());
         let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
         assert_eq!(v["type"], "ack");

@@ -115,12 +115,15 @@ impl Ingest {
             payload,
             done,
         };
+        crate::metrics::pending_acks(1.0);
         // A partition past the count, or a task gone, can only be a bug
         // or a shutdown: the receipt then says `Closed`.
-        if let Some(queue) = self.queues.get(usize::from(partition))
-            && let Err(mpsc::error::SendError(pending)) = queue.send(pending)
-        {
-            let _ = pending.done.send(Err(NotStored::Closed));
+        let refused = match self.queues.get(usize::from(partition)) {
+            Some(queue) => queue.send(pending).err().map(|e| e.0),
+            None => Some(pending),
+        };
+        if let Some(pending) = refused {
+            answer(vec![pending], &Err(NotStored::Closed));
         }
         Ok(receipt)
     }
@@ -157,17 +160,20 @@ async fn publish_queued(
             // same connection, so it is stored first).
             tokio::spawn(async move {
                 let result = stored_as(stored.await);
+                crate::metrics::published(started.elapsed());
                 answer(batch, &result);
             });
             continue;
         }
         let result = stored_as(stored.await);
+        crate::metrics::published(started.elapsed());
         tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
         answer(batch, &result);
     }
 }
 
 fn answer(batch: Vec<Pending>, result: &Result<Stored, NotStored>) {
+    crate::metrics::pending_acks(-(batch.len() as f64));
     for pending in batch {
         let _ = pending.done.send(result.clone());
     }

@@ -17,6 +17,7 @@ pub mod hub;
 mod ingest;
 mod key_directory;
 pub mod media;
+pub mod metrics;
 mod outbox;
 mod presence;
 mod quota;

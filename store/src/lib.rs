@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod embedded;
 #[cfg(any(test, feature = "conformance"))]
 pub mod golden;
+pub mod metrics;
 pub mod rules;
 mod types;
 

@@ -48,6 +48,10 @@ pub struct FileConfig {
     /// router of events to route the user there, before `hello`, in
     /// milliseconds (default 1000; at most 10000).
     pub session_sync_timeout_ms: Option<u64>,
+    /// Serve `/metrics` on the gateway's own port (default true). Metrics
+    /// name tenants: behind a public port, turn this off and scrape
+    /// `--metrics-listen` instead, or keep `/metrics` off the ingress.
+    pub metrics_on_listen: Option<bool>,
     pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,

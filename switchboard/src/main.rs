@@ -12,6 +12,7 @@ mod nats_server;
 mod plugin_bench;
 mod run;
 mod sys;
+mod telemetry;
 mod tenant_cli;
 
 use std::net::SocketAddr;
@@ -78,6 +79,10 @@ struct Common {
     /// Replicas of streams and buckets (1 on one server, 3 in a cluster).
     #[arg(long, env = "SWITCHBOARD_REPLICAS")]
     replicas: Option<usize>,
+    /// Also serve `/metrics`, `/healthz` and `/readyz` on this address
+    /// (a worker's only HTTP; a gateway serves them on its own port too).
+    #[arg(long, env = "SWITCHBOARD_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Args)]
@@ -252,6 +257,7 @@ async fn dev_inner(
 ) -> anyhow::Result<()> {
     let backbone = backbone_config(&args.common, file);
     let name = process_id("dev");
+    let exposition = telemetry::install("dev")?;
     let client = run::backbone(
         &switchboard_backbone::NatsConfig::new(&nats.url, &name),
         &backbone,
@@ -271,10 +277,16 @@ async fn dev_inner(
     ))
     .await?;
     let push = run::push_stage(&worker_client, store.clone(), &tenants, file).await?;
+    // Its identity outlives the process, like a store-holding worker's:
+    // after a crash it takes its partitions back at once.
+    let worker_config = run::worker_config(config::store_worker_id(data_dir), &backbone, file)?;
+    if let Some(addr) = args.common.metrics_listen {
+        let ready = readiness(&client, &store, Some(worker_config.status.clone()));
+        let bound = telemetry::serve(addr, exposition.clone(), ready).await?;
+        println!("switchboard: metrics on http://{bound}/metrics");
+    }
     let worker = tokio::spawn(switchboard_worker::run(
-        // Its identity outlives the process, like a store-holding
-        // worker's: after a crash it takes its partitions back at once.
-        run::worker_config(config::store_worker_id(data_dir), &backbone, file)?,
+        worker_config,
         worker_client,
         store.clone(),
         Arc::new(ids.clone()),
@@ -283,6 +295,7 @@ async fn dev_inner(
         shutdown.clone().wait(),
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
+    gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
     gateway_config.serve_web_client = true;
     gateway_config.dev_tokens = file
         .tenants
@@ -317,6 +330,7 @@ async fn dev_inner(
                  \n  REST         http://{addr}/v1/conversations\
                  \n  OpenAPI      http://{addr}/v1/openapi.json\
                  \n  health       http://{addr}/healthz  http://{addr}/readyz\
+                 \n  metrics      http://{addr}/metrics\
                  \n  NATS         {nats_url} (JetStream data in {})\
                  \n  tokens       switchboard token --user alice   (tenant `demo`, secret from SWITCHBOARD_DEMO_SECRET)\n",
                 nats_dir.display()
@@ -392,6 +406,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         kind,
         data_dir,
     } = external_setup(&args.external, "gateway")?;
+    let exposition = telemetry::install("gateway")?;
     let listen = args
         .listen
         .or(file.listen.as_deref().map(str::parse).transpose()?)
@@ -406,7 +421,16 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
     let plugins = run::plugins(&client, &file, &tenants).await?;
-    let config = run::gateway_config(name, &backbone, &file);
+    let mut config = run::gateway_config(name, &backbone, &file);
+    config.metrics = file
+        .metrics_on_listen
+        .unwrap_or(true)
+        .then_some(exposition.clone());
+    if let Some(addr) = args.external.common.metrics_listen {
+        let ready = readiness(&client, &store, None);
+        let bound = telemetry::serve(addr, exposition, ready).await?;
+        println!("switchboard: metrics on http://{bound}/metrics");
+    }
     let media = run::media_store(&data_dir, &file)?;
     let gateway =
         Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
@@ -424,6 +448,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         kind,
         data_dir,
     } = external_setup(&args.external, "worker")?;
+    let exposition = telemetry::install("worker")?;
     let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
@@ -439,9 +464,15 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     } else {
         name.clone()
     };
+    let worker_config = run::worker_config(worker_id.clone(), &backbone, &file)?;
+    if let Some(addr) = args.external.common.metrics_listen {
+        let ready = readiness(&client, &store, Some(worker_config.status.clone()));
+        let bound = telemetry::serve(addr, exposition, ready).await?;
+        println!("switchboard: metrics on http://{bound}/metrics");
+    }
     println!("switchboard: worker {worker_id} ready");
     let result = switchboard_worker::run(
-        run::worker_config(worker_id, &backbone, &file)?,
+        worker_config,
         client.clone(),
         store,
         Arc::new(ids),
@@ -456,6 +487,44 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     result.context("worker")?;
     client.flush().await.ok();
     Ok(())
+}
+
+/// A process's `/readyz` on its metrics listener: NATS connected, the
+/// store answering within 2 s, and for a worker, partitions held or free
+/// to take (`WorkerStatus::ready`).
+fn readiness(
+    client: &async_nats::Client,
+    store: &Arc<dyn switchboard_store::Store>,
+    worker: Option<Arc<switchboard_worker::WorkerStatus>>,
+) -> telemetry::Readiness {
+    let (client, store) = (client.clone(), store.clone());
+    Arc::new(move || {
+        let (client, store, worker) = (client.clone(), store.clone(), worker.clone());
+        Box::pin(async move {
+            let nats = client.connection_state() == async_nats::connection::State::Connected;
+            let store = matches!(
+                tokio::time::timeout(Duration::from_secs(2), store.ping()).await,
+                Ok(Ok(()))
+            );
+            // The lease loop goes round every half second.
+            let partitions = worker
+                .as_ref()
+                .map(|w| (w.ready(Duration::from_secs(3)), w.partitions()));
+            let ready = nats && store && partitions.is_none_or(|(ready, _)| ready);
+            let mut checks = serde_json::json!({
+                "status": if ready { "ready" } else { "unavailable" },
+                "nats": if nats { "connected" } else { "disconnected" },
+                "store": if store { "ok" } else { "unavailable" },
+            });
+            if let Some((ready, held)) = partitions {
+                checks["partitions"] = serde_json::json!({
+                    "status": if ready { "held or free to take" } else { "not taking" },
+                    "held": held,
+                });
+            }
+            (ready, checks)
+        })
+    })
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<()> {

@@ -200,6 +200,8 @@ impl Cluster {
         } else {
             args.extend(["--store".into(), "nats".into()]);
         }
+        // Every worker serves metrics and health on a port of its own.
+        args.extend(["--metrics-listen".into(), "127.0.0.1:0".into()]);
         let log = self.dir.path().join(format!("worker-{i}.log"));
         let p = Proc::start(args, self.worker_env.clone(), log, "ready").await;
         self.workers.push(p);

@@ -255,6 +255,8 @@ pub struct Proc {
     log: PathBuf,
     /// The HTTP address, for processes that listen.
     pub addr: Option<std::net::SocketAddr>,
+    /// The metrics listener's address (`--metrics-listen`), if any.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     ready_marker: &'static str,
 }
 
@@ -272,6 +274,7 @@ impl Proc {
             envs,
             log,
             addr: None,
+            metrics_addr: None,
             ready_marker,
         };
         p.spawn().await;
@@ -313,6 +316,9 @@ impl Proc {
             while let Some(line) = rx.recv().await {
                 if let Some(rest) = line.strip_prefix("switchboard: listening on http://") {
                     self.addr = Some(rest.trim().parse().unwrap());
+                }
+                if let Some(rest) = line.strip_prefix("switchboard: metrics on http://") {
+                    self.metrics_addr = rest.trim().trim_end_matches("/metrics").parse().ok();
                 }
                 if line.contains(self.ready_marker) {
                     return true;

@@ -11,6 +11,7 @@
 mod archive;
 mod balance;
 mod expiry;
+pub mod metrics;
 mod partitions;
 pub mod policy;
 mod presence;
@@ -52,6 +53,44 @@ pub struct WorkerConfig {
     /// Moving old buckets to the blob store (F14); `None` keeps everything
     /// in the store.
     pub archive: Option<ArchiveConfig>,
+    /// What the worker reports about itself (`/readyz`); shared with
+    /// whoever holds a clone of this config.
+    pub status: Arc<WorkerStatus>,
+}
+
+/// Whether the worker can take its share of the partitions: its lease
+/// loop runs, and it is announced in `sb_workers` (it then holds
+/// partitions, or takes free ones at the next rebalance).
+#[derive(Debug, Default)]
+pub struct WorkerStatus {
+    announced: std::sync::atomic::AtomicBool,
+    partitions: std::sync::atomic::AtomicUsize,
+    /// When the lease loop last went round, in ms since the Unix epoch.
+    ticked_at_ms: std::sync::atomic::AtomicI64,
+}
+
+impl WorkerStatus {
+    fn ticked(&self, announced: bool, partitions: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.announced.store(announced, Relaxed);
+        self.partitions.store(partitions, Relaxed);
+        self.ticked_at_ms
+            .store(switchboard_protocol::Timestamp::now().unix_ms(), Relaxed);
+    }
+
+    /// Ready: the lease loop went round within the last `within`, and the
+    /// worker is announced.
+    pub fn ready(&self, within: Duration) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let since =
+            switchboard_protocol::Timestamp::now().unix_ms() - self.ticked_at_ms.load(Relaxed);
+        self.announced.load(Relaxed) && since >= 0 && (since as u128) <= within.as_millis()
+    }
+
+    /// Partitions held at the last round.
+    pub fn partitions(&self) -> usize {
+        self.partitions.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl WorkerConfig {
@@ -67,6 +106,7 @@ impl WorkerConfig {
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
             archive: None,
+            status: Arc::default(),
         }
     }
 }

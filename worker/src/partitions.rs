@@ -264,6 +264,8 @@ pub(crate) async fn run(
         // The holder of partition 0 announces presence.
         ctx.leader
             .store(held.contains_key(&0), std::sync::atomic::Ordering::Relaxed);
+        ctx.config.status.ticked(liveness.is_some(), held.len());
+        crate::metrics::partitions_held(held.len());
 
         if Instant::now() < next_rebalance {
             continue;

@@ -432,6 +432,10 @@ async fn process_batch(
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<(), WorkerError> {
     let (incoming, origins) = receive(batch);
+    crate::metrics::batch_taken(incoming.len());
+    if let Some(pending) = batch.last().and_then(|m| m.info().ok()).map(|i| i.pending) {
+        crate::metrics::consumer_lag(partition, pending);
+    }
     // Redelivered commands may be applied already: look their keys up.
     let redelivered = batch
         .iter()
@@ -725,6 +729,24 @@ impl<'a> Outbox<'a> {
             .await
     }
 
+    /// A stored message or update for every recipient, or once on the
+    /// conversation's subject (fan-out on read), counted.
+    async fn fan_out_stored(
+        &mut self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        recipients: &[UserId],
+        route: Route,
+        event: (HeaderMap, Bytes),
+    ) -> Result<(), async_nats::PublishError> {
+        match route {
+            Route::Users => crate::metrics::delivered("users", recipients.len()),
+            Route::Conversation => crate::metrics::delivered("conversation", 1),
+        }
+        self.fan_out(tenant, conversation, recipients, route, event)
+            .await
+    }
+
     /// One event for every recipient, or once on the conversation's
     /// subject (fan-out on read).
     async fn fan_out(
@@ -808,7 +830,13 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 }
                 match message_event(&message) {
                     Ok(event) => out
-                        .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
+                        .fan_out_stored(
+                            &tenant,
+                            &message.conversation_id,
+                            &recipients,
+                            route,
+                            event,
+                        )
                         .await
                         .map_err(cause),
                     Err(e) => Err(cause(e)),
@@ -829,7 +857,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 );
                 let conversation = message.conversation_id.clone();
                 let event = frame_event(&ServerFrame::MessageUpdated { message });
-                out.fan_out(&tenant, &conversation, &recipients, route, event)
+                out.fan_out_stored(&tenant, &conversation, &recipients, route, event)
                     .await
                     .map_err(cause)
             }

@@ -115,6 +115,20 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
     if gw.config.serve_web_client {
         router = router.route("/", get(web_client::page));
     }
+    if let Some(metrics) = gw.config.metrics.clone() {
+        router = router.route(
+            "/metrics",
+            get(move || async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        crate::metrics::CONTENT_TYPE,
+                    )],
+                    (metrics.0)(),
+                )
+            }),
+        );
+    }
     if gw.config.dev_tokens.is_some() {
         router = router.route("/v1/dev/token", post(dev_token::issue));
     }

@@ -122,9 +122,11 @@ fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut job
     for (job, e) in refused {
         let _ = job.done.send(Err(e));
     }
+    let took = started.elapsed();
+    crate::metrics::group_committed(count, took);
     tracing::trace!(
         jobs = count,
-        elapsed_us = started.elapsed().as_micros() as u64,
+        elapsed_us = took.as_micros() as u64,
         "store group committed"
     );
 }

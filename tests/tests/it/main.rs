@@ -19,6 +19,7 @@ mod inbox;
 mod leases;
 mod limits;
 mod media;
+mod metrics;
 mod ordering;
 mod overload;
 mod plugin_host;

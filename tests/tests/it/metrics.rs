@@ -1,0 +1,138 @@
+//! Issue 15: every process serves Prometheus metrics and health. A gateway
+//! serves `/metrics` on its own port; a worker on `--metrics-listen`, with
+//! `/healthz` and `/readyz`. The families move under traffic.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use switchboard_protocol::ConversationKind;
+use switchboard_tests::{Cluster, ClusterSpec};
+
+use crate::support::*;
+
+/// The samples of a scrape: `name{labels}` to value.
+async fn scrape(addr: std::net::SocketAddr) -> HashMap<String, f64> {
+    let response = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of every sample of a family whose labels contain `labels`.
+fn sum(samples: &HashMap<String, f64>, family: &str, labels: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(name, _)| {
+            (name.as_str() == family || name.starts_with(&format!("{family}{{")))
+                && name.contains(labels)
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[tokio::test]
+async fn every_process_serves_metrics_that_move_under_traffic() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    cluster.wait_for_writers(8, Duration::from_secs(20)).await;
+    let gateway = cluster.gateways[0].addr.unwrap();
+    let worker = cluster.workers[0]
+        .metrics_addr
+        .expect("the worker's metrics listener");
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "a").await;
+    let mut bob = cluster.ws(0, "bob", "b").await;
+    let gateway_before = scrape(gateway).await;
+    let worker_before = scrape(worker).await;
+
+    let sends = 20;
+    for i in 0..sends {
+        let id = format!("m{i}");
+        alice.send(&send_frame(&conv, &id, "hello")).await.unwrap();
+        expect_ack(&mut alice, &id).await;
+        expect_message(&mut bob).await;
+    }
+    alice.send_text("{not json").await.unwrap();
+    let (code, ..) = expect_error(&mut alice).await;
+    assert_eq!(code, switchboard_protocol::ErrorCode::InvalidFrame);
+    // Receipts and the store's other commits land within a window.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+
+    let g = scrape(gateway).await;
+    let moved =
+        |family: &str, labels: &str| sum(&g, family, labels) - sum(&gateway_before, family, labels);
+    assert!(
+        sum(&g, "switchboard_gateway_connections", r#"tenant="acme""#) >= 2.0,
+        "{g:?}"
+    );
+    assert!(
+        moved(
+            "switchboard_gateway_frames_in_total",
+            r#"type="send_message""#
+        ) >= sends as f64
+    );
+    assert!(moved("switchboard_gateway_frames_in_total", r#"type="invalid""#) >= 1.0);
+    assert!(moved("switchboard_gateway_frames_out_total", r#"type="ack""#) >= sends as f64);
+    assert!(moved("switchboard_gateway_frames_out_total", r#"type="message""#) >= sends as f64);
+    assert!(moved("switchboard_gateway_sends_total", "") >= sends as f64);
+    assert!(moved("switchboard_gateway_acks_total", "") >= sends as f64);
+    assert!(
+        moved(
+            "switchboard_gateway_errors_total",
+            r#"code="invalid_frame""#
+        ) >= 1.0
+    );
+    assert!(moved("switchboard_gateway_send_ack_seconds_count", "") >= sends as f64);
+    assert!(moved("switchboard_jetstream_publish_seconds_count", "") >= 1.0);
+    assert!(sum(&g, "switchboard_jetstream_pending_acks", "") >= 0.0);
+    assert!(sum(&g, "process_resident_memory_bytes", "") > 1e6);
+    assert!(sum(&g, "process_open_fds", "") > 3.0);
+
+    let w = scrape(worker).await;
+    let moved =
+        |family: &str, labels: &str| sum(&w, family, labels) - sum(&worker_before, family, labels);
+    assert!(
+        moved("switchboard_store_commit_jobs_count", "") >= 1.0,
+        "{w:?}"
+    );
+    assert!(moved("switchboard_store_commit_seconds_count", "") >= 1.0);
+    assert!(moved("switchboard_writer_batch_commands_count", "") >= 1.0);
+    assert!(moved("switchboard_writer_deliveries_total", r#"route="users""#) >= 2.0 * sends as f64);
+    assert_eq!(sum(&w, "switchboard_writer_partitions_held", ""), 8.0);
+    assert!(
+        w.keys()
+            .any(|k| k.starts_with("switchboard_writer_consumer_lag{"))
+    );
+    assert!(w.keys().all(|k| !k.contains("process=\"gateway\"")));
+
+    // Health on the worker's listener.
+    let health = reqwest::get(format!("http://{worker}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = reqwest::get(format!("http://{worker}/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    let ready: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(ready["nats"], "connected", "{ready}");
+    assert_eq!(ready["store"], "ok", "{ready}");
+    assert_eq!(ready["partitions"]["held"], 8, "{ready}");
+}

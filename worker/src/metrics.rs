@@ -1,0 +1,46 @@
+//! The worker's Prometheus metrics; a no-op unless the process installs an
+//! exporter. Labels are bounded: partitions (the deployment's count) and
+//! event routes.
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+
+pub const CONSUMER_LAG: &str = "switchboard_writer_consumer_lag";
+pub const BATCH_COMMANDS: &str = "switchboard_writer_batch_commands";
+pub const DELIVERIES: &str = "switchboard_writer_deliveries_total";
+pub const PARTITIONS_HELD: &str = "switchboard_writer_partitions_held";
+
+/// Registers the descriptions (`# HELP` lines).
+pub fn describe() {
+    describe_gauge!(
+        CONSUMER_LAG,
+        "Ingest messages waiting for a partition's writer, as its consumer last reported."
+    );
+    describe_histogram!(
+        BATCH_COMMANDS,
+        Unit::Count,
+        "Commands a writer took from its partition at once."
+    );
+    describe_counter!(
+        DELIVERIES,
+        "Stored messages and updates fanned out: per recipient on write (`users`), once per conversation on read (`conversation`)."
+    );
+    describe_gauge!(PARTITIONS_HELD, "Ingest partitions this worker writes.");
+}
+
+pub(crate) fn consumer_lag(partition: u16, pending: u64) {
+    gauge!(CONSUMER_LAG, "partition" => partition.to_string()).set(pending as f64);
+}
+
+pub(crate) fn batch_taken(commands: usize) {
+    histogram!(BATCH_COMMANDS).record(commands as f64);
+}
+
+pub(crate) fn delivered(route: &'static str, n: usize) {
+    counter!(DELIVERIES, "route" => route).increment(n as u64);
+}
+
+pub(crate) fn partitions_held(n: usize) {
+    gauge!(PARTITIONS_HELD).set(n as f64);
+}
