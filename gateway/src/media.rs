@@ -113,6 +113,7 @@ impl Gateway {
                 }
             }
         }
+        crate::metrics::blobs_collected(removed);
         Ok((removed, kept))
     }
 

@@ -38,6 +38,9 @@ pub const ERRORS: &str = "switchboard_gateway_errors_total";
 pub const SEND_ACK_SECONDS: &str = "switchboard_gateway_send_ack_seconds";
 pub const PUBLISH_SECONDS: &str = "switchboard_jetstream_publish_seconds";
 pub const PENDING_ACKS: &str = "switchboard_jetstream_pending_acks";
+pub const UPLOADS: &str = "switchboard_blob_uploads_total";
+pub const UPLOAD_BYTES: &str = "switchboard_blob_upload_bytes_total";
+pub const BLOBS_COLLECTED: &str = "switchboard_blob_collected_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -64,6 +67,25 @@ pub fn describe() {
         PENDING_ACKS,
         "Sends queued for their partition or published and waiting for JetStream's ack."
     );
+    describe_counter!(UPLOADS, "Media uploads granted.");
+    describe_counter!(
+        UPLOAD_BYTES,
+        Unit::Bytes,
+        "Bytes of media uploads granted (the declared size an upload must match)."
+    );
+    describe_counter!(
+        BLOBS_COLLECTED,
+        "Uploads no message referred to, removed by the collector."
+    );
+}
+
+pub(crate) fn upload_granted(bytes: u64) {
+    counter!(UPLOADS).increment(1);
+    counter!(UPLOAD_BYTES).increment(bytes);
+}
+
+pub(crate) fn blobs_collected(n: usize) {
+    counter!(BLOBS_COLLECTED).increment(n as u64);
 }
 
 /// Counts an open connection of its tenant for as long as it lives.

@@ -23,6 +23,7 @@ pub mod fanout;
 pub mod hook;
 pub mod host;
 pub mod limits;
+pub mod metrics;
 pub mod registry;
 mod wit;
 

@@ -291,6 +291,7 @@ impl Plugins {
         loaded.calls.fetch_add(1, Ordering::Relaxed);
         if loaded.quarantined_until.load(Ordering::Relaxed) > now {
             loaded.failures.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::called(hook, &loaded.tenant, "quarantined", None);
             return Err(CallError::Quarantined);
         }
         let compiled = match &loaded.compiled {
@@ -298,25 +299,30 @@ impl Plugins {
             // Logged once, when it was installed.
             Err(why) => {
                 loaded.failures.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::called(hook, &loaded.tenant, "not_loaded", None);
                 return Err(CallError::NotLoaded(why.to_string()));
             }
         };
         let started = std::time::Instant::now();
         let result = call(&self.host, compiled, &loaded.config);
         let limits = self.host.limits();
+        let took = started.elapsed();
         let strike = match &result {
             Ok(_) => {
                 let (deadline, ..) = self.host.call_limits(&loaded.tenant);
-                let slow = started.elapsed().as_micros() * 100
+                let slow = took.as_micros() * 100
                     >= deadline.as_micros() * u128::from(limits.slow_call_percent);
                 if !slow {
+                    crate::metrics::called(hook, &loaded.tenant, "ok", Some(took));
                     loaded.failures_in_a_row.store(0, Ordering::Relaxed);
                     return result;
                 }
+                crate::metrics::called(hook, &loaded.tenant, "slow", Some(took));
                 loaded.slow.fetch_add(1, Ordering::Relaxed);
-                format!("took {:?} of its {deadline:?} deadline", started.elapsed())
+                format!("took {took:?} of its {deadline:?} deadline")
             }
             Err(e) => {
+                crate::metrics::called(hook, &loaded.tenant, "failed", Some(took));
                 loaded.failures.fetch_add(1, Ordering::Relaxed);
                 e.to_string()
             }
@@ -330,6 +336,7 @@ impl Plugins {
             let until = now + limits.quarantine.as_millis() as i64;
             loaded.quarantined_until.store(until, Ordering::Relaxed);
             loaded.failures_in_a_row.store(0, Ordering::Relaxed);
+            crate::metrics::quarantined(hook, &loaded.tenant);
             tracing::error!(
                 tenant = %loaded.tenant, hook = %hook, digest = %loaded.record.digest,
                 for_ms = limits.quarantine.as_millis() as u64,

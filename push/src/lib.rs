@@ -442,6 +442,13 @@ async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
         )),
     };
     let tries = m.info().map_or(1, |i| i.delivered.max(1));
+    let outcome = match &attempt {
+        Attempt::Sent => "sent",
+        Attempt::Gone(_) => "token_gone",
+        Attempt::Retry(_) if tries < i64::from(settings.max_attempts) => "retry",
+        Attempt::Retry(_) | Attempt::Fatal(_) => "dead_letter",
+    };
+    metrics::counter!(PUSH_JOBS, "outcome" => outcome).increment(1);
     match attempt {
         Attempt::Sent => {
             tracing::info!(tenant = %job.tenant, user = %job.user, device = %job.device, provider = ?job.provider, "push sent");
@@ -486,6 +493,19 @@ async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
             }
         }
     }
+}
+
+/// Pushes to one device by outcome: `sent`, `token_gone` (the provider
+/// called the token dead; it is forgotten), `retry` (tried again later),
+/// `dead_letter` (failed for good, kept in `SB_PUSH_DEAD`).
+pub const PUSH_JOBS: &str = "switchboard_push_jobs_total";
+
+/// Registers the descriptions (`# HELP` lines).
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        PUSH_JOBS,
+        "Pushes to one device by outcome: sent, token_gone, retry, dead_letter."
+    );
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub fn install(process: &str) -> anyhow::Result<Exposition> {
     switchboard_gateway::metrics::describe();
     switchboard_worker::metrics::describe();
     switchboard_store::metrics::describe();
+    switchboard_plugin_host::metrics::describe();
+    switchboard_push::describe_metrics();
     describe_gauge!(
         RESIDENT_MEMORY,
         metrics::Unit::Bytes,

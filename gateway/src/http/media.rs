@@ -130,6 +130,7 @@ pub(super) async fn grant_upload(
         .blobs
         .upload_url(&grant, Duration::from_secs(media.upload_url_secs))
         .await?;
+    crate::metrics::upload_granted(body.size);
     Ok((
         StatusCode::CREATED,
         Json(UploadTicket {

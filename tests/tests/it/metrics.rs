@@ -2,49 +2,12 @@
 //! serves `/metrics` on its own port; a worker on `--metrics-listen`, with
 //! `/healthz` and `/readyz`. The families move under traffic.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
-
-/// The samples of a scrape: `name{labels}` to value.
-async fn scrape(addr: std::net::SocketAddr) -> HashMap<String, f64> {
-    let response = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let content_type = response.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        content_type.starts_with("text/plain; version=0.0.4"),
-        "{content_type}"
-    );
-    let text = response.text().await.unwrap();
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            Some((name.to_owned(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// The sum of every sample of a family whose labels contain `labels`.
-fn sum(samples: &HashMap<String, f64>, family: &str, labels: &str) -> f64 {
-    samples
-        .iter()
-        .filter(|(name, _)| {
-            (name.as_str() == family || name.starts_with(&format!("{family}{{")))
-                && name.contains(labels)
-        })
-        .map(|(_, v)| v)
-        .sum()
-}
 
 #[tokio::test]
 async fn every_process_serves_metrics_that_move_under_traffic() {
@@ -69,6 +32,16 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
         expect_ack(&mut alice, &id).await;
         expect_message(&mut bob).await;
     }
+    let rest = cluster.rest(0, "alice");
+    let grant = rest
+        .raw()
+        .post(format!("{}/v1/media", rest.base()))
+        .bearer_auth(rest.token())
+        .json(&serde_json::json!({"mime": "image/png", "size": 1234}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(grant.status(), 201);
     alice.send_text("{not json").await.unwrap();
     let (code, ..) = expect_error(&mut alice).await;
     assert_eq!(code, switchboard_protocol::ErrorCode::InvalidFrame);
@@ -102,6 +75,8 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
     assert!(moved("switchboard_gateway_send_ack_seconds_count", "") >= sends as f64);
     assert!(moved("switchboard_jetstream_publish_seconds_count", "") >= 1.0);
     assert!(sum(&g, "switchboard_jetstream_pending_acks", "") >= 0.0);
+    assert!(moved("switchboard_blob_uploads_total", "") >= 1.0);
+    assert!(moved("switchboard_blob_upload_bytes_total", "") >= 1234.0);
     assert!(sum(&g, "process_resident_memory_bytes", "") > 1e6);
     assert!(sum(&g, "process_open_fds", "") > 3.0);
 

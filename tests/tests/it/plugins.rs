@@ -779,6 +779,32 @@ async fn a_plugin_that_is_always_slow_is_quarantined_like_a_failing_one() {
     assert!(logs.contains("plugin quarantined"));
     let counts = &admin.plugin_versions("moderation").await.unwrap()["counts_here"];
     assert_eq!(counts["slow"], 3, "{counts}");
+    // And the gateway's metrics say the same (issue 15).
+    let m = scrape(cluster.gateways[0].addr.unwrap()).await;
+    let calls = |outcome: &str| {
+        sum(
+            &m,
+            "switchboard_plugin_calls_total",
+            &format!(r#"hook="moderation",outcome="{outcome}",process="gateway",tenant="acme""#),
+        )
+    };
+    assert_eq!(calls("slow"), 3.0, "{m:?}");
+    assert!(calls("quarantined") >= 1.0);
+    assert_eq!(
+        sum(
+            &m,
+            "switchboard_plugin_quarantines_total",
+            r#"hook="moderation""#
+        ),
+        1.0
+    );
+    assert!(
+        sum(
+            &m,
+            "switchboard_plugin_call_seconds_count",
+            r#"hook="moderation""#
+        ) >= 3.0
+    );
 }
 
 #[tokio::test]

@@ -323,6 +323,18 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
         let v: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["user_id"], "bob");
     }
+    // The worker counted each outcome (issue 15).
+    let m = scrape(cluster.workers[0].metrics_addr.unwrap()).await;
+    for outcome in ["sent", "retry", "dead_letter", "token_gone"] {
+        assert!(
+            sum(
+                &m,
+                "switchboard_push_jobs_total",
+                &format!(r#"outcome="{outcome}""#)
+            ) >= 1.0,
+            "{outcome}: {m:?}"
+        );
+    }
 }
 
 /// The FCM and APNs requests, checked field by field against a local

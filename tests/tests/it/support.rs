@@ -282,3 +282,43 @@ pub async fn send_in_bursts(ws: &mut WsClient, conv: &str, n: usize, burst: usiz
         }
     }
 }
+
+/// The samples of a scrape: `name{labels}` to value.
+pub async fn scrape(addr: std::net::SocketAddr) -> HashMap<String, f64> {
+    let response = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of every sample of a family whose labels include each of the
+/// comma-separated `labels` (`a="1",b="2"`), in any order.
+pub fn sum(samples: &HashMap<String, f64>, family: &str, labels: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(name, _)| {
+            (name.as_str() == family || name.starts_with(&format!("{family}{{")))
+                && labels
+                    .split(',')
+                    .filter(|l| !l.is_empty())
+                    .all(|l| name.contains(l))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}

@@ -1,0 +1,87 @@
+//! Plugin calls as Prometheus metrics; a no-op unless the process
+//! installs an exporter.
+//!
+//! Tenants are a label here, so their number is capped: the first
+//! [`TENANT_LABELS`] tenants whose plugins are called get their own, and
+//! every later one is counted as `other`. A deployment with more tenants
+//! running plugins than that reads the rest from the admin API.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use switchboard_protocol::TenantId;
+
+use crate::Hook;
+
+pub const CALLS: &str = "switchboard_plugin_calls_total";
+pub const CALL_SECONDS: &str = "switchboard_plugin_call_seconds";
+pub const QUARANTINES: &str = "switchboard_plugin_quarantines_total";
+
+/// Distinct tenant label values at most.
+pub const TENANT_LABELS: usize = 100;
+
+/// Registers the descriptions (`# HELP` lines).
+pub fn describe() {
+    describe_counter!(
+        CALLS,
+        "Plugin calls by hook, tenant and outcome: ok, slow (past the slow-call share of its deadline), failed, quarantined (answered by the failure policy), not_loaded."
+    );
+    describe_histogram!(
+        CALL_SECONDS,
+        Unit::Seconds,
+        "One plugin call, by hook and tenant."
+    );
+    describe_counter!(
+        QUARANTINES,
+        "Plugin versions put in quarantine, by hook and tenant."
+    );
+}
+
+static TENANTS: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// The tenant's label value: its id, or `other` past the cap.
+fn tenant_label(tenant: &TenantId) -> String {
+    let Ok(mut seen) = TENANTS.lock() else {
+        return "other".into();
+    };
+    let seen = seen.get_or_insert_with(HashSet::new);
+    if seen.contains(tenant.as_str()) {
+        return tenant.as_str().to_owned();
+    }
+    if seen.len() < TENANT_LABELS {
+        seen.insert(tenant.as_str().to_owned());
+        return tenant.as_str().to_owned();
+    }
+    "other".into()
+}
+
+pub(crate) fn called(hook: Hook, tenant: &TenantId, outcome: &'static str, took: Option<Duration>) {
+    let tenant = tenant_label(tenant);
+    if let Some(took) = took {
+        histogram!(CALL_SECONDS, "hook" => hook.as_str(), "tenant" => tenant.clone())
+            .record(took.as_secs_f64());
+    }
+    counter!(CALLS, "hook" => hook.as_str(), "tenant" => tenant, "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn quarantined(hook: Hook, tenant: &TenantId) {
+    counter!(QUARANTINES, "hook" => hook.as_str(), "tenant" => tenant_label(tenant)).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_past_the_cap_share_one_label() {
+        let t = |i: usize| TenantId::new(format!("cap-test-{i}")).unwrap();
+        let labels: Vec<String> = (0..TENANT_LABELS + 5)
+            .map(|i| tenant_label(&t(i)))
+            .collect();
+        // Other tests may have taken some of the labels first.
+        assert!(labels.iter().filter(|l| *l == "other").count() >= 5);
+        assert_eq!(tenant_label(&t(0)), labels[0]);
+    }
+}
