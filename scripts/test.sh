@@ -17,3 +17,7 @@ cargo test --workspace "$@"
 # The API contract: schemathesis against a live server and the OpenAPI
 # document it serves (tests/contract/).
 scripts/contract-test.sh
+# What deploy/ ships, checked without containers or a cluster
+# (scripts/check-deploy.py says what it could not run here).
+.venv/bin/pip install --quiet --disable-pip-version-check "pyyaml==6.0.3"
+.venv/bin/python scripts/check-deploy.py
