@@ -227,10 +227,16 @@ impl Hub {
             }
             let mut routed = entry.routed.clone();
             drop(users);
-            // The first connection's join ends either way; when it failed,
-            // its sender is gone and so is the wait.
-            let _ = routed.wait_for(|&r| r).await;
-            return Ok(Registration { key, id });
+            let registration = Registration { key, id };
+            // The first connection's join ends either way. When it failed,
+            // its sender is gone: this one is not routed here either.
+            if routed.wait_for(|&r| r).await.is_err() {
+                self.leave(registration).await;
+                return Err(JoinError(switchboard_backbone::cause(
+                    "the user's first connection to this gateway could not join; retry",
+                )));
+            }
+            return Ok(registration);
         }
         let (routed, routed_rx) = tokio::sync::watch::channel(false);
         users.insert(

@@ -506,6 +506,11 @@ pub fn describe_metrics() {
         PUSH_JOBS,
         "Pushes to one device by outcome: sent, token_gone, retry, dead_letter."
     );
+    // Every outcome from zero, so that a first dead letter is an increase
+    // an alert sees, not a new series.
+    for outcome in ["sent", "token_gone", "retry", "dead_letter"] {
+        metrics::counter!(PUSH_JOBS, "outcome" => outcome).absolute(0);
+    }
 }
 
 #[cfg(test)]

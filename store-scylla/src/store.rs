@@ -405,11 +405,14 @@ impl Store for ScyllaStore {
     }
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
+        let started = std::time::Instant::now();
         let mut tx = Tx::new(self);
         for m in &mutations {
             rules::apply(&mut tx, m).await?;
         }
-        tx.finish().await
+        tx.finish().await?;
+        switchboard_store::metrics::group_committed(1, started.elapsed());
+        Ok(())
     }
 
     async fn sequencer_states(

@@ -1,5 +1,6 @@
-//! The store's Prometheus metrics (the embedded store's group commit);
-//! a no-op unless the process installs an exporter.
+//! The store's Prometheus metrics: commits, whichever the backend (the
+//! embedded store's group commit, Scylla's logged batch); a no-op unless
+//! the process installs an exporter.
 
 use metrics::{Unit, describe_histogram, histogram};
 
@@ -11,16 +12,18 @@ pub fn describe() {
     describe_histogram!(
         COMMIT_JOBS,
         Unit::Count,
-        "Commits (a writer batch, a receipt window's marks, ...) that one group commit made durable together."
+        "Commits (a writer batch, a receipt window's marks, ...) made durable together: a group commit of the embedded store; always 1 on Scylla."
     );
     describe_histogram!(
         COMMIT_SECONDS,
         Unit::Seconds,
-        "One group commit, from applying its jobs to the journal's sync."
+        "One durable commit: the embedded store's group, its journal sync included; Scylla's batch until a quorum took it."
     );
 }
 
-pub(crate) fn group_committed(jobs: usize, took: std::time::Duration) {
+/// One commit of `jobs` made durable together, taking `took` (every
+/// backend records its commits here).
+pub fn group_committed(jobs: usize, took: std::time::Duration) {
     histogram!(COMMIT_JOBS).record(jobs as f64);
     histogram!(COMMIT_SECONDS).record(took.as_secs_f64());
 }
