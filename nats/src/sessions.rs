@@ -43,6 +43,10 @@ use crate::{BackboneError, Cause, cause};
 /// travels in a delivery of its own.
 pub const DELIVERY_MAX_BYTES: usize = 256 * 1024;
 
+/// How long a sync waits for a router that let an earlier one down, once
+/// every other router has answered (`Sessions::sync`).
+pub const SUSPECT_GRACE: Duration = Duration::from_millis(100);
+
 /// How long a router waits to apply a revision it was asked about before
 /// it gives up answering (the asking gateway has stopped waiting by then).
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
@@ -59,6 +63,8 @@ pub struct Sessions {
     view: Arc<PresenceView>,
     /// Unique per process that routes (a gateway's or worker's id).
     router: String,
+    /// Routers that let a sync down (`sync`).
+    suspects: std::sync::Mutex<HashSet<String>>,
 }
 
 /// Why a gateway could not confirm that every router routes by a
@@ -105,6 +111,7 @@ impl Sessions {
             client,
             bucket,
             router,
+            suspects: std::sync::Mutex::new(HashSet::new()),
         });
         let registered = sessions.register().await?;
         if !sessions.view.wait_applied(registered, LOAD_WITHIN).await {
@@ -170,20 +177,31 @@ impl Sessions {
 
     /// Returns once every router has applied the registry's `revision`,
     /// or fails after `within`.
+    ///
+    /// A router that let a sync down is a suspect: most likely dead, its
+    /// key living on until the TTL. Later syncs do not wait `within` for
+    /// it again, only [`SUSPECT_GRACE`] once every other router has
+    /// answered; a suspect that answers is one no more. Without this,
+    /// every first connection would wait `within` for as long as a dead
+    /// router's key lives.
     pub async fn sync(&self, revision: u64, within: Duration) -> Result<(), SyncError> {
         let deadline = tokio::time::Instant::now() + within;
         if !self.view.wait_applied(revision, within).await {
             return Err(SyncError::NotApplied { revision, within });
         }
-        let mut waiting: HashSet<String> = self
+        let routers: HashSet<String> = self
             .view
             .routers()
             .into_iter()
             .filter(|r| *r != self.router)
             .collect();
-        if waiting.is_empty() {
+        if routers.is_empty() {
             return Ok(());
         }
+        let (mut suspects, mut waiting): (HashSet<String>, HashSet<String>) = {
+            let known = self.suspects.lock().map(|s| s.clone()).unwrap_or_default();
+            routers.into_iter().partition(|r| known.contains(r))
+        };
         let inbox = self.client.new_inbox();
         let mut answers = self
             .client
@@ -194,26 +212,53 @@ impl Sessions {
             .publish_with_reply(SESSIONS_SYNC, inbox, revision.to_string().into())
             .await
             .map_err(|e| SyncError::Nats(cause(e)))?;
-        let confirmations = async {
-            while let Some(answer) = answers.next().await {
-                if let Ok(router) = std::str::from_utf8(&answer.payload) {
-                    waiting.remove(router);
-                }
-                if waiting.is_empty() {
-                    return;
+        // An answer crosses its router off, and clears it of suspicion.
+        let take = |answer: &async_nats::Message,
+                    waiting: &mut HashSet<String>,
+                    suspects: &mut HashSet<String>| {
+            if let Ok(router) = std::str::from_utf8(&answer.payload) {
+                waiting.remove(router);
+                if suspects.remove(router)
+                    && let Ok(mut known) = self.suspects.lock()
+                {
+                    known.remove(router);
                 }
             }
         };
-        let _ = tokio::time::timeout_at(deadline, confirmations).await;
-        if waiting.is_empty() {
-            Ok(())
-        } else {
-            Err(SyncError::Unconfirmed {
-                revision,
-                within,
-                missing: waiting.into_iter().collect(),
-            })
+        let confirmations = async {
+            while let Some(answer) = answers.next().await {
+                take(&answer, &mut waiting, &mut suspects);
+                if waiting.is_empty() {
+                    return true;
+                }
+            }
+            false
+        };
+        let all_others = tokio::time::timeout_at(deadline, confirmations)
+            .await
+            .unwrap_or(false);
+        if all_others && !suspects.is_empty() {
+            let grace = async {
+                while let Some(answer) = answers.next().await {
+                    take(&answer, &mut waiting, &mut suspects);
+                    if suspects.is_empty() {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(SUSPECT_GRACE, grace).await;
         }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if let Ok(mut known) = self.suspects.lock() {
+            known.extend(waiting.iter().cloned());
+        }
+        Err(SyncError::Unconfirmed {
+            revision,
+            within,
+            missing: waiting.into_iter().collect(),
+        })
     }
 }
 
