@@ -199,7 +199,12 @@ impl Sessions {
             return Ok(());
         }
         let (mut suspects, mut waiting): (HashSet<String>, HashSet<String>) = {
-            let known = self.suspects.lock().map(|s| s.clone()).unwrap_or_default();
+            let mut known = self
+                .suspects
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // A suspect whose key has expired is gone for good.
+            known.retain(|r| routers.contains(r));
             routers.into_iter().partition(|r| known.contains(r))
         };
         let inbox = self.client.new_inbox();
