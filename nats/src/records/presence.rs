@@ -95,7 +95,8 @@ struct State {
 pub struct PresenceView {
     state: Mutex<State>,
     transitions: broadcast::Sender<Transition>,
-    /// The bucket's revision the view has applied, 0 while it rebuilds.
+    /// The bucket's revision the view has applied (a rebuild keeps the
+    /// last one until its own picture takes over).
     applied: watch::Sender<u64>,
 }
 
@@ -170,8 +171,16 @@ impl PresenceView {
 
     /// Applies one bucket entry; a transition if a user's state flipped.
     fn apply(&self, entry: &kv::Entry) -> Option<Transition> {
-        let key = parse_key(&entry.key);
         let mut state = self.state.lock().ok()?;
+        state.apply(entry)
+    }
+}
+
+impl State {
+    /// Applies one bucket entry; a transition if a user's state flipped.
+    fn apply(&mut self, entry: &kv::Entry) -> Option<Transition> {
+        let key = parse_key(&entry.key);
+        let state = self;
         let put = entry.operation == kv::Operation::Put;
         let (tenant, user, gateway) = match key? {
             Key::Router(router) => {
@@ -222,35 +231,67 @@ impl PresenceView {
     }
 }
 
+/// How long a watch that is rebuilding the picture may stay silent before
+/// what it has is taken as the whole bucket (an empty bucket sends
+/// nothing to say it is done).
+const REBUILD_QUIET: Duration = Duration::from_secs(2);
+
+/// Follows the bucket. Each (re)start of the watch replays the bucket's
+/// current keys into a fresh picture *beside* the one in use, which goes
+/// on serving lookups until the replay is whole and takes its place: a
+/// watch restarted by a lost NATS node must not leave routing blind (with
+/// no gateway for anyone, every event of the gap would be dropped, acks
+/// included).
 async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
     loop {
         match bucket.watch_with_history(">").await {
             Ok(mut entries) => {
-                if let Some(v) = view.upgrade() {
-                    // Rebuilt from the bucket's current state.
-                    if let Ok(mut state) = v.state.lock() {
-                        *state = State::default();
-                    }
-                    v.applied.send_replace(0);
-                }
-                while let Some(entry) = entries.next().await {
+                // `Some` while replaying; the revision of its last entry.
+                let mut fresh = Some((State::default(), 0u64));
+                loop {
+                    let next = if fresh.is_some() {
+                        tokio::time::timeout(REBUILD_QUIET, entries.next()).await
+                    } else {
+                        Ok(entries.next().await)
+                    };
                     let Some(v) = view.upgrade() else {
                         return;
                     };
-                    let entry = match entry {
-                        Ok(e) => e,
-                        Err(e) => {
+                    let entry = match next {
+                        Ok(Some(Ok(entry))) => entry,
+                        Ok(Some(Err(e))) => {
                             tracing::warn!(error = %e, "presence watch failed; restarting it");
                             break;
                         }
+                        Ok(None) => break,
+                        // Silent while replaying: the replay is whole.
+                        Err(_) => {
+                            if let Some((state, revision)) = fresh.take() {
+                                v.replace(state, revision);
+                            }
+                            continue;
+                        }
                     };
-                    let live = entry.seen_current;
-                    if let Some(t) = v.apply(&entry)
-                        && live
-                    {
-                        let _ = v.transitions.send(t);
+                    match fresh.as_mut() {
+                        Some((state, revision)) => {
+                            // Replayed keys report no transitions (those of
+                            // the gap are not known; clients reconcile
+                            // with the presence lookup).
+                            state.apply(&entry);
+                            *revision = entry.revision;
+                            if entry.seen_current
+                                && let Some((state, revision)) = fresh.take()
+                            {
+                                v.replace(state, revision);
+                            }
+                        }
+                        None => {
+                            if let Some(t) = v.apply(&entry) {
+                                let _ = v.transitions.send(t);
+                            }
+                            v.applied.send_replace(entry.revision);
+                        }
                     }
-                    v.applied.send_replace(entry.revision);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot watch presence; retrying"),
@@ -259,6 +300,16 @@ async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
             return;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+impl PresenceView {
+    /// Puts a whole replayed picture in place of the one in use.
+    fn replace(&self, state: State, revision: u64) {
+        if let Ok(mut current) = self.state.lock() {
+            *current = state;
+        }
+        self.applied.send_replace(revision);
     }
 }
 
