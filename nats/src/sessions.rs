@@ -230,6 +230,8 @@ impl Sessions {
                 }
             }
         };
+        // Only suspects to hear from: nobody else to wait for first.
+        let nobody_else = waiting.is_empty();
         let confirmations = async {
             while let Some(answer) = answers.next().await {
                 take(&answer, &mut waiting, &mut suspects);
@@ -239,9 +241,10 @@ impl Sessions {
             }
             false
         };
-        let all_others = tokio::time::timeout_at(deadline, confirmations)
-            .await
-            .unwrap_or(false);
+        let all_others = nobody_else
+            || tokio::time::timeout_at(deadline, confirmations)
+                .await
+                .unwrap_or(false);
         if all_others && !suspects.is_empty() {
             let grace = async {
                 while let Some(answer) = answers.next().await {

@@ -272,3 +272,48 @@ async fn a_user_who_reconnects_at_once_stays_routed_to_the_gateway() {
         PresenceStatus::Online
     );
 }
+
+/// With only a dead router to hear from (besides the asking process,
+/// which answers itself), a sync waits the whole timeout once, and
+/// afterwards only the suspect's grace.
+#[tokio::test]
+async fn with_only_a_dead_router_left_a_sync_waits_its_grace_only() {
+    use switchboard_backbone::definitions::{self, BackboneConfig, PRESENCE_BUCKET};
+    use switchboard_backbone::records::presence::{presence_key, router_key};
+    use switchboard_backbone::sessions::{Sessions, SyncError};
+
+    // NATS alone: this test's Sessions is the only live router.
+    let cluster = Cluster::start(ClusterSpec {
+        workers: 0,
+        gateways: 0,
+        ..Default::default()
+    })
+    .await;
+    let client = cluster.nats.client().await;
+    let js = async_nats::jetstream::new(client.clone());
+    definitions::ensure(&js, &BackboneConfig::default())
+        .await
+        .unwrap();
+    let bucket = js.get_key_value(PRESENCE_BUCKET).await.unwrap();
+    let sessions = Sessions::start(client, bucket.clone(), "only".into())
+        .await
+        .unwrap();
+    bucket.put(router_key("dead:2"), "1".into()).await.unwrap();
+    let tenant = switchboard_protocol::TenantId::new("demo").unwrap();
+    let user = switchboard_protocol::UserId::new("zoe").unwrap();
+    let key = presence_key(&tenant, &user, "gw-test");
+    let within = Duration::from_millis(600);
+    let revision = bucket.put(&key, "1".into()).await.unwrap();
+    assert!(matches!(
+        sessions.sync(revision, within).await,
+        Err(SyncError::Unconfirmed { .. })
+    ));
+    let revision = bucket.put(&key, "2".into()).await.unwrap();
+    let started = tokio::time::Instant::now();
+    sessions.sync(revision, within).await.unwrap();
+    assert!(
+        started.elapsed() < within / 2,
+        "{:?} waiting for a suspect alone",
+        started.elapsed()
+    );
+}
