@@ -595,19 +595,20 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
         } in events
         {
             for (user, conns) in targets {
-                Box::pin(hand_over(&inner, &tenant, &user, conns, event.clone())).await;
+                Box::pin(hand_over(&inner, &tenant, &user, conns, &event)).await;
             }
         }
     }
 }
 
-/// Hands one event to one user's connections here.
+/// Hands one event to one user's connections here. Borrowed: an event
+/// for several users here is not copied per user.
 async fn hand_over(
     inner: &Arc<Inner>,
     tenant: &TenantId,
     user: &UserId,
     conns: Vec<Conn>,
-    event: Event,
+    event: &Event,
 ) {
     match event {
         Event::Message {
@@ -615,30 +616,30 @@ async fn hand_over(
             origin_user,
             origin_device,
         } => {
-            let from_this_user = origin_user == user.as_str();
+            let from_this_user = *origin_user == user.as_str();
             let targets: Vec<(bool, Conn)> =
                 conns.into_iter().map(|c| (from_this_user, c)).collect();
-            deliver_message(&targets, frame, &origin_device);
+            deliver_message(&targets, frame.clone(), origin_device);
         }
-        Event::Frame(frame) => deliver_frame(conns.iter(), frame),
+        Event::Frame(frame) => deliver_frame(conns.iter(), frame.clone()),
         Event::Listen {
             conversation_id,
             listen: start,
         } => {
-            if start {
-                if let Err(e) = listen(inner, tenant, user, &conversation_id).await {
+            if *start {
+                if let Err(e) = listen(inner, tenant, user, conversation_id).await {
                     tracing::warn!(error = %e, "cannot listen to a conversation");
                 }
             } else {
-                unlisten(inner, tenant, user, &conversation_id).await;
+                unlisten(inner, tenant, user, conversation_id).await;
             }
         }
         Event::Rejected(r) => {
             let frame = ServerFrame::Error {
                 code: r.code,
-                message: r.message,
-                request_type: Some(r.request_type),
-                client_msg_id: r.client_msg_id.map(|id| id.as_str().to_owned()),
+                message: r.message.clone(),
+                request_type: Some(r.request_type.clone()),
+                client_msg_id: r.client_msg_id.as_ref().map(|id| id.as_str().to_owned()),
                 conversation_id: Some(r.conversation_id.as_str().to_owned()),
             };
             let text = Utf8Bytes::from(frame.to_json());

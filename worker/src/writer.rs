@@ -731,7 +731,7 @@ impl<'a> Outbox<'a> {
 
     /// A stored message or update for every recipient, or once on the
     /// conversation's subject (fan-out on read), counted.
-    async fn fan_out_stored(
+    async fn fan_out(
         &mut self,
         tenant: &TenantId,
         conversation: &ConversationId,
@@ -743,20 +743,6 @@ impl<'a> Outbox<'a> {
             Route::Users => crate::metrics::delivered("users", recipients.len()),
             Route::Conversation => crate::metrics::delivered("conversation", 1),
         }
-        self.fan_out(tenant, conversation, recipients, route, event)
-            .await
-    }
-
-    /// One event for every recipient, or once on the conversation's
-    /// subject (fan-out on read).
-    async fn fan_out(
-        &mut self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        recipients: &[UserId],
-        route: Route,
-        event: (HeaderMap, Bytes),
-    ) -> Result<(), async_nats::PublishError> {
         match route {
             Route::Users => {
                 self.deliveries.add(tenant, recipients, &event);
@@ -830,13 +816,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 }
                 match message_event(&message) {
                     Ok(event) => out
-                        .fan_out_stored(
-                            &tenant,
-                            &message.conversation_id,
-                            &recipients,
-                            route,
-                            event,
-                        )
+                        .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
                         .await
                         .map_err(cause),
                     Err(e) => Err(cause(e)),
@@ -857,7 +837,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 );
                 let conversation = message.conversation_id.clone();
                 let event = frame_event(&ServerFrame::MessageUpdated { message });
-                out.fan_out_stored(&tenant, &conversation, &recipients, route, event)
+                out.fan_out(&tenant, &conversation, &recipients, route, event)
                     .await
                     .map_err(cause)
             }
@@ -867,10 +847,10 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 users,
                 listen,
             } => match listen_event(&conversation_id, listen) {
-                Ok(event) => out
-                    .fan_out(&tenant, &conversation_id, &users, Route::Users, event)
-                    .await
-                    .map_err(cause),
+                Ok(event) => {
+                    out.deliveries.add(&tenant, &users, &event);
+                    Ok(())
+                }
                 Err(e) => Err(cause(e)),
             },
             Outcome::Reject {
