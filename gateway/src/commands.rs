@@ -8,6 +8,7 @@ use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
 use switchboard_backbone::envelope::{Command, CommandReply, HEADER_REPLY};
 use switchboard_backbone::subject::partition_of;
+use switchboard_backbone::trace;
 use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;
@@ -24,7 +25,9 @@ impl Gateway {
         command: &Command,
         reply_to: Option<&str>,
     ) -> Result<PublishAckFuture, ApiError> {
-        let (subject, mut headers) = ingest::alone(self.partition_of(command), command);
+        let traceparent = trace::traceparent(&tracing::Span::current());
+        let (subject, mut headers) =
+            ingest::alone(self.partition_of(command), command, traceparent.as_deref());
         let payload = command
             .encode()
             .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
@@ -40,10 +43,12 @@ impl Gateway {
 
     /// Queues a send for its partition (`ingest.rs`). Returns once it is
     /// queued, so sends of one connection keep their order; the receipt
-    /// resolves when JetStream has stored it.
+    /// resolves when JetStream has stored it. Both carry the trace
+    /// context of the span they are called in, when traced.
     pub(crate) fn submit_send(&self, command: Command) -> Result<Receipt, ApiError> {
+        let traceparent = trace::traceparent(&tracing::Span::current());
         self.ingest
-            .send(self.partition_of(&command), command)
+            .send(self.partition_of(&command), command, traceparent)
             .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
     }
 

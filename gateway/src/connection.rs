@@ -14,8 +14,10 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
 use switchboard_backbone::envelope::{Command, SendCommand, UpdateCommand};
+use switchboard_backbone::trace;
 use switchboard_protocol::{
-    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ServerFrame, Timestamp,
+    ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ServerFrame, TenantId,
+    Timestamp,
 };
 use switchboard_store::{InboxCursor, SentKey};
 use tokio::sync::Semaphore;
@@ -160,6 +162,30 @@ pub(crate) async fn run(
     serve(id, token, socket, session, admission)
         .instrument(span)
         .await;
+}
+
+/// The span of a message this gateway takes from a client, the root of
+/// the message's trace (`switchboard_backbone::trace`); none unless
+/// tracing is on. It lasts until the backbone has stored the message.
+/// Not a child of the connection's span: one message is one trace, and
+/// a connection's span lasts as long as the connection.
+fn receive_span(
+    request: &'static str,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+) -> tracing::Span {
+    if !trace::enabled() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        target: trace::TARGET,
+        parent: None,
+        "receive",
+        otel.name = request,
+        otel.kind = "producer",
+        tenant = %tenant,
+        conversation = %conversation,
+    )
 }
 
 /// When a session on a token expiring at `exp` (Unix seconds) ends.
@@ -483,7 +509,9 @@ impl Connection {
                 conversation_id,
                 content,
             } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
                 self.send_message(request, client_msg_id, conversation_id, content)
+                    .instrument(span)
                     .await
             }
             ClientFrame::EditMessage {
@@ -491,14 +519,18 @@ impl Connection {
                 message_id,
                 content,
             } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
                 self.update(request, conversation_id, message_id, Some(content))
+                    .instrument(span)
                     .await
             }
             ClientFrame::DeleteMessage {
                 conversation_id,
                 message_id,
             } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
                 self.update(request, conversation_id, message_id, None)
+                    .instrument(span)
                     .await
             }
             ClientFrame::AckDelivered {
@@ -664,52 +696,57 @@ impl Connection {
         };
         // A task per send, not a future polled by this connection's loop:
         // the connection goes on reading while the send waits for the
-        // backbone, up to `max_inflight_sends` of them (the permit).
-        tokio::spawn(async move {
-            let _permit = permit;
-            let send_error = |message: String| {
-                error_frame(
-                    ErrorCode::Unavailable,
-                    message,
-                    request,
-                    Some(key.client_msg_id.as_str()),
-                    Some(key.conversation_id.as_str()),
-                )
-            };
-            match receipt.await.unwrap_or(Err(NotStored::Closed)) {
-                // Stored: the writer answers with `ack` or `error`.
-                Ok(Stored::New) => {
-                    stored_count.fetch_add(1, Ordering::Relaxed);
-                }
-                // A retry inside the dedupe window: JetStream dropped it.
-                // If the original is in the store, answer now; if its
-                // writer refused it, answer with that; if neither, it is
-                // still in the stream and its writer will answer.
-                Ok(Stored::Duplicate) => match gw.store.find_sent(vec![key.clone()]).await {
-                    Ok(found) => {
-                        if let Some(Some(m)) = found.first() {
-                            answered.clock.acked(m.client_msg_id.as_str());
-                            let _ = tx.send(frame(&ServerFrame::ack(m))).await;
-                        } else if let Some(refusal) = gw.refused(&key).await {
-                            let answer = error_frame(
-                                refusal.code,
-                                refusal.message,
-                                request,
-                                Some(key.client_msg_id.as_str()),
-                                Some(key.conversation_id.as_str()),
-                            );
-                            let _ = tx.send(answer).await;
+        // backbone, up to `max_inflight_sends` of them (the permit). Its
+        // trace span lasts until then.
+        let traced = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                let send_error = |message: String| {
+                    error_frame(
+                        ErrorCode::Unavailable,
+                        message,
+                        request,
+                        Some(key.client_msg_id.as_str()),
+                        Some(key.conversation_id.as_str()),
+                    )
+                };
+                match receipt.await.unwrap_or(Err(NotStored::Closed)) {
+                    // Stored: the writer answers with `ack` or `error`.
+                    Ok(Stored::New) => {
+                        stored_count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // A retry inside the dedupe window: JetStream dropped it.
+                    // If the original is in the store, answer now; if its
+                    // writer refused it, answer with that; if neither, it is
+                    // still in the stream and its writer will answer.
+                    Ok(Stored::Duplicate) => match gw.store.find_sent(vec![key.clone()]).await {
+                        Ok(found) => {
+                            if let Some(Some(m)) = found.first() {
+                                answered.clock.acked(m.client_msg_id.as_str());
+                                let _ = tx.send(frame(&ServerFrame::ack(m))).await;
+                            } else if let Some(refusal) = gw.refused(&key).await {
+                                let answer = error_frame(
+                                    refusal.code,
+                                    refusal.message,
+                                    request,
+                                    Some(key.client_msg_id.as_str()),
+                                    Some(key.conversation_id.as_str()),
+                                );
+                                let _ = tx.send(answer).await;
+                            }
                         }
-                    }
+                        Err(e) => {
+                            let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
+                        }
+                    },
                     Err(e) => {
-                        let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
+                        let _ = tx.send(send_error(format!("{e}; retry"))).await;
                     }
-                },
-                Err(e) => {
-                    let _ = tx.send(send_error(format!("{e}; retry"))).await;
                 }
             }
-        });
+            .instrument(traced),
+        );
     }
 
     /// An edit (with content) or a deletion. The writer answers every

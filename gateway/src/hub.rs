@@ -30,11 +30,13 @@ use serde::Deserialize;
 use switchboard_backbone::envelope::{Delivered, Event, decode_delivery, decode_event};
 use switchboard_backbone::sessions::Sessions;
 use switchboard_backbone::subject::conversation_events;
+use switchboard_backbone::trace;
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
 use switchboard_store::Store;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::outbox::Outbox;
 use crate::presence::Presence;
@@ -544,6 +546,7 @@ struct Handover {
     tenant: TenantId,
     targets: Vec<(UserId, Vec<Conn>)>,
     event: Event,
+    traceparent: Option<String>,
 }
 
 /// Takes this gateway's deliveries and hands each event to the
@@ -562,6 +565,7 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
                     mut tenant,
                     to,
                     event,
+                    traceparent,
                 } = match delivered {
                     Ok(d) => d,
                     Err(e) => {
@@ -584,6 +588,7 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
                         tenant,
                         targets,
                         event,
+                        traceparent,
                     });
                 }
             }
@@ -592,13 +597,37 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
             tenant,
             targets,
             event,
+            traceparent,
         } in events
         {
-            for (user, conns) in targets {
-                Box::pin(hand_over(&inner, &tenant, &user, conns, &event)).await;
+            let span = deliver_span(traceparent.as_deref(), targets.len());
+            async {
+                for (user, conns) in targets {
+                    Box::pin(hand_over(&inner, &tenant, &user, conns, &event)).await;
+                }
             }
+            .instrument(span)
+            .await;
         }
     }
+}
+
+/// The span of a traced event at a gateway that delivers it: a child of
+/// the writer's span, so one message is one trace from the sender's
+/// gateway to every recipient's (and back to the sender, as its `ack`).
+fn deliver_span(traceparent: Option<&str>, users: usize) -> tracing::Span {
+    let Some(traceparent) = traceparent.filter(|_| trace::enabled()) else {
+        return tracing::Span::none();
+    };
+    let span = tracing::info_span!(
+        target: trace::TARGET,
+        parent: None,
+        "deliver",
+        otel.kind = "consumer",
+        users,
+    );
+    trace::follow(&span, traceparent);
+    span
 }
 
 /// Hands one event to one user's connections here. Borrowed: an event
@@ -657,6 +686,10 @@ async fn dispatch_conversation(mut subscriber: async_nats::Subscriber, listeners
         let Ok(event) = decode_event(&msg) else {
             continue;
         };
+        let traceparent = msg
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(trace::HEADER_TRACEPARENT));
         let targets: Vec<(UserId, Conn)> = match listeners.lock() {
             Ok(l) => l
                 .iter()
@@ -667,6 +700,8 @@ async fn dispatch_conversation(mut subscriber: async_nats::Subscriber, listeners
                 .collect(),
             Err(_) => return,
         };
+        let span = deliver_span(traceparent.map(|t| t.as_str()), targets.len());
+        let _traced = span.enter();
         match event {
             Event::Message {
                 frame,

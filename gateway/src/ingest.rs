@@ -38,6 +38,7 @@ use async_nats::jetstream::message::PublishMessage;
 use bytes::Bytes;
 use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, encode_commands};
 use switchboard_backbone::subject::{ingest, ingest_batch};
+use switchboard_backbone::trace;
 use switchboard_backbone::{BackboneError, Cause, cause};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
@@ -81,6 +82,8 @@ struct Pending {
     command: Command,
     /// `command`, encoded.
     payload: Bytes,
+    /// The trace context of its `send` span, when traced.
+    traceparent: Option<String>,
     done: oneshot::Sender<Result<Stored, NotStored>>,
 }
 
@@ -106,13 +109,19 @@ impl Ingest {
 
     /// Queues a send for `partition`. Sends queued in order are stored in
     /// order; the receipt resolves once JetStream has stored it, or could
-    /// not.
-    pub(crate) fn send(&self, partition: u16, command: Command) -> Result<Receipt, BackboneError> {
+    /// not. `traceparent` goes with it (`switchboard_backbone::trace`).
+    pub(crate) fn send(
+        &self,
+        partition: u16,
+        command: Command,
+        traceparent: Option<String>,
+    ) -> Result<Receipt, BackboneError> {
         let payload = command.encode()?;
         let (done, receipt) = oneshot::channel();
         let pending = Pending {
             command,
             payload,
+            traceparent,
             done,
         };
         crate::metrics::pending_acks(1.0);
@@ -213,11 +222,19 @@ fn take_batch(
 }
 
 /// The subject and headers of a message that carries `command` alone:
-/// its conversation's ingest subject, and its `Nats-Msg-Id`, on which
-/// JetStream drops a retry inside the dedupe window.
-pub(crate) fn alone(partition: u16, command: &Command) -> (String, HeaderMap) {
+/// its conversation's ingest subject, its `Nats-Msg-Id`, on which
+/// JetStream drops a retry inside the dedupe window, and its trace
+/// context if traced.
+pub(crate) fn alone(
+    partition: u16,
+    command: &Command,
+    traceparent: Option<&str>,
+) -> (String, HeaderMap) {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+    if let Some(traceparent) = traceparent {
+        headers.insert(trace::HEADER_TRACEPARENT, traceparent);
+    }
     let subject = ingest(partition, command.tenant(), command.conversation_id());
     (subject, headers)
 }
@@ -231,12 +248,15 @@ async fn publish(
 ) -> Result<PublishAckFuture, NotStored> {
     let (subject, headers, payload) = match batch {
         [one] => {
-            let (subject, headers) = alone(partition, &one.command);
+            let (subject, headers) = alone(partition, &one.command, one.traceparent.as_deref());
             (subject, headers, one.payload.clone())
         }
         several => {
             let mut headers = HeaderMap::new();
             headers.insert(HEADER_COMMANDS, several.len().to_string().as_str());
+            if let Some(joined) = trace::join(several.iter().map(|p| p.traceparent.as_deref())) {
+                headers.insert(trace::HEADER_TRACEPARENTS, joined.as_str());
+            }
             let payload = encode_commands(several.iter().map(|p| &p.payload));
             (ingest_batch(partition), headers, payload)
         }
@@ -271,6 +291,7 @@ mod tests {
         Pending {
             command,
             payload: Bytes::from(vec![b'x'; bytes]),
+            traceparent: None,
             done,
         }
     }

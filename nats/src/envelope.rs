@@ -387,6 +387,9 @@ struct DeliveryHead<'a> {
     origin_user: Option<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
     origin_device: Option<Cow<'a, str>>,
+    /// The event's `traceparent` header (`crate::trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    traceparent: Option<Cow<'a, str>>,
     len: usize,
 }
 
@@ -405,6 +408,7 @@ pub fn push_delivery<'a>(
         event: header(HEADER_EVENT).unwrap_or_default(),
         origin_user: header(HEADER_ORIGIN_USER),
         origin_device: header(HEADER_ORIGIN_DEVICE),
+        traceparent: header(crate::trace::HEADER_TRACEPARENT),
         len: body.len(),
     };
     serde_json::to_writer(&mut *payload, &head).map_err(BackboneError::encoding)?;
@@ -420,6 +424,8 @@ pub struct Delivered {
     pub tenant: TenantId,
     pub to: Vec<UserId>,
     pub event: Event,
+    /// The trace context of the message it comes from, if traced.
+    pub traceparent: Option<String>,
 }
 
 /// The events of a delivery, in order. An event that does not decode
@@ -478,7 +484,12 @@ fn next_delivered(
             head.origin_device.as_deref(),
             body,
         )?;
-        Ok(Delivered { tenant, to, event })
+        Ok(Delivered {
+            tenant,
+            to,
+            event,
+            traceparent: head.traceparent.map(Cow::into_owned),
+        })
     })();
     Ok((event, body_end + 1))
 }
@@ -538,7 +549,11 @@ mod tests {
             edited_at: None,
             deleted_at: None,
         };
-        let stored = message_event(&message).unwrap();
+        let mut stored = message_event(&message).unwrap();
+        let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        stored
+            .0
+            .insert(crate::trace::HEADER_TRACEPARENT, traceparent);
         let listen = listen_event(&ConversationId::new("big").unwrap(), true).unwrap();
         let raw = (HeaderMap::new(), Bytes::from_static(b"x\ny"));
         let mut payload = Vec::new();
@@ -560,6 +575,9 @@ mod tests {
                 origin_device: "phone".into(),
             }
         );
+        // The trace context travels with its event only.
+        assert_eq!(first.traceparent.as_deref(), Some(traceparent));
+        assert_eq!(events[1].as_ref().unwrap().traceparent, None);
         assert!(matches!(
             events[1],
             Ok(Delivered {

@@ -5,7 +5,8 @@
 //! definitions (`definitions`, from the JSON files beside this crate), the
 //! KV leases that make node ids and partitions exclusive (`lease`,
 //! `node_id`), compare-and-set writes and KV key parts (`kv_cas`,
-//! `kv_key`), and what travels on the backbone (`envelope`, `push_jobs`).
+//! `kv_key`), what travels on the backbone (`envelope`, `push_jobs`),
+//! and the trace context that travels with it (`trace`).
 //! Then the records processes share in KV buckets, one module each
 //! (`records`: tenants, push tokens, presence, refusals).
 //!
@@ -25,6 +26,7 @@ pub mod push_jobs;
 pub mod records;
 pub mod sessions;
 pub mod subject;
+pub mod trace;
 
 /// The underlying error of a [`BackboneError`]: shared, so that the error
 /// stays `Clone` (an id failure is handed to every waiter), and type-erased,

@@ -871,10 +871,7 @@ impl Store for ScyllaStore {
         budget: usize,
     ) -> StoreResult<InboxSweep> {
         if !self.inbox_sweep {
-            return Ok(InboxSweep {
-                removed: 0,
-                next: None,
-            });
+            return Ok(InboxSweep::default());
         }
         let from = cursor_decode(cursor)?;
         let (rows, next) = self
@@ -883,6 +880,7 @@ impl Store for ScyllaStore {
             .page(&self.session, (), from, page_size(budget))
             .await?;
         let cutoff = before.unix_ms();
+        let seen = rows.len();
         let doomed: Vec<_> = rows
             .into_iter()
             .filter(|r| r.5.unwrap_or(0) < cutoff)
@@ -897,6 +895,7 @@ impl Store for ScyllaStore {
         })
         .await?;
         Ok(InboxSweep {
+            seen: Some(seen),
             removed,
             next: cursor_encode(next),
         })

@@ -22,8 +22,8 @@ use switchboard_protocol::{
 };
 
 use crate::{
-    BucketKey, ConversationKey, ConversationRecord, HistoryQuery, InboxSweep, MessageKey, Mutation,
-    SentKey, Store, StoreError,
+    BucketKey, ConversationKey, ConversationRecord, HistoryQuery, MessageKey, Mutation, SentKey,
+    Store, StoreError,
 };
 
 pub fn tenant(s: &str) -> TenantId {
@@ -902,19 +902,24 @@ pub async fn concurrent_commits_all_land(store: &Arc<dyn Store>) {
     }
 }
 
-/// Runs an inbox expiry sweep to its end in steps of `budget`.
-pub async fn sweep_inboxes(store: &dyn Store, before: Timestamp, budget: usize) -> usize {
-    let mut removed = 0;
+/// Runs an inbox expiry sweep to its end in steps of `budget`; returns
+/// the entries it looked at and those it removed.
+pub async fn sweep_inboxes(store: &dyn Store, before: Timestamp, budget: usize) -> (usize, usize) {
+    let (mut seen, mut removed) = (0, 0);
     let mut cursor = None;
     loop {
-        let InboxSweep { removed: n, next } = store
+        let step = store
             .expire_inbox(before, cursor.take(), budget)
             .await
             .unwrap();
-        removed += n;
-        match next {
+        let looked = step.seen.expect("a sweeping backend counts what it sees");
+        assert!(looked <= budget, "a step looks at most at its budget");
+        assert!(step.removed <= looked);
+        seen += looked;
+        removed += step.removed;
+        match step.next {
             Some(next) => cursor = Some(next),
-            None => return removed,
+            None => return (seen, removed),
         }
     }
 }
@@ -955,11 +960,15 @@ pub async fn old_inbox_entries_expire(store: &Arc<dyn Store>) {
     // Messages 1..=4 were written at ...001 to ...004: 2 and 3 are older
     // than ...004. Small steps exercise the cursor.
     let cutoff = text_message("c", 4, "a", "phone", "x").created_at;
-    let removed = sweep_inboxes(store, cutoff, 2).await;
+    let (seen, removed) = sweep_inboxes(store, cutoff, 2).await;
     assert!(removed >= 2, "removed {removed}");
+    // It looked at every entry: this tenant's four at least.
+    assert!(seen >= 4 && seen >= removed, "seen {seen}");
     assert_eq!(seqs().await, vec![1, 4]);
-    // A second sweep finds nothing more of this tenant's.
-    sweep_inboxes(store, cutoff, 1000).await;
+    // A second sweep finds nothing more of this tenant's, and sees the
+    // two it left.
+    let (seen, _) = sweep_inboxes(store, cutoff, 1000).await;
+    assert!(seen >= 2, "seen {seen}");
     assert_eq!(seqs().await, vec![1, 4]);
     // The marks are untouched: expiry only forgets what to push.
     let detail = store.conversation(&tt, &conv("c"), &b).await.unwrap();

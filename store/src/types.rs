@@ -312,6 +312,11 @@ pub fn day_bucket(t: Timestamp) -> u32 {
 /// How far one step of an inbox expiry sweep got.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InboxSweep {
+    /// Entries this step looked at, removed or not: summed over a whole
+    /// sweep, the inboxes' size when it began. `None` from a backend
+    /// whose rows expire by themselves and that sweeps nothing.
+    #[serde(default)]
+    pub seen: Option<usize>,
     /// Entries removed in this step.
     pub removed: usize,
     /// Where the next step starts; `None` when the sweep has covered every

@@ -14,6 +14,7 @@ mod run;
 mod sys;
 mod telemetry;
 mod tenant_cli;
+mod traces;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -83,6 +84,22 @@ struct Common {
     /// (a worker's only HTTP; a gateway serves them on its own port too).
     #[arg(long, env = "SWITCHBOARD_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// Export traces over OTLP/HTTP to this collector, e.g.
+    /// `http://otel-collector:4318` (`/v1/traces` is added). Off when
+    /// unset; see README, "Traces".
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+}
+
+impl Common {
+    /// Logs, and traces if configured (`traces.rs`).
+    fn observe(&self, file: &FileConfig, process: &str) -> anyhow::Result<traces::Traces> {
+        traces::init(
+            self.log.as_deref().or(file.log.as_deref()),
+            traces::otlp_endpoint(self.otlp_endpoint.as_deref()),
+            process,
+        )
+    }
 }
 
 #[derive(Args)]
@@ -155,20 +172,6 @@ struct TokenArgs {
     secret: Option<String>,
 }
 
-fn init_logging(filter: Option<&str>) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("info"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let json = std::env::var("SWITCHBOARD_LOG_FORMAT").is_ok_and(|f| f == "json");
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
     let defaults = BackboneConfig::default();
     BackboneConfig {
@@ -216,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
 
 async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let mut file = FileConfig::load(args.common.config.as_deref())?;
-    init_logging(args.common.log.as_deref().or(file.log.as_deref()));
+    let traces = args.common.observe(&file, "dev")?;
     let listen = args
         .listen
         .or(file.listen.as_deref().map(str::parse).transpose()?)
@@ -245,6 +248,7 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let nats = nats_server::NatsServer::start(&binary, &data_dir, port, &locked).await?;
     let result = dev_inner(&args, &file, &nats, listen, &data_dir).await;
     nats.stop().await;
+    traces.shutdown().await;
     result
 }
 
@@ -361,11 +365,12 @@ struct Setup {
     nats: switchboard_backbone::NatsConfig,
     kind: StoreKind,
     data_dir: PathBuf,
+    traces: traces::Traces,
 }
 
 fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<Setup> {
     let mut file = FileConfig::load(args.common.config.as_deref())?;
-    init_logging(args.common.log.as_deref().or(file.log.as_deref()));
+    let traces = args.common.observe(&file, role)?;
     if let Some(secret) = demo_secret(&file) {
         file.tenants.retain(|t| t.id != config::DEMO_TENANT);
         file.tenants.push(demo_tenant(&secret));
@@ -394,6 +399,7 @@ fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<Setup> {
         nats,
         kind,
         data_dir,
+        traces,
     })
 }
 
@@ -405,6 +411,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         nats,
         kind,
         data_dir,
+        traces,
     } = external_setup(&args.external, "gateway")?;
     let exposition = telemetry::install("gateway")?;
     let listen = args
@@ -436,6 +443,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
     let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;
     client.flush().await.ok();
+    traces.shutdown().await;
     result
 }
 
@@ -447,6 +455,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         nats,
         kind,
         data_dir,
+        traces,
     } = external_setup(&args.external, "worker")?;
     let exposition = telemetry::install("worker")?;
     let client = run::backbone(&nats, &backbone).await?;
@@ -484,9 +493,9 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     for task in push {
         task.abort();
     }
-    result.context("worker")?;
     client.flush().await.ok();
-    Ok(())
+    traces.shutdown().await;
+    result.context("worker")
 }
 
 /// A process's `/readyz` on its metrics listener: NATS connected, the

@@ -10,6 +10,8 @@ pub const CONSUMER_LAG: &str = "switchboard_writer_consumer_lag";
 pub const BATCH_COMMANDS: &str = "switchboard_writer_batch_commands";
 pub const DELIVERIES: &str = "switchboard_writer_deliveries_total";
 pub const PARTITIONS_HELD: &str = "switchboard_writer_partitions_held";
+pub const INBOX_ENTRIES: &str = "switchboard_writer_inbox_entries";
+pub const INBOX_EXPIRED: &str = "switchboard_writer_inbox_expired_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -27,6 +29,14 @@ pub fn describe() {
         "Stored messages and updates fanned out: per recipient on write (`users`), once per conversation on read (`conversation`)."
     );
     describe_gauge!(PARTITIONS_HELD, "Ingest partitions this worker writes.");
+    describe_gauge!(
+        INBOX_ENTRIES,
+        "Undelivered inbox entries (one per message and device that has not acked it), as the leader's last whole expiry sweep left them."
+    );
+    describe_counter!(
+        INBOX_EXPIRED,
+        "Inbox entries the expiry sweep removed: devices away longer than the inbox lifetime."
+    );
 }
 
 pub(crate) fn consumer_lag(partition: u16, pending: u64) {
@@ -43,4 +53,12 @@ pub(crate) fn delivered(route: &'static str, n: usize) {
 
 pub(crate) fn partitions_held(n: usize) {
     gauge!(PARTITIONS_HELD).set(n as f64);
+}
+
+pub(crate) fn inbox_entries(n: usize) {
+    gauge!(INBOX_ENTRIES).set(n as f64);
+}
+
+pub(crate) fn inbox_expired(n: usize) {
+    counter!(INBOX_EXPIRED).increment(n as u64);
 }

@@ -31,6 +31,7 @@ use switchboard_backbone::envelope::{
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::records::refusals::{Refusal, SendKey};
 use switchboard_backbone::subject::{conversation_events, ingest};
+use switchboard_backbone::trace;
 use switchboard_protocol::frames::request_type;
 use switchboard_protocol::{
     Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId, UserId,
@@ -378,15 +379,17 @@ enum Origin {
 /// its lines. A command that does not decode is not from a Switchboard
 /// gateway and nothing can be done with it: it is acked with its message
 /// and only logged.
-fn receive(batch: &[jetstream::Message]) -> (Vec<Incoming>, Vec<Origin>) {
+fn receive(batch: &[jetstream::Message], partition: u16) -> (Vec<Incoming>, Vec<Origin>) {
     let mut incoming = Vec::with_capacity(batch.len());
     let mut origins = Vec::with_capacity(batch.len());
     for (i, m) in batch.iter().enumerate() {
-        let several = m
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(HEADER_COMMANDS))
-            .is_some();
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.as_str())
+        };
+        let several = header(HEADER_COMMANDS).is_some();
         let commands: Vec<(Bytes, Origin)> = if several {
             command_lines(&m.payload)
                 .map(|line| (line.clone(), Origin::Line(line)))
@@ -394,10 +397,16 @@ fn receive(batch: &[jetstream::Message]) -> (Vec<Incoming>, Vec<Origin>) {
         } else {
             vec![(m.payload.clone(), Origin::Alone(i))]
         };
-        for (encoded, origin) in commands {
+        for (line, (encoded, origin)) in commands.into_iter().enumerate() {
             match Command::decode(&encoded) {
                 Ok(command) => {
+                    let traceparent = if several {
+                        header(trace::HEADER_TRACEPARENTS).and_then(|all| trace::nth(all, line))
+                    } else {
+                        header(trace::HEADER_TRACEPARENT)
+                    };
                     incoming.push(Incoming {
+                        span: write_span(&command, partition, traceparent),
                         command,
                         // Only a command alone can be a REST command.
                         reply_to: if several { None } else { reply_to(m) },
@@ -411,6 +420,25 @@ fn receive(batch: &[jetstream::Message]) -> (Vec<Incoming>, Vec<Origin>) {
         }
     }
     (incoming, origins)
+}
+
+/// The span of a traced command at its writer: a child of the span that
+/// published it, from its taking to its outcomes published and acked.
+fn write_span(command: &Command, partition: u16, traceparent: Option<&str>) -> tracing::Span {
+    let Some(traceparent) = traceparent.filter(|_| trace::enabled()) else {
+        return tracing::Span::none();
+    };
+    let span = tracing::info_span!(
+        target: trace::TARGET,
+        parent: None,
+        "write",
+        otel.kind = "consumer",
+        partition,
+        tenant = %command.tenant(),
+        conversation = %command.conversation_id(),
+    );
+    trace::follow(&span, traceparent);
+    span
 }
 
 /// Applies a batch, then acks its messages. The commands are applied in
@@ -431,7 +459,7 @@ async fn process_batch(
     batch: &[jetstream::Message],
     valid_until: &watch::Receiver<Instant>,
 ) -> Result<(), WorkerError> {
-    let (incoming, origins) = receive(batch);
+    let (incoming, origins) = receive(batch, partition);
     crate::metrics::batch_taken(incoming.len());
     if let Some(pending) = batch.last().and_then(|m| m.info().ok()).map(|i| i.pending) {
         crate::metrics::consumer_lag(partition, pending);
@@ -510,7 +538,17 @@ async fn apply_batch(
                 match committed {
                     Ok(()) => {
                         sequencer.committed(&mut plan);
-                        publish(ctx, plan.outcomes).await;
+                        let traced = plan
+                            .outcomes
+                            .into_iter()
+                            .zip(plan.caused_by)
+                            .map(|(outcome, i)| {
+                                let traceparent =
+                                    incoming.get(i).and_then(|c| trace::traceparent(&c.span));
+                                (outcome, traceparent)
+                            })
+                            .collect();
+                        publish(ctx, traced).await;
                         return Ok(Applied::Done);
                     }
                     Err(e) => SequenceError::Store(e),
@@ -617,7 +655,7 @@ impl Parked<'_> {
         if let Some(answer) =
             parked_answer(command.command.clone(), command.reply_to.clone(), message)
         {
-            publish(ctx, vec![answer]).await;
+            publish(ctx, vec![(answer, trace::traceparent(&command.span))]).await;
         }
         Ok(())
     }
@@ -792,9 +830,17 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
     }
 }
 
-async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
+/// Publishes a batch's outcomes, each event with the trace context of
+/// the command it comes from, if traced.
+async fn publish(ctx: &Ctx, outcomes: Vec<(Outcome, Option<String>)>) {
     let mut out = Outbox::new(ctx);
-    for outcome in outcomes {
+    for (outcome, traceparent) in outcomes {
+        let traced = |mut event: (HeaderMap, Bytes)| {
+            if let Some(t) = &traceparent {
+                event.0.insert(trace::HEADER_TRACEPARENT, t.as_str());
+            }
+            event
+        };
         let result = match outcome {
             Outcome::Deliver {
                 tenant,
@@ -814,7 +860,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 if route == Route::Users {
                     push_job(ctx, &tenant, &message, &recipients).await;
                 }
-                match message_event(&message) {
+                match message_event(&message).map(traced) {
                     Ok(event) => out
                         .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
                         .await
@@ -836,7 +882,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                     "message updated"
                 );
                 let conversation = message.conversation_id.clone();
-                let event = frame_event(&ServerFrame::MessageUpdated { message });
+                let event = traced(frame_event(&ServerFrame::MessageUpdated { message }));
                 out.fan_out(&tenant, &conversation, &recipients, route, event)
                     .await
                     .map_err(cause)
@@ -846,7 +892,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 conversation_id,
                 users,
                 listen,
-            } => match listen_event(&conversation_id, listen) {
+            } => match listen_event(&conversation_id, listen).map(traced) {
                 Ok(event) => {
                     out.deliveries.add(&tenant, &users, &event);
                     Ok(())
@@ -859,7 +905,7 @@ async fn publish(ctx: &Ctx, outcomes: Vec<Outcome>) {
                 rejection,
             } => {
                 remember_refusal(ctx, &tenant, &sender, &rejection).await;
-                match rejection_event(&rejection) {
+                match rejection_event(&rejection).map(traced) {
                     Ok(event) => {
                         out.deliveries.add(&tenant, [&sender], &event);
                         Ok(())

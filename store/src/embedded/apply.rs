@@ -62,8 +62,9 @@ pub(super) enum WriteOp {
 pub(super) enum Applied {
     Done,
     Mark(MarkChange),
-    /// Entries removed, and the key the sweep goes on from.
-    Expired(usize, Option<Vec<u8>>),
+    /// Entries looked at, entries removed, and the key the sweep goes on
+    /// from.
+    Expired(usize, usize, Option<Vec<u8>>),
 }
 
 /// Why an operation did not apply.
@@ -309,12 +310,14 @@ impl Writer<'_> {
         let before = before.unix_ms() as u64;
         let mut doomed = Vec::new();
         let mut next = None;
-        for (seen, g) in self.snap.range(&self.s.inbox, from..).enumerate() {
+        let mut seen = 0;
+        for g in self.snap.range(&self.s.inbox, from..) {
             let (k, v) = g.into_inner().map_err(storage)?;
             if seen == budget {
                 next = Some(k.to_vec());
                 break;
             }
+            seen += 1;
             // An entry without a time predates expiry: it is old.
             let written = read_words::<1>(&v).map(|[ms]| ms).unwrap_or(0);
             if written < before && !self.pending.inbox.contains(k.as_ref()) {
@@ -325,7 +328,7 @@ impl Writer<'_> {
         for k in doomed {
             self.remove_inbox_key(k);
         }
-        Ok(Applied::Expired(removed, next))
+        Ok(Applied::Expired(seen, removed, next))
     }
 
     /// The versions of message `seq` with their keys: this group's, or the

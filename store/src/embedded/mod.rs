@@ -334,7 +334,8 @@ impl Store for EmbeddedStore {
             })
             .await?
         {
-            Applied::Expired(removed, next) => Ok(InboxSweep {
+            Applied::Expired(seen, removed, next) => Ok(InboxSweep {
+                seen: Some(seen),
                 removed,
                 next: next.map(|k| hex_encode(&k)),
             }),

@@ -31,4 +31,5 @@ mod secured_backbone;
 mod store_service;
 mod support;
 mod tenants;
+mod traces;
 mod typing;

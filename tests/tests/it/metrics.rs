@@ -11,7 +11,12 @@ use crate::support::*;
 
 #[tokio::test]
 async fn every_process_serves_metrics_that_move_under_traffic() {
-    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let cluster = Cluster::start(ClusterSpec {
+        // The inbox size comes from the leader's expiry sweep.
+        extra_config: "inbox_sweep_secs = 1\n".into(),
+        ..ClusterSpec::default()
+    })
+    .await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
     let gateway = cluster.gateways[0].addr.unwrap();
     let worker = cluster.workers[0]
@@ -96,6 +101,21 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
             .any(|k| k.starts_with("switchboard_writer_consumer_lag{"))
     );
     assert!(w.keys().all(|k| !k.contains("process=\"gateway\"")));
+    // Bob acked none of the messages: his device's inbox holds them all,
+    // as a sweep after them counts.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let w = scrape(worker).await;
+        if sum(&w, "switchboard_writer_inbox_entries", "") >= sends as f64 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "inbox entries: {}",
+            sum(&w, "switchboard_writer_inbox_entries", "")
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     // Health on the worker's listener.
     let health = reqwest::get(format!("http://{worker}/healthz"))

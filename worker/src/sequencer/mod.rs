@@ -43,11 +43,14 @@ use switchboard_store::{
 use crate::policy::{Action, Policies};
 use switchboard_plugin_host::fanout::FanOut;
 
-/// A command with the subject its outcome goes to (REST commands only).
+/// A command with the subject its outcome goes to (REST commands only),
+/// and the span of its trace (`Span::none()` when not traced), entered
+/// while it is sequenced.
 #[derive(Debug, Clone)]
 pub struct Incoming {
     pub command: Command,
     pub reply_to: Option<String>,
+    pub span: tracing::Span,
 }
 
 /// How a message reaches the connected members.
@@ -105,6 +108,9 @@ pub enum Outcome {
 pub struct Plan {
     pub mutations: Vec<Mutation>,
     pub outcomes: Vec<Outcome>,
+    /// For each outcome, the index in the batch of the command it comes
+    /// from (whose trace it continues).
+    pub caused_by: Vec<usize>,
     /// States to cache once the mutations are committed.
     staged: HashMap<ConversationKey, SequencerState>,
 }
@@ -327,7 +333,9 @@ impl Sequencer {
             outcomes: Vec::new(),
             touched: HashSet::new(),
         };
-        for incoming in batch {
+        let mut caused_by = Vec::new();
+        for (i, incoming) in batch.iter().enumerate() {
+            let _traced = incoming.span.enter();
             match &incoming.command {
                 Command::Send(c) => b.send(c)?,
                 Command::CreateConversation(c) => b.create(c, incoming.reply_to.as_deref())?,
@@ -336,6 +344,7 @@ impl Sequencer {
                 Command::Edit(c) => b.update(c, Action::Edit)?,
                 Command::Delete(c) => b.update(c, Action::Delete)?,
             }
+            caused_by.resize(b.outcomes.len(), i);
         }
         let staged = b
             .touched
@@ -345,6 +354,7 @@ impl Sequencer {
         Ok(Plan {
             mutations: b.log.mutations,
             outcomes: b.outcomes,
+            caused_by,
             staged,
         })
     }

@@ -46,6 +46,7 @@ fn create(conv: &str, kind: ConversationKind, members: &[&str], id: u64) -> Inco
             at: Timestamp::from_unix_ms(1),
         }),
         reply_to: Some("reply".into()),
+        span: tracing::Span::none(),
     }
 }
 
@@ -61,6 +62,7 @@ fn send(conv: &str, sender: &str, client_msg_id: &str) -> Incoming {
             received_at: Timestamp::from_unix_ms(1),
         }),
         reply_to: None,
+        span: tracing::Span::none(),
     }
 }
 
@@ -82,6 +84,7 @@ fn members(conv: &str, actor: &str, users: &[&str], id: u64, add: bool) -> Incom
             Command::RemoveMembers(c)
         },
         reply_to: Some("reply".into()),
+        span: tracing::Span::none(),
     }
 }
 
@@ -367,6 +370,7 @@ fn update(
             Command::Delete(c)
         },
         reply_to: None,
+        span: tracing::Span::none(),
     }
 }
 
@@ -454,4 +458,46 @@ async fn edits_and_deletes_are_sequenced_and_policed() {
     )
     .await;
     assert_eq!(code(&out[0]), ErrorCode::Forbidden);
+}
+
+#[tokio::test]
+async fn every_outcome_names_the_command_it_comes_from() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let batch = [
+        create("c", ConversationKind::Group, &["a", "b"], 1),
+        // Refused: not a member.
+        send("c", "x", "m0"),
+        send("c", "a", "m1"),
+    ];
+    let plan = seq
+        .plan(&store, &ids, &batch, true, Timestamp::now())
+        .await
+        .unwrap();
+    // Outcomes carry the trace of their command (writer.rs), so each must
+    // name the right one however many a command makes.
+    assert_eq!(plan.outcomes.len(), plan.caused_by.len());
+    let kinds: Vec<(&str, usize)> = plan
+        .outcomes
+        .iter()
+        .zip(&plan.caused_by)
+        .map(|(o, &i)| {
+            let kind = match o {
+                Outcome::Reply { .. } => "reply",
+                Outcome::Reject { .. } => "reject",
+                Outcome::Deliver { .. } => "deliver",
+                Outcome::Update { .. } => "update",
+                Outcome::Listen { .. } => "listen",
+            };
+            (kind, i)
+        })
+        .collect();
+    assert_eq!(kinds.last(), Some(&("deliver", 2)), "{kinds:?}");
+    assert!(kinds.contains(&("reject", 1)), "{kinds:?}");
+    assert!(kinds.contains(&("reply", 0)), "{kinds:?}");
+    assert!(
+        kinds.windows(2).all(|w| w[0].1 <= w[1].1),
+        "in batch order: {kinds:?}"
+    );
 }
