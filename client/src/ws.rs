@@ -43,8 +43,13 @@ fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -
     }
 }
 
+/// Looks at every text frame the server sends before it is returned
+/// (the integration tests check each against the frames' JSON Schema).
+pub type FrameCheck = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 pub struct WsClient {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    check: Option<FrameCheck>,
 }
 
 impl WsClient {
@@ -56,7 +61,10 @@ impl WsClient {
             .map_err(|e| WsError::Socket(Box::new(e)))?;
         // No Nagle delay: frames are small and latency matters.
         match connect_async_with_config(request, None, true).await {
-            Ok((socket, _)) => Ok(Self { socket }),
+            Ok((socket, _)) => Ok(Self {
+                socket,
+                check: None,
+            }),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
                 let status = response.status().as_u16();
                 let body = response
@@ -93,11 +101,23 @@ impl WsClient {
             .map_err(|e| WsError::Socket(Box::new(e)))
     }
 
+    /// Runs `check` on every text frame received from now on, this
+    /// client's halves included.
+    pub fn with_frame_check(mut self, check: FrameCheck) -> Self {
+        self.check = Some(check);
+        self
+    }
+
     /// The next text frame as JSON text.
     pub async fn next_text(&mut self) -> Result<String, WsError> {
         loop {
             match self.socket.next().await {
-                Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
+                Some(Ok(Message::Text(t))) => {
+                    if let Some(check) = &self.check {
+                        check(t.as_str());
+                    }
+                    return Ok(t.as_str().to_owned());
+                }
                 Some(Ok(Message::Close(frame))) => return Err(closed(frame)),
                 None => return Err(WsError::Closed),
                 Some(Ok(_)) => continue,
@@ -123,7 +143,13 @@ impl WsClient {
     /// both at once (the load generator).
     pub fn split(self) -> (WsSender, WsReceiver) {
         let (sink, stream) = self.socket.split();
-        (WsSender { sink }, WsReceiver { stream })
+        (
+            WsSender { sink },
+            WsReceiver {
+                stream,
+                check: self.check,
+            },
+        )
     }
 
     pub async fn close(mut self) {
@@ -158,6 +184,7 @@ impl WsSender {
 /// The receiving half of a [`WsClient`].
 pub struct WsReceiver {
     stream: futures::stream::SplitStream<Socket>,
+    check: Option<FrameCheck>,
 }
 
 impl WsReceiver {
@@ -165,7 +192,12 @@ impl WsReceiver {
     pub async fn next_text(&mut self) -> Result<String, WsError> {
         loop {
             match self.stream.next().await {
-                Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
+                Some(Ok(Message::Text(t))) => {
+                    if let Some(check) = &self.check {
+                        check(t.as_str());
+                    }
+                    return Ok(t.as_str().to_owned());
+                }
                 Some(Ok(Message::Close(frame))) => return Err(closed(frame)),
                 None => return Err(WsError::Closed),
                 Some(Ok(_)) => continue,

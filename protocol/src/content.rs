@@ -7,6 +7,7 @@ use crate::error::ErrorCode;
 use crate::ids::UserId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Content {
     Text {
@@ -26,6 +27,7 @@ pub enum Content {
 
 /// A reference to a blob uploaded through `POST /v1/media`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Media {
     pub blob_ref: String,
     pub mime: String,
@@ -36,6 +38,7 @@ pub struct Media {
 
 /// What a `system` message reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SystemEvent {
     /// [`SystemEvent::MEMBERS_ADDED`] or [`SystemEvent::MEMBERS_REMOVED`].
     pub event: String,

@@ -7,6 +7,7 @@ use crate::message::Message;
 use crate::timestamp::Timestamp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ConversationKind {
     /// Exactly two members; at most one per pair of users.
@@ -27,6 +28,7 @@ impl ConversationKind {
 
 /// A member with the high-water marks of `GET /v1/conversations/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemberView {
     pub user_id: UserId,
     pub delivered_seq: u64,
@@ -36,6 +38,7 @@ pub struct MemberView {
 /// `members` is a list of user ids in listings and a list of
 /// [`MemberView`]s in `GET /v1/conversations/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum Members {
     Detailed(Vec<MemberView>),
@@ -44,6 +47,7 @@ pub enum Members {
 
 /// The conversation object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ConversationView {
     pub conversation_id: ConversationId,
     pub kind: ConversationKind,
@@ -62,6 +66,7 @@ pub struct ConversationView {
 
 /// Body of `POST /v1/conversations`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     pub kind: ConversationKind,
@@ -73,12 +78,14 @@ pub struct CreateConversation {
         deserialize_with = "crate::fields::present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub title: Option<String>,
 }
 
 /// Body of `POST /v1/conversations/{id}/members`: `{"members": [...]}`,
 /// or `{"user_id": "..."}` for one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AddMembers {
     #[serde(default)]
@@ -89,11 +96,13 @@ pub struct AddMembers {
         deserialize_with = "crate::fields::present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(with = "UserId"))]
     pub user_id: Option<UserId>,
 }
 
 /// Body of history responses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HistoryPage {
     pub messages: Vec<Message>,
     pub next_before_seq: Option<u64>,
@@ -101,6 +110,7 @@ pub struct HistoryPage {
 
 /// Body of `GET /v1/conversations`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ConversationList {
     pub conversations: Vec<ConversationView>,
 }

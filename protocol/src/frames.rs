@@ -10,6 +10,7 @@ use crate::timestamp::Timestamp;
 
 /// Frames a client sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientFrame {
     SendMessage {
@@ -154,6 +155,7 @@ impl FrameError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PresenceStatus {
     Online,
@@ -162,6 +164,7 @@ pub enum PresenceStatus {
 
 /// Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PresenceInfo {
     pub user_id: UserId,
     pub status: PresenceStatus,
@@ -171,6 +174,7 @@ pub struct PresenceInfo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TypingState {
     Start,
@@ -179,6 +183,7 @@ pub enum TypingState {
 
 /// Which high-water mark a `receipt` reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReceiptKind {
     /// Some device of the user has everything up to `seq`.
@@ -189,6 +194,7 @@ pub enum ReceiptKind {
 
 /// Frames the server sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
     Ack {

@@ -16,6 +16,7 @@ use crate::{DeviceId, UserId};
 
 /// A one-time prekey: handed out once, then gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OneTimePrekey {
     /// Chosen by the device; unique among its unclaimed prekeys.
@@ -26,6 +27,7 @@ pub struct OneTimePrekey {
 
 /// The medium-term prekey, signed by the identity key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SignedPrekey {
     pub key_id: u32,
@@ -41,6 +43,7 @@ pub struct SignedPrekey {
 /// the one-time prekeys join the unclaimed ones (all of them are replaced
 /// when the identity key changes: a reinstalled device).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeviceKeysUpload {
     /// Ed25519 public key, base64 (32 bytes).
@@ -58,6 +61,7 @@ pub struct DeviceKeysUpload {
 /// /v1/users/{user}/devices`; the caller's own device at `GET
 /// /v1/devices/{device}/keys`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceKeysView {
     pub user_id: UserId,
     pub device_id: DeviceId,
@@ -71,6 +75,7 @@ pub struct DeviceKeysView {
 
 /// `GET /v1/users/{user}/devices`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UserDevices {
     pub user_id: UserId,
     pub devices: Vec<DeviceKeysView>,
@@ -80,6 +85,7 @@ pub struct UserDevices {
 /// `one_time_prekey` is `null` when the device has none left; the session
 /// then starts from the signed prekey alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClaimedKeys {
     pub user_id: UserId,
     pub device_id: DeviceId,

@@ -15,6 +15,8 @@ pub mod ids;
 pub mod keys;
 pub mod message;
 pub mod push;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod snowflake;
 pub mod timestamp;
 
@@ -28,3 +30,10 @@ pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantI
 pub use message::{Message, MessageVersion, MessageVersions};
 pub use snowflake::SnowflakeGenerator;
 pub use timestamp::Timestamp;
+
+/// The AsyncAPI 3 document of `/v1/ws` (generated from these types:
+/// `schema.rs`), as gateways serve it at `/v1/asyncapi.json`.
+pub const ASYNCAPI_JSON: &str = include_str!("../schema/asyncapi.json");
+
+/// The JSON Schema of every frame (generated from these types).
+pub const FRAMES_SCHEMA_JSON: &str = include_str!("../schema/frames.schema.json");

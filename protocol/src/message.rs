@@ -8,6 +8,7 @@ use crate::timestamp::Timestamp;
 
 /// One version of an edited message (`GET .../versions`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MessageVersion {
     /// 1 for the original, then 2, 3, ...
     pub version: u32,
@@ -19,12 +20,14 @@ pub struct MessageVersion {
 
 /// Body of `GET /v1/conversations/{id}/messages/{message_id}/versions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MessageVersions {
     pub message_id: MessageId,
     pub versions: Vec<MessageVersion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Message {
     pub message_id: MessageId,
     pub conversation_id: ConversationId,

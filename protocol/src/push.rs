@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Which service delivers to the device. The tenant configures each
 /// provider's credentials; a device only names its own address there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PushProvider {
     /// The tenant's own HTTPS endpoint (which may fan out to anything).
@@ -18,6 +19,7 @@ pub enum PushProvider {
 
 /// `PUT /v1/devices/{device}/push` body, and what `GET` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PushRegistration {
     pub provider: PushProvider,

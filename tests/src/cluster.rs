@@ -260,7 +260,7 @@ impl Cluster {
             SECRET
         };
         let token = mint_hs256(secret, &TokenSpec::new(tenant, user, Some(device), 3600)).unwrap();
-        WsClient::connect(&self.gateways[gateway].ws(), &token)
+        crate::connect_ws(&self.gateways[gateway].ws(), &token)
             .await
             .unwrap()
     }
@@ -270,7 +270,7 @@ impl Cluster {
     }
 
     pub async fn ws(&self, gateway: usize, user: &str, device: &str) -> WsClient {
-        WsClient::connect(&self.gateways[gateway].ws(), &self.token(user, device))
+        crate::connect_ws(&self.gateways[gateway].ws(), &self.token(user, device))
             .await
             .unwrap()
     }

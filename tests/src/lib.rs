@@ -13,12 +13,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cluster;
+pub mod frames;
 pub mod proc;
 pub mod reliable;
 pub mod s3;
 pub mod tls;
 
 pub use cluster::{Cluster, ClusterSpec, SECRET, TENANT};
+pub use frames::connect_ws;
 pub use proc::{Nats, Proc};
 
 use std::path::PathBuf;

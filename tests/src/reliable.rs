@@ -44,7 +44,7 @@ impl Session {
                 break;
             }
             let url = &self.urls[self.next_url % self.urls.len()];
-            match WsClient::connect(url, &self.token).await {
+            match crate::connect_ws(url, &self.token).await {
                 Ok(ws) => self.ws = Some(ws),
                 Err(_) => {
                     self.next_url += 1;

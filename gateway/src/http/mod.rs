@@ -100,6 +100,10 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
             "/v1/openapi.json",
             get(move || openapi::serve(document.clone())),
         )
+        .route(
+            "/v1/asyncapi.json",
+            get(|| openapi::serve(switchboard_protocol::ASYNCAPI_JSON.into())),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
     if gw.media.local.is_some() {

@@ -134,11 +134,20 @@ async fn tokens_are_checked() {
         },
     )
     .unwrap();
-    assert_eq!(refused(WsClient::connect(&url, &expired).await), 401);
+    assert_eq!(
+        refused(switchboard_tests::connect_ws(&url, &expired).await),
+        401
+    );
     let wrong_key = mint_hs256(OTHER_SECRET, &TokenSpec::new(TENANT, "alice", None, 60)).unwrap();
-    assert_eq!(refused(WsClient::connect(&url, &wrong_key).await), 401);
+    assert_eq!(
+        refused(switchboard_tests::connect_ws(&url, &wrong_key).await),
+        401
+    );
     let unknown_tenant = mint_hs256(SECRET, &TokenSpec::new("initech", "alice", None, 60)).unwrap();
-    assert_eq!(refused(WsClient::connect(&url, &unknown_tenant).await), 401);
+    assert_eq!(
+        refused(switchboard_tests::connect_ws(&url, &unknown_tenant).await),
+        401
+    );
     use base64::Engine;
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let none = format!(
@@ -148,16 +157,22 @@ async fn tokens_are_checked() {
             r#"{{"tenant":"{TENANT}","sub":"alice","exp":9999999999}}"#
         ))
     );
-    assert_eq!(refused(WsClient::connect(&url, &none).await), 401);
-    assert_eq!(refused(WsClient::connect(&url, "").await), 401);
+    assert_eq!(
+        refused(switchboard_tests::connect_ws(&url, &none).await),
+        401
+    );
+    assert_eq!(refused(switchboard_tests::connect_ws(&url, "").await), 401);
 
     // EdDSA tokens with the tenant's Ed25519 key are accepted.
     let ed = mint_eddsa(&ED_SEED, &TokenSpec::new(TENANT, "alice", None, 60)).unwrap();
-    let mut ws = WsClient::connect(&url, &ed).await.unwrap();
+    let mut ws = switchboard_tests::connect_ws(&url, &ed).await.unwrap();
     assert_alive(&mut ws).await;
     // ...but not with another key.
     let other_ed = mint_eddsa(&[9; 32], &TokenSpec::new(TENANT, "alice", None, 60)).unwrap();
-    assert_eq!(refused(WsClient::connect(&url, &other_ed).await), 401);
+    assert_eq!(
+        refused(switchboard_tests::connect_ws(&url, &other_ed).await),
+        401
+    );
 
     // REST says the same in JSON.
     let rest = RestClient::new(&cluster.gateways[0].http(), &expired);
@@ -318,9 +333,10 @@ async fn tenants_do_not_see_each_other() {
     assert_eq!(g.conversation_id.as_str(), acme);
 
     let mut acme_alice = cluster.ws(0, "alice", "a").await;
-    let mut globex_bob = WsClient::connect(&cluster.gateways[0].ws(), &globex_token("bob"))
-        .await
-        .unwrap();
+    let mut globex_bob =
+        switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &globex_token("bob"))
+            .await
+            .unwrap();
     let mut acme_bob = cluster.ws(0, "bob", "b").await;
     send_acked(&mut acme_alice, &acme, "iso-1", "acme only").await;
     let m = expect_message(&mut acme_bob).await;

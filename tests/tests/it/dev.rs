@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use switchboard_client::rest::HistoryParams;
-use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
+use switchboard_client::{RestClient, TokenSpec, mint_hs256};
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::Proc;
 
@@ -115,7 +115,9 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
         .await
         .unwrap();
     let conv = view.conversation_id.as_str().to_owned();
-    let mut alice = WsClient::connect(&dev.ws(), &token("alice")).await.unwrap();
+    let mut alice = switchboard_tests::connect_ws(&dev.ws(), &token("alice"))
+        .await
+        .unwrap();
     let mut acked = Vec::new();
     for i in 0..20 {
         acked.push(send_acked(&mut alice, &conv, &format!("d{i}"), "durable").await);
@@ -143,7 +145,9 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
         .collect();
     stored.reverse();
     assert_eq!(stored, acked, "every acked message is back, unchanged");
-    let mut alice = WsClient::connect(&dev.ws(), &token("alice")).await.unwrap();
+    let mut alice = switchboard_tests::connect_ws(&dev.ws(), &token("alice"))
+        .await
+        .unwrap();
     let (_, seq) = send_acked(&mut alice, &conv, "after", "still counting").await;
     assert_eq!(seq, 21);
 

@@ -191,10 +191,10 @@ async fn sessions_end_with_their_token_unless_refreshed() {
     })
     .await;
     let ws_url = cluster.gateways[0].ws();
-    let mut expiring = WsClient::connect(&ws_url, &short_token("alice", "phone", 2))
+    let mut expiring = switchboard_tests::connect_ws(&ws_url, &short_token("alice", "phone", 2))
         .await
         .unwrap();
-    let mut refreshed = WsClient::connect(&ws_url, &short_token("alice", "laptop", 2))
+    let mut refreshed = switchboard_tests::connect_ws(&ws_url, &short_token("alice", "laptop", 2))
         .await
         .unwrap();
     // A token for someone else, or one that does not verify, is refused
@@ -245,7 +245,7 @@ async fn sessions_end_with_their_token_unless_refreshed() {
     let mut spec = TokenSpec::new(TENANT, "alice", Some("tablet"), 0);
     spec.exp -= 3;
     let expired = mint_hs256(SECRET, &spec).unwrap();
-    match WsClient::connect(&ws_url, &expired).await {
+    match switchboard_tests::connect_ws(&ws_url, &expired).await {
         Err(WsError::Refused { status, .. }) => assert_eq!(status, 401),
         other => panic!("an expired token was let in: {:?}", other.err()),
     }
@@ -290,12 +290,12 @@ async fn removing_a_key_or_the_tenant_closes_its_sessions() {
     };
     // The tenant's record reaches the gateway within moments.
     let mut on_old = loop {
-        match WsClient::connect(&ws_url, &token(old, "alice")).await {
+        match switchboard_tests::connect_ws(&ws_url, &token(old, "alice")).await {
             Ok(ws) => break ws,
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
-    let mut on_new = WsClient::connect(&ws_url, &token(new, "bob"))
+    let mut on_new = switchboard_tests::connect_ws(&ws_url, &token(new, "bob"))
         .await
         .unwrap();
     let (status, _) = cluster
@@ -677,7 +677,9 @@ async fn quotas_bound_what_one_user_can_spend() {
     // Connections per user, on without a tenant quota: two, not three.
     let _c1 = cluster.ws(0, "conn", "d1").await;
     let _c2 = cluster.ws(0, "conn", "d2").await;
-    match WsClient::connect(&cluster.gateways[0].ws(), &cluster.token("conn", "d3")).await {
+    match switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &cluster.token("conn", "d3"))
+        .await
+    {
         Err(WsError::Refused { status, body }) => {
             assert_eq!(status, 429);
             assert!(body.contains("quota_exceeded"), "{body}");

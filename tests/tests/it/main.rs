@@ -27,6 +27,7 @@ mod plugins;
 mod presence;
 mod push;
 mod receipts;
+mod schema;
 mod secured_backbone;
 mod store_service;
 mod support;

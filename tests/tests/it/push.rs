@@ -110,7 +110,7 @@ fn rest(cluster: &Cluster, user: &str, device: &str) -> RestClient {
 
 async fn ws(cluster: &Cluster, user: &str, device: &str) -> WsClient {
     let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 600)).unwrap();
-    WsClient::connect(&cluster.gateways[0].ws(), &token)
+    switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &token)
         .await
         .unwrap()
 }

@@ -224,7 +224,7 @@ async fn ws(
     device: &str,
 ) -> Result<WsClient, WsError> {
     let t = mint_hs256(secret, &TokenSpec::new(tenant, user, Some(device), 600)).unwrap();
-    WsClient::connect(&cluster.gateways[0].ws(), &t).await
+    switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &t).await
 }
 
 fn refused_with_quota(result: Result<WsClient, WsError>) {
