@@ -14,6 +14,8 @@ export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-s
 # The integration tests run the binary; build it first.
 cargo build --bin switchboard
 cargo test --workspace "$@"
+# The TypeScript SDK against a live `switchboard dev` (clients/js/).
+scripts/test-js.sh
 # The API contract: schemathesis against a live server and the OpenAPI
 # document it serves (tests/contract/).
 scripts/contract-test.sh
