@@ -167,6 +167,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       const frame = { type: "send_message" as const, client_msg_id: clientMsgId, conversation_id: conversationId, content };
       this.pending.set(clientMsgId, { frame, resolve, reject });
       this.write(frame);
+      this.emit("change", conversationId);
     });
   }
 
@@ -175,9 +176,21 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return this.send(conversationId, { kind: "text", text });
   }
 
-  /** Sends sends not yet acked, in the order they were made. */
+  /** How many sends wait for their ack. */
   get pendingSends(): number {
     return this.pending.size;
+  }
+
+  /** The sends to a conversation that wait for their ack, in order. */
+  pendingIn(conversationId: string): { client_msg_id: string; content: Content }[] {
+    return [...this.pending.values()]
+      .filter((p) => p.frame.conversation_id === conversationId)
+      .map((p) => ({ client_msg_id: p.frame.client_msg_id, content: p.frame.content }));
+  }
+
+  /** Who this session speaks for (from its token), once connected. */
+  get me(): { user: string; device: string } | undefined {
+    return this.tokens.identity();
   }
 
   edit(conversationId: string, messageId: string, content: Content): void {
@@ -308,6 +321,23 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       case "ack": {
         const pending = this.pending.get(frame.client_msg_id);
         this.pending.delete(frame.client_msg_id);
+        // The sending device gets the ack instead of the message: the
+        // message joins the conversation's state from what was sent.
+        const me = this.tokens.identity();
+        if (pending && me) {
+          this.received({
+            message_id: frame.message_id,
+            conversation_id: frame.conversation_id,
+            seq: frame.seq,
+            sender_id: me.user,
+            sender_device: me.device,
+            client_msg_id: frame.client_msg_id,
+            content: pending.frame.content,
+            created_at: new Date().toISOString(),
+            edited_at: null,
+            deleted_at: null,
+          });
+        }
         pending?.resolve({
           client_msg_id: frame.client_msg_id,
           conversation_id: frame.conversation_id,

@@ -12,6 +12,6 @@ export type {
   MessageVersions,
   UploadGrant,
 } from "./rest.js";
-export { expiryOf } from "./token.js";
+export { expiryOf, identityOf } from "./token.js";
 export type { TokenSource } from "./token.js";
 export type * from "./protocol.js";

@@ -28,6 +28,11 @@ export class Tokens {
     return this.current;
   }
 
+  /** Who the current token speaks for. */
+  identity(): { user: string; device: string } | undefined {
+    return this.current === undefined ? undefined : identityOf(this.current);
+  }
+
   /** When the current token expires (ms since the epoch), if it says. */
   expiresAt(): number | undefined {
     return this.current === undefined ? undefined : expiryOf(this.current);
@@ -37,13 +42,25 @@ export class Tokens {
 /** The `exp` claim of a JWT, in ms; `undefined` if it has none or the
  * token is not a JWT. The signature is the server's business. */
 export function expiryOf(token: string): number | undefined {
+  const exp = claimsOf(token).exp;
+  return typeof exp === "number" ? exp * 1000 : undefined;
+}
+
+/** Who a token speaks for: its `sub` and `device` (default `default`). */
+export function identityOf(token: string): { user: string; device: string } | undefined {
+  const claims = claimsOf(token);
+  if (typeof claims.sub !== "string") return undefined;
+  return { user: claims.sub, device: typeof claims.device === "string" ? claims.device : "default" };
+}
+
+function claimsOf(token: string): Record<string, unknown> {
   const payload = token.split(".")[1];
-  if (!payload) return undefined;
+  if (!payload) return {};
   try {
     const base64 = payload.replace(/-/g, "+").replace(/_/g, "/");
     const json = JSON.parse(atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4)));
-    return typeof json.exp === "number" ? json.exp * 1000 : undefined;
+    return json && typeof json === "object" ? json : {};
   } catch {
-    return undefined;
+    return {};
   }
 }

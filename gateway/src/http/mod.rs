@@ -117,7 +117,10 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
         );
     }
     if gw.config.serve_web_client {
-        router = router.route("/", get(web_client::page));
+        router = router
+            .route("/", get(web_client::page))
+            .route("/web/app.js", get(web_client::app))
+            .route("/web/switchboard.js", get(web_client::sdk));
     }
     if let Some(metrics) = gw.config.metrics.clone() {
         router = router.route(
@@ -190,7 +193,7 @@ mod tests {
                 else {
                     continue;
                 };
-                if route == "/" {
+                if route == "/" || route.starts_with("/web/") {
                     continue; // the browser client, not an API
                 }
                 routes += 1;

@@ -80,7 +80,22 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
         .text()
         .await
         .unwrap();
-    assert!(page.contains("<title>Switchboard (dev)</title>"));
+    assert!(page.contains("<title>Switchboard</title>"));
+    // Its script and the SDK it runs on, from the same origin.
+    for asset in ["/web/app.js", "/web/switchboard.js"] {
+        let script = http
+            .get(format!("{}{asset}", dev.http()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(script.status(), 200, "{asset}");
+        assert!(
+            script.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/javascript")
+        );
+    }
     let minted: serde_json::Value = http
         .post(format!("{}/v1/dev/token", dev.http()))
         .json(&serde_json::json!({"user": "carol", "device": "browser"}))

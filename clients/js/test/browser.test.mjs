@@ -1,0 +1,161 @@
+// The browser client (gateway/web, on the SDK) in headless Chromium,
+// two people in two browser contexts, against a real `switchboard dev`.
+// Screenshots of the main screens go to test-artifacts/.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { crc32, deflateSync } from "node:zlib";
+import { chromium } from "playwright-core";
+import { Dev } from "./dev.mjs";
+
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const artifacts = new URL("../test-artifacts/", import.meta.url).pathname;
+/** A `size`×`size` PNG of one colour. */
+function png(size, [r, g, b]) {
+  const row = Buffer.alloc(1 + size * 3);
+  for (let x = 0; x < size; x++) row.set([r, g, b], 1 + x * 3);
+  const chunk = (type, data) => {
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    return Buffer.concat([length, body, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(size, 0);
+  header.writeUInt32BE(size, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", header),
+    chunk("IDAT", deflateSync(Buffer.concat(Array(size).fill(row)))),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
+}
+const PNG = png(48, [26, 115, 232]);
+
+let dev;
+let browser;
+before(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  dev = await Dev.start();
+  browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+});
+after(async () => {
+  await browser?.close();
+  await dev?.stop();
+});
+
+async function signIn(user, viewport = { width: 1100, height: 720 }) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => console.error(`[${user}] page error:`, e));
+  await page.goto(dev.url);
+  await page.fill("#user", user);
+  await page.click("#login button");
+  await page.waitForSelector("#login", { state: "hidden" });
+  await page.waitForSelector('#connection[data-status="open"]');
+  return page;
+}
+
+const bodies = (page, text) => page.locator(".msg .body", { hasText: text });
+
+test("two people chat: ticks turn read, typing shows and expires, an image crosses, a reload restores", async () => {
+  const alice = await signIn("alice");
+  const bob = await signIn("bob");
+  await alice.screenshot({ path: `${artifacts}signed-in.png` });
+
+  await alice.fill("#new-members", "bob");
+  await alice.click("#new-chat button");
+  await alice.waitForSelector("#chat-title:text('bob')");
+  await alice.fill("#text", "hello bob");
+  await alice.press("#text", "Enter");
+  await bodies(alice, "hello bob").waitFor();
+
+  // Bob's list shows the chat with an unread count; he opens it.
+  const item = bob.locator("#conversations button", { hasText: "hello bob" });
+  await item.locator(".unread").waitFor();
+  await item.click();
+  await bodies(bob, "hello bob").waitFor();
+  // Read: Alice's tick turns blue.
+  await alice.locator('.msg.mine .tick[data-state="read"]').first().waitFor();
+
+  // Typing shows, then runs out.
+  await bob.locator("#text").pressSequentially("typing…");
+  await alice.waitForSelector("#typing:text('bob is typing')");
+  await alice.waitForFunction(() => document.getElementById("typing").textContent === "", null, { timeout: 10_000 });
+
+  // An image uploaded on one side shows on the other.
+  await alice.setInputFiles("#attach", { name: "blue.png", mimeType: "image/png", buffer: PNG });
+  const image = bob.locator(".msg img");
+  await image.waitFor();
+  await bob.waitForFunction(() => {
+    const img = document.querySelector(".msg img");
+    return img && img.complete && img.naturalWidth === 48;
+  });
+
+  // Text is text: markup in a message is shown, never run.
+  const hostile = `<img src=x onerror="window.__pwned=1"><b>bold</b>`;
+  await alice.fill("#text", hostile);
+  await alice.press("#text", "Enter");
+  await bodies(bob, "<b>bold</b>").waitFor();
+  assert.equal(await bob.evaluate(() => window.__pwned), undefined);
+  assert.equal(await bob.locator(".msg b").count(), 0);
+  // The list's preview follows the newest message, on both sides.
+  await bob.locator("#conversations .preview", { hasText: "<b>bold</b>" }).waitFor();
+  await alice.locator("#conversations .preview", { hasText: "<b>bold</b>" }).waitFor();
+
+  // Edit and delete, seen on the other side.
+  await alice.locator(".msg.mine", { hasText: "hello bob" }).getByRole("button", { name: "Edit message" }).click();
+  await alice.fill("#text", "hello bob, edited");
+  await alice.press("#text", "Enter");
+  await bodies(bob, "hello bob, edited").waitFor();
+
+  await alice.screenshot({ path: `${artifacts}chat-alice.png` });
+  await bob.screenshot({ path: `${artifacts}chat-bob.png` });
+
+  // A reload restores the session and the open conversation.
+  await bob.reload();
+  await bob.waitForSelector("#login", { state: "hidden" });
+  await bodies(bob, "hello bob, edited").waitFor();
+
+  // Narrow screens show the list or the conversation.
+  const narrow = await signIn("bob", { width: 390, height: 760 });
+  await narrow.locator("#conversations button").first().waitFor();
+  await narrow.screenshot({ path: `${artifacts}narrow-list.png` });
+  await narrow.locator("#conversations button").first().click();
+  await narrow.locator("#messages .msg").first().waitFor();
+  assert.equal(await narrow.locator("nav").isVisible(), false);
+  await narrow.screenshot({ path: `${artifacts}narrow-chat.png` });
+
+  for (const page of [alice, bob, narrow]) await page.context().close();
+});
+
+test("a message sent while the gateway is killed and restarted arrives exactly once", async () => {
+  const alice = await signIn("dora");
+  const bob = await signIn("eve");
+  await alice.fill("#new-members", "eve");
+  await alice.click("#new-chat button");
+  await alice.waitForSelector("#chat-title:text('eve')");
+  await alice.fill("#text", "before");
+  await alice.press("#text", "Enter");
+  await bob.locator("#conversations button", { hasText: "before" }).click();
+  await bodies(bob, "before").waitFor();
+
+  await dev.kill();
+  await alice.waitForSelector('#connection[data-status="reconnecting"]');
+  await alice.fill("#text", "while down");
+  await alice.press("#text", "Enter");
+  await alice.locator('.msg.pending', { hasText: "while down" }).waitFor();
+  await alice.screenshot({ path: `${artifacts}reconnecting.png` });
+  await dev.run();
+
+  await bodies(bob, "while down").waitFor({ timeout: 30_000 });
+  await alice.locator(".msg.mine:not(.pending)", { hasText: "while down" }).waitFor({ timeout: 30_000 });
+  // Settle, then count: once on each side.
+  await bob.waitForTimeout(1500);
+  assert.equal(await bodies(bob, "while down").count(), 1);
+  assert.equal(await bodies(alice, "while down").count(), 1);
+  for (const page of [alice, bob]) await page.context().close();
+});
