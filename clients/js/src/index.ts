@@ -1,4 +1,4 @@
-// The Switchboard client SDK (docs/protocol.md is the contract it speaks).
+// The Switchboard client SDK; docs/protocol.md is the protocol it speaks.
 export { SwitchboardClient, SendError } from "./client.js";
 export type { ClientOptions, ClientEvents, Sent, Status, WebSocketLike } from "./client.js";
 export { ConversationState } from "./conversation.js";

@@ -75,3 +75,92 @@ async fn gateways_serve_the_asyncapi_document_and_frames_match_it() {
     expect_error(&mut alice).await;
     assert!(frames_checked() >= before + 4);
 }
+
+/// docs/protocol.md against the schema: every frame type has its row in
+/// its side's table, naming each of its fields, and at least one example;
+/// every example marked as a frame validates.
+#[test]
+fn the_protocol_page_matches_the_schema() {
+    let page =
+        std::fs::read_to_string(switchboard_tests::workspace_root().join("docs/protocol.md"))
+            .unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(switchboard_protocol::FRAMES_SCHEMA_JSON).unwrap();
+    let client_table = section(&page, "### Client frames", "### Server frames");
+    let server_table = section(&page, "### Server frames", "### The message object");
+    let examples = marked_examples(&page);
+    for (side, table, name) in [
+        ("client", client_table, "ClientFrame"),
+        ("server", server_table, "ServerFrame"),
+    ] {
+        for variant in schema["$defs"][name]["oneOf"].as_array().unwrap() {
+            let kind = variant["properties"]["type"]["const"].as_str().unwrap();
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{kind}` |")))
+                .unwrap_or_else(|| panic!("no row for the {side} frame {kind}"));
+            for field in variant["properties"].as_object().unwrap().keys() {
+                if field != "type" {
+                    assert!(
+                        row.contains(&format!("`{field}`")),
+                        "the {side} frame {kind}'s row does not name `{field}`: {row}"
+                    );
+                }
+            }
+            assert!(
+                examples
+                    .iter()
+                    .any(|(s, frame)| *s == side && frame["type"] == kind),
+                "no example of the {side} frame {kind}"
+            );
+        }
+    }
+    let client = jsonschema::validator_for(&serde_json::json!({
+        "$schema": schema["$schema"],
+        "$ref": "#/$defs/ClientFrame",
+        "$defs": schema["$defs"],
+    }))
+    .unwrap();
+    for (side, frame) in &examples {
+        let errors: Vec<String> = if *side == "client" {
+            client.iter_errors(frame).map(|e| e.to_string()).collect()
+        } else {
+            server_frame_errors(&frame.to_string())
+                .err()
+                .into_iter()
+                .collect()
+        };
+        assert!(errors.is_empty(), "{side} example {frame}: {errors:?}");
+    }
+    assert!(examples.len() >= 20, "{} examples", examples.len());
+}
+
+/// The text between two headings.
+fn section<'a>(page: &'a str, from: &str, to: &str) -> &'a str {
+    let start = page.find(from).unwrap_or_else(|| panic!("no {from}"));
+    let end = page[start..].find(to).unwrap_or_else(|| panic!("no {to}")) + start;
+    &page[start..end]
+}
+
+/// The JSON blocks right after a `<!-- client frame -->` or
+/// `<!-- server frame -->` marker, with their side.
+fn marked_examples(page: &str) -> Vec<(&'static str, serde_json::Value)> {
+    let mut out = Vec::new();
+    for (marker, side) in [
+        ("<!-- client frame -->", "client"),
+        ("<!-- server frame -->", "server"),
+    ] {
+        for (at, _) in page.match_indices(marker) {
+            let rest = &page[at + marker.len()..];
+            let block = rest
+                .trim_start()
+                .strip_prefix("```json")
+                .and_then(|b| b.split("```").next())
+                .unwrap_or_else(|| panic!("a {side} frame marker without a json block"));
+            let frame = serde_json::from_str(block.trim())
+                .unwrap_or_else(|e| panic!("a {side} example is not JSON ({e}): {block}"));
+            out.push((side, frame));
+        }
+    }
+    out
+}
