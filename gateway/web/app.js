@@ -58,20 +58,47 @@ $("login").addEventListener("submit", async (event) => {
   event.preventDefault();
   showError("login-error", "");
   try {
-    await start($("user").value.trim(), $("device").value.trim());
+    const pasted = $("token").value.trim();
+    if (pasted) await startWithToken(pasted);
+    else await start($("user").value.trim(), $("device").value.trim());
   } catch (e) {
     showError("login-error", e.message);
   }
 });
 
+/** Signs in through the dev token endpoint (`switchboard dev`). A
+ * gateway has none: then the page asks for a token instead. */
 async function start(user, device) {
-  await devToken(user, device); // refuses a bad id before anything changes
+  try {
+    await devToken(user, device); // refuses a bad id before anything changes
+  } catch (e) {
+    if (e.message.includes("no such endpoint") || e.message === "Not Found") {
+      $("token-field").hidden = false;
+      $("token").required = true;
+      $("user").required = false;
+      $("login-hint").textContent = "This gateway signs in with a token from your application: paste it below.";
+      throw new Error("paste a token to sign in");
+    }
+    throw e;
+  }
   localStorage.setItem("switchboard.session", JSON.stringify({ user, device }));
+  openSession(user, device, () => devToken(user, device || undefined));
+}
+
+/** Signs in with a token the user pasted (kept for this tab only). */
+async function startWithToken(token) {
+  const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+  if (typeof claims.sub !== "string") throw new Error("that is not a Switchboard token");
+  sessionStorage.setItem("switchboard.token", token);
+  openSession(claims.sub, claims.device || "", token);
+}
+
+function openSession(user, device, token) {
   me = user;
   $("login").hidden = true;
   $("app").hidden = false;
   $("who").textContent = device ? `${user} (${device})` : user;
-  client = new SwitchboardClient({ url: location.origin, token: () => devToken(user, device || undefined) });
+  client = new SwitchboardClient({ url: location.origin, token });
   client.on("status", (status) => {
     showStatus(status);
     // Back after a drop: what changed meanwhile.
@@ -91,9 +118,10 @@ async function start(user, device) {
   client.on("presence", () => renderPresence());
   client.on("error", (frame) => showError("chat-error", `${frame.code}: ${frame.message}`));
   client.connect();
-  await refreshList();
-  const fromHash = decodeURIComponent(location.hash.slice(1));
-  if (fromHash) await open(fromHash);
+  refreshList().then(() => {
+    const fromHash = decodeURIComponent(location.hash.slice(1));
+    if (fromHash) open(fromHash);
+  });
 }
 
 function showStatus(status) {
@@ -472,6 +500,9 @@ $("attach").addEventListener("change", async () => {
   }
 });
 
-// A reload keeps the session (this tab's user) and the open conversation.
+// A reload keeps the session (this browser's dev user, or this tab's
+// pasted token) and the open conversation.
+const pasted = sessionStorage.getItem("switchboard.token");
 const saved = JSON.parse(localStorage.getItem("switchboard.session") || "null");
-if (saved?.user) start(saved.user, saved.device).catch((e) => showError("login-error", e.message));
+if (pasted) startWithToken(pasted).catch((e) => showError("login-error", e.message));
+else if (saved?.user) start(saved.user, saved.device).catch((e) => showError("login-error", e.message));

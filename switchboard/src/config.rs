@@ -52,6 +52,10 @@ pub struct FileConfig {
     /// name tenants: behind a public port, turn this off and scrape
     /// `--metrics-listen` instead, or keep `/metrics` off the ingress.
     pub metrics_on_listen: Option<bool>,
+    /// Serve the browser client at `/` on a gateway (default false;
+    /// `switchboard dev` always does). Without dev tokens, it signs in
+    /// with a token pasted into it.
+    pub web_client: Option<bool>,
     pub fanout_threshold: Option<usize>,
     pub store_request_timeout_ms: Option<u64>,
     pub worker_max_batch: Option<usize>,

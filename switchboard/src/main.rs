@@ -429,6 +429,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let tenants = run::tenants(&client).await?;
     let plugins = run::plugins(&client, &file, &tenants).await?;
     let mut config = run::gateway_config(name, &backbone, &file);
+    config.serve_web_client = file.web_client.unwrap_or(false);
     config.metrics = file
         .metrics_on_listen
         .unwrap_or(true)

@@ -197,3 +197,34 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
     assert!(status.success(), "{status:?}\n{}", dev.log());
     wait_dead(nats).await;
 }
+
+/// A production gateway serves the browser client only when the file
+/// says `web_client = true`, and has no dev tokens either way (the page
+/// then asks for a token).
+#[tokio::test]
+async fn a_gateway_serves_the_browser_client_only_when_configured() {
+    use switchboard_tests::{Cluster, ClusterSpec};
+    let plain = Cluster::start(ClusterSpec::default()).await;
+    let with_client = Cluster::start(ClusterSpec {
+        extra_config: "web_client = true\n".into(),
+        ..ClusterSpec::default()
+    })
+    .await;
+    let get = |cluster: &Cluster, path: &str| {
+        let url = format!("{}{path}", cluster.rest(0, "alice").base());
+        async move { reqwest::get(url).await.unwrap().status().as_u16() }
+    };
+    assert_eq!(get(&plain, "/").await, 404);
+    assert_eq!(get(&plain, "/web/app.js").await, 404);
+    assert_eq!(get(&with_client, "/").await, 200);
+    assert_eq!(get(&with_client, "/web/switchboard.js").await, 200);
+    for cluster in [&plain, &with_client] {
+        let minted = reqwest::Client::new()
+            .post(format!("{}/v1/dev/token", cluster.rest(0, "alice").base()))
+            .json(&serde_json::json!({"user": "mallory"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(minted.status(), 404);
+    }
+}
