@@ -134,6 +134,17 @@ fn frame_messages(
         .collect()
 }
 
+/// One type's own schema, as readers of it must take it (for the tests
+/// that hold hand-written documents to the types: the gateway's OpenAPI
+/// bodies).
+pub fn schema_of<T: JsonSchema>() -> Value {
+    SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator()
+        .root_schema_for::<T>()
+        .to_value()
+}
+
 /// Every type of the frames, with references to `path`.
 fn definitions(path: &str) -> serde_json::Map<String, Value> {
     let mut generator = SchemaSettings::draft2020_12()

@@ -206,4 +206,125 @@ mod tests {
         }
         assert!(routes >= 20, "found {routes} routes");
     }
+
+    /// The bodies of openapi.json cannot drift from the protocol types
+    /// they describe: the same fields, and (for what clients send) the
+    /// same required ones; what the server sends may promise more fields
+    /// than the types require (it always writes them). The document keeps
+    /// its own constraints (lengths, patterns, ranges) beside them.
+    #[test]
+    fn the_openapi_bodies_have_the_protocol_types_fields() {
+        use switchboard_protocol::schema::schema_of;
+        use switchboard_protocol::{conversation, error, frames, keys, message, push};
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let request = |path: &str, method: &str| {
+            doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        let sent_by_server = [
+            (
+                &schemas["Message"],
+                schema_of::<message::Message>(),
+                "Message",
+            ),
+            (
+                &schemas["Member"],
+                schema_of::<conversation::MemberView>(),
+                "Member",
+            ),
+            (
+                &schemas["Conversation"],
+                schema_of::<conversation::ConversationView>(),
+                "Conversation",
+            ),
+            (
+                &schemas["Presence"],
+                schema_of::<frames::PresenceInfo>(),
+                "Presence",
+            ),
+            (
+                &schemas["Version"],
+                schema_of::<message::MessageVersion>(),
+                "Version",
+            ),
+            (
+                &schemas["OneTimePrekey"],
+                schema_of::<keys::OneTimePrekey>(),
+                "OneTimePrekey",
+            ),
+            (
+                &schemas["SignedPrekey"],
+                schema_of::<keys::SignedPrekey>(),
+                "SignedPrekey",
+            ),
+            (&schemas["Error"], schema_of::<error::ErrorBody>(), "Error"),
+        ];
+        for (documented, generated, name) in &sent_by_server {
+            assert_eq!(fields(documented), fields(generated), "{name}: fields");
+            let promised = required(documented);
+            for field in required(generated) {
+                assert!(
+                    promised.contains(&field),
+                    "{name}: `{field}` is required by the type"
+                );
+            }
+        }
+        let sent_by_clients = [
+            (
+                request("/v1/conversations", "post"),
+                schema_of::<conversation::CreateConversation>(),
+                "POST /v1/conversations",
+            ),
+            (
+                request("/v1/conversations/{id}/members", "post"),
+                schema_of::<conversation::AddMembers>(),
+                "POST /v1/conversations/{id}/members",
+            ),
+            (
+                request("/v1/devices/{device}/push", "put"),
+                schema_of::<push::PushRegistration>(),
+                "PUT /v1/devices/{device}/push",
+            ),
+        ];
+        for (documented, generated, name) in &sent_by_clients {
+            let documented = resolve(&doc, documented);
+            assert_eq!(fields(&documented), fields(generated), "{name}: fields");
+            assert_eq!(
+                required(&documented),
+                required(generated),
+                "{name}: required"
+            );
+        }
+    }
+
+    /// A `$ref` to a component, followed once.
+    fn resolve(doc: &serde_json::Value, schema: &serde_json::Value) -> serde_json::Value {
+        match schema["$ref"].as_str() {
+            Some(r) => doc
+                .pointer(r.trim_start_matches('#'))
+                .cloned()
+                .unwrap_or_default(),
+            None => schema.clone(),
+        }
+    }
+
+    fn fields(schema: &serde_json::Value) -> std::collections::BTreeSet<String> {
+        schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn required(schema: &serde_json::Value) -> std::collections::BTreeSet<String> {
+        schema["required"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
