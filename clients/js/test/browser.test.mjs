@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { crc32, deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { Dev } from "./dev.mjs";
+import WebSocket from "ws";
+import { SwitchboardClient } from "../dist/index.js";
+import { Dev, token, waitFor } from "./dev.mjs";
 
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const artifacts = new URL("../test-artifacts/", import.meta.url).pathname;
@@ -158,4 +160,27 @@ test("a message sent while the gateway is killed and restarted arrives exactly o
   assert.equal(await bodies(bob, "while down").count(), 1);
   assert.equal(await bodies(alice, "while down").count(), 1);
   for (const page of [alice, bob]) await page.context().close();
+});
+
+test("history pages upward: the conversation opens on the newest page, older ones on request", async () => {
+  // 70 messages from the SDK, before the reader ever opens the chat.
+  const gina = new SwitchboardClient({ url: dev.url, token: token("gina"), WebSocket });
+  const open = waitFor(gina, "status", (s) => s === "open");
+  gina.connect();
+  await open;
+  const { conversation_id: id } = await gina.rest.createConversation("direct", ["hank"]);
+  for (let i = 0; i < 70; i++) await gina.sendText(id, `old ${i}`);
+  gina.close();
+
+  const hank = await signIn("hank");
+  await hank.locator(`#conversations button[data-conversation="${id}"]`).click();
+  await bodies(hank, "old 69").waitFor();
+  assert.equal(await hank.locator("#messages .msg").count(), 50);
+  assert.equal(await bodies(hank, "old 0").count(), 0);
+  await hank.getByRole("button", { name: "Load earlier messages" }).click();
+  await bodies(hank, "old 0").waitFor();
+  assert.equal(await hank.locator("#messages .msg").count(), 70);
+  // Nothing older: the button is gone.
+  assert.equal(await hank.locator("#earlier").count(), 0);
+  await hank.context().close();
 });

@@ -327,3 +327,64 @@ async fn without_an_endpoint_nothing_is_traced_or_carried() {
     }
     assert!(seen >= 2, "the ingest and delivery messages were not seen");
 }
+
+/// A conversation that fans out on read publishes a message once on its
+/// own subject: the context rides in that message's `traceparent` header,
+/// and the gateway that listens for its members continues the trace.
+#[tokio::test]
+async fn a_message_that_fans_out_on_read_is_one_trace_too() {
+    let collector = Collector::default();
+    let endpoint = collector.start().await;
+    let otel = vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), endpoint),
+        ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
+    ];
+    let cluster = Cluster::start(ClusterSpec {
+        worker_env: otel.clone(),
+        gateway_env: otel,
+        // Three members are past it: fan-out on read.
+        extra_config: "fanout_threshold = 2\n".into(),
+        ..ClusterSpec::default()
+    })
+    .await;
+    cluster.wait_for_writers(8, Duration::from_secs(20)).await;
+    let group = cluster
+        .create(ConversationKind::Group, "g0", &["g1", "g2"])
+        .await;
+    let mut g0 = cluster.ws(0, "g0", "d").await;
+    let mut g1 = cluster.ws(0, "g1", "d").await;
+    let nats = cluster.nats.client().await;
+    let mut on_its_subject = nats.subscribe("sb.conv.>").await.unwrap();
+    nats.flush().await.unwrap();
+    g0.send(&send_frame(&group, "wide", "hi all"))
+        .await
+        .unwrap();
+    expect_ack(&mut g0, "wide").await;
+    expect_message(&mut g1).await;
+
+    let published = tokio::time::timeout(Duration::from_secs(5), on_its_subject.next())
+        .await
+        .expect("the message on the conversation's subject")
+        .unwrap();
+    let traceparent = published
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("traceparent"))
+        .expect("a traceparent header")
+        .as_str()
+        .to_owned();
+    let trace_id = traceparent.split('-').nth(1).unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !whole_traces(&collector.spans()).contains(&trace_id) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the trace {trace_id} is not whole: {:#?}",
+            collector
+                .spans()
+                .iter()
+                .filter(|s| s.trace_id == trace_id)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
