@@ -41,15 +41,15 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A collector's answer is a small status; anything longer is cut.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
-/// Where to export traces; `None`: nowhere (the default).
+/// Where to export traces; `None`: nowhere (the default). As the
+/// standard says, the traces endpoint wins over the base address.
 pub fn otlp_endpoint(flag: Option<&str>) -> Option<Endpoint> {
-    match flag.filter(|e| !e.is_empty()) {
-        Some(base) => Some(Endpoint::Base(base.trim_end_matches('/').to_owned())),
-        None => std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .ok()
-            .filter(|e| !e.is_empty())
-            .map(|_| Endpoint::FromEnvironment),
+    let traces = std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_ok_and(|e| !e.is_empty());
+    if traces {
+        return Some(Endpoint::FromEnvironment);
     }
+    flag.filter(|e| !e.is_empty())
+        .map(|base| Endpoint::Base(base.trim_end_matches('/').to_owned()))
 }
 
 /// A collector to export to.
