@@ -124,8 +124,43 @@ pub struct Counts {
 }
 
 /// Compiled components by digest and hook: a component is compiled once
-/// per process, whichever tenants deploy it.
-type CompileCache = HashMap<(Arc<str>, Hook), Arc<Compiled>>;
+/// per process, whichever tenants deploy it, while it stays among the
+/// `compiled_cache_entries` most recently used.
+#[derive(Default)]
+struct CompileCache {
+    entries: HashMap<(Arc<str>, Hook), (Arc<Compiled>, u64)>,
+    /// Ticks at every use; an entry's tick says when it was last used.
+    clock: u64,
+}
+
+impl CompileCache {
+    fn get(&mut self, key: &(Arc<str>, Hook)) -> Option<Arc<Compiled>> {
+        self.clock += 1;
+        let now = self.clock;
+        self.entries.get_mut(key).map(|(compiled, used)| {
+            *used = now;
+            compiled.clone()
+        })
+    }
+
+    /// Keeps `compiled`, forgetting the least recently used entries past
+    /// `capacity` (a linear scan: the cache holds tens of entries).
+    fn insert(&mut self, key: (Arc<str>, Hook), compiled: Arc<Compiled>, capacity: usize) {
+        self.clock += 1;
+        self.entries.insert(key, (compiled, self.clock));
+        while self.entries.len() > capacity.max(1) {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+    }
+}
 
 pub struct PluginHost {
     engine: Engine,
@@ -156,7 +191,7 @@ impl PluginHost {
             engine,
             tenants: std::sync::OnceLock::new(),
             limits,
-            compiled: Mutex::new(HashMap::new()),
+            compiled: Mutex::new(CompileCache::default()),
             stats: Default::default(),
             _ticker: ticker,
         })
@@ -183,7 +218,7 @@ impl PluginHost {
         let digest: Arc<str> = digest(bytes).into();
         let key = (digest.clone(), hook);
         if let Some(c) = self.lock_compiled().get(&key) {
-            return Ok(c.clone());
+            return Ok(c);
         }
         let component =
             Component::from_binary(&self.engine, bytes).map_err(|e| CompileError::Unreadable {
@@ -213,8 +248,14 @@ impl PluginHost {
             Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
         };
         let compiled = Arc::new(Compiled { digest, hook, pre });
-        self.lock_compiled().insert(key, compiled.clone());
+        self.lock_compiled()
+            .insert(key, compiled.clone(), self.limits.compiled_cache_entries);
         Ok(compiled)
+    }
+
+    /// How many compiled components this process keeps for reuse.
+    pub fn compiled_cached(&self) -> usize {
+        self.lock_compiled().entries.len()
     }
 
     /// Compiles and makes one trial call with made-up input, as an upload

@@ -25,6 +25,10 @@ pub struct PluginLimits {
     pub pool_size: u32,
     /// Largest component accepted for upload, in bytes.
     pub max_component_bytes: usize,
+    /// Compiled components this process keeps for reuse (per digest and
+    /// hook); past it, the least recently used is forgotten (versions in
+    /// use keep theirs; it is compiled again if deployed again).
+    pub compiled_cache_entries: usize,
     /// Log lines one call may write; the rest are dropped.
     pub max_log_lines: u32,
     /// Consecutive failures after which a version is not called for
@@ -50,6 +54,7 @@ impl Default for PluginLimits {
             stack_bytes: 512 << 10,
             pool_size: 64,
             max_component_bytes: 8 << 20,
+            compiled_cache_entries: 64,
             max_log_lines: 16,
             quarantine_after: 5,
             quarantine: Duration::from_secs(10),

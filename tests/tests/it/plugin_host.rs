@@ -231,3 +231,62 @@ fn components_that_do_not_fit_are_refused_with_a_clear_error() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+/// `word-list` with a custom section of its own: the same plugin, a
+/// different digest.
+fn variant(n: u8) -> Vec<u8> {
+    let mut bytes = plugin("word-list");
+    let name = b"switchboard-test";
+    // A custom section (id 0): its size, then its name, then `n`. Both
+    // lengths fit in one LEB128 byte.
+    let contents_len = 1 + name.len() + 1;
+    bytes.extend_from_slice(&[0, contents_len as u8, name.len() as u8]);
+    bytes.extend_from_slice(name);
+    bytes.push(n);
+    bytes
+}
+
+#[test]
+fn the_compiled_code_cache_keeps_the_most_recently_used_up_to_its_bound() {
+    let host = PluginHost::new(PluginLimits {
+        compiled_cache_entries: 2,
+        ..PluginLimits::default()
+    })
+    .unwrap();
+    let compile = |n: u8| host.compile(Hook::Moderation, &variant(n)).unwrap();
+    // At the bound: both kept, and a second compile is the first one.
+    let first = compile(0);
+    let second = compile(1);
+    assert_eq!(host.compiled_cached(), 2);
+    assert!(
+        Arc::ptr_eq(&first, &compile(0)),
+        "a cached compile is reused"
+    );
+    // Past it: still two, and the least recently used (1) was forgotten.
+    let third = compile(2);
+    assert_eq!(host.compiled_cached(), 2);
+    assert!(Arc::ptr_eq(&first, &compile(0)), "recently used stays");
+    assert!(Arc::ptr_eq(&third, &compile(2)));
+    assert!(
+        !Arc::ptr_eq(&second, &compile(1)),
+        "forgotten, compiled again"
+    );
+    assert_eq!(host.compiled_cached(), 2);
+    // Forgotten from the cache is not gone: a version in use keeps its own.
+    let config = Arc::new(BTreeMap::new());
+    let ids = ids();
+    let verdict = host.moderate(
+        &second,
+        &config,
+        &ModerationInput {
+            tenant: &ids.tenant,
+            conversation_id: &ids.conversation,
+            kind: ConversationKind::Group,
+            member_count: 3,
+            sender: &ids.sender,
+            content: &text("hello"),
+        },
+        &ContentLimits::default(),
+    );
+    assert!(verdict.is_ok(), "{verdict:?}");
+}
