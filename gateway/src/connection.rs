@@ -697,8 +697,13 @@ impl Connection {
         // A task per send, not a future polled by this connection's loop:
         // the connection goes on reading while the send waits for the
         // backbone, up to `max_inflight_sends` of them (the permit). Its
-        // trace span lasts until then.
-        let traced = tracing::Span::current();
+        // trace span, when traced, lasts until then; untraced, the task
+        // carries no span, as before traces.
+        let traced = if trace::enabled() {
+            tracing::Span::current()
+        } else {
+            tracing::Span::none()
+        };
         tokio::spawn(
             async move {
                 let _permit = permit;

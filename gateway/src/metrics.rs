@@ -117,22 +117,6 @@ pub(crate) fn frame_out(text: &str) {
     }
 }
 
-/// The `type` of every server frame (PROTOCOL.md), as static labels, so
-/// that counting a frame allocates nothing.
-const SERVER_FRAME_TYPES: &[&str] = &[
-    "ack",
-    "message",
-    "message_updated",
-    "receipt",
-    "typing",
-    "presence",
-    "backlog_done",
-    "error",
-    "pong",
-    "refreshed",
-    "prekeys_low",
-];
-
 /// A server frame's type, from its start: every server frame is an object
 /// whose first member is `type` (`other` if not, or if it is a type this
 /// list lacks).
@@ -141,8 +125,13 @@ fn frame_type(text: &str) -> &'static str {
         .strip_prefix(r#"{"type":""#)
         .and_then(|rest| rest.split_once('"'))
         .map(|(kind, _)| kind);
-    kind.and_then(|kind| SERVER_FRAME_TYPES.iter().copied().find(|t| *t == kind))
-        .unwrap_or("other")
+    kind.and_then(|kind| {
+        switchboard_protocol::frames::SERVER_FRAME_TYPES
+            .iter()
+            .copied()
+            .find(|t| *t == kind)
+    })
+    .unwrap_or("other")
 }
 
 /// An error frame's code: its second member (`other` if not).

@@ -192,6 +192,22 @@ pub enum ReceiptKind {
     Read,
 }
 
+/// The `type` of every server frame, named once (the metrics' static
+/// labels and the schema's test use it).
+pub const SERVER_FRAME_TYPES: &[&str] = &[
+    "ack",
+    "message",
+    "message_updated",
+    "receipt",
+    "typing",
+    "presence",
+    "backlog_done",
+    "error",
+    "pong",
+    "refreshed",
+    "prekeys_low",
+];
+
 /// Frames the server sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -280,19 +280,7 @@ mod tests {
                 "client frame {t}"
             );
         }
-        let server = [
-            "ack",
-            "message",
-            "message_updated",
-            "receipt",
-            "typing",
-            "presence",
-            "backlog_done",
-            "error",
-            "pong",
-            "refreshed",
-            "prekeys_low",
-        ];
+        let server = crate::frames::SERVER_FRAME_TYPES;
         for t in server {
             assert!(
                 messages.contains_key(&format!("server_{t}")),

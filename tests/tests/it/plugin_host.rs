@@ -37,13 +37,23 @@ fn moderate(
     content: &Content,
 ) -> Result<Option<Verdict>, CallError> {
     let compiled = host.compile(Hook::Moderation, &plugin(name)).unwrap();
+    moderate_with(host, &compiled, config, content)
+}
+
+/// One moderation call of an already compiled plugin.
+fn moderate_with(
+    host: &PluginHost,
+    compiled: &switchboard_plugin_host::host::Compiled,
+    config: &[(&str, &str)],
+    content: &Content,
+) -> Result<Option<Verdict>, CallError> {
     let config: BTreeMap<String, String> = config
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let ids = ids();
     host.moderate(
-        &compiled,
+        compiled,
         &Arc::new(config),
         &ModerationInput {
             tenant: &ids.tenant,
@@ -273,20 +283,6 @@ fn the_compiled_code_cache_keeps_the_most_recently_used_up_to_its_bound() {
     );
     assert_eq!(host.compiled_cached(), 2);
     // Forgotten from the cache is not gone: a version in use keeps its own.
-    let config = Arc::new(BTreeMap::new());
-    let ids = ids();
-    let verdict = host.moderate(
-        &second,
-        &config,
-        &ModerationInput {
-            tenant: &ids.tenant,
-            conversation_id: &ids.conversation,
-            kind: ConversationKind::Group,
-            member_count: 3,
-            sender: &ids.sender,
-            content: &text("hello"),
-        },
-        &ContentLimits::default(),
-    );
+    let verdict = moderate_with(&host, &second, &[], &text("hello"));
     assert!(verdict.is_ok(), "{verdict:?}");
 }
