@@ -39,6 +39,7 @@ fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployErr
 
 /// One entry of a hook's version list, newest first.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VersionEntry {
     pub revision: u64,
     /// `null` for a removal (the built-in default from then on).
@@ -48,6 +49,7 @@ pub struct VersionEntry {
 
 /// A hook's deployment as the admin API shows it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Listing {
     pub hook: Hook,
     /// The active version, or `null` when the built-in default applies.

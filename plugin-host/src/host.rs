@@ -115,6 +115,7 @@ struct HookStats {
 
 /// Calls and failures of one hook in this process, since it started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Counts {
     pub calls: u64,
     pub failures: u64,

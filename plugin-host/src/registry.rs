@@ -26,6 +26,7 @@ use crate::host::{self, CallError, CompileError, Compiled, Counts, PluginHost, V
 /// What moderation does when its plugin fails. The other hooks always
 /// fall back to the built-in default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
     /// Refuse the message (`unavailable`): nothing unmoderated is stored.
@@ -37,6 +38,7 @@ pub enum OnFailure {
 
 /// How a version became active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
     Deploy,
@@ -45,6 +47,7 @@ pub enum Activation {
 
 /// The value of `sb_plugins` key `<tenant>.<hook>`: one version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VersionRecord {
     /// `sha256:<hex>` of the component; the object `<tenant>.<digest>`.
     pub digest: String,

@@ -64,9 +64,14 @@ pub struct ConversationView {
     pub unread_count: u64,
 }
 
-/// Body of `POST /v1/conversations`.
+/// Body of `POST /v1/conversations`. The caller is a member; a direct
+/// conversation names exactly one other member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(extend("allOf" = [{
+    "if": { "properties": { "kind": { "const": "direct" } }, "required": ["kind"] },
+    "then": { "required": ["members"], "properties": { "members": { "minItems": 1, "maxItems": 1 } } }
+}])))]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     pub kind: ConversationKind,
@@ -86,6 +91,10 @@ pub struct CreateConversation {
 /// or `{"user_id": "..."}` for one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(extend("anyOf" = [
+    { "required": ["members"], "properties": { "members": { "minItems": 1 } } },
+    { "required": ["user_id"] }
+])))]
 #[serde(deny_unknown_fields)]
 pub struct AddMembers {
     #[serde(default)]

@@ -26,6 +26,7 @@ pub struct PushRegistration {
     /// The device's token at that provider (FCM registration token, APNs
     /// device token in hex, or whatever the tenant's webhook expects). At
     /// most 4096 bytes.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_PUSH_TOKEN_BYTES)))]
     pub token: String,
 }
 

@@ -12,8 +12,20 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::extract::PathParams;
+use super::openapi::Operation;
 use super::{Shared, no_such_endpoint};
 use crate::error::ApiError;
+
+/// `PUT /v1/blobs/{token}`
+pub(super) fn accept_op() -> Operation {
+    Operation::put("Upload to a signed URL (local blob store)")
+        .describe("No bearer token: the URL is the grant. Content-Type and length must be the granted ones; a blob is written once.")
+        .for_anyone()
+        .path::<String>("token", "The signed grant.")
+        .bytes_body("*/*")
+        .reply::<StoredBlob>(200, "Stored.")
+        .errors(&[409])
+}
 
 /// `PUT /v1/blobs/{token}`: the token, content type and declared length
 /// are checked before a byte of the body is read; the body then streams to
@@ -23,7 +35,7 @@ pub(super) async fn accept(
     path: PathParams<String>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<StoredBlob>, ApiError> {
     let Some(local) = &gw.media.local else {
         return Err(no_such_endpoint());
     };
@@ -50,13 +62,30 @@ pub(super) async fn accept(
         upload.write(&chunk).await?;
     }
     let info = upload.finish().await?;
-    Ok(Json(
-        serde_json::json!({ "mime": info.mime, "size": info.size }),
-    ))
+    Ok(Json(StoredBlob {
+        mime: info.mime,
+        size: info.size,
+    }))
+}
+
+/// What a signed upload stored.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub(super) struct StoredBlob {
+    mime: String,
+    size: u64,
 }
 
 /// Read size of a streamed download.
 const DOWNLOAD_CHUNK: usize = 64 * 1024;
+
+/// `GET /v1/blobs/{token}`
+pub(super) fn serve_op() -> Operation {
+    Operation::get("Download from a signed URL (local blob store)")
+        .for_anyone()
+        .path::<String>("token", "The signed download.")
+        .reply_text(200, "The bytes, with their Content-Type.", "*/*")
+        .errors(&[404])
+}
 
 /// `GET /v1/blobs/{token}`: the blob, streamed, with headers that keep a
 /// browser from running anything in it: `nosniff`, a sandboxing CSP, and

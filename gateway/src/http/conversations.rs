@@ -19,6 +19,7 @@ use switchboard_store::{ConversationDetail, ConversationSummary};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParams};
+use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
@@ -83,6 +84,16 @@ pub(super) fn done(reply: CommandReply) -> Result<bool, ApiError> {
         CommandReply::Done { created, .. } => Ok(created),
         CommandReply::Refused { code, message } => Err(ApiError::new(code, message)),
     }
+}
+
+/// `POST /v1/conversations`
+pub(super) fn create_op() -> Operation {
+    Operation::post("Create a conversation")
+        .describe("The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200.")
+        .json_body::<CreateConversation>()
+        .reply::<ConversationView>(201, "Created.")
+        .reply::<ConversationView>(200, "Already existed (direct conversations).")
+        .errors(&[409])
 }
 
 pub(super) async fn create(
@@ -156,6 +167,12 @@ pub(super) async fn create(
     Ok((status, Json(detail_view(detail, &id.user))))
 }
 
+/// `GET /v1/conversations`
+pub(super) fn list_op() -> Operation {
+    Operation::get("The caller's conversations, most recent activity first")
+        .reply::<ConversationList>(200, "The list.")
+}
+
 pub(super) async fn list(
     State(gw): State<Shared>,
     id: Identity,
@@ -164,6 +181,14 @@ pub(super) async fn list(
     Ok(Json(ConversationList {
         conversations: list.into_iter().map(summary_view).collect(),
     }))
+}
+
+/// `GET /v1/conversations/{id}`
+pub(super) fn show_op() -> Operation {
+    Operation::get("One conversation with every member's marks")
+        .path::<ConversationId>("id", "The conversation.")
+        .reply::<ConversationView>(200, "The conversation.")
+        .errors(&[404])
 }
 
 pub(super) async fn show(

@@ -11,19 +11,35 @@ use switchboard_store::HistoryQuery;
 
 use super::Shared;
 use super::extract::PathParams;
+use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub(super) struct HistoryParams {
+    /// Only messages before this seq.
     before_seq: Option<u64>,
+    /// Only messages after this seq.
     after_seq: Option<u64>,
+    /// Messages per page: 50 when absent; at least 1, larger values are
+    /// capped at 200.
+    #[schemars(extend("default" = HISTORY_DEFAULT_LIMIT))]
     limit: Option<usize>,
 }
 
 /// Default and largest page of `GET .../messages` (PROTOCOL.md).
 const HISTORY_DEFAULT_LIMIT: usize = 50;
 const HISTORY_MAX_LIMIT: usize = 200;
+
+/// `GET /v1/conversations/{id}/messages`
+pub(super) fn page_op() -> Operation {
+    Operation::get("History, newest first")
+        .describe("Messages with after_seq < seq < before_seq. Page with next_before_seq.")
+        .path::<ConversationId>("id", "The conversation.")
+        .query_fields::<HistoryParams>()
+        .reply::<HistoryPage>(200, "A page.")
+        .errors(&[404])
+}
 
 pub(super) async fn page(
     State(gw): State<Shared>,

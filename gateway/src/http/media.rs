@@ -16,6 +16,7 @@ use switchboard_protocol::{ErrorCode, Timestamp};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParam, PathParams};
+use super::openapi::Operation;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -53,22 +54,39 @@ fn absolute(url: String, headers: &HeaderMap) -> String {
     format!("{scheme}://{host}{url}")
 }
 
-#[derive(Deserialize)]
+/// What to upload: the document's `mime` pattern and `size` maximum are
+/// the deployment's `[media]` allow-list and limit.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct UploadRequest {
+    /// `type/subtype`, one of the deployment's allowed types.
+    #[schemars(length(max = 255))]
     mime: String,
+    /// Bytes.
+    #[schemars(range(min = 1))]
     size: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub(super) struct UploadTicket {
+    /// Goes into image, file or voice content once the bytes are up.
+    #[schemars(with = "String")]
     blob_ref: BlobRef,
+    /// Where to send the bytes.
     upload_url: String,
     expires_at: Timestamp,
     /// The method and headers the upload must use, as they are (additions
     /// to PROTOCOL.md): at least `content-type`; an S3 URL signs more.
+    #[schemars(extend("const" = "PUT"))]
     method: &'static str,
     headers: std::collections::BTreeMap<String, String>,
+}
+
+/// The body of the download redirect.
+#[derive(Serialize, schemars::JsonSchema)]
+pub(super) struct DownloadLink {
+    download_url: String,
+    expires_at: Timestamp,
 }
 
 /// `type/subtype`, nothing else (no parameters, no spaces).
@@ -82,6 +100,14 @@ fn well_formed_mime(mime: &str) -> bool {
         && mime
             .split_once('/')
             .is_some_and(|(t, s)| token(t) && token(s))
+}
+
+/// `POST /v1/media`
+pub(super) fn grant_upload_op() -> Operation {
+    Operation::post("Grant an upload")
+        .describe("Answers with a signed URL to PUT exactly `size` bytes of `mime` to (with that Content-Type), valid for a limited time (15 minutes by default). The blob_ref then goes into image, file or voice content. Sizes and types are limited by the [media] configuration.")
+        .json_body::<UploadRequest>()
+        .reply::<UploadTicket>(201, "The grant.")
 }
 
 pub(super) async fn grant_upload(
@@ -143,6 +169,15 @@ pub(super) async fn grant_upload(
     ))
 }
 
+/// `GET /v1/media/{blob_ref}`
+pub(super) fn download_op() -> Operation {
+    Operation::get("Download media")
+        .describe("For the uploader and members of a conversation with a message that references the blob: a redirect to a download URL valid for a few minutes (5 by default). Anyone else gets 404, as for a blob that does not exist.")
+        .path::<String>("blob_ref", "The blob, as its grant named it.")
+        .reply::<DownloadLink>(302, "Location: the download URL; the body repeats it.")
+        .errors(&[404])
+}
+
 pub(super) async fn download(
     State(gw): State<Shared>,
     id: Identity,
@@ -168,7 +203,10 @@ pub(super) async fn download(
     let url = absolute(url, &headers);
     let location = HeaderValue::from_str(&url)
         .map_err(|_| ApiError::new(ErrorCode::Internal, "download URL is not a header value"))?;
-    let body = Json(serde_json::json!({ "download_url": url, "expires_at": expires_at }));
+    let body = Json(DownloadLink {
+        download_url: url,
+        expires_at,
+    });
     Ok((StatusCode::FOUND, [(header::LOCATION, location)], body).into_response())
 }
 

@@ -11,6 +11,7 @@ use switchboard_protocol::{ConversationId, ConversationView, Timestamp, UserId};
 use super::Shared;
 use super::conversations::{detail_view, done};
 use super::extract::{JsonBody, PathParams};
+use super::openapi::Operation;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -39,6 +40,16 @@ async fn members_command(
     };
     done(gw.run_command(command).await?)?;
     Ok(())
+}
+
+/// `POST /v1/conversations/{id}/members`
+pub(super) fn add_op() -> Operation {
+    Operation::post("Add members")
+        .describe("Any member may add members to a group or channel; direct conversations keep their two members (409). Adds a system message.")
+        .path::<ConversationId>("id", "The conversation.")
+        .json_body::<AddMembers>()
+        .reply::<ConversationView>(200, "The conversation after the change.")
+        .errors(&[404, 409])
 }
 
 pub(super) async fn add(
@@ -71,6 +82,16 @@ pub(super) async fn add(
         .conversation(&id.tenant, &conversation, &id.user)
         .await?;
     Ok(Json(detail_view(detail, &id.user)))
+}
+
+/// `DELETE /v1/conversations/{id}/members/{user}`
+pub(super) fn remove_op() -> Operation {
+    Operation::delete("Remove a member")
+        .describe("Anyone may leave; removing someone else takes the conversation's creator or a tenant admin. Adds a system message.")
+        .path::<ConversationId>("id", "The conversation.")
+        .path::<UserId>("user", "The member to remove.")
+        .reply_empty(204, "Removed (or was not a member).")
+        .errors(&[404, 409])
 }
 
 pub(super) async fn remove(

@@ -29,11 +29,12 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
 use switchboard_protocol::ErrorCode;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use self::openapi::{Api, Operation};
 use crate::Gateway;
+use crate::config::GatewayConfig;
 use crate::error::ApiError;
 
 /// The state every handler is given.
@@ -47,99 +48,8 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
     // A plugin upload may be base64 in JSON, a third larger than the
     // component.
     let plugin_upload_limit = gw.plugins.host().limits().max_component_bytes * 4 / 3 + 64 * 1024;
-    let document: Arc<str> = openapi::document(&gw.config).into();
-    let mut router = axum::Router::new()
-        .route("/v1/ws", get(websocket::upgrade))
-        .route(
-            "/v1/conversations",
-            post(conversations::create).get(conversations::list),
-        )
-        .route("/v1/conversations/{id}", get(conversations::show))
-        .route("/v1/conversations/{id}/members", post(members::add))
-        .route(
-            "/v1/conversations/{id}/members/{user}",
-            delete(members::remove),
-        )
-        .route("/v1/conversations/{id}/messages", get(history::page))
-        .route(
-            "/v1/conversations/{id}/messages/{message_id}/versions",
-            get(versions::list),
-        )
-        .route("/v1/users/{user}/presence", get(presence::show))
-        .route("/v1/media", post(media::grant_upload))
-        .route("/v1/media/{blob_ref}", get(media::download))
-        .route(
-            "/v1/devices/{device}/keys",
-            get(keys::own_keys).put(keys::publish),
-        )
-        .route("/v1/users/{user}/devices", get(keys::devices))
-        .route("/v1/users/{user}/devices/{device}/claim", post(keys::claim))
-        .route(
-            "/v1/devices/{device}/push",
-            put(push::register).get(push::show).delete(push::unregister),
-        )
-        .route(
-            "/v1/admin/plugins/{hook}",
-            put(plugins::deploy)
-                .layer(DefaultBodyLimit::max(plugin_upload_limit))
-                .get(plugins::list)
-                .delete(plugins::remove),
-        )
-        .route("/v1/admin/plugins/{hook}/rollback", post(plugins::rollback))
-        .route(
-            "/v1/operator/tenants",
-            get(tenants::list).post(tenants::create),
-        )
-        .route(
-            "/v1/operator/tenants/{id}",
-            get(tenants::show)
-                .patch(tenants::change)
-                .delete(tenants::remove),
-        )
-        .route(
-            "/v1/openapi.json",
-            get(move || openapi::serve(document.clone())),
-        )
-        .route(
-            "/v1/asyncapi.json",
-            get(|| openapi::serve(switchboard_protocol::ASYNCAPI_JSON.into())),
-        )
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
-    if gw.media.local.is_some() {
-        // Uploads are streamed to disk, never buffered: the body limit is
-        // the grant's own size, checked in `blobs::accept`.
-        router = router.route(
-            "/v1/blobs/{token}",
-            get(blobs::serve)
-                .put(blobs::accept)
-                .layer(DefaultBodyLimit::disable()),
-        );
-    }
-    if gw.config.serve_web_client {
-        router = router
-            .route("/", get(web_client::page))
-            .route("/web/app.js", get(web_client::app))
-            .route("/web/switchboard.js", get(web_client::sdk));
-    }
-    if let Some(metrics) = gw.config.metrics.clone() {
-        router = router.route(
-            "/metrics",
-            get(move || async move {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        crate::metrics::CONTENT_TYPE,
-                    )],
-                    (metrics.0)(),
-                )
-            }),
-        );
-    }
-    if gw.config.dev_tokens.is_some() {
-        router = router.route("/v1/dev/token", post(dev_token::issue));
-    }
-    router
+    api(&gw.config, plugin_upload_limit, gw.media.local.is_some())
+        .finish(&gw.config)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -149,6 +59,189 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
             browser::guard,
         ))
         .with_state(gw)
+}
+
+/// Every route, each with its operation of the OpenAPI document: those
+/// the configuration turns on, and the local blob store's when media is
+/// kept on this machine.
+fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) -> Api {
+    let mut api = Api::new()
+        .route("/v1/ws", websocket::upgrade_op(), websocket::upgrade)
+        .route(
+            "/v1/conversations",
+            conversations::create_op(),
+            conversations::create,
+        )
+        .route(
+            "/v1/conversations",
+            conversations::list_op(),
+            conversations::list,
+        )
+        .route(
+            "/v1/conversations/{id}",
+            conversations::show_op(),
+            conversations::show,
+        )
+        .route(
+            "/v1/conversations/{id}/members",
+            members::add_op(),
+            members::add,
+        )
+        .route(
+            "/v1/conversations/{id}/members/{user}",
+            members::remove_op(),
+            members::remove,
+        )
+        .route(
+            "/v1/conversations/{id}/messages",
+            history::page_op(),
+            history::page,
+        )
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/versions",
+            versions::list_op(),
+            versions::list,
+        )
+        .route(
+            "/v1/users/{user}/presence",
+            presence::show_op(),
+            presence::show,
+        )
+        .route("/v1/media", media::grant_upload_op(), media::grant_upload)
+        .route(
+            "/v1/media/{blob_ref}",
+            media::download_op(),
+            media::download,
+        )
+        .route(
+            "/v1/devices/{device}/keys",
+            keys::publish_op(),
+            keys::publish,
+        )
+        .route(
+            "/v1/devices/{device}/keys",
+            keys::own_keys_op(),
+            keys::own_keys,
+        )
+        .route(
+            "/v1/users/{user}/devices",
+            keys::devices_op(),
+            keys::devices,
+        )
+        .route(
+            "/v1/users/{user}/devices/{device}/claim",
+            keys::claim_op(),
+            keys::claim,
+        )
+        .route(
+            "/v1/devices/{device}/push",
+            push::register_op(),
+            push::register,
+        )
+        .route("/v1/devices/{device}/push", push::show_op(), push::show)
+        .route(
+            "/v1/devices/{device}/push",
+            push::unregister_op(),
+            push::unregister,
+        )
+        .route_with_body_limit(
+            "/v1/admin/plugins/{hook}",
+            plugins::deploy_op(),
+            DefaultBodyLimit::max(plugin_upload_limit),
+            plugins::deploy,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}",
+            plugins::list_op(),
+            plugins::list,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}",
+            plugins::remove_op(),
+            plugins::remove,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/rollback",
+            plugins::rollback_op(),
+            plugins::rollback,
+        )
+        .route("/v1/operator/tenants", tenants::list_op(), tenants::list)
+        .route(
+            "/v1/operator/tenants",
+            tenants::create_op(),
+            tenants::create,
+        )
+        .route(
+            "/v1/operator/tenants/{id}",
+            tenants::show_op(),
+            tenants::show,
+        )
+        .route(
+            "/v1/operator/tenants/{id}",
+            tenants::change_op(),
+            tenants::change,
+        )
+        .route(
+            "/v1/operator/tenants/{id}",
+            tenants::remove_op(),
+            tenants::remove,
+        )
+        .route("/v1/asyncapi.json", asyncapi_op(), || {
+            openapi::serve(switchboard_protocol::ASYNCAPI_JSON.into())
+        })
+        .route("/healthz", health::healthz_op(), health::healthz)
+        .route("/readyz", health::readyz_op(), health::readyz);
+    if local_media {
+        // Uploads are streamed to disk, never buffered: the body limit is
+        // the grant's own size, checked in `blobs::accept`.
+        api = api
+            .route_with_body_limit(
+                "/v1/blobs/{token}",
+                blobs::accept_op(),
+                DefaultBodyLimit::disable(),
+                blobs::accept,
+            )
+            .route("/v1/blobs/{token}", blobs::serve_op(), blobs::serve);
+    }
+    if config.serve_web_client {
+        api = api
+            .page("/", web_client::page)
+            .page("/web/app.js", web_client::app)
+            .page("/web/switchboard.js", web_client::sdk);
+    }
+    if let Some(metrics) = config.metrics.clone() {
+        api = api.route("/metrics", metrics_op(), move || async move {
+            (
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    crate::metrics::CONTENT_TYPE,
+                )],
+                (metrics.0)(),
+            )
+        });
+    }
+    if config.dev_tokens.is_some() {
+        api = api.route("/v1/dev/token", dev_token::issue_op(), dev_token::issue);
+    }
+    api
+}
+
+/// `GET /v1/asyncapi.json`
+fn asyncapi_op() -> Operation {
+    Operation::get("The AsyncAPI 3 document of the WebSocket at /v1/ws")
+        .describe(
+            "Every client and server frame, as JSON Schema generated from the server's own types.",
+        )
+        .for_anyone()
+        .reply_document("AsyncAPI 3.0.0.")
+}
+
+/// `GET /metrics`
+fn metrics_op() -> Operation {
+    Operation::get("Prometheus metrics")
+        .describe("The process's metrics in Prometheus' text format (README, \"Metrics and health\"). Served on the gateway's port unless `metrics_on_listen = false`; the metrics are then on `--metrics-listen` only.")
+        .for_anyone()
+        .reply_text(200, "Every metric family with its samples.", "text/plain")
 }
 
 /// The answer for a path no route has, and for a route this gateway's
@@ -169,162 +262,180 @@ async fn method_not_allowed() -> Response {
 
 #[cfg(test)]
 mod tests {
-    /// Reads every file of this folder, so a route added anywhere in it,
-    /// or in a file added to it, is checked too.
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::config::DevTokens;
+
+    /// A configuration with every optional route on.
+    fn everything_on() -> GatewayConfig {
+        let mut config = GatewayConfig::new("g".into(), Vec::new());
+        config.serve_web_client = true;
+        config.dev_tokens = Some(DevTokens {
+            tenant: "demo".into(),
+            hs256_secret: "a-dev-secret-of-length".into(),
+        });
+        config.metrics = Some(crate::metrics::Exposition(Arc::new(String::new)));
+        config
+    }
+
+    fn document(config: &GatewayConfig, local_media: bool) -> Value {
+        api(config, 1 << 20, local_media).document(config)
+    }
+
+    /// Each operation of each path, with the path.
+    fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+        let mut all = Vec::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                all.push((path.clone(), method.clone(), op.clone()));
+            }
+        }
+        all
+    }
+
     #[test]
-    fn the_openapi_document_lists_every_route() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
-        assert_eq!(doc["openapi"], "3.1.0");
-        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http");
-        let mut routes = 0;
-        for entry in std::fs::read_dir(folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let source = std::fs::read_to_string(&path).unwrap();
-            let code = source.split("#[cfg(test)]").next().unwrap();
-            for piece in code.split(".route(").skip(1) {
-                let Some(route) = piece
-                    .trim_start()
-                    .strip_prefix('"')
-                    .and_then(|p| p.split('"').next())
-                else {
-                    continue;
-                };
-                if route == "/" || route.starts_with("/web/") {
-                    continue; // the browser client, not an API
-                }
-                routes += 1;
-                assert!(
-                    doc["paths"].get(route).is_some(),
-                    "{route} ({}) is missing from openapi.json",
-                    path.display()
-                );
-            }
-        }
-        assert!(routes >= 20, "found {routes} routes");
-    }
-
-    /// The bodies of openapi.json cannot drift from the protocol types
-    /// they describe: the same fields, and (for what clients send) the
-    /// same required ones; what the server sends may promise more fields
-    /// than the types require (it always writes them). The document keeps
-    /// its own constraints (lengths, patterns, ranges) beside them.
-    #[test]
-    fn the_openapi_bodies_have_the_protocol_types_fields() {
-        use switchboard_protocol::schema::schema_of;
-        use switchboard_protocol::{conversation, error, frames, keys, message, push};
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
-        let schemas = &doc["components"]["schemas"];
-        let request = |path: &str, method: &str| {
-            doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
-                .clone()
-        };
-        let sent_by_server = [
-            (
-                &schemas["Message"],
-                schema_of::<message::Message>(),
-                "Message",
-            ),
-            (
-                &schemas["Member"],
-                schema_of::<conversation::MemberView>(),
-                "Member",
-            ),
-            (
-                &schemas["Conversation"],
-                schema_of::<conversation::ConversationView>(),
-                "Conversation",
-            ),
-            (
-                &schemas["Presence"],
-                schema_of::<frames::PresenceInfo>(),
-                "Presence",
-            ),
-            (
-                &schemas["Version"],
-                schema_of::<message::MessageVersion>(),
-                "Version",
-            ),
-            (
-                &schemas["OneTimePrekey"],
-                schema_of::<keys::OneTimePrekey>(),
-                "OneTimePrekey",
-            ),
-            (
-                &schemas["SignedPrekey"],
-                schema_of::<keys::SignedPrekey>(),
-                "SignedPrekey",
-            ),
-            (&schemas["Error"], schema_of::<error::ErrorBody>(), "Error"),
-        ];
-        for (documented, generated, name) in &sent_by_server {
-            assert_eq!(fields(documented), fields(generated), "{name}: fields");
-            let promised = required(documented);
-            for field in required(generated) {
-                assert!(
-                    promised.contains(&field),
-                    "{name}: `{field}` is required by the type"
-                );
-            }
-        }
-        let sent_by_clients = [
-            (
-                request("/v1/conversations", "post"),
-                schema_of::<conversation::CreateConversation>(),
-                "POST /v1/conversations",
-            ),
-            (
-                request("/v1/conversations/{id}/members", "post"),
-                schema_of::<conversation::AddMembers>(),
-                "POST /v1/conversations/{id}/members",
-            ),
-            (
-                request("/v1/devices/{device}/push", "put"),
-                schema_of::<push::PushRegistration>(),
-                "PUT /v1/devices/{device}/push",
-            ),
-        ];
-        for (documented, generated, name) in &sent_by_clients {
-            let documented = resolve(&doc, documented);
-            assert_eq!(fields(&documented), fields(generated), "{name}: fields");
-            assert_eq!(
-                required(&documented),
-                required(generated),
-                "{name}: required"
-            );
-        }
-    }
-
-    /// A `$ref` to a component, followed once.
-    fn resolve(doc: &serde_json::Value, schema: &serde_json::Value) -> serde_json::Value {
-        match schema["$ref"].as_str() {
-            Some(r) => doc
-                .pointer(r.trim_start_matches('#'))
-                .cloned()
-                .unwrap_or_default(),
-            None => schema.clone(),
-        }
-    }
-
-    fn fields(schema: &serde_json::Value) -> std::collections::BTreeSet<String> {
-        schema["properties"]
+    fn the_document_has_exactly_the_configured_routes() {
+        let all = document(&everything_on(), true);
+        let paths: BTreeSet<&str> = all["paths"]
             .as_object()
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        for served in ["/metrics", "/v1/dev/token", "/v1/blobs/{token}", "/v1/ws"] {
+            assert!(paths.contains(served), "{served}");
+        }
+        assert!(!paths.contains("/"), "the web client is not an API");
+        assert!(operations(&all).len() >= 35, "{}", operations(&all).len());
+        assert!(paths.contains("/v1/openapi.json"));
+
+        let plain = GatewayConfig::new("g".into(), Vec::new());
+        let some = document(&plain, false);
+        for off in ["/metrics", "/v1/dev/token", "/v1/blobs/{token}"] {
+            assert!(some["paths"].get(off).is_none(), "{off} is off");
+        }
     }
 
-    fn required(schema: &serde_json::Value) -> std::collections::BTreeSet<String> {
-        schema["required"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// `gateway/openapi.json` is the document of the default
+    /// configuration with every optional route on, for readers and
+    /// client generators that have no gateway at hand; with
+    /// `SWITCHBOARD_BLESS=1` it is rewritten instead.
+    #[test]
+    fn the_checked_in_document_is_the_generated_one() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
+        let generated =
+            serde_json::to_string_pretty(&document(&everything_on(), true)).unwrap() + "\n";
+        if std::env::var_os("SWITCHBOARD_BLESS").is_some() {
+            std::fs::write(path, &generated).unwrap();
+            return;
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "gateway/openapi.json is not what the routes generate: run SWITCHBOARD_BLESS=1 cargo test -p switchboard-gateway --lib http::tests"
+        );
+    }
+
+    /// Each `{name}` of a route is a path parameter of its operation, and
+    /// each path parameter is in the route.
+    #[test]
+    fn path_parameters_are_the_routes_own() {
+        for (path, method, op) in operations(&document(&everything_on(), true)) {
+            let in_route: BTreeSet<String> = path
+                .split('/')
+                .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+                .map(str::to_owned)
+                .collect();
+            let declared: BTreeSet<String> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "path")
+                .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                .collect();
+            assert_eq!(in_route, declared, "{method} {path}");
+        }
+    }
+
+    /// Every `$ref` names a component the document has.
+    #[test]
+    fn every_reference_resolves() {
+        fn walk(doc: &Value, v: &Value, seen: &mut usize) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                        *seen += 1;
+                        let target = r.strip_prefix('#').and_then(|p| doc.pointer(p));
+                        assert!(target.is_some(), "{r} does not resolve");
+                    }
+                    m.values().for_each(|v| walk(doc, v, seen));
+                }
+                Value::Array(a) => a.iter().for_each(|v| walk(doc, v, seen)),
+                _ => {}
+            }
+        }
+        let doc = document(&everything_on(), true);
+        let mut seen = 0;
+        walk(&doc, &doc, &mut seen);
+        assert!(seen > 50, "{seen} references");
+    }
+
+    /// The limits of the configuration are in the bodies they limit.
+    #[test]
+    fn the_document_carries_the_configured_limits() {
+        let mut config = everything_on();
+        config.limits.max_title_chars = 77;
+        config.limits.max_members_per_request = 12;
+        config.media.max_bytes = 1234;
+        let doc = document(&config, true);
+        let schemas = &doc["components"]["schemas"];
+        let field = |schema: &str, field: &str, key: &str| {
+            schemas[schema]["properties"][field][key].clone()
+        };
+        assert_eq!(field("CreateConversation", "title", "maxLength"), json!(77));
+        assert_eq!(
+            field("CreateConversation", "members", "maxItems"),
+            json!(12)
+        );
+        assert_eq!(field("AddMembers", "members", "maxItems"), json!(12));
+        assert_eq!(field("UploadRequest", "size", "maximum"), json!(1234));
+        assert!(field("UploadRequest", "mime", "pattern").is_string());
+        assert_eq!(
+            field("DeviceKeysUpload", "one_time_prekeys", "maxItems"),
+            json!(crate::key_directory::MAX_ONE_TIME_PREKEYS)
+        );
+        // The bodies are the components of those types.
+        let create = &doc["paths"]["/v1/conversations"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["$ref"];
+        assert_eq!(create, "#/components/schemas/CreateConversation");
+    }
+
+    /// Who may call what: the operator API takes the operator token, the
+    /// documents and health take nothing, the rest a tenant's JWT.
+    #[test]
+    fn each_operation_names_its_callers() {
+        for (path, method, op) in operations(&document(&everything_on(), true)) {
+            let security = op.get("security");
+            if path.starts_with("/v1/operator/") {
+                assert_eq!(security, Some(&json!([{ "operator": [] }])), "{path}");
+            } else if path.starts_with("/v1/blobs/")
+                || [
+                    "/healthz",
+                    "/readyz",
+                    "/metrics",
+                    "/v1/asyncapi.json",
+                    "/v1/openapi.json",
+                    "/v1/dev/token",
+                ]
+                .contains(&path.as_str())
+            {
+                assert_eq!(security, Some(&json!([])), "{path}");
+            } else {
+                assert_eq!(security, None, "{method} {path}");
+                assert!(op["responses"].get("401").is_some(), "{method} {path}");
+            }
+        }
     }
 }

@@ -24,6 +24,7 @@ use switchboard_protocol::ErrorCode;
 
 use super::Shared;
 use super::extract::{PathParam, PathParams};
+use super::openapi::Operation;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -57,12 +58,20 @@ impl PathParam for Hook {
     }
 }
 
-#[derive(Deserialize)]
+/// A deploy as JSON, the component in base64.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct JsonUpload {
+pub(super) struct JsonUpload {
     /// The component, base64 (standard alphabet, padded).
+    #[schemars(extend("contentEncoding" = "base64"))]
     component: String,
+    /// Values the plugin reads through its `config` import.
     #[serde(default)]
+    #[schemars(extend(
+        "maxProperties" = MAX_CONFIG_ENTRIES,
+        "propertyNames" = { "minLength": 1, "maxLength": MAX_CONFIG_KEY },
+        "additionalProperties" = { "type": "string", "maxLength": MAX_CONFIG_VALUE }
+    ))]
     config: BTreeMap<String, String>,
     #[serde(default)]
     on_failure: OnFailure,
@@ -148,6 +157,19 @@ fn parse_upload(
     })
 }
 
+/// `PUT /v1/admin/plugins/{hook}`
+pub(super) fn deploy_op() -> Operation {
+    Operation::put("Deploy a plugin version")
+        .describe("Admin role. Validates the component (a WebAssembly component of the hook's world in wit/0.1.0 that passes a trial call), stores it and makes it active on every gateway and worker. Answers once this gateway runs it. The body is the component itself (application/wasm, with configuration in the query string) or JSON. See plugins/README.md.")
+        .path::<Hook>("hook", "The hook.")
+        .query::<String>("config.<key>", "With a raw upload: a configuration value (any number of them).")
+        .query::<OnFailure>("on_failure", "With a raw upload: moderation's failure policy (default closed).")
+        .bytes_body("application/wasm")
+        .json_body::<JsonUpload>()
+        .reply::<VersionEntry>(201, "Deployed.")
+        .errors(&[404])
+}
+
 pub(super) async fn deploy(
     State(gw): State<Shared>,
     id: Identity,
@@ -177,6 +199,15 @@ pub(super) async fn deploy(
     Ok((StatusCode::CREATED, Json(entry)))
 }
 
+/// `GET /v1/admin/plugins/{hook}`
+pub(super) fn list_op() -> Operation {
+    Operation::get("The hook's active version and version list")
+        .describe("Admin role.")
+        .path::<Hook>("hook", "The hook.")
+        .reply::<Listing>(200, "The listing.")
+        .errors(&[404])
+}
+
 pub(super) async fn list(
     State(gw): State<Shared>,
     id: Identity,
@@ -186,6 +217,15 @@ pub(super) async fn list(
     let hook = path.get()?;
     let listing = gw.deployer.list(&id.tenant, hook).await?;
     Ok(Json(listing))
+}
+
+/// `DELETE /v1/admin/plugins/{hook}`
+pub(super) fn remove_op() -> Operation {
+    Operation::delete("Remove the tenant's plugin for the hook")
+        .describe("Admin role. The built-in default applies from now on; the versions stay listed.")
+        .path::<Hook>("hook", "The hook.")
+        .reply_empty(204, "Removed.")
+        .errors(&[404])
 }
 
 pub(super) async fn remove(
@@ -198,6 +238,15 @@ pub(super) async fn remove(
     gw.deployer.remove(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, None).await;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/admin/plugins/{hook}/rollback`
+pub(super) fn rollback_op() -> Operation {
+    Operation::post("Roll back to the version before")
+        .describe("Admin role. Undoes deploys one by one as far as the history reaches.")
+        .path::<Hook>("hook", "The hook.")
+        .reply::<VersionEntry>(200, "The version now active.")
+        .errors(&[404, 409])
 }
 
 pub(super) async fn rollback(

@@ -7,8 +7,17 @@ use switchboard_protocol::{ErrorCode, PresenceInfo, UserId};
 
 use super::Shared;
 use super::extract::PathParams;
+use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
+
+/// `GET /v1/users/{user}/presence`
+pub(super) fn show_op() -> Operation {
+    Operation::get("A user's presence")
+        .describe("For oneself and for the other members of one's direct conversations (the scope of presence frames); 403 otherwise.")
+        .path::<UserId>("user", "The user.")
+        .reply::<PresenceInfo>(200, "Where the user stands.")
+}
 
 /// Presence of oneself or of a direct contact: the same scope the
 /// `presence` frames have.

@@ -13,12 +13,22 @@ use switchboard_protocol::{DeviceId, ErrorCode};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParams};
+use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
 /// Why another device's push token may not be registered, read or removed.
 const NOT_OWN_DEVICE: &str =
     "a device registers its own push token only: the path must name the token's device";
+
+/// `PUT /v1/devices/{device}/push`
+pub(super) fn register_op() -> Operation {
+    Operation::put("Register this device for push notifications")
+        .describe("Only for the token's own device (403 otherwise). Replaces the device's earlier token. When the tenant has push configured, a message this device has not acknowledged a few seconds (the tenant's delay) after it was stored gets a push through the provider; a burst in one conversation is one push.")
+        .path::<DeviceId>("device", "The token's own device.")
+        .json_body::<PushRegistration>()
+        .reply::<PushRegistration>(200, "Registered.")
+}
 
 pub(super) async fn register(
     State(gw): State<Shared>,
@@ -47,6 +57,14 @@ pub(super) async fn register(
     Ok(Json(registration))
 }
 
+/// `GET /v1/devices/{device}/push`
+pub(super) fn show_op() -> Operation {
+    Operation::get("This device's push registration")
+        .path::<DeviceId>("device", "The token's own device.")
+        .reply::<PushRegistration>(200, "The registration.")
+        .errors(&[404])
+}
+
 pub(super) async fn show(
     State(gw): State<Shared>,
     id: Identity,
@@ -58,6 +76,13 @@ pub(super) async fn show(
         .get(&device)
         .map(|t| Json(t.registration.clone()))
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no push token for this device"))
+}
+
+/// `DELETE /v1/devices/{device}/push`
+pub(super) fn unregister_op() -> Operation {
+    Operation::delete("Stop pushes to this device")
+        .path::<DeviceId>("device", "The token's own device.")
+        .reply_empty(204, "Unregistered (also when there was nothing).")
 }
 
 pub(super) async fn unregister(

@@ -9,15 +9,16 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use switchboard_backbone::records::tenants::{
-    PushSettings, TenantQuotas, TenantRecord, TenantRegistry, fingerprint, is_web_origin, object,
-    optional_object,
+    ED25519_KEY_PATTERN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant, TenantQuotas, TenantRecord,
+    TenantRegistry, WEB_ORIGIN_PATTERN, fingerprint, is_web_origin, object, optional_object,
 };
 use switchboard_protocol::{ErrorCode, TenantId};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParams, bearer};
+use super::openapi::Operation;
 use crate::Gateway;
 use crate::error::ApiError;
 
@@ -49,10 +50,18 @@ fn operator(gw: &Gateway, headers: &HeaderMap) -> Result<TenantRegistry, ApiErro
     }
 }
 
+/// `GET /v1/operator/tenants`
+pub(super) fn list_op() -> Operation {
+    Operation::get("List tenants")
+        .describe("Every tenant of sb_tenants.")
+        .for_operator()
+        .reply::<TenantList>(200, "The tenants.")
+}
+
 pub(super) async fn list(
     State(gw): State<Shared>,
     headers: HeaderMap,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<TenantList>, ApiError> {
     let registry = operator(&gw, &headers)?;
     let all: Vec<_> = registry
         .list()
@@ -60,22 +69,35 @@ pub(super) async fn list(
         .iter()
         .map(TenantRecord::redacted)
         .collect();
-    Ok(Json(serde_json::json!({ "tenants": all })))
+    Ok(Json(TenantList { tenants: all }))
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+pub(super) struct TenantList {
+    tenants: Vec<RedactedTenant>,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewTenant {
     id: TenantId,
+    /// HS256 secrets, at least 16 characters each.
     #[serde(default)]
+    #[schemars(inner(length(min = 16)))]
     hs256_secrets: Vec<String>,
+    /// Ed25519 public keys: 32 bytes, base64 (standard or URL-safe,
+    /// canonical).
     #[serde(default)]
+    #[schemars(inner(pattern(ED25519_KEY_PATTERN)))]
     ed25519_public_keys: Vec<String>,
     #[serde(default, deserialize_with = "object")]
     quotas: TenantQuotas,
     #[serde(default, deserialize_with = "optional_object")]
     push: Option<PushSettings>,
+    /// Web origins whose browser clients may use the tenant's tokens
+    /// (scheme, host, port).
     #[serde(default)]
+    #[schemars(inner(length(max = MAX_ORIGIN_LEN), pattern(WEB_ORIGIN_PATTERN)))]
     allowed_origins: Vec<String>,
 }
 
@@ -89,11 +111,21 @@ fn check_origins(origins: &[String]) -> Result<(), ApiError> {
     }
 }
 
+/// `POST /v1/operator/tenants`
+pub(super) fn create_op() -> Operation {
+    Operation::post("Create a tenant")
+        .describe("Every gateway and worker uses it within moments, without a restart.")
+        .for_operator()
+        .json_body::<NewTenant>()
+        .reply::<RedactedTenant>(201, "The tenant.")
+        .errors(&[409])
+}
+
 pub(super) async fn create(
     State(gw): State<Shared>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<NewTenant>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+) -> Result<(StatusCode, Json<RedactedTenant>), ApiError> {
     let registry = operator(&gw, &headers)?;
     check_origins(&body.allowed_origins)?;
     let mut record = TenantRecord::new(body.id);
@@ -106,11 +138,19 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
 
+/// `GET /v1/operator/tenants/{id}`
+pub(super) fn show_op() -> Operation {
+    Operation::get("One tenant")
+        .for_operator()
+        .path::<TenantId>("id", "The tenant.")
+        .reply::<RedactedTenant>(200, "The tenant.")
+}
+
 pub(super) async fn show(
     State(gw): State<Shared>,
     headers: HeaderMap,
     path: PathParams<TenantId>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<RedactedTenant>, ApiError> {
     let registry = operator(&gw, &headers)?;
     let id = path.get()?;
     let record = registry.get(&id).await?;
@@ -119,25 +159,36 @@ pub(super) async fn show(
 
 /// A change: keys to add and remove (an HS256 secret by its value or its
 /// fingerprint), quotas to set (`null` removes one).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Change {
+    /// HS256 secrets, at least 16 characters each.
     #[serde(default)]
+    #[schemars(inner(length(min = 16)))]
     add_hs256_secrets: Vec<String>,
+    /// By value or by fingerprint.
     #[serde(default)]
     remove_hs256_secrets: Vec<String>,
+    /// Ed25519 public keys: 32 bytes, base64 (standard or URL-safe,
+    /// canonical).
     #[serde(default)]
+    #[schemars(inner(pattern(ED25519_KEY_PATTERN)))]
     add_ed25519_public_keys: Vec<String>,
     #[serde(default)]
     remove_ed25519_public_keys: Vec<String>,
+    /// Quotas to set: a value, or `null` to remove one; absent ones are
+    /// unchanged.
     #[serde(default)]
+    #[schemars(with = "TenantQuotas")]
     quotas: BTreeMap<String, Option<serde_json::Number>>,
     /// Push settings to set (`null` turns pushes off); absent: unchanged.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PushSettings>")]
     push: Option<Option<PushSettings>>,
     /// The web origins allowed from now on (the whole list); absent:
     /// unchanged.
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "Vec<String>", inner(length(max = MAX_ORIGIN_LEN), pattern(WEB_ORIGIN_PATTERN)))]
     allowed_origins: Option<Vec<String>>,
 }
 
@@ -148,12 +199,23 @@ fn present<'de, D: serde::Deserializer<'de>>(
     optional_object(d).map(Some)
 }
 
+/// `PATCH /v1/operator/tenants/{id}`
+pub(super) fn change_op() -> Operation {
+    Operation::patch("Change a tenant's keys and quotas")
+        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
+        .for_operator()
+        .path::<TenantId>("id", "The tenant.")
+        .json_body::<Change>()
+        .reply::<RedactedTenant>(200, "The tenant as it is now.")
+        .errors(&[409])
+}
+
 pub(super) async fn change(
     State(gw): State<Shared>,
     headers: HeaderMap,
     path: PathParams<TenantId>,
     JsonBody(body): JsonBody<Change>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<RedactedTenant>, ApiError> {
     let registry = operator(&gw, &headers)?;
     let id = path.get()?;
     if let Some(origins) = &body.allowed_origins {
@@ -193,6 +255,15 @@ pub(super) async fn change(
         })
         .await?;
     Ok(Json(record.redacted()))
+}
+
+/// `DELETE /v1/operator/tenants/{id}`
+pub(super) fn remove_op() -> Operation {
+    Operation::delete("Delete a tenant")
+        .describe("Its tokens stop verifying (a tenant also in the configuration file falls back to the file's keys); its data stays.")
+        .for_operator()
+        .path::<TenantId>("id", "The tenant.")
+        .reply_empty(204, "Deleted.")
 }
 
 pub(super) async fn remove(

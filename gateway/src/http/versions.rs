@@ -7,8 +7,19 @@ use switchboard_protocol::{ConversationId, MessageId, MessageVersions};
 
 use super::Shared;
 use super::extract::PathParams;
+use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
+
+/// `GET /v1/conversations/{id}/messages/{message_id}/versions`
+pub(super) fn list_op() -> Operation {
+    Operation::get("The versions of an edited message")
+        .describe("The original (version 1) and every edit, oldest first. Empty for a message never edited, and for a deleted one (no content is served after a delete).")
+        .path::<ConversationId>("id", "The conversation.")
+        .path::<MessageId>("message_id", "The message.")
+        .reply::<MessageVersions>(200, "The versions.")
+        .errors(&[404])
+}
 
 /// Every version of an edited message, the original first (none for a
 /// message never edited, or deleted).

@@ -12,15 +12,25 @@ use switchboard_protocol::ErrorCode;
 
 use super::Shared;
 use super::extract::bearer;
+use super::openapi::Operation;
 use crate::auth::AuthError;
 use crate::connection;
 use crate::error::ApiError;
 
 /// Browsers cannot give a WebSocket headers: they send the token as
 /// `?token=`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub(super) struct TokenQuery {
+    /// The session's JWT, when not in an `Authorization` header.
     token: Option<String>,
+}
+
+/// `GET /v1/ws`
+pub(super) fn upgrade_op() -> Operation {
+    Operation::get("Open the WebSocket data plane")
+        .describe("Upgrade to a WebSocket; the token may be given as ?token=<JWT> instead of the header. One JSON object per text frame: /v1/asyncapi.json describes every frame, docs/protocol.md the session.")
+        .query_fields::<TokenQuery>()
+        .reply_empty(101, "Switching protocols.")
 }
 
 pub(super) async fn upgrade(

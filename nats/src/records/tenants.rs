@@ -23,6 +23,7 @@ use crate::kv_key;
 /// limit where there is none). Connection and per-tenant rate limits are
 /// counted per gateway process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct TenantQuotas {
     /// Open WebSocket connections of one user.
@@ -30,8 +31,10 @@ pub struct TenantQuotas {
     /// Open WebSocket connections of the whole tenant.
     pub max_connections: Option<u32>,
     /// Messages (sends and edits) per second of one connection.
+    #[cfg_attr(feature = "schema", schemars(extend("exclusiveMinimum" = 0)))]
     pub messages_per_second_per_connection: Option<f64>,
     /// Messages per second of the whole tenant.
+    #[cfg_attr(feature = "schema", schemars(extend("exclusiveMinimum" = 0)))]
     pub messages_per_second: Option<f64>,
     /// Members of one conversation.
     pub max_members_per_conversation: Option<u32>,
@@ -95,6 +98,7 @@ impl TenantQuotas {
 
 /// What a push shows (F15). Ciphertext never shows more than `sender`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PreviewMode {
     /// "New message" only.
@@ -108,15 +112,20 @@ pub enum PreviewMode {
 
 /// A tenant's webhook: a POST per push, signed with `secret`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSettings {
+    /// An `http(s)` URL with a host name or IPv4 address ([`is_push_url`]).
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_PUSH_URL_LEN), pattern(PUSH_URL_PATTERN)))]
     pub url: String,
-    /// HMAC-SHA256 key of `X-Switchboard-Signature`; at least 16 bytes.
+    /// HMAC-SHA256 key of `X-Switchboard-Signature`; at least 16 characters.
+    #[cfg_attr(feature = "schema", schemars(length(min = 16)))]
     pub secret: String,
 }
 
 /// Firebase Cloud Messaging, HTTP v1 API, with a service account.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FcmSettings {
     pub project_id: String,
@@ -140,6 +149,7 @@ fn default_fcm_base_url() -> String {
 
 /// Apple Push Notification service, token-based authentication.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApnsSettings {
     pub team_id: String,
@@ -159,6 +169,7 @@ fn default_apns_base_url() -> String {
 
 /// A tenant's push notifications: providers, preview and timing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PushSettings {
     #[serde(default)]
@@ -166,6 +177,7 @@ pub struct PushSettings {
     /// How long a device has to acknowledge a message before it gets a
     /// push (a connected device acks at once and gets none).
     #[serde(default = "default_push_delay_ms")]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_PUSH_DELAY_MS)))]
     pub delay_ms: u64,
     /// After a push, further messages of the same conversation within this
     /// window push nothing to that device.
@@ -173,6 +185,7 @@ pub struct PushSettings {
     pub collapse_ms: u64,
     /// Attempts of one push before it goes to the dead letters.
     #[serde(default = "default_max_attempts")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_attempts: u32,
     #[serde(default, deserialize_with = "optional_object")]
     pub webhook: Option<WebhookSettings>,
@@ -268,30 +281,75 @@ impl TenantRecord {
     }
 
     /// What an operator can be shown: secrets as fingerprints only.
-    pub fn redacted(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": self.id,
-            "hs256_secrets": self.hs256_secrets.iter().map(|s| fingerprint(s)).collect::<Vec<_>>(),
-            "ed25519_public_keys": self.ed25519_public_keys,
-            "quotas": self.quotas,
-            "allowed_origins": self.allowed_origins,
-            "push": self.push.as_ref().map(|p| serde_json::json!({
-                "preview": p.preview,
-                "delay_ms": p.delay_ms,
-                "collapse_ms": p.collapse_ms,
-                "max_attempts": p.max_attempts,
-                "webhook": p.webhook.as_ref().map(|w| serde_json::json!({"url": w.url, "secret": fingerprint(&w.secret)})),
-                "fcm": p.fcm.as_ref().map(|f| serde_json::json!({"project_id": f.project_id, "client_email": f.client_email, "private_key": fingerprint(&f.private_key), "token_url": f.token_url, "base_url": f.base_url})),
-                "apns": p.apns.as_ref().map(|a| serde_json::json!({"team_id": a.team_id, "key_id": a.key_id, "private_key": fingerprint(&a.private_key), "topic": a.topic, "base_url": a.base_url})),
-            })),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        })
+    pub fn redacted(&self) -> RedactedTenant {
+        let push = self.push.clone().map(|mut p| {
+            if let Some(w) = &mut p.webhook {
+                w.secret = fingerprint(&w.secret);
+            }
+            if let Some(f) = &mut p.fcm {
+                f.private_key = fingerprint(&f.private_key);
+            }
+            if let Some(a) = &mut p.apns {
+                a.private_key = fingerprint(&a.private_key);
+            }
+            p
+        });
+        RedactedTenant {
+            id: self.id.clone(),
+            hs256_secrets: self.hs256_secrets.iter().map(|s| fingerprint(s)).collect(),
+            ed25519_public_keys: self.ed25519_public_keys.clone(),
+            quotas: self.quotas,
+            allowed_origins: self.allowed_origins.clone(),
+            push,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
     }
+}
+
+/// A tenant as the operator API and CLI show it: every secret (HS256
+/// secrets, the webhook's secret, the FCM and APNs private keys) replaced
+/// by its fingerprint, `sha256:<16 hex digits>`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "Tenant"))]
+pub struct RedactedTenant {
+    pub id: TenantId,
+    /// Fingerprints (`sha256:<16 hex digits>`) of the HS256 secrets.
+    pub hs256_secrets: Vec<String>,
+    /// Ed25519 public keys, base64 (32 bytes).
+    pub ed25519_public_keys: Vec<String>,
+    pub quotas: TenantQuotas,
+    /// Web origins whose browser clients may use the tenant's tokens.
+    pub allowed_origins: Vec<String>,
+    /// Push notifications (`null`: none), secrets as fingerprints.
+    pub push: Option<PushSettings>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// The longest web origin accepted (`is_web_origin`).
 pub const MAX_ORIGIN_LEN: usize = 266;
+
+/// [`is_web_origin`] as a regular expression, for the OpenAPI document
+/// (which adds [`MAX_ORIGIN_LEN`]).
+pub const WEB_ORIGIN_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?$";
+
+/// The longest push webhook URL accepted (`is_push_url`).
+pub const MAX_PUSH_URL_LEN: usize = 2048;
+
+/// [`is_push_url`] as a regular expression (which [`MAX_PUSH_URL_LEN`]
+/// bounds).
+pub const PUSH_URL_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?(/[!-~]*)?$";
+
+/// The longest a push may wait for the device's own ack: jobs wait out
+/// their delay while the consumer's ack_wait (60 s) runs.
+pub const MAX_PUSH_DELAY_MS: u64 = 30_000;
+
+/// An Ed25519 public key as tenants give it: 32 bytes in canonical
+/// base64, standard (padded) or URL-safe (unpadded).
+pub const ED25519_KEY_PATTERN: &str =
+    "^([A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=|[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048])$";
 
 /// A host and optional port as origins and push URLs may name them: DNS
 /// labels (an IPv4 address is four of them), then `:port`.
@@ -338,7 +396,9 @@ pub fn is_push_url(url: &str) -> bool {
         Some(at) => rest.split_at(at),
         None => (rest, ""),
     };
-    url.len() <= 2048 && is_host_and_port(authority) && path.bytes().all(|b| b.is_ascii_graphic())
+    url.len() <= MAX_PUSH_URL_LEN
+        && is_host_and_port(authority)
+        && path.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The first 8 bytes of a secret's SHA-256, hex: enough to tell secrets
@@ -531,11 +591,10 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
                 ));
             }
         }
-        // Jobs wait their delay while the consumer's ack_wait (60 s) runs.
-        if p.delay_ms > 30_000 {
-            return Err(TenantError::Invalid(
-                "push.delay_ms must be at most 30000".into(),
-            ));
+        if p.delay_ms > MAX_PUSH_DELAY_MS {
+            return Err(TenantError::Invalid(format!(
+                "push.delay_ms must be at most {MAX_PUSH_DELAY_MS}"
+            )));
         }
         if p.max_attempts == 0 {
             return Err(TenantError::Invalid(
@@ -711,7 +770,15 @@ mod tests {
     fn secrets_are_shown_as_fingerprints_only() {
         let mut r = TenantRecord::new(TenantId::new("acme").unwrap());
         r.hs256_secrets.push("a-secret-of-enough-length".into());
-        let shown = r.redacted().to_string();
+        r.push = Some(PushSettings {
+            webhook: Some(WebhookSettings {
+                url: "https://hooks.example.com/push".into(),
+                secret: "a-webhook-secret-of-length".into(),
+            }),
+            ..serde_json::from_str("{}").unwrap()
+        });
+        let shown = serde_json::to_string(&r.redacted()).unwrap();
+        assert!(!shown.contains("a-webhook-secret-of-length"));
         assert!(!shown.contains("a-secret-of-enough-length"));
         assert!(shown.contains("sha256:"));
         r.hs256_secrets.push("short".into());
