@@ -13,6 +13,7 @@ use switchboard_backbone::BackboneError;
 use switchboard_backbone::records::push_tokens::PushTokenError;
 use switchboard_backbone::records::tenants::TenantError;
 use switchboard_blob::BlobError;
+use switchboard_plugin_host::compiler::CompilerError;
 use switchboard_plugin_host::deploy::DeployError;
 use switchboard_plugin_host::host::CompileError;
 use switchboard_protocol::content::ContentError;
@@ -226,7 +227,13 @@ impl From<DeployError> for ApiError {
         let code = match &e {
             DeployError::Invalid(CompileError::TooLarge { .. }) => ErrorCode::TooLarge,
             DeployError::Invalid(_) => ErrorCode::InvalidRequest,
-            DeployError::NothingToRollBack | DeployError::Conflict => ErrorCode::Conflict,
+            DeployError::Compiler(CompilerError::Busy(_)) => ErrorCode::Unavailable,
+            DeployError::Compiler(CompilerError::TimedOut(_)) => ErrorCode::InvalidRequest,
+            DeployError::Compiler(CompilerError::Join(_)) => ErrorCode::Internal,
+            DeployError::OverQuota { .. } => ErrorCode::QuotaExceeded,
+            DeployError::NothingToRollBack | DeployError::Pruned { .. } | DeployError::Conflict => {
+                ErrorCode::Conflict
+            }
             DeployError::NotDeployed => ErrorCode::NotFound,
             DeployError::Backbone(_) => ErrorCode::Unavailable,
         };

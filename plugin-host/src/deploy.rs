@@ -3,6 +3,14 @@
 //! back through that key's history, list the versions. Every process
 //! follows `sb_plugins` ([`crate::registry`]), so activating here is
 //! deploying everywhere.
+//!
+//! Storage is bounded per tenant. Each hook keeps its newest
+//! `max_versions_per_hook` versions of the rollback history ([`kept`]);
+//! a component no kept version of any of the tenant's hooks uses is
+//! deleted after each change ([`Deployer::prune`]), and a deploy that
+//! would keep more than `max_bytes_per_tenant` is refused before anything
+//! is stored. The version records stay in the bucket's history (64 per
+//! key, a few hundred bytes each) and in the listing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,16 +21,30 @@ use serde::Serialize;
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
+use crate::compiler::{CompilerError, Wait};
 use crate::hook::Hook;
 use crate::host::{self, CompileError, Counts};
-use crate::registry::{Activation, OnFailure, Plugins, VersionRecord, kv_key, object_name};
+use crate::registry::{
+    Activation, OnFailure, Plugins, VersionRecord, digest_of_object, kv_key, object_name,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     #[error(transparent)]
     Invalid(#[from] CompileError),
+    /// No compiler was free in time, or compiling took too long.
+    #[error(transparent)]
+    Compiler(#[from] CompilerError),
+    #[error(
+        "the tenant's kept plugin versions would take {bytes} bytes, over its {cap} (max_bytes_per_tenant); remove a hook's plugin or deploy a smaller component"
+    )]
+    OverQuota { bytes: u64, cap: u64 },
     #[error("no earlier version to roll back to")]
     NothingToRollBack,
+    #[error(
+        "the version before ({digest}) is no longer stored (max_versions_per_hook); deploy it again instead"
+    )]
+    Pruned { digest: String },
     #[error("the version list changed meanwhile; try again")]
     Conflict,
     #[error("no plugin is deployed for this hook")]
@@ -97,21 +119,15 @@ impl Deployer {
         by: &UserId,
     ) -> Result<VersionEntry, DeployError> {
         let plugins = self.plugins.clone();
-        let (component, config, compiled) = tokio::task::spawn_blocking(move || {
-            let compiled = plugins.host().validate(hook, &component, &config);
-            (component, config, compiled)
-        })
-        .await
-        .map_err(backbone)?;
+        let (component, config, compiled) = self
+            .plugins
+            .compiler()
+            .run(Wait::Bounded, move || {
+                let compiled = plugins.host().validate(hook, &component, &config);
+                (component, config, compiled)
+            })
+            .await?;
         let digest = compiled?.digest.to_string();
-        let name = object_name(tenant, &digest);
-        if self.code.info(&name).await.is_err() {
-            let mut reader = component.as_slice();
-            self.code
-                .put(name.as_str(), &mut reader)
-                .await
-                .map_err(backbone)?;
-        }
         let record = VersionRecord {
             digest,
             size: component.len() as u64,
@@ -121,12 +137,103 @@ impl Deployer {
             activated_at: Timestamp::now(),
             activated_by: by.as_str().to_owned(),
         };
+        let cap = self.limits().max_bytes_per_tenant;
+        let bytes: u64 = self
+            .kept(tenant, Some((hook, &record)))
+            .await?
+            .values()
+            .sum();
+        if bytes > cap {
+            return Err(DeployError::OverQuota { bytes, cap });
+        }
+        let name = object_name(tenant, &record.digest);
+        if !self.stored(&name).await {
+            let mut reader = component.as_slice();
+            self.code
+                .put(name.as_str(), &mut reader)
+                .await
+                .map_err(backbone)?;
+        }
         let revision = self.put(tenant, hook, &record).await?;
         tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, "plugin deployed");
+        self.prune(tenant).await;
         Ok(VersionEntry {
             revision,
             record: Some(record),
         })
+    }
+
+    /// Whether the code store holds the object (a deleted one leaves its
+    /// description behind, marked deleted).
+    async fn stored(&self, name: &str) -> bool {
+        self.code.info(name).await.is_ok_and(|info| !info.deleted)
+    }
+
+    fn limits(&self) -> &crate::PluginLimits {
+        self.plugins.host().limits()
+    }
+
+    /// The components the tenant keeps, by digest with their sizes: the
+    /// kept versions of each hook ([`kept_versions`]), with `adding` on top
+    /// of its hook's.
+    async fn kept(
+        &self,
+        tenant: &TenantId,
+        adding: Option<(Hook, &VersionRecord)>,
+    ) -> Result<BTreeMap<String, u64>, DeployError> {
+        let mut kept = BTreeMap::new();
+        for hook in Hook::ALL {
+            let mut stack = deploy_stack(&self.history(tenant, hook).await?);
+            if let Some((_, record)) = adding.filter(|(h, _)| *h == hook) {
+                stack.push(record.clone());
+            }
+            for r in kept_versions(&stack, self.limits().max_versions_per_hook) {
+                kept.insert(r.digest.clone(), r.size);
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Deletes the tenant's components that no kept version uses and that
+    /// were stored more than `prune_grace` ago (younger ones may belong to
+    /// a deploy whose record is not written yet). Runs after every change;
+    /// a failure is logged and left for the next one.
+    pub async fn prune(&self, tenant: &TenantId) -> usize {
+        match self.try_prune(tenant).await {
+            Ok(pruned) => pruned,
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "cannot prune the tenant's plugin components; the next change tries again");
+                0
+            }
+        }
+    }
+
+    async fn try_prune(&self, tenant: &TenantId) -> Result<usize, DeployError> {
+        let kept = self.kept(tenant, None).await?;
+        let grace = self.limits().prune_grace;
+        let now = time::OffsetDateTime::now_utc();
+        let mut unkept = Vec::new();
+        let mut objects = self.code.list().await.map_err(backbone)?;
+        while let Some(info) = objects.next().await {
+            let info = info.map_err(backbone)?;
+            let Some(digest) = digest_of_object(tenant, &info.name) else {
+                continue;
+            };
+            let old_enough = info
+                .modified
+                .is_none_or(|at| (now - at).unsigned_abs() >= grace);
+            if !info.deleted && old_enough && !kept.contains_key(digest) {
+                unkept.push(info.name);
+            }
+        }
+        for name in &unkept {
+            self.code.delete(name).await.map_err(backbone)?;
+        }
+        if !unkept.is_empty() {
+            tracing::info!(tenant = %tenant, components = unkept.len(), "pruned plugin components no kept version uses");
+            crate::metrics::pruned(unkept.len());
+        }
+        Ok(unkept.len())
     }
 
     /// Makes the version before the active one active again. Rollbacks
@@ -139,13 +246,21 @@ impl Deployer {
     ) -> Result<VersionEntry, DeployError> {
         let history = self.history(tenant, hook).await?;
         let latest = history.last().map(|e| e.revision);
-        let mut stack = deploy_stack(&history);
+        // Only as far back as versions are kept.
+        let mut stack =
+            kept_versions(&deploy_stack(&history), self.limits().max_versions_per_hook).to_vec();
         if stack.pop().is_none() {
             return Err(DeployError::NotDeployed);
         }
         let Some(previous) = stack.pop() else {
             return Err(DeployError::NothingToRollBack);
         };
+        // Older versions' components are pruned as rollbacks reach back.
+        if !self.stored(&object_name(tenant, &previous.digest)).await {
+            return Err(DeployError::Pruned {
+                digest: previous.digest,
+            });
+        }
         let record = VersionRecord {
             activation: Activation::Rollback,
             activated_at: Timestamp::now(),
@@ -164,6 +279,7 @@ impl Deployer {
                 _ => backbone(e),
             })?;
         tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, "plugin rolled back");
+        self.prune(tenant).await;
         Ok(VersionEntry {
             revision,
             record: Some(record),
@@ -186,6 +302,7 @@ impl Deployer {
             .await
             .map_err(backbone)?;
         tracing::info!(tenant = %tenant, %hook, by = %by, "plugin removed");
+        self.prune(tenant).await;
         Ok(())
     }
 
@@ -275,6 +392,12 @@ fn deploy_stack(history: &[VersionEntry]) -> Vec<VersionRecord> {
     stack
 }
 
+/// The versions of a rollback stack that are kept: the newest `max` (at
+/// least the active one).
+fn kept_versions(stack: &[VersionRecord], max: usize) -> &[VersionRecord] {
+    &stack[stack.len().saturating_sub(max.max(1))..]
+}
+
 /// The digest of a component, as the API and the bucket name it.
 pub fn digest(component: &[u8]) -> String {
     host::digest(component)
@@ -323,5 +446,36 @@ mod tests {
             record: None,
         });
         assert!(deploy_stack(&h).is_empty(), "a removal starts over");
+    }
+
+    #[test]
+    fn only_the_newest_versions_are_kept() {
+        use Activation::*;
+        let h: Vec<VersionEntry> = ["a", "b", "c", "d"]
+            .iter()
+            .zip(1..)
+            .map(|(d, r)| entry(r, d, Deploy))
+            .collect();
+        let stack = deploy_stack(&h);
+        assert_eq!(digests(kept_versions(&stack, 2)), ["c", "d"]);
+        assert_eq!(digests(kept_versions(&stack, 4)), ["a", "b", "c", "d"]);
+        assert_eq!(digests(kept_versions(&stack, 9)), ["a", "b", "c", "d"]);
+        assert_eq!(
+            digests(kept_versions(&stack, 0)),
+            ["d"],
+            "the active one always"
+        );
+        assert!(kept_versions(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn a_tenants_objects_are_told_from_a_dotted_tenants() {
+        let acme = TenantId::new("acme").unwrap();
+        let d = "sha256:0123abcd";
+        assert_eq!(digest_of_object(&acme, &object_name(&acme, d)), Some(d));
+        let dotted = TenantId::new("acme.x").unwrap();
+        assert_eq!(digest_of_object(&acme, &object_name(&dotted, d)), None);
+        assert_eq!(digest_of_object(&acme, "acmex.sha256:00"), None);
+        assert_eq!(digest_of_object(&acme, "acme.notes"), None);
     }
 }

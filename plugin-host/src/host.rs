@@ -249,8 +249,9 @@ impl PluginHost {
             Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
         };
         let compiled = Arc::new(Compiled { digest, hook, pre });
-        self.lock_compiled()
-            .insert(key, compiled.clone(), self.limits.compiled_cache_entries);
+        let mut cache = self.lock_compiled();
+        cache.insert(key, compiled.clone(), self.limits.compiled_cache_entries);
+        crate::metrics::compiled_cached(cache.entries.len());
         Ok(compiled)
     }
 

@@ -11,12 +11,15 @@
 //! KV bucket and loading components from the `sb_plugin_code` object
 //! store, and swaps versions atomically: a call resolves its version once.
 //! [`deploy`] is what the admin API does: validate, store, activate, roll
-//! back, list.
+//! back, list, and keep each tenant's stored components within their caps.
+//! [`compiler`] runs every compilation off the async runtime, a bounded
+//! number at once and each within a time bound.
 //!
 //! **Architecture invariant:** plugin code never runs outside
 //! [`host::PluginHost::call`]'s limits, and a plugin only ever sees what
 //! one tenant's hook call passes it.
 
+pub mod compiler;
 pub mod deploy;
 mod engine;
 pub mod fanout;

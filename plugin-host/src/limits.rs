@@ -29,6 +29,25 @@ pub struct PluginLimits {
     /// hook); past it, the least recently used is forgotten (versions in
     /// use keep theirs; it is compiled again if deployed again).
     pub compiled_cache_entries: usize,
+    /// Versions of one tenant's hook kept in storage: the active one and
+    /// those a rollback can return to, newest first. Older components are
+    /// deleted from the code store (their records stay listed). At least 1.
+    pub max_versions_per_hook: usize,
+    /// Bytes of components one tenant keeps stored, the kept versions of
+    /// every hook together; a deploy past it is refused.
+    pub max_bytes_per_tenant: u64,
+    /// Compilations that may run at once in this process; more wait. At
+    /// least 1.
+    pub compile_concurrency: usize,
+    /// Longest one compilation may take (`compile_timeout_ms`); a deploy
+    /// also waits at most this long for a free compiler.
+    #[serde(rename = "compile_timeout_ms", with = "millis")]
+    pub compile_timeout: Duration,
+    /// A component stored this recently is never deleted as unkept
+    /// (`prune_grace_ms`): it may belong to a deploy whose version record
+    /// is not written yet.
+    #[serde(rename = "prune_grace_ms", with = "millis")]
+    pub prune_grace: Duration,
     /// Log lines one call may write; the rest are dropped.
     pub max_log_lines: u32,
     /// Consecutive failures after which a version is not called for
@@ -55,6 +74,11 @@ impl Default for PluginLimits {
             pool_size: 64,
             max_component_bytes: 8 << 20,
             compiled_cache_entries: 64,
+            max_versions_per_hook: 10,
+            max_bytes_per_tenant: 64 << 20,
+            compile_concurrency: 2,
+            compile_timeout: Duration::from_secs(30),
+            prune_grace: Duration::from_secs(60),
             max_log_lines: 16,
             quarantine_after: 5,
             quarantine: Duration::from_secs(10),

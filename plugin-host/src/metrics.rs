@@ -10,7 +10,9 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 use switchboard_protocol::TenantId;
 
 use crate::Hook;
@@ -18,6 +20,10 @@ use crate::Hook;
 pub const CALLS: &str = "switchboard_plugin_calls_total";
 pub const CALL_SECONDS: &str = "switchboard_plugin_call_seconds";
 pub const QUARANTINES: &str = "switchboard_plugin_quarantines_total";
+pub const COMPILE_SECONDS: &str = "switchboard_plugin_compile_seconds";
+pub const COMPILE_TIMEOUTS: &str = "switchboard_plugin_compile_timeouts_total";
+pub const COMPILED_CACHED: &str = "switchboard_plugin_compiled_cached";
+pub const COMPONENTS_PRUNED: &str = "switchboard_plugin_components_pruned_total";
 
 /// Distinct tenant label values at most.
 pub const TENANT_LABELS: usize = 100;
@@ -37,6 +43,38 @@ pub fn describe() {
         QUARANTINES,
         "Plugin versions put in quarantine, by hook and tenant."
     );
+    describe_histogram!(
+        COMPILE_SECONDS,
+        Unit::Seconds,
+        "One compilation of a component (deploys and activations), up to compile_timeout_ms."
+    );
+    describe_counter!(
+        COMPILE_TIMEOUTS,
+        "Compilations answered as timed out (compile_timeout_ms)."
+    );
+    describe_gauge!(
+        COMPILED_CACHED,
+        "Compiled components this process keeps for reuse (at most compiled_cache_entries)."
+    );
+    describe_counter!(
+        COMPONENTS_PRUNED,
+        "Stored components deleted because no kept version uses them (max_versions_per_hook)."
+    );
+}
+
+pub(crate) fn compiled(took: Duration, timed_out: bool) {
+    histogram!(COMPILE_SECONDS).record(took.as_secs_f64());
+    if timed_out {
+        counter!(COMPILE_TIMEOUTS).increment(1);
+    }
+}
+
+pub(crate) fn compiled_cached(entries: usize) {
+    gauge!(COMPILED_CACHED).set(entries as f64);
+}
+
+pub(crate) fn pruned(components: usize) {
+    counter!(COMPONENTS_PRUNED).increment(components as u64);
 }
 
 static TENANTS: Mutex<Option<HashSet<String>>> = Mutex::new(None);

@@ -20,6 +20,7 @@ use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
 use tokio::io::AsyncReadExt;
 
+use crate::compiler::{Compiler, CompilerError, Wait};
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
 use crate::host::{self, CallError, CompileError, Compiled, Counts, PluginHost, Verdict};
 
@@ -68,6 +69,15 @@ pub fn kv_key(tenant: &TenantId, hook: Hook) -> String {
 
 pub fn object_name(tenant: &TenantId, digest: &str) -> String {
     format!("{}.{}", tenant.as_str(), digest)
+}
+
+/// The digest of `name` if it is one of `tenant`'s objects. Tenant ids
+/// may hold dots and digests never do, so `acme.x.sha256:...` is tenant
+/// `acme.x`'s, never `acme`'s.
+pub fn digest_of_object<'a>(tenant: &TenantId, name: &'a str) -> Option<&'a str> {
+    name.strip_prefix(tenant.as_str())?
+        .strip_prefix('.')
+        .filter(|digest| digest.starts_with("sha256:") && !digest.contains('.'))
 }
 
 fn parse_key(key: &str) -> Option<(TenantId, Hook)> {
@@ -133,9 +143,10 @@ pub enum LoadError {
     Read(#[source] std::io::Error),
     #[error("the stored component does not match its digest")]
     DigestMismatch,
-    /// The compiling task did not finish (it panicked).
-    #[error("compiling: {0}")]
-    Join(#[source] tokio::task::JoinError),
+    /// No compiler was free, the compilation ran out of time, or it
+    /// panicked.
+    #[error(transparent)]
+    Compiler(#[from] CompilerError),
     #[error(transparent)]
     Compile(#[from] CompileError),
 }
@@ -153,6 +164,7 @@ pub enum RegistryError {
 
 pub struct Plugins {
     host: PluginHost,
+    compiler: Compiler,
     /// Every install and removal, for those who act on a change (a
     /// gateway re-deciding which conversations it listens to).
     changes: tokio::sync::broadcast::Sender<(TenantId, Hook)>,
@@ -163,7 +175,9 @@ pub struct Plugins {
 
 impl Plugins {
     pub fn new(host: PluginHost) -> Arc<Self> {
+        let limits = host.limits();
         Arc::new(Self {
+            compiler: Compiler::new(limits.compile_concurrency, limits.compile_timeout),
             host,
             changes: tokio::sync::broadcast::channel(256).0,
             active: RwLock::new(HashMap::new()),
@@ -172,6 +186,11 @@ impl Plugins {
 
     pub fn host(&self) -> &PluginHost {
         &self.host
+    }
+
+    /// Where this process's compilations run.
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
     }
 
     /// The version this process runs for the tenant's hook.
@@ -487,17 +506,17 @@ impl Plugins {
         self.compile_off_runtime(hook, bytes).await
     }
 
-    /// Compiling takes milliseconds to seconds of CPU: not on the runtime.
+    /// Compiles through the [`Compiler`], waiting for a free one as long
+    /// as it takes: the version must load, however many are queued.
     pub(crate) async fn compile_off_runtime(
         self: &Arc<Self>,
         hook: Hook,
         bytes: Vec<u8>,
     ) -> Result<Arc<Compiled>, LoadError> {
         let plugins = self.clone();
-        Ok(
-            tokio::task::spawn_blocking(move || plugins.host.compile(hook, &bytes))
-                .await
-                .map_err(LoadError::Join)??,
-        )
+        Ok(self
+            .compiler
+            .run(Wait::Patient, move || plugins.host.compile(hook, &bytes))
+            .await??)
     }
 }

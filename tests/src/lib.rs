@@ -46,6 +46,20 @@ pub fn plugin(name: &str) -> Vec<u8> {
     })
 }
 
+/// Plugin `name` with a custom section of its own: the same plugin, a
+/// different digest (`n` tells the variants apart).
+pub fn plugin_variant(name: &str, n: u8) -> Vec<u8> {
+    let mut bytes = plugin(name);
+    let section = b"switchboard-test";
+    // A custom section (id 0): its size, then its name, then `n`. Both
+    // lengths fit in one LEB128 byte.
+    let contents_len = 1 + section.len() + 1;
+    bytes.extend_from_slice(&[0, contents_len as u8, section.len() as u8]);
+    bytes.extend_from_slice(section);
+    bytes.push(n);
+    bytes
+}
+
 /// A binary named by the environment variable `env`, else found on `PATH`.
 pub fn find_bin(env: &str, name: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(env) {

@@ -242,18 +242,9 @@ fn components_that_do_not_fit_are_refused_with_a_clear_error() {
     }
 }
 
-/// `word-list` with a custom section of its own: the same plugin, a
-/// different digest.
+/// `word-list` with a custom section of its own.
 fn variant(n: u8) -> Vec<u8> {
-    let mut bytes = plugin("word-list");
-    let name = b"switchboard-test";
-    // A custom section (id 0): its size, then its name, then `n`. Both
-    // lengths fit in one LEB128 byte.
-    let contents_len = 1 + name.len() + 1;
-    bytes.extend_from_slice(&[0, contents_len as u8, name.len() as u8]);
-    bytes.extend_from_slice(name);
-    bytes.push(n);
-    bytes
+    switchboard_tests::plugin_variant("word-list", n)
 }
 
 #[test]

@@ -14,7 +14,7 @@ use switchboard_protocol::{
     ClientFrame, Content, ConversationId, ConversationKind, ErrorCode, MessageId, ServerFrame,
 };
 use switchboard_tests::cluster::OTHER_TENANT;
-use switchboard_tests::{Cluster, ClusterSpec, TENANT, plugin};
+use switchboard_tests::{Cluster, ClusterSpec, TENANT, plugin, plugin_variant};
 
 use crate::support::*;
 
@@ -851,4 +851,135 @@ async fn the_fan_out_plugin_is_asked_once_per_conversation_size() {
         asked <= 2,
         "asked {asked} times for 18 memberships of 2 sizes"
     );
+}
+
+/// The tenant's components in the code store, by digest: what
+/// `nats object ls sb_plugin_code` shows.
+async fn stored_components(cluster: &Cluster) -> HashSet<String> {
+    let nats = async_nats::connect(cluster.nats.url()).await.unwrap();
+    let code = async_nats::jetstream::new(nats)
+        .get_object_store("sb_plugin_code")
+        .await
+        .unwrap();
+    let mut list = code.list().await.unwrap();
+    let mut digests = HashSet::new();
+    while let Some(info) = futures::StreamExt::next(&mut list).await {
+        let info = info.unwrap();
+        if info.deleted {
+            continue;
+        }
+        if let Some(digest) = info.name.strip_prefix(&format!("{TENANT}.")) {
+            digests.insert(digest.to_owned());
+        }
+    }
+    digests
+}
+
+/// Issue 17's finding: every uploaded version was kept forever. A tenant
+/// who uploads 50 versions now keeps `max_versions_per_hook` of them
+/// stored and at most `compiled_cache_entries` compiled; rollbacks reach
+/// exactly the kept ones; and a deploy that would keep more than
+/// `max_bytes_per_tenant` is refused before anything is stored.
+#[tokio::test]
+async fn fifty_uploads_stay_within_the_storage_and_compile_caps() {
+    // Three kept versions of word-list fit, with room to spare for
+    // nothing else.
+    let each = plugin_variant("word-list", 0).len() as u64;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "[plugins]\nmax_versions_per_hook = 3\ncompiled_cache_entries = 4\nprune_grace_ms = 0\nmax_bytes_per_tenant = {}\n",
+            3 * each + 64
+        ),
+        ..Default::default()
+    })
+    .await;
+    let admin = admin(&cluster, 0);
+    let mut deployed = Vec::new();
+    for n in 0..50 {
+        let v = admin
+            .deploy_plugin("moderation", plugin_variant("word-list", n), &[], None)
+            .await
+            .unwrap();
+        deployed.push(v);
+        let stored = stored_components(&cluster).await;
+        assert!(stored.len() <= 3, "after {} uploads: {stored:?}", n + 1);
+    }
+    let last_three: HashSet<String> = deployed[47..]
+        .iter()
+        .map(|v| v["digest"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stored_components(&cluster).await, last_three);
+    converge(&cluster, "moderation", Some(revision(&deployed[49]))).await;
+
+    // Compiled code on the gateway stays within its cache (the active
+    // version's compilation is among them).
+    let samples = scrape(cluster.gateways[0].addr.unwrap()).await;
+    let cached = sum(&samples, "switchboard_plugin_compiled_cached", "");
+    assert!(
+        (1.0..=4.0).contains(&cached),
+        "{cached} compiled components"
+    );
+
+    // Rollbacks reach the kept versions, and no further.
+    let back = admin.rollback_plugin("moderation").await.unwrap();
+    assert_eq!(back["digest"], deployed[48]["digest"]);
+    let back = admin.rollback_plugin("moderation").await.unwrap();
+    assert_eq!(back["digest"], deployed[47]["digest"]);
+    let e = admin.rollback_plugin("moderation").await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    // The version rolled back from is no longer kept: pruned.
+    converge(&cluster, "moderation", Some(revision(&back))).await;
+    assert_eq!(
+        stored_components(&cluster).await,
+        HashSet::from([deployed[47]["digest"].as_str().unwrap().to_owned()])
+    );
+    // The listing keeps the records (64 per hook, the bucket's history).
+    let listing = admin.plugin_versions("moderation").await.unwrap();
+    assert_eq!(listing["versions"].as_array().unwrap().len(), 52);
+
+    // At the byte cap: two more word-list versions fit (three kept)...
+    for n in 50..52 {
+        admin
+            .deploy_plugin("moderation", plugin_variant("word-list", n), &[], None)
+            .await
+            .unwrap();
+    }
+    // ...and another hook's version past it is refused, nothing stored.
+    let before = stored_components(&cluster).await;
+    let e = admin
+        .deploy_plugin("edit_policy", plugin("edit-window"), &[], None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(429), "{e}");
+    assert!(e.to_string().contains("max_bytes_per_tenant"), "{e}");
+    assert_eq!(stored_components(&cluster).await, before);
+    let listing = admin.plugin_versions("edit_policy").await.unwrap();
+    assert!(listing["active"].is_null(), "{listing}");
+    // Removing the moderator frees its versions: the other hook fits.
+    admin.remove_plugin("moderation").await.unwrap();
+    assert!(stored_components(&cluster).await.is_empty());
+    admin
+        .deploy_plugin("edit_policy", plugin("edit-window"), &[], None)
+        .await
+        .unwrap();
+}
+
+/// Compiling is bounded in time: a deploy whose compilation overruns
+/// `compile_timeout_ms` gets a clear error and nothing is stored.
+#[tokio::test]
+async fn a_compilation_past_its_time_bound_is_refused() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[plugins]\ncompile_timeout_ms = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let e = admin(&cluster, 0)
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    assert!(e.to_string().contains("compile_timeout_ms"), "{e}");
+    assert!(stored_components(&cluster).await.is_empty());
+    let samples = scrape(cluster.gateways[0].addr.unwrap()).await;
+    assert!(sum(&samples, "switchboard_plugin_compile_timeouts_total", "") >= 1.0);
 }
