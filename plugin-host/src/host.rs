@@ -111,6 +111,18 @@ pub enum Verdict {
 struct HookStats {
     calls: AtomicU64,
     failures: AtomicU64,
+    /// Fuel the calls burned, failed ones included.
+    fuel: AtomicU64,
+}
+
+/// One interface a component imports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Import {
+    pub name: String,
+    /// `provided`: the host's (`log`, `config`); `trap`: linked to a
+    /// function that fails the call if it is ever called (the WASI
+    /// interfaces a language's runtime imports).
+    pub linked: &'static str,
 }
 
 /// Calls and failures of one hook in this process, since it started.
@@ -253,6 +265,33 @@ impl PluginHost {
         cache.insert(key, compiled.clone(), self.limits.compiled_cache_entries);
         crate::metrics::compiled_cached(cache.entries.len());
         Ok(compiled)
+    }
+
+    /// Fuel every call of `hook` in this process has burned.
+    pub fn fuel_used(&self, hook: Hook) -> u64 {
+        self.stats[hook as usize].fuel.load(Ordering::Relaxed)
+    }
+
+    /// What the component imports, and how each import is linked.
+    pub fn imports(&self, bytes: &[u8]) -> Result<Vec<Import>, CompileError> {
+        preflight(bytes, self.limits.max_component_bytes)?;
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| CompileError::Unreadable {
+                message: format!("{e:#}"),
+                source: switchboard_backbone::cause(e),
+            })?;
+        Ok(component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| Import {
+                name: name.to_owned(),
+                linked: if name.starts_with("switchboard:plugin/") {
+                    "provided"
+                } else {
+                    "trap"
+                },
+            })
+            .collect())
     }
 
     /// How many compiled components this process keeps for reuse.
@@ -485,6 +524,10 @@ impl PluginHost {
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
         let result = store.set_fuel(fuel).and_then(|()| f(&mut store));
+        let left = store.get_fuel().unwrap_or(fuel);
+        stats
+            .fuel
+            .fetch_add(fuel.saturating_sub(left), Ordering::Relaxed);
         result.map_err(|e| {
             stats.failures.fetch_add(1, Ordering::Relaxed);
             classify(&e, store.data().limiter.refused, deadline)

@@ -10,6 +10,7 @@ mod bench;
 mod config;
 mod nats_server;
 mod plugin_bench;
+mod plugin_cli;
 mod run;
 mod sys;
 mod telemetry;
@@ -64,6 +65,8 @@ enum Cmd {
     Tenant(tenant_cli::TenantArgs),
     /// Load generator: N clients in 1:1 conversations.
     Bench(bench::BenchArgs),
+    /// A plugin author's local harness: check a component, call a hook.
+    Plugin(plugin_cli::PluginArgs),
 }
 
 #[derive(Args)]
@@ -214,6 +217,14 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Token(args) => token(args),
         Cmd::Tenant(args) => tenant_cli::run(args).await,
         Cmd::Bench(args) => bench::run(args).await,
+        Cmd::Plugin(args) => {
+            // The plugin's own log lines, on stderr.
+            let _logs = traces::init(Some("warn,plugin=debug"), None, "plugin")?;
+            if !plugin_cli::run(args)? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 

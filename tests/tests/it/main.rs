@@ -22,6 +22,7 @@ mod media;
 mod metrics;
 mod ordering;
 mod overload;
+mod plugin_cli;
 mod plugin_host;
 mod plugins;
 mod presence;

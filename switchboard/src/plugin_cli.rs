@@ -1,0 +1,384 @@
+//! `switchboard plugin`: a plugin author's local harness, with the host
+//! that runs plugins in production and its limits.
+//! - `check FILE`: what a deploy checks before it stores anything: the
+//!   size, the hook's world, the imports, and a trial call.
+//! - `call FILE --hook H --input SAMPLE`: one hook call with the sample's
+//!   input, printing the decision, the time and the fuel it took.
+//!
+//! Both print one JSON object on stdout and exit 1 when the component
+//! would be refused or the call fails. The plugin's own log lines go to
+//! stderr.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, anyhow, bail};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchboard_plugin_host::fanout::FanOut;
+use switchboard_plugin_host::host::{Compiled, Verdict};
+use switchboard_plugin_host::{EditAction, EditRequest, Hook, ModerationInput, PluginHost};
+use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::{
+    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId, TenantId,
+    Timestamp, UserId,
+};
+
+use crate::config::FileConfig;
+
+#[derive(clap::Args)]
+pub struct PluginArgs {
+    #[command(subcommand)]
+    command: PluginCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum PluginCmd {
+    /// Check a component as a deploy would: its size, its hook's world,
+    /// its imports, and a trial call.
+    Check(CheckArgs),
+    /// Run one hook call with a sample input under the production limits;
+    /// print the decision, the time and the fuel.
+    Call(CallArgs),
+}
+
+#[derive(clap::Args)]
+struct Component {
+    /// The component (`.wasm`).
+    file: PathBuf,
+    /// A configuration value of the plugin, `KEY=VALUE` (what a deploy's
+    /// `config.<key>` sets); repeat for more.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// A Switchboard configuration file whose `[plugins]` limits to run
+    /// under (default: the defaults).
+    #[arg(long, env = "SWITCHBOARD_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    component: Component,
+    /// The hook: moderation, edit_policy or fan_out (default: whichever
+    /// the component fits).
+    #[arg(long)]
+    hook: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct CallArgs {
+    #[command(flatten)]
+    component: Component,
+    /// The hook: moderation, edit_policy or fan_out.
+    #[arg(long)]
+    hook: String,
+    /// The call's input as JSON, `-` for stdin (plugins/README.md, "Test
+    /// it locally", shows one per hook).
+    #[arg(long)]
+    input: PathBuf,
+    /// Make the call this many times (each in a fresh instance, as in
+    /// production) and also report the median time: the first call of a
+    /// process pays for setting up its memory.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+}
+
+/// Prints the report; `false` when the component would be refused or the
+/// call failed (the process then exits 1).
+pub fn run(args: PluginArgs) -> anyhow::Result<bool> {
+    let (report, passed) = match args.command {
+        PluginCmd::Check(a) => check(&a)?,
+        PluginCmd::Call(a) => call(&a)?,
+    };
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if let Some(error) = report["error"].as_str() {
+        eprintln!("{error}");
+    }
+    Ok(passed)
+}
+
+/// A plugin's configuration values, as a version carries them.
+type PluginConfig = Arc<BTreeMap<String, String>>;
+
+/// The host with the limits of `config` (or the defaults), the
+/// component's bytes and the plugin's configuration.
+fn load(c: &Component) -> anyhow::Result<(PluginHost, Vec<u8>, PluginConfig)> {
+    let file = FileConfig::load(c.config.as_deref())?;
+    let host = PluginHost::new(file.plugins.unwrap_or_default())?;
+    let bytes = std::fs::read(&c.file).with_context(|| format!("reading {}", c.file.display()))?;
+    let mut config = BTreeMap::new();
+    for kv in &c.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--set takes KEY=VALUE, not {kv:?}");
+        };
+        config.insert(k.to_owned(), v.to_owned());
+    }
+    Ok((host, bytes, Arc::new(config)))
+}
+
+fn hook_named(name: &str) -> anyhow::Result<Hook> {
+    Hook::parse(name).ok_or_else(|| {
+        anyhow!("no hook {name:?}; the hooks are moderation, edit_policy and fan_out")
+    })
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<(Value, bool)> {
+    let (host, bytes, config) = load(&args.component)?;
+    let mut report = json!({
+        "file": args.component.file.display().to_string(),
+        "bytes": bytes.len(),
+        "max_bytes": host.limits().max_component_bytes,
+        "digest": switchboard_plugin_host::deploy::digest(&bytes),
+    });
+    let refused = |mut report: Value, error: String| {
+        report["ok"] = json!(false);
+        report["error"] = json!(error);
+        Ok((report, false))
+    };
+    match host.imports(&bytes) {
+        Ok(imports) => report["imports"] = json!(imports),
+        Err(e) => return refused(report, e.to_string()),
+    }
+    let hooks = match &args.hook {
+        Some(name) => vec![hook_named(name)?],
+        None => Hook::ALL.to_vec(),
+    };
+    // The first hook whose world the component fits; every misfit's
+    // reason when none does.
+    let mut misfits = Vec::new();
+    let Some(hook) = hooks
+        .into_iter()
+        .find(|&hook| match host.compile(hook, &bytes) {
+            Ok(_) => true,
+            Err(e) => {
+                misfits.push(e.to_string());
+                false
+            }
+        })
+    else {
+        return refused(report, misfits.join("; "));
+    };
+    report["hook"] = json!(hook.as_str());
+    report["world"] = json!(hook.world());
+    if let Err(e) = host.validate(hook, &bytes, &config) {
+        return refused(report, e.to_string());
+    }
+    report["trial_call"] = json!("passed");
+    report["ok"] = json!(true);
+    Ok((report, true))
+}
+
+/// `moderation`'s sample: the content, and the rest of the message as it
+/// would be in a group of three unless given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModerationSample {
+    content: Content,
+    tenant: Option<TenantId>,
+    conversation_id: Option<ConversationId>,
+    kind: Option<ConversationKind>,
+    member_count: Option<usize>,
+    sender: Option<UserId>,
+}
+
+/// `edit_policy`'s sample: who does what to which message, and when.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditSample {
+    #[serde(default)]
+    action: SampleAction,
+    actor: Option<UserId>,
+    #[serde(default)]
+    actor_is_admin: bool,
+    /// The message's sender (default: the actor).
+    sender: Option<UserId>,
+    seq: Option<u64>,
+    created_at: Option<Timestamp>,
+    edited_at: Option<Timestamp>,
+    now: Option<Timestamp>,
+    tenant: Option<TenantId>,
+    conversation_id: Option<ConversationId>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum SampleAction {
+    #[default]
+    Edit,
+    Delete,
+}
+
+/// `fan_out`'s sample: the conversation's kind and size.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FanOutSample {
+    kind: Option<ConversationKind>,
+    member_count: usize,
+    tenant: Option<TenantId>,
+}
+
+fn read_input(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        return std::io::read_to_string(std::io::stdin()).context("reading the input from stdin");
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn sample<T: serde::de::DeserializeOwned>(text: &str, hook: Hook) -> anyhow::Result<T> {
+    serde_json::from_str(text)
+        .with_context(|| format!("the input is not a {hook} sample (plugins/README.md)"))
+}
+
+fn call(args: &CallArgs) -> anyhow::Result<(Value, bool)> {
+    let hook = hook_named(&args.hook)?;
+    let (host, bytes, config) = load(&args.component)?;
+    let input = read_input(&args.input)?;
+    let compiled = match host.compile(hook, &bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            let report = json!({ "hook": hook.as_str(), "ok": false, "error": e.to_string() });
+            return Ok((report, false));
+        }
+    };
+    let fuel_before = host.fuel_used(hook);
+    let started = Instant::now();
+    let decision = match decide(&host, &compiled, &config, hook, &input) {
+        Ok(decision) => decision,
+        Err(e) => {
+            let report = json!({ "hook": hook.as_str(), "ok": false, "error": format!("{e:#}") });
+            return Ok((report, false));
+        }
+    };
+    let took = started.elapsed();
+    let fuel = host.fuel_used(hook) - fuel_before;
+    let micros = |d: std::time::Duration| (d.as_nanos() as f64 / 100.0).round() / 10.0;
+    let mut report = json!({
+        "hook": hook.as_str(),
+        "micros": micros(took),
+        "fuel": fuel,
+        "limits": {
+            "deadline_ms": host.limits().deadline.as_millis() as u64,
+            "fuel": host.limits().fuel,
+            "memory_bytes": host.limits().memory_bytes,
+        },
+    });
+    if args.repeat > 1 {
+        let mut times = vec![took];
+        for _ in 1..args.repeat {
+            let started = Instant::now();
+            // Each call decides alike: a fresh instance, the same input.
+            let _ = decide(&host, &compiled, &config, hook, &input)?;
+            times.push(started.elapsed());
+        }
+        times.sort_unstable();
+        report["calls"] = json!(args.repeat);
+        report["median_micros"] = json!(micros(times[times.len() / 2]));
+    }
+    match decision {
+        Ok(decision) => {
+            report["ok"] = json!(true);
+            report["decision"] = decision;
+            Ok((report, true))
+        }
+        Err(failure) => {
+            report["ok"] = json!(false);
+            report["error"] = json!(format!("the call failed: {failure}"));
+            Ok((report, false))
+        }
+    }
+}
+
+/// Runs the hook on the sample: the decision as JSON, or why the call
+/// failed (a trap or a limit).
+fn decide(
+    host: &PluginHost,
+    compiled: &Compiled,
+    config: &PluginConfig,
+    hook: Hook,
+    input: &str,
+) -> anyhow::Result<Result<Value, String>> {
+    let local = || TenantId::new("local");
+    let conversation = || ConversationId::new("local-conversation");
+    let alice = || UserId::new("alice");
+    Ok(match hook {
+        Hook::Moderation => {
+            let s: ModerationSample = sample(input, hook)?;
+            let tenant = s.tenant.map_or_else(local, Ok)?;
+            let conversation_id = s.conversation_id.map_or_else(conversation, Ok)?;
+            let sender = s.sender.map_or_else(alice, Ok)?;
+            let input = ModerationInput {
+                tenant: &tenant,
+                conversation_id: &conversation_id,
+                kind: s.kind.unwrap_or(ConversationKind::Group),
+                member_count: s.member_count.unwrap_or(3),
+                sender: &sender,
+                content: &s.content,
+            };
+            host.moderate(compiled, config, &input, &ContentLimits::default())
+                .map(|verdict| match verdict {
+                    None => {
+                        json!({ "verdict": "not_called", "why": "plugins never see ciphertext" })
+                    }
+                    Some(Verdict::Allow) => json!({ "verdict": "allow" }),
+                    Some(Verdict::Reject(reason)) => {
+                        json!({ "verdict": "reject", "reason": reason })
+                    }
+                    Some(Verdict::Rewrite(content)) => {
+                        json!({ "verdict": "rewrite", "content": content })
+                    }
+                })
+                .map_err(|e| e.to_string())
+        }
+        Hook::EditPolicy => {
+            let s: EditSample = sample(input, hook)?;
+            let tenant = s.tenant.map_or_else(local, Ok)?;
+            let actor = s.actor.map_or_else(alice, Ok)?;
+            let now = s.now.unwrap_or_else(Timestamp::now);
+            let message = Message {
+                message_id: MessageId::from_u64(1),
+                conversation_id: s.conversation_id.map_or_else(conversation, Ok)?,
+                seq: s.seq.unwrap_or(1),
+                sender_id: s.sender.unwrap_or_else(|| actor.clone()),
+                sender_device: DeviceId::default_device(),
+                client_msg_id: ClientMsgId::new("local")?,
+                content: Some(Content::Text {
+                    text: "sample".into(),
+                }),
+                created_at: s.created_at.unwrap_or(now),
+                edited_at: s.edited_at,
+                deleted_at: None,
+            };
+            let request = EditRequest {
+                tenant: &tenant,
+                action: match s.action {
+                    SampleAction::Edit => EditAction::Edit,
+                    SampleAction::Delete => EditAction::Delete,
+                },
+                actor: &actor,
+                actor_is_admin: s.actor_is_admin,
+                message: &message,
+                now,
+            };
+            host.edit(compiled, config, &request)
+                .map(|decision| match decision {
+                    Ok(()) => json!({ "decision": "allow" }),
+                    Err(reason) => json!({ "decision": "deny", "reason": reason }),
+                })
+                .map_err(|e| e.to_string())
+        }
+        Hook::FanOut => {
+            let s: FanOutSample = sample(input, hook)?;
+            let tenant = s.tenant.map_or_else(local, Ok)?;
+            let kind = s.kind.unwrap_or(ConversationKind::Group);
+            host.fan_out(compiled, config, &tenant, kind, s.member_count)
+                .map(|mode| match mode {
+                    FanOut::Write => json!({ "mode": "on_write" }),
+                    FanOut::Read => json!({ "mode": "on_read" }),
+                })
+                .map_err(|e| e.to_string())
+        }
+    })
+}

@@ -1,0 +1,217 @@
+//! `switchboard plugin check` and `call`, the plugin author's local
+//! harness, run as an author would: on the example and hostile plugins,
+//! with the production host and limits, reading JSON from its output.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use switchboard_tests::{switchboard_bin, workspace_root};
+
+/// Runs `switchboard plugin <args>` with `stdin`; whether it exited 0,
+/// and the JSON report it printed.
+fn harness(args: &[&str], stdin: &str) -> (bool, Value) {
+    let mut child = Command::new(switchboard_bin())
+        .arg("plugin")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), report)
+}
+
+fn dist(name: &str) -> String {
+    workspace_root()
+        .join(format!("plugins/dist/{name}.wasm"))
+        .display()
+        .to_string()
+}
+
+/// A configuration file with `[plugins]` set to `limits`.
+fn limits_file(limits: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(file, "[plugins]\n{limits}").unwrap();
+    file
+}
+
+#[test]
+fn check_finds_each_examples_hook_and_says_how_its_imports_are_linked() {
+    for (name, hook) in [
+        ("word-list", "moderation"),
+        ("edit-window", "edit_policy"),
+        ("member-count", "fan_out"),
+    ] {
+        let (ok, report) = harness(&["check", &dist(name)], "");
+        assert!(ok, "{name}: {report}");
+        assert_eq!(report["hook"], hook, "{report}");
+        assert_eq!(report["trial_call"], "passed");
+        assert!(report["digest"].as_str().unwrap().starts_with("sha256:"));
+        let imports = report["imports"].as_array().unwrap();
+        assert!(!imports.is_empty(), "{report}");
+        for import in imports {
+            // The host's interfaces are provided; anything else (the WASI
+            // interfaces a language's runtime imports) traps if called.
+            let name = import["name"].as_str().unwrap();
+            let expected = if name.starts_with("switchboard:plugin/") {
+                "provided"
+            } else {
+                "trap"
+            };
+            assert_eq!(import["linked"], expected, "{name}");
+        }
+    }
+}
+
+#[test]
+fn check_refuses_what_a_deploy_refuses_with_the_same_reasons() {
+    let word_list = dist("word-list");
+    let edit_window = dist("edit-window");
+    let trap = dist("trap");
+    let not_wasm = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(not_wasm.path(), b"definitely not wasm").unwrap();
+    let small = limits_file("max_component_bytes = 60000");
+    let small = small.path().to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 4] = [
+        (
+            vec!["check", not_wasm.path().to_str().unwrap()],
+            "not a WebAssembly component",
+        ),
+        (
+            vec!["check", &edit_window, "--hook", "moderation"],
+            "does not fit the moderation hook",
+        ),
+        (
+            vec!["check", &word_list, "--config", small],
+            "over the limit of 60000",
+        ),
+        (vec!["check", &trap, "--set", "trigger=hello"], "trial call"),
+    ];
+    for (args, why) in cases {
+        let (ok, report) = harness(&args, "");
+        assert!(!ok, "{args:?} passed: {report}");
+        assert_eq!(report["ok"], false);
+        assert!(report["error"].as_str().unwrap().contains(why), "{report}");
+    }
+}
+
+#[test]
+fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
+    let word_list = dist("word-list");
+    let edit_window = dist("edit-window");
+    let member_count = dist("member-count");
+    let darn = r#"{"content": {"kind": "text", "text": "oh darn it"}}"#;
+    let cases: [(Vec<&str>, &str, Value); 5] = [
+        (
+            vec!["--hook", "moderation", &word_list],
+            darn,
+            serde_json::json!({ "verdict": "rewrite", "content": { "kind": "text", "text": "oh **** it" } }),
+        ),
+        (
+            vec!["--hook", "moderation", &word_list, "--set", "action=reject"],
+            darn,
+            serde_json::json!({ "verdict": "reject", "reason": "the message contains a word this community does not allow" }),
+        ),
+        (
+            vec!["--hook", "edit_policy", &edit_window],
+            r#"{"action": "edit", "actor": "bob", "sender": "alice"}"#,
+            serde_json::json!({ "decision": "deny", "reason": "only the sender edits a message" }),
+        ),
+        (
+            vec!["--hook", "fan_out", &member_count],
+            r#"{"member_count": 5000}"#,
+            serde_json::json!({ "mode": "on_read" }),
+        ),
+        (
+            vec![
+                "--hook",
+                "fan_out",
+                &member_count,
+                "--set",
+                "threshold=10000",
+            ],
+            r#"{"member_count": 5000, "kind": "channel"}"#,
+            serde_json::json!({ "mode": "on_write" }),
+        ),
+    ];
+    for (args, input, decision) in cases {
+        let mut full = vec!["call", "--input", "-"];
+        full.extend(args.iter().copied());
+        let (ok, report) = harness(&full, input);
+        assert!(ok, "{args:?}: {report}");
+        assert_eq!(report["decision"], decision, "{args:?}: {report}");
+        assert!(report["fuel"].as_u64().unwrap() > 0, "{report}");
+        assert!(report["micros"].as_f64().unwrap() > 0.0, "{report}");
+        assert_eq!(report["limits"]["fuel"], 50_000_000, "the defaults");
+    }
+    // Repeated, with the median time of fresh instances.
+    let (ok, report) = harness(
+        &[
+            "call",
+            "--input",
+            "-",
+            "--hook",
+            "moderation",
+            "--repeat",
+            "20",
+            &word_list,
+        ],
+        darn,
+    );
+    assert!(ok, "{report}");
+    assert_eq!(report["calls"], 20);
+    assert!(report["median_micros"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn call_runs_under_the_production_limits_and_says_which_one_stopped_it() {
+    let member_count = dist("member-count");
+    let attack = r#"{"content": {"kind": "text", "text": "an attack"}}"#;
+    let short = limits_file("deadline_ms = 30\nfuel = 1000000000000");
+    let little_fuel = limits_file("fuel = 100000\ndeadline_ms = 5000");
+    let cases = [
+        ("spin", short.path(), "deadline"),
+        ("spin", little_fuel.path(), "fuel"),
+        ("memory-bomb", short.path(), "memory"),
+        ("trap", short.path(), "trap"),
+    ];
+    for (name, limits, why) in cases {
+        let args = [
+            "call",
+            "--input",
+            "-",
+            "--hook",
+            "moderation",
+            "--config",
+            limits.to_str().unwrap(),
+            &dist(name),
+        ];
+        let (ok, report) = harness(&args, attack);
+        assert!(!ok, "{name}: {report}");
+        let error = report["error"].as_str().unwrap();
+        assert!(error.contains(why), "{name}: {error}");
+    }
+    // Input that is not a sample of the hook is a clear error too.
+    let (ok, report) = harness(
+        &["call", "--input", "-", "--hook", "fan_out", &member_count],
+        r#"{"content": 1}"#,
+    );
+    assert!(!ok, "{report}");
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("not a fan_out sample"), "{error}");
+}
