@@ -203,6 +203,57 @@ impl RestClient {
         config: &[(&str, &str)],
         on_failure: Option<&str>,
     ) -> Result<serde_json::Value, RestError> {
+        let path = format!("/v1/admin/plugins/{hook}");
+        self.upload_plugin(&path, component, config, on_failure)
+            .await
+    }
+
+    /// `PUT /v1/admin/plugins/{hook}/shadow`: as [`Self::deploy_plugin`],
+    /// as the hook's shadow version.
+    pub async fn deploy_shadow_plugin(
+        &self,
+        hook: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+    ) -> Result<serde_json::Value, RestError> {
+        let path = format!("/v1/admin/plugins/{hook}/shadow");
+        self.upload_plugin(&path, component, config, None).await
+    }
+
+    /// `GET /v1/admin/plugins/{hook}/shadow`: the shadow and how it
+    /// compares on every process.
+    pub async fn plugin_shadow(&self, hook: &str) -> Result<serde_json::Value, RestError> {
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/shadow"));
+        let r = self.http.get(url).bearer_auth(&self.token).send().await?;
+        Self::parse(r).await
+    }
+
+    /// `POST /v1/admin/plugins/{hook}/shadow/promote`.
+    pub async fn promote_shadow_plugin(&self, hook: &str) -> Result<serde_json::Value, RestError> {
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/shadow/promote"));
+        let r = self.http.post(url).bearer_auth(&self.token).send().await?;
+        Self::parse(r).await
+    }
+
+    /// `DELETE /v1/admin/plugins/{hook}/shadow`.
+    pub async fn remove_shadow_plugin(&self, hook: &str) -> Result<(), RestError> {
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/shadow"));
+        let r = self
+            .http
+            .delete(url)
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Self::no_content(r).await
+    }
+
+    async fn upload_plugin(
+        &self,
+        path: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+        on_failure: Option<&str>,
+    ) -> Result<serde_json::Value, RestError> {
         let mut query: Vec<(String, &str)> = config
             .iter()
             .map(|(k, v)| (format!("config.{k}"), *v))
@@ -212,7 +263,7 @@ impl RestClient {
         }
         let r = self
             .http
-            .put(self.url(&format!("/v1/admin/plugins/{hook}")))
+            .put(self.url(path))
             .bearer_auth(&self.token)
             .header("content-type", "application/wasm")
             .query(&query)

@@ -241,7 +241,7 @@ impl Gateway {
         conversation: &ConversationId,
         content: Content,
     ) -> Result<Content, ApiError> {
-        if self.plugins.active(&id.tenant, Hook::Moderation).is_none() {
+        if !self.plugins.wants(&id.tenant, Hook::Moderation) {
             return Ok(content);
         }
         let (kind, member_count) = self

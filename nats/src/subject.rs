@@ -11,6 +11,7 @@
 //! | `sb.sessions.sync` | core, request/replies | every router confirms it routes by a registry revision |
 //! | `sb.conv.<tenant>.<conversation>` | core | messages of a conversation that fans out on read |
 //! | `sb.store` | core, request/reply | the store service |
+//! | `sb.plugins.status.<tenant>.<hook>` | core, request/replies | how each process runs a tenant's plugin (`switchboard-plugin-host`'s registry) |
 //!
 //! Ids may contain `.`, the subject separator, so they are escaped as
 //! `%2E` when they become a token. `%` is not an id character, so the

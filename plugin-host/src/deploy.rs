@@ -25,8 +25,17 @@ use crate::compiler::{CompilerError, Wait};
 use crate::hook::Hook;
 use crate::host::{self, CompileError, Counts};
 use crate::registry::{
-    Activation, OnFailure, Plugins, VersionRecord, digest_of_object, kv_key, object_name,
+    Activation, OnFailure, Plugins, ProcessStatus, STATUS_SUBJECT_PREFIX, Slot, VersionRecord,
+    digest_of_object, kv_key, object_name, shadow_kv_key,
 };
+use crate::shadow::Agreement;
+
+/// An upload, checked or not yet.
+struct Upload {
+    component: Vec<u8>,
+    config: BTreeMap<String, String>,
+    on_failure: OnFailure,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -49,6 +58,8 @@ pub enum DeployError {
     Conflict,
     #[error("no plugin is deployed for this hook")]
     NotDeployed,
+    #[error("no shadow version is deployed for this hook")]
+    NoShadow,
     /// The plugins bucket or the code store failed, or a record did not
     /// encode: the client's or serde's error, kept whole.
     #[error("the backbone: {0}")]
@@ -89,7 +100,32 @@ pub struct Listing {
     pub versions: Vec<VersionEntry>,
 }
 
+/// A hook's shadow version and how it compares, as the admin API shows it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ShadowListing {
+    pub hook: Hook,
+    /// The shadow version, or `null` when none is deployed.
+    pub shadow: Option<VersionEntry>,
+    /// The active version it is compared with (`null`: the built-in
+    /// default).
+    pub active: Option<VersionEntry>,
+    /// Of the comparisons made, the share where the shadow decided as the
+    /// live path did; `null` before the first.
+    pub agreement: Option<f64>,
+    /// Every process's counts for this shadow summed, with the latest
+    /// disagreements.
+    pub totals: Agreement,
+    /// Each gateway and worker that answered within a moment: the
+    /// revisions it runs, and its own counts.
+    pub processes: Vec<ProcessStatus>,
+}
+
+/// How long the admin API collects processes' answers about a hook.
+const STATUS_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+
 pub struct Deployer {
+    client: async_nats::Client,
     plugins: Arc<Plugins>,
     bucket: kv::Store,
     code: object_store::ObjectStore,
@@ -98,6 +134,7 @@ pub struct Deployer {
 impl Deployer {
     pub async fn open(js: &jetstream::Context, plugins: Arc<Plugins>) -> Result<Self, DeployError> {
         Ok(Self {
+            client: js.client(),
             plugins,
             bucket: js.get_key_value(PLUGINS_BUCKET).await.map_err(backbone)?,
             code: js
@@ -118,6 +155,47 @@ impl Deployer {
         on_failure: OnFailure,
         by: &UserId,
     ) -> Result<VersionEntry, DeployError> {
+        let upload = Upload {
+            component,
+            config,
+            on_failure,
+        };
+        self.deploy_to(tenant, hook, Slot::Active, upload, by).await
+    }
+
+    /// As [`Deployer::deploy`], as the hook's shadow: it runs beside the
+    /// active version on the same input, without effect, replacing the
+    /// shadow before.
+    pub async fn deploy_shadow(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        component: Vec<u8>,
+        config: BTreeMap<String, String>,
+        on_failure: OnFailure,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        let upload = Upload {
+            component,
+            config,
+            on_failure,
+        };
+        self.deploy_to(tenant, hook, Slot::Shadow, upload, by).await
+    }
+
+    async fn deploy_to(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        slot: Slot,
+        upload: Upload,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        let Upload {
+            component,
+            config,
+            on_failure,
+        } = upload;
         let plugins = self.plugins.clone();
         let (component, config, compiled) = self
             .plugins
@@ -139,7 +217,7 @@ impl Deployer {
         };
         let cap = self.limits().max_bytes_per_tenant;
         let bytes: u64 = self
-            .kept(tenant, Some((hook, &record)))
+            .kept(tenant, Some((hook, slot, &record)))
             .await?
             .values()
             .sum();
@@ -154,8 +232,12 @@ impl Deployer {
                 .await
                 .map_err(backbone)?;
         }
-        let revision = self.put(tenant, hook, &record).await?;
-        tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, "plugin deployed");
+        let key = match slot {
+            Slot::Active => kv_key(tenant, hook),
+            Slot::Shadow => shadow_kv_key(tenant, hook),
+        };
+        let revision = self.put(&key, &record).await?;
+        tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, shadow = slot == Slot::Shadow, "plugin deployed");
         self.prune(tenant).await;
         Ok(VersionEntry {
             revision,
@@ -174,24 +256,142 @@ impl Deployer {
     }
 
     /// The components the tenant keeps, by digest with their sizes: the
-    /// kept versions of each hook ([`kept_versions`]), with `adding` on top
-    /// of its hook's.
+    /// kept versions of each hook ([`kept_versions`]) and its shadow, with
+    /// `adding` on top of its hook's versions or as its shadow.
     async fn kept(
         &self,
         tenant: &TenantId,
-        adding: Option<(Hook, &VersionRecord)>,
+        adding: Option<(Hook, Slot, &VersionRecord)>,
     ) -> Result<BTreeMap<String, u64>, DeployError> {
         let mut kept = BTreeMap::new();
         for hook in Hook::ALL {
             let mut stack = deploy_stack(&self.history(tenant, hook).await?);
-            if let Some((_, record)) = adding.filter(|(h, _)| *h == hook) {
-                stack.push(record.clone());
+            let mut shadow = self
+                .entry_at(&shadow_kv_key(tenant, hook))
+                .await?
+                .and_then(|e| e.record);
+            match adding {
+                Some((h, Slot::Active, record)) if h == hook => stack.push(record.clone()),
+                Some((h, Slot::Shadow, record)) if h == hook => shadow = Some(record.clone()),
+                _ => {}
             }
-            for r in kept_versions(&stack, self.limits().max_versions_per_hook) {
+            let versions = kept_versions(&stack, self.limits().max_versions_per_hook);
+            for r in versions.iter().chain(shadow.as_ref()) {
                 kept.insert(r.digest.clone(), r.size);
             }
         }
         Ok(kept)
+    }
+
+    /// Makes the shadow the active version (a deploy: a rollback returns
+    /// to the version before), and the hook has no shadow from then on.
+    /// Every process has it compiled already, so the switch is instant.
+    pub async fn promote(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        let key = shadow_kv_key(tenant, hook);
+        let Some(shadow) = self.entry_at(&key).await?.and_then(|e| e.record) else {
+            return Err(DeployError::NoShadow);
+        };
+        let record = VersionRecord {
+            activation: Activation::Deploy,
+            activated_at: Timestamp::now(),
+            activated_by: by.as_str().to_owned(),
+            ..shadow
+        };
+        let revision = self.put(&kv_key(tenant, hook), &record).await?;
+        self.bucket.delete(&key).await.map_err(backbone)?;
+        tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, "shadow plugin promoted");
+        self.prune(tenant).await;
+        Ok(VersionEntry {
+            revision,
+            record: Some(record),
+        })
+    }
+
+    /// Stops the hook's shadow.
+    pub async fn remove_shadow(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<(), DeployError> {
+        let key = shadow_kv_key(tenant, hook);
+        if self.entry_at(&key).await?.and_then(|e| e.record).is_none() {
+            return Err(DeployError::NoShadow);
+        }
+        self.bucket.delete(&key).await.map_err(backbone)?;
+        tracing::info!(tenant = %tenant, %hook, by = %by, "shadow plugin removed");
+        self.prune(tenant).await;
+        Ok(())
+    }
+
+    /// The hook's shadow, and how it compares on every process that
+    /// answers within [`STATUS_WAIT`].
+    pub async fn shadow_listing(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+    ) -> Result<ShadowListing, DeployError> {
+        let shadow = self
+            .entry_at(&shadow_kv_key(tenant, hook))
+            .await?
+            .filter(|e| e.record.is_some());
+        let active = self
+            .entry_at(&kv_key(tenant, hook))
+            .await?
+            .filter(|e| e.record.is_some());
+        let processes = self.statuses(tenant, hook).await?;
+        let mut totals = Agreement::default();
+        for p in &processes {
+            // Counts of the shadow now deployed only.
+            if let (Some(counts), Some(s)) = (&p.shadow, &shadow)
+                && p.shadow_revision == Some(s.revision)
+            {
+                totals.add(counts);
+            }
+        }
+        let compared = totals.agree + totals.disagree;
+        Ok(ShadowListing {
+            hook,
+            shadow,
+            active,
+            agreement: (compared > 0).then(|| totals.agree as f64 / compared as f64),
+            totals,
+            processes,
+        })
+    }
+
+    /// Asks every gateway and worker how it runs the tenant's hook.
+    pub async fn statuses(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+    ) -> Result<Vec<ProcessStatus>, DeployError> {
+        let inbox = self.client.new_inbox();
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(backbone)?;
+        let subject = format!("{STATUS_SUBJECT_PREFIX}.{}", kv_key(tenant, hook));
+        self.client
+            .publish_with_reply(subject, inbox, bytes::Bytes::new())
+            .await
+            .map_err(backbone)?;
+        let until = tokio::time::Instant::now() + STATUS_WAIT;
+        let mut statuses = Vec::new();
+        while let Ok(Some(reply)) = tokio::time::timeout_at(until, replies.next()).await {
+            match serde_json::from_slice::<ProcessStatus>(&reply.payload) {
+                Ok(status) => statuses.push(status),
+                Err(e) => tracing::debug!(error = %e, "ignoring a plugin status reply"),
+            }
+        }
+        statuses.sort_by(|a, b| a.process.cmp(&b.process));
+        Ok(statuses)
     }
 
     /// Deletes the tenant's components that no kept version uses and that
@@ -326,27 +526,27 @@ impl Deployer {
         tenant: &TenantId,
         hook: Hook,
     ) -> Result<Option<VersionRecord>, DeployError> {
-        let entry = self
-            .bucket
-            .entry(kv_key(tenant, hook))
-            .await
-            .map_err(backbone)?;
-        Ok(entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice(&e.value).ok()))
+        Ok(self
+            .entry_at(&kv_key(tenant, hook))
+            .await?
+            .and_then(|e| e.record))
     }
 
-    async fn put(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-        record: &VersionRecord,
-    ) -> Result<u64, DeployError> {
+    /// The latest entry of `key`: its record is `None` when it was
+    /// deleted (or does not hold a version).
+    async fn entry_at(&self, key: &str) -> Result<Option<VersionEntry>, DeployError> {
+        let entry = self.bucket.entry(key).await.map_err(backbone)?;
+        Ok(entry.map(|e| VersionEntry {
+            revision: e.revision,
+            record: (e.operation == kv::Operation::Put)
+                .then(|| serde_json::from_slice(&e.value).ok())
+                .flatten(),
+        }))
+    }
+
+    async fn put(&self, key: &str, record: &VersionRecord) -> Result<u64, DeployError> {
         let value = serde_json::to_vec(record).map_err(backbone)?;
-        self.bucket
-            .put(kv_key(tenant, hook), value.into())
-            .await
-            .map_err(backbone)
+        self.bucket.put(key, value.into()).await.map_err(backbone)
     }
 
     /// The key's history, oldest first.

@@ -28,6 +28,7 @@ pub mod host;
 pub mod limits;
 pub mod metrics;
 pub mod registry;
+pub mod shadow;
 mod wit;
 
 pub use hook::{EditAction, EditRequest, Hook, Moderation, ModerationInput};

@@ -24,6 +24,7 @@ pub const COMPILE_SECONDS: &str = "switchboard_plugin_compile_seconds";
 pub const COMPILE_TIMEOUTS: &str = "switchboard_plugin_compile_timeouts_total";
 pub const COMPILED_CACHED: &str = "switchboard_plugin_compiled_cached";
 pub const COMPONENTS_PRUNED: &str = "switchboard_plugin_components_pruned_total";
+pub const SHADOW_CALLS: &str = "switchboard_plugin_shadow_calls_total";
 
 /// Distinct tenant label values at most.
 pub const TENANT_LABELS: usize = 100;
@@ -57,6 +58,10 @@ pub fn describe() {
         "Compiled components this process keeps for reuse (at most compiled_cache_entries)."
     );
     describe_counter!(
+        SHADOW_CALLS,
+        "Shadow plugin comparisons by hook, tenant and outcome: agree, disagree (with the live decision), failed (the shadow's call), skipped (queue full, or the live call failed)."
+    );
+    describe_counter!(
         COMPONENTS_PRUNED,
         "Stored components deleted because no kept version uses them (max_versions_per_hook)."
     );
@@ -71,6 +76,11 @@ pub(crate) fn compiled(took: Duration, timed_out: bool) {
 
 pub(crate) fn compiled_cached(entries: usize) {
     gauge!(COMPILED_CACHED).set(entries as f64);
+}
+
+pub(crate) fn shadow_compared(hook: Hook, tenant: &TenantId, outcome: &'static str) {
+    counter!(SHADOW_CALLS, "hook" => hook.as_str(), "tenant" => tenant_label(tenant), "outcome" => outcome)
+        .increment(1);
 }
 
 pub(crate) fn pruned(components: usize) {

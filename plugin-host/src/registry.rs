@@ -23,6 +23,7 @@ use tokio::io::AsyncReadExt;
 use crate::compiler::{Compiler, CompilerError, Wait};
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
 use crate::host::{self, CallError, CompileError, Compiled, Counts, PluginHost, Verdict};
+use crate::shadow::{self, Agreement, Decision, ShadowRunner, ShadowStats};
 
 /// What moderation does when its plugin fails. The other hooks always
 /// fall back to the built-in default.
@@ -67,6 +68,24 @@ pub fn kv_key(tenant: &TenantId, hook: Hook) -> String {
     format!("{}.{}", kv_key::part(tenant.as_str()), hook.as_str())
 }
 
+/// Where a version is installed: the active one decides; a shadow runs
+/// beside it on the same input, without effect (`shadow.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    Active,
+    Shadow,
+}
+
+/// The key of the tenant's shadow version for the hook.
+pub fn shadow_kv_key(tenant: &TenantId, hook: Hook) -> String {
+    format!("{}.shadow", kv_key(tenant, hook))
+}
+
+/// Where processes answer how they run a tenant's hook: every gateway
+/// and worker replies to a request on `sb.plugins.status.<key>`, the key
+/// as in `sb_plugins`.
+pub const STATUS_SUBJECT_PREFIX: &str = "sb.plugins.status";
+
 pub fn object_name(tenant: &TenantId, digest: &str) -> String {
     format!("{}.{}", tenant.as_str(), digest)
 }
@@ -80,9 +99,17 @@ pub fn digest_of_object<'a>(tenant: &TenantId, name: &'a str) -> Option<&'a str>
         .filter(|digest| digest.starts_with("sha256:") && !digest.contains('.'))
 }
 
-fn parse_key(key: &str) -> Option<(TenantId, Hook)> {
-    let (tenant, hook) = key.split_once('.')?;
-    Some((TenantId::new(kv_key::id(tenant)?).ok()?, Hook::parse(hook)?))
+fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
+    let (tenant, rest) = key.split_once('.')?;
+    let (hook, slot) = match rest.strip_suffix(".shadow") {
+        Some(hook) => (hook, Slot::Shadow),
+        None => (rest, Slot::Active),
+    };
+    Some((
+        TenantId::new(kv_key::id(tenant)?).ok()?,
+        Hook::parse(hook)?,
+        slot,
+    ))
 }
 
 /// A version installed in this process.
@@ -107,8 +134,11 @@ pub struct Loaded {
     quarantined_until: AtomicI64,
     /// Fan-out decisions already made by this version: its inputs are the
     /// conversation's kind and size only, so a connect that checks every
-    /// membership (and every message) asks once per distinct size.
+    /// membership (and every message) asks once per distinct size. A
+    /// shadow keeps the sizes it was compared on here.
     fan_out_memo: std::sync::Mutex<HashMap<(ConversationKind, usize), FanOut>>,
+    /// As a shadow: how it compares with the live decisions.
+    shadow_stats: ShadowStats,
 }
 
 /// Distinct (kind, size) decisions remembered per fan-out version; past
@@ -124,6 +154,18 @@ impl Loaded {
             failures: self.failures.load(Ordering::Relaxed),
             slow: self.slow.load(Ordering::Relaxed),
         }
+    }
+
+    pub(crate) fn compiled(&self) -> Result<&Arc<Compiled>, &LoadError> {
+        self.compiled.as_ref()
+    }
+
+    pub(crate) fn config(&self) -> &Arc<BTreeMap<String, String>> {
+        &self.config
+    }
+
+    pub fn shadow_stats(&self) -> &ShadowStats {
+        &self.shadow_stats
     }
 
     /// Why this process cannot run the version, if it cannot.
@@ -163,24 +205,51 @@ pub enum RegistryError {
 }
 
 pub struct Plugins {
-    host: PluginHost,
+    host: Arc<PluginHost>,
     compiler: Compiler,
+    shadows: ShadowRunner,
     /// Every install and removal, for those who act on a change (a
     /// gateway re-deciding which conversations it listens to).
     changes: tokio::sync::broadcast::Sender<(TenantId, Hook)>,
-    /// By tenant id, then by hook (`Hook as usize`): looked up on every
-    /// message, so without building a key.
-    active: RwLock<HashMap<String, [Option<Arc<Loaded>>; 3]>>,
+    /// By tenant id, then by slot and hook ([`slot_index`]): looked up on
+    /// every message, so without building a key.
+    installed: RwLock<HashMap<String, [Option<Arc<Loaded>>; 6]>>,
+}
+
+/// Where a hook's version in a slot is in a tenant's array.
+fn slot_index(hook: Hook, slot: Slot) -> usize {
+    hook as usize
+        + match slot {
+            Slot::Active => 0,
+            Slot::Shadow => 3,
+        }
+}
+
+/// How this process runs a tenant's hook, as it answers on
+/// [`STATUS_SUBJECT_PREFIX`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProcessStatus {
+    /// The process (`gateway-...`, `worker-...`).
+    pub process: String,
+    /// The revisions it runs.
+    pub active_revision: Option<u64>,
+    pub shadow_revision: Option<u64>,
+    /// How its shadow compares here, when it runs one.
+    pub shadow: Option<Agreement>,
 }
 
 impl Plugins {
     pub fn new(host: PluginHost) -> Arc<Self> {
         let limits = host.limits();
+        let compiler = Compiler::new(limits.compile_concurrency, limits.compile_timeout);
+        let host = Arc::new(host);
         Arc::new(Self {
-            compiler: Compiler::new(limits.compile_concurrency, limits.compile_timeout),
+            compiler,
+            shadows: ShadowRunner::start(host.clone()),
             host,
             changes: tokio::sync::broadcast::channel(256).0,
-            active: RwLock::new(HashMap::new()),
+            installed: RwLock::new(HashMap::new()),
         })
     }
 
@@ -195,8 +264,72 @@ impl Plugins {
 
     /// The version this process runs for the tenant's hook.
     pub fn active(&self, tenant: &TenantId, hook: Hook) -> Option<Arc<Loaded>> {
-        let active = self.active.read().unwrap_or_else(|p| p.into_inner());
-        active.get(tenant.as_str())?[hook as usize].clone()
+        self.installed(tenant, hook, Slot::Active)
+    }
+
+    /// The tenant's shadow version for the hook, if it has one.
+    pub fn shadow(&self, tenant: &TenantId, hook: Hook) -> Option<Arc<Loaded>> {
+        self.installed(tenant, hook, Slot::Shadow)
+    }
+
+    fn installed(&self, tenant: &TenantId, hook: Hook, slot: Slot) -> Option<Arc<Loaded>> {
+        let installed = self.installed.read().unwrap_or_else(|p| p.into_inner());
+        installed.get(tenant.as_str())?[slot_index(hook, slot)].clone()
+    }
+
+    /// Whether the tenant's hook has a version here, active or shadow:
+    /// whether its input must be gathered at all.
+    pub fn wants(&self, tenant: &TenantId, hook: Hook) -> bool {
+        let installed = self.installed.read().unwrap_or_else(|p| p.into_inner());
+        installed.get(tenant.as_str()).is_some_and(|versions| {
+            versions[slot_index(hook, Slot::Active)].is_some()
+                || versions[slot_index(hook, Slot::Shadow)].is_some()
+        })
+    }
+
+    /// How this process runs the tenant's hook.
+    pub fn status(&self, tenant: &TenantId, hook: Hook, process: &str) -> ProcessStatus {
+        let shadow = self.shadow(tenant, hook);
+        ProcessStatus {
+            process: process.to_owned(),
+            active_revision: self.active(tenant, hook).map(|l| l.revision),
+            shadow_revision: shadow.as_ref().map(|l| l.revision),
+            shadow: shadow.map(|l| l.shadow_stats.report()),
+        }
+    }
+
+    /// Answers [`STATUS_SUBJECT_PREFIX`] requests for as long as the
+    /// process runs: how it runs the tenant's hook named in the subject.
+    pub async fn answer_status(
+        self: &Arc<Self>,
+        client: async_nats::Client,
+        process: String,
+    ) -> Result<tokio::task::JoinHandle<()>, RegistryError> {
+        let mut requests = client
+            .subscribe(format!("{STATUS_SUBJECT_PREFIX}.>"))
+            .await
+            .map_err(|e| RegistryError::Backbone(switchboard_backbone::cause(e)))?;
+        let plugins = self.clone();
+        Ok(tokio::spawn(async move {
+            while let Some(request) = requests.next().await {
+                let key = request
+                    .subject
+                    .strip_prefix(STATUS_SUBJECT_PREFIX)
+                    .and_then(|k| k.strip_prefix('.'));
+                let (Some(reply), Some((tenant, hook, Slot::Active))) =
+                    (request.reply, key.and_then(parse_key))
+                else {
+                    continue;
+                };
+                let status = plugins.status(&tenant, hook, &process);
+                let Ok(body) = serde_json::to_vec(&status) else {
+                    continue;
+                };
+                if let Err(e) = client.publish(reply, body.into()).await {
+                    tracing::debug!(error = %e, "cannot answer a plugin status request");
+                }
+            }
+        }))
     }
 
     /// Tells of every version installed or removed from now on.
@@ -204,24 +337,24 @@ impl Plugins {
         self.changes.subscribe()
     }
 
-    /// Installs `loaded` as the tenant's version for `hook`, or removes it.
-    fn install(&self, tenant: &TenantId, hook: Hook, loaded: Option<Arc<Loaded>>) {
-        self.swap(tenant, hook, loaded);
+    /// Installs `loaded` as the tenant's version for `hook` in `slot`, or
+    /// removes it.
+    fn install(&self, tenant: &TenantId, hook: Hook, slot: Slot, loaded: Option<Arc<Loaded>>) {
+        self.swap(tenant, hook, slot, loaded);
         // Nobody listening is fine.
         let _ = self.changes.send((tenant.clone(), hook));
     }
 
-    fn swap(&self, tenant: &TenantId, hook: Hook, loaded: Option<Arc<Loaded>>) {
-        let mut active = self.active.write().unwrap_or_else(|p| p.into_inner());
+    fn swap(&self, tenant: &TenantId, hook: Hook, slot: Slot, loaded: Option<Arc<Loaded>>) {
+        let mut installed = self.installed.write().unwrap_or_else(|p| p.into_inner());
+        let at = slot_index(hook, slot);
         match loaded {
-            Some(l) => {
-                active.entry(tenant.as_str().to_owned()).or_default()[hook as usize] = Some(l)
-            }
+            Some(l) => installed.entry(tenant.as_str().to_owned()).or_default()[at] = Some(l),
             None => {
-                if let Some(hooks) = active.get_mut(tenant.as_str()) {
-                    hooks[hook as usize] = None;
-                    if hooks.iter().all(Option::is_none) {
-                        active.remove(tenant.as_str());
+                if let Some(versions) = installed.get_mut(tenant.as_str()) {
+                    versions[at] = None;
+                    if versions.iter().all(Option::is_none) {
+                        installed.remove(tenant.as_str());
                     }
                 }
             }
@@ -231,10 +364,25 @@ impl Plugins {
     /// Moderates a message before it is committed. Without a plugin, or
     /// for content plugins never see, everything is allowed.
     pub fn moderate(&self, input: &ModerationInput<'_>, limits: &ContentLimits) -> Moderation {
+        let shadow = self.shadow(input.tenant, Hook::Moderation);
         let Some(loaded) = self.active(input.tenant, Hook::Moderation) else {
+            if let Some(shadow) = shadow {
+                let input = shadow::Input::moderation(input, limits);
+                self.shadows.compare(shadow, input, Decision::Allow);
+            }
             return Moderation::Allow;
         };
         let result = self.guarded(&loaded, |h, c, cfg| h.moderate(c, cfg, input, limits));
+        if let Some(shadow) = shadow {
+            match &result {
+                Ok(verdict) => {
+                    let live = Decision::of_verdict(verdict);
+                    let input = shadow::Input::moderation(input, limits);
+                    self.shadows.compare(shadow, input, live);
+                }
+                Err(_) => shadow.shadow_stats.skip(),
+            }
+        }
         match result {
             Ok(None) | Ok(Some(Verdict::Allow)) => Moderation::Allow,
             Ok(Some(Verdict::Reject(reason))) => Moderation::Reject(reason),
@@ -246,12 +394,26 @@ impl Plugins {
         }
     }
 
-    /// The tenant's edit policy's decision, or `None` when the built-in
-    /// policy decides (no plugin, or the plugin failed).
-    pub fn edit_decision(&self, request: &EditRequest<'_>) -> Option<Result<(), String>> {
-        let loaded = self.active(request.tenant, Hook::EditPolicy)?;
-        self.guarded(&loaded, |h, c, cfg| h.edit(c, cfg, request))
-            .ok()
+    /// The tenant's edit policy's decision, or `builtin`'s when there is
+    /// no plugin or it failed. `Err` holds the reason for a denial.
+    pub fn edit_policy(
+        &self,
+        request: &EditRequest<'_>,
+        builtin: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let decided = self
+            .active(request.tenant, Hook::EditPolicy)
+            .and_then(|loaded| {
+                self.guarded(&loaded, |h, c, cfg| h.edit(c, cfg, request))
+                    .ok()
+            });
+        let decision = decided.unwrap_or_else(builtin);
+        if let Some(shadow) = self.shadow(request.tenant, Hook::EditPolicy) {
+            let input = shadow::Input::edit(request);
+            self.shadows
+                .compare(shadow, input, Decision::of_edit(&decision));
+        }
+        decision
     }
 
     /// The tenant's fan-out policy's choice, or `None` when the built-in
@@ -293,8 +455,29 @@ impl Plugins {
         members: usize,
         default: &FanOutPolicy,
     ) -> FanOut {
-        self.fan_out(tenant, kind, members)
-            .unwrap_or_else(|| default.mode(kind, members))
+        let mode = self
+            .fan_out(tenant, kind, members)
+            .unwrap_or_else(|| default.mode(kind, members));
+        if kind != ConversationKind::Direct
+            && let Some(shadow) = self.shadow(tenant, Hook::FanOut)
+        {
+            // Once per distinct size, as the active version is asked.
+            let first = shadow.fan_out_memo.lock().is_ok_and(|mut seen| {
+                if seen.len() >= FAN_OUT_MEMO_ENTRIES {
+                    seen.clear();
+                }
+                seen.insert((kind, members), mode).is_none()
+            });
+            if first {
+                let input = shadow::Input::FanOut {
+                    kind,
+                    member_count: members,
+                };
+                self.shadows
+                    .compare(shadow, input, Decision::of_fan_out(mode));
+            }
+        }
+        mode
     }
 
     /// Calls a version unless it is quarantined; counts and logs failures,
@@ -428,17 +611,24 @@ impl Plugins {
         code: &jetstream::object_store::ObjectStore,
         entry: kv::Entry,
     ) {
-        let Some((tenant, hook)) = parse_key(&entry.key) else {
+        let Some((tenant, hook, slot)) = parse_key(&entry.key) else {
             tracing::warn!(key = %entry.key, "ignoring an sb_plugins key that names no tenant and hook");
             return;
         };
         if entry.operation != kv::Operation::Put {
-            self.install(&tenant, hook, None);
-            tracing::info!(tenant = %tenant, hook = %hook, "plugin removed: the built-in default applies");
+            self.install(&tenant, hook, slot, None);
+            match slot {
+                Slot::Active => {
+                    tracing::info!(tenant = %tenant, hook = %hook, "plugin removed: the built-in default applies")
+                }
+                Slot::Shadow => {
+                    tracing::info!(tenant = %tenant, hook = %hook, "shadow plugin removed")
+                }
+            }
             return;
         }
         if self
-            .active(&tenant, hook)
+            .installed(&tenant, hook, slot)
             .is_some_and(|l| l.revision >= entry.revision)
         {
             return;
@@ -454,10 +644,19 @@ impl Plugins {
                 return;
             }
         };
-        let compiled = self.load(code, &tenant, hook, &record).await;
+        // A shadow being promoted is compiled already: the switch is
+        // instant.
+        let shadow_compiled = self
+            .shadow(&tenant, hook)
+            .filter(|s| slot == Slot::Active && s.record.digest == record.digest)
+            .and_then(|s| s.compiled.as_ref().ok().cloned());
+        let compiled = match shadow_compiled {
+            Some(compiled) => Ok(compiled),
+            None => self.load(code, &tenant, hook, &record).await,
+        };
         match &compiled {
             Ok(_) => tracing::info!(
-                tenant = %tenant, hook = %hook, digest = %record.digest,
+                tenant = %tenant, hook = %hook, digest = %record.digest, shadow = slot == Slot::Shadow,
                 revision = entry.revision, "plugin version installed"
             ),
             Err(e) => tracing::error!(
@@ -479,8 +678,9 @@ impl Plugins {
             fan_out_memo: std::sync::Mutex::new(HashMap::new()),
             failures_in_a_row: AtomicU32::new(0),
             quarantined_until: AtomicI64::new(0),
+            shadow_stats: ShadowStats::default(),
         };
-        self.install(&tenant, hook, Some(Arc::new(loaded)));
+        self.install(&tenant, hook, slot, Some(Arc::new(loaded)));
     }
 
     /// Fetches, checks and compiles the version's component.

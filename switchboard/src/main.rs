@@ -281,7 +281,7 @@ async fn dev_inner(
     let store = run::embedded_store(&client, data_dir, file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
-    let plugins = run::plugins(&client, file, &tenants).await?;
+    let plugins = run::plugins(&client, file, &tenants, &name).await?;
     let shutdown = Shutdown::on_signals();
 
     // The worker gets a connection of its own, as it would in its own
@@ -438,7 +438,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
-    let plugins = run::plugins(&client, &file, &tenants).await?;
+    let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let mut config = run::gateway_config(name, &backbone, &file);
     config.serve_web_client = file.web_client.unwrap_or(false);
     config.metrics = file
@@ -474,7 +474,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client).await?;
-    let plugins = run::plugins(&client, &file, &tenants).await?;
+    let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
     // The worker holding the embedded store keeps its identity across
     // restarts, so that it takes its partition leases back at once

@@ -121,6 +121,7 @@ pub async fn plugins(
     client: &async_nats::Client,
     file: &FileConfig,
     tenants: &TenantBook,
+    process: &str,
 ) -> anyhow::Result<Arc<Plugins>> {
     let limits = file.plugins.clone().unwrap_or_default();
     let host = PluginHost::new(limits).context("starting the plugin host")?;
@@ -134,6 +135,11 @@ pub async fn plugins(
         .follow(&js)
         .await
         .context("loading tenant plugins")?;
+    // The admin API asks every process how it runs a hook (shadows).
+    let _status = plugins
+        .answer_status(client.clone(), process.to_owned())
+        .await
+        .context("answering plugin status requests")?;
     Ok(plugins)
 }
 

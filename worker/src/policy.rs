@@ -118,14 +118,11 @@ impl Policies {
             message,
             now,
         };
-        if let Some(decision) = self
-            .plugins
-            .as_ref()
-            .and_then(|p| p.edit_decision(&request))
-        {
-            return decision;
+        let builtin = || self.edit.check(action, message, actor, actor_is_admin, now);
+        match &self.plugins {
+            Some(p) => p.edit_policy(&request, builtin),
+            None => builtin(),
         }
-        self.edit.check(action, message, actor, actor_is_admin, now)
     }
 
     /// How a conversation fans out.

@@ -165,6 +165,27 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             plugins::rollback_op(),
             plugins::rollback,
         )
+        .route_with_body_limit(
+            "/v1/admin/plugins/{hook}/shadow",
+            plugins::deploy_shadow_op(),
+            DefaultBodyLimit::max(plugin_upload_limit),
+            plugins::deploy_shadow,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/shadow",
+            plugins::shadow_op(),
+            plugins::shadow,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/shadow",
+            plugins::remove_shadow_op(),
+            plugins::remove_shadow,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/shadow/promote",
+            plugins::promote_op(),
+            plugins::promote,
+        )
         .route("/v1/operator/tenants", tenants::list_op(), tenants::list)
         .route(
             "/v1/operator/tenants",

@@ -18,8 +18,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
 use serde::Deserialize;
 use switchboard_plugin_host::Hook;
-use switchboard_plugin_host::deploy::{Listing, VersionEntry};
-use switchboard_plugin_host::registry::OnFailure;
+use switchboard_plugin_host::deploy::{Listing, ShadowListing, VersionEntry};
+use switchboard_plugin_host::registry::{OnFailure, Slot};
 use switchboard_protocol::ErrorCode;
 
 use super::Shared;
@@ -195,7 +195,7 @@ pub(super) async fn deploy(
             &id.user,
         )
         .await?;
-    converge(&gw, &id, hook, Some(entry.revision)).await;
+    converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
     Ok((StatusCode::CREATED, Json(entry)))
 }
 
@@ -236,7 +236,7 @@ pub(super) async fn remove(
     admin(&id)?;
     let hook = path.get()?;
     gw.deployer.remove(&id.tenant, hook, &id.user).await?;
-    converge(&gw, &id, hook, None).await;
+    converge(&gw, &id, hook, Slot::Active, None).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -257,16 +257,125 @@ pub(super) async fn rollback(
     admin(&id)?;
     let hook = path.get()?;
     let entry = gw.deployer.rollback(&id.tenant, hook, &id.user).await?;
-    converge(&gw, &id, hook, Some(entry.revision)).await;
+    converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
     Ok(Json(entry))
 }
 
-/// Waits (boundedly) until this gateway runs `revision`, or runs nothing
-/// for `None`, so an admin's next request here sees the change.
-async fn converge(gw: &Gateway, id: &Identity, hook: Hook, revision: Option<u64>) {
+/// `PUT /v1/admin/plugins/{hook}/shadow`
+pub(super) fn deploy_shadow_op() -> Operation {
+    Operation::put("Deploy a shadow version")
+        .describe("Admin role. Checked, stored and counted against the storage caps like a deploy (same body forms), then run on every gateway and worker beside the active version, on the same live input under the same limits, without effect: it replaces the hook's shadow before. GET .../shadow reports how often it agrees. See plugins/README.md.")
+        .path::<Hook>("hook", "The hook.")
+        .query::<String>("config.<key>", "With a raw upload: a configuration value (any number of them).")
+        .query::<OnFailure>("on_failure", "With a raw upload: moderation's failure policy once promoted (default closed).")
+        .bytes_body("application/wasm")
+        .json_body::<JsonUpload>()
+        .reply::<VersionEntry>(201, "Deployed as the shadow.")
+        .errors(&[404])
+}
+
+pub(super) async fn deploy_shadow(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<Hook>,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
+    admin(&id)?;
+    let hook = path.get()?;
+    let Query(query) = query?;
+    let upload = parse_upload(&headers, query, body?)?;
+    check_config(&upload.config)?;
+    let entry = gw
+        .deployer
+        .deploy_shadow(
+            &id.tenant,
+            hook,
+            upload.component,
+            upload.config,
+            upload.on_failure,
+            &id.user,
+        )
+        .await?;
+    converge(&gw, &id, hook, Slot::Shadow, Some(entry.revision)).await;
+    Ok((StatusCode::CREATED, Json(entry)))
+}
+
+/// `GET /v1/admin/plugins/{hook}/shadow`
+pub(super) fn shadow_op() -> Operation {
+    Operation::get("The shadow version and how often it agrees")
+        .describe("Admin role. Asks every gateway and worker (those that answer within 300 ms) which revisions they run and how the shadow's decisions compared with the live ones there: agree, disagree, failed, skipped, with the latest disagreements by conversation, message or sender id and decision kind, never content. `agreement` is agree / (agree + disagree) over all of them.")
+        .path::<Hook>("hook", "The hook.")
+        .reply::<ShadowListing>(200, "The shadow and its comparisons.")
+        .errors(&[404])
+}
+
+pub(super) async fn shadow(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<Hook>,
+) -> Result<Json<ShadowListing>, ApiError> {
+    admin(&id)?;
+    let hook = path.get()?;
+    Ok(Json(gw.deployer.shadow_listing(&id.tenant, hook).await?))
+}
+
+/// `DELETE /v1/admin/plugins/{hook}/shadow`
+pub(super) fn remove_shadow_op() -> Operation {
+    Operation::delete("Stop the shadow version")
+        .describe("Admin role. The active version goes on as it was.")
+        .path::<Hook>("hook", "The hook.")
+        .reply_empty(204, "Stopped.")
+        .errors(&[404])
+}
+
+pub(super) async fn remove_shadow(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<Hook>,
+) -> Result<StatusCode, ApiError> {
+    admin(&id)?;
+    let hook = path.get()?;
+    gw.deployer
+        .remove_shadow(&id.tenant, hook, &id.user)
+        .await?;
+    converge(&gw, &id, hook, Slot::Shadow, None).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/admin/plugins/{hook}/shadow/promote`
+pub(super) fn promote_op() -> Operation {
+    Operation::post("Promote the shadow to the active version")
+        .describe("Admin role. A deploy of the shadow's version (a rollback returns to the version before it); the hook has no shadow afterwards. Every process has it compiled already, so the switch is instant.")
+        .path::<Hook>("hook", "The hook.")
+        .reply::<VersionEntry>(200, "The version now active.")
+        .errors(&[404])
+}
+
+pub(super) async fn promote(
+    State(gw): State<Shared>,
+    id: Identity,
+    path: PathParams<Hook>,
+) -> Result<Json<VersionEntry>, ApiError> {
+    admin(&id)?;
+    let hook = path.get()?;
+    let entry = gw.deployer.promote(&id.tenant, hook, &id.user).await?;
+    converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
+    Ok(Json(entry))
+}
+
+/// Waits (boundedly) until this gateway runs `revision` in `slot`, or runs
+/// nothing there for `None`, so an admin's next request here sees the
+/// change.
+async fn converge(gw: &Gateway, id: &Identity, hook: Hook, slot: Slot, revision: Option<u64>) {
     let started = Instant::now();
     loop {
-        let running = gw.plugins.active(&id.tenant, hook).map(|l| l.revision);
+        let running = match slot {
+            Slot::Active => gw.plugins.active(&id.tenant, hook),
+            Slot::Shadow => gw.plugins.shadow(&id.tenant, hook),
+        }
+        .map(|l| l.revision);
         let done = match revision {
             Some(r) => running.is_some_and(|running| running >= r),
             None => running.is_none(),

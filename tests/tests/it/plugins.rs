@@ -983,3 +983,231 @@ async fn a_compilation_past_its_time_bound_is_refused() {
     let samples = scrape(cluster.gateways[0].addr.unwrap()).await;
     assert!(sum(&samples, "switchboard_plugin_compile_timeouts_total", "") >= 1.0);
 }
+
+/// Waits until every process (`processes` of them: gateways and workers)
+/// runs the hook's shadow `revision` (`None`: no shadow) and returns the
+/// listing and how long that took.
+async fn shadow_everywhere(
+    admin: &RestClient,
+    hook: &str,
+    processes: usize,
+    revision: Option<u64>,
+) -> (Value, Duration) {
+    let started = Instant::now();
+    loop {
+        let listing = admin.plugin_shadow(hook).await.unwrap();
+        let all = listing["processes"].as_array().unwrap();
+        if all.len() == processes
+            && all
+                .iter()
+                .all(|p| p["shadow_revision"].as_u64() == revision)
+        {
+            return (listing, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not every process runs shadow {revision:?}: {listing}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 17, item 4: a shadow version runs on live traffic beside the
+/// active one without effect; the admin API reports from every gateway
+/// and the worker how often it agrees, with disagreements by id and never
+/// content; promotion and rollback switch at once.
+#[tokio::test]
+async fn a_shadow_moderator_is_compared_on_live_traffic_then_promoted_and_rolled_back() {
+    let (cluster, conv, admin) = group(2, &["bob"]).await;
+    let processes = 3; // two gateways and the worker
+    let active = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&active))).await;
+
+    // The shadow rejects what the active version masks.
+    let started = Instant::now();
+    let shadow = admin
+        .deploy_shadow_plugin("moderation", plugin("word-list"), &[("action", "reject")])
+        .await
+        .unwrap();
+    let (listing, _) =
+        shadow_everywhere(&admin, "moderation", processes, Some(revision(&shadow))).await;
+    let deploy_to_everywhere = started.elapsed();
+    println!("shadow deploy to running on every process: {deploy_to_everywhere:?}");
+    assert!(
+        deploy_to_everywhere < Duration::from_secs(3),
+        "{deploy_to_everywhere:?}"
+    );
+    assert_eq!(listing["active"]["revision"], active["revision"]);
+    assert!(listing["agreement"].is_null(), "nothing compared yet");
+
+    // Live traffic through both gateways: the active version decides.
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let mut bob = cluster.ws(1, "bob", "phone").await;
+    for i in 0..6 {
+        send_acked(&mut alice, &conv, &format!("a{i}"), "hello there").await;
+    }
+    for i in 0..4 {
+        send_acked(&mut bob, &conv, &format!("b{i}"), "oh darn").await;
+    }
+    let stored = texts(&cluster.rest(0, "bob"), &conv).await;
+    assert_eq!(
+        stored.iter().filter(|t| *t == "oh ****").count(),
+        4,
+        "{stored:?}"
+    );
+
+    // Ten comparisons: six agree, four disagree.
+    let listing = loop {
+        let listing = admin.plugin_shadow("moderation").await.unwrap();
+        if listing["totals"]["calls"] == 10 {
+            break listing;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let totals = &listing["totals"];
+    assert_eq!(
+        (totals["agree"].as_u64(), totals["disagree"].as_u64()),
+        (Some(6), Some(4)),
+        "{listing}"
+    );
+    assert_eq!(listing["agreement"], 0.6);
+    let disagreements = totals["disagreements"].as_array().unwrap();
+    assert_eq!(disagreements.len(), 4);
+    for d in disagreements {
+        assert_eq!(d["live"], "rewrite");
+        assert_eq!(d["shadow"], "reject");
+        assert_eq!(d["conversation_id"], conv.as_str());
+        assert_eq!(d["sender"], "bob");
+    }
+    assert!(
+        !listing.to_string().contains("darn"),
+        "no content in the report: {listing}"
+    );
+    // Counted where the calls ran: bob's gateway.
+    let per_process: Vec<u64> = listing["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["shadow"]["calls"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(per_process.iter().sum::<u64>(), 10, "{per_process:?}");
+
+    // Promoted: at once, everywhere; the shadow is gone.
+    let started = Instant::now();
+    let promoted = admin.promote_shadow_plugin("moderation").await.unwrap();
+    converge(&cluster, "moderation", Some(revision(&promoted))).await;
+    println!(
+        "promotion to running on every gateway: {:?}",
+        started.elapsed()
+    );
+    shadow_everywhere(&admin, "moderation", processes, None).await;
+    send_frame_expect_refusal(&mut alice, &conv, "p1").await;
+
+    // Rolled back: masking again.
+    let back = admin.rollback_plugin("moderation").await.unwrap();
+    assert_eq!(back["digest"], active["digest"]);
+    converge(&cluster, "moderation", Some(revision(&back))).await;
+    send_acked(&mut alice, &conv, "r1", "darn again").await;
+    assert!(
+        texts(&cluster.rest(0, "bob"), &conv)
+            .await
+            .contains(&"**** again".to_owned())
+    );
+
+    // A shadow can be stopped; stopping none is 404.
+    admin
+        .deploy_shadow_plugin("moderation", plugin("word-list"), &[("action", "reject")])
+        .await
+        .unwrap();
+    admin.remove_shadow_plugin("moderation").await.unwrap();
+    let e = admin.remove_shadow_plugin("moderation").await.unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+}
+
+/// Sends "darn" and expects the promoted rejecting version's refusal.
+async fn send_frame_expect_refusal(ws: &mut WsClient, conv: &str, id: &str) {
+    ws.send(&send_frame(conv, id, "darn")).await.unwrap();
+    let (code, _, _, _) = expect_error(ws).await;
+    assert_eq!(code, ErrorCode::RejectedByPolicy);
+}
+
+/// A shadow edit policy is compared where the hook runs, on the writer,
+/// against the built-in policy when no plugin is active; and a shadow
+/// fan-out policy once per conversation size, against the built-in
+/// threshold.
+#[tokio::test]
+async fn shadow_edit_and_fan_out_policies_are_compared_against_the_built_in_ones() {
+    let (cluster, conv, admin) = group(1, &["bob"]).await;
+    let processes = 2; // the gateway and the worker
+    let edit = admin
+        .deploy_shadow_plugin(
+            "edit_policy",
+            plugin("edit-window"),
+            &[("edit_window_secs", "0")],
+        )
+        .await
+        .unwrap();
+    shadow_everywhere(&admin, "edit_policy", processes, Some(revision(&edit))).await;
+    let fan_out = admin
+        .deploy_shadow_plugin("fan_out", plugin("member-count"), &[("threshold", "1")])
+        .await
+        .unwrap();
+    shadow_everywhere(&admin, "fan_out", processes, Some(revision(&fan_out))).await;
+
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let (message_id, _) = send_acked(&mut alice, &conv, "m1", "first").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The built-in policy lets the sender edit; the shadow, with a window
+    // of 0 s, would not. The edit is made.
+    alice
+        .send(&edit_frame(&conv, message_id, "first, edited"))
+        .await
+        .unwrap();
+    expect_update(&mut alice).await;
+    let listing = loop {
+        let listing = admin.plugin_shadow("edit_policy").await.unwrap();
+        if listing["totals"]["calls"] == 1 {
+            break listing;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(listing["totals"]["disagree"], 1, "{listing}");
+    assert!(
+        listing["active"].is_null(),
+        "compared with the built-in policy"
+    );
+    let d = &listing["totals"]["disagreements"][0];
+    assert_eq!(
+        (d["live"].as_str(), d["shadow"].as_str()),
+        (Some("allow"), Some("deny"))
+    );
+    assert_eq!(d["message_id"], message_id.to_string(), "{d}");
+    assert!(
+        !listing.to_string().contains("first"),
+        "no content: {listing}"
+    );
+
+    // Fan-out: a group of two fans out on write by default; the shadow
+    // (threshold 1) would read. Compared once per size, however many
+    // messages and connections ask.
+    let listing = loop {
+        let listing = admin.plugin_shadow("fan_out").await.unwrap();
+        if listing["totals"]["disagree"].as_u64() >= Some(1) {
+            break listing;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let d = &listing["totals"]["disagreements"][0];
+    assert_eq!(
+        (d["live"].as_str(), d["shadow"].as_str()),
+        (Some("on_write"), Some("on_read"))
+    );
+    assert_eq!(d["member_count"], 2);
+    assert!(
+        listing["totals"]["calls"].as_u64().unwrap() <= 2 * processes as u64,
+        "{listing}"
+    );
+}
