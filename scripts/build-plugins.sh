@@ -11,11 +11,14 @@ fi
 # The plugins are their own workspace with their own target directory
 # (under the shared one when CI sets it), never the host's.
 target="${CARGO_TARGET_DIR:-$PWD/target}/plugins"
-cargo build --quiet --release --target wasm32-wasip2 \
-  --manifest-path plugins/Cargo.toml --target-dir "$target"
-mkdir -p plugins/dist
-for wasm in "$target"/wasm32-wasip2/release/*.wasm; do
-  name="$(basename "$wasm" .wasm)"
-  cp "$wasm" "plugins/dist/${name//_/-}.wasm"
+# One plugin at a time: each enables the SDK feature of its own hook,
+# and one build of several would unify them.
+for manifest in plugins/*/Cargo.toml plugins/hostile/*/Cargo.toml; do
+  crate="$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -1)"
+  grep -q 'crate-type = \["cdylib"\]' "$manifest" || continue
+  cargo build --quiet --release --target wasm32-wasip2 \
+    --manifest-path plugins/Cargo.toml --target-dir "$target" -p "$crate"
+  mkdir -p plugins/dist
+  cp "$target/wasm32-wasip2/release/${crate//-/_}.wasm" "plugins/dist/$crate.wasm"
 done
 ls plugins/dist >&2

@@ -11,6 +11,7 @@ mod config;
 mod nats_server;
 mod plugin_bench;
 mod plugin_cli;
+mod plugin_template;
 mod run;
 mod sys;
 mod telemetry;

@@ -42,6 +42,17 @@ enum PluginCmd {
     /// Run one hook call with a sample input under the production limits;
     /// print the decision, the time and the fuel.
     Call(CallArgs),
+    /// Start a plugin project for a hook, with the SDK, an example and a
+    /// sample input; it builds with `cargo build --release`.
+    New(NewArgs),
+}
+
+#[derive(clap::Args)]
+struct NewArgs {
+    /// The hook: moderation, edit_policy or fan_out.
+    hook: String,
+    /// The project's directory, new or empty; its name names the plugin.
+    dir: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -92,6 +103,18 @@ pub fn run(args: PluginArgs) -> anyhow::Result<bool> {
     let (report, passed) = match args.command {
         PluginCmd::Check(a) => check(&a)?,
         PluginCmd::Call(a) => call(&a)?,
+        PluginCmd::New(a) => {
+            let hook = hook_named(&a.hook)?;
+            let name = crate::plugin_template::create(hook, &a.dir)?;
+            let report = json!({
+                "ok": true,
+                "plugin": name,
+                "hook": hook.as_str(),
+                "dir": a.dir.display().to_string(),
+                "build": "cargo build --release",
+            });
+            (report, true)
+        }
     };
     println!("{}", serde_json::to_string_pretty(&report)?);
     if let Some(error) = report["error"].as_str() {

@@ -1,18 +1,14 @@
-//! A fan-out policy. Configuration: `threshold` (default 100): groups and
-//! channels with more members than this fan out on read.
+//! A fan-out policy, written with the SDK. Configuration: `threshold`
+//! (default 100): groups and channels with more members than this fan out
+//! on read.
 
-wit_bindgen::generate!({ path: "../../wit/0.1.0", world: "fan-out-plugin" });
-
-use exports::switchboard::plugin::fan_out::{Conversation, Guest, Mode};
-use switchboard::plugin::host::config;
+use switchboard_plugin::fan_out::{Conversation, FanOutPolicy, Mode};
 
 struct MemberCount;
 
-impl Guest for MemberCount {
+impl FanOutPolicy for MemberCount {
     fn choose(conversation: Conversation) -> Mode {
-        let threshold: u32 = config("threshold")
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(100);
+        let threshold: u32 = switchboard_plugin::config_parse("threshold").unwrap_or(100);
         if conversation.member_count > threshold {
             Mode::OnRead
         } else {
@@ -21,4 +17,4 @@ impl Guest for MemberCount {
     }
 }
 
-export!(MemberCount);
+switchboard_plugin::fan_out_policy!(MemberCount);

@@ -215,3 +215,74 @@ fn call_runs_under_the_production_limits_and_says_which_one_stopped_it() {
     let error = report["error"].as_str().unwrap();
     assert!(error.contains("not a fan_out sample"), "{error}");
 }
+
+/// Where the template's builds go: the target directory that
+/// `scripts/build-plugins.sh` fills, so the SDK's dependencies are built
+/// once.
+fn plugins_target() -> std::path::PathBuf {
+    switchboard_bin()
+        .parent()
+        .and_then(|profile| profile.parent())
+        .map(|target| target.join("plugins"))
+        .unwrap()
+}
+
+/// Issue 17, item 1: `switchboard plugin new` makes a project for each
+/// hook that builds with one command, passes `check`, and answers its own
+/// sample through `call`.
+#[test]
+fn a_plugin_from_the_template_builds_checks_and_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    for (hook, decision) in [
+        (
+            "moderation",
+            serde_json::json!({ "verdict": "reject", "reason": "please do not shout" }),
+        ),
+        (
+            "edit_policy",
+            serde_json::json!({ "decision": "deny", "reason": "only the sender edits a message" }),
+        ),
+        ("fan_out", serde_json::json!({ "mode": "on_read" })),
+    ] {
+        let name = format!("template-{}", hook.replace('_', "-"));
+        let project = dir.path().join(&name);
+        let project_arg = project.to_str().unwrap();
+        let (ok, report) = harness(&["new", hook, project_arg], "");
+        assert!(ok, "{report}");
+        // The one command.
+        let built = Command::new("cargo")
+            .args(["build", "--release", "--quiet"])
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", plugins_target())
+            .status()
+            .unwrap();
+        assert!(built.success(), "{hook}: the template does not build");
+        let wasm = plugins_target()
+            .join("wasm32-wasip2/release")
+            .join(format!("{}.wasm", name.replace('-', "_")));
+        let wasm = wasm.to_str().unwrap();
+        let (ok, report) = harness(&["check", wasm], "");
+        assert!(ok, "{report}");
+        assert_eq!(report["hook"], hook);
+        let sample = std::fs::read_to_string(project.join("sample.json")).unwrap();
+        let (ok, report) = harness(&["call", wasm, "--hook", hook, "--input", "-"], &sample);
+        assert!(ok, "{report}");
+        assert_eq!(report["decision"], decision, "{hook}: {report}");
+    }
+    // A directory in use is left alone.
+    let (ok, _) = harness_status(&["new", "moderation", dir.path().to_str().unwrap()]);
+    assert!(!ok);
+}
+
+/// Whether `switchboard plugin <args>` exited 0, whatever it printed.
+fn harness_status(args: &[&str]) -> (bool, String) {
+    let out = Command::new(switchboard_bin())
+        .arg("plugin")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
