@@ -128,6 +128,15 @@ pub struct Limits {
     /// Members one user may add per minute on this gateway (creating a
     /// conversation adds its members); past it 429 `rate_limited`.
     pub members_added_per_minute: f64,
+    /// Replays of a moderation version over history
+    /// (`POST /v1/admin/plugins/moderation/replay`) per tenant per minute
+    /// on this gateway, one at a time; past it 429 `rate_limited`.
+    pub plugin_replays_per_minute: f64,
+    /// Messages one replay runs over at most (400 `invalid_request` past
+    /// it), and its wall-clock budget: past it the replay stops and says
+    /// so (`truncated`).
+    pub plugin_replay_max_messages: usize,
+    pub plugin_replay_budget_ms: u64,
     /// Upload grants (`POST /v1/media`) per user per minute, and the bytes
     /// they may grant per hour, per user and per tenant, on this gateway;
     /// past them 429 `rate_limited`.
@@ -177,6 +186,9 @@ impl Default for Limits {
             acks_per_second: 50.0,
             ack_burst: 200.0,
             members_added_per_minute: 1000.0,
+            plugin_replays_per_minute: 6.0,
+            plugin_replay_max_messages: 1000,
+            plugin_replay_budget_ms: 10_000,
             uploads_per_minute: 30.0,
             upload_bytes_per_hour_per_user: 2 << 30,
             upload_bytes_per_hour_per_tenant: 100 << 30,

@@ -234,7 +234,9 @@ impl From<DeployError> for ApiError {
             DeployError::NothingToRollBack | DeployError::Pruned { .. } | DeployError::Conflict => {
                 ErrorCode::Conflict
             }
-            DeployError::NotDeployed | DeployError::NoShadow => ErrorCode::NotFound,
+            DeployError::NotDeployed | DeployError::NoShadow | DeployError::NoSuchVersion(_) => {
+                ErrorCode::NotFound
+            }
             DeployError::Backbone(_) => ErrorCode::Unavailable,
         };
         Self::new(code, e.to_string())

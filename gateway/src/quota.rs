@@ -129,6 +129,10 @@ pub(crate) struct Quotas {
     pub(crate) uploads: Buckets<UserKey>,
     pub(crate) upload_bytes: Buckets<UserKey>,
     pub(crate) tenant_upload_bytes: Buckets<TenantId>,
+    /// Plugin replays over history of each tenant, and the tenants with
+    /// one running on this gateway.
+    pub(crate) replays: Buckets<TenantId>,
+    pub(crate) replaying: Arc<Mutex<std::collections::HashSet<TenantId>>>,
 }
 
 /// An admitted connection; dropping it gives the place back.

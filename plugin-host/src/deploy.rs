@@ -23,7 +23,7 @@ use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::compiler::{CompilerError, Wait};
 use crate::hook::Hook;
-use crate::host::{self, CompileError, Counts};
+use crate::host::{self, CompileError, Compiled, Counts};
 use crate::registry::{
     Activation, OnFailure, Plugins, ProcessStatus, STATUS_SUBJECT_PREFIX, Slot, VersionRecord,
     digest_of_object, kv_key, object_name, shadow_kv_key,
@@ -60,6 +60,8 @@ pub enum DeployError {
     NotDeployed,
     #[error("no shadow version is deployed for this hook")]
     NoShadow,
+    #[error("no version {0} of this hook; the listing names the revisions")]
+    NoSuchVersion(u64),
     /// The plugins bucket or the code store failed, or a record did not
     /// encode: the client's or serde's error, kept whole.
     #[error("the backbone: {0}")]
@@ -363,6 +365,62 @@ impl Deployer {
             totals,
             processes,
         })
+    }
+
+    /// A version of the hook, compiled here to be run on other input than
+    /// live traffic (a replay over history): revision `revision` of the
+    /// hook's key or its shadow's, or without one the shadow if there is
+    /// one, else the active version. Only stored versions can be run.
+    pub async fn compiled_version(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        revision: Option<u64>,
+    ) -> Result<(VersionEntry, Arc<Compiled>), DeployError> {
+        let shadow = self
+            .entry_at(&shadow_kv_key(tenant, hook))
+            .await?
+            .filter(|e| e.record.is_some());
+        let entry = match revision {
+            Some(r) => match shadow.filter(|s| s.revision == r) {
+                Some(s) => s,
+                None => self
+                    .history(tenant, hook)
+                    .await?
+                    .into_iter()
+                    .find(|e| e.revision == r && e.record.is_some())
+                    .ok_or(DeployError::NoSuchVersion(r))?,
+            },
+            None => match shadow {
+                Some(s) => s,
+                None => self
+                    .entry_at(&kv_key(tenant, hook))
+                    .await?
+                    .filter(|e| e.record.is_some())
+                    .ok_or(DeployError::NotDeployed)?,
+            },
+        };
+        let Some(record) = &entry.record else {
+            return Err(DeployError::NotDeployed);
+        };
+        let name = object_name(tenant, &record.digest);
+        if !self.stored(&name).await {
+            return Err(DeployError::Pruned {
+                digest: record.digest.clone(),
+            });
+        }
+        let mut object = self.code.get(&name).await.map_err(backbone)?;
+        let mut bytes = Vec::with_capacity(record.size as usize);
+        tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes)
+            .await
+            .map_err(backbone)?;
+        let plugins = self.plugins.clone();
+        let compiled = self
+            .plugins
+            .compiler()
+            .run(Wait::Bounded, move || plugins.host().compile(hook, &bytes))
+            .await??;
+        Ok((entry, compiled))
     }
 
     /// Asks every gateway and worker how it runs the tenant's hook.

@@ -186,6 +186,11 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             plugins::promote_op(),
             plugins::promote,
         )
+        .route(
+            "/v1/admin/plugins/moderation/replay",
+            plugins::replay_op(),
+            plugins::replay,
+        )
         .route("/v1/operator/tenants", tenants::list_op(), tenants::list)
         .route(
             "/v1/operator/tenants",
@@ -422,6 +427,10 @@ mod tests {
         );
         assert_eq!(field("AddMembers", "members", "maxItems"), json!(12));
         assert_eq!(field("UploadRequest", "size", "maximum"), json!(1234));
+        assert_eq!(
+            field("ReplayRequest", "limit", "maximum"),
+            json!(config.limits.plugin_replay_max_messages)
+        );
         assert!(field("UploadRequest", "mime", "pattern").is_string());
         assert_eq!(
             field("DeviceKeysUpload", "one_time_prekeys", "maxItems"),

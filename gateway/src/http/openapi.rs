@@ -614,6 +614,12 @@ fn write_limits(schemas: &mut Map<String, Value>, config: &GatewayConfig) {
         json!(mime_pattern(&config.media.allowed_mime)),
     );
     set(
+        "ReplayRequest",
+        "limit",
+        "maximum",
+        json!(limits.plugin_replay_max_messages),
+    );
+    set(
         "DeviceKeysUpload",
         "one_time_prekeys",
         "maxItems",

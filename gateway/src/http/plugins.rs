@@ -8,6 +8,7 @@
 //! "config": {..}, "on_failure": .. }`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -16,14 +17,16 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
-use serde::Deserialize;
-use switchboard_plugin_host::Hook;
+use serde::{Deserialize, Serialize};
 use switchboard_plugin_host::deploy::{Listing, ShadowListing, VersionEntry};
+use switchboard_plugin_host::host::Verdict;
 use switchboard_plugin_host::registry::{OnFailure, Slot};
-use switchboard_protocol::ErrorCode;
+use switchboard_plugin_host::{Hook, ModerationInput};
+use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, TenantId, UserId};
+use switchboard_store::HistoryQuery;
 
 use super::Shared;
-use super::extract::{PathParam, PathParams};
+use super::extract::{JsonBody, PathParam, PathParams};
 use super::openapi::Operation;
 use crate::Gateway;
 use crate::auth::Identity;
@@ -363,6 +366,249 @@ pub(super) async fn promote(
     let entry = gw.deployer.promote(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
     Ok(Json(entry))
+}
+
+/// `POST /v1/admin/plugins/moderation/replay`: what to replay.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReplayRequest {
+    /// A conversation the admin is a member of: a replay reads what its
+    /// caller may read, no more.
+    conversation_id: ConversationId,
+    /// The version to run, a revision from the listing (a kept version or
+    /// the shadow); without it, the shadow if there is one, else the
+    /// active version.
+    revision: Option<u64>,
+    /// The newest messages to run it over (default 200, or the maximum
+    /// if lower; at most `plugin_replay_max_messages`, 1000 by default).
+    #[schemars(range(min = 1))]
+    limit: Option<usize>,
+}
+
+/// What a version would have done with a conversation's stored messages:
+/// counts, and the messages it would not have stored as they are, by id.
+/// Never content, and never a plugin's reasons (they may quote it).
+#[derive(Serialize, schemars::JsonSchema)]
+pub(super) struct ReplayReport {
+    conversation_id: ConversationId,
+    /// The version that ran.
+    version: VersionEntry,
+    /// Messages read, newest first.
+    scanned: usize,
+    allowed: usize,
+    rejected: usize,
+    rewritten: usize,
+    /// Messages a moderation plugin never sees: deleted, ciphertext,
+    /// system messages.
+    not_moderated: usize,
+    /// Calls that failed (a trap or a limit).
+    failed: usize,
+    /// The messages rejected, rewritten or failed, newest first.
+    flagged: Vec<ReplayedMessage>,
+    /// Whether the budget (`plugin_replay_budget_ms`) ran out before every
+    /// message read was run.
+    truncated: bool,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub(super) struct ReplayedMessage {
+    message_id: MessageId,
+    seq: u64,
+    sender_id: UserId,
+    /// `reject`, `rewrite` or `failed`.
+    decision: &'static str,
+}
+
+/// `POST /v1/admin/plugins/moderation/replay` (moderation only: the
+/// other hooks decide nothing a tenant would replay over history).
+pub(super) fn replay_op() -> Operation {
+    Operation::post("Replay a moderation version over a conversation's history")
+        .describe("Admin role. Runs a version (the shadow, the active one, or a kept revision) over the newest stored messages of a conversation the admin is a member of, under the production limits, and reports what it would have rejected or rewritten: counts and message ids, never content or reasons. Bounded by `plugin_replay_max_messages` and `plugin_replay_budget_ms`; each tenant may replay `plugin_replays_per_minute` times a minute, one at a time, per gateway (429 `rate_limited`).")
+        .json_body::<ReplayRequest>()
+        .reply::<ReplayReport>(200, "What the version would have done.")
+        .errors(&[404, 409])
+}
+
+pub(super) async fn replay(
+    State(gw): State<Shared>,
+    id: Identity,
+    JsonBody(request): JsonBody<ReplayRequest>,
+) -> Result<Json<ReplayReport>, ApiError> {
+    admin(&id)?;
+    let hook = Hook::Moderation;
+    let limits = &gw.config.limits;
+    let limit = request
+        .limit
+        .unwrap_or(200.min(limits.plugin_replay_max_messages));
+    if limit == 0 || limit > limits.plugin_replay_max_messages {
+        return Err(ApiError::invalid(format!(
+            "limit must be 1 to {} messages (plugin_replay_max_messages)",
+            limits.plugin_replay_max_messages
+        )));
+    }
+    let _running = gw.start_replay(&id)?;
+    let (version, compiled) = gw
+        .deployer
+        .compiled_version(&id.tenant, hook, request.revision)
+        .await?;
+    let conversation = request.conversation_id;
+    // Newest first, in pages, as far as `limit`: the caller's own reads.
+    let mut messages = Vec::with_capacity(limit.min(1000));
+    let mut before_seq = None;
+    while messages.len() < limit {
+        let page = gw
+            .store
+            .history(
+                &id.tenant,
+                &conversation,
+                &id.user,
+                HistoryQuery {
+                    before_seq,
+                    after_seq: None,
+                    limit: (limit - messages.len()).min(200),
+                },
+            )
+            .await?;
+        let Some(last) = page.last() else { break };
+        before_seq = Some(last.seq);
+        messages.extend(page);
+    }
+    let (kind, member_count) = gw
+        .shapes
+        .get(&*gw.store, &id.tenant, &conversation, &id.user)
+        .await?;
+    let config = Arc::new(
+        version
+            .record
+            .as_ref()
+            .map(|r| r.config.clone())
+            .unwrap_or_default(),
+    );
+    let plugins = gw.plugins.clone();
+    let content_limits = limits.content;
+    let budget = Duration::from_millis(limits.plugin_replay_budget_ms);
+    let tenant = id.tenant.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let mut report = ReplayReport {
+            conversation_id: conversation.clone(),
+            version,
+            scanned: messages.len(),
+            allowed: 0,
+            rejected: 0,
+            rewritten: 0,
+            not_moderated: 0,
+            failed: 0,
+            flagged: Vec::new(),
+            truncated: false,
+        };
+        for message in &messages {
+            if started.elapsed() >= budget {
+                report.truncated = true;
+                break;
+            }
+            let content = match &message.content {
+                Some(
+                    c @ (Content::Text { .. }
+                    | Content::Image { .. }
+                    | Content::File { .. }
+                    | Content::Voice { .. }),
+                ) => c,
+                _ => {
+                    report.not_moderated += 1;
+                    continue;
+                }
+            };
+            let input = ModerationInput {
+                tenant: &tenant,
+                conversation_id: &conversation,
+                kind,
+                member_count,
+                sender: &message.sender_id,
+                content,
+            };
+            let decision =
+                match plugins
+                    .host()
+                    .moderate(&compiled, &config, &input, &content_limits)
+                {
+                    Ok(None) => {
+                        report.not_moderated += 1;
+                        continue;
+                    }
+                    Ok(Some(Verdict::Allow)) => {
+                        report.allowed += 1;
+                        continue;
+                    }
+                    Ok(Some(Verdict::Reject(_))) => {
+                        report.rejected += 1;
+                        "reject"
+                    }
+                    Ok(Some(Verdict::Rewrite(_))) => {
+                        report.rewritten += 1;
+                        "rewrite"
+                    }
+                    Err(_) => {
+                        report.failed += 1;
+                        "failed"
+                    }
+                };
+            report.flagged.push(ReplayedMessage {
+                message_id: message.message_id,
+                seq: message.seq,
+                sender_id: message.sender_id.clone(),
+                decision,
+            });
+        }
+        report
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorCode::Internal, format!("the replay failed: {e}")))?;
+    Ok(Json(report))
+}
+
+impl Gateway {
+    /// Takes a replay from the tenant's rate and marks one running; the
+    /// mark goes when the guard is dropped.
+    fn start_replay(&self, id: &Identity) -> Result<ReplayGuard, ApiError> {
+        let per_minute = self.config.limits.plugin_replays_per_minute;
+        let (rate, burst) = crate::quota::per_minute(per_minute);
+        let running = self.quotas.replaying.clone();
+        let mut tenants = running.lock().unwrap_or_else(|p| p.into_inner());
+        if tenants.contains(&id.tenant) {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "a replay of this tenant is running on this gateway; retry when it ends",
+            ));
+        }
+        if !self.quotas.replays.take(&id.tenant, rate, burst, 1.0) {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                format!("more than {per_minute} replays per minute by this tenant; retry later"),
+            ));
+        }
+        tenants.insert(id.tenant.clone());
+        drop(tenants);
+        Ok(ReplayGuard {
+            running,
+            tenant: id.tenant.clone(),
+        })
+    }
+}
+
+/// A tenant's running replay.
+struct ReplayGuard {
+    running: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
+    tenant: TenantId,
+}
+
+impl Drop for ReplayGuard {
+    fn drop(&mut self) {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.tenant);
+    }
 }
 
 /// Waits (boundedly) until this gateway runs `revision` in `slot`, or runs

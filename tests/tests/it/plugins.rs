@@ -1211,3 +1211,180 @@ async fn shadow_edit_and_fan_out_policies_are_compared_against_the_built_in_ones
         "{listing}"
     );
 }
+
+/// `POST /v1/admin/plugins/{hook}/replay` as `admin`: the status and the
+/// JSON answer (only `moderation` has one).
+async fn replay(admin: &RestClient, hook: &str, body: Value) -> (u16, Value) {
+    let r = admin
+        .raw()
+        .post(format!("{}/v1/admin/plugins/{hook}/replay", admin.base()))
+        .bearer_auth(admin.token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Issue 17, item 5: a moderation version run over a conversation's
+/// stored history reports what it would have rejected or rewritten, by
+/// message id only; bounded in messages, time and rate.
+#[tokio::test]
+async fn a_moderation_version_is_replayed_over_history_with_metadata_only() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[limits]\nplugin_replays_per_minute = 4\nplugin_replay_max_messages = 50\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    // The admin replays what it may read: a conversation it is in.
+    let conv = cluster
+        .create(ConversationKind::Group, "root", &["alice"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let mut flagged = Vec::new();
+    for i in 0..10 {
+        let text = if i % 3 == 0 { "oh darn" } else { "hello" };
+        let (id, _) = send_acked(&mut alice, &conv, &format!("m{i}"), text).await;
+        if i % 3 == 0 {
+            flagged.push(id.to_string());
+        }
+    }
+    let admin = admin(&cluster, 0);
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 404, "nothing deployed yet: {report}");
+    let active = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+
+    // The active version (masking): four rewrites, by id, no content.
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv, "limit": 50 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["version"]["revision"], active["revision"]);
+    assert_eq!(
+        (report["rewritten"].as_u64(), report["allowed"].as_u64()),
+        (Some(4), Some(6)),
+        "{report}"
+    );
+    assert_eq!(report["truncated"], false);
+    let mut ids: Vec<String> = report["flagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    flagged.sort();
+    assert_eq!(ids, flagged);
+    assert!(!report.to_string().contains("darn"), "{report}");
+    assert!(!report.to_string().contains("****"), "{report}");
+
+    // A shadow is the default: it would have rejected them.
+    admin
+        .deploy_shadow_plugin("moderation", plugin("word-list"), &[("action", "reject")])
+        .await
+        .unwrap();
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["rejected"], 4, "{report}");
+    // Past the message bound: refused, and not counted against the rate.
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv, "limit": 51 }),
+    )
+    .await;
+    assert_eq!(status, 400, "{report}");
+    assert!(
+        report["message"]
+            .as_str()
+            .unwrap()
+            .contains("plugin_replay_max_messages")
+    );
+    // A named revision; then the rate is spent (4 a minute: every replay
+    // asked for counts, the one that found nothing to run too).
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv, "revision": revision(&active) }),
+    )
+    .await;
+    assert_eq!(
+        (status, report["rewritten"].as_u64()),
+        (200, Some(4)),
+        "{report}"
+    );
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 429, "{report}");
+    assert_eq!(report["code"], "rate_limited");
+    // Only moderation replays: the other hooks have no such route.
+    let (status, _) = replay(
+        &admin,
+        "fan_out",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 404);
+}
+
+/// A replay that runs out of its time budget says so and stops.
+#[tokio::test]
+async fn a_replay_past_its_budget_stops_and_says_so() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[limits]\nplugin_replay_budget_ms = 0\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "root", &["alice"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    send_acked(&mut alice, &conv, "m1", "hello").await;
+    let admin = admin(&cluster, 0);
+    admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["truncated"], true, "{report}");
+    assert_eq!(report["allowed"], 0);
+    // Not a member: the store refuses, as for any read.
+    let other = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let (status, _) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": other }),
+    )
+    .await;
+    assert_eq!(status, 403);
+}
