@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the example and hostile plugins in plugins/ for wasm32-wasip2 and
 # copies the components to plugins/dist/<name>.wasm, where the tests and
-# the plugin guide expect them. Installs the Rust target if it is missing.
+# the plugin guide expect them; and the JavaScript ones (plugins/js) to
+# plugins/dist/js-<name>.wasm. Installs the Rust target and the npm
+# packages if they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +22,17 @@ for manifest in plugins/*/Cargo.toml plugins/hostile/*/Cargo.toml; do
     --manifest-path plugins/Cargo.toml --target-dir "$target" -p "$crate"
   mkdir -p plugins/dist
   cp "$target/wasm32-wasip2/release/${crate//-/_}.wasm" "plugins/dist/$crate.wasm"
+done
+# The JavaScript plugins (plugins/js): ComponentizeJS from npm, pinned in
+# package.json (no lockfile: see plugins/js/.npmrc), installed again only
+# when package.json changes.
+if [ ! -f plugins/js/node_modules/.switchboard-package ] ||
+   ! cmp -s plugins/js/package.json plugins/js/node_modules/.switchboard-package; then
+  rm -rf plugins/js/node_modules
+  (cd plugins/js && npm install --no-audit --no-fund --silent)
+  cp plugins/js/package.json plugins/js/node_modules/.switchboard-package
+fi
+for source in word-list probe; do
+  node plugins/js/build.mjs "plugins/js/$source.js" moderator "plugins/dist/js-$source.wasm" >&2
 done
 ls plugins/dist >&2

@@ -119,9 +119,9 @@ struct HookStats {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Import {
     pub name: String,
-    /// `provided`: the host's (`log`, `config`); `trap`: linked to a
-    /// function that fails the call if it is ever called (the WASI
-    /// interfaces a language's runtime imports).
+    /// `provided`: the host's (`log`, `config`); `wasi`: the locked-down
+    /// WASI (`wasi.rs`); `trap`: linked to a function that fails the call
+    /// if it is ever called.
     pub linked: &'static str,
 }
 
@@ -246,11 +246,10 @@ impl PluginHost {
         };
         let mut linker = Linker::new(&self.engine);
         wit::add_host_to_linker(&mut linker).map_err(wrong)?;
-        // The standard library of a wasm32-wasip2 plugin imports WASI
-        // interfaces it does not call in a hook. They are linked to traps:
-        // a plugin has no filesystem, network, clock or randomness.
-        linker
-            .define_unknown_imports_as_traps(&component)
+        // A locked-down WASI (`wasi.rs`) for language runtimes; anything
+        // else a component imports is linked to traps.
+        crate::wasi::add_to_linker(&mut linker).map_err(wrong)?;
+        crate::wasi::link_the_rest_to_traps(&mut linker, &component, &self.engine)
             .map_err(wrong)?;
         let pre = linker.instantiate_pre(&component).map_err(wrong)?;
         let pre = match hook {
@@ -285,11 +284,7 @@ impl PluginHost {
             .imports(&self.engine)
             .map(|(name, _)| Import {
                 name: name.to_owned(),
-                linked: if name.starts_with("switchboard:plugin/") {
-                    "provided"
-                } else {
-                    "trap"
-                },
+                linked: crate::wasi::linked(name),
             })
             .collect())
     }
@@ -516,6 +511,8 @@ impl PluginHost {
                     table_elements: self.limits.table_elements,
                     refused: false,
                 },
+                started: std::time::SystemTime::now(),
+                wasi: None,
             },
         );
         store.limiter(|s| &mut s.limiter);

@@ -29,6 +29,7 @@ pub mod limits;
 pub mod metrics;
 pub mod registry;
 pub mod shadow;
+mod wasi;
 mod wit;
 
 pub use hook::{EditAction, EditRequest, Hook, Moderation, ModerationInput};

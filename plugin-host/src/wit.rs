@@ -50,6 +50,23 @@ pub(crate) struct CallState {
     pub log_lines: u32,
     pub max_log_lines: u32,
     pub limiter: CallLimiter,
+    /// When the call started: what the virtual wall clock reads.
+    pub started: std::time::SystemTime,
+    /// The call's WASI, made on its first WASI call (`wasi.rs`).
+    pub wasi: Option<crate::wasi::CallWasi>,
+}
+
+impl wasmtime_wasi::WasiView for CallState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        let started = self.started;
+        let wasi = self
+            .wasi
+            .get_or_insert_with(|| crate::wasi::CallWasi::new(started));
+        wasmtime_wasi::WasiCtxView {
+            ctx: &mut wasi.ctx,
+            table: &mut wasi.table,
+        }
+    }
 }
 
 /// Caps memory and tables, and remembers that it refused, so a failure

@@ -53,6 +53,9 @@ struct NewArgs {
     hook: String,
     /// The project's directory, new or empty; its name names the plugin.
     dir: PathBuf,
+    /// The plugin's language: rust, or js (a moderator).
+    #[arg(long, value_enum, default_value = "rust")]
+    language: crate::plugin_template::Language,
 }
 
 #[derive(clap::Args)]
@@ -105,13 +108,17 @@ pub fn run(args: PluginArgs) -> anyhow::Result<bool> {
         PluginCmd::Call(a) => call(&a)?,
         PluginCmd::New(a) => {
             let hook = hook_named(&a.hook)?;
-            let name = crate::plugin_template::create(hook, &a.dir)?;
+            let name = crate::plugin_template::create(hook, a.language, &a.dir)?;
+            let build = match a.language {
+                crate::plugin_template::Language::Rust => "cargo build --release",
+                crate::plugin_template::Language::Js => "npm install && npm run build",
+            };
             let report = json!({
                 "ok": true,
                 "plugin": name,
                 "hook": hook.as_str(),
                 "dir": a.dir.display().to_string(),
-                "build": "cargo build --release",
+                "build": build,
             });
             (report, true)
         }

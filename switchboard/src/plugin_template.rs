@@ -14,6 +14,10 @@ const SDK_SOURCE: &str = include_str!("../../plugins/sdk/src/lib.rs");
 const WIT: &str = include_str!("../../wit/0.1.0/plugin.wit");
 const PLUGINS_MANIFEST: &str = include_str!("../../plugins/Cargo.toml");
 const PLUGINS_LOCK: &str = include_str!("../../plugins/Cargo.lock");
+const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
+const JS_NPMRC: &str = include_str!("../../plugins/js/.npmrc");
+const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
+const JS_WORD_LIST: &str = include_str!("../../plugins/js/word-list.js");
 
 /// Per hook: the SDK feature, the example's source, and a sample input
 /// for `switchboard plugin call`.
@@ -73,9 +77,17 @@ fn sdk_manifest() -> anyhow::Result<String> {
         .replace("wit-bindgen.workspace = true", &wit_bindgen))
 }
 
-/// Writes the project for `hook` into `dir` (which must not exist, or be
-/// empty), named after the directory.
-pub fn create(hook: Hook, dir: &Path) -> anyhow::Result<String> {
+/// The language of a new plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    Rust,
+    /// JavaScript, built with ComponentizeJS (moderation only).
+    Js,
+}
+
+/// Writes the project for `hook` in `language` into `dir` (which must not
+/// exist, or be empty), named after the directory.
+pub fn create(hook: Hook, language: Language, dir: &Path) -> anyhow::Result<String> {
     if dir.exists()
         && dir
             .read_dir()
@@ -93,8 +105,25 @@ pub fn create(hook: Hook, dir: &Path) -> anyhow::Result<String> {
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
         .context("name the directory with letters, digits, - and _ (it names the plugin)")?;
+    let files = match language {
+        Language::Rust => rust_files(hook, name)?,
+        Language::Js => js_files(hook, name)?,
+    };
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(name.to_owned())
+}
+
+/// A Rust project: the SDK, the WIT package, the example for the hook.
+fn rust_files(hook: Hook, name: &str) -> anyhow::Result<Vec<(String, String)>> {
     let (feature, example, sample) = hook_template(hook);
-    let files = [
+    Ok(vec![
         ("Cargo.toml".to_owned(), project_manifest(name, feature)),
         (
             ".cargo/config.toml".to_owned(),
@@ -116,16 +145,56 @@ pub fn create(hook: Hook, dir: &Path) -> anyhow::Result<String> {
         // The dependency versions the repository's plugins are tested
         // with; cargo drops the entries this project does not use.
         ("Cargo.lock".to_owned(), PLUGINS_LOCK.to_owned()),
-    ];
-    for (path, text) in files {
-        let path = dir.join(path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    ])
+}
+
+/// A JavaScript project: the repository's JavaScript word-list, its build
+/// script and npm manifest, and the WIT package.
+fn js_files(hook: Hook, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+    if hook != Hook::Moderation {
+        bail!(
+            "the JavaScript template is a moderator; for the other hooks start from it and the types in plugins/README.md"
+        );
     }
-    Ok(name.to_owned())
+    let package = JS_PACKAGE
+        .replace("\"switchboard-js-plugins\"", &format!("\"{name}\""))
+        .replace(
+            "\"build\": \"node build.mjs\"",
+            "\"build\": \"node build.mjs moderator.js moderator dist/plugin.wasm\"",
+        );
+    let (_, _, sample) = hook_template(hook);
+    Ok(vec![
+        ("package.json".to_owned(), package),
+        (".npmrc".to_owned(), JS_NPMRC.to_owned()),
+        ("build.mjs".to_owned(), JS_BUILD.to_owned()),
+        ("moderator.js".to_owned(), JS_WORD_LIST.to_owned()),
+        ("wit/plugin.wit".to_owned(), WIT.to_owned()),
+        ("sample.json".to_owned(), format!("{sample}\n")),
+        ("README.md".to_owned(), js_readme(name)),
+        (".gitignore".to_owned(), "/node_modules\n/dist\n".to_owned()),
+    ])
+}
+
+fn js_readme(name: &str) -> String {
+    format!(
+        r#"# {name}
+
+A Switchboard moderation plugin in JavaScript: `moderator.js`, built into a
+component (with the StarlingMonkey engine) by ComponentizeJS.
+
+```sh
+npm install                              # once
+npm run build                            # dist/plugin.wasm
+switchboard plugin check dist/plugin.wasm
+switchboard plugin call dist/plugin.wasm --hook moderation --input sample.json
+```
+
+Then deploy it as a shadow beside the active version, watch how often it
+agrees, promote it, and roll back if need be, as `plugins/README.md` in
+the Switchboard repository shows (its "JavaScript" section maps the WIT
+types to JavaScript values).
+"#
+    )
 }
 
 fn project_manifest(name: &str, feature: &str) -> String {

@@ -65,11 +65,13 @@ fn check_finds_each_examples_hook_and_says_how_its_imports_are_linked() {
         let imports = report["imports"].as_array().unwrap();
         assert!(!imports.is_empty(), "{report}");
         for import in imports {
-            // The host's interfaces are provided; anything else (the WASI
-            // interfaces a language's runtime imports) traps if called.
+            // The host's interfaces are provided, WASI is the locked-down
+            // one, anything else traps if called.
             let name = import["name"].as_str().unwrap();
             let expected = if name.starts_with("switchboard:plugin/") {
                 "provided"
+            } else if name.starts_with("wasi:") && !name.starts_with("wasi:http/") {
+                "wasi"
             } else {
                 "trap"
             };
@@ -285,4 +287,73 @@ fn harness_status(args: &[&str]) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Issue 17, item 2: a JavaScript plugin (ComponentizeJS, with the
+/// StarlingMonkey engine inside) passes `check` under the default limits,
+/// its WASI imports linked to the locked-down WASI and `wasi:http` to
+/// traps. (Its decisions and what its runtime sees: `plugin_host.rs`.)
+#[test]
+fn a_javascript_plugin_passes_check_on_the_locked_down_wasi() {
+    let js = dist("js-word-list");
+    let (ok, report) = harness(&["check", &js], "");
+    assert!(ok, "{report}");
+    assert_eq!(report["hook"], "moderation");
+    let linked = |prefix: &str| {
+        report["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"].as_str().unwrap().starts_with(prefix))
+            .map(|i| i["linked"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(linked("wasi:clocks/wall-clock@").as_deref(), Some("wasi"));
+    assert_eq!(linked("wasi:random/random@").as_deref(), Some("wasi"));
+    assert_eq!(linked("wasi:filesystem/preopens@").as_deref(), Some("wasi"));
+    assert_eq!(linked("wasi:http/types@").as_deref(), Some("trap"));
+}
+
+/// `switchboard plugin new moderation DIR --language js`: a JavaScript
+/// project that builds with npm and moderates (the JavaScript word-list).
+#[test]
+fn a_javascript_plugin_from_the_template_builds_and_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("js-moderator");
+    let project_arg = project.to_str().unwrap();
+    let (ok, report) = harness(&["new", "moderation", project_arg, "--language", "js"], "");
+    assert!(ok, "{report}");
+    for args in [
+        &["install", "--no-audit", "--no-fund", "--silent"][..],
+        &["run", "build", "--silent"][..],
+    ] {
+        let status = Command::new("npm")
+            .args(args)
+            .current_dir(&project)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm {args:?}");
+    }
+    let wasm = project.join("dist/plugin.wasm");
+    let (ok, report) = harness(
+        &[
+            "call",
+            wasm.to_str().unwrap(),
+            "--hook",
+            "moderation",
+            "--input",
+            "-",
+        ],
+        r#"{"content": {"kind": "text", "text": "oh darn"}}"#,
+    );
+    assert!(ok, "{report}");
+    assert_eq!(report["decision"]["content"]["text"], "oh ****", "{report}");
+    // Other hooks have no JavaScript template.
+    let (ok, _) = harness_status(&[
+        "new",
+        "fan_out",
+        dir.path().join("js-fan-out").to_str().unwrap(),
+        "--language",
+        "js",
+    ]);
+    assert!(!ok);
 }

@@ -277,3 +277,55 @@ fn the_compiled_code_cache_keeps_the_most_recently_used_up_to_its_bound() {
     let verdict = moderate_with(&host, &second, &[], &text("hello"));
     assert!(verdict.is_ok(), "{verdict:?}");
 }
+
+/// Issue 17, item 2: the JavaScript word-list (ComponentizeJS) decides as
+/// the Rust one does, under the default limits, each call in a fresh
+/// instance of its 12 MB engine.
+#[test]
+fn the_javascript_word_list_decides_like_the_rust_one() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    let js = host
+        .compile(Hook::Moderation, &plugin("js-word-list"))
+        .unwrap();
+    let rust = host
+        .compile(Hook::Moderation, &plugin("word-list"))
+        .unwrap();
+    for (config, sample) in [
+        (&[][..], "oh Darn it, heck"),
+        (&[][..], "all fine here"),
+        (&[("action", "reject")][..], "darn"),
+        (&[("words", "spam, eggs")][..], "Spam and eggs and ham"),
+    ] {
+        let from_js = moderate_with(&host, &js, config, &text(sample)).unwrap();
+        let from_rust = moderate_with(&host, &rust, config, &text(sample)).unwrap();
+        assert_eq!(from_js, from_rust, "{sample:?} with {config:?}");
+    }
+}
+
+/// What the locked-down WASI shows a JavaScript runtime: the wall clock
+/// reads the call's start, the monotonic clock stands still, randomness
+/// repeats from call to call, and printing goes nowhere.
+#[test]
+fn a_javascript_runtime_sees_a_still_clock_and_repeating_randomness() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    let probe = host.compile(Hook::Moderation, &plugin("js-probe")).unwrap();
+    let seen = || {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as f64;
+        let Some(Verdict::Reject(report)) = moderate_with(&host, &probe, &[], &text("x")).unwrap()
+        else {
+            panic!("the probe rejects with its report");
+        };
+        let seen: serde_json::Value = serde_json::from_str(&report).unwrap();
+        (before, seen)
+    };
+    let (before, first) = seen();
+    let (_, second) = seen();
+    let now = first["now"].as_f64().unwrap();
+    assert!(now >= before - 1.0 && now < before + 10_000.0, "{first}");
+    assert_eq!(first["performance"], 0, "{first}");
+    assert_eq!(first["random"], second["random"], "{first} {second}");
+    assert_eq!(first["console"], "ok", "{first}");
+}

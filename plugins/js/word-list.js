@@ -1,0 +1,38 @@
+// The word-list moderator in JavaScript (the Rust one is ../word-list).
+// Configuration:
+// - `words`: comma-separated, matched as whole words, ignoring case
+//   (default `darn,heck`);
+// - `action`: `mask` (default) replaces each letter of a listed word with
+//   `*`; `reject` refuses the message.
+// Text and media captions are checked; everything else is allowed.
+import { config, log } from 'switchboard:plugin/host@0.1.0';
+
+function listed() {
+  return (config('words') ?? 'darn,heck')
+    .split(',')
+    .map((w) => w.trim().toLowerCase())
+    .filter((w) => w.length > 0);
+}
+
+// `text` with every listed word's letters replaced by `*`.
+function mask(text, words) {
+  return text.replace(/[A-Za-z0-9]+/g, (word) =>
+    words.includes(word.toLowerCase()) ? '*'.repeat(word.length) : word,
+  );
+}
+
+export const moderation = {
+  moderate(message) {
+    const content = message.content;
+    const text = content.tag === 'text' ? content.val : content.val.caption;
+    if (text === undefined) return { tag: 'allow' };
+    const masked = mask(text, listed());
+    if (masked === text) return { tag: 'allow' };
+    if (config('action') === 'reject') {
+      log('info', 'rejected a message with a listed word');
+      return { tag: 'reject', val: 'the message contains a word this community does not allow' };
+    }
+    if (content.tag === 'text') return { tag: 'rewrite', val: { tag: 'text', val: masked } };
+    return { tag: 'rewrite', val: { tag: content.tag, val: { ...content.val, caption: masked } } };
+  },
+};
