@@ -30,11 +30,12 @@ use crate::registry::{
 };
 use crate::shadow::Agreement;
 
-/// An upload, checked or not yet.
-struct Upload {
-    component: Vec<u8>,
-    config: BTreeMap<String, String>,
-    on_failure: OnFailure,
+/// A version as an admin uploads it, before it is checked.
+pub struct Upload {
+    pub component: Vec<u8>,
+    /// The values the plugin reads through the `config` import.
+    pub config: BTreeMap<String, String>,
+    pub on_failure: OnFailure,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,45 +148,10 @@ impl Deployer {
     }
 
     /// Validates the component (it compiles, fits the hook's world and
-    /// passes a trial call), stores it and makes it the active version.
+    /// passes a trial call), stores it and makes it the hook's version in
+    /// `slot`: the active one, or the shadow that runs beside it on the
+    /// same input without effect (replacing the shadow before).
     pub async fn deploy(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-        component: Vec<u8>,
-        config: BTreeMap<String, String>,
-        on_failure: OnFailure,
-        by: &UserId,
-    ) -> Result<VersionEntry, DeployError> {
-        let upload = Upload {
-            component,
-            config,
-            on_failure,
-        };
-        self.deploy_to(tenant, hook, Slot::Active, upload, by).await
-    }
-
-    /// As [`Deployer::deploy`], as the hook's shadow: it runs beside the
-    /// active version on the same input, without effect, replacing the
-    /// shadow before.
-    pub async fn deploy_shadow(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-        component: Vec<u8>,
-        config: BTreeMap<String, String>,
-        on_failure: OnFailure,
-        by: &UserId,
-    ) -> Result<VersionEntry, DeployError> {
-        let upload = Upload {
-            component,
-            config,
-            on_failure,
-        };
-        self.deploy_to(tenant, hook, Slot::Shadow, upload, by).await
-    }
-
-    async fn deploy_to(
         &self,
         tenant: &TenantId,
         hook: Hook,

@@ -18,7 +18,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use switchboard_plugin_host::deploy::{Listing, ShadowListing, VersionEntry};
+use switchboard_plugin_host::deploy::{Listing, ShadowListing, Upload, VersionEntry};
 use switchboard_plugin_host::host::Verdict;
 use switchboard_plugin_host::registry::{OnFailure, Slot};
 use switchboard_plugin_host::{Hook, ModerationInput};
@@ -103,13 +103,8 @@ fn check_config(config: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An upload, whichever form it came in.
-struct Upload {
-    component: Vec<u8>,
-    config: BTreeMap<String, String>,
-    on_failure: OnFailure,
-}
-
+/// An upload, whichever form it came in: the component's bytes with the
+/// configuration in the query string, or JSON.
 fn parse_upload(
     headers: &HeaderMap,
     query: BTreeMap<String, String>,
@@ -181,24 +176,29 @@ pub(super) async fn deploy(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    admin(&id)?;
+    deploy_to(&gw, &id, path, Slot::Active, query, &headers, body).await
+}
+
+/// A deploy to `slot`, in either upload form.
+async fn deploy_to(
+    gw: &Gateway,
+    id: &Identity,
+    path: PathParams<Hook>,
+    slot: Slot,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
+    admin(id)?;
     let hook = path.get()?;
     let Query(query) = query?;
-    let body = body?;
-    let upload = parse_upload(&headers, query, body)?;
+    let upload = parse_upload(headers, query, body?)?;
     check_config(&upload.config)?;
     let entry = gw
         .deployer
-        .deploy(
-            &id.tenant,
-            hook,
-            upload.component,
-            upload.config,
-            upload.on_failure,
-            &id.user,
-        )
+        .deploy(&id.tenant, hook, slot, upload, &id.user)
         .await?;
-    converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
+    converge(gw, id, hook, slot, Some(entry.revision)).await;
     Ok((StatusCode::CREATED, Json(entry)))
 }
 
@@ -285,24 +285,7 @@ pub(super) async fn deploy_shadow(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    admin(&id)?;
-    let hook = path.get()?;
-    let Query(query) = query?;
-    let upload = parse_upload(&headers, query, body?)?;
-    check_config(&upload.config)?;
-    let entry = gw
-        .deployer
-        .deploy_shadow(
-            &id.tenant,
-            hook,
-            upload.component,
-            upload.config,
-            upload.on_failure,
-            &id.user,
-        )
-        .await?;
-    converge(&gw, &id, hook, Slot::Shadow, Some(entry.revision)).await;
-    Ok((StatusCode::CREATED, Json(entry)))
+    deploy_to(&gw, &id, path, Slot::Shadow, query, &headers, body).await
 }
 
 /// `GET /v1/admin/plugins/{hook}/shadow`

@@ -1014,6 +1014,26 @@ async fn shadow_everywhere(
     }
 }
 
+/// The hook's shadow listing once `done` holds for it (within 60 s).
+async fn shadow_listing_once(
+    admin: &RestClient,
+    hook: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let listing = admin.plugin_shadow(hook).await.unwrap();
+        if done(&listing) {
+            return listing;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the shadow's comparisons never arrived: {listing}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Issue 17, item 4: a shadow version runs on live traffic beside the
 /// active one without effect; the admin API reports from every gateway
 /// and the worker how often it agrees, with disagreements by id and never
@@ -1062,13 +1082,7 @@ async fn a_shadow_moderator_is_compared_on_live_traffic_then_promoted_and_rolled
     );
 
     // Ten comparisons: six agree, four disagree.
-    let listing = loop {
-        let listing = admin.plugin_shadow("moderation").await.unwrap();
-        if listing["totals"]["calls"] == 10 {
-            break listing;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let listing = shadow_listing_once(&admin, "moderation", |l| l["totals"]["calls"] == 10).await;
     let totals = &listing["totals"];
     assert_eq!(
         (totals["agree"].as_u64(), totals["disagree"].as_u64()),
@@ -1169,13 +1183,7 @@ async fn shadow_edit_and_fan_out_policies_are_compared_against_the_built_in_ones
         .await
         .unwrap();
     expect_update(&mut alice).await;
-    let listing = loop {
-        let listing = admin.plugin_shadow("edit_policy").await.unwrap();
-        if listing["totals"]["calls"] == 1 {
-            break listing;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let listing = shadow_listing_once(&admin, "edit_policy", |l| l["totals"]["calls"] == 1).await;
     assert_eq!(listing["totals"]["disagree"], 1, "{listing}");
     assert!(
         listing["active"].is_null(),
@@ -1195,13 +1203,10 @@ async fn shadow_edit_and_fan_out_policies_are_compared_against_the_built_in_ones
     // Fan-out: a group of two fans out on write by default; the shadow
     // (threshold 1) would read. Compared once per size, however many
     // messages and connections ask.
-    let listing = loop {
-        let listing = admin.plugin_shadow("fan_out").await.unwrap();
-        if listing["totals"]["disagree"].as_u64() >= Some(1) {
-            break listing;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let listing = shadow_listing_once(&admin, "fan_out", |l| {
+        l["totals"]["disagree"].as_u64() >= Some(1)
+    })
+    .await;
     let d = &listing["totals"]["disagreements"][0];
     assert_eq!(
         (d["live"].as_str(), d["shadow"].as_str()),
@@ -1421,13 +1426,7 @@ async fn a_javascript_moderator_goes_through_shadow_promotion_and_rollback() {
     for (i, text) in ["hello", "oh darn", "fine", "heck no"].iter().enumerate() {
         send_acked(&mut alice, &conv, &format!("m{i}"), text).await;
     }
-    let listing = loop {
-        let listing = admin.plugin_shadow("moderation").await.unwrap();
-        if listing["totals"]["calls"] == 4 {
-            break listing;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let listing = shadow_listing_once(&admin, "moderation", |l| l["totals"]["calls"] == 4).await;
     assert_eq!(listing["totals"]["agree"], 4, "{listing}");
     assert_eq!(listing["agreement"], 1.0);
 
