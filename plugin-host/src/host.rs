@@ -22,6 +22,8 @@ use crate::wit::{self, CallLimiter, CallState};
 pub struct Compiled {
     pub digest: Arc<str>,
     pub hook: Hook,
+    /// Bytes of its compiled code image: what keeping it costs.
+    pub code_bytes: usize,
     pre: Pre,
 }
 
@@ -138,12 +140,15 @@ pub struct Counts {
 
 /// Compiled components by digest and hook: a component is compiled once
 /// per process, whichever tenants deploy it, while it stays among the
-/// `compiled_cache_entries` most recently used.
+/// most recently used, within `compiled_cache_entries` and
+/// `compiled_cache_bytes`.
 #[derive(Default)]
 struct CompileCache {
     entries: HashMap<(Arc<str>, Hook), (Arc<Compiled>, u64)>,
     /// Ticks at every use; an entry's tick says when it was last used.
     clock: u64,
+    /// The entries' code bytes together.
+    bytes: usize,
 }
 
 impl CompileCache {
@@ -157,11 +162,23 @@ impl CompileCache {
     }
 
     /// Keeps `compiled`, forgetting the least recently used entries past
-    /// `capacity` (a linear scan: the cache holds tens of entries).
-    fn insert(&mut self, key: (Arc<str>, Hook), compiled: Arc<Compiled>, capacity: usize) {
+    /// `capacity` entries or `max_bytes` bytes of code; the newest stays
+    /// whatever its size (a linear scan: the cache holds tens of entries).
+    fn insert(
+        &mut self,
+        key: (Arc<str>, Hook),
+        compiled: Arc<Compiled>,
+        capacity: usize,
+        max_bytes: usize,
+    ) {
         self.clock += 1;
-        self.entries.insert(key, (compiled, self.clock));
-        while self.entries.len() > capacity.max(1) {
+        self.bytes += compiled.code_bytes;
+        if let Some((replaced, _)) = self.entries.insert(key, (compiled, self.clock)) {
+            self.bytes -= replaced.code_bytes;
+        }
+        while self.entries.len() > capacity.max(1)
+            || (self.bytes > max_bytes && self.entries.len() > 1)
+        {
             let Some(oldest) = self
                 .entries
                 .iter()
@@ -170,7 +187,9 @@ impl CompileCache {
             else {
                 break;
             };
-            self.entries.remove(&oldest);
+            if let Some((forgotten, _)) = self.entries.remove(&oldest) {
+                self.bytes -= forgotten.code_bytes;
+            }
         }
     }
 }
@@ -259,10 +278,23 @@ impl PluginHost {
             }
             Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
         };
-        let compiled = Arc::new(Compiled { digest, hook, pre });
+        let image = component.image_range();
+        let code_bytes = (image.end as usize).saturating_sub(image.start as usize);
+        let compiled = Arc::new(Compiled {
+            digest,
+            hook,
+            code_bytes,
+            pre,
+        });
         let mut cache = self.lock_compiled();
-        cache.insert(key, compiled.clone(), self.limits.compiled_cache_entries);
-        crate::metrics::compiled_cached(cache.entries.len());
+        let limits = &self.limits;
+        cache.insert(
+            key,
+            compiled.clone(),
+            limits.compiled_cache_entries,
+            limits.compiled_cache_bytes,
+        );
+        crate::metrics::compiled_cached(cache.entries.len(), cache.bytes);
         Ok(compiled)
     }
 
@@ -292,6 +324,11 @@ impl PluginHost {
     /// How many compiled components this process keeps for reuse.
     pub fn compiled_cached(&self) -> usize {
         self.lock_compiled().entries.len()
+    }
+
+    /// Bytes of compiled code this process keeps for reuse.
+    pub fn compiled_cached_bytes(&self) -> usize {
+        self.lock_compiled().bytes
     }
 
     /// Compiles and makes one trial call with made-up input, as an upload

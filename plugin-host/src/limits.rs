@@ -29,6 +29,10 @@ pub struct PluginLimits {
     /// hook); past it, the least recently used is forgotten (versions in
     /// use keep theirs; it is compiled again if deployed again).
     pub compiled_cache_entries: usize,
+    /// Bytes of compiled code those entries may take together; past it
+    /// the least recently used are forgotten too (the newest stays,
+    /// whatever its size). A compiled JavaScript engine takes tens of MiB.
+    pub compiled_cache_bytes: usize,
     /// Versions of one tenant's hook kept in storage: the active one and
     /// those a rollback can return to, newest first. Older components are
     /// deleted from the code store (their records stay listed). At least 1.
@@ -74,6 +78,7 @@ impl Default for PluginLimits {
             pool_size: 64,
             max_component_bytes: 16 << 20,
             compiled_cache_entries: 64,
+            compiled_cache_bytes: 1 << 30,
             max_versions_per_hook: 10,
             max_bytes_per_tenant: 128 << 20,
             compile_concurrency: 2,

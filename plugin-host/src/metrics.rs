@@ -23,6 +23,7 @@ pub const QUARANTINES: &str = "switchboard_plugin_quarantines_total";
 pub const COMPILE_SECONDS: &str = "switchboard_plugin_compile_seconds";
 pub const COMPILE_TIMEOUTS: &str = "switchboard_plugin_compile_timeouts_total";
 pub const COMPILED_CACHED: &str = "switchboard_plugin_compiled_cached";
+pub const COMPILED_CACHED_BYTES: &str = "switchboard_plugin_compiled_cached_bytes";
 pub const COMPONENTS_PRUNED: &str = "switchboard_plugin_components_pruned_total";
 pub const SHADOW_CALLS: &str = "switchboard_plugin_shadow_calls_total";
 
@@ -57,6 +58,11 @@ pub fn describe() {
         COMPILED_CACHED,
         "Compiled components this process keeps for reuse (at most compiled_cache_entries)."
     );
+    describe_gauge!(
+        COMPILED_CACHED_BYTES,
+        Unit::Bytes,
+        "Bytes of compiled code this process keeps for reuse (at most compiled_cache_bytes, beyond which only the newest stays)."
+    );
     describe_counter!(
         SHADOW_CALLS,
         "Shadow plugin comparisons by hook, tenant and outcome: agree, disagree (with the live decision), failed (the shadow's call), skipped (queue full, or the live call failed)."
@@ -74,8 +80,9 @@ pub(crate) fn compiled(took: Duration, timed_out: bool) {
     }
 }
 
-pub(crate) fn compiled_cached(entries: usize) {
+pub(crate) fn compiled_cached(entries: usize, bytes: usize) {
     gauge!(COMPILED_CACHED).set(entries as f64);
+    gauge!(COMPILED_CACHED_BYTES).set(bytes as f64);
 }
 
 pub(crate) fn shadow_compared(hook: Hook, tenant: &TenantId, outcome: &'static str) {

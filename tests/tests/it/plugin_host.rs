@@ -278,6 +278,48 @@ fn the_compiled_code_cache_keeps_the_most_recently_used_up_to_its_bound() {
     assert!(verdict.is_ok(), "{verdict:?}");
 }
 
+/// The cache is bounded in bytes of compiled code too: at the bound both
+/// variants stay; a byte past it, the least recently used goes; and the
+/// newest stays whatever its size.
+#[test]
+fn the_compiled_code_cache_keeps_within_its_bytes() {
+    let one = {
+        let host = PluginHost::new(PluginLimits::default()).unwrap();
+        host.compile(Hook::Moderation, &variant(0))
+            .unwrap()
+            .code_bytes
+    };
+    assert!(one > 0);
+    let cache = |bytes: usize| {
+        PluginHost::new(PluginLimits {
+            compiled_cache_bytes: bytes,
+            ..PluginLimits::default()
+        })
+        .unwrap()
+    };
+    let at_bound = cache(2 * one);
+    at_bound.compile(Hook::Moderation, &variant(0)).unwrap();
+    at_bound.compile(Hook::Moderation, &variant(1)).unwrap();
+    assert_eq!(at_bound.compiled_cached(), 2);
+    assert_eq!(at_bound.compiled_cached_bytes(), 2 * one);
+    let past = cache(2 * one - 1);
+    let first = past.compile(Hook::Moderation, &variant(0)).unwrap();
+    let second = past.compile(Hook::Moderation, &variant(1)).unwrap();
+    assert_eq!(past.compiled_cached(), 1);
+    assert_eq!(past.compiled_cached_bytes(), one);
+    assert!(Arc::ptr_eq(
+        &second,
+        &past.compile(Hook::Moderation, &variant(1)).unwrap()
+    ));
+    assert!(!Arc::ptr_eq(
+        &first,
+        &past.compile(Hook::Moderation, &variant(0)).unwrap()
+    ));
+    let tiny = cache(1);
+    tiny.compile(Hook::Moderation, &variant(0)).unwrap();
+    assert_eq!(tiny.compiled_cached(), 1, "the newest stays");
+}
+
 /// Issue 17, item 2: the JavaScript word-list (ComponentizeJS) decides as
 /// the Rust one does, under the default limits, each call in a fresh
 /// instance of its 12 MB engine.
@@ -287,6 +329,10 @@ fn the_javascript_word_list_decides_like_the_rust_one() {
     let js = host
         .compile(Hook::Moderation, &plugin("js-word-list"))
         .unwrap();
+    println!(
+        "compiled JavaScript engine: {} bytes of code",
+        js.code_bytes
+    );
     let rust = host
         .compile(Hook::Moderation, &plugin("word-list"))
         .unwrap();
