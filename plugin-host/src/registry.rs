@@ -272,6 +272,23 @@ impl Plugins {
         self.installed(tenant, hook, Slot::Shadow)
     }
 
+    /// The active and the shadow version of the tenant's hook, in one
+    /// lookup (every hook call asks for both).
+    fn versions(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+    ) -> (Option<Arc<Loaded>>, Option<Arc<Loaded>>) {
+        let installed = self.installed.read().unwrap_or_else(|p| p.into_inner());
+        match installed.get(tenant.as_str()) {
+            Some(versions) => (
+                versions[slot_index(hook, Slot::Active)].clone(),
+                versions[slot_index(hook, Slot::Shadow)].clone(),
+            ),
+            None => (None, None),
+        }
+    }
+
     fn installed(&self, tenant: &TenantId, hook: Hook, slot: Slot) -> Option<Arc<Loaded>> {
         let installed = self.installed.read().unwrap_or_else(|p| p.into_inner());
         installed.get(tenant.as_str())?[slot_index(hook, slot)].clone()
@@ -364,8 +381,8 @@ impl Plugins {
     /// Moderates a message before it is committed. Without a plugin, or
     /// for content plugins never see, everything is allowed.
     pub fn moderate(&self, input: &ModerationInput<'_>, limits: &ContentLimits) -> Moderation {
-        let shadow = self.shadow(input.tenant, Hook::Moderation);
-        let Some(loaded) = self.active(input.tenant, Hook::Moderation) else {
+        let (active, shadow) = self.versions(input.tenant, Hook::Moderation);
+        let Some(loaded) = active else {
             if let Some(shadow) = shadow {
                 let input = shadow::Input::moderation(input, limits);
                 self.shadows.compare(shadow, input, Decision::Allow);
@@ -401,14 +418,13 @@ impl Plugins {
         request: &EditRequest<'_>,
         builtin: impl FnOnce() -> Result<(), String>,
     ) -> Result<(), String> {
-        let decided = self
-            .active(request.tenant, Hook::EditPolicy)
-            .and_then(|loaded| {
-                self.guarded(&loaded, |h, c, cfg| h.edit(c, cfg, request))
-                    .ok()
-            });
+        let (active, shadow) = self.versions(request.tenant, Hook::EditPolicy);
+        let decided = active.and_then(|loaded| {
+            self.guarded(&loaded, |h, c, cfg| h.edit(c, cfg, request))
+                .ok()
+        });
         let decision = decided.unwrap_or_else(builtin);
-        if let Some(shadow) = self.shadow(request.tenant, Hook::EditPolicy) {
+        if let Some(shadow) = shadow {
             let input = shadow::Input::edit(request);
             self.shadows
                 .compare(shadow, input, Decision::of_edit(&decision));
@@ -428,15 +444,24 @@ impl Plugins {
             return None;
         }
         let loaded = self.active(tenant, Hook::FanOut)?;
+        self.active_fan_out(&loaded, tenant, kind, members)
+    }
+
+    /// The active fan-out version's choice, remembered per size.
+    fn active_fan_out(
+        &self,
+        loaded: &Loaded,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        members: usize,
+    ) -> Option<FanOut> {
         if let Ok(memo) = loaded.fan_out_memo.lock()
             && let Some(mode) = memo.get(&(kind, members))
         {
             return Some(*mode);
         }
         let mode = self
-            .guarded(&loaded, |h, c, cfg| {
-                h.fan_out(c, cfg, tenant, kind, members)
-            })
+            .guarded(loaded, |h, c, cfg| h.fan_out(c, cfg, tenant, kind, members))
             .ok()?;
         if let Ok(mut memo) = loaded.fan_out_memo.lock() {
             if memo.len() >= FAN_OUT_MEMO_ENTRIES {
@@ -455,12 +480,15 @@ impl Plugins {
         members: usize,
         default: &FanOutPolicy,
     ) -> FanOut {
-        let mode = self
-            .fan_out(tenant, kind, members)
+        // Direct conversations always fan out on write; no plugin is asked.
+        if kind == ConversationKind::Direct {
+            return default.mode(kind, members);
+        }
+        let (active, shadow) = self.versions(tenant, Hook::FanOut);
+        let mode = active
+            .and_then(|loaded| self.active_fan_out(&loaded, tenant, kind, members))
             .unwrap_or_else(|| default.mode(kind, members));
-        if kind != ConversationKind::Direct
-            && let Some(shadow) = self.shadow(tenant, Hook::FanOut)
-        {
+        if let Some(shadow) = shadow {
             // Once per distinct size, as the active version is asked.
             let first = shadow.fan_out_memo.lock().is_ok_and(|mut seen| {
                 if seen.len() >= FAN_OUT_MEMO_ENTRIES {

@@ -155,15 +155,28 @@ fn parse_upload(
     })
 }
 
+impl Operation {
+    /// A version's upload, in either form `parse_upload` takes.
+    fn upload(self) -> Self {
+        self.query::<String>(
+            "config.<key>",
+            "With a raw upload: a configuration value (any number of them).",
+        )
+        .query::<OnFailure>(
+            "on_failure",
+            "With a raw upload: moderation's failure policy (default closed).",
+        )
+        .bytes_body("application/wasm")
+        .json_body::<JsonUpload>()
+    }
+}
+
 /// `PUT /v1/admin/plugins/{hook}`
 pub(super) fn deploy_op() -> Operation {
     Operation::put("Deploy a plugin version")
         .describe("Admin role. Validates the component (a WebAssembly component of the hook's world in wit/0.1.0 that passes a trial call), stores it and makes it active on every gateway and worker. Answers once this gateway runs it. The body is the component itself (application/wasm, with configuration in the query string) or JSON. See plugins/README.md.")
         .path::<Hook>("hook", "The hook.")
-        .query::<String>("config.<key>", "With a raw upload: a configuration value (any number of them).")
-        .query::<OnFailure>("on_failure", "With a raw upload: moderation's failure policy (default closed).")
-        .bytes_body("application/wasm")
-        .json_body::<JsonUpload>()
+        .upload()
         .reply::<VersionEntry>(201, "Deployed.")
         .errors(&[404])
 }
@@ -269,10 +282,7 @@ pub(super) fn deploy_shadow_op() -> Operation {
     Operation::put("Deploy a shadow version")
         .describe("Admin role. Checked, stored and counted against the storage caps like a deploy (same body forms), then run on every gateway and worker beside the active version, on the same live input under the same limits, without effect: it replaces the hook's shadow before. GET .../shadow reports how often it agrees. See plugins/README.md.")
         .path::<Hook>("hook", "The hook.")
-        .query::<String>("config.<key>", "With a raw upload: a configuration value (any number of them).")
-        .query::<OnFailure>("on_failure", "With a raw upload: moderation's failure policy once promoted (default closed).")
-        .bytes_body("application/wasm")
-        .json_body::<JsonUpload>()
+        .upload()
         .reply::<VersionEntry>(201, "Deployed as the shadow.")
         .errors(&[404])
 }
