@@ -28,6 +28,12 @@
 //! partition's queue is published in order, and a message is published
 //! only after the one before it was stored. A send that fails is answered
 //! with an error, and the client sends it again, as before.
+//!
+//! Reconnects: when the connection to NATS breaks (its node died), the
+//! pub-ack of a message in flight is lost with it. The message is
+//! published again on the new connection at once rather than after the
+//! JetStream timeout, so a partition's queue stalls only as long as the
+//! reconnect (`publish_until_answered`).
 
 use std::time::Instant;
 
@@ -39,7 +45,7 @@ use bytes::Bytes;
 use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, encode_commands};
 use switchboard_backbone::subject::{ingest, ingest_batch};
 use switchboard_backbone::trace;
-use switchboard_backbone::{BackboneError, Cause, cause};
+use switchboard_backbone::{BackboneError, Cause, cause, connection_epoch, reconnected_since};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -71,9 +77,20 @@ pub(crate) enum NotStored {
     Publish(#[source] Cause),
     #[error("backbone did not store the message: {0}")]
     Unacked(#[source] Cause),
+    #[error("the connection to NATS broke before the backbone answered")]
+    Reconnected,
     #[error("the gateway is shutting down")]
     Closed,
 }
+
+/// How often a batch is published when NATS reconnects before its pub-ack
+/// arrives, before its senders are told to retry.
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// How long a copy waits for its original to be stored, and how often,
+/// before its senders are told to retry (2 s in all).
+const IN_PROCESS_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+const IN_PROCESS_RETRIES: u32 = 40;
 
 /// The answer a queued send waits for.
 pub(crate) type Receipt = oneshot::Receiver<Result<Stored, NotStored>>;
@@ -156,29 +173,80 @@ async fn publish_queued(
         };
         let batch = take_batch(first, &mut queue, &mut carried, limits);
         let started = Instant::now();
-        let stored = match publish(&js, partition, &batch).await {
-            Ok(stored) => stored,
-            Err(e) => {
-                answer(batch, &Err(e));
-                continue;
-            }
-        };
         if limits.sends == 1 {
             // Batching off: every send alone, and none waits for the
             // pub-ack of the one before it (it was issued first on the
-            // same connection, so it is stored first).
-            tokio::spawn(async move {
-                let result = stored_as(stored.await);
-                crate::metrics::published(started.elapsed());
-                answer(batch, &result);
-            });
+            // same connection, so it is stored first). A reconnect answers
+            // at once, and the client's retry keeps its order.
+            let epoch = connection_epoch();
+            match publish(&js, partition, &batch).await {
+                Ok(stored) => {
+                    tokio::spawn(async move {
+                        let result = tokio::select! {
+                            ack = stored => stored_as(ack),
+                            () = reconnected_since(epoch) => Err(NotStored::Reconnected),
+                        };
+                        crate::metrics::published(started.elapsed());
+                        answer(batch, &result);
+                    });
+                }
+                Err(e) => answer(batch, &Err(e)),
+            }
             continue;
         }
-        let result = stored_as(stored.await);
+        let result = publish_until_answered(&js, partition, &batch).await;
         crate::metrics::published(started.elapsed());
         tracing::trace!(sends = batch.len(), elapsed = ?started.elapsed(), ok = result.is_ok(), "published");
         answer(batch, &result);
     }
+}
+
+/// Publishes `batch` and waits for its pub-ack.
+///
+/// A pub-ack due on a connection that broke never arrives, and the
+/// partition's queue would wait out the JetStream timeout behind it: the
+/// batch is published again on the new connection instead, still ahead of
+/// everything queued behind it. JetStream drops a lone send's copy by its
+/// `Nats-Msg-Id`; the writer answers a batch's copy from its idempotency
+/// keys. A copy that finds its original still being stored is published
+/// again a moment later, until JetStream says which it was.
+async fn publish_until_answered(
+    js: &jetstream::Context,
+    partition: u16,
+    batch: &[Pending],
+) -> Result<Stored, NotStored> {
+    let (mut reconnects, mut in_process) = (0, 0);
+    loop {
+        let epoch = connection_epoch();
+        let stored = publish(js, partition, batch).await?;
+        let ack = tokio::select! {
+            ack = stored => ack,
+            () = reconnected_since(epoch) => {
+                reconnects += 1;
+                tracing::debug!(sends = batch.len(), reconnects, "NATS reconnected before the pub-ack");
+                if reconnects == PUBLISH_ATTEMPTS {
+                    return Err(NotStored::Reconnected);
+                }
+                continue;
+            }
+        };
+        match ack {
+            Err(e) if original_in_process(&e) && in_process < IN_PROCESS_RETRIES => {
+                in_process += 1;
+                tokio::time::sleep(IN_PROCESS_PAUSE).await;
+            }
+            ack => return stored_as(ack),
+        }
+    }
+}
+
+/// Whether JetStream refused a copy because it is still storing the
+/// original with the same `Nats-Msg-Id` (10158): the original's fate is
+/// not known yet.
+fn original_in_process(e: &jetstream::context::PublishError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<jetstream::Error>())
+        .is_some_and(|e| e.error_code() == jetstream::ErrorCode::STREAM_DUPLICATE_MESSAGE_CONFLICT)
 }
 
 fn answer(batch: Vec<Pending>, result: &Result<Stored, NotStored>) {

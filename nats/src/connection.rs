@@ -12,16 +12,18 @@
 //! fills the server's log.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_nats::{ConnectErrorKind, ConnectOptions, ServerAddr};
+use tokio::sync::watch;
 
 use crate::BackboneError;
 
 /// Connections this process made to a NATS server, counting every
-/// reconnect of every client.
-static CONNECTS: AtomicU64 = AtomicU64::new(0);
+/// reconnect of every client. Never dropped, so its receivers never see
+/// it closed.
+static CONNECTS: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::Sender::new(0));
 
 /// A number that changes whenever a client of this process (re)connects.
 ///
@@ -29,9 +31,18 @@ static CONNECTS: AtomicU64 = AtomicU64::new(0);
 /// an answer: a request's reply, a JetStream delivery the consumer counts
 /// as handed out. Work that waits on such things compares the epoch from
 /// before with the one now, and starts over at once when it moved instead
-/// of waiting for a timeout (`RemoteStore`, the partition writers).
+/// of waiting for a timeout (`RemoteStore`, the partition writers, the
+/// gateway's ingest queues).
 pub fn connection_epoch() -> u64 {
-    CONNECTS.load(Ordering::Relaxed)
+    *CONNECTS.borrow()
+}
+
+/// Resolves once a client of this process has (re)connected since
+/// [`connection_epoch`] returned `epoch`; at once if one already has.
+pub async fn reconnected_since(epoch: u64) {
+    let mut connects = CONNECTS.subscribe();
+    // The sender lives in a static: `wait_for` cannot see it closed.
+    let _ = connects.wait_for(|now| *now != epoch).await;
 }
 
 /// How this process proves who it is to NATS.
@@ -138,7 +149,7 @@ impl NatsConfig {
             .event_callback(|event| async move {
                 match event {
                     async_nats::Event::Connected => {
-                        CONNECTS.fetch_add(1, Ordering::Relaxed);
+                        CONNECTS.send_modify(|connects| *connects += 1);
                         tracing::info!("connected to NATS");
                     }
                     async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),

@@ -137,7 +137,9 @@ impl BackboneError {
     }
 }
 
-pub use connection::{NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, parse_servers};
+pub use connection::{
+    NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, parse_servers, reconnected_since,
+};
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use switchboard_backbone::connection_epoch;
 use switchboard_backbone::subject::STORE_SERVICE;
+use switchboard_backbone::{connection_epoch, reconnected_since};
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
 use switchboard_store::{HistoryQuery, InboxCursor, StoreError, StoreResult};
 
@@ -34,16 +34,11 @@ impl RemoteStore {
         // up on a reconnect rather than wait out the timeout (callers
         // retry, and every request is safe to repeat).
         let epoch = connection_epoch();
-        let reconnected = async {
-            while connection_epoch() == epoch {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
         let msg = tokio::select! {
             msg = self.client.send_request(STORE_SERVICE, req) => {
                 msg.map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?
             }
-            () = reconnected => {
+            () = reconnected_since(epoch) => {
                 return Err(StoreError::Unavailable(
                     "store service: NATS reconnected while waiting for the answer; retry".into(),
                 ));

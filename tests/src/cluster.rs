@@ -174,22 +174,29 @@ impl Cluster {
         cluster
     }
 
-    fn common_args(&self, role: &str) -> Vec<String> {
+    fn common_args(&self, role: &str, nats_url: &str) -> Vec<String> {
         vec![
             role.to_owned(),
             "--config".into(),
             self.config.display().to_string(),
             "--nats-url".into(),
-            self.nats.url(),
+            nats_url.to_owned(),
             "--replicas".into(),
             self.replicas.to_string(),
         ]
     }
 
-    /// Adds a worker; the store owner opens the embedded store.
+    /// Adds a worker seeded with every NATS node; the store owner opens
+    /// the embedded store.
     pub async fn add_worker(&mut self, store_owner: bool) {
+        self.add_worker_via(store_owner, &self.nats.url()).await;
+    }
+
+    /// Adds a worker seeded with `nats_url` only (it learns the other
+    /// nodes from the one it reaches).
+    pub async fn add_worker_via(&mut self, store_owner: bool, nats_url: &str) {
         let i = self.workers.len();
-        let mut args = self.common_args("worker");
+        let mut args = self.common_args("worker", nats_url);
         if store_owner {
             args.extend([
                 "--store".into(),
@@ -207,9 +214,15 @@ impl Cluster {
         self.workers.push(p);
     }
 
+    /// Adds a gateway seeded with every NATS node.
     pub async fn add_gateway(&mut self) {
+        self.add_gateway_via(&self.nats.url()).await;
+    }
+
+    /// Adds a gateway seeded with `nats_url` only.
+    pub async fn add_gateway_via(&mut self, nats_url: &str) {
         let i = self.gateways.len();
-        let mut args = self.common_args("gateway");
+        let mut args = self.common_args("gateway", nats_url);
         args.extend([
             "--store".into(),
             "nats".into(),
