@@ -330,6 +330,7 @@ var SwitchboardClient = class extends Emitter {
     __publicField(this, "reconnectTimer");
     __publicField(this, "refreshTimer");
     __publicField(this, "ackTimer");
+    __publicField(this, "resendTimer");
     __publicField(this, "unackedDelivered", /* @__PURE__ */ new Map());
     __publicField(this, "typingTimers", /* @__PURE__ */ new Map());
     __publicField(this, "counter", 0);
@@ -355,6 +356,7 @@ var SwitchboardClient = class extends Emitter {
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.refreshTimer);
     clearTimeout(this.ackTimer);
+    clearInterval(this.resendTimer);
     for (const timer of this.typingTimers.values()) clearTimeout(timer);
     this.typingTimers.clear();
     this.socket?.close(1e3);
@@ -376,8 +378,9 @@ var SwitchboardClient = class extends Emitter {
   send(conversationId, content, clientMsgId = this.newClientMsgId()) {
     return new Promise((resolve, reject) => {
       const frame = { type: "send_message", client_msg_id: clientMsgId, conversation_id: conversationId, content };
-      this.pending.set(clientMsgId, { frame, resolve, reject });
-      this.write(frame);
+      const pending = { frame, resolve, reject, writtenAt: 0 };
+      this.pending.set(clientMsgId, pending);
+      this.writePending(pending);
       this.emit("change", conversationId);
     });
   }
@@ -441,7 +444,8 @@ var SwitchboardClient = class extends Emitter {
       this.setStatus("open");
       this.scheduleRefresh();
       this.catchUp();
-      for (const { frame } of this.pending.values()) this.write(frame);
+      for (const pending of this.pending.values()) this.writePending(pending);
+      this.resendUnacked();
     };
     socket.onmessage = (event) => {
       if (this.socket !== socket || typeof event.data !== "string") return;
@@ -457,6 +461,7 @@ var SwitchboardClient = class extends Emitter {
       if (this.socket !== socket) return;
       this.socket = void 0;
       clearTimeout(this.refreshTimer);
+      clearInterval(this.resendTimer);
       this.retry();
     };
     socket.onerror = () => {
@@ -504,6 +509,26 @@ var SwitchboardClient = class extends Emitter {
   }
   write(frame) {
     if (this.socket?.readyState === 1) this.socket.send(JSON.stringify(frame));
+  }
+  writePending(pending) {
+    pending.writtenAt = Date.now();
+    this.write(pending.frame);
+  }
+  /** While the connection is open, writes again, in the order they were
+   * made, the sends whose acks are overdue. */
+  resendUnacked() {
+    clearInterval(this.resendTimer);
+    const after = this.options.resendAfterMs ?? 1e4;
+    this.resendTimer = setInterval(
+      () => {
+        const overdue = Date.now() - after;
+        for (const pending of this.pending.values()) {
+          if (pending.writtenAt <= overdue) this.writePending(pending);
+        }
+      },
+      Math.min(1e3, Math.max(50, after / 4))
+    );
+    this.resendTimer.unref?.();
   }
   handle(frame) {
     switch (frame.type) {
@@ -584,7 +609,7 @@ var SwitchboardClient = class extends Emitter {
           pending.reject(new SendError(frame));
         } else if (pending) {
           setTimeout(() => {
-            if (this.pending.get(pending.frame.client_msg_id) === pending) this.write(pending.frame);
+            if (this.pending.get(pending.frame.client_msg_id) === pending) this.writePending(pending);
           }, 1e3);
         } else {
           this.emit("error", frame);

@@ -23,6 +23,11 @@ export interface ClientOptions {
   ackDelivered?: boolean;
   /** Refresh the token this long before it expires (default 60 s). */
   refreshBeforeMs?: number;
+  /** Write a send again when its ack has not come this long after it was
+   * written on an open connection (default 10 s): an ack can be lost
+   * without the connection dropping (live delivery is at most once), and
+   * the server answers a resend from the store. */
+  resendAfterMs?: number;
 }
 
 export type Status = "connecting" | "open" | "reconnecting" | "closed";
@@ -60,6 +65,8 @@ interface PendingSend {
   frame: Extract<ClientFrame, { type: "send_message" }>;
   resolve: (sent: Sent) => void;
   reject: (error: SendError) => void;
+  /** When it was last written (ms since the epoch). */
+  writtenAt: number;
 }
 
 /** A send the server refused (the `error` frame's code and message). */
@@ -89,8 +96,9 @@ const FINAL_CODES = new Set([
  *
  * - Connects, and reconnects with backoff whenever the connection drops.
  * - Resends every unacked send, with the same `client_msg_id`, on each
- *   connection: the server's idempotency makes a resend of a stored
- *   message return the original.
+ *   connection, and on an open one when its ack is overdue
+ *   (`resendAfterMs`): the server's idempotency makes a resend of a
+ *   stored message return the original.
  * - Pulls the backlog on every (re)connect (this device's undelivered
  *   messages, and each known conversation since its last contiguous
  *   `seq`) and whenever a `seq` gap shows.
@@ -111,6 +119,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   private ackTimer: ReturnType<typeof setTimeout> | undefined;
+  private resendTimer: ReturnType<typeof setInterval> | undefined;
   private unackedDelivered = new Map<string, number>();
   private typingTimers = new Map<string, ReturnType<typeof setTimeout>>();
   private counter = 0;
@@ -142,6 +151,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.refreshTimer);
     clearTimeout(this.ackTimer);
+    clearInterval(this.resendTimer);
     for (const timer of this.typingTimers.values()) clearTimeout(timer);
     this.typingTimers.clear();
     this.socket?.close(1000);
@@ -165,8 +175,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   send(conversationId: string, content: Content, clientMsgId = this.newClientMsgId()): Promise<Sent> {
     return new Promise((resolve, reject) => {
       const frame = { type: "send_message" as const, client_msg_id: clientMsgId, conversation_id: conversationId, content };
-      this.pending.set(clientMsgId, { frame, resolve, reject });
-      this.write(frame);
+      const pending = { frame, resolve, reject, writtenAt: 0 };
+      this.pending.set(clientMsgId, pending);
+      this.writePending(pending);
       this.emit("change", conversationId);
     });
   }
@@ -243,7 +254,8 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       this.setStatus("open");
       this.scheduleRefresh();
       this.catchUp();
-      for (const { frame } of this.pending.values()) this.write(frame);
+      for (const pending of this.pending.values()) this.writePending(pending);
+      this.resendUnacked();
     };
     socket.onmessage = (event: MessageEvent) => {
       if (this.socket !== socket || typeof event.data !== "string") return;
@@ -259,6 +271,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       if (this.socket !== socket) return;
       this.socket = undefined;
       clearTimeout(this.refreshTimer);
+      clearInterval(this.resendTimer);
       this.retry();
     };
     socket.onerror = () => {
@@ -314,6 +327,29 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
 
   private write(frame: ClientFrame): void {
     if (this.socket?.readyState === 1) this.socket.send(JSON.stringify(frame));
+  }
+
+  private writePending(pending: PendingSend): void {
+    pending.writtenAt = Date.now();
+    this.write(pending.frame);
+  }
+
+  /** While the connection is open, writes again, in the order they were
+   * made, the sends whose acks are overdue. */
+  private resendUnacked(): void {
+    clearInterval(this.resendTimer);
+    const after = this.options.resendAfterMs ?? 10_000;
+    this.resendTimer = setInterval(
+      () => {
+        const overdue = Date.now() - after;
+        for (const pending of this.pending.values()) {
+          if (pending.writtenAt <= overdue) this.writePending(pending);
+        }
+      },
+      Math.min(1_000, Math.max(50, after / 4)),
+    );
+    // Under Node, the timer alone does not keep the process alive.
+    (this.resendTimer as { unref?: () => void }).unref?.();
   }
 
   private handle(frame: ServerFrame): void {
@@ -398,7 +434,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         } else if (pending) {
           // Busy or unavailable: the same send again, a little later.
           setTimeout(() => {
-            if (this.pending.get(pending.frame.client_msg_id) === pending) this.write(pending.frame);
+            if (this.pending.get(pending.frame.client_msg_id) === pending) this.writePending(pending);
           }, 1_000);
         } else {
           this.emit("error", frame);

@@ -3,7 +3,7 @@
 // mid-conversation with nothing lost or duplicated.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import WebSocket from "ws";
+import WebSocket, { WebSocketServer } from "ws";
 import { SwitchboardClient } from "../dist/index.js";
 import { Dev, token, waitFor, until } from "./dev.mjs";
 
@@ -134,5 +134,56 @@ test("a gateway killed mid-conversation: every send stored and seen exactly once
   } finally {
     alice.close();
     bob.close();
+  }
+});
+
+test("an ack lost on an open connection: the send is written again and resolves", { timeout: 10_000 }, async () => {
+  // A real gateway loses an ack only while its own NATS connection
+  // breaks, which cannot be timed from here: a stand-in server answers
+  // the second copy of each send and ignores the first.
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const copies = new Map();
+  let connections = 0;
+  server.on("connection", (socket) => {
+    connections += 1;
+    socket.on("message", (data) => {
+      const frame = JSON.parse(data.toString());
+      if (frame.type !== "send_message") return;
+      const n = (copies.get(frame.client_msg_id) ?? 0) + 1;
+      copies.set(frame.client_msg_id, n);
+      if (n < 2) return;
+      socket.send(
+        JSON.stringify({
+          type: "ack",
+          client_msg_id: frame.client_msg_id,
+          conversation_id: frame.conversation_id,
+          message_id: "1",
+          seq: 1,
+          status: "sent",
+        }),
+      );
+    });
+  });
+  const c = new SwitchboardClient({
+    url: `http://127.0.0.1:${server.address().port}`,
+    token: "not-checked-here",
+    WebSocket,
+    resendAfterMs: 300,
+  });
+  try {
+    const open = waitFor(c, "status", (s) => s === "open");
+    c.connect();
+    await open;
+    const started = Date.now();
+    const sent = await c.sendText("c1", "hello");
+    assert.equal(sent.seq, 1);
+    assert.ok(Date.now() - started >= 300, "written again only once overdue");
+    assert.equal(copies.get(sent.client_msg_id), 2);
+    assert.equal(connections, 1, "on the same connection");
+    assert.equal(c.pendingSends, 0);
+  } finally {
+    c.close();
+    server.close();
   }
 });
