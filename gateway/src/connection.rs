@@ -33,6 +33,10 @@ use crate::quota::{self, Admission, TokenBucket};
 use crate::receipts::{self, PendingMarks};
 use crate::typing;
 
+/// How long after a NATS reconnect the sends still unanswered are looked
+/// up in the store: the answers published after the reconnect come first.
+const ANSWERS_SETTLE: Duration = Duration::from_millis(250);
+
 struct Connection {
     gw: Arc<Gateway>,
     id: Identity,
@@ -57,7 +61,7 @@ struct Connection {
     /// Sends JetStream stored whose writer's answer is still to come, and
     /// the answers the hub handed over: equal when nothing is pending.
     stored: Arc<AtomicU64>,
-    answered: Arc<crate::hub::Answers>,
+    answered: Arc<crate::answers::Answers>,
 }
 
 fn frame(f: &ServerFrame) -> Outbound {
@@ -94,7 +98,7 @@ struct SessionParts {
     registration: Registration,
     tx: Outbox,
     rx: OutboxReader,
-    answered: Arc<crate::hub::Answers>,
+    answered: Arc<crate::answers::Answers>,
 }
 
 impl Drop for Session {
@@ -124,7 +128,7 @@ pub(crate) async fn prepare(gw: &Arc<Gateway>, id: &Identity) -> Result<Session,
         .register_device(&id.tenant, &id.user, &id.device)
         .await?;
     let (tx, rx) = outbox(gw.config.limits.outbound_queue_bytes);
-    let answered = Arc::new(crate::hub::Answers::default());
+    let answered = Arc::new(crate::answers::Answers::default());
     let registration = gw
         .hub
         .join(
@@ -232,6 +236,7 @@ async fn serve(
     let grace = Duration::from_millis(limits.token_expiry_grace_ms);
     let mut key_changes = gw.tenants.subscribe();
     let mut seen_change = key_changes.borrow_and_update().count;
+    let mut reconnects = switchboard_backbone::connection_epochs();
     let mut conn = Connection {
         gw: gw.clone(),
         session_ends: session_end(id.expires_at, grace),
@@ -313,6 +318,10 @@ async fn serve(
                     let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
                     break;
                 }
+            }
+            Ok(()) = reconnects.changed() => {
+                let epoch = *reconnects.borrow_and_update();
+                conn.answer_from_the_store(epoch);
             }
             _ = &mut writer => break,
             () = until_draining(&mut draining) => {
@@ -685,7 +694,7 @@ impl Connection {
             }
         };
         crate::metrics::send_accepted();
-        self.answered.clock.started(client_msg_id.as_str());
+        self.answered.sent(&conversation_id, &client_msg_id);
         let answered = self.answered.clone();
         let (gw, tx, stored_count) = (self.gw.clone(), self.tx.clone(), self.stored.clone());
         let key = SentKey {
@@ -728,9 +737,10 @@ impl Connection {
                     Ok(Stored::Duplicate) => match gw.store.find_sent(vec![key.clone()]).await {
                         Ok(found) => {
                             if let Some(Some(m)) = found.first() {
-                                answered.clock.acked(m.client_msg_id.as_str());
+                                answered.acked(m.client_msg_id.as_str());
                                 let _ = tx.send(frame(&ServerFrame::ack(m))).await;
                             } else if let Some(refusal) = gw.refused(&key).await {
+                                answered.refused(key.client_msg_id.as_str());
                                 let answer = error_frame(
                                     refusal.code,
                                     refusal.message,
@@ -742,15 +752,62 @@ impl Connection {
                             }
                         }
                         Err(e) => {
+                            answered.refused(key.client_msg_id.as_str());
                             let _ = tx.send(send_error(format!("store: {e}; retry"))).await;
                         }
                     },
                     Err(e) => {
+                        answered.refused(key.client_msg_id.as_str());
                         let _ = tx.send(send_error(format!("{e}; retry"))).await;
                     }
                 }
             }
             .instrument(traced),
+        );
+    }
+
+    /// NATS reconnected (`epoch`): a writer's answer published while it was
+    /// down is lost. A moment later, once the answers published since have
+    /// come, the sends made before that are stored and still unanswered are
+    /// answered from the store (`answers.rs`); the others are not stored
+    /// yet, and their writers' answers will come.
+    fn answer_from_the_store(&self, epoch: u64) {
+        let (gw, tx, answered) = (self.gw.clone(), self.tx.clone(), self.answered.clone());
+        let (tenant, sender) = (self.id.tenant.clone(), self.id.user.clone());
+        tokio::spawn(
+            async move {
+                tokio::time::sleep(ANSWERS_SETTLE).await;
+                let keys: Vec<SentKey> = answered
+                    .waiting_since_before(epoch)
+                    .into_iter()
+                    .map(|(conversation_id, client_msg_id)| SentKey {
+                        tenant: tenant.clone(),
+                        conversation_id,
+                        sender: sender.clone(),
+                        client_msg_id,
+                    })
+                    .collect();
+                if keys.is_empty() {
+                    return;
+                }
+                match gw.store.find_sent(keys).await {
+                    Ok(found) => {
+                        let mut acks = 0;
+                        for m in found.into_iter().flatten() {
+                            if answered.acked_from_the_store(m.client_msg_id.as_str()) {
+                                acks += 1;
+                                answered.count.fetch_add(1, Ordering::Relaxed);
+                                let _ = tx.send(frame(&ServerFrame::ack(&m))).await;
+                            }
+                        }
+                        tracing::debug!(acks, "answered from the store after a NATS reconnect");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "sends waiting across a NATS reconnect not looked up; clients resend them");
+                    }
+                }
+            }
+            .in_current_span(),
         );
     }
 

@@ -76,17 +76,7 @@ struct Conn {
     device: DeviceId,
     tx: Outbox,
     /// Writers' answers to this device's sends handed to it.
-    answered: Arc<Answers>,
-}
-
-/// A connection's answers (`ack` or `error`) to its sends, as the hub
-/// hands them over.
-#[derive(Default)]
-pub(crate) struct Answers {
-    /// How many, so that a draining connection knows when it has them all.
-    pub count: AtomicU64,
-    /// When each send arrived, for the send→ack latency.
-    pub clock: crate::metrics::SendClock,
+    answered: Arc<crate::answers::Answers>,
 }
 
 type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -211,7 +201,7 @@ impl Hub {
         user: &UserId,
         device: &DeviceId,
         tx: Outbox,
-        answered: Arc<Answers>,
+        answered: Arc<crate::answers::Answers>,
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -522,7 +512,7 @@ fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device:
         if *from_this_user && conn.device.as_str() == origin_device {
             let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
             if let Some((frame, client_msg_id)) = ack {
-                conn.answered.clock.acked(client_msg_id);
+                conn.answered.acked(client_msg_id);
                 deliver(conn, Outbound::Frame(frame.clone()));
                 conn.answered.count.fetch_add(1, Ordering::Relaxed);
             }
@@ -673,6 +663,9 @@ async fn hand_over(
             };
             let text = Utf8Bytes::from(frame.to_json());
             for conn in conns.iter().filter(|c| c.device == r.device) {
+                if let Some(id) = &r.client_msg_id {
+                    conn.answered.refused(id.as_str());
+                }
                 deliver(conn, Outbound::Frame(text.clone()));
                 conn.answered.count.fetch_add(1, Ordering::Relaxed);
             }

@@ -7,6 +7,7 @@
 //! does, and answers through NATS. Reads (history, backlog, conversation
 //! lists) go straight to the store, which checks membership.
 
+mod answers;
 pub mod auth;
 mod commands;
 pub mod config;

@@ -6,9 +6,8 @@
 //! Labels are bounded: tenants (configured by the operator), frame types
 //! and error codes (the protocol's), never users or conversations.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
@@ -157,50 +156,12 @@ pub(crate) fn pending_acks(change: f64) {
     gauge!(PENDING_ACKS).increment(change);
 }
 
-/// When each of a connection's sends arrived, until its ack leaves: the
-/// send→ack latency. Keyed by a hash of the `client_msg_id`, so that
-/// timing a send allocates nothing once the table has room (a collision
-/// costs one wrong sample). Holds at most [`SendClock::CAPACITY`] sends;
-/// past that, sends go untimed (a client with that many unanswered is
-/// already past its in-flight limit or not reading).
-#[derive(Default)]
-pub(crate) struct SendClock(Mutex<HashMap<u64, Instant>>);
-
-impl SendClock {
-    const CAPACITY: usize = 256;
-
-    fn key(client_msg_id: &str) -> u64 {
-        use std::hash::{BuildHasher, Hasher};
-        static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
-            std::sync::OnceLock::new();
-        let mut hasher = KEYS.get_or_init(Default::default).build_hasher();
-        hasher.write(client_msg_id.as_bytes());
-        hasher.finish()
-    }
-
-    pub fn started(&self, client_msg_id: &str) {
-        if let Ok(mut sends) = self.0.lock()
-            && sends.len() < Self::CAPACITY
-        {
-            sends.insert(Self::key(client_msg_id), Instant::now());
-        }
-    }
-
-    /// The ack of `client_msg_id` leaves now.
-    pub fn acked(&self, client_msg_id: &str) {
-        counter!(ACKS).increment(1);
-        let started = self.0.lock().ok().and_then(|mut sends| {
-            let started = sends.remove(&Self::key(client_msg_id));
-            // A connection that had a burst in flight gives the room back
-            // once it is answered; a small table stays for the next sends.
-            if sends.is_empty() && sends.capacity() > 8 {
-                sends.shrink_to(0);
-            }
-            started
-        });
-        if let Some(started) = started {
-            histogram!(SEND_ACK_SECONDS).record(started.elapsed().as_secs_f64());
-        }
+/// An ack left for its sending device; `waited`, since its send arrived,
+/// when the connection still followed it (`answers.rs`).
+pub(crate) fn acked(waited: Option<Duration>) {
+    counter!(ACKS).increment(1);
+    if let Some(waited) = waited {
+        histogram!(SEND_ACK_SECONDS).record(waited.as_secs_f64());
     }
 }
 
@@ -225,20 +186,5 @@ mod tests {
         .to_json();
         assert_eq!(frame_type(&error), "error");
         assert_eq!(error_code(&error), "rate_limited");
-    }
-
-    #[test]
-    fn the_send_clock_is_bounded_and_gives_its_room_back() {
-        let clock = SendClock::default();
-        let len = |c: &SendClock| c.0.lock().unwrap().len();
-        for i in 0..300 {
-            clock.started(&format!("m{i}"));
-        }
-        assert_eq!(len(&clock), SendClock::CAPACITY);
-        for i in 0..300 {
-            clock.acked(&format!("m{i}"));
-        }
-        assert_eq!(len(&clock), 0);
-        assert_eq!(clock.0.lock().unwrap().capacity(), 0);
     }
 }

@@ -37,10 +37,16 @@ pub fn connection_epoch() -> u64 {
     *CONNECTS.borrow()
 }
 
+/// Sees every (re)connect of a client of this process: its value is the
+/// [`connection_epoch`].
+pub fn connection_epochs() -> watch::Receiver<u64> {
+    CONNECTS.subscribe()
+}
+
 /// Resolves once a client of this process has (re)connected since
 /// [`connection_epoch`] returned `epoch`; at once if one already has.
 pub async fn reconnected_since(epoch: u64) {
-    let mut connects = CONNECTS.subscribe();
+    let mut connects = connection_epochs();
     // The sender lives in a static: `wait_for` cannot see it closed.
     let _ = connects.wait_for(|now| *now != epoch).await;
 }

@@ -138,7 +138,8 @@ impl BackboneError {
 }
 
 pub use connection::{
-    NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, parse_servers, reconnected_since,
+    NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, connection_epochs, parse_servers,
+    reconnected_since,
 };
 
 #[cfg(test)]

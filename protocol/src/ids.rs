@@ -172,6 +172,14 @@ impl ClientMsgId {
     }
 }
 
+/// Tables keyed by it are looked up by the `&str` of a frame (the derived
+/// `Hash` and `Eq` are the inner string's).
+impl std::borrow::Borrow<str> for ClientMsgId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for ClientMsgId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

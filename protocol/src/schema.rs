@@ -212,6 +212,17 @@ impl JsonSchema for ClientMsgId {
     }
 }
 
+/// The decimal strings `MessageId` parses: up to 20 digits (leading
+/// zeros allowed) of a value that fits 64 bits. Anything of 19 digits or
+/// fewer fits; a 20-digit one fits when it starts with 0, or when it is at
+/// most 18446744073709551615, spelled out one leading digit at a time.
+pub const MESSAGE_ID_PATTERN: &str = "^(?:[0-9]{1,19}|0[0-9]{19}|1[0-7][0-9]{18}|18[0-3][0-9]{17}\
+    |184[0-3][0-9]{16}|1844[0-5][0-9]{15}|18446[0-6][0-9]{14}|184467[0-3][0-9]{13}\
+    |1844674[0-3][0-9]{12}|184467440[0-6][0-9]{10}|1844674407[0-2][0-9]{9}\
+    |18446744073[0-6][0-9]{8}|1844674407370[0-8][0-9]{6}|18446744073709[0-4][0-9]{5}\
+    |184467440737095[0-4][0-9]{4}|18446744073709550[0-9]{3}|18446744073709551[0-5][0-9]{2}\
+    |1844674407370955160[0-9]|1844674407370955161[0-4]|18446744073709551615)$";
+
 impl JsonSchema for MessageId {
     fn schema_name() -> Cow<'static, str> {
         "MessageId".into()
@@ -220,7 +231,7 @@ impl JsonSchema for MessageId {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "string",
-            "pattern": "^[0-9]{1,20}$",
+            "pattern": MESSAGE_ID_PATTERN,
             "description": "A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).",
         })
     }

@@ -477,12 +477,14 @@ async fn lead_ingest_away_from(cluster: &Cluster, avoid: &str, to: &str, within:
     );
 }
 
-/// A gateway whose NATS node dies loses the pub-acks it was waiting for.
-/// It publishes those sends again as soon as it has reconnected to
-/// another node, rather than after the JetStream timeout (5 s), so its
-/// senders barely notice; nothing is lost, doubled or reordered.
+/// A gateway whose NATS node dies loses the pub-acks it was waiting for,
+/// and the writers' acks published until it has reconnected to another
+/// node. It publishes those sends again at once rather than after the
+/// JetStream timeout (5 s), and answers the stored ones whose acks did not
+/// come from the store, so its senders barely notice and need not resend;
+/// nothing is lost, doubled or reordered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gateway_whose_nats_node_dies_publishes_again_at_once() {
+async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_store() {
     let mut cluster = Cluster::start(ClusterSpec {
         workers: 0,
         gateways: 0,
@@ -516,43 +518,29 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_at_once() {
     send_acked(&mut ws, &conv, "warm", "warm").await;
 
     // A sender that always has sends in flight, so that some wait for
-    // their pub-acks when the node dies. Like every client, it resends
-    // what stays unacked (an ack published while its gateway reconnects
-    // is lost: live delivery is at most once).
+    // their pub-acks when the node dies, and some for their writer's ack,
+    // which is lost if published while the gateway reconnects. It never
+    // resends: every ack must come by itself.
     const IN_FLIGHT: usize = 16;
-    const RESEND_AFTER: Duration = Duration::from_secs(2);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sender = {
         let (stop, conv) = (stop.clone(), conv.clone());
         tokio::spawn(async move {
             let mut sent = 0usize;
-            // Unacked sends, by id, and when each was last sent.
-            let mut unacked: std::collections::BTreeMap<String, Instant> = Default::default();
+            let mut unacked: std::collections::BTreeSet<String> = Default::default();
             let mut acked: HashMap<String, (u64, Instant)> = HashMap::new();
-            let deadline = Instant::now() + Duration::from_secs(40);
             loop {
                 while unacked.len() < IN_FLIGHT && !stop.load(std::sync::atomic::Ordering::Relaxed)
                 {
                     let id = format!("g{sent:05}");
                     ws.send(&send_frame(&conv, &id, "in flight")).await.unwrap();
-                    unacked.insert(id, Instant::now());
+                    unacked.insert(id);
                     sent += 1;
                 }
                 if unacked.is_empty() {
                     return acked;
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "never acked, though resent: {:?}",
-                    unacked.keys().collect::<Vec<_>>()
-                );
-                for (id, at) in unacked.iter_mut() {
-                    if at.elapsed() >= RESEND_AFTER {
-                        ws.send(&send_frame(&conv, id, "in flight")).await.unwrap();
-                        *at = Instant::now();
-                    }
-                }
-                match ws.next_frame_within(Duration::from_millis(200)).await {
+                match ws.next_frame_within(Duration::from_secs(10)).await {
                     // A copy published again may be answered twice, with
                     // the same seq: the first answer counts.
                     Ok(ServerFrame::Ack {
@@ -569,8 +557,8 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_at_once() {
                         message,
                         ..
                     }) => panic!("{client_msg_id:?} was not stored: {message}"),
-                    Ok(_) | Err(switchboard_client::WsError::Timeout(_)) => {}
-                    Err(e) => panic!("the gateway connection broke: {e}"),
+                    Ok(_) => {}
+                    Err(e) => panic!("never acked: {unacked:?} ({e})"),
                 }
             }
         })

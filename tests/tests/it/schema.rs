@@ -31,6 +31,54 @@ fn the_schema_refuses_frames_the_protocol_does_not_have() {
     }
 }
 
+/// The schema allows exactly the message ids the server parses, so that a
+/// client (or a contract test) never sends a schema-valid id it refuses.
+#[test]
+fn message_ids_the_schema_allows_are_the_ones_that_parse() {
+    use std::str::FromStr;
+    let schema = serde_json::json!({
+        "type": "string",
+        "pattern": switchboard_protocol::schema::MESSAGE_ID_PATTERN,
+    });
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let max = u64::MAX;
+    let mut samples: Vec<String> = vec![
+        "0".into(),
+        "00000000000000000001".into(),
+        "99999999999999999999".into(),
+        "19038871077759061582".into(),
+        "100000000000000000000".into(),
+        "".into(),
+        "-1".into(),
+        "1 2".into(),
+    ];
+    // Around the top, and each power of ten.
+    for d in 0..=20u32 {
+        let below = max - 10u64.pow(d.min(19)) + 1;
+        samples.push(below.to_string());
+        samples.push(format!("{}", u128::from(max) + 10u128.pow(d)));
+        samples.push(10u128.pow(d).to_string());
+        samples.push((10u128.pow(d) - 1).to_string());
+    }
+    // Every value one digit away from the largest.
+    let digits = max.to_string();
+    for i in 0..digits.len() {
+        for d in b'0'..=b'9' {
+            let mut s = digits.clone().into_bytes();
+            s[i] = d;
+            samples.push(String::from_utf8(s).unwrap());
+        }
+    }
+    for s in samples {
+        let parses = switchboard_protocol::MessageId::from_str(&s).is_ok();
+        let allowed = validator.is_valid(&serde_json::Value::String(s.clone()));
+        assert_eq!(
+            allowed, parses,
+            "{s:?}: schema allows {allowed}, parses {parses}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn gateways_serve_the_asyncapi_document_and_frames_match_it() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
