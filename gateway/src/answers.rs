@@ -34,6 +34,9 @@ struct Waiting {
     /// `switchboard_backbone::connection_epoch` when it arrived: a
     /// reconnect after it may have lost its answer.
     epoch: u64,
+    /// JetStream's pub-ack said it was stored new: the connection counts
+    /// it among the answers to come (`Connection::stored`).
+    counted: bool,
 }
 
 impl Answers {
@@ -53,6 +56,7 @@ impl Answers {
                     conversation: conversation.clone(),
                     since: Instant::now(),
                     epoch: switchboard_backbone::connection_epoch(),
+                    counted: false,
                 },
             );
         }
@@ -64,16 +68,24 @@ impl Answers {
         crate::metrics::acked(self.take(client_msg_id).map(|w| w.since.elapsed()));
     }
 
-    /// The ack of `client_msg_id` found in the store after a reconnect
-    /// leaves now, unless its writer's answer came meanwhile.
-    pub fn acked_from_the_store(&self, client_msg_id: &str) -> bool {
-        match self.take(client_msg_id) {
-            Some(w) => {
-                crate::metrics::acked(Some(w.since.elapsed()));
-                true
-            }
-            None => false,
+    /// JetStream stored `client_msg_id` as new: its writer's answer is
+    /// counted as one to come.
+    pub fn stored(&self, client_msg_id: &str) {
+        if let Ok(mut waiting) = self.waiting.lock()
+            && let Some(w) = waiting.get_mut(client_msg_id)
+        {
+            w.counted = true;
         }
+    }
+
+    /// The ack of `client_msg_id` found in the store after a reconnect
+    /// leaves now, unless its writer's answer came meanwhile (`None`).
+    /// `Some(true)` when it was counted as an answer to come (its pub-ack
+    /// came), so that this answer counts instead of the writer's.
+    pub fn acked_from_the_store(&self, client_msg_id: &str) -> Option<bool> {
+        let w = self.take(client_msg_id)?;
+        crate::metrics::acked(Some(w.since.elapsed()));
+        Some(w.counted)
     }
 
     /// `client_msg_id` was answered with an error.
@@ -146,13 +158,20 @@ mod tests {
         let (c2, m2) = ids(2);
         answers.sent(&c2, &m2);
         answers.refused("m2");
+        let (c3, m3) = ids(3);
+        answers.sent(&c3, &m3);
+        answers.stored("m3");
         let later = switchboard_backbone::connection_epoch() + 1;
-        assert_eq!(answers.waiting_since_before(later), vec![(c, m)]);
+        let mut waiting = answers.waiting_since_before(later);
+        waiting.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(waiting, vec![(c, m), (c3, m3)]);
         assert!(answers.waiting_since_before(0).is_empty());
-        assert!(answers.acked_from_the_store("m1"));
+        // Only a send whose pub-ack came counts among the answers to come.
+        assert_eq!(answers.acked_from_the_store("m1"), Some(false));
+        assert_eq!(answers.acked_from_the_store("m3"), Some(true));
         // Its writer's ack, late, still goes (duplicates carry the same
         // message_id); the store's answer does not go twice.
         answers.acked("m1");
-        assert!(!answers.acked_from_the_store("m1"));
+        assert_eq!(answers.acked_from_the_store("m1"), None);
     }
 }

@@ -729,6 +729,7 @@ impl Connection {
                     // Stored: the writer answers with `ack` or `error`.
                     Ok(Stored::New) => {
                         stored_count.fetch_add(1, Ordering::Relaxed);
+                        answered.stored(key.client_msg_id.as_str());
                     }
                     // A retry inside the dedupe window: JetStream dropped it.
                     // If the original is in the store, answer now; if its
@@ -794,11 +795,16 @@ impl Connection {
                     Ok(found) => {
                         let mut acks = 0;
                         for m in found.into_iter().flatten() {
-                            if answered.acked_from_the_store(m.client_msg_id.as_str()) {
-                                acks += 1;
+                            let Some(counted) = answered.acked_from_the_store(m.client_msg_id.as_str()) else {
+                                continue;
+                            };
+                            acks += 1;
+                            // A draining connection waits for as many
+                            // answers as sends were stored new.
+                            if counted {
                                 answered.count.fetch_add(1, Ordering::Relaxed);
-                                let _ = tx.send(frame(&ServerFrame::ack(&m))).await;
                             }
+                            let _ = tx.send(frame(&ServerFrame::ack(&m))).await;
                         }
                         tracing::debug!(acks, "answered from the store after a NATS reconnect");
                     }

@@ -538,7 +538,7 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
                     sent += 1;
                 }
                 if unacked.is_empty() {
-                    return acked;
+                    return (acked, ws);
                 }
                 match ws.next_frame_within(Duration::from_secs(10)).await {
                     // A copy published again may be answered twice, with
@@ -568,7 +568,7 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
     cluster.nats.kill9_node(2).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let acked = sender.await.unwrap();
+    let (acked, _open) = sender.await.unwrap();
 
     // Acks went on within a reconnect, well inside the JetStream timeout.
     let times: Vec<Instant> = acked.values().map(|(_, at)| *at).collect();
@@ -594,4 +594,15 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
     let sent_order = ids.clone();
     ids.sort_unstable();
     assert_eq!(ids, sent_order, "stored in the order sent");
+    // The answers from the store were counted once each: a drain, which
+    // waits for an answer to every send stored, ends at once rather than
+    // at its timeout (10 s), the sender's connection still open.
+    let draining = Instant::now();
+    let status = cluster.gateways[0].terminate().await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(
+        draining.elapsed() < Duration::from_secs(5),
+        "the drain waited {:?} for answers already given",
+        draining.elapsed()
+    );
 }
