@@ -41,8 +41,9 @@ struct Waiting {
 
 impl Answers {
     /// Sends followed at most; past that, a send is neither timed nor
-    /// answered from the store (a client with that many unanswered is
-    /// past its in-flight limit or not reading, and resends anyway).
+    /// answered from the store, and a lost ack is left to the client's
+    /// resend (a client with that many unanswered sends a burst, up to
+    /// `max_inflight_sends`, or is not reading).
     pub const FOLLOWED: usize = 256;
 
     /// A send of `client_msg_id` to `conversation` is on its way.
