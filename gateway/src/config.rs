@@ -271,6 +271,9 @@ pub struct GatewayConfig {
     /// Serve the process's Prometheus metrics at `/metrics`; `None` does
     /// not (they may be served on a listener of their own instead).
     pub metrics: Option<crate::metrics::Exposition>,
+    /// Requests each backbone service of this gateway (the session
+    /// registry's sync) takes at once, in all and per caller.
+    pub services: switchboard_backbone::admission::AdmissionLimits,
 }
 
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
@@ -302,6 +305,7 @@ impl GatewayConfig {
             operator_token: None,
             drain_timeout: Duration::from_secs(10),
             metrics: None,
+            services: Default::default(),
         }
     }
 }

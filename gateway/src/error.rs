@@ -13,9 +13,7 @@ use switchboard_backbone::BackboneError;
 use switchboard_backbone::records::push_tokens::PushTokenError;
 use switchboard_backbone::records::tenants::TenantError;
 use switchboard_blob::BlobError;
-use switchboard_plugin_host::compiler::CompilerError;
-use switchboard_plugin_host::deploy::DeployError;
-use switchboard_plugin_host::host::CompileError;
+use switchboard_plugin_host::deploy::{DeployError, RefusalKind};
 use switchboard_protocol::content::ContentError;
 use switchboard_protocol::error::ErrorBody;
 use switchboard_protocol::{ErrorCode, IdError};
@@ -71,6 +69,8 @@ pub fn store_error_code(e: &StoreError) -> ErrorCode {
         // names the object for the operator.
         StoreError::ArchiveUnreadable { .. } => ErrorCode::Unavailable,
         StoreError::AnswerTooLarge { .. } => ErrorCode::TooLarge,
+        // Only a process calling the wrong endpoint gets it: a bug here.
+        StoreError::Refused(_) => ErrorCode::Internal,
     }
 }
 
@@ -224,20 +224,14 @@ impl From<TenantError> for ApiError {
 /// Deploying, listing and rolling back plugins.
 impl From<DeployError> for ApiError {
     fn from(e: DeployError) -> Self {
-        let code = match &e {
-            DeployError::Invalid(CompileError::TooLarge { .. }) => ErrorCode::TooLarge,
-            DeployError::Invalid(_) => ErrorCode::InvalidRequest,
-            DeployError::Compiler(CompilerError::Busy(_)) => ErrorCode::Unavailable,
-            DeployError::Compiler(CompilerError::TimedOut(_)) => ErrorCode::InvalidRequest,
-            DeployError::Compiler(CompilerError::Join(_)) => ErrorCode::Internal,
-            DeployError::OverQuota { .. } => ErrorCode::QuotaExceeded,
-            DeployError::NothingToRollBack | DeployError::Pruned { .. } | DeployError::Conflict => {
-                ErrorCode::Conflict
-            }
-            DeployError::NotDeployed | DeployError::NoShadow | DeployError::NoSuchVersion(_) => {
-                ErrorCode::NotFound
-            }
-            DeployError::Backbone(_) => ErrorCode::Unavailable,
+        let code = match e.kind() {
+            RefusalKind::TooLarge => ErrorCode::TooLarge,
+            RefusalKind::Invalid => ErrorCode::InvalidRequest,
+            RefusalKind::OverQuota => ErrorCode::QuotaExceeded,
+            RefusalKind::Conflict => ErrorCode::Conflict,
+            RefusalKind::NotFound => ErrorCode::NotFound,
+            RefusalKind::Unavailable => ErrorCode::Unavailable,
+            RefusalKind::Internal => ErrorCode::Internal,
         };
         Self::new(code, e.to_string())
     }

@@ -33,6 +33,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use switchboard_backbone::node_id::IdSource;
 use switchboard_plugin_host::deploy::Deployer;
+use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
 use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
@@ -56,7 +57,9 @@ pub struct Gateway {
     hub: hub::Hub,
     ids: Arc<dyn IdSource>,
     plugins: Arc<Plugins>,
-    deployer: Deployer,
+    /// The plugin admin API's reads here, its changes through the
+    /// workers' deploy service.
+    deployer: PluginAdmin,
     shapes: shapes::Shapes,
     media: media::MediaStore,
     keys: crate::key_directory::KeyDirectory,
@@ -148,6 +151,7 @@ impl Gateway {
             client.clone(),
             registry,
             format!("gateway:{}", config.gateway_id),
+            config.services,
         )
         .await?;
         let presence = presence::Presence::start(
@@ -170,7 +174,7 @@ impl Gateway {
             plugins.clone(),
         );
         hub.follow_fan_out_changes();
-        let deployer = Deployer::open(&js, plugins.clone()).await?;
+        let deployer = PluginAdmin::open(&js, Deployer::open(&js, plugins.clone()).await?).await?;
         // Tenants of sb_tenants replace the file's from the first request
         // on, and every change after.
         let book = switchboard_backbone::records::tenants::TenantBook::default();

@@ -29,6 +29,7 @@ pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
 pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
+pub const PLUGIN_UPLOADS_STORE_JSON: &str = include_str!("../objects/sb_plugin_uploads.json");
 
 /// The one ingest stream of releases before per-partition streams; see
 /// [`retire_legacy_ingest`].
@@ -47,6 +48,7 @@ pub const PLUGINS_BUCKET: &str = "sb_plugins";
 pub const KEYS_BUCKET: &str = "sb_keys";
 pub const TENANTS_BUCKET: &str = "sb_tenants";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
+pub const PLUGIN_UPLOADS_STORE: &str = "sb_plugin_uploads";
 
 /// Settings an operator may change without editing the JSON.
 #[derive(Debug, Clone)]
@@ -258,18 +260,37 @@ struct ObjectStoreFile {
     storage: stream::StorageType,
     num_replicas: usize,
     max_bytes: i64,
+    /// In nanoseconds, as the NATS CLI writes it; 0 keeps objects.
+    #[serde(default)]
+    max_age: u64,
 }
 
-pub fn plugin_code_store(config: &BackboneConfig) -> Result<object_store::Config, BackboneError> {
-    let f: ObjectStoreFile = parse("sb_plugin_code.json", PLUGIN_CODE_STORE_JSON)?;
+fn object_store(
+    config: &BackboneConfig,
+    name: &str,
+    json: &str,
+) -> Result<object_store::Config, BackboneError> {
+    let f: ObjectStoreFile = parse(name, json)?;
     Ok(object_store::Config {
         bucket: f.bucket,
         description: Some(f.description),
         storage: f.storage,
         num_replicas: config.replicas.max(f.num_replicas),
         max_bytes: f.max_bytes,
+        max_age: Duration::from_nanos(f.max_age),
         ..Default::default()
     })
+}
+
+pub fn plugin_code_store(config: &BackboneConfig) -> Result<object_store::Config, BackboneError> {
+    object_store(config, "sb_plugin_code.json", PLUGIN_CODE_STORE_JSON)
+}
+
+/// Components uploaded to a gateway, waiting for a worker to deploy them.
+pub fn plugin_uploads_store(
+    config: &BackboneConfig,
+) -> Result<object_store::Config, BackboneError> {
+    object_store(config, "sb_plugin_uploads.json", PLUGIN_UPLOADS_STORE_JSON)
 }
 
 /// Checks that every stream and bucket exists, for a process that may not
@@ -310,9 +331,11 @@ async fn check_defined(
             .await
             .map_err(|e| missing(format!("bucket {name}"), e.into()))?;
     }
-    js.get_object_store(PLUGIN_CODE_STORE)
-        .await
-        .map_err(|e| missing(format!("object store {PLUGIN_CODE_STORE}"), e.into()))?;
+    for name in [PLUGIN_CODE_STORE, PLUGIN_UPLOADS_STORE] {
+        js.get_object_store(name)
+            .await
+            .map_err(|e| missing(format!("object store {name}"), e.into()))?;
+    }
     Ok(())
 }
 
@@ -357,11 +380,13 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
     }
     // An object store's settings are fixed at creation; creating it again
     // is a no-op when it exists.
-    let code = plugin_code_store(config)?;
-    if js.get_object_store(&code.bucket).await.is_err() {
-        js.create_object_store(code)
-            .await
-            .map_err(|e| BackboneError::nats(format!("object store {PLUGIN_CODE_STORE}"), e))?;
+    for store in [plugin_code_store(config)?, plugin_uploads_store(config)?] {
+        if js.get_object_store(&store.bucket).await.is_err() {
+            let name = store.bucket.clone();
+            js.create_object_store(store)
+                .await
+                .map_err(|e| BackboneError::nats(format!("object store {name}"), e))?;
+        }
     }
     Ok(())
 }
@@ -414,6 +439,10 @@ mod tests {
         );
         assert_eq!(push_tokens_bucket(&c).unwrap().bucket, PUSH_TOKENS_BUCKET);
         assert_eq!(plugin_code_store(&c).unwrap().bucket, PLUGIN_CODE_STORE);
+        let uploads = plugin_uploads_store(&c).unwrap();
+        assert_eq!(uploads.bucket, PLUGIN_UPLOADS_STORE);
+        assert_eq!(uploads.max_age, Duration::from_secs(900));
+        assert!(uploads.max_bytes > 0, "gateways write here: it is bounded");
     }
 
     #[test]

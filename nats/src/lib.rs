@@ -15,6 +15,7 @@
 //! the `store-remote` crate, the fan-out policy is the plugin host's, and
 //! the E2EE key directory is the gateway's.
 
+pub mod admission;
 mod connection;
 pub mod definitions;
 pub mod envelope;

@@ -33,6 +33,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
+use crate::admission::{Admission, AdmissionLimits};
 use crate::envelope::{HEADER_EVENTS, push_delivery};
 use crate::records::presence::{PresenceView, router_key};
 use crate::subject::{SESSIONS_SYNC, gateway_events};
@@ -87,14 +88,15 @@ pub enum SyncError {
 }
 
 impl Sessions {
-    /// Joins the routers: answers sync requests, registers `router` in the
-    /// registry and keeps its key alive, and returns once the view has
-    /// loaded the registry (so that nothing is routed from a partial
-    /// view).
+    /// Joins the routers: answers sync requests (at most `limits` waiting
+    /// at once), registers `router` in the registry and keeps its key
+    /// alive, and returns once the view has loaded the registry (so that
+    /// nothing is routed from a partial view).
     pub async fn start(
         client: async_nats::Client,
         bucket: kv::Store,
         router: String,
+        limits: AdmissionLimits,
     ) -> Result<Arc<Self>, BackboneError> {
         let ttl = bucket
             .status()
@@ -120,7 +122,11 @@ impl Sessions {
                 "the session registry did not load in time; routing from what has loaded"
             );
         }
-        tokio::spawn(answer_syncs(requests, Arc::downgrade(&sessions)));
+        tokio::spawn(answer_syncs(
+            requests,
+            Arc::downgrade(&sessions),
+            Admission::new(limits),
+        ));
         let every = if ttl.is_zero() {
             Duration::from_secs(10)
         } else {
@@ -271,8 +277,16 @@ impl Sessions {
 }
 
 /// Answers each sync request once this process's view has applied the
-/// revision asked about.
-async fn answer_syncs(mut requests: async_nats::Subscriber, sessions: Weak<Sessions>) {
+/// revision asked about. A request for a revision not yet applied waits
+/// in a task of its own, and only `admission` allows so many: past it the
+/// request is dropped unanswered (its asker stops waiting at its own
+/// timeout), so a flood of requests for revisions that never come costs a
+/// bounded number of waiting tasks, not one per request.
+async fn answer_syncs(
+    mut requests: async_nats::Subscriber,
+    sessions: Weak<Sessions>,
+    admission: Admission,
+) {
     while let Some(request) = requests.next().await {
         let Some(s) = sessions.upgrade() else {
             return;
@@ -283,19 +297,27 @@ async fn answer_syncs(mut requests: async_nats::Subscriber, sessions: Weak<Sessi
         let (Some(reply), Some(revision)) = (request.reply, revision) else {
             continue;
         };
-        let ready = s.view.applied() >= revision;
-        let answer = async move {
+        if s.view.applied() >= revision {
+            if let Err(e) = s.client.publish(reply, s.router.clone().into()).await {
+                tracing::warn!(error = %e, "answering a registry sync failed");
+            }
+            continue;
+        }
+        let admitted = match admission.admit(&reply) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                tracing::debug!(%refused, "a registry sync was dropped");
+                continue;
+            }
+        };
+        tokio::spawn(async move {
+            let _admitted = admitted;
             if s.view.wait_applied(revision, ANSWER_WITHIN).await
                 && let Err(e) = s.client.publish(reply, s.router.clone().into()).await
             {
                 tracing::warn!(error = %e, "answering a registry sync failed");
             }
-        };
-        if ready {
-            answer.await;
-        } else {
-            tokio::spawn(answer);
-        }
+        });
     }
 }
 

@@ -10,7 +10,7 @@
 //! | `sb.gw.<gateway>` | core | events for users connected to one gateway, several to a message |
 //! | `sb.sessions.sync` | core, request/replies | every router confirms it routes by a registry revision |
 //! | `sb.conv.<tenant>.<conversation>` | core | messages of a conversation that fans out on read |
-//! | `sb.store` | core, request/reply | the store service |
+//! | `sb.store.read`, `.marks`, `.write` | core, request/reply (NATS micro service `switchboard-store`) | the store service: reads, a gateway's writes of its users' marks and devices, and the writers' commits |
 //! | `sb.plugins.status.<tenant>.<hook>` | core, request/replies | how each process runs a tenant's plugin (`switchboard-plugin-host`'s registry) |
 //!
 //! Ids may contain `.`, the subject separator, so they are escaped as
@@ -20,7 +20,14 @@
 use switchboard_protocol::{ConversationId, TenantId};
 
 pub const INGEST_PREFIX: &str = "sb.in";
-pub const STORE_SERVICE: &str = "sb.store";
+/// The store service's endpoints, one per kind of caller, so that the
+/// backbone's permissions can give each to the roles that may use it.
+pub const STORE_READ: &str = "sb.store.read";
+/// The store service's one subject before it had endpoints: reads and
+/// marks only, for gateways of the earlier release during an upgrade.
+pub const STORE_LEGACY: &str = "sb.store";
+pub const STORE_MARKS: &str = "sb.store.marks";
+pub const STORE_WRITE: &str = "sb.store.write";
 /// Asks every process that routes events whether its view of the session
 /// registry has applied a revision (`sessions.rs`).
 pub const SESSIONS_SYNC: &str = "sb.sessions.sync";

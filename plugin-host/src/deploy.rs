@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use async_nats::jetstream::{self, kv, object_store};
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
@@ -67,14 +67,93 @@ pub enum DeployError {
     /// encode: the client's or serde's error, kept whole.
     #[error("the backbone: {0}")]
     Backbone(#[source] switchboard_backbone::Cause),
+    /// The upload a deploy names is not in `sb_plugin_uploads` (expired,
+    /// taken already, or another tenant's).
+    #[error("the uploaded component is gone; upload it again")]
+    NoSuchUpload,
+    /// The uploaded component could not be read within its bound.
+    #[error("the uploaded component: {0}")]
+    Upload(#[source] crate::objects::ReadError),
+    /// The deploy service refused the change (its answer, as it gave it).
+    #[error("{}", .0.message)]
+    Refused(Refusal),
 }
 
-fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployError {
+/// A refusal as it crosses the backbone from the deploy service: its
+/// kind, which says how the admin API answers, and its message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(kind: RefusalKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What kind of refusal a [`DeployError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalKind {
+    /// The component is larger than allowed.
+    TooLarge,
+    /// The component or the request is not acceptable as it is.
+    Invalid,
+    /// Over the tenant's plugin storage.
+    OverQuota,
+    /// The version list is not where the change needs it.
+    Conflict,
+    /// No such version, shadow or deployment.
+    NotFound,
+    /// Try again later: no compiler free, the backbone unwell.
+    Unavailable,
+    /// A bug.
+    Internal,
+}
+
+impl DeployError {
+    pub fn kind(&self) -> RefusalKind {
+        match self {
+            DeployError::Invalid(CompileError::TooLarge { .. })
+            | DeployError::Upload(crate::objects::ReadError::TooLarge { .. }) => {
+                RefusalKind::TooLarge
+            }
+            DeployError::Invalid(_) | DeployError::Compiler(CompilerError::TimedOut(_)) => {
+                RefusalKind::Invalid
+            }
+            DeployError::Compiler(CompilerError::Busy(_))
+            | DeployError::Backbone(_)
+            | DeployError::Upload(_) => RefusalKind::Unavailable,
+            DeployError::Compiler(CompilerError::Join(_)) => RefusalKind::Internal,
+            DeployError::OverQuota { .. } => RefusalKind::OverQuota,
+            DeployError::NothingToRollBack | DeployError::Pruned { .. } | DeployError::Conflict => {
+                RefusalKind::Conflict
+            }
+            DeployError::NotDeployed
+            | DeployError::NoShadow
+            | DeployError::NoSuchVersion(_)
+            | DeployError::NoSuchUpload => RefusalKind::NotFound,
+            DeployError::Refused(r) => r.kind,
+        }
+    }
+
+    /// The refusal as the deploy service answers it.
+    pub fn refusal(&self) -> Refusal {
+        Refusal::new(self.kind(), self.to_string())
+    }
+}
+
+pub(crate) fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployError {
     DeployError::Backbone(switchboard_backbone::cause(e))
 }
 
 /// One entry of a hook's version list, newest first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VersionEntry {
     pub revision: u64,
@@ -221,6 +300,14 @@ impl Deployer {
 
     fn limits(&self) -> &crate::PluginLimits {
         self.plugins.host().limits()
+    }
+
+    pub fn max_component_bytes(&self) -> usize {
+        self.limits().max_component_bytes
+    }
+
+    pub fn compile_timeout(&self) -> std::time::Duration {
+        self.limits().compile_timeout
     }
 
     /// The components the tenant keeps, by digest with their sizes: the
@@ -375,9 +462,9 @@ impl Deployer {
                 digest: record.digest.clone(),
             });
         }
-        let mut object = self.code.get(&name).await.map_err(backbone)?;
-        let mut bytes = Vec::with_capacity(record.size as usize);
-        tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes)
+        let object = self.code.get(&name).await.map_err(backbone)?;
+        let max = self.limits().max_component_bytes;
+        let bytes = crate::objects::read_bounded(object, record.size, max)
             .await
             .map_err(backbone)?;
         let plugins = self.plugins.clone();

@@ -21,12 +21,14 @@
 
 pub mod compiler;
 pub mod deploy;
+pub mod deploy_service;
 mod engine;
 pub mod fanout;
 pub mod hook;
 pub mod host;
 pub mod limits;
 pub mod metrics;
+pub mod objects;
 pub mod registry;
 pub mod shadow;
 mod wasi;

@@ -18,7 +18,6 @@ use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_backbone::kv_key;
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId, Timestamp};
-use tokio::io::AsyncReadExt;
 
 use crate::compiler::{Compiler, CompilerError, Wait};
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
@@ -182,7 +181,7 @@ pub enum LoadError {
     #[error("fetching the component: {0}")]
     Fetch(#[source] jetstream::object_store::GetError),
     #[error("reading the component: {0}")]
-    Read(#[source] std::io::Error),
+    Read(#[source] crate::objects::ReadError),
     #[error("the stored component does not match its digest")]
     DigestMismatch,
     /// No compiler was free, the compilation ran out of time, or it
@@ -719,13 +718,12 @@ impl Plugins {
         hook: Hook,
         record: &VersionRecord,
     ) -> Result<Arc<Compiled>, LoadError> {
-        let mut object = code
+        let object = code
             .get(object_name(tenant, &record.digest))
             .await
             .map_err(LoadError::Fetch)?;
-        let mut bytes = Vec::with_capacity(record.size as usize);
-        object
-            .read_to_end(&mut bytes)
+        let max = self.host.limits().max_component_bytes;
+        let bytes = crate::objects::read_bounded(object, record.size, max)
             .await
             .map_err(LoadError::Read)?;
         if host::digest(&bytes) != record.digest {

@@ -1,22 +1,26 @@
 //! The store over NATS.
 //!
 //! The embedded store lives in one process (fjall allows one per
-//! directory). That process serves it on `sb.store` ([`serve`]) and every
-//! other process uses [`RemoteStore`], a [`Store`] that forwards each call
-//! as a request. With Scylla every process talks to the database directly
+//! directory). That process serves it as the NATS micro service
+//! `switchboard-store` on `sb.store.{read,marks,write}` ([`serve`]) and
+//! every other process uses [`RemoteStore`], a [`Store`] that forwards
+//! each call as a request to the endpoint its kind of call belongs to. With Scylla every process talks to the database directly
 //! and this service is not needed. The integration tests run the store
 //! conformance suite through it, so both paths are held to the same
 //! contract.
 //!
-//! `calls.rs` is the one list of the store's calls: the requests on the
-//! wire, the service's dispatch and `RemoteStore`'s methods are all made
-//! from it, so a new store read is one line here.
+//! `calls.rs` is the one list of the store's calls, by who may make them:
+//! the requests on the wire (`wire.rs`), the service's dispatch
+//! (`service.rs`) and `RemoteStore`'s methods (`remote.rs`) are all made
+//! from it, so a new store read is one line there. The files depend on
+//! each other one way: `calls` ← `wire` ← `service`, `remote`.
 //!
 //! [`Store`]: switchboard_store::Store
 
 mod calls;
 mod remote;
 mod service;
+mod wire;
 
 pub use remote::RemoteStore;
-pub use service::{ServeError, serve};
+pub use service::{SERVICE_NAME, ServeError, serve};

@@ -1,15 +1,23 @@
-//! The calling side: [`RemoteStore`], and the reads it asks for in parts.
+//! The calling side: [`RemoteStore`], its `Store` methods made from the
+//! list of calls, and the reads it asks for in parts.
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde::de::DeserializeOwned;
-use switchboard_backbone::subject::STORE_SERVICE;
 use switchboard_backbone::{connection_epoch, reconnected_since};
-use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
-use switchboard_store::{HistoryQuery, InboxCursor, StoreError, StoreResult};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    Timestamp, UserId,
+};
+use switchboard_store::{
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
+    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
+};
 
-use crate::calls::Request;
-use crate::service::Reply;
+use crate::calls::store_calls;
+use crate::wire::{Reply, Request};
 
 /// A [`Store`](switchboard_store::Store) in another process, reached over
 /// NATS. Its `Store` methods are made from the list in `calls.rs`.
@@ -24,7 +32,8 @@ impl RemoteStore {
         Self { client, timeout }
     }
 
-    pub(crate) async fn call<T: DeserializeOwned>(&self, request: Request) -> StoreResult<T> {
+    async fn call<T: DeserializeOwned>(&self, request: Request) -> StoreResult<T> {
+        let subject = request.access().subject();
         let payload = serde_json::to_vec(&request)
             .map_err(|e| StoreError::Corrupt(format!("encode store request: {e}")))?;
         let req = async_nats::Request::new()
@@ -35,7 +44,7 @@ impl RemoteStore {
         // retry, and every request is safe to repeat).
         let epoch = connection_epoch();
         let msg = tokio::select! {
-            msg = self.client.send_request(STORE_SERVICE, req) => {
+            msg = self.client.send_request(subject, req) => {
                 msg.map_err(|e| StoreError::Unavailable(format!("store service: {e}")))?
             }
             () = reconnected_since(epoch) => {
@@ -114,6 +123,58 @@ impl RemoteStore {
         .await
     }
 }
+
+/// An argument made owned, for the wire.
+macro_rules! own {
+    ($arg:ident; & $($t:tt)+) => {
+        $arg.to_owned()
+    };
+    ($arg:ident; $($t:tt)+) => {
+        $arg
+    };
+}
+
+/// `RemoteStore::<method>_in_parts`, named from the method.
+macro_rules! in_parts_of {
+    ($self:ident, history, $($arg:ident),*) => { $self.history_in_parts($($arg),*).await };
+    ($self:ident, replay, $($arg:ident),*) => { $self.replay_in_parts($($arg),*).await };
+    ($self:ident, inbox, $($arg:ident),*) => { $self.inbox_in_parts($($arg),*).await };
+}
+
+macro_rules! remote_store {
+    (
+        read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
+        marks { $( $mark:ident ( $($marg:ident : [$($mty:tt)+]),* ) -> $mret:ty; )* }
+        write { $( $write:ident ( $($warg:ident : [$($wty:tt)+]),* ) -> $wret:ty; )* }
+        paged { $( $paged:ident ( $($parg:ident : [$($pty:tt)+]),* ) -> $pret:ty; )* }
+    ) => {
+        #[async_trait]
+        impl Store for RemoteStore {
+            $(
+                async fn $read(&self, $($rarg: $($rty)+),*) -> StoreResult<$rret> {
+                    self.call(Request::$read { $($rarg: own!($rarg; $($rty)+)),* }).await
+                }
+            )*
+            $(
+                async fn $mark(&self, $($marg: $($mty)+),*) -> StoreResult<$mret> {
+                    self.call(Request::$mark { $($marg: own!($marg; $($mty)+)),* }).await
+                }
+            )*
+            $(
+                async fn $write(&self, $($warg: $($wty)+),*) -> StoreResult<$wret> {
+                    self.call(Request::$write { $($warg: own!($warg; $($wty)+)),* }).await
+                }
+            )*
+            $(
+                async fn $paged(&self, $($parg: $($pty)+),*) -> StoreResult<$pret> {
+                    in_parts_of!(self, $paged, $($parg),*)
+                }
+            )*
+        }
+    };
+}
+
+store_calls!(remote_store);
 
 /// Reads up to `limit` messages with `read(last, n)`, which reads `n`
 /// continuing after `last` (the last message read so far; `None` at the

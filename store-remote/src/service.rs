@@ -1,69 +1,154 @@
-//! The serving side: answers `sb.store` requests from one process's store.
+//! The serving side: the store of one process as the NATS micro service
+//! `switchboard-store` (so `nats micro ls`, `info` and `stats` show it),
+//! with an endpoint per kind of caller (`wire::Access`).
+//!
+//! A request is answered only on the endpoint its call belongs to: a
+//! commit asked on `sb.store.read` or `sb.store.marks` is refused, so the
+//! backbone's permissions on the three subjects are what decides who may
+//! write. The one subject of earlier releases, `sb.store`, still answers
+//! reads and marks (their gateways', during a rolling upgrade), never a
+//! commit. Requests in flight are bounded in all and per caller
+//! (`switchboard_backbone::admission`); past the bound a request is
+//! answered `Unavailable` at once, and the caller may retry.
 
 use std::sync::Arc;
 
+use async_nats::service::ServiceExt;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
-use switchboard_backbone::subject::{STORE_QUEUE_GROUP, STORE_SERVICE};
-use switchboard_store::{Store, StoreError, StoreResult};
+use switchboard_backbone::admission::{Admission, AdmissionLimits};
+use switchboard_backbone::subject::{STORE_LEGACY, STORE_QUEUE_GROUP};
+use switchboard_store::{Store, StoreError};
 
-use crate::calls::{Request, dispatch};
+use crate::calls::store_calls;
+use crate::wire::{Access, Request, reply};
 
-/// The answer on the wire: `{"ok": …}` or `{"err": StoreError}`.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Reply<T> {
-    Ok(T),
-    Err(StoreError),
-}
+/// The micro service's name, as `nats micro ls` lists it.
+pub const SERVICE_NAME: &str = "switchboard-store";
 
-pub(crate) fn reply<T: Serialize>(result: StoreResult<T>) -> Vec<u8> {
-    let encoded = match result {
-        Ok(v) => serde_json::to_vec(&Reply::Ok(v)),
-        Err(e) => serde_json::to_vec(&Reply::<()>::Err(e)),
+/// An argument as the trait method takes it, from the owned value.
+macro_rules! lend {
+    ($arg:ident; & $($t:tt)+) => {
+        &$arg
     };
-    encoded.unwrap_or_else(|e| {
-        serde_json::to_vec(&Reply::<()>::Err(StoreError::Corrupt(format!(
-            "encode reply: {e}"
-        ))))
-        .unwrap_or_default()
-    })
+    ($arg:ident; $($t:tt)+) => {
+        $arg
+    };
 }
 
-async fn handle(store: &dyn Store, payload: &[u8]) -> Vec<u8> {
+macro_rules! dispatcher {
+    (
+        read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
+        marks { $( $mark:ident ( $($marg:ident : [$($mty:tt)+]),* ) -> $mret:ty; )* }
+        write { $( $write:ident ( $($warg:ident : [$($wty:tt)+]),* ) -> $wret:ty; )* }
+        paged { $( $paged:ident ( $($parg:ident : [$($pty:tt)+]),* ) -> $pret:ty; )* }
+    ) => {
+        /// Runs `request` on `store`, and encodes the answer.
+        async fn dispatch(store: &dyn Store, request: Request) -> Vec<u8> {
+            match request {
+                $( Request::$read { $($rarg),* } => reply(store.$read($(lend!($rarg; $($rty)+)),*).await), )*
+                $( Request::$mark { $($marg),* } => reply(store.$mark($(lend!($marg; $($mty)+)),*).await), )*
+                $( Request::$write { $($warg),* } => reply(store.$write($(lend!($warg; $($wty)+)),*).await), )*
+                $( Request::$paged { $($parg),* } => reply(store.$paged($(lend!($parg; $($pty)+)),*).await), )*
+            }
+        }
+    };
+}
+
+store_calls!(dispatcher);
+
+/// Where a request arrived: one of the endpoints, or the single subject
+/// of earlier releases (`sb.store`), served for their gateways during a
+/// rolling upgrade: reads and marks only.
+#[derive(Debug, Clone, Copy)]
+enum Arrival {
+    Endpoint(Access),
+    Legacy,
+}
+
+impl Arrival {
+    fn takes(self, call: Access) -> bool {
+        match self {
+            Arrival::Endpoint(endpoint) => endpoint == call,
+            Arrival::Legacy => call != Access::Write,
+        }
+    }
+}
+
+/// Answers one request that arrived at `arrival`.
+async fn handle(store: &dyn Store, arrival: Arrival, payload: &[u8]) -> Vec<u8> {
     match serde_json::from_slice::<Request>(payload) {
-        Ok(request) => dispatch(store, request).await,
+        Ok(request) if arrival.takes(request.access()) => dispatch(store, request).await,
+        Ok(request) => reply::<()>(Err(StoreError::Refused(format!(
+            "this call is asked on {} only",
+            request.access().subject(),
+        )))),
         Err(e) => reply::<()>(Err(StoreError::Corrupt(format!("bad store request: {e}")))),
     }
 }
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("subscribing to {subject}")]
+#[error("starting the store service {SERVICE_NAME}")]
 pub struct ServeError {
-    subject: &'static str,
     #[source]
-    source: async_nats::SubscribeError,
+    source: async_nats::Error,
 }
 
-/// Serves `store` on `sb.store` until the subscription ends. Each request
-/// runs in its own task, so a slow read never holds up a commit.
-pub async fn serve(client: async_nats::Client, store: Arc<dyn Store>) -> Result<(), ServeError> {
-    let mut requests = client
-        .queue_subscribe(STORE_SERVICE, STORE_QUEUE_GROUP.to_owned())
+/// Serves `store` until the connection ends. Each admitted request runs
+/// in its own task, so a slow read never holds up a commit.
+pub async fn serve(
+    client: async_nats::Client,
+    store: Arc<dyn Store>,
+    limits: AdmissionLimits,
+) -> Result<(), ServeError> {
+    let service = client
+        .service_builder()
+        .description("The Switchboard message store of this process")
+        // Several processes may serve (a restarted holder, briefly two):
+        // each request is answered by one.
+        .queue_group(STORE_QUEUE_GROUP)
+        .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
         .await
-        .map_err(|source| ServeError {
-            subject: STORE_SERVICE,
-            source,
-        })?;
-    tracing::info!(subject = STORE_SERVICE, "serving the store over NATS");
-    while let Some(msg) = requests.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
+        .map_err(|source| ServeError { source })?;
+    let mut endpoints = Vec::new();
+    for access in Access::ALL {
+        let endpoint = service
+            .endpoint_builder()
+            .name(access.endpoint())
+            .add(access.subject())
+            .await
+            .map_err(|source| ServeError { source })?;
+        let arrival = Arrival::Endpoint(access);
+        endpoints.push(endpoint.map(move |request| (arrival, request)).boxed());
+    }
+    let legacy = service
+        .endpoint_builder()
+        .name("legacy")
+        .add(STORE_LEGACY)
+        .await
+        .map_err(|source| ServeError { source })?;
+    endpoints.push(legacy.map(|request| (Arrival::Legacy, request)).boxed());
+    let mut requests = futures::stream::select_all(endpoints);
+    let admission = Admission::new(limits);
+    tracing::info!(service = SERVICE_NAME, "serving the store over NATS");
+    while let Some((arrival, request)) = requests.next().await {
+        let Some(reply_to) = request.message.reply.as_ref() else {
             continue;
+        };
+        let admitted = match admission.admit(reply_to.as_str()) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                let busy = reply::<()>(Err(StoreError::Unavailable(refused.to_string())));
+                if let Err(e) = request.respond(Ok(busy.into())).await {
+                    tracing::warn!(error = %e, "store service reply failed");
+                }
+                continue;
+            }
         };
         let (store, client) = (store.clone(), client.clone());
         tokio::spawn(async move {
-            let mut body = handle(store.as_ref(), &msg.payload).await;
+            let _admitted = admitted;
+            let mut body = handle(store.as_ref(), arrival, &request.message.payload).await;
             // NATS refuses a message over the server's max_payload, and the
             // caller would only see a timeout: answer why, at once.
             let max = client.server_info().max_payload;
@@ -73,10 +158,11 @@ pub async fn serve(client: async_nats::Client, store: Arc<dyn Store>) -> Result<
                     max,
                 }));
             }
-            if let Err(e) = client.publish(reply_to, body.into()).await {
+            if let Err(e) = request.respond(Ok(body.into())).await {
                 tracing::warn!(error = %e, "store service reply failed");
             }
         });
     }
+    drop(service);
     Ok(())
 }

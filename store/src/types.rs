@@ -42,6 +42,10 @@ pub enum StoreError {
     /// service's NATS `max_payload`): ask for fewer.
     #[error("the answer is {bytes} bytes, over the limit of {max}; ask for fewer")]
     AnswerTooLarge { bytes: usize, max: usize },
+    /// The store service does not take this call from where it was asked
+    /// (a commit on the endpoint gateways may use).
+    #[error("refused by the store service: {0}")]
+    Refused(String),
 }
 
 /// Identifies one conversation.

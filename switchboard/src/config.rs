@@ -106,6 +106,11 @@ pub struct FileConfig {
     /// is archived (archived history is read back either way).
     #[serde(default)]
     pub archive: Option<ArchiveSection>,
+    /// Requests each backbone service of this process (the store
+    /// service, the session registry's sync, the plugin services) takes
+    /// at once, in all and per caller (`[services]`).
+    #[serde(default)]
+    pub services: Option<switchboard_backbone::admission::AdmissionLimits>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
 }

@@ -293,6 +293,7 @@ async fn dev_inner(
     ))
     .await?;
     let push = run::push_stage(&worker_client, store.clone(), &tenants, file).await?;
+    run::plugin_deploys(&worker_client, plugins.clone(), file).await?;
     // Its identity outlives the process, like a store-holding worker's:
     // after a crash it takes its partitions back at once.
     let worker_config = run::worker_config(config::store_worker_id(data_dir), &backbone, file)?;
@@ -477,6 +478,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let tenants = run::tenants(&client).await?;
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
+    run::plugin_deploys(&client, plugins.clone(), &file).await?;
     // The worker holding the embedded store keeps its identity across
     // restarts, so that it takes its partition leases back at once
     // instead of waiting for them to expire: the store's lock file makes

@@ -114,6 +114,29 @@ pub async fn tenants(client: &async_nats::Client) -> anyhow::Result<TenantBook> 
     Ok(tenants)
 }
 
+/// Starts the plugin deploy service (`switchboard-plugins`): gateways
+/// ask it to deploy, promote, roll back and remove tenants' plugins, which
+/// they may not write themselves.
+pub async fn plugin_deploys(
+    client: &async_nats::Client,
+    plugins: Arc<Plugins>,
+    file: &FileConfig,
+) -> anyhow::Result<()> {
+    let js = jetstream::new(client.clone());
+    let deployer = Arc::new(
+        switchboard_plugin_host::deploy::Deployer::open(&js, plugins)
+            .await
+            .context("opening the plugin buckets")?,
+    );
+    let limits = file.services.unwrap_or_default();
+    tokio::spawn(async move {
+        if let Err(e) = switchboard_plugin_host::deploy_service::serve(js, deployer, limits).await {
+            tracing::error!(error = %e, "the plugin deploy service stopped");
+        }
+    });
+    Ok(())
+}
+
 /// Starts the plugin host and installs every tenant's active plugins;
 /// keeps following `sb_plugins` afterwards. One per process: `dev`'s
 /// gateway and worker share it.
@@ -172,8 +195,9 @@ pub fn embedded_store(
     // store is, with the blob store this process sees.
     let store: Arc<dyn Store> = Arc::new(Tiered::new(embedded, archive_objects(data_dir, file)?));
     let (client, served) = (client.clone(), store.clone());
+    let limits = file.services.unwrap_or_default();
     tokio::spawn(async move {
-        if let Err(e) = store_service::serve(client, served).await {
+        if let Err(e) = store_service::serve(client, served, limits).await {
             tracing::error!(error = %e, "the store service stopped");
         }
     });
@@ -250,6 +274,7 @@ pub fn worker_config(
             max_per_scan: archive.max_per_scan.max(1),
         });
     }
+    config.services = file.services.unwrap_or_default();
     Ok(config)
 }
 
@@ -289,6 +314,7 @@ pub fn gateway_config(
     if let Some(media) = &file.media {
         config.media = media.clone();
     }
+    config.services = file.services.unwrap_or_default();
     config
 }
 

@@ -56,6 +56,10 @@ pub struct WorkerConfig {
     /// What the worker reports about itself (`/readyz`); shared with
     /// whoever holds a clone of this config.
     pub status: Arc<WorkerStatus>,
+    /// Requests each backbone service of this worker (the session
+    /// registry's sync, the plugin admin service) takes at once, in all
+    /// and per caller.
+    pub services: switchboard_backbone::admission::AdmissionLimits,
 }
 
 /// Whether the worker can take its share of the partitions: its lease
@@ -107,6 +111,7 @@ impl WorkerConfig {
             inbox_sweep_every: Duration::from_secs(3600),
             archive: None,
             status: Arc::default(),
+            services: Default::default(),
         }
     }
 }
@@ -195,6 +200,7 @@ pub async fn run(
         client.clone(),
         registry,
         format!("worker:{}", config.worker_id),
+        config.services,
     )
     .await?;
     let ctx = Arc::new(Ctx {

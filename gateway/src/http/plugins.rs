@@ -231,7 +231,7 @@ pub(super) async fn list(
 ) -> Result<Json<Listing>, ApiError> {
     admin(&id)?;
     let hook = path.get()?;
-    let listing = gw.deployer.list(&id.tenant, hook).await?;
+    let listing = gw.deployer.reads().list(&id.tenant, hook).await?;
     Ok(Json(listing))
 }
 
@@ -314,7 +314,9 @@ pub(super) async fn shadow(
 ) -> Result<Json<ShadowListing>, ApiError> {
     admin(&id)?;
     let hook = path.get()?;
-    Ok(Json(gw.deployer.shadow_listing(&id.tenant, hook).await?))
+    Ok(Json(
+        gw.deployer.reads().shadow_listing(&id.tenant, hook).await?,
+    ))
 }
 
 /// `DELETE /v1/admin/plugins/{hook}/shadow`
@@ -442,6 +444,7 @@ pub(super) async fn replay(
     let _running = gw.start_replay(&id)?;
     let (version, compiled) = gw
         .deployer
+        .reads()
         .compiled_version(&id.tenant, hook, request.revision)
         .await?;
     let conversation = request.conversation_id;

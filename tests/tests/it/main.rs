@@ -7,6 +7,7 @@ mod backlog;
 mod bad_input;
 mod chat;
 mod cluster_faults;
+mod compromised_gateway;
 mod crash;
 mod dev;
 mod e2ee;

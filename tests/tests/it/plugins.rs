@@ -980,7 +980,8 @@ async fn a_compilation_past_its_time_bound_is_refused() {
     assert_eq!(e.status(), Some(400), "{e}");
     assert!(e.to_string().contains("compile_timeout_ms"), "{e}");
     assert!(stored_components(&cluster).await.is_empty());
-    let samples = scrape(cluster.gateways[0].addr.unwrap()).await;
+    // The workers' deploy service compiles it.
+    let samples = scrape(cluster.workers[0].metrics_addr.unwrap()).await;
     assert!(sum(&samples, "switchboard_plugin_compile_timeouts_total", "") >= 1.0);
 }
 

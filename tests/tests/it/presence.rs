@@ -189,6 +189,7 @@ async fn every_router_confirms_a_registration_and_a_dead_one_is_waited_for_in_bo
         cluster.nats.client().await,
         bucket.clone(),
         "test-router".into(),
+        Default::default(),
     )
     .await
     .unwrap();
@@ -295,7 +296,7 @@ async fn with_only_a_dead_router_left_a_sync_waits_its_grace_only() {
         .await
         .unwrap();
     let bucket = js.get_key_value(PRESENCE_BUCKET).await.unwrap();
-    let sessions = Sessions::start(client, bucket.clone(), "only".into())
+    let sessions = Sessions::start(client, bucket.clone(), "only".into(), Default::default())
         .await
         .unwrap();
     bucket.put(router_key("dead:2"), "1".into()).await.unwrap();

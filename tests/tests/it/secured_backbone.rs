@@ -114,8 +114,9 @@ async fn tls_client(nats: &Nats, user: &str, password: &str) -> async_nats::Clie
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shipped_secure_cluster_serves_with_tls_and_role_users() {
+/// The shipped secure cluster (three nodes, TLS, a user per role) with a
+/// worker and a gateway on it, each as its role's user.
+pub(crate) async fn shipped_secure_cluster() -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let env: Vec<(String, String)> = PASSWORDS
         .iter()
@@ -125,7 +126,7 @@ async fn the_shipped_secure_cluster_serves_with_tls_and_role_users() {
     let mut gateway_env = role_env("gateway", PASSWORDS[2].1);
     // Gateways may not manage JetStream: they only check the definitions.
     gateway_env.push(("SWITCHBOARD_DEFINE_BACKBONE".into(), "false".into()));
-    let cluster = Cluster::start_on(
+    Cluster::start_on(
         ClusterSpec {
             workers: 1,
             gateways: 1,
@@ -137,7 +138,22 @@ async fn the_shipped_secure_cluster_serves_with_tls_and_role_users() {
         nats,
         dir,
     )
-    .await;
+    .await
+}
+
+/// A NATS client of the shipped secure cluster as `role`'s user.
+pub(crate) async fn role_client(cluster: &Cluster, role: &str) -> async_nats::Client {
+    let password = match role {
+        "admin" => PASSWORDS[0].1,
+        "worker" => PASSWORDS[1].1,
+        _ => PASSWORDS[2].1,
+    };
+    tls_client(&cluster.nats, role, password).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_secure_cluster_serves_with_tls_and_role_users() {
+    let cluster = shipped_secure_cluster().await;
     // The seed list the harness gives is nats://; TLS is required by the
     // settings, so the client upgrades.
     let conv = cluster

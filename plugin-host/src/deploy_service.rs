@@ -1,0 +1,427 @@
+//! Plugin deploys as a service of the workers, so that gateways need no
+//! write access to `sb_plugins` or `sb_plugin_code`.
+//!
+//! A gateway's admin API checks the caller (an admin of the tenant),
+//! then puts the uploaded component into `sb_plugin_uploads` (the only
+//! plugin bucket gateways may write) and asks the NATS micro service
+//! `switchboard-plugins` on `sb.plugins.deploy` to deploy it. A worker
+//! answers: it reads the upload within `max_component_bytes` whatever its
+//! description claims, and runs the very [`Deployer`] the admin API ran
+//! before (validate, store by digest, activate, caps, prune), then deletes
+//! the upload. Promotions, rollbacks and removals go the same way.
+//!
+//! [`PluginAdmin`] is what a gateway holds: the [`Deployer`]'s reads run
+//! where it is, its changes through this service.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, object_store};
+use async_nats::service::ServiceExt;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use switchboard_backbone::admission::{Admission, AdmissionLimits};
+use switchboard_backbone::definitions::PLUGIN_UPLOADS_STORE;
+use switchboard_backbone::kv_key;
+use switchboard_protocol::{TenantId, UserId};
+
+use crate::deploy::{DeployError, Deployer, Refusal, RefusalKind, Upload, VersionEntry};
+use crate::hook::Hook;
+use crate::registry::{OnFailure, Slot};
+
+/// The micro service's name, as `nats micro ls` lists it.
+pub const SERVICE_NAME: &str = "switchboard-plugins";
+/// Where deploy requests go.
+pub const DEPLOY_SUBJECT: &str = "sb.plugins.deploy";
+/// Its queue group: one worker answers each request.
+const QUEUE_GROUP: &str = "plugins";
+
+/// A change to a tenant's plugin for a hook.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Change {
+    /// Deploys the component uploaded as `upload` in `sb_plugin_uploads`.
+    Deploy {
+        shadow: bool,
+        upload: String,
+        #[serde(default)]
+        config: BTreeMap<String, String>,
+        #[serde(default)]
+        on_failure: OnFailure,
+    },
+    Promote,
+    RemoveShadow,
+    Rollback,
+    Remove,
+}
+
+/// A request on the wire: who asks, for which tenant and hook, what.
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    tenant: TenantId,
+    hook: Hook,
+    by: UserId,
+    #[serde(flatten)]
+    change: Change,
+}
+
+/// The answer: the version the change made active (none for a removal),
+/// or why not.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Answer {
+    Ok(Option<VersionEntry>),
+    Err(Refusal),
+}
+
+/// The name of a new upload of `tenant`: its tenant first, so a deploy
+/// for one tenant never takes another's upload.
+fn upload_name(tenant: &TenantId) -> String {
+    let nonce: u128 = rand::random();
+    format!("{}.{nonce:032x}", kv_key::part(tenant.as_str()))
+}
+
+fn is_upload_of(tenant: &TenantId, name: &str) -> bool {
+    name.strip_prefix(&*kv_key::part(tenant.as_str()))
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|nonce| nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("starting the plugin deploy service {SERVICE_NAME}")]
+pub struct ServeError {
+    #[source]
+    source: async_nats::Error,
+}
+
+/// Answers deploy requests with `deployer` until the connection ends. At
+/// most `limits` requests are in flight; past that a request is answered
+/// `Unavailable` at once (compiling is bounded on its own by the
+/// [`Compiler`](crate::compiler::Compiler)).
+pub async fn serve(
+    js: jetstream::Context,
+    deployer: Arc<Deployer>,
+    limits: AdmissionLimits,
+) -> Result<(), ServeError> {
+    let client = js.client();
+    let uploads = js
+        .get_object_store(PLUGIN_UPLOADS_STORE)
+        .await
+        .map_err(|e| ServeError { source: e.into() })?;
+    let service = client
+        .service_builder()
+        .description("Deploys, promotes, rolls back and removes tenants' plugins")
+        .queue_group(QUEUE_GROUP)
+        .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|source| ServeError { source })?;
+    let mut requests = service
+        .endpoint_builder()
+        .name("deploy")
+        .add(DEPLOY_SUBJECT)
+        .await
+        .map_err(|source| ServeError { source })?;
+    let admission = Admission::new(limits);
+    while let Some(request) = requests.next().await {
+        let Some(reply) = request.message.reply.as_ref() else {
+            continue;
+        };
+        let admitted = match admission.admit(reply.as_str()) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                let busy = Refusal::new(RefusalKind::Unavailable, refused.to_string());
+                respond(&request, Answer::Err(busy)).await;
+                continue;
+            }
+        };
+        let (deployer, uploads) = (deployer.clone(), uploads.clone());
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            let answer = match serde_json::from_slice::<Request>(&request.message.payload) {
+                Ok(change) => match apply(&deployer, &uploads, change).await {
+                    Ok(entry) => Answer::Ok(entry),
+                    Err(e) => Answer::Err(e.refusal()),
+                },
+                Err(e) => Answer::Err(Refusal::new(
+                    RefusalKind::Invalid,
+                    format!("bad deploy request: {e}"),
+                )),
+            };
+            respond(&request, answer).await;
+        });
+    }
+    drop(service);
+    Ok(())
+}
+
+async fn respond(request: &async_nats::service::Request, answer: Answer) {
+    let body = serde_json::to_vec(&answer).unwrap_or_default();
+    if let Err(e) = request.respond(Ok(body.into())).await {
+        tracing::warn!(error = %e, "answering a plugin deploy request failed");
+    }
+}
+
+/// Carries out one change.
+async fn apply(
+    deployer: &Deployer,
+    uploads: &object_store::ObjectStore,
+    request: Request,
+) -> Result<Option<VersionEntry>, DeployError> {
+    let Request {
+        tenant,
+        hook,
+        by,
+        change,
+    } = request;
+    match change {
+        Change::Deploy {
+            shadow,
+            upload,
+            config,
+            on_failure,
+        } => {
+            if !is_upload_of(&tenant, &upload) {
+                return Err(DeployError::NoSuchUpload);
+            }
+            let component = read_upload(deployer, uploads, &upload).await;
+            // Whatever came of it, the upload has served.
+            if let Err(e) = uploads.delete(&upload).await {
+                tracing::debug!(error = %e, upload, "an upload was not deleted; it expires");
+            }
+            let upload = Upload {
+                component: component?,
+                config,
+                on_failure,
+            };
+            let slot = if shadow { Slot::Shadow } else { Slot::Active };
+            deployer
+                .deploy(&tenant, hook, slot, upload, &by)
+                .await
+                .map(Some)
+        }
+        Change::Promote => deployer.promote(&tenant, hook, &by).await.map(Some),
+        Change::Rollback => deployer.rollback(&tenant, hook, &by).await.map(Some),
+        Change::RemoveShadow => deployer
+            .remove_shadow(&tenant, hook, &by)
+            .await
+            .map(|()| None),
+        Change::Remove => deployer.remove(&tenant, hook, &by).await.map(|()| None),
+    }
+}
+
+/// The uploaded component, read within `max_component_bytes`.
+async fn read_upload(
+    deployer: &Deployer,
+    uploads: &object_store::ObjectStore,
+    name: &str,
+) -> Result<Vec<u8>, DeployError> {
+    let object = uploads.get(name).await.map_err(|e| match e.kind() {
+        object_store::GetErrorKind::NotFound => DeployError::NoSuchUpload,
+        _ => crate::deploy::backbone(e),
+    })?;
+    let claimed = object.info().size as u64;
+    crate::objects::read_bounded(object, claimed, deployer.max_component_bytes())
+        .await
+        .map_err(DeployError::Upload)
+}
+
+/// What a gateway's admin API holds: reads of the [`Deployer`] here,
+/// changes through the workers' deploy service.
+pub struct PluginAdmin {
+    deployer: Deployer,
+    client: async_nats::Client,
+    uploads: object_store::ObjectStore,
+    /// How long a change may take before the answer is `Unavailable`:
+    /// a compile's own bound, and room for storing and activating.
+    timeout: Duration,
+}
+
+impl PluginAdmin {
+    pub async fn open(js: &jetstream::Context, deployer: Deployer) -> Result<Self, DeployError> {
+        let timeout = deployer.compile_timeout() + Duration::from_secs(10);
+        Ok(Self {
+            uploads: js
+                .get_object_store(PLUGIN_UPLOADS_STORE)
+                .await
+                .map_err(crate::deploy::backbone)?,
+            client: js.client(),
+            deployer,
+            timeout,
+        })
+    }
+
+    /// The reads, which run here.
+    pub fn reads(&self) -> &Deployer {
+        &self.deployer
+    }
+
+    pub async fn deploy(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        slot: Slot,
+        upload: Upload,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        let Upload {
+            component,
+            config,
+            on_failure,
+        } = upload;
+        // Refused here before it is stored anywhere; the worker checks again.
+        let max = self.deployer.max_component_bytes();
+        if component.len() > max {
+            return Err(DeployError::Upload(crate::objects::ReadError::TooLarge {
+                claimed: component.len() as u64,
+                max,
+            }));
+        }
+        let name = upload_name(tenant);
+        self.uploads
+            .put(name.as_str(), &mut component.as_slice())
+            .await
+            .map_err(crate::deploy::backbone)?;
+        let change = Change::Deploy {
+            shadow: slot == Slot::Shadow,
+            upload: name,
+            config,
+            on_failure,
+        };
+        self.ask(tenant, hook, by, change)
+            .await?
+            .ok_or(DeployError::NotDeployed)
+    }
+
+    pub async fn promote(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        self.ask(tenant, hook, by, Change::Promote)
+            .await?
+            .ok_or(DeployError::NoShadow)
+    }
+
+    pub async fn rollback(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<VersionEntry, DeployError> {
+        self.ask(tenant, hook, by, Change::Rollback)
+            .await?
+            .ok_or(DeployError::NothingToRollBack)
+    }
+
+    pub async fn remove_shadow(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<(), DeployError> {
+        self.ask(tenant, hook, by, Change::RemoveShadow)
+            .await
+            .map(drop)
+    }
+
+    pub async fn remove(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+    ) -> Result<(), DeployError> {
+        self.ask(tenant, hook, by, Change::Remove).await.map(drop)
+    }
+
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+        change: Change,
+    ) -> Result<Option<VersionEntry>, DeployError> {
+        let request = Request {
+            tenant: tenant.clone(),
+            hook,
+            by: by.clone(),
+            change,
+        };
+        let payload = serde_json::to_vec(&request).map_err(crate::deploy::backbone)?;
+        let request = async_nats::Request::new()
+            .payload(payload.into())
+            .timeout(Some(self.timeout));
+        let answer = self
+            .client
+            .send_request(DEPLOY_SUBJECT, request)
+            .await
+            .map_err(|e| {
+                DeployError::Refused(Refusal::new(
+                    RefusalKind::Unavailable,
+                    format!("the plugin deploy service did not answer ({e}); is a worker running?"),
+                ))
+            })?;
+        match serde_json::from_slice::<Answer>(&answer.payload) {
+            Ok(Answer::Ok(entry)) => Ok(entry),
+            Ok(Answer::Err(refusal)) => Err(DeployError::Refused(refusal)),
+            Err(e) => Err(crate::deploy::backbone(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_upload_belongs_to_its_tenant() {
+        let acme = TenantId::new("acme").unwrap();
+        let dotted = TenantId::new("acme.x").unwrap();
+        let name = upload_name(&acme);
+        assert!(is_upload_of(&acme, &name));
+        assert!(!is_upload_of(&dotted, &name));
+        assert!(!is_upload_of(&acme, &upload_name(&dotted)));
+        assert!(!is_upload_of(&acme, "acme.sha256:00"));
+        assert!(!is_upload_of(&acme, "acme"));
+    }
+
+    #[test]
+    fn requests_and_answers_cross_the_wire() {
+        let request = Request {
+            tenant: TenantId::new("acme").unwrap(),
+            hook: Hook::Moderation,
+            by: UserId::new("root").unwrap(),
+            change: Change::Deploy {
+                shadow: true,
+                upload: "acme.00".into(),
+                config: BTreeMap::from([("k".into(), "v".into())]),
+                on_failure: OnFailure::Open,
+            },
+        };
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(json["op"], "deploy");
+        assert_eq!(json["tenant"], "acme");
+        let back: Request = serde_json::from_value(json).unwrap();
+        assert!(matches!(back.change, Change::Deploy { shadow: true, .. }));
+        let removal: Request = serde_json::from_value(
+            serde_json::json!({"tenant": "acme", "hook": "moderation", "by": "root", "op": "remove"}),
+        )
+        .unwrap();
+        assert!(matches!(removal.change, Change::Remove));
+
+        let refused = Answer::Err(Refusal::new(RefusalKind::OverQuota, "too much"));
+        let back: Answer = serde_json::from_slice(&serde_json::to_vec(&refused).unwrap()).unwrap();
+        assert!(matches!(
+            back,
+            Answer::Err(Refusal {
+                kind: RefusalKind::OverQuota,
+                ..
+            })
+        ));
+        let none: Answer = serde_json::from_str(r#"{"ok": null}"#).unwrap();
+        assert!(matches!(none, Answer::Ok(None)));
+    }
+}
