@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
-use serde::Deserialize;
 use switchboard_backbone::envelope::{Delivered, Event, decode_delivery, decode_event};
 use switchboard_backbone::sessions::Sessions;
 use switchboard_backbone::subject::conversation_events;
@@ -460,38 +459,6 @@ async fn unlisten(
     }
 }
 
-/// The fields of a `message` frame an `ack` needs.
-#[derive(Deserialize)]
-struct AckFields<'a> {
-    #[serde(borrow)]
-    message: AckMessage<'a>,
-}
-
-#[derive(Deserialize)]
-struct AckMessage<'a> {
-    message_id: &'a str,
-    conversation_id: &'a str,
-    seq: u64,
-    #[serde(borrow)]
-    client_msg_id: std::borrow::Cow<'a, str>,
-}
-
-/// The `ack` frame for a stored message, from its `message` frame, with
-/// the `client_msg_id` it answers.
-fn ack_from_message_frame(frame: &[u8]) -> Option<(Utf8Bytes, String)> {
-    let fields: AckFields<'_> = serde_json::from_slice(frame).ok()?;
-    let m = fields.message;
-    let quoted = |s: &str| serde_json::to_string(s).ok();
-    let ack = format!(
-        r#"{{"type":"ack","client_msg_id":{},"conversation_id":{},"message_id":{},"seq":{},"status":"sent"}}"#,
-        quoted(&m.client_msg_id)?,
-        quoted(m.conversation_id)?,
-        quoted(m.message_id)?,
-        m.seq
-    );
-    Some((Utf8Bytes::from(ack), m.client_msg_id.into_owned()))
-}
-
 /// Queues a frame for a connection. A client that reads too slowly
 /// overflows its queue and is closed by it (`outbox`); it reconnects and
 /// replays what it missed with `pull_backlog`.
@@ -499,24 +466,17 @@ fn deliver(conn: &Conn, out: Outbound) {
     let _ = conn.tx.try_send(out);
 }
 
-/// Hands a `message` event to connections: the sending device of the
-/// sending user gets an `ack`, everyone else the `message` frame.
+/// Hands a `message` event to connections: every one but the sending
+/// device of the sending user, which gets the message's `ack` instead
+/// (`Event::Ack`).
 fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device: &str) {
     let Ok(text) = Utf8Bytes::try_from(frame) else {
         tracing::warn!("dropping a message event that is not UTF-8");
         return;
     };
-    let mut ack = None;
     for (from_this_user, conn) in targets {
         // The same device id under another user is another device.
-        if *from_this_user && conn.device.as_str() == origin_device {
-            let ack = ack.get_or_insert_with(|| ack_from_message_frame(text.as_bytes()));
-            if let Some((frame, client_msg_id)) = ack {
-                conn.answered.acked(client_msg_id);
-                deliver(conn, Outbound::Frame(frame.clone()));
-                conn.answered.count.fetch_add(1, Ordering::Relaxed);
-            }
-        } else {
+        if !(*from_this_user && conn.device.as_str() == origin_device) {
             deliver(conn, Outbound::Frame(text.clone()));
         }
     }
@@ -641,6 +601,20 @@ async fn hand_over(
             deliver_message(&targets, frame.clone(), origin_device);
         }
         Event::Frame(frame) => deliver_frame(conns.iter(), frame.clone()),
+        Event::Ack {
+            frame,
+            device,
+            client_msg_id,
+        } => {
+            let Ok(text) = Utf8Bytes::try_from(frame.clone()) else {
+                return;
+            };
+            for conn in conns.iter().filter(|c| c.device.as_str() == device) {
+                conn.answered.acked(client_msg_id.as_str());
+                deliver(conn, Outbound::Frame(text.clone()));
+                conn.answered.count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         Event::Listen {
             conversation_id,
             listen: start,
@@ -708,26 +682,7 @@ async fn dispatch_conversation(mut subscriber: async_nats::Subscriber, listeners
                 deliver_message(&targets, frame, &origin_device);
             }
             Event::Frame(frame) => deliver_frame(targets.iter().map(|(_, c)| c), frame),
-            Event::Listen { .. } | Event::Rejected(_) => {}
+            Event::Listen { .. } | Event::Rejected(_) | Event::Ack { .. } => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builds_the_ack_from_the_message_frame() {
-        let frame = br#"{"type":"message","message":{"message_id":"42","conversation_id":"c","seq":7,"sender_id":"a","sender_device":"d","client_msg_id":"q\"1","content":{"kind":"text","text":"x"},"created_at":"2026-01-01T00:00:00.000Z","edited_at":null,"deleted_at":null}}"#;
-        let (ack, client_msg_id) = ack_from_message_frame(frame).unwrap();
-        assert_eq!(client_msg_id, "q\"1");
-        assert!(ack.starts_with(r#"{"type":"ack","#), "{}", ack.as_str());
-        let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
-        assert_eq!(v["type"], "ack");
-        assert_eq!(v["client_msg_id"], "q\"1");
-        assert_eq!(v["message_id"], "42");
-        assert_eq!(v["seq"], 7);
-        assert_eq!(v["status"], "sent");
     }
 }

@@ -268,23 +268,63 @@ pub enum Event {
         conversation_id: ConversationId,
         listen: bool,
     },
-    /// A stored message: `frame` is the ready `message` frame.
+    /// A stored message: `frame` is the ready `message` frame, for every
+    /// connection of the users it names but its sending device, which
+    /// gets an [`Event::Ack`].
     Message {
         frame: Bytes,
         origin_user: String,
         origin_device: String,
     },
+    /// A stored send's answer, for the device that sent it: `frame` is the
+    /// ready `ack` frame ([`ServerFrame::ack`]), built once by the writer.
+    Ack {
+        frame: Bytes,
+        device: String,
+        client_msg_id: ClientMsgId,
+    },
     Rejected(Rejection),
 }
 
+/// The `ack` of a stored message, for its sending device: a new send's
+/// and a resend's alike (a resend gets nothing else: no member sees the
+/// message twice).
+///
+/// [`ServerFrame::ack`]: switchboard_protocol::ServerFrame::ack
+pub fn ack_event(message: &Message) -> (HeaderMap, Bytes) {
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "ack");
+    headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
+    headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
+    let frame = switchboard_protocol::ServerFrame::ack(message).to_json();
+    (headers, Bytes::from(frame))
+}
+
+/// What the hub needs of an `ack` frame besides the frame itself.
+#[derive(Deserialize)]
+struct AckFields {
+    client_msg_id: ClientMsgId,
+}
+
 /// Encodes a stored message once for every member it is fanned out to.
+/// A message a device sent names that device as its origin: it gets the
+/// message's [`ack_event`] instead. A system message (a membership
+/// change) has no origin: every device gets it, its actor's too.
 pub fn message_event(message: &Message) -> Result<(HeaderMap, Bytes), BackboneError> {
     let json = serde_json::to_string(message).map_err(BackboneError::encoding)?;
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "message");
-    headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
-    headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
+    if is_acked(message) {
+        headers.insert(HEADER_ORIGIN_USER, message.sender_id.as_str());
+        headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
+    }
     Ok((headers, Bytes::from(message_frame_from_json(&json))))
+}
+
+/// Whether a stored message answers a device's send with an `ack`: every
+/// message but the system messages the writer makes itself.
+pub fn is_acked(message: &Message) -> bool {
+    !matches!(message.content, Some(Content::System(_)))
 }
 
 /// A server frame to forward as it is to every connection of a user.
@@ -352,6 +392,13 @@ fn event_from(
             origin_device: origin_device.unwrap_or_default().to_owned(),
         }),
         Some("frame") => Ok(Event::Frame(payload)),
+        Some("ack") => serde_json::from_slice::<AckFields>(&payload)
+            .map(|fields| Event::Ack {
+                device: origin_device.unwrap_or_default().to_owned(),
+                client_msg_id: fields.client_msg_id,
+                frame: payload,
+            })
+            .map_err(BackboneError::encoding),
         Some("listen") => serde_json::from_slice::<ListenBody>(&payload)
             .map(|b| Event::Listen {
                 conversation_id: b.conversation_id,
@@ -587,7 +634,7 @@ mod tests {
         ));
         // An event of an unknown kind costs only itself.
         assert!(matches!(events[2], Err(BackboneError::UnknownEvent { .. })));
-        assert_eq!(events[3].as_ref().unwrap().to, [alice]);
+        assert_eq!(events[3].as_ref().unwrap().to, [alice.clone()]);
         // A broken length ends the delivery there, with an error.
         let mut cut = payload.to_vec();
         cut.truncate(cut.len() - 3);
@@ -598,6 +645,28 @@ mod tests {
             Err(BackboneError::MalformedDelivery(_))
         ));
         assert!(decode_delivery(&Bytes::from_static(b"{oops")).all(|e| e.is_err()));
+
+        // A send's answer goes to its device, as the one `ack` frame.
+        let ack = ack_event(&message);
+        let mut payload = Vec::new();
+        push_delivery(&mut payload, &tenant, [&alice], &ack).unwrap();
+        let events: Vec<_> = decode_delivery(&Bytes::from(payload)).collect();
+        let Ok(Delivered {
+            event:
+                Event::Ack {
+                    frame,
+                    device,
+                    client_msg_id,
+                },
+            ..
+        }) = &events[0]
+        else {
+            panic!("{events:?}");
+        };
+        assert_eq!((device.as_str(), client_msg_id.as_str()), ("phone", "m1"));
+        let sent: serde_json::Value = serde_json::from_slice(frame).unwrap();
+        let built = serde_json::to_value(switchboard_protocol::ServerFrame::ack(&message)).unwrap();
+        assert_eq!(sent, built);
     }
 
     #[test]

@@ -25,8 +25,8 @@ use switchboard_backbone::definitions::{
     ingest_stream_name, writer_consumer, writer_consumer_name,
 };
 use switchboard_backbone::envelope::{
-    Command, CommandReply, HEADER_COMMANDS, HEADER_REPLY, Rejection, command_lines, frame_event,
-    listen_event, message_event, rejection_event,
+    Command, CommandReply, HEADER_COMMANDS, HEADER_REPLY, Rejection, ack_event, command_lines,
+    frame_event, is_acked, listen_event, message_event, rejection_event,
 };
 use switchboard_backbone::push_jobs::{MessageJob, message_subject};
 use switchboard_backbone::records::refusals::{Refusal, SendKey};
@@ -861,12 +861,26 @@ async fn publish(ctx: &Ctx, outcomes: Vec<(Outcome, Option<String>)>) {
                     push_job(ctx, &tenant, &message, &recipients).await;
                 }
                 match message_event(&message).map(traced) {
-                    Ok(event) => out
-                        .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
-                        .await
-                        .map_err(cause),
+                    Ok(event) => {
+                        let fanned = out
+                            .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
+                            .await
+                            .map_err(cause);
+                        // The sending device's `ack`, through the session
+                        // registry whatever the conversation's route.
+                        if is_acked(&message) {
+                            let ack = traced(ack_event(&message));
+                            out.deliveries.add(&tenant, [&message.sender_id], &ack);
+                        }
+                        fanned
+                    }
                     Err(e) => Err(cause(e)),
                 }
+            }
+            Outcome::Answer { tenant, message } => {
+                let ack = traced(ack_event(&message));
+                out.deliveries.add(&tenant, [&message.sender_id], &ack);
+                Ok(())
             }
             Outcome::Update {
                 tenant,

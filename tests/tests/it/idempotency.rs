@@ -175,3 +175,62 @@ async fn burst_of_retries(batching: bool) {
         );
     }
 }
+
+/// A resend is answered to its sender alone (issue 27): the sender's
+/// device gets its `ack` again, and no member (nor the sender's other
+/// devices) sees the message a second time, inside the dedupe window and
+/// beyond it, alone and among other sends.
+#[tokio::test]
+async fn a_resend_is_answered_to_its_sender_alone() {
+    let cluster = Cluster::start(ClusterSpec {
+        duplicate_window_ms: Some(500),
+        partitions: 1,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "rena", &["rbob"])
+        .await;
+    let mut alice = cluster.ws(0, "rena", "phone").await;
+    let mut tablet = cluster.ws(0, "rena", "tablet").await;
+    let mut bob = cluster.ws(0, "rbob", "b").await;
+    let mut acks = Vec::new();
+    for i in 1..=5 {
+        acks.push(send_acked(&mut alice, &conv, &format!("r{i}"), &format!("m{i}")).await);
+    }
+    for (_, seq) in &acks {
+        assert_eq!(expect_message(&mut bob).await.seq, *seq);
+        assert_eq!(expect_message(&mut tablet).await.seq, *seq);
+    }
+    // Inside the window, alone.
+    assert_eq!(send_acked(&mut alice, &conv, "r3", "m3").await, acks[2]);
+    // Beyond it, alone: JetStream takes it, its writer answers.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(send_acked(&mut alice, &conv, "r3", "m3").await, acks[2]);
+    // Beyond it, among new sends published together.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for (id, text) in [("r6", "m6"), ("r3", "m3"), ("r7", "m7")] {
+        alice.send(&send_frame(&conv, id, text)).await.unwrap();
+    }
+    let mut answers = HashMap::new();
+    while answers.len() < 3 {
+        if let ServerFrame::Ack {
+            client_msg_id, seq, ..
+        } = alice
+            .next_frame_within(Duration::from_secs(10))
+            .await
+            .unwrap()
+        {
+            answers.insert(client_msg_id.as_str().to_owned(), seq);
+        }
+    }
+    assert_eq!(answers["r3"], acks[2].1, "the original answers the resend");
+    let last = acks[4].1;
+    assert_eq!((answers["r6"], answers["r7"]), (last + 1, last + 2));
+    // The others see the new two next: nothing of the resends came
+    // between (a message frame for one would come first).
+    for other in [&mut bob, &mut tablet] {
+        assert_eq!(expect_message(other).await.seq, last + 1);
+        assert_eq!(expect_message(other).await.seq, last + 2);
+    }
+}

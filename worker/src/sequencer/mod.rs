@@ -66,15 +66,18 @@ pub enum Route {
 /// What to publish after the batch is committed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// A message to fan out: to every user in `recipients` (the sender
-    /// included, whose sending device turns it into an `ack`), or to the
-    /// conversation's subject.
+    /// A new message to fan out: to every user in `recipients` (the
+    /// sender included, for their other devices), or to the
+    /// conversation's subject; its sending device gets its `ack`.
     Deliver {
         tenant: TenantId,
         message: Message,
         recipients: Vec<UserId>,
         route: Route,
     },
+    /// A send stored before (a resend): its `ack` again, for the device
+    /// that sent it, and nothing for anyone else.
+    Answer { tenant: TenantId, message: Message },
     /// An edit or a deletion: the message as it is now, for every member.
     Update {
         tenant: TenantId,

@@ -11,23 +11,21 @@ impl Batch<'_> {
             sender: c.sender.clone(),
             client_msg_id: c.client_msg_id.clone(),
         };
+        if let Some(existing) = self.sent.get(&skey) {
+            // A retry: the original answers it, to its sender alone. The
+            // members had it when it was stored (a crash before its
+            // fan-out left them its inbox entries and a `seq` gap to pull
+            // by), so fanning it out again would show it to them twice.
+            self.outcomes.push(Outcome::Answer {
+                tenant: c.tenant.clone(),
+                message: existing.clone(),
+            });
+            return Ok(());
+        }
         let members = match self.states.get(&key) {
             Some(Some(state)) => state.members.clone(),
             _ => BTreeSet::new(),
         };
-        if let Some(existing) = self.sent.get(&skey) {
-            // A retry: the original answers it. Fan it out again too, in
-            // case the crash that caused the retry came before the fan-out.
-            let message = existing.clone();
-            let route = self.route(&key);
-            self.outcomes.push(Outcome::Deliver {
-                tenant: c.tenant.clone(),
-                message,
-                recipients: members.into_iter().collect(),
-                route,
-            });
-            return Ok(());
-        }
         let refusal = match self.states.get(&key) {
             None | Some(None) => Some((ErrorCode::NotFound, "no such conversation")),
             Some(Some(s)) if !s.members.contains(&c.sender) => Some((
