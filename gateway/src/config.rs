@@ -82,8 +82,13 @@ pub struct Limits {
     /// Typing indicators per second per connection, and their burst.
     pub typing_per_second: f64,
     pub typing_burst: f64,
-    /// Sends per connection that JetStream has not yet confirmed.
+    /// Sends per connection waiting for their answer (`ack` or `error`);
+    /// past it a send is refused `rate_limited`.
     pub max_inflight_sends: usize,
+    /// Bytes of the frames of a connection's sends JetStream has not
+    /// stored yet (what the partition's ingest queue holds of it); past it
+    /// a send is refused `rate_limited`. One send is always taken.
+    pub max_inflight_send_bytes: usize,
     /// Bytes of frames queued for one connection; past this the client is
     /// not reading, its queue is dropped and the connection closed (1013),
     /// and it replays its backlog when it reconnects. A replay
@@ -170,6 +175,7 @@ impl Default for Limits {
             typing_per_second: 2.0,
             typing_burst: 4.0,
             max_inflight_sends: 1024,
+            max_inflight_send_bytes: 4 * 1024 * 1024,
             outbound_queue_bytes: 1 << 20,
             slow_client_timeout_ms: 10_000,
             ping_interval_ms: 30_000,

@@ -43,6 +43,23 @@ impl ApiError {
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }
+
+    /// This refusal as the `error` frame that answers a WebSocket request
+    /// of type `request_type` (naming its send or conversation).
+    pub fn answering(
+        self,
+        request_type: &str,
+        client_msg_id: Option<&str>,
+        conversation_id: Option<&str>,
+    ) -> switchboard_protocol::ServerFrame {
+        switchboard_protocol::ServerFrame::error_answering(
+            self.code,
+            self.message,
+            Some(request_type),
+            client_msg_id,
+            conversation_id,
+        )
+    }
 }
 
 impl IntoResponse for ApiError {

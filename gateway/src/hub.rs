@@ -37,36 +37,8 @@ use switchboard_store::Store;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::outbox::Outbox;
+use crate::outbox::{Outbound, Outbox};
 use crate::presence::Presence;
-
-/// What a connection's writer receives.
-#[derive(Debug)]
-pub enum Outbound {
-    Frame(Utf8Bytes),
-    /// A WebSocket ping, to notice dead peers.
-    Ping,
-    /// Close the connection with this code and reason.
-    Close(u16, &'static str),
-}
-
-/// WebSocket close codes the gateway sends (PROTOCOL.md and the README's
-/// protocol details).
-pub mod close_code {
-    /// The client did not read its frames: reconnect and pull the backlog.
-    pub const TRY_AGAIN_LATER: u16 = 1013;
-    /// The gateway is restarting (drain): reconnect, to any gateway, and
-    /// resend unacked sends with the same `client_msg_id`.
-    pub const SERVICE_RESTART: u16 = 1012;
-    /// Nothing was heard from the client within the pong deadline.
-    pub const GOING_AWAY: u16 = 1001;
-    /// The session's token expired (past its grace) and no `refresh`
-    /// came: reconnect with a fresh token.
-    pub const TOKEN_EXPIRED: u16 = 4001;
-    /// The tenant's key that signed the token was removed, or the tenant
-    /// deleted: the token no longer verifies.
-    pub const TOKEN_REVOKED: u16 = 4003;
-}
 
 /// How the hub reaches one connection.
 #[derive(Clone)]
@@ -75,7 +47,7 @@ struct Conn {
     device: DeviceId,
     tx: Outbox,
     /// Writers' answers to this device's sends handed to it.
-    answered: Arc<crate::answers::Answers>,
+    answering: Arc<crate::answering::Answering>,
 }
 
 type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -200,7 +172,7 @@ impl Hub {
         user: &UserId,
         device: &DeviceId,
         tx: Outbox,
-        answered: Arc<crate::answers::Answers>,
+        answering: Arc<crate::answering::Answering>,
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -208,7 +180,7 @@ impl Hub {
             id,
             device: device.clone(),
             tx,
-            answered,
+            answering,
         };
         let key = (tenant.clone(), user.clone());
         let mut users = inner.users.lock().await;
@@ -610,9 +582,8 @@ async fn hand_over(
                 return;
             };
             for conn in conns.iter().filter(|c| c.device.as_str() == device) {
-                conn.answered.acked(client_msg_id.as_str());
-                deliver(conn, Outbound::Frame(text.clone()));
-                conn.answered.count.fetch_add(1, Ordering::Relaxed);
+                conn.answering
+                    .writer_answered(client_msg_id, Outbound::Frame(text.clone()));
             }
         }
         Event::Listen {
@@ -628,20 +599,21 @@ async fn hand_over(
             }
         }
         Event::Rejected(r) => {
-            let frame = ServerFrame::Error {
-                code: r.code,
-                message: r.message.clone(),
-                request_type: Some(r.request_type.clone()),
-                client_msg_id: r.client_msg_id.as_ref().map(|id| id.as_str().to_owned()),
-                conversation_id: Some(r.conversation_id.as_str().to_owned()),
-            };
+            let frame = ServerFrame::error_answering(
+                r.code,
+                r.message.clone(),
+                Some(&r.request_type),
+                r.client_msg_id.as_ref().map(|id| id.as_str()),
+                Some(r.conversation_id.as_str()),
+            );
             let text = Utf8Bytes::from(frame.to_json());
             for conn in conns.iter().filter(|c| c.device == r.device) {
-                if let Some(id) = &r.client_msg_id {
-                    conn.answered.refused(id.as_str());
+                let out = Outbound::Frame(text.clone());
+                match &r.client_msg_id {
+                    // A send's refusal is its answer.
+                    Some(id) => conn.answering.writer_answered(id, out),
+                    None => deliver(conn, out),
                 }
-                deliver(conn, Outbound::Frame(text.clone()));
-                conn.answered.count.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! does, and answers through NATS. Reads (history, backlog, conversation
 //! lists) go straight to the store, which checks membership.
 
-mod answers;
+mod answering;
 pub mod auth;
 mod commands;
 pub mod config;
@@ -23,6 +23,7 @@ mod outbox;
 mod presence;
 mod quota;
 mod receipts;
+mod sends;
 mod server;
 mod shapes;
 mod typing;
@@ -316,26 +317,6 @@ impl Gateway {
                     "more than {per_minute} members added per minute by this user; retry later"
                 ),
             ))
-        }
-    }
-
-    /// How the writer refused a send, if it did within the dedupe window.
-    pub(crate) async fn refused(
-        &self,
-        key: &switchboard_store::SentKey,
-    ) -> Option<switchboard_backbone::records::refusals::Refusal> {
-        let send = switchboard_backbone::records::refusals::SendKey {
-            tenant: &key.tenant,
-            conversation: &key.conversation_id,
-            sender: &key.sender,
-            client_msg_id: &key.client_msg_id,
-        };
-        match self.refusals.find(&send).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(error = %e, "reading sb_refused failed");
-                None
-            }
         }
     }
 

@@ -176,14 +176,8 @@ mod tests {
         assert_eq!(frame_type(&ServerFrame::Pong {}.to_json()), "pong");
         assert_eq!(frame_type("not json"), "other");
         assert_eq!(frame_type(r#"{"type":"Evil label\"}"#), "other");
-        let error = ServerFrame::Error {
-            code: switchboard_protocol::ErrorCode::RateLimited,
-            message: "slow down".into(),
-            request_type: None,
-            client_msg_id: None,
-            conversation_id: None,
-        }
-        .to_json();
+        let error =
+            ServerFrame::error(switchboard_protocol::ErrorCode::RateLimited, "slow down").to_json();
         assert_eq!(frame_type(&error), "error");
         assert_eq!(error_code(&error), "rate_limited");
     }

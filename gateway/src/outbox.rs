@@ -19,9 +19,44 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use axum::extract::ws::Utf8Bytes;
+use switchboard_protocol::ServerFrame;
 use tokio::sync::Notify;
 
-use crate::hub::{Outbound, close_code};
+/// What a connection's writer receives.
+#[derive(Debug)]
+pub enum Outbound {
+    Frame(Utf8Bytes),
+    /// A WebSocket ping, to notice dead peers.
+    Ping,
+    /// Close the connection with this code and reason.
+    Close(u16, &'static str),
+}
+
+/// WebSocket close codes the gateway sends (PROTOCOL.md and the README's
+/// protocol details).
+pub mod close_code {
+    /// The client did not read its frames: reconnect and pull the backlog.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The gateway is restarting (drain): reconnect, to any gateway, and
+    /// resend unacked sends with the same `client_msg_id`.
+    pub const SERVICE_RESTART: u16 = 1012;
+    /// Nothing was heard from the client within the pong deadline.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The session's token expired (past its grace) and no `refresh`
+    /// came: reconnect with a fresh token.
+    pub const TOKEN_EXPIRED: u16 = 4001;
+    /// The tenant's key that signed the token was removed, or the tenant
+    /// deleted: the token no longer verifies.
+    pub const TOKEN_REVOKED: u16 = 4003;
+}
+
+impl Outbound {
+    /// A server frame, encoded once.
+    pub(crate) fn frame(frame: &ServerFrame) -> Self {
+        Outbound::Frame(Utf8Bytes::from(frame.to_json()))
+    }
+}
 
 /// What each queued frame costs besides its text: its slot in the queue
 /// and the shared buffer's header. Counting it bounds the number of

@@ -15,9 +15,8 @@ use switchboard_store::{MarkChange, StoreResult};
 
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::connection::error_frame;
-use crate::error::store_error_code;
-use crate::outbox::Outbox;
+use crate::error::ApiError;
+use crate::outbox::{Outbound, Outbox};
 
 /// The highest marks a connection sent since the last flush.
 #[derive(Default)]
@@ -74,14 +73,13 @@ pub(crate) async fn flush(gw: Arc<Gateway>, id: Identity, marks: PendingMarks, t
         match result {
             Ok(change) => broadcast(&gw, &id, &conversation, &change).await,
             Err(e) => {
-                let frame = error_frame(
-                    store_error_code(&e),
-                    e.to_string(),
-                    ack(kind, conversation.clone(), seq).type_name(),
+                let request = ack(kind, conversation.clone(), seq);
+                let refusal = ApiError::from(e).answering(
+                    request.type_name(),
                     None,
                     Some(conversation.as_str()),
                 );
-                let _ = tx.send(frame).await;
+                let _ = tx.send(Outbound::frame(&refusal)).await;
             }
         }
     }

@@ -13,9 +13,8 @@ use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
 
 use crate::Gateway;
 use crate::auth::Identity;
-use crate::connection::error_frame;
-use crate::error::store_error_code;
-use crate::outbox::Outbox;
+use crate::error::ApiError;
+use crate::outbox::{Outbound, Outbox};
 
 /// Checks membership (every time: a removed member must stop hearing at
 /// once) and relays the indicator to the other members. `request` is the
@@ -31,14 +30,8 @@ pub(crate) async fn relay(
     let (kind, members) = match gw.store.members(&id.tenant, &conversation, &id.user).await {
         Ok(found) => found,
         Err(e) => {
-            let frame = error_frame(
-                store_error_code(&e),
-                e.to_string(),
-                request,
-                None,
-                Some(conversation.as_str()),
-            );
-            let _ = tx.send(frame).await;
+            let refusal = ApiError::from(e).answering(request, None, Some(conversation.as_str()));
+            let _ = tx.send(Outbound::frame(&refusal)).await;
             return;
         }
     };

@@ -297,13 +297,26 @@ impl ServerFrame {
         }
     }
 
+    /// An `error` that answers no request in particular.
     pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::error_answering(code, message, None, None, None)
+    }
+
+    /// An `error` that answers a request: its `type`, and the send or
+    /// conversation it names. Every `error` frame is built here.
+    pub fn error_answering(
+        code: ErrorCode,
+        message: impl Into<String>,
+        request_type: Option<&str>,
+        client_msg_id: Option<&str>,
+        conversation_id: Option<&str>,
+    ) -> Self {
         Self::Error {
             code,
             message: message.into(),
-            request_type: None,
-            client_msg_id: None,
-            conversation_id: None,
+            request_type: request_type.map(str::to_owned),
+            client_msg_id: client_msg_id.map(str::to_owned),
+            conversation_id: conversation_id.map(str::to_owned),
         }
     }
 

@@ -1,0 +1,505 @@
+//! One WebSocket connection: the data plane of PROTOCOL.md.
+//!
+//! A reader loop parses frames and acts on them; a writer task owns the
+//! socket's sending half and drains a bounded queue that the hub, the
+//! reader and background tasks feed. Nothing a client sends can end the
+//! connection except closing it or outgrowing the hard frame limit: every
+//! bad frame gets an `error` frame and the loop goes on.
+
+mod backlog;
+mod messages;
+mod session;
+mod socket;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket};
+use futures::StreamExt;
+use switchboard_backbone::trace;
+use switchboard_protocol::{
+    ClientFrame, Content, ConversationId, ErrorCode, ServerFrame, TenantId, Timestamp,
+};
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+pub(crate) use self::session::{Session, prepare};
+use self::session::{SessionParts, session_end};
+use crate::Gateway;
+use crate::answering::Answering;
+use crate::auth::{AuthError, Identity};
+use crate::error::ApiError;
+use crate::outbox::{Outbound, Outbox, close_code};
+use crate::quota::{self, Admission, TokenBucket};
+use crate::receipts::{self, PendingMarks};
+use crate::typing;
+
+struct Connection {
+    gw: Arc<Gateway>,
+    id: Identity,
+    /// The token the session lives on (the latest `refresh`): checked
+    /// again whenever the tenant's keys change.
+    token: String,
+    /// When the session ends unless refreshed: the token's `exp` plus
+    /// the grace.
+    session_ends: tokio::time::Instant,
+    /// This connection's place in the tenant's connection quotas.
+    _admission: Admission,
+    tx: Outbox,
+    sends: TokenBucket,
+    typing: TokenBucket,
+    /// `ack_delivered` and `ack_read` frames.
+    acks: TokenBucket,
+    /// The sends waiting for their answer, and how they get it.
+    answering: Arc<Answering>,
+    /// Marks sent since the last receipt window closed.
+    marks: PendingMarks,
+    /// Held while a `pull_backlog` runs: one at a time per connection.
+    backlog: Arc<Semaphore>,
+}
+
+pub(crate) async fn run(
+    id: Identity,
+    token: String,
+    socket: WebSocket,
+    session: Session,
+    admission: Admission,
+) {
+    let span = tracing::info_span!(
+        "conn",
+        tenant = %id.tenant,
+        user = %id.user,
+        device = %id.device
+    );
+    serve(id, token, socket, session, admission)
+        .instrument(span)
+        .await;
+}
+
+/// The span of a message this gateway takes from a client, the root of
+/// the message's trace (`switchboard_backbone::trace`); none unless
+/// tracing is on. It lasts until the backbone has stored the message.
+/// Not a child of the connection's span: one message is one trace, and
+/// a connection's span lasts as long as the connection.
+fn receive_span(
+    request: &'static str,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+) -> tracing::Span {
+    if !trace::enabled() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        target: trace::TARGET,
+        parent: None,
+        "receive",
+        otel.name = request,
+        otel.kind = "producer",
+        tenant = %tenant,
+        conversation = %conversation,
+    )
+}
+
+async fn serve(
+    id: Identity,
+    token: String,
+    socket: WebSocket,
+    mut session: Session,
+    admission: Admission,
+) {
+    let gw = session.gw.clone();
+    let _open = crate::metrics::OpenConnection::new(&id.tenant);
+    let (sink, mut stream) = socket.split();
+    let limits = gw.config.limits.clone();
+    let Some(SessionParts {
+        registration,
+        tx,
+        rx,
+        answering,
+    }) = session.parts.take()
+    else {
+        return;
+    };
+    let mut draining = gw.draining();
+    let mut writer = tokio::spawn(socket::write_loop(
+        sink,
+        rx,
+        Duration::from_millis(limits.slow_client_timeout_ms),
+    ));
+    tracing::debug!("connected");
+
+    let grace = Duration::from_millis(limits.token_expiry_grace_ms);
+    let mut key_changes = gw.tenants.subscribe();
+    let mut seen_change = key_changes.borrow_and_update().count;
+    let mut reconnects = switchboard_backbone::connection_epochs();
+    let mut conn = Connection {
+        gw: gw.clone(),
+        session_ends: session_end(id.expires_at, grace),
+        id,
+        token,
+        _admission: admission,
+        tx,
+        sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
+        typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
+        acks: TokenBucket::new(limits.acks_per_second, limits.ack_burst),
+        answering,
+        marks: PendingMarks::default(),
+        backlog: Arc::new(Semaphore::new(1)),
+    };
+    let mut ack_flush = tokio::time::interval(gw.config.receipt_interval);
+    let ping_interval = Duration::from_millis(limits.ping_interval_ms.max(1));
+    let mut keepalive =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+    // Set when a ping goes out and nothing has been heard since: a peer
+    // that stays silent past it is gone (or not reading), and is let go.
+    let mut pong_due: Option<tokio::time::Instant> = None;
+    loop {
+        // Only while sends wait: an idle connection polls no such timer.
+        let sends_due = conn
+            .answering
+            .next_tick()
+            .map(tokio::time::Instant::from_std);
+        tokio::select! {
+            incoming = stream.next() => {
+                pong_due = None;
+                match incoming {
+                    // Boxed: a future holds room for its largest state, and
+                    // handling a frame (publishing, reading the store) is far
+                    // larger than waiting. Unboxed, every idle connection
+                    // would carry that room.
+                    Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
+                    Some(Ok(Message::Binary(_))) => conn.reply(refusal(
+                        ApiError::new(
+                            ErrorCode::InvalidFrame,
+                            "binary frames are not part of the protocol; send JSON text frames",
+                        ),
+                        "binary",
+                        None,
+                    )),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "websocket read failed");
+                        break;
+                    }
+                }
+            }
+            _ = ack_flush.tick() => conn.flush_marks(),
+            () = until(sends_due) => conn.answering.tick(),
+            _ = keepalive.tick() => {
+                if conn.tx.try_send(Outbound::Ping).is_ok() && pong_due.is_none() {
+                    pong_due = Some(
+                        tokio::time::Instant::now() + Duration::from_millis(limits.pong_timeout_ms),
+                    );
+                }
+            }
+            () = until(pong_due) => {
+                tracing::info!("no pong within the deadline; closing the connection");
+                conn.tx.close_now(close_code::GOING_AWAY, "no pong within the deadline");
+                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                break;
+            }
+            () = tokio::time::sleep_until(conn.session_ends) => {
+                tracing::info!("the session's token expired; closing the connection");
+                conn.tx.close_now(close_code::TOKEN_EXPIRED, "token expired; reconnect with a fresh token");
+                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                break;
+            }
+            Ok(()) = key_changes.changed() => {
+                let change = key_changes.borrow_and_update().clone();
+                let concerned = change.concerns(&conn.id.tenant, seen_change);
+                seen_change = change.count;
+                if concerned
+                    && let Err(e) = gw.tenants.verify(&conn.token)
+                    && e != AuthError::Expired
+                {
+                    tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
+                    conn.tx.close_now(close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token");
+                    let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                    break;
+                }
+            }
+            Ok(()) = reconnects.changed() => {
+                let epoch = *reconnects.borrow_and_update();
+                conn.answering.reconnected(epoch);
+            }
+            _ = &mut writer => break,
+            () = until_draining(&mut draining) => {
+                Box::pin(conn.drain(&mut writer)).await;
+                break;
+            }
+        }
+    }
+    conn.flush_marks();
+    Box::pin(gw.hub.leave(registration)).await;
+    writer.abort();
+    tracing::debug!("disconnected");
+}
+
+/// Resolves at `deadline`; never, without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the gateway starts draining; never, if it cannot.
+async fn until_draining(draining: &mut tokio::sync::watch::Receiver<bool>) {
+    if draining.wait_for(|d| *d).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The `error` frame that answers a request of type `request_type` about
+/// `conversation`, for a refusal.
+fn refusal(e: ApiError, request_type: &str, conversation: Option<&str>) -> Outbound {
+    Outbound::frame(&e.answering(request_type, None, conversation))
+}
+
+impl Connection {
+    /// The gateway is shutting down: no frame is read any more, no send is
+    /// taken; those already taken are seen settled (answered, or given up
+    /// on), bounded by `drain_timeout`, the receipt marks written, and the
+    /// client told to reconnect (1012). Anything unanswered by then is
+    /// stored or not stored; the client resends it with the same
+    /// `client_msg_id`.
+    async fn drain(&mut self, writer: &mut tokio::task::JoinHandle<()>) {
+        let deadline = tokio::time::Instant::now() + self.gw.config.drain_timeout;
+        let _ = tokio::time::timeout_at(deadline, self.answering.drain()).await;
+        self.flush_marks();
+        let close = self
+            .tx
+            .send_close(close_code::SERVICE_RESTART, "gateway restarting; reconnect");
+        let _ = tokio::time::timeout_at(deadline, close).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+        tracing::debug!("drained");
+    }
+
+    /// Admits one message (a send, edit or delete) of `content`: checks it
+    /// against the tenant's content limits, then takes it from this
+    /// connection's rate and the tenant's. The tenant's quotas are read
+    /// once; a quota replaces the deployment's per-connection rate from the
+    /// next message on.
+    fn admit_message(&mut self, content: Option<&Content>) -> Result<(), ApiError> {
+        let q = self.gw.quotas.of(&self.id.tenant);
+        let limits = &self.gw.config.limits;
+        if let Some(c) = content {
+            let content_limits = quota::content_limits(&q, &limits.content);
+            c.validate_from_client(&content_limits)?;
+        }
+        let (rate, burst) = match q.messages_per_second_per_connection {
+            Some(rate) => quota::rate_and_burst(rate),
+            None => (limits.sends_per_second, limits.send_burst),
+        };
+        self.sends.set(rate, burst);
+        if !self.sends.take() {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "more than {rate} messages per second on this connection; slow down and retry"
+                ),
+            ));
+        }
+        if !self.gw.quotas.tenant_message(&self.id.tenant, &q) {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "the tenant's messages per second are spent; retry shortly",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Queues a frame for this connection. A full queue means the client
+    /// does not read what it asks for: the queue closes the connection (it
+    /// can reconnect and pull its backlog), rather than buffering without
+    /// end.
+    fn reply(&mut self, out: Outbound) {
+        let _ = self.tx.try_send(out);
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        let limits = &self.gw.config.limits;
+        if text.len() > limits.max_frame_bytes {
+            crate::metrics::frame_in("invalid");
+            let hints: FrameHints = serde_json::from_str(text).unwrap_or_default();
+            let too_large = ApiError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "frame is {} bytes; the limit is {}",
+                    text.len(),
+                    limits.max_frame_bytes
+                ),
+            );
+            self.reply(Outbound::frame(&too_large.answering(
+                hints.kind.as_deref().unwrap_or("unknown"),
+                hints.client_msg_id.as_deref(),
+                hints.conversation_id.as_deref(),
+            )));
+            return;
+        }
+        let parsed = match ClientFrame::parse(text) {
+            Ok(f) => f,
+            Err(e) => {
+                crate::metrics::frame_in("invalid");
+                self.reply(Outbound::frame(&ServerFrame::error_answering(
+                    ErrorCode::InvalidFrame,
+                    e.message,
+                    e.request_type.as_deref(),
+                    e.client_msg_id.as_deref(),
+                    e.conversation_id.as_deref(),
+                )));
+                return;
+            }
+        };
+        // Every refusal of the frame names it by its type.
+        let request = parsed.type_name();
+        crate::metrics::frame_in(request);
+        match parsed {
+            ClientFrame::SendMessage {
+                client_msg_id,
+                conversation_id,
+                content,
+            } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
+                self.send_message(request, client_msg_id, conversation_id, content, text.len())
+                    .instrument(span)
+                    .await
+            }
+            ClientFrame::EditMessage {
+                conversation_id,
+                message_id,
+                content,
+            } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
+                self.update(request, conversation_id, message_id, Some(content))
+                    .instrument(span)
+                    .await
+            }
+            ClientFrame::DeleteMessage {
+                conversation_id,
+                message_id,
+            } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
+                self.update(request, conversation_id, message_id, None)
+                    .instrument(span)
+                    .await
+            }
+            ClientFrame::AckDelivered {
+                conversation_id,
+                seq,
+            } => {
+                if self.admit_ack(request, &conversation_id) {
+                    self.marks.delivered(conversation_id, seq)
+                }
+            }
+            ClientFrame::AckRead {
+                conversation_id,
+                seq,
+            } => {
+                if self.admit_ack(request, &conversation_id) {
+                    self.marks.read(conversation_id, seq)
+                }
+            }
+            ClientFrame::Typing {
+                conversation_id,
+                state,
+            } => {
+                if self.typing.take() {
+                    let (gw, id, tx) = (self.gw.clone(), self.id.clone(), self.tx.clone());
+                    tokio::spawn(typing::relay(gw, id, request, conversation_id, state, tx));
+                } else {
+                    self.reply(refusal(
+                        ApiError::new(
+                            ErrorCode::RateLimited,
+                            "typing indicators too often; one start every few seconds is enough",
+                        ),
+                        request,
+                        Some(conversation_id.as_str()),
+                    ));
+                }
+            }
+            ClientFrame::PullBacklog {
+                conversation_id,
+                since_seq,
+                limit,
+            } => self.pull_backlog(request, conversation_id, since_seq, limit),
+            ClientFrame::Ping {} => self.reply(Outbound::frame(&ServerFrame::Pong {})),
+            ClientFrame::Refresh { token } => self.refresh(request, token),
+        }
+    }
+
+    /// Takes an ack from this connection's rate, or answers that it is
+    /// spent (the ack is dropped; a later one covers it, marks only move
+    /// forward).
+    fn admit_ack(&mut self, request: &str, conversation: &ConversationId) -> bool {
+        if self.acks.take() {
+            return true;
+        }
+        let per_second = self.gw.config.limits.acks_per_second;
+        self.reply(refusal(
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("more than {per_second} acks per second on this connection; ack the highest seq only"),
+            ),
+            request,
+            Some(conversation.as_str()),
+        ));
+        false
+    }
+
+    /// Moves the session onto a fresh token of the same tenant, user and
+    /// device.
+    fn refresh(&mut self, request: &str, token: String) {
+        let fresh = match self.gw.tenants.verify(&token) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                self.reply(refusal(e.into(), request, None));
+                return;
+            }
+        };
+        if (&fresh.tenant, &fresh.user, &fresh.device)
+            != (&self.id.tenant, &self.id.user, &self.id.device)
+        {
+            self.reply(refusal(
+                ApiError::new(
+                    ErrorCode::Forbidden,
+                    "the fresh token names another tenant, user or device; open a new connection for it",
+                ),
+                request,
+                None,
+            ));
+            return;
+        }
+        let grace = Duration::from_millis(self.gw.config.limits.token_expiry_grace_ms);
+        self.session_ends = session_end(fresh.expires_at, grace);
+        let expires_at = Timestamp::from_unix_ms(
+            i64::try_from(fresh.expires_at)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
+        );
+        self.id = fresh;
+        self.token = token;
+        self.reply(Outbound::frame(&ServerFrame::Refreshed { expires_at }));
+    }
+
+    /// Closes the receipt window: writes the coalesced marks and
+    /// broadcasts those that moved.
+    fn flush_marks(&mut self) {
+        if self.marks.is_empty() {
+            return;
+        }
+        let marks = std::mem::take(&mut self.marks);
+        let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
+        tokio::spawn(receipts::flush(gw, id, marks, tx));
+    }
+}
+
+/// Request fields of a frame refused before parsing, for its `error`.
+#[derive(Default, serde::Deserialize)]
+struct FrameHints {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    client_msg_id: Option<String>,
+    conversation_id: Option<String>,
+}
