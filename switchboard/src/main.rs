@@ -312,6 +312,9 @@ async fn dev_inner(
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
     gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
+    // On loopback, a page whose DNS name turns into 127.0.0.1 could
+    // otherwise call it: only loopback and configured names are answered.
+    gateway_config.allowed_hosts = Some(file.allowed_hosts.clone().unwrap_or_default());
     gateway_config.serve_web_client = true;
     gateway_config.dev_tokens = file
         .tenants
@@ -442,9 +445,10 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let mut config = run::gateway_config(name, &backbone, &file);
     config.serve_web_client = file.web_client.unwrap_or(false);
+    // Off by default: metrics name tenants, and the listener is public.
     config.metrics = file
         .metrics_on_listen
-        .unwrap_or(true)
+        .unwrap_or(false)
         .then_some(exposition.clone());
     if let Some(addr) = args.external.common.metrics_listen {
         let ready = readiness(&client, &store, None);

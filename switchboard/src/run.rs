@@ -289,6 +289,8 @@ pub fn gateway_config(
     if let Some(media) = &file.media {
         config.media = media.clone();
     }
+    config.public_url = file.public_url.clone();
+    config.allowed_hosts = file.allowed_hosts.clone();
     config
 }
 
