@@ -14,6 +14,7 @@ mod edge;
 mod edits;
 mod fanout;
 mod history;
+mod http_edge;
 mod idempotency;
 mod inbox;
 mod leases;
