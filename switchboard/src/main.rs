@@ -456,6 +456,12 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         println!("switchboard: metrics on http://{bound}/metrics");
     }
     let media = run::media_store(&data_dir, &file)?;
+    if media.local.is_some() && file.public_url.is_none() {
+        tracing::warn!(
+            %listen,
+            "no public_url: local blob URLs are made on the listen address (paths on 0.0.0.0); behind a proxy, set public_url"
+        );
+    }
     let gateway =
         Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
     let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;
