@@ -7,6 +7,12 @@
 //! a token is checked only against keys of the algorithm its header
 //! names, which the key must match: `alg: none`, unknown algorithms and
 //! algorithm confusion (an HS256 token "signed" with a public key) fail.
+//!
+//! Past the signature, a token must be within its time (`exp`, `nbf`, both
+//! with the leeway), no longer-lived than `max_token_lifetime_secs`, and
+//! carry the tenant's `iss` and `aud` where its record requires them
+//! (`ClaimRules`). A tenant's `Access` holds its keys beside those rules,
+//! whatever source the keys come from (the file, `sb_tenants`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -63,6 +69,12 @@ pub enum AuthError {
     BadSignature,
     #[error("token expired")]
     Expired,
+    #[error("token not valid yet (nbf)")]
+    NotYetValid,
+    /// `exp` further from `iat` (or from now, without `iat`) than the
+    /// deployment allows.
+    #[error("token lives longer than {max_secs} s (exp - iat): mint shorter-lived tokens")]
+    TooLong { max_secs: u64 },
     /// A claim that is missing or does not fit (the message says which).
     #[error("invalid token claims: {0}")]
     Claims(String),
@@ -96,12 +108,47 @@ struct Key {
     key: DecodingKey,
 }
 
-/// What a tenant's tokens need: the keys that verify them, and the web
-/// origins browsers may use them from.
+/// What a tenant's tokens need: the keys that verify them, the claims
+/// they must carry, and the web origins browsers may use them from.
 #[derive(Default)]
 struct Access {
     keys: Vec<Key>,
+    rules: ClaimRules,
     origins: Vec<String>,
+}
+
+/// The claims a tenant requires of its tokens beyond the protocol's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ClaimRules {
+    /// `iss` must be this.
+    issuer: Option<String>,
+    /// `aud` must be this, or a list containing it.
+    audience: Option<String>,
+}
+
+impl ClaimRules {
+    fn check(&self, claims: &Claims) -> Result<(), AuthError> {
+        if let Some(issuer) = &self.issuer
+            && claims.iss.as_deref() != Some(issuer.as_str())
+        {
+            return Err(AuthError::Claims(
+                "iss is not the tenant's token issuer".into(),
+            ));
+        }
+        if let Some(audience) = &self.audience {
+            let names_it = match &claims.aud {
+                Some(Audience::One(a)) => a == audience,
+                Some(Audience::Many(all)) => all.iter().any(|a| a == audience),
+                None => false,
+            };
+            if !names_it {
+                return Err(AuthError::Claims(
+                    "aud does not name the tenant's audience".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 type Keys = Arc<Access>;
@@ -112,8 +159,11 @@ type Keys = Arc<Access>;
 pub struct TenantDirectory {
     keys: RwLock<HashMap<TenantId, Keys>>,
     from_file: HashMap<TenantId, Keys>,
-    /// Seconds a token is still accepted past its `exp` (clock skew).
+    /// Seconds a token is still accepted past its `exp` and before its
+    /// `nbf` (clock skew).
     leeway_secs: u64,
+    /// The longest a token may be valid (`Limits::max_token_lifetime_secs`).
+    max_lifetime_secs: u64,
     /// Counts key changes, with the tenant of the latest: open sessions
     /// of that tenant re-check their token, so a removed key or a deleted
     /// tenant ends them within moments.
@@ -136,6 +186,22 @@ struct Claims {
     /// Required, but checked by the validation (which says so clearly).
     #[serde(default)]
     exp: u64,
+    /// When it was issued; a float is taken as well (NumericDate allows
+    /// one). `nbf` is checked by the validation.
+    #[serde(default)]
+    iat: Option<f64>,
+    #[serde(default)]
+    iss: Option<String>,
+    #[serde(default)]
+    aud: Option<Audience>,
+}
+
+/// `aud`: one name, or several.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// The keys of one tenant, checked.
@@ -177,7 +243,9 @@ fn keys_of(tenant: &str, hs256: &[String], ed25519: &[String]) -> Result<Vec<Key
 
 impl TenantDirectory {
     /// The directory of the configuration file's tenants; tokens are
-    /// accepted up to `leeway_secs` past their `exp`.
+    /// accepted up to `leeway_secs` past their `exp` (and before their
+    /// `nbf`), and may live as long as the default
+    /// `max_token_lifetime_secs` (`with_max_lifetime` changes it).
     pub fn from_config(tenants: &[TenantConfig], leeway_secs: u64) -> Result<Self, KeyError> {
         let mut keys: HashMap<TenantId, Access> = HashMap::new();
         for t in tenants {
@@ -197,8 +265,15 @@ impl TenantDirectory {
             keys: RwLock::new(from_file.clone()),
             from_file,
             leeway_secs,
+            max_lifetime_secs: crate::config::Limits::default().max_token_lifetime_secs,
             changes: tokio::sync::watch::Sender::new(KeyChange::default()),
         })
+    }
+
+    /// Tokens valid for longer than `secs` (`exp - iat`) are refused.
+    pub fn with_max_lifetime(mut self, secs: u64) -> Self {
+        self.max_lifetime_secs = secs;
+        self
     }
 
     /// A tenant's record in `sb_tenants` changed: its keys are the
@@ -210,6 +285,10 @@ impl TenantDirectory {
             Some(r) => match keys_of(id.as_str(), &r.hs256_secrets, &r.ed25519_public_keys) {
                 Ok(keys) => Some(Arc::new(Access {
                     keys,
+                    rules: ClaimRules {
+                        issuer: r.issuer.clone(),
+                        audience: r.audience.clone(),
+                    },
                     origins: r.allowed_origins.clone(),
                 })),
                 Err(e) => {
@@ -308,16 +387,29 @@ impl TenantDirectory {
         let mut validation = Validation::new(algorithm);
         validation.set_required_spec_claims(&["exp", "sub"]);
         validation.leeway = self.leeway_secs;
+        validation.validate_nbf = true;
+        // Checked by the tenant's rules, which know whether it has one.
         validation.validate_aud = false;
         let mut expired = false;
         for key in keys.keys.iter().filter(|k| k.algorithm == algorithm) {
+            use jsonwebtoken::errors::ErrorKind;
+            // The claims are checked only once a key verified the
+            // signature (jsonwebtoken checks it first).
             match jsonwebtoken::decode::<Claims>(token, &key.key, &validation) {
-                Ok(data) => return identity(&tenant, data.claims),
+                Ok(data) => {
+                    self.check_lifetime(&data.claims)?;
+                    keys.rules.check(&data.claims)?;
+                    return identity(&tenant, data.claims);
+                }
                 Err(e) => match e.kind() {
-                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => expired = true,
-                    jsonwebtoken::errors::ErrorKind::InvalidSignature => {}
-                    jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(c) => {
+                    ErrorKind::ExpiredSignature => expired = true,
+                    ErrorKind::ImmatureSignature => return Err(AuthError::NotYetValid),
+                    ErrorKind::InvalidSignature => {}
+                    ErrorKind::MissingRequiredClaim(c) => {
                         return Err(AuthError::Claims(format!("missing {c} claim")));
+                    }
+                    ErrorKind::InvalidClaimFormat(c) => {
+                        return Err(AuthError::Claims(format!("{c} is not a number")));
                     }
                     other => tracing::debug!(error = ?other, "token refused by one key"),
                 },
@@ -330,6 +422,27 @@ impl TenantDirectory {
         } else {
             Err(AuthError::BadSignature)
         }
+    }
+}
+
+impl TenantDirectory {
+    /// Refuses a token valid for longer than the maximum: from its `iat`
+    /// (never later than now, so a future `iat` does not stretch it) to
+    /// its `exp`, with the leeway for the issuer's clock.
+    fn check_lifetime(&self, claims: &Claims) -> Result<(), AuthError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let issued = claims.iat.map_or(now, |iat| iat.min(now));
+        let lifetime = claims.exp as f64 - issued;
+        let max = self.max_lifetime_secs.saturating_add(self.leeway_secs);
+        if lifetime > max as f64 {
+            return Err(AuthError::TooLong {
+                max_secs: self.max_lifetime_secs,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -492,5 +605,106 @@ mod tests {
             SECRET,
         );
         assert_eq!(d.verify(&t), Err(AuthError::BadSignature));
+    }
+
+    #[test]
+    fn nbf_is_honoured_with_the_leeway() {
+        let d = directory();
+        let token = |nbf: u64| {
+            hs256(
+                serde_json::json!({"tenant":"acme","sub":"a","exp":now()+600,"nbf":nbf}),
+                SECRET,
+            )
+        };
+        assert!(d.verify(&token(now())).is_ok());
+        // The leeway is 30 s: just inside it, and past it.
+        assert!(d.verify(&token(now() + 25)).is_ok());
+        assert_eq!(d.verify(&token(now() + 60)), Err(AuthError::NotYetValid));
+        let bad = hs256(
+            serde_json::json!({"tenant":"acme","sub":"a","exp":now()+600,"nbf":"soon"}),
+            SECRET,
+        );
+        assert!(matches!(d.verify(&bad), Err(AuthError::Claims(_))));
+    }
+
+    #[test]
+    fn tokens_may_live_at_most_the_maximum() {
+        // 3600 s at most, and a leeway of 30 s for the issuer's clock.
+        let d = directory().with_max_lifetime(3600);
+        let t = now();
+        let token = |claims: serde_json::Value| hs256(claims, SECRET);
+        // exp - iat at the maximum, and just past it (with the leeway).
+        let at = token(serde_json::json!({"tenant":"acme","sub":"a","iat":t,"exp":t+3600}));
+        assert!(d.verify(&at).is_ok());
+        let with_leeway =
+            token(serde_json::json!({"tenant":"acme","sub":"a","iat":t,"exp":t+3630}));
+        assert!(d.verify(&with_leeway).is_ok());
+        let past = token(serde_json::json!({"tenant":"acme","sub":"a","iat":t,"exp":t+3631}));
+        assert_eq!(d.verify(&past), Err(AuthError::TooLong { max_secs: 3600 }));
+        // Issued long ago within the maximum, still valid now.
+        let old = token(serde_json::json!({"tenant":"acme","sub":"a","iat":t-3000,"exp":t+600}));
+        assert!(d.verify(&old).is_ok());
+        // Without iat: from now.
+        let no_iat = token(serde_json::json!({"tenant":"acme","sub":"a","exp":t+3600}));
+        assert!(d.verify(&no_iat).is_ok());
+        let no_iat_past = token(serde_json::json!({"tenant":"acme","sub":"a","exp":t+4000}));
+        assert_eq!(
+            d.verify(&no_iat_past),
+            Err(AuthError::TooLong { max_secs: 3600 })
+        );
+        // An iat in the future does not stretch it.
+        let future =
+            token(serde_json::json!({"tenant":"acme","sub":"a","iat":t+86400,"exp":t+86400+60}));
+        assert_eq!(
+            d.verify(&future),
+            Err(AuthError::TooLong { max_secs: 3600 })
+        );
+        // A fractional iat is a NumericDate too.
+        let float =
+            token(serde_json::json!({"tenant":"acme","sub":"a","iat":t as f64 + 0.5,"exp":t+60}));
+        assert!(d.verify(&float).is_ok());
+    }
+
+    #[test]
+    fn a_tenant_may_require_an_issuer_and_an_audience() {
+        let d = directory();
+        let acme = TenantId::new("acme").unwrap();
+        let mut record = TenantRecord::new(acme.clone());
+        record.hs256_secrets = vec![SECRET.into()];
+        let token = |extra: serde_json::Value| {
+            let mut claims = serde_json::json!({"tenant":"acme","sub":"a","exp":now()+60});
+            for (k, v) in extra.as_object().unwrap() {
+                claims[k] = v.clone();
+            }
+            hs256(claims, SECRET)
+        };
+        // Required by nobody: any or none.
+        d.apply_record(&acme, Some(&record));
+        assert!(d.verify(&token(serde_json::json!({}))).is_ok());
+        assert!(
+            d.verify(&token(serde_json::json!({"iss":"x","aud":"y"})))
+                .is_ok()
+        );
+        record.issuer = Some("https://id.acme.example".into());
+        record.audience = Some("chat".into());
+        d.apply_record(&acme, Some(&record));
+        let good = token(serde_json::json!({"iss":"https://id.acme.example","aud":"chat"}));
+        assert!(d.verify(&good).is_ok());
+        let listed =
+            token(serde_json::json!({"iss":"https://id.acme.example","aud":["mail","chat"]}));
+        assert!(d.verify(&listed).is_ok());
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"aud":"chat"}),
+            serde_json::json!({"iss":"https://id.evil.example","aud":"chat"}),
+            serde_json::json!({"iss":"https://id.acme.example"}),
+            serde_json::json!({"iss":"https://id.acme.example","aud":"mail"}),
+            serde_json::json!({"iss":"https://id.acme.example","aud":["mail"]}),
+        ] {
+            assert!(
+                matches!(d.verify(&token(bad.clone())), Err(AuthError::Claims(_))),
+                "{bad}"
+            );
+        }
     }
 }

@@ -105,22 +105,41 @@ pub struct Limits {
     /// A session lives until its token's `exp` plus this grace, unless the
     /// client sends a fresh token (`refresh`); then it is closed (4001).
     pub token_expiry_grace_ms: u64,
+    /// The longest a token may be valid: `exp - iat`, or `exp` less now
+    /// for a token without `iat`; a longer one gets 401 `unauthorized`.
+    pub max_token_lifetime_secs: u64,
     /// HTTP: the whole request head must arrive within this...
     pub http_header_timeout_ms: u64,
     /// ...the body may pause for at most this between chunks...
     pub http_body_timeout_ms: u64,
     /// ...and a keep-alive connection with no request is closed after this.
     pub http_idle_timeout_ms: u64,
+    /// An HTTP response whose bytes make no progress for this long (the
+    /// client does not read: say it pipelines requests and never reads the
+    /// answers) closes its connection at once, with what was unsent.
+    pub http_write_timeout_ms: u64,
+    /// Bytes hyper buffers for one HTTP connection each way: the longest
+    /// request head, the pipelined requests read ahead of their turn, and
+    /// the answers not yet taken by the socket (at least 8192).
+    pub http_buffer_bytes: usize,
     /// Open TCP connections (HTTP and WebSocket) on this gateway; past it
     /// new ones are answered 503 `unavailable` and closed.
     pub max_connections: usize,
     /// Open TCP connections from one IP address; past it 429
-    /// `rate_limited`.
+    /// `rate_limited`. An IPv6 client counts by its address's first
+    /// `ipv6_prefix_len` bits (one host often owns a /64); IPv4, also
+    /// IPv4-mapped IPv6, by the whole address.
     pub max_connections_per_ip: usize,
+    pub ipv6_prefix_len: u8,
     /// WebSocket connections of one user on this gateway when the tenant
     /// sets no `max_connections_per_user` quota; past it 429
     /// `quota_exceeded`.
     pub max_connections_per_user: u32,
+    /// WebSocket connects of one user per second on this gateway, and
+    /// their burst (each one writes the session registry); past it 429
+    /// `rate_limited`.
+    pub connects_per_second: f64,
+    pub connect_burst: f64,
     /// REST requests of one user per second on this gateway, and their
     /// burst; past it 429 `rate_limited`.
     pub rest_requests_per_second: f64,
@@ -181,12 +200,18 @@ impl Default for Limits {
             ping_interval_ms: 30_000,
             pong_timeout_ms: 20_000,
             token_expiry_grace_ms: 5_000,
+            max_token_lifetime_secs: 86_400,
             http_header_timeout_ms: 10_000,
             http_body_timeout_ms: 10_000,
             http_idle_timeout_ms: 60_000,
+            http_write_timeout_ms: 30_000,
+            http_buffer_bytes: 256 * 1024,
             max_connections: 20_000,
             max_connections_per_ip: 256,
+            ipv6_prefix_len: 64,
             max_connections_per_user: 32,
+            connects_per_second: 5.0,
+            connect_burst: 60.0,
             rest_requests_per_second: 20.0,
             rest_request_burst: 60.0,
             acks_per_second: 50.0,
@@ -280,6 +305,18 @@ pub struct GatewayConfig {
     /// Requests each backbone service of this gateway (the session
     /// registry's sync) takes at once, in all and per caller.
     pub services: switchboard_backbone::admission::AdmissionLimits,
+    /// The URL clients reach the gateways at (`https://chat.example.com`):
+    /// the local blob store's upload and download URLs are made on it.
+    /// `None`: on the address the gateway listens on, or, when that is a
+    /// wildcard (`0.0.0.0`), as a path on the gateway. Never the request's
+    /// `Host`, which the client chooses.
+    pub public_url: Option<String>,
+    /// Host names (with or without a port) requests may name in `Host`
+    /// besides loopback names and addresses, and `public_url`'s host;
+    /// others get 403 `forbidden` (a DNS-rebinding page names its own).
+    /// `None` takes any `Host` (a gateway behind a proxy: nothing is
+    /// derived from it).
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
@@ -290,6 +327,24 @@ pub struct DevTokens {
 }
 
 impl GatewayConfig {
+    /// Refuses settings no gateway can work with, saying which.
+    pub fn check(&self) -> Result<(), String> {
+        if self.limits.ipv6_prefix_len > 128 {
+            return Err("ipv6_prefix_len is at most 128".into());
+        }
+        if self.limits.max_token_lifetime_secs == 0 {
+            return Err("max_token_lifetime_secs must be at least 1".into());
+        }
+        if let Some(url) = &self.public_url
+            && !is_base_url(url)
+        {
+            return Err(format!(
+                "public_url {url:?} is not an http(s) URL of a host: scheme, host, optional port and path, no query"
+            ));
+        }
+        Ok(())
+    }
+
     pub fn new(gateway_id: String, tenants: Vec<TenantConfig>) -> Self {
         Self {
             gateway_id,
@@ -312,6 +367,60 @@ impl GatewayConfig {
             drain_timeout: Duration::from_secs(10),
             metrics: None,
             services: Default::default(),
+            public_url: None,
+            allowed_hosts: None,
         }
+    }
+}
+
+/// `http(s)://host[:port][/path]`, printable, without query or fragment.
+fn is_base_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    !authority.is_empty()
+        && !authority.contains('@')
+        && url.len() <= 2048
+        && url
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_urls_are_checked() {
+        let mut config = GatewayConfig::new("g".into(), Vec::new());
+        for ok in [
+            "https://chat.example.com",
+            "https://chat.example.com/",
+            "http://127.0.0.1:8080",
+            "https://example.com/chat",
+        ] {
+            config.public_url = Some(ok.into());
+            assert!(config.check().is_ok(), "{ok}");
+        }
+        for bad in [
+            "chat.example.com",
+            "ftp://x",
+            "https://",
+            "https://a b",
+            "https://x/?q=1",
+            "https://user@x",
+        ] {
+            config.public_url = Some(bad.into());
+            assert!(config.check().is_err(), "{bad}");
+        }
+        config.public_url = None;
+        config.limits.ipv6_prefix_len = 129;
+        assert!(config.check().is_err());
+        config.limits.ipv6_prefix_len = 128;
+        assert!(config.check().is_ok());
     }
 }

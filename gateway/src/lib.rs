@@ -130,9 +130,13 @@ impl Gateway {
                 "operator_token must be at least 16 bytes".into(),
             ));
         }
+        config.check().map_err(GatewayError::Limits)?;
         // Tokens are accepted as long past `exp` as sessions outlive it.
         let leeway = config.limits.token_expiry_grace_ms.div_ceil(1000);
-        let tenants = Arc::new(TenantDirectory::from_config(&config.tenants, leeway)?);
+        let tenants = Arc::new(
+            TenantDirectory::from_config(&config.tenants, leeway)?
+                .with_max_lifetime(config.limits.max_token_lifetime_secs),
+        );
         let js = jetstream::context::ContextBuilder::new()
             .max_ack_inflight(config.jetstream_max_inflight.max(1))
             .build(client.clone());
@@ -284,7 +288,7 @@ impl Gateway {
 
     /// The HTTP application: REST, WebSocket, health.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        http::router(self.clone())
+        http::router(self.clone(), None)
     }
 
     /// Connections currently open on this gateway.
@@ -355,7 +359,8 @@ impl Gateway {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let limits = server::ServeLimits::of(&self.config.limits);
-        server::serve(listener, self.router(), limits, shutdown).await?;
+        let router = http::router(self.clone(), listener.local_addr().ok());
+        server::serve(listener, router, limits, shutdown).await?;
         Ok(())
     }
 

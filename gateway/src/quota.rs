@@ -1,6 +1,7 @@
 //! Tenant quotas (F21) as one gateway enforces them: open connections per
 //! user and per tenant, messages per second per connection and per
-//! tenant, message size; and each user's rate of key-directory claims. The quotas come from `sb_tenants` and apply from
+//! tenant, message size; and each user's rate of WebSocket connects and of
+//! key-directory claims. The quotas come from `sb_tenants` and apply from
 //! the moment a change arrives. Counts are this gateway's own (no shared
 //! counter on the message path): with N gateways a tenant may hold up to
 //! N times a connection or rate quota; members per conversation are
@@ -122,6 +123,8 @@ pub(crate) struct Quotas {
     claim_rates: Buckets<UserKey>,
     /// REST requests of each user.
     pub(crate) requests: Buckets<UserKey>,
+    /// WebSocket connects of each user (each writes the session registry).
+    connects: Buckets<UserKey>,
     /// Members each user added (creates and adds).
     pub(crate) members_added: Buckets<UserKey>,
     /// Upload grants of each user, and the bytes they grant, per user and
@@ -231,6 +234,12 @@ impl Quotas {
             .or_insert_with(|| TokenBucket::new(rate, burst));
         bucket.set(rate, burst);
         bucket.take()
+    }
+
+    /// Takes one WebSocket connect from the user's rate.
+    pub(crate) fn connect(&self, id: &Identity, rate: f64, burst: f64) -> bool {
+        self.connects
+            .take(&(id.tenant.clone(), id.user.clone()), rate, burst, 1.0)
     }
 
     /// Takes one key-directory claim from the user's rate.

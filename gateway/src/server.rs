@@ -1,21 +1,28 @@
 //! Accepting connections: the caps and timeouts that keep strangers from
 //! holding a gateway's sockets.
 //!
-//! Every TCP connection takes a place, per gateway and per IP address,
-//! before a byte of it is read; one over either cap is answered at once
-//! (503 `unavailable` or 429 `rate_limited`) and closed, so nothing is
-//! upgraded. The place is held as long as the socket lives, also after a
-//! WebSocket upgrade. HTTP/1 is served by hyper with:
+//! Every TCP connection takes a place, per gateway and per client address
+//! (an IPv6 client by its prefix, `ClientKey`), before a byte of it is
+//! read; one over either cap is answered at once (503 `unavailable` or 429
+//! `rate_limited`) and closed, so nothing is upgraded. The place is held as
+//! long as the socket lives, also after a WebSocket upgrade. HTTP/1 is
+//! served by hyper with:
 //! - a header timeout (the whole request head, from the connection's
 //!   start or the request's first byte),
 //! - an idle timeout (no request in flight and no byte either way),
+//! - a write timeout (response bytes the socket has not taken for that
+//!   long: the client does not read, say it pipelines requests and never
+//!   reads the answers); the connection is then reset, unsent bytes
+//!   dropped, since a graceful close would wait for them,
+//! - buffers of `http_buffer_bytes` each way, which bound what one
+//!   connection holds of requests read ahead and answers not yet sent,
 //! - and, through the router, a body timeout (the longest pause between
 //!   two chunks of a request body; `http/mod.rs`).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -36,17 +43,46 @@ use crate::config::Limits;
 pub(crate) struct ServeLimits {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    pub write_timeout: Duration,
+    pub buffer_bytes: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    pub ipv6_prefix_len: u8,
 }
+
+/// hyper's smallest buffer (it refuses anything less).
+const MIN_BUFFER_BYTES: usize = 8192;
 
 impl ServeLimits {
     pub(crate) fn of(limits: &Limits) -> Self {
         Self {
             header_timeout: Duration::from_millis(limits.http_header_timeout_ms.max(1)),
             idle_timeout: Duration::from_millis(limits.http_idle_timeout_ms.max(1)),
+            write_timeout: Duration::from_millis(limits.http_write_timeout_ms.max(1)),
+            buffer_bytes: limits.http_buffer_bytes.max(MIN_BUFFER_BYTES),
             max_connections: limits.max_connections,
             max_connections_per_ip: limits.max_connections_per_ip,
+            ipv6_prefix_len: limits.ipv6_prefix_len.min(128),
+        }
+    }
+}
+
+/// What the per-address cap counts by: an IPv4 address (also one mapped
+/// into IPv6, as a dual-stack socket reports IPv4 clients), or the first
+/// `prefix_len` bits of an IPv6 address, since one IPv6 host is commonly
+/// given a whole /64 and may use any address of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ClientKey(IpAddr);
+
+impl ClientKey {
+    fn of(ip: IpAddr, prefix_len: u8) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => Self(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => {
+                let bits = u32::from(prefix_len.min(128));
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                Self(IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask)))
+            }
         }
     }
 }
@@ -55,19 +91,20 @@ impl ServeLimits {
 struct Places {
     max_total: usize,
     max_per_ip: usize,
+    ipv6_prefix_len: u8,
     taken: Mutex<Taken>,
 }
 
 #[derive(Default)]
 struct Taken {
     total: usize,
-    per_ip: HashMap<IpAddr, usize>,
+    per_ip: HashMap<ClientKey, usize>,
 }
 
 /// One connection's place; dropping it (with the socket) gives it back.
 struct Place {
     places: Arc<Places>,
-    ip: IpAddr,
+    key: ClientKey,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +123,12 @@ impl Places {
     }
 
     fn take(self: &Arc<Self>, ip: IpAddr) -> Result<Place, Refusal> {
+        let key = ClientKey::of(ip, self.ipv6_prefix_len);
         let mut taken = self.lock();
         if taken.total >= self.max_total {
             return Err(Refusal::GatewayFull);
         }
-        let of_ip = taken.per_ip.entry(ip).or_default();
+        let of_ip = taken.per_ip.entry(key).or_default();
         if *of_ip >= self.max_per_ip {
             return Err(Refusal::AddressFull);
         }
@@ -98,7 +136,7 @@ impl Places {
         taken.total += 1;
         Ok(Place {
             places: self.clone(),
-            ip,
+            key,
         })
     }
 }
@@ -107,21 +145,31 @@ impl Drop for Place {
     fn drop(&mut self) {
         let mut taken = self.places.lock();
         taken.total = taken.total.saturating_sub(1);
-        if let Some(n) = taken.per_ip.get_mut(&self.ip) {
+        if let Some(n) = taken.per_ip.get_mut(&self.key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                taken.per_ip.remove(&self.ip);
+                taken.per_ip.remove(&self.key);
             }
         }
     }
 }
 
-/// When a connection last moved a byte, and how many requests it has in
-/// flight: idle is neither, for the idle timeout.
+/// When a connection last moved a byte and how many requests it has in
+/// flight (idle is neither, for the idle timeout), and since when the
+/// socket has refused its response bytes (for the write timeout).
 struct Activity {
     epoch: tokio::time::Instant,
     last_io_ms: AtomicU64,
     in_flight: AtomicUsize,
+    /// 0 while writes go through; else 1 + the millisecond (from `epoch`)
+    /// of the first write the socket refused since one last went through.
+    stalled_at: AtomicU64,
+    /// Wakes the connection's timers when a stall begins.
+    stall_began: tokio::sync::Notify,
+    /// Set when the write timeout gives up on the connection: its socket
+    /// is then reset (`SO_LINGER` 0), so the kernel drops the unsent
+    /// bytes at once instead of keeping them for a peer that never reads.
+    reset: AtomicBool,
 }
 
 impl Activity {
@@ -130,16 +178,48 @@ impl Activity {
             epoch: tokio::time::Instant::now(),
             last_io_ms: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            stalled_at: AtomicU64::new(0),
+            stall_began: tokio::sync::Notify::new(),
+            reset: AtomicBool::new(false),
         }
     }
 
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn touch(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_io_ms.store(ms, Ordering::Relaxed);
+        self.last_io_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
     fn last_io(&self) -> tokio::time::Instant {
         self.epoch + Duration::from_millis(self.last_io_ms.load(Ordering::Relaxed))
+    }
+
+    /// The socket took bytes: whatever stall there was is over.
+    fn wrote(&self) {
+        self.touch();
+        self.stalled_at.store(0, Ordering::Relaxed);
+    }
+
+    /// The socket took no bytes: a stall begins, unless one runs already.
+    fn write_refused(&self) {
+        let at = self.now_ms().saturating_add(1);
+        if self
+            .stalled_at
+            .compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.stall_began.notify_one();
+        }
+    }
+
+    /// When the running stall began, if one runs.
+    fn stalled_since(&self) -> Option<tokio::time::Instant> {
+        match self.stalled_at.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(self.epoch + Duration::from_millis(at - 1)),
+        }
     }
 }
 
@@ -159,12 +239,22 @@ impl Drop for InFlight {
     }
 }
 
-/// The socket, noting every byte it moves, and holding the connection's
-/// place for as long as it lives.
+/// The socket, noting every byte it moves and every write it refuses, and
+/// holding the connection's place for as long as it lives.
 struct Tracked {
     stream: TcpStream,
     activity: Arc<Activity>,
     _place: Place,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if self.activity.reset.load(Ordering::Relaxed)
+            && let Err(e) = self.stream.set_zero_linger()
+        {
+            tracing::debug!(error = %e, "could not set SO_LINGER 0 on a stalled connection");
+        }
+    }
 }
 
 impl AsyncRead for Tracked {
@@ -189,8 +279,10 @@ impl AsyncWrite for Tracked {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+        match polled {
+            Poll::Ready(Ok(n)) if n > 0 => self.activity.wrote(),
+            Poll::Pending => self.activity.write_refused(),
+            _ => {}
         }
         polled
     }
@@ -216,6 +308,7 @@ pub(crate) async fn serve(
     let places = Arc::new(Places {
         max_total: limits.max_connections,
         max_per_ip: limits.max_connections_per_ip,
+        ipv6_prefix_len: limits.ipv6_prefix_len,
         taken: Mutex::new(Taken::default()),
     });
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -294,12 +387,14 @@ async fn connection(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.buffer_bytes)
         .keep_alive(true);
     let served = http.serve_connection(io, service).with_upgrades();
     tokio::pin!(served);
     let mut closing = false;
     loop {
         let idle_at = activity.last_io() + limits.idle_timeout;
+        let stall_ends = activity.stalled_since().map(|at| at + limits.write_timeout);
         tokio::select! {
             result = served.as_mut() => {
                 if let Err(e) = result {
@@ -307,6 +402,19 @@ async fn connection(
                 }
                 return;
             }
+            // Also while closing: a graceful close waits for the unsent
+            // bytes, which a client that does not read never takes.
+            () = tokio::time::sleep_until(stall_ends.unwrap_or(idle_at)), if stall_ends.is_some() => {
+                let expired = activity
+                    .stalled_since()
+                    .is_some_and(|at| at + limits.write_timeout <= tokio::time::Instant::now());
+                if expired {
+                    tracing::info!(%peer, timeout_ms = limits.write_timeout.as_millis() as u64, "HTTP response made no write progress: connection reset");
+                    activity.reset.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+            () = activity.stall_began.notified() => {}
             () = tokio::time::sleep_until(idle_at), if !closing => {
                 let idle = activity.in_flight.load(Ordering::Relaxed) == 0
                     && activity.last_io() + limits.idle_timeout <= tokio::time::Instant::now();
@@ -368,8 +476,17 @@ mod tests {
         Arc::new(Places {
             max_total: total,
             max_per_ip: per_ip,
+            ipv6_prefix_len: 64,
             taken: Mutex::new(Taken::default()),
         })
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn key(text: &str, prefix_len: u8) -> ClientKey {
+        ClientKey::of(ip(text), prefix_len)
     }
 
     #[test]
@@ -394,5 +511,43 @@ mod tests {
         drop(p.take(a).expect("free"));
         assert!(p.lock().per_ip.is_empty());
         assert_eq!(p.lock().total, 0);
+    }
+
+    #[test]
+    fn ipv6_clients_count_by_their_prefix() {
+        // The same /64: one client.
+        assert_eq!(
+            key("2001:db8:1:2:aaaa::1", 64),
+            key("2001:db8:1:2:ffff:eeee:dddd:cccc", 64)
+        );
+        // The next /64: another.
+        assert_ne!(key("2001:db8:1:2::1", 64), key("2001:db8:1:3::1", 64));
+        // At the prefix's last bit and just past it.
+        assert_eq!(key("2001:db8::1", 127), key("2001:db8::", 127));
+        assert_ne!(key("2001:db8::2", 127), key("2001:db8::", 127));
+        // /128 is the whole address, /0 every IPv6 client at once.
+        assert_ne!(key("2001:db8::1", 128), key("2001:db8::2", 128));
+        assert_eq!(key("2001:db8::1", 0), key("fe80::1", 0));
+        assert_eq!(key("2001:db8:1:2::1", 48), key("2001:db8:1:ff::1", 48));
+    }
+
+    #[test]
+    fn ipv4_counts_by_address_also_when_mapped_into_ipv6() {
+        assert_ne!(key("10.0.0.1", 0), key("10.0.0.2", 0), "no prefix for IPv4");
+        assert_eq!(key("::ffff:10.0.0.1", 64), key("10.0.0.1", 64));
+        assert_ne!(key("::ffff:10.0.0.1", 64), key("::ffff:10.0.0.2", 64));
+    }
+
+    #[test]
+    fn a_prefix_is_capped_as_one_address() {
+        let p = places(100, 2);
+        let _a = p.take(ip("2001:db8::1")).expect("first of the /64");
+        let _b = p.take(ip("2001:db8::2")).expect("second: at the cap");
+        assert_eq!(
+            p.take(ip("2001:db8::ffff:3")).err(),
+            Some(Refusal::AddressFull),
+            "a third address of the same /64 is past the cap"
+        );
+        let _c = p.take(ip("2001:db8:0:1::1")).expect("another /64 is free");
     }
 }

@@ -48,10 +48,18 @@ pub struct FileConfig {
     /// router of events to route the user there, before `hello`, in
     /// milliseconds (default 1000; at most 10000).
     pub session_sync_timeout_ms: Option<u64>,
-    /// Serve `/metrics` on the gateway's own port (default true). Metrics
-    /// name tenants: behind a public port, turn this off and scrape
-    /// `--metrics-listen` instead, or keep `/metrics` off the ingress.
+    /// Serve `/metrics` on the gateway's own port: default false for
+    /// `gateway` (metrics name tenants: scrape `--metrics-listen`), true
+    /// for `dev`, which listens on loopback only.
     pub metrics_on_listen: Option<bool>,
+    /// The URL clients reach the gateways at (`https://chat.example.com`):
+    /// local blob URLs are made on it. Unset: on the listen address, or a
+    /// path on the gateway when that is a wildcard address.
+    pub public_url: Option<String>,
+    /// `Host` names requests may use besides loopback ones and
+    /// `public_url`'s: `dev` answers only those (DNS rebinding); a gateway
+    /// checks `Host` only when this is set.
+    pub allowed_hosts: Option<Vec<String>>,
     /// Serve the browser client at `/` on a gateway (default false;
     /// `switchboard dev` always does). Without dev tokens, it signs in
     /// with a token pasted into it.

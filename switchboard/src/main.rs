@@ -313,6 +313,9 @@ async fn dev_inner(
     ));
     let mut gateway_config = run::gateway_config(name, &backbone, file);
     gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
+    // On loopback, a page whose DNS name turns into 127.0.0.1 could
+    // otherwise call it: only loopback and configured names are answered.
+    gateway_config.allowed_hosts = Some(file.allowed_hosts.clone().unwrap_or_default());
     gateway_config.serve_web_client = true;
     gateway_config.dev_tokens = file
         .tenants
@@ -443,9 +446,10 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let mut config = run::gateway_config(name, &backbone, &file);
     config.serve_web_client = file.web_client.unwrap_or(false);
+    // Off by default: metrics name tenants, and the listener is public.
     config.metrics = file
         .metrics_on_listen
-        .unwrap_or(true)
+        .unwrap_or(false)
         .then_some(exposition.clone());
     if let Some(addr) = args.external.common.metrics_listen {
         let ready = readiness(&client, &store, None);
@@ -453,6 +457,12 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         println!("switchboard: metrics on http://{bound}/metrics");
     }
     let media = run::media_store(&data_dir, &file)?;
+    if media.local.is_some() && file.public_url.is_none() {
+        tracing::warn!(
+            %listen,
+            "no public_url: local blob URLs are made on the listen address (paths on 0.0.0.0); behind a proxy, set public_url"
+        );
+    }
     let gateway =
         Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
     let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;

@@ -315,6 +315,8 @@ pub fn gateway_config(
         config.media = media.clone();
     }
     config.services = file.services.unwrap_or_default();
+    config.public_url = file.public_url.clone();
+    config.allowed_hosts = file.allowed_hosts.clone();
     config
 }
 

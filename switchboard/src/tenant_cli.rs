@@ -36,6 +36,12 @@ enum TenantAction {
         /// An Ed25519 public key (32 bytes, base64); repeat for several.
         #[arg(long = "ed25519-key")]
         ed25519_keys: Vec<String>,
+        /// The `iss` every token of the tenant must carry.
+        #[arg(long)]
+        issuer: Option<String>,
+        /// What every token's `aud` must be or contain.
+        #[arg(long)]
+        audience: Option<String>,
     },
     /// List the tenants (secrets shown as fingerprints).
     List,
@@ -75,6 +81,15 @@ enum TenantAction {
         #[arg(long)]
         off: bool,
     },
+    /// Require an `iss` or an `aud` in the tenant's tokens; an empty value
+    /// stops checking it, a flag not given leaves it as it is.
+    SetClaims {
+        id: String,
+        #[arg(long)]
+        issuer: Option<String>,
+        #[arg(long)]
+        audience: Option<String>,
+    },
     /// Delete a tenant: its tokens stop verifying at once (its data stays).
     Delete { id: String },
 }
@@ -110,10 +125,14 @@ pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
             id,
             hs256_secrets,
             ed25519_keys,
+            issuer,
+            audience,
         } => {
             let mut record = TenantRecord::new(tenant_id(&id)?);
             record.hs256_secrets = hs256_secrets;
             record.ed25519_public_keys = ed25519_keys;
+            record.issuer = issuer;
+            record.audience = audience;
             print(&registry.create(record).await?)?;
         }
         TenantAction::List => {
@@ -190,6 +209,24 @@ pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
             let record = registry
                 .update(&tenant_id(&id)?, |r| {
                     r.push = push.clone();
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::SetClaims {
+            id,
+            issuer,
+            audience,
+        } => {
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    if let Some(issuer) = &issuer {
+                        r.issuer = Some(issuer.clone()).filter(|i| !i.is_empty());
+                    }
+                    if let Some(audience) = &audience {
+                        r.audience = Some(audience.clone()).filter(|a| !a.is_empty());
+                    }
                     Ok(())
                 })
                 .await?;

@@ -232,6 +232,10 @@ impl Cluster {
             // URL secret (in the configuration file).
             "--data-dir".into(),
             self.blob_root().display().to_string(),
+            // Metrics on a port of their own: a gateway does not serve
+            // them on its public listener by default.
+            "--metrics-listen".into(),
+            "127.0.0.1:0".into(),
         ]);
         let log = self.dir.path().join(format!("gateway-{i}.log"));
         let p = Proc::start(args, self.gateway_env.clone(), log, "listening on").await;

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use switchboard_protocol::ErrorCode;
 
 use super::Shared;
-use super::extract::bearer;
+use super::extract::request_token;
 use crate::error::ApiError;
 
 /// How long a browser may cache a preflight answer, in seconds.
@@ -30,19 +30,6 @@ fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"));
     matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
-}
-
-/// The token a request carries: the bearer header, or `?token=` (the
-/// WebSocket upgrade, which browsers cannot give headers).
-fn token_of(request: &Request) -> Option<String> {
-    if let Some(t) = bearer(request.headers()) {
-        return Some(t.to_owned());
-    }
-    let query = request.uri().query()?;
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
-        .map(str::to_owned)
 }
 
 fn forbidden_origin(origin: &str) -> Response {
@@ -75,7 +62,7 @@ pub(super) async fn guard(State(gw): State<Shared>, request: Request, next: Next
         && request
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    let tenant = token_of(&request)
+    let tenant = request_token(request.headers(), request.uri())
         .and_then(|t| gw.tenants.verify(&t).ok())
         .map(|id| id.tenant);
     if !gw.tenants.allows_origin(tenant.as_ref(), &origin) {

@@ -48,11 +48,12 @@ pub(super) async fn issue(
     };
     let user = UserId::new(body.user)?;
     let device = body.device.map(DeviceId::new).transpose()?;
-    let exp = std::time::SystemTime::now()
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() + 86_400)
+        .map(|d| d.as_secs())
         .unwrap_or(0);
-    let mut claims = serde_json::json!({ "tenant": dev.tenant, "sub": user, "exp": exp });
+    let mut claims =
+        serde_json::json!({ "tenant": dev.tenant, "sub": user, "iat": now, "exp": now + 86_400 });
     if let Some(d) = device {
         claims["device"] = serde_json::Value::String(d.into_string());
     }

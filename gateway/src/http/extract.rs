@@ -1,15 +1,25 @@
 //! What handlers take from a request, every refusal an `ApiError`: the
 //! caller's `Identity` (a verified tenant token, within the user's request
-//! rate), a `JsonBody`, and typed path parameters (`PathParams`).
+//! rate), an `Admin` (an identity with the admin role), the `Operator`
+//! (the deployment's operator token), a `JsonBody`, and typed path
+//! parameters (`PathParams`).
+//!
+//! Who the caller is comes from the request's head, before any body: a
+//! handler takes `Identity`, `Admin` or `Operator` before its body, so a
+//! caller who may not make the request is refused without a byte of the
+//! body read (axum runs the extractors in order, the body's last). hyper
+//! then closes the connection rather than read the rest of that body.
 
 use std::convert::Infallible;
 
 use axum::Json;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Uri, header};
 use serde::de::DeserializeOwned;
 use switchboard_protocol::{ConversationId, DeviceId, ErrorCode, MessageId, TenantId, UserId};
+
+use switchboard_backbone::records::tenants::TenantRegistry;
 
 use super::Shared;
 use crate::auth::{AuthError, Identity};
@@ -24,6 +34,21 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         })
+}
+
+/// The token a request carries: the bearer token, else `?token=` (a
+/// browser cannot give a WebSocket headers), percent-decoded as any query
+/// value; of several, the first. The origin check (`browser.rs`) and the
+/// upgrade (`websocket.rs`) both read it here, so both judge one token.
+pub(super) fn request_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    if let Some(t) = bearer(headers) {
+        return Some(t.to_owned());
+    }
+    let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri).ok()?;
+    pairs
+        .into_iter()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v)
 }
 
 impl FromRequestParts<Shared> for Identity {
@@ -44,6 +69,62 @@ impl FromRequestParts<Shared> for Identity {
         }
         Ok(id)
     }
+}
+
+/// A caller with the tenant's admin role (`role: "admin"` in the token),
+/// for the tenant admin API; anyone else gets 403 `forbidden`.
+pub(super) struct Admin(pub(super) Identity);
+
+impl FromRequestParts<Shared> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
+        let id = Identity::from_request_parts(parts, gw).await?;
+        if !id.admin {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "the admin API needs a token with role \"admin\"",
+            ));
+        }
+        Ok(Self(id))
+    }
+}
+
+/// The deployment's operator, by the operator token (`operator_token`):
+/// gives the tenant registry the operator API changes. With no operator
+/// token configured the API is off (404).
+pub(super) struct Operator(pub(super) TenantRegistry);
+
+impl FromRequestParts<Shared> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
+        let Some(expected) = &gw.config.operator_token else {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                "the operator API is off: set operator_token in the configuration",
+            ));
+        };
+        match bearer(&parts.headers) {
+            Some(given) if same(given.as_bytes(), expected.as_bytes()) => {
+                Ok(Self(gw.tenant_registry.clone()))
+            }
+            _ => Err(ApiError::new(
+                ErrorCode::Unauthorized,
+                "the operator API needs Authorization: Bearer <operator_token>",
+            )),
+        }
+    }
+}
+
+/// Constant time in the length of `given`, so the operator token is not
+/// guessed a byte at a time from response times.
+fn same(given: &[u8], expected: &[u8]) -> bool {
+    let mut diff = given.len() ^ expected.len();
+    for (i, b) in given.iter().enumerate() {
+        diff |= usize::from(b ^ expected.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
 }
 
 /// A JSON body whose rejections are protocol errors.
@@ -171,5 +252,36 @@ impl PathParam for MessageId {
 
     fn from_path(raw: String) -> Result<Self, ApiError> {
         Ok(raw.parse()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_token_is_percent_decoded() {
+        let token = |uri: &str| request_token(&HeaderMap::new(), &uri.parse().unwrap());
+        assert_eq!(token("/v1/ws?token=a.b.c").as_deref(), Some("a.b.c"));
+        assert_eq!(token("/v1/ws?token=a%2Eb.c").as_deref(), Some("a.b.c"));
+        assert_eq!(
+            token("/v1/ws?x=1&token=%61.b.c&token=z").as_deref(),
+            Some("a.b.c")
+        );
+        assert_eq!(token("/v1/ws?tokens=a"), None);
+        assert_eq!(token("/v1/ws"), None);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer h.h.h".parse().unwrap());
+        let uri = "/v1/ws?token=q.q.q".parse().unwrap();
+        assert_eq!(request_token(&headers, &uri).as_deref(), Some("h.h.h"));
+    }
+
+    #[test]
+    fn operator_tokens_compare_whole() {
+        assert!(same(b"operator-token-123", b"operator-token-123"));
+        assert!(!same(b"operator-token-12", b"operator-token-123"));
+        assert!(!same(b"operator-token-1234", b"operator-token-123"));
+        assert!(!same(b"", b"x"));
+        assert!(!same(b"Operator-token-123", b"operator-token-123"));
     }
 }

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use switchboard_blob::{BlobRef, SignedUrl, UploadGrant};
 use switchboard_protocol::{ErrorCode, Timestamp};
@@ -17,6 +17,7 @@ use switchboard_protocol::{ErrorCode, Timestamp};
 use super::Shared;
 use super::extract::{JsonBody, PathParam, PathParams};
 use super::openapi::Operation;
+use super::public::PublicBase;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -34,24 +35,6 @@ impl PathParam for BlobRef {
     fn from_path(raw: String) -> Result<Self, ApiError> {
         BlobRef::parse(&raw).map_err(|_| no_such_media())
     }
-}
-
-/// A URL a backend gave as a path, made absolute on this gateway's origin
-/// as the client reached it.
-fn absolute(url: String, headers: &HeaderMap) -> String {
-    if !url.starts_with('/') {
-        return url;
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|h| h.to_str().ok())
-        .filter(|p| *p == "https")
-        .unwrap_or("http");
-    format!("{scheme}://{host}{url}")
 }
 
 /// What to upload: the document's `mime` pattern and `size` maximum are
@@ -113,7 +96,7 @@ pub(super) fn grant_upload_op() -> Operation {
 pub(super) async fn grant_upload(
     State(gw): State<Shared>,
     id: Identity,
-    headers: HeaderMap,
+    Extension(base): Extension<PublicBase>,
     JsonBody(body): JsonBody<UploadRequest>,
 ) -> Result<(StatusCode, Json<UploadTicket>), ApiError> {
     let media = &gw.config.media;
@@ -161,7 +144,7 @@ pub(super) async fn grant_upload(
         StatusCode::CREATED,
         Json(UploadTicket {
             blob_ref,
-            upload_url: absolute(url, &headers),
+            upload_url: base.absolute(url),
             expires_at,
             method: "PUT",
             headers: signed_headers.into_iter().collect(),
@@ -182,7 +165,7 @@ pub(super) async fn download(
     State(gw): State<Shared>,
     id: Identity,
     path: PathParams<BlobRef>,
-    headers: HeaderMap,
+    Extension(base): Extension<PublicBase>,
 ) -> Result<Response, ApiError> {
     let blob_ref = path.get()?;
     let Some(info) = gw.readable(&id, &blob_ref).await? else {
@@ -200,7 +183,7 @@ pub(super) async fn download(
             Duration::from_secs(gw.config.media.download_url_secs),
         )
         .await?;
-    let url = absolute(url, &headers);
+    let url = base.absolute(url);
     let location = HeaderValue::from_str(&url)
         .map_err(|_| ApiError::new(ErrorCode::Internal, "download URL is not a header value"))?;
     let body = Json(DownloadLink {

@@ -17,6 +17,7 @@ mod members;
 mod openapi;
 mod plugins;
 mod presence;
+mod public;
 mod push;
 mod tenants;
 mod versions;
@@ -40,7 +41,9 @@ use crate::error::ApiError;
 /// The state every handler is given.
 type Shared = Arc<Gateway>;
 
-pub(crate) fn router(gw: Shared) -> axum::Router {
+/// The application; `listening` is the address it is served on, where
+/// URLs it gives out point when no `public_url` is configured.
+pub(crate) fn router(gw: Shared, listening: Option<std::net::SocketAddr>) -> axum::Router {
     let limits = &gw.config.limits;
     let body_limit = limits.max_body_bytes;
     // The longest pause between two chunks of a request body.
@@ -48,17 +51,27 @@ pub(crate) fn router(gw: Shared) -> axum::Router {
     // A plugin upload may be base64 in JSON, a third larger than the
     // component.
     let plugin_upload_limit = gw.plugins.host().limits().max_component_bytes * 4 / 3 + 64 * 1024;
-    api(&gw.config, plugin_upload_limit, gw.media.local.is_some())
+    let mut app = api(&gw.config, plugin_upload_limit, gw.media.local.is_some())
         .finish(&gw.config)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(RequestBodyTimeoutLayer::new(body_timeout))
-        .layer(axum::middleware::from_fn_with_state(
-            gw.clone(),
-            browser::guard,
-        ))
-        .with_state(gw)
+        .layer(axum::Extension(public::PublicBase::of(
+            &gw.config, listening,
+        )));
+    // Inside the browser guard, whose headers its refusals get too.
+    if let Some(hosts) = public::Hosts::of(&gw.config) {
+        app = app.layer(axum::middleware::from_fn_with_state(
+            hosts,
+            public::check_host,
+        ));
+    }
+    app.layer(axum::middleware::from_fn_with_state(
+        gw.clone(),
+        browser::guard,
+    ))
+    .with_state(gw)
 }
 
 /// Every route, each with its operation of the OpenAPI document: those
@@ -265,7 +278,7 @@ fn asyncapi_op() -> Operation {
 /// `GET /metrics`
 fn metrics_op() -> Operation {
     Operation::get("Prometheus metrics")
-        .describe("The process's metrics in Prometheus' text format (README, \"Metrics and health\"). Served on the gateway's port unless `metrics_on_listen = false`; the metrics are then on `--metrics-listen` only.")
+        .describe("The process's metrics in Prometheus' text format (README, \"Metrics and health\"). Served on the gateway's port only with `metrics_on_listen = true` (the default of `switchboard dev`, not of `switchboard gateway`: metrics name tenants); otherwise on `--metrics-listen` only.")
         .for_anyone()
         .reply_text(200, "Every metric family with its samples.", "text/plain")
 }

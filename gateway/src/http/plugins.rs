@@ -1,6 +1,7 @@
 //! The tenant admin API for plugins (F22, PROTOCOL.md): deploy, list,
 //! remove and roll back the tenant's plugin for each hook. Only tokens
-//! with `role: "admin"` may call it, and only for their own tenant.
+//! with `role: "admin"` may call it (`Admin`, checked from the head before
+//! any upload is read), and only for their own tenant.
 //!
 //! An upload is either the raw component (`Content-Type:
 //! application/wasm`, configuration as `config.<key>=<value>` query
@@ -26,7 +27,7 @@ use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, Tenant
 use switchboard_store::HistoryQuery;
 
 use super::Shared;
-use super::extract::{JsonBody, PathParam, PathParams};
+use super::extract::{Admin, JsonBody, PathParam, PathParams};
 use super::openapi::Operation;
 use crate::Gateway;
 use crate::auth::Identity;
@@ -35,17 +36,6 @@ use crate::error::ApiError;
 /// How long a change waits to be running on this gateway before the
 /// response (every other process follows within about the same time).
 const CONVERGE_WAIT: Duration = Duration::from_secs(5);
-
-fn admin(id: &Identity) -> Result<(), ApiError> {
-    if id.admin {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::Forbidden,
-            "the plugin API needs a token with role \"admin\"",
-        ))
-    }
-}
 
 /// A hook named in the path; one that does not exist is not found.
 impl PathParam for Hook {
@@ -183,7 +173,7 @@ pub(super) fn deploy_op() -> Operation {
 
 pub(super) async fn deploy(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
     headers: HeaderMap,
@@ -202,7 +192,6 @@ async fn deploy_to(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    admin(id)?;
     let hook = path.get()?;
     let Query(query) = query?;
     let upload = parse_upload(headers, query, body?)?;
@@ -226,10 +215,9 @@ pub(super) fn list_op() -> Operation {
 
 pub(super) async fn list(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<Json<Listing>, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     let listing = gw.deployer.reads().list(&id.tenant, hook).await?;
     Ok(Json(listing))
@@ -246,10 +234,9 @@ pub(super) fn remove_op() -> Operation {
 
 pub(super) async fn remove(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     gw.deployer.remove(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Slot::Active, None).await;
@@ -267,10 +254,9 @@ pub(super) fn rollback_op() -> Operation {
 
 pub(super) async fn rollback(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<Json<VersionEntry>, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     let entry = gw.deployer.rollback(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
@@ -289,7 +275,7 @@ pub(super) fn deploy_shadow_op() -> Operation {
 
 pub(super) async fn deploy_shadow(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
     headers: HeaderMap,
@@ -309,10 +295,9 @@ pub(super) fn shadow_op() -> Operation {
 
 pub(super) async fn shadow(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<Json<ShadowListing>, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     Ok(Json(
         gw.deployer.reads().shadow_listing(&id.tenant, hook).await?,
@@ -330,10 +315,9 @@ pub(super) fn remove_shadow_op() -> Operation {
 
 pub(super) async fn remove_shadow(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<StatusCode, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     gw.deployer
         .remove_shadow(&id.tenant, hook, &id.user)
@@ -353,10 +337,9 @@ pub(super) fn promote_op() -> Operation {
 
 pub(super) async fn promote(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     path: PathParams<Hook>,
 ) -> Result<Json<VersionEntry>, ApiError> {
-    admin(&id)?;
     let hook = path.get()?;
     let entry = gw.deployer.promote(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
@@ -426,10 +409,9 @@ pub(super) fn replay_op() -> Operation {
 
 pub(super) async fn replay(
     State(gw): State<Shared>,
-    id: Identity,
+    Admin(id): Admin,
     JsonBody(request): JsonBody<ReplayRequest>,
 ) -> Result<Json<ReplayReport>, ApiError> {
-    admin(&id)?;
     let hook = Hook::Moderation;
     let limits = &gw.config.limits;
     let limit = request

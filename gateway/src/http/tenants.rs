@@ -7,48 +7,17 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::records::tenants::{
-    ED25519_KEY_PATTERN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant, TenantQuotas, TenantRecord,
-    TenantRegistry, WEB_ORIGIN_PATTERN, fingerprint, is_web_origin, object, optional_object,
+    ED25519_KEY_PATTERN, MAX_CLAIM_LEN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant, TenantQuotas,
+    TenantRecord, WEB_ORIGIN_PATTERN, fingerprint, is_web_origin, object, optional_object,
 };
-use switchboard_protocol::{ErrorCode, TenantId};
+use switchboard_protocol::TenantId;
 
-use super::Shared;
-use super::extract::{JsonBody, PathParams, bearer};
+use super::extract::{JsonBody, Operator, PathParams};
 use super::openapi::Operation;
-use crate::Gateway;
 use crate::error::ApiError;
-
-/// Constant time in the length of `given`, so the token is not guessed a
-/// byte at a time from response times.
-fn same(given: &[u8], expected: &[u8]) -> bool {
-    let mut diff = given.len() ^ expected.len();
-    for (i, b) in given.iter().enumerate() {
-        diff |= usize::from(b ^ expected.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
-}
-
-fn operator(gw: &Gateway, headers: &HeaderMap) -> Result<TenantRegistry, ApiError> {
-    let Some(expected) = &gw.config.operator_token else {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            "the operator API is off: set operator_token in the configuration",
-        ));
-    };
-    match bearer(headers) {
-        Some(given) if same(given.as_bytes(), expected.as_bytes()) => {
-            Ok(gw.tenant_registry.clone())
-        }
-        _ => Err(ApiError::new(
-            ErrorCode::Unauthorized,
-            "the operator API needs Authorization: Bearer <operator_token>",
-        )),
-    }
-}
 
 /// `GET /v1/operator/tenants`
 pub(super) fn list_op() -> Operation {
@@ -58,11 +27,7 @@ pub(super) fn list_op() -> Operation {
         .reply::<TenantList>(200, "The tenants.")
 }
 
-pub(super) async fn list(
-    State(gw): State<Shared>,
-    headers: HeaderMap,
-) -> Result<Json<TenantList>, ApiError> {
-    let registry = operator(&gw, &headers)?;
+pub(super) async fn list(Operator(registry): Operator) -> Result<Json<TenantList>, ApiError> {
     let all: Vec<_> = registry
         .list()
         .await?
@@ -99,6 +64,15 @@ pub(super) struct NewTenant {
     #[serde(default)]
     #[schemars(inner(length(max = MAX_ORIGIN_LEN), pattern(WEB_ORIGIN_PATTERN)))]
     allowed_origins: Vec<String>,
+    /// The `iss` every token of the tenant must carry (absent: not
+    /// checked).
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "String", length(min = 1, max = MAX_CLAIM_LEN))]
+    issuer: Option<String>,
+    /// What every token's `aud` must be or contain (absent: not checked).
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "String", length(min = 1, max = MAX_CLAIM_LEN))]
+    audience: Option<String>,
 }
 
 /// Refuses anything but web origins (`https://host[:port]`).
@@ -122,11 +96,9 @@ pub(super) fn create_op() -> Operation {
 }
 
 pub(super) async fn create(
-    State(gw): State<Shared>,
-    headers: HeaderMap,
+    Operator(registry): Operator,
     JsonBody(body): JsonBody<NewTenant>,
 ) -> Result<(StatusCode, Json<RedactedTenant>), ApiError> {
-    let registry = operator(&gw, &headers)?;
     check_origins(&body.allowed_origins)?;
     let mut record = TenantRecord::new(body.id);
     record.hs256_secrets = body.hs256_secrets;
@@ -134,6 +106,8 @@ pub(super) async fn create(
     record.quotas = body.quotas;
     record.push = body.push;
     record.allowed_origins = body.allowed_origins;
+    record.issuer = body.issuer;
+    record.audience = body.audience;
     let record = registry.create(record).await?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -147,11 +121,9 @@ pub(super) fn show_op() -> Operation {
 }
 
 pub(super) async fn show(
-    State(gw): State<Shared>,
-    headers: HeaderMap,
+    Operator(registry): Operator,
     path: PathParams<TenantId>,
 ) -> Result<Json<RedactedTenant>, ApiError> {
-    let registry = operator(&gw, &headers)?;
     let id = path.get()?;
     let record = registry.get(&id).await?;
     Ok(Json(record.redacted()))
@@ -190,6 +162,16 @@ pub(super) struct Change {
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     #[schemars(with = "Vec<String>", inner(length(max = MAX_ORIGIN_LEN), pattern(WEB_ORIGIN_PATTERN)))]
     allowed_origins: Option<Vec<String>>,
+    /// The `iss` the tenant's tokens must carry from now on (`null`: not
+    /// checked); absent: unchanged.
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "Option<String>", length(min = 1, max = MAX_CLAIM_LEN))]
+    issuer: Option<Option<String>>,
+    /// What their `aud` must be or contain from now on (`null`: not
+    /// checked); absent: unchanged.
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "Option<String>", length(min = 1, max = MAX_CLAIM_LEN))]
+    audience: Option<Option<String>>,
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -202,7 +184,7 @@ fn present<'de, D: serde::Deserializer<'de>>(
 /// `PATCH /v1/operator/tenants/{id}`
 pub(super) fn change_op() -> Operation {
     Operation::patch("Change a tenant's keys and quotas")
-        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
+        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
         .for_operator()
         .path::<TenantId>("id", "The tenant.")
         .json_body::<Change>()
@@ -211,12 +193,10 @@ pub(super) fn change_op() -> Operation {
 }
 
 pub(super) async fn change(
-    State(gw): State<Shared>,
-    headers: HeaderMap,
+    Operator(registry): Operator,
     path: PathParams<TenantId>,
     JsonBody(body): JsonBody<Change>,
 ) -> Result<Json<RedactedTenant>, ApiError> {
-    let registry = operator(&gw, &headers)?;
     let id = path.get()?;
     if let Some(origins) = &body.allowed_origins {
         check_origins(origins)?;
@@ -245,6 +225,12 @@ pub(super) async fn change(
             if let Some(origins) = &body.allowed_origins {
                 r.allowed_origins = origins.clone();
             }
+            if let Some(issuer) = &body.issuer {
+                r.issuer = issuer.clone();
+            }
+            if let Some(audience) = &body.audience {
+                r.audience = audience.clone();
+            }
             for (name, value) in &body.quotas {
                 let value = value
                     .as_ref()
@@ -267,26 +253,10 @@ pub(super) fn remove_op() -> Operation {
 }
 
 pub(super) async fn remove(
-    State(gw): State<Shared>,
-    headers: HeaderMap,
+    Operator(registry): Operator,
     path: PathParams<TenantId>,
 ) -> Result<StatusCode, ApiError> {
-    let registry = operator(&gw, &headers)?;
     let id = path.get()?;
     registry.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"operator-token-123", b"operator-token-123"));
-        assert!(!same(b"operator-token-12", b"operator-token-123"));
-        assert!(!same(b"operator-token-1234", b"operator-token-123"));
-        assert!(!same(b"", b"x"));
-        assert!(!same(b"Operator-token-123", b"operator-token-123"));
-    }
 }

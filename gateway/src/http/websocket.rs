@@ -1,27 +1,27 @@
 //! `GET /v1/ws`: the WebSocket upgrade, where a connection is admitted
-//! (token, drain, connection quotas) and its session prepared before the
-//! upgrade is answered; `crate::connection` runs it from there.
+//! (token, drain, the user's connect rate, connection quotas) and its
+//! session prepared before the upgrade is answered; `crate::connection`
+//! runs it from there.
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
-use serde::Deserialize;
 use switchboard_protocol::ErrorCode;
 
 use super::Shared;
-use super::extract::bearer;
+use super::extract::request_token;
 use super::openapi::Operation;
 use crate::auth::AuthError;
 use crate::connection;
 use crate::error::ApiError;
 
 /// Browsers cannot give a WebSocket headers: they send the token as
-/// `?token=`.
-#[derive(Deserialize, schemars::JsonSchema)]
+/// `?token=` (read by `extract::request_token`; this is its document).
+#[derive(schemars::JsonSchema)]
 pub(super) struct TokenQuery {
     /// The session's JWT, when not in an `Authorization` header.
+    #[expect(dead_code, reason = "only documented: `request_token` reads it")]
     token: Option<String>,
 }
 
@@ -36,19 +36,24 @@ pub(super) fn upgrade_op() -> Operation {
 pub(super) async fn upgrade(
     State(gw): State<Shared>,
     headers: HeaderMap,
-    query: Result<Query<TokenQuery>, QueryRejection>,
+    uri: Uri,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    let from_query = query.ok().and_then(|Query(q)| q.token);
-    let token = bearer(&headers)
-        .map(str::to_owned)
-        .or(from_query)
-        .ok_or(AuthError::Missing)?;
+    let token = request_token(&headers, &uri).ok_or(AuthError::Missing)?;
     let identity = gw.tenants.verify(&token)?;
     if gw.is_draining() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
             "this gateway is shutting down; connect to another",
+        ));
+    }
+    // Before anything is written: each connect writes the session registry.
+    let limits = &gw.config.limits;
+    let (rate, burst) = (limits.connects_per_second, limits.connect_burst);
+    if !gw.quotas.connect(&identity, rate, burst) {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!("more than {rate} connects per second by this user; back off and retry"),
         ));
     }
     let admission = gw
@@ -59,7 +64,6 @@ pub(super) async fn upgrade(
         tracing::warn!(error = %e, "connection refused: backbone or store unavailable");
         ApiError::new(ErrorCode::Unavailable, e.to_string())
     })?;
-    let limits = &gw.config.limits;
     // Every connection holds its read buffer for as long as it lives, and
     // most of them are idle: 1 KiB takes a typical frame in one read (a
     // larger one takes a read per KiB) and costs 3 KiB less per

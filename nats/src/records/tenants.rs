@@ -261,6 +261,13 @@ pub struct TenantRecord {
     /// default (native clients send no origin and are not affected).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// The `iss` every token of the tenant must carry; `None`: any or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// A value the `aud` of every token of the tenant must be or contain;
+    /// `None`: any or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -275,6 +282,8 @@ impl TenantRecord {
             quotas: TenantQuotas::default(),
             push: None,
             allowed_origins: Vec::new(),
+            issuer: None,
+            audience: None,
             created_at: now,
             updated_at: now,
         }
@@ -300,6 +309,8 @@ impl TenantRecord {
             ed25519_public_keys: self.ed25519_public_keys.clone(),
             quotas: self.quotas,
             allowed_origins: self.allowed_origins.clone(),
+            issuer: self.issuer.clone(),
+            audience: self.audience.clone(),
             push,
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -322,6 +333,11 @@ pub struct RedactedTenant {
     pub quotas: TenantQuotas,
     /// Web origins whose browser clients may use the tenant's tokens.
     pub allowed_origins: Vec<String>,
+    /// The `iss` the tenant's tokens must carry (`null`: not checked).
+    pub issuer: Option<String>,
+    /// What the tenant's tokens' `aud` must be or contain (`null`: not
+    /// checked).
+    pub audience: Option<String>,
     /// Push notifications (`null`: none), secrets as fingerprints.
     pub push: Option<PushSettings>,
     pub created_at: Timestamp,
@@ -330,6 +346,9 @@ pub struct RedactedTenant {
 
 /// The longest web origin accepted (`is_web_origin`).
 pub const MAX_ORIGIN_LEN: usize = 266;
+
+/// The longest `issuer` or `audience` a tenant may require.
+pub const MAX_CLAIM_LEN: usize = 512;
 
 /// [`is_web_origin`] as a regular expression, for the OpenAPI document
 /// (which adds [`MAX_ORIGIN_LEN`]).
@@ -602,6 +621,16 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
             ));
         }
     }
+    for (name, value) in [("issuer", &record.issuer), ("audience", &record.audience)] {
+        if value
+            .as_ref()
+            .is_some_and(|v| v.is_empty() || v.chars().count() > MAX_CLAIM_LEN)
+        {
+            return Err(TenantError::Invalid(format!(
+                "{name} must be 1 to {MAX_CLAIM_LEN} characters"
+            )));
+        }
+    }
     let q = &record.quotas;
     for (name, v) in [
         ("messages_per_second", q.messages_per_second),
@@ -782,6 +811,26 @@ mod tests {
         assert!(!shown.contains("a-secret-of-enough-length"));
         assert!(shown.contains("sha256:"));
         r.hs256_secrets.push("short".into());
+        assert!(validate(&r).is_err());
+    }
+
+    #[test]
+    fn issuer_and_audience_are_optional_and_bounded() {
+        // A record written before they existed reads as before.
+        let old = r#"{"id":"acme","hs256_secrets":[],"ed25519_public_keys":[],"quotas":{},
+            "created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z"}"#;
+        let r: TenantRecord = serde_json::from_str(old).unwrap();
+        assert_eq!((r.issuer.as_deref(), r.audience.as_deref()), (None, None));
+        assert!(validate(&r).is_ok());
+        // Unset, they are not written: older processes read the record.
+        assert!(!serde_json::to_string(&r).unwrap().contains("issuer"));
+        let mut r = r;
+        r.issuer = Some("x".repeat(MAX_CLAIM_LEN));
+        r.audience = Some("chat".into());
+        assert!(validate(&r).is_ok());
+        r.issuer = Some("x".repeat(MAX_CLAIM_LEN + 1));
+        assert!(validate(&r).is_err());
+        r.issuer = Some(String::new());
         assert!(validate(&r).is_err());
     }
 }

@@ -15,6 +15,7 @@ mod edge;
 mod edits;
 mod fanout;
 mod history;
+mod http_edge;
 mod idempotency;
 mod inbox;
 mod leases;

@@ -1,6 +1,6 @@
-//! Issue 15: every process serves Prometheus metrics and health. A gateway
-//! serves `/metrics` on its own port; a worker on `--metrics-listen`, with
-//! `/healthz` and `/readyz`. The families move under traffic.
+//! Issue 15: every process serves Prometheus metrics and health on
+//! `--metrics-listen`, with `/healthz` and `/readyz` (a gateway also on its
+//! own port with `metrics_on_listen`). The families move under traffic.
 
 use std::time::Duration;
 
@@ -18,7 +18,9 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
     })
     .await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
-    let gateway = cluster.gateways[0].addr.unwrap();
+    let gateway = cluster.gateways[0]
+        .metrics_addr
+        .expect("the gateway's metrics listener");
     let worker = cluster.workers[0]
         .metrics_addr
         .expect("the worker's metrics listener");

@@ -780,7 +780,7 @@ async fn a_plugin_that_is_always_slow_is_quarantined_like_a_failing_one() {
     let counts = &admin.plugin_versions("moderation").await.unwrap()["counts_here"];
     assert_eq!(counts["slow"], 3, "{counts}");
     // And the gateway's metrics say the same (issue 15).
-    let m = scrape(cluster.gateways[0].addr.unwrap()).await;
+    let m = scrape(cluster.gateways[0].metrics_addr.unwrap()).await;
     let calls = |outcome: &str| {
         sum(
             &m,
