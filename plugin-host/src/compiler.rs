@@ -7,8 +7,15 @@
 //! answered as timed out and goes on to its end holding its permit, so the
 //! bound on concurrency holds even then: a tenant's slow component delays
 //! the next compilation, never adds to the CPU compiling at once.
+//!
+//! wasmtime compiles a component's functions in parallel on rayon, by
+//! default on rayon's one global pool, whose queue would put a small
+//! component's functions behind every function of a large one compiling
+//! at the same time (a JavaScript engine: tens of seconds). So each
+//! permit has a rayon pool of its own, and compilations at once share the
+//! CPU rather than a queue.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -39,13 +46,30 @@ pub enum CompilerError {
 
 pub struct Compiler {
     permits: Arc<Semaphore>,
+    /// The rayon pools of the permits not taken (one per permit; empty
+    /// when they could not be started, and then rayon's global pool
+    /// compiles).
+    pools: Arc<Mutex<Vec<rayon::ThreadPool>>>,
     timeout: Duration,
 }
 
 impl Compiler {
     pub fn new(concurrency: usize, timeout: Duration) -> Self {
+        let concurrency = concurrency.max(1);
+        let pools = (0..concurrency)
+            .map(|i| {
+                rayon::ThreadPoolBuilder::new()
+                    .thread_name(move |t| format!("plugin-compile-{i}-{t}"))
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot start the plugin compilers' threads; compiling on the global pool");
+                Vec::new()
+            });
         Self {
-            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            permits: Arc::new(Semaphore::new(concurrency)),
+            pools: Arc::new(Mutex::new(pools)),
             timeout,
         }
     }
@@ -69,8 +93,17 @@ impl Compiler {
             return Err(CompilerError::Busy(Duration::ZERO));
         };
         let started = Instant::now();
+        let pools = self.pools.clone();
         let task = tokio::task::spawn_blocking(move || {
-            let result = work();
+            // There are as many pools as permits: one is free.
+            let pool = pools.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let result = match &pool {
+                Some(pool) => pool.install(work),
+                None => work(),
+            };
+            if let Some(pool) = pool {
+                pools.lock().unwrap_or_else(|p| p.into_inner()).push(pool);
+            }
             drop(permit);
             result
         });
@@ -153,5 +186,41 @@ mod tests {
         // ...and a patient load runs once the slow one has ended.
         assert!(compiler.run(Wait::Patient, || ()).await.is_ok());
         assert!(started.elapsed() >= Duration::from_millis(600));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_compilation_does_not_queue_behind_a_large_ones_parallel_work() {
+        use rayon::prelude::*;
+        let compiler = Arc::new(Compiler::new(2, Duration::from_secs(30)));
+        // A large one: 200 parallel pieces of 10 ms (about a second on its
+        // pool's threads), as wasmtime splits a component by function.
+        let large = {
+            let compiler = compiler.clone();
+            tokio::spawn(async move {
+                compiler
+                    .run(Wait::Patient, || {
+                        (0..200)
+                            .into_par_iter()
+                            .for_each(|_| std::thread::sleep(Duration::from_millis(10)))
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A small one started meanwhile ends in its own time, not after
+        // the large one's pieces (on one shared pool it waited for them).
+        let started = Instant::now();
+        compiler
+            .run(Wait::Patient, || {
+                (0..4)
+                    .into_par_iter()
+                    .for_each(|_| std::thread::sleep(Duration::from_millis(10)))
+            })
+            .await
+            .unwrap();
+        let small = started.elapsed();
+        assert!(small < Duration::from_millis(400), "{small:?}");
+        assert!(!large.is_finished(), "the large one is still compiling");
+        large.await.unwrap().unwrap();
     }
 }

@@ -4,16 +4,21 @@
 //! follows `sb_plugins` ([`crate::registry`]), so activating here is
 //! deploying everywhere.
 //!
-//! Storage is bounded per tenant. Each hook keeps its newest
-//! `max_versions_per_hook` versions of the rollback history ([`kept`]);
-//! a component no kept version of any of the tenant's hooks uses is
-//! deleted after each change ([`Deployer::prune`]), and a deploy that
-//! would keep more than `max_bytes_per_tenant` is refused before anything
-//! is stored. The version records stay in the bucket's history (64 per
-//! key, a few hundred bytes each) and in the listing.
+//! Storage is bounded per tenant (the rules: `retention.rs`). Each hook
+//! keeps its newest `max_versions_per_hook` versions of the rollback
+//! history and its shadow; a component no kept version uses is deleted
+//! after each change once it is older than `prune_grace`, and a prune is
+//! scheduled for when the next such one ages past it, so nothing waits for
+//! another change to go ([`Deployer::prune`]). A deploy that would leave
+//! more than `max_bytes_per_tenant` stored, counting the components
+//! awaiting pruning, is refused before anything is stored; one tenant's
+//! deploys take turns in this process, so two cannot both fit the last
+//! room. The version records stay in the bucket's history (64 per key, a
+//! few hundred bytes each) and in the listing.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, object_store};
 use futures::StreamExt;
@@ -21,14 +26,16 @@ use serde::{Deserialize, Serialize};
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
+use crate::agreement::Agreement;
 use crate::compiler::{CompilerError, Wait};
 use crate::hook::Hook;
-use crate::host::{self, CompileError, Compiled, Counts};
-use crate::registry::{
-    Activation, OnFailure, Plugins, ProcessStatus, STATUS_SUBJECT_PREFIX, Slot, VersionRecord,
-    digest_of_object, kv_key, object_name, shadow_kv_key,
+use crate::host::{self, CompileError, Counts};
+use crate::record::{
+    Activation, OnFailure, Slot, VersionRecord, digest_of_object, kv_key, object_name,
+    shadow_kv_key,
 };
-use crate::shadow::Agreement;
+use crate::registry::{Plugins, ProcessStatus};
+use crate::retention::{self, Stored, deploy_stack, kept_versions};
 
 /// A version as an admin uploads it, before it is checked.
 pub struct Upload {
@@ -46,7 +53,7 @@ pub enum DeployError {
     #[error(transparent)]
     Compiler(#[from] CompilerError),
     #[error(
-        "the tenant's kept plugin versions would take {bytes} bytes, over its {cap} (max_bytes_per_tenant); remove a hook's plugin or deploy a smaller component"
+        "the tenant's stored plugin components would take {bytes} bytes, over its {cap} (max_bytes_per_tenant), counting those replaced less than prune_grace_ms ago until they are deleted; remove a hook's plugin or shadow, retry once replaced ones are deleted, or deploy a smaller component"
     )]
     OverQuota { bytes: u64, cap: u64 },
     #[error("no earlier version to roll back to")]
@@ -203,14 +210,46 @@ pub struct ShadowListing {
     pub processes: Vec<ProcessStatus>,
 }
 
-/// How long the admin API collects processes' answers about a hook.
-const STATUS_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+/// Time past a component's grace before its scheduled prune, so the
+/// store's clock and ours need not agree to the millisecond.
+const PRUNE_MARGIN: Duration = Duration::from_millis(250);
 
+type Turns = Arc<Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<()>>>>>;
+
+/// A tenant's turn to change what it has stored; it ends when dropped.
+struct Turn {
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    turns: Turns,
+    tenant: TenantId,
+}
+
+impl Drop for Turn {
+    /// Forgets the tenant's lock when nobody else holds or awaits it.
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if turns
+            .get(&self.tenant)
+            .is_some_and(|lock| Arc::strong_count(lock) == 1)
+        {
+            turns.remove(&self.tenant);
+        }
+    }
+}
+
+/// Cheap to clone: the clones share their state.
+#[derive(Clone)]
 pub struct Deployer {
-    client: async_nats::Client,
-    plugins: Arc<Plugins>,
+    pub(crate) client: async_nats::Client,
+    pub(crate) plugins: Arc<Plugins>,
     bucket: kv::Store,
-    code: object_store::ObjectStore,
+    pub(crate) code: object_store::ObjectStore,
+    /// One per tenant with a change under way: a tenant's deploys and
+    /// prunes take turns here.
+    turns: Turns,
+    /// Tenants with a prune scheduled, and whether a change came since it
+    /// last looked (it then looks again before it ends).
+    scheduled: Arc<Mutex<HashMap<TenantId, bool>>>,
 }
 
 impl Deployer {
@@ -223,6 +262,8 @@ impl Deployer {
                 .get_object_store(PLUGIN_CODE_STORE)
                 .await
                 .map_err(backbone)?,
+            turns: Arc::default(),
+            scheduled: Arc::default(),
         })
     }
 
@@ -262,12 +303,13 @@ impl Deployer {
             activated_at: Timestamp::now(),
             activated_by: by.as_str().to_owned(),
         };
+        let turn = self.turn(tenant).await;
         let cap = self.limits().max_bytes_per_tenant;
-        let bytes: u64 = self
-            .kept(tenant, Some((hook, slot, &record)))
+        let kept = self.kept(tenant, Some((hook, slot, &record))).await?;
+        let bytes = self
+            .storage(tenant, &kept)
             .await?
-            .values()
-            .sum();
+            .bytes_with(&record.digest, record.size);
         if bytes > cap {
             return Err(DeployError::OverQuota { bytes, cap });
         }
@@ -285,7 +327,8 @@ impl Deployer {
         };
         let revision = self.put(&key, &record).await?;
         tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, shadow = slot == Slot::Shadow, "plugin deployed");
-        self.prune(tenant).await;
+        self.prune_in_turn(tenant).await;
+        drop(turn);
         Ok(VersionEntry {
             revision,
             record: Some(record),
@@ -294,12 +337,8 @@ impl Deployer {
 
     /// Whether the code store holds the object (a deleted one leaves its
     /// description behind, marked deleted).
-    async fn stored(&self, name: &str) -> bool {
+    pub(crate) async fn stored(&self, name: &str) -> bool {
         self.code.info(name).await.is_ok_and(|info| !info.deleted)
-    }
-
-    fn limits(&self) -> &crate::PluginLimits {
-        self.plugins.host().limits()
     }
 
     pub fn max_component_bytes(&self) -> usize {
@@ -310,17 +349,38 @@ impl Deployer {
         self.limits().compile_timeout
     }
 
-    /// The components the tenant keeps, by digest with their sizes: the
-    /// kept versions of each hook ([`kept_versions`]) and its shadow, with
-    /// `adding` on top of its hook's versions or as its shadow.
+    pub(crate) fn limits(&self) -> &crate::PluginLimits {
+        self.plugins.host().limits()
+    }
+
+    /// Waits for the tenant's turn to change what it has stored.
+    async fn turn(&self, tenant: &TenantId) -> Turn {
+        let lock = self
+            .turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(tenant.clone())
+            .or_default()
+            .clone();
+        Turn {
+            guard: Some(lock.lock_owned().await),
+            turns: self.turns.clone(),
+            tenant: tenant.clone(),
+        }
+    }
+
+    /// The digests the tenant keeps: the kept versions of each hook
+    /// ([`kept_versions`]) and its shadow, with `adding` on top of its
+    /// hook's versions or as its shadow.
     async fn kept(
         &self,
         tenant: &TenantId,
         adding: Option<(Hook, Slot, &VersionRecord)>,
-    ) -> Result<BTreeMap<String, u64>, DeployError> {
-        let mut kept = BTreeMap::new();
+    ) -> Result<BTreeSet<String>, DeployError> {
+        let mut kept = BTreeSet::new();
         for hook in Hook::ALL {
-            let mut stack = deploy_stack(&self.history(tenant, hook).await?);
+            let history = self.history(tenant, hook).await?;
+            let mut stack = deploy_stack(history.iter().map(|e| e.record.as_ref()));
             let mut shadow = self
                 .entry_at(&shadow_kv_key(tenant, hook))
                 .await?
@@ -332,10 +392,38 @@ impl Deployer {
             }
             let versions = kept_versions(&stack, self.limits().max_versions_per_hook);
             for r in versions.iter().chain(shadow.as_ref()) {
-                kept.insert(r.digest.clone(), r.size);
+                kept.insert(r.digest.clone());
             }
         }
         Ok(kept)
+    }
+
+    /// The tenant's objects in the code store, and what they come to when
+    /// `kept` are kept.
+    async fn storage(
+        &self,
+        tenant: &TenantId,
+        kept: &BTreeSet<String>,
+    ) -> Result<retention::Plan, DeployError> {
+        let now = time::OffsetDateTime::now_utc();
+        let mut objects = self.code.list().await.map_err(backbone)?;
+        let mut stored = Vec::new();
+        while let Some(info) = objects.next().await {
+            let info = info.map_err(backbone)?;
+            let Some(digest) = digest_of_object(tenant, &info.name) else {
+                continue;
+            };
+            if info.deleted {
+                continue;
+            }
+            stored.push(Stored {
+                digest: digest.to_owned(),
+                size: info.size as u64,
+                age: info.modified.map(|at| (now - at).unsigned_abs()),
+                name: info.name,
+            });
+        }
+        Ok(retention::plan(&stored, kept, self.limits().prune_grace))
     }
 
     /// Makes the shadow the active version (a deploy: a rollback returns
@@ -384,167 +472,91 @@ impl Deployer {
         Ok(())
     }
 
-    /// The hook's shadow, and how it compares on every process that
-    /// answers within [`STATUS_WAIT`].
-    pub async fn shadow_listing(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-    ) -> Result<ShadowListing, DeployError> {
-        let shadow = self
-            .entry_at(&shadow_kv_key(tenant, hook))
-            .await?
-            .filter(|e| e.record.is_some());
-        let active = self
-            .entry_at(&kv_key(tenant, hook))
-            .await?
-            .filter(|e| e.record.is_some());
-        let processes = self.statuses(tenant, hook).await?;
-        let mut totals = Agreement::default();
-        for p in &processes {
-            // Counts of the shadow now deployed only.
-            if let (Some(counts), Some(s)) = (&p.shadow, &shadow)
-                && p.shadow_revision == Some(s.revision)
-            {
-                totals.add(counts);
-            }
-        }
-        let compared = totals.agree + totals.disagree;
-        Ok(ShadowListing {
-            hook,
-            shadow,
-            active,
-            agreement: (compared > 0).then(|| totals.agree as f64 / compared as f64),
-            totals,
-            processes,
-        })
-    }
-
-    /// A version of the hook, compiled here to be run on other input than
-    /// live traffic (a replay over history): revision `revision` of the
-    /// hook's key or its shadow's, or without one the shadow if there is
-    /// one, else the active version. Only stored versions can be run.
-    pub async fn compiled_version(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-        revision: Option<u64>,
-    ) -> Result<(VersionEntry, Arc<Compiled>), DeployError> {
-        let shadow = self
-            .entry_at(&shadow_kv_key(tenant, hook))
-            .await?
-            .filter(|e| e.record.is_some());
-        let entry = match revision {
-            Some(r) => match shadow.filter(|s| s.revision == r) {
-                Some(s) => s,
-                None => self
-                    .history(tenant, hook)
-                    .await?
-                    .into_iter()
-                    .find(|e| e.revision == r && e.record.is_some())
-                    .ok_or(DeployError::NoSuchVersion(r))?,
-            },
-            None => match shadow {
-                Some(s) => s,
-                None => self
-                    .entry_at(&kv_key(tenant, hook))
-                    .await?
-                    .filter(|e| e.record.is_some())
-                    .ok_or(DeployError::NotDeployed)?,
-            },
-        };
-        let Some(record) = &entry.record else {
-            return Err(DeployError::NotDeployed);
-        };
-        let name = object_name(tenant, &record.digest);
-        if !self.stored(&name).await {
-            return Err(DeployError::Pruned {
-                digest: record.digest.clone(),
-            });
-        }
-        let object = self.code.get(&name).await.map_err(backbone)?;
-        let max = self.limits().max_component_bytes;
-        let bytes = crate::objects::read_bounded(object, record.size, max)
-            .await
-            .map_err(backbone)?;
-        let plugins = self.plugins.clone();
-        let compiled = self
-            .plugins
-            .compiler()
-            .run(Wait::Bounded, move || plugins.host().compile(hook, &bytes))
-            .await??;
-        Ok((entry, compiled))
-    }
-
-    /// Asks every gateway and worker how it runs the tenant's hook.
-    pub async fn statuses(
-        &self,
-        tenant: &TenantId,
-        hook: Hook,
-    ) -> Result<Vec<ProcessStatus>, DeployError> {
-        let inbox = self.client.new_inbox();
-        let mut replies = self
-            .client
-            .subscribe(inbox.clone())
-            .await
-            .map_err(backbone)?;
-        let subject = format!("{STATUS_SUBJECT_PREFIX}.{}", kv_key(tenant, hook));
-        self.client
-            .publish_with_reply(subject, inbox, bytes::Bytes::new())
-            .await
-            .map_err(backbone)?;
-        let until = tokio::time::Instant::now() + STATUS_WAIT;
-        let mut statuses = Vec::new();
-        while let Ok(Some(reply)) = tokio::time::timeout_at(until, replies.next()).await {
-            match serde_json::from_slice::<ProcessStatus>(&reply.payload) {
-                Ok(status) => statuses.push(status),
-                Err(e) => tracing::debug!(error = %e, "ignoring a plugin status reply"),
-            }
-        }
-        statuses.sort_by(|a, b| a.process.cmp(&b.process));
-        Ok(statuses)
-    }
-
     /// Deletes the tenant's components that no kept version uses and that
     /// were stored more than `prune_grace` ago (younger ones may belong to
-    /// a deploy whose record is not written yet). Runs after every change;
-    /// a failure is logged and left for the next one.
+    /// a deploy whose record is not written yet), and schedules a prune for
+    /// when the next of the younger ones can go. Runs after every change;
+    /// a failure is logged and tried again later.
     pub async fn prune(&self, tenant: &TenantId) -> usize {
+        let _turn = self.turn(tenant).await;
+        self.prune_in_turn(tenant).await
+    }
+
+    /// [`Deployer::prune`], in the tenant's turn.
+    async fn prune_in_turn(&self, tenant: &TenantId) -> usize {
         match self.try_prune(tenant).await {
-            Ok(pruned) => pruned,
+            Ok((pruned, next)) => {
+                if let Some(wait) = next {
+                    self.prune_later(tenant, wait);
+                }
+                pruned
+            }
             Err(e) => {
-                tracing::warn!(tenant = %tenant, error = %e, "cannot prune the tenant's plugin components; the next change tries again");
+                tracing::warn!(tenant = %tenant, error = %e, "cannot prune the tenant's plugin components; trying again later");
+                self.prune_later(tenant, self.limits().prune_grace);
                 0
             }
         }
     }
 
-    async fn try_prune(&self, tenant: &TenantId) -> Result<usize, DeployError> {
+    /// Deletes what goes now; says when the next prune can delete more.
+    async fn try_prune(&self, tenant: &TenantId) -> Result<(usize, Option<Duration>), DeployError> {
         let kept = self.kept(tenant, None).await?;
-        let grace = self.limits().prune_grace;
-        let now = time::OffsetDateTime::now_utc();
-        let mut unkept = Vec::new();
-        let mut objects = self.code.list().await.map_err(backbone)?;
-        while let Some(info) = objects.next().await {
-            let info = info.map_err(backbone)?;
-            let Some(digest) = digest_of_object(tenant, &info.name) else {
-                continue;
-            };
-            let old_enough = info
-                .modified
-                .is_none_or(|at| (now - at).unsigned_abs() >= grace);
-            if !info.deleted && old_enough && !kept.contains_key(digest) {
-                unkept.push(info.name);
-            }
-        }
-        for name in &unkept {
+        let plan = self.storage(tenant, &kept).await?;
+        for name in &plan.prune {
             self.code.delete(name).await.map_err(backbone)?;
         }
-        if !unkept.is_empty() {
-            tracing::info!(tenant = %tenant, components = unkept.len(), "pruned plugin components no kept version uses");
-            crate::metrics::pruned(unkept.len());
+        if !plan.prune.is_empty() {
+            tracing::info!(tenant = %tenant, components = plan.prune.len(), "pruned plugin components no kept version uses");
+            crate::metrics::pruned(plan.prune.len());
         }
-        Ok(unkept.len())
+        Ok((plan.prune.len(), plan.next_prune_in))
+    }
+
+    /// Prunes the tenant's components again in `wait`, and as long as more
+    /// wait for their grace; one such task per tenant.
+    fn prune_later(&self, tenant: &TenantId, wait: Duration) {
+        {
+            let mut scheduled = self.scheduled.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(changed) = scheduled.get_mut(tenant) {
+                *changed = true;
+                return;
+            }
+            scheduled.insert(tenant.clone(), false);
+        }
+        let (me, tenant) = (self.clone(), tenant.clone());
+        // A failed prune is tried again after the grace, at least a second.
+        let retry = self.limits().prune_grace.max(Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut wait = Some(wait);
+            loop {
+                if let Some(wait) = wait {
+                    tokio::time::sleep(wait + PRUNE_MARGIN).await;
+                }
+                let turn = me.turn(&tenant).await;
+                let outcome = me.try_prune(&tenant).await;
+                drop(turn);
+                wait = match outcome {
+                    Ok((_, next)) => next,
+                    Err(e) => {
+                        tracing::warn!(tenant = %tenant, error = %e, "cannot prune the tenant's plugin components; trying again later");
+                        Some(retry)
+                    }
+                };
+                if wait.is_some() {
+                    continue;
+                }
+                // Nothing waits: done, unless a change came meanwhile.
+                let mut scheduled = me.scheduled.lock().unwrap_or_else(|p| p.into_inner());
+                match scheduled.get_mut(&tenant) {
+                    Some(changed) if *changed => *changed = false,
+                    _ => {
+                        scheduled.remove(&tenant);
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     /// Makes the version before the active one active again. Rollbacks
@@ -558,8 +570,8 @@ impl Deployer {
         let history = self.history(tenant, hook).await?;
         let latest = history.last().map(|e| e.revision);
         // Only as far back as versions are kept.
-        let mut stack =
-            kept_versions(&deploy_stack(&history), self.limits().max_versions_per_hook).to_vec();
+        let stack = deploy_stack(history.iter().map(|e| e.record.as_ref()));
+        let mut stack = kept_versions(&stack, self.limits().max_versions_per_hook).to_vec();
         if stack.pop().is_none() {
             return Err(DeployError::NotDeployed);
         }
@@ -617,21 +629,6 @@ impl Deployer {
         Ok(())
     }
 
-    pub async fn list(&self, tenant: &TenantId, hook: Hook) -> Result<Listing, DeployError> {
-        let mut versions = self.history(tenant, hook).await?;
-        versions.reverse();
-        let active = versions.first().filter(|v| v.record.is_some()).cloned();
-        let running = self.plugins.active(tenant, hook);
-        Ok(Listing {
-            hook,
-            active,
-            running_here: running.as_ref().map(|l| l.revision),
-            load_error_here: running.as_deref().and_then(|l| l.load_error()),
-            counts_here: running.as_deref().map(|l| l.counts()),
-            versions,
-        })
-    }
-
     async fn current(
         &self,
         tenant: &TenantId,
@@ -645,7 +642,7 @@ impl Deployer {
 
     /// The latest entry of `key`: its record is `None` when it was
     /// deleted (or does not hold a version).
-    async fn entry_at(&self, key: &str) -> Result<Option<VersionEntry>, DeployError> {
+    pub(crate) async fn entry_at(&self, key: &str) -> Result<Option<VersionEntry>, DeployError> {
         let entry = self.bucket.entry(key).await.map_err(backbone)?;
         Ok(entry.map(|e| VersionEntry {
             revision: e.revision,
@@ -661,7 +658,7 @@ impl Deployer {
     }
 
     /// The key's history, oldest first.
-    async fn history(
+    pub(crate) async fn history(
         &self,
         tenant: &TenantId,
         hook: Hook,
@@ -687,28 +684,6 @@ impl Deployer {
     }
 }
 
-/// The versions a rollback can return to, oldest first: each deploy
-/// pushes, each rollback pops, a removal starts over.
-fn deploy_stack(history: &[VersionEntry]) -> Vec<VersionRecord> {
-    let mut stack = Vec::new();
-    for entry in history {
-        match &entry.record {
-            Some(r) if r.activation == Activation::Deploy => stack.push(r.clone()),
-            Some(_) => {
-                stack.pop();
-            }
-            None => stack.clear(),
-        }
-    }
-    stack
-}
-
-/// The versions of a rollback stack that are kept: the newest `max` (at
-/// least the active one).
-fn kept_versions(stack: &[VersionRecord], max: usize) -> &[VersionRecord] {
-    &stack[stack.len().saturating_sub(max.max(1))..]
-}
-
 /// The digest of a component, as the API and the bucket name it.
 pub fn digest(component: &[u8]) -> String {
     host::digest(component)
@@ -717,67 +692,6 @@ pub fn digest(component: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(revision: u64, digest: &str, activation: Activation) -> VersionEntry {
-        VersionEntry {
-            revision,
-            record: Some(VersionRecord {
-                digest: digest.into(),
-                size: 1,
-                config: BTreeMap::new(),
-                on_failure: OnFailure::Closed,
-                activation,
-                activated_at: Timestamp::from_unix_ms(0),
-                activated_by: "admin".into(),
-            }),
-        }
-    }
-
-    fn digests(stack: &[VersionRecord]) -> Vec<&str> {
-        stack.iter().map(|r| r.digest.as_str()).collect()
-    }
-
-    #[test]
-    fn rollbacks_undo_deploys_one_by_one() {
-        use Activation::*;
-        let mut h = vec![
-            entry(1, "a", Deploy),
-            entry(2, "b", Deploy),
-            entry(3, "c", Deploy),
-        ];
-        assert_eq!(digests(&deploy_stack(&h)), ["a", "b", "c"]);
-        h.push(entry(4, "b", Rollback));
-        assert_eq!(digests(&deploy_stack(&h)), ["a", "b"]);
-        h.push(entry(5, "a", Rollback));
-        assert_eq!(digests(&deploy_stack(&h)), ["a"]);
-        h.push(entry(6, "d", Deploy));
-        assert_eq!(digests(&deploy_stack(&h)), ["a", "d"]);
-        h.push(VersionEntry {
-            revision: 7,
-            record: None,
-        });
-        assert!(deploy_stack(&h).is_empty(), "a removal starts over");
-    }
-
-    #[test]
-    fn only_the_newest_versions_are_kept() {
-        use Activation::*;
-        let h: Vec<VersionEntry> = ["a", "b", "c", "d"]
-            .iter()
-            .zip(1..)
-            .map(|(d, r)| entry(r, d, Deploy))
-            .collect();
-        let stack = deploy_stack(&h);
-        assert_eq!(digests(kept_versions(&stack, 2)), ["c", "d"]);
-        assert_eq!(digests(kept_versions(&stack, 4)), ["a", "b", "c", "d"]);
-        assert_eq!(digests(kept_versions(&stack, 9)), ["a", "b", "c", "d"]);
-        assert_eq!(
-            digests(kept_versions(&stack, 0)),
-            ["d"],
-            "the active one always"
-        );
-        assert!(kept_versions(&[], 3).is_empty());
-    }
 
     #[test]
     fn a_tenants_objects_are_told_from_a_dotted_tenants() {

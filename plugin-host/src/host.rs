@@ -95,7 +95,7 @@ pub enum CallError {
     Instantiate(String),
     #[error("returned output Switchboard refuses: {0}")]
     Output(String),
-    #[error("is quarantined after failing repeatedly")]
+    #[error("is quarantined after failing too often")]
     Quarantined,
     #[error("could not be loaded by this process: {0}")]
     NotLoaded(String),
@@ -136,6 +136,9 @@ pub struct Counts {
     /// Calls that succeeded but took most of their deadline
     /// (`slow_call_percent`); counted per version only (0 per hook).
     pub slow: u64,
+    /// Times the version was quarantined (`quarantine_after` failures or
+    /// slow calls among its last `quarantine_window`); per version only.
+    pub quarantines: u64,
 }
 
 /// Compiled components by digest and hook: a component is compiled once
@@ -214,6 +217,9 @@ const MAX_REASON_BYTES: usize = 512;
 
 impl PluginHost {
     pub fn new(limits: PluginLimits) -> Result<Self, HostError> {
+        limits
+            .check()
+            .map_err(|e| HostError(switchboard_backbone::cause(e)))?;
         let engine =
             engine::engine(&limits).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
         let ticker =
@@ -239,6 +245,7 @@ impl PluginHost {
             calls: s.calls.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
             slow: 0,
+            quarantines: 0,
         }
     }
 
@@ -543,6 +550,7 @@ impl PluginHost {
                 config: config.clone(),
                 log_lines: 0,
                 max_log_lines: self.limits.max_log_lines,
+                max_log_line_bytes: self.limits.max_log_line_bytes,
                 limiter: CallLimiter {
                     memory_bytes,
                     table_elements: self.limits.table_elements,

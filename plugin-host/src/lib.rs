@@ -19,18 +19,26 @@
 //! [`host::PluginHost::call`]'s limits, and a plugin only ever sees what
 //! one tenant's hook call passes it.
 
+mod agreement;
 pub mod compiler;
 pub mod deploy;
 pub mod deploy_service;
 mod engine;
 pub mod fanout;
+mod follow;
 pub mod hook;
 pub mod host;
 pub mod limits;
+mod listing;
 pub mod metrics;
 pub mod objects;
+mod pool;
+mod quarantine;
+mod record;
 pub mod registry;
+mod retention;
 pub mod shadow;
+mod version;
 mod wasi;
 mod wit;
 

@@ -54,10 +54,16 @@ pub struct PluginLimits {
     pub prune_grace: Duration,
     /// Log lines one call may write; the rest are dropped.
     pub max_log_lines: u32,
-    /// Consecutive failures after which a version is not called for
-    /// `quarantine` (`quarantine_ms`): its hook's failure policy answers
-    /// instead.
+    /// Bytes of one log line, after its control characters are escaped;
+    /// the rest is cut.
+    pub max_log_line_bytes: usize,
+    /// Failures (and slow calls) among a version's last
+    /// `quarantine_window` calls that quarantine it: it is not called for
+    /// `quarantine` (`quarantine_ms`) and its hook's failure policy
+    /// answers instead (`quarantine.rs`). At least 1, at most the window.
     pub quarantine_after: u32,
+    /// Calls the failure window holds: 1 to [`MAX_QUARANTINE_WINDOW`].
+    pub quarantine_window: u32,
     #[serde(rename = "quarantine_ms", with = "millis")]
     pub quarantine: Duration,
     /// A call that succeeds but takes at least this share of its deadline,
@@ -65,6 +71,15 @@ pub struct PluginLimits {
     /// answer is still used): a plugin that always finishes just in time
     /// costs every message nearly the whole deadline.
     pub slow_call_percent: u32,
+    /// Threads that run shadow calls in this process. A tenant's shadow
+    /// calls run one at a time, tenants in turn, so one tenant's shadows
+    /// take at most one of them.
+    pub shadow_threads: usize,
+    /// Shadow calls waiting in this process, all tenants together, and
+    /// those of one tenant; past either, a comparison is skipped (and
+    /// counted as such).
+    pub shadow_queue: usize,
+    pub shadow_queue_per_tenant: usize,
 }
 
 impl Default for PluginLimits {
@@ -85,10 +100,73 @@ impl Default for PluginLimits {
             compile_timeout: Duration::from_secs(30),
             prune_grace: Duration::from_secs(60),
             max_log_lines: 16,
+            max_log_line_bytes: 1024,
             quarantine_after: 5,
+            quarantine_window: 20,
             quarantine: Duration::from_secs(10),
             slow_call_percent: 50,
+            shadow_threads: 2,
+            shadow_queue: 1024,
+            shadow_queue_per_tenant: 128,
         }
+    }
+}
+
+/// Longest failure window (`quarantine_window`), in calls.
+pub const MAX_QUARANTINE_WINDOW: u32 = 1000;
+
+/// Most shadow threads (`shadow_threads`) one process may start.
+pub const MAX_SHADOW_THREADS: usize = 64;
+
+/// A `[plugins]` value the host cannot work with.
+#[derive(Debug, thiserror::Error)]
+#[error("[plugins] {name} = {value}: {rule}")]
+pub struct LimitsError {
+    pub name: &'static str,
+    pub value: u64,
+    pub rule: &'static str,
+}
+
+impl PluginLimits {
+    /// Refuses values that would turn a bound off or make it meaningless.
+    pub fn check(&self) -> Result<(), LimitsError> {
+        let bad = |name, value: u64, rule| LimitsError { name, value, rule };
+        if !(1..=MAX_QUARANTINE_WINDOW).contains(&self.quarantine_window) {
+            return Err(bad(
+                "quarantine_window",
+                self.quarantine_window.into(),
+                "must be 1 to 1000 calls",
+            ));
+        }
+        if self.quarantine_after == 0 || self.quarantine_after > self.quarantine_window {
+            return Err(bad(
+                "quarantine_after",
+                self.quarantine_after.into(),
+                "must be at least 1 and at most quarantine_window (else nothing is ever quarantined)",
+            ));
+        }
+        if !(1..=MAX_SHADOW_THREADS).contains(&self.shadow_threads) {
+            return Err(bad(
+                "shadow_threads",
+                self.shadow_threads as u64,
+                "must be 1 to 64",
+            ));
+        }
+        if self.shadow_queue == 0 || self.shadow_queue_per_tenant == 0 {
+            return Err(bad(
+                "shadow_queue",
+                self.shadow_queue.min(self.shadow_queue_per_tenant) as u64,
+                "shadow_queue and shadow_queue_per_tenant must be at least 1",
+            ));
+        }
+        if self.max_log_line_bytes < 16 {
+            return Err(bad(
+                "max_log_line_bytes",
+                self.max_log_line_bytes as u64,
+                "must be at least 16",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -100,5 +178,45 @@ mod millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_that_turn_a_bound_off_are_refused_at_their_threshold() {
+        let ok = PluginLimits::default();
+        assert!(ok.check().is_ok());
+        let with = |f: fn(&mut PluginLimits)| {
+            let mut l = PluginLimits::default();
+            f(&mut l);
+            l.check().map_err(|e| e.name)
+        };
+        assert!(with(|l| l.quarantine_window = MAX_QUARANTINE_WINDOW).is_ok());
+        assert_eq!(
+            with(|l| l.quarantine_window = MAX_QUARANTINE_WINDOW + 1),
+            Err("quarantine_window")
+        );
+        assert_eq!(with(|l| l.quarantine_window = 0), Err("quarantine_window"));
+        assert!(with(|l| l.quarantine_after = l.quarantine_window).is_ok());
+        assert_eq!(
+            with(|l| l.quarantine_after = l.quarantine_window + 1),
+            Err("quarantine_after")
+        );
+        assert_eq!(with(|l| l.quarantine_after = 0), Err("quarantine_after"));
+        assert!(with(|l| l.shadow_threads = MAX_SHADOW_THREADS).is_ok());
+        assert_eq!(
+            with(|l| l.shadow_threads = MAX_SHADOW_THREADS + 1),
+            Err("shadow_threads")
+        );
+        assert_eq!(with(|l| l.shadow_threads = 0), Err("shadow_threads"));
+        assert_eq!(with(|l| l.shadow_queue_per_tenant = 0), Err("shadow_queue"));
+        assert!(with(|l| l.max_log_line_bytes = 16).is_ok());
+        assert_eq!(
+            with(|l| l.max_log_line_bytes = 15),
+            Err("max_log_line_bytes")
+        );
     }
 }

@@ -43,7 +43,7 @@ pub fn describe() {
     );
     describe_counter!(
         QUARANTINES,
-        "Plugin versions put in quarantine, by hook and tenant."
+        "Plugin versions put in quarantine (active, shadow or replayed), by hook and tenant."
     );
     describe_histogram!(
         COMPILE_SECONDS,
@@ -65,7 +65,7 @@ pub fn describe() {
     );
     describe_counter!(
         SHADOW_CALLS,
-        "Shadow plugin comparisons by hook, tenant and outcome: agree, disagree (with the live decision), failed (the shadow's call), skipped (queue full, or the live call failed)."
+        "Shadow plugin comparisons by hook, tenant and outcome: agree, disagree (with the live decision), failed (the shadow's call), skipped (the queue or the tenant's share of it full, or the live call failed), quarantined (not run: the shadow is quarantined)."
     );
     describe_counter!(
         COMPONENTS_PRUNED,

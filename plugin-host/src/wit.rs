@@ -37,9 +37,6 @@ pub(crate) mod fan_out {
 
 use self::switchboard::plugin::{host, types};
 
-/// Longest log line a plugin may write; longer ones are cut.
-const MAX_LOG_LINE: usize = 1024;
-
 /// What a call's store holds: whose call it is, the version's
 /// configuration, and the call's limits.
 pub(crate) struct CallState {
@@ -49,6 +46,7 @@ pub(crate) struct CallState {
     pub config: Arc<BTreeMap<String, String>>,
     pub log_lines: u32,
     pub max_log_lines: u32,
+    pub max_log_line_bytes: usize,
     pub limiter: CallLimiter,
     /// When the call started: what the virtual wall clock reads.
     pub started: std::time::SystemTime,
@@ -109,14 +107,7 @@ impl host::Host for CallState {
             return;
         }
         self.log_lines += 1;
-        let mut message = message;
-        if message.len() > MAX_LOG_LINE {
-            let mut cut = MAX_LOG_LINE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
+        let message = log_line(&message, self.max_log_line_bytes);
         let (tenant, hook, digest) = (self.tenant.as_str(), self.hook.as_str(), &*self.digest);
         match level {
             host::Level::Debug => {
@@ -137,6 +128,56 @@ impl host::Host for CallState {
     fn config(&mut self, key: String) -> Option<String> {
         self.config.get(&key).cloned()
     }
+}
+
+/// A plugin's log message as one line of the process's log: control
+/// characters (newlines included), line separators and the invisible
+/// marks that reorder text are escaped (`\n`, `\u{202e}`), as is the
+/// backslash itself, so a plugin cannot start a line of its own or make
+/// one read as another; then cut to `max_bytes`, ending in `…` if cut.
+pub(crate) fn log_line(message: &str, max_bytes: usize) -> String {
+    const CUT: &str = "…";
+    let room = max_bytes.saturating_sub(CUT.len());
+    let mut line = String::with_capacity(message.len().min(max_bytes));
+    // Where the line can be cut to leave room for the mark: after the
+    // last whole character (or escape) that ends within `room`.
+    let mut cut_at = 0;
+    let mut piece = String::new();
+    for c in message.chars() {
+        piece.clear();
+        match c {
+            '\\' => piece.push_str("\\\\"),
+            '\n' => piece.push_str("\\n"),
+            '\r' => piece.push_str("\\r"),
+            '\t' => piece.push_str("\\t"),
+            c if c.is_control() || reorders_or_breaks(c) => {
+                piece.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => piece.push(c),
+        }
+        if line.len() + piece.len() > max_bytes {
+            line.truncate(cut_at);
+            line.push_str(CUT);
+            return line;
+        }
+        line.push_str(&piece);
+        if line.len() <= room {
+            cut_at = line.len();
+        }
+    }
+    line
+}
+
+/// Characters that are not control characters but break a line or
+/// reorder how it reads: line and paragraph separators, bidirectional
+/// marks, embeddings, overrides and isolates, and the byte-order mark.
+fn reorders_or_breaks(c: char) -> bool {
+    matches!(
+        c,
+        '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{feff}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 pub(crate) fn add_host_to_linker(
@@ -186,5 +227,54 @@ pub(crate) fn content_from_wit(content: types::Content) -> Content {
         types::Content::Image(m) => Content::Image(media(m)),
         types::Content::File(m) => Content::File(media(m)),
         types::Content::Voice(m) => Content::Voice(media(m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_line;
+
+    #[test]
+    fn a_plugin_cannot_forge_log_lines() {
+        let cases: &[(&str, &str)] = &[
+            ("plain words", "plain words"),
+            (
+                "ok\nERROR gateway: tenant=other admin token leaked",
+                "ok\\nERROR gateway: tenant=other admin token leaked",
+            ),
+            ("a\r\nb\tc", "a\\r\\nb\\tc"),
+            ("\u{1b}[31mred", "\\u{1b}[31mred"),
+            ("left\u{202e}thgir", "left\\u{202e}thgir"),
+            ("next\u{2028}line", "next\\u{2028}line"),
+            ("back\\nslash", "back\\\\nslash"),
+            ("\u{85}nel \u{7f}del", "\\u{85}nel \\u{7f}del"),
+            ("émoji 🙂 stays", "émoji 🙂 stays"),
+        ];
+        for (message, logged) in cases {
+            assert_eq!(log_line(message, 1024), *logged, "{message:?}");
+            assert!(!log_line(message, 1024).contains(['\n', '\r']));
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_cut_at_its_limit_and_says_so() {
+        // At the limit: kept whole.
+        let at = "x".repeat(64);
+        assert_eq!(log_line(&at, 64), at);
+        // Just past it: cut, ending in the mark, within the limit.
+        let past = "x".repeat(65);
+        let cut = log_line(&past, 64);
+        assert!(cut.ends_with('…'), "{cut}");
+        assert_eq!(cut.len(), 64);
+        // Escapes count toward the limit, and a character is never split.
+        let newlines = "\n".repeat(64);
+        let cut = log_line(&newlines, 64);
+        assert!(cut.len() <= 64 && cut.ends_with('…'), "{cut:?}");
+        assert!(cut.starts_with("\\n\\n"));
+        let wide = "é".repeat(40);
+        let cut = log_line(&wide, 64);
+        assert!(cut.len() <= 64 && cut.ends_with('…'), "{cut:?}");
+        // A huge message costs no more than its limit.
+        assert!(log_line(&"y".repeat(10 << 20), 1024).len() <= 1024);
     }
 }

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use switchboard_plugin_host::deploy::{Listing, ShadowListing, Upload, VersionEntry};
-use switchboard_plugin_host::host::Verdict;
+use switchboard_plugin_host::host::{CallError, Verdict};
 use switchboard_plugin_host::registry::{OnFailure, Slot};
 use switchboard_plugin_host::{Hook, ModerationInput};
 use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, TenantId, UserId};
@@ -386,6 +386,11 @@ pub(super) struct ReplayReport {
     /// Whether the budget (`plugin_replay_budget_ms`) ran out before every
     /// message read was run.
     truncated: bool,
+    /// Whether the version was quarantined, by this replay's failures or
+    /// live ones (`quarantine_after` of its last `quarantine_window` calls
+    /// failed), so the replay stopped: the messages after the last one
+    /// counted were not run.
+    quarantined: bool,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -401,7 +406,7 @@ pub(super) struct ReplayedMessage {
 /// other hooks decide nothing a tenant would replay over history).
 pub(super) fn replay_op() -> Operation {
     Operation::post("Replay a moderation version over a conversation's history")
-        .describe("Admin role. Runs a version (the shadow, the active one, or a kept revision) over the newest stored messages of a conversation the admin is a member of, under the production limits, and reports what it would have rejected or rewritten: counts and message ids, never content or reasons. Bounded by `plugin_replay_max_messages` and `plugin_replay_budget_ms`; each tenant may replay `plugin_replays_per_minute` times a minute, one at a time, per gateway (429 `rate_limited`).")
+        .describe("Admin role. Runs a version (the shadow, the active one, or a kept revision) over the newest stored messages of a conversation the admin is a member of, under the production limits, and reports what it would have rejected or rewritten: counts and message ids, never content or reasons. Calls go through the version's quarantine like live ones: its failures here count toward it, and a replay stops (`quarantined: true`) once it is quarantined. Bounded by `plugin_replay_max_messages` and `plugin_replay_budget_ms`; each tenant may replay `plugin_replays_per_minute` times a minute, one at a time, per gateway (429 `rate_limited`).")
         .json_body::<ReplayRequest>()
         .reply::<ReplayReport>(200, "What the version would have done.")
         .errors(&[404, 409])
@@ -455,13 +460,18 @@ pub(super) async fn replay(
         .shapes
         .get(&*gw.store, &id.tenant, &conversation, &id.user)
         .await?;
-    let config = Arc::new(
-        version
-            .record
-            .as_ref()
-            .map(|r| r.config.clone())
-            .unwrap_or_default(),
-    );
+    let Some(record) = version.record.clone() else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            "no plugin is deployed for this hook",
+        ));
+    };
+    // The version's own guard: the replay's failures count toward its
+    // quarantine (the live one's, when it is the active or shadow
+    // version), and a quarantined version is not run.
+    let replayed = gw
+        .plugins
+        .replayed(&id.tenant, hook, version.revision, record, compiled);
     let plugins = gw.plugins.clone();
     let content_limits = limits.content;
     let budget = Duration::from_millis(limits.plugin_replay_budget_ms);
@@ -479,6 +489,7 @@ pub(super) async fn replay(
             failed: 0,
             flagged: Vec::new(),
             truncated: false,
+            quarantined: false,
         };
         for message in &messages {
             if started.elapsed() >= budget {
@@ -505,32 +516,32 @@ pub(super) async fn replay(
                 sender: &message.sender_id,
                 content,
             };
-            let decision =
-                match plugins
-                    .host()
-                    .moderate(&compiled, &config, &input, &content_limits)
-                {
-                    Ok(None) => {
-                        report.not_moderated += 1;
-                        continue;
-                    }
-                    Ok(Some(Verdict::Allow)) => {
-                        report.allowed += 1;
-                        continue;
-                    }
-                    Ok(Some(Verdict::Reject(_))) => {
-                        report.rejected += 1;
-                        "reject"
-                    }
-                    Ok(Some(Verdict::Rewrite(_))) => {
-                        report.rewritten += 1;
-                        "rewrite"
-                    }
-                    Err(_) => {
-                        report.failed += 1;
-                        "failed"
-                    }
-                };
+            let decision = match plugins.moderate_with(&replayed, &input, &content_limits) {
+                Ok(None) => {
+                    report.not_moderated += 1;
+                    continue;
+                }
+                Ok(Some(Verdict::Allow)) => {
+                    report.allowed += 1;
+                    continue;
+                }
+                Ok(Some(Verdict::Reject(_))) => {
+                    report.rejected += 1;
+                    "reject"
+                }
+                Ok(Some(Verdict::Rewrite(_))) => {
+                    report.rewritten += 1;
+                    "rewrite"
+                }
+                Err(CallError::Quarantined) => {
+                    report.quarantined = true;
+                    break;
+                }
+                Err(_) => {
+                    report.failed += 1;
+                    "failed"
+                }
+            };
             report.flagged.push(ReplayedMessage {
                 message_id: message.message_id,
                 seq: message.seq,

@@ -913,7 +913,7 @@ async fn fifty_uploads_stay_within_the_storage_and_compile_caps() {
 
     // Compiled code on the gateway stays within its cache (the active
     // version's compilation is among them).
-    let samples = scrape(cluster.gateways[0].addr.unwrap()).await;
+    let samples = scrape(cluster.gateways[0].metrics_addr.unwrap()).await;
     let cached = sum(&samples, "switchboard_plugin_compiled_cached", "");
     assert!(
         (1.0..=4.0).contains(&cached),
@@ -1442,4 +1442,324 @@ async fn a_javascript_moderator_goes_through_shadow_promotion_and_rollback() {
     let stored = texts(&cluster.rest(0, "bob"), &conv).await;
     assert!(stored.contains(&"**** it".to_owned()), "{stored:?}");
     assert!(stored.contains(&"****".to_owned()), "{stored:?}");
+}
+
+/// Issue 26, case 8: a moderator that fails on every other call (the
+/// `flaky` plugin spins to its deadline on numbered texts ending in an odd
+/// digit) used to reset "five failures in a row" with each success and
+/// was never quarantined, burning a core. Now its fifth failure among its
+/// last 20 calls quarantines it; every later call is answered by its
+/// failure policy without running it, and another tenant's sends go on.
+#[tokio::test]
+async fn a_plugin_failing_every_other_call_is_quarantined_and_another_tenant_goes_on() {
+    let cluster = Cluster::start(ClusterSpec {
+        // Long enough that the whole run falls in one quarantine.
+        extra_config: "[plugins]\nquarantine_ms = 120000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let admin = admin(&cluster, 0);
+    let globex = cluster.rest_as(0, OTHER_TENANT, "carol", false);
+    let (g_conv, _) = globex
+        .create_conversation(ConversationKind::Group, &["dave"], None)
+        .await
+        .unwrap();
+    let g_conv = g_conv.conversation_id.as_str().to_owned();
+    let mut carol = cluster.ws_as(0, OTHER_TENANT, "carol", "phone").await;
+
+    // Failing open, so every send is stored whatever the plugin does.
+    let v = admin
+        .deploy_plugin("moderation", plugin("flaky"), &[], Some("open"))
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&v))).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let sends = 40;
+    let acme = async {
+        for i in 0..sends {
+            send_acked(&mut alice, &conv, &format!("f{i}"), &format!("m{i}")).await;
+        }
+    };
+    let (_, globex_took) = tokio::join!(acme, timed_sends(&mut carol, &g_conv, "g", sends));
+    eprintln!("globex: {sends} sends in {globex_took:?} beside acme's flaky plugin");
+
+    let counts = &admin.plugin_versions("moderation").await.unwrap()["counts_here"];
+    assert_eq!(counts["quarantines"], 1, "quarantined once: {counts}");
+    assert_eq!(counts["calls"], sends, "{counts}");
+    let m = scrape(cluster.gateways[0].metrics_addr.unwrap()).await;
+    let acme_calls = |outcome: &str| {
+        sum(
+            &m,
+            "switchboard_plugin_calls_total",
+            &format!(r#"hook="moderation",outcome="{outcome}",tenant="acme""#),
+        )
+    };
+    // Exactly five strikes ran (failures, or successes slow on a busy
+    // machine), then it ran no more: at most 10 of 40 calls ran at all.
+    assert_eq!(
+        acme_calls("failed") + acme_calls("slow"),
+        5.0,
+        "five strikes, then quarantined: {m:?}"
+    );
+    assert!(acme_calls("failed") >= 1.0);
+    assert!(
+        acme_calls("quarantined") >= (sends - 10) as f64,
+        "answered by its failure policy: {m:?}"
+    );
+    assert_eq!(
+        sum(
+            &m,
+            "switchboard_plugin_quarantines_total",
+            r#"hook="moderation",tenant="acme""#
+        ),
+        1.0
+    );
+    // globex: every send acked (timed_sends waits for each ack), and no
+    // plugin ever ran for it.
+    assert_eq!(
+        sum(&m, "switchboard_plugin_calls_total", r#"tenant="globex""#),
+        0.0
+    );
+    assert_eq!(texts(&cluster.rest(0, "bob"), &conv).await.len(), sends);
+    assert!(cluster.logs().contains("plugin quarantined"));
+}
+
+/// Issue 26, case 9: the same plugin as a shadow, and replayed over
+/// history, was never quarantined. A shadow now is, like an active
+/// version: its comparisons are counted `quarantined` without running it.
+/// A replay's calls count toward the replayed version's quarantine, and
+/// the replay stops once it is quarantined.
+#[tokio::test]
+async fn a_flaky_shadow_and_its_replay_are_quarantined_like_an_active_version() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[plugins]\nquarantine_ms = 120000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "root", &["alice"])
+        .await;
+    let admin = admin(&cluster, 0);
+    let processes = 2; // the gateway and the worker
+    let shadow = admin
+        .deploy_shadow_plugin("moderation", plugin("flaky"), &[])
+        .await
+        .unwrap();
+    shadow_everywhere(&admin, "moderation", processes, Some(revision(&shadow))).await;
+
+    // No active version: every send is allowed, and compared.
+    let sends = 40;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    for i in 0..sends {
+        send_acked(&mut alice, &conv, &format!("s{i}"), &format!("m{i}")).await;
+    }
+    let listing = shadow_listing_once(&admin, "moderation", |l| {
+        let t = &l["totals"];
+        t["calls"].as_u64().unwrap_or(0) + t["quarantined"].as_u64().unwrap_or(0) == sends
+    })
+    .await;
+    let totals = &listing["totals"];
+    assert_eq!(totals["skipped"], 0, "{listing}");
+    let (failed, calls) = (
+        totals["failed"].as_u64().unwrap(),
+        totals["calls"].as_u64().unwrap(),
+    );
+    assert!((1..=5).contains(&failed), "{listing}");
+    assert!(calls <= 10, "quarantined by its fifth strike: {listing}");
+    assert!(
+        totals["quarantined"].as_u64().unwrap() >= sends - 10,
+        "{listing}"
+    );
+    let m = scrape(cluster.gateways[0].metrics_addr.unwrap()).await;
+    assert!(
+        sum(
+            &m,
+            "switchboard_plugin_shadow_calls_total",
+            r#"outcome="quarantined",tenant="acme""#
+        ) >= (sends - 10) as f64
+    );
+    assert_eq!(
+        sum(
+            &m,
+            "switchboard_plugin_quarantines_total",
+            r#"tenant="acme""#
+        ),
+        1.0
+    );
+
+    // The same plugin as a fresh shadow (a new revision, a new version),
+    // replayed over the 40 messages, newest first: m39 fails, m38 passes,
+    // ... The replay is that version's calls: quarantined by its fifth
+    // strike, it stops there.
+    let shadow = admin
+        .deploy_shadow_plugin("moderation", plugin("flaky"), &[])
+        .await
+        .unwrap();
+    shadow_everywhere(&admin, "moderation", processes, Some(revision(&shadow))).await;
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv, "limit": sends }),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["version"]["revision"], shadow["revision"]);
+    assert_eq!(report["quarantined"], true, "{report}");
+    let (failed, allowed) = (
+        report["failed"].as_u64().unwrap(),
+        report["allowed"].as_u64().unwrap(),
+    );
+    assert!((1..=5).contains(&failed), "{report}");
+    assert!(failed + allowed <= 9, "stopped at quarantine: {report}");
+    // The live shadow is that version: quarantined for live traffic too.
+    let before = admin.plugin_shadow("moderation").await.unwrap()["totals"]["quarantined"]
+        .as_u64()
+        .unwrap();
+    send_acked(&mut alice, &conv, "after", "m2").await;
+    shadow_listing_once(&admin, "moderation", |l| {
+        l["totals"]["quarantined"].as_u64() == Some(before + 1)
+    })
+    .await;
+    // Replayed again: nothing runs.
+    let (status, report) = replay(
+        &admin,
+        "moderation",
+        serde_json::json!({ "conversation_id": conv }),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        (report["quarantined"].as_bool(), report["failed"].as_u64()),
+        (Some(true), Some(0)),
+        "{report}"
+    );
+}
+
+/// Issue 26, case 10: 24 shadow deploys in a row stored 170 MiB against a
+/// 128 MiB cap, and the replaced ones stayed. Now what awaits pruning
+/// counts toward `max_bytes_per_tenant` (at the cap: fits; one past it:
+/// refused, nothing stored), and replaced components are deleted once
+/// their grace is over without another change.
+#[tokio::test]
+async fn replaced_shadows_count_against_the_byte_cap_until_they_are_deleted() {
+    let each = plugin_variant("word-list", 0).len() as u64;
+    let grace = Duration::from_secs(15);
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "[plugins]\nprune_grace_ms = {}\nmax_bytes_per_tenant = {}\n",
+            grace.as_millis(),
+            4 * each
+        ),
+        ..Default::default()
+    })
+    .await;
+    let admin = admin(&cluster, 0);
+    let mut digests = Vec::new();
+    // Four shadows, each replacing the one before: four components stored
+    // (one kept, three awaiting pruning), exactly the cap.
+    for n in 0..4 {
+        let v = admin
+            .deploy_shadow_plugin("moderation", plugin_variant("word-list", n), &[])
+            .await
+            .unwrap();
+        digests.push(v["digest"].as_str().unwrap().to_owned());
+    }
+    let stored = stored_components(&cluster).await;
+    assert_eq!(stored.len(), 4, "{stored:?}");
+    // One more byte would be past it: refused before anything is stored.
+    let e = admin
+        .deploy_shadow_plugin("moderation", plugin_variant("word-list", 4), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(429), "{e}");
+    assert!(e.to_string().contains("max_bytes_per_tenant"), "{e}");
+    assert_eq!(stored_components(&cluster).await, stored);
+    // A component stored already adds nothing: it fits.
+    admin
+        .deploy_shadow_plugin("moderation", plugin_variant("word-list", 2), &[])
+        .await
+        .unwrap();
+    // With no further change, the replaced ones go once their grace is
+    // over.
+    let started = Instant::now();
+    loop {
+        let stored = stored_components(&cluster).await;
+        if stored == HashSet::from([digests[2].clone()]) {
+            break;
+        }
+        assert!(
+            started.elapsed() < grace * 2 + Duration::from_secs(5),
+            "still stored after their grace: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And the deploy refused before fits now.
+    admin
+        .deploy_shadow_plugin("moderation", plugin_variant("word-list", 4), &[])
+        .await
+        .unwrap();
+}
+
+/// Issue 26, lower item: activations were applied one at a time across
+/// tenants, so one tenant's slow compilation (a JavaScript engine takes
+/// tens of seconds in a debug build) held up every other tenant's. Now
+/// the gateway activates globex's small version while acme's is still
+/// compiling. (The worker's deploy service compiled each to validate it,
+/// so the worker has both compiled already; the gateway compiles each
+/// when it activates it.)
+#[tokio::test]
+async fn one_tenants_slow_activation_does_not_hold_up_anothers() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[plugins]\ncompile_timeout_ms = 300000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let acme = admin(&cluster, 0);
+    let globex = cluster.rest_as(0, OTHER_TENANT, "root", true);
+    // The gateway's revision of a tenant's moderator, as it answers.
+    let on_gateway = |listing: &Value| {
+        listing["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["process"].as_str().unwrap().starts_with("gateway"))
+            .and_then(|p| p["active_revision"].as_u64())
+    };
+    // acme's JavaScript moderator: the worker compiles it to validate
+    // it, then every process activates it, the gateway compiling it anew.
+    let js = acme
+        .deploy_plugin("moderation", plugin("js-word-list"), &[], None)
+        .await
+        .unwrap();
+    // globex deploys a small one while the gateway compiles acme's.
+    let small = globex
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let g = globex.plugin_shadow("moderation").await.unwrap();
+        if on_gateway(&g) == Some(revision(&small)) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the gateway never ran globex's version: {g}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let a = acme.plugin_shadow("moderation").await.unwrap();
+    assert_ne!(
+        on_gateway(&a),
+        Some(revision(&js)),
+        "acme's JavaScript engine compiled first ({:?}): this run shows nothing",
+        started.elapsed()
+    );
+    eprintln!(
+        "globex's version ran on the gateway {:?} after its deploy, acme's still compiling",
+        started.elapsed()
+    );
 }
