@@ -478,7 +478,7 @@ struct AckMessage<'a> {
 
 /// The `ack` frame for a stored message, from its `message` frame, with
 /// the `client_msg_id` it answers.
-fn ack_from_message_frame(frame: &[u8]) -> Option<(Utf8Bytes, String)> {
+pub fn ack_from_message_frame(frame: &[u8]) -> Option<(Utf8Bytes, String)> {
     let fields: AckFields<'_> = serde_json::from_slice(frame).ok()?;
     let m = fields.message;
     let quoted = |s: &str| serde_json::to_string(s).ok();

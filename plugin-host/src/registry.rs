@@ -98,7 +98,8 @@ pub fn digest_of_object<'a>(tenant: &TenantId, name: &'a str) -> Option<&'a str>
         .filter(|digest| digest.starts_with("sha256:") && !digest.contains('.'))
 }
 
-fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
+/// The tenant, hook and slot an `sb_plugins` key names, if it names them.
+pub fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
     let (tenant, rest) = key.split_once('.')?;
     let (hook, slot) = match rest.strip_suffix(".shadow") {
         Some(hook) => (hook, Slot::Shadow),
@@ -109,6 +110,23 @@ fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
         Hook::parse(hook)?,
         slot,
     ))
+}
+
+/// The component a version record names, from its object: read within
+/// `max` whatever the record's `size` claims, and checked against its
+/// digest.
+pub async fn read_component(
+    object: impl tokio::io::AsyncRead + Unpin,
+    record: &VersionRecord,
+    max: usize,
+) -> Result<Vec<u8>, LoadError> {
+    let bytes = crate::objects::read_bounded(object, record.size, max)
+        .await
+        .map_err(LoadError::Read)?;
+    if host::digest(&bytes) != record.digest {
+        return Err(LoadError::DigestMismatch);
+    }
+    Ok(bytes)
 }
 
 /// A version installed in this process.
@@ -723,12 +741,7 @@ impl Plugins {
             .await
             .map_err(LoadError::Fetch)?;
         let max = self.host.limits().max_component_bytes;
-        let bytes = crate::objects::read_bounded(object, record.size, max)
-            .await
-            .map_err(LoadError::Read)?;
-        if host::digest(&bytes) != record.digest {
-            return Err(LoadError::DigestMismatch);
-        }
+        let bytes = read_component(object, record, max).await?;
         self.compile_off_runtime(hook, bytes).await
     }
 
