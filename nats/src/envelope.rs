@@ -34,11 +34,12 @@ pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
 pub const HEADER_MAINTENANCE: &str = "Sb-Maintenance";
 
 /// Header of an ingest message that carries several sends (its value is
-/// how many, for operators: readers split the payload). The payload is their commands, each encoded as alone, one
-/// per line: JSON never holds a raw newline, and a line that does not
-/// decode costs only itself. Such a message has no `Nats-Msg-Id`:
-/// JetStream cannot drop a retried send inside it, and the store's
-/// idempotency keys do (the writer answers the retry with the original).
+/// how many, for operators; a writer reads only that it is there). The
+/// payload is their commands, each encoded as alone, one per line: JSON
+/// never holds a raw newline, and a line that does not decode costs only
+/// itself. Such a message has no `Nats-Msg-Id`: JetStream cannot drop a
+/// retried send inside it, and the store's idempotency keys do (the
+/// writer answers the retry with the original).
 pub const HEADER_COMMANDS: &str = "Sb-Commands";
 
 /// The payload of a message of several commands, from each command's
