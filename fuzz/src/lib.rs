@@ -34,6 +34,31 @@ pub struct Stats {
     pub peak_alloc: usize,
 }
 
+/// Runs `target` once on `input`: the most bytes it had allocated at
+/// once, or what went wrong (a panic, or more than its limit).
+pub fn check(target: &Target, input: &[u8]) -> Result<usize, String> {
+    let base = alloc::live();
+    alloc::reset_peak();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| (target.run)(input)));
+    let used = alloc::peak().saturating_sub(base);
+    let limit = (target.alloc_limit)(input.len());
+    match outcome {
+        Err(panic) => Err(format!(
+            "panicked: {}",
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default()
+        )),
+        Ok(()) if used > limit => Err(format!(
+            "allocated {used} bytes for a {}-byte input (limit {limit})",
+            input.len()
+        )),
+        Ok(()) => Ok(used),
+    }
+}
+
 /// Runs `target` on its seeds and `iterations` mutated inputs made from
 /// `seed`. Stops at the first panic or allocation past the limit.
 pub fn run(target: &Target, iterations: u64, seed: u64) -> Result<Stats, Box<Finding>> {
@@ -47,34 +72,16 @@ pub fn run(target: &Target, iterations: u64, seed: u64) -> Result<Stats, Box<Fin
             Some(seed_input) => seed_input.clone(),
             None => mutate::next_input(&mut rng, &corpus, target.max_input),
         };
-        let base = alloc::live();
-        alloc::reset_peak();
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| (target.run)(&input)));
-        let used = alloc::peak().saturating_sub(base);
-        peak_alloc = peak_alloc.max(used);
-        let problem = match outcome {
-            Err(panic) => Some(format!(
-                "panicked: {}",
-                panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default()
-            )),
-            Ok(()) if used > (target.alloc_limit)(input.len()) => Some(format!(
-                "allocated {used} bytes for a {}-byte input (limit {})",
-                input.len(),
-                (target.alloc_limit)(input.len())
-            )),
-            Ok(()) => None,
-        };
-        if let Some(problem) = problem {
-            return Err(Box::new(Finding {
-                target: target.name,
-                iteration,
-                problem,
-                input,
-            }));
+        match check(target, &input) {
+            Ok(used) => peak_alloc = peak_alloc.max(used),
+            Err(problem) => {
+                return Err(Box::new(Finding {
+                    target: target.name,
+                    iteration,
+                    problem,
+                    input,
+                }));
+            }
         }
     }
     Ok(Stats {
@@ -84,18 +91,31 @@ pub fn run(target: &Target, iterations: u64, seed: u64) -> Result<Stats, Box<Fin
     })
 }
 
+/// What tests that read the allocation counters share.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
+pub(crate) mod testing {
     /// The counters are the process's: tests that read them take turns.
     static COUNTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    fn counters() -> std::sync::MutexGuard<'static, ()> {
+    pub(crate) fn counters() -> std::sync::MutexGuard<'static, ()> {
         COUNTERS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// The target named `name`.
+    pub(crate) fn target(name: &str) -> &'static crate::targets::Target {
+        match crate::targets::by_name(name) {
+            Some(t) => t,
+            None => panic!("no target {name}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::counters;
 
     /// The bounded run of CI: every target, a fixed seed, a few seconds.
     /// `switchboard-fuzz` runs the long ones (README, "Fuzzing").

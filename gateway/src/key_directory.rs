@@ -56,7 +56,7 @@ pub enum KeyError {
 
 /// What the bucket holds per device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct DeviceRecord {
+pub struct DeviceRecord {
     identity_key: String,
     #[serde(default)]
     identity_dh_key: Option<String>,
@@ -67,7 +67,7 @@ struct DeviceRecord {
 
 /// What the bucket holds per user.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct UserRecord {
+pub struct UserRecord {
     devices: Vec<DeviceId>,
 }
 
@@ -125,6 +125,15 @@ pub fn validate(upload: &DeviceKeysUpload) -> Result<(), KeyError> {
     Ok(())
 }
 
+/// A value of the bucket as every read decodes it: a [`DeviceRecord`] or
+/// a [`UserRecord`]. Its lists are as long as the value holds, no more.
+pub fn decode<T: for<'de> Deserialize<'de>>(key: &str, value: &[u8]) -> Result<T, KeyError> {
+    serde_json::from_slice(value).map_err(|source| KeyError::Undecodable {
+        key: key.to_owned(),
+        source,
+    })
+}
+
 #[derive(Clone)]
 pub struct KeyDirectory {
     kv: kv::Store,
@@ -163,12 +172,7 @@ impl KeyDirectory {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let value =
-            serde_json::from_slice(&entry.value).map_err(|source| KeyError::Undecodable {
-                key: key.to_owned(),
-                source,
-            })?;
-        Ok(Some((value, entry.revision)))
+        Ok(Some((decode(key, &entry.value)?, entry.revision)))
     }
 
     /// Writes `value` if `key` is still at `revision` (0: absent or

@@ -44,6 +44,9 @@ use crate::error::ApiError;
 
 pub use auth::{Identity, TenantDirectory};
 pub use config::{DevTokens, GatewayConfig, Limits, MediaConfig, TenantConfig};
+/// The `sb_keys` decoder, for the fuzz targets.
+#[doc(hidden)]
+pub use key_directory::{DeviceRecord, UserRecord, decode as decode_keys_value};
 
 /// Everything a request handler needs; shared by all connections.
 pub struct Gateway {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use switchboard_backbone::definitions::LAST_SEEN_BUCKET;
-use switchboard_backbone::records::presence::{last_seen_key, presence_key};
+use switchboard_backbone::records::presence::{last_seen_key, parse_last_seen, presence_key};
 use switchboard_backbone::sessions::Sessions;
 use switchboard_protocol::{PresenceInfo, PresenceStatus, TenantId, Timestamp, UserId};
 
@@ -163,10 +163,7 @@ impl Presence {
             };
         }
         let last_seen = match self.last_seen.get(last_seen_key(tenant, user)).await {
-            Ok(Some(v)) => std::str::from_utf8(&v)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-                .map(Timestamp::from_unix_ms),
+            Ok(Some(v)) => parse_last_seen(&v),
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "reading last seen failed");

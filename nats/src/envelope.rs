@@ -34,11 +34,12 @@ pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
 pub const HEADER_MAINTENANCE: &str = "Sb-Maintenance";
 
 /// Header of an ingest message that carries several sends (its value is
-/// how many). The payload is their commands, each encoded as alone, one
-/// per line: JSON never holds a raw newline, and a line that does not
-/// decode costs only itself. Such a message has no `Nats-Msg-Id`:
-/// JetStream cannot drop a retried send inside it, and the store's
-/// idempotency keys do (the writer answers the retry with the original).
+/// how many, for operators; a writer reads only that it is there). The
+/// payload is their commands, each encoded as alone, one per line: JSON
+/// never holds a raw newline, and a line that does not decode costs only
+/// itself. Such a message has no `Nats-Msg-Id`: JetStream cannot drop a
+/// retried send inside it, and the store's idempotency keys do (the
+/// writer answers the retry with the original).
 pub const HEADER_COMMANDS: &str = "Sb-Commands";
 
 /// The payload of a message of several commands, from each command's
@@ -379,7 +380,9 @@ pub fn decode_event(msg: &async_nats::Message) -> Result<Event, BackboneError> {
     )
 }
 
-fn event_from(
+/// The event a message with these headers and payload carries: what
+/// [`decode_event`] reads, without the NATS message around it.
+pub fn event_from(
     kind: Option<&str>,
     origin_user: Option<&str>,
     origin_device: Option<&str>,
@@ -415,11 +418,13 @@ fn event_from(
 }
 
 /// Header of a delivery to a gateway (`sb.gw.<gateway>`): how many events
-/// it carries. Its payload is, for each event, one line of JSON that
-/// addresses it (tenant, users, kind, origin, and the length of its
-/// payload), then the event's payload, then a newline. The payload is
-/// length-counted, so it may hold anything; the addressing line is
-/// compact JSON, which never holds a raw newline.
+/// it carries, for operators (no reader sizes anything by it). Its
+/// payload is, for each event, one line of JSON that addresses it
+/// (tenant, users, kind, origin, and the length of its payload), then the
+/// event's payload, then a newline. The payload is length-counted, so it
+/// may hold anything; the addressing line is compact JSON, which never
+/// holds a raw newline. A length is believed only where the payload holds
+/// that many bytes and a newline after them ([`decode_delivery`]).
 pub const HEADER_EVENTS: &str = "Sb-Events";
 
 #[derive(Serialize, Deserialize)]

@@ -12,7 +12,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::objects::ReadError;
 use async_nats::jetstream::{self, kv, object_store::ObjectStore};
 use futures::StreamExt;
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
@@ -21,7 +20,7 @@ use tokio::sync::Semaphore;
 
 use crate::compiler::Wait;
 use crate::hook::Hook;
-use crate::host::{self, Compiled};
+use crate::host::Compiled;
 use crate::record::{Slot, VersionRecord, object_name, parse_key};
 use crate::registry::{Plugins, RegistryError};
 use crate::version::{LoadError, Loaded, Role};
@@ -186,15 +185,7 @@ impl Activations {
             .get(object_name(tenant, &record.digest))
             .await
             .map_err(LoadError::Fetch)?;
-        let bytes = crate::objects::read_bounded(object, record.size, max)
-            .await
-            .map_err(|e| match e {
-                ReadError::TooLarge { .. } => LoadError::TooLarge { max },
-                ReadError::Io(e) => LoadError::Read(e),
-            })?;
-        if host::digest(&bytes) != record.digest {
-            return Err(LoadError::DigestMismatch);
-        }
+        let bytes = crate::objects::read_component(object, record, max).await?;
         let plugins = self.plugins.clone();
         // However many are queued, the version must load.
         Ok(self

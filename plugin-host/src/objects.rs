@@ -7,6 +7,10 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::host;
+use crate::record::VersionRecord;
+use crate::version::LoadError;
+
 /// Why a component could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -37,6 +41,26 @@ pub async fn read_bounded(
             claimed: bytes.len() as u64,
             max,
         });
+    }
+    Ok(bytes)
+}
+
+/// The component a version record names, from its object: read within
+/// `max` whatever the record's `size` claims, and checked against its
+/// digest.
+pub async fn read_component(
+    object: impl tokio::io::AsyncRead + Unpin,
+    record: &VersionRecord,
+    max: usize,
+) -> Result<Vec<u8>, LoadError> {
+    let bytes = read_bounded(object, record.size, max)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge { .. } => LoadError::TooLarge { max },
+            ReadError::Io(e) => LoadError::Read(e),
+        })?;
+    if host::digest(&bytes) != record.digest {
+        return Err(LoadError::DigestMismatch);
     }
     Ok(bytes)
 }

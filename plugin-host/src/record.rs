@@ -85,7 +85,8 @@ pub fn digest_of_object<'a>(tenant: &TenantId, name: &'a str) -> Option<&'a str>
         .filter(|digest| digest.starts_with("sha256:") && !digest.contains('.'))
 }
 
-pub(crate) fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
+/// The tenant, hook and slot an `sb_plugins` key names, if it names them.
+pub fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
     let (tenant, rest) = key.split_once('.')?;
     let (hook, slot) = match rest.strip_suffix(".shadow") {
         Some(hook) => (hook, Slot::Shadow),

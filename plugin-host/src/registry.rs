@@ -24,7 +24,7 @@ use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
 use crate::host::{CallError, Compiled, PluginHost, Verdict};
 use crate::shadow::{self, ShadowRunner};
 
-use crate::record::parse_key;
+pub use crate::record::parse_key;
 pub use crate::record::{
     Activation, OnFailure, STATUS_SUBJECT_PREFIX, Slot, VersionRecord, digest_of_object, kv_key,
     object_name, shadow_kv_key,

@@ -250,12 +250,19 @@ async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
         .as_deref()
         .and_then(|t| t.push.as_ref())
     {
-        let due = job.stored_at.unix_ms() + i64::try_from(settings.delay_ms).unwrap_or(i64::MAX);
-        let wait = due - Timestamp::now().unix_ms();
+        let wait = due(job.stored_at, settings.delay_ms).saturating_sub(Timestamp::now().unix_ms());
         if wait > 0 {
             tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
         }
     }
+}
+
+/// When a message job's pushes are due (Unix ms). Both terms come from
+/// the backbone, so the sum saturates rather than overflow.
+pub fn due(stored_at: Timestamp, delay_ms: u64) -> i64 {
+    stored_at
+        .unix_ms()
+        .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX))
 }
 
 /// The send jobs of one message; how many went out.
@@ -376,11 +383,7 @@ async fn first_in_window(
     let value = now.to_string();
     match ctx.collapse.entry(&key).await? {
         Some(e) if e.operation == kv::Operation::Put => {
-            let last: i64 = std::str::from_utf8(&e.value)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if now - last < i64::try_from(window_ms).unwrap_or(i64::MAX) {
+            if collapsed(&e.value, now, window_ms) {
                 return Ok(false);
             }
             Ok(ctx
@@ -391,6 +394,17 @@ async fn first_in_window(
         }
         _ => Ok(ctx.collapse.create(&key, value.into()).await.is_ok()),
     }
+}
+
+/// Whether the collapse mark `mark` (the Unix ms of the last push, as
+/// written above) falls within `window_ms` before `now`. A mark that does
+/// not parse counts as none; any `i64` is taken without overflow.
+pub fn collapsed(mark: &[u8], now: i64, window_ms: u64) -> bool {
+    let last: i64 = std::str::from_utf8(mark)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    now.saturating_sub(last) < i64::try_from(window_ms).unwrap_or(i64::MAX)
 }
 
 async fn send_stage(ctx: &Ctx, m: jetstream::Message) {

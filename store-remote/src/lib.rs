@@ -24,3 +24,6 @@ mod wire;
 
 pub use remote::RemoteStore;
 pub use service::{SERVICE_NAME, ServeError, serve};
+/// The wire's decoders, for the fuzz targets.
+#[doc(hidden)]
+pub use wire::{Request, decode_reply, decode_request};

@@ -17,7 +17,7 @@ use switchboard_store::{
 };
 
 use crate::calls::store_calls;
-use crate::wire::{Reply, Request};
+use crate::wire::{Request, decode_reply};
 
 /// A [`Store`](switchboard_store::Store) in another process, reached over
 /// NATS. Its `Store` methods are made from the list in `calls.rs`.
@@ -53,11 +53,7 @@ impl RemoteStore {
                 ));
             }
         };
-        match serde_json::from_slice::<Reply<T>>(&msg.payload) {
-            Ok(Reply::Ok(v)) => Ok(v),
-            Ok(Reply::Err(e)) => Err(e),
-            Err(e) => Err(StoreError::Corrupt(format!("bad store reply: {e}"))),
-        }
+        decode_reply(&msg.payload)
     }
 
     /// Newest first: each part continues below the oldest so far.

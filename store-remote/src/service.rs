@@ -20,7 +20,7 @@ use switchboard_backbone::subject::{STORE_LEGACY, STORE_QUEUE_GROUP};
 use switchboard_store::{Store, StoreError};
 
 use crate::calls::store_calls;
-use crate::wire::{Access, Request, reply};
+use crate::wire::{Access, Request, decode_request, reply};
 
 /// The micro service's name, as `nats micro ls` lists it.
 pub const SERVICE_NAME: &str = "switchboard-store";
@@ -76,7 +76,7 @@ impl Arrival {
 
 /// Answers one request that arrived at `arrival`.
 async fn handle(store: &dyn Store, arrival: Arrival, payload: &[u8]) -> Vec<u8> {
-    match serde_json::from_slice::<Request>(payload) {
+    match decode_request(payload) {
         Ok(request) if arrival.takes(request.access()) => dispatch(store, request).await,
         Ok(request) => reply::<()>(Err(StoreError::Refused(format!(
             "this call is asked on {} only",

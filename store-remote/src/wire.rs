@@ -2,6 +2,7 @@
 //! the [`Access`] it needs (so the subject it goes to), and the
 //! [`Reply`].
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::subject::{STORE_MARKS, STORE_READ, STORE_WRITE};
 use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
@@ -62,7 +63,7 @@ macro_rules! requests {
         #[allow(non_camel_case_types)]
         #[derive(Debug, Serialize, Deserialize)]
         #[serde(tag = "op")]
-        pub(crate) enum Request {
+        pub enum Request {
             $( $read { $($rarg: owned!($($rty)+)),* }, )*
             $( $mark { $($marg: owned!($($mty)+)),* }, )*
             $( $write { $($warg: owned!($($wty)+)),* }, )*
@@ -89,6 +90,20 @@ store_calls!(requests);
 pub(crate) enum Reply<T> {
     Ok(T),
     Err(StoreError),
+}
+
+/// A request as the service decodes it, whichever endpoint it came to.
+pub fn decode_request(payload: &[u8]) -> Result<Request, serde_json::Error> {
+    serde_json::from_slice(payload)
+}
+
+/// A reply as the caller decodes it: the call's result.
+pub fn decode_reply<T: DeserializeOwned>(payload: &[u8]) -> StoreResult<T> {
+    match serde_json::from_slice::<Reply<T>>(payload) {
+        Ok(Reply::Ok(v)) => Ok(v),
+        Ok(Reply::Err(e)) => Err(e),
+        Err(e) => Err(StoreError::Corrupt(format!("bad store reply: {e}"))),
+    }
 }
 
 /// Encodes a store call's result as its reply.

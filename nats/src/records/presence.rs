@@ -50,16 +50,26 @@ pub fn last_seen_key(tenant: &TenantId, user: &UserId) -> String {
     format!("{}.{}", part(tenant.as_str()), part(user.as_str()))
 }
 
+/// A user's last-seen time as `sb_last_seen` holds it (Unix ms, in
+/// decimal); `None` for a value that is not one.
+pub fn parse_last_seen(value: &[u8]) -> Option<Timestamp> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .map(Timestamp::from_unix_ms)
+}
+
 /// What a key of `sb_presence` is about.
 #[derive(Debug, PartialEq, Eq)]
-enum Key {
+pub enum Key {
     /// A user on a gateway.
     User(TenantId, UserId, String),
     /// A process that routes events.
     Router(String),
 }
 
-fn parse_key(key: &str) -> Option<Key> {
+/// What `key` names, if it is a key of `sb_presence`.
+pub fn parse_key(key: &str) -> Option<Key> {
     let parts: Vec<&str> = key.split('.').collect();
     match parts[..] {
         [ROUTERS, r] => Some(Key::Router(id(r)?)),

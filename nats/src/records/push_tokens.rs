@@ -20,7 +20,13 @@ pub struct DeviceToken {
     pub updated_at: Timestamp,
 }
 
-type Devices = BTreeMap<DeviceId, DeviceToken>;
+/// A user's devices with a token: the value of their key.
+pub type Devices = BTreeMap<DeviceId, DeviceToken>;
+
+/// A value of `sb_push_tokens` as every reader decodes it.
+pub fn decode_devices(value: &[u8]) -> Result<Devices, PushTokenError> {
+    serde_json::from_slice(value).map_err(nats)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushTokenError {
@@ -55,7 +61,7 @@ impl PushTokens {
     async fn read(&self, key: &str) -> Result<(Devices, u64), PushTokenError> {
         match self.kv.entry(key).await.map_err(nats)? {
             Some(e) if e.operation == kv::Operation::Put => {
-                Ok((serde_json::from_slice(&e.value).map_err(nats)?, e.revision))
+                Ok((decode_devices(&e.value)?, e.revision))
             }
             Some(e) => Ok((Devices::new(), e.revision)),
             None => Ok((Devices::new(), 0)),

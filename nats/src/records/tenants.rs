@@ -460,6 +460,28 @@ fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TenantError {
     TenantError::Backbone(crate::cause(e))
 }
 
+/// The tenant an `sb_tenants` key names, if it names one.
+pub fn tenant_of_key(key: &str) -> Option<TenantId> {
+    kv_key::id(key).and_then(|id| TenantId::new(id).ok())
+}
+
+/// The value of tenant `id`'s key as every follower reads it: refused when
+/// it does not decode or names another tenant.
+pub fn decode_record(id: &TenantId, value: &[u8]) -> Result<TenantRecord, TenantError> {
+    let record: TenantRecord =
+        serde_json::from_slice(value).map_err(|source| TenantError::Undecodable {
+            id: id.to_string(),
+            source,
+        })?;
+    if record.id != *id {
+        return Err(TenantError::Invalid(format!(
+            "the record of tenant {id} names tenant {}",
+            record.id
+        )));
+    }
+    Ok(record)
+}
+
 /// Reads and changes tenants.
 #[derive(Clone)]
 pub struct TenantRegistry {
@@ -505,7 +527,7 @@ impl TenantRegistry {
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key.map_err(nats)?;
-            let Some(id) = kv_key::id(&key).and_then(|id| TenantId::new(id).ok()) else {
+            let Some(id) = tenant_of_key(&key) else {
                 continue;
             };
             if let Some((record, _)) = self.read(&id).await? {
@@ -671,21 +693,17 @@ impl TenantBook {
     }
 
     fn apply(&self, entry: &kv::Entry, on_change: &OnChange) {
-        let Some(id) = kv_key::id(&entry.key).and_then(|id| TenantId::new(id).ok()) else {
+        let Some(id) = tenant_of_key(&entry.key) else {
             tracing::warn!(key = %entry.key, "ignoring an sb_tenants key that is no tenant id");
             return;
         };
         let record = if entry.operation == kv::Operation::Put {
-            match serde_json::from_slice::<TenantRecord>(&entry.value) {
-                Ok(r) if r.id == id => Some(r),
-                Ok(_) => {
-                    tracing::warn!(tenant = %id, "ignoring an sb_tenants record naming another tenant");
-                    return;
-                }
+            match decode_record(&id, &entry.value) {
+                Ok(r) => Some(r),
                 Err(e) => {
                     // The tenant keeps what it had: a broken record must
                     // not lock a tenant out or lift its quotas.
-                    tracing::warn!(tenant = %id, error = %e, "ignoring an sb_tenants record that does not decode");
+                    tracing::warn!(tenant = %id, error = %e, "ignoring an sb_tenants record");
                     return;
                 }
             }
