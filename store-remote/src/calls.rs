@@ -17,9 +17,10 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
-    SentKey, SequencerState, Store, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
+    StoreResult,
 };
 
 use crate::remote::RemoteStore;
@@ -98,6 +99,9 @@ macro_rules! paste_in_parts {
     ($self:ident, history, $($arg:ident),*) => { $self.history_in_parts($($arg),*).await };
     ($self:ident, replay, $($arg:ident),*) => { $self.replay_in_parts($($arg),*).await };
     ($self:ident, inbox, $($arg:ident),*) => { $self.inbox_in_parts($($arg),*).await };
+    ($self:ident, conversation_page, $($arg:ident),*) => {
+        $self.conversation_page_in_parts($($arg),*).await
+    };
 }
 
 store_calls! {
@@ -126,11 +130,11 @@ store_calls! {
         media_readable(tenant: [&TenantId], blob_ref: [&str], reader: [&UserId]) -> bool;
         media_referenced(tenant: [&TenantId], blob_ref: [&str]) -> bool;
         contacts(tenant: [&TenantId], user: [&UserId]) -> Vec<UserId>;
+        consent(queries: [Vec<ConsentQuery>]) -> Vec<Consent>;
         memberships(
             tenant: [&TenantId],
             user: [&UserId]
         ) -> Vec<(ConversationId, ConversationKind, usize)>;
-        conversations_of(tenant: [&TenantId], user: [&UserId]) -> Vec<ConversationSummary>;
         ack_delivered(
             tenant: [&TenantId],
             user: [&UserId],
@@ -162,6 +166,11 @@ store_calls! {
         ) -> Vec<ArchivedBucket>;
     }
     paged {
+        conversation_page(
+            tenant: [&TenantId],
+            user: [&UserId],
+            query: [ListQuery]
+        ) -> Vec<ConversationSummary>;
         history(
             tenant: [&TenantId],
             conversation: [&ConversationId],

@@ -6,7 +6,9 @@ use serde::de::DeserializeOwned;
 use switchboard_backbone::subject::STORE_SERVICE;
 use switchboard_backbone::{connection_epoch, reconnected_since};
 use switchboard_protocol::{ConversationId, DeviceId, Message, TenantId, UserId};
-use switchboard_store::{HistoryQuery, InboxCursor, StoreError, StoreResult};
+use switchboard_store::{
+    ConversationSummary, HistoryQuery, InboxCursor, ListCursor, ListQuery, StoreError, StoreResult,
+};
 
 use crate::calls::Request;
 use crate::service::Reply;
@@ -94,6 +96,31 @@ impl RemoteStore {
         .await
     }
 
+    /// List order: each part continues after the last entry so far. An
+    /// entry holds one preview (a message within the content limits) and
+    /// its member ids; one entry alone too large for a NATS message (a
+    /// channel of tens of thousands of members) still fails the page.
+    pub(crate) async fn conversation_page_in_parts(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        query: ListQuery,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        in_parts(query.limit, |last: Option<&ConversationSummary>, limit| {
+            self.call(Request::conversation_page {
+                tenant: tenant.clone(),
+                user: user.clone(),
+                query: ListQuery {
+                    after: last
+                        .map(|s| ListCursor::of(&s.record))
+                        .or_else(|| query.after.clone()),
+                    limit,
+                },
+            })
+        })
+        .await
+    }
+
     pub(crate) async fn inbox_in_parts(
         &self,
         tenant: &TenantId,
@@ -115,17 +142,17 @@ impl RemoteStore {
     }
 }
 
-/// Reads up to `limit` messages with `read(last, n)`, which reads `n`
-/// continuing after `last` (the last message read so far; `None` at the
+/// Reads up to `limit` items with `read(last, n)`, which reads `n`
+/// continuing after `last` (the last item read so far; `None` at the
 /// start). One NATS message holds at most the server's `max_payload`: when
 /// an answer is too large the part is halved, and parts follow each other
-/// until `limit` messages are read or a part comes back short.
-async fn in_parts<F, Fut>(limit: usize, read: F) -> StoreResult<Vec<Message>>
+/// until `limit` items are read or a part comes back short.
+async fn in_parts<T, F, Fut>(limit: usize, read: F) -> StoreResult<Vec<T>>
 where
-    F: Fn(Option<&Message>, usize) -> Fut,
-    Fut: std::future::Future<Output = StoreResult<Vec<Message>>>,
+    F: Fn(Option<&T>, usize) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<T>>>,
 {
-    let mut out: Vec<Message> = Vec::new();
+    let mut out: Vec<T> = Vec::new();
     let mut part = limit;
     while out.len() < limit {
         let want = part.min(limit - out.len());
