@@ -41,8 +41,14 @@ fn ids(list: &ConversationList) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case7_many_groups_with_large_last_messages_page_through_over_the_store_service() {
-    // Every gateway of the harness reads the store over NATS (`--store nats`).
-    let cluster = Cluster::start(ClusterSpec::default()).await;
+    // Every gateway of the harness reads the store over NATS (`--store
+    // nats`). Pages of at most 180: a full one (181 asked of the store,
+    // 8.9 MB) is past the test server's max_payload of 8 MiB.
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[limits]\nconversations_max_limit = 180\n".into(),
+        ..Default::default()
+    })
+    .await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
     // The victim once opened a conversation with the sender, so consent
     // to groups lets every one of them through: this is about the list.
@@ -72,26 +78,30 @@ async fn case7_many_groups_with_large_last_messages_page_through_over_the_store_
     assert_eq!(first.conversations[0].conversation_id.as_str(), groups[184]);
     assert!(first.next_cursor.is_some());
 
-    // Pages of the largest size (200): about 9 MiB of previews each, far
-    // past one NATS message, which the gateway reads in parts.
+    // Pages of the largest size: more previews than one NATS message
+    // holds, which the gateway reads from the store service in parts.
     let mut seen: Vec<ConversationView> = Vec::new();
     let mut cursor: Option<String> = None;
-    let mut pages = 0;
+    let mut sizes = Vec::new();
     loop {
         let page = victim
             .conversation_page(Some(500), cursor.as_deref())
             .await
-            .unwrap_or_else(|e| panic!("page {pages}: {e}\n{}", cluster.logs()));
-        assert!(page.conversations.len() <= 200, "the limit is capped");
-        pages += 1;
+            .unwrap_or_else(|e| panic!("page {}: {e}\n{}", sizes.len(), cluster.logs()));
+        sizes.push(page.conversations.len());
         seen.extend(page.conversations);
         match page.next_cursor {
             Some(c) => cursor = Some(c),
             None => break,
         }
     }
-    assert_eq!(pages, 1, "186 conversations fit one page of 200");
+    assert_eq!(sizes, [180, 6], "a limit past the maximum is capped");
     assert_eq!(seen.len(), 186);
+    // The maximum, and one past it.
+    for (asked, got) in [(180, 180), (181, 180)] {
+        let page = victim.conversation_page(Some(asked), None).await.unwrap();
+        assert_eq!(page.conversations.len(), got, "limit {asked}");
+    }
     let distinct: HashSet<&str> = seen.iter().map(|c| c.conversation_id.as_str()).collect();
     assert_eq!(distinct.len(), 186);
     assert!(seen.windows(2).all(|w| activity(&w[0]) >= activity(&w[1])));
