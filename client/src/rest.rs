@@ -130,6 +130,30 @@ impl RestClient {
         Self::parse(r).await
     }
 
+    /// One page of `GET /v1/conversations`: at most `limit` (the server's
+    /// default when `None`) after `cursor` (a `next_cursor`).
+    pub async fn conversation_page(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<ConversationList, RestError> {
+        let mut query = Vec::new();
+        if let Some(n) = limit {
+            query.push(("limit", n.to_string()));
+        }
+        if let Some(c) = cursor {
+            query.push(("cursor", c.to_owned()));
+        }
+        let r = self
+            .http
+            .get(self.url("/v1/conversations"))
+            .bearer_auth(&self.token)
+            .query(&query)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
     pub async fn conversation(&self, id: &str) -> Result<ConversationView, RestError> {
         let r = self
             .http

@@ -176,6 +176,10 @@ pub struct Limits {
     /// Default and maximum `limit` of `pull_backlog`.
     pub backlog_default_limit: usize,
     pub backlog_max_limit: usize,
+    /// Default and maximum `limit` of a page of `GET /v1/conversations`
+    /// (a larger `limit` is capped).
+    pub conversations_default_limit: usize,
+    pub conversations_max_limit: usize,
     /// Key-directory claims per second of one user (per gateway), and
     /// their burst: one user cannot drain everyone's one-time prekeys.
     pub key_claims_per_second: f64,
@@ -227,6 +231,8 @@ impl Default for Limits {
             max_title_chars: 256,
             backlog_default_limit: 200,
             backlog_max_limit: 1000,
+            conversations_default_limit: 50,
+            conversations_max_limit: 200,
             key_claims_per_second: 5.0,
             key_claim_burst: 20.0,
         }

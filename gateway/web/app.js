@@ -34,8 +34,13 @@ let lastTypingAt = 0;
 let listTimer;
 // The conversation list as last fetched, then kept current from the
 // session's events (one REST call per event would spend the user's
-// request rate).
+// request rate). It comes a page at a time: `listCursor` is where the
+// next page starts (null when every page is here), `listPages` how many
+// pages a refresh reads again.
 const summaries = new Map();
+let listCursor = null;
+let listPages = 1;
+let listLoading = false;
 
 async function devToken(user, device) {
   const response = await fetch("/v1/dev/token", {
@@ -171,11 +176,22 @@ function noteInList(m, isNew) {
   renderList();
 }
 
+/** Reads the list again from its first page, as many pages as were
+ * shown (a conversation that moved meanwhile is found where it is now). */
 async function refreshList() {
   try {
-    const list = await client.rest.conversations();
+    const fresh = new Map();
+    let cursor;
+    let pages = 0;
+    do {
+      const page = await client.rest.conversationPage(cursor ? { cursor } : {});
+      for (const c of page.conversations) fresh.set(c.conversation_id, c);
+      cursor = page.next_cursor;
+      pages += 1;
+    } while (cursor && pages < listPages);
     summaries.clear();
-    for (const c of list) summaries.set(c.conversation_id, c);
+    for (const [id, c] of fresh) summaries.set(id, c);
+    listCursor = cursor ?? null;
     showError("new-error", "");
   } catch (e) {
     showError("new-error", e.message);
@@ -183,6 +199,31 @@ async function refreshList() {
   }
   renderList();
 }
+
+/** The next page of the list, below what is shown. */
+async function loadMoreConversations() {
+  if (!listCursor || listLoading) return;
+  listLoading = true;
+  try {
+    const page = await client.rest.conversationPage({ cursor: listCursor });
+    // A conversation already here moved up meanwhile: keep the newer copy.
+    for (const c of page.conversations) if (!summaries.has(c.conversation_id)) summaries.set(c.conversation_id, c);
+    listCursor = page.next_cursor;
+    listPages += 1;
+    showError("new-error", "");
+  } catch (e) {
+    showError("new-error", e.message);
+  } finally {
+    listLoading = false;
+  }
+  renderList();
+}
+
+// Scrolled near the end of the list: the next page.
+$("conversations").addEventListener("scroll", () => {
+  const ul = $("conversations");
+  if (ul.scrollTop + ul.clientHeight >= ul.scrollHeight - 40) loadMoreConversations();
+});
 
 function renderList() {
   const list = [...summaries.values()].sort(
@@ -207,6 +248,15 @@ function renderList() {
       return el("li", {}, button);
     }),
   );
+  if (listCursor) {
+    ul.append(
+      el(
+        "li",
+        {},
+        el("button", { type: "button", id: "more-conversations", class: "more", onclick: loadMoreConversations }, "Load more conversations"),
+      ),
+    );
+  }
 }
 
 $("new-chat").addEventListener("submit", async (event) => {

@@ -136,14 +136,29 @@ var Rest = class {
   createConversation(kind, members, title) {
     return this.json("POST", "/v1/conversations", { kind, members, ...title ? { title } : {} });
   }
-  /** The caller's conversations, most recent activity first, each with
-   * its preview and unread count. */
+  /** The caller's newest conversations, most recent activity first,
+   * each with its preview and unread count: the first page, of the
+   * server's default size (`conversationPage` reads on). */
   async conversations() {
+    return (await this.conversationPage()).conversations;
+  }
+  /** One page of the caller's conversations, most recent activity first;
+   * pass `next_cursor` back as `cursor` for the next one. A conversation
+   * whose activity changes while you page moves to the front: it is
+   * never listed twice, and the pages after the move do not hold it (the
+   * first page, and its live `message` events, do). A server from before
+   * paging answers the whole list as one last page. */
+  async conversationPage(page = {}) {
+    const query = new URLSearchParams();
+    if (page.limit !== void 0) query.set("limit", String(page.limit));
+    if (page.cursor !== void 0) query.set("cursor", page.cursor);
+    const q = query.size ? `?${query}` : "";
     const body = await this.json(
       "GET",
-      "/v1/conversations"
+      `/v1/conversations${q}`
     );
-    return Array.isArray(body) ? body : body.conversations;
+    if (Array.isArray(body)) return { conversations: body, next_cursor: null };
+    return { conversations: body.conversations, next_cursor: body.next_cursor ?? null };
   }
   conversation(id) {
     return this.json("GET", `/v1/conversations/${enc(id)}`);

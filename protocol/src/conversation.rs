@@ -117,9 +117,14 @@ pub struct HistoryPage {
     pub next_before_seq: Option<u64>,
 }
 
-/// Body of `GET /v1/conversations`.
+/// Body of `GET /v1/conversations`: one page of the caller's list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ConversationList {
     pub conversations: Vec<ConversationView>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    /// Opaque: its form may change between releases. Servers from before
+    /// paging answered the whole list without it.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }

@@ -44,11 +44,11 @@ macro_rules! store_calls {
                 media_readable(tenant: [&TenantId], blob_ref: [&str], reader: [&UserId]) -> bool;
                 media_referenced(tenant: [&TenantId], blob_ref: [&str]) -> bool;
                 contacts(tenant: [&TenantId], user: [&UserId]) -> Vec<UserId>;
+                consent(queries: [Vec<ConsentQuery>]) -> Vec<Consent>;
                 memberships(
                     tenant: [&TenantId],
                     user: [&UserId]
                 ) -> Vec<(ConversationId, ConversationKind, usize)>;
-                conversations_of(tenant: [&TenantId], user: [&UserId]) -> Vec<ConversationSummary>;
                 message_seqs(keys: [Vec<MessageKey>]) -> Vec<Option<u64>>;
                 archive_candidates(
                     before_day: [u32],
@@ -85,6 +85,11 @@ macro_rules! store_calls {
                 expire_inbox(before: [Timestamp], cursor: [Option<String>], budget: [usize]) -> InboxSweep;
             }
             paged {
+                conversation_page(
+                    tenant: [&TenantId],
+                    user: [&UserId],
+                    query: [ListQuery]
+                ) -> Vec<ConversationSummary>;
                 history(
                     tenant: [&TenantId],
                     conversation: [&ConversationId],

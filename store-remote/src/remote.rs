@@ -11,9 +11,10 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState,
+    Store, StoreError, StoreResult,
 };
 
 use crate::calls::store_calls;
@@ -99,6 +100,31 @@ impl RemoteStore {
         .await
     }
 
+    /// List order: each part continues after the last entry so far. An
+    /// entry holds one preview (a message within the content limits) and
+    /// its member ids; one entry alone too large for a NATS message (a
+    /// channel of tens of thousands of members) still fails the page.
+    pub(crate) async fn conversation_page_in_parts(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        query: ListQuery,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        in_parts(query.limit, |last: Option<&ConversationSummary>, limit| {
+            self.call(Request::conversation_page {
+                tenant: tenant.clone(),
+                user: user.clone(),
+                query: ListQuery {
+                    after: last
+                        .map(|s| ListCursor::of(&s.record))
+                        .or_else(|| query.after.clone()),
+                    limit,
+                },
+            })
+        })
+        .await
+    }
+
     pub(crate) async fn inbox_in_parts(
         &self,
         tenant: &TenantId,
@@ -135,6 +161,9 @@ macro_rules! in_parts_of {
     ($self:ident, history, $($arg:ident),*) => { $self.history_in_parts($($arg),*).await };
     ($self:ident, replay, $($arg:ident),*) => { $self.replay_in_parts($($arg),*).await };
     ($self:ident, inbox, $($arg:ident),*) => { $self.inbox_in_parts($($arg),*).await };
+    ($self:ident, conversation_page, $($arg:ident),*) => {
+        $self.conversation_page_in_parts($($arg),*).await
+    };
 }
 
 macro_rules! remote_store {
@@ -172,17 +201,17 @@ macro_rules! remote_store {
 
 store_calls!(remote_store);
 
-/// Reads up to `limit` messages with `read(last, n)`, which reads `n`
-/// continuing after `last` (the last message read so far; `None` at the
+/// Reads up to `limit` items with `read(last, n)`, which reads `n`
+/// continuing after `last` (the last item read so far; `None` at the
 /// start). One NATS message holds at most the server's `max_payload`: when
 /// an answer is too large the part is halved, and parts follow each other
-/// until `limit` messages are read or a part comes back short.
-async fn in_parts<F, Fut>(limit: usize, read: F) -> StoreResult<Vec<Message>>
+/// until `limit` items are read or a part comes back short.
+async fn in_parts<T, F, Fut>(limit: usize, read: F) -> StoreResult<Vec<T>>
 where
-    F: Fn(Option<&Message>, usize) -> Fut,
-    Fut: std::future::Future<Output = StoreResult<Vec<Message>>>,
+    F: Fn(Option<&T>, usize) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<T>>>,
 {
-    let mut out: Vec<Message> = Vec::new();
+    let mut out: Vec<T> = Vec::new();
     let mut part = limit;
     while out.len() < limit {
         let want = part.min(limit - out.len());

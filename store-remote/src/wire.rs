@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use switchboard_backbone::subject::{STORE_MARKS, STORE_READ, STORE_WRITE};
 use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
 use switchboard_store::{
-    BucketKey, ConversationKey, HistoryQuery, InboxCursor, MessageKey, Mutation, SentKey,
-    StoreError, StoreResult,
+    BucketKey, ConsentQuery, ConversationKey, HistoryQuery, InboxCursor, ListQuery, MessageKey,
+    Mutation, SentKey, StoreError, StoreResult,
 };
 
 use crate::calls::store_calls;

@@ -20,6 +20,10 @@
 //!   configured to (`inbox_sweep`).
 //! - Write order across processes follows the hosts' clocks (explicit
 //!   write timestamps, see `cql::Clock`).
+//! - The per-user limit on unsolicited groups spans conversations, so no
+//!   single writer guards it: adds of one user committed at the same
+//!   moment by writers of different partitions may each pass the check
+//!   (`people.rs`). The embedded store's one writer thread makes it exact.
 //!
 //! Consistency is LOCAL_QUORUM for reads and writes by default: a read at
 //! LOCAL_QUORUM after a write at LOCAL_QUORUM in the same datacenter sees
@@ -30,6 +34,7 @@
 mod commit;
 mod config;
 mod cql;
+mod people;
 mod rows;
 mod schema;
 mod statements;

@@ -257,6 +257,8 @@ mod tests {
                 "messages",
                 "schema_version",
                 "sent",
+                "speakers",
+                "unsolicited_adds",
                 "user_conversations",
             ]
         );

@@ -70,6 +70,10 @@ statements! {
     // --- conversations
     conversation: Read<(Text, Text), ConversationRow> =
         "SELECT kind, title, created_at, created_by, last_seq, last_message, last_activity FROM conversations WHERE tenant = ? AND conversation_id = ?";
+    conversation_activity: Read<(Text, Text), (i64,)> =
+        "SELECT last_activity FROM conversations WHERE tenant = ? AND conversation_id = ?";
+    conversation_origin: Read<(Text, Text), (String, String)> =
+        "SELECT kind, created_by FROM conversations WHERE tenant = ? AND conversation_id = ?";
     insert_conversation: Write<(Text, Text, Text, Text, BigInt, Text, BigInt, Text, BigInt, BigInt)> =
         "INSERT INTO conversations (tenant, conversation_id, kind, title, created_at, created_by, last_seq, last_message, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
     set_position: Write<(BigInt, BigInt, Text, BigInt, Text, Text)> =
@@ -102,6 +106,18 @@ statements! {
         "INSERT INTO user_conversations (tenant, user_id, conversation_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
     delete_user_conversation: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM user_conversations USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
+
+    // --- who has spoken to whom (consent and presence)
+    speaker: Read<(Text, Text, Text), (String,)> =
+        "SELECT user_id FROM speakers WHERE tenant = ? AND conversation_id = ? AND user_id = ?";
+    insert_speaker: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO speakers (tenant, conversation_id, user_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_speaker: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM speakers USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND user_id = ?";
+    unsolicited_since: Read<(Text, Text, BigInt), (i64,)> =
+        "SELECT at FROM unsolicited_adds WHERE tenant = ? AND user_id = ? AND at >= ?";
+    insert_unsolicited: Write<(Text, Text, BigInt, Text, Text, Int, BigInt)> =
+        "INSERT INTO unsolicited_adds (tenant, user_id, at, conversation_id, actor) VALUES (?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?";
 
     // --- messages, versions, buckets
     message: Read<(Text, Text, Int, BigInt), (String,)> =

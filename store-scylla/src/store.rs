@@ -15,9 +15,10 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MemberRecord,
-    MessageKey, Mutation, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, SentKey, SequencerState,
+    Store, StoreError, StoreResult,
 };
 
 use crate::commit::{Tx, collect_messages};
@@ -263,11 +264,11 @@ impl ScyllaStore {
         }
     }
 
-    async fn my_marks(&self, t: &str, c: &str, u: &str) -> StoreResult<(u64, u64)> {
+    pub(crate) async fn my_marks(&self, t: &str, c: &str, u: &str) -> StoreResult<(u64, u64)> {
         marks(self.st.marks_of.all(&self.session, (t, c, u)).await?)
     }
 
-    async fn conversation_ids_of(&self, t: &str, u: &str) -> StoreResult<Vec<String>> {
+    pub(crate) async fn conversation_ids_of(&self, t: &str, u: &str) -> StoreResult<Vec<String>> {
         self.st
             .user_conversations
             .stream(&self.session, (t, u))
@@ -588,26 +589,11 @@ impl Store for ScyllaStore {
     }
 
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
-        let (t, u) = (tenant.as_str(), user.as_str());
-        let ids = self.conversation_ids_of(t, u).await?;
-        let per_conversation = self
-            .each(ids, |c| async move {
-                match self.conv_row(t, &c).await? {
-                    Some(conv) if conv.kind == ConversationKind::Direct => {
-                        self.member_ids(t, &c).await
-                    }
-                    _ => Ok(Vec::new()),
-                }
-            })
-            .await?;
-        per_conversation
-            .into_iter()
-            .flatten()
-            .filter(|m| m != u)
-            .collect::<BTreeSet<String>>()
-            .into_iter()
-            .map(user_id)
-            .collect()
+        self.presence_audience(tenant, user).await
+    }
+
+    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
+        self.consent_of(queries).await
     }
 
     async fn memberships(
@@ -630,51 +616,13 @@ impl Store for ScyllaStore {
         Ok(found.into_iter().flatten().collect())
     }
 
-    async fn conversations_of(
+    async fn conversation_page(
         &self,
         tenant: &TenantId,
         user: &UserId,
+        query: ListQuery,
     ) -> StoreResult<Vec<ConversationSummary>> {
-        let (t, u) = (tenant.as_str(), user.as_str());
-        let ids = self.conversation_ids_of(t, u).await?;
-        let found = self
-            .each(ids, |c| async move {
-                let (member, conv, members, me) = futures::try_join!(
-                    self.st.member.one(&self.session, (t, c.as_str(), u)),
-                    self.conv_row(t, &c),
-                    self.member_ids(t, &c),
-                    self.my_marks(t, &c, u),
-                )?;
-                let (Some((joined,)), Some(conv)) = (member, conv) else {
-                    return Ok(None);
-                };
-                let key = ConversationKey {
-                    tenant: tenant.clone(),
-                    conversation_id: conversation_id(c)?,
-                };
-                Ok(Some(ConversationSummary {
-                    record: conv.record(&key)?,
-                    member_ids: members
-                        .into_iter()
-                        .map(user_id)
-                        .collect::<StoreResult<Vec<_>>>()?,
-                    me: MemberRecord {
-                        user_id: user.clone(),
-                        joined_at: Timestamp::from_unix_ms(joined),
-                        delivered_seq: me.0,
-                        read_seq: me.1,
-                    },
-                }))
-            })
-            .await?;
-        let mut out: Vec<ConversationSummary> = found.into_iter().flatten().collect();
-        out.sort_by(|a, b| {
-            b.record
-                .last_activity
-                .cmp(&a.record.last_activity)
-                .then_with(|| a.record.conversation_id.cmp(&b.record.conversation_id))
-        });
-        Ok(out)
+        self.page_of_conversations(tenant, user, query).await
     }
 
     async fn history(

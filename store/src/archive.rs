@@ -34,9 +34,10 @@ use switchboard_protocol::{
 };
 
 use crate::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
+    StoreError, StoreResult,
 };
 
 /// Where archive objects live (an S3 bucket or a local directory).
@@ -449,6 +450,10 @@ impl Store for Tiered {
         self.inner.contacts(tenant, user).await
     }
 
+    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
+        self.inner.consent(queries).await
+    }
+
     async fn memberships(
         &self,
         tenant: &TenantId,
@@ -457,12 +462,13 @@ impl Store for Tiered {
         self.inner.memberships(tenant, user).await
     }
 
-    async fn conversations_of(
+    async fn conversation_page(
         &self,
         tenant: &TenantId,
         user: &UserId,
+        query: ListQuery,
     ) -> StoreResult<Vec<ConversationSummary>> {
-        self.inner.conversations_of(tenant, user).await
+        self.inner.conversation_page(tenant, user, query).await
     }
 
     async fn history(

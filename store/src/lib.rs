@@ -108,9 +108,15 @@ pub trait Store: Send + Sync + 'static {
     /// collector keeps those).
     async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool>;
 
-    /// The other members of `user`'s direct conversations: whom their
-    /// presence concerns.
+    /// Whom `user`'s presence concerns: the other members of `user`'s
+    /// direct conversations that `user` opened or has sent in. Someone who
+    /// merely opened a direct conversation with `user` is not among them
+    /// until `user` answers.
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>>;
+
+    /// What the sequencer needs to decide whether an add is unsolicited,
+    /// for each query (see [`ConsentQuery`]).
+    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>>;
 
     /// Every conversation of `user` with its kind and member count (to find
     /// those that fan out on read).
@@ -120,11 +126,14 @@ pub trait Store: Send + Sync + 'static {
         user: &UserId,
     ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>>;
 
-    /// Every conversation `user` is a member of, most recent activity first.
-    async fn conversations_of(
+    /// One page of the conversations `user` is a member of, in
+    /// [`list_order`] (most recent activity first): at most `query.limit`
+    /// of them, after `query.after`.
+    async fn conversation_page(
         &self,
         tenant: &TenantId,
         user: &UserId,
+        query: ListQuery,
     ) -> StoreResult<Vec<ConversationSummary>>;
 
     /// History, newest first: messages with `after_seq < seq < before_seq`.

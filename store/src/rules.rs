@@ -5,8 +5,10 @@
 //! delete finds its message live, an archive finds its bucket exactly as
 //! the archiver read it. Then it decides which rows change: the message,
 //! its idempotency key, its versions, an inbox entry for every member
-//! device but the sender's, the sender's marks, the conversation's
-//! position. Acks move a user's marks and a device's cursor forward only.
+//! device but the sender's, the sender's marks and that the sender has
+//! spoken there, the conversation's position. Acks move a user's marks and
+//! a device's cursor forward only. A member added unsolicited is recorded
+//! against them, within the limit the mutation states.
 //!
 //! Each backend implements [`Commit`]: the reads those rules need and the
 //! row writes they make, nothing more. How rows are keyed, which day bucket
@@ -28,7 +30,10 @@ use switchboard_protocol::{
 
 use crate::{
     BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
+    UnsolicitedAdds,
 };
+
+mod consent;
 
 /// What a message row write is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,8 +139,30 @@ pub trait Commit {
         user: &str,
         at: Timestamp,
     ) -> StoreResult<()>;
-    /// The member row, the marks and the user's listing of the conversation.
+    /// The member row, the marks, the record that the user spoke there
+    /// (`insert_speaker`) and the user's listing of the conversation.
     async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// Records that member `user` has sent in the conversation (a message
+    /// or a membership change): whom they have spoken to, which consent
+    /// and presence follow. Writing it again changes nothing.
+    async fn insert_speaker(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// The unsolicited adds of `user` recorded since `since`, those of
+    /// this commit included.
+    async fn unsolicited_since(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        since: Timestamp,
+    ) -> StoreResult<u32>;
+    /// Records that `actor` put `user` into `c` at `at` unsolicited. A
+    /// backend may forget records older than a day.
+    async fn insert_unsolicited(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        actor: &str,
+        at: Timestamp,
+    ) -> StoreResult<()>;
     async fn put_message(
         &mut self,
         c: &ConversationKey,
@@ -206,15 +233,25 @@ fn conflict(why: impl Into<String>) -> StoreError {
 /// Applies one mutation of a commit.
 pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
     match m {
-        Mutation::CreateConversation { record, members } => create(view, record, members).await,
-        Mutation::AddMembers { key, users, at } => {
+        Mutation::CreateConversation {
+            record,
+            members,
+            unsolicited,
+        } => create(view, record, members, unsolicited.as_ref()).await,
+        Mutation::AddMembers {
+            key,
+            users,
+            at,
+            unsolicited,
+        } => {
             if view.last_seq(key).await?.is_none() {
                 return Err(StoreError::NotFound);
             }
+            consent::check(view, &key.tenant, unsolicited.as_ref()).await?;
             for u in users {
                 add_member(view, key, u.as_str(), *at).await?;
             }
-            Ok(())
+            consent::record(view, key, unsolicited.as_ref()).await
         }
         Mutation::RemoveMembers { key, users } => {
             if view.last_seq(key).await?.is_none() {
@@ -271,16 +308,18 @@ async fn create<C: Commit>(
     view: &mut C,
     record: &ConversationRecord,
     members: &[UserId],
+    unsolicited: Option<&UnsolicitedAdds>,
 ) -> StoreResult<()> {
     let key = record.key();
     if view.last_seq(&key).await?.is_some() {
         return Err(conflict("conversation exists"));
     }
+    consent::check(view, &key.tenant, unsolicited).await?;
     view.insert_conversation(record).await?;
     for u in members {
         add_member(view, &key, u.as_str(), record.created_at).await?;
     }
-    Ok(())
+    consent::record(view, &key, unsolicited).await
 }
 
 async fn add_member<C: Commit>(
@@ -362,10 +401,12 @@ async fn append<C: Commit>(
         }
         senders.insert(m.sender_id.as_str(), m.seq);
     }
-    // Sending implies having received and read everything before it.
+    // Sending implies having received and read everything before it, and
+    // speaking to the conversation's members.
     for (sender, seq) in senders {
         if view.is_member(c, sender).await? {
             view.raise_marks(c, sender, Some(seq), Some(seq)).await?;
+            view.insert_speaker(c, sender).await?;
         }
     }
     view.set_position(c, last).await

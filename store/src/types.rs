@@ -1,5 +1,6 @@
 //! Records, mutations and errors of the store interface.
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -139,6 +140,97 @@ pub struct ConversationSummary {
     pub me: MemberRecord,
 }
 
+/// The order of a conversation list: most recent activity first, then
+/// conversation id (so that conversations active in the same millisecond
+/// still have one order).
+pub fn list_order(a: &ConversationRecord, b: &ConversationRecord) -> Ordering {
+    b.last_activity
+        .cmp(&a.last_activity)
+        .then_with(|| a.conversation_id.cmp(&b.conversation_id))
+}
+
+/// A position in a conversation list: the last entry a page returned. The
+/// next page holds the entries after it in [`list_order`], as they stand
+/// when it is read. A conversation whose activity changes between two
+/// pages moves to the front: it is not listed twice, and the pages after
+/// the move do not hold it (the first page does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListCursor {
+    pub last_activity: Timestamp,
+    pub conversation_id: ConversationId,
+}
+
+impl ListCursor {
+    pub fn of(record: &ConversationRecord) -> Self {
+        Self {
+            last_activity: record.last_activity,
+            conversation_id: record.conversation_id.clone(),
+        }
+    }
+
+    /// Whether a conversation at this activity and id comes after the
+    /// position in [`list_order`].
+    pub fn is_before(&self, last_activity: Timestamp, conversation_id: &ConversationId) -> bool {
+        last_activity < self.last_activity
+            || (last_activity == self.last_activity && *conversation_id > self.conversation_id)
+    }
+}
+
+/// One page of a user's conversation list: at most `limit` entries after
+/// `after` (from the start when `None`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    pub after: Option<ListCursor>,
+    pub limit: usize,
+}
+
+/// A question the sequencer asks before `actor` puts `user` into a group:
+/// whether `user` knows `actor`, and how many unsolicited groups `user`
+/// was put into since `since`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ConsentQuery {
+    pub tenant: TenantId,
+    pub user: UserId,
+    pub actor: UserId,
+    pub since: Timestamp,
+}
+
+/// The store's answer to a [`ConsentQuery`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consent {
+    /// `user` and `actor` share a conversation that `user` created or has
+    /// sent in (a message, or a membership change they made).
+    pub knows_actor: bool,
+    /// Unsolicited adds of `user` recorded since the query's `since`.
+    pub unsolicited: u32,
+}
+
+/// How long an unsolicited add counts against its user: a day. Records
+/// older than that may be forgotten.
+pub const UNSOLICITED_WINDOW_MS: i64 = 86_400_000;
+
+/// Members added to a group or channel by someone they do not know (see
+/// [`Consent`]): each add is recorded against the user, and the commit is
+/// refused with `Conflict` if one of them has `limit` such adds in the
+/// day before `at` already. The sequencer checks first and refuses the command;
+/// the store's check catches adds that other partitions' writers committed
+/// in between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsolicitedAdds {
+    pub users: Vec<UserId>,
+    pub actor: UserId,
+    /// When the adds count from: the window is the day before it.
+    pub at: Timestamp,
+    pub limit: u32,
+}
+
+impl UnsolicitedAdds {
+    /// The start of the window the limit counts in.
+    pub fn since(&self) -> Timestamp {
+        Timestamp::from_unix_ms(self.at.unix_ms().saturating_sub(UNSOLICITED_WINDOW_MS))
+    }
+}
+
 /// What an `ack_delivered` or `ack_read` did to the user's marks, and who
 /// could be told: enough for the caller to broadcast receipts without
 /// reading the conversation again.
@@ -189,12 +281,18 @@ pub enum Mutation {
     CreateConversation {
         record: Box<ConversationRecord>,
         members: Vec<UserId>,
+        /// Absent in commits of releases before consent (and where the
+        /// tenant has no limit).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unsolicited: Option<UnsolicitedAdds>,
     },
     /// Adds members (existing members are left as they are).
     AddMembers {
         key: ConversationKey,
         users: Vec<UserId>,
         at: Timestamp,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unsolicited: Option<UnsolicitedAdds>,
     },
     /// Removes members and their inbox entries for the conversation.
     RemoveMembers {

@@ -69,6 +69,10 @@ pub struct FileConfig {
     pub worker_max_batch: Option<usize>,
     /// How long after sending the sender may edit, in seconds (default 900).
     pub edit_window_secs: Option<u64>,
+    /// Groups and channels a user may be put into per day by people they
+    /// have not spoken with (default 20; 0: no limit); a tenant's
+    /// `unsolicited_groups_per_day` quota replaces it.
+    pub unsolicited_groups_per_day: Option<u32>,
     /// JetStream's dedupe window for sends, in milliseconds (default 120000).
     pub duplicate_window_ms: Option<u64>,
     /// How long an undelivered inbox entry waits for its device, in

@@ -254,6 +254,9 @@ pub fn worker_config(
     if let Some(secs) = file.edit_window_secs {
         config.edit_policy.edit_window = Duration::from_secs(secs);
     }
+    if let Some(n) = file.unsolicited_groups_per_day {
+        config.consent.unsolicited_groups_per_day = n;
+    }
     if let Some(secs) = file.inbox_ttl_secs {
         config.inbox_ttl = Duration::from_secs(secs);
     }

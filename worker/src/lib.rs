@@ -46,6 +46,8 @@ pub struct WorkerConfig {
     pub edit_policy: policy::EditPolicy,
     /// Where conversations fan out on write and where on read.
     pub fanout: switchboard_plugin_host::fanout::FanOutPolicy,
+    /// Who may be put into groups unasked.
+    pub consent: policy::ConsentPolicy,
     /// How long an undelivered inbox entry waits for its device.
     pub inbox_ttl: Duration,
     /// How often the leader sweeps expired inbox entries.
@@ -107,6 +109,7 @@ impl WorkerConfig {
             cache_limit: 100_000,
             edit_policy: policy::EditPolicy::default(),
             fanout: switchboard_plugin_host::fanout::FanOutPolicy::default(),
+            consent: policy::ConsentPolicy::default(),
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
             archive: None,

@@ -72,18 +72,47 @@ fn changeable(message: &Message) -> Result<(), String> {
     }
 }
 
+/// Consent to be put into groups (`sequencer/consent.rs`): the
+/// deployment's default of a tenant's `unsolicited_groups_per_day`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsentPolicy {
+    /// Groups and channels a user may be put into per day by people they
+    /// do not know; 0: no limit.
+    pub unsolicited_groups_per_day: u32,
+}
+
+impl Default for ConsentPolicy {
+    fn default() -> Self {
+        Self {
+            unsolicited_groups_per_day: 20,
+        }
+    }
+}
+
 /// The policies a writer applies: the tenant's plugin where one is
 /// deployed (and answers), the built-in policy otherwise.
 #[derive(Clone, Default)]
 pub struct Policies {
     pub edit: EditPolicy,
     pub fanout: FanOutPolicy,
+    pub consent: ConsentPolicy,
     pub plugins: Option<Arc<Plugins>>,
-    /// Tenants' quotas (members per conversation), as `sb_tenants` says now.
+    /// Tenants' quotas (members per conversation, unsolicited groups), as
+    /// `sb_tenants` says now.
     pub tenants: switchboard_backbone::records::tenants::TenantBook,
 }
 
 impl Policies {
+    /// How many groups a user of `tenant` may be put into per day by
+    /// people they do not know: the tenant's quota, else the deployment's
+    /// default; 0 is no limit.
+    pub fn unsolicited_groups_per_day(&self, tenant: &TenantId) -> u32 {
+        self.tenants
+            .quotas(tenant)
+            .unsolicited_groups_per_day
+            .unwrap_or(self.consent.unsolicited_groups_per_day)
+    }
+
     /// A quota refusal if a conversation of `tenant` with `members` members
     /// would pass the tenant's `max_members_per_conversation`.
     pub fn check_members(&self, tenant: &TenantId, members: usize) -> Result<(), String> {

@@ -116,6 +116,7 @@ pub(crate) async fn run_partition(
         Policies {
             edit: ctx.config.edit_policy,
             fanout: ctx.config.fanout,
+            consent: ctx.config.consent,
             plugins: ctx.plugins.clone(),
             tenants: ctx.tenants.clone(),
         },

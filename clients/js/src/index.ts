@@ -6,6 +6,7 @@ export { Rest, ApiError } from "./rest.js";
 export type {
   ConversationDetail,
   ConversationKind,
+  ConversationPage,
   ConversationSummary,
   HistoryPage,
   MemberView,

@@ -34,6 +34,13 @@ export interface MemberView {
   read_seq: number;
 }
 
+/** One page of `GET /v1/conversations`. */
+export interface ConversationPage {
+  conversations: ConversationSummary[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  next_cursor: string | null;
+}
+
 export interface ConversationDetail extends Omit<ConversationSummary, "members"> {
   members: MemberView[];
 }
@@ -68,14 +75,30 @@ export class Rest {
     return this.json("POST", "/v1/conversations", { kind, members, ...(title ? { title } : {}) });
   }
 
-  /** The caller's conversations, most recent activity first, each with
-   * its preview and unread count. */
+  /** The caller's newest conversations, most recent activity first,
+   * each with its preview and unread count: the first page, of the
+   * server's default size (`conversationPage` reads on). */
   async conversations(): Promise<ConversationSummary[]> {
-    const body = await this.json<ConversationSummary[] | { conversations: ConversationSummary[] }>(
+    return (await this.conversationPage()).conversations;
+  }
+
+  /** One page of the caller's conversations, most recent activity first;
+   * pass `next_cursor` back as `cursor` for the next one. A conversation
+   * whose activity changes while you page moves to the front: it is
+   * never listed twice, and the pages after the move do not hold it (the
+   * first page, and its live `message` events, do). A server from before
+   * paging answers the whole list as one last page. */
+  async conversationPage(page: { limit?: number; cursor?: string } = {}): Promise<ConversationPage> {
+    const query = new URLSearchParams();
+    if (page.limit !== undefined) query.set("limit", String(page.limit));
+    if (page.cursor !== undefined) query.set("cursor", page.cursor);
+    const q = query.size ? `?${query}` : "";
+    const body = await this.json<ConversationSummary[] | { conversations: ConversationSummary[]; next_cursor?: string | null }>(
       "GET",
-      "/v1/conversations",
+      `/v1/conversations${q}`,
     );
-    return Array.isArray(body) ? body : body.conversations;
+    if (Array.isArray(body)) return { conversations: body, next_cursor: null };
+    return { conversations: body.conversations, next_cursor: body.next_cursor ?? null };
   }
 
   conversation(id: string): Promise<ConversationDetail> {

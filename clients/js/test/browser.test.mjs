@@ -184,3 +184,33 @@ test("history pages upward: the conversation opens on the newest page, older one
   assert.equal(await hank.locator("#earlier").count(), 0);
   await hank.context().close();
 });
+
+test("the conversation list loads its next page when scrolled to the end, or on request", async () => {
+  // 53 groups, past the first page of 50 (`conversations_default_limit`).
+  const ivy = new SwitchboardClient({ url: dev.url, token: token("ivy"), WebSocket });
+  const ids = [];
+  for (let i = 0; i < 53; i++) {
+    const c = await ivy.rest.createConversation("group", [`listed${i}`], `list ${i}`);
+    ids.push(c.conversation_id);
+  }
+
+  const page = await signIn("ivy");
+  const items = page.locator("#conversations button[data-conversation]");
+  await page.locator("#more-conversations").waitFor();
+  assert.equal(await items.count(), 50);
+  // Newest first: the oldest three are on the next page.
+  assert.equal(await items.first().getAttribute("data-conversation"), ids[52]);
+  assert.equal(await page.locator(`#conversations button[data-conversation="${ids[0]}"]`).count(), 0);
+  await page.locator("#conversations").evaluate((ul) => {
+    ul.scrollTop = ul.scrollHeight;
+  });
+  await page.locator(`#conversations button[data-conversation="${ids[0]}"]`).waitFor();
+  assert.equal(await items.count(), 53);
+  assert.equal(await page.locator("#more-conversations").count(), 0);
+  // A reload shows the first page again, with the button to read on.
+  await page.reload();
+  await page.locator("#more-conversations").click();
+  await page.locator(`#conversations button[data-conversation="${ids[0]}"]`).waitFor();
+  assert.equal(await items.count(), 53);
+  await page.context().close();
+});

@@ -35,6 +35,38 @@ const texts = (c, conversation) =>
     .messages.filter((m) => m.content?.kind === "text")
     .map((m) => m.content.text);
 
+test("the conversation list comes a page at a time, newest first", async () => {
+  const pager = await client("pager");
+  try {
+    const created = [];
+    for (let i = 0; i < 7; i++) {
+      const c = await pager.rest.createConversation("group", [`pagee${i}`], `page ${i}`);
+      created.push(c.conversation_id);
+    }
+    // The newest activity first: the last one created leads.
+    const seen = [];
+    let cursor;
+    let pages = 0;
+    do {
+      const page = await pager.rest.conversationPage({ limit: 3, ...(cursor ? { cursor } : {}) });
+      assert.ok(page.conversations.length <= 3);
+      seen.push(...page.conversations.map((c) => c.conversation_id));
+      cursor = page.next_cursor ?? undefined;
+      pages += 1;
+    } while (cursor);
+    assert.deepEqual(seen, [...created].reverse());
+    assert.equal(pages, 3);
+    // A message moves its conversation to the front of the first page.
+    await pager.sendText(created[0], "bump");
+    const first = await pager.rest.conversationPage({ limit: 1 });
+    assert.deepEqual(first.conversations.map((c) => c.conversation_id), [created[0]]);
+    assert.ok(first.next_cursor);
+    await assert.rejects(pager.rest.conversationPage({ cursor: "not-a-cursor" }), (e) => e.status === 400 && e.code === "invalid_request");
+  } finally {
+    pager.close();
+  }
+});
+
 test("chat, edits and deletes, receipts and typing", async () => {
   const alice = await client("alice");
   const bob = await client("bob");

@@ -1,12 +1,17 @@
 //! `/v1/conversations` and `/v1/conversations/{id}`: creating a
-//! conversation, the caller's list, and one conversation in detail; and
-//! the views of a conversation the members endpoints answer with too.
+//! conversation, the caller's list a page at a time (its cursor is
+//! opaque to clients), and one conversation in detail; and the views of a
+//! conversation the members endpoints answer with too.
 
 use std::collections::BTreeSet;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
 use switchboard_backbone::envelope::{
     Command, CommandReply, CreateConversationCommand, direct_conversation_id,
 };
@@ -15,7 +20,7 @@ use switchboard_protocol::{
     Content, ConversationId, ConversationKind, ConversationView, ErrorCode, MemberView, Message,
     Timestamp, UserId,
 };
-use switchboard_store::{ConversationDetail, ConversationSummary};
+use switchboard_store::{ConversationDetail, ConversationSummary, ListCursor, ListQuery};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParams};
@@ -89,7 +94,7 @@ pub(super) fn done(reply: CommandReply) -> Result<bool, ApiError> {
 /// `POST /v1/conversations`
 pub(super) fn create_op() -> Operation {
     Operation::post("Create a conversation")
-        .describe("The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200.")
+        .describe("The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups and channels a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them.")
         .json_body::<CreateConversation>()
         .reply::<ConversationView>(201, "Created.")
         .reply::<ConversationView>(200, "Already existed (direct conversations).")
@@ -167,19 +172,79 @@ pub(super) async fn create(
     Ok((status, Json(detail_view(detail, &id.user))))
 }
 
+#[derive(Deserialize, schemars::JsonSchema)]
+pub(super) struct ListParams {
+    /// Conversations per page: `conversations_default_limit` (50) when
+    /// absent; at least 1, larger values are capped at
+    /// `conversations_max_limit` (200).
+    limit: Option<usize>,
+    /// The `next_cursor` of the page before; absent for the first page.
+    cursor: Option<String>,
+}
+
+/// The cursor as clients see it: opaque, base64url of `1:<last activity,
+/// Unix ms>:<conversation id>` (the version first, so that its form may
+/// change).
+fn encode_cursor(c: &ListCursor) -> String {
+    let raw = format!(
+        "1:{}:{}",
+        c.last_activity.unix_ms(),
+        c.conversation_id.as_str()
+    );
+    URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_cursor(text: &str) -> Result<ListCursor, ApiError> {
+    let bad = || ApiError::invalid("cursor is not a next_cursor this server gave");
+    let raw = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad())?;
+    let raw = std::str::from_utf8(&raw).map_err(|_| bad())?;
+    let rest = raw.strip_prefix("1:").ok_or_else(bad)?;
+    let (ms, id) = rest.split_once(':').ok_or_else(bad)?;
+    Ok(ListCursor {
+        last_activity: Timestamp::from_unix_ms(ms.parse().map_err(|_| bad())?),
+        conversation_id: ConversationId::new(id).map_err(|_| bad())?,
+    })
+}
+
 /// `GET /v1/conversations`
 pub(super) fn list_op() -> Operation {
-    Operation::get("The caller's conversations, most recent activity first")
-        .reply::<ConversationList>(200, "The list.")
+    Operation::get("The caller's conversations, most recent activity first, a page at a time")
+        .describe("Page with next_cursor (null on the last page). A conversation whose activity changes while the client pages moves to the front: it is never listed twice, and the pages after the move do not hold it; the first page and live `message` events do. Without `limit`, the first `conversations_default_limit` (50) conversations.")
+        .query_fields::<ListParams>()
+        .reply::<ConversationList>(200, "A page.")
 }
 
 pub(super) async fn list(
     State(gw): State<Shared>,
     id: Identity,
+    params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ConversationList>, ApiError> {
-    let list = gw.store.conversations_of(&id.tenant, &id.user).await?;
+    let Query(params) = params?;
+    let limits = &gw.config.limits;
+    let limit = params
+        .limit
+        .unwrap_or(limits.conversations_default_limit)
+        .clamp(1, limits.conversations_max_limit.max(1));
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    // One more than the page: whether there is a next one.
+    let query = ListQuery {
+        after,
+        limit: limit.saturating_add(1),
+    };
+    let mut page = gw
+        .store
+        .conversation_page(&id.tenant, &id.user, query)
+        .await?;
+    let next_cursor = if page.len() > limit {
+        page.truncate(limit);
+        page.last()
+            .map(|s| encode_cursor(&ListCursor::of(&s.record)))
+    } else {
+        None
+    };
     Ok(Json(ConversationList {
-        conversations: list.into_iter().map(summary_view).collect(),
+        conversations: page.into_iter().map(summary_view).collect(),
+        next_cursor,
     }))
 }
 

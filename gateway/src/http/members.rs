@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use switchboard_backbone::envelope::{Command, MembersCommand};
 use switchboard_protocol::conversation::AddMembers;
 use switchboard_protocol::{ConversationId, ConversationView, Timestamp, UserId};
+use switchboard_store::StoreError;
 
 use super::Shared;
 use super::conversations::{detail_view, done};
@@ -45,7 +46,7 @@ async fn members_command(
 /// `POST /v1/conversations/{id}/members`
 pub(super) fn add_op() -> Operation {
     Operation::post("Add members")
-        .describe("Any member may add members to a group or channel; direct conversations keep their two members (409). Adds a system message.")
+        .describe("Any member may add members to a group or channel; direct conversations keep their two members (409). Adds a system message. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them; tenant admins are not limited.")
         .path::<ConversationId>("id", "The conversation.")
         .json_body::<AddMembers>()
         .reply::<ConversationView>(200, "The conversation after the change.")
@@ -76,11 +77,22 @@ pub(super) async fn add(
         )));
     }
     gw.take_members_added(&id, users.len())?;
+    let added = users[0].clone();
     members_command(&gw, &id, conversation.clone(), users, true).await?;
-    let detail = gw
+    let detail = match gw
         .store
         .conversation(&id.tenant, &conversation, &id.user)
-        .await?;
+        .await
+    {
+        // A tenant admin adds members without being one: the conversation
+        // is read as a user it has now.
+        Err(StoreError::NotAMember) if id.admin => {
+            gw.store
+                .conversation(&id.tenant, &conversation, &added)
+                .await?
+        }
+        read => read?,
+    };
     Ok(Json(detail_view(detail, &id.user)))
 }
 

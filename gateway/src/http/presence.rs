@@ -14,13 +14,14 @@ use crate::error::ApiError;
 /// `GET /v1/users/{user}/presence`
 pub(super) fn show_op() -> Operation {
     Operation::get("A user's presence")
-        .describe("For oneself and for the other members of one's direct conversations (the scope of presence frames); 403 otherwise.")
+        .describe("For oneself, and for the other member of a direct conversation that the user opened or has sent in (the scope of presence frames); 403 otherwise. Opening a direct conversation with someone does not show their presence until they answer.")
         .path::<UserId>("user", "The user.")
         .reply::<PresenceInfo>(200, "Where the user stands.")
 }
 
-/// Presence of oneself or of a direct contact: the same scope the
-/// `presence` frames have.
+/// Presence of oneself, or of a user whose presence concerns the caller:
+/// the same scope the `presence` frames have (`Store::contacts` of the
+/// user looked up, not of the caller).
 pub(super) async fn show(
     State(gw): State<Shared>,
     id: Identity,
@@ -30,13 +31,13 @@ pub(super) async fn show(
     if user != id.user
         && !gw
             .store
-            .contacts(&id.tenant, &id.user)
+            .contacts(&id.tenant, &user)
             .await?
-            .contains(&user)
+            .contains(&id.user)
     {
         return Err(ApiError::new(
             ErrorCode::Forbidden,
-            "presence is visible to the user's direct contacts only",
+            "presence is visible to the user's direct contacts who they have answered or contacted",
         ));
     }
     Ok(Json(gw.hub.presence().lookup(&id.tenant, &user).await))

@@ -46,6 +46,11 @@ pub struct TenantQuotas {
     pub plugin_deadline_ms: Option<u32>,
     pub plugin_fuel: Option<u64>,
     pub plugin_memory_bytes: Option<u32>,
+    /// Groups and channels a user may be put into per day by people they
+    /// have not spoken with; 0 is no limit. Left out when unset, so that
+    /// processes of releases before it still read the record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsolicited_groups_per_day: Option<u32>,
 }
 
 impl TenantQuotas {
@@ -79,6 +84,7 @@ impl TenantQuotas {
             "max_message_bytes" => self.max_message_bytes = int()?,
             "plugin_deadline_ms" => self.plugin_deadline_ms = int()?,
             "plugin_memory_bytes" => self.plugin_memory_bytes = int()?,
+            "unsolicited_groups_per_day" => self.unsolicited_groups_per_day = int()?,
             "plugin_fuel" => {
                 self.plugin_fuel = if value == "none" {
                     None
@@ -88,7 +94,7 @@ impl TenantQuotas {
             }
             other => {
                 return Err(TenantError::Invalid(format!(
-                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes, plugin_deadline_ms, plugin_fuel, plugin_memory_bytes"
+                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes, plugin_deadline_ms, plugin_fuel, plugin_memory_bytes, unsolicited_groups_per_day"
                 )));
             }
         }

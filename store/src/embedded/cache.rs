@@ -2,8 +2,8 @@
 //!
 //! The writer is the store's only writer, so anything it read or wrote
 //! stays true until it changes it itself. The cache keeps conversation
-//! state, member lists and rows, device lists, device cursors and the day
-//! buckets already recorded, so appends do not read them again. It is
+//! state, member lists and rows, device lists, device cursors, the day
+//! buckets and the speakers already recorded, so appends do not read them again. It is
 //! write-through: every write the writer makes updates it, so within a
 //! group of jobs (one write batch, not yet committed) later jobs see the
 //! effects of earlier ones. `None` entries record a known absence.
@@ -36,6 +36,8 @@ pub(super) struct WriterCache {
     pub cursors: HashMap<Vec<u8>, u64>,
     /// bucket keys already recorded.
     pub days: HashSet<Vec<u8>>,
+    /// speaker keys already recorded.
+    pub speakers: HashSet<Vec<u8>>,
 }
 
 impl WriterCache {
@@ -51,7 +53,8 @@ impl WriterCache {
             + self.member_rows.len()
             + self.devices.len()
             + self.cursors.len()
-            + self.days.len();
+            + self.days.len()
+            + self.speakers.len();
         if entries > MAX_ENTRIES {
             self.clear();
         }
@@ -70,6 +73,8 @@ pub(super) struct Pending {
     pub messages: HashMap<Vec<u8>, Message>,
     /// Versions of messages edited in this group, by message key.
     pub versions: HashMap<Vec<u8>, Vec<(Vec<u8>, MessageVersion)>>,
+    /// Unsolicited adds recorded in this group: tenant+user key → when.
+    pub unsolicited: HashMap<Vec<u8>, Vec<i64>>,
     /// Conversations with a bucket archived in this group: the snapshot
     /// still shows the removed rows, so later writes to them in the same
     /// group are refused (and retried after the commit).

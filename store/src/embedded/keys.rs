@@ -27,6 +27,11 @@ pub(super) struct Spaces {
     pub member_marks: Keyspace,
     /// tenant, user, conversation → (): a user's conversations.
     pub user_conversations: Keyspace,
+    /// tenant, conversation, user → (): members who have sent there.
+    pub speakers: Keyspace,
+    /// tenant, user, conversation, at (i64 Unix ms) → the actor: the
+    /// user's unsolicited adds of the last day.
+    pub unsolicited: Keyspace,
     /// tenant, conversation, seq → `Message` JSON.
     pub messages: Keyspace,
     /// tenant, conversation, sender, client_msg_id → seq: idempotency keys.
@@ -63,6 +68,8 @@ impl Spaces {
             members: open("members")?,
             member_marks: open("member_marks")?,
             user_conversations: open("user_conversations")?,
+            speakers: open("speakers")?,
+            unsolicited: open("unsolicited")?,
             messages: open("messages")?,
             sent: open("sent")?,
             message_index: open("message_index")?,

@@ -14,7 +14,9 @@
 mod apply;
 mod cache;
 mod codec;
+mod consent;
 mod keys;
+mod lists;
 mod read;
 mod rows;
 mod writer;
@@ -35,9 +37,10 @@ use self::codec::storage;
 use self::keys::{SCHEMA_VERSION, Spaces};
 use self::writer::Job;
 use crate::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, MarkChange, MessageKey, Mutation,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
+    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
+    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
+    StoreError, StoreResult,
 };
 
 /// Settings of the embedded store.
@@ -80,6 +83,7 @@ impl EmbeddedStore {
             .map_err(storage)?;
         let spaces = Arc::new(Spaces::open(&db)?);
         check_schema(&db, &spaces)?;
+        consent::record_past_speakers(&db, &spaces)?;
         let writer =
             writer::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
         Ok(Self { db, spaces, writer })
@@ -221,7 +225,12 @@ impl Store for EmbeddedStore {
 
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| read::contacts(r, s, &t, &u)).await
+        self.read(move |r, s| consent::contacts(r, s, &t, &u)).await
+    }
+
+    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
+        self.read(move |r, s| consent::consent(r, s, &queries))
+            .await
     }
 
     async fn memberships(
@@ -233,13 +242,14 @@ impl Store for EmbeddedStore {
         self.read(move |r, s| read::memberships(r, s, &t, &u)).await
     }
 
-    async fn conversations_of(
+    async fn conversation_page(
         &self,
         tenant: &TenantId,
         user: &UserId,
+        query: ListQuery,
     ) -> StoreResult<Vec<ConversationSummary>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| read::conversations_of(r, s, &t, &u))
+        self.read(move |r, s| lists::conversation_page(r, s, &t, &u, &query))
             .await
     }
 
@@ -462,6 +472,59 @@ mod tests {
             }
         };
         conformance::check_seeded_conversation(&store, "t1", "c1", 3).await;
+    }
+
+    /// A store from before speakers were recorded learns them from its
+    /// idempotency keys when it opens, once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_speakers_are_recorded_when_the_store_opens() {
+        use fjall::Readable;
+
+        let dir = tempfile::tempdir().unwrap();
+        let config = EmbeddedConfig::in_dir(dir.path());
+        let (t, a, b) = (
+            TenantId::new("t").unwrap(),
+            UserId::new("a").unwrap(),
+            UserId::new("b").unwrap(),
+        );
+        {
+            let store = EmbeddedStore::open(&config).unwrap();
+            store
+                .commit(vec![conformance::create(
+                    "t",
+                    "d",
+                    ConversationKind::Direct,
+                    &["a", "b"],
+                    1,
+                )])
+                .await
+                .unwrap();
+            store
+                .commit(vec![Mutation::Append {
+                    key: conformance::key("t", "d"),
+                    expected_last_seq: 0,
+                    messages: vec![conformance::text_message("d", 1, "b", "phone", "m1")],
+                    inbox: false,
+                }])
+                .await
+                .unwrap();
+            assert_eq!(store.contacts(&t, &b).await.unwrap(), vec![a.clone()]);
+            // As an older release left it: no speakers, no flag.
+            let snap = store.db.snapshot();
+            for g in snap.iter(&store.spaces.speakers) {
+                let (k, _) = g.into_inner().unwrap();
+                store.spaces.speakers.remove(k).unwrap();
+            }
+            store.spaces.meta.remove("speakers_recorded").unwrap();
+            assert!(store.contacts(&t, &b).await.unwrap().is_empty());
+        }
+        let store = loop {
+            match EmbeddedStore::open(&config) {
+                Ok(s) => break s,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        };
+        assert_eq!(store.contacts(&t, &b).await.unwrap(), vec![a]);
     }
 
     /// The rows a message and its edit leave, byte for byte: keys in hex,

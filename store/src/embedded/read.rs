@@ -15,8 +15,8 @@ use super::keys::{Key, Spaces, str_part, trailing_day, trailing_u64};
 use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
 use crate::{
     ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
-    ConversationRecord, ConversationSummary, HistoryQuery, InboxCursor, MemberRecord, MessageKey,
-    SentKey, SequencerState, StoreError, StoreResult,
+    ConversationRecord, HistoryQuery, InboxCursor, MemberRecord, MessageKey, SentKey,
+    SequencerState, StoreError, StoreResult,
 };
 
 /// Every key of a keyspace that starts with `prefix`, with its value.
@@ -89,7 +89,7 @@ pub(super) fn member_row<R: Readable>(
     MemberRow::decode(&joined, marks.as_deref()).map(Some)
 }
 
-fn user_id(raw: &str) -> StoreResult<UserId> {
+pub(super) fn user_id(raw: &str) -> StoreResult<UserId> {
     UserId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
@@ -140,7 +140,7 @@ fn message<R: Readable>(
         .transpose()
 }
 
-fn conversation_record<R: Readable>(
+pub(super) fn conversation_record<R: Readable>(
     r: &R,
     s: &Spaces,
     t: &str,
@@ -360,35 +360,6 @@ pub(super) fn media_referenced<R: Readable>(
     }
 }
 
-pub(super) fn contacts<R: Readable>(
-    r: &R,
-    s: &Spaces,
-    tenant: &TenantId,
-    user: &UserId,
-) -> StoreResult<Vec<UserId>> {
-    let (t, u) = (tenant.as_str(), user.as_str());
-    let mut out = std::collections::BTreeSet::new();
-    for kv in scan(r, &s.user_conversations, Key::new().s(t).s(u).bytes()) {
-        let (k, _) = kv?;
-        let c = str_part(&k, 2)?;
-        let Some(meta) = r
-            .get(&s.conversations, Key::new().s(t).s(c).bytes())
-            .map_err(storage)?
-        else {
-            continue;
-        };
-        if decode::<ConversationMeta>(&meta)?.kind != ConversationKind::Direct {
-            continue;
-        }
-        for m in member_ids(r, s, t, c)? {
-            if m != u {
-                out.insert(user_id(&m)?);
-            }
-        }
-    }
-    Ok(out.into_iter().collect())
-}
-
 pub(super) fn memberships<R: Readable>(
     r: &R,
     s: &Spaces,
@@ -411,42 +382,6 @@ pub(super) fn memberships<R: Readable>(
         let id = ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         out.push((id, kind, count));
     }
-    Ok(out)
-}
-
-pub(super) fn conversations_of<R: Readable>(
-    r: &R,
-    s: &Spaces,
-    tenant: &TenantId,
-    user: &UserId,
-) -> StoreResult<Vec<ConversationSummary>> {
-    let (t, u) = (tenant.as_str(), user.as_str());
-    let mut out = Vec::new();
-    for kv in scan(r, &s.user_conversations, Key::new().s(t).s(u).bytes()) {
-        let (k, _) = kv?;
-        let c = str_part(&k, 2)?;
-        let Ok(me) = check_membership(r, s, t, c, u) else {
-            continue;
-        };
-        let Some(record) = conversation_record(r, s, t, c)? else {
-            continue;
-        };
-        let member_ids = member_ids(r, s, t, c)?
-            .iter()
-            .map(|m| user_id(m))
-            .collect::<StoreResult<Vec<_>>>()?;
-        out.push(ConversationSummary {
-            record,
-            member_ids,
-            me: me.record(user.clone()),
-        });
-    }
-    out.sort_by(|a, b| {
-        b.record
-            .last_activity
-            .cmp(&a.record.last_activity)
-            .then_with(|| a.record.conversation_id.cmp(&b.record.conversation_id))
-    });
     Ok(out)
 }
 

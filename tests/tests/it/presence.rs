@@ -10,7 +10,7 @@ use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
 
-async fn expect_presence(
+pub(crate) async fn expect_presence(
     ws: &mut WsClient,
     who: &str,
     wait: Duration,
@@ -32,7 +32,7 @@ async fn expect_presence(
     }
 }
 
-async fn no_presence(ws: &mut WsClient, wait: Duration) {
+pub(crate) async fn no_presence(ws: &mut WsClient, wait: Duration) {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -46,7 +46,11 @@ async fn no_presence(ws: &mut WsClient, wait: Duration) {
     }
 }
 
-async fn lookup(cluster: &Cluster, viewer: &str, user: &str) -> Result<PresenceInfo, u16> {
+pub(crate) async fn lookup(
+    cluster: &Cluster,
+    viewer: &str,
+    user: &str,
+) -> Result<PresenceInfo, u16> {
     let rest = cluster.rest(0, viewer);
     let r = rest
         .raw()
@@ -244,8 +248,9 @@ async fn every_router_confirms_a_registration_and_a_dead_one_is_waited_for_in_bo
 async fn a_user_who_reconnects_at_once_stays_routed_to_the_gateway() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
     cluster.wait_for_writers(8, Duration::from_secs(20)).await;
+    // Bob opens it, so that his presence concerns alice.
     let conv = cluster
-        .create(ConversationKind::Direct, "alice", &["bob"])
+        .create(ConversationKind::Direct, "bob", &["alice"])
         .await;
     let mut alice = cluster.ws(0, "alice", "a").await;
     let mut bob = cluster.ws(0, "bob", "b").await;

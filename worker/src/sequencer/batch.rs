@@ -20,6 +20,11 @@ pub(super) struct Batch<'a> {
     pub(super) log: MutationLog,
     pub(super) outcomes: Vec<Outcome>,
     pub(super) touched: HashSet<ConversationKey>,
+    /// What the store says of each (tenant, user added, actor) of the
+    /// batch's creates and adds (`consent.rs`).
+    pub(super) consent: HashMap<consent::ConsentKey, switchboard_store::Consent>,
+    /// Unsolicited adds this batch made so far, per tenant and user.
+    pub(super) unsolicited: HashMap<(TenantId, UserId), u32>,
 }
 
 impl Batch<'_> {

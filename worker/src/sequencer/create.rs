@@ -30,6 +30,18 @@ impl Batch<'_> {
             self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
             return Ok(());
         }
+        let unsolicited = if c.kind == ConversationKind::Direct {
+            None
+        } else {
+            let added: Vec<UserId> = members.iter().cloned().collect();
+            match self.unsolicited_adds(&c.tenant, &c.actor, &added) {
+                Ok(adds) => adds,
+                Err(why) => {
+                    self.refuse(reply_to, ErrorCode::Forbidden, why);
+                    return Ok(());
+                }
+            }
+        };
         let record = ConversationRecord {
             tenant: c.tenant.clone(),
             conversation_id: c.conversation_id.clone(),
@@ -46,6 +58,7 @@ impl Batch<'_> {
             Mutation::CreateConversation {
                 record: Box::new(record),
                 members: members.iter().cloned().collect(),
+                unsolicited,
             },
         );
         self.states.insert(

@@ -79,6 +79,18 @@ impl Batch<'_> {
             self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
             return Ok(());
         }
+        // Tenant admins place their users where they belong.
+        let unsolicited = if c.actor_is_admin {
+            None
+        } else {
+            match self.unsolicited_adds(&c.tenant, &c.actor, &new) {
+                Ok(adds) => adds,
+                Err(why) => {
+                    self.refuse(reply_to, ErrorCode::Forbidden, why);
+                    return Ok(());
+                }
+            }
+        };
         let key = key(&c.tenant, &c.conversation_id);
         self.log.push_other(
             &key,
@@ -86,6 +98,7 @@ impl Batch<'_> {
                 key: key.clone(),
                 users: new.clone(),
                 at: c.at,
+                unsolicited,
             },
         );
         let before = self.mode(&key);

@@ -19,7 +19,7 @@
 //! the working state of one batch and what every command shares (new ids,
 //! appends, replies); then one file per command: `send.rs`, `create.rs`,
 //! `members.rs` (adding and removing members) and `update.rs` (edits and
-//! deletes).
+//! deletes); `consent.rs` is who may be put into groups unasked.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -217,6 +217,7 @@ impl MutationLog {
 }
 
 mod batch;
+mod consent;
 mod create;
 mod members;
 mod send;
@@ -325,6 +326,14 @@ impl Sequencer {
             .filter_map(|(k, m)| m.map(|m| ((key(&k.tenant, &k.conversation_id), k.message_id), m)))
             .collect();
 
+        let asked = consent::queries(batch, &states, &self.policies, now);
+        let consent = if asked.is_empty() {
+            HashMap::new()
+        } else {
+            let answered = store.consent(asked.clone()).await?;
+            consent::answers(asked, answered)
+        };
+
         let mut b = Batch {
             ids,
             now,
@@ -335,6 +344,8 @@ impl Sequencer {
             log: MutationLog::default(),
             outcomes: Vec::new(),
             touched: HashSet::new(),
+            consent,
+            unsolicited: HashMap::new(),
         };
         let mut caused_by = Vec::new();
         for (i, incoming) in batch.iter().enumerate() {

@@ -510,3 +510,152 @@ async fn every_outcome_names_the_command_it_comes_from() {
         "in batch order: {kinds:?}"
     );
 }
+
+/// Policies with a limit of `n` unsolicited groups a day.
+fn consent_limit(n: u32) -> Policies {
+    Policies {
+        consent: crate::policy::ConsentPolicy {
+            unsolicited_groups_per_day: n,
+        },
+        ..Policies::default()
+    }
+}
+
+/// The replies of a batch's REST commands, in order.
+fn replies(out: &[Outcome]) -> Vec<&Outcome> {
+    out.iter()
+        .filter(|o| matches!(o, Outcome::Reply { .. }))
+        .collect()
+}
+
+fn created(o: &Outcome) -> bool {
+    matches!(
+        o,
+        Outcome::Reply {
+            reply: CommandReply::Done { created: true, .. },
+            ..
+        }
+    )
+}
+
+#[tokio::test]
+async fn strangers_put_a_user_into_at_most_the_limit_of_groups() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, consent_limit(2));
+    // At the limit, across batches and within one; then just past it.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[create("g1", ConversationKind::Group, &["s", "v"], 1)],
+    )
+    .await;
+    assert!(created(replies(&out)[0]));
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("g2", ConversationKind::Group, &["s", "v"], 2),
+            create("g3", ConversationKind::Group, &["s", "v", "w"], 3),
+            create("g4", ConversationKind::Group, &["s", "w"], 4),
+        ],
+    )
+    .await;
+    let r = replies(&out);
+    assert!(created(r[0]));
+    assert_eq!(code(r[1]), ErrorCode::Forbidden, "the whole create goes");
+    assert!(created(r[2]), "w is still free");
+    // Adding to a group that exists counts the same way.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[members("g4", "s", &["v"], 5, true)],
+    )
+    .await;
+    assert_eq!(code(replies(&out)[0]), ErrorCode::Forbidden);
+    // Direct conversations are not groups.
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[create("d", ConversationKind::Direct, &["s", "v"], 6)],
+    )
+    .await;
+    assert!(created(replies(&out)[0]));
+    // A tenant admin places users where they belong.
+    let mut admin = members("g4", "boss", &["v"], 7, true);
+    if let Command::AddMembers(c) = &mut admin.command {
+        c.actor_is_admin = true;
+    }
+    let out = run(&mut seq, &store, &ids, &[admin]).await;
+    assert!(created(replies(&out)[0]));
+}
+
+#[tokio::test]
+async fn people_the_user_knows_are_not_limited() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, consent_limit(1));
+    run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            // v opened a conversation with f; v wrote in one of s's groups.
+            create("d", ConversationKind::Direct, &["v", "f"], 1),
+            create("g1", ConversationKind::Group, &["s", "v"], 2),
+            send("g1", "v", "hi"),
+        ],
+    )
+    .await;
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("g2", ConversationKind::Group, &["f", "v"], 3),
+            create("g3", ConversationKind::Group, &["f", "v"], 4),
+            create("g4", ConversationKind::Group, &["s", "v"], 5),
+            create("g5", ConversationKind::Group, &["x", "v"], 6),
+        ],
+    )
+    .await;
+    let r = replies(&out);
+    assert!(r[..3].iter().all(|o| created(o)), "{r:?}");
+    assert_eq!(code(r[3]), ErrorCode::Forbidden, "x is a stranger, past 1");
+}
+
+/// Two partitions' writers plan adds of the same user at once: the store
+/// refuses the second commit, and its batch planned again is refused.
+#[tokio::test]
+async fn the_store_catches_adds_another_writer_committed_meanwhile() {
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut one = Sequencer::new(1000, consent_limit(1));
+    let mut two = Sequencer::new(1000, consent_limit(1));
+    let first = [create("g1", ConversationKind::Group, &["s", "v"], 1)];
+    let second = [create("g2", ConversationKind::Group, &["t", "v"], 2)];
+    let mut a = one
+        .plan(&store, &ids, &first, true, Timestamp::now())
+        .await
+        .unwrap();
+    let mut b = two
+        .plan(&store, &ids, &second, true, Timestamp::now())
+        .await
+        .unwrap();
+    store
+        .commit(std::mem::take(&mut a.mutations))
+        .await
+        .unwrap();
+    let refused = store.commit(std::mem::take(&mut b.mutations)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    two.forget();
+    let out = run(&mut two, &store, &ids, &second).await;
+    assert_eq!(code(replies(&out)[0]), ErrorCode::Forbidden);
+}

@@ -1,0 +1,469 @@
+//! The `Commit` trait over one group of the writer: each read and row
+//! write the store's rules (`crate::rules`) make, in fjall's key layout.
+//! The writer's own helpers and the cache it reads through are in
+//! `apply.rs`.
+
+use super::*;
+
+impl Commit for Writer<'_> {
+    async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
+        let (t, c) = parts(c);
+        Ok(self.state(t, c)?.map(|row| row.last_seq))
+    }
+
+    async fn kind(&mut self, key: &ConversationKey) -> StoreResult<ConversationKind> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).bytes();
+        if let Some(kind) = self.cache.kinds.get(&k) {
+            return Ok(*kind);
+        }
+        let meta = self
+            .snap
+            .get(&self.s.conversations, &k)
+            .map_err(storage)?
+            .ok_or(StoreError::NotFound)?;
+        let kind = decode::<ConversationMeta>(&meta)?.kind;
+        self.cache.kinds.insert(k, kind);
+        Ok(kind)
+    }
+
+    async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>> {
+        let (t, c) = parts(c);
+        Ok(self.member_list(t, c)?.clone())
+    }
+
+    async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool> {
+        let (t, c) = parts(c);
+        Ok(self.member(t, c, user)?.is_some())
+    }
+
+    async fn devices(&mut self, tenant: &TenantId, user: &str) -> StoreResult<Vec<String>> {
+        Ok(self.device_list(tenant.as_str(), user)?.clone())
+    }
+
+    async fn recipients(&mut self, c: &ConversationKey) -> StoreResult<Vec<(String, Vec<String>)>> {
+        let mut out = Vec::new();
+        for user in self.members(c).await? {
+            let devices = self.device_list(c.tenant.as_str(), &user)?.clone();
+            out.push((user, devices));
+        }
+        Ok(out)
+    }
+
+    async fn sent_exists(
+        &mut self,
+        key: &ConversationKey,
+        keys: &[(&str, &str)],
+    ) -> StoreResult<Vec<bool>> {
+        let (t, c) = parts(key);
+        keys.iter()
+            .map(|(sender, id)| {
+                let sent_key = Key::new().s(t).s(c).s(sender).s(id).bytes();
+                Ok(self.pending.sent.contains(&sent_key)
+                    || sent_seq(self.snap, self.s, t, c, sender, id)?.is_some())
+            })
+            .collect()
+    }
+
+    async fn message(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<Option<Message>> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).n(seq).bytes();
+        if let Some(m) = self.pending.messages.get(&k) {
+            return Ok(Some(m.clone()));
+        }
+        match self.snap.get(&self.s.messages, &k).map_err(storage)? {
+            Some(bytes) => Ok(Some(decode(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn versions(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        let (t, c) = parts(key);
+        Ok(self
+            .versions_with_keys(t, c, seq)?
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect())
+    }
+
+    async fn bucket(&mut self, b: &BucketKey) -> StoreResult<Option<BucketSpan>> {
+        let (t, c) = (b.tenant.as_str(), b.conversation_id.as_str());
+        Ok(
+            bucket_span(self.snap, self.s, t, c, b.day)?.map(|(first, last, archived)| {
+                BucketSpan {
+                    first,
+                    last,
+                    archived: archived.is_some(),
+                }
+            }),
+        )
+    }
+
+    fn touched(&self, key: &ConversationKey) -> bool {
+        let (t, c) = parts(key);
+        let prefix = Key::new().s(t).s(c).bytes();
+        self.pending.messages.keys().any(|k| k.starts_with(&prefix))
+    }
+
+    fn archived_here(&self, key: &ConversationKey) -> bool {
+        let (t, c) = parts(key);
+        self.pending
+            .archived
+            .contains(&Key::new().s(t).s(c).bytes())
+    }
+
+    async fn ack_reads(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        device: Option<&str>,
+    ) -> StoreResult<AckReads> {
+        let (t, c) = parts(key);
+        let last_seq = self.state(t, c)?.map(|row| row.last_seq);
+        let marks = self.member(t, c, user)?.map(|row| Marks {
+            delivered: row.delivered,
+            read: row.read,
+        });
+        let cursor = match device {
+            Some(d) => self.cursor(&Key::new().s(t).s(user).s(d).s(c).bytes())?,
+            None => 0,
+        };
+        Ok(AckReads {
+            last_seq,
+            marks,
+            cursor,
+        })
+    }
+
+    async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()> {
+        let (t, c) = (record.tenant.as_str(), record.conversation_id.as_str());
+        let meta = encode(&ConversationMeta::of(record))?;
+        self.batch
+            .insert(&self.s.conversations, Key::new().s(t).s(c).bytes(), meta);
+        let row = StateRow {
+            last_seq: record.last_seq,
+            last_activity: record.last_activity.unix_ms(),
+        };
+        self.set_state(t, c, row);
+        Ok(())
+    }
+
+    async fn insert_member(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let row = MemberRow {
+            joined: at.unix_ms(),
+            delivered: 0,
+            read: 0,
+        };
+        let member_key = Key::new().s(t).s(c).s(user).bytes();
+        self.batch
+            .insert(&self.s.members, member_key.clone(), row.encode_joined());
+        self.batch
+            .insert(&self.s.member_marks, member_key.clone(), row.encode_marks());
+        self.batch.insert(
+            &self.s.user_conversations,
+            Key::new().s(t).s(user).s(c).bytes(),
+            [],
+        );
+        self.cache.member_rows.insert(member_key, Some(row));
+        self.member_list(t, c)?.push(user.to_owned());
+        Ok(())
+    }
+
+    async fn remove_member(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let member_key = Key::new().s(t).s(c).s(user).bytes();
+        self.batch.remove(&self.s.members, member_key.clone());
+        self.batch.remove(&self.s.member_marks, member_key.clone());
+        self.batch.remove(&self.s.speakers, member_key.clone());
+        self.cache.speakers.remove(&member_key);
+        self.batch.remove(
+            &self.s.user_conversations,
+            Key::new().s(t).s(user).s(c).bytes(),
+        );
+        self.cache.member_rows.insert(member_key, None);
+        self.member_list(t, c)?.retain(|m| m != user);
+        Ok(())
+    }
+
+    async fn insert_speaker(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let speaker_key = Key::new().s(t).s(c).s(user).bytes();
+        if self.cache.speakers.insert(speaker_key.clone()) {
+            self.batch.insert(&self.s.speakers, speaker_key, []);
+        }
+        Ok(())
+    }
+
+    async fn unsolicited_since(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        since: Timestamp,
+    ) -> StoreResult<u32> {
+        let prefix = Key::new().s(tenant.as_str()).s(user).bytes();
+        let stored = unsolicited_times(self.snap, self.s, prefix.clone())?;
+        let here = self.pending.unsolicited.get(&prefix);
+        let count = stored
+            .iter()
+            .map(|(_, at)| *at)
+            .chain(here.into_iter().flatten().copied())
+            .filter(|at| *at >= since.unix_ms())
+            .count();
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    /// Records older than the window are removed on the way.
+    async fn insert_unsolicited(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        actor: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let prefix = Key::new().s(t).s(user).bytes();
+        let horizon = at.unix_ms().saturating_sub(UNSOLICITED_WINDOW_MS);
+        for (old, when) in unsolicited_times(self.snap, self.s, prefix.clone())? {
+            if when < horizon {
+                self.batch.remove(&self.s.unsolicited, old);
+            }
+        }
+        let row = Key::new().s(t).s(user).s(c).n(at.unix_ms() as u64).bytes();
+        self.batch
+            .insert(&self.s.unsolicited, row, actor.as_bytes().to_vec());
+        self.pending
+            .unsolicited
+            .entry(prefix)
+            .or_default()
+            .push(at.unix_ms());
+        Ok(())
+    }
+
+    /// Messages are keyed by seq alone. A day's bucket records the first
+    /// seq stored that day; the last is the next bucket's first minus one
+    /// (or the conversation's last).
+    async fn put_message(
+        &mut self,
+        key: &ConversationKey,
+        m: &Message,
+        placement: Placement,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let message_key = Key::new().s(t).s(c).n(m.seq).bytes();
+        self.batch
+            .insert(&self.s.messages, message_key.clone(), encode(m)?);
+        self.pending.messages.insert(message_key, m.clone());
+        if placement == Placement::New {
+            let bucket = Key::new().s(t).s(c).day(day_bucket(m.created_at)).bytes();
+            if !self.cache.days.contains(&bucket) {
+                if !self
+                    .snap
+                    .contains_key(&self.s.buckets, &bucket)
+                    .map_err(storage)?
+                {
+                    self.batch
+                        .insert(&self.s.buckets, bucket.clone(), BucketRow::live(m.seq));
+                }
+                self.cache.days.insert(bucket);
+            }
+        }
+        Ok(())
+    }
+
+    async fn insert_sent(&mut self, key: &ConversationKey, m: &Message) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let sent_key = Key::new()
+            .s(t)
+            .s(c)
+            .s(m.sender_id.as_str())
+            .s(m.client_msg_id.as_str())
+            .bytes();
+        self.batch
+            .insert(&self.s.sent, sent_key.clone(), words([m.seq]));
+        self.batch.insert(
+            &self.s.message_index,
+            Key::new().s(t).s(c).n(m.message_id.as_u64()).bytes(),
+            words([m.seq]),
+        );
+        self.pending.sent.insert(sent_key);
+        Ok(())
+    }
+
+    async fn put_version(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        v: &MessageVersion,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).n(seq).n(u64::from(v.version)).bytes();
+        self.batch.insert(&self.s.versions, k.clone(), encode(v)?);
+        let versions = self.versions_with_keys(t, c, seq)?;
+        versions.retain(|(known, _)| *known != k);
+        versions.push((k, v.clone()));
+        Ok(())
+    }
+
+    async fn remove_versions(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let doomed = std::mem::take(self.versions_with_keys(t, c, seq)?);
+        for (k, _) in doomed {
+            self.batch.remove(&self.s.versions, k);
+        }
+        Ok(())
+    }
+
+    /// A reference outlives the message's deletion: what a member could
+    /// download stays downloadable (versions of edited media too).
+    async fn reference_media(&mut self, key: &ConversationKey, blob_ref: &str) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch.insert(
+            &self.s.media_refs,
+            Key::new().s(t).s(blob_ref).s(c).bytes(),
+            [],
+        );
+        Ok(())
+    }
+
+    async fn insert_inbox(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.insert_inbox_key(Key::new().s(t).s(user).s(device).s(c).n(seq).bytes(), at);
+        Ok(())
+    }
+
+    /// A span up to `MAX_POINT_DELETES` is deleted key by key: scanning
+    /// would also walk every tombstone earlier acks left in the memtable,
+    /// a cost that grows with the conversation. A device that catches up
+    /// on a long backlog at once is rare enough to scan for.
+    async fn remove_inbox(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        device: &str,
+        which: InboxEntries,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let entry = |seq: u64| Key::new().s(t).s(user).s(device).s(c).n(seq).bytes();
+        match which {
+            InboxEntries::One(seq) => self.remove_inbox_key(entry(seq)),
+            InboxEntries::Through { from, to } if to.saturating_sub(from) < MAX_POINT_DELETES => {
+                for seq in from..=to {
+                    self.remove_inbox_key(entry(seq));
+                }
+            }
+            InboxEntries::Through { from, to } => {
+                self.remove_inbox_between(entry(from), entry(to))?
+            }
+            InboxEntries::All => {
+                self.remove_inbox_prefix(Key::new().s(t).s(user).s(device).s(c).bytes())?
+            }
+        }
+        Ok(())
+    }
+
+    async fn raise_marks(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        delivered: Option<u64>,
+        read: Option<u64>,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        if let Some(mut row) = self.member(t, c, user)? {
+            row.delivered = row.delivered.max(delivered.unwrap_or(0));
+            row.read = row.read.max(read.unwrap_or(0));
+            self.set_marks(t, c, user, row);
+        }
+        Ok(())
+    }
+
+    async fn set_cursor(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        device: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let cursor_key = Key::new().s(t).s(user).s(device).s(c).bytes();
+        self.batch
+            .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
+        self.cache.cursors.insert(cursor_key, seq);
+        Ok(())
+    }
+
+    /// The position is derived from the newest message on read: only the
+    /// cache records it.
+    async fn set_position(&mut self, key: &ConversationKey, last: &Message) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let row = StateRow {
+            last_seq: last.seq,
+            last_activity: last.created_at.unix_ms(),
+        };
+        self.set_state(t, c, row);
+        Ok(())
+    }
+
+    async fn archive_rows(
+        &mut self,
+        b: &BucketKey,
+        span: &BucketSpan,
+        newest: u64,
+        object: &str,
+    ) -> StoreResult<()> {
+        let (t, c) = (b.tenant.as_str(), b.conversation_id.as_str());
+        let range =
+            Key::new().s(t).s(c).n(span.first).bytes()..=Key::new().s(t).s(c).n(span.last).bytes();
+        let mut doomed = Vec::new();
+        for g in self.snap.range(&self.s.messages, range) {
+            let (k, v) = g.into_inner().map_err(storage)?;
+            doomed.push((k.to_vec(), decode::<Message>(&v)?));
+        }
+        for (k, m) in doomed {
+            if m.seq == newest {
+                continue;
+            }
+            self.batch.remove(&self.s.messages, k);
+            self.batch.remove(
+                &self.s.sent,
+                Key::new()
+                    .s(t)
+                    .s(c)
+                    .s(m.sender_id.as_str())
+                    .s(m.client_msg_id.as_str())
+                    .bytes(),
+            );
+            for (vk, _) in std::mem::take(self.versions_with_keys(t, c, m.seq)?) {
+                self.batch.remove(&self.s.versions, vk);
+            }
+        }
+        let row = BucketRow {
+            first: span.first,
+            archived: Some((span.last, object.to_owned())),
+        };
+        self.batch.insert(
+            &self.s.buckets,
+            Key::new().s(t).s(c).day(b.day).bytes(),
+            row.encode(),
+        );
+        self.pending.archived.insert(Key::new().s(t).s(c).bytes());
+        Ok(())
+    }
+}
