@@ -213,10 +213,13 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Writes (or overwrites) an object Switchboard itself makes, such as
     /// a message archive, under `name` (checked by [`object_name_ok`]).
+    /// One over the store's maximum object size is refused: it could not
+    /// be read back.
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError>;
 
     /// Reads an object written by [`BlobStore::put_object`]; `NotFound`
-    /// when it is missing.
+    /// when it is missing. At most the store's maximum object size is
+    /// read: a larger object is refused without being read whole.
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError>;
 
     /// Uploaded media in the backend's order, at most `limit`, starting
@@ -252,6 +255,19 @@ pub(crate) fn tenant_from_hex(hex: &str) -> Option<TenantId> {
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect();
     TenantId::new(String::from_utf8(bytes?).ok()?).ok()
+}
+
+/// The largest object [`BlobStore::put_object`] writes and
+/// [`BlobStore::get_object`] reads back whole, unless configured
+/// otherwise: a bound against a corrupt or hostile object (or S3
+/// endpoint), far above one conversation's day of archived history.
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 256 << 20;
+
+/// The refusal of an object over the configured size.
+pub(crate) fn object_too_large(name: &str, size: u64, max: u64) -> BlobError {
+    BlobError::backend_fault(&format!(
+        "object {name} is {size} bytes or more, over the {max} bytes of [blobs] max_object_bytes"
+    ))
 }
 
 /// Whether `name` may name an object of [`BlobStore::put_object`]: relative

@@ -23,6 +23,9 @@ pub const SERVE_PATH: &str = "/v1/blobs/";
 pub struct LocalBlobs {
     dir: PathBuf,
     signer: Signer,
+    /// The largest object written or read whole (`put_object`,
+    /// `get_object`).
+    max_object_bytes: u64,
 }
 
 fn io(e: std::io::Error) -> BlobError {
@@ -31,7 +34,17 @@ fn io(e: std::io::Error) -> BlobError {
 
 impl LocalBlobs {
     pub fn new(dir: PathBuf, signer: Signer) -> Self {
-        Self { dir, signer }
+        Self {
+            dir,
+            signer,
+            max_object_bytes: crate::DEFAULT_MAX_OBJECT_BYTES,
+        }
+    }
+
+    /// Sets the largest object written or read whole.
+    pub fn with_max_object_bytes(mut self, max: u64) -> Self {
+        self.max_object_bytes = max;
+        self
     }
 
     fn tenant_dir(&self, tenant: &TenantId) -> PathBuf {
@@ -352,6 +365,13 @@ impl BlobStore for LocalBlobs {
     /// hex-named media directories (a hex name is never `archive`).
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         crate::check_object_name(name)?;
+        if bytes.len() as u64 > self.max_object_bytes {
+            return Err(crate::object_too_large(
+                name,
+                bytes.len() as u64,
+                self.max_object_bytes,
+            ));
+        }
         let path = self.dir.join(name);
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(io)?;
@@ -430,12 +450,28 @@ impl BlobStore for LocalBlobs {
     }
 
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError> {
+        use tokio::io::AsyncReadExt;
         crate::check_object_name(name)?;
-        match tokio::fs::read(self.dir.join(name)).await {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
-            Err(e) => Err(io(e)),
+        let file = match tokio::fs::File::open(self.dir.join(name)).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
+            Err(e) => return Err(io(e)),
+        };
+        let max = self.max_object_bytes;
+        let size = file.metadata().await.map_err(io)?.len();
+        if size > max {
+            return Err(crate::object_too_large(name, size, max));
         }
+        // The file may grow meanwhile: never more than the maximum.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(io)?;
+        if bytes.len() as u64 > max {
+            return Err(crate::object_too_large(name, bytes.len() as u64, max));
+        }
+        Ok(bytes)
     }
 }
 

@@ -8,6 +8,12 @@
 //! is written once where the bucket supports conditional writes. Objects
 //! are `media/<tenant as hex>/<blob_ref>`; message archives (written by
 //! Switchboard itself, not through URLs) are `archive/...`.
+//!
+//! What this code reads of the bucket's answers is bounded: an object
+//! read whole at most `max_object_bytes` (refused past it, also when the
+//! declared length lies), a listing page at most `limit` keys (1000 at
+//! most). The SDK parses the small XML answers (listings, errors) and
+//! the HEAD answer's headers itself.
 
 use std::time::Duration;
 
@@ -49,6 +55,9 @@ fn default_region() -> String {
 pub struct S3Blobs {
     client: aws_sdk_s3::Client,
     bucket: String,
+    /// The largest object written or read whole (`put_object`,
+    /// `get_object`).
+    max_object_bytes: u64,
 }
 
 const UPLOADED_BY: &str = "uploaded-by";
@@ -89,7 +98,14 @@ impl S3Blobs {
         Self {
             client: aws_sdk_s3::Client::from_conf(s3.build()),
             bucket: config.bucket.clone(),
+            max_object_bytes: crate::DEFAULT_MAX_OBJECT_BYTES,
         }
+    }
+
+    /// Sets the largest object written or read whole.
+    pub fn with_max_object_bytes(mut self, max: u64) -> Self {
+        self.max_object_bytes = max;
+        self
     }
 
     fn key(tenant: &TenantId, blob_ref: &BlobRef) -> String {
@@ -207,6 +223,13 @@ impl BlobStore for S3Blobs {
 
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         crate::check_object_name(name)?;
+        if bytes.len() as u64 > self.max_object_bytes {
+            return Err(crate::object_too_large(
+                name,
+                bytes.len() as u64,
+                self.max_object_bytes,
+            ));
+        }
         self.client
             .put_object()
             .bucket(&self.bucket)
@@ -238,8 +261,30 @@ impl BlobStore for S3Blobs {
                 return Err(sdk(e));
             }
         };
-        let bytes = object.body.collect().await.map_err(backend)?;
-        Ok(bytes.into_bytes().to_vec())
+        // Read chunk by chunk, never past the maximum: the declared
+        // length may lie.
+        let max = self.max_object_bytes;
+        let declared = object
+            .content_length()
+            .and_then(|l| u64::try_from(l).ok())
+            .unwrap_or(0);
+        if declared > max {
+            return Err(crate::object_too_large(name, declared, max));
+        }
+        let mut body = object.body;
+        let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(backend)?;
+            if (bytes.len() + chunk.len()) as u64 > max {
+                return Err(crate::object_too_large(
+                    name,
+                    (bytes.len() + chunk.len()) as u64,
+                    max,
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     /// Cursor: the object key (`media/<tenant hex>/<blob_ref>`), which S3
@@ -261,7 +306,8 @@ impl BlobStore for S3Blobs {
         }
         let listed = request.send().await.map_err(sdk)?;
         let mut found = Vec::new();
-        for object in listed.contents() {
+        // Never more than asked for, whatever the endpoint answers.
+        for object in listed.contents().iter().take(limit) {
             let Some(key) = object.key() else { continue };
             let mut parts = key.splitn(3, '/').skip(1);
             let (Some(hex), Some(blob)) = (parts.next(), parts.next()) else {

@@ -434,3 +434,65 @@ async fn unreferenced_uploads_are_collected(backend: Backend) {
     assert!(media.bytes_path(&kept).exists());
     assert!(cluster.logs().contains("unreferenced uploads removed"));
 }
+
+/// Issue 26: what is read back of the blob store whole (archive objects)
+/// is bounded by `[blobs] max_object_bytes`, on the local directory and
+/// on S3: an object of exactly the maximum is written and read, one byte
+/// more is refused when written, and when found there (written behind
+/// Switchboard's back, or by an S3 endpoint that lies) it is refused
+/// without being read whole.
+#[tokio::test]
+async fn objects_are_read_back_up_to_the_configured_size_only() {
+    use switchboard_blob::BlobStore;
+    use switchboard_blob::local::LocalBlobs;
+    use switchboard_blob::s3::{S3Blobs, S3Config};
+    use switchboard_blob::token::Signer;
+    use switchboard_tests::s3::{ACCESS_KEY, BUCKET, SECRET_KEY};
+
+    const MAX: u64 = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(dir.path()).await;
+    let s3_config = S3Config {
+        bucket: BUCKET.into(),
+        region: "us-east-1".into(),
+        endpoint: Some(format!("http://127.0.0.1:{}", s3.port)),
+        path_style: true,
+        access_key_id: ACCESS_KEY.into(),
+        secret_access_key: SECRET_KEY.into(),
+    };
+    let local_dir = dir.path().join("local");
+    let stores: Vec<(Box<dyn BlobStore>, std::path::PathBuf)> = vec![
+        (
+            Box::new(
+                LocalBlobs::new(local_dir.clone(), Signer::new(b"0123456789abcdef"))
+                    .with_max_object_bytes(MAX),
+            ),
+            local_dir,
+        ),
+        (
+            Box::new(S3Blobs::new(&s3_config).with_max_object_bytes(MAX)),
+            s3.root.join(BUCKET),
+        ),
+    ];
+    for (blobs, root) in stores {
+        let at = "archive/acme/c1/1.json.lz4";
+        blobs.put_object(at, vec![7; MAX as usize]).await.unwrap();
+        assert_eq!(blobs.get_object(at).await.unwrap().len(), MAX as usize);
+        let past = "archive/acme/c1/2.json.lz4";
+        let refused = blobs.put_object(past, vec![7; MAX as usize + 1]).await;
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("max_object_bytes"),
+            "{root:?}"
+        );
+        // An object past the maximum that is there anyway.
+        std::fs::write(root.join(at), vec![7; MAX as usize + 1]).unwrap();
+        let read = blobs.get_object(at).await;
+        assert!(
+            read.unwrap_err().to_string().contains("max_object_bytes"),
+            "{root:?}"
+        );
+    }
+}
