@@ -336,11 +336,11 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     for user in job.recipients.iter().filter(|u| **u != job.sender) {
         let devices = ctx.tokens.devices(&job.tenant, user).await?;
         for (device, token) in devices {
-            if !undelivered(ctx, job, user, &device).await?
-                || !first_in_window(ctx, job, user, &device, settings.collapse_ms).await?
-            {
+            if !undelivered(ctx, job, user, &device).await? {
                 continue;
             }
+            // Before any collapse mark is taken: a shed message must not
+            // hold back the next one's push.
             if !room_checked {
                 room_checked = true;
                 if ctx.backlogs.full(&job.tenant).await {
@@ -348,6 +348,9 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
                     metrics::counter!(PUSH_MESSAGES_SHED).increment(1);
                     return Ok(0);
                 }
+            }
+            if !first_in_window(ctx, job, user, &device, settings.collapse_ms).await? {
+                continue;
             }
             let send = SendJob {
                 tenant: job.tenant.clone(),
