@@ -213,23 +213,33 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Writes (or overwrites) an object Switchboard itself makes, such as
     /// a message archive, under `name` (checked by [`object_name_ok`]).
+    /// One over the store's maximum object size is refused: it could not
+    /// be read back.
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError>;
 
     /// Reads an object written by [`BlobStore::put_object`]; `NotFound`
-    /// when it is missing.
+    /// when it is missing. At most the store's maximum object size is
+    /// read: a larger object is refused without being read whole.
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError>;
 
-    /// Uploaded media in the backend's order, at most `limit`, starting
-    /// after `after` (the `cursor` of the last one listed before): what
-    /// the blob collector walks.
-    async fn list_media(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<StoredMedia>, BlobError>;
+    /// A walk over every uploaded blob, in pages: what the blob collector
+    /// runs. The walk keeps its place itself (an open directory, a
+    /// listing's continuation), so each page costs the same, however far
+    /// in it is.
+    fn walk_media(&self) -> Box<dyn MediaWalk + '_>;
 
     /// Removes an uploaded blob; one that is not there is not an error.
     async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError>;
+}
+
+/// One walk over the uploaded blobs ([`BlobStore::walk_media`]).
+#[async_trait::async_trait]
+pub trait MediaWalk: Send {
+    /// The next blobs, at most `limit`, found by looking at no more than
+    /// a few entries per blob of `limit` (so a page may hold fewer, even
+    /// none); `None` once every blob was seen. A blob uploaded or removed
+    /// during the walk may or may not be seen.
+    async fn next_page(&mut self, limit: usize) -> Result<Option<Vec<StoredMedia>>, BlobError>;
 }
 
 /// One uploaded blob, as the collector sees it.
@@ -238,8 +248,11 @@ pub struct StoredMedia {
     pub tenant: TenantId,
     pub blob_ref: BlobRef,
     pub uploaded_at: Timestamp,
-    /// Where the next listing starts after this one.
-    pub cursor: String,
+    /// Bytes stored.
+    pub size: u64,
+    /// Who uploaded it; `None` for an object of the bucket that does not
+    /// say (not written through a grant).
+    pub uploaded_by: Option<UserId>,
 }
 
 /// A tenant id from its hex form in a path or key.
@@ -252,6 +265,19 @@ pub(crate) fn tenant_from_hex(hex: &str) -> Option<TenantId> {
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect();
     TenantId::new(String::from_utf8(bytes?).ok()?).ok()
+}
+
+/// The largest object [`BlobStore::put_object`] writes and
+/// [`BlobStore::get_object`] reads back whole, unless configured
+/// otherwise: a bound against a corrupt or hostile object (or S3
+/// endpoint), far above one conversation's day of archived history.
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 256 << 20;
+
+/// The refusal of an object over the configured size.
+pub(crate) fn object_too_large(name: &str, size: u64, max: u64) -> BlobError {
+    BlobError::backend_fault(&format!(
+        "object {name} is {size} bytes or more, over the {max} bytes of [blobs] max_object_bytes"
+    ))
 }
 
 /// Whether `name` may name an object of [`BlobStore::put_object`]: relative

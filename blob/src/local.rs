@@ -15,7 +15,9 @@ use switchboard_protocol::{TenantId, Timestamp};
 use tokio::io::AsyncWriteExt;
 
 use crate::token::{Claims, Op, Signer};
-use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, StoredMedia, UploadGrant};
+use crate::{
+    BlobError, BlobInfo, BlobRef, BlobStore, MediaWalk, SignedUrl, StoredMedia, UploadGrant,
+};
 
 /// Where the gateway serves local blobs; a signed token follows.
 pub const SERVE_PATH: &str = "/v1/blobs/";
@@ -23,6 +25,9 @@ pub const SERVE_PATH: &str = "/v1/blobs/";
 pub struct LocalBlobs {
     dir: PathBuf,
     signer: Signer,
+    /// The largest object written or read whole (`put_object`,
+    /// `get_object`).
+    max_object_bytes: u64,
 }
 
 fn io(e: std::io::Error) -> BlobError {
@@ -31,7 +36,17 @@ fn io(e: std::io::Error) -> BlobError {
 
 impl LocalBlobs {
     pub fn new(dir: PathBuf, signer: Signer) -> Self {
-        Self { dir, signer }
+        Self {
+            dir,
+            signer,
+            max_object_bytes: crate::DEFAULT_MAX_OBJECT_BYTES,
+        }
+    }
+
+    /// Sets the largest object written or read whole.
+    pub fn with_max_object_bytes(mut self, max: u64) -> Self {
+        self.max_object_bytes = max;
+        self
     }
 
     fn tenant_dir(&self, tenant: &TenantId) -> PathBuf {
@@ -295,6 +310,100 @@ async fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BlobError> {
     tokio::fs::rename(&tmp, path).await.map_err(io)
 }
 
+/// A walk over the directory: the tenants' directories one after the
+/// other, each read once from an open handle, so that a page costs its
+/// own entries only (rescanning the directory for each page made a walk
+/// quadratic in the blobs).
+struct LocalWalk<'a> {
+    blobs: &'a LocalBlobs,
+    /// The root's entries; `None` before the walk begins.
+    tenants: Option<tokio::fs::ReadDir>,
+    /// The tenant being walked and its directory's entries.
+    current: Option<(TenantId, tokio::fs::ReadDir)>,
+    done: bool,
+    /// Directory entries read so far: what a walk costs.
+    entries_read: u64,
+}
+
+impl LocalWalk<'_> {
+    /// Opens the next tenant's directory; false when there is none.
+    async fn next_tenant(&mut self) -> Result<bool, BlobError> {
+        if self.tenants.is_none() {
+            match tokio::fs::read_dir(&self.blobs.dir).await {
+                Ok(d) => self.tenants = Some(d),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(io(e)),
+            }
+        }
+        let Some(tenants) = self.tenants.as_mut() else {
+            return Ok(false);
+        };
+        while let Some(d) = tenants.next_entry().await.map_err(io)? {
+            self.entries_read += 1;
+            let name = d.file_name().to_string_lossy().into_owned();
+            // Hex names only: `archive/` holds objects, not uploads.
+            let Some(tenant) = crate::tenant_from_hex(&name) else {
+                continue;
+            };
+            match tokio::fs::read_dir(d.path()).await {
+                Ok(files) => {
+                    self.current = Some((tenant, files));
+                    return Ok(true);
+                }
+                // Gone meanwhile, or not a directory.
+                Err(_) => continue,
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[async_trait::async_trait]
+impl MediaWalk for LocalWalk<'_> {
+    async fn next_page(&mut self, limit: usize) -> Result<Option<Vec<StoredMedia>>, BlobError> {
+        if self.done {
+            return Ok(None);
+        }
+        let limit = limit.max(1);
+        // A blob is three files (its bytes, its record, its claim): a page
+        // reads at most that many entries per blob it may hold.
+        let budget = self.entries_read + 3 * limit as u64;
+        let mut found = Vec::new();
+        while found.len() < limit && !self.done && self.entries_read < budget {
+            let Some((tenant, files)) = self.current.as_mut() else {
+                if !self.next_tenant().await? {
+                    self.done = true;
+                }
+                continue;
+            };
+            let Some(f) = files.next_entry().await.map_err(io)? else {
+                self.current = None;
+                continue;
+            };
+            self.entries_read += 1;
+            let name = f.file_name().to_string_lossy().into_owned();
+            let Some(blob_ref) = name
+                .strip_suffix(".json")
+                .and_then(|b| BlobRef::parse(b).ok())
+            else {
+                continue;
+            };
+            // Removed since it was listed: not there to count.
+            let Some(info) = self.blobs.info(tenant, &blob_ref).await? else {
+                continue;
+            };
+            found.push(StoredMedia {
+                tenant: tenant.clone(),
+                blob_ref,
+                uploaded_at: info.uploaded_at,
+                size: info.size,
+                uploaded_by: Some(info.uploaded_by),
+            });
+        }
+        Ok(Some(found))
+    }
+}
+
 fn expiry(ttl: Duration) -> i64 {
     Timestamp::now().unix_ms() + ttl.as_millis() as i64
 }
@@ -352,6 +461,13 @@ impl BlobStore for LocalBlobs {
     /// hex-named media directories (a hex name is never `archive`).
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         crate::check_object_name(name)?;
+        if bytes.len() as u64 > self.max_object_bytes {
+            return Err(crate::object_too_large(
+                name,
+                bytes.len() as u64,
+                self.max_object_bytes,
+            ));
+        }
         let path = self.dir.join(name);
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(io)?;
@@ -359,61 +475,14 @@ impl BlobStore for LocalBlobs {
         write_synced(&path, &bytes).await
     }
 
-    async fn list_media(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<StoredMedia>, BlobError> {
-        // Cursor: `<tenant hex>/<blob_ref>`, in the order of both names.
-        let mut tenants = Vec::new();
-        let mut dirs = match tokio::fs::read_dir(&self.dir).await {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(e)),
-        };
-        while let Some(d) = dirs.next_entry().await.map_err(io)? {
-            let name = d.file_name().to_string_lossy().into_owned();
-            if let Some(tenant) = crate::tenant_from_hex(&name) {
-                tenants.push((name, tenant));
-            }
-        }
-        tenants.sort();
-        let mut found = Vec::new();
-        for (hex, tenant) in tenants {
-            if after.is_some_and(|a| a.split('/').next().is_some_and(|t| hex.as_str() < t)) {
-                continue;
-            }
-            let mut names = Vec::new();
-            let mut files = tokio::fs::read_dir(self.dir.join(&hex)).await.map_err(io)?;
-            while let Some(f) = files.next_entry().await.map_err(io)? {
-                let name = f.file_name().to_string_lossy().into_owned();
-                if let Some(blob) = name.strip_suffix(".json")
-                    && let Ok(blob_ref) = BlobRef::parse(blob)
-                {
-                    names.push(blob_ref);
-                }
-            }
-            names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-            for blob_ref in names {
-                let cursor = format!("{hex}/{blob_ref}");
-                if after.is_some_and(|a| cursor.as_str() <= a) {
-                    continue;
-                }
-                let Some(info) = self.info(&tenant, &blob_ref).await? else {
-                    continue;
-                };
-                found.push(StoredMedia {
-                    tenant: tenant.clone(),
-                    blob_ref,
-                    uploaded_at: info.uploaded_at,
-                    cursor,
-                });
-                if found.len() >= limit {
-                    return Ok(found);
-                }
-            }
-        }
-        Ok(found)
+    fn walk_media(&self) -> Box<dyn MediaWalk + '_> {
+        Box::new(LocalWalk {
+            blobs: self,
+            tenants: None,
+            current: None,
+            done: false,
+            entries_read: 0,
+        })
     }
 
     async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError> {
@@ -430,12 +499,28 @@ impl BlobStore for LocalBlobs {
     }
 
     async fn get_object(&self, name: &str) -> Result<Vec<u8>, BlobError> {
+        use tokio::io::AsyncReadExt;
         crate::check_object_name(name)?;
-        match tokio::fs::read(self.dir.join(name)).await {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
-            Err(e) => Err(io(e)),
+        let file = match tokio::fs::File::open(self.dir.join(name)).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
+            Err(e) => return Err(io(e)),
+        };
+        let max = self.max_object_bytes;
+        let size = file.metadata().await.map_err(io)?.len();
+        if size > max {
+            return Err(crate::object_too_large(name, size, max));
         }
+        // The file may grow meanwhile: never more than the maximum.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(io)?;
+        if bytes.len() as u64 > max {
+            return Err(crate::object_too_large(name, bytes.len() as u64, max));
+        }
+        Ok(bytes)
     }
 }
 
@@ -563,6 +648,72 @@ mod tests {
         assert_eq!(upload.finish().await.unwrap().size, 4);
         let info = blobs.info(&grant.tenant, &grant.blob_ref).await.unwrap();
         assert_eq!(info.map(|i| i.size), Some(4));
+    }
+
+    /// Writes a finished blob as an upload leaves it, without the upload.
+    fn stored(dir: &Path, tenant: &str, uploader: &str, size: u64) -> BlobRef {
+        let blob_ref = BlobRef::generate().unwrap();
+        let hex: String = tenant.bytes().map(|b| format!("{b:02x}")).collect();
+        let tenant_dir = dir.join(hex);
+        std::fs::create_dir_all(&tenant_dir).unwrap();
+        std::fs::write(tenant_dir.join(blob_ref.as_str()), vec![0u8; size as usize]).unwrap();
+        let info = BlobInfo {
+            mime: "text/plain".into(),
+            size,
+            uploaded_by: UserId::new(uploader).unwrap(),
+            uploaded_at: Timestamp::now(),
+        };
+        std::fs::write(
+            tenant_dir.join(format!("{blob_ref}.json")),
+            serde_json::to_vec(&info).unwrap(),
+        )
+        .unwrap();
+        blob_ref
+    }
+
+    #[tokio::test]
+    async fn a_walk_sees_every_blob_once_and_each_page_costs_its_own_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = LocalBlobs::new(dir.path().to_owned(), Signer::new(b"k"));
+        let mut made = std::collections::HashSet::new();
+        for i in 0..600 {
+            let (tenant, user) = if i % 3 == 0 {
+                ("acme", "a")
+            } else {
+                ("globex", "b")
+            };
+            made.insert(stored(dir.path(), tenant, user, 5).to_string());
+        }
+        // Something that is no upload, beside them.
+        std::fs::create_dir_all(dir.path().join("archive/acme")).unwrap();
+        let mut walk = LocalWalk {
+            blobs: &blobs,
+            tenants: None,
+            current: None,
+            done: false,
+            entries_read: 0,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let (mut pages, mut read_before) = (0, 0);
+        while let Some(page) = walk.next_page(50).await.unwrap() {
+            pages += 1;
+            assert!(page.len() <= 50);
+            for m in &page {
+                assert_eq!(m.size, 5);
+                assert!(m.uploaded_by.is_some());
+                assert!(seen.insert(m.blob_ref.to_string()), "seen twice");
+            }
+            // At most three entries per blob of the page, and a tenant
+            // directory: never the whole directory again.
+            let cost = walk.entries_read - read_before;
+            assert!(cost <= 3 * 50 + 1, "page {pages} read {cost} entries");
+            read_before = walk.entries_read;
+        }
+        assert_eq!(seen, made);
+        // 50 blobs a page at most, and at least 50 of the 1203 entries
+        // read by each page but the last.
+        assert!((12..=25).contains(&pages), "{pages} pages");
+        assert!(walk.next_page(50).await.unwrap().is_none(), "over for good");
     }
 
     #[tokio::test]

@@ -8,15 +8,25 @@
 //! is written once where the bucket supports conditional writes. Objects
 //! are `media/<tenant as hex>/<blob_ref>`; message archives (written by
 //! Switchboard itself, not through URLs) are `archive/...`.
+//!
+//! What this code reads of the bucket's answers is bounded: an object
+//! read whole at most `max_object_bytes` (refused past it, also when the
+//! declared length lies), a listing page at most `limit` keys (1000 at
+//! most). The SDK parses the small XML answers (listings, errors) and
+//! the HEAD answer's headers itself.
 
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::operation::head_object::HeadObjectOutput;
 use aws_sdk_s3::presigning::{PresignedRequest, PresigningConfig};
+use futures::StreamExt;
 use serde::Deserialize;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
-use crate::{BlobError, BlobInfo, BlobRef, BlobStore, SignedUrl, StoredMedia, UploadGrant};
+use crate::{
+    BlobError, BlobInfo, BlobRef, BlobStore, MediaWalk, SignedUrl, StoredMedia, UploadGrant,
+};
 
 /// Where the bucket is and how to reach it.
 #[derive(Debug, Clone, Deserialize)]
@@ -49,9 +59,23 @@ fn default_region() -> String {
 pub struct S3Blobs {
     client: aws_sdk_s3::Client,
     bucket: String,
+    /// The largest object written or read whole (`put_object`,
+    /// `get_object`).
+    max_object_bytes: u64,
 }
 
 const UPLOADED_BY: &str = "uploaded-by";
+
+/// HEAD requests of one walk page at once (each blob's uploader is only
+/// in its metadata, which listings do not carry).
+const HEADS_AT_ONCE: usize = 16;
+
+/// The uploader an object's metadata names.
+fn uploader(head: &HeadObjectOutput) -> Option<UserId> {
+    head.metadata()
+        .and_then(|m| m.get(UPLOADED_BY))
+        .and_then(|u| UserId::new(u.as_str()).ok())
+}
 
 fn backend(e: impl std::error::Error + Send + Sync + 'static) -> BlobError {
     BlobError::backend(e)
@@ -89,7 +113,14 @@ impl S3Blobs {
         Self {
             client: aws_sdk_s3::Client::from_conf(s3.build()),
             bucket: config.bucket.clone(),
+            max_object_bytes: crate::DEFAULT_MAX_OBJECT_BYTES,
         }
+    }
+
+    /// Sets the largest object written or read whole.
+    pub fn with_max_object_bytes(mut self, max: u64) -> Self {
+        self.max_object_bytes = max;
+        self
     }
 
     fn key(tenant: &TenantId, blob_ref: &BlobRef) -> String {
@@ -99,6 +130,31 @@ impl S3Blobs {
             .map(|b| format!("{b:02x}"))
             .collect();
         format!("media/{hex}/{blob_ref}")
+    }
+
+    /// The object's HEAD answer; `None` when it is not there.
+    async fn head(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &BlobRef,
+    ) -> Result<Option<HeadObjectOutput>, BlobError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(Self::key(tenant, blob_ref))
+            .send()
+            .await;
+        match head {
+            Ok(h) => Ok(Some(h)),
+            Err(e) => {
+                let e = e.into_service_error();
+                if e.is_not_found() {
+                    return Ok(None);
+                }
+                Err(sdk(e))
+            }
+        }
     }
 
     fn signed(request: PresignedRequest, ttl: Duration) -> SignedUrl {
@@ -166,27 +222,10 @@ impl BlobStore for S3Blobs {
         tenant: &TenantId,
         blob_ref: &BlobRef,
     ) -> Result<Option<BlobInfo>, BlobError> {
-        let head = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(Self::key(tenant, blob_ref))
-            .send()
-            .await;
-        let head = match head {
-            Ok(h) => h,
-            Err(e) => {
-                let e = e.into_service_error();
-                if e.is_not_found() {
-                    return Ok(None);
-                }
-                return Err(sdk(e));
-            }
+        let Some(head) = self.head(tenant, blob_ref).await? else {
+            return Ok(None);
         };
-        let uploaded_by = head
-            .metadata()
-            .and_then(|m| m.get(UPLOADED_BY))
-            .and_then(|u| UserId::new(u.as_str()).ok())
+        let uploaded_by = uploader(&head)
             .ok_or_else(|| BlobError::backend_fault("the object has no uploader"))?;
         Ok(Some(BlobInfo {
             mime: head
@@ -207,6 +246,13 @@ impl BlobStore for S3Blobs {
 
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         crate::check_object_name(name)?;
+        if bytes.len() as u64 > self.max_object_bytes {
+            return Err(crate::object_too_large(
+                name,
+                bytes.len() as u64,
+                self.max_object_bytes,
+            ));
+        }
         self.client
             .put_object()
             .bucket(&self.bucket)
@@ -238,51 +284,38 @@ impl BlobStore for S3Blobs {
                 return Err(sdk(e));
             }
         };
-        let bytes = object.body.collect().await.map_err(backend)?;
-        Ok(bytes.into_bytes().to_vec())
+        // Read chunk by chunk, never past the maximum: the declared
+        // length may lie.
+        let max = self.max_object_bytes;
+        let declared = object
+            .content_length()
+            .and_then(|l| u64::try_from(l).ok())
+            .unwrap_or(0);
+        if declared > max {
+            return Err(crate::object_too_large(name, declared, max));
+        }
+        let mut body = object.body;
+        let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(backend)?;
+            if (bytes.len() + chunk.len()) as u64 > max {
+                return Err(crate::object_too_large(
+                    name,
+                    (bytes.len() + chunk.len()) as u64,
+                    max,
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
-    /// Cursor: the object key (`media/<tenant hex>/<blob_ref>`), which S3
-    /// lists in order.
-    async fn list_media(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<StoredMedia>, BlobError> {
-        let max_keys = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let mut request = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix("media/")
-            .max_keys(max_keys);
-        if let Some(after) = after {
-            request = request.start_after(after);
-        }
-        let listed = request.send().await.map_err(sdk)?;
-        let mut found = Vec::new();
-        for object in listed.contents() {
-            let Some(key) = object.key() else { continue };
-            let mut parts = key.splitn(3, '/').skip(1);
-            let (Some(hex), Some(blob)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let (Some(tenant), Ok(blob_ref)) = (crate::tenant_from_hex(hex), BlobRef::parse(blob))
-            else {
-                continue;
-            };
-            let uploaded_at = object
-                .last_modified()
-                .and_then(|t| t.to_millis().ok())
-                .map_or_else(Timestamp::now, Timestamp::from_unix_ms);
-            found.push(StoredMedia {
-                tenant,
-                blob_ref,
-                uploaded_at,
-                cursor: key.to_owned(),
-            });
-        }
-        Ok(found)
+    fn walk_media(&self) -> Box<dyn MediaWalk + '_> {
+        Box::new(S3Walk {
+            blobs: self,
+            continuation: None,
+            done: false,
+        })
     }
 
     async fn delete_media(&self, tenant: &TenantId, blob_ref: &BlobRef) -> Result<(), BlobError> {
@@ -294,5 +327,83 @@ impl BlobStore for S3Blobs {
             .await
             .map_err(sdk)?;
         Ok(())
+    }
+}
+
+/// A walk over `media/` with a listing's continuation token: S3 resumes
+/// where the last page ended. Each page is one listing and a HEAD per
+/// blob (for its uploader).
+struct S3Walk<'a> {
+    blobs: &'a S3Blobs,
+    continuation: Option<String>,
+    done: bool,
+}
+
+#[async_trait::async_trait]
+impl MediaWalk for S3Walk<'_> {
+    async fn next_page(&mut self, limit: usize) -> Result<Option<Vec<StoredMedia>>, BlobError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        let max_keys = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let mut request = self
+            .blobs
+            .client
+            .list_objects_v2()
+            .bucket(&self.blobs.bucket)
+            .prefix("media/")
+            .max_keys(max_keys);
+        if let Some(token) = &self.continuation {
+            request = request.continuation_token(token);
+        }
+        let listed = request.send().await.map_err(sdk)?;
+        self.continuation = listed
+            .next_continuation_token()
+            .filter(|_| listed.is_truncated() == Some(true))
+            .map(str::to_owned);
+        self.done = self.continuation.is_none();
+        // Never more than asked for, whatever the endpoint answers.
+        let keys: Vec<(TenantId, BlobRef, u64, Timestamp)> = listed
+            .contents()
+            .iter()
+            .take(limit.max(1))
+            .filter_map(|object| {
+                let mut parts = object.key()?.splitn(3, '/').skip(1);
+                let tenant = crate::tenant_from_hex(parts.next()?)?;
+                let blob_ref = BlobRef::parse(parts.next()?).ok()?;
+                let size = object
+                    .size()
+                    .and_then(|s| u64::try_from(s).ok())
+                    .unwrap_or(0);
+                let uploaded_at = object
+                    .last_modified()
+                    .and_then(|t| t.to_millis().ok())
+                    .map_or_else(Timestamp::now, Timestamp::from_unix_ms);
+                Some((tenant, blob_ref, size, uploaded_at))
+            })
+            .collect();
+        let blobs = self.blobs;
+        let mut heads = futures::stream::iter(keys)
+            .map(|(tenant, blob_ref, size, uploaded_at)| async move {
+                let head = blobs.head(&tenant, &blob_ref).await;
+                head.map(|h| {
+                    h.map(|h| StoredMedia {
+                        uploaded_by: uploader(&h),
+                        tenant,
+                        blob_ref,
+                        uploaded_at,
+                        size,
+                    })
+                })
+            })
+            .buffered(HEADS_AT_ONCE);
+        while let Some(head) = heads.next().await {
+            // Removed since it was listed: not there to count.
+            if let Some(m) = head? {
+                found.push(m);
+            }
+        }
+        Ok(Some(found))
     }
 }

@@ -25,7 +25,15 @@ pub struct MediaConfig {
     /// upload; a day leaves room for retries and slow networks).
     pub gc_grace_secs: u64,
     /// How often this gateway looks for such uploads, in seconds; 0 never.
+    /// The same walk counts what each user and tenant stores.
     pub gc_every_secs: u64,
+    /// Bytes of uploads one user may keep stored (the tenant quota
+    /// `max_media_bytes_per_user` replaces it); a grant past it gets 429
+    /// `quota_exceeded`.
+    pub max_stored_bytes_per_user: u64,
+    /// Bytes of uploads one tenant may keep stored (the tenant quota
+    /// `max_media_bytes` replaces it).
+    pub max_stored_bytes_per_tenant: u64,
 }
 
 impl Default for MediaConfig {
@@ -45,6 +53,8 @@ impl Default for MediaConfig {
             download_url_secs: 300,
             gc_grace_secs: 86_400,
             gc_every_secs: 3600,
+            max_stored_bytes_per_user: 10 << 30,
+            max_stored_bytes_per_tenant: 1 << 40,
         }
     }
 }

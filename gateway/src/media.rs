@@ -2,13 +2,16 @@
 //! `http/blobs.rs`): where blobs are kept (`MediaStore`), who may read one
 //! (its uploader, and members of a conversation with a message that
 //! references it), what a message may say of one it carries, and the
-//! collector of uploads no message came to reference.
+//! collector of uploads no message references (any more), whose walk
+//! also counts what each user and tenant stores (`media/usage.rs`).
 //!
 //! The flow: `POST /v1/media` grants an upload and answers with a signed
 //! URL; the client PUTs the bytes there (for the local blob store,
 //! `PUT /v1/blobs/{token}` on a gateway; for S3, S3 itself); a message
 //! carries the `blob_ref`; `GET /v1/media/{blob_ref}` redirects whoever may
 //! read it to a short-lived signed download URL.
+
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,17 +25,25 @@ use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
+pub(crate) use usage::{MediaUsage, OverQuota, StorageLimits};
+
 /// Where a gateway keeps media: a blob store, and when it is the local
 /// one, the same store to serve its signed URLs from.
 pub struct MediaStore {
     pub blobs: Arc<dyn BlobStore>,
     pub local: Option<Arc<LocalBlobs>>,
+    /// What each user and tenant stores, for the storage quotas.
+    pub(crate) usage: MediaUsage,
 }
 
 impl MediaStore {
     /// A store whose URLs something else serves (S3).
     pub fn remote(blobs: Arc<dyn BlobStore>) -> Self {
-        Self { blobs, local: None }
+        Self {
+            blobs,
+            local: None,
+            usage: MediaUsage::default(),
+        }
     }
 
     pub fn local(blobs: LocalBlobs) -> Self {
@@ -40,19 +51,25 @@ impl MediaStore {
         Self {
             blobs: local.clone(),
             local: Some(local),
+            usage: MediaUsage::default(),
         }
     }
 }
 
-/// Blobs listed per step of the collector.
+/// Blobs looked at per step of the collector.
 const GC_STEP: usize = 500;
 
-/// The blob collector: every `gc_every_secs`, deletes uploads older than
-/// `gc_grace_secs` that no stored message references (an upload whose
-/// message never came, or an abuser filling the disk). Every gateway runs
-/// it over the blob store it serves: with local blobs each machine's own
+/// The blob collector: every `gc_every_secs` (and once at start), walks
+/// every stored blob, deletes uploads older than `gc_grace_secs` that no
+/// stored message references (an upload whose message never came, a
+/// blob whose messages were all deleted, an abuser filling the disk), and
+/// counts what the others take per user and tenant. Every gateway runs it
+/// over the blob store it serves: with local blobs each machine's own
 /// directory, with S3 the shared bucket (several gateways then repeat the
-/// walk; deleting twice is harmless).
+/// walk; deleting twice is harmless). A step looks at `GC_STEP` blobs,
+/// from where the last one stopped (an open directory, a listing's
+/// continuation): a walk costs one look per blob and a store lookup per
+/// blob past its grace.
 pub(crate) fn start_collector(gw: &Arc<Gateway>) {
     let every = gw.config.media.gc_every_secs;
     if every == 0 {
@@ -80,22 +97,34 @@ pub(crate) fn start_collector(gw: &Arc<Gateway>) {
 
 impl Gateway {
     /// One walk of the collector: how many uploads it removed, and how
-    /// many it looked at and kept.
+    /// many it looked at and kept (and counted).
     pub(crate) async fn collect_unreferenced_media(&self) -> Result<(usize, usize), ApiError> {
+        let usage = &self.media.usage;
+        let walk = usage.begin_walk();
+        let walked = self.walk_blobs(walk).await;
+        match walked {
+            Ok((removed, kept, tally)) => {
+                usage.finish_walk(walk, tally);
+                crate::metrics::blobs_collected(removed);
+                Ok((removed, kept))
+            }
+            Err(e) => {
+                usage.abandon_walk(walk);
+                Err(e)
+            }
+        }
+    }
+
+    async fn walk_blobs(&self, walk: u64) -> Result<(usize, usize, usage::Tally), ApiError> {
         let grace_ms =
             i64::try_from(self.config.media.gc_grace_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
         let cutoff = Timestamp::now().unix_ms().saturating_sub(grace_ms);
         let (mut removed, mut kept) = (0, 0);
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = self
-                .media
-                .blobs
-                .list_media(cursor.as_deref(), GC_STEP)
-                .await?;
-            let Some(last) = page.last() else { break };
-            cursor = Some(last.cursor.clone());
+        let mut tally = usage::Tally::default();
+        let mut blobs = self.media.blobs.walk_media();
+        while let Some(page) = blobs.next_page(GC_STEP).await? {
             for m in page {
+                self.media.usage.seen(walk, &m.blob_ref);
                 let old = m.uploaded_at.unix_ms() < cutoff;
                 if old
                     && !self
@@ -109,12 +138,27 @@ impl Gateway {
                         .await?;
                     removed += 1;
                 } else {
+                    tally.add(&m);
                     kept += 1;
                 }
             }
         }
-        crate::metrics::blobs_collected(removed);
-        Ok((removed, kept))
+        Ok((removed, kept, tally))
+    }
+
+    /// The storage limits of a user's grants: the tenant's quotas, or
+    /// the deployment's `[media]` defaults.
+    pub(crate) fn storage_limits(&self, tenant: &switchboard_protocol::TenantId) -> StorageLimits {
+        let quotas = self.quotas.book.quotas(tenant);
+        let media = &self.config.media;
+        StorageLimits {
+            per_user: quotas
+                .max_media_bytes_per_user
+                .unwrap_or(media.max_stored_bytes_per_user),
+            per_tenant: quotas
+                .max_media_bytes
+                .unwrap_or(media.max_stored_bytes_per_tenant),
+        }
     }
 
     /// The blob, if the caller uploaded it or is a member of a

@@ -4,55 +4,71 @@
 //! worker lives.
 //!
 //! **Deliver**: a message job waits the tenant's `delay_ms` after the
-//! message was stored, then looks at every recipient device with a push
-//! token: a device whose inbox still holds the message (not connected, or
-//! connected but not acknowledging) and that got no push for this
-//! conversation within `collapse_ms` gets a send job. The collapse marks
-//! live in the `sb_push_collapse` bucket, written with a compare-and-set,
-//! so two workers never both push the same burst.
+//! message was stored (back in JetStream, not here, so that one tenant's
+//! long delay holds up no other's jobs), then looks at every recipient
+//! device with a push token: a device whose inbox still holds the message
+//! (not connected, or connected but not acknowledging) and that got no
+//! push for this conversation within `collapse_ms` gets a send job. The
+//! collapse marks live in the `sb_push_collapse` bucket, written with a
+//! compare-and-set, so two workers never both push the same burst. A
+//! tenant with `tenant_max_queued` sends waiting queues no more
+//! (`backlog.rs`) until they drain.
 //!
-//! **Send**: one provider call. Retries are naks with a growing delay
-//! (1 s, 2 s, 4 s ... up to a minute); after `max_attempts` the job goes to
+//! **Send** (`send.rs`): one provider call, within the tenant's share of
+//! the stage (`share.rs`). Retries come back with a growing delay (1 s,
+//! 2 s, 4 s ... up to a minute); after `max_attempts` the job goes to
 //! `SB_PUSH_DEAD` with the last error. A token the provider calls dead is
-//! removed from `sb_push_tokens`.
+//! removed from `sb_push_tokens`. Every answer is read within a bound
+//! (`providers::AnswerCaps`).
 //!
 //! What a push shows is the tenant's `preview`: nothing but "New message",
 //! the sender, or the sender and the message's one-line preview (100
 //! characters at most). Ciphertext never shows more than the sender.
 
+mod backlog;
 pub mod providers;
+mod send;
+mod share;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind, kv};
 use futures::StreamExt;
 use switchboard_backbone::definitions::{PUSH_COLLAPSE_BUCKET, PUSH_STREAM, push_consumers};
 use switchboard_backbone::kv_key::part;
-use switchboard_backbone::push_jobs::{
-    HEADER_PUSH_ERROR, MessageJob, SendJob, dead_subject, send_subject,
-};
+use switchboard_backbone::push_jobs::{MessageJob, SendJob, send_subject};
 use switchboard_backbone::records::push_tokens::PushTokens;
-use switchboard_backbone::records::tenants::{PreviewMode, PushSettings, TenantBook, TenantRecord};
-use switchboard_protocol::push::PushProvider;
+use switchboard_backbone::records::tenants::{PreviewMode, TenantBook, TenantRecord};
 use switchboard_protocol::{Content, DeviceId, Message, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey, Store};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use providers::{Attempt, Clients};
+pub use providers::{AnswerCaps, Timeouts};
+pub use send::{HEADER_PUSH_ATTEMPTS, HEADER_PUSH_NOT_BEFORE};
+
+use providers::Clients;
+use share::TenantShares;
 
 /// Settings of the push stage that are the deployment's, not a tenant's.
 #[derive(Debug, Clone)]
 pub struct PushConfig {
-    /// Timeout of one provider call.
-    pub timeout: Duration,
+    /// Bounds of one provider call in time.
+    pub timeouts: Timeouts,
     /// A CA (PEM) to trust besides the public ones (a private proxy in
     /// front of the providers, or a test server).
     pub extra_root_pem: Option<Vec<u8>>,
     /// Jobs of each stage in progress at once in this process.
     pub concurrency: usize,
+    /// Provider calls of one tenant in progress at once in this process:
+    /// a tenant whose endpoints hang holds this many, never the stage.
+    pub tenant_concurrency: usize,
+    /// Sends of one tenant waiting in `SB_PUSH` past which its messages
+    /// queue no more pushes (approximate, see `backlog.rs`).
+    pub tenant_max_queued: u64,
+    /// How much of a provider's answer is read.
+    pub answer_caps: AnswerCaps,
     /// Whether provider and webhook URLs may point at private addresses
     /// (loopback, RFC 1918, link-local...): off by default, so a tenant's
     /// webhook cannot reach the deployment's own network.
@@ -62,9 +78,15 @@ pub struct PushConfig {
 impl Default for PushConfig {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_secs(10),
+            timeouts: Timeouts {
+                call: Duration::from_secs(10),
+                connect: Duration::from_secs(5),
+            },
             extra_root_pem: None,
             concurrency: 64,
+            tenant_concurrency: 8,
+            tenant_max_queued: 1000,
+            answer_caps: AnswerCaps::default(),
             allow_private_targets: false,
         }
     }
@@ -114,6 +136,14 @@ struct Ctx {
     clients: Clients,
     fcm: providers::fcm::Fcm,
     apns: providers::apns::Apns,
+    backlogs: backlog::Backlogs,
+}
+
+/// Which stage a consumer feeds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Deliver,
+    Send,
 }
 
 /// Runs both stages until the returned tasks are aborted.
@@ -123,24 +153,27 @@ pub async fn start(
     tenants: TenantBook,
     config: PushConfig,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, PushError> {
+    let stream = js.get_stream(PUSH_STREAM).await.map_err(nats)?;
     let ctx = Arc::new(Ctx {
         tokens: PushTokens::open(&js).await?,
         collapse: js.get_key_value(PUSH_COLLAPSE_BUCKET).await.map_err(nats)?,
         clients: Clients::new(
-            config.timeout,
+            config.timeouts,
             config.extra_root_pem.as_deref(),
             config.allow_private_targets,
+            config.answer_caps,
         )?,
         fcm: providers::fcm::Fcm::default(),
         apns: providers::apns::Apns::default(),
+        backlogs: backlog::Backlogs::new(stream.clone(), config.tenant_max_queued.max(1)),
         js,
         store,
         tenants,
     });
-    let stream = ctx.js.get_stream(PUSH_STREAM).await.map_err(nats)?;
     let [deliver, send] = push_consumers()?;
+    let shares = TenantShares::new(config.tenant_concurrency);
     let mut tasks = Vec::new();
-    for (consumer_config, is_send) in [(deliver, false), (send, true)] {
+    for (consumer_config, stage) in [(deliver, Stage::Deliver), (send, Stage::Send)] {
         let name = consumer_config.durable_name.clone().unwrap_or_default();
         let consumer: jetstream::consumer::PullConsumer = stream
             .get_or_create_consumer(&name, consumer_config)
@@ -151,8 +184,9 @@ pub async fn start(
             ctx.clone(),
             consumer,
             name,
-            is_send,
+            stage,
             permits,
+            shares.clone(),
         )));
     }
     Ok(tasks)
@@ -162,8 +196,9 @@ async fn consume(
     ctx: Arc<Ctx>,
     consumer: jetstream::consumer::PullConsumer,
     name: String,
-    is_send: bool,
+    stage: Stage,
     permits: Arc<Semaphore>,
+    shares: Arc<TenantShares>,
 ) {
     loop {
         let mut messages = match consumer.messages().await {
@@ -182,23 +217,39 @@ async fn consume(
                     continue;
                 }
             };
-            // Jobs arrive in the order they were stored, and each waits the
-            // same delay: waiting here for the first one due (holding no
-            // permit) keeps every permit for jobs that are ready.
-            if !is_send {
-                wait_until_due(&ctx, &m).await;
+            // A job not due yet (a message job within its tenant's
+            // delay, a retry before its time) goes back until it is:
+            // waiting here would hold up every tenant's jobs behind it.
+            let not_due = match stage {
+                Stage::Deliver => not_due_for(&ctx, &m),
+                Stage::Send => send::not_due_for(&m),
+            };
+            if let Some(wait) = not_due {
+                ack(&m, AckKind::Nak(Some(wait))).await;
+                continue;
             }
+            let slot = match stage {
+                Stage::Deliver => None,
+                Stage::Send => match shares.try_take(share::tenant_token(&m.subject)) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        let delivered = m.info().map_or(1, |i| i.delivered);
+                        ack(&m, AckKind::Nak(Some(share::deferral(delivered)))).await;
+                        continue;
+                    }
+                },
+            };
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
             let ctx = ctx.clone();
             tokio::spawn(async move {
-                if is_send {
-                    send_stage(&ctx, m).await;
-                } else {
-                    deliver_stage(&ctx, m).await;
+                match stage {
+                    Stage::Send => send::send_stage(&ctx, m).await,
+                    Stage::Deliver => deliver_stage(&ctx, m).await,
                 }
                 drop(permit);
+                drop(slot);
             });
         }
         tracing::warn!(consumer = %name, "push consumer ended; consuming again");
@@ -206,7 +257,7 @@ async fn consume(
     }
 }
 
-async fn ack(m: &jetstream::Message, kind: AckKind) {
+pub(crate) async fn ack(m: &jetstream::Message, kind: AckKind) {
     if let Err(e) = m.ack_with(kind).await {
         tracing::warn!(error = %e, "acking a push job failed; it comes again");
     }
@@ -214,7 +265,10 @@ async fn ack(m: &jetstream::Message, kind: AckKind) {
 
 /// The tenant's record, if it has push settings (shared, not copied: the
 /// settings hold keys and are read for every job).
-fn with_push(ctx: &Ctx, tenant: &switchboard_protocol::TenantId) -> Option<Arc<TenantRecord>> {
+pub(crate) fn with_push(
+    ctx: &Ctx,
+    tenant: &switchboard_protocol::TenantId,
+) -> Option<Arc<TenantRecord>> {
     ctx.tenants.get(tenant).filter(|t| t.push.is_some())
 }
 
@@ -240,21 +294,14 @@ async fn deliver_stage(ctx: &Ctx, m: jetstream::Message) {
     }
 }
 
-/// Sleeps until a message job's push delay has passed (at once for a job
-/// that does not decode: the stage drops it).
-async fn wait_until_due(ctx: &Ctx, m: &jetstream::Message) {
-    let Ok(job) = serde_json::from_slice::<MessageJob>(&m.payload) else {
-        return;
-    };
-    if let Some(settings) = with_push(ctx, &job.tenant)
-        .as_deref()
-        .and_then(|t| t.push.as_ref())
-    {
-        let wait = due(job.stored_at, settings.delay_ms).saturating_sub(Timestamp::now().unix_ms());
-        if wait > 0 {
-            tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
-        }
-    }
+/// How long until a message job's push delay has passed, if it has not
+/// (none for a job that does not decode: the stage drops it).
+fn not_due_for(ctx: &Ctx, m: &jetstream::Message) -> Option<Duration> {
+    let job = serde_json::from_slice::<MessageJob>(&m.payload).ok()?;
+    let record = with_push(ctx, &job.tenant)?;
+    let settings = record.push.as_ref()?;
+    let wait = due(job.stored_at, settings.delay_ms).saturating_sub(Timestamp::now().unix_ms());
+    (wait > 0).then(|| Duration::from_millis(u64::try_from(wait).unwrap_or(0)))
 }
 
 /// When a message job's pushes are due (Unix ms). Both terms come from
@@ -263,6 +310,17 @@ pub fn due(stored_at: Timestamp, delay_ms: u64) -> i64 {
     stored_at
         .unix_ms()
         .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX))
+}
+
+/// Whether the collapse mark `mark` (the Unix ms of the last push, as
+/// written below) falls within `window_ms` before `now`. A mark that does
+/// not parse counts as none; any `i64` is taken without overflow.
+pub fn collapsed(mark: &[u8], now: i64, window_ms: u64) -> bool {
+    let last: i64 = std::str::from_utf8(mark)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    now.saturating_sub(last) < i64::try_from(window_ms).unwrap_or(i64::MAX)
 }
 
 /// The send jobs of one message; how many went out.
@@ -289,12 +347,24 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     }
     let (title, body) = preview(settings.preview, &message);
     let mut sent = 0;
+    let mut room_checked = false;
     for user in job.recipients.iter().filter(|u| **u != job.sender) {
         let devices = ctx.tokens.devices(&job.tenant, user).await?;
         for (device, token) in devices {
-            if !undelivered(ctx, job, user, &device).await?
-                || !first_in_window(ctx, job, user, &device, settings.collapse_ms).await?
-            {
+            if !undelivered(ctx, job, user, &device).await? {
+                continue;
+            }
+            // Before any collapse mark is taken: a shed message must not
+            // hold back the next one's push.
+            if !room_checked {
+                room_checked = true;
+                if ctx.backlogs.full(&job.tenant).await {
+                    tracing::warn!(tenant = %job.tenant, "the tenant's pushes are queued up to tenant_max_queued; this message pushes nothing");
+                    metrics::counter!(PUSH_MESSAGES_SHED).increment(1);
+                    return Ok(0);
+                }
+            }
+            if !first_in_window(ctx, job, user, &device, settings.collapse_ms).await? {
                 continue;
             }
             let send = SendJob {
@@ -396,123 +466,14 @@ async fn first_in_window(
     }
 }
 
-/// Whether the collapse mark `mark` (the Unix ms of the last push, as
-/// written above) falls within `window_ms` before `now`. A mark that does
-/// not parse counts as none; any `i64` is taken without overflow.
-pub fn collapsed(mark: &[u8], now: i64, window_ms: u64) -> bool {
-    let last: i64 = std::str::from_utf8(mark)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    now.saturating_sub(last) < i64::try_from(window_ms).unwrap_or(i64::MAX)
-}
-
-async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
-    let job: SendJob = match serde_json::from_slice(&m.payload) {
-        Ok(j) => j,
-        Err(e) => {
-            tracing::error!(error = %e, "dropping a push that does not decode");
-            ack(&m, AckKind::Term).await;
-            return;
-        }
-    };
-    let Some(record) = with_push(ctx, &job.tenant) else {
-        ack(&m, AckKind::Ack).await;
-        return;
-    };
-    let Some(settings) = record.push.as_ref() else {
-        ack(&m, AckKind::Ack).await;
-        return;
-    };
-    let allow_private = ctx.clients.allow_private;
-    let targets_ok = |urls: &[&str]| {
-        urls.iter()
-            .try_for_each(|u| providers::check_target(u, allow_private))
-    };
-    let attempt = match (job.provider, settings) {
-        (
-            PushProvider::Webhook,
-            PushSettings {
-                webhook: Some(w), ..
-            },
-        ) => match targets_ok(&[&w.url]) {
-            Ok(()) => providers::webhook::send(&ctx.clients.http, w, &job).await,
-            Err(refused) => refused,
-        },
-        (PushProvider::Fcm, PushSettings { fcm: Some(f), .. }) => {
-            match targets_ok(&[&f.base_url, &f.token_url]) {
-                Ok(()) => ctx.fcm.send(&ctx.clients.http, f, &job).await,
-                Err(refused) => refused,
-            }
-        }
-        (PushProvider::Apns, PushSettings { apns: Some(a), .. }) => {
-            match targets_ok(&[&a.base_url]) {
-                Ok(()) => ctx.apns.send(&ctx.clients.h2, a, &job).await,
-                Err(refused) => refused,
-            }
-        }
-        (provider, _) => Attempt::Fatal(format!(
-            "the tenant has no {provider:?} settings for this device's token"
-        )),
-    };
-    let tries = m.info().map_or(1, |i| i.delivered.max(1));
-    let outcome = match &attempt {
-        Attempt::Sent => "sent",
-        Attempt::Gone(_) => "token_gone",
-        Attempt::Retry(_) if tries < i64::from(settings.max_attempts) => "retry",
-        Attempt::Retry(_) | Attempt::Fatal(_) => "dead_letter",
-    };
-    metrics::counter!(PUSH_JOBS, "outcome" => outcome).increment(1);
-    match attempt {
-        Attempt::Sent => {
-            tracing::info!(tenant = %job.tenant, user = %job.user, device = %job.device, provider = ?job.provider, "push sent");
-            ack(&m, AckKind::Ack).await;
-        }
-        Attempt::Gone(why) => {
-            tracing::info!(tenant = %job.tenant, user = %job.user, device = %job.device, %why, "push token is dead; forgetting it");
-            if let Err(e) = ctx
-                .tokens
-                .unregister(&job.tenant, &job.user, &job.device, Some(&job.token))
-                .await
-            {
-                tracing::warn!(error = %e, "forgetting a dead push token failed");
-            }
-            ack(&m, AckKind::Ack).await;
-        }
-        Attempt::Retry(why) if tries < i64::from(settings.max_attempts) => {
-            let delay = Duration::from_secs(1 << (tries - 1).clamp(0, 6));
-            tracing::info!(tenant = %job.tenant, tries, ?delay, %why, "push failed; trying again");
-            ack(&m, AckKind::Nak(Some(delay))).await;
-        }
-        Attempt::Retry(why) | Attempt::Fatal(why) => {
-            tracing::warn!(tenant = %job.tenant, user = %job.user, device = %job.device, tries, %why, "push failed for good; to the dead letters");
-            let mut headers = HeaderMap::new();
-            headers.insert(HEADER_PUSH_ERROR, why.replace(['\r', '\n'], " ").as_str());
-            let dead = ctx
-                .js
-                .publish_with_headers(dead_subject(&job.tenant), headers, m.payload.clone())
-                .await;
-            match dead {
-                Ok(ack_future) => match ack_future.await {
-                    Ok(_) => ack(&m, AckKind::Ack).await,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "a dead letter was not stored; trying again");
-                        ack(&m, AckKind::Nak(Some(Duration::from_secs(5)))).await;
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "a dead letter was not published; trying again");
-                    ack(&m, AckKind::Nak(Some(Duration::from_secs(5)))).await;
-                }
-            }
-        }
-    }
-}
-
 /// Pushes to one device by outcome: `sent`, `token_gone` (the provider
 /// called the token dead; it is forgotten), `retry` (tried again later),
 /// `dead_letter` (failed for good, kept in `SB_PUSH_DEAD`).
 pub const PUSH_JOBS: &str = "switchboard_push_jobs_total";
+
+/// Message jobs that queued no push because their tenant had
+/// `tenant_max_queued` sends waiting already (its endpoints are slow).
+pub const PUSH_MESSAGES_SHED: &str = "switchboard_push_messages_shed_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe_metrics() {
@@ -525,6 +486,11 @@ pub fn describe_metrics() {
     for outcome in ["sent", "token_gone", "retry", "dead_letter"] {
         metrics::counter!(PUSH_JOBS, "outcome" => outcome).absolute(0);
     }
+    metrics::describe_counter!(
+        PUSH_MESSAGES_SHED,
+        "Stored messages that queued no push because their tenant had tenant_max_queued pushes waiting."
+    );
+    metrics::counter!(PUSH_MESSAGES_SHED).absolute(0);
 }
 
 #[cfg(test)]

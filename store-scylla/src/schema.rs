@@ -15,13 +15,22 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
-/// `version`. Empty while there is only version 1. Tables that are new in
-/// a version also appear (as `CREATE TABLE IF NOT EXISTS`) in the schema
-/// file, so a new keyspace gets them at once.
-const MIGRATIONS: &[(i32, &[&str])] = &[];
+/// `version`. Tables that are new in a version also appear (as `CREATE
+/// TABLE IF NOT EXISTS`) in the schema file, so a new keyspace gets them
+/// at once.
+const MIGRATIONS: &[(i32, &[&str])] = &[(
+    // Media references per message, so that a deleted message's blob can
+    // be collected (issue 26). Version 1's `media_refs` stays, read only.
+    2,
+    &[
+        "CREATE TABLE IF NOT EXISTS media_message_refs (tenant text, blob_ref text, \
+       conversation_id text, seq bigint, \
+       PRIMARY KEY ((tenant, blob_ref), conversation_id, seq))",
+    ],
+)];
 
 /// The row of `schema_version` this store owns.
 const COMPONENT: &str = "store";
@@ -249,6 +258,7 @@ mod tests {
                 "device_cursors",
                 "devices",
                 "inbox",
+                "media_message_refs",
                 "media_refs",
                 "member_marks",
                 "members",

@@ -190,10 +190,14 @@ statements! {
         "INSERT INTO device_cursors (tenant, user_id, device_id, conversation_id, delivered_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
 
     // --- media
-    media_refs: Read<(Text, Text), (String,)> =
+    legacy_media_refs: Read<(Text, Text), (String,)> =
         "SELECT conversation_id FROM media_refs WHERE tenant = ? AND blob_ref = ?";
-    insert_media_ref: Write<(Text, Text, Text, BigInt)> =
-        "INSERT INTO media_refs (tenant, blob_ref, conversation_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    media_refs: Read<(Text, Text), (String,)> =
+        "SELECT conversation_id FROM media_message_refs WHERE tenant = ? AND blob_ref = ?";
+    insert_media_ref: Write<(Text, Text, Text, BigInt, BigInt)> =
+        "INSERT INTO media_message_refs (tenant, blob_ref, conversation_id, seq) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_media_ref: Write<(BigInt, Text, Text, Text, BigInt)> =
+        "DELETE FROM media_message_refs USING TIMESTAMP ? WHERE tenant = ? AND blob_ref = ? AND conversation_id = ? AND seq = ?";
 }
 
 #[cfg(test)]

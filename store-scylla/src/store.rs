@@ -547,17 +547,20 @@ impl Store for ScyllaStore {
         Ok((conv.kind, members))
     }
 
+    /// A reference of a message (`media_message_refs`), or one of schema
+    /// version 1 (`media_refs`, kept for good).
     async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
-        let mut refs = std::pin::pin!(
-            self.st
-                .media_refs
-                .stream(&self.session, (tenant.as_str(), blob_ref))
-                .await?
-        );
-        match refs.next().await {
-            Some(row) => row.map(|_| true),
-            None => Ok(false),
+        for table in [&self.st.media_refs, &self.st.legacy_media_refs] {
+            let mut refs = std::pin::pin!(
+                table
+                    .stream(&self.session, (tenant.as_str(), blob_ref))
+                    .await?
+            );
+            if let Some(row) = refs.next().await {
+                return row.map(|_| true);
+            }
         }
+        Ok(false)
     }
 
     async fn media_readable(
@@ -567,22 +570,25 @@ impl Store for ScyllaStore {
         reader: &UserId,
     ) -> StoreResult<bool> {
         let (t, u) = (tenant.as_str(), reader.as_str());
-        let mut refs = std::pin::pin!(
-            self.st
-                .media_refs
-                .stream(&self.session, (t, blob_ref))
-                .await?
-        );
-        while let Some(row) = refs.next().await {
-            let (c,) = row?;
-            if self
-                .st
-                .member
-                .one(&self.session, (t, &c, u))
-                .await?
-                .is_some()
-            {
-                return Ok(true);
+        // Each conversation is asked once: the rows of one come together.
+        let mut asked: Option<String> = None;
+        for table in [&self.st.media_refs, &self.st.legacy_media_refs] {
+            let mut refs = std::pin::pin!(table.stream(&self.session, (t, blob_ref)).await?);
+            while let Some(row) = refs.next().await {
+                let (c,) = row?;
+                if asked.as_deref() == Some(c.as_str()) {
+                    continue;
+                }
+                if self
+                    .st
+                    .member
+                    .one(&self.session, (t, &c, u))
+                    .await?
+                    .is_some()
+                {
+                    return Ok(true);
+                }
+                asked = Some(c);
             }
         }
         Ok(false)

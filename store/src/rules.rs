@@ -179,8 +179,22 @@ pub trait Commit {
         v: &MessageVersion,
     ) -> StoreResult<()>;
     async fn remove_versions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()>;
-    /// Members of `c` may download `blob_ref` from now on.
-    async fn reference_media(&mut self, c: &ConversationKey, blob_ref: &str) -> StoreResult<()>;
+    /// Message `seq` of `c` references `blob_ref`: members of `c` may
+    /// download it, and the blob collector keeps it.
+    async fn reference_media(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()>;
+    /// Message `seq` of `c` references `blob_ref` no more (it was
+    /// deleted): once no message does, the blob collector removes it.
+    async fn unreference_media(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()>;
     /// An inbox entry valued with when it was written (for expiry).
     async fn insert_inbox(
         &mut self,
@@ -388,7 +402,7 @@ async fn append<C: Commit>(
         view.put_message(c, m, Placement::New).await?;
         view.insert_sent(c, m).await?;
         if let Some(media) = m.content.as_ref().and_then(Content::media) {
-            view.reference_media(c, &media.blob_ref).await?;
+            view.reference_media(c, m.seq, &media.blob_ref).await?;
         }
         for (user, devices) in &recipients {
             for device in devices {
@@ -482,7 +496,7 @@ async fn edit<C: Commit>(
     };
     view.put_version(c, seq, &version).await?;
     if let Some(media) = content.media() {
-        view.reference_media(c, &media.blob_ref).await?;
+        view.reference_media(c, seq, &media.blob_ref).await?;
     }
     message.content = Some(content.clone());
     message.edited_at = Some(at);
@@ -503,7 +517,22 @@ async fn delete<C: Commit>(
     if message.deleted_at.is_some() {
         return Ok(());
     }
-    // No content anywhere after a delete, the versions included.
+    // No content anywhere after a delete, the versions included: the
+    // blobs it or any of its versions carried are no longer its.
+    let versions = view.versions(c, seq).await?;
+    let mut blobs: Vec<&str> = message
+        .content
+        .iter()
+        .chain(versions.iter().map(|v| &v.content))
+        .filter_map(Content::media)
+        .map(|m| m.blob_ref.as_str())
+        .collect();
+    blobs.sort_unstable();
+    blobs.dedup();
+    let blobs: Vec<String> = blobs.into_iter().map(str::to_owned).collect();
+    for blob_ref in &blobs {
+        view.unreference_media(c, seq, blob_ref).await?;
+    }
     view.remove_versions(c, seq).await?;
     message.content = None;
     message.deleted_at = Some(at);

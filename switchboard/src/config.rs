@@ -326,6 +326,20 @@ pub struct BlobsConfig {
     pub backend: BlobBackend,
     #[serde(default)]
     pub s3: Option<switchboard_blob::s3::S3Config>,
+    /// The largest object Switchboard writes to the blob store itself and
+    /// reads back whole (message archives), in bytes (default 256 MiB).
+    #[serde(default)]
+    pub max_object_bytes: Option<u64>,
+}
+
+impl BlobsConfig {
+    /// The largest object written or read whole, of `[blobs]` or the
+    /// default.
+    pub fn max_object_bytes(blobs: Option<&Self>) -> u64 {
+        blobs
+            .and_then(|b| b.max_object_bytes)
+            .unwrap_or(switchboard_blob::DEFAULT_MAX_OBJECT_BYTES)
+    }
 }
 
 /// `[archive]` (F14): day buckets at least `after_days` old move to the
@@ -351,10 +365,26 @@ pub struct PushSection {
     /// A CA certificate (PEM file) to trust besides the public ones: a
     /// private proxy in front of FCM and APNs, or a test server.
     pub ca_file: Option<PathBuf>,
-    /// Timeout of one provider call, in milliseconds (default 10000).
+    /// Timeout of one provider call, in milliseconds (default 10000):
+    /// connecting, sending and reading the answer.
     pub timeout_ms: Option<u64>,
+    /// Timeout of connecting to a provider, within `timeout_ms` (default
+    /// 5000).
+    pub connect_timeout_ms: Option<u64>,
     /// Jobs of each push stage in progress at once per worker (default 64).
     pub concurrency: Option<usize>,
+    /// Provider calls of one tenant in progress at once per worker
+    /// (default 8); more wait in JetStream.
+    pub tenant_concurrency: Option<usize>,
+    /// Sends of one tenant waiting in `SB_PUSH` past which its messages
+    /// queue no more pushes (default 1000).
+    pub tenant_max_queued: Option<u64>,
+    /// Bytes read of an answer whose status is all that counts (a
+    /// webhook's; default 4096).
+    pub status_answer_max_bytes: Option<usize>,
+    /// Bytes read of an answer that is parsed (the FCM token endpoint's,
+    /// FCM's and APNs' error reasons; default 16384).
+    pub parsed_answer_max_bytes: Option<usize>,
     /// Let tenants' provider and webhook URLs point at private addresses
     /// (loopback, RFC 1918, link-local); off by default.
     pub allow_private_targets: bool,

@@ -26,7 +26,7 @@ use switchboard_store_scylla::ScyllaStore;
 use switchboard_worker::WorkerConfig;
 use tokio::sync::watch;
 
-use crate::config::{BlobBackend, FileConfig, StoreKind};
+use crate::config::{BlobBackend, BlobsConfig, FileConfig, StoreKind};
 
 /// How long a graceful shutdown may take before the process exits anyway
 /// (it waits on NATS, which may be gone).
@@ -334,10 +334,25 @@ pub async fn push_stage(
     let section = file.push.clone().unwrap_or_default();
     let mut config = switchboard_push::PushConfig::default();
     if let Some(ms) = section.timeout_ms {
-        config.timeout = Duration::from_millis(ms.max(1));
+        config.timeouts.call = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = section.connect_timeout_ms {
+        config.timeouts.connect = Duration::from_millis(ms.max(1));
     }
     if let Some(n) = section.concurrency {
         config.concurrency = n.max(1);
+    }
+    if let Some(n) = section.tenant_concurrency {
+        config.tenant_concurrency = n.max(1);
+    }
+    if let Some(n) = section.tenant_max_queued {
+        config.tenant_max_queued = n.max(1);
+    }
+    if let Some(n) = section.status_answer_max_bytes {
+        config.answer_caps.status_only = n;
+    }
+    if let Some(n) = section.parsed_answer_max_bytes {
+        config.answer_caps.parsed = n;
     }
     config.allow_private_targets = section.allow_private_targets;
     if let Some(path) = &section.ca_file {
@@ -355,10 +370,15 @@ pub fn archive_objects(
     data_dir: &Path,
     file: &FileConfig,
 ) -> anyhow::Result<Arc<dyn ArchiveObjects>> {
+    let max = BlobsConfig::max_object_bytes(file.blobs.as_ref());
     let blobs: Arc<dyn BlobStore> = match &file.blobs {
-        Some(blobs) if blobs.backend == BlobBackend::S3 => Arc::new(S3Blobs::new(&blobs.s3()?)),
+        Some(blobs) if blobs.backend == BlobBackend::S3 => {
+            Arc::new(S3Blobs::new(&blobs.s3()?).with_max_object_bytes(max))
+        }
         // Archives are never reached through a URL: the signer is unused.
-        _ => Arc::new(LocalBlobs::new(data_dir.join("blobs"), Signer::random()?)),
+        _ => Arc::new(
+            LocalBlobs::new(data_dir.join("blobs"), Signer::random()?).with_max_object_bytes(max),
+        ),
     };
     Ok(Arc::new(ArchiveBlobs(blobs)))
 }

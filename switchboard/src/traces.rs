@@ -14,6 +14,11 @@
 //! (default: every message the sender's gateway starts is traced, and
 //! the other processes follow its decision), `OTEL_BSP_*` (batching),
 //! and `OTEL_EXPORTER_OTLP_HEADERS` (say, a collector's token).
+//!
+//! A collector's answer is read within [`MAX_RESPONSE_BYTES`]: past it
+//! the exporter gets `ResponseBodyTooLarge` (the export fails like any
+//! other) and the connection is dropped unread, so a hostile or broken
+//! collector cannot make the process read an endless answer.
 
 use std::time::Duration;
 
@@ -22,7 +27,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+use opentelemetry_http::{HttpClient, HttpError, Request, Response, ResponseBodyTooLarge};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -38,7 +43,8 @@ const TRACES_PATH: &str = "/v1/traces";
 /// last spans when it stops.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A collector's answer is a small status; anything longer is cut.
+/// A collector's answer is a status and at most a partial-success
+/// message: more than this is refused, unread.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
 /// Where to export traces; `None`: nowhere (the default). As the
@@ -185,18 +191,91 @@ impl HttpClient for OnRuntime {
         let client = self.client.clone();
         self.runtime
             .spawn(async move {
-                let mut response = client.execute(request.try_into()?).await?;
-                let mut body = Vec::new();
-                while let Some(chunk) = response.chunk().await? {
-                    let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                }
-                let mut answer = Response::builder()
-                    .status(response.status())
-                    .body(Bytes::from(body))?;
-                *answer.headers_mut() = std::mem::take(response.headers_mut());
-                Ok::<_, HttpError>(answer)
+                let response = client.execute(request.try_into()?).await?;
+                read_capped(response, MAX_RESPONSE_BYTES).await
             })
             .await?
+    }
+}
+
+/// The answer with its body if that is at most `cap` bytes; past it
+/// `ResponseBodyTooLarge`, and the response is dropped unread (which
+/// closes its connection).
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<Response<Bytes>, HttpError> {
+    if response.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(Box::new(ResponseBodyTooLarge::new()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if chunk.len() > cap.saturating_sub(body.len()) {
+            return Err(Box::new(ResponseBodyTooLarge::new()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let mut answer = Response::builder()
+        .status(response.status())
+        .body(Bytes::from(body))?;
+    *answer.headers_mut() = std::mem::take(response.headers_mut());
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A collector on loopback answering every request with `body`, in
+    /// chunks and without a length, or endlessly when `body` is `None`.
+    async fn collector(body: Option<usize>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                    if s.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let mut left = body.unwrap_or(usize::MAX);
+                    while left > 0 {
+                        let n = left.min(1000);
+                        let chunk = format!("{n:x}\r\n{}\r\n", "x".repeat(n));
+                        if s.write_all(chunk.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                    let _ = s.write_all(b"0\r\n\r\n").await;
+                });
+            }
+        });
+        url
+    }
+
+    async fn export(url: &str) -> Result<Response<Bytes>, HttpError> {
+        let response = reqwest::Client::new()
+            .post(url)
+            .body("spans")
+            .send()
+            .await
+            .unwrap();
+        read_capped(response, MAX_RESPONSE_BYTES).await
+    }
+
+    #[tokio::test]
+    async fn collector_answers_are_read_up_to_the_cap_and_refused_past_it() {
+        let at = export(&collector(Some(MAX_RESPONSE_BYTES)).await).await;
+        assert_eq!(at.unwrap().body().len(), MAX_RESPONSE_BYTES);
+        let past = export(&collector(Some(MAX_RESPONSE_BYTES + 1)).await).await;
+        assert!(past.unwrap_err().is::<ResponseBodyTooLarge>());
+        let started = std::time::Instant::now();
+        let endless = export(&collector(None).await).await;
+        assert!(endless.unwrap_err().is::<ResponseBodyTooLarge>());
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub const BUCKET: &str = "switchboard";
-const ACCESS_KEY: &str = "switchboard-test-access";
-const SECRET_KEY: &str = "switchboard-test-secret-key";
+pub const ACCESS_KEY: &str = "switchboard-test-access";
+pub const SECRET_KEY: &str = "switchboard-test-secret-key";
 
 pub struct S3Server {
     _child: tokio::process::Child,

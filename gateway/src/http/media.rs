@@ -21,6 +21,7 @@ use super::public::PublicBase;
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::media::OverQuota;
 
 /// The refusal for a blob that does not exist and for one the caller may
 /// not read alike.
@@ -88,7 +89,7 @@ fn well_formed_mime(mime: &str) -> bool {
 /// `POST /v1/media`
 pub(super) fn grant_upload_op() -> Operation {
     Operation::post("Grant an upload")
-        .describe("Answers with a signed URL to PUT exactly `size` bytes of `mime` to (with that Content-Type), valid for a limited time (15 minutes by default). The blob_ref then goes into image, file or voice content. Sizes and types are limited by the [media] configuration.")
+        .describe("Answers with a signed URL to PUT exactly `size` bytes of `mime` to (with that Content-Type), valid for a limited time (15 minutes by default). The blob_ref then goes into image, file or voice content. Sizes and types are limited by the [media] configuration. What a user and a tenant keep stored is limited too (the tenant's quotas max_media_bytes_per_user and max_media_bytes, or [media] max_stored_bytes_per_user and max_stored_bytes_per_tenant): a grant past either gets 429 quota_exceeded. An upload no message references, or whose messages were all deleted, is removed after a grace period.")
         .json_body::<UploadRequest>()
         .reply::<UploadTicket>(201, "The grant.")
 }
@@ -139,6 +140,7 @@ pub(super) async fn grant_upload(
         .blobs
         .upload_url(&grant, Duration::from_secs(media.upload_url_secs))
         .await?;
+    gw.take_storage(&id, &blob_ref, body.size, expires_at)?;
     crate::metrics::upload_granted(body.size);
     Ok((
         StatusCode::CREATED,
@@ -194,6 +196,33 @@ pub(super) async fn download(
 }
 
 impl Gateway {
+    /// Counts the grant against what the user and the tenant may keep
+    /// stored (`media/usage.rs` says how exactly it is counted).
+    fn take_storage(
+        &self,
+        id: &Identity,
+        blob_ref: &BlobRef,
+        size: u64,
+        expires_at: Timestamp,
+    ) -> Result<(), ApiError> {
+        let limits = self.storage_limits(&id.tenant);
+        let counted = self
+            .media
+            .usage
+            .grant(&id.tenant, &id.user, blob_ref, size, expires_at, limits);
+        counted.map_err(|over| {
+            let message = match over {
+                OverQuota::User { stored, limit } => format!(
+                    "this user stores {stored} bytes of media; {size} more would pass the {limit} bytes allowed"
+                ),
+                OverQuota::Tenant { stored, limit } => format!(
+                    "the tenant stores {stored} bytes of media; {size} more would pass the {limit} bytes allowed"
+                ),
+            };
+            ApiError::new(ErrorCode::QuotaExceeded, message)
+        })
+    }
+
     /// Takes one upload of `size` bytes from the user's and the tenant's
     /// upload rates: grants per minute, bytes per hour.
     fn take_upload(&self, id: &Identity, size: u64) -> Result<(), ApiError> {

@@ -8,7 +8,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use switchboard_protocol::push::{MAX_PUSH_TOKEN_BYTES, PushRegistration};
+use switchboard_backbone::records::push_tokens::checked_registration;
+use switchboard_protocol::push::PushRegistration;
 use switchboard_protocol::{DeviceId, ErrorCode};
 
 use super::Shared;
@@ -24,7 +25,7 @@ const NOT_OWN_DEVICE: &str =
 /// `PUT /v1/devices/{device}/push`
 pub(super) fn register_op() -> Operation {
     Operation::put("Register this device for push notifications")
-        .describe("Only for the token's own device (403 otherwise). Replaces the device's earlier token. When the tenant has push configured, a message this device has not acknowledged a few seconds (the tenant's delay) after it was stored gets a push through the provider; a burst in one conversation is one push.")
+        .describe("Only for the token's own device (403 otherwise). An APNs token is an even number of hex digits, 16 to 200 (400 otherwise). Replaces the device's earlier token. When the tenant has push configured, a message this device has not acknowledged a few seconds (the tenant's delay) after it was stored gets a push through the provider; a burst in one conversation is one push.")
         .path::<DeviceId>("device", "The token's own device.")
         .json_body::<PushRegistration>()
         .reply::<PushRegistration>(200, "Registered.")
@@ -37,17 +38,8 @@ pub(super) async fn register(
     JsonBody(body): JsonBody<PushRegistration>,
 ) -> Result<Json<PushRegistration>, ApiError> {
     let device = path.own(&id, NOT_OWN_DEVICE)?;
-    let token = body.token.trim();
-    if token.is_empty() || token.len() > MAX_PUSH_TOKEN_BYTES || token.chars().any(char::is_control)
-    {
-        return Err(ApiError::invalid(format!(
-            "token must be 1 to {MAX_PUSH_TOKEN_BYTES} bytes without control characters"
-        )));
-    }
-    let registration = PushRegistration {
-        provider: body.provider,
-        token: token.to_owned(),
-    };
+    let registration =
+        checked_registration(body.provider, &body.token).map_err(ApiError::invalid)?;
     gw.store
         .register_device(&id.tenant, &id.user, &device)
         .await?;

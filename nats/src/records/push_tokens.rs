@@ -2,12 +2,15 @@
 //! value every device of the user with a token. One key per user, so the
 //! push stage reads a recipient's devices in one lookup; changes are
 //! compare-and-set, so two devices registering at once both stay.
+//!
+//! A token is checked before it is kept ([`checked_registration`]): an
+//! APNs token goes into the path of a URL, so it must be hex.
 
 use std::collections::BTreeMap;
 
 use async_nats::jetstream::{self, kv};
 use serde::{Deserialize, Serialize};
-use switchboard_protocol::push::PushRegistration;
+use switchboard_protocol::push::{MAX_PUSH_TOKEN_BYTES, PushProvider, PushRegistration};
 use switchboard_protocol::{DeviceId, TenantId, Timestamp, UserId};
 
 use crate::definitions::PUSH_TOKENS_BUCKET;
@@ -36,6 +39,49 @@ pub enum PushTokenError {
     Backbone(#[source] crate::Cause),
     #[error("push tokens of this user are changing too fast; try again")]
     Contended,
+    /// A registration [`checked_registration`] refuses.
+    #[error("push token: {0}")]
+    Invalid(String),
+}
+
+/// The fewest and most hex digits of an APNs device token. Apple's are
+/// 32 bytes (64 digits) today, and Apple says their length may change:
+/// 8 to 100 bytes leaves room without letting anything else through.
+pub const MIN_APNS_TOKEN_HEX: usize = 16;
+pub const MAX_APNS_TOKEN_HEX: usize = 200;
+
+/// What an APNs device token must be, as refusals say it.
+pub const APNS_TOKEN_RULE: &str = "an even number of hex digits, 16 to 200";
+
+/// Whether `token` may be an APNs device token ([`APNS_TOKEN_RULE`]):
+/// nothing but hex digits, so it cannot change the URL it goes into.
+pub fn apns_token_ok(token: &str) -> bool {
+    (MIN_APNS_TOKEN_HEX..=MAX_APNS_TOKEN_HEX).contains(&token.len())
+        && token.len().is_multiple_of(2)
+        && token.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A registration as it is kept (the token trimmed), or why it is
+/// refused: every token is 1 to `MAX_PUSH_TOKEN_BYTES` bytes without
+/// control characters, and an APNs token is [`APNS_TOKEN_RULE`].
+pub fn checked_registration(
+    provider: PushProvider,
+    token: &str,
+) -> Result<PushRegistration, String> {
+    let token = token.trim();
+    if token.is_empty() || token.len() > MAX_PUSH_TOKEN_BYTES || token.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "token must be 1 to {MAX_PUSH_TOKEN_BYTES} bytes without control characters"
+        ));
+    }
+    if provider == PushProvider::Apns && !apns_token_ok(token) {
+        return Err(format!("an APNs token must be {APNS_TOKEN_RULE}"));
+    }
+    Ok(PushRegistration {
+        provider,
+        token: token.to_owned(),
+    })
 }
 
 fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushTokenError {
@@ -109,6 +155,8 @@ impl PushTokens {
         device: &DeviceId,
         registration: PushRegistration,
     ) -> Result<(), PushTokenError> {
+        let registration = checked_registration(registration.provider, &registration.token)
+            .map_err(PushTokenError::Invalid)?;
         self.change(tenant, user, |devices| {
             devices.insert(
                 device.clone(),
@@ -138,5 +186,45 @@ impl PushTokens {
             (None, _) => false,
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apns_tokens_are_bounded_hex() {
+        let at = |n: usize| "a1".repeat(n / 2) + &"f".repeat(n % 2);
+        assert!(apns_token_ok(&at(MIN_APNS_TOKEN_HEX)));
+        assert!(apns_token_ok(&at(64)));
+        assert!(apns_token_ok(&at(MAX_APNS_TOKEN_HEX)));
+        assert!(!apns_token_ok(&at(MIN_APNS_TOKEN_HEX - 2)));
+        assert!(!apns_token_ok(&at(MAX_APNS_TOKEN_HEX + 2)));
+        assert!(!apns_token_ok(&at(65)), "an odd number of digits");
+        for bad in [
+            "../../3/device/a1b2c3d4e5f60718",
+            "a1b2c3d4e5f60718/x",
+            "a1b2c3d4e5f6071g",
+            "a1b2c3d4e5f60718?x=1",
+            "a1b2c3d4%2fe5f607",
+        ] {
+            assert!(!apns_token_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn registrations_are_trimmed_and_checked_by_provider() {
+        let hex = "a1b2".repeat(16);
+        let ok = checked_registration(PushProvider::Apns, &format!(" {hex}\n")).unwrap();
+        assert_eq!(ok.token, hex);
+        assert!(checked_registration(PushProvider::Apns, "a/b").is_err());
+        // Other providers' tokens are opaque: any printable text.
+        assert!(checked_registration(PushProvider::Fcm, "fcm:token/with-slash").is_ok());
+        assert!(checked_registration(PushProvider::Webhook, "").is_err());
+        assert!(checked_registration(PushProvider::Fcm, "a\u{7}b").is_err());
+        let longest = "x".repeat(MAX_PUSH_TOKEN_BYTES);
+        assert!(checked_registration(PushProvider::Fcm, &longest).is_ok());
+        assert!(checked_registration(PushProvider::Fcm, &format!("{longest}x")).is_err());
     }
 }

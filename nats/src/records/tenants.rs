@@ -51,6 +51,15 @@ pub struct TenantQuotas {
     /// processes of releases before it still read the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsolicited_groups_per_day: Option<u32>,
+    /// Bytes of uploaded media one user may keep stored; replaces the
+    /// deployment's `[media] max_stored_bytes_per_user`. Left out when
+    /// unset, as the one above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_media_bytes_per_user: Option<u64>,
+    /// Bytes of uploaded media the whole tenant may keep stored;
+    /// replaces `[media] max_stored_bytes_per_tenant`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_media_bytes: Option<u64>,
 }
 
 impl TenantQuotas {
@@ -58,6 +67,13 @@ impl TenantQuotas {
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), TenantError> {
         let bad = || TenantError::Invalid(format!("{name} = {value:?} is not a number or none"));
         let int = || -> Result<Option<u32>, TenantError> {
+            if value == "none" {
+                Ok(None)
+            } else {
+                value.parse().map(Some).map_err(|_| bad())
+            }
+        };
+        let big = || -> Result<Option<u64>, TenantError> {
             if value == "none" {
                 Ok(None)
             } else {
@@ -85,16 +101,12 @@ impl TenantQuotas {
             "plugin_deadline_ms" => self.plugin_deadline_ms = int()?,
             "plugin_memory_bytes" => self.plugin_memory_bytes = int()?,
             "unsolicited_groups_per_day" => self.unsolicited_groups_per_day = int()?,
-            "plugin_fuel" => {
-                self.plugin_fuel = if value == "none" {
-                    None
-                } else {
-                    Some(value.parse().map_err(|_| bad())?)
-                };
-            }
+            "plugin_fuel" => self.plugin_fuel = big()?,
+            "max_media_bytes_per_user" => self.max_media_bytes_per_user = big()?,
+            "max_media_bytes" => self.max_media_bytes = big()?,
             other => {
                 return Err(TenantError::Invalid(format!(
-                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes, plugin_deadline_ms, plugin_fuel, plugin_memory_bytes, unsolicited_groups_per_day"
+                    "no quota {other:?}; the quotas are max_connections_per_user, max_connections, messages_per_second_per_connection, messages_per_second, max_members_per_conversation, max_message_bytes, plugin_deadline_ms, plugin_fuel, plugin_memory_bytes, max_media_bytes_per_user, max_media_bytes, unsolicited_groups_per_day"
                 )));
             }
         }
@@ -817,6 +829,11 @@ mod tests {
         assert!(q.set("max_connections", "-1").is_err());
         assert!(q.set("messages_per_second", "0").is_err());
         assert!(q.set("max_conections", "3").is_err());
+        q.set("max_media_bytes_per_user", "10737418240").unwrap();
+        q.set("max_media_bytes", "none").unwrap();
+        assert_eq!(q.max_media_bytes_per_user, Some(10 << 30));
+        assert_eq!(q.max_media_bytes, None);
+        assert!(q.set("max_media_bytes", "-1").is_err());
     }
 
     #[test]

@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use switchboard_backbone::push_jobs::SendJob;
+use switchboard_backbone::records::push_tokens::{APNS_TOKEN_RULE, apns_token_ok};
 use switchboard_backbone::records::tenants::ApnsSettings;
 use tokio::sync::Mutex;
 
-use super::{Attempt, answer, by_status};
+use super::{Attempt, Clients, answer, by_status};
 
 const TOKEN_LIFE: Duration = Duration::from_secs(40 * 60);
 
@@ -89,7 +90,13 @@ impl Apns {
         Ok(token)
     }
 
-    pub async fn send(&self, client: &reqwest::Client, s: &ApnsSettings, job: &SendJob) -> Attempt {
+    pub async fn send(&self, clients: &Clients, s: &ApnsSettings, job: &SendJob) -> Attempt {
+        // The token goes into the URL's path: checked again here, as the
+        // job may come from anywhere on the backbone (a replayed dead
+        // letter, an operator's publish).
+        if !apns_token_ok(&job.token) {
+            return Attempt::Gone(format!("APNs: the device token is not {APNS_TOKEN_RULE}"));
+        }
         let token = match self.provider_token(s).await {
             Ok(t) => t,
             Err(attempt) => return attempt,
@@ -99,7 +106,8 @@ impl Apns {
             s.base_url.trim_end_matches('/'),
             job.token
         );
-        let response = client
+        let response = clients
+            .h2
             .post(url)
             .header("authorization", format!("bearer {token}"))
             .header("apns-topic", &s.topic)
@@ -112,8 +120,9 @@ impl Apns {
             .json(&payload(job))
             .send()
             .await;
-        let (status, text) = match answer(response).await {
-            Ok(a) => a,
+        // An error's reason is a small JSON object: judged on what fits.
+        let (status, text) = match answer(response, clients.caps.parsed).await {
+            Ok(a) => (a.status, a.text),
             Err(attempt) => return attempt,
         };
         match status {

@@ -2,6 +2,8 @@
 
 pub mod apns;
 pub mod fcm;
+#[cfg(test)]
+pub(crate) mod test_server;
 pub mod webhook;
 
 use std::net::{IpAddr, SocketAddr};
@@ -50,16 +52,86 @@ pub(crate) fn transport(e: &reqwest::Error) -> Attempt {
     Attempt::Retry(format!("request failed: {why}"))
 }
 
-/// The status and body of a provider's answer, or what a request that got
-/// none means.
+/// How much of a provider's answer is read. A tenant chooses its
+/// webhook and provider URLs, so an answer may be hostile: endless,
+/// huge, or trickled. Reading stops at the cap and the response is
+/// dropped, which closes the connection (HTTP/1.1) or resets the stream
+/// (HTTP/2), so the rest never reaches this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerCaps {
+    /// An answer whose status is all that matters (the webhook's): this
+    /// much of its body is read, for the error text of a failure.
+    pub status_only: usize,
+    /// An answer that is parsed: the FCM token endpoint's, and FCM's and
+    /// APNs' error reasons. A token answer over it is refused; an error
+    /// reason is judged on what fits.
+    pub parsed: usize,
+}
+
+impl Default for AnswerCaps {
+    fn default() -> Self {
+        Self {
+            status_only: 4 * 1024,
+            parsed: 16 * 1024,
+        }
+    }
+}
+
+/// An answer's status and the start of its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub status: u16,
+    /// The body, or its first `cap` bytes, as text (lossy).
+    pub text: String,
+    /// The body is longer than the cap: `text` is its start.
+    pub over_cap: bool,
+    /// The body broke off (a timeout, a reset): `text` is what arrived.
+    pub broke_off: bool,
+}
+
+/// Reads at most `cap` bytes of the body, then drops the response.
+pub(crate) async fn read_capped(mut response: reqwest::Response, cap: usize) -> Answer {
+    let status = response.status().as_u16();
+    let mut body: Vec<u8> = Vec::new();
+    // A declared length over the cap: its start is still read, for the
+    // error text.
+    let mut over_cap = response.content_length().is_some_and(|n| n > cap as u64);
+    let mut broke_off = false;
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = cap.saturating_sub(body.len());
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    over_cap = true;
+                    break;
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(_) => {
+                broke_off = true;
+                break;
+            }
+        }
+    }
+    drop(response);
+    Answer {
+        status,
+        text: String::from_utf8_lossy(&body).into_owned(),
+        over_cap,
+        broke_off,
+    }
+}
+
+/// The status and the start of the body of a provider's answer (at most
+/// `cap` bytes), or what a request that got none means.
 pub(crate) async fn answer(
     response: Result<reqwest::Response, reqwest::Error>,
-) -> Result<(u16, String), Attempt> {
+    cap: usize,
+) -> Result<Answer, Attempt> {
     match response {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            Ok((status, r.text().await.unwrap_or_default()))
-        }
+        Ok(r) => Ok(read_capped(r, cap).await),
         Err(e) => Err(transport(&e)),
     }
 }
@@ -144,7 +216,7 @@ pub(crate) fn check_target(url: &str, allow_private: bool) -> Result<(), Attempt
     }
 }
 
-/// The HTTP clients the providers share.
+/// The HTTP clients the providers share, and how they read answers.
 pub struct Clients {
     /// HTTP/1.1 or HTTP/2, as the server offers (webhooks, FCM).
     pub http: reqwest::Client,
@@ -153,7 +225,23 @@ pub struct Clients {
     /// Whether targets may be private addresses (`[push]
     /// allow_private_targets`, for an operator's own proxy or tests).
     pub allow_private: bool,
+    /// How much of an answer is read.
+    pub caps: AnswerCaps,
 }
+
+/// How a provider call is bounded in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The whole call: connecting, sending, the answer's head and as much
+    /// of its body as is read.
+    pub call: Duration,
+    /// Connecting (TCP and TLS), within `call`.
+    pub connect: Duration,
+}
+
+/// The most header bytes an HTTP/2 answer may carry (hyper's own bound
+/// of HTTP/1.1 heads is about as large).
+const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
 impl Clients {
     /// `extra_root` adds a trusted CA (PEM) besides the public ones, for
@@ -162,13 +250,16 @@ impl Clients {
     /// redirect could lead a tenant's webhook anywhere. Unless
     /// `allow_private`, no target may be a private address.
     pub fn new(
-        timeout: Duration,
+        timeouts: Timeouts,
         extra_root: Option<&[u8]>,
         allow_private: bool,
+        caps: AnswerCaps,
     ) -> Result<Self, reqwest::Error> {
         let build = |h2_only: bool| {
             let mut b = reqwest::Client::builder()
-                .timeout(timeout)
+                .timeout(timeouts.call)
+                .connect_timeout(timeouts.connect.min(timeouts.call))
+                .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
                 .redirect(reqwest::redirect::Policy::none())
                 .user_agent("switchboard-push");
             if !allow_private {
@@ -189,6 +280,7 @@ impl Clients {
             http: build(false)?,
             h2: build(true)?,
             allow_private,
+            caps,
         })
     }
 }
@@ -243,6 +335,49 @@ mod tests {
         ));
         assert!(check_target("https://127.0.0.1:8443/hook", true).is_ok());
         assert!(check_target("https://push.example.com/hook", false).is_ok());
+    }
+
+    fn clients(caps: AnswerCaps) -> Clients {
+        let timeouts = Timeouts {
+            call: Duration::from_secs(5),
+            connect: Duration::from_secs(1),
+        };
+        Clients::new(timeouts, None, true, caps).unwrap()
+    }
+
+    async fn read(url: &str, cap: usize) -> Answer {
+        let c = clients(AnswerCaps::default());
+        answer(c.http.post(url).send().await, cap).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_up_to_the_cap_and_no_further() {
+        let cap = 4096;
+        let at = test_server::answer_with(500, vec![b'a'; cap]).await;
+        let a = read(&at, cap).await;
+        assert_eq!((a.status, a.text.len(), a.over_cap), (500, cap, false));
+        let past = test_server::answer_with(500, vec![b'a'; cap + 1]).await;
+        let a = read(&past, cap).await;
+        assert_eq!((a.status, a.text.len(), a.over_cap), (500, cap, true));
+    }
+
+    #[tokio::test]
+    async fn an_endless_answer_is_cut_and_its_connection_dropped() {
+        let (url, written) = test_server::endless(200).await;
+        let started = std::time::Instant::now();
+        let a = read(&url, 4096).await;
+        assert_eq!((a.status, a.text.len(), a.over_cap), (200, 4096, true));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "not read to the timeout"
+        );
+        // The server's writes fail soon: what it got out is what the
+        // socket buffers held, not the body.
+        let before = written.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = written.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(before, after, "the server stopped writing");
+        assert!(after < 64 << 20, "{after} bytes went out");
     }
 
     #[tokio::test]

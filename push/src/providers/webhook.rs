@@ -5,11 +5,14 @@
 //! `X-Switchboard-Signature` is `v1=` and the hex HMAC-SHA256, keyed with
 //! the tenant's webhook secret, of `<timestamp>.<body>`. A receiver
 //! recomputes it over the raw body and refuses old timestamps (replays).
+//!
+//! Only the answer's status counts: at most `AnswerCaps::status_only`
+//! bytes of its body are read (for the error text of a failure).
 
 use switchboard_backbone::push_jobs::SendJob;
 use switchboard_backbone::records::tenants::WebhookSettings;
 
-use super::{Attempt, answer, app_data, by_status};
+use super::{Attempt, Clients, answer, app_data, by_status};
 
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
@@ -35,13 +38,14 @@ pub fn body(job: &SendJob) -> serde_json::Value {
     })
 }
 
-pub async fn send(client: &reqwest::Client, settings: &WebhookSettings, job: &SendJob) -> Attempt {
+pub async fn send(clients: &Clients, settings: &WebhookSettings, job: &SendJob) -> Attempt {
     let body = match serde_json::to_vec(&body(job)) {
         Ok(b) => b,
         Err(e) => return Attempt::Fatal(e.to_string()),
     };
     let timestamp = switchboard_protocol::Timestamp::now().unix_ms() / 1000;
-    let response = client
+    let response = clients
+        .http
         .post(&settings.url)
         .header("content-type", "application/json")
         .header("x-switchboard-timestamp", timestamp.to_string())
@@ -52,8 +56,8 @@ pub async fn send(client: &reqwest::Client, settings: &WebhookSettings, job: &Se
         .body(body)
         .send()
         .await;
-    match answer(response).await {
-        Ok((status, text)) => by_status(status, &text),
+    match answer(response, clients.caps.status_only).await {
+        Ok(a) => by_status(a.status, &a.text),
         Err(attempt) => attempt,
     }
 }

@@ -362,12 +362,34 @@ impl Commit for Tx<'_> {
         Ok(())
     }
 
-    async fn reference_media(&mut self, c: &ConversationKey, blob_ref: &str) -> StoreResult<()> {
+    async fn reference_media(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()> {
         let k = ck(c);
         let ts = self.ts();
         self.push(
             &self.store.st.insert_media_ref,
-            (k.0, blob_ref.to_owned(), k.1, ts),
+            (k.0, blob_ref.to_owned(), k.1, seq_db(seq), ts),
+        );
+        Ok(())
+    }
+
+    /// A tombstone: its timestamp is later than any write before it in
+    /// this commit, so it also wins over a reference made there.
+    async fn unreference_media(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        self.push(
+            &self.store.st.delete_media_ref,
+            (ts, k.0, blob_ref.to_owned(), k.1, seq_db(seq)),
         );
         Ok(())
     }

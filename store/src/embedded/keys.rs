@@ -45,8 +45,10 @@ pub(super) struct Spaces {
     pub inbox: Keyspace,
     /// tenant, user, device → first seen (i64 Unix ms).
     pub devices: Keyspace,
-    /// tenant, blob_ref, conversation → (): the conversations whose
-    /// messages reference an uploaded blob (who may download it).
+    /// tenant, blob_ref, conversation, seq → (): the messages that
+    /// reference an uploaded blob (members of their conversations may
+    /// download it; the collector keeps it while there is one). Rows
+    /// written before issue 26 have no seq: they keep their blob for good.
     pub media_refs: Keyspace,
     /// tenant, user, device, conversation → the device's delivered seq.
     pub device_cursors: Keyspace,

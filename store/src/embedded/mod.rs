@@ -618,6 +618,69 @@ mod tests {
         );
     }
 
+    /// A media reference row per message (issue 26): tenant, blob,
+    /// conversation, seq. Rows of the layout before it (no seq) are still
+    /// references, and a delete leaves them: their blobs are kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn media_references_keep_their_stored_format() {
+        use fjall::Readable;
+        use switchboard_protocol::Content;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(&EmbeddedConfig::in_dir(dir.path())).unwrap();
+        let (t, c) = ("acme", "general");
+        conformance::seed_conversation(&store, t, c, &["alice", "bob"], 1).await;
+        let mut m = conformance::text_message(c, 2, "alice", "phone", "img");
+        m.content = Some(Content::Image(switchboard_protocol::content::Media {
+            blob_ref: "m1".into(),
+            mime: "image/png".into(),
+            size: 3,
+            caption: None,
+        }));
+        store
+            .commit(vec![Mutation::Append {
+                key: conformance::key(t, c),
+                expected_last_seq: 1,
+                messages: vec![m],
+                inbox: false,
+            }])
+            .await
+            .unwrap();
+        let refs = || {
+            let snap = store.db.snapshot();
+            snap.prefix(&store.spaces.media_refs, keys::Key::new().s(t).bytes())
+                .map(|g| hex_encode(&g.into_inner().unwrap().0))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            refs(),
+            vec!["61636d65006d310067656e6572616c000000000000000002".to_owned()]
+        );
+        // A row of the old layout, for a blob sent before the upgrade.
+        let legacy = keys::Key::new().s(t).s("m0").s(c).bytes();
+        store.spaces.media_refs.insert(legacy, []).unwrap();
+        let tt = conformance::tenant(t);
+        assert!(store.media_referenced(&tt, "m0").await.unwrap());
+        assert!(
+            store
+                .media_readable(&tt, "m0", &conformance::user("bob"))
+                .await
+                .unwrap()
+        );
+        store
+            .commit(vec![Mutation::Delete {
+                key: conformance::key(t, c),
+                seq: 2,
+                at: Timestamp::from_unix_ms(1_780_000_000_900),
+                inbox: false,
+            }])
+            .await
+            .unwrap();
+        assert_eq!(refs(), vec!["61636d65006d300067656e6572616c00".to_owned()]);
+        assert!(!store.media_referenced(&tt, "m1").await.unwrap());
+        assert!(store.media_referenced(&tt, "m0").await.unwrap());
+    }
+
     #[test]
     fn sweep_cursors_round_trip_and_bad_ones_are_refused() {
         let key = vec![0, 1, 0x7f, 0xfe, 0xff];

@@ -336,13 +336,19 @@ pub(super) fn media_readable<R: Readable>(
     reader: &UserId,
 ) -> StoreResult<bool> {
     let (t, u) = (tenant.as_str(), reader.as_str());
+    // One row per referencing message: each conversation is asked once.
+    let mut asked: Option<String> = None;
     for kv in scan(r, &s.media_refs, Key::new().s(t).s(blob_ref).bytes()) {
         let (k, _) = kv?;
         let c = str_part(&k, 2)?;
+        if asked.as_deref() == Some(c) {
+            continue;
+        }
         let member = Key::new().s(t).s(c).s(u).bytes();
         if r.get(&s.members, member).map_err(storage)?.is_some() {
             return Ok(true);
         }
+        asked = Some(c.to_owned());
     }
     Ok(false)
 }

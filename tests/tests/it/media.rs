@@ -434,3 +434,189 @@ async fn unreferenced_uploads_are_collected(backend: Backend) {
     assert!(media.bytes_path(&kept).exists());
     assert!(cluster.logs().contains("unreferenced uploads removed"));
 }
+
+/// Issue 26: what is read back of the blob store whole (archive objects)
+/// is bounded by `[blobs] max_object_bytes`, on the local directory and
+/// on S3: an object of exactly the maximum is written and read, one byte
+/// more is refused when written, and when found there (written behind
+/// Switchboard's back, or by an S3 endpoint that lies) it is refused
+/// without being read whole.
+#[tokio::test]
+async fn objects_are_read_back_up_to_the_configured_size_only() {
+    use switchboard_blob::BlobStore;
+    use switchboard_blob::local::LocalBlobs;
+    use switchboard_blob::s3::{S3Blobs, S3Config};
+    use switchboard_blob::token::Signer;
+    use switchboard_tests::s3::{ACCESS_KEY, BUCKET, SECRET_KEY};
+
+    const MAX: u64 = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(dir.path()).await;
+    let s3_config = S3Config {
+        bucket: BUCKET.into(),
+        region: "us-east-1".into(),
+        endpoint: Some(format!("http://127.0.0.1:{}", s3.port)),
+        path_style: true,
+        access_key_id: ACCESS_KEY.into(),
+        secret_access_key: SECRET_KEY.into(),
+    };
+    let local_dir = dir.path().join("local");
+    let stores: Vec<(Box<dyn BlobStore>, std::path::PathBuf)> = vec![
+        (
+            Box::new(
+                LocalBlobs::new(local_dir.clone(), Signer::new(b"0123456789abcdef"))
+                    .with_max_object_bytes(MAX),
+            ),
+            local_dir,
+        ),
+        (
+            Box::new(S3Blobs::new(&s3_config).with_max_object_bytes(MAX)),
+            s3.root.join(BUCKET),
+        ),
+    ];
+    for (blobs, root) in stores {
+        let at = "archive/acme/c1/1.json.lz4";
+        blobs.put_object(at, vec![7; MAX as usize]).await.unwrap();
+        assert_eq!(blobs.get_object(at).await.unwrap().len(), MAX as usize);
+        let past = "archive/acme/c1/2.json.lz4";
+        let refused = blobs.put_object(past, vec![7; MAX as usize + 1]).await;
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("max_object_bytes"),
+            "{root:?}"
+        );
+        // An object past the maximum that is there anyway.
+        std::fs::write(root.join(at), vec![7; MAX as usize + 1]).unwrap();
+        let read = blobs.get_object(at).await;
+        assert!(
+            read.unwrap_err().to_string().contains("max_object_bytes"),
+            "{root:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_messages_upload_is_collected_and_a_referenced_one_kept_local() {
+    deleted_messages_uploads_are_collected(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn a_deleted_messages_upload_is_collected_and_a_referenced_one_kept_s3() {
+    deleted_messages_uploads_are_collected(Backend::S3).await;
+}
+
+/// Issue 26, case 12: referenced media is collected once its messages
+/// are gone. `gone` was in one message, deleted; `kept` was in two, one
+/// deleted: the collector removes the first and keeps the second.
+async fn deleted_messages_uploads_are_collected(backend: Backend) {
+    let media = MediaCluster::start(
+        backend,
+        1,
+        "[media]\ngc_grace_secs = 1\ngc_every_secs = 1\n",
+    )
+    .await;
+    let cluster = &media.cluster;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let alice = cluster.rest(0, "alice");
+    let bob = cluster.rest(0, "bob");
+    let mut uploads = Vec::new();
+    for bytes in [b"in one message".as_slice(), b"in two messages"] {
+        let (status, ticket) = grant(&alice, "image/png", bytes.len() as u64).await;
+        assert_eq!(status, 201, "{ticket}");
+        let (status, body) = put(&ticket, None, bytes.to_vec()).await;
+        assert_eq!(status, 200, "{body}");
+        uploads.push((ticket["blob_ref"].as_str().unwrap().to_owned(), bytes.len()));
+    }
+    let (gone, kept) = (uploads[0].clone(), uploads[1].clone());
+    let mut ws = cluster.ws(0, "alice", "phone").await;
+    let mut sent = Vec::new();
+    for (id, (blob, size)) in [("one", &gone), ("two", &kept), ("three", &kept)] {
+        ws.send(&image_frame(&conv, id, blob, *size as u64))
+            .await
+            .unwrap();
+        sent.push(expect_ack(&mut ws, id).await.0);
+    }
+    for id in &sent[..2] {
+        ws.send(&delete_frame(&conv, *id)).await.unwrap();
+        let deleted = expect_update(&mut ws).await;
+        assert!(deleted.deleted_at.is_some());
+    }
+    // Past its grace, the collector walks every second.
+    eventually(
+        "the deleted message's upload is collected",
+        Duration::from_secs(15),
+        || async { (!media.bytes_path(&gone.0).exists()).then_some(()) },
+    )
+    .await;
+    assert_eq!(download_url(&bob, &gone.0).await.0, 404);
+    assert_eq!(download_url(&alice, &gone.0).await.0, 404);
+    // A few more walks: the one a live message still carries stays.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(media.bytes_path(&kept.0).exists());
+    assert_eq!(download_url(&bob, &kept.0).await.0, 302);
+}
+
+/// Issue 26, case 12: what a user and a tenant keep stored is bounded.
+/// A grant that reaches a limit exactly is made; one byte past it gets
+/// 429 `quota_exceeded`, per user and per tenant. Another gateway counts
+/// the same from its own walk of the blob store (as a gateway does after
+/// a restart), not from the grants it saw.
+#[tokio::test]
+async fn stored_media_is_bounded_per_user_and_per_tenant() {
+    let media = MediaCluster::start(
+        Backend::Local,
+        2,
+        "[media]\nmax_stored_bytes_per_user = 100\nmax_stored_bytes_per_tenant = 250\ngc_every_secs = 1\n",
+    )
+    .await;
+    let cluster = &media.cluster;
+    let stored = |who: &'static str, size: usize| async move {
+        let rest = cluster.rest(0, who);
+        let (status, ticket) = grant(&rest, "image/png", size as u64).await;
+        assert_eq!(status, 201, "{who} {size}: {ticket}");
+        let (status, body) = put(&ticket, None, vec![1; size]).await;
+        assert_eq!(status, 200, "{body}");
+    };
+    let refused = |gateway: usize, who: &'static str| async move {
+        let (status, body) = grant(&cluster.rest(gateway, who), "image/png", 1).await;
+        (status == 429 && body["code"] == "quota_exceeded").then_some(body)
+    };
+    // A user: 60 and 40 reach 100 exactly; one byte more is refused.
+    stored("alice", 60).await;
+    stored("alice", 40).await;
+    let body = refused(0, "alice")
+        .await
+        .expect("past the user's 100 bytes");
+    assert!(
+        body["message"].as_str().unwrap().contains("this user"),
+        "{body}"
+    );
+    // The tenant: 100 + 100 + 50 reach 250 exactly.
+    stored("bob", 100).await;
+    stored("carol", 50).await;
+    let body = refused(0, "dave")
+        .await
+        .expect("past the tenant's 250 bytes");
+    assert!(
+        body["message"].as_str().unwrap().contains("the tenant"),
+        "{body}"
+    );
+    // Another tenant is counted apart.
+    let other = cluster.rest_as(0, OTHER_TENANT, "alice", false);
+    assert_eq!(grant(&other, "image/png", 100).await.0, 201);
+    // The other gateway granted nothing: its walk finds what is stored.
+    let body = eventually(
+        "the second gateway counts what the first granted",
+        Duration::from_secs(10),
+        || refused(1, "alice"),
+    )
+    .await;
+    assert!(
+        body["message"].as_str().unwrap().contains("100 bytes"),
+        "{body}"
+    );
+}

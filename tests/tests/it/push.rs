@@ -103,20 +103,44 @@ impl Receiver {
     }
 }
 
+/// A tenant of these tests: its id and HS256 secret.
+#[derive(Clone, Copy)]
+struct Tenant(&'static str, &'static str);
+
+const PUSHCO: Tenant = Tenant(TENANT, SECRET);
+
 fn rest(cluster: &Cluster, user: &str, device: &str) -> RestClient {
-    let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 600)).unwrap();
+    rest_in(cluster, PUSHCO, user, device)
+}
+
+fn rest_in(cluster: &Cluster, tenant: Tenant, user: &str, device: &str) -> RestClient {
+    let spec = TokenSpec::new(tenant.0, user, Some(device), 600);
+    let token = mint_hs256(tenant.1, &spec).unwrap();
     RestClient::new(&cluster.gateways[0].http(), &token)
 }
 
 async fn ws(cluster: &Cluster, user: &str, device: &str) -> WsClient {
-    let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, user, Some(device), 600)).unwrap();
+    ws_in(cluster, PUSHCO, user, device).await
+}
+
+async fn ws_in(cluster: &Cluster, tenant: Tenant, user: &str, device: &str) -> WsClient {
+    let spec = TokenSpec::new(tenant.0, user, Some(device), 600);
+    let token = mint_hs256(tenant.1, &spec).unwrap();
     switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &token)
         .await
         .unwrap()
 }
 
-async fn register_push(cluster: &Cluster, user: &str, device: &str, provider: &str, token: &str) {
-    let r = rest(cluster, user, device);
+/// `PUT /v1/devices/{device}/push`: the status and the JSON answer.
+async fn try_register_push(
+    cluster: &Cluster,
+    tenant: Tenant,
+    user: &str,
+    device: &str,
+    provider: &str,
+    token: &str,
+) -> (u16, Value) {
+    let r = rest_in(cluster, tenant, user, device);
     let answer = r
         .raw()
         .put(format!("{}/v1/devices/{device}/push", r.base()))
@@ -125,7 +149,24 @@ async fn register_push(cluster: &Cluster, user: &str, device: &str, provider: &s
         .send()
         .await
         .unwrap();
-    assert_eq!(answer.status().as_u16(), 200);
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+async fn register_push(cluster: &Cluster, user: &str, device: &str, provider: &str, token: &str) {
+    register_push_in(cluster, PUSHCO, user, device, provider, token).await;
+}
+
+async fn register_push_in(
+    cluster: &Cluster,
+    tenant: Tenant,
+    user: &str,
+    device: &str,
+    provider: &str,
+    token: &str,
+) {
+    let (status, body) = try_register_push(cluster, tenant, user, device, provider, token).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 async fn send(ws: &mut WsClient, conv: &str, id: &str, content: Content) {
@@ -642,4 +683,312 @@ async fn a_webhook_on_a_private_address_is_refused_unless_allowed() {
     )
     .await;
     assert_eq!(hook.count(), 0);
+}
+
+/// A second tenant with pushes, beside [`PUSHCO`].
+const QUIETCO: Tenant = Tenant("quietco", "quietco-secret-0123456789");
+
+/// Creates `tenant` with pushes to the webhook at `url` (every message
+/// pushes: no delay, no collapsing) and waits until it is usable.
+async fn push_tenant(cluster: &Cluster, tenant: Tenant, url: &str) {
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({
+                "id": tenant.0,
+                "hs256_secrets": [tenant.1],
+                "push": {"preview": "off", "delay_ms": 0, "collapse_ms": 0, "max_attempts": 3,
+                         "webhook": {"url": url, "secret": HOOK_SECRET}},
+            })),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201);
+    eventually(
+        "the new tenant becomes usable",
+        Duration::from_secs(10),
+        || async {
+            rest_in(cluster, tenant, "alice", "a")
+                .conversations()
+                .await
+                .ok()
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+async fn group_with_bob(cluster: &Cluster, tenant: Tenant) -> String {
+    let (group, _) = rest_in(cluster, tenant, "alice", "a")
+        .create_conversation(ConversationKind::Group, &["bob"], None)
+        .await
+        .unwrap();
+    group.conversation_id.as_str().to_owned()
+}
+
+/// Reads a request's head and body (by its Content-Length).
+async fn read_request(s: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let Ok(n) = s.read(&mut buf).await else {
+            return false;
+        };
+        if n == 0 {
+            return false;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                return true;
+            }
+        }
+    }
+}
+
+/// A webhook that answers every POST with 200 and a body that never
+/// ends; how many POSTs it got.
+async fn endless_hook() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = posts.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                if !read_request(&mut s).await {
+                    return;
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                while s.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    (url, posts)
+}
+
+/// A webhook that takes every POST and never answers; how many it holds.
+async fn hanging_hook() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = held.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                if read_request(&mut s).await {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    // Held open, unanswered, until the caller gives up.
+                    let mut rest = [0u8; 1];
+                    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut rest).await;
+                    count.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    (url, held)
+}
+
+/// The worker process's resident memory, in bytes.
+fn worker_rss(cluster: &Cluster) -> u64 {
+    let pid = cluster.workers[0].pid().expect("the worker runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Issue 26, case 2: a webhook answering 200 with a body without end
+/// (the review sent 1.5 GiB and saw the worker grow 3.75 GB). Only the
+/// status counts: the push is sent, at most a few KiB of the answer is
+/// read, and the worker's memory stays where it was.
+#[tokio::test]
+async fn a_webhook_answering_without_end_costs_the_worker_no_memory() {
+    let (url, posts) = endless_hook().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[push]\nallow_private_targets = true\ntimeout_ms = 20000\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    push_tenant(&cluster, PUSHCO, &url).await;
+    let conv = group_with_bob(&cluster, PUSHCO).await;
+    for i in 0..4 {
+        register_push(&cluster, "bob", &format!("phone{i}"), "webhook", "t").await;
+    }
+    let metrics = cluster.workers[0].metrics_addr.unwrap();
+    let before = worker_rss(&cluster);
+    let mut alice = ws(&cluster, "alice", "a").await;
+    send(&mut alice, &conv, "m1", text("hello")).await;
+    let mut peak = before;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        peak = peak.max(worker_rss(&cluster));
+        let m = scrape(metrics).await;
+        if sum(&m, "switchboard_push_jobs_total", r#"outcome="sent""#) >= 4.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "four pushes counted as sent: {m:?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    peak = peak.max(worker_rss(&cluster));
+    assert_eq!(posts.load(Ordering::SeqCst), 4);
+    assert!(
+        peak < before + (64 << 20),
+        "the worker grew from {before} to {peak} bytes"
+    );
+    let m = scrape(metrics).await;
+    assert_eq!(
+        sum(&m, "switchboard_push_jobs_total", r#"outcome="retry""#),
+        0.0
+    );
+}
+
+/// Issue 26, case 2: pushes are shared by tenants. A tenant whose webhook
+/// hangs holds its own share of the stage (`tenant_concurrency`), not the
+/// stage: another tenant's push goes out at once. And a tenant with
+/// `tenant_max_queued` sends waiting queues no more.
+#[tokio::test]
+async fn a_tenant_whose_webhook_hangs_holds_up_only_its_own_pushes() {
+    let (hang_url, held) = hanging_hook().await;
+    let quiet = receiver().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[push]\nallow_private_targets = true\ntimeout_ms = 60000\nconcurrency = 4\ntenant_concurrency = 2\ntenant_max_queued = 12\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    push_tenant(&cluster, PUSHCO, &hang_url).await;
+    push_tenant(&cluster, QUIETCO, &quiet.url).await;
+    let mut stuck = Vec::new();
+    for _ in 0..3 {
+        stuck.push(group_with_bob(&cluster, PUSHCO).await);
+    }
+    for i in 0..6 {
+        register_push(&cluster, "bob", &format!("phone{i}"), "webhook", "t").await;
+    }
+    let quiet_conv = group_with_bob(&cluster, QUIETCO).await;
+    register_push_in(&cluster, QUIETCO, "bob", "phone", "webhook", "t").await;
+
+    // Six pushes of the stuck tenant: two hang, four wait their turn.
+    let mut alice = ws(&cluster, "alice", "a").await;
+    send(&mut alice, &stuck[0], "s0", text("one")).await;
+    eventually(
+        "the stuck tenant's share hangs",
+        Duration::from_secs(10),
+        || async { (held.load(Ordering::SeqCst) == 2).then_some(()) },
+    )
+    .await;
+    // The other tenant's push is not behind them.
+    let mut quiet_alice = ws_in(&cluster, QUIETCO, "alice", "a").await;
+    let sent_at = Instant::now();
+    send(&mut quiet_alice, &quiet_conv, "q0", text("hi")).await;
+    quiet.until(1).await;
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(5),
+        "the other tenant's push took {:?}",
+        sent_at.elapsed()
+    );
+    assert_eq!(held.load(Ordering::SeqCst), 2, "no more than the share");
+
+    // Queued: 6 of 12. A second message queues its 6 (below the bound);
+    // a third finds 12 waiting (the bound) and queues none.
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let stream = js.get_stream("SB_PUSH").await.unwrap();
+    let queued = || {
+        let stream = stream.clone();
+        async move {
+            let mut subjects = stream
+                .info_with_subjects(format!("sb.push.send.{TENANT}"))
+                .await
+                .unwrap();
+            let mut n = 0;
+            while let Some(Ok((_, count))) = futures::StreamExt::next(&mut subjects).await {
+                n += count;
+            }
+            n
+        }
+    };
+    assert_eq!(queued().await, 6);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(&mut alice, &stuck[1], "s1", text("two")).await;
+    eventually("twelve pushes queued", Duration::from_secs(10), || async {
+        (queued().await == 12).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(&mut alice, &stuck[2], "s2", text("three")).await;
+    let metrics = cluster.workers[0].metrics_addr.unwrap();
+    eventually(
+        "the third message is shed",
+        Duration::from_secs(10),
+        || async {
+            let m = scrape(metrics).await;
+            (sum(&m, "switchboard_push_messages_shed_total", "") == 1.0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(queued().await, 12);
+    assert_eq!(held.load(Ordering::SeqCst), 2);
+}
+
+/// An APNs device token goes into the path of a URL: anything but hex is
+/// refused when it is registered, with a JSON error.
+#[tokio::test]
+async fn an_apns_token_that_is_not_hex_is_refused_at_registration() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!("operator_token = \"{OPERATOR_TOKEN}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    push_tenant(&cluster, PUSHCO, "https://push.example.com/hook").await;
+    let hex = "a1b2c3d4".repeat(8);
+    for bad in [
+        format!("{}/../../x", &hex[..32]),
+        format!("{}/", &hex[..62]),
+        "zz".repeat(32),
+        format!("{hex}?a=b"),
+        "a1".repeat(101),
+    ] {
+        let (status, body) =
+            try_register_push(&cluster, PUSHCO, "bob", "iphone", "apns", &bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["code"], "invalid_request", "{body}");
+        assert!(body["message"].as_str().unwrap().contains("hex"), "{body}");
+    }
+    let (status, _) = try_register_push(&cluster, PUSHCO, "bob", "iphone", "apns", &hex).await;
+    assert_eq!(status, 200);
+    let longest = "a1".repeat(100);
+    let (status, _) = try_register_push(&cluster, PUSHCO, "bob", "iphone", "apns", &longest).await;
+    assert_eq!(status, 200);
+    // Other providers' tokens are opaque.
+    let (status, _) = try_register_push(&cluster, PUSHCO, "bob", "android", "fcm", "a/b:c").await;
+    assert_eq!(status, 200);
 }

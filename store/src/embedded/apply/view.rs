@@ -325,12 +325,33 @@ impl Commit for Writer<'_> {
 
     /// A reference outlives the message's deletion: what a member could
     /// download stays downloadable (versions of edited media too).
-    async fn reference_media(&mut self, key: &ConversationKey, blob_ref: &str) -> StoreResult<()> {
+    /// One row per referencing message: a blob stays referenced while
+    /// any of them (or a version of one) carries it.
+    async fn reference_media(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()> {
         let (t, c) = parts(key);
         self.batch.insert(
             &self.s.media_refs,
-            Key::new().s(t).s(blob_ref).s(c).bytes(),
+            Key::new().s(t).s(blob_ref).s(c).n(seq).bytes(),
             [],
+        );
+        Ok(())
+    }
+
+    async fn unreference_media(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        blob_ref: &str,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch.remove(
+            &self.s.media_refs,
+            Key::new().s(t).s(blob_ref).s(c).n(seq).bytes(),
         );
         Ok(())
     }
