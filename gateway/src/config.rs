@@ -89,6 +89,10 @@ pub struct Limits {
     pub sends_per_second: f64,
     /// Burst of sends a connection may make at once.
     pub send_burst: f64,
+    /// Messages per second of one user across their connections on this
+    /// gateway, and their burst (`rate_limited` past it).
+    pub sends_per_second_per_user: f64,
+    pub send_burst_per_user: f64,
     /// Typing indicators per second per connection, and their burst.
     pub typing_per_second: f64,
     pub typing_burst: f64,
@@ -205,6 +209,8 @@ impl Default for Limits {
             content: ContentLimits::default(),
             sends_per_second: 200.0,
             send_burst: 400.0,
+            sends_per_second_per_user: 400.0,
+            send_burst_per_user: 800.0,
             typing_per_second: 2.0,
             typing_burst: 4.0,
             max_inflight_sends: 1024,

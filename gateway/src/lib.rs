@@ -22,6 +22,7 @@ pub mod metrics;
 mod outbox;
 mod presence;
 mod quota;
+mod rates;
 mod receipts;
 mod sends;
 mod server;
@@ -53,6 +54,7 @@ pub struct Gateway {
     config: GatewayConfig,
     tenants: Arc<TenantDirectory>,
     quotas: quota::Quotas,
+    rates: rates::Rates,
     store: Arc<dyn Store>,
     client: async_nats::Client,
     js: jetstream::Context,
@@ -219,9 +221,11 @@ impl Gateway {
                 bytes: config.ingest_batch_max_bytes,
             },
         );
+        let rates = rates::Rates::new(config.limits.clone());
         let gateway = Arc::new(Self {
             config,
             tenants,
+            rates,
             quotas: quota::Quotas::new(book),
             store,
             hub,
@@ -308,23 +312,6 @@ impl Gateway {
         event: &(async_nats::HeaderMap, bytes::Bytes),
     ) -> Result<(), async_nats::PublishError> {
         self.hub.sessions().publish(tenant, to, event).await
-    }
-
-    /// Takes `n` members from the user's rate of members added per minute.
-    pub(crate) fn take_members_added(&self, id: &Identity, n: usize) -> Result<(), ApiError> {
-        let per_minute = self.config.limits.members_added_per_minute;
-        let (rate, burst) = quota::per_minute(per_minute);
-        let user = (id.tenant.clone(), id.user.clone());
-        if self.quotas.members_added.take(&user, rate, burst, n as f64) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "more than {per_minute} members added per minute by this user; retry later"
-                ),
-            ))
-        }
     }
 
     /// Starts the drain: `/readyz` answers 503, upgrades are refused, and

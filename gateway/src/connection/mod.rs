@@ -30,7 +30,8 @@ use crate::answering::Answering;
 use crate::auth::{AuthError, Identity};
 use crate::error::ApiError;
 use crate::outbox::{Outbound, Outbox, close_code};
-use crate::quota::{self, Admission, TokenBucket};
+use crate::quota::{self, Admission};
+use crate::rates::ConnectionRates;
 use crate::receipts::{self, PendingMarks};
 use crate::typing;
 
@@ -46,10 +47,8 @@ struct Connection {
     /// This connection's place in the tenant's connection quotas.
     _admission: Admission,
     tx: Outbox,
-    sends: TokenBucket,
-    typing: TokenBucket,
-    /// `ack_delivered` and `ack_read` frames.
-    acks: TokenBucket,
+    /// The rates of this connection's frames (`rates.rs`).
+    rates: ConnectionRates,
     /// The sends waiting for their answer, and how they get it.
     answering: Arc<Answering>,
     /// Marks sent since the last receipt window closed.
@@ -139,9 +138,7 @@ async fn serve(
         token,
         _admission: admission,
         tx,
-        sends: TokenBucket::new(limits.sends_per_second, limits.send_burst),
-        typing: TokenBucket::new(limits.typing_per_second, limits.typing_burst),
-        acks: TokenBucket::new(limits.acks_per_second, limits.ack_burst),
+        rates: ConnectionRates::new(&limits),
         answering,
         marks: PendingMarks::default(),
         backlog: Arc::new(Semaphore::new(1)),
@@ -277,37 +274,15 @@ impl Connection {
     }
 
     /// Admits one message (a send, edit or delete) of `content`: checks it
-    /// against the tenant's content limits, then takes it from this
-    /// connection's rate and the tenant's. The tenant's quotas are read
-    /// once; a quota replaces the deployment's per-connection rate from the
-    /// next message on.
+    /// against the tenant's content limits, then takes it from the rates
+    /// (`rates.rs`). The tenant's quotas are read once.
     fn admit_message(&mut self, content: Option<&Content>) -> Result<(), ApiError> {
         let q = self.gw.quotas.of(&self.id.tenant);
-        let limits = &self.gw.config.limits;
         if let Some(c) = content {
-            let content_limits = quota::content_limits(&q, &limits.content);
+            let content_limits = quota::content_limits(&q, &self.gw.config.limits.content);
             c.validate_from_client(&content_limits)?;
         }
-        let (rate, burst) = match q.messages_per_second_per_connection {
-            Some(rate) => quota::rate_and_burst(rate),
-            None => (limits.sends_per_second, limits.send_burst),
-        };
-        self.sends.set(rate, burst);
-        if !self.sends.take() {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "more than {rate} messages per second on this connection; slow down and retry"
-                ),
-            ));
-        }
-        if !self.gw.quotas.tenant_message(&self.id.tenant, &q) {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                "the tenant's messages per second are spent; retry shortly",
-            ));
-        }
-        Ok(())
+        self.gw.rates.message(&mut self.rates, &self.id, &q)
     }
 
     /// Queues a frame for this connection. A full queue means the client
@@ -404,21 +379,13 @@ impl Connection {
             ClientFrame::Typing {
                 conversation_id,
                 state,
-            } => {
-                if self.typing.take() {
+            } => match self.rates.typing() {
+                Ok(()) => {
                     let (gw, id, tx) = (self.gw.clone(), self.id.clone(), self.tx.clone());
                     tokio::spawn(typing::relay(gw, id, request, conversation_id, state, tx));
-                } else {
-                    self.reply(refusal(
-                        ApiError::new(
-                            ErrorCode::RateLimited,
-                            "typing indicators too often; one start every few seconds is enough",
-                        ),
-                        request,
-                        Some(conversation_id.as_str()),
-                    ));
                 }
-            }
+                Err(e) => self.reply(refusal(e, request, Some(conversation_id.as_str()))),
+            },
             ClientFrame::PullBacklog {
                 conversation_id,
                 since_seq,
@@ -430,22 +397,15 @@ impl Connection {
     }
 
     /// Takes an ack from this connection's rate, or answers that it is
-    /// spent (the ack is dropped; a later one covers it, marks only move
-    /// forward).
+    /// spent (the ack is dropped).
     fn admit_ack(&mut self, request: &str, conversation: &ConversationId) -> bool {
-        if self.acks.take() {
-            return true;
+        match self.rates.ack(&self.gw.config.limits) {
+            Ok(()) => true,
+            Err(e) => {
+                self.reply(refusal(e, request, Some(conversation.as_str())));
+                false
+            }
         }
-        let per_second = self.gw.config.limits.acks_per_second;
-        self.reply(refusal(
-            ApiError::new(
-                ErrorCode::RateLimited,
-                format!("more than {per_second} acks per second on this connection; ack the highest seq only"),
-            ),
-            request,
-            Some(conversation.as_str()),
-        ));
-        false
     }
 
     /// Moves the session onto a fresh token of the same tenant, user and

@@ -126,7 +126,7 @@ pub(super) async fn create(
             limits.max_members_per_request
         )));
     }
-    gw.take_members_added(&id, body.members.len())?;
+    gw.rates.members_added(&id, body.members.len())?;
     let mut members: BTreeSet<UserId> = body.members.into_iter().collect();
     members.insert(id.user.clone());
     let conversation_id = match body.kind {

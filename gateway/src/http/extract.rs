@@ -58,15 +58,7 @@ impl FromRequestParts<Shared> for Identity {
     async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
         let token = bearer(&parts.headers).ok_or(AuthError::Missing)?;
         let id = gw.tenants.verify(token)?;
-        let limits = &gw.config.limits;
-        let user = (id.tenant.clone(), id.user.clone());
-        let (rate, burst) = (limits.rest_requests_per_second, limits.rest_request_burst);
-        if !gw.quotas.requests.take(&user, rate, burst, 1.0) {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                format!("more than {rate} requests per second from this user; slow down and retry"),
-            ));
-        }
+        gw.rates.rest_request(&id)?;
         Ok(id)
     }
 }

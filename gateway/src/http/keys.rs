@@ -17,7 +17,7 @@ use axum::Json;
 use axum::extract::State;
 use switchboard_backbone::envelope::frame_event;
 use switchboard_protocol::keys::{ClaimedKeys, DeviceKeysUpload, DeviceKeysView, UserDevices};
-use switchboard_protocol::{DeviceId, ErrorCode, ServerFrame, UserId};
+use switchboard_protocol::{DeviceId, ServerFrame, UserId};
 
 use super::Shared;
 use super::extract::{JsonBody, PathParams};
@@ -110,19 +110,7 @@ pub(super) async fn claim(
     path: PathParams<(UserId, DeviceId)>,
 ) -> Result<Json<ClaimedKeys>, ApiError> {
     let (user, device) = path.get()?;
-    let limits = &gw.config.limits;
-    if !gw
-        .quotas
-        .key_claim(&id, limits.key_claims_per_second, limits.key_claim_burst)
-    {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "more than {} key claims per second; slow down",
-                limits.key_claims_per_second
-            ),
-        ));
-    }
+    gw.rates.key_claim(&id)?;
     let claim = gw.keys.claim(&id.tenant, &user, &device).await?;
     // Tell the owner while the supply is low, once per claim that took one
     // (and once more when a claim finds none left).

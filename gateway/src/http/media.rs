@@ -122,7 +122,7 @@ pub(super) async fn grant_upload(
             media.allowed_mime.join(", ")
         )));
     }
-    gw.take_upload(&id, body.size)?;
+    gw.rates.upload_grant(&id, body.size)?;
     let blob_ref = BlobRef::generate()?;
     let grant = UploadGrant {
         tenant: id.tenant.clone(),
@@ -221,40 +221,5 @@ impl Gateway {
             };
             ApiError::new(ErrorCode::QuotaExceeded, message)
         })
-    }
-
-    /// Takes one upload of `size` bytes from the user's and the tenant's
-    /// upload rates: grants per minute, bytes per hour.
-    fn take_upload(&self, id: &Identity, size: u64) -> Result<(), ApiError> {
-        let limits = &self.config.limits;
-        let user = (id.tenant.clone(), id.user.clone());
-        let limited = |what: String| ApiError::new(ErrorCode::RateLimited, what);
-        let (rate, burst) = crate::quota::per_minute(limits.uploads_per_minute);
-        if !self.quotas.uploads.take(&user, rate, burst, 1.0) {
-            return Err(limited(format!(
-                "more than {} uploads per minute by this user; retry later",
-                limits.uploads_per_minute
-            )));
-        }
-        let bytes = size as f64;
-        let (rate, burst) = crate::quota::per_hour(limits.upload_bytes_per_hour_per_user as f64);
-        if !self.quotas.upload_bytes.take(&user, rate, burst, bytes) {
-            return Err(limited(format!(
-                "this user's uploads passed {} bytes in the last hour; retry later",
-                limits.upload_bytes_per_hour_per_user
-            )));
-        }
-        let (rate, burst) = crate::quota::per_hour(limits.upload_bytes_per_hour_per_tenant as f64);
-        if !self
-            .quotas
-            .tenant_upload_bytes
-            .take(&id.tenant, rate, burst, bytes)
-        {
-            return Err(limited(format!(
-                "the tenant's uploads passed {} bytes in the last hour; retry later",
-                limits.upload_bytes_per_hour_per_tenant
-            )));
-        }
-        Ok(())
     }
 }

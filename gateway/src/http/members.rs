@@ -76,7 +76,7 @@ pub(super) async fn add(
             gw.config.limits.max_members_per_request
         )));
     }
-    gw.take_members_added(&id, users.len())?;
+    gw.rates.members_added(&id, users.len())?;
     let added = users[0].clone();
     members_command(&gw, &id, conversation.clone(), users, true).await?;
     let detail = match gw

@@ -9,7 +9,6 @@
 //! "config": {..}, "on_failure": .. }`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -23,7 +22,7 @@ use switchboard_plugin_host::deploy::{Listing, ShadowListing, Upload, VersionEnt
 use switchboard_plugin_host::host::{CallError, Verdict};
 use switchboard_plugin_host::registry::{OnFailure, Slot};
 use switchboard_plugin_host::{Hook, ModerationInput};
-use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, TenantId, UserId};
+use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, UserId};
 use switchboard_store::HistoryQuery;
 
 use super::Shared;
@@ -428,7 +427,7 @@ pub(super) async fn replay(
             limits.plugin_replay_max_messages
         )));
     }
-    let _running = gw.start_replay(&id)?;
+    let _running = gw.rates.plugin_replay(&id.tenant)?;
     let (version, compiled) = gw
         .deployer
         .reads()
@@ -554,50 +553,6 @@ pub(super) async fn replay(
     .await
     .map_err(|e| ApiError::new(ErrorCode::Internal, format!("the replay failed: {e}")))?;
     Ok(Json(report))
-}
-
-impl Gateway {
-    /// Takes a replay from the tenant's rate and marks one running; the
-    /// mark goes when the guard is dropped.
-    fn start_replay(&self, id: &Identity) -> Result<ReplayGuard, ApiError> {
-        let per_minute = self.config.limits.plugin_replays_per_minute;
-        let (rate, burst) = crate::quota::per_minute(per_minute);
-        let running = self.quotas.replaying.clone();
-        let mut tenants = running.lock().unwrap_or_else(|p| p.into_inner());
-        if tenants.contains(&id.tenant) {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                "a replay of this tenant is running on this gateway; retry when it ends",
-            ));
-        }
-        if !self.quotas.replays.take(&id.tenant, rate, burst, 1.0) {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                format!("more than {per_minute} replays per minute by this tenant; retry later"),
-            ));
-        }
-        tenants.insert(id.tenant.clone());
-        drop(tenants);
-        Ok(ReplayGuard {
-            running,
-            tenant: id.tenant.clone(),
-        })
-    }
-}
-
-/// A tenant's running replay.
-struct ReplayGuard {
-    running: Arc<std::sync::Mutex<std::collections::HashSet<TenantId>>>,
-    tenant: TenantId,
-}
-
-impl Drop for ReplayGuard {
-    fn drop(&mut self) {
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.tenant);
-    }
 }
 
 /// Waits (boundedly) until this gateway runs `revision` in `slot`, or runs

@@ -48,14 +48,8 @@ pub(super) async fn upgrade(
         ));
     }
     // Before anything is written: each connect writes the session registry.
+    gw.rates.connect(&identity)?;
     let limits = &gw.config.limits;
-    let (rate, burst) = (limits.connects_per_second, limits.connect_burst);
-    if !gw.quotas.connect(&identity, rate, burst) {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!("more than {rate} connects per second by this user; back off and retry"),
-        ));
-    }
     let admission = gw
         .quotas
         .admit(&identity, gw.config.limits.max_connections_per_user)?;

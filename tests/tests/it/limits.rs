@@ -129,3 +129,37 @@ async fn one_pull_backlog_runs_at_a_time() {
     let (again, _, _) = crate::support::pull(&mut bob, Some(&conv), Some(190), None).await;
     assert_eq!(again.len(), 10);
 }
+
+/// A user's messages are limited across all their connections on a
+/// gateway (`sends_per_second_per_user`), not only per connection: at the
+/// burst every send is taken, one past it is refused `rate_limited`.
+#[tokio::test]
+async fn a_users_sends_are_limited_across_their_connections() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "[limits]\nsends_per_second_per_user = 0.01\nsend_burst_per_user = 4.0\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "urate", &["ubob"])
+        .await;
+    let mut phone = cluster.ws(0, "urate", "phone").await;
+    let mut laptop = cluster.ws(0, "urate", "laptop").await;
+    for i in 0..2 {
+        send_acked(&mut phone, &conv, &format!("p{i}"), "hi").await;
+        send_acked(&mut laptop, &conv, &format!("l{i}"), "hi").await;
+    }
+    phone
+        .send(&send_frame(&conv, "p-past", "one too many"))
+        .await
+        .unwrap();
+    let (code, request, client_msg_id, message) = expect_error(&mut phone).await;
+    assert_eq!(code, ErrorCode::RateLimited, "{message}");
+    assert_eq!(request.as_deref(), Some("send_message"));
+    assert_eq!(client_msg_id.as_deref(), Some("p-past"));
+    assert!(message.contains("this user's connections"), "{message}");
+    // Another user of the tenant is not held to this user's rate.
+    let mut bob = cluster.ws(0, "ubob", "b").await;
+    send_acked(&mut bob, &conv, "b0", "mine").await;
+}
