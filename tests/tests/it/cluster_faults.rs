@@ -493,7 +493,7 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
         // It measures seconds: nothing else runs beside it.
         exclusive: true,
         // A sender that never lets up.
-        extra_config: "[limits]\nsends_per_second = 100000.0\nsend_burst = 100000.0\n".into(),
+        extra_config: "[limits]\nsends_per_second = 100000.0\nsend_burst = 100000.0\nsends_per_second_per_user = 100000.0\nsend_burst_per_user = 100000.0\n".into(),
         ..Default::default()
     })
     .await;

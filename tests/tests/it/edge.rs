@@ -77,7 +77,7 @@ async fn response_head(stream: &mut TcpStream, within: Duration) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_that_never_read_cost_a_bounded_amount_and_are_let_go() {
     let cluster = Cluster::start(ClusterSpec {
-        extra_config: "[limits]\nslow_client_timeout_ms = 2000\nsends_per_second = 100000.0\nsend_burst = 100000.0\nmax_connections_per_ip = 1000\n"
+        extra_config: "[limits]\nslow_client_timeout_ms = 2000\nsends_per_second = 100000.0\nsend_burst = 100000.0\nsends_per_second_per_user = 100000.0\nsend_burst_per_user = 100000.0\nmax_connections_per_ip = 1000\n"
             .into(),
         ..Default::default()
     })

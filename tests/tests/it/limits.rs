@@ -13,7 +13,7 @@ use crate::support::*;
 async fn a_client_that_stops_reading_is_closed_and_loses_nothing() {
     let cluster = Cluster::start(ClusterSpec {
         extra_config:
-            "[limits]\noutbound_queue_bytes = 262144\nslow_client_timeout_ms = 3000\nsends_per_second = 100000.0\nsend_burst = 100000.0\n"
+            "[limits]\noutbound_queue_bytes = 262144\nslow_client_timeout_ms = 3000\nsends_per_second = 100000.0\nsend_burst = 100000.0\nsends_per_second_per_user = 100000.0\nsend_burst_per_user = 100000.0\n"
                 .into(),
         ..Default::default()
     })

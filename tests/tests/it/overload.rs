@@ -14,7 +14,7 @@ use crate::support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_beyond_the_in_flight_limit_is_all_acked() {
     let cluster = Cluster::start(ClusterSpec {
-        extra_config: "jetstream_max_inflight = 16\n[limits]\nsends_per_second = 100000.0\nsend_burst = 100000.0\nmax_inflight_sends = 2000\n".into(),
+        extra_config: "jetstream_max_inflight = 16\n[limits]\nsends_per_second = 100000.0\nsend_burst = 100000.0\nsends_per_second_per_user = 100000.0\nsend_burst_per_user = 100000.0\nmax_inflight_sends = 2000\n".into(),
         ..Default::default()
     })
     .await;
