@@ -253,3 +253,44 @@ impl From<DeployError> for ApiError {
         Self::new(code, e.to_string())
     }
 }
+
+/// Why a gateway could not start: its configuration, or a backbone call
+/// of its start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Keys(#[from] crate::auth::KeyError),
+    #[error("limits: {0}")]
+    Limits(String),
+    #[error("serving HTTP: {0}")]
+    Io(#[from] std::io::Error),
+    /// A backbone call of the start-up failed; each kind of cause keeps
+    /// its own typed error, and all of them read "backbone: ..." as before.
+    #[error("backbone: {0}")]
+    Backbone(#[from] switchboard_backbone::BackboneError),
+    #[error("backbone: {0}")]
+    Deploy(#[from] switchboard_plugin_host::deploy::DeployError),
+    #[error("backbone: {0}")]
+    Tenants(#[from] switchboard_backbone::records::tenants::TenantError),
+    #[error("backbone: {0}")]
+    PushTokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    /// A bucket could not be opened; `context` names it.
+    #[error("backbone: {context}: {source}")]
+    Bucket {
+        context: String,
+        #[source]
+        source: switchboard_backbone::Cause,
+    },
+}
+
+impl GatewayError {
+    pub(crate) fn bucket(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Bucket {
+            context: context.into(),
+            source: switchboard_backbone::cause(source),
+        }
+    }
+}

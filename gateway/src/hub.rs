@@ -115,7 +115,7 @@ pub struct Registration {
 pub struct JoinError(#[source] switchboard_backbone::Cause);
 
 /// Where the hub takes its events and whom it tells of its users.
-pub(crate) struct HubParts {
+pub struct HubParts {
     pub client: async_nats::Client,
     /// The subscription to this gateway's subject, `sb.gw.<gateway>`.
     pub deliveries: async_nats::Subscriber,
@@ -125,7 +125,7 @@ pub(crate) struct HubParts {
 }
 
 impl Hub {
-    pub(crate) fn new(
+    pub fn new(
         parts: HubParts,
         store: Arc<dyn Store>,
         fanout: FanOutPolicy,
@@ -297,7 +297,7 @@ impl Hub {
     /// Follows the tenants' plugin changes: when a tenant's fan-out plugin
     /// changes, its users connected here listen to the conversations that
     /// now fan out on read, and stop listening to the others.
-    pub(crate) fn follow_fan_out_changes(&self) {
+    pub fn follow_fan_out_changes(&self) {
         let inner = Arc::downgrade(&self.inner);
         let mut changes = self.inner.plugins.changes();
         tokio::spawn(async move {

@@ -53,12 +53,12 @@ use tracing::Instrument;
 /// `ingest_batch_max_sends` and `ingest_batch_max_bytes` in
 /// `GatewayConfig`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct BatchLimits {
+pub struct BatchLimits {
     /// Sends; 1 sends each alone.
-    pub(crate) sends: usize,
+    pub sends: usize,
     /// Bytes of commands, newlines included; a send larger than this
     /// goes alone.
-    pub(crate) bytes: usize,
+    pub bytes: usize,
 }
 
 /// What JetStream did with a send.
@@ -105,14 +105,14 @@ struct Pending {
 }
 
 /// The gateway's send queues, one per partition.
-pub(crate) struct Ingest {
+pub struct Ingest {
     queues: Vec<mpsc::UnboundedSender<Pending>>,
 }
 
 impl Ingest {
     /// Starts one publishing task per partition; they end when this is
     /// dropped.
-    pub(crate) fn start(js: &jetstream::Context, partitions: u16, limits: BatchLimits) -> Self {
+    pub fn start(js: &jetstream::Context, partitions: u16, limits: BatchLimits) -> Self {
         let queues = (0..partitions.max(1))
             .map(|partition| {
                 let (tx, rx) = mpsc::unbounded_channel();

@@ -11,13 +11,13 @@
 //! carries the `blob_ref`; `GET /v1/media/{blob_ref}` redirects whoever may
 //! read it to a short-lived signed download URL.
 
+mod store;
 mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_blob::local::LocalBlobs;
-use switchboard_blob::{BlobInfo, BlobRef, BlobStore};
+use switchboard_blob::{BlobInfo, BlobRef};
 use switchboard_protocol::content::Media;
 use switchboard_protocol::{ErrorCode, Timestamp};
 
@@ -25,36 +25,8 @@ use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
-pub(crate) use usage::{MediaUsage, OverQuota, StorageLimits};
-
-/// Where a gateway keeps media: a blob store, and when it is the local
-/// one, the same store to serve its signed URLs from.
-pub struct MediaStore {
-    pub blobs: Arc<dyn BlobStore>,
-    pub local: Option<Arc<LocalBlobs>>,
-    /// What each user and tenant stores, for the storage quotas.
-    pub(crate) usage: MediaUsage,
-}
-
-impl MediaStore {
-    /// A store whose URLs something else serves (S3).
-    pub fn remote(blobs: Arc<dyn BlobStore>) -> Self {
-        Self {
-            blobs,
-            local: None,
-            usage: MediaUsage::default(),
-        }
-    }
-
-    pub fn local(blobs: LocalBlobs) -> Self {
-        let local = Arc::new(blobs);
-        Self {
-            blobs: local.clone(),
-            local: Some(local),
-            usage: MediaUsage::default(),
-        }
-    }
-}
+pub use store::MediaStore;
+pub(crate) use usage::{OverQuota, StorageLimits};
 
 /// Blobs looked at per step of the collector.
 const GC_STEP: usize = 500;
@@ -70,7 +42,9 @@ const GC_STEP: usize = 500;
 /// from where the last one stopped (an open directory, a listing's
 /// continuation): a walk costs one look per blob and a store lookup per
 /// blob past its grace.
-pub(crate) fn start_collector(gw: &Arc<Gateway>) {
+/// Starts the collector of unreferenced uploads, which also counts what
+/// each user and tenant stores (every `gc_every_secs`).
+pub fn start_collector(gw: &Arc<Gateway>) {
     let every = gw.config.media.gc_every_secs;
     if every == 0 {
         return;

@@ -22,7 +22,7 @@ use switchboard_protocol::{PresenceInfo, PresenceStatus, TenantId, Timestamp, Us
 
 use crate::GatewayError;
 
-pub(crate) struct Presence {
+pub struct Presence {
     sessions: Arc<Sessions>,
     last_seen: kv::Store,
     gateway_id: String,

@@ -27,7 +27,6 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use switchboard_backbone::definitions::BackboneConfig;
 use switchboard_client::{TokenSpec, mint_hs256};
-use switchboard_gateway::Gateway;
 
 use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, process_id};
 use crate::run::Shutdown;
@@ -281,7 +280,9 @@ async fn dev_inner(
     .await?;
     let store = run::embedded_store(&client, data_dir, file)?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let tenants = run::tenants(&client).await?;
+    let mut gateway_config = run::gateway_config(name.clone(), &backbone, file);
+    let keys = run::token_keys(&gateway_config)?;
+    let tenants = run::tenants(&client, Some(keys.clone())).await?;
     let plugins = run::plugins(&client, file, &tenants, &name).await?;
     let shutdown = Shutdown::on_signals();
 
@@ -308,10 +309,9 @@ async fn dev_inner(
         store.clone(),
         Arc::new(ids.clone()),
         Some(plugins.clone()),
-        tenants,
+        tenants.clone(),
         shutdown.clone().wait(),
     ));
-    let mut gateway_config = run::gateway_config(name, &backbone, file);
     gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
     // On loopback, a page whose DNS name turns into 127.0.0.1 could
     // otherwise call it: only loopback and configured names are answered.
@@ -329,14 +329,16 @@ async fn dev_inner(
     let nats_url = nats.url.clone();
     let nats_dir = nats.data_dir.clone();
     let media = run::media_store(data_dir, file)?;
-    let gateway = Gateway::new(
-        gateway_config,
-        client.clone(),
+    let gateway = run::gateway_parts(run::GatewayInputs {
+        config: gateway_config,
+        keys,
+        tenants,
+        client: client.clone(),
         store,
-        Arc::new(ids),
+        ids: Arc::new(ids),
         plugins,
         media,
-    )
+    })
     .await?;
     let served = run::gateway(
         gateway,
@@ -442,9 +444,10 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let tenants = run::tenants(&client).await?;
+    let mut config = run::gateway_config(name.clone(), &backbone, &file);
+    let keys = run::token_keys(&config)?;
+    let tenants = run::tenants(&client, Some(keys.clone())).await?;
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
-    let mut config = run::gateway_config(name, &backbone, &file);
     config.serve_web_client = file.web_client.unwrap_or(false);
     // Off by default: metrics name tenants, and the listener is public.
     config.metrics = file
@@ -463,8 +466,17 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
             "no public_url: local blob URLs are made on the listen address (paths on 0.0.0.0); behind a proxy, set public_url"
         );
     }
-    let gateway =
-        Gateway::new(config, client.clone(), store, Arc::new(ids), plugins, media).await?;
+    let gateway = run::gateway_parts(run::GatewayInputs {
+        config,
+        keys,
+        tenants,
+        client: client.clone(),
+        store,
+        ids: Arc::new(ids),
+        plugins,
+        media,
+    })
+    .await?;
     let result = run::gateway(gateway, listen, Shutdown::on_signals(), |_| {}).await;
     client.flush().await.ok();
     traces.shutdown().await;
@@ -485,7 +497,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
-    let tenants = run::tenants(&client).await?;
+    let tenants = run::tenants(&client, None).await?;
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
     let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
     run::plugin_deploys(&client, plugins.clone(), &file).await?;

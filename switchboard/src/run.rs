@@ -9,14 +9,22 @@ use anyhow::Context as _;
 use async_nats::jetstream;
 use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
 use switchboard_backbone::node_id::IdGenerator;
-use switchboard_backbone::records::tenants::TenantBook;
+use switchboard_backbone::node_id::IdSource;
+use switchboard_backbone::records::push_tokens::PushTokens;
+use switchboard_backbone::records::refusals::Refusals;
+use switchboard_backbone::records::tenants::{OnChange, TenantBook, TenantRegistry};
+use switchboard_backbone::sessions::Sessions;
 use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
 use switchboard_blob::s3::S3Blobs;
 use switchboard_blob::token::Signer;
 use switchboard_blob::{BlobError, BlobStore};
-use switchboard_gateway::media::MediaStore;
-use switchboard_gateway::{Gateway, GatewayConfig};
+use switchboard_gateway::{
+    BatchLimits, Gateway, GatewayConfig, GatewayParts, Hub, HubParts, Ingest, KeyDirectory,
+    MediaStore, Presence, TenantDirectory, start_collector,
+};
+use switchboard_plugin_host::deploy::Deployer;
+use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::{PluginHost, Plugins};
 use switchboard_store::archive::{ArchiveObjects, Tiered};
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -103,15 +111,151 @@ pub async fn backbone(
 }
 
 /// The process's view of `sb_tenants` (F21), following changes for as long
-/// as the process runs; shared by its worker, push stage and plugin host.
-pub async fn tenants(client: &async_nats::Client) -> anyhow::Result<TenantBook> {
+/// as the process runs: its one follower, shared by its worker, push
+/// stage, plugin host and gateway. A gateway's token keys (`keys`) take
+/// every change too.
+pub async fn tenants(
+    client: &async_nats::Client,
+    keys: Option<Arc<TenantDirectory>>,
+) -> anyhow::Result<TenantBook> {
     let tenants = TenantBook::default();
+    let on_change: OnChange = match keys {
+        Some(keys) => Arc::new(move |id, record| keys.apply_record(id, record)),
+        None => Arc::new(|_, _| {}),
+    };
     // The follower runs as long as the process; its handle is not needed.
     let _follower = tenants
-        .follow(&jetstream::new(client.clone()), Arc::new(|_, _| {}))
+        .follow(&jetstream::new(client.clone()), on_change)
         .await
         .context("loading tenants")?;
     Ok(tenants)
+}
+
+/// The gateway's token keys: the configuration file's tenants, replaced
+/// by their `sb_tenants` records as `tenants` follows them.
+pub fn token_keys(config: &GatewayConfig) -> anyhow::Result<Arc<TenantDirectory>> {
+    // Tokens are accepted as long past `exp` as sessions outlive it.
+    let leeway = config.limits.token_expiry_grace_ms.div_ceil(1000);
+    Ok(Arc::new(
+        TenantDirectory::from_config(&config.tenants, leeway)?
+            .with_max_lifetime(config.limits.max_token_lifetime_secs),
+    ))
+}
+
+/// What a gateway is made of beside its configuration and the process's
+/// shared parts.
+pub struct GatewayInputs {
+    pub config: GatewayConfig,
+    pub keys: Arc<TenantDirectory>,
+    pub tenants: TenantBook,
+    pub client: async_nats::Client,
+    pub store: Arc<dyn Store>,
+    pub ids: Arc<dyn IdSource>,
+    pub plugins: Arc<Plugins>,
+    pub media: MediaStore,
+}
+
+/// Builds a gateway's parts and starts what runs beside them: its
+/// subscription to its own events, its place in the session registry and
+/// presence, the hub, the ingest queues, the plugin admin, the key
+/// directory, and the media collector.
+pub async fn gateway_parts(inputs: GatewayInputs) -> anyhow::Result<Arc<Gateway>> {
+    let GatewayInputs {
+        config,
+        keys,
+        tenants,
+        client,
+        store,
+        ids,
+        plugins,
+        media,
+    } = inputs;
+    let js = jetstream::context::ContextBuilder::new()
+        .max_ack_inflight(config.jetstream_max_inflight.max(1))
+        .build(client.clone());
+    // This gateway's subject first: the registry may name it from the
+    // first connection on.
+    let deliveries = client
+        .subscribe(switchboard_backbone::subject::gateway_events(
+            &config.gateway_id,
+        ))
+        .await
+        .context("subscribing to this gateway's events")?;
+    let registry = js
+        .get_key_value(definitions::PRESENCE_BUCKET)
+        .await
+        .context("opening the session registry")?;
+    let sessions = Sessions::start(
+        client.clone(),
+        registry,
+        format!("gateway:{}", config.gateway_id),
+        config.services,
+    )
+    .await?;
+    let presence = Presence::start(
+        &js,
+        sessions.clone(),
+        config.gateway_id.clone(),
+        config.presence_ttl,
+    )
+    .await?;
+    let hub = Hub::new(
+        HubParts {
+            client: client.clone(),
+            deliveries,
+            presence,
+            sessions,
+            sync_within: config.session_sync_timeout,
+        },
+        store.clone(),
+        config.fanout,
+        plugins.clone(),
+    );
+    hub.follow_fan_out_changes();
+    let deployer = PluginAdmin::open(&js, Deployer::open(&js, plugins.clone()).await?).await?;
+    if let Some(local) = media.local.clone() {
+        // Uploads a crash cut short leave `.part` files and claims;
+        // a minute untouched is long past the body timeout.
+        tokio::spawn(async move {
+            match local.sweep_unfinished(Duration::from_secs(60)).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(files = n, "removed unfinished uploads"),
+                Err(e) => tracing::warn!(error = %e, "sweeping unfinished uploads failed"),
+            }
+        });
+    }
+    let key_bucket = js
+        .get_key_value(definitions::KEYS_BUCKET)
+        .await
+        .context("opening the key directory")?;
+    let ingest = Ingest::start(
+        &js,
+        config.partitions,
+        BatchLimits {
+            sends: config.ingest_batch_max_sends.max(1),
+            bytes: config.ingest_batch_max_bytes,
+        },
+    );
+    let gateway = Gateway::new(GatewayParts {
+        tenant_registry: TenantRegistry::open(&js).await?,
+        push_tokens: PushTokens::open(&js).await?,
+        refusals: Refusals::open(&js).await?,
+        keys: KeyDirectory::new(key_bucket),
+        config,
+        tenants: keys,
+        book: tenants,
+        store,
+        client,
+        js,
+        ingest,
+        hub,
+        ids,
+        plugins,
+        deployer,
+        media,
+    })?;
+    start_collector(&gateway);
+    Ok(gateway)
 }
 
 /// Starts the plugin deploy service (`switchboard-plugins`): gateways
@@ -448,7 +592,7 @@ pub async fn gateway(
         tracing::info!("draining: closing connections once their sends are answered");
         draining.start_draining();
     };
-    gateway.serve(listener, stop_accepting).await?;
+    switchboard_gateway::serve(&gateway, listener, stop_accepting).await?;
     // Upgraded WebSockets outlive the HTTP server; they drain on their own.
     gateway.drained().await;
     gateway.shutdown().await;

@@ -12,8 +12,8 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::extract::PathParams;
+use super::extract::{Shared, no_such_endpoint};
 use super::openapi::Operation;
-use super::{Shared, no_such_endpoint};
 use crate::error::ApiError;
 
 /// `PUT /v1/blobs/{token}`

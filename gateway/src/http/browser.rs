@@ -16,7 +16,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use switchboard_protocol::ErrorCode;
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::request_token;
 use crate::error::ApiError;
 

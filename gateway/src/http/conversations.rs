@@ -22,7 +22,7 @@ use switchboard_protocol::{
 };
 use switchboard_store::{ConversationDetail, ConversationSummary, ListCursor, ListQuery};
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::auth::Identity;

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use switchboard_protocol::{DeviceId, ErrorCode, UserId};
 
 use super::extract::JsonBody;
+use super::extract::{Shared, no_such_endpoint};
 use super::openapi::Operation;
-use super::{Shared, no_such_endpoint};
 use crate::error::ApiError;
 
 #[derive(Deserialize, schemars::JsonSchema)]

@@ -21,9 +21,17 @@ use switchboard_protocol::{ConversationId, DeviceId, ErrorCode, MessageId, Tenan
 
 use switchboard_backbone::records::tenants::TenantRegistry;
 
-use super::Shared;
 use crate::auth::{AuthError, Identity};
 use crate::error::ApiError;
+
+/// The state every handler is given.
+pub(super) type Shared = std::sync::Arc<crate::Gateway>;
+
+/// The answer for a path no route has, and for a route this gateway's
+/// configuration leaves out.
+pub(super) fn no_such_endpoint() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such endpoint")
+}
 
 /// The bearer token of `Authorization`, if there is one.
 pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {

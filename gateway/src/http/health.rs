@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 
-use super::Shared;
+use super::extract::Shared;
 use super::openapi::Operation;
 
 /// `GET /healthz`

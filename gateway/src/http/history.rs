@@ -9,8 +9,8 @@ use switchboard_protocol::ConversationId;
 use switchboard_protocol::conversation::HistoryPage;
 use switchboard_store::HistoryQuery;
 
-use super::Shared;
 use super::extract::PathParams;
+use super::extract::Shared;
 use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;

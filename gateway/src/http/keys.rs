@@ -19,7 +19,7 @@ use switchboard_backbone::envelope::frame_event;
 use switchboard_protocol::keys::{ClaimedKeys, DeviceKeysUpload, DeviceKeysView, UserDevices};
 use switchboard_protocol::{DeviceId, ServerFrame, UserId};
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::auth::Identity;

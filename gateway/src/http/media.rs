@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use switchboard_blob::{BlobRef, SignedUrl, UploadGrant};
 use switchboard_protocol::{ErrorCode, Timestamp};
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{JsonBody, PathParam, PathParams};
 use super::openapi::Operation;
 use super::public::PublicBase;

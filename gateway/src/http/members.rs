@@ -9,8 +9,8 @@ use switchboard_protocol::conversation::AddMembers;
 use switchboard_protocol::{ConversationId, ConversationView, Timestamp, UserId};
 use switchboard_store::StoreError;
 
-use super::Shared;
 use super::conversations::{detail_view, done};
+use super::extract::Shared;
 use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::Gateway;

@@ -24,26 +24,25 @@ mod versions;
 mod web_client;
 mod websocket;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use switchboard_protocol::ErrorCode;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use self::extract::{Shared, no_such_endpoint};
 use self::openapi::{Api, Operation};
-use crate::Gateway;
 use crate::config::GatewayConfig;
 use crate::error::ApiError;
-
-/// The state every handler is given.
-type Shared = Arc<Gateway>;
+use crate::error::GatewayError;
 
 /// The application; `listening` is the address it is served on, where
 /// URLs it gives out point when no `public_url` is configured.
-pub(crate) fn router(gw: Shared, listening: Option<std::net::SocketAddr>) -> axum::Router {
+/// The gateway's HTTP application: REST, WebSocket, health; `listening`
+/// is the address it serves on (the base of local blob URLs when no
+/// `public_url` is set).
+pub fn router(gw: Shared, listening: Option<std::net::SocketAddr>) -> axum::Router {
     let limits = &gw.config.limits;
     let body_limit = limits.max_body_bytes;
     // The longest pause between two chunks of a request body.
@@ -283,10 +282,19 @@ fn metrics_op() -> Operation {
         .reply_text(200, "Every metric family with its samples.", "text/plain")
 }
 
-/// The answer for a path no route has, and for a route this gateway's
-/// configuration leaves out.
-fn no_such_endpoint() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "no such endpoint")
+/// Serves the gateway's HTTP application on `listener`, under the
+/// connection caps and timeouts of `[limits]`, until `shutdown` resolves;
+/// then waits for open HTTP requests (not WebSockets: they drain on their
+/// own).
+pub async fn serve(
+    gw: &Shared,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    let limits = crate::server::ServeLimits::of(&gw.config.limits);
+    let app = router(gw.clone(), listener.local_addr().ok());
+    crate::server::serve(listener, app, limits, shutdown).await?;
+    Ok(())
 }
 
 async fn no_route() -> ApiError {

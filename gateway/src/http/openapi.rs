@@ -23,7 +23,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::{Map, Value, json};
 use switchboard_protocol::error::ErrorBody;
 
-use super::Shared;
+use super::extract::Shared;
 use crate::config::GatewayConfig;
 use crate::key_directory::MAX_ONE_TIME_PREKEYS;
 

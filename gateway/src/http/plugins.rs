@@ -25,7 +25,7 @@ use switchboard_plugin_host::{Hook, ModerationInput};
 use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, UserId};
 use switchboard_store::HistoryQuery;
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{Admin, JsonBody, PathParam, PathParams};
 use super::openapi::Operation;
 use crate::Gateway;

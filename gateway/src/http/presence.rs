@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::State;
 use switchboard_protocol::{ErrorCode, PresenceInfo, UserId};
 
-use super::Shared;
 use super::extract::PathParams;
+use super::extract::Shared;
 use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;

@@ -12,7 +12,7 @@ use switchboard_backbone::records::push_tokens::checked_registration;
 use switchboard_protocol::push::PushRegistration;
 use switchboard_protocol::{DeviceId, ErrorCode};
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::auth::Identity;

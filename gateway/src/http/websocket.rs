@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use switchboard_protocol::ErrorCode;
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::request_token;
 use super::openapi::Operation;
 use crate::auth::AuthError;

@@ -1,0 +1,232 @@
+//! What every request handler and connection shares: the gateway's
+//! parts, assembled here and built by the binary (`switchboard/src/run.rs`,
+//! `gateway`), which also starts what runs beside them. Nothing here does
+//! IO at construction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use switchboard_backbone::node_id::IdSource;
+use switchboard_backbone::records::push_tokens::PushTokens;
+use switchboard_backbone::records::refusals::Refusals;
+use switchboard_backbone::records::tenants::{TenantBook, TenantRegistry};
+use switchboard_plugin_host::deploy_service::PluginAdmin;
+use switchboard_plugin_host::fanout::FanOut;
+use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
+use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
+use switchboard_store::Store;
+
+use crate::auth::{Identity, TenantDirectory};
+use crate::config::GatewayConfig;
+use crate::error::{ApiError, GatewayError};
+use crate::hub::Hub;
+use crate::ingest::Ingest;
+use crate::key_directory::KeyDirectory;
+use crate::media::MediaStore;
+use crate::quota::Quotas;
+use crate::rates::Rates;
+use crate::shapes::Shapes;
+
+/// Everything a request handler needs; shared by all connections.
+pub struct Gateway {
+    pub(crate) config: GatewayConfig,
+    pub(crate) tenants: Arc<TenantDirectory>,
+    pub(crate) quotas: Quotas,
+    pub(crate) rates: Rates,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
+    /// Sends on their way to their partitions' writers (`ingest.rs`).
+    pub(crate) ingest: Ingest,
+    pub(crate) hub: Hub,
+    pub(crate) ids: Arc<dyn IdSource>,
+    pub(crate) plugins: Arc<Plugins>,
+    /// The plugin admin API's reads here, its changes through the
+    /// workers' deploy service.
+    pub(crate) deployer: PluginAdmin,
+    pub(crate) shapes: Shapes,
+    pub(crate) media: MediaStore,
+    pub(crate) keys: KeyDirectory,
+    pub(crate) tenant_registry: TenantRegistry,
+    pub(crate) push_tokens: PushTokens,
+    pub(crate) refusals: Refusals,
+    /// Turns true once shutdown begins: no new connection is taken, and
+    /// every open one drains (`connection.rs`).
+    pub(crate) draining: tokio::sync::watch::Sender<bool>,
+}
+
+/// What a gateway is made of, each part built by its owner.
+pub struct GatewayParts {
+    pub config: GatewayConfig,
+    /// Who may call: the tenants' keys, kept current from `sb_tenants`
+    /// by the process's one follower of it.
+    pub tenants: Arc<TenantDirectory>,
+    /// The tenants' quotas, from the same follower.
+    pub book: TenantBook,
+    pub store: Arc<dyn Store>,
+    pub client: async_nats::Client,
+    /// The JetStream context commands are published with.
+    pub js: jetstream::Context,
+    pub ingest: Ingest,
+    pub hub: Hub,
+    pub ids: Arc<dyn IdSource>,
+    pub plugins: Arc<Plugins>,
+    pub deployer: PluginAdmin,
+    pub media: MediaStore,
+    pub keys: KeyDirectory,
+    pub tenant_registry: TenantRegistry,
+    pub push_tokens: PushTokens,
+    pub refusals: Refusals,
+}
+
+impl Gateway {
+    /// Assembles the parts, after checking the settings no gateway can
+    /// work with.
+    pub fn new(parts: GatewayParts) -> Result<Arc<Self>, GatewayError> {
+        let GatewayParts {
+            config,
+            tenants,
+            book,
+            store,
+            client,
+            js,
+            ingest,
+            hub,
+            ids,
+            plugins,
+            deployer,
+            media,
+            keys,
+            tenant_registry,
+            push_tokens,
+            refusals,
+        } = parts;
+        if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
+            return Err(GatewayError::Limits(
+                "hard_max_frame_bytes must be at least max_frame_bytes".into(),
+            ));
+        }
+        if config.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(GatewayError::Limits(
+                "operator_token must be at least 16 bytes".into(),
+            ));
+        }
+        config.check().map_err(GatewayError::Limits)?;
+        Ok(Arc::new(Self {
+            rates: Rates::new(config.limits.clone()),
+            quotas: Quotas::new(book),
+            config,
+            tenants,
+            store,
+            hub,
+            client,
+            ingest,
+            js,
+            ids,
+            plugins,
+            deployer,
+            shapes: Shapes::default(),
+            media,
+            keys,
+            tenant_registry,
+            push_tokens,
+            refusals,
+            draining: tokio::sync::watch::Sender::new(false),
+        }))
+    }
+
+    /// Runs the tenant's moderation plugin, if one is deployed, over
+    /// content a client sends or edits in: the content to store, or the
+    /// error to answer with (`rejected_by_policy`, or `unavailable` when
+    /// the plugin failed and moderation fails closed). Costs nothing for
+    /// tenants without one.
+    pub(crate) async fn moderate(
+        &self,
+        id: &Identity,
+        conversation: &ConversationId,
+        content: Content,
+    ) -> Result<Content, ApiError> {
+        if !self.plugins.wants(&id.tenant, Hook::Moderation) {
+            return Ok(content);
+        }
+        let (kind, member_count) = self
+            .shapes
+            .get(&*self.store, &id.tenant, conversation, &id.user)
+            .await?;
+        let input = ModerationInput {
+            tenant: &id.tenant,
+            conversation_id: conversation,
+            kind,
+            member_count,
+            sender: &id.user,
+            content: &content,
+        };
+        match self.plugins.moderate(&input, &self.config.limits.content) {
+            Moderation::Allow => Ok(content),
+            Moderation::Rewrite(rewritten) => Ok(rewritten),
+            Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
+            Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
+        }
+    }
+
+    /// How a conversation fans out: the tenant's plugin, else the
+    /// configured threshold. The writer decides the same way.
+    pub(crate) fn fan_out(
+        &self,
+        tenant: &TenantId,
+        kind: ConversationKind,
+        members: usize,
+    ) -> FanOut {
+        self.plugins
+            .fan_out_mode(tenant, kind, members, &self.config.fanout)
+    }
+
+    /// Connections currently open on this gateway.
+    pub async fn connection_count(&self) -> usize {
+        self.hub.connection_count().await
+    }
+
+    /// Publishes an event to the gateways of every user in `to` (core
+    /// NATS, at most once), one delivery per gateway.
+    pub(crate) async fn publish_to_users<'a>(
+        &self,
+        tenant: &switchboard_protocol::TenantId,
+        to: impl Iterator<Item = &'a switchboard_protocol::UserId>,
+        event: &(async_nats::HeaderMap, bytes::Bytes),
+    ) -> Result<(), async_nats::PublishError> {
+        self.hub.sessions().publish(tenant, to, event).await
+    }
+
+    /// Starts the drain: `/readyz` answers 503, upgrades are refused, and
+    /// every connection finishes its in-flight sends and is closed with
+    /// 1012 so its client reconnects elsewhere.
+    pub fn start_draining(&self) {
+        self.draining.send_replace(true);
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    pub(crate) fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.draining.subscribe()
+    }
+
+    /// Waits, at most the drain timeout and a second, until every
+    /// connection has left.
+    pub async fn drained(&self) {
+        let deadline =
+            tokio::time::Instant::now() + self.config.drain_timeout + Duration::from_secs(1);
+        while self.hub.connection_count().await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Before exiting: withdraws this gateway's users from presence and
+    /// the gateway from the routers at once (otherwise their keys expire).
+    pub async fn shutdown(&self) {
+        self.hub.presence().withdraw_all().await;
+        self.hub.sessions().withdraw().await;
+    }
+}
