@@ -13,7 +13,7 @@ use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;
 use crate::error::ApiError;
-use crate::ingest::{self, Receipt};
+use crate::ingest::{self, PubAckWait};
 
 impl Gateway {
     /// Publishes a command to JetStream, alone (sends go through
@@ -42,10 +42,10 @@ impl Gateway {
     }
 
     /// Queues a send for its partition (`ingest.rs`). Returns once it is
-    /// queued, so sends of one connection keep their order; the receipt
+    /// queued, so sends of one connection keep their order; the wait
     /// resolves when JetStream has stored it. Both carry the trace
     /// context of the span they are called in, when traced.
-    pub(crate) fn submit_send(&self, command: Command) -> Result<Receipt, ApiError> {
+    pub(crate) fn submit_send(&self, command: Command) -> Result<PubAckWait, ApiError> {
         let traceparent = trace::traceparent(&tracing::Span::current());
         self.ingest
             .send(self.partition_of(&command), command, traceparent)

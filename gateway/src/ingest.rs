@@ -92,8 +92,9 @@ const PUBLISH_ATTEMPTS: u32 = 3;
 const IN_PROCESS_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 const IN_PROCESS_RETRIES: u32 = 40;
 
-/// The answer a queued send waits for.
-pub(crate) type Receipt = oneshot::Receiver<Result<Stored, NotStored>>;
+/// The backbone's answer a queued send waits for: its pub-ack (stored in
+/// the ingest stream, not yet by a writer), or why it was not stored.
+pub(crate) type PubAckWait = oneshot::Receiver<Result<Stored, NotStored>>;
 
 struct Pending {
     command: Command,
@@ -125,16 +126,16 @@ impl Ingest {
     }
 
     /// Queues a send for `partition`. Sends queued in order are stored in
-    /// order; the receipt resolves once JetStream has stored it, or could
+    /// order; the wait resolves once JetStream has stored it, or could
     /// not. `traceparent` goes with it (`switchboard_backbone::trace`).
     pub(crate) fn send(
         &self,
         partition: u16,
         command: Command,
         traceparent: Option<String>,
-    ) -> Result<Receipt, BackboneError> {
+    ) -> Result<PubAckWait, BackboneError> {
         let payload = command.encode()?;
-        let (done, receipt) = oneshot::channel();
+        let (done, pub_ack) = oneshot::channel();
         let pending = Pending {
             command,
             payload,
@@ -143,7 +144,7 @@ impl Ingest {
         };
         crate::metrics::pending_acks(1.0);
         // A partition past the count, or a task gone, can only be a bug
-        // or a shutdown: the receipt then says `Closed`.
+        // or a shutdown: the wait then says `Closed`.
         let refused = match self.queues.get(usize::from(partition)) {
             Some(queue) => queue.send(pending).err().map(|e| e.0),
             None => Some(pending),
@@ -151,7 +152,7 @@ impl Ingest {
         if let Some(pending) = refused {
             answer(vec![pending], &Err(NotStored::Closed));
         }
-        Ok(receipt)
+        Ok(pub_ack)
     }
 }
 

@@ -70,8 +70,8 @@ impl Connection {
             received_at: Timestamp::now(),
         });
         tracing::debug!(%conversation_id, %client_msg_id, "send accepted");
-        let receipt = match self.gw.submit_send(command) {
-            Ok(receipt) => receipt,
+        let pub_ack = match self.gw.submit_send(command) {
+            Ok(pub_ack) => pub_ack,
             Err(e) => {
                 self.answering
                     .publish_failed(&client_msg_id, ticket, &e.message);
@@ -91,7 +91,7 @@ impl Connection {
         };
         tokio::spawn(
             async move {
-                match receipt.await.unwrap_or(Err(NotStored::Closed)) {
+                match pub_ack.await.unwrap_or(Err(NotStored::Closed)) {
                     Ok(Stored::New) => answering.pub_acked(&client_msg_id, ticket, PubAck::New),
                     Ok(Stored::Duplicate) => {
                         answering.pub_acked(&client_msg_id, ticket, PubAck::Duplicate)

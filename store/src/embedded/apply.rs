@@ -1,4 +1,4 @@
-//! The store's rules (`crate::rules`) over fjall. The writer thread
+//! The store's rules (`crate::rules`) over fjall. The commit thread
 //! applies a group of jobs to one write batch, committed at once: this
 //! file and `apply/view.rs` are the [`Commit`] view those jobs write
 //! through. Reads go to the cache first (which has every write of the
@@ -16,7 +16,7 @@ use switchboard_protocol::{
     UserId,
 };
 
-use super::cache::{Pending, WriterCache};
+use super::cache::{Pending, RowCache};
 use super::codec::{decode, encode, storage};
 use super::consent::unsolicited_times;
 use super::keys::{Key, Spaces, read_words, words};
@@ -30,7 +30,7 @@ use crate::{
 
 mod view;
 
-/// One job for the writer thread.
+/// One job for the commit thread.
 #[derive(Debug)]
 pub(super) enum WriteOp {
     Commit(Vec<Mutation>),
@@ -84,24 +84,24 @@ pub(super) enum ApplyError {
 const MAX_POINT_DELETES: u64 = 1024;
 
 /// Runs a future of the rules over this view to its end. Every read and
-/// write of the view is synchronous (fjall on the writer thread), so the
+/// write of the view is synchronous (fjall on the commit thread), so the
 /// future is ready at its first poll; if it ever were not, the job fails
-/// instead of blocking the writer.
+/// instead of blocking the commit thread.
 fn finish_now<T>(f: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
     match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(out) => out,
         Poll::Pending => Err(StoreError::Unavailable(
-            "a store write waited on something: the embedded writer never should".into(),
+            "a store write waited on something: the embedded commit thread never should".into(),
         )),
     }
 }
 
-/// The writer's view of one group.
-pub(super) struct Writer<'a> {
+/// The commit thread's view of one group.
+pub(super) struct GroupView<'a> {
     pub snap: &'a Snapshot,
     pub batch: &'a mut OwnedWriteBatch,
     pub s: &'a Spaces,
-    pub cache: &'a mut WriterCache,
+    pub cache: &'a mut RowCache,
     pub pending: &'a mut Pending,
 }
 
@@ -110,7 +110,7 @@ fn parts(c: &ConversationKey) -> (&str, &str) {
     (c.tenant.as_str(), c.conversation_id.as_str())
 }
 
-impl Writer<'_> {
+impl GroupView<'_> {
     /// Applies one job. A refusal is clean (the group goes on without the
     /// job) when the job wrote nothing to the batch; the rules refuse
     /// before they write, so only a failure midway leaves the batch dirty.
@@ -303,7 +303,7 @@ impl Writer<'_> {
     }
 
     /// Removes the inbox entries older than `before` among the next
-    /// `budget` from `from`. It runs on the writer thread so that an entry
+    /// `budget` from `from`. It runs on the commit thread so that an entry
     /// refreshed by an edit in the same group is seen as fresh.
     fn expire_inbox(
         &mut self,

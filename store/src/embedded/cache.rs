@@ -1,15 +1,15 @@
-//! What the writer thread knows beyond the last committed snapshot.
+//! What the commit thread knows beyond the last committed snapshot.
 //!
-//! The writer is the store's only writer, so anything it read or wrote
+//! The commit thread is the store's only writer, so anything it read or wrote
 //! stays true until it changes it itself. The cache keeps conversation
 //! state, member lists and rows, device lists, device cursors, the day
 //! buckets and the speakers already recorded, so appends do not read them again. It is
-//! write-through: every write the writer makes updates it, so within a
+//! write-through: every write the commit thread makes updates it, so within a
 //! group of jobs (one write batch, not yet committed) later jobs see the
 //! effects of earlier ones. `None` entries record a known absence.
 //!
 //! A batch that is thrown away or fails to commit may have changed entries
-//! it never wrote: the writer then clears the cache and reads again.
+//! it never wrote: the commit thread then clears the cache and reads again.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -21,7 +21,7 @@ use super::rows::{MemberRow, StateRow};
 const MAX_ENTRIES: usize = 200_000;
 
 #[derive(Default)]
-pub(super) struct WriterCache {
+pub(super) struct RowCache {
     /// conversation key → state row.
     pub states: HashMap<Vec<u8>, Option<StateRow>>,
     /// conversation key → member ids.
@@ -40,7 +40,7 @@ pub(super) struct WriterCache {
     pub speakers: HashSet<Vec<u8>>,
 }
 
-impl WriterCache {
+impl RowCache {
     pub fn clear(&mut self) {
         *self = Self::default();
     }

@@ -3,7 +3,7 @@
 //! rows under scattered keys (its conversation, each recipient's inbox, its
 //! idempotency key), which an LSM appends to one journal, where a B-tree
 //! would rewrite a page per key per commit. Writes are group-committed by
-//! one writer thread (`writer.rs`) with one journal sync per group; reads
+//! one commit thread (`group_commit.rs`) with one journal sync per group; reads
 //! run on tokio's blocking pool against a snapshot.
 //!
 //! The database allows one process per directory (it takes a lock file),
@@ -15,11 +15,11 @@ mod apply;
 mod cache;
 mod codec;
 mod consent;
+mod group_commit;
 mod keys;
 mod lists;
 mod read;
 mod rows;
-mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,8 +34,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use self::apply::{Applied, WriteOp};
 use self::codec::storage;
+use self::group_commit::Job;
 use self::keys::{SCHEMA_VERSION, Spaces};
-use self::writer::Job;
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
@@ -50,7 +50,7 @@ pub struct EmbeddedConfig {
     pub path: PathBuf,
     /// The block cache, in bytes.
     pub cache_bytes: u64,
-    /// Writes waiting for the writer thread before callers wait too.
+    /// Writes waiting for the commit thread before callers wait too.
     pub queue_depth: usize,
 }
 
@@ -69,11 +69,11 @@ impl EmbeddedConfig {
 pub struct EmbeddedStore {
     db: Database,
     spaces: Arc<Spaces>,
-    writer: mpsc::Sender<Job>,
+    commits: mpsc::Sender<Job>,
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the database and starts the writer thread.
+    /// Opens (or creates) the database and starts the commit thread.
     /// Fails if another process holds it.
     pub fn open(config: &EmbeddedConfig) -> StoreResult<Self> {
         std::fs::create_dir_all(&config.path).map_err(storage)?;
@@ -84,19 +84,23 @@ impl EmbeddedStore {
         let spaces = Arc::new(Spaces::open(&db)?);
         check_schema(&db, &spaces)?;
         consent::record_past_speakers(&db, &spaces)?;
-        let writer =
-            writer::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
-        Ok(Self { db, spaces, writer })
+        let commits =
+            group_commit::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
+        Ok(Self {
+            db,
+            spaces,
+            commits,
+        })
     }
 
     async fn write(&self, op: WriteOp) -> StoreResult<Applied> {
         let (done, wait) = oneshot::channel();
-        self.writer
+        self.commits
             .send(Job { op, done })
             .await
-            .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?;
+            .map_err(|_| StoreError::Unavailable("store commit thread stopped".into()))?;
         wait.await
-            .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
+            .map_err(|_| StoreError::Unavailable("store commit thread stopped".into()))?
     }
 
     async fn write_mark(&self, op: WriteOp) -> StoreResult<MarkChange> {
@@ -464,7 +468,7 @@ mod tests {
             let store = EmbeddedStore::open(&config).unwrap();
             conformance::seed_conversation(&store, "t1", "c1", &["alice", "bob"], 3).await;
         }
-        // The writer thread holds the database until its queue closes.
+        // The commit thread holds the database until its queue closes.
         let store = loop {
             match EmbeddedStore::open(&config) {
                 Ok(s) => break s,

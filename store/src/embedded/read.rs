@@ -1,5 +1,5 @@
 //! Reads. Each function takes any fjall `Readable`: a read snapshot for
-//! the store's read methods, or the writer's transaction (which sees its
+//! the store's read methods, or the commit thread's transaction (which sees its
 //! own writes) for the checks writes make.
 
 use std::collections::BTreeSet;

@@ -1,11 +1,11 @@
-//! The `Commit` trait over one group of the writer: each read and row
+//! The `Commit` trait over one group of the commit thread: each read and row
 //! write the store's rules (`crate::rules`) make, in fjall's key layout.
-//! The writer's own helpers and the cache it reads through are in
+//! The group's own helpers and the cache it reads through are in
 //! `apply.rs`.
 
 use super::*;
 
-impl Commit for Writer<'_> {
+impl Commit for GroupView<'_> {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
         let (t, c) = parts(c);
         Ok(self.state(t, c)?.map(|row| row.last_seq))

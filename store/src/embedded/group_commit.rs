@@ -1,4 +1,4 @@
-//! The writer thread: group commit.
+//! The commit thread: group commit.
 //!
 //! Every write goes through one thread that takes all jobs waiting in its
 //! queue, applies them to one write batch and commits it with one journal
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use fjall::{Database, PersistMode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::apply::{Applied, ApplyError, WriteOp, Writer};
-use super::cache::{Pending, WriterCache};
+use super::apply::{Applied, ApplyError, GroupView, WriteOp};
+use super::cache::{Pending, RowCache};
 use super::codec::storage;
 use super::keys::Spaces;
 use crate::{StoreError, StoreResult};
@@ -32,13 +32,13 @@ pub(super) fn spawn(
 ) -> std::io::Result<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel(queue_depth);
     std::thread::Builder::new()
-        .name("store-writer".into())
+        .name("store-commit".into())
         .spawn(move || run(&db, &spaces, rx))?;
     Ok(tx)
 }
 
 fn run(db: &Database, spaces: &Spaces, mut rx: mpsc::Receiver<Job>) {
-    let mut cache = WriterCache::default();
+    let mut cache = RowCache::default();
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = vec![first];
         while jobs.len() < MAX_GROUP {
@@ -50,7 +50,7 @@ fn run(db: &Database, spaces: &Spaces, mut rx: mpsc::Receiver<Job>) {
         commit_group(db, spaces, &mut cache, jobs);
         cache.trim();
     }
-    tracing::debug!("store writer stopped: every handle is gone");
+    tracing::debug!("store commit thread stopped: every handle is gone");
 }
 
 fn fail_all(jobs: Vec<Job>, err: &StoreError) {
@@ -59,7 +59,7 @@ fn fail_all(jobs: Vec<Job>, err: &StoreError) {
     }
 }
 
-fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut jobs: Vec<Job>) {
+fn commit_group(db: &Database, spaces: &Spaces, cache: &mut RowCache, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
     let count = jobs.len();
     let mut refused: Vec<(Job, StoreError)> = Vec::new();
@@ -73,14 +73,14 @@ fn commit_group(db: &Database, spaces: &Spaces, cache: &mut WriterCache, mut job
         let mut dirty = None;
         let mut i = 0;
         while i < jobs.len() {
-            let mut writer = Writer {
+            let mut group = GroupView {
                 snap: &snap,
                 batch: &mut batch,
                 s: spaces,
                 cache: &mut *cache,
                 pending: &mut pending,
             };
-            match writer.apply(&jobs[i].op) {
+            match group.apply(&jobs[i].op) {
                 Ok(result) => {
                     applied.push(result);
                     i += 1;
