@@ -39,6 +39,19 @@ impl PendingMarks {
     pub fn is_empty(&self) -> bool {
         self.delivered.is_empty() && self.read.is_empty()
     }
+
+    /// Takes out the marks of one conversation, leaving the others for
+    /// the window's end.
+    pub fn take(&mut self, conversation: &ConversationId) -> PendingMarks {
+        let mut taken = PendingMarks::default();
+        if let Some((c, seq)) = self.delivered.remove_entry(conversation) {
+            taken.delivered.insert(c, seq);
+        }
+        if let Some((c, seq)) = self.read.remove_entry(conversation) {
+            taken.read.insert(c, seq);
+        }
+        taken
+    }
 }
 
 /// Writes the marks and broadcasts the ones that moved. Errors (say, an

@@ -214,3 +214,32 @@ test("the conversation list loads its next page when scrolled to the end, or on 
   assert.equal(await items.count(), 53);
   await page.context().close();
 });
+
+test("read, then reply at once: the other side's tick still turns read", async () => {
+  const carol = await signIn("carol");
+  const dave = await signIn("dave");
+  await carol.fill("#new-members", "dave");
+  await carol.click("#new-chat button");
+  await carol.waitForSelector("#chat-title:text('dave')");
+  await carol.fill("#text", "lunch at noon?");
+  await carol.press("#text", "Enter");
+  await bodies(carol, "lunch at noon?").waitFor();
+
+  // Dave opens the chat (reading it) and answers within one receipt
+  // window, before his read mark is written.
+  await dave.locator("#conversations button", { hasText: "lunch at noon?" }).click();
+  await bodies(dave, "lunch at noon?").waitFor();
+  await dave.fill("#text", "sure");
+  await dave.press("#text", "Enter");
+
+  await bodies(carol, "sure").waitFor();
+  await carol
+    .locator(".msg.mine", { hasText: "lunch at noon?" })
+    .locator('.tick[data-state="read"]')
+    .waitFor({ timeout: 5_000 })
+    .catch(async (e) => {
+      const ticks = await carol.locator(".msg.mine .tick").evaluateAll((ts) => ts.map((t) => t.dataset.state));
+      throw new Error(`ticks ${JSON.stringify(ticks)}: ${e.message}`);
+    });
+  for (const page of [carol, dave]) await page.context().close();
+});

@@ -50,6 +50,7 @@ impl Connection {
             self.reply(refuse(e));
             return;
         }
+        self.flush_marks_before_send(&conversation_id).await;
         let ticket = match self
             .answering
             .accept(&client_msg_id, &conversation_id, frame_bytes)

@@ -453,6 +453,19 @@ impl Connection {
         let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
         tokio::spawn(receipts::flush(gw, id, marks, tx));
     }
+
+    /// Writes the window's marks of one conversation now, before a send
+    /// to it: a stored send moves its sender's marks up to itself, so a
+    /// mark written after it would move nothing and its receipt would
+    /// never be broadcast ("read, then reply" within one window).
+    async fn flush_marks_before_send(&mut self, conversation: &ConversationId) {
+        let marks = self.marks.take(conversation);
+        if marks.is_empty() {
+            return;
+        }
+        let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
+        receipts::flush(gw, id, marks, tx).await;
+    }
 }
 
 /// Request fields of a frame refused before parsing, for its `error`.

@@ -173,3 +173,53 @@ async fn conversations_that_fan_out_on_read_store_marks_without_broadcasting() {
     expect_no_receipt(&mut alice, Duration::from_millis(800)).await;
     assert_eq!(marks(&cluster, "alice", &conv, "bob").await, (1, 1));
 }
+
+/// Read, then reply within one receipt window: the reply moves the
+/// replier's marks up to itself when it is stored, so the marks of the
+/// window are written before the send is taken, and their receipts still
+/// reach the other member (otherwise the read mark written after the reply
+/// moved nothing and was never broadcast).
+#[tokio::test]
+async fn a_reply_within_the_receipt_window_does_not_swallow_its_read_receipt() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "rralice", &["rrbob"])
+        .await;
+    let mut alice = cluster.ws(0, "rralice", "a").await;
+    let mut bob = cluster.ws(0, "rrbob", "b").await;
+    send_acked(&mut alice, &conv, "q1", "lunch?").await;
+    send_acked(&mut alice, &conv, "q2", "at noon").await;
+
+    bob.send(&ack(ReceiptKind::Delivered, &conv, 2))
+        .await
+        .unwrap();
+    bob.send(&ack(ReceiptKind::Read, &conv, 2)).await.unwrap();
+    let (_, reply_seq) = send_acked(&mut bob, &conv, "a1", "sure").await;
+    assert_eq!(reply_seq, 3);
+
+    // Alice sees both receipts for her messages, then the reply.
+    let mut receipts = Vec::new();
+    let mut replied = false;
+    while receipts.len() < 2 || !replied {
+        match alice.next_frame_within(Duration::from_secs(5)).await {
+            Ok(ServerFrame::Receipt {
+                user_id, kind, seq, ..
+            }) => receipts.push((user_id.as_str().to_owned(), kind, seq)),
+            Ok(ServerFrame::Message { message }) => {
+                assert_eq!(message.seq, 3);
+                replied = true;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("alice saw receipts {receipts:?}, reply {replied}: {e}"),
+        }
+    }
+    receipts.sort_by_key(|r| r.1 == ReceiptKind::Read);
+    assert_eq!(
+        receipts,
+        vec![
+            ("rrbob".into(), ReceiptKind::Delivered, 2),
+            ("rrbob".into(), ReceiptKind::Read, 2),
+        ]
+    );
+    assert_eq!(marks(&cluster, "rralice", &conv, "rrbob").await.1, 3);
+}
