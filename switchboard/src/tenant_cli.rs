@@ -21,6 +21,11 @@ pub struct TenantArgs {
     /// it is.
     #[arg(long, env = "SWITCHBOARD_REPLICAS", default_value_t = 1)]
     replicas: usize,
+    /// Seconds the whole command may take, connecting included: an
+    /// unreachable or silent NATS ends it with an error rather than a
+    /// wait without end.
+    #[arg(long, env = "SWITCHBOARD_CLI_TIMEOUT", default_value_t = 10)]
+    timeout: u64,
     #[command(subcommand)]
     action: TenantAction,
 }
@@ -103,9 +108,29 @@ fn print(record: &TenantRecord) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs the command within its `--timeout`.
 pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
     let file = crate::config::FileConfig::load(args.config.as_deref())?;
     let nats = crate::config::nats_config(&args.nats, &file, "switchboard-tenant")?;
+    let within = std::time::Duration::from_secs(args.timeout.max(1));
+    let servers = nats.servers.join(",");
+    let writes = !matches!(args.action, TenantAction::List | TenantAction::Show { .. });
+    match tokio::time::timeout(within, act(args, nats)).await {
+        Ok(done) => done,
+        Err(_) if writes => anyhow::bail!(
+            "no answer from NATS at {servers} within {}s (--timeout): the change may or may not \
+             have been made; `switchboard tenant show` tells",
+            within.as_secs()
+        ),
+        Err(_) => anyhow::bail!(
+            "no answer from NATS at {servers} within {}s (--timeout): is it running, and \
+             reachable from here?",
+            within.as_secs()
+        ),
+    }
+}
+
+async fn act(args: TenantArgs, nats: switchboard_backbone::NatsConfig) -> anyhow::Result<()> {
     let client = switchboard_backbone::connect(&nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     // Only this bucket, and only if missing: the streams and other buckets

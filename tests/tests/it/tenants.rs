@@ -649,3 +649,33 @@ async fn attempt(alice: &mut WsClient, conv: &str, id: &str) -> Result<(), Error
         }
     }
 }
+
+/// An operator's command against a NATS that is not there ends within its
+/// `--timeout` with a message saying so, rather than waiting without end.
+#[tokio::test]
+async fn a_tenant_command_without_nats_ends_within_its_timeout() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let out = tokio::process::Command::new(switchboard_tests::switchboard_bin())
+        .args(["tenant", "--nats-url", &format!("nats://127.0.0.1:{port}")])
+        .args(["--timeout", "2", "list"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no answer from NATS") && stderr.contains("within 2s"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+}
