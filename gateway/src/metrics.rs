@@ -40,6 +40,8 @@ pub const PENDING_ACKS: &str = "switchboard_jetstream_pending_acks";
 pub const UPLOADS: &str = "switchboard_blob_uploads_total";
 pub const UPLOAD_BYTES: &str = "switchboard_blob_upload_bytes_total";
 pub const BLOBS_COLLECTED: &str = "switchboard_blob_collected_total";
+pub const HTTP_REQUESTS: &str = "switchboard_gateway_http_requests_total";
+pub const HTTP_SECONDS: &str = "switchboard_gateway_http_request_seconds";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -76,6 +78,21 @@ pub fn describe() {
         BLOBS_COLLECTED,
         "Uploads no message referred to, removed by the collector."
     );
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by route template, method and status."
+    );
+    describe_histogram!(
+        HTTP_SECONDS,
+        Unit::Seconds,
+        "From an HTTP request's arrival to its response's head, by route template."
+    );
+}
+
+pub(crate) fn http_request(route: String, method: &'static str, status: u16, took: Duration) {
+    histogram!(HTTP_SECONDS, "route" => route.clone()).record(took.as_secs_f64());
+    counter!(HTTP_REQUESTS, "route" => route, "method" => method, "status" => status.to_string())
+        .increment(1);
 }
 
 pub(crate) fn upload_granted(bytes: u64) {

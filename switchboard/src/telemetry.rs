@@ -4,8 +4,9 @@
 //! Each crate names and counts its own metrics with the `metrics` facade
 //! (`gateway/src/metrics.rs`, `worker/src/metrics.rs`,
 //! `store/src/metrics.rs`); this module installs the one exporter, adds
-//! the process's own gauges (resident memory, open file descriptors) at
-//! each scrape, and renders the text format.
+//! the process's own gauges (resident memory, open file descriptors, CPU
+//! time) at each scrape and its `switchboard_build_info`, and renders the
+//! text format.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ const COUNT_BUCKETS: &[f64] = &[
 
 const RESIDENT_MEMORY: &str = "process_resident_memory_bytes";
 const OPEN_FDS: &str = "process_open_fds";
+const CPU_SECONDS: &str = "process_cpu_seconds_total";
+const START_TIME: &str = "process_start_time_seconds";
+const BUILD_INFO: &str = "switchboard_build_info";
 
 /// Installs the process's exporter (once per process) and describes every
 /// metric; returns what renders them.
@@ -64,6 +68,24 @@ pub fn install(process: &str) -> anyhow::Result<Exposition> {
         "Resident memory of the process."
     );
     describe_gauge!(OPEN_FDS, "Open file descriptors of the process.");
+    describe_gauge!(
+        CPU_SECONDS,
+        metrics::Unit::Seconds,
+        "User and system CPU time the process has used (only grows)."
+    );
+    describe_gauge!(
+        START_TIME,
+        metrics::Unit::Seconds,
+        "When the process started, in seconds since the Unix epoch."
+    );
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1; its labels say which release the process runs."
+    );
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        gauge!(START_TIME).set(now.as_secs_f64());
+    }
     // Histograms keep their samples until upkeep folds them in; scrapes
     // do it too, but a process nobody scrapes must not grow.
     let upkept = handle.clone();
@@ -84,7 +106,30 @@ fn render(handle: &PrometheusHandle) -> String {
     if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
         gauge!(OPEN_FDS).set(fds.count() as f64);
     }
+    if let Some(seconds) = cpu_seconds() {
+        gauge!(CPU_SECONDS).set(seconds);
+    }
     handle.render()
+}
+
+/// User plus system CPU time from `/proc/self/stat` (Linux; `None`
+/// elsewhere).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_seconds_of(&stat)
+}
+
+/// The 14th and 15th fields (utime, stime) in clock ticks. The command
+/// name (field 2) is in parentheses and may hold spaces, so the fields
+/// are counted after its closing one.
+fn cpu_seconds_of(stat: &str) -> Option<f64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    // USER_HZ is 100 on every Linux ABI this runs on; the kernel scales
+    // what it reports here to it whatever its internal tick rate.
+    Some((user + system) as f64 / 100.0)
 }
 
 /// Resident set size from `/proc/self/statm` (Linux; `None` elsewhere).
@@ -146,4 +191,22 @@ pub async fn serve(
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_seconds_of;
+
+    #[test]
+    fn cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() {
+        let stat = "4242 (tokio (rt) w) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0";
+        assert_eq!(cpu_seconds_of(stat), Some(3.0));
+        assert_eq!(cpu_seconds_of("4242 (x) S 1"), None);
+        assert_eq!(cpu_seconds_of("no parenthesis"), None);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu_time() {
+        assert!(super::cpu_seconds().is_some_and(|s| s >= 0.0));
+    }
 }

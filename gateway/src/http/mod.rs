@@ -14,6 +14,7 @@ mod history;
 mod keys;
 mod media;
 mod members;
+mod metered;
 mod openapi;
 mod plugins;
 mod presence;
@@ -54,6 +55,7 @@ pub fn router(gw: Shared, listening: Option<std::net::SocketAddr>) -> axum::Rout
         .finish(&gw.config)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(metered::count))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(RequestBodyTimeoutLayer::new(body_timeout))
         .layer(axum::Extension(public::PublicBase::of(

@@ -49,6 +49,7 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
         .await
         .unwrap();
     assert_eq!(grant.status(), 201);
+    rest.conversation(&conv).await.unwrap();
     alice.send_text("{not json").await.unwrap();
     let (code, ..) = expect_error(&mut alice).await;
     assert_eq!(code, switchboard_protocol::ErrorCode::InvalidFrame);
@@ -86,6 +87,42 @@ async fn every_process_serves_metrics_that_move_under_traffic() {
     assert!(moved("switchboard_blob_upload_bytes_total", "") >= 1234.0);
     assert!(sum(&g, "process_resident_memory_bytes", "") > 1e6);
     assert!(sum(&g, "process_open_fds", "") > 3.0);
+    assert!(sum(&g, "process_cpu_seconds_total", "") > 0.0);
+    assert!(sum(&g, "process_start_time_seconds", "") > 1.7e9);
+    assert_eq!(
+        sum(
+            &g,
+            "switchboard_build_info",
+            &format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))
+        ),
+        1.0
+    );
+    // REST requests by the route they matched, never by their path.
+    assert_eq!(
+        moved(
+            "switchboard_gateway_http_requests_total",
+            r#"route="/v1/media",method="POST",status="201""#
+        ),
+        1.0,
+        "{g:?}"
+    );
+    assert!(
+        moved(
+            "switchboard_gateway_http_request_seconds_count",
+            r#"route="/v1/media""#
+        ) >= 1.0
+    );
+    assert!(
+        g.keys().any(
+            |k| k.starts_with("switchboard_gateway_http_requests_total{")
+                && k.contains(r#"route="/v1/conversations/{"#)
+        ),
+        "{g:?}"
+    );
+    assert!(
+        g.keys().all(|k| !k.contains(&conv)),
+        "a conversation id in a label"
+    );
 
     let w = scrape(worker).await;
     let moved =
