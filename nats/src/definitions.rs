@@ -400,16 +400,21 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
     }
     // An object store's settings are fixed at creation; creating it again
     // is a no-op when it exists.
-    for store in [
-        plugin_code_store(config)?,
-        plugin_uploads_store(config)?,
-        plugin_compiled_store(config)?,
-    ] {
+    for store in [plugin_code_store(config)?, plugin_uploads_store(config)?] {
         if js.get_object_store(&store.bucket).await.is_err() {
             let name = store.bucket.clone();
             js.create_object_store(store)
                 .await
                 .map_err(|e| BackboneError::nats(format!("object store {name}"), e))?;
+        }
+    }
+    // A cache: a server that cannot hold it (its `max_file_store` taken by
+    // the streams) runs without it, every process compiling instead.
+    let compiled = plugin_compiled_store(config)?;
+    if js.get_object_store(&compiled.bucket).await.is_err() {
+        let name = compiled.bucket.clone();
+        if let Err(e) = js.create_object_store(compiled).await {
+            tracing::warn!(error = %e, "object store {name} not created: plugins are compiled by every process; see nats/README.md");
         }
     }
     Ok(())
