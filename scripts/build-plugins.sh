@@ -23,15 +23,16 @@ for manifest in plugins/*/Cargo.toml plugins/hostile/*/Cargo.toml; do
   mkdir -p plugins/dist
   cp "$target/wasm32-wasip2/release/${crate//-/_}.wasm" "plugins/dist/$crate.wasm"
 done
-# The JavaScript plugins (plugins/js): ComponentizeJS from npm, pinned in
-# package.json (no lockfile: see plugins/js/.npmrc), installed again only
-# when package.json changes.
-if [ ! -f plugins/js/node_modules/.switchboard-package ] ||
-   ! cmp -s plugins/js/package.json plugins/js/node_modules/.switchboard-package; then
-  rm -rf plugins/js/node_modules
-  (cd plugins/js && npm install --no-audit --no-fund --silent)
-  cp plugins/js/package.json plugins/js/node_modules/.switchboard-package
+# The JavaScript plugins (plugins/js): ComponentizeJS from npm, the
+# versions package-lock.json pins, installed again only when it changes.
+if [ ! -f plugins/js/node_modules/.switchboard-lock ] ||
+   ! cmp -s plugins/js/package-lock.json plugins/js/node_modules/.switchboard-lock; then
+  (cd plugins/js && npm ci --no-audit --no-fund --silent)
+  cp plugins/js/package-lock.json plugins/js/node_modules/.switchboard-lock
 fi
+# The TypeScript declarations of the worlds must be what jco makes of the
+# WIT, and the word-list must type-check against them.
+(cd plugins/js && node types.mjs --check >&2 && npx --no-install tsc -p jsconfig.json)
 for source in word-list probe; do
   node plugins/js/build.mjs "plugins/js/$source.js" moderator "plugins/dist/js-$source.wasm" >&2
 done

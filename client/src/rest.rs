@@ -217,9 +217,10 @@ impl RestClient {
         Self::parse(r).await
     }
 
-    /// `PUT /v1/admin/plugins/{hook}` with the raw component: deploys it
-    /// with `config` and, for moderation, `on_failure` (`closed`, the
-    /// default, or `open`). Needs an admin token. Returns the new version.
+    /// `PUT /v1/admin/plugins/{hook}?wait=true` with the raw component:
+    /// deploys it with `config` and, for moderation, `on_failure`
+    /// (`closed`, the default, or `open`), and waits until it is over.
+    /// Needs an admin token. Returns the new version.
     pub async fn deploy_plugin(
         &self,
         hook: &str,
@@ -232,8 +233,8 @@ impl RestClient {
             .await
     }
 
-    /// `PUT /v1/admin/plugins/{hook}/shadow`: as [`Self::deploy_plugin`],
-    /// as the hook's shadow version.
+    /// `PUT /v1/admin/plugins/{hook}/shadow?wait=true`: as
+    /// [`Self::deploy_plugin`], as the hook's shadow version.
     pub async fn deploy_shadow_plugin(
         &self,
         hook: &str,
@@ -271,6 +272,74 @@ impl RestClient {
         Self::no_content(r).await
     }
 
+    /// `PUT /v1/admin/plugins/{hook}?wait=false`: the status (202
+    /// while the deploy goes on, 201 when it was over at once) and the
+    /// answer (its progress, or the version).
+    pub async fn start_plugin_deploy(
+        &self,
+        hook: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+    ) -> Result<(u16, serde_json::Value), RestError> {
+        let path = format!("/v1/admin/plugins/{hook}");
+        self.start_deploy(&path, component, config).await
+    }
+
+    /// `PUT /v1/admin/plugins/{hook}/shadow?wait=false`: as
+    /// [`Self::start_plugin_deploy`], as the hook's shadow version.
+    pub async fn start_shadow_plugin_deploy(
+        &self,
+        hook: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+    ) -> Result<(u16, serde_json::Value), RestError> {
+        let path = format!("/v1/admin/plugins/{hook}/shadow");
+        self.start_deploy(&path, component, config).await
+    }
+
+    async fn start_deploy(
+        &self,
+        path: &str,
+        component: Vec<u8>,
+        config: &[(&str, &str)],
+    ) -> Result<(u16, serde_json::Value), RestError> {
+        let mut query: Vec<(String, &str)> = config
+            .iter()
+            .map(|(k, v)| (format!("config.{k}"), *v))
+            .collect();
+        query.push(("wait".to_owned(), "false"));
+        let r = self
+            .http
+            .put(self.url(path))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/wasm")
+            .query(&query)
+            .body(component)
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        Ok((status, Self::parse(r).await?))
+    }
+
+    /// `GET /v1/admin/plugins/{hook}/deploys`: the hook's deploys, newest
+    /// first.
+    pub async fn plugin_deploys(&self, hook: &str) -> Result<serde_json::Value, RestError> {
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/deploys"));
+        let r = self.http.get(url).bearer_auth(&self.token).send().await?;
+        Self::parse(r).await
+    }
+
+    /// `GET /v1/admin/plugins/{hook}/deploys/{id}`: how far a deploy got.
+    pub async fn plugin_deploy(
+        &self,
+        hook: &str,
+        id: &str,
+    ) -> Result<serde_json::Value, RestError> {
+        let url = self.url(&format!("/v1/admin/plugins/{hook}/deploys/{id}"));
+        let r = self.http.get(url).bearer_auth(&self.token).send().await?;
+        Self::parse(r).await
+    }
+
     async fn upload_plugin(
         &self,
         path: &str,
@@ -285,6 +354,7 @@ impl RestClient {
         if let Some(policy) = on_failure {
             query.push(("on_failure".to_owned(), policy));
         }
+        query.push(("wait".to_owned(), "true"));
         let r = self
             .http
             .put(self.url(path))

@@ -13,7 +13,7 @@ use switchboard_backbone::BackboneError;
 use switchboard_backbone::records::push_tokens::PushTokenError;
 use switchboard_backbone::records::tenants::TenantError;
 use switchboard_blob::BlobError;
-use switchboard_plugin_host::deploy::{DeployError, RefusalKind};
+use switchboard_plugin_host::deploy::DeployError;
 use switchboard_protocol::content::ContentError;
 use switchboard_protocol::error::ErrorBody;
 use switchboard_protocol::{ErrorCode, IdError};
@@ -241,16 +241,7 @@ impl From<TenantError> for ApiError {
 /// Deploying, listing and rolling back plugins.
 impl From<DeployError> for ApiError {
     fn from(e: DeployError) -> Self {
-        let code = match e.kind() {
-            RefusalKind::TooLarge => ErrorCode::TooLarge,
-            RefusalKind::Invalid => ErrorCode::InvalidRequest,
-            RefusalKind::OverQuota => ErrorCode::QuotaExceeded,
-            RefusalKind::Conflict => ErrorCode::Conflict,
-            RefusalKind::NotFound => ErrorCode::NotFound,
-            RefusalKind::Unavailable => ErrorCode::Unavailable,
-            RefusalKind::Internal => ErrorCode::Internal,
-        };
-        Self::new(code, e.to_string())
+        Self::new(e.kind().code(), e.to_string())
     }
 }
 

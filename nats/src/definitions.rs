@@ -30,6 +30,7 @@ pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 pub const PLUGIN_UPLOADS_STORE_JSON: &str = include_str!("../objects/sb_plugin_uploads.json");
+pub const PLUGIN_COMPILED_STORE_JSON: &str = include_str!("../objects/sb_plugin_compiled.json");
 
 /// The one ingest stream of releases before per-partition streams; see
 /// [`retire_legacy_ingest`].
@@ -49,6 +50,7 @@ pub const KEYS_BUCKET: &str = "sb_keys";
 pub const TENANTS_BUCKET: &str = "sb_tenants";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 pub const PLUGIN_UPLOADS_STORE: &str = "sb_plugin_uploads";
+pub const PLUGIN_COMPILED_STORE: &str = "sb_plugin_compiled";
 
 /// Settings an operator may change without editing the JSON.
 #[derive(Debug, Clone)]
@@ -263,6 +265,9 @@ struct ObjectStoreFile {
     /// In nanoseconds, as the NATS CLI writes it; 0 keeps objects.
     #[serde(default)]
     max_age: u64,
+    /// S2 compression of the stream (`nats object add --compression`).
+    #[serde(default)]
+    compression: bool,
 }
 
 fn object_store(
@@ -278,6 +283,7 @@ fn object_store(
         num_replicas: config.replicas.max(f.num_replicas),
         max_bytes: f.max_bytes,
         max_age: Duration::from_nanos(f.max_age),
+        compression: f.compression,
         ..Default::default()
     })
 }
@@ -291,6 +297,18 @@ pub fn plugin_uploads_store(
     config: &BackboneConfig,
 ) -> Result<object_store::Config, BackboneError> {
     object_store(config, "sb_plugin_uploads.json", PLUGIN_UPLOADS_STORE_JSON)
+}
+
+/// Components compiled to machine code, shared so that each is compiled
+/// once.
+pub fn plugin_compiled_store(
+    config: &BackboneConfig,
+) -> Result<object_store::Config, BackboneError> {
+    object_store(
+        config,
+        "sb_plugin_compiled.json",
+        PLUGIN_COMPILED_STORE_JSON,
+    )
 }
 
 /// Checks that every stream and bucket exists, for a process that may not
@@ -331,6 +349,8 @@ async fn check_defined(
             .await
             .map_err(|e| missing(format!("bucket {name}"), e.into()))?;
     }
+    // Not `sb_plugin_compiled`: a cache, which a process goes without
+    // (compiling instead) until a worker has defined it.
     for name in [PLUGIN_CODE_STORE, PLUGIN_UPLOADS_STORE] {
         js.get_object_store(name)
             .await
@@ -388,6 +408,15 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
                 .map_err(|e| BackboneError::nats(format!("object store {name}"), e))?;
         }
     }
+    // A cache: a server that cannot hold it (its `max_file_store` taken by
+    // the streams) runs without it, every process compiling instead.
+    let compiled = plugin_compiled_store(config)?;
+    if js.get_object_store(&compiled.bucket).await.is_err() {
+        let name = compiled.bucket.clone();
+        if let Err(e) = js.create_object_store(compiled).await {
+            tracing::warn!(error = %e, "object store {name} not created: plugins are compiled by every process; see nats/README.md");
+        }
+    }
     Ok(())
 }
 
@@ -443,6 +472,11 @@ mod tests {
         assert_eq!(uploads.bucket, PLUGIN_UPLOADS_STORE);
         assert_eq!(uploads.max_age, Duration::from_secs(900));
         assert!(uploads.max_bytes > 0, "gateways write here: it is bounded");
+        let compiled = plugin_compiled_store(&c).unwrap();
+        assert_eq!(compiled.bucket, PLUGIN_COMPILED_STORE);
+        assert!(compiled.max_bytes > 0, "a cache: it is bounded");
+        assert_eq!(compiled.max_age, Duration::from_secs(30 * 86_400));
+        assert!(compiled.compression);
     }
 
     #[test]

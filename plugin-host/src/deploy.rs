@@ -27,15 +27,23 @@ use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::agreement::Agreement;
-use crate::compiler::{CompilerError, Wait};
+use crate::artifacts::SharedArtifacts;
+use crate::compiler::Wait;
+pub(crate) use crate::deploy_error::backbone;
+pub use crate::deploy_error::{DeployError, Refusal, RefusalKind};
+use crate::deploy_jobs::{DeployState, Job};
 use crate::hook::Hook;
-use crate::host::{self, CompileError, Counts};
+use crate::host::{self, Compiled, Counts, Origin};
 use crate::record::{
     Activation, OnFailure, Slot, VersionRecord, digest_of_object, kv_key, object_name,
     shadow_kv_key,
 };
 use crate::registry::{Plugins, ProcessStatus};
 use crate::retention::{self, Stored, deploy_stack, kept_versions};
+
+/// A component compiled and tried, how its code was made, and the
+/// component and configuration it was tried with.
+type Validated = (Arc<Compiled>, Origin, Vec<u8>, BTreeMap<String, String>);
 
 /// A version as an admin uploads it, before it is checked.
 pub struct Upload {
@@ -45,122 +53,8 @@ pub struct Upload {
     pub on_failure: OnFailure,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum DeployError {
-    #[error(transparent)]
-    Invalid(#[from] CompileError),
-    /// No compiler was free in time, or compiling took too long.
-    #[error(transparent)]
-    Compiler(#[from] CompilerError),
-    #[error(
-        "the tenant's stored plugin components would take {bytes} bytes, over its {cap} (max_bytes_per_tenant), counting those replaced less than prune_grace_ms ago until they are deleted; remove a hook's plugin or shadow, retry once replaced ones are deleted, or deploy a smaller component"
-    )]
-    OverQuota { bytes: u64, cap: u64 },
-    #[error("no earlier version to roll back to")]
-    NothingToRollBack,
-    #[error(
-        "the version before ({digest}) is no longer stored (max_versions_per_hook); deploy it again instead"
-    )]
-    Pruned { digest: String },
-    #[error("the version list changed meanwhile; try again")]
-    Conflict,
-    #[error("no plugin is deployed for this hook")]
-    NotDeployed,
-    #[error("no shadow version is deployed for this hook")]
-    NoShadow,
-    #[error("no version {0} of this hook; the listing names the revisions")]
-    NoSuchVersion(u64),
-    /// The plugins bucket or the code store failed, or a record did not
-    /// encode: the client's or serde's error, kept whole.
-    #[error("the backbone: {0}")]
-    Backbone(#[source] switchboard_backbone::Cause),
-    /// The upload a deploy names is not in `sb_plugin_uploads` (expired,
-    /// taken already, or another tenant's).
-    #[error("the uploaded component is gone; upload it again")]
-    NoSuchUpload,
-    /// The uploaded component could not be read within its bound.
-    #[error("the uploaded component: {0}")]
-    Upload(#[source] crate::objects::ReadError),
-    /// The deploy service refused the change (its answer, as it gave it).
-    #[error("{}", .0.message)]
-    Refused(Refusal),
-}
-
-/// A refusal as it crosses the backbone from the deploy service: its
-/// kind, which says how the admin API answers, and its message.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Refusal {
-    pub kind: RefusalKind,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(kind: RefusalKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
-/// What kind of refusal a [`DeployError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalKind {
-    /// The component is larger than allowed.
-    TooLarge,
-    /// The component or the request is not acceptable as it is.
-    Invalid,
-    /// Over the tenant's plugin storage.
-    OverQuota,
-    /// The version list is not where the change needs it.
-    Conflict,
-    /// No such version, shadow or deployment.
-    NotFound,
-    /// Try again later: no compiler free, the backbone unwell.
-    Unavailable,
-    /// A bug.
-    Internal,
-}
-
-impl DeployError {
-    pub fn kind(&self) -> RefusalKind {
-        match self {
-            DeployError::Invalid(CompileError::TooLarge { .. })
-            | DeployError::Upload(crate::objects::ReadError::TooLarge { .. }) => {
-                RefusalKind::TooLarge
-            }
-            DeployError::Invalid(_) | DeployError::Compiler(CompilerError::TimedOut(_)) => {
-                RefusalKind::Invalid
-            }
-            DeployError::Compiler(CompilerError::Busy(_))
-            | DeployError::Backbone(_)
-            | DeployError::Upload(_) => RefusalKind::Unavailable,
-            DeployError::Compiler(CompilerError::Join(_)) => RefusalKind::Internal,
-            DeployError::OverQuota { .. } => RefusalKind::OverQuota,
-            DeployError::NothingToRollBack | DeployError::Pruned { .. } | DeployError::Conflict => {
-                RefusalKind::Conflict
-            }
-            DeployError::NotDeployed
-            | DeployError::NoShadow
-            | DeployError::NoSuchVersion(_)
-            | DeployError::NoSuchUpload => RefusalKind::NotFound,
-            DeployError::Refused(r) => r.kind,
-        }
-    }
-
-    /// The refusal as the deploy service answers it.
-    pub fn refusal(&self) -> Refusal {
-        Refusal::new(self.kind(), self.to_string())
-    }
-}
-
-pub(crate) fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployError {
-    DeployError::Backbone(switchboard_backbone::cause(e))
-}
-
 /// One entry of a hook's version list, newest first.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VersionEntry {
     pub revision: u64,
@@ -244,6 +138,8 @@ pub struct Deployer {
     pub(crate) plugins: Arc<Plugins>,
     bucket: kv::Store,
     pub(crate) code: object_store::ObjectStore,
+    /// Where the compiled code of what is deployed is shared.
+    pub(crate) artifacts: Arc<SharedArtifacts>,
     /// One per tenant with a change under way: a tenant's deploys and
     /// prunes take turns here.
     turns: Turns,
@@ -256,6 +152,7 @@ impl Deployer {
     pub async fn open(js: &jetstream::Context, plugins: Arc<Plugins>) -> Result<Self, DeployError> {
         Ok(Self {
             client: js.client(),
+            artifacts: plugins.artifacts_on(js),
             plugins,
             bucket: js.get_key_value(PLUGINS_BUCKET).await.map_err(backbone)?,
             code: js
@@ -279,23 +176,35 @@ impl Deployer {
         upload: Upload,
         by: &UserId,
     ) -> Result<VersionEntry, DeployError> {
+        self.deploy_reporting(tenant, hook, slot, upload, by, None, Wait::Bounded)
+            .await
+    }
+
+    /// [`Self::deploy`], reporting its progress to `job`, and waiting for
+    /// a compiler as `wait` says: at most `compile_timeout_ms` when an
+    /// admin waits for the answer, as long as it takes in the background
+    /// (`deploy_queue` bounds how many wait).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn deploy_reporting(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        slot: Slot,
+        upload: Upload,
+        by: &UserId,
+        job: Option<Arc<Job>>,
+        wait: Wait,
+    ) -> Result<VersionEntry, DeployError> {
         let Upload {
             component,
             config,
             on_failure,
         } = upload;
-        let plugins = self.plugins.clone();
-        let (component, config, compiled) = self
-            .plugins
-            .compiler()
-            .run(Wait::Bounded, move || {
-                let compiled = plugins.host().validate(hook, &component, &config);
-                (component, config, compiled)
-            })
+        let (compiled, origin, component, config) = self
+            .validate(tenant, hook, component, config, job, wait)
             .await?;
-        let digest = compiled?.digest.to_string();
         let record = VersionRecord {
-            digest,
+            digest: compiled.digest.to_string(),
             size: component.len() as u64,
             config,
             on_failure,
@@ -321,18 +230,70 @@ impl Deployer {
                 .await
                 .map_err(backbone)?;
         }
+        // Before the record: every process that activates the version
+        // finds its code compiled.
+        if origin != Origin::Precompiled {
+            self.artifacts.store(tenant, &compiled).await;
+        }
         let key = match slot {
             Slot::Active => kv_key(tenant, hook),
             Slot::Shadow => shadow_kv_key(tenant, hook),
         };
         let revision = self.put(&key, &record).await?;
-        tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, shadow = slot == Slot::Shadow, "plugin deployed");
+        tracing::info!(tenant = %tenant, %hook, digest = %record.digest, revision, by = %by, shadow = slot == Slot::Shadow, code = origin.as_str(), "plugin deployed");
         self.prune_in_turn(tenant).await;
         drop(turn);
         Ok(VersionEntry {
             revision,
             record: Some(record),
         })
+    }
+
+    /// Compiles the component (or loads its precompiled code) and makes
+    /// its trial call, telling `job` when that starts and how the code
+    /// was made.
+    async fn validate(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        component: Vec<u8>,
+        config: BTreeMap<String, String>,
+        job: Option<Arc<Job>>,
+        wait: Wait,
+    ) -> Result<Validated, DeployError> {
+        let host = self.plugins.host();
+        host::preflight(&component, self.max_component_bytes())?;
+        let digest = host::digest(&component);
+        let artifact = match host.is_compiled(&digest, hook) {
+            true => None,
+            false => self.artifacts.read(tenant, &digest).await,
+        };
+        if let Some(job) = &job {
+            job.update(|p| {
+                p.digest = Some(digest.clone());
+                p.size = Some(component.len() as u64);
+            });
+        }
+        let plugins = self.plugins.clone();
+        let (component, config, validated) = self
+            .plugins
+            .compiler()
+            .run(wait, move || {
+                if let Some(job) = &job {
+                    job.update(|p| p.state = DeployState::Compiling);
+                }
+                let validated =
+                    plugins
+                        .host()
+                        .validate_with(hook, &component, &config, artifact.as_deref());
+                if let (Some(job), Ok((_, origin))) = (&job, &validated) {
+                    job.update(|p| p.code = Some(origin.as_str().to_owned()));
+                }
+                (component, config, validated)
+            })
+            .await?;
+        let (compiled, origin) = validated?;
+        Ok((compiled, origin, component, config))
     }
 
     /// Whether the code store holds the object (a deleted one leaves its
@@ -505,6 +466,9 @@ impl Deployer {
         let plan = self.storage(tenant, &kept).await?;
         for name in &plan.prune {
             self.code.delete(name).await.map_err(backbone)?;
+            if let Some(digest) = digest_of_object(tenant, name) {
+                self.artifacts.delete(tenant, digest).await;
+            }
         }
         if !plan.prune.is_empty() {
             tracing::info!(tenant = %tenant, components = plan.prune.len(), "pruned plugin components no kept version uses");

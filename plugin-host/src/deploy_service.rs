@@ -5,17 +5,22 @@
 //! then puts the uploaded component into `sb_plugin_uploads` (the only
 //! plugin bucket gateways may write) and asks the NATS micro service
 //! `switchboard-plugins` on `sb.plugins.deploy` to deploy it. A worker
-//! answers: it reads the upload within `max_component_bytes` whatever its
-//! description claims, and runs the very [`Deployer`] the admin API ran
-//! before (validate, store by digest, activate, caps, prune), then deletes
-//! the upload. Promotions, rollbacks and removals go the same way.
+//! takes the deploy (within `deploy_queue`) and carries it out in the
+//! background: it reads the upload within `max_component_bytes` whatever
+//! its description claims and deletes it, and runs the [`Deployer`]
+//! (validate, store by digest and share the compiled code, activate,
+//! caps, prune), reporting its progress (`deploy_jobs.rs`). It answers
+//! once the deploy is over, or, unless the admin asked to wait, after
+//! [`ANSWER_WITHIN`] at most: then the admin API answers `202 Accepted`
+//! and the progress is read from every process's status answer.
+//! Promotions, rollbacks and removals are answered when done.
 //!
 //! [`PluginAdmin`] is what a gateway holds: the [`Deployer`]'s reads run
 //! where it is, its changes through this service.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, object_store};
 use async_nats::service::ServiceExt;
@@ -26,7 +31,9 @@ use switchboard_backbone::definitions::PLUGIN_UPLOADS_STORE;
 use switchboard_backbone::kv_key;
 use switchboard_protocol::{TenantId, UserId};
 
+use crate::compiler::Wait;
 use crate::deploy::{DeployError, Deployer, Refusal, RefusalKind, Upload, VersionEntry};
+use crate::deploy_jobs::{DeployProgress, Start};
 use crate::hook::Hook;
 use crate::registry::{OnFailure, Slot};
 
@@ -36,6 +43,10 @@ pub const SERVICE_NAME: &str = "switchboard-plugins";
 pub const DEPLOY_SUBJECT: &str = "sb.plugins.deploy";
 /// Its queue group: one worker answers each request.
 const QUEUE_GROUP: &str = "plugins";
+/// Longest a deploy that does not wait is answered after: one over by
+/// then (its code compiled already, or a small component) is answered
+/// with its version, a longer one goes on in the background.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 /// A change to a tenant's plugin for a hook.
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,6 +60,14 @@ enum Change {
         config: BTreeMap<String, String>,
         #[serde(default)]
         on_failure: OnFailure,
+        /// Answer once the deploy is over (the admin waits); without it
+        /// the answer comes after `ANSWER_WITHIN` at most. Gateways from
+        /// before deploys in the background send none: they wait.
+        #[serde(default = "waits")]
+        wait: bool,
+        /// The deploy's id: its upload's nonce when none is given.
+        #[serde(default)]
+        id: Option<String>,
     },
     Promote,
     RemoveShadow,
@@ -73,6 +92,21 @@ struct Request {
 enum Answer {
     Ok(Option<VersionEntry>),
     Err(Refusal),
+    /// The deploy goes on in the background.
+    Accepted(Box<DeployProgress>),
+}
+
+fn waits() -> bool {
+    true
+}
+
+/// How a deploy request was answered.
+#[derive(Debug)]
+pub enum Deployed {
+    /// It is over: the version it made.
+    Done(VersionEntry),
+    /// It goes on in the background: where it is.
+    UnderWay(Box<DeployProgress>),
 }
 
 /// The name of a new upload of `tenant`: its tenant first, so a deploy
@@ -82,10 +116,16 @@ fn upload_name(tenant: &TenantId) -> String {
     format!("{}.{nonce:032x}", kv_key::part(tenant.as_str()))
 }
 
-fn is_upload_of(tenant: &TenantId, name: &str) -> bool {
+/// The nonce of `name` if it is an upload of `tenant`.
+fn nonce_of<'a>(tenant: &TenantId, name: &'a str) -> Option<&'a str> {
     name.strip_prefix(&*kv_key::part(tenant.as_str()))
         .and_then(|rest| rest.strip_prefix('.'))
-        .is_some_and(|nonce| nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit()))
+        .filter(|nonce| is_deploy_id(nonce))
+}
+
+/// Whether `id` may name a deploy: 32 hexadecimal digits.
+pub fn is_deploy_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Why the service could not start.
@@ -123,6 +163,9 @@ pub async fn serve(
         .add(DEPLOY_SUBJECT)
         .await
         .map_err(|source| ServeError { source })?;
+    // A deploy service's process shares the code it compiles, from now on
+    // and what its activations compiled before.
+    deployer.artifacts.start_writing();
     let admission = Admission::new(limits);
     while let Some(request) = requests.next().await {
         let Some(reply) = request.message.reply.as_ref() else {
@@ -140,10 +183,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let _admitted = admitted;
             let answer = match serde_json::from_slice::<Request>(&request.message.payload) {
-                Ok(change) => match apply(&deployer, &uploads, change).await {
-                    Ok(entry) => Answer::Ok(entry),
-                    Err(e) => Answer::Err(e.refusal()),
-                },
+                Ok(change) => apply(&deployer, &uploads, change).await,
                 Err(e) => Answer::Err(Refusal::new(
                     RefusalKind::Invalid,
                     format!("bad deploy request: {e}"),
@@ -163,51 +203,177 @@ async fn respond(request: &async_nats::service::Request, answer: Answer) {
     }
 }
 
-/// Carries out one change.
+/// Carries out one change, or starts it (a deploy).
 async fn apply(
-    deployer: &Deployer,
+    deployer: &Arc<Deployer>,
     uploads: &object_store::ObjectStore,
     request: Request,
-) -> Result<Option<VersionEntry>, DeployError> {
+) -> Answer {
     let Request {
         tenant,
         hook,
         by,
         change,
     } = request;
+    let done = |result: Result<Option<VersionEntry>, DeployError>| match result {
+        Ok(entry) => Answer::Ok(entry),
+        Err(e) => Answer::Err(e.refusal()),
+    };
     match change {
         Change::Deploy {
             shadow,
             upload,
             config,
             on_failure,
+            wait,
+            id,
         } => {
-            if !is_upload_of(&tenant, &upload) {
-                return Err(DeployError::NoSuchUpload);
-            }
-            let component = read_upload(deployer, uploads, &upload).await;
+            let deploy = Deploy {
+                tenant,
+                hook,
+                by,
+                slot: if shadow { Slot::Shadow } else { Slot::Active },
+                upload,
+                config,
+                on_failure,
+            };
+            start_deploy(deployer, uploads, deploy, id, wait).await
+        }
+        Change::Promote => done(deployer.promote(&tenant, hook, &by).await.map(Some)),
+        Change::Rollback => done(deployer.rollback(&tenant, hook, &by).await.map(Some)),
+        Change::RemoveShadow => done(
+            deployer
+                .remove_shadow(&tenant, hook, &by)
+                .await
+                .map(|()| None),
+        ),
+        Change::Remove => done(deployer.remove(&tenant, hook, &by).await.map(|()| None)),
+    }
+}
+
+/// A deploy as the service takes it.
+struct Deploy {
+    tenant: TenantId,
+    hook: Hook,
+    by: UserId,
+    slot: Slot,
+    upload: String,
+    config: BTreeMap<String, String>,
+    on_failure: OnFailure,
+}
+
+/// Takes a deploy and carries it out in the background; answers once it
+/// is over, or (unless `wait`) after [`ANSWER_WITHIN`] at most.
+async fn start_deploy(
+    deployer: &Arc<Deployer>,
+    uploads: &object_store::ObjectStore,
+    deploy: Deploy,
+    id: Option<String>,
+    wait: bool,
+) -> Answer {
+    let refused = |e: DeployError| Answer::Err(e.refusal());
+    let Some(nonce) = nonce_of(&deploy.tenant, &deploy.upload) else {
+        return refused(DeployError::NoSuchUpload);
+    };
+    let id = id.unwrap_or_else(|| nonce.to_owned());
+    if !is_deploy_id(&id) {
+        return refused(DeployError::Refused(Refusal::new(
+            RefusalKind::Invalid,
+            "a deploy id is 32 hexadecimal digits",
+        )));
+    }
+    let plugins = &deployer.plugins;
+    let start = Start {
+        id,
+        tenant: deploy.tenant.clone(),
+        hook: deploy.hook,
+        shadow: deploy.slot == Slot::Shadow,
+        by: deploy.by.as_str().to_owned(),
+        process: plugins.process().to_owned(),
+    };
+    let job = match plugins.deploys.start(start, Instant::now()) {
+        Ok(job) => job,
+        Err(e) => {
+            // Whatever came of it, the upload has served.
+            let _ = uploads.delete(&deploy.upload).await;
+            return refused(e);
+        }
+    };
+    let mut task = {
+        let (deployer, uploads, job) = (deployer.clone(), uploads.clone(), job.clone());
+        tokio::spawn(async move {
+            let Deploy {
+                tenant,
+                hook,
+                by,
+                slot,
+                upload,
+                config,
+                on_failure,
+            } = deploy;
+            let component = read_upload(&deployer, &uploads, &upload).await;
             // Whatever came of it, the upload has served.
             if let Err(e) = uploads.delete(&upload).await {
                 tracing::debug!(error = %e, upload, "an upload was not deleted; it expires");
             }
-            let upload = Upload {
-                component: component?,
-                config,
-                on_failure,
+            let outcome = match component {
+                Ok(component) => {
+                    let upload = Upload {
+                        component,
+                        config,
+                        on_failure,
+                    };
+                    // An admin who waits waits at most the compile timeout
+                    // for a compiler; one who does not, as long as it
+                    // takes.
+                    let compiler_wait = if wait { Wait::Bounded } else { Wait::Patient };
+                    deployer
+                        .deploy_reporting(
+                            &tenant,
+                            hook,
+                            slot,
+                            upload,
+                            &by,
+                            Some(job.clone()),
+                            compiler_wait,
+                        )
+                        .await
+                }
+                Err(e) => Err(e),
             };
-            let slot = if shadow { Slot::Shadow } else { Slot::Active };
+            if let Err(e) = &outcome {
+                tracing::info!(tenant = %tenant, %hook, error = %e, "plugin deploy refused");
+            }
             deployer
-                .deploy(&tenant, hook, slot, upload, &by)
-                .await
-                .map(Some)
-        }
-        Change::Promote => deployer.promote(&tenant, hook, &by).await.map(Some),
-        Change::Rollback => deployer.rollback(&tenant, hook, &by).await.map(Some),
-        Change::RemoveShadow => deployer
-            .remove_shadow(&tenant, hook, &by)
-            .await
-            .map(|()| None),
-        Change::Remove => deployer.remove(&tenant, hook, &by).await.map(|()| None),
+                .plugins
+                .deploys
+                .finish(&job, &outcome, error_body, Instant::now());
+            outcome
+        })
+    };
+    let over =
+        |joined: Result<Result<VersionEntry, DeployError>, tokio::task::JoinError>| match joined {
+            Ok(Ok(entry)) => Answer::Ok(Some(entry)),
+            Ok(Err(e)) => refused(e),
+            Err(e) => Answer::Err(Refusal::new(
+                RefusalKind::Internal,
+                format!("the deploy failed: {e}"),
+            )),
+        };
+    if wait {
+        return over(task.await);
+    }
+    match tokio::time::timeout(ANSWER_WITHIN, &mut task).await {
+        Ok(joined) => over(joined),
+        Err(_) => Answer::Accepted(Box::new(job.progress())),
+    }
+}
+
+/// How a failed deploy's report says why.
+fn error_body(e: &DeployError) -> switchboard_protocol::error::ErrorBody {
+    switchboard_protocol::error::ErrorBody {
+        code: e.kind().code(),
+        message: e.to_string(),
     }
 }
 
@@ -257,6 +423,9 @@ impl PluginAdmin {
         &self.deployer
     }
 
+    /// Stages the upload and has a worker deploy it: the answer comes
+    /// once it is over when `wait`, else after [`ANSWER_WITHIN`] at most
+    /// (then it goes on in the background).
     pub async fn deploy(
         &self,
         tenant: &TenantId,
@@ -264,7 +433,8 @@ impl PluginAdmin {
         slot: Slot,
         upload: Upload,
         by: &UserId,
-    ) -> Result<VersionEntry, DeployError> {
+        wait: bool,
+    ) -> Result<Deployed, DeployError> {
         let Upload {
             component,
             config,
@@ -285,13 +455,18 @@ impl PluginAdmin {
             .map_err(crate::deploy::backbone)?;
         let change = Change::Deploy {
             shadow: slot == Slot::Shadow,
+            id: nonce_of(tenant, &name).map(str::to_owned),
             upload: name,
             config,
             on_failure,
+            wait,
         };
-        self.ask(tenant, hook, by, change)
-            .await?
-            .ok_or(DeployError::NotDeployed)
+        match self.ask(tenant, hook, by, change).await? {
+            Answer::Ok(Some(entry)) => Ok(Deployed::Done(entry)),
+            Answer::Ok(None) => Err(DeployError::NotDeployed),
+            Answer::Accepted(progress) => Ok(Deployed::UnderWay(progress)),
+            Answer::Err(refusal) => Err(DeployError::Refused(refusal)),
+        }
     }
 
     pub async fn promote(
@@ -300,7 +475,7 @@ impl PluginAdmin {
         hook: Hook,
         by: &UserId,
     ) -> Result<VersionEntry, DeployError> {
-        self.ask(tenant, hook, by, Change::Promote)
+        self.change(tenant, hook, by, Change::Promote)
             .await?
             .ok_or(DeployError::NoShadow)
     }
@@ -311,7 +486,7 @@ impl PluginAdmin {
         hook: Hook,
         by: &UserId,
     ) -> Result<VersionEntry, DeployError> {
-        self.ask(tenant, hook, by, Change::Rollback)
+        self.change(tenant, hook, by, Change::Rollback)
             .await?
             .ok_or(DeployError::NothingToRollBack)
     }
@@ -322,7 +497,7 @@ impl PluginAdmin {
         hook: Hook,
         by: &UserId,
     ) -> Result<(), DeployError> {
-        self.ask(tenant, hook, by, Change::RemoveShadow)
+        self.change(tenant, hook, by, Change::RemoveShadow)
             .await
             .map(drop)
     }
@@ -333,7 +508,27 @@ impl PluginAdmin {
         hook: Hook,
         by: &UserId,
     ) -> Result<(), DeployError> {
-        self.ask(tenant, hook, by, Change::Remove).await.map(drop)
+        self.change(tenant, hook, by, Change::Remove)
+            .await
+            .map(drop)
+    }
+
+    /// A change's version (none for a removal), or why not.
+    async fn change(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+        by: &UserId,
+        change: Change,
+    ) -> Result<Option<VersionEntry>, DeployError> {
+        match self.ask(tenant, hook, by, change).await? {
+            Answer::Ok(entry) => Ok(entry),
+            Answer::Err(refusal) => Err(DeployError::Refused(refusal)),
+            Answer::Accepted(_) => Err(DeployError::Refused(Refusal::new(
+                RefusalKind::Internal,
+                "the deploy service answered a change as a deploy",
+            ))),
+        }
     }
 
     async fn ask(
@@ -342,7 +537,7 @@ impl PluginAdmin {
         hook: Hook,
         by: &UserId,
         change: Change,
-    ) -> Result<Option<VersionEntry>, DeployError> {
+    ) -> Result<Answer, DeployError> {
         let request = Request {
             tenant: tenant.clone(),
             hook,
@@ -363,11 +558,7 @@ impl PluginAdmin {
                     format!("the plugin deploy service did not answer ({e}); is a worker running?"),
                 ))
             })?;
-        match serde_json::from_slice::<Answer>(&answer.payload) {
-            Ok(Answer::Ok(entry)) => Ok(entry),
-            Ok(Answer::Err(refusal)) => Err(DeployError::Refused(refusal)),
-            Err(e) => Err(crate::deploy::backbone(e)),
-        }
+        serde_json::from_slice::<Answer>(&answer.payload).map_err(crate::deploy::backbone)
     }
 }
 
@@ -375,6 +566,10 @@ impl PluginAdmin {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn is_upload_of(tenant: &TenantId, name: &str) -> bool {
+        nonce_of(tenant, name).is_some()
+    }
 
     #[test]
     fn an_upload_belongs_to_its_tenant() {
@@ -399,6 +594,8 @@ mod tests {
                 upload: "acme.00".into(),
                 config: BTreeMap::from([("k".into(), "v".into())]),
                 on_failure: OnFailure::Open,
+                wait: false,
+                id: None,
             },
         };
         let json = serde_json::to_value(&request).unwrap();

@@ -1,6 +1,7 @@
 //! How a process keeps its plugin versions current: it watches the
 //! `sb_plugins` bucket and activates each entry (fetch the component,
-//! check its digest, compile it, install it in the registry).
+//! check its digest, load its precompiled code from `sb_plugin_compiled`
+//! or else compile it, install it in the registry).
 //!
 //! Activations of different tenants' hooks run at once, so one tenant's
 //! slow compilation never holds up another tenant's activation; at most
@@ -18,9 +19,10 @@ use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::TenantId;
 use tokio::sync::Semaphore;
 
+use crate::artifacts::SharedArtifacts;
 use crate::compiler::Wait;
 use crate::hook::Hook;
-use crate::host::Compiled;
+use crate::host::{Compiled, Origin};
 use crate::record::{Slot, VersionRecord, object_name, parse_key};
 use crate::registry::{Plugins, RegistryError};
 use crate::version::{LoadError, Loaded, Role};
@@ -75,6 +77,7 @@ impl<E> Lanes<E> {
 struct Activations {
     plugins: Arc<Plugins>,
     code: ObjectStore,
+    artifacts: Arc<SharedArtifacts>,
     lanes: Mutex<Lanes<kv::Entry>>,
     /// Fetches and compilations at once: `compile_concurrency`.
     loading: Semaphore,
@@ -169,8 +172,9 @@ impl Activations {
         plugins.install(&tenant, hook, slot, Some(Arc::new(loaded)));
     }
 
-    /// Fetches, checks and compiles the version's component, reading no
-    /// more of it than a component may be.
+    /// Fetches and checks the version's component, reading no more of it
+    /// than a component may be, and loads its precompiled code, or
+    /// compiles it (and shares what it compiled, on a worker).
     async fn load(
         &self,
         tenant: &TenantId,
@@ -186,13 +190,26 @@ impl Activations {
             .await
             .map_err(LoadError::Fetch)?;
         let bytes = crate::objects::read_component(object, record, max).await?;
+        let artifact = match self.plugins.host().is_compiled(&record.digest, hook) {
+            true => None,
+            false => self.artifacts.read(tenant, &record.digest).await,
+        };
         let plugins = self.plugins.clone();
         // However many are queued, the version must load.
-        Ok(self
+        let (compiled, origin) = self
             .plugins
             .compiler()
-            .run(Wait::Patient, move || plugins.host().compile(hook, &bytes))
-            .await??)
+            .run(Wait::Patient, move || {
+                plugins
+                    .host()
+                    .compile_with(hook, &bytes, artifact.as_deref())
+            })
+            .await??;
+        if origin == Origin::Compiled {
+            self.artifacts.share(tenant, &compiled);
+        }
+        tracing::debug!(tenant = %tenant, hook = %hook, digest = %record.digest, code = origin.as_str(), "plugin version loaded");
+        Ok(compiled)
     }
 }
 
@@ -223,6 +240,7 @@ impl Plugins {
         let activations = Arc::new(Activations {
             plugins: self.clone(),
             code,
+            artifacts: self.artifacts_on(js),
             lanes: Mutex::new(Lanes::default()),
             loading: Semaphore::new(self.host().limits().compile_concurrency.max(1)),
         });

@@ -3,16 +3,18 @@
 //! from one call to the next: a store, its instance and its memory live
 //! for exactly one call, so no state leaks between messages or tenants.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Store, Trap};
 
+use crate::code::CodeState;
+pub use crate::code::{Code, Origin, digest, preflight};
 use crate::engine::{self, EPOCH_TICK, Permits, Ticker};
 use crate::hook::{EditAction, EditRequest, Hook, ModerationInput};
 use crate::limits::PluginLimits;
@@ -24,7 +26,9 @@ pub struct Compiled {
     pub hook: Hook,
     /// Bytes of its compiled code image: what keeping it costs.
     pub code_bytes: usize,
-    pre: Pre,
+    /// What its artifact is made of (`PluginHost::seal`).
+    pub(crate) component: Component,
+    pub(crate) pre: Pre,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -36,7 +40,7 @@ impl std::fmt::Debug for Compiled {
     }
 }
 
-enum Pre {
+pub(crate) enum Pre {
     Moderation(wit::ModeratorPre<CallState>),
     EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
     FanOut(wit::fan_out::FanOutPluginPre<CallState>),
@@ -141,69 +145,13 @@ pub struct Counts {
     pub quarantines: u64,
 }
 
-/// Compiled components by digest and hook: a component is compiled once
-/// per process, whichever tenants deploy it, while it stays among the
-/// most recently used, within `compiled_cache_entries` and
-/// `compiled_cache_bytes`.
-#[derive(Default)]
-struct CompileCache {
-    entries: HashMap<(Arc<str>, Hook), (Arc<Compiled>, u64)>,
-    /// Ticks at every use; an entry's tick says when it was last used.
-    clock: u64,
-    /// The entries' code bytes together.
-    bytes: usize,
-}
-
-impl CompileCache {
-    fn get(&mut self, key: &(Arc<str>, Hook)) -> Option<Arc<Compiled>> {
-        self.clock += 1;
-        let now = self.clock;
-        self.entries.get_mut(key).map(|(compiled, used)| {
-            *used = now;
-            compiled.clone()
-        })
-    }
-
-    /// Keeps `compiled`, forgetting the least recently used entries past
-    /// `capacity` entries or `max_bytes` bytes of code; the newest stays
-    /// whatever its size (a linear scan: the cache holds tens of entries).
-    fn insert(
-        &mut self,
-        key: (Arc<str>, Hook),
-        compiled: Arc<Compiled>,
-        capacity: usize,
-        max_bytes: usize,
-    ) {
-        self.clock += 1;
-        self.bytes += compiled.code_bytes;
-        if let Some((replaced, _)) = self.entries.insert(key, (compiled, self.clock)) {
-            self.bytes -= replaced.code_bytes;
-        }
-        while self.entries.len() > capacity.max(1)
-            || (self.bytes > max_bytes && self.entries.len() > 1)
-        {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((forgotten, _)) = self.entries.remove(&oldest) {
-                self.bytes -= forgotten.code_bytes;
-            }
-        }
-    }
-}
-
 pub struct PluginHost {
     engine: Engine,
     limits: PluginLimits,
     /// Tenants' quotas, which may lower a tenant's call limits.
     tenants: std::sync::OnceLock<switchboard_backbone::records::tenants::TenantBook>,
     permits: Permits,
-    compiled: Mutex<CompileCache>,
+    code: CodeState,
     stats: [HookStats; 3],
     _ticker: Ticker,
 }
@@ -224,12 +172,13 @@ impl PluginHost {
             engine::engine(&limits).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
         let ticker =
             Ticker::start(engine.clone()).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
+        let code = CodeState::new(crate::precompiled::Precompiler::new(engine.clone()));
         Ok(Self {
             permits: Permits::new(limits.pool_size),
             engine,
             tenants: std::sync::OnceLock::new(),
             limits,
-            compiled: Mutex::new(CompileCache::default()),
+            code,
             stats: Default::default(),
             _ticker: ticker,
         })
@@ -249,93 +198,9 @@ impl PluginHost {
         }
     }
 
-    /// Compiles `bytes` for `hook`, or returns the cached compilation of
-    /// the same digest. CPU-heavy the first time: call it off the async
-    /// runtime.
-    pub fn compile(&self, hook: Hook, bytes: &[u8]) -> Result<Arc<Compiled>, CompileError> {
-        preflight(bytes, self.limits.max_component_bytes)?;
-        let digest: Arc<str> = digest(bytes).into();
-        let key = (digest.clone(), hook);
-        if let Some(c) = self.lock_compiled().get(&key) {
-            return Ok(c);
-        }
-        let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| CompileError::Unreadable {
-                message: format!("{e:#}"),
-                source: switchboard_backbone::cause(e),
-            })?;
-        let wrong = |e: wasmtime::Error| CompileError::WrongWorld {
-            hook,
-            world: hook.world(),
-            detail: format!("{e:#}"),
-            source: switchboard_backbone::cause(e),
-        };
-        let mut linker = Linker::new(&self.engine);
-        wit::add_host_to_linker(&mut linker).map_err(wrong)?;
-        // A locked-down WASI (`wasi.rs`) for language runtimes; anything
-        // else a component imports is linked to traps.
-        crate::wasi::add_to_linker(&mut linker).map_err(wrong)?;
-        crate::wasi::link_the_rest_to_traps(&mut linker, &component, &self.engine)
-            .map_err(wrong)?;
-        let pre = linker.instantiate_pre(&component).map_err(wrong)?;
-        let pre = match hook {
-            Hook::Moderation => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(wrong)?),
-            Hook::EditPolicy => {
-                Pre::EditPolicy(wit::edit::EditPolicyPluginPre::new(pre).map_err(wrong)?)
-            }
-            Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
-        };
-        let image = component.image_range();
-        let code_bytes = (image.end as usize).saturating_sub(image.start as usize);
-        let compiled = Arc::new(Compiled {
-            digest,
-            hook,
-            code_bytes,
-            pre,
-        });
-        let mut cache = self.lock_compiled();
-        let limits = &self.limits;
-        cache.insert(
-            key,
-            compiled.clone(),
-            limits.compiled_cache_entries,
-            limits.compiled_cache_bytes,
-        );
-        crate::metrics::compiled_cached(cache.entries.len(), cache.bytes);
-        Ok(compiled)
-    }
-
     /// Fuel every call of `hook` in this process has burned.
     pub fn fuel_used(&self, hook: Hook) -> u64 {
         self.stats[hook as usize].fuel.load(Ordering::Relaxed)
-    }
-
-    /// What the component imports, and how each import is linked.
-    pub fn imports(&self, bytes: &[u8]) -> Result<Vec<Import>, CompileError> {
-        preflight(bytes, self.limits.max_component_bytes)?;
-        let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| CompileError::Unreadable {
-                message: format!("{e:#}"),
-                source: switchboard_backbone::cause(e),
-            })?;
-        Ok(component
-            .component_type()
-            .imports(&self.engine)
-            .map(|(name, _)| Import {
-                name: name.to_owned(),
-                linked: crate::wasi::linked(name),
-            })
-            .collect())
-    }
-
-    /// How many compiled components this process keeps for reuse.
-    pub fn compiled_cached(&self) -> usize {
-        self.lock_compiled().entries.len()
-    }
-
-    /// Bytes of compiled code this process keeps for reuse.
-    pub fn compiled_cached_bytes(&self) -> usize {
-        self.lock_compiled().bytes
     }
 
     /// Compiles and makes one trial call with made-up input, as an upload
@@ -346,7 +211,32 @@ impl PluginHost {
         bytes: &[u8],
         config: &BTreeMap<String, String>,
     ) -> Result<Arc<Compiled>, CompileError> {
-        let compiled = self.compile(hook, bytes)?;
+        self.validate_with(hook, bytes, config, None)
+            .map(|(c, _)| c)
+    }
+
+    /// [`Self::validate`], loading the code from a precompiled `artifact`
+    /// when it is this engine's and intact ([`Self::compile_with`]).
+    pub fn validate_with(
+        &self,
+        hook: Hook,
+        bytes: &[u8],
+        config: &BTreeMap<String, String>,
+        artifact: Option<&[u8]>,
+    ) -> Result<(Arc<Compiled>, Origin), CompileError> {
+        let (compiled, origin) = self.compile_with(hook, bytes, artifact)?;
+        self.trial(&compiled, config)?;
+        Ok((compiled, origin))
+    }
+
+    /// One call of a compiled component with made-up input, which every
+    /// upload must pass.
+    pub fn trial(
+        &self,
+        compiled: &Compiled,
+        config: &BTreeMap<String, String>,
+    ) -> Result<(), CompileError> {
+        let hook = compiled.hook;
         let config = Arc::new(config.clone());
         let trial = Trial::new().map_err(CompileError::TrialInput)?;
         let (tenant, user, conversation) =
@@ -354,7 +244,7 @@ impl PluginHost {
         let result = match hook {
             Hook::Moderation => self
                 .moderate(
-                    &compiled,
+                    compiled,
                     &config,
                     &ModerationInput {
                         tenant,
@@ -371,7 +261,7 @@ impl PluginHost {
                 .map(drop),
             Hook::EditPolicy => self
                 .edit(
-                    &compiled,
+                    compiled,
                     &config,
                     &EditRequest {
                         tenant,
@@ -384,11 +274,10 @@ impl PluginHost {
                 )
                 .map(drop),
             Hook::FanOut => self
-                .fan_out(&compiled, &config, tenant, ConversationKind::Group, 3)
+                .fan_out(compiled, &config, tenant, ConversationKind::Group, 3)
                 .map(drop),
         };
-        result.map_err(CompileError::TrialCall)?;
-        Ok(compiled)
+        result.map_err(CompileError::TrialCall)
     }
 
     /// Runs the moderation hook. `Ok(None)` for content plugins never see
@@ -593,53 +482,13 @@ fn classify(e: &wasmtime::Error, over_cap: bool, deadline: Duration) -> CallErro
 }
 
 impl PluginHost {
-    fn lock_compiled(&self) -> std::sync::MutexGuard<'_, CompileCache> {
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn code_state(&self) -> &CodeState {
+        &self.code
     }
-}
 
-/// Tells the two common mistakes apart before the parser's message: not
-/// WebAssembly at all, and a core module where a component is needed.
-/// The checks an upload passes before the compiler sees it: its size,
-/// and a component's header (not a core module, not something else).
-pub fn preflight(bytes: &[u8], max_bytes: usize) -> Result<(), CompileError> {
-    if bytes.len() > max_bytes {
-        return Err(CompileError::TooLarge {
-            size: bytes.len(),
-            max: max_bytes,
-        });
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
-    check_header(bytes)
-}
-
-fn check_header(bytes: &[u8]) -> Result<(), CompileError> {
-    const MAGIC: &[u8] = b"\0asm";
-    // A component's version and layer fields; a core module has 1, 0, 0, 0.
-    const CORE_MODULE: &[u8] = &[1, 0, 0, 0];
-    if bytes.len() < 8 || &bytes[..4] != MAGIC {
-        return Err(CompileError::NotAComponent(
-            "this is not WebAssembly (it does not start with \\0asm)".into(),
-        ));
-    }
-    if &bytes[4..8] == CORE_MODULE {
-        return Err(CompileError::NotAComponent(
-            "this is a core WebAssembly module, not a component: build for wasm32-wasip2 \
-             (or wrap the module with `wasm-tools component new`)"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The content digest a component is known by: `sha256:<hex>`.
-pub fn digest(bytes: &[u8]) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in d.as_ref() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
 }
 
 fn cut(mut reason: String) -> String {

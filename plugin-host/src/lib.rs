@@ -20,8 +20,12 @@
 //! one tenant's hook call passes it.
 
 mod agreement;
+mod artifacts;
+mod code;
 pub mod compiler;
 pub mod deploy;
+mod deploy_error;
+pub mod deploy_jobs;
 pub mod deploy_service;
 mod engine;
 pub mod fanout;
@@ -33,6 +37,7 @@ mod listing;
 pub mod metrics;
 pub mod objects;
 mod pool;
+pub mod precompiled;
 mod quarantine;
 mod record;
 pub mod registry;

@@ -25,6 +25,11 @@ pub struct PluginLimits {
     pub pool_size: u32,
     /// Largest component accepted for upload, in bytes.
     pub max_component_bytes: usize,
+    /// Largest precompiled artifact (a component's compiled code,
+    /// `precompiled.rs`) read from `sb_plugin_compiled` or written there;
+    /// a larger one is compiled here instead. A JavaScript engine's is
+    /// about 55 MB. 0: never load or store artifacts.
+    pub max_precompiled_bytes: usize,
     /// Compiled components this process keeps for reuse (per digest and
     /// hook); past it, the least recently used is forgotten (versions in
     /// use keep theirs; it is compiled again if deployed again).
@@ -52,6 +57,17 @@ pub struct PluginLimits {
     /// is not written yet.
     #[serde(rename = "prune_grace_ms", with = "millis")]
     pub prune_grace: Duration,
+    /// Deploys this process's deploy service carries out at once, queued
+    /// for a compiler or compiling, of all tenants together and of one
+    /// tenant; past either a deploy is refused (503 `unavailable`, 429
+    /// `rate_limited`). At least 1.
+    pub deploy_queue: usize,
+    pub deploy_queue_per_tenant: usize,
+    /// Finished deploys whose report (`GET .../deploys/{id}`) this process
+    /// keeps, at most, and for how long (`deploy_report_ms`).
+    pub deploy_reports: usize,
+    #[serde(rename = "deploy_report_ms", with = "millis")]
+    pub deploy_report: Duration,
     /// Log lines one call may write; the rest are dropped.
     pub max_log_lines: u32,
     /// Bytes of one log line, after its control characters are escaped;
@@ -92,6 +108,7 @@ impl Default for PluginLimits {
             stack_bytes: 512 << 10,
             pool_size: 64,
             max_component_bytes: 16 << 20,
+            max_precompiled_bytes: 256 << 20,
             compiled_cache_entries: 64,
             compiled_cache_bytes: 1 << 30,
             max_versions_per_hook: 10,
@@ -99,6 +116,10 @@ impl Default for PluginLimits {
             compile_concurrency: 2,
             compile_timeout: Duration::from_secs(30),
             prune_grace: Duration::from_secs(60),
+            deploy_queue: 16,
+            deploy_queue_per_tenant: 2,
+            deploy_reports: 256,
+            deploy_report: Duration::from_secs(15 * 60),
             max_log_lines: 16,
             max_log_line_bytes: 1024,
             quarantine_after: 5,
@@ -159,6 +180,15 @@ impl PluginLimits {
                 "shadow_queue and shadow_queue_per_tenant must be at least 1",
             ));
         }
+        if self.deploy_queue == 0 || self.deploy_queue_per_tenant == 0 || self.deploy_reports == 0 {
+            return Err(bad(
+                "deploy_queue",
+                self.deploy_queue
+                    .min(self.deploy_queue_per_tenant)
+                    .min(self.deploy_reports) as u64,
+                "deploy_queue, deploy_queue_per_tenant and deploy_reports must be at least 1",
+            ));
+        }
         if self.max_log_line_bytes < 16 {
             return Err(bad(
                 "max_log_line_bytes",
@@ -213,6 +243,10 @@ mod tests {
         );
         assert_eq!(with(|l| l.shadow_threads = 0), Err("shadow_threads"));
         assert_eq!(with(|l| l.shadow_queue_per_tenant = 0), Err("shadow_queue"));
+        assert!(with(|l| l.deploy_queue_per_tenant = 1).is_ok());
+        assert_eq!(with(|l| l.deploy_queue_per_tenant = 0), Err("deploy_queue"));
+        assert_eq!(with(|l| l.deploy_queue = 0), Err("deploy_queue"));
+        assert_eq!(with(|l| l.deploy_reports = 0), Err("deploy_queue"));
         assert!(with(|l| l.max_log_line_bytes = 16).is_ok());
         assert_eq!(
             with(|l| l.max_log_line_bytes = 15),

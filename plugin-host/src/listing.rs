@@ -1,6 +1,7 @@
 //! What the admin API reads about a tenant's plugins, beside the changes
 //! `deploy.rs` makes: a hook's version listing, its shadow and how it
-//! compares on every process, and a version compiled for a replay.
+//! compares on every process, its deploys and how far each has got, and a
+//! version compiled for a replay.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use switchboard_protocol::TenantId;
 use crate::agreement::Agreement;
 use crate::compiler::Wait;
 use crate::deploy::{DeployError, Deployer, Listing, ShadowListing, VersionEntry, backbone};
+use crate::deploy_jobs::{DeployProgress, DeployState, Running};
 use crate::hook::Hook;
 use crate::host::{CompileError, Compiled};
 use crate::record::{STATUS_SUBJECT_PREFIX, kv_key, object_name, shadow_kv_key};
@@ -111,13 +113,69 @@ impl Deployer {
                 .into(),
                 ReadError::Io(e) => backbone(e),
             })?;
+        let artifact = match self.plugins.host().is_compiled(&record.digest, hook) {
+            true => None,
+            false => self.artifacts.read(tenant, &record.digest).await,
+        };
         let plugins = self.plugins.clone();
-        let compiled = self
+        let (compiled, _) = self
             .plugins
             .compiler()
-            .run(Wait::Bounded, move || plugins.host().compile(hook, &bytes))
+            .run(Wait::Bounded, move || {
+                plugins
+                    .host()
+                    .compile_with(hook, &bytes, artifact.as_deref())
+            })
             .await??;
         Ok((entry, compiled))
+    }
+
+    /// The deploys of the tenant's hook the workers report (under way, or
+    /// finished within `deploy_report_ms`), newest first. A stored one is
+    /// `active` once every process that answered within a moment runs its
+    /// version, and lists each process.
+    pub async fn deploys(
+        &self,
+        tenant: &TenantId,
+        hook: Hook,
+    ) -> Result<Vec<DeployProgress>, DeployError> {
+        let statuses = self.statuses(tenant, hook).await?;
+        let mut deploys: Vec<DeployProgress> = Vec::new();
+        for d in statuses.iter().flat_map(|s| &s.deploys) {
+            if !deploys.iter().any(|known| known.id == d.id) {
+                deploys.push(d.clone());
+            }
+        }
+        for d in &mut deploys {
+            let Some(revision) = d.version.as_ref().map(|v| v.revision) else {
+                continue;
+            };
+            d.processes = statuses
+                .iter()
+                .map(|s| {
+                    let (runs, error) = match d.shadow {
+                        false => (s.active_revision, &s.active_load_error),
+                        true => (s.shadow_revision, &s.shadow_load_error),
+                    };
+                    // Exactly its version and unable to run it, or it or a
+                    // later one.
+                    let load_error = error.clone().filter(|_| runs == Some(revision));
+                    Running {
+                        process: s.process.clone(),
+                        running: runs.is_some_and(|r| r >= revision) && load_error.is_none(),
+                        load_error,
+                    }
+                })
+                .collect();
+            if d.state == DeployState::Stored
+                && !d.processes.is_empty()
+                && d.processes.iter().all(|p| p.running)
+            {
+                d.state = DeployState::Active;
+            }
+        }
+        deploys.sort_by_key(|d| std::cmp::Reverse(d.started_at));
+        Ok(deploys)
     }
 
     /// Asks every gateway and worker how it runs the tenant's hook.

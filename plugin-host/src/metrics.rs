@@ -22,6 +22,8 @@ pub const CALL_SECONDS: &str = "switchboard_plugin_call_seconds";
 pub const QUARANTINES: &str = "switchboard_plugin_quarantines_total";
 pub const COMPILE_SECONDS: &str = "switchboard_plugin_compile_seconds";
 pub const COMPILE_TIMEOUTS: &str = "switchboard_plugin_compile_timeouts_total";
+pub const COMPILES: &str = "switchboard_plugin_compiles_total";
+pub const PRECOMPILED: &str = "switchboard_plugin_precompiled_total";
 pub const COMPILED_CACHED: &str = "switchboard_plugin_compiled_cached";
 pub const COMPILED_CACHED_BYTES: &str = "switchboard_plugin_compiled_cached_bytes";
 pub const COMPONENTS_PRUNED: &str = "switchboard_plugin_components_pruned_total";
@@ -54,6 +56,14 @@ pub fn describe() {
         COMPILE_TIMEOUTS,
         "Compilations answered as timed out (compile_timeout_ms)."
     );
+    describe_counter!(
+        COMPILES,
+        "Components compiled from WebAssembly by this process (not loaded from a precompiled artifact or its own cache)."
+    );
+    describe_counter!(
+        PRECOMPILED,
+        "Precompiled artifacts by outcome: loaded (instead of compiling), missing (none in sb_plugin_compiled for this engine), rejected (another engine's, another component's or damaged: compiled instead), stored (written to sb_plugin_compiled), store_failed."
+    );
     describe_gauge!(
         COMPILED_CACHED,
         "Compiled components this process keeps for reuse (at most compiled_cache_entries)."
@@ -78,6 +88,15 @@ pub(crate) fn compiled(took: Duration, timed_out: bool) {
     if timed_out {
         counter!(COMPILE_TIMEOUTS).increment(1);
     }
+}
+
+/// A component is being compiled from WebAssembly.
+pub(crate) fn compiling() {
+    counter!(COMPILES).increment(1);
+}
+
+pub(crate) fn precompiled(outcome: &'static str) {
+    counter!(PRECOMPILED, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn compiled_cached(entries: usize, bytes: usize) {

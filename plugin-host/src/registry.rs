@@ -18,7 +18,9 @@ use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{ConversationKind, TenantId};
 
 use crate::agreement::{Agreement, Compared, Decision};
+use crate::artifacts::SharedArtifacts;
 use crate::compiler::Compiler;
+use crate::deploy_jobs::{DeployJobs, DeployProgress};
 use crate::fanout::{FanOut, FanOutPolicy};
 use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
 use crate::host::{CallError, Compiled, PluginHost, Verdict};
@@ -60,6 +62,13 @@ pub struct Plugins {
     /// By tenant id, then by slot and hook ([`slot_index`]): looked up on
     /// every message, so without building a key.
     installed: RwLock<HashMap<String, [Option<Arc<Loaded>>; 6]>>,
+    /// Where compiled code is shared (`sb_plugin_compiled`), once this
+    /// process reached the backbone.
+    artifacts: std::sync::OnceLock<Arc<SharedArtifacts>>,
+    /// The deploys this process's deploy service carries out.
+    pub(crate) deploys: DeployJobs,
+    /// This process's name, as it answers status requests.
+    process: std::sync::OnceLock<String>,
 }
 
 /// Where a hook's version in a slot is in a tenant's array.
@@ -83,6 +92,16 @@ pub struct ProcessStatus {
     pub shadow_revision: Option<u64>,
     /// How its shadow compares here, when it runs one.
     pub shadow: Option<Agreement>,
+    /// Why it cannot run its active or shadow revision, if it cannot (the
+    /// hook's failure policy answers there meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_load_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_load_error: Option<String>,
+    /// The deploys of the hook this process carries out or finished
+    /// lately (a worker's deploy service), newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deploys: Vec<DeployProgress>,
 }
 
 impl Plugins {
@@ -92,6 +111,9 @@ impl Plugins {
         let host = Arc::new(host);
         Arc::new(Self {
             compiler,
+            deploys: DeployJobs::new(host.limits()),
+            artifacts: std::sync::OnceLock::new(),
+            process: std::sync::OnceLock::new(),
             shadows: ShadowRunner::start(host.clone()),
             host,
             changes: tokio::sync::broadcast::channel(256).0,
@@ -107,6 +129,25 @@ impl Plugins {
     /// Where this process's compilations run.
     pub fn compiler(&self) -> &Compiler {
         &self.compiler
+    }
+
+    /// Where this process shares compiled code, opened on `js` the first
+    /// time it is asked for.
+    pub(crate) fn artifacts_on(&self, js: &async_nats::jetstream::Context) -> Arc<SharedArtifacts> {
+        self.artifacts
+            .get_or_init(|| {
+                Arc::new(SharedArtifacts::new(
+                    js.clone(),
+                    self.host.code_state().precompiler.clone(),
+                    self.host.limits().max_precompiled_bytes,
+                ))
+            })
+            .clone()
+    }
+
+    /// This process's name, once it answers status requests.
+    pub(crate) fn process(&self) -> &str {
+        self.process.get().map_or("", String::as_str)
     }
 
     /// The version this process runs for the tenant's hook.
@@ -158,12 +199,15 @@ impl Plugins {
 
     /// How this process runs the tenant's hook.
     pub fn status(&self, tenant: &TenantId, hook: Hook, process: &str) -> ProcessStatus {
-        let shadow = self.shadow(tenant, hook);
+        let (active, shadow) = self.versions(tenant, hook);
         ProcessStatus {
             process: process.to_owned(),
-            active_revision: self.active(tenant, hook).map(|l| l.revision),
+            active_revision: active.as_ref().map(|l| l.revision),
             shadow_revision: shadow.as_ref().map(|l| l.revision),
+            active_load_error: active.as_ref().and_then(|l| l.load_error()),
+            shadow_load_error: shadow.as_ref().and_then(|l| l.load_error()),
             shadow: shadow.map(|l| l.shadow_stats().report()),
+            deploys: self.deploys.of(tenant, hook),
         }
     }
 
@@ -179,6 +223,7 @@ impl Plugins {
             .await
             .map_err(|e| RegistryError::Backbone(switchboard_backbone::cause(e)))?;
         let plugins = self.clone();
+        let _ = self.process.set(process.clone());
         Ok(tokio::spawn(async move {
             while let Some(request) = requests.next().await {
                 let key = request

@@ -14,13 +14,18 @@ function listed() {
     .filter((w) => w.length > 0);
 }
 
-// `text` with every listed word's letters replaced by `*`.
+/**
+ * `text` with every listed word's letters replaced by `*`.
+ * @param {string} text
+ * @param {string[]} words
+ */
 function mask(text, words) {
   return text.replace(/[A-Za-z0-9]+/g, (word) =>
     words.includes(word.toLowerCase()) ? '*'.repeat(word.length) : word,
   );
 }
 
+/** @type {typeof import('switchboard:plugin/moderation@0.1.0')} */
 export const moderation = {
   moderate(message) {
     const content = message.content;

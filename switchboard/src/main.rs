@@ -10,6 +10,7 @@ mod bench;
 mod config;
 mod nats_server;
 mod plugin_bench;
+mod plugin_cache;
 mod plugin_cli;
 mod plugin_template;
 mod run;

@@ -15,9 +15,75 @@ const WIT: &str = include_str!("../../wit/0.1.0/plugin.wit");
 const PLUGINS_MANIFEST: &str = include_str!("../../plugins/Cargo.toml");
 const PLUGINS_LOCK: &str = include_str!("../../plugins/Cargo.lock");
 const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");
-const JS_NPMRC: &str = include_str!("../../plugins/js/.npmrc");
+const JS_LOCK: &str = include_str!("../../plugins/js/package-lock.json");
 const JS_BUILD: &str = include_str!("../../plugins/js/build.mjs");
+const JS_TYPES_SCRIPT: &str = include_str!("../../plugins/js/types.mjs");
+const JS_CONFIG: &str = include_str!("../../plugins/js/jsconfig.json");
 const JS_WORD_LIST: &str = include_str!("../../plugins/js/word-list.js");
+/// The npm package name of `plugins/js`, which a project takes its own.
+const JS_PACKAGE_NAME: &str = "\"name\": \"switchboard-js-plugins\"";
+
+/// The TypeScript declarations of every hook's world (`plugins/js/types`,
+/// which `node types.mjs --check` keeps equal to what jco makes of the
+/// WIT), by path in the project.
+const JS_TYPES: [(&str, &str); 11] = [
+    (
+        "types/moderator/moderator.d.ts",
+        include_str!("../../plugins/js/types/moderator/moderator.d.ts"),
+    ),
+    (
+        "types/moderator/interfaces/switchboard-plugin-host.d.ts",
+        include_str!("../../plugins/js/types/moderator/interfaces/switchboard-plugin-host.d.ts"),
+    ),
+    (
+        "types/moderator/interfaces/switchboard-plugin-moderation.d.ts",
+        include_str!(
+            "../../plugins/js/types/moderator/interfaces/switchboard-plugin-moderation.d.ts"
+        ),
+    ),
+    (
+        "types/moderator/interfaces/switchboard-plugin-types.d.ts",
+        include_str!("../../plugins/js/types/moderator/interfaces/switchboard-plugin-types.d.ts"),
+    ),
+    (
+        "types/edit-policy-plugin/edit-policy-plugin.d.ts",
+        include_str!("../../plugins/js/types/edit-policy-plugin/edit-policy-plugin.d.ts"),
+    ),
+    (
+        "types/edit-policy-plugin/interfaces/switchboard-plugin-edit-policy.d.ts",
+        include_str!(
+            "../../plugins/js/types/edit-policy-plugin/interfaces/switchboard-plugin-edit-policy.d.ts"
+        ),
+    ),
+    (
+        "types/edit-policy-plugin/interfaces/switchboard-plugin-host.d.ts",
+        include_str!(
+            "../../plugins/js/types/edit-policy-plugin/interfaces/switchboard-plugin-host.d.ts"
+        ),
+    ),
+    (
+        "types/fan-out-plugin/fan-out-plugin.d.ts",
+        include_str!("../../plugins/js/types/fan-out-plugin/fan-out-plugin.d.ts"),
+    ),
+    (
+        "types/fan-out-plugin/interfaces/switchboard-plugin-fan-out.d.ts",
+        include_str!(
+            "../../plugins/js/types/fan-out-plugin/interfaces/switchboard-plugin-fan-out.d.ts"
+        ),
+    ),
+    (
+        "types/fan-out-plugin/interfaces/switchboard-plugin-host.d.ts",
+        include_str!(
+            "../../plugins/js/types/fan-out-plugin/interfaces/switchboard-plugin-host.d.ts"
+        ),
+    ),
+    (
+        "types/fan-out-plugin/interfaces/switchboard-plugin-types.d.ts",
+        include_str!(
+            "../../plugins/js/types/fan-out-plugin/interfaces/switchboard-plugin-types.d.ts"
+        ),
+    ),
+];
 
 /// Per hook: the SDK feature, the example's source, and a sample input
 /// for `switchboard plugin call`.
@@ -149,30 +215,45 @@ fn rust_files(hook: Hook, name: &str) -> anyhow::Result<Vec<(String, String)>> {
 }
 
 /// A JavaScript project: the repository's JavaScript word-list, its build
-/// script and npm manifest, and the WIT package.
+/// script, npm manifest and lockfile (what `npm ci` installs is what the
+/// repository's plugins are built and tested with), the WIT package and
+/// the TypeScript declarations of its worlds.
 fn js_files(hook: Hook, name: &str) -> anyhow::Result<Vec<(String, String)>> {
     if hook != Hook::Moderation {
         bail!(
             "the JavaScript template is a moderator; for the other hooks start from it and the types in plugins/README.md"
         );
     }
-    let package = JS_PACKAGE
-        .replace("\"switchboard-js-plugins\"", &format!("\"{name}\""))
-        .replace(
-            "\"build\": \"node build.mjs\"",
-            "\"build\": \"node build.mjs moderator.js moderator dist/plugin.wasm\"",
-        );
+    let own_name = format!("\"name\": \"{name}\"");
+    let package = JS_PACKAGE.replace(JS_PACKAGE_NAME, &own_name).replace(
+        "\"build\": \"node build.mjs\"",
+        "\"build\": \"node build.mjs moderator.js moderator dist/plugin.wasm\"",
+    );
     let (_, _, sample) = hook_template(hook);
-    Ok(vec![
+    let mut files = vec![
         ("package.json".to_owned(), package),
-        (".npmrc".to_owned(), JS_NPMRC.to_owned()),
+        (
+            "package-lock.json".to_owned(),
+            JS_LOCK.replace(JS_PACKAGE_NAME, &own_name),
+        ),
         ("build.mjs".to_owned(), JS_BUILD.to_owned()),
+        ("types.mjs".to_owned(), JS_TYPES_SCRIPT.to_owned()),
+        (
+            "jsconfig.json".to_owned(),
+            JS_CONFIG.replace("\"word-list.js\"", "\"moderator.js\""),
+        ),
         ("moderator.js".to_owned(), JS_WORD_LIST.to_owned()),
         ("wit/plugin.wit".to_owned(), WIT.to_owned()),
         ("sample.json".to_owned(), format!("{sample}\n")),
         ("README.md".to_owned(), js_readme(name)),
         (".gitignore".to_owned(), "/node_modules\n/dist\n".to_owned()),
-    ])
+    ];
+    files.extend(
+        JS_TYPES
+            .iter()
+            .map(|(path, text)| ((*path).to_owned(), (*text).to_owned())),
+    );
+    Ok(files)
 }
 
 fn js_readme(name: &str) -> String {
@@ -183,11 +264,24 @@ A Switchboard moderation plugin in JavaScript: `moderator.js`, built into a
 component (with the StarlingMonkey engine) by ComponentizeJS.
 
 ```sh
-npm install                              # once
+npm ci                                   # once: the versions package-lock.json pins
 npm run build                            # dist/plugin.wasm
 switchboard plugin check dist/plugin.wasm
 switchboard plugin call dist/plugin.wasm --hook moderation --input sample.json
+npm run typecheck                        # moderator.js against the WIT's types
 ```
+
+`types/` holds the TypeScript declarations of each hook's world, made
+from `wit/plugin.wit` by jco (`npm run types`; `npm run check-types`
+fails if they no longer match): editors show the message, the verdict
+and the host imports from them, and `npm run typecheck` checks
+`moderator.js` against them (the `@type` comment above `moderation`). For
+another hook, export its interface (`editPolicy`, `fanOut`) and build
+with its world (`edit-policy-plugin`, `fan-out-plugin`).
+
+`switchboard plugin check` compiles the component once and keeps its
+code in `~/.cache/switchboard/plugins`; later checks and calls of the
+same build load it in milliseconds.
 
 Then deploy it as a shadow beside the active version, watch how often it
 agrees, promote it, and roll back if need be, as `plugins/README.md` in
@@ -263,6 +357,45 @@ repository.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_javascript_template_carries_every_worlds_types_and_its_own_name() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/js/types");
+        let mut on_disk = Vec::new();
+        let mut walk = vec![std::path::PathBuf::from(dir)];
+        while let Some(d) = walk.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk.push(path);
+                } else {
+                    let relative = path.strip_prefix(dir).unwrap().display().to_string();
+                    on_disk.push(format!("types/{relative}"));
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = JS_TYPES.iter().map(|(p, _)| (*p).to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            listed, on_disk,
+            "list every file of plugins/js/types in JS_TYPES"
+        );
+        let files = js_files(Hook::Moderation, "my-moderator").unwrap();
+        let file = |name: &str| &files.iter().find(|(p, _)| p == name).unwrap().1;
+        assert!(JS_LOCK.contains(JS_PACKAGE_NAME) && JS_PACKAGE.contains(JS_PACKAGE_NAME));
+        for manifest in ["package.json", "package-lock.json"] {
+            assert!(
+                !file(manifest).contains("switchboard-js-plugins"),
+                "{manifest}"
+            );
+            assert!(
+                file(manifest).contains("\"name\": \"my-moderator\""),
+                "{manifest}"
+            );
+        }
+        assert!(file("jsconfig.json").contains("\"moderator.js\""));
+    }
 
     #[test]
     fn the_sdk_manifest_stands_alone_with_the_tested_wit_bindgen() {

@@ -16,6 +16,7 @@ mod media;
 mod members;
 mod metered;
 mod openapi;
+mod plugin_deploys;
 mod plugins;
 mod presence;
 mod public;
@@ -160,9 +161,9 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
         )
         .route_with_body_limit(
             "/v1/admin/plugins/{hook}",
-            plugins::deploy_op(),
+            plugin_deploys::deploy_op(),
             DefaultBodyLimit::max(plugin_upload_limit),
-            plugins::deploy,
+            plugin_deploys::deploy,
         )
         .route(
             "/v1/admin/plugins/{hook}",
@@ -181,9 +182,19 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
         )
         .route_with_body_limit(
             "/v1/admin/plugins/{hook}/shadow",
-            plugins::deploy_shadow_op(),
+            plugin_deploys::deploy_shadow_op(),
             DefaultBodyLimit::max(plugin_upload_limit),
-            plugins::deploy_shadow,
+            plugin_deploys::deploy_shadow,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/deploys",
+            plugin_deploys::deploys_op(),
+            plugin_deploys::deploys,
+        )
+        .route(
+            "/v1/admin/plugins/{hook}/deploys/{id}",
+            plugin_deploys::deploy_progress_op(),
+            plugin_deploys::deploy_progress,
         )
         .route(
             "/v1/admin/plugins/{hook}/shadow",

@@ -1,26 +1,18 @@
-//! The tenant admin API for plugins (F22, PROTOCOL.md): deploy, list,
-//! remove and roll back the tenant's plugin for each hook. Only tokens
-//! with `role: "admin"` may call it (`Admin`, checked from the head before
-//! any upload is read), and only for their own tenant.
-//!
-//! An upload is either the raw component (`Content-Type:
-//! application/wasm`, configuration as `config.<key>=<value>` query
-//! parameters, `on_failure=open|closed`) or JSON `{ "component": base64,
-//! "config": {..}, "on_failure": .. }`.
+//! The tenant admin API for plugins (F22, PROTOCOL.md): list, remove and
+//! roll back the tenant's plugin for each hook, its shadow, replays over
+//! history (deploys: `plugin_deploys.rs`). Only tokens with `role:
+//! "admin"` may call it (`Admin`, checked from the head before any
+//! upload is read), and only for their own tenant.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use base64::Engine as _;
+use axum::extract::State;
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use switchboard_plugin_host::deploy::{Listing, ShadowListing, Upload, VersionEntry};
+use switchboard_plugin_host::deploy::{Listing, ShadowListing, VersionEntry};
 use switchboard_plugin_host::host::{CallError, Verdict};
-use switchboard_plugin_host::registry::{OnFailure, Slot};
+use switchboard_plugin_host::registry::Slot;
 use switchboard_plugin_host::{Hook, ModerationInput};
 use switchboard_protocol::{Content, ConversationId, ErrorCode, MessageId, UserId};
 use switchboard_store::HistoryQuery;
@@ -48,159 +40,6 @@ impl PathParam for Hook {
             )
         })
     }
-}
-
-/// A deploy as JSON, the component in base64.
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct JsonUpload {
-    /// The component, base64 (standard alphabet, padded).
-    #[schemars(extend("contentEncoding" = "base64"))]
-    component: String,
-    /// Values the plugin reads through its `config` import.
-    #[serde(default)]
-    #[schemars(extend(
-        "maxProperties" = MAX_CONFIG_ENTRIES,
-        "propertyNames" = { "minLength": 1, "maxLength": MAX_CONFIG_KEY },
-        "additionalProperties" = { "type": "string", "maxLength": MAX_CONFIG_VALUE }
-    ))]
-    config: BTreeMap<String, String>,
-    #[serde(default)]
-    on_failure: OnFailure,
-}
-
-/// Longest configuration key and value, and most entries.
-const MAX_CONFIG_KEY: usize = 128;
-const MAX_CONFIG_VALUE: usize = 16 * 1024;
-const MAX_CONFIG_ENTRIES: usize = 64;
-
-fn check_config(config: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    if config.len() > MAX_CONFIG_ENTRIES {
-        return Err(ApiError::invalid(format!(
-            "more than {MAX_CONFIG_ENTRIES} configuration values"
-        )));
-    }
-    // Characters, as the OpenAPI document's maxLength counts them.
-    for (k, v) in config {
-        let (key, value) = (k.chars().count(), v.chars().count());
-        if key == 0 || key > MAX_CONFIG_KEY || value > MAX_CONFIG_VALUE {
-            return Err(ApiError::invalid(format!(
-                "configuration keys are 1 to {MAX_CONFIG_KEY} characters and values at most {MAX_CONFIG_VALUE}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// An upload, whichever form it came in: the component's bytes with the
-/// configuration in the query string, or JSON.
-fn parse_upload(
-    headers: &HeaderMap,
-    query: BTreeMap<String, String>,
-    body: Bytes,
-) -> Result<Upload, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if content_type.starts_with("application/json") {
-        let upload: JsonUpload =
-            serde_json::from_slice(&body).map_err(|e| ApiError::invalid(e.to_string()))?;
-        let component = base64::engine::general_purpose::STANDARD
-            .decode(upload.component.as_bytes())
-            .map_err(|e| ApiError::invalid(format!("component is not base64: {e}")))?;
-        return Ok(Upload {
-            component,
-            config: upload.config,
-            on_failure: upload.on_failure,
-        });
-    }
-    if !content_type.starts_with("application/wasm") {
-        return Err(ApiError::invalid(
-            "send the component as application/wasm, or JSON with a base64 `component`",
-        ));
-    }
-    let mut config = BTreeMap::new();
-    let mut on_failure = OnFailure::default();
-    for (k, v) in query {
-        if let Some(key) = k.strip_prefix("config.") {
-            config.insert(key.to_owned(), v);
-        } else if k == "on_failure" {
-            on_failure = match v.as_str() {
-                "closed" => OnFailure::Closed,
-                "open" => OnFailure::Open,
-                _ => return Err(ApiError::invalid("on_failure is `closed` or `open`")),
-            };
-        } else {
-            return Err(ApiError::invalid(format!(
-                "unknown parameter {k:?}: use config.<key>=<value> and on_failure"
-            )));
-        }
-    }
-    Ok(Upload {
-        component: body.to_vec(),
-        config,
-        on_failure,
-    })
-}
-
-impl Operation {
-    /// A version's upload, in either form `parse_upload` takes.
-    fn upload(self) -> Self {
-        self.query::<String>(
-            "config.<key>",
-            "With a raw upload: a configuration value (any number of them).",
-        )
-        .query::<OnFailure>(
-            "on_failure",
-            "With a raw upload: moderation's failure policy (default closed).",
-        )
-        .bytes_body("application/wasm")
-        .json_body::<JsonUpload>()
-    }
-}
-
-/// `PUT /v1/admin/plugins/{hook}`
-pub(super) fn deploy_op() -> Operation {
-    Operation::put("Deploy a plugin version")
-        .describe("Admin role. Validates the component (a WebAssembly component of the hook's world in wit/0.1.0 that passes a trial call), stores it and makes it active on every gateway and worker. Answers once this gateway runs it. The body is the component itself (application/wasm, with configuration in the query string) or JSON. See plugins/README.md.")
-        .path::<Hook>("hook", "The hook.")
-        .upload()
-        .reply::<VersionEntry>(201, "Deployed.")
-        .errors(&[404])
-}
-
-pub(super) async fn deploy(
-    State(gw): State<Shared>,
-    Admin(id): Admin,
-    path: PathParams<Hook>,
-    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    deploy_to(&gw, &id, path, Slot::Active, query, &headers, body).await
-}
-
-/// A deploy to `slot`, in either upload form.
-async fn deploy_to(
-    gw: &Gateway,
-    id: &Identity,
-    path: PathParams<Hook>,
-    slot: Slot,
-    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    let hook = path.get()?;
-    let Query(query) = query?;
-    let upload = parse_upload(headers, query, body?)?;
-    check_config(&upload.config)?;
-    let entry = gw
-        .deployer
-        .deploy(&id.tenant, hook, slot, upload, &id.user)
-        .await?;
-    converge(gw, id, hook, slot, Some(entry.revision)).await;
-    Ok((StatusCode::CREATED, Json(entry)))
 }
 
 /// `GET /v1/admin/plugins/{hook}`
@@ -260,27 +99,6 @@ pub(super) async fn rollback(
     let entry = gw.deployer.rollback(&id.tenant, hook, &id.user).await?;
     converge(&gw, &id, hook, Slot::Active, Some(entry.revision)).await;
     Ok(Json(entry))
-}
-
-/// `PUT /v1/admin/plugins/{hook}/shadow`
-pub(super) fn deploy_shadow_op() -> Operation {
-    Operation::put("Deploy a shadow version")
-        .describe("Admin role. Checked, stored and counted against the storage caps like a deploy (same body forms), then run on every gateway and worker beside the active version, on the same live input under the same limits, without effect: it replaces the hook's shadow before. GET .../shadow reports how often it agrees. See plugins/README.md.")
-        .path::<Hook>("hook", "The hook.")
-        .upload()
-        .reply::<VersionEntry>(201, "Deployed as the shadow.")
-        .errors(&[404])
-}
-
-pub(super) async fn deploy_shadow(
-    State(gw): State<Shared>,
-    Admin(id): Admin,
-    path: PathParams<Hook>,
-    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<VersionEntry>), ApiError> {
-    deploy_to(&gw, &id, path, Slot::Shadow, query, &headers, body).await
 }
 
 /// `GET /v1/admin/plugins/{hook}/shadow`
@@ -558,7 +376,13 @@ pub(super) async fn replay(
 /// Waits (boundedly) until this gateway runs `revision` in `slot`, or runs
 /// nothing there for `None`, so an admin's next request here sees the
 /// change.
-async fn converge(gw: &Gateway, id: &Identity, hook: Hook, slot: Slot, revision: Option<u64>) {
+pub(super) async fn converge(
+    gw: &Gateway,
+    id: &Identity,
+    hook: Hook,
+    slot: Slot,
+    revision: Option<u64>,
+) {
     let started = Instant::now();
     loop {
         let running = match slot {

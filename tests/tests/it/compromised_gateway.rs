@@ -91,6 +91,20 @@ async fn a_compromised_gateway_is_refused_by_nats_or_the_services() {
         .put("victim.sha256:00", &mut &b"not a component"[..])
         .await;
     assert!(planted.is_err(), "a gateway must not write sb_plugin_code");
+    // Nor compiled code, which every process loads as machine code: a
+    // gateway may read `sb_plugin_compiled`, never write it.
+    let compiled = gjs.get_object_store("sb_plugin_compiled").await.unwrap();
+    let planted = compiled
+        .put("victim.sha256:00@wt48_0_8-00", &mut &b"SBPCODE1 forged"[..])
+        .await;
+    assert!(
+        planted.is_err(),
+        "a gateway must not write sb_plugin_compiled"
+    );
+    assert!(
+        compiled.get("victim.sha256:00@wt48_0_8-00").await.is_err(),
+        "nothing was written"
+    );
     // ...and should such a record come (here from the admin user), every
     // process reads it within its bounds instead of allocating what it
     // claims: the object exists, the record lies about its size.

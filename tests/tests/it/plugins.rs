@@ -1713,7 +1713,10 @@ async fn replaced_shadows_count_against_the_byte_cap_until_they_are_deleted() {
 #[tokio::test]
 async fn one_tenants_slow_activation_does_not_hold_up_anothers() {
     let cluster = Cluster::start(ClusterSpec {
-        extra_config: "[plugins]\ncompile_timeout_ms = 300000\n".into(),
+        // No sharing of compiled code (`max_precompiled_bytes = 0`): the
+        // gateway must compile acme's engine itself, the slow activation
+        // this test is about (with sharing it loads it in milliseconds).
+        extra_config: "[plugins]\ncompile_timeout_ms = 300000\nmax_precompiled_bytes = 0\n".into(),
         ..Default::default()
     })
     .await;
@@ -1762,4 +1765,109 @@ async fn one_tenants_slow_activation_does_not_hold_up_anothers() {
         "globex's version ran on the gateway {:?} after its deploy, acme's still compiling",
         started.elapsed()
     );
+}
+
+/// Issue 32, item 6: deploys compile outside the admin's request. Without
+/// `wait` a deploy answers as it always did (201 once over); with
+/// `wait=false` a JavaScript one (tens of seconds of compiling) answers 202
+/// at once with its progress, which the admin polls until every process
+/// runs it. The worker shares the code it compiled in
+/// `sb_plugin_compiled`, so deploying the same component again is over
+/// within the moment `wait=false` allows.
+#[tokio::test]
+async fn a_deploy_that_does_not_wait_reports_its_progress_and_shares_its_code() {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways: 2,
+        // A debug build compiles a JavaScript engine for tens of seconds.
+        extra_config: "[plugins]\ncompile_timeout_ms = 300000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let admin = admin(&cluster, 0);
+
+    // The contract of before: no `wait`, 201 with the version.
+    let http = reqwest::Client::new();
+    let put = http
+        .put(format!("{}/v1/admin/plugins/moderation", admin.base()))
+        .bearer_auth(admin.token())
+        .header("content-type", "application/wasm")
+        .body(plugin("word-list"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 201);
+    let rust: Value = put.json().await.unwrap();
+    converge(&cluster, "moderation", Some(revision(&rust))).await;
+    // `wait` is true or false, nothing else.
+    let bad = http
+        .put(format!(
+            "{}/v1/admin/plugins/moderation?wait=soon",
+            admin.base()
+        ))
+        .bearer_auth(admin.token())
+        .header("content-type", "application/wasm")
+        .body(plugin("word-list"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+
+    let js = plugin("js-word-list");
+    let (status, accepted) = admin
+        .start_plugin_deploy("moderation", js.clone(), &[])
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{accepted}");
+    assert!(
+        ["queued", "compiling"].contains(&accepted["state"].as_str().unwrap()),
+        "{accepted}"
+    );
+    let id = accepted["id"].as_str().unwrap().to_owned();
+    // The hook's deploys list it.
+    let listed = admin.plugin_deploys("moderation").await.unwrap();
+    assert!(
+        listed.as_array().unwrap().iter().any(|d| d["id"] == id),
+        "{listed}"
+    );
+    let started = Instant::now();
+    let done = loop {
+        let progress = admin.plugin_deploy("moderation", &id).await.unwrap();
+        match progress["state"].as_str().unwrap() {
+            "active" => break progress,
+            "failed" => panic!("the deploy failed: {progress}"),
+            _ => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "not active: {progress}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(done["code"], "compiled", "{done}");
+    let version = &done["version"];
+    let processes = done["processes"].as_array().unwrap();
+    assert!(processes.len() >= 3, "two gateways and the worker: {done}");
+    assert!(processes.iter().all(|p| p["running"] == true), "{done}");
+    converge(&cluster, "moderation", Some(revision(version))).await;
+
+    // The worker shared what it compiled, under this engine's fingerprint.
+    let nats = async_nats::connect(cluster.nats.url()).await.unwrap();
+    let js_ctx = async_nats::jetstream::new(nats);
+    let compiled = js_ctx.get_object_store("sb_plugin_compiled").await.unwrap();
+    let prefix = format!("{TENANT}.{}@wt", version["digest"].as_str().unwrap());
+    let mut names = Vec::new();
+    let mut list = compiled.list().await.unwrap();
+    while let Some(info) = futures::StreamExt::next(&mut list).await {
+        names.push(info.unwrap().name);
+    }
+    assert!(names.iter().any(|n| n.starts_with(&prefix)), "{names:?}");
+
+    // The same component again, as the shadow: its code is made already,
+    // so even without waiting the answer is the version.
+    let (status, shadow) = admin
+        .start_shadow_plugin_deploy("moderation", js, &[])
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{shadow}");
+    assert_eq!(shadow["digest"], version["digest"]);
 }
