@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use switchboard_backbone::records::refusals::{Refusals, SendKey};
-use switchboard_protocol::{ClientMsgId, ConversationId, TenantId, UserId};
+use switchboard_protocol::{ClientMsgId, Content, ConversationId, ServerFrame, TenantId, UserId};
 use switchboard_store::{SentKey, Store};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -107,8 +107,22 @@ impl Answering {
     /// `ack` or `error` frame as it came: written, then the send settled
     /// (so a drain that waits for it closes after it).
     pub(crate) fn writer_answered(self: &Arc<Self>, id: &ClientMsgId, frame: Outbound) {
+        let shown = self.on(|s| (s.stored_content(id), Vec::new()));
+        let frame = match shown {
+            Some(content) => with_content(frame, content),
+            None => frame,
+        };
         let _ = self.tx.try_send(frame);
         self.on(|s| ((), s.answered(id, Instant::now())));
+    }
+
+    /// The send was stored as `content`, not as sent: its `ack` carries
+    /// it.
+    pub(crate) fn show_stored(self: &Arc<Self>, id: &ClientMsgId, content: &Content) {
+        self.on(|s| {
+            s.show_stored(id, content.clone());
+            ((), Vec::new())
+        });
     }
 
     /// NATS reconnected (to connection epoch `epoch`): a moment later,
@@ -199,5 +213,31 @@ impl Answering {
                 Found::Nothing
             }
         }
+    }
+}
+
+/// The writer's `ack` (built without content: the writer does not know
+/// what was sent) with the stored content added.
+fn with_content(frame: Outbound, content: Content) -> Outbound {
+    let Outbound::Frame(text) = &frame else {
+        return frame;
+    };
+    match serde_json::from_str::<ServerFrame>(text.as_str()) {
+        Ok(ServerFrame::Ack {
+            client_msg_id,
+            conversation_id,
+            message_id,
+            seq,
+            status,
+            content: _,
+        }) => Outbound::frame(&ServerFrame::Ack {
+            client_msg_id,
+            conversation_id,
+            message_id,
+            seq,
+            status,
+            content: Some(content),
+        }),
+        _ => frame,
     }
 }

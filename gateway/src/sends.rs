@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use switchboard_protocol::{ClientMsgId, ConversationId, ErrorCode, Message, ServerFrame};
+use switchboard_protocol::{ClientMsgId, Content, ConversationId, ErrorCode, Message, ServerFrame};
 
 /// How much a connection may have waiting.
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +102,9 @@ struct Waiting {
     checked_at: Instant,
     /// A look-up is out.
     looking: bool,
+    /// Stored as this rather than as sent (a moderation plugin rewrote
+    /// it): the answer carries it.
+    stored_content: Option<Content>,
 }
 
 /// The sends of one connection.
@@ -177,9 +180,24 @@ impl Sends {
                 unstored: bytes,
                 checked_at: now,
                 looking: false,
+                stored_content: None,
             },
         );
         Ok(ticket)
+    }
+
+    /// The accepted send is stored as `content`, not as its client sent
+    /// it: its `ack` must say so.
+    pub(crate) fn show_stored(&mut self, id: &ClientMsgId, content: Content) {
+        if let Some(w) = self.waiting.get_mut(id) {
+            w.stored_content = Some(content);
+        }
+    }
+
+    /// What the send's `ack` must carry as the stored content, if it was
+    /// not stored as sent.
+    pub(crate) fn stored_content(&self, id: &ClientMsgId) -> Option<Content> {
+        self.waiting.get(id)?.stored_content.clone()
     }
 
     /// JetStream answered the publish of `ticket`.
@@ -254,7 +272,11 @@ impl Sends {
         w.looking = false;
         w.checked_at = now;
         let conversation = w.conversation.clone();
+        let rewritten = w.stored_content.is_some();
         match found {
+            Found::Stored(message) if rewritten => {
+                self.answer(id, ServerFrame::ack_showing_content(&message), now)
+            }
             Found::Stored(message) => self.answer(id, ServerFrame::ack(&message), now),
             Found::Refused { code, message } => self.answer(
                 id,

@@ -80,6 +80,13 @@ pub struct GatewayParts {
     pub refusals: Refusals,
 }
 
+/// Content as the tenant's moderation plugin left it.
+pub(crate) struct Moderated {
+    pub content: Content,
+    /// The plugin changed it: its sender must be shown what was stored.
+    pub rewritten: bool,
+}
+
 impl Gateway {
     /// Assembles the parts, after checking the settings no gateway can
     /// work with.
@@ -146,9 +153,13 @@ impl Gateway {
         id: &Identity,
         conversation: &ConversationId,
         content: Content,
-    ) -> Result<Content, ApiError> {
+    ) -> Result<Moderated, ApiError> {
+        let kept = |content| Moderated {
+            content,
+            rewritten: false,
+        };
         if !self.plugins.wants(&id.tenant, Hook::Moderation) {
-            return Ok(content);
+            return Ok(kept(content));
         }
         let (kind, member_count) = self
             .shapes
@@ -163,8 +174,11 @@ impl Gateway {
             content: &content,
         };
         match self.plugins.moderate(&input, &self.config.limits.content) {
-            Moderation::Allow => Ok(content),
-            Moderation::Rewrite(rewritten) => Ok(rewritten),
+            Moderation::Allow => Ok(kept(content)),
+            Moderation::Rewrite(rewritten) => Ok(Moderated {
+                rewritten: rewritten != content,
+                content: rewritten,
+            }),
             Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
             Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
         }

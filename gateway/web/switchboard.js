@@ -559,7 +559,7 @@ var SwitchboardClient = class extends Emitter {
             sender_id: me.user,
             sender_device: me.device,
             client_msg_id: frame.client_msg_id,
-            content: pending.frame.content,
+            content: frame.content ?? pending.frame.content,
             created_at: (/* @__PURE__ */ new Date()).toISOString(),
             edited_at: null,
             deleted_at: null

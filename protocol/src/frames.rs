@@ -220,6 +220,10 @@ pub enum ServerFrame {
         seq: u64,
         /// Always `"sent"`.
         status: String,
+        /// What was stored, only when it differs from what was sent (a
+        /// moderation plugin rewrote it): the sender shows this instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Content>,
     },
     Message {
         message: Message,
@@ -294,7 +298,18 @@ impl ServerFrame {
             message_id: message.message_id,
             seq: message.seq,
             status: "sent".to_owned(),
+            content: None,
         }
+    }
+
+    /// The `ack` of a send whose stored content is not what its sender
+    /// sent: it carries the stored content.
+    pub fn ack_showing_content(message: &Message) -> Self {
+        let mut ack = Self::ack(message);
+        if let Self::Ack { content, .. } = &mut ack {
+            content.clone_from(&message.content);
+        }
+        ack
     }
 
     /// An `error` that answers no request in particular.

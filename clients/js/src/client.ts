@@ -358,7 +358,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         const pending = this.pending.get(frame.client_msg_id);
         this.pending.delete(frame.client_msg_id);
         // The sending device gets the ack instead of the message: the
-        // message joins the conversation's state from what was sent.
+        // message joins the conversation's state from what was sent, or
+        // from what was stored when a moderation plugin rewrote it (the
+        // ack then carries the stored content).
         const me = this.tokens.identity();
         if (pending && me) {
           this.received({
@@ -368,7 +370,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
             sender_id: me.user,
             sender_device: me.device,
             client_msg_id: frame.client_msg_id,
-            content: pending.frame.content,
+            content: frame.content ?? pending.frame.content,
             created_at: new Date().toISOString(),
             edited_at: null,
             deleted_at: null,

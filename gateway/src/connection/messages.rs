@@ -36,8 +36,9 @@ impl Connection {
             self.reply(refuse(e));
             return;
         }
-        let content = match self.gw.moderate(&self.id, &conversation_id, content).await {
-            Ok(content) => content,
+        let (content, rewritten) = match self.gw.moderate(&self.id, &conversation_id, content).await
+        {
+            Ok(moderated) => (moderated.content, moderated.rewritten),
             Err(e) => {
                 self.reply(refuse(e));
                 return;
@@ -61,6 +62,9 @@ impl Connection {
                 return;
             }
         };
+        if rewritten {
+            self.answering.show_stored(&client_msg_id, &content);
+        }
         let command = Command::Send(SendCommand {
             tenant: self.id.tenant.clone(),
             conversation_id: conversation_id.clone(),
@@ -123,7 +127,7 @@ impl Connection {
         // An edit is new content: it is moderated like a send.
         let content = match content {
             Some(c) => match self.gw.moderate(&self.id, &conversation_id, c).await {
-                Ok(c) => Some(c),
+                Ok(moderated) => Some(moderated.content),
                 Err(e) => {
                     self.reply(refuse(e));
                     return;

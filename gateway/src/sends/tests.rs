@@ -374,3 +374,42 @@ fn the_next_tick_is_the_earliest_thing_to_do() {
     sends.pub_acked(&m, ticket, PubAck::New);
     assert_eq!(sends.next_tick(), Some(start + LIMITS.overdue));
 }
+
+#[test]
+fn a_send_stored_other_than_sent_is_answered_with_what_was_stored() {
+    let start = Instant::now();
+    let mut sends = Sends::new(LIMITS);
+    let (c, plain, masked) = (
+        ConversationId::new("c").unwrap(),
+        ClientMsgId::new("plain").unwrap(),
+        ClientMsgId::new("masked").unwrap(),
+    );
+    let stored = Content::Text {
+        text: "well ****".into(),
+    };
+    for m in [&plain, &masked] {
+        let ticket = sends.accept(m, &c, 1, 1, start).unwrap();
+        sends.pub_acked(m, ticket, PubAck::New);
+    }
+    sends.show_stored(&masked, stored.clone());
+    assert_eq!(sends.stored_content(&plain), None);
+    assert_eq!(sends.stored_content(&masked), Some(stored.clone()));
+
+    // Answered from the store: the rewritten one's ack carries it.
+    let ack_content = |actions: Vec<Action>| {
+        actions.into_iter().find_map(|a| match a {
+            Action::Write(frame) => match *frame {
+                ServerFrame::Ack { content, .. } => Some(content),
+                _ => None,
+            },
+            _ => None,
+        })
+    };
+    let mut found = |id: &ClientMsgId| {
+        let mut message = message(id.as_str());
+        message.content = Some(stored.clone());
+        ack_content(sends.found(id, Found::Stored(Box::new(message)), start))
+    };
+    assert_eq!(found(&plain), Some(None));
+    assert_eq!(found(&masked), Some(Some(stored.clone())));
+}

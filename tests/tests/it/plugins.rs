@@ -111,7 +111,27 @@ async fn an_admin_deploys_replaces_rolls_back_and_removes_a_moderator_on_two_gat
 
     let mut alice = cluster.ws(1, "alice", "phone").await;
     let mut bob = cluster.ws(0, "bob", "phone").await;
-    send_acked(&mut alice, &conv, "m1", "well darn it").await;
+    // The sender's ack carries what was stored, as it differs from what
+    // was sent; an ack of a send stored as sent carries no content.
+    alice
+        .send(&send_frame(&conv, "m1", "well darn it"))
+        .await
+        .unwrap();
+    let shown = expect(&mut alice, "the ack of m1", |f| match f {
+        ServerFrame::Ack {
+            client_msg_id,
+            content,
+            ..
+        } if client_msg_id.as_str() == "m1" => Some(content),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        shown,
+        Some(Content::Text {
+            text: "well **** it".into()
+        })
+    );
     assert_eq!(text_of(&expect_message(&mut bob).await), "well **** it");
 
     // Replaced: the same component, configured to reject.
