@@ -27,13 +27,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::ClusterInfo;
 use switchboard_backbone::definitions::ingest_stream_name;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// How often the leader worker looks at the leaders.
 const BALANCE_EVERY: Duration = Duration::from_secs(5);
@@ -62,7 +61,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        if !ctx.leader.load(Ordering::Relaxed) {
+        if !ctx.leader.holds() {
             continue;
         }
         let Some(groups) = read_groups(&ctx).await else {
