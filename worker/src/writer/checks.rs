@@ -207,6 +207,17 @@ impl DeliveryChecks {
     }
 }
 
+/// Where a new consumer is moved before anything is pulled from it: to
+/// its stream's leader, when it is led elsewhere. `None` when there is
+/// nothing to move: the cluster cannot tell, the two are together, or the
+/// consumer is no Raft group at all (a single server, where asking for a
+/// move would wait out the request's timeout for no answer).
+pub(super) fn move_to(stream: Option<&Group>, consumer: Option<&Group>) -> Option<String> {
+    let target = stream?.leader.clone()?;
+    let consumer = consumer?;
+    (consumer.leader.as_ref() != Some(&target)).then_some(target)
+}
+
 /// The nodes leading the stream and the consumer when they differ and the
 /// consumer can be placed with the stream (every replica of the stream is
 /// current); `None` when they agree or the cluster cannot tell now.
@@ -404,6 +415,51 @@ mod tests {
                 vec![GoOn, Count, GoOn, Locate],
             ),
         ]);
+    }
+
+    #[test]
+    fn a_new_consumer_is_moved_to_its_stream_leader_only_in_a_cluster() {
+        type Placement = (
+            &'static str,
+            Option<Group>,
+            Option<Group>,
+            Option<&'static str>,
+        );
+        let table: Vec<Placement> = vec![
+            (
+                "led elsewhere",
+                group("n1", true),
+                group("n3", true),
+                Some("n1"),
+            ),
+            (
+                "not yet led",
+                group("n1", true),
+                Some(Group::default()),
+                Some("n1"),
+            ),
+            ("together", group("n1", true), group("n1", true), None),
+            (
+                "one server: no consumer group",
+                group("n1", true),
+                None,
+                None,
+            ),
+            (
+                "the stream's leader unknown",
+                Some(Group::default()),
+                group("n3", true),
+                None,
+            ),
+            ("no answer", None, group("n3", true), None),
+        ];
+        for (case, stream, consumer, expected) in table {
+            assert_eq!(
+                move_to(stream.as_ref(), consumer.as_ref()).as_deref(),
+                expected,
+                "{case}"
+            );
+        }
     }
 
     #[test]

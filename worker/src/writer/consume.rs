@@ -20,7 +20,7 @@ use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, HEADER_REPLY, com
 use switchboard_backbone::trace;
 use tokio::sync::watch;
 
-use super::checks::{DeliveryChecks, Event, Group, Verdict};
+use super::checks::{DeliveryChecks, Event, Group, Verdict, move_to};
 use crate::archive;
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
@@ -364,13 +364,13 @@ fn write_span(command: &Command, partition: u16, traceparent: Option<&str>) -> t
 /// consumers too, and a node's loss touches only the partitions whose
 /// stream it led. Best effort, and bounded: the writer starts anyway.
 async fn co_locate(ctx: &Ctx, stream: &JsStream, consumer: &mut PullConsumer, partition: u16) {
-    let leader_of = |cluster: &Option<ClusterInfo>| cluster.as_ref().and_then(|c| c.leader.clone());
-    let Some(target) = leader_of(&stream.cached_info().cluster) else {
-        return; // one server: nothing to place
-    };
-    if leader_of(&consumer.cached_info().cluster).as_ref() == Some(&target) {
+    let group = |c: &Option<ClusterInfo>| c.as_ref().map(Group::from);
+    let Some(target) = move_to(
+        group(&stream.cached_info().cluster).as_ref(),
+        group(&consumer.cached_info().cluster).as_ref(),
+    ) else {
         return;
-    }
+    };
     let subject = format!(
         "CONSUMER.LEADER.STEPDOWN.{}.{}",
         stream.cached_info().config.name,
@@ -388,7 +388,7 @@ async fn co_locate(ctx: &Ctx, stream: &JsStream, consumer: &mut PullConsumer, pa
     let deadline = Instant::now() + ASK;
     while Instant::now() < deadline {
         if let Ok(info) = consumer.info().await
-            && leader_of(&info.cluster).as_ref() == Some(&target)
+            && info.cluster.as_ref().and_then(|c| c.leader.as_ref()) == Some(&target)
         {
             tracing::debug!(partition, leader = %target, "writer consumer placed with its stream");
             return;
