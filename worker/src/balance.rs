@@ -17,7 +17,7 @@
 //! notice only by missed heartbeats. Each writer follows its stream
 //! instead: one whose consumer is led apart from its stream starts over
 //! between batches, and its new consumer is placed with the stream
-//! (`writer.rs`, `led_apart` and `co_locate`). So the consumers spread as
+//! (`writer/checks.rs`, `apart` and `move_to`). So the consumers spread as
 //! the streams do.
 //!
 //! Only groups whose every replica is current are moved, and at most
