@@ -476,6 +476,12 @@ async fn a_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
             .count()
     );
     timeline.report(&sends, to);
+    // The stopped worker held partitions when it stopped: theirs waited
+    // for its leases to expire (else the test proves nothing).
+    assert!(
+        waits.iter().any(|w| *w >= Duration::from_secs(10)),
+        "no partition waited for the stopped worker's leases: {waits:?}"
+    );
     assert!(
         stale_after_new_owner.is_empty(),
         "messages the stalled worker made before its pause landed after the new owner's: {stale_after_new_owner:?}"
