@@ -173,7 +173,7 @@ pub fn push_dead_stream(config: &BackboneConfig) -> Result<stream::Config, Backb
     replicated("SB_PUSH_DEAD.json", PUSH_DEAD_STREAM_JSON, config)
 }
 
-/// Commands a writer set aside (`worker/src/writer.rs`, parking).
+/// Commands a writer set aside (`worker/src/writer/park.rs`).
 pub fn parked_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
     replicated("SB_PARKED.json", PARKED_STREAM_JSON, config)
 }

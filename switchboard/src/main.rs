@@ -495,8 +495,13 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         traces,
     } = external_setup(&args.external, "worker")?;
     let exposition = telemetry::install("worker")?;
-    let client = run::backbone(&nats, &backbone).await?;
+    // The store is served before JetStream is waited for: it needs only
+    // core NATS, and every writer in the cluster waits for it, also while
+    // JetStream elects leaders after a NATS node was lost with this
+    // worker (which once held the store back for 10 s).
+    let client = switchboard_backbone::connect(&nats).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
+    run::define(&client, &backbone).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client, None).await?;
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;

@@ -96,11 +96,24 @@ pub async fn backbone(
     config: &BackboneConfig,
 ) -> anyhow::Result<async_nats::Client> {
     let client = connect(nats).await?;
-    let js = jetstream::new(client.clone());
+    define(&client, config).await?;
+    Ok(client)
+}
+
+/// Makes sure every stream and bucket exists, retrying for 30 s while
+/// JetStream starts up or elects leaders.
+pub async fn define(client: &async_nats::Client, config: &BackboneConfig) -> anyhow::Result<()> {
+    // A request to a stream electing a leader gets no answer at all: a
+    // short timeout asks again soon after the election instead of waiting
+    // out the default 5 s per request (a process restarted beside a lost
+    // NATS node waited 10 s so).
+    let js = jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(2))
+        .build(client.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match definitions::ensure(&js, config).await {
-            Ok(()) => return Ok(client),
+            Ok(()) => return Ok(()),
             Err(e) if Instant::now() < deadline => {
                 tracing::info!(error = %e, "waiting for JetStream");
                 tokio::time::sleep(Duration::from_millis(250)).await;

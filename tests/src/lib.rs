@@ -17,6 +17,7 @@ pub mod frames;
 pub mod proc;
 pub mod reliable;
 pub mod s3;
+pub mod steady;
 pub mod tls;
 
 pub use cluster::{Cluster, ClusterSpec, SECRET, TENANT};

@@ -356,6 +356,26 @@ impl Proc {
         }
     }
 
+    /// SIGSTOP: the process stops where it is, its sockets left open, as
+    /// in a long stall (a frozen VM, swapping, a debugger); `resume`
+    /// lets it go on, unaware of the time that passed.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Proc::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status();
+        }
+    }
+
     /// SIGTERM, and wait for the exit status.
     pub async fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let mut c = self.child.take()?;

@@ -12,8 +12,6 @@
 //! move is logged and found again by the next scan.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::message::PublishMessage;
@@ -24,20 +22,8 @@ use switchboard_store::{BucketKey, Mutation, StoreError, day_bucket};
 
 use tracing::Instrument;
 
-use crate::Ctx;
-
-/// The archiver's settings.
-#[derive(Debug, Clone)]
-pub struct ArchiveConfig {
-    /// A bucket is archived once its day is this many days old (today's
-    /// bucket is 0 days old). Keep it above the inbox lifetime: archiving
-    /// removes the inbox entries of what it moves.
-    pub after_days: u32,
-    /// How often the leader scans.
-    pub every: Duration,
-    /// Most buckets one scan requests (the rest wait for the next scan).
-    pub max_per_scan: usize,
-}
+use crate::config::ArchiveConfig;
+use crate::ctx::Ctx;
 
 /// Bucket rows one scan step looks at.
 const STEP: usize = 4096;
@@ -52,7 +38,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        if ctx.leader.load(Ordering::Relaxed) {
+        if ctx.leader.holds() {
             scan(&ctx, &config).await;
         }
     }
@@ -96,7 +82,7 @@ async fn scan(ctx: &Ctx, config: &ArchiveConfig) {
             Some(next) => cursor = Some(next),
             None => break,
         }
-        if !ctx.leader.load(Ordering::Relaxed) {
+        if !ctx.leader.holds() {
             return;
         }
     }

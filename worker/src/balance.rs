@@ -17,7 +17,7 @@
 //! notice only by missed heartbeats. Each writer follows its stream
 //! instead: one whose consumer is led apart from its stream starts over
 //! between batches, and its new consumer is placed with the stream
-//! (`writer.rs`, `led_apart` and `co_locate`). So the consumers spread as
+//! (`writer/checks.rs`, `apart` and `move_to`). So the consumers spread as
 //! the streams do.
 //!
 //! Only groups whose every replica is current are moved, and at most
@@ -27,13 +27,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::ClusterInfo;
 use switchboard_backbone::definitions::ingest_stream_name;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// How often the leader worker looks at the leaders.
 const BALANCE_EVERY: Duration = Duration::from_secs(5);
@@ -62,7 +61,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        if !ctx.leader.load(Ordering::Relaxed) {
+        if !ctx.leader.holds() {
             continue;
         }
         let Some(groups) = read_groups(&ctx).await else {

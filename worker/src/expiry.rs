@@ -13,12 +13,11 @@
 //! `switchboard_writer_inbox_entries` to what it left.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use switchboard_protocol::Timestamp;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// Inbox entries one step looks at.
 const STEP: usize = 4096;
@@ -33,7 +32,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     let mut last_sweep: Option<tokio::time::Instant> = None;
     loop {
         check.tick().await;
-        if !ctx.leader.load(Ordering::Relaxed) {
+        if !ctx.leader.holds() {
             last_sweep = None;
             continue;
         }
@@ -68,7 +67,7 @@ async fn sweep(ctx: &Ctx) {
                 return;
             }
         }
-        if !ctx.leader.load(Ordering::Relaxed) {
+        if !ctx.leader.holds() {
             return;
         }
         // Let other store work in between steps.

@@ -10,7 +10,11 @@
 
 mod archive;
 mod balance;
+mod config;
+mod ctx;
+mod error;
 mod expiry;
+mod fence;
 pub mod metrics;
 mod partitions;
 pub mod policy;
@@ -22,152 +26,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use switchboard_backbone::BackboneError;
 use switchboard_backbone::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
-use switchboard_store::{Store, StoreError};
+use switchboard_store::Store;
 
-pub use archive::ArchiveConfig;
+pub use config::{ArchiveConfig, WorkerConfig, WorkerStatus};
+use ctx::Ctx;
+pub use error::WorkerError;
+use fence::Leadership;
 pub use switchboard_backbone::node_id::IdSource;
-
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Unique per process; shown as the holder of its leases.
-    pub worker_id: String,
-    /// Ingest partitions in the deployment (the backbone's setting).
-    pub partitions: u16,
-    /// The `sb_workers` bucket's TTL: how long a dead worker's partitions
-    /// stay unowned.
-    pub lease_ttl: Duration,
-    /// Most commands one store commit takes.
-    pub max_batch: usize,
-    /// Conversation states a writer keeps in memory.
-    pub cache_limit: usize,
-    /// Who may edit or delete what.
-    pub edit_policy: policy::EditPolicy,
-    /// Where conversations fan out on write and where on read.
-    pub fanout: switchboard_plugin_host::fanout::FanOutPolicy,
-    /// Who may be put into groups unasked.
-    pub consent: policy::ConsentPolicy,
-    /// How long an undelivered inbox entry waits for its device.
-    pub inbox_ttl: Duration,
-    /// How often the leader sweeps expired inbox entries.
-    pub inbox_sweep_every: Duration,
-    /// Moving old buckets to the blob store (F14); `None` keeps everything
-    /// in the store.
-    pub archive: Option<ArchiveConfig>,
-    /// What the worker reports about itself (`/readyz`); shared with
-    /// whoever holds a clone of this config.
-    pub status: Arc<WorkerStatus>,
-    /// Requests each backbone service of this worker (the session
-    /// registry's sync, the plugin admin service) takes at once, in all
-    /// and per caller.
-    pub services: switchboard_backbone::admission::AdmissionLimits,
-}
-
-/// Whether the worker can take its share of the partitions: its lease
-/// loop runs, and it is announced in `sb_workers` (it then holds
-/// partitions, or takes free ones at the next rebalance).
-#[derive(Debug, Default)]
-pub struct WorkerStatus {
-    announced: std::sync::atomic::AtomicBool,
-    partitions: std::sync::atomic::AtomicUsize,
-    /// When the lease loop last went round, in ms since the Unix epoch.
-    ticked_at_ms: std::sync::atomic::AtomicI64,
-}
-
-impl WorkerStatus {
-    fn ticked(&self, announced: bool, partitions: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.announced.store(announced, Relaxed);
-        self.partitions.store(partitions, Relaxed);
-        self.ticked_at_ms
-            .store(switchboard_protocol::Timestamp::now().unix_ms(), Relaxed);
-    }
-
-    /// Ready: the lease loop went round within the last `within`, and the
-    /// worker is announced.
-    pub fn ready(&self, within: Duration) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        let since =
-            switchboard_protocol::Timestamp::now().unix_ms() - self.ticked_at_ms.load(Relaxed);
-        self.announced.load(Relaxed) && since >= 0 && (since as u128) <= within.as_millis()
-    }
-
-    /// Partitions held at the last round.
-    pub fn partitions(&self) -> usize {
-        self.partitions.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl WorkerConfig {
-    pub fn new(worker_id: String, partitions: u16) -> Self {
-        Self {
-            worker_id,
-            partitions,
-            lease_ttl: Duration::from_secs(10),
-            max_batch: 1024,
-            cache_limit: 100_000,
-            edit_policy: policy::EditPolicy::default(),
-            fanout: switchboard_plugin_host::fanout::FanOutPolicy::default(),
-            consent: policy::ConsentPolicy::default(),
-            inbox_ttl: Duration::from_secs(30 * 24 * 3600),
-            inbox_sweep_every: Duration::from_secs(3600),
-            archive: None,
-            status: Arc::default(),
-            services: Default::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    /// The writer saw its consumer lose or skip deliveries, or end: it
-    /// starts over. There is no underlying error; the message says what
-    /// was seen.
-    #[error("NATS: {0}")]
-    StartOver(String),
-    /// The refused-sends bucket could not be opened. (It reads "NATS: NATS:
-    /// ...", as it did when the backbone error was turned into this string.)
-    #[error("NATS: {0}")]
-    Refusals(#[source] BackboneError),
-    #[error(transparent)]
-    Backbone(#[from] BackboneError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("partition lease no longer valid")]
-    LeaseLost,
-}
-
-impl WorkerError {
-    /// A failed NATS call, as the backbone's own error (which reads "NATS:
-    /// {context}: {source}", as this crate's did).
-    pub(crate) fn nats(
-        context: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Self::Backbone(BackboneError::nats(context, source))
-    }
-}
-
-pub(crate) struct Ctx {
-    pub client: async_nats::Client,
-    /// Whether this worker holds partition 0, which makes it the one that
-    /// announces presence.
-    pub leader: std::sync::atomic::AtomicBool,
-    pub js: jetstream::Context,
-    pub store: Arc<dyn Store>,
-    pub ids: Arc<dyn IdSource>,
-    /// Tenants' plugins (edit and fan-out policy); `None` runs the
-    /// built-in policies only.
-    pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
-    /// Tenants' quotas, following `sb_tenants`.
-    pub tenants: switchboard_backbone::records::tenants::TenantBook,
-    /// Refused sends, for the gateways to answer resends with.
-    pub refusals: switchboard_backbone::records::refusals::Refusals,
-    /// The session registry: which gateways hold the users events are for.
-    pub sessions: Arc<switchboard_backbone::sessions::Sessions>,
-    pub config: WorkerConfig,
-}
 
 /// Runs a worker until `shutdown` resolves. The backbone's streams and
 /// buckets must exist (`definitions::ensure`); `tenants` must be following
@@ -207,7 +73,7 @@ pub async fn run(
     )
     .await?;
     let ctx = Arc::new(Ctx {
-        leader: std::sync::atomic::AtomicBool::new(false),
+        leader: Leadership::default(),
         refusals,
         sessions,
         client,

@@ -19,7 +19,10 @@ use switchboard_backbone::lease::{Lease, LeaseError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::{Ctx, WorkerError, writer};
+use crate::ctx::Ctx;
+use crate::error::WorkerError;
+use crate::fence::Fence;
+use crate::writer;
 
 /// How often the loop renews leases and checks writers.
 const TICK: Duration = Duration::from_millis(500);
@@ -261,9 +264,9 @@ pub(crate) async fn run(
             }
         }
 
-        // The holder of partition 0 announces presence.
+        // The holder of partition 0 leads, while its lease is valid.
         ctx.leader
-            .store(held.contains_key(&0), std::sync::atomic::Ordering::Relaxed);
+            .set(held.get(&0).map(|h| Fence::new(h.valid_until.subscribe())));
         ctx.config.status.ticked(liveness.is_some(), held.len());
         crate::metrics::partitions_held(held.len());
 
@@ -327,8 +330,7 @@ pub(crate) async fn run(
         }
     }
 
-    ctx.leader
-        .store(false, std::sync::atomic::Ordering::Relaxed);
+    ctx.leader.set(None);
     for (p, h) in std::mem::take(&mut held) {
         stop_and_release(p, h).await;
     }

@@ -13,7 +13,6 @@
 //! `GET /v1/users/{user}/presence`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use async_nats::jetstream::kv;
 use switchboard_backbone::envelope::frame_event;
@@ -21,7 +20,7 @@ use switchboard_backbone::records::presence::{PresenceView, Transition, last_see
 use switchboard_protocol::{PresenceStatus, ServerFrame};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 pub(crate) async fn notify(ctx: Arc<Ctx>, view: Arc<PresenceView>, last_seen: kv::Store) {
     let mut transitions = view.subscribe();
@@ -37,7 +36,7 @@ pub(crate) async fn notify(ctx: Arc<Ctx>, view: Arc<PresenceView>, last_seen: kv
             }
             Err(RecvError::Closed) => return,
         };
-        if ctx.leader.load(Ordering::Relaxed) {
+        if ctx.leader.holds() {
             announce(&ctx, &last_seen, t).await;
         }
     }

@@ -14,12 +14,14 @@
 //! passes without an ack anywhere.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_backbone::subject::partition_of;
-use switchboard_protocol::{ConversationId, ConversationKind, ServerFrame, TenantId};
-use switchboard_tests::reliable::{Acked, Session};
+use switchboard_protocol::{ConversationKind, ServerFrame};
+use switchboard_tests::reliable::Session;
+use switchboard_tests::steady::{
+    AckedSends, Conversation, SendTimes, SteadySends, Timeline, longest_gap,
+};
 use switchboard_tests::{Cluster, ClusterSpec};
 use tokio::time::Instant;
 
@@ -30,46 +32,36 @@ use crate::support::*;
 const MAX_ACK_GAP: Duration = Duration::from_secs(5);
 const PARTITIONS: u16 = 6;
 
-/// When something was done to the cluster, for the report.
-struct Timeline {
-    events: Vec<(Instant, String)>,
+/// Checks every conversation's history against what its sender had
+/// acked (each acked message stored once, gap-free, in send order): the
+/// number of acked messages, and the histories.
+async fn check_every_ack(
+    cluster: &Cluster,
+    conversations: &[Conversation],
+    acked: &HashMap<String, AckedSends>,
+) -> (usize, Vec<Vec<switchboard_protocol::Message>>) {
+    let mut total = 0;
+    let mut histories = Vec::new();
+    for c in conversations {
+        let acked = &acked[&c.id];
+        let history = check_history_against_acks(cluster, &c.id, &c.reader, acked).await;
+        total += acked.len();
+        assert!(history.len() >= acked.len());
+        histories.push(history);
+    }
+    (total, histories)
 }
 
-impl Timeline {
-    fn mark(&mut self, what: impl Into<String>) {
-        let what = what.into();
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() % 86_400_000);
-        eprintln!(
-            "cluster faults: {:02}:{:02}:{:02}.{:03} UTC {what}",
-            ms / 3_600_000,
-            ms / 60_000 % 60,
-            ms / 1000 % 60,
-            ms % 1000
-        );
-        self.events.push((Instant::now(), what));
+/// No process that was not killed ended by itself, or panicked.
+fn assert_all_alive(cluster: &mut Cluster) {
+    for (i, w) in cluster.workers.iter_mut().enumerate() {
+        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
+        assert!(!w.log().contains("panicked"), "worker {i} panicked");
     }
-}
-
-/// The longest stretch without an ack between `from` and `to`, and where
-/// it started.
-fn longest_gap(acks: &[Instant], from: Instant, to: Instant) -> (Duration, Instant) {
-    let mut times: Vec<Instant> = acks
-        .iter()
-        .copied()
-        .filter(|t| *t >= from && *t <= to)
-        .collect();
-    times.sort();
-    let mut worst = (Duration::ZERO, from);
-    let mut last = from;
-    for t in times.into_iter().chain(std::iter::once(to)) {
-        if t - last > worst.0 {
-            worst = (t - last, last);
-        }
-        last = t;
+    for (i, g) in cluster.gateways.iter_mut().enumerate() {
+        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
+        assert!(!g.log().contains("panicked"), "gateway {i} panicked");
     }
-    worst
 }
 
 /// Waits until every ingest stream has all replicas current and no NATS
@@ -135,52 +127,10 @@ async fn one_node_gateway_or_worker_down_never_stops_acks_for_long() {
     // One one-to-one conversation in every partition, so that the senders
     // cover every ingest stream and so every node's leaderships: losing a
     // node stalls only the conversations whose partitions it led.
-    let tenant = TenantId::new(switchboard_tests::TENANT).unwrap();
-    let mut by_partition: HashMap<u16, (String, String, String)> = HashMap::new();
-    for i in 0..200 {
-        if by_partition.len() == usize::from(PARTITIONS) {
-            break;
-        }
-        let (a, b) = (format!("cf{i}a"), format!("cf{i}b"));
-        let conv = cluster.create(ConversationKind::Direct, &a, &[&b]).await;
-        let p = partition_of(&tenant, &ConversationId::new(&conv).unwrap(), PARTITIONS);
-        by_partition.entry(p).or_insert((conv, a, b));
-    }
-    assert_eq!(by_partition.len(), usize::from(PARTITIONS));
-    let conversations: Vec<(String, String, String)> = by_partition.into_values().collect();
-
-    // (sent, acked) of every message.
-    let acks: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut senders = Vec::new();
-    for (i, (conv, a, _)) in conversations.iter().enumerate() {
-        // Half start on each gateway.
-        let mut urls = cluster.ws_urls();
-        urls.rotate_left(i % 2);
-        let mut session = Session::new(urls, cluster.token(a, "sender"));
-        session.resend_after = Duration::from_millis(1500);
-        let (conv, user, stop, acks) = (conv.clone(), a.clone(), stop.clone(), acks.clone());
-        senders.push(tokio::spawn(async move {
-            let mut acked: Vec<(String, String, Acked)> = Vec::new();
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let id = format!("{user}-{n:05}");
-                let sent = Instant::now();
-                let ack = session
-                    .send(&conv, &id, &format!("{user} {n}"), Duration::from_secs(90))
-                    .await
-                    .unwrap_or_else(|| panic!("{id} was never acked"));
-                acks.lock().unwrap().push((sent, Instant::now()));
-                acked.push((user.clone(), id, ack));
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            (conv, acked)
-        }));
-    }
+    let load = SteadySends::start(&cluster, PARTITIONS, "cf", Duration::from_millis(1500)).await;
 
     let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
-    let mut timeline = Timeline { events: Vec::new() };
+    let mut timeline = Timeline::default();
     // A steady state first: the workers share the partitions, the NATS
     // nodes the leaderships.
     cluster
@@ -231,49 +181,20 @@ async fn one_node_gateway_or_worker_down_never_stops_acks_for_long() {
     let store_up = Instant::now();
     pause(4000).await;
     let measured_to = Instant::now();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let conversations = load.conversations.clone();
+    let (acked_by_conv, sends) = load.stop().await;
 
-    let mut acked_by_conv: HashMap<String, Vec<(String, String, Acked)>> = HashMap::new();
-    for s in senders {
-        let (conv, acked) = s.await.unwrap();
-        acked_by_conv.insert(conv, acked);
-    }
-
-    // No process that was not killed ended by itself.
-    for (i, w) in cluster.workers.iter_mut().enumerate() {
-        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
-        assert!(!w.log().contains("panicked"), "worker {i} panicked");
-    }
-    for (i, g) in cluster.gateways.iter_mut().enumerate() {
-        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
-        assert!(!g.log().contains("panicked"), "gateway {i} panicked");
-    }
+    assert_all_alive(&mut cluster);
 
     // Nothing acked was lost, duplicated or reordered.
-    let mut total = 0;
-    for (conv, _, b) in &conversations {
-        let acked = &acked_by_conv[conv];
-        let history = check_history_against_acks(&cluster, conv, b, acked).await;
-        total += acked.len();
-        assert!(history.len() >= acked.len());
-    }
+    let (total, _) = check_every_ack(&cluster, &conversations, &acked_by_conv).await;
 
     // Acks never stopped for long, but around the store-holder's restart.
-    let sends = acks.lock().unwrap().clone();
-    let acks: Vec<Instant> = sends.iter().map(|(_, acked)| *acked).collect();
+    let acks: Vec<Instant> = sends.iter().map(|s| s.acked).collect();
     let (before, at) = longest_gap(&acks, measured_from, store_down);
     let (after, after_at) = longest_gap(&acks, store_up + Duration::from_secs(1), measured_to);
     let (store_gap, _) = longest_gap(&acks, store_down, measured_to);
-    let when = |t: Instant| {
-        timeline
-            .events
-            .iter()
-            .rev()
-            .find(|(e, _)| *e <= t)
-            .map_or("before the first fault".to_owned(), |(e, what)| {
-                format!("{:.1}s after {what}", (t - *e).as_secs_f32())
-            })
-    };
+    let when = |t: Instant| timeline.when(t);
     eprintln!(
         "cluster faults: {total} acked messages; longest gap without an ack {:.2}s ({}), \
          around the store-holder's restart {:.2}s",
@@ -281,23 +202,7 @@ async fn one_node_gateway_or_worker_down_never_stops_acks_for_long() {
         when(at),
         store_gap.as_secs_f32()
     );
-    // What each fault cost: the longest wait of a send made between it
-    // and the next event, and the longest stretch without any ack.
-    for (i, (at, what)) in timeline.events.iter().enumerate() {
-        let until = timeline.events.get(i + 1).map_or(measured_to, |(t, _)| *t);
-        let worst = sends
-            .iter()
-            .filter(|(sent, _)| sent >= at && *sent < until)
-            .map(|(sent, acked)| *acked - *sent)
-            .max()
-            .unwrap_or_default();
-        let (gap, _) = longest_gap(&acks, *at, until);
-        eprintln!(
-            "cluster faults: after {what}: a send waited up to {:.2}s, no ack for up to {:.2}s",
-            worst.as_secs_f32(),
-            gap.as_secs_f32()
-        );
-    }
+    timeline.report(&sends, measured_to);
     assert!(
         before <= MAX_ACK_GAP,
         "no ack for {before:?}, starting {}\n{}",
@@ -311,6 +216,299 @@ async fn one_node_gateway_or_worker_down_never_stops_acks_for_long() {
         cluster.logs()
     );
     assert!(total > 200, "the stream ran through the faults ({total})");
+}
+
+/// The NATS node that leads stream `name` now.
+async fn leader_of(cluster: &Cluster, name: &str) -> usize {
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let mut stream = js.get_stream(name).await.unwrap();
+    let leader = stream
+        .info()
+        .await
+        .unwrap()
+        .cluster
+        .clone()
+        .and_then(|c| c.leader)
+        .unwrap_or_else(|| panic!("{name} has no leader"));
+    // Nodes are named n1, n2, ... (`proc.rs`).
+    leader[1..].parse::<usize>().unwrap() - 1
+}
+
+/// For each conversation, how long after `from` its first ack came.
+fn resumed_after(
+    sends: &[SendTimes],
+    conversations: usize,
+    from: Instant,
+    to: Instant,
+) -> Vec<Duration> {
+    (0..conversations)
+        .map(|c| {
+            sends
+                .iter()
+                .filter(|s| s.conversation == c && s.acked >= from)
+                .map(|s| s.acked - from)
+                .min()
+                .unwrap_or(to - from)
+        })
+        .collect()
+}
+
+/// A NATS node and the store-holding worker killed at the same moment (a
+/// machine lost with both), both restarted 6.5 s later: acks resume in
+/// every conversation within 12 s of the restarts. Then the store holder
+/// stalls for 4 s (SIGSTOP, well within its leases' TTL): acks resume
+/// soon after it goes on. The node lost is the one leading the partition
+/// leases' bucket, so every lease write waits for its new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_node_and_the_store_holder_lost_together_stop_acks_briefly() {
+    const RESUME_WITHIN: Duration = Duration::from_secs(12);
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 2,
+        gateways: 2,
+        nats_nodes: 3,
+        partitions: PARTITIONS,
+        exclusive: true,
+        ..Default::default()
+    })
+    .await;
+    let load = SteadySends::start(&cluster, PARTITIONS, "df", Duration::from_millis(1500)).await;
+    cluster
+        .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
+        .await;
+    wait_for_spread_leaders(&cluster, PARTITIONS, Duration::from_secs(40)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let node = leader_of(&cluster, "KV_sb_workers").await;
+
+    let mut timeline = Timeline::default();
+    let killed = timeline.mark(format!(
+        "kill -9 NATS node {} (leading sb_workers) and the store-holding worker",
+        node + 1
+    ));
+    tokio::join!(cluster.nats.kill9_node(node), cluster.workers[0].kill9());
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    let restarted = timeline.mark("restart both");
+    tokio::join!(
+        cluster.nats.restart_node(node),
+        cluster.workers[0].restart()
+    );
+    timeline.mark("both started again (the worker ready)");
+    tokio::time::sleep_until(restarted + Duration::from_secs(20)).await;
+    let paused = timeline.mark("SIGSTOP the store-holding worker for 4 s");
+    cluster.workers[0].pause();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let resumed = timeline.mark("SIGCONT the store-holding worker");
+    cluster.workers[0].resume();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let to = Instant::now();
+    let conversations = load.conversations.clone();
+    let (acked, sends) = load.stop().await;
+    assert_all_alive(&mut cluster);
+    let (total, _) = check_every_ack(&cluster, &conversations, &acked).await;
+
+    let acks: Vec<Instant> = sends.iter().map(|s| s.acked).collect();
+    let after_restart = resumed_after(&sends, conversations.len(), restarted, paused);
+    let after_pause = resumed_after(&sends, conversations.len(), resumed, to);
+    let (fault_gap, fault_at) = longest_gap(&acks, killed, paused);
+    let (pause_gap, pause_at) = longest_gap(&acks, paused, to);
+    let secs = |d: &[Duration]| {
+        d.iter()
+            .map(|d| format!("{:.2}", d.as_secs_f32()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    eprintln!(
+        "double fault: {total} acked; no ack anywhere for up to {:.2}s ({}); \
+         first ack per partition after the restarts (s): {}",
+        fault_gap.as_secs_f32(),
+        timeline.when(fault_at),
+        secs(&after_restart)
+    );
+    eprintln!(
+        "double fault: after the 4 s pause no ack for up to {:.2}s ({}); \
+         first ack per partition after SIGCONT (s): {}",
+        pause_gap.as_secs_f32(),
+        timeline.when(pause_at),
+        secs(&after_pause)
+    );
+    timeline.report(&sends, to);
+    let slowest = after_restart.iter().max().copied().unwrap_or_default();
+    assert!(
+        slowest <= RESUME_WITHIN,
+        "a partition waited {slowest:?} after the restarts\n{}",
+        cluster.logs()
+    );
+    let slowest = after_pause.iter().max().copied().unwrap_or_default();
+    assert!(
+        slowest <= MAX_ACK_GAP,
+        "a partition waited {slowest:?} after the pause\n{}",
+        cluster.logs()
+    );
+}
+
+/// Snowflake node ids a worker leased, from its log.
+fn node_ids_of(log: &str) -> Vec<u16> {
+    log.lines()
+        .filter(|l| l.contains("leased Snowflake node id"))
+        .filter_map(|l| l.split("node=").nth(1))
+        .filter_map(|n| n.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// A `--store nats` worker stalls past its leases' TTL (SIGSTOP for 25 s,
+/// the TTL being 20 s). The store holder takes its partitions once their
+/// leases expire and never stops acking its own meanwhile; the stalled
+/// worker, once it goes on, writes nothing until it holds a lease again:
+/// no message made by it before the pause lands after one of the new
+/// owner's, and none is made by it between the pause and its next lease.
+/// Every ack is stored once, gap-free, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 2,
+        gateways: 1,
+        partitions: PARTITIONS,
+        exclusive: true,
+        ..Default::default()
+    })
+    .await;
+    let load = SteadySends::start(&cluster, PARTITIONS, "ps", Duration::from_millis(1500)).await;
+    cluster
+        .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let leases = js.get_key_value("sb_workers").await.unwrap();
+    // Who holds the stalled worker's partitions now: its lease value.
+    let mut stalled_holder = None;
+    for p in 0..PARTITIONS {
+        let holder = leases.get(format!("p.{p}")).await.unwrap().unwrap();
+        if !String::from_utf8_lossy(&holder).contains("-store-") {
+            stalled_holder = Some(holder);
+        }
+    }
+    let stalled_holder = stalled_holder.expect("the --store nats worker holds partitions");
+
+    let mut timeline = Timeline::default();
+    let paused = timeline.mark("SIGSTOP the --store nats worker for 25 s");
+    let paused_ms = unix_ms();
+    cluster.workers[1].pause();
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let resumed = timeline.mark("SIGCONT the --store nats worker");
+    cluster.workers[1].resume();
+    // When it holds a partition again (the store holder hands some back
+    // at its next rebalance): no later than the start of the last look
+    // that did not see it, so that nothing it wrote under its new lease
+    // counts as written without one.
+    let mut retaken_ms = None;
+    let mut last_miss_ms = unix_ms();
+    while resumed.elapsed() < Duration::from_secs(20) && retaken_ms.is_none() {
+        let looked_ms = unix_ms();
+        for p in 0..PARTITIONS {
+            if let Ok(Some(v)) = leases.get(format!("p.{p}")).await
+                && v == stalled_holder
+            {
+                retaken_ms = Some(last_miss_ms);
+            }
+        }
+        last_miss_ms = looked_ms;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let retaken_ms = retaken_ms.expect("the resumed worker takes partitions again");
+    timeline.mark("the resumed worker holds a partition again");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let to = Instant::now();
+    let conversations = load.conversations.clone();
+    let (acked, sends) = load.stop().await;
+    assert_all_alive(&mut cluster);
+    let (total, histories) = check_every_ack(&cluster, &conversations, &acked).await;
+
+    // What the stalled worker wrote, by the node ids of its message ids.
+    let stalled_nodes = node_ids_of(&cluster.workers[1].log());
+    assert!(!stalled_nodes.is_empty(), "{}", cluster.workers[1].log());
+    let mut stale_after_new_owner = Vec::new();
+    let mut made_while_fenced = Vec::new();
+    for history in &histories {
+        let mut new_owner_seen = false;
+        for m in history {
+            let parts = switchboard_protocol::snowflake::decompose(m.message_id);
+            let by_stalled = stalled_nodes.contains(&parts.node);
+            // Made after the stop took effect (the `kill` takes a few
+            // milliseconds), before it held a lease again.
+            if by_stalled && parts.unix_ms > paused_ms + 200 && parts.unix_ms < retaken_ms {
+                made_while_fenced.push((m.conversation_id.to_string(), m.seq));
+            }
+            if !by_stalled && parts.unix_ms >= paused_ms {
+                new_owner_seen = true;
+            } else if by_stalled && parts.unix_ms < paused_ms && new_owner_seen {
+                stale_after_new_owner.push((m.conversation_id.to_string(), m.seq));
+            }
+        }
+    }
+    let acks: Vec<Instant> = sends.iter().map(|s| s.acked).collect();
+    let (during, during_at) = longest_gap(&acks, paused, resumed);
+    let (after, after_at) = longest_gap(&acks, resumed, to);
+    let waits = resumed_after(&sends, conversations.len(), paused, to);
+    eprintln!(
+        "paused worker: {total} acked; while it was stopped no ack anywhere for up to {:.2}s ({}), \
+         after SIGCONT {:.2}s ({}); first ack per partition after SIGSTOP (s): {}",
+        during.as_secs_f32(),
+        timeline.when(during_at),
+        after.as_secs_f32(),
+        timeline.when(after_at),
+        waits
+            .iter()
+            .map(|d| format!("{:.2}", d.as_secs_f32()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    eprintln!(
+        "paused worker: {} lines of its log mention a lease; \
+         {} a batch the store refused",
+        cluster.workers[1]
+            .log()
+            .lines()
+            .filter(|l| l.contains("lease"))
+            .count(),
+        cluster.workers[1]
+            .log()
+            .lines()
+            .filter(|l| l.contains("store refused the batch"))
+            .count()
+    );
+    timeline.report(&sends, to);
+    // The stopped worker held partitions when it stopped: theirs waited
+    // for its leases to expire (else the test proves nothing).
+    assert!(
+        waits.iter().any(|w| *w >= Duration::from_secs(10)),
+        "no partition waited for the stopped worker's leases: {waits:?}"
+    );
+    assert!(
+        stale_after_new_owner.is_empty(),
+        "messages the stalled worker made before its pause landed after the new owner's: {stale_after_new_owner:?}"
+    );
+    assert!(
+        made_while_fenced.is_empty(),
+        "the stalled worker wrote without a lease: {made_while_fenced:?}"
+    );
+    // The store holder's own partitions never stopped, and the handover
+    // back did not stall anyone for long.
+    assert!(
+        during <= MAX_ACK_GAP,
+        "no ack for {during:?} while a worker was stopped\n{}",
+        cluster.logs()
+    );
+    assert!(
+        after <= MAX_ACK_GAP,
+        "no ack for {after:?} after the stopped worker went on\n{}",
+        cluster.logs()
+    );
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// Several seed URLs, the first of them down when the processes start:
@@ -433,7 +631,7 @@ async fn a_drained_gateway_answers_in_flight_sends_then_closes_with_1012() {
 /// Waits until neither partition 0's ingest stream nor any of its
 /// consumers is led by the NATS node named `avoid`, moving the stream's
 /// leader to `to` if it is (the writer then places a new consumer with
-/// the stream, `worker/src/writer.rs`).
+/// the stream, `worker/src/writer/consume.rs`).
 async fn lead_ingest_away_from(cluster: &Cluster, avoid: &str, to: &str, within: Duration) {
     let js = async_nats::jetstream::new(cluster.nats.client().await);
     let deadline = Instant::now() + within;

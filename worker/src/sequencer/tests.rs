@@ -483,7 +483,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
         .plan(&store, &ids, &batch, true, Timestamp::now())
         .await
         .unwrap();
-    // Outcomes carry the trace of their command (writer.rs), so each must
+    // Outcomes carry the trace of their command (writer/consume.rs), so each must
     // name the right one however many a command makes.
     assert_eq!(plan.outcomes.len(), plan.caused_by.len());
     let kinds: Vec<(&str, usize)> = plan

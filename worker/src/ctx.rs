@@ -1,0 +1,33 @@
+//! What every part of a running worker shares: its NATS connections,
+//! store, id source, tenants' plugins and quotas, the session registry,
+//! its configuration, and whether it leads.
+
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use switchboard_backbone::node_id::IdSource;
+use switchboard_store::Store;
+
+use crate::config::WorkerConfig;
+use crate::fence::Leadership;
+
+pub(crate) struct Ctx {
+    pub client: async_nats::Client,
+    /// Whether this worker leads: it holds partition 0 with a valid
+    /// lease, and then announces presence, sweeps inboxes, archives and
+    /// balances the ingest leaders.
+    pub leader: Leadership,
+    pub js: jetstream::Context,
+    pub store: Arc<dyn Store>,
+    pub ids: Arc<dyn IdSource>,
+    /// Tenants' plugins (edit and fan-out policy); `None` runs the
+    /// built-in policies only.
+    pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
+    /// Tenants' quotas, following `sb_tenants`.
+    pub tenants: switchboard_backbone::records::tenants::TenantBook,
+    /// Refused sends, for the gateways to answer resends with.
+    pub refusals: switchboard_backbone::records::refusals::Refusals,
+    /// The session registry: which gateways hold the users events are for.
+    pub sessions: Arc<switchboard_backbone::sessions::Sessions>,
+    pub config: WorkerConfig,
+}

@@ -1,0 +1,92 @@
+//! One partition's writer: the only task that writes the partition's
+//! conversations. For each batch of commands, in stream order:
+//!
+//! 1. consume (`consume.rs`): take the batch from the partition's
+//!    consumer, a fresh one at every start, placed with its stream's
+//!    leader; start over whenever a delivery may have been lost
+//!    (`checks.rs` decides);
+//! 2. apply (`apply.rs`): plan and commit the commands to the store, the
+//!    point after which a send is acked; retry what waiting fixes
+//!    (`retry.rs` decides), and apply a batch that keeps failing one
+//!    command at a time;
+//! 3. park (`park.rs`): set aside a command that still fails alone, and
+//!    tell its sender, so that the partition goes on;
+//! 4. publish (`publish.rs`): the outcomes' events (core NATS, at most
+//!    once), then ack the batch on JetStream, which removes its commands:
+//!    a crash before this redelivers the batch, which the idempotency
+//!    keys turn into repeats of the same answers.
+//!
+//! Nothing is written once the partition's lease may have expired
+//! (`fence.rs`).
+
+mod apply;
+mod checks;
+mod consume;
+mod park;
+mod publish;
+mod retry;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::archive;
+use crate::ctx::Ctx;
+use crate::error::WorkerError;
+use crate::fence::Fence;
+use crate::policy::Policies;
+use crate::sequencer::Sequencer;
+
+/// Runs until `stop` turns true, the lease stops being valid, or the
+/// consumer fails (the owner then restarts the task).
+pub(crate) async fn run_partition(
+    ctx: Arc<Ctx>,
+    partition: u16,
+    valid_until: watch::Receiver<Instant>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), WorkerError> {
+    let fence = Fence::new(valid_until);
+    let mut consumer = consume::Consumer::start(&ctx, partition, fence.clone()).await?;
+    let mut sequencer = Sequencer::new(
+        ctx.config.cache_limit,
+        Policies {
+            edit: ctx.config.edit_policy,
+            fanout: ctx.config.fanout,
+            consent: ctx.config.consent,
+            plugins: ctx.plugins.clone(),
+            tenants: ctx.tenants.clone(),
+        },
+    );
+    tracing::info!(partition, "writer started");
+    while let Some(batch) = consumer.next_batch(&mut stop).await? {
+        let span = tracing::info_span!("batch", partition, size = batch.messages.len());
+        async {
+            let applied = apply::apply(
+                &ctx,
+                &mut sequencer,
+                &batch.commands,
+                batch.redelivered,
+                &fence,
+            )
+            .await?;
+            let outcomes = park::park(&ctx, &batch, applied, &fence).await?;
+            publish::publish(&ctx, outcomes, &batch.messages).await;
+            Ok::<_, WorkerError>(())
+        }
+        .instrument(span)
+        .await?;
+        // Archive requests run after the batch's commands, never between
+        // a command's read and its commit.
+        if !batch.archive_requests.is_empty() {
+            fence.check()?;
+            archive::serve_requests(&ctx, &batch.archive_requests, || fence.holds()).await;
+        }
+        if *stop.borrow() {
+            break;
+        }
+    }
+    tracing::info!(partition, "writer stopped");
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! Step 4, publish: a batch's outcomes as events (`ack`s to the sending
+//! devices, messages and updates to members, refusals, replies to REST
+//! commands), push jobs for offline devices, and then the batch's acks on
+//! JetStream, which remove its commands from the stream.
+//!
+//! Events are core NATS, at most once: a lost one is recovered by the
+//! client's retry (answered from the store) or `pull_backlog`. A crash
+//! before the JetStream acks redelivers the batch, which the idempotency
+//! keys turn into repeats of the same answers.
+
+use async_nats::HeaderMap;
+use async_nats::jetstream;
+use bytes::Bytes;
+use switchboard_backbone::cause;
+use switchboard_backbone::envelope::{
+    Rejection, ack_event, frame_event, is_acked, listen_event, message_event, rejection_event,
+};
+use switchboard_backbone::push_jobs::{MessageJob, message_subject};
+use switchboard_backbone::records::refusals::{Refusal, SendKey};
+use switchboard_backbone::subject::conversation_events;
+use switchboard_backbone::trace;
+use switchboard_protocol::{Content, ConversationId, Message, ServerFrame, TenantId, UserId};
+
+use super::apply::Traced;
+use crate::ctx::Ctx;
+use crate::sequencer::{Outcome, Route};
+
+/// Events of a batch on their way out, in the order they were made:
+/// those for users gather per gateway (`Sessions::deliveries`); an event
+/// on a conversation's subject, or a reply, first sends what has gathered.
+struct Outbox<'a> {
+    ctx: &'a Ctx,
+    deliveries: switchboard_backbone::sessions::Deliveries<'a>,
+}
+
+impl<'a> Outbox<'a> {
+    fn new(ctx: &'a Ctx) -> Self {
+        Self {
+            ctx,
+            deliveries: ctx.sessions.deliveries(),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), async_nats::PublishError> {
+        if self.deliveries.is_empty() {
+            return Ok(());
+        }
+        std::mem::replace(&mut self.deliveries, self.ctx.sessions.deliveries())
+            .publish()
+            .await
+    }
+
+    /// A stored message or update for every recipient, or once on the
+    /// conversation's subject (fan-out on read), counted.
+    async fn fan_out(
+        &mut self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        recipients: &[UserId],
+        route: Route,
+        event: (HeaderMap, Bytes),
+    ) -> Result<(), async_nats::PublishError> {
+        match route {
+            Route::Users => crate::metrics::delivered("users", recipients.len()),
+            Route::Conversation => crate::metrics::delivered("conversation", 1),
+        }
+        match route {
+            Route::Users => {
+                self.deliveries.add(tenant, recipients, &event);
+                Ok(())
+            }
+            Route::Conversation => {
+                self.flush().await?;
+                let (headers, payload) = event;
+                self.ctx
+                    .client
+                    .publish_with_headers(
+                        conversation_events(tenant, conversation),
+                        headers,
+                        payload,
+                    )
+                    .await
+            }
+        }
+    }
+}
+
+/// Hands a stored message to the push pipeline, for a tenant with pushes
+/// (F15). Conversations that fan out on read push nothing: their members
+/// have no inbox entries to tell what reached them. At most once: the
+/// publish is not awaited for JetStream's ack, and a push is a courtesy,
+/// never the message itself.
+async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &[UserId]) {
+    if matches!(message.content, Some(Content::System(_)) | None)
+        || ctx.tenants.get(tenant).is_none_or(|t| t.push.is_none())
+    {
+        return;
+    }
+    let job = MessageJob {
+        tenant: tenant.clone(),
+        conversation_id: message.conversation_id.clone(),
+        message_id: message.message_id,
+        seq: message.seq,
+        sender: message.sender_id.clone(),
+        recipients: recipients.to_vec(),
+        stored_at: message.created_at,
+    };
+    let Ok(body) = serde_json::to_vec(&job) else {
+        return;
+    };
+    if let Err(e) = ctx.js.publish(message_subject(tenant), body.into()).await {
+        tracing::warn!(error = %e, "a push job was not published");
+    }
+}
+
+/// Publishes a batch's outcomes, each event with the trace context of
+/// the command it comes from, if traced, then acks its messages.
+pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>, messages: &[jetstream::Message]) {
+    events(ctx, outcomes).await;
+    for m in messages {
+        if let Err(e) = m.ack().await {
+            tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
+        }
+    }
+}
+
+async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
+    let mut out = Outbox::new(ctx);
+    for (outcome, traceparent) in outcomes {
+        let traced = |mut event: (HeaderMap, Bytes)| {
+            if let Some(t) = &traceparent {
+                event.0.insert(trace::HEADER_TRACEPARENT, t.as_str());
+            }
+            event
+        };
+        let result = match outcome {
+            Outcome::Deliver {
+                tenant,
+                message,
+                recipients,
+                route,
+            } => {
+                tracing::debug!(
+                    %tenant,
+                    conversation = %message.conversation_id,
+                    seq = message.seq,
+                    message_id = %message.message_id,
+                    recipients = recipients.len(),
+                    ?route,
+                    "message stored; fanning out"
+                );
+                if route == Route::Users {
+                    push_job(ctx, &tenant, &message, &recipients).await;
+                }
+                match message_event(&message).map(traced) {
+                    Ok(event) => {
+                        let fanned = out
+                            .fan_out(&tenant, &message.conversation_id, &recipients, route, event)
+                            .await
+                            .map_err(cause);
+                        // The sending device's `ack`, through the session
+                        // registry whatever the conversation's route.
+                        if is_acked(&message) {
+                            let ack = traced(ack_event(&message));
+                            out.deliveries.add(&tenant, [&message.sender_id], &ack);
+                        }
+                        fanned
+                    }
+                    Err(e) => Err(cause(e)),
+                }
+            }
+            Outcome::Answer { tenant, message } => {
+                let ack = traced(ack_event(&message));
+                out.deliveries.add(&tenant, [&message.sender_id], &ack);
+                Ok(())
+            }
+            Outcome::Update {
+                tenant,
+                message,
+                recipients,
+                route,
+            } => {
+                tracing::debug!(
+                    %tenant,
+                    conversation = %message.conversation_id,
+                    seq = message.seq,
+                    deleted = message.deleted_at.is_some(),
+                    "message updated"
+                );
+                let conversation = message.conversation_id.clone();
+                let event = traced(frame_event(&ServerFrame::MessageUpdated { message }));
+                out.fan_out(&tenant, &conversation, &recipients, route, event)
+                    .await
+                    .map_err(cause)
+            }
+            Outcome::Listen {
+                tenant,
+                conversation_id,
+                users,
+                listen,
+            } => match listen_event(&conversation_id, listen).map(traced) {
+                Ok(event) => {
+                    out.deliveries.add(&tenant, &users, &event);
+                    Ok(())
+                }
+                Err(e) => Err(cause(e)),
+            },
+            Outcome::Reject {
+                tenant,
+                sender,
+                rejection,
+            } => {
+                remember_refusal(ctx, &tenant, &sender, &rejection).await;
+                match rejection_event(&rejection).map(traced) {
+                    Ok(event) => {
+                        out.deliveries.add(&tenant, [&sender], &event);
+                        Ok(())
+                    }
+                    Err(e) => Err(cause(e)),
+                }
+            }
+            Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
+                Ok(body) => match out.flush().await {
+                    Ok(()) => ctx
+                        .client
+                        .publish(subject, body.into())
+                        .await
+                        .map_err(cause),
+                    Err(e) => Err(cause(e)),
+                },
+                Err(e) => Err(cause(e)),
+            },
+        };
+        if let Err(e) = result {
+            // Events are at most once; clients recover by retry and backlog.
+            tracing::warn!(error = %e, "publishing an event failed");
+        }
+    }
+    if let Err(e) = out.flush().await {
+        tracing::warn!(error = %e, "publishing events failed");
+    }
+}
+
+/// Keeps a refused send's answer for resends of it (`sb_refused`). Best
+/// effort: without it, a resend waits for an answer that does not come,
+/// as before, and the client's own timeout applies.
+async fn remember_refusal(ctx: &Ctx, tenant: &TenantId, sender: &UserId, rejection: &Rejection) {
+    let Some(client_msg_id) = &rejection.client_msg_id else {
+        return;
+    };
+    let send = SendKey {
+        tenant,
+        conversation: &rejection.conversation_id,
+        sender,
+        client_msg_id,
+    };
+    let refusal = Refusal {
+        code: rejection.code,
+        message: rejection.message.clone(),
+    };
+    if let Err(e) = ctx.refusals.record(&send, &refusal).await {
+        tracing::warn!(error = %e, "a refused send was not remembered; a resend of it gets no answer");
+    }
+}
