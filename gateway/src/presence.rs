@@ -155,7 +155,7 @@ impl Presence {
 
     /// Where a user stands now.
     pub async fn lookup(&self, tenant: &TenantId, user: &UserId) -> PresenceInfo {
-        if self.sessions.view().is_online(tenant, user) {
+        if self.sessions.routing_table().is_online(tenant, user) {
             return PresenceInfo {
                 user_id: user.clone(),
                 status: PresenceStatus::Online,

@@ -2,7 +2,7 @@
 //! connections (F5), several to a NATS message.
 //!
 //! `sb_presence` is the registry: a key per user and gateway while the
-//! gateway holds a connection of the user ([`PresenceView`]). A process
+//! gateway holds a connection of the user ([`RoutingTable`]). A process
 //! that publishes events (a writer, the presence notifier, a gateway's
 //! receipts and typing) is a *router*: it looks up each recipient's
 //! gateways in its own view of the registry and publishes, per gateway,
@@ -35,7 +35,7 @@ use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::envelope::{HEADER_EVENTS, push_delivery};
-use crate::records::presence::{PresenceView, router_key};
+use crate::records::presence::{RoutingTable, router_key};
 use crate::subject::{SESSIONS_SYNC, gateway_events};
 use crate::{BackboneError, Cause, cause};
 
@@ -61,7 +61,7 @@ const LOAD_WITHIN: Duration = Duration::from_secs(30);
 pub struct Sessions {
     client: async_nats::Client,
     bucket: kv::Store,
-    view: Arc<PresenceView>,
+    view: Arc<RoutingTable>,
     /// Unique per process that routes (a gateway's or worker's id).
     router: String,
     /// Routers that let a sync down (`sync`).
@@ -109,7 +109,7 @@ impl Sessions {
             .await
             .map_err(|e| BackboneError::nats(format!("subscribing to {SESSIONS_SYNC}"), e))?;
         let sessions = Arc::new(Self {
-            view: PresenceView::watch(bucket.clone()),
+            view: RoutingTable::watch(bucket.clone()),
             client,
             bucket,
             router,
@@ -151,7 +151,7 @@ impl Sessions {
         }
     }
 
-    pub fn view(&self) -> &Arc<PresenceView> {
+    pub fn routing_table(&self) -> &Arc<RoutingTable> {
         &self.view
     }
 

@@ -92,12 +92,12 @@ pub async fn run(
                 .map_err(|e| WorkerError::nats(format!("bucket {name}"), e))
         }
     };
-    let presence_view = ctx.sessions.view().clone();
+    let routing_table = ctx.sessions.routing_table().clone();
     let last_seen = open(LAST_SEEN_BUCKET).await?;
     let notifier = {
         let ctx = ctx.clone();
         supervised("presence notifier", move || {
-            presence::notify(ctx.clone(), presence_view.clone(), last_seen.clone())
+            presence::notify(ctx.clone(), routing_table.clone(), last_seen.clone())
         })
     };
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");

@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use async_nats::jetstream::kv;
 use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::records::presence::{PresenceView, Transition, last_seen_key};
+use switchboard_backbone::records::presence::{RoutingTable, Transition, last_seen_key};
 use switchboard_protocol::{PresenceStatus, ServerFrame};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::ctx::Ctx;
 
-pub(crate) async fn notify(ctx: Arc<Ctx>, view: Arc<PresenceView>, last_seen: kv::Store) {
+pub(crate) async fn notify(ctx: Arc<Ctx>, view: Arc<RoutingTable>, last_seen: kv::Store) {
     let mut transitions = view.subscribe();
     loop {
         let t = match transitions.recv().await {

@@ -12,7 +12,7 @@
 //! tells a new connection it is live. Router keys have two parts and user
 //! keys three, so neither is ever read as the other.
 //!
-//! [`PresenceView`] watches the bucket and keeps that picture in memory in
+//! [`RoutingTable`] watches the bucket and keeps that picture in memory in
 //! every process that needs it, reports each user's transitions between
 //! online and offline, and says which revision of the bucket it has
 //! applied.
@@ -101,8 +101,9 @@ struct State {
     routers: HashSet<String>,
 }
 
-/// Who is online and where, kept current by watching `sb_presence`.
-pub struct PresenceView {
+/// Who is online and on which gateways, kept current by watching
+/// `sb_presence`: the table events are routed by.
+pub struct RoutingTable {
     state: Mutex<State>,
     transitions: broadcast::Sender<Transition>,
     /// The bucket's revision the view has applied (a rebuild keeps the
@@ -110,7 +111,7 @@ pub struct PresenceView {
     applied: watch::Sender<u64>,
 }
 
-impl PresenceView {
+impl RoutingTable {
     /// Starts watching the bucket; the view fills in the background.
     pub fn watch(bucket: kv::Store) -> Arc<Self> {
         let (transitions, _) = broadcast::channel(4096);
@@ -252,7 +253,7 @@ const REBUILD_QUIET: Duration = Duration::from_secs(2);
 /// watch restarted by a lost NATS node must not leave routing blind (with
 /// no gateway for anyone, every event of the gap would be dropped, acks
 /// included).
-async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
+async fn run(bucket: kv::Store, view: std::sync::Weak<RoutingTable>) {
     loop {
         match bucket.watch_with_history(">").await {
             Ok(mut entries) => {
@@ -313,7 +314,7 @@ async fn run(bucket: kv::Store, view: std::sync::Weak<PresenceView>) {
     }
 }
 
-impl PresenceView {
+impl RoutingTable {
     /// Puts a whole replayed picture in place of the one in use.
     fn replace(&self, state: State, revision: u64) {
         if let Ok(mut current) = self.state.lock() {

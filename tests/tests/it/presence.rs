@@ -205,7 +205,7 @@ async fn every_router_confirms_a_registration_and_a_dead_one_is_waited_for_in_bo
     let started = tokio::time::Instant::now();
     sessions.sync(revision, within).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(sessions.view().is_online(&tenant, &user));
+    assert!(sessions.routing_table().is_online(&tenant, &user));
 
     // A router that died: its key stays until the TTL.
     bucket.put(router_key("dead:1"), "1".into()).await.unwrap();

@@ -28,12 +28,12 @@ use crate::sequencer::{Outcome, Route};
 /// Events of a batch on their way out, in the order they were made:
 /// those for users gather per gateway (`Sessions::deliveries`); an event
 /// on a conversation's subject, or a reply, first sends what has gathered.
-struct Outbox<'a> {
+struct OutgoingEvents<'a> {
     ctx: &'a Ctx,
     deliveries: switchboard_backbone::sessions::Deliveries<'a>,
 }
 
-impl<'a> Outbox<'a> {
+impl<'a> OutgoingEvents<'a> {
     fn new(ctx: &'a Ctx) -> Self {
         Self {
             ctx,
@@ -125,7 +125,7 @@ pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>, messages: &[jetstr
 }
 
 async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
-    let mut out = Outbox::new(ctx);
+    let mut out = OutgoingEvents::new(ctx);
     for (outcome, traceparent) in outcomes {
         let traced = |mut event: (HeaderMap, Bytes)| {
             if let Some(t) = &traceparent {
