@@ -104,7 +104,7 @@ fn print(record: &TenantRecord) -> anyhow::Result<()> {
 }
 
 pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
-    let file = crate::config::FileConfig::load(args.config.as_deref())?;
+    let file = crate::secrets::load(args.config.as_deref())?;
     let nats = crate::config::nats_config(&args.nats, &file, "switchboard-tenant")?;
     let client = switchboard_backbone::connect(&nats).await?;
     let js = async_nats::jetstream::new(client.clone());
