@@ -162,6 +162,9 @@ pub struct NatsSection {
     pub token: Option<String>,
     /// A file holding an NKey seed (`SU...`).
     pub nkey_seed_file: Option<PathBuf>,
+    /// An NKey seed itself: only from `SWITCHBOARD_NATS_NKEY_SEED`.
+    #[serde(skip)]
+    pub nkey_seed: Option<String>,
     /// A `.creds` file (decentralised JWT auth, as `nsc` writes it).
     pub creds_file: Option<PathBuf>,
     /// A PEM file of CA certificates to trust for the servers.
@@ -258,11 +261,9 @@ pub fn nats_config(
         .nats_nkey_seed_file
         .clone()
         .or(section.nkey_seed_file.clone());
-    let nkey_value = crate::secrets::from_env_value(crate::secrets::NATS_NKEY_SEED);
-    let nkey = match (nkey_value, nkey_path) {
+    let nkey = match (section.nkey_seed.clone(), nkey_path) {
         (Some(_), Some(path)) => anyhow::bail!(
-            "both {} and an NKey seed file ({}) are given: give one of them",
-            crate::secrets::NATS_NKEY_SEED,
+            "both SWITCHBOARD_NATS_NKEY_SEED and an NKey seed file ({}) are given: give one of them",
             path.display()
         ),
         (Some(seed), None) => Some(NkeySeed::Value(seed)),

@@ -37,12 +37,6 @@ pub fn from_env(name: &str) -> anyhow::Result<Option<String>> {
     }
 }
 
-/// A secret given only as its value, whose `_FILE` form is a flag's
-/// variable and read where that flag is.
-pub fn from_env_value(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
 /// A secret file's contents without the one trailing line break editors
 /// and `echo` add (anything else is part of the secret).
 pub fn read_file(what: &str, path: &Path) -> anyhow::Result<String> {
@@ -67,6 +61,12 @@ pub fn apply(file: &mut FileConfig, problems: &mut Vec<String>) {
             None
         })
     };
+    // Its `_FILE` form is the `--nats-nkey-seed-file` flag's variable,
+    // read where that flag is (`config::nats_config`).
+    let nkey_seed = std::env::var(NATS_NKEY_SEED).ok().filter(|v| !v.is_empty());
+    if nkey_seed.is_some() {
+        file.nats.get_or_insert_with(Default::default).nkey_seed = nkey_seed;
+    }
     let password = take(NATS_PASSWORD);
     let token = take(NATS_TOKEN);
     if password.is_some() || token.is_some() {
