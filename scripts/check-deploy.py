@@ -14,7 +14,9 @@ Prints what it checked and what it could not; exits 1 on any problem.
 Needs PyYAML (scripts/test.sh installs it into .venv).
 """
 
+import copy
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -26,6 +28,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+VERSION = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
 problems = []
 skipped = []
 
@@ -53,35 +56,69 @@ def labels_match(selector, labels):
     return all(labels.get(k) == v for k, v in (selector or {}).items())
 
 
-def check_kubernetes():
+KUBE = DEPLOY / "kubernetes"
+
+
+def render(directory, component=False):
+    """The documents a kustomization makes, by kustomize's rules for what
+    this repository uses: resources (files and directories), components,
+    namespace, labels (not on selectors) and images. Anything else is a
+    problem, so that a feature this does not render is never skipped."""
+    path = directory / "kustomization.yaml"
+    try:
+        k = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        problem(str(path.relative_to(ROOT)), f"unreadable: {e}")
+        return []
+    known = {"apiVersion", "kind", "resources", "components", "namespace", "labels", "images"}
+    for key in set(k) - known:
+        problem(str(path.relative_to(ROOT)), f"{key} is not rendered by scripts/check-deploy.py")
     docs = []
-    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
-        if path.name == "nats-values.yaml":
-            # Values for the NATS Helm chart, not a manifest.
+    for resource in k.get("resources", []):
+        target = (directory / resource).resolve()
+        if target.is_dir():
+            docs += render(target)
+        elif target.is_file():
             try:
-                yaml.safe_load(path.read_text())
+                docs += [d for d in yaml.safe_load_all(target.read_text()) if d is not None]
             except yaml.YAMLError as e:
-                problem(path.name, f"not YAML: {e}")
-            continue
+                problem(str(target.relative_to(ROOT)), f"not YAML: {e}")
+        else:
+            problem(str(path.relative_to(ROOT)), f"resource {resource} is missing")
+    for c in k.get("components", []):
+        docs += render((directory / c).resolve(), component=True)
+    for doc in docs:
+        meta = doc.setdefault("metadata", {})
+        if k.get("namespace") and doc.get("kind") != "Namespace":
+            meta["namespace"] = k["namespace"]
+        for label in k.get("labels", []):
+            meta.setdefault("labels", {}).update(label.get("pairs", {}))
+            if label.get("includeSelectors"):
+                problem(str(path.relative_to(ROOT)), "labels with includeSelectors are not rendered here")
+        for c in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            for image in k.get("images", []):
+                name, _, tag = c.get("image", "").partition(":")
+                if name == image["name"]:
+                    c["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}".rstrip(":")
+    return docs
+
+
+def check_kubernetes():
+    for path in sorted(KUBE.rglob("*.yaml")):
         try:
-            for doc in yaml.safe_load_all(path.read_text()):
-                if doc is not None:
-                    docs.append((path.name, doc))
+            list(yaml.safe_load_all(path.read_text()))
         except yaml.YAMLError as e:
-            problem(path.name, f"not YAML: {e}")
-    kustomization = next((d for n, d in docs if d.get("kind") == "Kustomization"), None)
-    if kustomization is None:
-        problem("kubernetes", "no kustomization.yaml")
-    else:
-        for resource in kustomization.get("resources", []):
-            if not (DEPLOY / "kubernetes" / resource).exists():
-                problem("kustomization.yaml", f"resource {resource} is missing")
+            problem(str(path.relative_to(DEPLOY)), f"not YAML: {e}")
+    docs = [("kustomization", d) for d in render(KUBE)]
+    monitored = render(KUBE / "with-monitoring")
+    if not any(d.get("kind") == "ServiceMonitor" for d in monitored):
+        problem("with-monitoring", "renders no ServiceMonitor")
+    if any(d.get("kind") == "ServiceMonitor" for _, d in docs):
+        problem("kubernetes", "the default rendering needs the Prometheus operator's CRD")
     workloads = []
     for name, doc in docs:
         kind = doc.get("kind")
         where = f"{name} {kind}/{doc.get('metadata', {}).get('name')}"
-        if kind in ("Kustomization",):
-            continue
         for field in ("apiVersion", "kind", "metadata"):
             if field not in doc:
                 problem(where, f"no {field}")
@@ -102,6 +139,8 @@ def check_kubernetes():
                 cw = f"{where} container {c.get('name')}"
                 if not c.get("image"):
                     problem(cw, "no image")
+                elif c["image"].startswith("switchboard") and c["image"] != f"switchboard:{VERSION}":
+                    problem(cw, f"image {c['image']} is not switchboard:{VERSION}, what the documented docker build makes")
                 requests = c.get("resources", {}).get("requests", {})
                 if "cpu" not in requests or "memory" not in requests:
                     problem(cw, "no cpu and memory requests")
@@ -135,18 +174,226 @@ def check_kubernetes():
             if not any(labels_match(selector, w) for w in workloads):
                 problem(where, "selects no pod")
     if shutil.which("kubectl"):
-        run = subprocess.run(
-            ["kubectl", "kustomize", str(DEPLOY / "kubernetes")],
-            capture_output=True,
-            text=True,
-        )
-        if run.returncode != 0:
-            problem("kubectl kustomize", run.stderr.strip())
-        else:
-            print(f"kubernetes: kubectl kustomize rendered {run.stdout.count('kind:')} objects")
+        for target in (KUBE, KUBE / "with-monitoring"):
+            run = subprocess.run(
+                ["kubectl", "kustomize", str(target)],
+                capture_output=True,
+                text=True,
+            )
+            if run.returncode != 0:
+                problem("kubectl kustomize", run.stderr.strip())
+                continue
+            theirs = sorted(
+                (d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(run.stdout) if d
+            )
+            rendered = [d for _, d in docs] if target == KUBE else monitored
+            ours = sorted((d["kind"], d["metadata"]["name"]) for d in rendered)
+            if theirs != ours:
+                problem("kubectl kustomize", f"{target.name}: renders {theirs}, this script {ours}")
+            print(f"kubernetes: kubectl kustomize {target.relative_to(DEPLOY)} rendered {len(theirs)} objects, as this script does")
     else:
-        skipped.append("kubectl kustomize (no kubectl here)")
-    print(f"kubernetes: {len(docs)} documents checked")
+        skipped.append("kubectl kustomize (no kubectl here; rendered by this script only)")
+    print(f"kubernetes: {len(docs)} rendered documents checked")
+    secrets = example_secrets()
+    for p in check_roles([d for _, d in docs], secrets):
+        problem("config check", p)
+    check_nats_users([d for _, d in docs], secrets)
+    self_test([d for _, d in docs], secrets)
+
+
+def example_secrets():
+    """The Secrets of secret.example.yaml by (namespace, name): the keys
+    the pods are documented to get."""
+    found = {}
+    for doc in yaml.safe_load_all((KUBE / "secret.example.yaml").read_text()):
+        if doc and doc.get("kind") == "Secret":
+            meta = doc["metadata"]
+            found[(meta.get("namespace"), meta["name"])] = dict(doc.get("stringData", {}))
+    return found
+
+
+def switchboard_binary():
+    target = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "target")
+    return pathlib.Path(target) / "debug" / "switchboard"
+
+
+def pod_environment(pod, container, namespace, configmaps, secrets, tmp, claims=()):
+    """The environment and file system a container would see: mounted
+    ConfigMaps and Secrets written under `tmp`, and a function mapping a
+    path in the container to the file written here. Returns (env,
+    resolve, problems)."""
+    problems = []
+    mounts = {}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        volume = volumes.get(m["name"])
+        if volume is None and m["name"] in claims:
+            volume = {"persistentVolumeClaim": {}}
+        if volume is None:
+            problems.append(f"volume {m['name']} is not defined")
+            continue
+        local = pathlib.Path(tmp) / m["name"]
+        local.mkdir(parents=True, exist_ok=True)
+        if "configMap" in volume or "secret" in volume:
+            ref = volume.get("configMap") or volume.get("secret")
+            name = ref.get("name") or ref.get("secretName")
+            data = (configmaps if "configMap" in volume else secrets).get((namespace, name))
+            if data is None:
+                if not ref.get("optional"):
+                    problems.append(f"volume {m['name']}: {name} does not exist")
+                data = {}
+            items = ref.get("items") or [{"key": k, "path": k} for k in data]
+            for item in items:
+                if item["key"] not in data:
+                    if not ref.get("optional"):
+                        problems.append(f"volume {m['name']}: {name} has no key {item['key']}")
+                    continue
+                (local / item["path"]).write_text(str(data[item["key"]]))
+        mounts[m["mountPath"].rstrip("/")] = local
+
+    def resolve(value):
+        for mount, local in mounts.items():
+            if value == mount or value.startswith(mount + "/"):
+                return str(local) + value[len(mount) :]
+        return value
+
+    env = {}
+    for source in container.get("envFrom", []):
+        ref = source.get("secretRef") or source.get("configMapRef") or {}
+        data = (secrets if "secretRef" in source else configmaps).get((namespace, ref.get("name")))
+        if data is None and not ref.get("optional"):
+            problems.append(f"envFrom: {ref.get('name')} does not exist")
+        env.update({k: str(v) for k, v in (data or {}).items()})
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = resolve(str(e["value"]))
+            continue
+        ref = e.get("valueFrom", {})
+        key_ref = ref.get("secretKeyRef") or ref.get("configMapKeyRef")
+        if key_ref is None:
+            problems.append(f"env {e['name']}: only values and key references are checked here")
+            continue
+        data = (secrets if "secretKeyRef" in ref else configmaps).get((namespace, key_ref["name"])) or {}
+        if key_ref["key"] in data:
+            env[e["name"]] = str(data[key_ref["key"]])
+        elif not key_ref.get("optional"):
+            problems.append(f"env {e['name']}: {key_ref['name']} has no key {key_ref['key']}")
+    return env, resolve, problems
+
+
+def check_roles(docs, secrets, quiet=False):
+    """Runs `switchboard config check` on each Switchboard container with
+    the environment, files and flags its pod would have."""
+    binary = switchboard_binary()
+    if not binary.is_file():
+        return [f"{binary} is not built (cargo build --bin switchboard)"]
+    configmaps = {
+        (d["metadata"].get("namespace"), d["metadata"]["name"]): d.get("data", {})
+        for d in docs
+        if d.get("kind") == "ConfigMap"
+    }
+    found = []
+    for doc in docs:
+        if doc.get("kind") not in ("Deployment", "StatefulSet"):
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        namespace = doc["metadata"].get("namespace")
+        for c in pod.get("containers", []):
+            args = c.get("args", [])
+            if not str(c.get("image", "")).startswith("switchboard") or not args:
+                continue
+            where = f"{doc['kind']}/{doc['metadata']['name']} ({args[0]})"
+            if args[0] not in ("gateway", "worker"):
+                found.append(f"{where}: no config check for role {args[0]}")
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                claims = [t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])]
+                env, resolve, problems = pod_environment(
+                    pod, c, namespace, configmaps, secrets, tmp, claims
+                )
+                found += [f"{where}: {p}" for p in problems]
+                command = [str(binary), "config", "check", "--role", args[0]]
+                command += [resolve(str(a)) for a in args[1:]]
+                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+                run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+                if run.returncode != 0:
+                    lines = (run.stdout + run.stderr).strip().splitlines()
+                    found += [f"{where}: {l}" for l in lines]
+                elif not quiet:
+                    print(f"config check {where}: {run.stdout.strip()}")
+    return found
+
+
+def check_nats_users(docs, secrets):
+    """The users nats-server gets (nats-values.yaml includes
+    accounts.conf, passwords from the Secret in `nats`) are the users the
+    pods log in as, with the same passwords."""
+    accounts = (ROOT / "nats" / "server" / "secure" / "accounts.conf").read_text()
+    users = dict(re.findall(r"user:\s*(\w+)\s*\n\s*password:\s*\$(\w+)", accounts))
+    if set(users) != {"admin", "worker", "gateway"}:
+        problem("accounts.conf", f"users {sorted(users)}, not admin, worker and gateway")
+    values = yaml.safe_load((KUBE / "nats-values.yaml").read_text())
+    includes = [v for k, v in values.get("config", {}).get("merge", {}).items() if k.endswith("$include")]
+    if "accounts.conf" not in includes:
+        problem("nats-values.yaml", "config.merge does not include accounts.conf")
+    if "accounts.conf" not in values.get("configMap", {}).get("merge", {}).get("data", {}):
+        problem("nats-values.yaml", "configMap.merge.data has no accounts.conf")
+    server_env = values.get("container", {}).get("env", {})
+    for user, var in users.items():
+        ref = (server_env.get(var) or {}).get("valueFrom", {}).get("secretKeyRef")
+        if ref is None:
+            problem("nats-values.yaml", f"nats-server gets no {var} (user {user}'s password)")
+            continue
+        if ref.get("key") not in secrets.get(("nats", ref.get("name")), {}):
+            problem("secret.example.yaml", f"Secret nats/{ref.get('name')} has no key {ref.get('key')}")
+    configmaps = {}
+    for doc in docs:
+        if doc.get("kind") not in ("Deployment", "StatefulSet"):
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        for c in pod.get("containers", []):
+            where = f"{doc['kind']}/{doc['metadata']['name']}"
+            with tempfile.TemporaryDirectory() as tmp:
+                env, _, _ = pod_environment(pod, c, doc["metadata"].get("namespace"), configmaps, secrets, tmp)
+                user = env.get("SWITCHBOARD_NATS_USER")
+                password = env.get("SWITCHBOARD_NATS_PASSWORD")
+                if "SWITCHBOARD_NATS_PASSWORD_FILE" in env and pathlib.Path(env["SWITCHBOARD_NATS_PASSWORD_FILE"]).is_file():
+                    password = pathlib.Path(env["SWITCHBOARD_NATS_PASSWORD_FILE"]).read_text().removesuffix("\n")
+            if user is None:
+                problem(where, "no NATS user (SWITCHBOARD_NATS_USER)")
+                continue
+            if user not in users:
+                problem(where, f"NATS user {user} is not one of accounts.conf's")
+                continue
+            ref = (server_env.get(users[user]) or {}).get("valueFrom", {}).get("secretKeyRef", {})
+            expected = secrets.get(("nats", ref.get("name")), {}).get(ref.get("key"))
+            if password != expected:
+                problem(where, f"its NATS password is not the one nats-server has for {user} ({users[user]})")
+            args = c.get("args", [])
+            define = env.get("SWITCHBOARD_DEFINE_BACKBONE")
+            if args and args[0] == "gateway" and define != "false":
+                problem(where, "a gateway without SWITCHBOARD_DEFINE_BACKBONE=false (user gateway may not manage JetStream)")
+
+
+def self_test(docs, secrets):
+    """The check must catch the crash of issue 32: pods whose NATS
+    password and user disagree. Breaks a copy two ways and expects the
+    config check to refuse each."""
+    cases = []
+    no_user = copy.deepcopy(docs)
+    for doc in no_user:
+        for c in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            c["env"] = [e for e in c.get("env", []) if e.get("name") != "SWITCHBOARD_NATS_USER"]
+    cases.append(("a pod without its NATS user", no_user, secrets, "a NATS password was given without a user"))
+    missing_key = copy.deepcopy(secrets)
+    missing_key[("switchboard", "switchboard")].pop("nats-gateway-password", None)
+    cases.append(("a Secret without the gateway's password", docs, missing_key, "needs a password"))
+    for what, case_docs, case_secrets, expected in cases:
+        found = check_roles(case_docs, case_secrets, quiet=True)
+        if not any(expected in f for f in found):
+            problem("self-test", f"{what} passed the config check (expected {expected!r}; got {found})")
+        else:
+            print(f"self-test: {what} is refused ({expected})")
 
 
 def check_compose():

@@ -151,7 +151,8 @@ impl ServerList {
 
 /// `[nats]`: how this process authenticates to NATS and which TLS it
 /// speaks. At most one authentication method. Secrets may also come from
-/// the environment (`SWITCHBOARD_NATS_PASSWORD`, `SWITCHBOARD_NATS_TOKEN`),
+/// the environment (`SWITCHBOARD_NATS_PASSWORD`, `SWITCHBOARD_NATS_TOKEN`,
+/// `SWITCHBOARD_NATS_NKEY_SEED`, or their `_FILE` forms: `secrets.rs`),
 /// which wins over the file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -161,6 +162,9 @@ pub struct NatsSection {
     pub token: Option<String>,
     /// A file holding an NKey seed (`SU...`).
     pub nkey_seed_file: Option<PathBuf>,
+    /// An NKey seed itself: only from `SWITCHBOARD_NATS_NKEY_SEED`.
+    #[serde(skip)]
+    pub nkey_seed: Option<String>,
     /// A `.creds` file (decentralised JWT auth, as `nsc` writes it).
     pub creds_file: Option<PathBuf>,
     /// A PEM file of CA certificates to trust for the servers.
@@ -209,8 +213,10 @@ pub struct NatsArgs {
     pub define_backbone: Option<bool>,
 }
 
-fn env_secret(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+/// Where an NKey seed comes from.
+enum NkeySeed {
+    Value(String),
+    File(PathBuf),
 }
 
 fn read_secret_file(what: &str, path: &Path) -> anyhow::Result<String> {
@@ -248,12 +254,22 @@ pub fn nats_config(
         anyhow::bail!("the NATS server list is empty");
     }
     let user = args.nats_user.clone().or(section.user.clone());
-    let password = env_secret("SWITCHBOARD_NATS_PASSWORD").or(section.password.clone());
-    let token = env_secret("SWITCHBOARD_NATS_TOKEN").or(section.token.clone());
-    let nkey = args
+    // The environment's secrets are in `section` already (`secrets::apply`).
+    let password = section.password.clone();
+    let token = section.token.clone();
+    let nkey_path = args
         .nats_nkey_seed_file
         .clone()
         .or(section.nkey_seed_file.clone());
+    let nkey = match (section.nkey_seed.clone(), nkey_path) {
+        (Some(_), Some(path)) => anyhow::bail!(
+            "both SWITCHBOARD_NATS_NKEY_SEED and an NKey seed file ({}) are given: give one of them",
+            path.display()
+        ),
+        (Some(seed), None) => Some(NkeySeed::Value(seed)),
+        (None, Some(path)) => Some(NkeySeed::File(path)),
+        (None, None) => None,
+    };
     let creds = args.nats_creds.clone().or(section.creds_file.clone());
     let methods = [
         user.is_some(),
@@ -269,16 +285,21 @@ pub fn nats_config(
     let auth = if let Some(user) = user {
         let Some(password) = password else {
             anyhow::bail!(
-                "NATS user {user:?} needs a password (SWITCHBOARD_NATS_PASSWORD or [nats] password)"
+                "NATS user {user:?} needs a password (SWITCHBOARD_NATS_PASSWORD, SWITCHBOARD_NATS_PASSWORD_FILE or [nats] password)"
             );
         };
         NatsAuth::UserPassword { user, password }
     } else if password.is_some() {
-        anyhow::bail!("a NATS password was given without a user");
+        anyhow::bail!(
+            "a NATS password was given without a user (set SWITCHBOARD_NATS_USER or [nats] user)"
+        );
     } else if let Some(token) = token {
         NatsAuth::Token(token)
-    } else if let Some(path) = nkey {
-        NatsAuth::NKey(read_secret_file("NKey seed file", &path)?)
+    } else if let Some(seed) = nkey {
+        NatsAuth::NKey(match seed {
+            NkeySeed::Value(seed) => seed,
+            NkeySeed::File(path) => read_secret_file("NKey seed file", &path)?,
+        })
     } else if let Some(path) = creds {
         // Whole: the file's decorations end in line breaks its parser needs.
         let text = read_secret_file("credentials file", &path)?;
@@ -406,21 +427,15 @@ pub enum BlobBackend {
 }
 
 impl BlobsConfig {
-    /// The S3 settings, credentials from the environment where the file
-    /// has none.
+    /// The S3 settings, with their credentials.
     pub fn s3(&self) -> anyhow::Result<switchboard_blob::s3::S3Config> {
-        let Some(mut s3) = self.s3.clone() else {
+        let Some(s3) = self.s3.clone() else {
             anyhow::bail!("[blobs] backend = \"s3\" needs a [blobs.s3] table with the bucket");
         };
-        if s3.access_key_id.is_empty() {
-            s3.access_key_id = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default();
-        }
-        if s3.secret_access_key.is_empty() {
-            s3.secret_access_key = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default();
-        }
+        // The environment's keys are in it already (`secrets::apply`).
         if s3.access_key_id.is_empty() || s3.secret_access_key.is_empty() {
             anyhow::bail!(
-                "S3 credentials missing: set access_key_id and secret_access_key in [blobs.s3] or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                "S3 credentials missing: set access_key_id and secret_access_key in [blobs.s3], or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or their _FILE variants)"
             );
         }
         Ok(s3)

@@ -14,6 +14,8 @@ mod plugin_cache;
 mod plugin_cli;
 mod plugin_template;
 mod run;
+mod secrets;
+mod setup;
 mod sys;
 mod telemetry;
 mod tenant_cli;
@@ -26,11 +28,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
-use switchboard_backbone::definitions::BackboneConfig;
 use switchboard_client::{TokenSpec, mint_hs256};
 
 use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, process_id};
 use crate::run::Shutdown;
+use crate::setup::{Common, ExternalArgs, Role, Setup, backbone_config};
 
 // The allocator: the system's unless a feature picks another (see
 // BENCHMARKS.md, "Allocator", for why).
@@ -68,42 +70,16 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// A plugin author's local harness: check a component, call a hook.
     Plugin(plugin_cli::PluginArgs),
+    /// Work with a configuration without running it.
+    #[command(subcommand)]
+    Config(ConfigCmd),
 }
 
-#[derive(Args)]
-struct Common {
-    /// Configuration file (TOML); see deploy/switchboard.example.toml.
-    #[arg(long, env = "SWITCHBOARD_CONFIG")]
-    config: Option<PathBuf>,
-    /// Log filter, e.g. `info` or `switchboard_worker=debug`.
-    #[arg(long, env = "SWITCHBOARD_LOG")]
-    log: Option<String>,
-    /// Ingest partitions (fixed for a deployment; default 16).
-    #[arg(long, env = "SWITCHBOARD_PARTITIONS")]
-    partitions: Option<u16>,
-    /// Replicas of streams and buckets (1 on one server, 3 in a cluster).
-    #[arg(long, env = "SWITCHBOARD_REPLICAS")]
-    replicas: Option<usize>,
-    /// Also serve `/metrics`, `/healthz` and `/readyz` on this address
-    /// (a worker's only HTTP; a gateway serves them on its own port too).
-    #[arg(long, env = "SWITCHBOARD_METRICS_LISTEN")]
-    metrics_listen: Option<SocketAddr>,
-    /// Export traces over OTLP/HTTP to this collector, e.g.
-    /// `http://otel-collector:4318` (`/v1/traces` is added). Off when
-    /// unset; see README, "Traces".
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
-    otlp_endpoint: Option<String>,
-}
-
-impl Common {
-    /// Logs, and traces if configured (`traces.rs`).
-    fn observe(&self, file: &FileConfig, process: &str) -> anyhow::Result<traces::Traces> {
-        traces::init(
-            self.log.as_deref().or(file.log.as_deref()),
-            traces::otlp_endpoint(self.otlp_endpoint.as_deref()),
-            process,
-        )
-    }
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Check a role's configuration (file, environment, flags) as its
+    /// start would, without connecting: one line per problem, exit 1 if any.
+    Check(setup::CheckArgs),
 }
 
 #[derive(Args)]
@@ -122,22 +98,6 @@ struct DevArgs {
     /// Port for the local nats-server (0 picks a free one; default 4222).
     #[arg(long, env = "SWITCHBOARD_NATS_PORT")]
     nats_port: Option<u16>,
-}
-
-#[derive(Args)]
-struct ExternalArgs {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    nats: config::NatsArgs,
-    /// Where the store is: `embedded` here, `nats` (served by the
-    /// process that holds the embedded store), or `scylla` (the cluster
-    /// of the file's `[scylla]` table).
-    #[arg(long, env = "SWITCHBOARD_STORE", value_enum)]
-    store: Option<StoreKind>,
-    /// Data directory of the embedded store.
-    #[arg(long, env = "SWITCHBOARD_DATA_DIR")]
-    data_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -176,38 +136,6 @@ struct TokenArgs {
     secret: Option<String>,
 }
 
-fn backbone_config(common: &Common, file: &FileConfig) -> BackboneConfig {
-    let defaults = BackboneConfig::default();
-    BackboneConfig {
-        partitions: common
-            .partitions
-            .or(file.partitions)
-            .unwrap_or(defaults.partitions)
-            .max(1),
-        replicas: common
-            .replicas
-            .or(file.replicas)
-            .unwrap_or(defaults.replicas)
-            .max(1),
-        duplicate_window: file
-            .duplicate_window_ms
-            .map(std::time::Duration::from_millis),
-        presence_ttl: file.presence_ttl(),
-        define: file
-            .nats
-            .as_ref()
-            .and_then(|n| n.define_backbone)
-            .unwrap_or(defaults.define),
-    }
-}
-
-fn demo_secret(file: &FileConfig) -> Option<String> {
-    std::env::var("SWITCHBOARD_DEMO_SECRET")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| file.demo_secret.clone())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -218,6 +146,12 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Token(args) => token(args),
         Cmd::Tenant(args) => tenant_cli::run(args).await,
         Cmd::Bench(args) => bench::run(args).await,
+        Cmd::Config(ConfigCmd::Check(args)) => {
+            if !setup::check(&args) {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Cmd::Plugin(args) => {
             // The plugin's own log lines, on stderr.
             let _logs = traces::init(Some("warn,plugin=debug"), None, "plugin")?;
@@ -230,7 +164,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    let mut file = FileConfig::load(args.common.config.as_deref())?;
+    let mut file = secrets::load(args.common.config.as_deref())?;
     let traces = args.common.observe(&file, "dev")?;
     let listen = args
         .listen
@@ -251,7 +185,10 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         0 => nats_server::free_port()?,
         p => p,
     };
-    let secret = demo_secret(&file).unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
+    let secret = file
+        .demo_secret
+        .clone()
+        .unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
     file.tenants.retain(|t| t.id != config::DEMO_TENANT);
     file.tenants.push(demo_tenant(&secret));
 
@@ -375,53 +312,6 @@ async fn dev_inner(
     served
 }
 
-/// What a gateway or worker reads before it connects.
-struct Setup {
-    file: FileConfig,
-    backbone: BackboneConfig,
-    /// This process's name (leases, NATS connection name).
-    name: String,
-    nats: switchboard_backbone::NatsConfig,
-    kind: StoreKind,
-    data_dir: PathBuf,
-    traces: traces::Traces,
-}
-
-fn external_setup(args: &ExternalArgs, role: &str) -> anyhow::Result<Setup> {
-    let mut file = FileConfig::load(args.common.config.as_deref())?;
-    let traces = args.common.observe(&file, role)?;
-    if let Some(secret) = demo_secret(&file) {
-        file.tenants.retain(|t| t.id != config::DEMO_TENANT);
-        file.tenants.push(demo_tenant(&secret));
-    }
-    let mut backbone = backbone_config(&args.common, &file);
-    if let Some(define) = args.nats.define_backbone {
-        backbone.define = define;
-    }
-    let name = process_id(role);
-    let nats = config::nats_config(&args.nats, &file, &name)?;
-    let default_store = if role == "worker" {
-        StoreKind::Embedded
-    } else {
-        StoreKind::Nats
-    };
-    let kind = args.store.or(file.store).unwrap_or(default_store);
-    let data_dir = args
-        .data_dir
-        .clone()
-        .or(file.data_dir.clone())
-        .unwrap_or_else(|| PathBuf::from("switchboard-data"));
-    Ok(Setup {
-        file,
-        backbone,
-        name,
-        nats,
-        kind,
-        data_dir,
-        traces,
-    })
-}
-
 async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let Setup {
         file,
@@ -430,18 +320,10 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         nats,
         kind,
         data_dir,
-        traces,
-    } = external_setup(&args.external, "gateway")?;
+        listen,
+    } = setup::prepare(Role::Gateway, &args.external, args.listen)?;
+    let traces = args.external.common.observe(&file, "gateway")?;
     let exposition = telemetry::install("gateway")?;
-    let listen = args
-        .listen
-        .or(file.listen.as_deref().map(str::parse).transpose()?)
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 8080)));
-    if file.tenants.is_empty() {
-        bail!(
-            "no tenants configured: add [[tenants]] to the configuration file or set SWITCHBOARD_DEMO_SECRET"
-        );
-    }
     let client = run::backbone(&nats, &backbone).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;
@@ -492,8 +374,9 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         nats,
         kind,
         data_dir,
-        traces,
-    } = external_setup(&args.external, "worker")?;
+        ..
+    } = setup::prepare(Role::Worker, &args.external, None)?;
+    let traces = args.external.common.observe(&file, "worker")?;
     let exposition = telemetry::install("worker")?;
     // The store is served before JetStream is waited for: it needs only
     // core NATS, and every writer in the cluster waits for it, also while

@@ -381,10 +381,7 @@ pub async fn store(
 /// writers, moves) archived history with its own view of the blob store,
 /// which must then be S3 (or a directory every process shares).
 async fn scylla_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<Arc<dyn Store>> {
-    let mut config = file.scylla.clone().unwrap_or_default();
-    if let Some(secs) = file.inbox_ttl_secs {
-        config.inbox_ttl_secs = u32::try_from(secs).unwrap_or(u32::MAX);
-    }
+    let config = scylla_config(file)?;
     let scylla: Arc<dyn Store> = Arc::new(
         ScyllaStore::connect(&config)
             .await
@@ -395,6 +392,16 @@ async fn scylla_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<Arc<
         scylla,
         archive_objects(data_dir, file)?,
     )))
+}
+
+/// The cluster of `[scylla]`, checked.
+pub fn scylla_config(file: &FileConfig) -> anyhow::Result<switchboard_store_scylla::ScyllaConfig> {
+    let mut config = file.scylla.clone().unwrap_or_default();
+    if let Some(secs) = file.inbox_ttl_secs {
+        config.inbox_ttl_secs = u32::try_from(secs).unwrap_or(u32::MAX);
+    }
+    config.validate().context("[scylla]")?;
+    Ok(config)
 }
 
 pub fn worker_config(
@@ -488,6 +495,13 @@ pub async fn push_stage(
     tenants: &TenantBook,
     file: &FileConfig,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let config = push_config(file)?;
+    let js = jetstream::new(client.clone());
+    Ok(switchboard_push::start(js, store, tenants.clone(), config).await?)
+}
+
+/// The push stage's settings of `[push]`, its CA file read.
+pub fn push_config(file: &FileConfig) -> anyhow::Result<switchboard_push::PushConfig> {
     let section = file.push.clone().unwrap_or_default();
     let mut config = switchboard_push::PushConfig::default();
     if let Some(ms) = section.timeout_ms {
@@ -518,8 +532,7 @@ pub async fn push_stage(
                 .with_context(|| format!("reading [push] ca_file {}", path.display()))?,
         );
     }
-    let js = jetstream::new(client.clone());
-    Ok(switchboard_push::start(js, store, tenants.clone(), config).await?)
+    Ok(config)
 }
 
 /// The blob store of `[blobs]` as the archive's object store (F14).
@@ -574,15 +587,20 @@ pub fn media_store(data_dir: &Path, file: &FileConfig) -> anyhow::Result<MediaSt
         tracing::info!(bucket = %s3.bucket, endpoint = ?s3.endpoint, "media in S3");
         return Ok(MediaStore::remote(Arc::new(S3Blobs::new(&s3))));
     }
-    let signer = match &file.blob_url_secret {
+    Ok(MediaStore::local(LocalBlobs::new(
+        data_dir.join("blobs"),
+        blob_url_signer(file)?,
+    )))
+}
+
+/// What signs local blob URLs: `blob_url_secret`, or a secret of this
+/// process's own.
+pub fn blob_url_signer(file: &FileConfig) -> anyhow::Result<Signer> {
+    Ok(match &file.blob_url_secret {
         Some(secret) if secret.len() >= 16 => Signer::new(secret.as_bytes()),
         Some(_) => anyhow::bail!("blob_url_secret must be at least 16 bytes"),
         None => Signer::random()?,
-    };
-    Ok(MediaStore::local(LocalBlobs::new(
-        data_dir.join("blobs"),
-        signer,
-    )))
+    })
 }
 
 /// Serves a gateway on `listen` until `shutdown`. Prints the bound address

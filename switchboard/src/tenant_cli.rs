@@ -110,7 +110,7 @@ fn print(record: &TenantRecord) -> anyhow::Result<()> {
 
 /// Runs the command within its `--timeout`.
 pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
-    let file = crate::config::FileConfig::load(args.config.as_deref())?;
+    let file = crate::secrets::load(args.config.as_deref())?;
     let nats = crate::config::nats_config(&args.nats, &file, "switchboard-tenant")?;
     let within = std::time::Duration::from_secs(args.timeout.max(1));
     let servers = nats.servers.join(",");

@@ -8,6 +8,7 @@ mod bad_input;
 mod chat;
 mod cluster_faults;
 mod compromised_gateway;
+mod config_check;
 mod consent;
 mod crash;
 mod dev;
