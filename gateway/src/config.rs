@@ -351,6 +351,12 @@ pub struct DevTokens {
 impl GatewayConfig {
     /// Refuses settings no gateway can work with, saying which.
     pub fn check(&self) -> Result<(), String> {
+        if self.limits.hard_max_frame_bytes < self.limits.max_frame_bytes {
+            return Err("hard_max_frame_bytes must be at least max_frame_bytes".into());
+        }
+        if self.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err("operator_token must be at least 16 bytes".into());
+        }
         if self.limits.ipv6_prefix_len > 128 {
             return Err("ipv6_prefix_len is at most 128".into());
         }

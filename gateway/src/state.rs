@@ -109,16 +109,6 @@ impl Gateway {
             push_tokens,
             refusals,
         } = parts;
-        if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
-            return Err(GatewayError::Limits(
-                "hard_max_frame_bytes must be at least max_frame_bytes".into(),
-            ));
-        }
-        if config.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(GatewayError::Limits(
-                "operator_token must be at least 16 bytes".into(),
-            ));
-        }
         config.check().map_err(GatewayError::Limits)?;
         Ok(Arc::new(Self {
             rates: Rates::new(config.limits.clone()),

@@ -210,18 +210,8 @@ pub fn prepare(
                 )));
             }
             let config = run::gateway_config(name.clone(), &backbone, &file);
+            // The same check the gateway library makes when it starts.
             note(config.check().map_err(anyhow::Error::msg));
-            // The gateway library refuses these too, once connected.
-            if config.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
-                note(Err(anyhow::anyhow!(
-                    "operator_token must be at least 16 bytes"
-                )));
-            }
-            if config.limits.hard_max_frame_bytes < config.limits.max_frame_bytes {
-                note(Err(anyhow::anyhow!(
-                    "hard_max_frame_bytes must be at least max_frame_bytes"
-                )));
-            }
             note(run::token_keys(&config).map(drop));
             if file
                 .blobs
