@@ -5,7 +5,7 @@
 //! per window would be a storm: there the marks are only stored, and read
 //! with `GET /v1/conversations/{id}`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use switchboard_backbone::envelope::frame_event;
@@ -18,11 +18,15 @@ use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::outbox::{Outbound, Outbox};
 
-/// The highest marks a connection sent since the last flush.
+/// The highest marks a connection sent since the last flush, and where
+/// it sent messages meanwhile.
 #[derive(Default)]
 pub(crate) struct PendingMarks {
     delivered: HashMap<ConversationId, u64>,
     read: HashMap<ConversationId, u64>,
+    /// Conversations this connection sent to in the window: there a
+    /// stored send may have moved the user's marks past the ones asked.
+    sent: HashSet<ConversationId>,
 }
 
 impl PendingMarks {
@@ -36,21 +40,21 @@ impl PendingMarks {
         *mark = (*mark).max(seq);
     }
 
+    /// The connection sent a message to `conversation`.
+    pub fn sent_to(&mut self, conversation: &ConversationId) {
+        if !self.sent.contains(conversation) {
+            self.sent.insert(conversation.clone());
+        }
+    }
+
+    /// No mark to write (sends alone need none: the window forgets them).
     pub fn is_empty(&self) -> bool {
         self.delivered.is_empty() && self.read.is_empty()
     }
 
-    /// Takes out the marks of one conversation, leaving the others for
-    /// the window's end.
-    pub fn take(&mut self, conversation: &ConversationId) -> PendingMarks {
-        let mut taken = PendingMarks::default();
-        if let Some((c, seq)) = self.delivered.remove_entry(conversation) {
-            taken.delivered.insert(c, seq);
-        }
-        if let Some((c, seq)) = self.read.remove_entry(conversation) {
-            taken.read.insert(c, seq);
-        }
-        taken
+    /// Starts a new window.
+    pub fn clear(&mut self) {
+        self.sent.clear();
     }
 }
 
@@ -84,7 +88,12 @@ pub(crate) async fn flush(gw: Arc<Gateway>, id: Identity, marks: PendingMarks, t
             }
         };
         match result {
-            Ok(change) => broadcast(&gw, &id, &conversation, &change).await,
+            Ok(change) => {
+                // Only where the user sent meanwhile is a mark past the
+                // one asked news; elsewhere it is a stale ack.
+                let asked = marks.sent.contains(&conversation).then_some((kind, seq));
+                broadcast(&gw, &id, &conversation, asked, &change).await
+            }
             Err(e) => {
                 let request = ack(kind, conversation.clone(), seq);
                 let refusal = ApiError::from(e).answering(
@@ -113,22 +122,36 @@ fn ack(kind: ReceiptKind, conversation_id: ConversationId, seq: u64) -> ClientFr
     }
 }
 
+/// Broadcasts the marks the write moved and, after a send of the user to
+/// the conversation in the same window (`after_send`: the mark written
+/// and its seq), that mark when it already stood past what was asked: a
+/// stored send moves its sender's marks up to itself, so the ack written
+/// after it moves nothing ("read, then reply"), yet the other members
+/// have had no receipt for it.
 async fn broadcast(
     gw: &Gateway,
     id: &Identity,
     conversation: &ConversationId,
+    after_send: Option<(ReceiptKind, u64)>,
     change: &MarkChange,
 ) {
     if gw.fan_out(&id.tenant, change.kind, change.members.len()) == FanOut::Read {
         return;
     }
+    let passed = |kind: ReceiptKind, mark: u64| {
+        after_send.is_some_and(|(written, asked)| kind == written && mark > asked)
+    };
     let moved = [
         (
-            change.delivered_moved,
+            change.delivered_moved || passed(ReceiptKind::Delivered, change.delivered_seq),
             ReceiptKind::Delivered,
             change.delivered_seq,
         ),
-        (change.read_moved, ReceiptKind::Read, change.read_seq),
+        (
+            change.read_moved || passed(ReceiptKind::Read, change.read_seq),
+            ReceiptKind::Read,
+            change.read_seq,
+        ),
     ];
     for (_, kind, seq) in moved.into_iter().filter(|m| m.0) {
         let event = frame_event(&ServerFrame::Receipt {

@@ -39,6 +39,7 @@ var ConversationState = class {
     this.sorted = void 0;
     this.highestSeq = Math.max(this.highestSeq, message.seq);
     this.advance();
+    this.receipt(message.sender_id, "read", message.seq);
     return true;
   }
   /** Replaces a message with its edited or deleted self (or adds it). */

@@ -40,6 +40,9 @@ export class ConversationState {
     this.sorted = undefined;
     this.highestSeq = Math.max(this.highestSeq, message.seq);
     this.advance();
+    // Sending marks what came before as read: a member's message says
+    // they read up to it, whether or not a receipt follows.
+    this.receipt(message.sender_id, "read", message.seq);
     return true;
   }
 

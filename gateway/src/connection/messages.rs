@@ -51,7 +51,6 @@ impl Connection {
             self.reply(refuse(e));
             return;
         }
-        self.flush_marks_before_send(&conversation_id).await;
         let ticket = match self
             .answering
             .accept(&client_msg_id, &conversation_id, frame_bytes)
@@ -84,6 +83,7 @@ impl Connection {
             }
         };
         crate::metrics::send_accepted();
+        self.marks.sent_to(&conversation_id);
         let answering = self.answering.clone();
         // A task per send, not a future polled by this connection's loop:
         // the connection goes on reading while the send waits for the

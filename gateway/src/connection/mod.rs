@@ -447,24 +447,12 @@ impl Connection {
     /// broadcasts those that moved.
     fn flush_marks(&mut self) {
         if self.marks.is_empty() {
+            self.marks.clear();
             return;
         }
         let marks = std::mem::take(&mut self.marks);
         let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
         tokio::spawn(receipts::flush(gw, id, marks, tx));
-    }
-
-    /// Writes the window's marks of one conversation now, before a send
-    /// to it: a stored send moves its sender's marks up to itself, so a
-    /// mark written after it would move nothing and its receipt would
-    /// never be broadcast ("read, then reply" within one window).
-    async fn flush_marks_before_send(&mut self, conversation: &ConversationId) {
-        let marks = self.marks.take(conversation);
-        if marks.is_empty() {
-            return;
-        }
-        let (gw, tx, id) = (self.gw.clone(), self.tx.clone(), self.id.clone());
-        receipts::flush(gw, id, marks, tx).await;
     }
 }
 

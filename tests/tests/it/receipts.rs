@@ -175,10 +175,10 @@ async fn conversations_that_fan_out_on_read_store_marks_without_broadcasting() {
 }
 
 /// Read, then reply within one receipt window: the reply moves the
-/// replier's marks up to itself when it is stored, so the marks of the
-/// window are written before the send is taken, and their receipts still
-/// reach the other member (otherwise the read mark written after the reply
-/// moved nothing and was never broadcast).
+/// replier's marks up to itself when it is stored, so the read mark
+/// written at the window's end moves nothing; it is broadcast all the
+/// same, as the replier's mark now stands past what was asked (otherwise
+/// the other member's tick never turned read).
 #[tokio::test]
 async fn a_reply_within_the_receipt_window_does_not_swallow_its_read_receipt() {
     let cluster = Cluster::start(ClusterSpec::default()).await;
@@ -197,10 +197,14 @@ async fn a_reply_within_the_receipt_window_does_not_swallow_its_read_receipt() {
     let (_, reply_seq) = send_acked(&mut bob, &conv, "a1", "sure").await;
     assert_eq!(reply_seq, 3);
 
-    // Alice sees both receipts for her messages, then the reply.
+    // Alice sees the reply and a read receipt that covers her messages.
     let mut receipts = Vec::new();
     let mut replied = false;
-    while receipts.len() < 2 || !replied {
+    let read_past = |r: &Vec<(String, ReceiptKind, u64)>| {
+        r.iter()
+            .any(|(u, k, seq)| u == "rrbob" && *k == ReceiptKind::Read && *seq >= 2)
+    };
+    while !read_past(&receipts) || !replied {
         match alice.next_frame_within(Duration::from_secs(5)).await {
             Ok(ServerFrame::Receipt {
                 user_id, kind, seq, ..
@@ -213,13 +217,10 @@ async fn a_reply_within_the_receipt_window_does_not_swallow_its_read_receipt() {
             Err(e) => panic!("alice saw receipts {receipts:?}, reply {replied}: {e}"),
         }
     }
-    receipts.sort_by_key(|r| r.1 == ReceiptKind::Read);
-    assert_eq!(
-        receipts,
-        vec![
-            ("rrbob".into(), ReceiptKind::Delivered, 2),
-            ("rrbob".into(), ReceiptKind::Read, 2),
-        ]
-    );
+    assert!(receipts.iter().all(|(_, _, seq)| *seq <= 3), "{receipts:?}");
     assert_eq!(marks(&cluster, "rralice", &conv, "rrbob").await.1, 3);
+    // A mark that moves nothing and stands where it was asked is not
+    // broadcast again.
+    bob.send(&ack(ReceiptKind::Read, &conv, 3)).await.unwrap();
+    expect_no_receipt(&mut alice, Duration::from_millis(800)).await;
 }
