@@ -19,8 +19,9 @@ use switchboard_backbone::records::tenants::PushSettings;
 use switchboard_protocol::Timestamp;
 use switchboard_protocol::push::PushProvider;
 
+use crate::counters::PUSH_JOBS;
 use crate::providers::{self, Attempt};
-use crate::{Ctx, PUSH_JOBS, ack, with_push};
+use crate::stage::{Ctx, ack, with_push};
 
 /// Attempts made before this copy of a job (absent: none).
 pub const HEADER_PUSH_ATTEMPTS: &str = "Sb-Push-Attempts";

@@ -42,7 +42,6 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use futures::StreamExt;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
@@ -53,12 +52,11 @@ use switchboard_store::{
     day_bucket,
 };
 
+use crate::client::ScyllaStore;
 use crate::cql::{Args, Size, Write, unavailable};
 use crate::rows::{
-    Bucket, Conv, DELIVERED, READ, bucket_last, day_db, decode, encode, id_db, marks, seq_db,
-    seq_of,
+    Bucket, Conv, DELIVERED, READ, bucket_last, day_db, encode, id_db, marks, seq_db, seq_of,
 };
-use crate::store::ScyllaStore;
 
 mod view;
 
@@ -497,16 +495,4 @@ impl<'a> Tx<'a> {
             .map_err(unavailable)?;
         Ok(())
     }
-}
-
-/// Reads every message row of one bucket (for an archive mark).
-pub(crate) async fn collect_messages(
-    rows: impl futures::Stream<Item = StoreResult<(String,)>>,
-) -> StoreResult<Vec<Message>> {
-    let mut out = Vec::new();
-    let mut rows = std::pin::pin!(rows);
-    while let Some(row) = rows.next().await {
-        out.push(decode(&row?.0)?);
-    }
-    Ok(out)
 }

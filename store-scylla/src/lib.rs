@@ -31,6 +31,7 @@
 //! `last_seq` back, and a datacenter keeps serving when another is cut
 //! off. See `deploy/scylla/README.md`.
 
+mod client;
 mod commit;
 mod config;
 mod cql;
@@ -40,6 +41,6 @@ mod schema;
 mod statements;
 mod store;
 
+pub use client::ScyllaStore;
 pub use config::{Replication, ScyllaConfig};
 pub use schema::{SCHEMA_CQL, SCHEMA_VERSION};
-pub use store::ScyllaStore;

@@ -16,8 +16,8 @@ use switchboard_store::{
     StoreResult,
 };
 
+use crate::client::ScyllaStore;
 use crate::rows::{conversation_id, kind_of, user_id};
-use crate::store::ScyllaStore;
 
 impl ScyllaStore {
     /// The kind and creator of a conversation, if it exists (without its

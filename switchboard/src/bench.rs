@@ -10,9 +10,9 @@
 //!
 //! `bench plugin` measures one moderation hook call (`plugin_bench.rs`).
 //!
-//! `bench backbone` measures what JetStream keeps per conversation: it
-//! publishes one command to each of C distinct ingest subjects and reports
-//! the nats-server's memory before and after.
+//! `bench backbone` (`bench/backbone.rs`) measures what JetStream keeps
+//! per conversation: it publishes one command to each of C distinct ingest
+//! subjects and reports the nats-server's memory before and after.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -28,6 +28,12 @@ use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
 use switchboard_protocol::ConversationKind;
 
 use crate::config::DEFAULT_DEMO_SECRET;
+
+mod backbone;
+mod process;
+
+use backbone::{BackboneArgs, ingest_messages};
+use process::{and_children, cpu_time, memory_of};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -91,128 +97,12 @@ struct ChatArgs {
     partitions: u16,
 }
 
-/// The state of every ingest stream.
-async fn ingest_states(
-    js: &async_nats::jetstream::Context,
-    partitions: u16,
-) -> anyhow::Result<Vec<async_nats::jetstream::stream::State>> {
-    let mut states = Vec::with_capacity(usize::from(partitions));
-    for p in 0..partitions {
-        let name = switchboard_backbone::definitions::ingest_stream_name(p);
-        let mut stream = js
-            .get_stream(&name)
-            .await
-            .with_context(|| format!("stream {name}"))?;
-        let info = stream
-            .info()
-            .await
-            .with_context(|| format!("stream {name}"))?;
-        states.push(info.state.clone());
-    }
-    Ok(states)
-}
-
-/// How many messages the ingest streams have taken since they were
-/// created: the sum of their last sequences.
-async fn ingest_messages(
-    js: &async_nats::jetstream::Context,
-    partitions: u16,
-) -> anyhow::Result<u64> {
-    let states = ingest_states(js, partitions).await?;
-    Ok(states.iter().map(|s| s.last_sequence).sum())
-}
-
-#[derive(clap::Args)]
-struct BackboneArgs {
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    nats_url: String,
-    /// Distinct conversations (ingest subjects) to publish to.
-    #[arg(long, default_value_t = 100_000)]
-    conversations: usize,
-    /// Pid of the nats-server, to report its memory.
-    #[arg(long)]
-    nats_pid: Option<u32>,
-    #[arg(long, default_value_t = 16)]
-    partitions: u16,
-}
-
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.mode {
         Mode::Chat(a) => chat(a).await,
-        Mode::Backbone(a) => backbone(a).await,
+        Mode::Backbone(a) => backbone::run(a).await,
         Mode::Plugin(a) => crate::plugin_bench::run(a),
     }
-}
-
-/// Resident and peak memory of a process, in KiB, from /proc.
-fn memory_kib(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// Resident and peak memory of every process in `pids` together, in KiB
-/// (`None` if one cannot be read).
-fn memory_of(pids: &[u32]) -> Option<(u64, u64)> {
-    if pids.is_empty() {
-        return None;
-    }
-    pids.iter().try_fold((0, 0), |(rss, hwm), pid| {
-        let (r, h) = memory_kib(*pid)?;
-        Some((rss + r, hwm + h))
-    })
-}
-
-/// `pids` and their direct children (listed per thread by the kernel).
-fn and_children(pids: &[u32]) -> Vec<u32> {
-    let mut out = pids.to_vec();
-    for pid in pids {
-        let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for thread in threads.flatten() {
-            let children =
-                std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
-            out.extend(
-                children
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok()),
-            );
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// CPU time (user and system, all threads) of every process in `pids`
-/// together, from /proc/<pid>/stat.
-fn cpu_time(pids: &[u32]) -> Option<Duration> {
-    // Linux reports these in USER_HZ ticks, 100 per second on every
-    // architecture it runs on here (it is part of the ABI, not the kernel's
-    // HZ).
-    const TICKS_PER_SECOND: u64 = 100;
-    if pids.is_empty() {
-        return None;
-    }
-    let mut ticks = 0;
-    for pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name (field 2) may hold spaces: count from after it.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15; `rest` starts at field 3.
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        ticks += utime + stime;
-    }
-    Some(Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND))
 }
 
 #[derive(Default)]
@@ -627,94 +517,5 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
             hwm / 1024
         );
     }
-    Ok(())
-}
-
-async fn backbone(a: BackboneArgs) -> anyhow::Result<()> {
-    use async_nats::jetstream;
-    use switchboard_backbone::definitions::{self, BackboneConfig};
-    use switchboard_backbone::envelope::{Command, SendCommand};
-    use switchboard_backbone::subject::{ingest, partition_of};
-    use switchboard_protocol::{
-        ClientMsgId, Content, ConversationId, DeviceId, TenantId, Timestamp, UserId,
-    };
-
-    let client = async_nats::connect(&a.nats_url).await?;
-    let js = jetstream::new(client.clone());
-    let config = BackboneConfig {
-        partitions: a.partitions,
-        ..Default::default()
-    };
-    definitions::ensure(&js, &config).await?;
-    let report = |label: &str| {
-        if let Some((rss, hwm)) = a.nats_pid.and_then(memory_kib) {
-            println!(
-                "  {label:<28} nats-server RSS {:.1} MiB (high-water {:.1} MiB)",
-                rss as f64 / 1024.0,
-                hwm as f64 / 1024.0
-            );
-        }
-    };
-    let partitions = config.partitions;
-    let stream_state = |js: jetstream::Context| async move {
-        let states = ingest_states(&js, partitions).await?;
-        let messages: u64 = states.iter().map(|s| s.messages).sum();
-        let subjects: u64 = states.iter().map(|s| s.subjects_count).sum();
-        Ok::<_, anyhow::Error>((messages, subjects))
-    };
-    println!(
-        "switchboard bench backbone: {} conversations",
-        a.conversations
-    );
-    report("before");
-    let tenant = TenantId::new("bench")?;
-    let sender = UserId::new("bench-user")?;
-    let started = Instant::now();
-    let mut acks = futures::stream::FuturesUnordered::new();
-    for i in 0..a.conversations {
-        let conversation = ConversationId::new(format!("c{i}"))?;
-        let command = Command::Send(SendCommand {
-            tenant: tenant.clone(),
-            conversation_id: conversation.clone(),
-            sender: sender.clone(),
-            device: DeviceId::default_device(),
-            client_msg_id: ClientMsgId::new(format!("m{i}"))?,
-            content: Content::Text {
-                text: "x".repeat(64),
-            },
-            received_at: Timestamp::now(),
-        });
-        let subject = ingest(
-            partition_of(&tenant, &conversation, a.partitions),
-            &tenant,
-            &conversation,
-        );
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
-        let publish = jetstream::message::PublishMessage::build()
-            .payload(command.encode()?)
-            .headers(headers);
-        acks.push(std::future::IntoFuture::into_future(
-            js.send_publish(subject, publish).await?,
-        ));
-        while acks.len() > 2000 {
-            if let Some(r) = acks.next().await {
-                r?;
-            }
-        }
-    }
-    while let Some(r) = acks.next().await {
-        r?;
-    }
-    let (messages, subjects) = stream_state(js.clone()).await?;
-    println!(
-        "  published in {:.1}s; stream holds {messages} messages on {subjects} subjects",
-        started.elapsed().as_secs_f64()
-    );
-    report("after publishing");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (messages, subjects) = stream_state(js.clone()).await?;
-    println!("  5 s later: stream holds {messages} messages on {subjects} subjects");
-    report("5 s later");
     Ok(())
 }

@@ -10,8 +10,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchboard_backbone::records::tenants::{
-    ED25519_KEY_PATTERN, MAX_CLAIM_LEN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant, TenantQuotas,
-    TenantRecord, WEB_ORIGIN_PATTERN, fingerprint, is_web_origin, object, optional_object,
+    self, ED25519_KEY_PATTERN, MAX_CLAIM_LEN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant,
+    TenantQuotas, TenantRecord, WEB_ORIGIN_PATTERN, fingerprint, object, optional_object,
 };
 use switchboard_protocol::TenantId;
 
@@ -75,14 +75,9 @@ pub(super) struct NewTenant {
     audience: Option<String>,
 }
 
-/// Refuses anything but web origins (`https://host[:port]`).
+/// Refuses anything but web origins, by the backbone's rule.
 fn check_origins(origins: &[String]) -> Result<(), ApiError> {
-    match origins.iter().find(|o| !is_web_origin(o)) {
-        Some(bad) => Err(ApiError::invalid(format!(
-            "{bad:?} is not a web origin: scheme, host and port only, as in https://chat.example.com"
-        ))),
-        None => Ok(()),
-    }
+    tenants::check_origins(origins).map_err(|e| ApiError::invalid(e.to_string()))
 }
 
 /// `POST /v1/operator/tenants`

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use switchboard_protocol::{ConversationKind, Timestamp};
 
-use super::{create, key, seed_more, tenant, text_message, unique_tenant, user};
+use super::support::{create, key, seed_more, tenant, text_message, unique_tenant, user};
 use crate::{
     ConsentQuery, ConversationSummary, ListCursor, ListQuery, Mutation, Store, StoreError,
     UnsolicitedAdds,

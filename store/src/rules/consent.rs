@@ -5,7 +5,7 @@
 
 use switchboard_protocol::TenantId;
 
-use super::{Commit, conflict};
+use super::commit::{Commit, conflict};
 use crate::{ConversationKey, StoreResult, UnsolicitedAdds};
 
 /// Refuses unsolicited adds of a user who has had `limit` of them within

@@ -1,0 +1,105 @@
+//! The tenants this process knows ([`TenantBook`]), loaded from
+//! `sb_tenants` and kept current by following the bucket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use switchboard_protocol::TenantId;
+
+use crate::definitions::TENANTS_BUCKET;
+
+use super::error::{TenantError, nats};
+use super::record::{TenantQuotas, TenantRecord, decode_record, tenant_of_key};
+
+/// Every tenant of the bucket as this process knows it now.
+#[derive(Clone, Default)]
+pub struct TenantBook {
+    tenants: Arc<RwLock<HashMap<TenantId, Arc<TenantRecord>>>>,
+}
+
+/// Called with the tenant whose record changed (`None`: deleted).
+pub type OnChange = Arc<dyn Fn(&TenantId, Option<&TenantRecord>) + Send + Sync>;
+
+impl TenantBook {
+    pub fn get(&self, id: &TenantId) -> Option<Arc<TenantRecord>> {
+        self.tenants.read().ok()?.get(id).cloned()
+    }
+
+    /// The tenant's quotas (none for a tenant of the file only). Cheap:
+    /// called on every send.
+    pub fn quotas(&self, id: &TenantId) -> TenantQuotas {
+        self.tenants
+            .read()
+            .ok()
+            .and_then(|t| t.get(id).map(|r| r.quotas))
+            .unwrap_or_default()
+    }
+
+    fn apply(&self, entry: &kv::Entry, on_change: &OnChange) {
+        let Some(id) = tenant_of_key(&entry.key) else {
+            tracing::warn!(key = %entry.key, "ignoring an sb_tenants key that is no tenant id");
+            return;
+        };
+        let record = if entry.operation == kv::Operation::Put {
+            match decode_record(&id, &entry.value) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    // The tenant keeps what it had: a broken record must
+                    // not lock a tenant out or lift its quotas.
+                    tracing::warn!(tenant = %id, error = %e, "ignoring an sb_tenants record");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(mut tenants) = self.tenants.write() {
+            match &record {
+                Some(r) => tenants.insert(id.clone(), Arc::new(r.clone())),
+                None => tenants.remove(&id),
+            };
+        }
+        tracing::info!(tenant = %id, deleted = record.is_none(), "tenant changed");
+        on_change(&id, record.as_ref());
+    }
+
+    /// Loads every tenant, then follows changes in the background
+    /// (watching again if the watch ends). Returns once the tenants of the
+    /// moment are loaded, so a process never serves with an old view.
+    pub async fn follow(
+        &self,
+        js: &jetstream::Context,
+        on_change: OnChange,
+    ) -> Result<tokio::task::JoinHandle<()>, TenantError> {
+        let bucket = js.get_key_value(TENANTS_BUCKET).await.map_err(nats)?;
+        let mut pending = bucket.status().await.map_err(nats)?.values();
+        let mut watch = bucket.watch_with_history(">").await.map_err(nats)?;
+        while pending > 0 {
+            let Some(entry) = watch.next().await else {
+                return Err(TenantError::WatchEnded);
+            };
+            let entry = entry.map_err(nats)?;
+            pending = entry.delta;
+            self.apply(&entry, &on_change);
+        }
+        let book = self.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                while let Some(entry) = watch.next().await {
+                    match entry {
+                        Ok(entry) => book.apply(&entry, &on_change),
+                        Err(e) => tracing::warn!(error = %e, "watching sb_tenants"),
+                    }
+                }
+                tracing::warn!("the watch of sb_tenants ended; watching again");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                match bucket.watch_with_history(">").await {
+                    Ok(w) => watch = w,
+                    Err(e) => tracing::warn!(error = %e, "watching sb_tenants again"),
+                }
+            }
+        }))
+    }
+}
