@@ -8,37 +8,15 @@
 //! seconds) and the same for every hook, so a component is made into
 //! [`Code`] once and linked for each hook it is tried against.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker};
 
+use crate::compiled::{CompileError, Compiled, Import, Origin, Pre, digest, preflight};
 use crate::hook::Hook;
-use crate::host::{CompileError, Compiled, Import, PluginHost, Pre};
-use crate::precompiled::{Precompiler, SealError};
+use crate::host::PluginHost;
+use crate::precompiled::SealError;
 use crate::wit;
-
-/// Where a component's code came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// This process compiled it before and kept it.
-    Cached,
-    /// Loaded from a precompiled artifact.
-    Precompiled,
-    /// Compiled just now.
-    Compiled,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Cached => "cached",
-            Origin::Precompiled => "precompiled",
-            Origin::Compiled => "compiled",
-        }
-    }
-}
 
 /// A component made into code for this host's engine, before it is
 /// linked for a hook.
@@ -46,25 +24,6 @@ pub struct Code {
     pub digest: Arc<str>,
     pub origin: Origin,
     component: Component,
-}
-
-/// What a process keeps of its compilations, and how it makes artifacts.
-pub(crate) struct CodeState {
-    pub(crate) precompiler: Precompiler,
-    cache: Mutex<CompileCache>,
-}
-
-impl CodeState {
-    pub(crate) fn new(precompiler: Precompiler) -> Self {
-        Self {
-            precompiler,
-            cache: Mutex::new(CompileCache::default()),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, CompileCache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl PluginHost {
@@ -240,109 +199,4 @@ impl PluginHost {
     pub fn compiled_cached_bytes(&self) -> usize {
         self.code_state().lock().bytes
     }
-}
-
-/// Compiled components by digest and hook: a component is compiled once
-/// per process, whichever tenants deploy it, while it stays among the
-/// most recently used, within `compiled_cache_entries` and
-/// `compiled_cache_bytes`.
-#[derive(Default)]
-struct CompileCache {
-    entries: HashMap<(Arc<str>, Hook), (Arc<Compiled>, u64)>,
-    /// Ticks at every use; an entry's tick says when it was last used.
-    clock: u64,
-    /// The entries' code bytes together.
-    bytes: usize,
-}
-
-impl CompileCache {
-    /// Whether `key` is kept, without counting it as a use.
-    fn contains(&self, key: &(Arc<str>, Hook)) -> bool {
-        self.entries.contains_key(key)
-    }
-
-    fn get(&mut self, key: &(Arc<str>, Hook)) -> Option<Arc<Compiled>> {
-        self.clock += 1;
-        let now = self.clock;
-        self.entries.get_mut(key).map(|(compiled, used)| {
-            *used = now;
-            compiled.clone()
-        })
-    }
-
-    /// Keeps `compiled`, forgetting the least recently used entries past
-    /// `capacity` entries or `max_bytes` bytes of code; the newest stays
-    /// whatever its size (a linear scan: the cache holds tens of entries).
-    fn insert(
-        &mut self,
-        key: (Arc<str>, Hook),
-        compiled: Arc<Compiled>,
-        capacity: usize,
-        max_bytes: usize,
-    ) {
-        self.clock += 1;
-        self.bytes += compiled.code_bytes;
-        if let Some((replaced, _)) = self.entries.insert(key, (compiled, self.clock)) {
-            self.bytes -= replaced.code_bytes;
-        }
-        while self.entries.len() > capacity.max(1)
-            || (self.bytes > max_bytes && self.entries.len() > 1)
-        {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((forgotten, _)) = self.entries.remove(&oldest) {
-                self.bytes -= forgotten.code_bytes;
-            }
-        }
-    }
-}
-
-/// Tells the two common mistakes apart before the parser's message: not
-/// WebAssembly at all, and a core module where a component is needed.
-/// The checks an upload passes before the compiler sees it: its size,
-/// and a component's header (not a core module, not something else).
-pub fn preflight(bytes: &[u8], max_bytes: usize) -> Result<(), CompileError> {
-    if bytes.len() > max_bytes {
-        return Err(CompileError::TooLarge {
-            size: bytes.len(),
-            max: max_bytes,
-        });
-    }
-    check_header(bytes)
-}
-
-fn check_header(bytes: &[u8]) -> Result<(), CompileError> {
-    const MAGIC: &[u8] = b"\0asm";
-    // A component's version and layer fields; a core module has 1, 0, 0, 0.
-    const CORE_MODULE: &[u8] = &[1, 0, 0, 0];
-    if bytes.len() < 8 || &bytes[..4] != MAGIC {
-        return Err(CompileError::NotAComponent(
-            "this is not WebAssembly (it does not start with \\0asm)".into(),
-        ));
-    }
-    if &bytes[4..8] == CORE_MODULE {
-        return Err(CompileError::NotAComponent(
-            "this is a core WebAssembly module, not a component: build for wasm32-wasip2 \
-             (or wrap the module with `wasm-tools component new`)"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The content digest a component is known by: `sha256:<hex>`.
-pub fn digest(bytes: &[u8]) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in d.as_ref() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
 }

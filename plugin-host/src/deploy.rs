@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, object_store};
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
@@ -34,6 +34,7 @@ pub use crate::deploy_error::{DeployError, Refusal, RefusalKind};
 use crate::deploy_jobs::{DeployState, Job};
 use crate::hook::Hook;
 use crate::host::{self, Compiled, Counts, Origin};
+pub use crate::record::VersionEntry;
 use crate::record::{
     Activation, OnFailure, Slot, VersionRecord, digest_of_object, kv_key, object_name,
     shadow_kv_key,
@@ -51,16 +52,6 @@ pub struct Upload {
     /// The values the plugin reads through the `config` import.
     pub config: BTreeMap<String, String>,
     pub on_failure: OnFailure,
-}
-
-/// One entry of a hook's version list, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct VersionEntry {
-    pub revision: u64,
-    /// `null` for a removal (the built-in default from then on).
-    #[serde(flatten)]
-    pub record: Option<VersionRecord>,
 }
 
 /// A hook's deployment as the admin API shows it.

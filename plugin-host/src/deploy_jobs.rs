@@ -20,9 +20,10 @@ use switchboard_protocol::error::ErrorBody;
 use switchboard_protocol::{TenantId, Timestamp};
 use tokio::sync::watch;
 
-use crate::deploy::{DeployError, Refusal, RefusalKind, VersionEntry};
+use crate::deploy_error::{DeployError, Refusal, RefusalKind};
 use crate::hook::Hook;
 use crate::limits::PluginLimits;
+use crate::record::VersionEntry;
 
 /// Where a deploy is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

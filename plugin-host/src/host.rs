@@ -10,100 +10,15 @@ use std::time::Duration;
 
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
-use wasmtime::component::Component;
 use wasmtime::{Engine, Store, Trap};
 
-use crate::code::CodeState;
-pub use crate::code::{Code, Origin, digest, preflight};
+use crate::compile_cache::CodeState;
+pub(crate) use crate::compiled::Pre;
+pub use crate::compiled::{CallError, CompileError, Compiled, Import, Origin, digest, preflight};
 use crate::engine::{self, EPOCH_TICK, Permits, Ticker};
 use crate::hook::{EditAction, EditRequest, Hook, ModerationInput};
 use crate::limits::PluginLimits;
 use crate::wit::{self, CallLimiter, CallState};
-
-/// A component compiled for one hook, ready to instantiate.
-pub struct Compiled {
-    pub digest: Arc<str>,
-    pub hook: Hook,
-    /// Bytes of its compiled code image: what keeping it costs.
-    pub code_bytes: usize,
-    /// What its artifact is made of (`PluginHost::seal`).
-    pub(crate) component: Component,
-    pub(crate) pre: Pre,
-}
-
-impl std::fmt::Debug for Compiled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compiled")
-            .field("digest", &self.digest)
-            .field("hook", &self.hook)
-            .finish_non_exhaustive()
-    }
-}
-
-pub(crate) enum Pre {
-    Moderation(wit::ModeratorPre<CallState>),
-    EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
-    FanOut(wit::fan_out::FanOutPluginPre<CallState>),
-}
-
-/// Why a component is refused.
-#[derive(Debug, thiserror::Error)]
-pub enum CompileError {
-    #[error("the component is {size} bytes, over the limit of {max}")]
-    TooLarge { size: usize, max: usize },
-    /// The bytes are not a component at all (the header check says why;
-    /// there is no underlying error).
-    #[error("not a WebAssembly component: {0}")]
-    NotAComponent(String),
-    /// The engine could not read the component. `message` is its error
-    /// with the whole chain, as shown; `source` is that error.
-    #[error("not a WebAssembly component: {message}")]
-    Unreadable {
-        message: String,
-        #[source]
-        source: switchboard_backbone::Cause,
-    },
-    /// The made-up input of the trial call did not build (our bug, not
-    /// the component's); it reads as it always did.
-    #[error("not a WebAssembly component: {0}")]
-    TrialInput(#[source] switchboard_protocol::ids::IdError),
-    /// `detail` is the linker's error with its whole chain, as shown;
-    /// `source` is that error.
-    #[error("the component does not fit the {hook} hook (world {world}): {detail}")]
-    WrongWorld {
-        hook: Hook,
-        world: &'static str,
-        detail: String,
-        #[source]
-        source: switchboard_backbone::Cause,
-    },
-    #[error("the component failed its trial call: {0}")]
-    TrialCall(CallError),
-}
-
-/// Why a call failed. Every one is counted and logged by the registry,
-/// which applies the hook's failure policy.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    #[error("ran past its deadline of {0:?}")]
-    Deadline(Duration),
-    #[error("ran out of fuel")]
-    Fuel,
-    #[error("went over its memory or table cap")]
-    Memory,
-    #[error("overflowed its stack")]
-    Stack,
-    #[error("trapped: {0}")]
-    Trap(String),
-    #[error("could not be instantiated: {0}")]
-    Instantiate(String),
-    #[error("returned output Switchboard refuses: {0}")]
-    Output(String),
-    #[error("is quarantined after failing too often")]
-    Quarantined,
-    #[error("could not be loaded by this process: {0}")]
-    NotLoaded(String),
-}
 
 /// What a moderation plugin returned, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,16 +34,6 @@ struct HookStats {
     failures: AtomicU64,
     /// Fuel the calls burned, failed ones included.
     fuel: AtomicU64,
-}
-
-/// One interface a component imports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Import {
-    pub name: String,
-    /// `provided`: the host's (`log`, `config`); `wasi`: the locked-down
-    /// WASI (`wasi.rs`); `trap`: linked to a function that fails the call
-    /// if it is ever called.
-    pub linked: &'static str,
 }
 
 /// Calls and failures of one hook in this process, since it started.

@@ -21,7 +21,9 @@
 
 mod agreement;
 mod artifacts;
-mod code;
+pub mod code;
+mod compile_cache;
+mod compiled;
 pub mod compiler;
 pub mod deploy;
 mod deploy_error;

@@ -273,7 +273,7 @@ mod tests {
     }
 
     fn digest(bytes: &[u8]) -> String {
-        crate::host::digest(bytes)
+        crate::compiled::digest(bytes)
     }
 
     fn sealed(p: &Precompiler) -> (Vec<u8>, String) {

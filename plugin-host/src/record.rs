@@ -98,3 +98,13 @@ pub fn parse_key(key: &str) -> Option<(TenantId, Hook, Slot)> {
         slot,
     ))
 }
+
+/// One entry of a hook's version list, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct VersionEntry {
+    pub revision: u64,
+    /// `null` for a removal (the built-in default from then on).
+    #[serde(flatten)]
+    pub record: Option<VersionRecord>,
+}

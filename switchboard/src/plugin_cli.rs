@@ -23,8 +23,9 @@ use std::time::Instant;
 use anyhow::{Context as _, anyhow, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use switchboard_plugin_host::code::Code;
 use switchboard_plugin_host::fanout::FanOut;
-use switchboard_plugin_host::host::{Code, Compiled, Origin, Verdict};
+use switchboard_plugin_host::host::{Compiled, Origin, Verdict};
 use switchboard_plugin_host::{EditAction, EditRequest, Hook, ModerationInput, PluginHost};
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::{

@@ -28,7 +28,7 @@ use switchboard_plugin_host::deploy_service::{Deployed, is_deploy_id};
 use switchboard_plugin_host::registry::{OnFailure, Slot};
 use switchboard_protocol::ErrorCode;
 
-use super::Shared;
+use super::extract::Shared;
 use super::extract::{Admin, PathParam, PathParams};
 use super::openapi::Operation;
 use super::plugins::converge;
