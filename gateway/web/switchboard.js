@@ -163,11 +163,12 @@ var Rest = class {
   conversation(id) {
     return this.json("GET", `/v1/conversations/${enc(id)}`);
   }
+  /** Adds members; answers the conversation as it is now. */
   addMembers(id, members) {
     return this.json("POST", `/v1/conversations/${enc(id)}/members`, { members });
   }
   removeMember(id, user) {
-    return this.json("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
   }
   /** One page of history, newest first; pass `next_before_seq` back as
    * `before_seq` for the page before it. */
@@ -187,8 +188,8 @@ var Rest = class {
     const grant = await this.json("POST", "/v1/media", { mime, size });
     const url = new URL(grant.upload_url, this.base).toString();
     const put = await this.fetchImpl(url, {
-      method: "PUT",
-      headers: { "content-type": mime },
+      method: grant.method,
+      headers: { "content-type": mime, ...grant.headers },
       body: bytes
     });
     if (!put.ok) throw await apiError(put);
@@ -219,7 +220,7 @@ var Rest = class {
     return this.json("GET", `/v1/devices/${enc(device)}/push`);
   }
   unregisterPush(device) {
-    return this.json("DELETE", `/v1/devices/${enc(device)}/push`);
+    return this.empty("DELETE", `/v1/devices/${enc(device)}/push`);
   }
   presence(user) {
     return this.json("GET", `/v1/users/${enc(user)}/presence`);
@@ -228,6 +229,9 @@ var Rest = class {
     const response = await this.send(method, path, body);
     const text = await response.text();
     return text ? JSON.parse(text) : void 0;
+  }
+  async empty(method, path) {
+    await this.send(method, path);
   }
   async send(method, path, body) {
     const attempt = async (token) => this.fetchImpl(new URL(path, this.base).toString(), {

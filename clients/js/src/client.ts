@@ -4,8 +4,21 @@ import type { ClientFrame, Content, Message, ServerFrame, TypingState } from "./
 import { Rest } from "./rest.js";
 import { Tokens, type TokenSource } from "./token.js";
 
+/** What the SDK uses of a WebSocket: the browser's and the `ws`
+ * package's both fit. The handlers take `never` so that either's own
+ * event types are accepted (the SDK reads only `data` of a message). */
+export interface SocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((event: never) => void) | null;
+  onmessage: ((event: never) => void) | null;
+  onclose: ((event: never) => void) | null;
+  onerror: ((event: never) => void) | null;
+}
+
 /** A `WebSocket` constructor: the browser's, or `ws` under Node 20. */
-export type WebSocketLike = new (url: string) => WebSocket;
+export type WebSocketLike = new (url: string) => SocketLike;
 
 export interface ClientOptions {
   /** The gateway's base address, e.g. `https://chat.example.com`. */
@@ -111,7 +124,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   readonly presence = new Map<string, { status: "online" | "offline"; last_seen: string | null }>();
   private readonly tokens: Tokens;
   private readonly WebSocketImpl: WebSocketLike;
-  private socket: WebSocket | undefined;
+  private socket: SocketLike | undefined;
   private pending = new Map<string, PendingSend>();
   private pulling = new Set<string>();
   private attempt = 0;
@@ -257,7 +270,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       for (const pending of this.pending.values()) this.writePending(pending);
       this.resendUnacked();
     };
-    socket.onmessage = (event: MessageEvent) => {
+    socket.onmessage = (event: { data: unknown }) => {
       if (this.socket !== socket || typeof event.data !== "string") return;
       let frame: ServerFrame;
       try {
