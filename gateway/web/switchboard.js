@@ -119,6 +119,45 @@ var Emitter = class {
   }
 };
 
+// src/liveness.ts
+var Liveness = class {
+  constructor(options) {
+    __publicField(this, "options", options);
+    __publicField(this, "idle");
+    __publicField(this, "deadline");
+  }
+  /** Gives a connection being opened `ms` to open. */
+  expect(ms) {
+    this.stop();
+    this.deadline = unref(setTimeout(() => this.expire(), ms));
+  }
+  /** Something arrived: the connection lives, and the next ping waits for
+   * a full interval of silence again. */
+  heard() {
+    this.stop();
+    this.idle = unref(setTimeout(() => this.probe(), this.options.intervalMs));
+  }
+  stop() {
+    clearTimeout(this.idle);
+    clearTimeout(this.deadline);
+    this.idle = void 0;
+    this.deadline = void 0;
+  }
+  probe() {
+    this.idle = void 0;
+    this.options.ping();
+    this.deadline = unref(setTimeout(() => this.expire(), this.options.timeoutMs));
+  }
+  expire() {
+    this.stop();
+    this.options.dead();
+  }
+};
+function unref(timer) {
+  timer.unref?.();
+  return timer;
+}
+
 // src/rest.ts
 var ApiError = class extends Error {
   constructor(status, code, message) {
@@ -164,11 +203,12 @@ var Rest = class {
   conversation(id) {
     return this.json("GET", `/v1/conversations/${enc(id)}`);
   }
+  /** Adds members; answers the conversation as it is now. */
   addMembers(id, members) {
     return this.json("POST", `/v1/conversations/${enc(id)}/members`, { members });
   }
   removeMember(id, user) {
-    return this.json("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
   }
   /** One page of history, newest first; pass `next_before_seq` back as
    * `before_seq` for the page before it. */
@@ -188,8 +228,8 @@ var Rest = class {
     const grant = await this.json("POST", "/v1/media", { mime, size });
     const url = new URL(grant.upload_url, this.base).toString();
     const put = await this.fetchImpl(url, {
-      method: "PUT",
-      headers: { "content-type": mime },
+      method: grant.method,
+      headers: { "content-type": mime, ...grant.headers },
       body: bytes
     });
     if (!put.ok) throw await apiError(put);
@@ -220,7 +260,7 @@ var Rest = class {
     return this.json("GET", `/v1/devices/${enc(device)}/push`);
   }
   unregisterPush(device) {
-    return this.json("DELETE", `/v1/devices/${enc(device)}/push`);
+    return this.empty("DELETE", `/v1/devices/${enc(device)}/push`);
   }
   presence(user) {
     return this.json("GET", `/v1/users/${enc(user)}/presence`);
@@ -229,6 +269,9 @@ var Rest = class {
     const response = await this.send(method, path, body);
     const text = await response.text();
     return text ? JSON.parse(text) : void 0;
+  }
+  async empty(method, path) {
+    await this.send(method, path);
   }
   async send(method, path, body) {
     const attempt = async (token) => this.fetchImpl(new URL(path, this.base).toString(), {
@@ -339,6 +382,9 @@ var SwitchboardClient = class extends Emitter {
     __publicField(this, "tokens");
     __publicField(this, "WebSocketImpl");
     __publicField(this, "socket");
+    __publicField(this, "liveness");
+    __publicField(this, "onOffline", () => this.wentOffline());
+    __publicField(this, "onOnline", () => this.cameOnline());
     __publicField(this, "pending", /* @__PURE__ */ new Map());
     __publicField(this, "pulling", /* @__PURE__ */ new Set());
     __publicField(this, "attempt", 0);
@@ -357,6 +403,12 @@ var SwitchboardClient = class extends Emitter {
     const ws = options.WebSocket ?? globalThis.WebSocket;
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
     this.WebSocketImpl = ws;
+    this.liveness = new Liveness({
+      intervalMs: options.pingIntervalMs ?? 1e4,
+      timeoutMs: options.pongTimeoutMs ?? 5e3,
+      ping: () => this.write({ type: "ping" }),
+      dead: () => this.dropped(this.socket)
+    });
   }
   get status() {
     return this.currentStatus;
@@ -364,12 +416,18 @@ var SwitchboardClient = class extends Emitter {
   /** Opens the session (and keeps it open until `close`). */
   connect() {
     this.stopped = false;
+    browserWindow()?.addEventListener("offline", this.onOffline);
+    browserWindow()?.addEventListener("online", this.onOnline);
     void this.open();
   }
   /** Closes the session for good; pending sends stay pending. */
   close() {
     this.stopped = true;
+    browserWindow()?.removeEventListener("offline", this.onOffline);
+    browserWindow()?.removeEventListener("online", this.onOnline);
+    this.liveness.stop();
     clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = void 0;
     clearTimeout(this.refreshTimer);
     clearTimeout(this.ackTimer);
     clearInterval(this.resendTimer);
@@ -454,8 +512,10 @@ var SwitchboardClient = class extends Emitter {
     url.searchParams.set("token", token);
     const socket = new this.WebSocketImpl(url.toString());
     this.socket = socket;
+    this.liveness.expect(this.options.connectTimeoutMs ?? 1e4);
     socket.onopen = () => {
       if (this.socket !== socket) return;
+      this.liveness.heard();
       this.attempt = 0;
       this.setStatus("open");
       this.scheduleRefresh();
@@ -464,7 +524,9 @@ var SwitchboardClient = class extends Emitter {
       this.resendUnacked();
     };
     socket.onmessage = (event) => {
-      if (this.socket !== socket || typeof event.data !== "string") return;
+      if (this.socket !== socket) return;
+      this.liveness.heard();
+      if (typeof event.data !== "string") return;
       let frame;
       try {
         frame = JSON.parse(event.data);
@@ -473,26 +535,56 @@ var SwitchboardClient = class extends Emitter {
       }
       this.handle(frame);
     };
-    socket.onclose = () => {
-      if (this.socket !== socket) return;
-      this.socket = void 0;
-      clearTimeout(this.refreshTimer);
-      clearInterval(this.resendTimer);
-      this.retry();
-    };
+    socket.onclose = () => this.dropped(socket);
     socket.onerror = () => {
     };
+  }
+  /** The connection ended, or is taken for dead (no answer to a ping,
+   * not open in time, the browser went offline): it is let go at once,
+   * without waiting for a closing handshake a dead peer never answers,
+   * and a new one is made. Pending sends stay pending and are written
+   * again on it, with their `client_msg_id`. */
+  dropped(socket) {
+    if (!socket || this.socket !== socket) return;
+    this.socket = void 0;
+    this.liveness.stop();
+    clearTimeout(this.refreshTimer);
+    clearInterval(this.resendTimer);
+    socket.onopen = socket.onmessage = socket.onclose = null;
+    socket.onerror = () => {
+    };
+    try {
+      if (socket.terminate) socket.terminate();
+      else socket.close();
+    } catch {
+    }
+    this.retry();
   }
   retry() {
     if (this.stopped) return;
     this.setStatus("reconnecting");
     const min = this.options.reconnect?.minDelayMs ?? 250;
     const max = this.options.reconnect?.maxDelayMs ?? 1e4;
-    const delay = Math.min(max, min * 2 ** this.attempt);
+    const bound = Math.min(max, min * 2 ** this.attempt);
     this.attempt += 1;
-    const wait = delay / 2 + Math.random() * (delay / 2);
+    const wait = Math.random() * bound;
     clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => void this.open(), wait);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = void 0;
+      void this.open();
+    }, wait);
+  }
+  /** The browser lost its network: the socket cannot be trusted (it may
+   * say open for minutes), so it goes now. */
+  wentOffline() {
+    this.dropped(this.socket);
+  }
+  /** The network is back: a reconnect waiting out its back-off goes now. */
+  cameOnline() {
+    if (this.stopped || this.reconnectTimer === void 0) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = void 0;
+    void this.open();
   }
   /** Renews the session's token shortly before it expires. */
   scheduleRefresh() {
@@ -681,6 +773,10 @@ var SwitchboardClient = class extends Emitter {
     this.emit("change", conversationId);
   }
 };
+function browserWindow() {
+  const w = globalThis.window;
+  return typeof w?.addEventListener === "function" ? w : void 0;
+}
 export {
   ApiError,
   ConversationState,

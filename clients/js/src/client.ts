@@ -1,11 +1,27 @@
 import { ConversationState } from "./conversation.js";
 import { Emitter } from "./emitter.js";
+import { Liveness } from "./liveness.js";
 import type { ClientFrame, Content, Message, ServerFrame, TypingState } from "./protocol.js";
 import { Rest } from "./rest.js";
 import { Tokens, type TokenSource } from "./token.js";
 
+/** What the SDK uses of a WebSocket: the browser's and the `ws`
+ * package's both fit. The handlers take `never` so that either's own
+ * event types are accepted (the SDK reads only `data` of a message). */
+export interface SocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  /** `ws` only: drops the connection without a closing handshake. */
+  terminate?: () => void;
+  onopen: ((event: never) => void) | null;
+  onmessage: ((event: never) => void) | null;
+  onclose: ((event: never) => void) | null;
+  onerror: ((event: never) => void) | null;
+}
+
 /** A `WebSocket` constructor: the browser's, or `ws` under Node 20. */
-export type WebSocketLike = new (url: string) => WebSocket;
+export type WebSocketLike = new (url: string) => SocketLike;
 
 export interface ClientOptions {
   /** The gateway's base address, e.g. `https://chat.example.com`. */
@@ -16,9 +32,20 @@ export interface ClientOptions {
   WebSocket?: WebSocketLike;
   /** Defaults to the global `fetch`. */
   fetch?: typeof fetch;
-  /** Reconnect delays: doubled from `minDelayMs` up to `maxDelayMs`,
-   * with jitter. */
+  /** Reconnect delays: a random wait up to a bound doubled from
+   * `minDelayMs` (default 250 ms) to `maxDelayMs` (default 10 s) with
+   * each failed attempt ("full jitter"). */
   reconnect?: { minDelayMs?: number; maxDelayMs?: number };
+  /** Send `ping` after this long without hearing from the server
+   * (default 10 s). */
+  pingIntervalMs?: number;
+  /** The connection is dead when nothing (the `pong` or any frame)
+   * arrives this long after a `ping` (default 5 s): it is closed and
+   * reconnected, and pending sends are written again. */
+  pongTimeoutMs?: number;
+  /** A connection not open after this long is given up and tried again
+   * (default 10 s). */
+  connectTimeoutMs?: number;
   /** Send `ack_delivered` for what arrives (default true). */
   ackDelivered?: boolean;
   /** Refresh the token this long before it expires (default 60 s). */
@@ -111,7 +138,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   readonly presence = new Map<string, { status: "online" | "offline"; last_seen: string | null }>();
   private readonly tokens: Tokens;
   private readonly WebSocketImpl: WebSocketLike;
-  private socket: WebSocket | undefined;
+  private socket: SocketLike | undefined;
+  private readonly liveness: Liveness;
+  private readonly onOffline = () => this.wentOffline();
+  private readonly onOnline = () => this.cameOnline();
   private pending = new Map<string, PendingSend>();
   private pulling = new Set<string>();
   private attempt = 0;
@@ -133,6 +163,12 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     const ws = options.WebSocket ?? (globalThis.WebSocket as WebSocketLike | undefined);
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
     this.WebSocketImpl = ws;
+    this.liveness = new Liveness({
+      intervalMs: options.pingIntervalMs ?? 10_000,
+      timeoutMs: options.pongTimeoutMs ?? 5_000,
+      ping: () => this.write({ type: "ping" }),
+      dead: () => this.dropped(this.socket),
+    });
   }
 
   get status(): Status {
@@ -142,13 +178,19 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   /** Opens the session (and keeps it open until `close`). */
   connect(): void {
     this.stopped = false;
+    browserWindow()?.addEventListener("offline", this.onOffline);
+    browserWindow()?.addEventListener("online", this.onOnline);
     void this.open();
   }
 
   /** Closes the session for good; pending sends stay pending. */
   close(): void {
     this.stopped = true;
+    browserWindow()?.removeEventListener("offline", this.onOffline);
+    browserWindow()?.removeEventListener("online", this.onOnline);
+    this.liveness.stop();
     clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
     clearTimeout(this.refreshTimer);
     clearTimeout(this.ackTimer);
     clearInterval(this.resendTimer);
@@ -248,8 +290,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     url.searchParams.set("token", token);
     const socket = new this.WebSocketImpl(url.toString());
     this.socket = socket;
+    this.liveness.expect(this.options.connectTimeoutMs ?? 10_000);
     socket.onopen = () => {
       if (this.socket !== socket) return;
+      this.liveness.heard();
       this.attempt = 0;
       this.setStatus("open");
       this.scheduleRefresh();
@@ -257,8 +301,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       for (const pending of this.pending.values()) this.writePending(pending);
       this.resendUnacked();
     };
-    socket.onmessage = (event: MessageEvent) => {
-      if (this.socket !== socket || typeof event.data !== "string") return;
+    socket.onmessage = (event: { data: unknown }) => {
+      if (this.socket !== socket) return;
+      this.liveness.heard();
+      if (typeof event.data !== "string") return;
       let frame: ServerFrame;
       try {
         frame = JSON.parse(event.data) as ServerFrame;
@@ -267,16 +313,34 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       }
       this.handle(frame);
     };
-    socket.onclose = () => {
-      if (this.socket !== socket) return;
-      this.socket = undefined;
-      clearTimeout(this.refreshTimer);
-      clearInterval(this.resendTimer);
-      this.retry();
-    };
+    socket.onclose = () => this.dropped(socket);
     socket.onerror = () => {
       // onclose follows and reconnects.
     };
+  }
+
+  /** The connection ended, or is taken for dead (no answer to a ping,
+   * not open in time, the browser went offline): it is let go at once,
+   * without waiting for a closing handshake a dead peer never answers,
+   * and a new one is made. Pending sends stay pending and are written
+   * again on it, with their `client_msg_id`. */
+  private dropped(socket: SocketLike | undefined): void {
+    if (!socket || this.socket !== socket) return;
+    this.socket = undefined;
+    this.liveness.stop();
+    clearTimeout(this.refreshTimer);
+    clearInterval(this.resendTimer);
+    socket.onopen = socket.onmessage = socket.onclose = null;
+    // Not null: `ws` throws an error event no listener takes (closing a
+    // socket that is still connecting emits one).
+    socket.onerror = () => {};
+    try {
+      if (socket.terminate) socket.terminate();
+      else socket.close();
+    } catch {
+      // Already closed or never opened.
+    }
+    this.retry();
   }
 
   private retry(): void {
@@ -284,12 +348,30 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.setStatus("reconnecting");
     const min = this.options.reconnect?.minDelayMs ?? 250;
     const max = this.options.reconnect?.maxDelayMs ?? 10_000;
-    const delay = Math.min(max, min * 2 ** this.attempt);
+    const bound = Math.min(max, min * 2 ** this.attempt);
     this.attempt += 1;
-    // Full jitter, so clients a restart dropped together come back apart.
-    const wait = delay / 2 + Math.random() * (delay / 2);
+    // Full jitter (anywhere from 0 to the bound), so clients a restart
+    // dropped together come back apart.
+    const wait = Math.random() * bound;
     clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => void this.open(), wait);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.open();
+    }, wait);
+  }
+
+  /** The browser lost its network: the socket cannot be trusted (it may
+   * say open for minutes), so it goes now. */
+  private wentOffline(): void {
+    this.dropped(this.socket);
+  }
+
+  /** The network is back: a reconnect waiting out its back-off goes now. */
+  private cameOnline(): void {
+    if (this.stopped || this.reconnectTimer === undefined) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    void this.open();
   }
 
   /** Renews the session's token shortly before it expires. */
@@ -495,4 +577,11 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.emit("typing", { conversation_id: conversationId, users: conversation.typingUsers() });
     this.emit("change", conversationId);
   }
+}
+
+/** The browser's window, for its `online` and `offline` events; none
+ * under Node or in a worker without them. */
+function browserWindow(): Pick<Window, "addEventListener" | "removeEventListener"> | undefined {
+  const w = (globalThis as { window?: Window }).window;
+  return typeof w?.addEventListener === "function" ? w : undefined;
 }

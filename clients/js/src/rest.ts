@@ -1,4 +1,4 @@
-import type { Message } from "./protocol.js";
+import type { components, paths } from "./openapi.js";
 import type { Tokens } from "./token.js";
 
 /** An error answer of the REST API: `{ "code", "message" }` with its
@@ -14,52 +14,41 @@ export class ApiError extends Error {
   }
 }
 
-export type ConversationKind = "direct" | "group" | "channel";
+/** The REST API's schemas, generated from gateway/openapi.json. */
+export type Schemas = components["schemas"];
 
-export interface ConversationSummary {
-  conversation_id: string;
-  kind: ConversationKind;
-  title: string | null;
-  members: string[];
-  created_at: string;
-  last_seq: number;
-  last_message: Message | null;
-  preview?: string | null;
-  unread_count: number;
-}
+type Method = "get" | "post" | "put" | "delete";
+type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
+type Success<R> = R extends { 200: infer A } ? A : R extends { 201: infer A } ? A : never;
+type JsonOf<A> = A extends { content: { "application/json": infer B } } ? B : never;
+/** The JSON body a route answers with on success, as the OpenAPI
+ * document says: the REST methods below return these, so a change of
+ * the server's types shows up here when src/openapi.ts is regenerated. */
+export type Answer<P extends keyof paths, M extends Method> = JsonOf<Success<Operation<P, M>["responses"]>>;
 
-export interface MemberView {
-  user_id: string;
-  delivered_seq: number;
-  read_seq: number;
-}
-
-/** One page of `GET /v1/conversations`. */
-export interface ConversationPage {
+export type ConversationKind = Schemas["ConversationKind"];
+/** A conversation in the caller's list. The schema's `members` is either
+ * form; the list names them by user id. */
+export type ConversationSummary = Omit<Schemas["ConversationView"], "members"> & { members: string[] };
+/** One page of `GET /v1/conversations`. `next_cursor` is the `cursor` of
+ * the next page; null on the last page. */
+export type ConversationPage = Omit<Answer<"/v1/conversations", "get">, "conversations"> & {
   conversations: ConversationSummary[];
-  /** Pass as `cursor` for the next page; null on the last page. */
-  next_cursor: string | null;
-}
-
-export interface ConversationDetail extends Omit<ConversationSummary, "members"> {
-  members: MemberView[];
-}
-
-export interface HistoryPage {
-  messages: Message[];
-  next_before_seq: number | null;
-}
-
-export interface MessageVersions {
-  message_id: string;
-  versions: { version: number; content: Message["content"]; at: string; editor: string }[];
-}
-
-export interface UploadGrant {
-  blob_ref: string;
-  upload_url: string;
-  expires_at: string;
-}
+};
+export type MemberView = Schemas["MemberView"];
+/** One conversation with its members' marks. */
+export type ConversationDetail = Omit<Schemas["ConversationView"], "members"> & { members: MemberView[] };
+export type HistoryPage = Answer<"/v1/conversations/{id}/messages", "get">;
+export type MessageVersions = Answer<"/v1/conversations/{id}/messages/{message_id}/versions", "get">;
+/** An upload grant: send the bytes to `upload_url` with `method` and
+ * `headers` as they are. */
+export type UploadGrant = Answer<"/v1/media", "post">;
+export type DeviceKeys = Answer<"/v1/devices/{device}/keys", "get">;
+export type DeviceKeysUpload = Schemas["DeviceKeysUpload"];
+export type UserDevices = Answer<"/v1/users/{user}/devices", "get">;
+export type ClaimedKeys = Answer<"/v1/users/{user}/devices/{device}/claim", "post">;
+export type PushRegistration = Schemas["PushRegistration"];
+export type PresenceInfo = Answer<"/v1/users/{user}/presence", "get">;
 
 /** The REST half of the API (PROTOCOL.md, "Control plane"): every call
  * carries the session's token, and one refused as unauthorized is tried
@@ -71,7 +60,7 @@ export class Rest {
     private readonly fetchImpl: typeof fetch = globalThis.fetch.bind(globalThis),
   ) {}
 
-  createConversation(kind: ConversationKind, members: string[], title?: string): Promise<ConversationSummary> {
+  createConversation(kind: ConversationKind, members: string[], title?: string): Promise<ConversationDetail> {
     return this.json("POST", "/v1/conversations", { kind, members, ...(title ? { title } : {}) });
   }
 
@@ -105,12 +94,13 @@ export class Rest {
     return this.json("GET", `/v1/conversations/${enc(id)}`);
   }
 
-  addMembers(id: string, members: string[]): Promise<unknown> {
+  /** Adds members; answers the conversation as it is now. */
+  addMembers(id: string, members: string[]): Promise<ConversationDetail> {
     return this.json("POST", `/v1/conversations/${enc(id)}/members`, { members });
   }
 
-  removeMember(id: string, user: string): Promise<unknown> {
-    return this.json("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+  removeMember(id: string, user: string): Promise<void> {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
   }
 
   /** One page of history, newest first; pass `next_before_seq` back as
@@ -137,9 +127,11 @@ export class Rest {
     const size = bytes instanceof Blob ? bytes.size : bytes.byteLength;
     const grant = await this.json<UploadGrant>("POST", "/v1/media", { mime, size });
     const url = new URL(grant.upload_url, this.base).toString();
+    // The grant names the method and headers (an S3 URL signs more than
+    // the content type): sent as they are.
     const put = await this.fetchImpl(url, {
-      method: "PUT",
-      headers: { "content-type": mime },
+      method: grant.method,
+      headers: { "content-type": mime, ...grant.headers },
       body: bytes as BodyInit,
     });
     if (!put.ok) throw await apiError(put);
@@ -153,35 +145,35 @@ export class Rest {
     return response.blob();
   }
 
-  ownKeys(device: string): Promise<unknown> {
+  ownKeys(device: string): Promise<DeviceKeys> {
     return this.json("GET", `/v1/devices/${enc(device)}/keys`);
   }
 
-  publishKeys(device: string, keys: unknown): Promise<unknown> {
+  publishKeys(device: string, keys: DeviceKeysUpload): Promise<DeviceKeys> {
     return this.json("PUT", `/v1/devices/${enc(device)}/keys`, keys);
   }
 
-  devices(user: string): Promise<unknown> {
+  devices(user: string): Promise<UserDevices> {
     return this.json("GET", `/v1/users/${enc(user)}/devices`);
   }
 
-  claimPrekey(user: string, device: string): Promise<unknown> {
+  claimPrekey(user: string, device: string): Promise<ClaimedKeys> {
     return this.json("POST", `/v1/users/${enc(user)}/devices/${enc(device)}/claim`);
   }
 
-  registerPush(device: string, registration: { provider: "fcm" | "apns" | "webhook"; token: string }): Promise<unknown> {
+  registerPush(device: string, registration: PushRegistration): Promise<PushRegistration> {
     return this.json("PUT", `/v1/devices/${enc(device)}/push`, registration);
   }
 
-  pushRegistration(device: string): Promise<unknown> {
+  pushRegistration(device: string): Promise<PushRegistration> {
     return this.json("GET", `/v1/devices/${enc(device)}/push`);
   }
 
-  unregisterPush(device: string): Promise<unknown> {
-    return this.json("DELETE", `/v1/devices/${enc(device)}/push`);
+  unregisterPush(device: string): Promise<void> {
+    return this.empty("DELETE", `/v1/devices/${enc(device)}/push`);
   }
 
-  presence(user: string): Promise<{ user_id: string; status: "online" | "offline"; last_seen: string | null }> {
+  presence(user: string): Promise<PresenceInfo> {
     return this.json("GET", `/v1/users/${enc(user)}/presence`);
   }
 
@@ -189,6 +181,10 @@ export class Rest {
     const response = await this.send(method, path, body);
     const text = await response.text();
     return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  private async empty(method: string, path: string): Promise<void> {
+    await this.send(method, path);
   }
 
   private async send(method: string, path: string, body?: unknown): Promise<Response> {

@@ -1,5 +1,6 @@
 // A real `switchboard dev` for the SDK's tests: started on a free port
-// with its own data directory, killed and restarted on demand.
+// with its own data directory, killed and restarted, or frozen and
+// thawed, on demand.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -70,6 +71,24 @@ export class Dev {
     throw new Error(`switchboard dev did not get ready:\n${this.log}`);
   }
 
+  /** The switchboard process's id (the gateway runs in it). */
+  get pid() {
+    return this.child.pid;
+  }
+
+  /** SIGSTOP: the process holds its sockets open and answers nothing, as
+   * a hung server or a dead network path does. */
+  freeze() {
+    process.kill(this.child.pid, "SIGSTOP");
+    this.frozen = true;
+  }
+
+  /** SIGCONT: it runs on from where it stopped. */
+  thaw() {
+    process.kill(this.child.pid, "SIGCONT");
+    this.frozen = false;
+  }
+
   /** SIGKILL: no drain, no goodbye. */
   async kill() {
     const exited = new Promise((r) => this.child.once("exit", r));
@@ -78,6 +97,7 @@ export class Dev {
   }
 
   async stop() {
+    if (this.frozen) this.thaw();
     if (this.child && this.child.exitCode === null) await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
   }

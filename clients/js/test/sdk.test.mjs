@@ -1,6 +1,8 @@
 // The SDK against a real `switchboard dev`: chat, edits and deletes,
-// receipts and typing, backlog after being offline, and a gateway killed
-// mid-conversation with nothing lost or duplicated.
+// receipts and typing, backlog after being offline, a gateway killed
+// mid-conversation with nothing lost or duplicated, and a frozen one
+// noticed by the SDK's ping deadline, and the browser's offline and
+// online events.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
@@ -16,12 +18,13 @@ after(async () => {
 });
 
 /** A connected client for `user`, with a token refresher. */
-async function client(user, device = "web") {
+async function client(user, device = "web", options = {}) {
   const c = new SwitchboardClient({
     url: dev.url,
     token: async () => token(user, device),
     WebSocket,
     reconnect: { minDelayMs: 100, maxDelayMs: 1_000 },
+    ...options,
   });
   const open = waitFor(c, "status", (s) => s === "open");
   c.connect();
@@ -166,6 +169,79 @@ test("a gateway killed mid-conversation: every send stored and seen exactly once
   } finally {
     alice.close();
     bob.close();
+  }
+});
+
+test("a frozen server: the SDK notices by its ping deadline, reconnects, and its pending send is stored and acked once", async () => {
+  const pingIntervalMs = 500;
+  const pongTimeoutMs = 500;
+  const alice = await client("alice", "frozen", { pingIntervalMs, pongTimeoutMs, connectTimeoutMs: 1_000 });
+  try {
+    const { conversation_id: id } = await alice.rest.createConversation("group", ["bob"]);
+    await alice.sendText(id, "before the freeze");
+    let shown = 0;
+    alice.on("message", (m) => {
+      if (m.content?.kind === "text" && m.content.text === "while frozen") shown += 1;
+    });
+
+    dev.freeze();
+    const frozenAt = Date.now();
+    let settled = 0;
+    const sent = alice.sendText(id, "while frozen").finally(() => {
+      settled += 1;
+    });
+    assert.equal(alice.status, "open", "a frozen server's socket still looks open");
+    // The last frame came before the freeze: a ping goes at most
+    // pingIntervalMs after it, and its deadline passes pongTimeoutMs later.
+    await until(() => alice.status !== "open", pingIntervalMs + pongTimeoutMs + 500, "the SDK noticing the freeze");
+    const noticed = Date.now() - frozenAt;
+    assert.ok(noticed <= pingIntervalMs + pongTimeoutMs + 500, `noticed after ${noticed} ms`);
+    assert.equal(alice.pendingSends, 1);
+    await new Promise((r) => setTimeout(r, 300));
+    dev.thaw();
+
+    const ack = await sent;
+    await until(() => alice.status === "open", 10_000, "the SDK reconnecting");
+    // Give a second ack (the frozen connection's, or a resend's) time to
+    // show if it were to.
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(settled, 1);
+    assert.equal(alice.pendingSends, 0);
+    assert.equal(shown, 1, "the sender's state shows it once");
+    const mine = alice.conversation(id).messages.filter((m) => m.content?.text === "while frozen");
+    assert.deepEqual(mine.map((m) => m.message_id), [ack.message_id]);
+    const page = await alice.rest.history(id, { limit: 50 });
+    const stored = page.messages.filter((m) => m.content?.kind === "text" && m.content.text === "while frozen");
+    assert.deepEqual(stored.map((m) => m.message_id), [ack.message_id], "stored once");
+  } finally {
+    if (dev.frozen) dev.thaw();
+    alice.close();
+  }
+});
+
+test("the browser's offline event drops the connection at once, and online reconnects without waiting out the back-off", async () => {
+  // Node has no window: a stand-in EventTarget carries the two events
+  // the SDK listens for in a browser.
+  globalThis.window = new EventTarget();
+  // A back-off far longer than the test: only `online` can reconnect in time.
+  const c = await client("dora", "web", { reconnect: { minDelayMs: 60_000, maxDelayMs: 60_000 } });
+  try {
+    const { conversation_id: id } = await c.rest.createConversation("group", ["erin"]);
+    window.dispatchEvent(new Event("offline"));
+    assert.equal(c.status, "reconnecting", "dropped at once");
+    const sent = c.sendText(id, "sent while offline");
+    const open = waitFor(c, "status", (s) => s === "open", 5_000);
+    window.dispatchEvent(new Event("online"));
+    await open;
+    const ack = await sent;
+    const page = await c.rest.history(id, { limit: 10 });
+    assert.deepEqual(
+      page.messages.filter((m) => m.content?.text === "sent while offline").map((m) => m.message_id),
+      [ack.message_id],
+    );
+  } finally {
+    c.close();
+    delete globalThis.window;
   }
 });
 
