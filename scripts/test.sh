@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The layout rules first (seconds): no non-test file over 700 lines, no
+# two modules of a crate that import each other.
+python3 scripts/check-layout.py
 scripts/install-nats.sh
 # The blob tests run against a real S3-compatible server on loopback.
 scripts/install-s3s.sh

@@ -83,6 +83,11 @@ export type TypingState = ("start" | "stop")
  */
 export type ServerFrame = ({
 client_msg_id: ClientMsgId
+/**
+ * What was stored, only when it differs from what was sent (a
+ * moderation plugin rewrote it): the sender shows this instead.
+ */
+content?: (Content | null)
 conversation_id: ConversationId
 message_id: MessageId
 seq: number
