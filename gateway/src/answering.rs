@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use switchboard_backbone::records::refusals::{Refusals, SendKey};
+use switchboard_nats::records::refusals::{Refusals, SendKey};
 use switchboard_protocol::{ClientMsgId, Content, ConversationId, ServerFrame, TenantId, UserId};
 use switchboard_store::{SentKey, Store};
 use tokio::sync::watch;
@@ -86,7 +86,7 @@ impl Answering {
         conversation: &ConversationId,
         bytes: usize,
     ) -> Result<Ticket, Refusal> {
-        let epoch = switchboard_backbone::connection_epoch();
+        let epoch = switchboard_nats::connection_epoch();
         self.on(|s| {
             (
                 s.accept(id, conversation, bytes, epoch, Instant::now()),

@@ -23,7 +23,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use switchboard_protocol::{DeviceId, IdError, TenantId, UserId};
 
-use switchboard_backbone::records::tenants::TenantRecord;
+use switchboard_nats::records::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
 

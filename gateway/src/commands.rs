@@ -6,9 +6,9 @@ use std::time::Duration;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
-use switchboard_backbone::envelope::{Command, CommandReply, HEADER_REPLY};
-use switchboard_backbone::subject::partition_of;
-use switchboard_backbone::trace;
+use switchboard_nats::envelope::{Command, CommandReply, HEADER_REPLY};
+use switchboard_nats::subject::partition_of;
+use switchboard_nats::trace;
 use switchboard_protocol::ErrorCode;
 
 use crate::Gateway;

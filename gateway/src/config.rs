@@ -326,7 +326,7 @@ pub struct GatewayConfig {
     pub metrics: Option<crate::metrics::Exposition>,
     /// Requests each backbone service of this gateway (the session
     /// registry's sync) takes at once, in all and per caller.
-    pub services: switchboard_backbone::admission::AdmissionLimits,
+    pub services: switchboard_nats::admission::AdmissionLimits,
     /// The URL clients reach the gateways at (`https://chat.example.com`):
     /// the local blob store's upload and download URLs are made on it.
     /// `None`: on the address the gateway listens on, or, when that is a

@@ -9,10 +9,10 @@ use crate::key_directory::KeyError;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use switchboard_backbone::BackboneError;
-use switchboard_backbone::records::push_tokens::PushTokenError;
-use switchboard_backbone::records::tenants::TenantError;
 use switchboard_blob::BlobError;
+use switchboard_nats::BackboneError;
+use switchboard_nats::records::push_tokens::PushTokenError;
+use switchboard_nats::records::tenants::TenantError;
 use switchboard_plugin_host::deploy::DeployError;
 use switchboard_protocol::content::ContentError;
 use switchboard_protocol::error::ErrorBody;
@@ -258,19 +258,19 @@ pub enum GatewayError {
     /// A backbone call of the start-up failed; each kind of cause keeps
     /// its own typed error, and all of them read "backbone: ..." as before.
     #[error("backbone: {0}")]
-    Backbone(#[from] switchboard_backbone::BackboneError),
+    Backbone(#[from] switchboard_nats::BackboneError),
     #[error("backbone: {0}")]
     Deploy(#[from] switchboard_plugin_host::deploy::DeployError),
     #[error("backbone: {0}")]
-    Tenants(#[from] switchboard_backbone::records::tenants::TenantError),
+    Tenants(#[from] switchboard_nats::records::tenants::TenantError),
     #[error("backbone: {0}")]
-    PushTokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    PushTokens(#[from] switchboard_nats::records::push_tokens::PushTokenError),
     /// A bucket could not be opened; `context` names it.
     #[error("backbone: {context}: {source}")]
     Bucket {
         context: String,
         #[source]
-        source: switchboard_backbone::Cause,
+        source: switchboard_nats::Cause,
     },
 }
 
@@ -281,7 +281,7 @@ impl GatewayError {
     ) -> Self {
         Self::Bucket {
             context: context.into(),
-            source: switchboard_backbone::cause(source),
+            source: switchboard_nats::cause(source),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! subject, `sb.gw.<gateway>`, several to a NATS message: the routers
 //! (writers, the presence notifier, other gateways) address them from the
 //! session registry, which holds a key per user and gateway while the
-//! user has a connection here (`switchboard_backbone::sessions`). One
+//! user has a connection here (`switchboard_nats::sessions`). One
 //! subscription serves every connection; the hub hands each event to the
 //! connections of the users it names.
 //!
@@ -26,10 +26,10 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
-use switchboard_backbone::envelope::{Delivered, Event, decode_delivery, decode_event};
-use switchboard_backbone::sessions::Sessions;
-use switchboard_backbone::subject::conversation_events;
-use switchboard_backbone::trace;
+use switchboard_nats::envelope::{Delivered, Event, decode_delivery, decode_event};
+use switchboard_nats::sessions::Sessions;
+use switchboard_nats::subject::conversation_events;
+use switchboard_nats::trace;
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
@@ -112,7 +112,7 @@ pub struct Registration {
 
 #[derive(Debug, thiserror::Error)]
 #[error("subscribing to the user's events failed: {0}")]
-pub struct JoinError(#[source] switchboard_backbone::Cause);
+pub struct JoinError(#[source] switchboard_nats::Cause);
 
 /// Where the hub takes its events and whom it tells of its users.
 pub struct HubParts {
@@ -195,7 +195,7 @@ impl Hub {
             // its sender is gone: this one is not routed here either.
             if routed.wait_for(|&r| r).await.is_err() {
                 self.leave(registration).await;
-                return Err(JoinError(switchboard_backbone::cause(
+                return Err(JoinError(switchboard_nats::cause(
                     "the user's first connection to this gateway could not join; retry",
                 )));
             }
@@ -256,7 +256,7 @@ impl Hub {
             .client
             .flush()
             .await
-            .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
+            .map_err(|e| JoinError(switchboard_nats::cause(e)))?;
         if let Some(revision) = inner.presence.online(tenant, user, stint).await
             && let Err(e) = inner.sessions.sync(revision, inner.sync_within).await
         {
@@ -393,7 +393,7 @@ async fn listen(
         .client
         .subscribe(conversation_events(tenant, conversation))
         .await
-        .map_err(|e| JoinError(switchboard_backbone::cause(e)))?;
+        .map_err(|e| JoinError(switchboard_nats::cause(e)))?;
     let listeners: Listeners = Arc::new(Mutex::new(HashMap::from([(user.clone(), conns)])));
     let task = tokio::spawn(dispatch_conversation(subscriber, listeners.clone()));
     conversations.insert(key, ConversationEntry { listeners, task });

@@ -42,10 +42,10 @@ use async_nats::jetstream;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use bytes::Bytes;
-use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, encode_commands};
-use switchboard_backbone::subject::{ingest, ingest_batch};
-use switchboard_backbone::trace;
-use switchboard_backbone::{BackboneError, Cause, cause, connection_epoch, reconnected_since};
+use switchboard_nats::envelope::{Command, HEADER_COMMANDS, encode_commands};
+use switchboard_nats::subject::{ingest, ingest_batch};
+use switchboard_nats::trace;
+use switchboard_nats::{BackboneError, Cause, cause, connection_epoch, reconnected_since};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -127,7 +127,7 @@ impl Ingest {
 
     /// Queues a send for `partition`. Sends queued in order are stored in
     /// order; the wait resolves once JetStream has stored it, or could
-    /// not. `traceparent` goes with it (`switchboard_backbone::trace`).
+    /// not. `traceparent` goes with it (`switchboard_nats::trace`).
     pub(crate) fn send(
         &self,
         partition: u16,
@@ -339,7 +339,7 @@ async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_backbone::envelope::SendCommand;
+    use switchboard_nats::envelope::SendCommand;
     use switchboard_protocol::{
         ClientMsgId, Content, ConversationId, DeviceId, TenantId, Timestamp, UserId,
     };

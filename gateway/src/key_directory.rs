@@ -19,7 +19,7 @@ use switchboard_protocol::keys::{
 };
 use switchboard_protocol::{DeviceId, TenantId, Timestamp, UserId};
 
-use switchboard_backbone::kv_key::part;
+use switchboard_nats::kv_key::part;
 
 /// Most unclaimed one-time prekeys a device may hold.
 pub const MAX_ONE_TIME_PREKEYS: usize = 200;
@@ -44,7 +44,7 @@ pub enum KeyError {
     Contended,
     /// The keys bucket could not be read or written.
     #[error("key directory: {0}")]
-    Backbone(#[source] switchboard_backbone::Cause),
+    Backbone(#[source] switchboard_nats::Cause),
     /// A stored entry that this release cannot read.
     #[error("key directory: entry {key} does not decode: {source}")]
     Undecodable {
@@ -140,7 +140,7 @@ pub struct KeyDirectory {
 }
 
 fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> KeyError {
-    KeyError::Backbone(switchboard_backbone::cause(e))
+    KeyError::Backbone(switchboard_nats::cause(e))
 }
 
 fn device_key(tenant: &TenantId, user: &UserId, device: &DeviceId) -> String {
@@ -184,7 +184,7 @@ impl KeyDirectory {
         revision: u64,
     ) -> Result<bool, KeyError> {
         let bytes = serde_json::to_vec(value).map_err(nats)?;
-        switchboard_backbone::kv_cas::write_if(&self.kv, key, bytes.into(), revision)
+        switchboard_nats::kv_cas::write_if(&self.kv, key, bytes.into(), revision)
             .await
             .map_err(KeyError::Backbone)
     }

@@ -5,7 +5,7 @@
 //! this gateway joins and [`Presence::offline`] when the last one leaves;
 //! the user's key in `sb_presence` is kept alive in between. The same keys
 //! are the session registry that routes events here
-//! (`switchboard_backbone::sessions`).
+//! (`switchboard_nats::sessions`).
 //! Turning those keys into `presence` frames for the user's contacts is the
 //! worker's job (it sees every gateway's keys, and their expiry when a
 //! gateway dies).
@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use switchboard_backbone::definitions::LAST_SEEN_BUCKET;
-use switchboard_backbone::records::presence::{last_seen_key, parse_last_seen, presence_key};
-use switchboard_backbone::sessions::Sessions;
+use switchboard_nats::definitions::LAST_SEEN_BUCKET;
+use switchboard_nats::records::presence::{last_seen_key, parse_last_seen, presence_key};
+use switchboard_nats::sessions::Sessions;
 use switchboard_protocol::{PresenceInfo, PresenceStatus, TenantId, Timestamp, UserId};
 
 use crate::GatewayError;

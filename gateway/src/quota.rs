@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use switchboard_backbone::records::tenants::{TenantBook, TenantQuotas};
+use switchboard_nats::records::tenants::{TenantBook, TenantQuotas};
 use switchboard_protocol::{ContentLimits, ErrorCode, TenantId, UserId};
 
 use crate::auth::Identity;

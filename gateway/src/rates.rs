@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use switchboard_backbone::records::tenants::TenantQuotas;
+use switchboard_nats::records::tenants::TenantQuotas;
 use switchboard_protocol::{ErrorCode, TenantId, UserId};
 
 use crate::auth::Identity;

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use switchboard_backbone::envelope::frame_event;
+use switchboard_nats::envelope::frame_event;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_protocol::{ClientFrame, ConversationId, ReceiptKind, ServerFrame};
 use switchboard_store::{MarkChange, StoreResult};

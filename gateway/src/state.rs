@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use switchboard_backbone::node_id::IdSource;
-use switchboard_backbone::records::push_tokens::PushTokens;
-use switchboard_backbone::records::refusals::Refusals;
-use switchboard_backbone::records::tenants::{TenantBook, TenantRegistry};
+use switchboard_nats::node_id::IdSource;
+use switchboard_nats::records::push_tokens::PushTokens;
+use switchboard_nats::records::refusals::Refusals;
+use switchboard_nats::records::tenants::{TenantBook, TenantRegistry};
 use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use switchboard_backbone::envelope::frame_event;
+use switchboard_nats::envelope::frame_event;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_protocol::{ConversationId, ServerFrame, TypingState};
 

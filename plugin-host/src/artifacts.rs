@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use async_nats::jetstream::{self, object_store};
-use switchboard_backbone::definitions::PLUGIN_COMPILED_STORE;
+use switchboard_nats::definitions::PLUGIN_COMPILED_STORE;
 use switchboard_protocol::TenantId;
 
 use crate::host::Compiled;

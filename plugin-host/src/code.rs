@@ -86,7 +86,7 @@ impl PluginHost {
         let component =
             Component::from_binary(self.engine(), bytes).map_err(|e| CompileError::Unreadable {
                 message: format!("{e:#}"),
-                source: switchboard_backbone::cause(e),
+                source: switchboard_nats::cause(e),
             })?;
         Ok(Code {
             digest,
@@ -107,7 +107,7 @@ impl PluginHost {
             hook,
             world: hook.world(),
             detail: format!("{e:#}"),
-            source: switchboard_backbone::cause(e),
+            source: switchboard_nats::cause(e),
         };
         let mut linker = Linker::new(self.engine());
         wit::add_host_to_linker(&mut linker).map_err(wrong)?;

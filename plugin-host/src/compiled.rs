@@ -52,7 +52,7 @@ pub enum CompileError {
     Unreadable {
         message: String,
         #[source]
-        source: switchboard_backbone::Cause,
+        source: switchboard_nats::Cause,
     },
     /// The made-up input of the trial call did not build (our bug, not
     /// the component's); it reads as it always did.
@@ -66,7 +66,7 @@ pub enum CompileError {
         world: &'static str,
         detail: String,
         #[source]
-        source: switchboard_backbone::Cause,
+        source: switchboard_nats::Cause,
     },
     #[error("the component failed its trial call: {0}")]
     TrialCall(CallError),

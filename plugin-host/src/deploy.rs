@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, object_store};
 use futures::StreamExt;
 use serde::Serialize;
-use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
+use switchboard_nats::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::agreement::Agreement;

@@ -36,7 +36,7 @@ pub enum DeployError {
     /// The plugins bucket or the code store failed, or a record did not
     /// encode: the client's or serde's error, kept whole.
     #[error("the backbone: {0}")]
-    Backbone(#[source] switchboard_backbone::Cause),
+    Backbone(#[source] switchboard_nats::Cause),
     /// The upload a deploy names is not in `sb_plugin_uploads` (expired,
     /// taken already, or another tenant's).
     #[error("the uploaded component is gone; upload it again")]
@@ -138,5 +138,5 @@ impl DeployError {
 }
 
 pub(crate) fn backbone(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DeployError {
-    DeployError::Backbone(switchboard_backbone::cause(e))
+    DeployError::Backbone(switchboard_nats::cause(e))
 }

@@ -26,9 +26,9 @@ use async_nats::jetstream::{self, object_store};
 use async_nats::service::ServiceExt;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use switchboard_backbone::admission::{Admission, AdmissionLimits};
-use switchboard_backbone::definitions::PLUGIN_UPLOADS_STORE;
-use switchboard_backbone::kv_key;
+use switchboard_nats::admission::{Admission, AdmissionLimits};
+use switchboard_nats::definitions::PLUGIN_UPLOADS_STORE;
+use switchboard_nats::kv_key;
 use switchboard_protocol::{TenantId, UserId};
 
 use crate::compiler::Wait;

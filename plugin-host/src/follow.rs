@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream::{self, kv, object_store::ObjectStore};
 use futures::StreamExt;
-use switchboard_backbone::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
+use switchboard_nats::definitions::{PLUGIN_CODE_STORE, PLUGINS_BUCKET};
 use switchboard_protocol::TenantId;
 use tokio::sync::Semaphore;
 
@@ -227,7 +227,7 @@ impl Plugins {
         js: &jetstream::Context,
     ) -> Result<tokio::task::JoinHandle<()>, RegistryError> {
         let err = |e: Box<dyn std::error::Error + Send + Sync>| {
-            RegistryError::Backbone(switchboard_backbone::cause(e))
+            RegistryError::Backbone(switchboard_nats::cause(e))
         };
         let bucket = js
             .get_key_value(PLUGINS_BUCKET)

@@ -54,7 +54,7 @@ pub struct PluginHost {
     engine: Engine,
     limits: PluginLimits,
     /// Tenants' quotas, which may lower a tenant's call limits.
-    tenants: std::sync::OnceLock<switchboard_backbone::records::tenants::TenantBook>,
+    tenants: std::sync::OnceLock<switchboard_nats::records::tenants::TenantBook>,
     permits: Permits,
     code: CodeState,
     stats: [HookStats; 3],
@@ -63,7 +63,7 @@ pub struct PluginHost {
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the plugin engine: {0}")]
-pub struct HostError(#[source] switchboard_backbone::Cause);
+pub struct HostError(#[source] switchboard_nats::Cause);
 
 /// Longest reason a plugin may give; longer ones are cut.
 const MAX_REASON_BYTES: usize = 512;
@@ -72,11 +72,10 @@ impl PluginHost {
     pub fn new(limits: PluginLimits) -> Result<Self, HostError> {
         limits
             .check()
-            .map_err(|e| HostError(switchboard_backbone::cause(e)))?;
-        let engine =
-            engine::engine(&limits).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
+            .map_err(|e| HostError(switchboard_nats::cause(e)))?;
+        let engine = engine::engine(&limits).map_err(|e| HostError(switchboard_nats::cause(e)))?;
         let ticker =
-            Ticker::start(engine.clone()).map_err(|e| HostError(switchboard_backbone::cause(e)))?;
+            Ticker::start(engine.clone()).map_err(|e| HostError(switchboard_nats::cause(e)))?;
         let code = CodeState::new(crate::precompiled::Precompiler::new(engine.clone()));
         Ok(Self {
             permits: Permits::new(limits.pool_size),
@@ -299,10 +298,7 @@ impl PluginHost {
 
     /// From now on, a tenant's plugin quotas in `tenants` lower its calls'
     /// deadline, fuel and memory (set once, at start-up).
-    pub fn follow_tenant_quotas(
-        &self,
-        tenants: switchboard_backbone::records::tenants::TenantBook,
-    ) {
+    pub fn follow_tenant_quotas(&self, tenants: switchboard_nats::records::tenants::TenantBook) {
         let _ = self.tenants.set(tenants);
     }
 

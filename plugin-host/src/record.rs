@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use switchboard_backbone::kv_key;
+use switchboard_nats::kv_key;
 use switchboard_protocol::{TenantId, Timestamp};
 
 use crate::hook::Hook;

@@ -42,7 +42,7 @@ const REPLAYED_VERSIONS: usize = 64;
 pub enum RegistryError {
     /// The plugins bucket or the code store could not be read.
     #[error("plugin registry: {0}")]
-    Backbone(#[source] switchboard_backbone::Cause),
+    Backbone(#[source] switchboard_nats::Cause),
     /// The watch that loads the active versions ended before they were all
     /// read.
     #[error("plugin registry: the watch of sb_plugins ended")]
@@ -221,7 +221,7 @@ impl Plugins {
         let mut requests = client
             .subscribe(format!("{STATUS_SUBJECT_PREFIX}.>"))
             .await
-            .map_err(|e| RegistryError::Backbone(switchboard_backbone::cause(e)))?;
+            .map_err(|e| RegistryError::Backbone(switchboard_nats::cause(e)))?;
         let plugins = self.clone();
         let _ = self.process.set(process.clone());
         Ok(tokio::spawn(async move {

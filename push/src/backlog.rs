@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use futures::StreamExt;
-use switchboard_backbone::push_jobs::send_subject;
+use switchboard_nats::push_jobs::send_subject;
 use switchboard_protocol::TenantId;
 use tokio::sync::Mutex;
 

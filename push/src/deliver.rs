@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, kv};
-use switchboard_backbone::kv_key::part;
-use switchboard_backbone::push_jobs::{MessageJob, SendJob, send_subject};
-use switchboard_backbone::records::tenants::PreviewMode;
+use switchboard_nats::kv_key::part;
+use switchboard_nats::push_jobs::{MessageJob, SendJob, send_subject};
+use switchboard_nats::records::tenants::PreviewMode;
 use switchboard_protocol::{Content, DeviceId, Message, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey};
 use tracing::Instrument;
@@ -23,7 +23,7 @@ enum DeliverError {
     #[error(transparent)]
     Store(#[from] switchboard_store::StoreError),
     #[error(transparent)]
-    Tokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    Tokens(#[from] switchboard_nats::records::push_tokens::PushTokenError),
     #[error(transparent)]
     Encoding(#[from] serde_json::Error),
     #[error(transparent)]

@@ -1,5 +1,5 @@
 //! Push notifications (F15): the two stages of the push pipeline on the
-//! `SB_PUSH` stream (see `switchboard_backbone::push_jobs`), run by every
+//! `SB_PUSH` stream (see `switchboard_nats::push_jobs`), run by every
 //! worker process on shared consumers, so pushes keep flowing while any
 //! worker lives.
 //!
@@ -38,9 +38,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use switchboard_backbone::definitions::{PUSH_COLLAPSE_BUCKET, PUSH_STREAM, push_consumers};
-use switchboard_backbone::records::push_tokens::PushTokens;
-use switchboard_backbone::records::tenants::TenantBook;
+use switchboard_nats::definitions::{PUSH_COLLAPSE_BUCKET, PUSH_STREAM, push_consumers};
+use switchboard_nats::records::push_tokens::PushTokens;
+use switchboard_nats::records::tenants::TenantBook;
 use switchboard_store::Store;
 use tokio::sync::Semaphore;
 
@@ -99,18 +99,18 @@ pub enum PushError {
     /// A bucket, stream or consumer could not be opened: the client's
     /// error, kept whole.
     #[error("push: {0}")]
-    Backbone(#[source] switchboard_backbone::Cause),
+    Backbone(#[source] switchboard_nats::Cause),
     /// The consumer definitions do not parse.
     #[error("push: {0}")]
-    Definition(#[from] switchboard_backbone::BackboneError),
+    Definition(#[from] switchboard_nats::BackboneError),
     #[error("push: {0}")]
-    Tokens(#[from] switchboard_backbone::records::push_tokens::PushTokenError),
+    Tokens(#[from] switchboard_nats::records::push_tokens::PushTokenError),
     #[error("push HTTP client: {0}")]
     Client(#[from] reqwest::Error),
 }
 
 fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushError {
-    PushError::Backbone(switchboard_backbone::cause(e))
+    PushError::Backbone(switchboard_nats::cause(e))
 }
 
 /// Which stage a consumer feeds.

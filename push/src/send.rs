@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
-use switchboard_backbone::push_jobs::{HEADER_PUSH_ERROR, SendJob, dead_subject, send_subject};
-use switchboard_backbone::records::tenants::PushSettings;
+use switchboard_nats::push_jobs::{HEADER_PUSH_ERROR, SendJob, dead_subject, send_subject};
+use switchboard_nats::records::tenants::PushSettings;
 use switchboard_protocol::Timestamp;
 use switchboard_protocol::push::PushProvider;
 

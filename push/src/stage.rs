@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use async_nats::jetstream::{self, AckKind, kv};
-use switchboard_backbone::records::push_tokens::PushTokens;
-use switchboard_backbone::records::tenants::{TenantBook, TenantRecord};
+use switchboard_nats::records::push_tokens::PushTokens;
+use switchboard_nats::records::tenants::{TenantBook, TenantRecord};
 use switchboard_store::Store;
 
 use crate::backlog;

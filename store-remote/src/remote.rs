@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
-use switchboard_backbone::{connection_epoch, reconnected_since};
+use switchboard_nats::{connection_epoch, reconnected_since};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
     Timestamp, UserId,

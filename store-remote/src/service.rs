@@ -8,15 +8,15 @@
 //! write. The one subject of earlier releases, `sb.store`, still answers
 //! reads and marks (their gateways', during a rolling upgrade), never a
 //! commit. Requests in flight are bounded in all and per caller
-//! (`switchboard_backbone::admission`); past the bound a request is
+//! (`switchboard_nats::admission`); past the bound a request is
 //! answered `Unavailable` at once, and the caller may retry.
 
 use std::sync::Arc;
 
 use async_nats::service::ServiceExt;
 use futures::StreamExt;
-use switchboard_backbone::admission::{Admission, AdmissionLimits};
-use switchboard_backbone::subject::{STORE_LEGACY, STORE_QUEUE_GROUP};
+use switchboard_nats::admission::{Admission, AdmissionLimits};
+use switchboard_nats::subject::{STORE_LEGACY, STORE_QUEUE_GROUP};
 use switchboard_store::{Store, StoreError};
 
 use crate::calls::store_calls;

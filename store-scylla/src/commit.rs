@@ -46,7 +46,7 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use switchboard_protocol::{ConversationKind, Message, MessageVersion, TenantId, Timestamp};
-use switchboard_store::rules::{AckReads, BucketSpan, Commit, InboxEntries, Marks, Placement};
+use switchboard_store::rules::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 use switchboard_store::{
     BucketKey, ConversationKey, ConversationRecord, StoreError, StoreResult, UNSOLICITED_WINDOW_MS,
     day_bucket,

@@ -35,7 +35,7 @@ mod commit;
 mod consent;
 
 use commit::conflict;
-pub use commit::{AckReads, BucketSpan, Commit, InboxEntries, Marks, Placement};
+pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 
 /// Applies one mutation of a commit.
 pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {

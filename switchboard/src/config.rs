@@ -122,7 +122,7 @@ pub struct FileConfig {
     /// service, the session registry's sync, the plugin services) takes
     /// at once, in all and per caller (`[services]`).
     #[serde(default)]
-    pub services: Option<switchboard_backbone::admission::AdmissionLimits>,
+    pub services: Option<switchboard_nats::admission::AdmissionLimits>,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
 }
@@ -140,10 +140,10 @@ pub enum ServerList {
 impl ServerList {
     fn servers(&self) -> Vec<String> {
         match self {
-            Self::Joined(s) => switchboard_backbone::parse_servers(s),
+            Self::Joined(s) => switchboard_nats::parse_servers(s),
             Self::List(l) => l
                 .iter()
-                .flat_map(|s| switchboard_backbone::parse_servers(s))
+                .flat_map(|s| switchboard_nats::parse_servers(s))
                 .collect(),
         }
     }
@@ -242,11 +242,11 @@ pub fn nats_config(
     args: &NatsArgs,
     file: &FileConfig,
     name: &str,
-) -> anyhow::Result<switchboard_backbone::NatsConfig> {
-    use switchboard_backbone::{NatsAuth, NatsConfig, NatsTls};
+) -> anyhow::Result<switchboard_nats::NatsConfig> {
+    use switchboard_nats::{NatsAuth, NatsConfig, NatsTls};
     let section = file.nats.clone().unwrap_or_default();
     let servers = match (&args.nats_url, &file.nats_url) {
-        (Some(flag), _) => switchboard_backbone::parse_servers(flag),
+        (Some(flag), _) => switchboard_nats::parse_servers(flag),
         (None, Some(list)) => list.servers(),
         (None, None) => vec!["nats://127.0.0.1:4222".to_owned()],
     };
@@ -598,9 +598,7 @@ mod tests {
         ))
         .unwrap();
         let c = nats_config(&NatsArgs::default(), &f, "t").unwrap();
-        assert!(
-            matches!(c.auth, switchboard_backbone::NatsAuth::NKey(ref s) if s == "SUAEXAMPLESEED")
-        );
+        assert!(matches!(c.auth, switchboard_nats::NatsAuth::NKey(ref s) if s == "SUAEXAMPLESEED"));
         let both: FileConfig =
             toml::from_str("[nats]\nuser = \"gw\"\npassword = \"p\"\ntoken = \"t\"\n").unwrap();
         assert!(nats_config(&NatsArgs::default(), &both, "t").is_err());

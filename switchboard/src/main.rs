@@ -212,7 +212,7 @@ async fn dev_inner(
     let name = process_id("dev");
     let exposition = telemetry::install("dev")?;
     let client = run::backbone(
-        &switchboard_backbone::NatsConfig::new(&nats.url, &name),
+        &switchboard_nats::NatsConfig::new(&nats.url, &name),
         &backbone,
     )
     .await?;
@@ -226,7 +226,7 @@ async fn dev_inner(
 
     // The worker gets a connection of its own, as it would in its own
     // process: one connection's I/O task would otherwise carry all traffic.
-    let worker_client = switchboard_backbone::connect(&switchboard_backbone::NatsConfig::new(
+    let worker_client = switchboard_nats::connect(&switchboard_nats::NatsConfig::new(
         &nats.url,
         &format!("{name}-worker"),
     ))
@@ -382,7 +382,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     // core NATS, and every writer in the cluster waits for it, also while
     // JetStream elects leaders after a NATS node was lost with this
     // worker (which once held the store back for 10 s).
-    let client = switchboard_backbone::connect(&nats).await?;
+    let client = switchboard_nats::connect(&nats).await?;
     let store = run::store(kind, &client, &data_dir, &file).await?;
     run::define(&client, &backbone).await?;
     let ids = run::lease_ids(&client, &name, &backbone).await?;

@@ -7,14 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use async_nats::jetstream;
-use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET};
-use switchboard_backbone::node_id::IdGenerator;
-use switchboard_backbone::node_id::IdSource;
-use switchboard_backbone::records::push_tokens::PushTokens;
-use switchboard_backbone::records::refusals::Refusals;
-use switchboard_backbone::records::tenants::{OnChange, TenantBook, TenantRegistry};
-use switchboard_backbone::sessions::Sessions;
-use switchboard_backbone::{NatsConfig, connect};
 use switchboard_blob::local::LocalBlobs;
 use switchboard_blob::s3::S3Blobs;
 use switchboard_blob::token::Signer;
@@ -23,6 +15,14 @@ use switchboard_gateway::{
     BatchLimits, Gateway, GatewayConfig, GatewayParts, Hub, HubParts, Ingest, KeyDirectory,
     MediaStore, Presence, TenantDirectory, start_collector,
 };
+use switchboard_nats::definitions::{self, BackboneConfig, NODES_BUCKET};
+use switchboard_nats::node_id::IdGenerator;
+use switchboard_nats::node_id::IdSource;
+use switchboard_nats::records::push_tokens::PushTokens;
+use switchboard_nats::records::refusals::Refusals;
+use switchboard_nats::records::tenants::{OnChange, TenantBook, TenantRegistry};
+use switchboard_nats::sessions::Sessions;
+use switchboard_nats::{NatsConfig, connect};
 use switchboard_plugin_host::deploy::Deployer;
 use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::{PluginHost, Plugins};
@@ -189,7 +189,7 @@ pub async fn gateway_parts(inputs: GatewayInputs) -> anyhow::Result<Arc<Gateway>
     // This gateway's subject first: the registry may name it from the
     // first connection on.
     let deliveries = client
-        .subscribe(switchboard_backbone::subject::gateway_events(
+        .subscribe(switchboard_nats::subject::gateway_events(
             &config.gateway_id,
         ))
         .await

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use switchboard_backbone::definitions::BackboneConfig;
+use switchboard_nats::definitions::BackboneConfig;
 
 use crate::config::{self, BlobBackend, FileConfig, StoreKind, demo_tenant, process_id};
 use crate::{run, secrets, traces};
@@ -101,7 +101,7 @@ pub struct Setup {
     pub backbone: BackboneConfig,
     /// This process's name (leases, NATS connection name).
     pub name: String,
-    pub nats: switchboard_backbone::NatsConfig,
+    pub nats: switchboard_nats::NatsConfig,
     pub kind: StoreKind,
     pub data_dir: PathBuf,
     /// Where a gateway listens.
@@ -253,13 +253,13 @@ pub fn check(args: &CheckArgs) -> bool {
     match prepare(args.role, &args.external, args.listen) {
         Ok(setup) => {
             let auth = match &setup.nats.auth {
-                switchboard_backbone::NatsAuth::UserPassword { user, .. } => {
+                switchboard_nats::NatsAuth::UserPassword { user, .. } => {
                     format!("user {user:?}")
                 }
-                switchboard_backbone::NatsAuth::Token(_) => "a token".to_owned(),
-                switchboard_backbone::NatsAuth::NKey(_) => "an NKey".to_owned(),
-                switchboard_backbone::NatsAuth::Credentials(_) => "a credentials file".to_owned(),
-                switchboard_backbone::NatsAuth::None => "no authentication".to_owned(),
+                switchboard_nats::NatsAuth::Token(_) => "a token".to_owned(),
+                switchboard_nats::NatsAuth::NKey(_) => "an NKey".to_owned(),
+                switchboard_nats::NatsAuth::Credentials(_) => "a credentials file".to_owned(),
+                switchboard_nats::NatsAuth::None => "no authentication".to_owned(),
             };
             println!(
                 "ok: {} configuration: NATS {} as {auth}{}, store {}, {} partitions, {} replicas, define_backbone {}, {} tenant(s) in the file",

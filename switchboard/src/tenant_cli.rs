@@ -5,8 +5,8 @@
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use switchboard_backbone::definitions::{BackboneConfig, TENANTS_BUCKET, tenants_bucket};
-use switchboard_backbone::records::tenants::{TenantRecord, TenantRegistry, fingerprint};
+use switchboard_nats::definitions::{BackboneConfig, TENANTS_BUCKET, tenants_bucket};
+use switchboard_nats::records::tenants::{TenantRecord, TenantRegistry, fingerprint};
 use switchboard_protocol::TenantId;
 
 #[derive(Args)]
@@ -130,8 +130,8 @@ pub async fn run(args: TenantArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn act(args: TenantArgs, nats: switchboard_backbone::NatsConfig) -> anyhow::Result<()> {
-    let client = switchboard_backbone::connect(&nats).await?;
+async fn act(args: TenantArgs, nats: switchboard_nats::NatsConfig) -> anyhow::Result<()> {
+    let client = switchboard_nats::connect(&nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     // Only this bucket, and only if missing: the streams and other buckets
     // are the processes' to define (with their replica settings).
@@ -207,7 +207,7 @@ async fn act(args: TenantArgs, nats: switchboard_backbone::NatsConfig) -> anyhow
                 .update(&tenant_id(&id)?, |r| {
                     for q in &quotas {
                         let (name, value) = q.split_once('=').ok_or_else(|| {
-                            switchboard_backbone::records::tenants::TenantError::Invalid(format!(
+                            switchboard_nats::records::tenants::TenantError::Invalid(format!(
                                 "{q:?} is not name=value"
                             ))
                         })?;

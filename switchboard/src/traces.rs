@@ -5,7 +5,7 @@
 //! filtered by `--log`. Traces are off unless an OTLP endpoint is set
 //! (`--otlp-endpoint`, which reads the standard
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
-//! Then the spans of the message path (`switchboard_backbone::trace`,
+//! Then the spans of the message path (`switchboard_nats::trace`,
 //! target `switchboard::message`), and warnings logged inside them, are
 //! exported over OTLP/HTTP in batches, protobuf unless
 //! `OTEL_EXPORTER_OTLP_PROTOCOL=http/json`. The SDK reads the other
@@ -118,11 +118,11 @@ pub fn init(
         .with_tracked_inactivity(false)
         .with_filter(
             Targets::new()
-                .with_target(switchboard_backbone::trace::TARGET, LevelFilter::INFO)
+                .with_target(switchboard_nats::trace::TARGET, LevelFilter::INFO)
                 .with_default(LevelFilter::WARN),
         );
     tracing_subscriber::registry().with(logs).with(spans).init();
-    switchboard_backbone::trace::enable();
+    switchboard_nats::trace::enable();
     Ok(Traces(Some(provider)))
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchboard_backbone::subject::partition_of;
+use switchboard_nats::subject::partition_of;
 use switchboard_protocol::{ConversationId, ConversationKind, TenantId};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::message::PublishMessage;
-use switchboard_backbone::envelope::HEADER_MAINTENANCE;
-use switchboard_backbone::subject::{ingest, partition_of};
+use switchboard_nats::envelope::HEADER_MAINTENANCE;
+use switchboard_nats::subject::{ingest, partition_of};
 use switchboard_protocol::Timestamp;
 use switchboard_store::{BucketKey, Mutation, StoreError, day_bucket};
 

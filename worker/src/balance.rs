@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::ClusterInfo;
-use switchboard_backbone::definitions::ingest_stream_name;
+use switchboard_nats::definitions::ingest_stream_name;
 
 use crate::ctx::Ctx;
 

@@ -38,7 +38,7 @@ pub struct WorkerConfig {
     /// Requests each backbone service of this worker (the session
     /// registry's sync, the plugin admin service) takes at once, in all
     /// and per caller.
-    pub services: switchboard_backbone::admission::AdmissionLimits,
+    pub services: switchboard_nats::admission::AdmissionLimits,
 }
 
 /// Whether the worker can take its share of the partitions: its lease

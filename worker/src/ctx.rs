@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_nats::jetstream;
-use switchboard_backbone::node_id::IdSource;
+use switchboard_nats::node_id::IdSource;
 use switchboard_store::Store;
 
 use crate::config::WorkerConfig;
@@ -24,10 +24,10 @@ pub(crate) struct Ctx {
     /// built-in policies only.
     pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     /// Tenants' quotas, following `sb_tenants`.
-    pub tenants: switchboard_backbone::records::tenants::TenantBook,
+    pub tenants: switchboard_nats::records::tenants::TenantBook,
     /// Refused sends, for the gateways to answer resends with.
-    pub refusals: switchboard_backbone::records::refusals::Refusals,
+    pub refusals: switchboard_nats::records::refusals::Refusals,
     /// The session registry: which gateways hold the users events are for.
-    pub sessions: Arc<switchboard_backbone::sessions::Sessions>,
+    pub sessions: Arc<switchboard_nats::sessions::Sessions>,
     pub config: WorkerConfig,
 }

@@ -1,6 +1,6 @@
 //! The worker's one error type.
 
-use switchboard_backbone::BackboneError;
+use switchboard_nats::BackboneError;
 use switchboard_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -26,14 +26,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use switchboard_backbone::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
+use switchboard_nats::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
 use switchboard_store::Store;
 
 pub use config::{ArchiveConfig, WorkerConfig, WorkerStatus};
 use ctx::Ctx;
 pub use error::WorkerError;
 use fence::Leadership;
-pub use switchboard_backbone::node_id::IdSource;
+pub use switchboard_nats::node_id::IdSource;
 
 /// Runs a worker until `shutdown` resolves. The backbone's streams and
 /// buckets must exist (`definitions::ensure`); `tenants` must be following
@@ -44,7 +44,7 @@ pub async fn run(
     store: Arc<dyn Store>,
     ids: Arc<dyn IdSource>,
     plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
-    tenants: switchboard_backbone::records::tenants::TenantBook,
+    tenants: switchboard_nats::records::tenants::TenantBook,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     // JetStream requests answer in milliseconds when the cluster is well;
@@ -58,14 +58,14 @@ pub async fn run(
         .get_key_value(WORKERS_BUCKET)
         .await
         .map_err(|e| WorkerError::nats(format!("bucket {WORKERS_BUCKET}"), e))?;
-    let refusals = switchboard_backbone::records::refusals::Refusals::open(&js)
+    let refusals = switchboard_nats::records::refusals::Refusals::open(&js)
         .await
         .map_err(WorkerError::Refusals)?;
     let registry = js
         .get_key_value(PRESENCE_BUCKET)
         .await
         .map_err(|e| WorkerError::nats(format!("bucket {PRESENCE_BUCKET}"), e))?;
-    let sessions = switchboard_backbone::sessions::Sessions::start(
+    let sessions = switchboard_nats::sessions::Sessions::start(
         client.clone(),
         registry,
         format!("worker:{}", config.worker_id),

@@ -12,6 +12,7 @@ pub const DELIVERIES: &str = "switchboard_writer_deliveries_total";
 pub const PARTITIONS_HELD: &str = "switchboard_writer_partitions_held";
 pub const INBOX_ENTRIES: &str = "switchboard_writer_inbox_entries";
 pub const INBOX_EXPIRED: &str = "switchboard_writer_inbox_expired_total";
+pub const PARKED: &str = "switchboard_writer_parked_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -32,6 +33,10 @@ pub fn describe() {
     describe_gauge!(
         INBOX_ENTRIES,
         "Undelivered inbox entries (one per message and device that has not acked it), as the leader's last whole expiry sweep left them."
+    );
+    describe_counter!(
+        PARKED,
+        "Commands that could not be applied, also alone, and were set aside in SB_PARKED."
     );
     describe_counter!(
         INBOX_EXPIRED,
@@ -61,4 +66,8 @@ pub(crate) fn inbox_entries(n: usize) {
 
 pub(crate) fn inbox_expired(n: usize) {
     counter!(INBOX_EXPIRED).increment(n as u64);
+}
+
+pub(crate) fn parked() {
+    counter!(PARKED).increment(1);
 }

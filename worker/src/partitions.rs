@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use futures::StreamExt;
-use switchboard_backbone::lease::{Lease, LeaseError};
+use switchboard_nats::lease::{Lease, LeaseError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -92,7 +92,7 @@ async fn live_workers(bucket: &kv::Store) -> Option<usize> {
 #[derive(Debug, thiserror::Error)]
 enum AcquireError {
     #[error(transparent)]
-    Backbone(#[from] switchboard_backbone::BackboneError),
+    Backbone(#[from] switchboard_nats::BackboneError),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
 }

@@ -99,7 +99,7 @@ pub struct Policies {
     pub plugins: Option<Arc<Plugins>>,
     /// Tenants' quotas (members per conversation, unsolicited groups), as
     /// `sb_tenants` says now.
-    pub tenants: switchboard_backbone::records::tenants::TenantBook,
+    pub tenants: switchboard_nats::records::tenants::TenantBook,
 }
 
 impl Policies {

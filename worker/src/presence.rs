@@ -15,8 +15,8 @@
 use std::sync::Arc;
 
 use async_nats::jetstream::kv;
-use switchboard_backbone::envelope::frame_event;
-use switchboard_backbone::records::presence::{RoutingTable, Transition, last_seen_key};
+use switchboard_nats::envelope::frame_event;
+use switchboard_nats::records::presence::{RoutingTable, Transition, last_seen_key};
 use switchboard_protocol::{PresenceStatus, ServerFrame};
 use tokio::sync::broadcast::error::RecvError;
 

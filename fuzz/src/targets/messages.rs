@@ -5,12 +5,12 @@
 //! on its first line.
 
 use bytes::Bytes;
-use switchboard_backbone::envelope::{
+use switchboard_nats::envelope::{
     self, Command, CommandReply, CreateConversationCommand, Event, MembersCommand, Rejection,
     SendCommand, UpdateCommand,
 };
-use switchboard_backbone::push_jobs::{MessageJob, SendJob};
-use switchboard_backbone::trace;
+use switchboard_nats::push_jobs::{MessageJob, SendJob};
+use switchboard_nats::trace;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
     MessageId, ServerFrame, TenantId, Timestamp, UserId,
@@ -451,7 +451,7 @@ mod tests {
     use crate::check;
     use crate::targets::Target;
     use crate::testing::{counters, target};
-    use switchboard_backbone::BackboneError;
+    use switchboard_nats::BackboneError;
 
     /// A delivery decoder that believed an event's `len`: what
     /// `decode_delivery` must never be.

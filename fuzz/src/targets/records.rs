@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use switchboard_backbone::kv_key;
-use switchboard_backbone::records::push_tokens::{self, DeviceToken};
-use switchboard_backbone::records::refusals::Refusal;
-use switchboard_backbone::records::{presence, tenants};
 use switchboard_gateway::{DeviceRecord, TenantDirectory, UserRecord, decode_keys_value};
+use switchboard_nats::kv_key;
+use switchboard_nats::records::push_tokens::{self, DeviceToken};
+use switchboard_nats::records::refusals::Refusal;
+use switchboard_nats::records::{presence, tenants};
 use switchboard_plugin_host::hook::Hook;
 use switchboard_plugin_host::registry::{self, Activation, OnFailure, VersionRecord};
 use switchboard_protocol::push::{PushProvider, PushRegistration};

@@ -1,8 +1,8 @@
 //! A connection's writes: sends, edits and deletes, checked here and
 //! published as commands for their conversation's writer.
 
-use switchboard_backbone::envelope::{Command, SendCommand, UpdateCommand};
-use switchboard_backbone::trace;
+use switchboard_nats::envelope::{Command, SendCommand, UpdateCommand};
+use switchboard_nats::trace;
 use switchboard_protocol::{ClientMsgId, Content, ConversationId, ErrorCode, MessageId, Timestamp};
 use tracing::Instrument;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
 use futures::StreamExt;
-use switchboard_backbone::trace;
+use switchboard_nats::trace;
 use switchboard_protocol::{
     ClientFrame, Content, ConversationId, ErrorCode, ServerFrame, TenantId, Timestamp,
 };
@@ -76,7 +76,7 @@ pub(crate) async fn run(
 }
 
 /// The span of a message this gateway takes from a client, the root of
-/// the message's trace (`switchboard_backbone::trace`); none unless
+/// the message's trace (`switchboard_nats::trace`); none unless
 /// tracing is on. It lasts until the backbone has stored the message.
 /// Not a child of the connection's span: one message is one trace, and
 /// a connection's span lasts as long as the connection.
@@ -130,7 +130,7 @@ async fn serve(
     let grace = Duration::from_millis(limits.token_expiry_grace_ms);
     let mut key_changes = gw.tenants.subscribe();
     let mut seen_change = key_changes.borrow_and_update().count;
-    let mut reconnects = switchboard_backbone::connection_epochs();
+    let mut reconnects = switchboard_nats::connection_epochs();
     let mut conn = Connection {
         gw: gw.clone(),
         session_ends: session_end(id.expires_at, grace),

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
-use switchboard_backbone::envelope::{
+use switchboard_nats::envelope::{
     Command, CommandReply, CreateConversationCommand, direct_conversation_id,
 };
 use switchboard_protocol::conversation::{ConversationList, CreateConversation, Members};

@@ -19,7 +19,7 @@ use axum::http::{HeaderMap, Uri, header};
 use serde::de::DeserializeOwned;
 use switchboard_protocol::{ConversationId, DeviceId, ErrorCode, MessageId, TenantId, UserId};
 
-use switchboard_backbone::records::tenants::TenantRegistry;
+use switchboard_nats::records::tenants::TenantRegistry;
 
 use crate::auth::{AuthError, Identity};
 use crate::error::ApiError;

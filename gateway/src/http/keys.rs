@@ -15,7 +15,7 @@
 use crate::key_directory::{self, LOW_PREKEYS};
 use axum::Json;
 use axum::extract::State;
-use switchboard_backbone::envelope::frame_event;
+use switchboard_nats::envelope::frame_event;
 use switchboard_protocol::keys::{ClaimedKeys, DeviceKeysUpload, DeviceKeysView, UserDevices};
 use switchboard_protocol::{DeviceId, ServerFrame, UserId};
 

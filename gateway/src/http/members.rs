@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use switchboard_backbone::envelope::{Command, MembersCommand};
+use switchboard_nats::envelope::{Command, MembersCommand};
 use switchboard_protocol::conversation::AddMembers;
 use switchboard_protocol::{ConversationId, ConversationView, Timestamp, UserId};
 use switchboard_store::StoreError;

@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use switchboard_backbone::records::push_tokens::checked_registration;
+use switchboard_nats::records::push_tokens::checked_registration;
 use switchboard_protocol::push::PushRegistration;
 use switchboard_protocol::{DeviceId, ErrorCode};
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use switchboard_backbone::records::tenants::{
+use switchboard_nats::records::tenants::{
     self, ED25519_KEY_PATTERN, MAX_CLAIM_LEN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant,
     TenantQuotas, TenantRecord, WEB_ORIGIN_PATTERN, fingerprint, object, optional_object,
 };

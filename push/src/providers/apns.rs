@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::records::push_tokens::{APNS_TOKEN_RULE, apns_token_ok};
-use switchboard_backbone::records::tenants::ApnsSettings;
+use switchboard_nats::push_jobs::SendJob;
+use switchboard_nats::records::push_tokens::{APNS_TOKEN_RULE, apns_token_ok};
+use switchboard_nats::records::tenants::ApnsSettings;
 use tokio::sync::Mutex;
 
 use super::{Attempt, Clients, answer, by_status};

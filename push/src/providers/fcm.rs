@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::records::tenants::FcmSettings;
+use switchboard_nats::push_jobs::SendJob;
+use switchboard_nats::records::tenants::FcmSettings;
 use tokio::sync::Mutex;
 
 use super::{Attempt, Clients, answer, app_data, by_status, transport};

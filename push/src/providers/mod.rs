@@ -9,7 +9,7 @@ pub mod webhook;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use switchboard_backbone::push_jobs::SendJob;
+use switchboard_nats::push_jobs::SendJob;
 
 /// What became of one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

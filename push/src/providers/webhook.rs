@@ -9,8 +9,8 @@
 //! Only the answer's status counts: at most `AnswerCaps::status_only`
 //! bytes of its body are read (for the error text of a failure).
 
-use switchboard_backbone::push_jobs::SendJob;
-use switchboard_backbone::records::tenants::WebhookSettings;
+use switchboard_nats::push_jobs::SendJob;
+use switchboard_nats::records::tenants::WebhookSettings;
 
 use super::{Attempt, Clients, answer, app_data, by_status};
 

@@ -116,7 +116,7 @@ impl Commit for Tx<'_> {
         c: &ConversationKey,
         user: &str,
         device: Option<&str>,
-    ) -> StoreResult<AckReads> {
+    ) -> StoreResult<MarkReads> {
         let k = ck(c);
         let s = self.store;
         let cursor = async {
@@ -140,7 +140,7 @@ impl Commit for Tx<'_> {
             }
             None => None,
         };
-        Ok(AckReads {
+        Ok(MarkReads {
             last_seq,
             marks,
             cursor: cursor.map(|(v,)| seq_of(v)).transpose()?.unwrap_or(0),

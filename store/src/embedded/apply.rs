@@ -22,7 +22,7 @@ use super::consent::unsolicited_times;
 use super::keys::{Key, Spaces, read_words, words};
 use super::read::{bucket_span, device_ids, member_ids, member_row, scan, sent_seq, state};
 use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
-use crate::rules::{self, AckReads, BucketSpan, Commit, InboxEntries, Marks, Placement};
+use crate::rules::{self, BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 use crate::{
     BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
     UNSOLICITED_WINDOW_MS, day_bucket,

@@ -45,9 +45,10 @@ pub struct Marks {
     pub read: u64,
 }
 
-/// The reads an ack needs, which a backend may make together.
+/// The reads a mark (`ack_delivered`, `ack_read`) needs, which a backend
+/// may make together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AckReads {
+pub struct MarkReads {
     /// `None` when the conversation does not exist.
     pub last_seq: Option<u64>,
     /// `None` when the user is not a member.
@@ -100,7 +101,7 @@ pub trait Commit {
         c: &ConversationKey,
         user: &str,
         device: Option<&str>,
-    ) -> StoreResult<AckReads>;
+    ) -> StoreResult<MarkReads>;
 
     /// A new conversation row, with no members yet.
     async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()>;

@@ -31,7 +31,7 @@ async fn ingest_states(
 ) -> anyhow::Result<Vec<async_nats::jetstream::stream::State>> {
     let mut states = Vec::with_capacity(usize::from(partitions));
     for p in 0..partitions {
-        let name = switchboard_backbone::definitions::ingest_stream_name(p);
+        let name = switchboard_nats::definitions::ingest_stream_name(p);
         let mut stream = js
             .get_stream(&name)
             .await
@@ -57,9 +57,9 @@ pub(super) async fn ingest_messages(
 
 pub(super) async fn run(a: BackboneArgs) -> anyhow::Result<()> {
     use async_nats::jetstream;
-    use switchboard_backbone::definitions::{self, BackboneConfig};
-    use switchboard_backbone::envelope::{Command, SendCommand};
-    use switchboard_backbone::subject::{ingest, partition_of};
+    use switchboard_nats::definitions::{self, BackboneConfig};
+    use switchboard_nats::envelope::{Command, SendCommand};
+    use switchboard_nats::subject::{ingest, partition_of};
     use switchboard_protocol::{
         ClientMsgId, Content, ConversationId, DeviceId, TenantId, Timestamp, UserId,
     };

@@ -870,4 +870,12 @@ async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() 
             "one command, as it would travel alone"
         );
     }
+    // Operators see it without reading the stream.
+    let worker = cluster.workers[0]
+        .metrics_addr
+        .expect("the worker's metrics");
+    assert_eq!(
+        sum(&scrape(worker).await, "switchboard_writer_parked_total", ""),
+        info.state.messages as f64
+    );
 }

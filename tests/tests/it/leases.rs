@@ -4,8 +4,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::StreamExt;
-use switchboard_backbone::definitions::{self, BackboneConfig, NODES_BUCKET, WORKERS_BUCKET};
-use switchboard_backbone::node_id::IdGenerator;
+use switchboard_nats::definitions::{self, BackboneConfig, NODES_BUCKET, WORKERS_BUCKET};
+use switchboard_nats::node_id::IdGenerator;
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::{Cluster, ClusterSpec};
 

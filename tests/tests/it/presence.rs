@@ -163,9 +163,9 @@ async fn a_killed_gateway_takes_its_users_offline() {
 #[tokio::test]
 async fn every_router_confirms_a_registration_and_a_dead_one_is_waited_for_in_bounds() {
     use futures::StreamExt;
-    use switchboard_backbone::definitions::PRESENCE_BUCKET;
-    use switchboard_backbone::records::presence::{presence_key, router_key};
-    use switchboard_backbone::sessions::{Sessions, SyncError};
+    use switchboard_nats::definitions::PRESENCE_BUCKET;
+    use switchboard_nats::records::presence::{presence_key, router_key};
+    use switchboard_nats::sessions::{Sessions, SyncError};
 
     let cluster = Cluster::start(ClusterSpec {
         workers: 2,
@@ -284,9 +284,9 @@ async fn a_user_who_reconnects_at_once_stays_routed_to_the_gateway() {
 /// afterwards only the suspect's grace.
 #[tokio::test]
 async fn with_only_a_dead_router_left_a_sync_waits_its_grace_only() {
-    use switchboard_backbone::definitions::{self, BackboneConfig, PRESENCE_BUCKET};
-    use switchboard_backbone::records::presence::{presence_key, router_key};
-    use switchboard_backbone::sessions::{Sessions, SyncError};
+    use switchboard_nats::definitions::{self, BackboneConfig, PRESENCE_BUCKET};
+    use switchboard_nats::records::presence::{presence_key, router_key};
+    use switchboard_nats::sessions::{Sessions, SyncError};
 
     // NATS alone: this test's Sessions is the only live router.
     let cluster = Cluster::start(ClusterSpec {

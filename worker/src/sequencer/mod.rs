@@ -23,11 +23,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use switchboard_backbone::envelope::{
+use switchboard_nats::envelope::{
     Command, CommandReply, CreateConversationCommand, MembersCommand, Rejection, SendCommand,
     UpdateCommand,
 };
-use switchboard_backbone::node_id::IdSource;
+use switchboard_nats::node_id::IdSource;
 use switchboard_protocol::content::SystemEvent;
 use switchboard_protocol::frames::request_type;
 use switchboard_protocol::snowflake::decompose;
@@ -123,7 +123,7 @@ pub enum SequenceError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("no message id available: {0}")]
-    Ids(#[from] switchboard_backbone::BackboneError),
+    Ids(#[from] switchboard_nats::BackboneError),
 }
 
 /// Sequencer state for one partition.

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use switchboard_backbone::envelope::UpdateCommand;
+use switchboard_nats::envelope::UpdateCommand;
 use switchboard_protocol::snowflake::SnowflakeGenerator;
 use switchboard_protocol::{ConversationId, TenantId};
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -12,7 +12,7 @@ use super::*;
 struct Counter(std::sync::Mutex<SnowflakeGenerator>, AtomicU64);
 
 impl IdSource for Counter {
-    fn next_id(&self) -> Result<MessageId, switchboard_backbone::BackboneError> {
+    fn next_id(&self) -> Result<MessageId, switchboard_nats::BackboneError> {
         let ms = self.1.fetch_add(1, Ordering::Relaxed);
         Ok(self.0.lock().unwrap().next_id(ms))
     }

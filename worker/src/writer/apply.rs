@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use switchboard_backbone::trace;
+use switchboard_nats::trace;
 
 use super::retry::{Next, Retry};
 use crate::ctx::Ctx;

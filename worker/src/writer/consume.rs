@@ -13,11 +13,9 @@ use async_nats::jetstream::consumer::pull::MessagesError;
 use async_nats::jetstream::stream::{ClusterInfo, ConsumerErrorKind, Stream as JsStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use switchboard_backbone::definitions::{
-    ingest_stream_name, writer_consumer, writer_consumer_name,
-};
-use switchboard_backbone::envelope::{Command, HEADER_COMMANDS, HEADER_REPLY, command_lines};
-use switchboard_backbone::trace;
+use switchboard_nats::definitions::{ingest_stream_name, writer_consumer, writer_consumer_name};
+use switchboard_nats::envelope::{Command, HEADER_COMMANDS, HEADER_REPLY, command_lines};
+use switchboard_nats::trace;
 use tokio::sync::watch;
 
 use super::checks::{DeliveryChecks, Event, Group, Verdict, move_to};
@@ -136,7 +134,7 @@ impl Consumer {
             stream,
             consumer,
             chunks: Box::pin(chunks),
-            checks: DeliveryChecks::new(Instant::now(), switchboard_backbone::connection_epoch()),
+            checks: DeliveryChecks::new(Instant::now(), switchboard_nats::connection_epoch()),
             tick,
             fence,
         })
@@ -157,7 +155,7 @@ impl Consumer {
                     self.fence.check()?;
                     let tick = Event::Tick {
                         now: Instant::now(),
-                        epoch: switchboard_backbone::connection_epoch(),
+                        epoch: switchboard_nats::connection_epoch(),
                     };
                     let answer = match self.checks.on(tick) {
                         Verdict::Count => Event::Counted {

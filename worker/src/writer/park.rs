@@ -5,9 +5,9 @@
 //! cannot be set aside, the writer starts over and tries again.
 
 use async_nats::HeaderMap;
-use switchboard_backbone::envelope::{Command, CommandReply, HEADER_REPLY, Rejection};
-use switchboard_backbone::subject::ingest;
-use switchboard_backbone::trace;
+use switchboard_nats::envelope::{Command, CommandReply, HEADER_REPLY, Rejection};
+use switchboard_nats::subject::ingest;
+use switchboard_nats::trace;
 use switchboard_protocol::ErrorCode;
 use switchboard_protocol::frames::request_type;
 
@@ -85,7 +85,7 @@ async fn set_aside(
             line.clone(),
         ),
     };
-    let subject = switchboard_backbone::subject::parked(&ingest_subject);
+    let subject = switchboard_nats::subject::parked(&ingest_subject);
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_PARKED_ERROR, error.to_string().as_str());
     if let Some(reply) = &command.reply_to {
@@ -98,6 +98,7 @@ async fn set_aside(
         .map_err(|e| WorkerError::nats("parking a command", e))?
         .await
         .map_err(|e| WorkerError::nats("parking a command", e))?;
+    crate::metrics::parked();
     tracing::error!(
         %error,
         parked = %subject,
@@ -166,7 +167,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_backbone::envelope::{MembersCommand, SendCommand};
+    use switchboard_nats::envelope::{MembersCommand, SendCommand};
     use switchboard_protocol::{ClientMsgId, Content, ConversationId, DeviceId, TenantId, UserId};
 
     fn send() -> Command {

@@ -11,14 +11,14 @@
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use bytes::Bytes;
-use switchboard_backbone::cause;
-use switchboard_backbone::envelope::{
+use switchboard_nats::cause;
+use switchboard_nats::envelope::{
     Rejection, ack_event, frame_event, is_acked, listen_event, message_event, rejection_event,
 };
-use switchboard_backbone::push_jobs::{MessageJob, message_subject};
-use switchboard_backbone::records::refusals::{Refusal, SendKey};
-use switchboard_backbone::subject::conversation_events;
-use switchboard_backbone::trace;
+use switchboard_nats::push_jobs::{MessageJob, message_subject};
+use switchboard_nats::records::refusals::{Refusal, SendKey};
+use switchboard_nats::subject::conversation_events;
+use switchboard_nats::trace;
 use switchboard_protocol::{Content, ConversationId, Message, ServerFrame, TenantId, UserId};
 
 use super::apply::Traced;
@@ -30,7 +30,7 @@ use crate::sequencer::{Outcome, Route};
 /// on a conversation's subject, or a reply, first sends what has gathered.
 struct OutgoingEvents<'a> {
     ctx: &'a Ctx,
-    deliveries: switchboard_backbone::sessions::Deliveries<'a>,
+    deliveries: switchboard_nats::sessions::Deliveries<'a>,
 }
 
 impl<'a> OutgoingEvents<'a> {

@@ -121,7 +121,7 @@ impl Commit for GroupView<'_> {
         key: &ConversationKey,
         user: &str,
         device: Option<&str>,
-    ) -> StoreResult<AckReads> {
+    ) -> StoreResult<MarkReads> {
         let (t, c) = parts(key);
         let last_seq = self.state(t, c)?.map(|row| row.last_seq);
         let marks = self.member(t, c, user)?.map(|row| Marks {
@@ -132,7 +132,7 @@ impl Commit for GroupView<'_> {
             Some(d) => self.cursor(&Key::new().s(t).s(user).s(d).s(c).bytes())?,
             None => 0,
         };
-        Ok(AckReads {
+        Ok(MarkReads {
             last_seq,
             marks,
             cursor,
