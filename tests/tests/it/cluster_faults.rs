@@ -776,8 +776,12 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
         acked.len(),
         gap.as_secs_f32()
     );
+    // Under the JetStream timeout (5 s), which a send whose pub-ack died
+    // with the node would wait out without the republish. Measured: 0.01
+    // to 0.3 s on an idle machine, up to 1.4 s with both cores busy
+    // elsewhere (a debug build); CI machines are slower still.
     assert!(
-        gap < Duration::from_millis(2500),
+        gap < Duration::from_secs(4),
         "no ack for {gap:?} after the gateway's node died\n{}",
         cluster.logs()
     );
