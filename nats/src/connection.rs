@@ -100,6 +100,17 @@ pub struct NatsTls {
     pub required: bool,
 }
 
+/// The prefix of a gateway's reply subjects (`_INBOX_GW.<id>.…`).
+///
+/// Replies travel on core NATS to whoever may subscribe to their subject.
+/// With one prefix for every process, a gateway (which must read its own
+/// replies) could read every worker's too: the writers' ingest deliveries,
+/// store answers, JetStream API answers; and publish forged ones. The
+/// shipped permissions (`nats/server/secure/accounts.conf`) let the
+/// `gateway` user subscribe to this prefix only and publish replies only
+/// to requests it was sent (`allow_responses`).
+pub const GATEWAY_INBOX_PREFIX: &str = "_INBOX_GW";
+
 /// How to reach NATS.
 #[derive(Debug, Clone)]
 pub struct NatsConfig {
@@ -110,6 +121,9 @@ pub struct NatsConfig {
     pub name: String,
     pub auth: NatsAuth,
     pub tls: NatsTls,
+    /// The prefix of this process's reply subjects; `_INBOX` when none
+    /// ([`GATEWAY_INBOX_PREFIX`] for gateways).
+    pub inbox_prefix: Option<String>,
 }
 
 impl NatsConfig {
@@ -120,7 +134,14 @@ impl NatsConfig {
             name: name.to_owned(),
             auth: NatsAuth::None,
             tls: NatsTls::default(),
+            inbox_prefix: None,
         }
+    }
+
+    /// The same, with replies on `prefix` rather than `_INBOX`.
+    pub fn with_inbox_prefix(mut self, prefix: &str) -> Self {
+        self.inbox_prefix = Some(prefix.to_owned());
+        self
     }
 
     fn addresses(&self) -> Result<Vec<ServerAddr>, BackboneError> {
@@ -184,6 +205,9 @@ impl NatsConfig {
         }
         if self.tls.required {
             options = options.require_tls(true);
+        }
+        if let Some(prefix) = &self.inbox_prefix {
+            options = options.custom_inbox_prefix(prefix.clone());
         }
         Ok(options)
     }

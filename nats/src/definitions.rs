@@ -97,6 +97,16 @@ struct BucketFile {
     /// watchers see expiries); absent for buckets that need none.
     #[serde(default)]
     limit_markers: Option<u64>,
+    /// Whether the bucket's stream takes `Nats-Rollup` headers (`nats kv
+    /// add` turns them on; `nats stream edit KV_<bucket> --no-allow-rollup`
+    /// turns them off). Off for the buckets gateways write: a rollup of
+    /// the whole stream is a purge that no subject permission can stop.
+    #[serde(default = "rollups_allowed")]
+    allow_rollup_hdrs: bool,
+}
+
+fn rollups_allowed() -> bool {
+    true
 }
 
 fn parse<T: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<T, BackboneError> {
@@ -197,6 +207,38 @@ pub fn push_collapse_bucket(config: &BackboneConfig) -> Result<kv::Config, Backb
 
 pub fn refused_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
     bucket("sb_refused.json", REFUSED_BUCKET_JSON, config)
+}
+
+/// Whether the bucket file `json` lets the bucket's stream take rollups.
+fn takes_rollups(name: &str, json: &str) -> Result<bool, BackboneError> {
+    Ok(parse::<BucketFile>(name, json)?.allow_rollup_hdrs)
+}
+
+/// The stream behind the bucket `b`, as `nats kv add` makes it (one
+/// subject per key, direct gets, deletes only by marker), with rollups
+/// as its file says. `ensure` creates the stream itself rather than
+/// through the client's `create_or_update_key_value`, which would turn
+/// rollups back on at every start.
+fn bucket_stream(b: &kv::Config, rollups: bool) -> stream::Config {
+    stream::Config {
+        name: format!("KV_{}", b.bucket),
+        description: Some(b.description.clone()),
+        subjects: vec![format!("$KV.{}.>", b.bucket)],
+        max_messages_per_subject: b.history.max(1),
+        max_bytes: b.max_bytes,
+        max_age: b.max_age,
+        max_message_size: b.max_value_size,
+        storage: b.storage,
+        allow_rollup: rollups,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: true,
+        num_replicas: b.num_replicas.max(1),
+        discard: stream::DiscardPolicy::New,
+        allow_message_ttl: b.limit_markers.is_some(),
+        subject_delete_marker_ttl: b.limit_markers,
+        ..Default::default()
+    }
 }
 
 pub fn writer_consumer(partition: u16) -> Result<consumer::pull::Config, BackboneError> {
@@ -381,20 +423,21 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
             .map_err(|e| BackboneError::nats(format!("stream {name}"), e))?;
     }
     let buckets = [
-        nodes_bucket(config)?,
-        workers_bucket(config)?,
-        presence_bucket(config)?,
-        last_seen_bucket(config)?,
-        plugins_bucket(config)?,
-        keys_bucket(config)?,
-        tenants_bucket(config)?,
-        push_tokens_bucket(config)?,
-        push_collapse_bucket(config)?,
-        refused_bucket(config)?,
+        (nodes_bucket(config)?, NODES_BUCKET_JSON),
+        (workers_bucket(config)?, WORKERS_BUCKET_JSON),
+        (presence_bucket(config)?, PRESENCE_BUCKET_JSON),
+        (last_seen_bucket(config)?, LAST_SEEN_BUCKET_JSON),
+        (plugins_bucket(config)?, PLUGINS_BUCKET_JSON),
+        (keys_bucket(config)?, KEYS_BUCKET_JSON),
+        (tenants_bucket(config)?, TENANTS_BUCKET_JSON),
+        (push_tokens_bucket(config)?, PUSH_TOKENS_BUCKET_JSON),
+        (push_collapse_bucket(config)?, PUSH_COLLAPSE_BUCKET_JSON),
+        (refused_bucket(config)?, REFUSED_BUCKET_JSON),
     ];
-    for b in buckets {
+    for (b, json) in buckets {
         let name = b.bucket.clone();
-        js.create_or_update_key_value(b)
+        let stream = bucket_stream(&b, takes_rollups(&name, json)?);
+        js.create_or_update_stream(stream)
             .await
             .map_err(|e| BackboneError::nats(format!("bucket {name}"), e))?;
     }
@@ -451,6 +494,28 @@ mod tests {
         assert_eq!(plugins_bucket(&c).unwrap().history, 64);
         assert_eq!(keys_bucket(&c).unwrap().bucket, KEYS_BUCKET);
         assert_eq!(tenants_bucket(&c).unwrap().history, 16);
+        // The buckets gateways write take no rollup (a purge by header);
+        // the rest keep `nats kv add`'s default.
+        for (name, json, rollups) in [
+            ("sb_keys", KEYS_BUCKET_JSON, false),
+            ("sb_presence", PRESENCE_BUCKET_JSON, false),
+            ("sb_nodes", NODES_BUCKET_JSON, false),
+            ("sb_push_tokens", PUSH_TOKENS_BUCKET_JSON, false),
+            ("sb_tenants", TENANTS_BUCKET_JSON, true),
+            ("sb_plugins", PLUGINS_BUCKET_JSON, true),
+        ] {
+            assert_eq!(takes_rollups(name, json).unwrap(), rollups, "{name}");
+        }
+        let keys = bucket_stream(&keys_bucket(&c).unwrap(), false);
+        assert_eq!(keys.name, "KV_sb_keys");
+        assert_eq!(keys.subjects, ["$KV.sb_keys.>"]);
+        assert!(!keys.allow_rollup && keys.deny_delete && keys.allow_direct);
+        let presence = bucket_stream(&presence_bucket(&c).unwrap(), false);
+        assert!(presence.allow_message_ttl);
+        assert_eq!(
+            presence.subject_delete_marker_ttl,
+            Some(Duration::from_secs(60))
+        );
         assert_eq!(
             push_stream(&c).unwrap().retention,
             stream::RetentionPolicy::WorkQueue

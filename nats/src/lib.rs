@@ -31,7 +31,7 @@ pub mod subject;
 pub mod trace;
 
 pub use connection::{
-    NatsAuth, NatsConfig, NatsTls, connect, connection_epoch, connection_epochs, parse_servers,
-    reconnected_since,
+    GATEWAY_INBOX_PREFIX, NatsAuth, NatsConfig, NatsTls, connect, connection_epoch,
+    connection_epochs, parse_servers, reconnected_since,
 };
 pub use error::{BackboneError, Cause, cause};

@@ -336,6 +336,7 @@ pub fn nats_config(
             client_cert,
             required,
         },
+        inbox_prefix: None,
     })
 }
 

@@ -176,7 +176,12 @@ pub fn prepare(
         backbone.define = define;
     }
     let name = process_id(role.name());
-    let nats = config::nats_config(&args.nats, &file, &name);
+    // A gateway's replies under a prefix of their own: the secure
+    // permissions keep every other reply out of its reach.
+    let nats = config::nats_config(&args.nats, &file, &name).map(|n| match role {
+        Role::Gateway => n.with_inbox_prefix(switchboard_nats::GATEWAY_INBOX_PREFIX),
+        Role::Worker => n,
+    });
     let default_store = match role {
         Role::Worker => StoreKind::Embedded,
         Role::Gateway => StoreKind::Nats,

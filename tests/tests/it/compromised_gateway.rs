@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer};
+use futures::StreamExt;
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::Cluster;
 
@@ -59,7 +60,8 @@ async fn a_compromised_gateway_is_refused_by_nats_or_the_services() {
     still_serves(&mut cluster, &conv, "start").await;
     let gateway = role_client(&cluster, "gateway").await;
     let gjs = impatient(gateway.clone());
-    let admin = impatient(role_client(&cluster, "admin").await);
+    let admin_client = role_client(&cluster, "admin").await;
+    let admin = impatient(admin_client.clone());
 
     // Case 3: a plugin record that claims 2^50 bytes. The gateway may
     // not write it at all...
@@ -176,6 +178,98 @@ async fn a_compromised_gateway_is_refused_by_nats_or_the_services() {
         "a gateway must not purge plugin code"
     );
     assert!(admin_code.info("victim.sha256:00").await.is_ok());
+
+    // Replies: a gateway can neither read another process's (here a
+    // worker's, on the workers' `_INBOX` prefix) nor forge one. Interest
+    // crosses the cluster's routes in its own time, so both publish over
+    // and over: until the admin's watcher has seen the worker's, and a
+    // second longer, by when the gateway's would have come too.
+    let worker = role_client(&cluster, "worker").await;
+    let mut spy = gateway.subscribe("_INBOX.>").await.unwrap();
+    let mut watcher = admin_client.subscribe("_INBOX.probe.>").await.unwrap();
+    gateway.flush().await.unwrap();
+    admin_client.flush().await.unwrap();
+    let mut seen_answer_at = None;
+    let mut forged = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while seen_answer_at
+        .is_none_or(|at: tokio::time::Instant| at.elapsed() < Duration::from_secs(1))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker's reply never reached the admin's watcher"
+        );
+        let _ = gateway.publish("_INBOX.probe.forged", "ok".into()).await;
+        let _ = gateway.flush().await;
+        worker
+            .publish("_INBOX.probe.answer", "a store answer".into())
+            .await
+            .unwrap();
+        worker.flush().await.unwrap();
+        while let Ok(Some(m)) =
+            tokio::time::timeout(Duration::from_millis(100), watcher.next()).await
+        {
+            match m.subject.as_str() {
+                "_INBOX.probe.answer" => {
+                    seen_answer_at.get_or_insert_with(tokio::time::Instant::now);
+                }
+                _ => forged += 1,
+            }
+        }
+    }
+    assert_eq!(
+        forged, 0,
+        "a gateway must not publish into another process's inbox"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), spy.next())
+            .await
+            .map_or(true, |m| m.is_none()),
+        "a gateway must not read another process's replies"
+    );
+
+    // Rollups: a `Nats-Rollup: all` header on a bucket a gateway writes
+    // would purge every key of it; those buckets refuse rollups.
+    let admin_keys = admin.get_key_value("sb_keys").await.unwrap();
+    admin_keys
+        .put("victim.alice.phone", "{}".into())
+        .await
+        .unwrap();
+    let mut rollup = async_nats::HeaderMap::new();
+    rollup.insert("Nats-Rollup", "all");
+    let purge = match gjs
+        .publish_with_headers("$KV.sb_keys.mallory", rollup.clone(), "".into())
+        .await
+    {
+        Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(purge.is_err(), "sb_keys took a rollup: {purge:?}");
+    assert!(
+        admin_keys
+            .get("victim.alice.phone")
+            .await
+            .unwrap()
+            .is_some(),
+        "a rollup emptied sb_keys"
+    );
+    // The control: a bucket as `nats kv add` makes it takes the same
+    // header, and loses every other key.
+    let scratch = admin
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "rollup_probe".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    scratch.put("kept", "1".into()).await.unwrap();
+    admin
+        .publish_with_headers("$KV.rollup_probe.other", rollup, "".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(scratch.get("kept").await.unwrap().is_none());
 
     // Case 6: a flood of registry syncs for a revision that never comes
     // costs the routers a bounded number of waiting answers, not one

@@ -102,7 +102,15 @@ fn tls_url(nats: &Nats) -> String {
 }
 
 async fn tls_client(nats: &Nats, user: &str, password: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+    let options = async_nats::ConnectOptions::with_user_and_password(user.into(), password.into());
+    // A gateway's replies come under its own prefix: it may subscribe to
+    // no other inbox.
+    let options = if user == "gateway" {
+        options.custom_inbox_prefix(switchboard_nats::GATEWAY_INBOX_PREFIX)
+    } else {
+        options
+    };
+    options
         .add_root_certificates(fixture("nats-ca.pem"))
         .add_client_certificate(
             fixture("nats-client-cert.pem"),
