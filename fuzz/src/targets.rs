@@ -125,6 +125,16 @@ pub const TARGETS: &[Target] = &[
         alloc_limit: |len| records::MAX_COMPONENT_BYTES + in_proportion(len),
     },
     Target {
+        name: "compiled_artifact",
+        seeds: records::compiled_artifact_seeds,
+        run: records::compiled_artifact,
+        max_input: 64 * 1024,
+        // Only the seed that is a whole artifact reaches wasmtime, which
+        // maps its (empty) component; every other input stops at the
+        // header or the SHA-256.
+        alloc_limit: |len| in_proportion(len) + (4 << 20),
+    },
+    Target {
         name: "collapse_mark",
         seeds: records::collapse_mark_seeds,
         run: records::collapse_mark,

@@ -257,6 +257,13 @@ impl TenantDirectory {
             access
                 .keys
                 .extend(keys_of(&t.id, &t.hs256_secrets, &t.ed25519_public_keys)?);
+            // The rule the operator API and `switchboard tenant` apply.
+            switchboard_nats::records::tenants::check_origins(&t.allowed_origins).map_err(|e| {
+                KeyError::Invalid {
+                    tenant: t.id.clone(),
+                    message: e.to_string(),
+                }
+            })?;
             access.origins.extend(t.allowed_origins.iter().cloned());
         }
         let from_file: HashMap<TenantId, Keys> =
@@ -572,6 +579,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.verify(&forged), Err(AuthError::BadSignature));
+    }
+
+    #[test]
+    fn origins_from_the_configuration_file_meet_the_records_rule() {
+        let with = |origin: &str| {
+            TenantDirectory::from_config(
+                &[TenantConfig {
+                    id: "acme".into(),
+                    hs256_secrets: vec![SECRET.into()],
+                    ed25519_public_keys: vec![],
+                    allowed_origins: vec![origin.into()],
+                }],
+                30,
+            )
+        };
+        assert!(with("https://chat.example.com").is_ok());
+        assert!(matches!(
+            with("https://chat.example.com/"),
+            Err(KeyError::Invalid { .. })
+        ));
     }
 
     #[test]

@@ -148,6 +148,23 @@ impl Precompiler {
         &self.fingerprint
     }
 
+    /// The precompiler of an engine as the plugin host makes one for
+    /// `limits` (the fuzz target of artifacts uses it).
+    pub fn for_limits(limits: &crate::limits::PluginLimits) -> Result<Self, SealError> {
+        crate::engine::engine(limits)
+            .map(Self::new)
+            .map_err(|e| SealError(format!("{e:#}")))
+    }
+
+    /// Compiles the component binary `wasm` and seals it: the artifact,
+    /// and the component's digest it names.
+    pub fn compile_and_seal(&self, wasm: &[u8]) -> Result<(Vec<u8>, String), SealError> {
+        let component =
+            Component::from_binary(&self.engine, wasm).map_err(|e| SealError(format!("{e:#}")))?;
+        let digest = crate::compiled::digest(wasm);
+        Ok((self.seal(&component, &digest)?, digest))
+    }
+
     /// The artifact of `component` (compiled by this engine from the
     /// component whose digest is `digest`).
     pub fn seal(&self, component: &Component, digest: &str) -> Result<Vec<u8>, SealError> {

@@ -7,6 +7,7 @@
 //! nothing of them is decoded.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use base64::Engine as _;
 use switchboard_gateway::{DeviceRecord, TenantDirectory, UserRecord, decode_keys_value};
@@ -14,7 +15,9 @@ use switchboard_nats::kv_key;
 use switchboard_nats::records::push_tokens::{self, DeviceToken};
 use switchboard_nats::records::refusals::Refusal;
 use switchboard_nats::records::{presence, tenants};
+use switchboard_plugin_host::PluginLimits;
 use switchboard_plugin_host::hook::Hook;
+use switchboard_plugin_host::precompiled::Precompiler;
 use switchboard_plugin_host::registry::{self, Activation, OnFailure, VersionRecord};
 use switchboard_protocol::push::{PushProvider, PushRegistration};
 use switchboard_protocol::{DeviceId, ErrorCode, TenantId, Timestamp, UserId};
@@ -89,6 +92,56 @@ pub(super) fn plugin_record(data: &[u8]) {
         &record,
         MAX_COMPONENT_BYTES,
     ));
+}
+
+/// The engine every artifact input is loaded by: one of the plugin
+/// host's, with a pool of one instance (the pool does not shape code).
+static PRECOMPILER: LazyLock<Option<(Precompiler, Vec<u8>, String)>> = LazyLock::new(|| {
+    let limits = PluginLimits {
+        pool_size: 1,
+        ..PluginLimits::default()
+    };
+    let precompiler = Precompiler::for_limits(&limits).ok()?;
+    let (artifact, digest) = precompiler.compile_and_seal(EMPTY_COMPONENT).ok()?;
+    Some((precompiler, artifact, digest))
+});
+
+/// The smallest component there is, `(component)`.
+const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
+
+/// `max_precompiled_bytes` as an operator might set it, small enough that
+/// a fuzzed artifact can be larger.
+const MAX_ARTIFACT_BYTES: usize = 48 << 10;
+
+/// `sb_plugin_compiled`: every gateway and worker loads a version's
+/// machine code from here rather than compile it, once its header names
+/// this engine and the component wanted and its SHA-256 matches. Nothing
+/// but an artifact this engine sealed may reach wasmtime.
+pub(super) fn compiled_artifact(data: &[u8]) {
+    let Some((precompiler, _, digest)) = PRECOMPILER.as_ref() else {
+        return;
+    };
+    let _ = precompiler.load(data, digest, MAX_ARTIFACT_BYTES);
+}
+
+pub(super) fn compiled_artifact_seeds() -> Vec<Vec<u8>> {
+    let Some((_, artifact, _)) = PRECOMPILER.as_ref() else {
+        return Vec::new();
+    };
+    let mut seeds = vec![artifact.clone()];
+    // Each part of the header wrong in turn: the magic, the engine's
+    // fingerprint, the component's digest, the code's SHA-256, its length;
+    // then the code cut short, and the header alone.
+    for at in [0, 8, 40, 111, 143, artifact.len() - 1] {
+        if let Some(byte) = artifact.get(at) {
+            let mut wrong = artifact.clone();
+            wrong[at] = byte ^ 0x5a;
+            seeds.push(wrong);
+        }
+    }
+    seeds.push(artifact[..artifact.len() / 2].to_vec());
+    seeds.push(artifact[..151.min(artifact.len())].to_vec());
+    seeds
 }
 
 /// `sb_push_collapse`: when a device last got a push for a conversation.
@@ -273,6 +326,31 @@ mod tests {
             let mut bytes = Vec::with_capacity(record.size as usize);
             bytes.extend_from_slice(object);
         }
+    }
+
+    #[test]
+    fn only_the_whole_artifact_of_the_component_wanted_reaches_wasmtime() {
+        let (precompiler, artifact, digest) = PRECOMPILER.as_ref().unwrap();
+        let seeds = compiled_artifact_seeds();
+        assert_eq!(&seeds[0], artifact);
+        assert!(
+            precompiler
+                .load(&seeds[0], digest, MAX_ARTIFACT_BYTES)
+                .is_ok()
+        );
+        for (i, damaged) in seeds.iter().enumerate().skip(1) {
+            assert!(
+                precompiler
+                    .load(damaged, digest, MAX_ARTIFACT_BYTES)
+                    .is_err(),
+                "seed {i} was loaded"
+            );
+        }
+        assert!(
+            precompiler
+                .load(artifact, "sha256:00", MAX_ARTIFACT_BYTES)
+                .is_err()
+        );
     }
 
     #[test]

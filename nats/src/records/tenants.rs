@@ -87,4 +87,18 @@ mod tests {
         r.issuer = Some(String::new());
         assert!(validate(&r).is_err());
     }
+
+    #[test]
+    fn a_record_with_anything_but_web_origins_is_refused() {
+        let mut r: TenantRecord = serde_json::from_str(
+            r#"{"id":"acme","hs256_secrets":[],"ed25519_public_keys":[],"quotas":{},
+            "created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        r.allowed_origins = vec!["https://chat.example.com".into()];
+        assert!(validate(&r).is_ok());
+        r.allowed_origins
+            .push("https://chat.example.com/app".into());
+        assert!(validate(&r).is_err());
+    }
 }

@@ -9,7 +9,7 @@ use switchboard_protocol::{TenantId, Timestamp};
 use crate::kv_key;
 
 use super::error::TenantError;
-use super::validation::{MAX_CLAIM_LEN, MAX_PUSH_DELAY_MS, is_push_url};
+use super::validation::{MAX_CLAIM_LEN, MAX_PUSH_DELAY_MS, check_origins, is_push_url};
 
 /// Limits of one tenant. `None` leaves the deployment's default (or no
 /// limit where there is none). Connection and per-tenant rate limits are
@@ -411,6 +411,7 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
             ));
         }
     }
+    check_origins(&record.allowed_origins)?;
     if let Some(p) = &record.push {
         if let Some(w) = &p.webhook {
             if !is_push_url(&w.url) {
