@@ -44,12 +44,40 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
         })
 }
 
-/// The token a request carries: the bearer token, else `?token=` (a
-/// browser cannot give a WebSocket headers), percent-decoded as any query
-/// value; of several, the first. The origin check (`browser.rs`) and the
-/// upgrade (`websocket.rs`) both read it here, so both judge one token.
+/// The WebSocket subprotocol a gateway answers with, which a client
+/// offering its token as a subprotocol offers too.
+pub(super) const WS_PROTOCOL: &str = "switchboard.v1";
+
+/// The prefix of the subprotocol that carries a token: a browser cannot
+/// give a WebSocket headers, but it can offer subprotocols, which travel
+/// in `Sec-WebSocket-Protocol` rather than in the URL that proxies and
+/// access logs keep.
+pub(super) const WS_TOKEN_PROTOCOL_PREFIX: &str = "switchboard.token.";
+
+/// The subprotocols a WebSocket upgrade offers, in order.
+pub(super) fn offered_protocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+}
+
+/// The token offered as a `switchboard.token.<JWT>` subprotocol.
+pub(super) fn protocol_token(headers: &HeaderMap) -> Option<&str> {
+    offered_protocols(headers)
+        .find_map(|p| p.strip_prefix(WS_TOKEN_PROTOCOL_PREFIX))
+        .filter(|t| !t.is_empty())
+}
+
+/// The token a request carries: the bearer token, else the
+/// `switchboard.token.<JWT>` subprotocol, else `?token=` (older clients;
+/// percent-decoded as any query value; of several, the first). The origin
+/// check (`browser.rs`) and the upgrade (`websocket.rs`) both read it
+/// here, so both judge one token.
 pub(super) fn request_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
-    if let Some(t) = bearer(headers) {
+    if let Some(t) = bearer(headers).or_else(|| protocol_token(headers)) {
         return Some(t.to_owned());
     }
     let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri).ok()?;
@@ -273,6 +301,29 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, "Bearer h.h.h".parse().unwrap());
         let uri = "/v1/ws?token=q.q.q".parse().unwrap();
+        assert_eq!(request_token(&headers, &uri).as_deref(), Some("h.h.h"));
+    }
+
+    #[test]
+    fn a_token_may_come_as_a_subprotocol() {
+        let uri: Uri = "/v1/ws?token=q.q.q".parse().unwrap();
+        let offered = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::SEC_WEBSOCKET_PROTOCOL, value.parse().unwrap());
+            headers
+        };
+        let headers = offered("switchboard.v1, switchboard.token.p.p.p");
+        assert_eq!(protocol_token(&headers), Some("p.p.p"));
+        assert_eq!(request_token(&headers, &uri).as_deref(), Some("p.p.p"));
+        // Without it, the query; an empty one is none.
+        assert_eq!(
+            request_token(&offered("switchboard.v1"), &uri).as_deref(),
+            Some("q.q.q")
+        );
+        assert_eq!(protocol_token(&offered("switchboard.token.")), None);
+        // The header wins over both.
+        let mut headers = headers;
+        headers.insert(header::AUTHORIZATION, "Bearer h.h.h".parse().unwrap());
         assert_eq!(request_token(&headers, &uri).as_deref(), Some("h.h.h"));
     }
 

@@ -10,14 +10,18 @@ use axum::response::Response;
 use switchboard_protocol::ErrorCode;
 
 use super::extract::Shared;
-use super::extract::request_token;
+use super::extract::{
+    WS_PROTOCOL, WS_TOKEN_PROTOCOL_PREFIX, offered_protocols, protocol_token, request_token,
+};
 use super::openapi::Operation;
 use crate::auth::AuthError;
 use crate::connection;
 use crate::error::ApiError;
 
-/// Browsers cannot give a WebSocket headers: they send the token as
-/// `?token=` (read by `extract::request_token`; this is its document).
+/// Browsers cannot give a WebSocket headers: they offer the token as
+/// the subprotocol `switchboard.token.<JWT>` beside `switchboard.v1`, or,
+/// as older clients do, send it as `?token=`, which proxies log (both
+/// read by `extract::request_token`; this is the query's document).
 #[derive(schemars::JsonSchema)]
 pub(super) struct TokenQuery {
     /// The session's JWT, when not in an `Authorization` header.
@@ -28,7 +32,7 @@ pub(super) struct TokenQuery {
 /// `GET /v1/ws`
 pub(super) fn upgrade_op() -> Operation {
     Operation::get("Open the WebSocket data plane")
-        .describe("Upgrade to a WebSocket; the token may be given as ?token=<JWT> instead of the header. One JSON object per text frame: /v1/asyncapi.json describes every frame, docs/protocol.md the session.")
+        .describe("Upgrade to a WebSocket. The token goes in the Authorization header; a browser, which cannot set headers, offers the subprotocols `switchboard.v1` and `switchboard.token.<JWT>` (Sec-WebSocket-Protocol; the answer selects `switchboard.v1`), or gives ?token=<JWT>, which proxies and access logs may keep. One JSON object per text frame: /v1/asyncapi.json describes every frame, docs/protocol.md the session.")
         .query_fields::<TokenQuery>()
         .reply_empty(101, "Switching protocols.")
 }
@@ -40,6 +44,15 @@ pub(super) async fn upgrade(
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     let token = request_token(&headers, &uri).ok_or(AuthError::Missing)?;
+    // A token offered as a subprotocol is never echoed: the answer names
+    // `switchboard.v1`, which such a client must offer too (a browser
+    // fails a connection whose answer selects none of its offers).
+    if protocol_token(&headers).is_some() && !offered_protocols(&headers).any(|p| p == WS_PROTOCOL)
+    {
+        return Err(ApiError::invalid(format!(
+            "offer the subprotocol {WS_PROTOCOL} beside {WS_TOKEN_PROTOCOL_PREFIX}<JWT>"
+        )));
+    }
     let identity = gw.tenants.verify(&token)?;
     if gw.is_draining() {
         return Err(ApiError::new(
@@ -63,6 +76,7 @@ pub(super) async fn upgrade(
     // larger one takes a read per KiB) and costs 3 KiB less per
     // connection than 4 (BENCHMARKS.md, issue 14, step 3).
     Ok(upgrade
+        .protocols([WS_PROTOCOL])
         .read_buffer_size(1024)
         .write_buffer_size(8 * 1024)
         .max_message_size(limits.hard_max_frame_bytes)

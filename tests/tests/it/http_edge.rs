@@ -308,6 +308,61 @@ async fn a_percent_encoded_query_token_meets_the_same_origin_check() {
     assert_eq!(upgrade(encoded(&initech)).await.unwrap().status(), 101);
 }
 
+/// A browser offers its token as a subprotocol, out of the URL that
+/// proxies and access logs keep: it opens the same session, meets the
+/// same origin check, and the answer names `switchboard.v1`, never the
+/// token.
+#[tokio::test]
+async fn a_token_offered_as_a_subprotocol_opens_a_session_without_the_url() {
+    let initech_secret = "initech-secret-0123456789";
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "[[tenants]]\nid = \"initech\"\nhs256_secrets = [\"{initech_secret}\"]\nallowed_origins = [\"{APP_ORIGIN}\"]\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    let base = cluster.gateways[0].http();
+    let http = reqwest::Client::new();
+    let upgrade = |protocols: String| {
+        http.get(format!("{base}/v1/ws"))
+            .header("origin", APP_ORIGIN)
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("sec-websocket-protocol", protocols)
+            .send()
+    };
+    let initech = mint_hs256(
+        initech_secret,
+        &TokenSpec::new("initech", "alice", Some("web"), 600),
+    )
+    .unwrap();
+    let opened = upgrade(format!("switchboard.v1, switchboard.token.{initech}"))
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 101);
+    assert_eq!(
+        opened.headers()["sec-websocket-protocol"],
+        "switchboard.v1",
+        "the answer names the protocol, not the token"
+    );
+    // The token alone: the answer could select nothing the browser would
+    // accept, so it is refused with the reason.
+    let alone = upgrade(format!("switchboard.token.{initech}")).await.unwrap();
+    assert_eq!(alone.status(), 400);
+    assert!(alone.text().await.unwrap().contains("switchboard.v1"));
+    // The same origin check: acme does not list the origin.
+    let acme = cluster.token("alice", "web");
+    let refused = upgrade(format!("switchboard.v1, switchboard.token.{acme}"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    // No token anywhere: 401.
+    assert_eq!(upgrade("switchboard.v1".into()).await.unwrap().status(), 401);
+}
+
 #[tokio::test]
 async fn websocket_connects_are_rated_per_user() {
     let cluster = Cluster::start(ClusterSpec {
