@@ -7,5 +7,5 @@ pub mod token;
 pub mod ws;
 
 pub use rest::{RestClient, RestError};
-pub use token::{TokenSpec, mint_eddsa, mint_hs256};
+pub use token::{TokenSpec, mint_eddsa, mint_hs256, mint_with_key};
 pub use ws::{WsClient, WsError};

@@ -62,6 +62,24 @@ pub fn mint_hs256(secret: &str, spec: &TokenSpec) -> Result<String, MintError> {
     .map_err(MintError::from)
 }
 
+/// A token signed as an identity provider signs it: RS256 with an RSA key
+/// (PKCS#1 DER) or ES256 with a P-256 key (PKCS#8 DER), naming the key's
+/// `kid` from the provider's key set.
+pub fn mint_with_key(
+    algorithm: Algorithm,
+    private_der: &[u8],
+    kid: &str,
+    spec: &TokenSpec,
+) -> Result<String, MintError> {
+    let key = match algorithm {
+        Algorithm::ES256 | Algorithm::ES384 => EncodingKey::from_ec_der(private_der),
+        _ => EncodingKey::from_rsa_der(private_der),
+    };
+    let mut header = Header::new(algorithm);
+    header.kid = Some(kid.to_owned());
+    jsonwebtoken::encode(&header, spec, &key).map_err(MintError::from)
+}
+
 /// An EdDSA token signed with the Ed25519 key whose 32-byte seed is `seed`.
 pub fn mint_eddsa(seed: &[u8; 32], spec: &TokenSpec) -> Result<String, MintError> {
     let key = SigningKey::from_bytes(seed);

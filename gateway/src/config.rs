@@ -122,6 +122,17 @@ pub struct Limits {
     /// The longest a token may be valid: `exp - iat`, or `exp` less now
     /// for a token without `iat`; a longer one gets 401 `unauthorized`.
     pub max_token_lifetime_secs: u64,
+    /// A tenant's JSON Web Key Set is fetched again this long after its
+    /// last fetch...
+    pub jwks_refresh_secs: u64,
+    /// ...and at most once per this long when a token names a key it
+    /// lacks, or after a failed fetch.
+    pub jwks_min_refetch_secs: u64,
+    /// The largest key set document read; a larger one fails the fetch
+    /// (the keys held stay).
+    pub jwks_max_bytes: usize,
+    /// The most one key set fetch may take, connecting included.
+    pub jwks_timeout_ms: u64,
     /// HTTP: the whole request head must arrive within this...
     pub http_header_timeout_ms: u64,
     /// ...the body may pause for at most this between chunks...
@@ -221,6 +232,10 @@ impl Default for Limits {
             pong_timeout_ms: 20_000,
             token_expiry_grace_ms: 5_000,
             max_token_lifetime_secs: 86_400,
+            jwks_refresh_secs: 300,
+            jwks_min_refetch_secs: 30,
+            jwks_max_bytes: 64 * 1024,
+            jwks_timeout_ms: 5_000,
             http_header_timeout_ms: 10_000,
             http_body_timeout_ms: 10_000,
             http_idle_timeout_ms: 60_000,
@@ -271,6 +286,10 @@ pub struct TenantConfig {
     /// (CORS and WebSocket `Origin`); see `browser.rs`.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// The tenant's identity provider's JSON Web Key Set (RS256, ES256
+    /// and EdDSA signing keys), fetched and kept by every gateway.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -341,6 +360,19 @@ pub struct GatewayConfig {
     pub allowed_hosts: Option<Vec<String>>,
 }
 
+impl Limits {
+    /// How the tenants' key sets are fetched and kept.
+    pub fn jwks(&self) -> crate::auth::JwksSettings {
+        use std::time::Duration;
+        crate::auth::JwksSettings {
+            refresh: Duration::from_secs(self.jwks_refresh_secs),
+            min_refetch: Duration::from_secs(self.jwks_min_refetch_secs),
+            max_bytes: self.jwks_max_bytes,
+            timeout: Duration::from_millis(self.jwks_timeout_ms),
+        }
+    }
+}
+
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
 #[derive(Debug, Clone)]
 pub struct DevTokens {
@@ -356,6 +388,9 @@ impl GatewayConfig {
         }
         if self.operator_token.as_ref().is_some_and(|t| t.len() < 16) {
             return Err("operator_token must be at least 16 bytes".into());
+        }
+        if self.limits.jwks_refresh_secs == 0 || self.limits.jwks_timeout_ms == 0 {
+            return Err("jwks_refresh_secs and jwks_timeout_ms must be at least 1".into());
         }
         if self.limits.ipv6_prefix_len > 128 {
             return Err("ipv6_prefix_len is at most 128".into());

@@ -42,6 +42,7 @@ pub const UPLOAD_BYTES: &str = "switchboard_blob_upload_bytes_total";
 pub const BLOBS_COLLECTED: &str = "switchboard_blob_collected_total";
 pub const HTTP_REQUESTS: &str = "switchboard_gateway_http_requests_total";
 pub const HTTP_SECONDS: &str = "switchboard_gateway_http_request_seconds";
+pub const JWKS_FETCHES: &str = "switchboard_gateway_jwks_fetches_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -87,6 +88,15 @@ pub fn describe() {
         Unit::Seconds,
         "From an HTTP request's arrival to its response's head, by route template."
     );
+    describe_counter!(
+        JWKS_FETCHES,
+        "Fetches of tenants' JSON Web Key Sets, by tenant and outcome (`changed`, `unchanged`, `failed`)."
+    );
+}
+
+pub(crate) fn jwks_fetched(tenant: &TenantId, outcome: &'static str) {
+    counter!(JWKS_FETCHES, "tenant" => tenant.as_str().to_owned(), "outcome" => outcome)
+        .increment(1);
 }
 
 pub(crate) fn http_request(route: String, method: &'static str, status: u16, took: Duration) {

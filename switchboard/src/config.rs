@@ -495,6 +495,7 @@ pub fn demo_tenant(secret: &str) -> TenantConfig {
         hs256_secrets: vec![secret.to_owned()],
         ed25519_public_keys: Vec::new(),
         allowed_origins: Vec::new(),
+        jwks_url: None,
     }
 }
 

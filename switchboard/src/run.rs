@@ -151,7 +151,8 @@ pub fn token_keys(config: &GatewayConfig) -> anyhow::Result<Arc<TenantDirectory>
     let leeway = config.limits.token_expiry_grace_ms.div_ceil(1000);
     Ok(Arc::new(
         TenantDirectory::from_config(&config.tenants, leeway)?
-            .with_max_lifetime(config.limits.max_token_lifetime_secs),
+            .with_max_lifetime(config.limits.max_token_lifetime_secs)
+            .with_jwks(config.limits.jwks()),
     ))
 }
 
@@ -249,6 +250,9 @@ pub async fn gateway_parts(inputs: GatewayInputs) -> anyhow::Result<Arc<Gateway>
             bytes: config.ingest_batch_max_bytes,
         },
     );
+    // The tenants' JSON Web Key Sets, fetched as they fall due for as
+    // long as the directory lives.
+    tokio::spawn(TenantDirectory::follow_key_sets(Arc::downgrade(&keys)));
     let gateway = Gateway::new(GatewayParts {
         tenant_registry: TenantRegistry::open(&js).await?,
         push_tokens: PushTokens::open(&js).await?,

@@ -47,6 +47,9 @@ enum TenantAction {
         /// What every token's `aud` must be or contain.
         #[arg(long)]
         audience: Option<String>,
+        /// The identity provider's JSON Web Key Set (RS256, ES256, EdDSA).
+        #[arg(long)]
+        jwks_url: Option<String>,
     },
     /// List the tenants (secrets shown as fingerprints).
     List,
@@ -86,14 +89,17 @@ enum TenantAction {
         #[arg(long)]
         off: bool,
     },
-    /// Require an `iss` or an `aud` in the tenant's tokens; an empty value
-    /// stops checking it, a flag not given leaves it as it is.
+    /// Require an `iss` or an `aud` in the tenant's tokens, or take its
+    /// identity provider's key set (`--jwks-url`); an empty value stops
+    /// it, a flag not given leaves it as it is.
     SetClaims {
         id: String,
         #[arg(long)]
         issuer: Option<String>,
         #[arg(long)]
         audience: Option<String>,
+        #[arg(long)]
+        jwks_url: Option<String>,
     },
     /// Delete a tenant: its tokens stop verifying at once (its data stays).
     Delete { id: String },
@@ -152,12 +158,14 @@ async fn act(args: TenantArgs, nats: switchboard_nats::NatsConfig) -> anyhow::Re
             ed25519_keys,
             issuer,
             audience,
+            jwks_url,
         } => {
             let mut record = TenantRecord::new(tenant_id(&id)?);
             record.hs256_secrets = hs256_secrets;
             record.ed25519_public_keys = ed25519_keys;
             record.issuer = issuer;
             record.audience = audience;
+            record.jwks_url = jwks_url;
             print(&registry.create(record).await?)?;
         }
         TenantAction::List => {
@@ -243,6 +251,7 @@ async fn act(args: TenantArgs, nats: switchboard_nats::NatsConfig) -> anyhow::Re
             id,
             issuer,
             audience,
+            jwks_url,
         } => {
             let record = registry
                 .update(&tenant_id(&id)?, |r| {
@@ -251,6 +260,9 @@ async fn act(args: TenantArgs, nats: switchboard_nats::NatsConfig) -> anyhow::Re
                     }
                     if let Some(audience) = &audience {
                         r.audience = Some(audience.clone()).filter(|a| !a.is_empty());
+                    }
+                    if let Some(url) = &jwks_url {
+                        r.jwks_url = Some(url.clone()).filter(|u| !u.is_empty());
                     }
                     Ok(())
                 })

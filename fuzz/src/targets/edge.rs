@@ -30,6 +30,7 @@ fn directory() -> &'static TenantDirectory {
             hs256_secrets: vec![SECRET.into()],
             ed25519_public_keys: vec![base64::engine::general_purpose::STANDARD.encode([7u8; 32])],
             allowed_origins: vec![],
+            jwks_url: None,
         }];
         match TenantDirectory::from_config(&tenants, 5) {
             Ok(d) => d,

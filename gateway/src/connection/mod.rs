@@ -392,7 +392,7 @@ impl Connection {
                 limit,
             } => self.pull_backlog(request, conversation_id, since_seq, limit),
             ClientFrame::Ping {} => self.reply(Outbound::frame(&ServerFrame::Pong {})),
-            ClientFrame::Refresh { token } => self.refresh(request, token),
+            ClientFrame::Refresh { token } => self.refresh(request, token).await,
         }
     }
 
@@ -410,8 +410,8 @@ impl Connection {
 
     /// Moves the session onto a fresh token of the same tenant, user and
     /// device.
-    fn refresh(&mut self, request: &str, token: String) {
-        let fresh = match self.gw.tenants.verify(&token) {
+    async fn refresh(&mut self, request: &str, token: String) {
+        let fresh = match self.gw.tenants.verify_fresh(&token).await {
             Ok(fresh) => fresh,
             Err(e) => {
                 self.reply(refusal(e.into(), request, None));

@@ -93,7 +93,7 @@ impl FromRequestParts<Shared> for Identity {
     /// Verifies the token, then takes the request from its user's rate.
     async fn from_request_parts(parts: &mut Parts, gw: &Shared) -> Result<Self, ApiError> {
         let token = bearer(&parts.headers).ok_or(AuthError::Missing)?;
-        let id = gw.tenants.verify(token)?;
+        let id = gw.tenants.verify_fresh(token).await?;
         gw.rates.rest_request(&id)?;
         Ok(id)
     }

@@ -10,8 +10,9 @@ use axum::Json;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchboard_nats::records::tenants::{
-    self, ED25519_KEY_PATTERN, MAX_CLAIM_LEN, MAX_ORIGIN_LEN, PushSettings, RedactedTenant,
-    TenantQuotas, TenantRecord, WEB_ORIGIN_PATTERN, fingerprint, object, optional_object,
+    self, ED25519_KEY_PATTERN, HTTP_URL_PATTERN, MAX_CLAIM_LEN, MAX_HTTP_URL_LEN, MAX_ORIGIN_LEN,
+    PushSettings, RedactedTenant, TenantQuotas, TenantRecord, WEB_ORIGIN_PATTERN, fingerprint,
+    object, optional_object,
 };
 use switchboard_protocol::TenantId;
 
@@ -73,6 +74,11 @@ pub(super) struct NewTenant {
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     #[schemars(with = "String", length(min = 1, max = MAX_CLAIM_LEN))]
     audience: Option<String>,
+    /// The identity provider's JSON Web Key Set (RS256, ES256 and EdDSA
+    /// signing keys), which every gateway fetches and keeps.
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "String", length(max = MAX_HTTP_URL_LEN), pattern(HTTP_URL_PATTERN))]
+    jwks_url: Option<String>,
 }
 
 /// Refuses anything but web origins, by the backbone's rule.
@@ -103,6 +109,7 @@ pub(super) async fn create(
     record.allowed_origins = body.allowed_origins;
     record.issuer = body.issuer;
     record.audience = body.audience;
+    record.jwks_url = body.jwks_url;
     let record = registry.create(record).await?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -167,6 +174,10 @@ pub(super) struct Change {
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     #[schemars(with = "Option<String>", length(min = 1, max = MAX_CLAIM_LEN))]
     audience: Option<Option<String>>,
+    /// The key set URL from now on (`null`: none); absent: unchanged.
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "Option<String>", length(max = MAX_HTTP_URL_LEN), pattern(HTTP_URL_PATTERN))]
+    jwks_url: Option<Option<String>>,
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -179,7 +190,7 @@ fn present<'de, D: serde::Deserializer<'de>>(
 /// `PATCH /v1/operator/tenants/{id}`
 pub(super) fn change_op() -> Operation {
     Operation::patch("Change a tenant's keys and quotas")
-        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
+        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
         .for_operator()
         .path::<TenantId>("id", "The tenant.")
         .json_body::<Change>()
@@ -225,6 +236,9 @@ pub(super) async fn change(
             }
             if let Some(audience) = &body.audience {
                 r.audience = audience.clone();
+            }
+            if let Some(url) = &body.jwks_url {
+                r.jwks_url = url.clone();
             }
             for (name, value) in &body.quotas {
                 let value = value

@@ -53,7 +53,7 @@ pub(super) async fn upgrade(
             "offer the subprotocol {WS_PROTOCOL} beside {WS_TOKEN_PROTOCOL_PREFIX}<JWT>"
         )));
     }
-    let identity = gw.tenants.verify(&token)?;
+    let identity = gw.tenants.verify_fresh(&token).await?;
     if gw.is_draining() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,

@@ -350,7 +350,9 @@ async fn a_token_offered_as_a_subprotocol_opens_a_session_without_the_url() {
     );
     // The token alone: the answer could select nothing the browser would
     // accept, so it is refused with the reason.
-    let alone = upgrade(format!("switchboard.token.{initech}")).await.unwrap();
+    let alone = upgrade(format!("switchboard.token.{initech}"))
+        .await
+        .unwrap();
     assert_eq!(alone.status(), 400);
     assert!(alone.text().await.unwrap().contains("switchboard.v1"));
     // The same origin check: acme does not list the origin.
@@ -360,7 +362,10 @@ async fn a_token_offered_as_a_subprotocol_opens_a_session_without_the_url() {
         .unwrap();
     assert_eq!(refused.status(), 403);
     // No token anywhere: 401.
-    assert_eq!(upgrade("switchboard.v1".into()).await.unwrap().status(), 401);
+    assert_eq!(
+        upgrade("switchboard.v1".into()).await.unwrap().status(),
+        401
+    );
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ mod history;
 mod http_edge;
 mod idempotency;
 mod inbox;
+mod jwks;
 mod leases;
 mod limits;
 mod lists;

@@ -9,7 +9,7 @@ use switchboard_protocol::{TenantId, Timestamp};
 use crate::kv_key;
 
 use super::error::TenantError;
-use super::validation::{MAX_CLAIM_LEN, MAX_PUSH_DELAY_MS, check_origins, is_push_url};
+use super::validation::{MAX_CLAIM_LEN, MAX_PUSH_DELAY_MS, check_origins, is_http_url};
 
 /// Limits of one tenant. `None` leaves the deployment's default (or no
 /// limit where there is none). Connection and per-tenant rate limits are
@@ -125,8 +125,8 @@ pub enum PreviewMode {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSettings {
-    /// An `http(s)` URL with a host name or IPv4 address ([`is_push_url`]).
-    #[cfg_attr(feature = "schema", schemars(length(max = super::validation::MAX_PUSH_URL_LEN), pattern(super::validation::PUSH_URL_PATTERN)))]
+    /// An `http(s)` URL with a host name or IPv4 address ([`is_http_url`]).
+    #[cfg_attr(feature = "schema", schemars(length(max = super::validation::MAX_HTTP_URL_LEN), pattern(super::validation::HTTP_URL_PATTERN)))]
     pub url: String,
     /// HMAC-SHA256 key of `X-Switchboard-Signature`; at least 16 characters.
     #[cfg_attr(feature = "schema", schemars(length(min = 16)))]
@@ -278,6 +278,12 @@ pub struct TenantRecord {
     /// `None`: any or none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<String>,
+    /// Where the tenant's identity provider publishes its signing keys (a
+    /// JSON Web Key Set: RS256, ES256 and EdDSA keys): gateways fetch it,
+    /// keep it, and fetch it again on a schedule and when a token names a
+    /// key it lacks. `None`: only the keys above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_url: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -294,6 +300,7 @@ impl TenantRecord {
             allowed_origins: Vec::new(),
             issuer: None,
             audience: None,
+            jwks_url: None,
             created_at: now,
             updated_at: now,
         }
@@ -321,6 +328,7 @@ impl TenantRecord {
             allowed_origins: self.allowed_origins.clone(),
             issuer: self.issuer.clone(),
             audience: self.audience.clone(),
+            jwks_url: self.jwks_url.clone(),
             push,
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -348,6 +356,8 @@ pub struct RedactedTenant {
     /// What the tenant's tokens' `aud` must be or contain (`null`: not
     /// checked).
     pub audience: Option<String>,
+    /// The identity provider's JSON Web Key Set (`null`: none).
+    pub jwks_url: Option<String>,
     /// Push notifications (`null`: none), secrets as fingerprints.
     pub push: Option<PushSettings>,
     pub created_at: Timestamp,
@@ -412,9 +422,14 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
         }
     }
     check_origins(&record.allowed_origins)?;
+    if record.jwks_url.as_deref().is_some_and(|u| !is_http_url(u)) {
+        return Err(TenantError::Invalid(
+            "jwks_url must be an http(s) URL with a host name or IPv4 address".into(),
+        ));
+    }
     if let Some(p) = &record.push {
         if let Some(w) = &p.webhook {
-            if !is_push_url(&w.url) {
+            if !is_http_url(&w.url) {
                 return Err(TenantError::Invalid(
                     "push.webhook.url must be an http(s) URL with a host name or IPv4 address"
                         .into(),

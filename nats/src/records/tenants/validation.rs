@@ -1,5 +1,5 @@
 //! The grammar and limits of what a tenant record names, in one place:
-//! web origins and push URLs (with the regular expressions the OpenAPI
+//! web origins and URLs (with the regular expressions the OpenAPI
 //! document states them by, tied to the functions by a test), claim,
 //! key and delay limits. The record's own check (`record.rs`'s
 //! `validate`) and the operator API's origin check both use these.
@@ -16,12 +16,13 @@ pub const MAX_CLAIM_LEN: usize = 512;
 /// (which adds [`MAX_ORIGIN_LEN`]).
 pub const WEB_ORIGIN_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?$";
 
-/// The longest push webhook URL accepted (`is_push_url`).
-pub const MAX_PUSH_URL_LEN: usize = 2048;
+/// The longest URL a tenant may name (`is_http_url`): its push webhook,
+/// its JWKS.
+pub const MAX_HTTP_URL_LEN: usize = 2048;
 
-/// [`is_push_url`] as a regular expression (which [`MAX_PUSH_URL_LEN`]
+/// [`is_http_url`] as a regular expression (which [`MAX_HTTP_URL_LEN`]
 /// bounds).
-pub const PUSH_URL_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?(/[!-~]*)?$";
+pub const HTTP_URL_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?(/[!-~]*)?$";
 
 /// The longest a push may wait for the device's own ack: jobs wait out
 /// their delay while the consumer's ack_wait (60 s) runs.
@@ -64,9 +65,10 @@ pub fn is_web_origin(origin: &str) -> bool {
         .is_some_and(is_host_and_port)
 }
 
-/// Whether `url` is an `http(s)` URL a push may be sent to: a host name
-/// or IPv4 address, an optional port, and a path of printable characters.
-pub fn is_push_url(url: &str) -> bool {
+/// Whether `url` is an `http(s)` URL a tenant may name (a push webhook,
+/// a JWKS): a host name or IPv4 address, an optional port, and a path of
+/// printable characters.
+pub fn is_http_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -77,7 +79,7 @@ pub fn is_push_url(url: &str) -> bool {
         Some(at) => rest.split_at(at),
         None => (rest, ""),
     };
-    url.len() <= MAX_PUSH_URL_LEN
+    url.len() <= MAX_HTTP_URL_LEN
         && is_host_and_port(authority)
         && path.bytes().all(|b| b.is_ascii_graphic())
 }
@@ -121,11 +123,11 @@ mod tests {
         ] {
             assert!(!is_web_origin(bad), "{bad}");
         }
-        assert!(super::is_push_url("https://push.example.com:8443/hook?a=b"));
-        assert!(super::is_push_url("http://127.0.0.1:9000/hook"));
-        assert!(!super::is_push_url("https://[::1]/hook"));
-        assert!(!super::is_push_url("https://a b/hook"));
-        assert!(!super::is_push_url("https://a/ho ok"));
+        assert!(super::is_http_url("https://push.example.com:8443/hook?a=b"));
+        assert!(super::is_http_url("http://127.0.0.1:9000/hook"));
+        assert!(!super::is_http_url("https://[::1]/hook"));
+        assert!(!super::is_http_url("https://a b/hook"));
+        assert!(!super::is_http_url("https://a/ho ok"));
     }
 
     /// The regular expressions the OpenAPI document states the grammar by
@@ -133,7 +135,7 @@ mod tests {
     #[test]
     fn the_patterns_agree_with_the_functions() {
         let origin = regex::Regex::new(super::WEB_ORIGIN_PATTERN).unwrap();
-        let push_url = regex::Regex::new(super::PUSH_URL_PATTERN).unwrap();
+        let push_url = regex::Regex::new(super::HTTP_URL_PATTERN).unwrap();
         let label = "a".repeat(63);
         // An origin of `len` bytes (`len - 8` not a multiple of 10).
         let long_origin = |len: usize| {
@@ -179,11 +181,11 @@ mod tests {
         for e in examples {
             let as_origin = origin.is_match(e) && e.len() <= super::MAX_ORIGIN_LEN;
             assert_eq!(as_origin, is_web_origin(e), "origin {e:?}");
-            let as_push = push_url.is_match(e) && e.len() <= super::MAX_PUSH_URL_LEN;
-            assert_eq!(as_push, super::is_push_url(e), "push URL {e:?}");
+            let as_push = push_url.is_match(e) && e.len() <= super::MAX_HTTP_URL_LEN;
+            assert_eq!(as_push, super::is_http_url(e), "push URL {e:?}");
         }
-        let too_long = format!("https://a.b/{}", "p".repeat(super::MAX_PUSH_URL_LEN));
-        assert!(push_url.is_match(&too_long) && !super::is_push_url(&too_long));
+        let too_long = format!("https://a.b/{}", "p".repeat(super::MAX_HTTP_URL_LEN));
+        assert!(push_url.is_match(&too_long) && !super::is_http_url(&too_long));
         assert!(check_origins(&["https://a.b".into(), "http://c:1".into()]).is_ok());
         assert!(check_origins(&["https://a.b".into(), "https://a.b/".into()]).is_err());
     }
