@@ -27,20 +27,13 @@ let client;
 let me;
 let current = null;
 let details = new Map(); // conversation id -> detail (members and marks)
-const nextBefore = new Map(); // conversation id -> next_before_seq
+const nextBefore = new Map(); // conversation id -> next_before_seq, once a page of history was read
 const blobUrls = new Map(); // blob_ref -> object URL
 let editing = null;
 let lastTypingAt = 0;
-let listTimer;
-// The conversation list as last fetched, then kept current from the
-// session's events (one REST call per event would spend the user's
-// request rate). It comes a page at a time: `listCursor` is where the
-// next page starts (null when every page is here), `listPages` how many
-// pages a refresh reads again.
-const summaries = new Map();
-let listCursor = null;
-let listPages = 1;
-let listLoading = false;
+// The conversation list is the SDK's (`client.conversationList`): read a
+// page at a time, then kept current from the session's events, and kept
+// with the messages in IndexedDB, so a reload shows it at once.
 
 async function devToken(user, device) {
   const response = await fetch("/v1/dev/token", {
@@ -87,6 +80,12 @@ async function start(user, device) {
     throw e;
   }
   localStorage.setItem("switchboard.session", JSON.stringify({ user, device }));
+  resume(user, device);
+}
+
+/** Opens the session of a dev user signed in before (a reload): at once,
+ * from what this browser kept; the token is fetched as it connects. */
+function resume(user, device) {
   openSession(user, device, () => devToken(user, device || undefined));
 }
 
@@ -103,30 +102,39 @@ function openSession(user, device, token) {
   $("login").hidden = true;
   $("app").hidden = false;
   $("who").textContent = device ? `${user} (${device})` : user;
-  client = new SwitchboardClient({ url: location.origin, token });
-  client.on("status", (status) => {
-    showStatus(status);
-    // Back after a drop: what changed meanwhile.
-    if (status === "open" && summaries.size) scheduleList();
+  client = new SwitchboardClient({
+    url: location.origin,
+    token,
+    // The list, the newest messages of each conversation, and what waits
+    // to be sent, kept in this browser (one database per user and device).
+    persist: "indexeddb",
+    storageName: `${location.host}/${user}/${device || "default"}`,
   });
+  client.on("status", showStatus);
   client.on("change", (id) => {
     if (id === current) renderMessages();
   });
   client.on("message", (m) => {
-    noteInList(m, true);
     if (m.conversation_id === current) markRead();
   });
-  client.on("updated", (m) => noteInList(m, false));
   client.on("typing", (t) => {
     if (t.conversation_id === current) renderTyping();
   });
   client.on("presence", () => renderPresence());
   client.on("error", (frame) => showError("chat-error", `${frame.code}: ${frame.message}`));
-  client.connect();
-  refreshList().then(() => {
+  const list = client.conversationList;
+  list.on("change", renderList);
+  list.on("error", (e) => showError("new-error", e.message));
+  renderList();
+  // What this browser kept shows as soon as it is read (the open
+  // conversation with it); the network follows.
+  client.ready.then(() => {
+    renderList();
     const fromHash = decodeURIComponent(location.hash.slice(1));
-    if (fromHash) open(fromHash);
+    if (fromHash && current === null) open(fromHash);
   });
+  client.connect();
+  list.load().then(() => showError("new-error", ""), () => {});
 }
 
 function showStatus(status) {
@@ -136,11 +144,6 @@ function showStatus(status) {
 }
 
 // ---- The conversation list ----
-
-function scheduleList() {
-  clearTimeout(listTimer);
-  listTimer = setTimeout(refreshList, 300);
-}
 
 function titleOf(c) {
   if (c.title) return c.title;
@@ -153,70 +156,9 @@ function previewOf(c) {
   return c.last_message ? describe(c.last_message.content) : "";
 }
 
-/** A new or changed message in the list: its conversation's preview,
- * and one more unread when it is someone else's, elsewhere. A
- * conversation the list does not have yet is fetched. */
-function noteInList(m, isNew) {
-  const summary = summaries.get(m.conversation_id);
-  if (!summary) {
-    scheduleList();
-    return;
-  }
-  if (isNew && m.seq >= (summary.last_seq ?? 0)) {
-    summary.last_seq = m.seq;
-    summary.last_message = m;
-    summary.preview = describe(m.content);
-    if (m.conversation_id !== current && m.sender_id !== me) summary.unread_count += 1;
-  } else if (!isNew && summary.last_message?.message_id === m.message_id) {
-    summary.last_message = m;
-    summary.preview = describe(m.content);
-  } else {
-    return;
-  }
-  renderList();
-}
-
-/** Reads the list again from its first page, as many pages as were
- * shown (a conversation that moved meanwhile is found where it is now). */
-async function refreshList() {
-  try {
-    const fresh = new Map();
-    let cursor;
-    let pages = 0;
-    do {
-      const page = await client.rest.conversationPage(cursor ? { cursor } : {});
-      for (const c of page.conversations) fresh.set(c.conversation_id, c);
-      cursor = page.next_cursor;
-      pages += 1;
-    } while (cursor && pages < listPages);
-    summaries.clear();
-    for (const [id, c] of fresh) summaries.set(id, c);
-    listCursor = cursor ?? null;
-    showError("new-error", "");
-  } catch (e) {
-    showError("new-error", e.message);
-    return;
-  }
-  renderList();
-}
-
 /** The next page of the list, below what is shown. */
-async function loadMoreConversations() {
-  if (!listCursor || listLoading) return;
-  listLoading = true;
-  try {
-    const page = await client.rest.conversationPage({ cursor: listCursor });
-    // A conversation already here moved up meanwhile: keep the newer copy.
-    for (const c of page.conversations) if (!summaries.has(c.conversation_id)) summaries.set(c.conversation_id, c);
-    listCursor = page.next_cursor;
-    listPages += 1;
-    showError("new-error", "");
-  } catch (e) {
-    showError("new-error", e.message);
-  } finally {
-    listLoading = false;
-  }
-  renderList();
+function loadMoreConversations() {
+  client.conversationList.loadMore().then(() => showError("new-error", ""), () => {});
 }
 
 // Scrolled near the end of the list: the next page.
@@ -226,9 +168,7 @@ $("conversations").addEventListener("scroll", () => {
 });
 
 function renderList() {
-  const list = [...summaries.values()].sort(
-    (a, b) => Date.parse(b.last_message?.created_at ?? b.created_at) - Date.parse(a.last_message?.created_at ?? a.created_at),
-  );
+  const list = client.conversationList.items;
   const ul = $("conversations");
   ul.replaceChildren(
     ...list.map((c) => {
@@ -248,7 +188,7 @@ function renderList() {
       return el("li", {}, button);
     }),
   );
-  if (listCursor) {
+  if (client.conversationList.hasMore) {
     ul.append(
       el(
         "li",
@@ -269,7 +209,6 @@ $("new-chat").addEventListener("submit", async (event) => {
     const created = await client.rest.createConversation(kind, members, title || undefined);
     $("new-members").value = "";
     $("new-title").value = "";
-    await refreshList();
     await open(created.conversation_id);
   } catch (e) {
     showError("new-error", e.message);
@@ -289,6 +228,11 @@ async function open(id) {
   }
   for (const input of [$("text"), $("send"), $("attach")]) input.disabled = false;
   showError("chat-error", "");
+  // What is known already shows at once (kept from the last visit, or
+  // from this session); the network follows.
+  const known = details.get(id) ?? client.conversationList.get(id);
+  $("chat-title").textContent = known ? titleOf(known) : "";
+  renderMessages(true);
   try {
     const detail = await client.rest.conversation(id);
     details.set(id, detail);
@@ -297,7 +241,7 @@ async function open(id) {
       state.receipt(m.user_id, "delivered", m.delivered_seq ?? 0);
       state.receipt(m.user_id, "read", m.read_seq ?? 0);
     }
-    $("chat-title").textContent = titleOf(detail);
+    if (current === id) $("chat-title").textContent = titleOf(detail);
     if (!nextBefore.has(id)) await loadEarlier(id);
   } catch (e) {
     showError("chat-error", e.message);
@@ -314,7 +258,9 @@ async function loadEarlier(id) {
   const before = nextBefore.get(id);
   const page = await client.rest.history(id, before ? { before_seq: before, limit: 50 } : { limit: 50 });
   const state = client.conversation(id);
-  for (const m of page.messages) state.add(m);
+  // `update` adds what is new and applies edits and deletions made while
+  // this browser was away to what it kept.
+  for (const m of page.messages) state.update(m);
   nextBefore.set(id, page.next_before_seq ?? null);
 }
 
@@ -325,19 +271,14 @@ $("back").addEventListener("click", () => {
   renderList();
 });
 
+/** Reads the open conversation: the SDK moves the own mark and the
+ * list's unread count at once, and writes the mark when it can. */
 function markRead() {
   if (!current || document.visibilityState !== "visible") return;
   const state = client.conversation(current);
   const read = state.receipts.get(me)?.read ?? 0;
-  if (state.highestSeq > read) {
-    state.receipt(me, "read", state.highestSeq);
-    client.markRead(current, state.highestSeq);
-  }
-  const summary = summaries.get(current);
-  if (summary?.unread_count) {
-    summary.unread_count = 0;
-    renderList();
-  }
+  const listed = client.conversationList.get(current);
+  if (state.highestSeq > read || listed?.unread_count) client.markRead(current);
 }
 document.addEventListener("visibilitychange", markRead);
 
@@ -433,7 +374,7 @@ function renderMessages(toBottom = false) {
             "span",
             { class: "actions" },
             el("button", { type: "button", text: "Edit", "aria-label": "Edit message", onclick: () => startEdit(m) }),
-            el("button", { type: "button", text: "Delete", "aria-label": "Delete message", onclick: () => client.delete(current, m.message_id) }),
+            el("button", { type: "button", text: "Delete", "aria-label": "Delete message", onclick: () => remove(m) }),
           ),
         );
       }
@@ -442,13 +383,29 @@ function renderMessages(toBottom = false) {
       el("div", { class: `msg${mine ? " mine" : ""}${system ? " system" : ""}`, "data-seq": String(m.seq), "data-message-id": m.message_id }, body, meta),
     );
   }
-  for (const p of client.pendingIn(current)) {
+  // What this client sent that is not stored yet: pending (⏱), or
+  // failed, with the reason and a way to retry or drop it.
+  for (const o of state.outgoing) {
+    const meta = el("span", { class: "meta" });
+    if (o.status === "failed") {
+      meta.append(
+        el("span", { class: "tick", "data-state": "failed", "aria-label": "not sent", title: o.error?.message ?? "not sent", text: "⚠" }),
+        el(
+          "span",
+          { class: "actions" },
+          el("button", { type: "button", text: "Retry", "aria-label": "Retry sending", onclick: () => o.retry().catch(() => {}) }),
+          el("button", { type: "button", text: "Discard", "aria-label": "Discard message", onclick: () => o.discard() }),
+        ),
+      );
+    } else {
+      meta.append(el("span", { class: "tick", "data-state": "sending", "aria-label": "sending", text: "⏱" }));
+    }
     nodes.push(
       el(
         "div",
-        { class: "msg mine pending", "data-client-msg-id": p.client_msg_id },
-        el("span", { class: "body", text: describe(p.content) }),
-        el("span", { class: "meta" }, el("span", { class: "tick", "data-state": "sending", "aria-label": "sending", text: "⏱" })),
+        { class: `msg mine ${o.status}`, "data-client-msg-id": o.client_msg_id, "data-status": o.status },
+        el("span", { class: "body", text: describe(o.content) }),
+        meta,
       ),
     );
   }
@@ -498,6 +455,10 @@ function startEdit(message) {
   $("text").focus();
 }
 
+function remove(message) {
+  client.delete(message.conversation_id, message.message_id).catch((e) => showError("chat-error", e.message));
+}
+
 function stopEdit() {
   editing = null;
   $("editing").hidden = true;
@@ -524,7 +485,8 @@ $("compose").addEventListener("submit", (event) => {
   if (!current || !text) return;
   showError("chat-error", "");
   if (editing) {
-    client.edit(current, editing, { kind: "text", text });
+    // Waits while offline; a refusal (say, past the edit window) shows.
+    client.edit(current, editing, { kind: "text", text }).catch((e) => showError("chat-error", e.message));
     stopEdit();
     return;
   }
@@ -555,4 +517,4 @@ $("attach").addEventListener("change", async () => {
 const pasted = sessionStorage.getItem("switchboard.token");
 const saved = JSON.parse(localStorage.getItem("switchboard.session") || "null");
 if (pasted) startWithToken(pasted).catch((e) => showError("login-error", e.message));
-else if (saved?.user) start(saved.user, saved.device).catch((e) => showError("login-error", e.message));
+else if (saved?.user) resume(saved.user, saved.device);

@@ -1,121 +1,287 @@
 // The Switchboard SDK (clients/js), bundled for the browser client by `npm run bundle`. Do not edit.
 var __defProp = Object.defineProperty;
-var __defNormalProp = (obj, key, value) => key in obj ? __defProp(obj, key, { enumerable: true, configurable: true, writable: true, value }) : obj[key] = value;
-var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
+var __defNormalProp = (obj, key2, value) => key2 in obj ? __defProp(obj, key2, { enumerable: true, configurable: true, writable: true, value }) : obj[key2] = value;
+var __publicField = (obj, key2, value) => __defNormalProp(obj, typeof key2 !== "symbol" ? key2 + "" : key2, value);
 
-// src/conversation.ts
-var ConversationState = class {
-  constructor(conversationId) {
+// src/errors.ts
+var CommandError = class _CommandError extends Error {
+  constructor(request, conversationId, code, message, frame) {
+    super(`${code}: ${message}`);
+    __publicField(this, "request", request);
     __publicField(this, "conversationId", conversationId);
-    /** By `message_id`: a message seen twice (a replay, a resend) is one. */
-    __publicField(this, "byId", /* @__PURE__ */ new Map());
-    __publicField(this, "sorted", []);
-    __publicField(this, "seqs", /* @__PURE__ */ new Set());
-    /** The highest `seq` up to which every message has been seen. A
-     * conversation first met by a live message starts from there: what
-     * came before is history (`Rest.history`), not a gap. */
-    __publicField(this, "contiguousSeq", 0);
-    /** The highest `seq` seen at all. */
-    __publicField(this, "highestSeq", 0);
-    /** Per member: the highest `seq` delivered to and read by them. */
-    __publicField(this, "receipts", /* @__PURE__ */ new Map());
-    /** Per member typing now: when their `start` runs out (ms). */
-    __publicField(this, "typing", /* @__PURE__ */ new Map());
+    __publicField(this, "code", code);
+    __publicField(this, "frame");
+    this.name = "CommandError";
+    this.frame = frame;
   }
-  /** Every message, in `seq` order. */
-  get messages() {
-    if (!this.sorted) this.sorted = [...this.byId.values()].sort((a, b) => a.seq - b.seq);
-    return this.sorted;
-  }
-  get(messageId) {
-    return this.byId.get(messageId);
-  }
-  /** Adds a new message; false when it is one already known (by id). */
-  add(message) {
-    if (this.byId.has(message.message_id)) return false;
-    if (this.byId.size === 0 && this.contiguousSeq === 0) this.contiguousSeq = message.seq - 1;
-    this.byId.set(message.message_id, message);
-    this.seqs.add(message.seq);
-    this.sorted = void 0;
-    this.highestSeq = Math.max(this.highestSeq, message.seq);
-    this.advance();
-    this.receipt(message.sender_id, "read", message.seq);
-    return true;
-  }
-  /** Replaces a message with its edited or deleted self (or adds it). */
-  update(message) {
-    const known = this.byId.get(message.message_id);
-    if (!known) {
-      this.add(message);
-      return;
-    }
-    const stamp = (m) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
-    if (known.deleted_at && !message.deleted_at) return;
-    if (stamp(message) < stamp(known)) return;
-    this.byId.set(message.message_id, message);
-    this.sorted = void 0;
-  }
-  /** Whether a `seq` is missing below the highest seen. */
-  get hasGap() {
-    return this.contiguousSeq < this.highestSeq;
-  }
-  /** Moves a member's mark forward (marks never go back). */
-  receipt(userId, kind, seq) {
-    const marks = this.receipts.get(userId) ?? { delivered: 0, read: 0 };
-    marks[kind] = Math.max(marks[kind], seq);
-    if (kind === "read") marks.delivered = Math.max(marks.delivered, seq);
-    this.receipts.set(userId, marks);
-  }
-  /** Records a typing frame; returns when it runs out, if it started. */
-  setTyping(userId, state, expiresInMs, now = Date.now()) {
-    if (state === "stop") {
-      this.typing.delete(userId);
-      return void 0;
-    }
-    const until = now + expiresInMs;
-    this.typing.set(userId, until);
-    return until;
-  }
-  /** Users typing at `now`. */
-  typingUsers(now = Date.now()) {
-    return [...this.typing].filter(([, until]) => until > now).map(([user]) => user);
-  }
-  /** Says that everything up to `seq` is known (a replay ended there,
-   * or the app loaded that history). */
-  caughtUpTo(seq) {
-    this.contiguousSeq = Math.max(this.contiguousSeq, seq);
-    this.highestSeq = Math.max(this.highestSeq, seq);
-    this.advance();
-  }
-  advance() {
-    while (this.seqs.has(this.contiguousSeq + 1)) this.contiguousSeq += 1;
+  /** The error of a refusal by the server. */
+  static refused(request, conversationId, frame) {
+    return new _CommandError(request, conversationId, frame.code, frame.message, frame);
   }
 };
+var SendError = class extends CommandError {
+  constructor(frame) {
+    super("send_message", frame.conversation_id ?? "", frame.code, frame.message, frame);
+    this.name = "SendError";
+  }
+};
+var FINAL_CODES = /* @__PURE__ */ new Set([
+  "invalid_frame",
+  "invalid_request",
+  "too_large",
+  "unauthorized",
+  "forbidden",
+  "not_a_member",
+  "not_found",
+  "conflict",
+  "rejected_by_policy",
+  "quota_exceeded"
+]);
+var INTERNAL_ANSWERS = 3;
+function onRefusal(code, answers) {
+  if (FINAL_CODES.has(code) || code === "internal" && answers >= INTERNAL_ANSWERS) return { final: true };
+  return { final: false, delayMs: Math.min(3e4, 1e3 * 2 ** Math.max(0, answers - 1)) };
+}
 
-// src/emitter.ts
-var Emitter = class {
-  constructor() {
-    __publicField(this, "listeners", /* @__PURE__ */ new Map());
+// src/commands.ts
+var MARK_WINDOW_MS = 2e3;
+var key = (kind, conversationId) => `${kind}\0${conversationId}`;
+var Commands = class {
+  constructor(host, options) {
+    __publicField(this, "host", host);
+    __publicField(this, "options", options);
+    /** Per conversation, in order; the first is in flight once written. */
+    __publicField(this, "lanes", /* @__PURE__ */ new Map());
+    /** Per kind and conversation, the highest mark not yet written. */
+    __publicField(this, "marks", /* @__PURE__ */ new Map());
+    /** Per kind and conversation, the highest mark written, and when. */
+    __publicField(this, "written", /* @__PURE__ */ new Map());
   }
-  on(event, listener) {
-    let set = this.listeners.get(event);
-    if (!set) {
-      set = /* @__PURE__ */ new Set();
-      this.listeners.set(event, set);
+  /** Edits and deletes waiting or in flight. */
+  get size() {
+    let n = 0;
+    for (const lane of this.lanes.values()) n += lane.length;
+    return n;
+  }
+  update(type, conversationId, messageId, content) {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
     }
-    set.add(listener);
-    return () => set.delete(listener);
+    return new Promise((resolve, reject) => {
+      this.enqueue({
+        type,
+        conversationId,
+        messageId,
+        content,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }]
+      });
+    });
   }
-  emit(event, value) {
-    for (const listener of this.listeners.get(event) ?? []) {
-      try {
-        listener(value);
-      } catch (e) {
-        queueMicrotask(() => {
-          throw e;
+  /** Moves a mark: resolves once it is written (or one at least as high
+   * was); while there is no connection only the highest waits. */
+  mark(kind, conversationId, seq) {
+    const k = key(kind, conversationId);
+    const done = this.written.get(k);
+    if (done && done.seq >= seq) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiting = this.marks.get(k);
+      if (waiting && waiting.seq >= seq) {
+        waiting.waiters.push(resolve);
+        return;
+      }
+      this.marks.set(k, { seq, waiters: [...waiting?.waiters ?? [], resolve] });
+      this.host.changed();
+      this.writeMark(kind, conversationId);
+    });
+  }
+  /** A `message_updated`: the answer of the edit or delete in flight for
+   * that message, if one is. */
+  updated(message) {
+    const lane = this.lanes.get(message.conversation_id);
+    const head = lane?.[0];
+    if (!head || head.messageId !== message.message_id || head.writtenAt === 0) return;
+    if (head.type === "edit_message" && message.deleted_at) return;
+    if (head.type === "delete_message" && !message.deleted_at) return;
+    this.settle(head, message);
+  }
+  /** An `error` frame: whether it answered a command here, and if so
+   * whether that command is `settled` (refused for good) or `retrying`. */
+  refused(frame) {
+    const conversationId = frame.conversation_id;
+    if (!conversationId) return void 0;
+    if (frame.request_type === "ack_read" || frame.request_type === "ack_delivered") {
+      const kind = frame.request_type === "ack_read" ? "read" : "delivered";
+      const written = this.written.get(key(kind, conversationId));
+      if (!written || onRefusal(frame.code, 1).final) return void 0;
+      written.retryAt = Date.now() + 1e3;
+      this.host.busy();
+      return "retrying";
+    }
+    const head = this.lanes.get(conversationId)?.[0];
+    if (!head || head.type !== frame.request_type) return void 0;
+    head.answers += 1;
+    const next = onRefusal(frame.code, head.answers);
+    if (next.final) {
+      this.settle(head, CommandError.refused(head.type, conversationId, frame));
+      return "settled";
+    }
+    head.retryAt = Date.now() + next.delayMs;
+    return "retrying";
+  }
+  /** A connection opened: the first edit or delete of each conversation
+   * and every waiting mark go. */
+  writeAll() {
+    for (const lane of this.lanes.values()) {
+      lane[0].retryAt = 0;
+      this.writeUpdate(lane[0]);
+    }
+    for (const k of [...this.marks.keys()]) {
+      const [kind, conversationId] = k.split("\0");
+      this.writeMark(kind, conversationId);
+    }
+  }
+  /** The connection ended: what is in flight goes again on the next one,
+   * and so do marks written just before (the server may not have stored
+   * them yet). */
+  lost() {
+    for (const lane of this.lanes.values()) lane[0].writtenAt = 0;
+    const recent = Date.now() - MARK_WINDOW_MS;
+    for (const [k, w] of this.written) {
+      if (w.at < recent || this.marks.has(k)) continue;
+      this.marks.set(k, { seq: w.seq, waiters: [] });
+    }
+  }
+  /** Writes again what is overdue or due after a refusal, and gives up
+   * what waited too long; says whether anything still waits. */
+  tick(now, open) {
+    let busy = false;
+    for (const lane of [...this.lanes.values()]) {
+      const head = lane[0];
+      const giveUp = this.options.giveUpAfterMs;
+      if (giveUp !== void 0 && now >= head.createdAt + giveUp) {
+        const waited = Math.round((now - head.createdAt) / 1e3);
+        this.settle(head, new CommandError(head.type, head.conversationId, "timeout", `not answered after ${waited} s`));
+        busy = true;
+        continue;
+      }
+      busy = true;
+      if (!open) continue;
+      if (head.retryAt) {
+        if (now >= head.retryAt) {
+          head.retryAt = 0;
+          this.writeUpdate(head);
+        }
+      } else if (head.writtenAt <= now - this.options.resendAfterMs) {
+        this.writeUpdate(head);
+      }
+    }
+    for (const [k, w] of this.written) {
+      if (!w.retryAt) continue;
+      busy = true;
+      if (!open || now < w.retryAt) continue;
+      w.retryAt = 0;
+      const [kind, conversationId] = k.split("\0");
+      this.written.delete(k);
+      if (!this.marks.has(k)) this.marks.set(k, { seq: w.seq, waiters: [] });
+      this.writeMark(kind, conversationId);
+    }
+    return busy;
+  }
+  /** What waits, for the store. */
+  records() {
+    const out = [];
+    for (const lane of this.lanes.values()) {
+      for (const u of lane) {
+        out.push({
+          type: u.type,
+          conversation_id: u.conversationId,
+          message_id: u.messageId,
+          ...u.content ? { content: u.content } : {},
+          created_at: u.createdAt
         });
       }
     }
+    for (const [k, m] of this.marks) {
+      const [kind, conversationId] = k.split("\0");
+      out.push({ type: kind === "read" ? "ack_read" : "ack_delivered", conversation_id: conversationId, seq: m.seq });
+    }
+    return out;
+  }
+  /** Takes back stored commands; their outcome is told by the `command`
+   * event (nobody holds their promise any more). */
+  restore(records) {
+    for (const r of records) {
+      if (r.type === "ack_read" || r.type === "ack_delivered") {
+        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq);
+        continue;
+      }
+      if (r.type !== "edit_message" && r.type !== "delete_message") continue;
+      this.enqueue({
+        type: r.type,
+        conversationId: r.conversation_id,
+        messageId: r.message_id,
+        content: r.content,
+        createdAt: r.created_at,
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: []
+      });
+    }
+  }
+  /** Forgets everything (the stored state was someone else's). */
+  clear() {
+    this.lanes.clear();
+    this.marks.clear();
+    this.written.clear();
+  }
+  enqueue(u) {
+    const lane = this.lanes.get(u.conversationId);
+    if (lane) lane.push(u);
+    else this.lanes.set(u.conversationId, [u]);
+    this.host.changed();
+    this.host.busy();
+    if (!lane) this.writeUpdate(u);
+  }
+  writeUpdate(u) {
+    const frame = u.type === "edit_message" ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content } : { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId };
+    if (this.host.write(frame)) u.writtenAt = Date.now();
+  }
+  writeMark(kind, conversationId) {
+    const k = key(kind, conversationId);
+    const m = this.marks.get(k);
+    if (!m) return;
+    const type = kind === "read" ? "ack_read" : "ack_delivered";
+    if (!this.host.write({ type, conversation_id: conversationId, seq: m.seq })) return;
+    this.marks.delete(k);
+    const before = this.written.get(k);
+    this.written.set(k, { seq: Math.max(m.seq, before?.seq ?? 0), at: Date.now(), retryAt: 0 });
+    this.host.changed();
+    for (const resolve of m.waiters) resolve();
+  }
+  settle(u, outcome) {
+    const lane = this.lanes.get(u.conversationId);
+    if (!lane || lane[0] !== u) return;
+    lane.shift();
+    if (lane.length === 0) this.lanes.delete(u.conversationId);
+    this.host.changed();
+    const failed = outcome instanceof CommandError;
+    for (const w of u.waiters) {
+      if (failed) w.reject(outcome);
+      else w.resolve(outcome);
+    }
+    this.host.settled({
+      type: u.type,
+      conversation_id: u.conversationId,
+      message_id: u.messageId,
+      outcome: failed ? "failed" : "done",
+      ...failed ? { error: outcome } : { message: outcome }
+    });
+    if (lane.length) this.writeUpdate(lane[0]);
   }
 };
 
@@ -158,6 +324,812 @@ function unref(timer) {
   return timer;
 }
 
+// src/connection.ts
+var Connection = class {
+  constructor(options, tokens, handlers) {
+    __publicField(this, "options", options);
+    __publicField(this, "tokens", tokens);
+    __publicField(this, "handlers", handlers);
+    __publicField(this, "socket");
+    __publicField(this, "liveness");
+    __publicField(this, "onOffline", () => this.dropped(this.socket));
+    __publicField(this, "onOnline", () => this.cameOnline());
+    __publicField(this, "attempt", 0);
+    __publicField(this, "stopped", true);
+    __publicField(this, "wasOpen", false);
+    __publicField(this, "reconnectTimer");
+    __publicField(this, "refreshTimer");
+    __publicField(this, "current", "closed");
+    this.liveness = new Liveness({
+      intervalMs: options.pingIntervalMs ?? 1e4,
+      timeoutMs: options.pongTimeoutMs ?? 5e3,
+      ping: () => this.write({ type: "ping" }),
+      dead: () => this.dropped(this.socket)
+    });
+  }
+  get status() {
+    return this.current;
+  }
+  get isOpen() {
+    return this.socket?.readyState === 1 && this.current === "open";
+  }
+  connect() {
+    this.stopped = false;
+    browserWindow()?.addEventListener("offline", this.onOffline);
+    browserWindow()?.addEventListener("online", this.onOnline);
+    void this.open();
+  }
+  close() {
+    this.stopped = true;
+    browserWindow()?.removeEventListener("offline", this.onOffline);
+    browserWindow()?.removeEventListener("online", this.onOnline);
+    this.liveness.stop();
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = void 0;
+    clearTimeout(this.refreshTimer);
+    const socket = this.socket;
+    this.socket = void 0;
+    socket?.close(1e3);
+    if (this.wasOpen) {
+      this.wasOpen = false;
+      this.handlers.lost();
+    }
+    this.setStatus("closed");
+  }
+  /** Writes a frame if the connection is open; says whether it did. */
+  write(frame) {
+    if (!this.isOpen) return false;
+    this.socket.send(JSON.stringify(frame));
+    return true;
+  }
+  setStatus(status) {
+    if (this.current === status) return;
+    this.current = status;
+    this.handlers.status(status);
+  }
+  async open() {
+    if (this.stopped) return;
+    this.setStatus(this.attempt === 0 ? "connecting" : "reconnecting");
+    let token;
+    try {
+      token = this.attempt > 0 && this.tokens.refreshable ? await this.tokens.refresh() : await this.tokens.get();
+      if (!await this.handlers.prepare()) throw new Error("not now");
+    } catch {
+      this.retry();
+      return;
+    }
+    if (this.stopped || this.socket) return;
+    const url = new URL("/v1/ws", this.options.url);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    url.searchParams.set("token", token);
+    const socket = new this.options.WebSocket(url.toString());
+    this.socket = socket;
+    this.liveness.expect(this.options.connectTimeoutMs ?? 1e4);
+    socket.onopen = () => {
+      if (this.socket !== socket) return;
+      this.liveness.heard();
+      this.attempt = 0;
+      this.wasOpen = true;
+      this.setStatus("open");
+      this.scheduleRefresh();
+      this.handlers.opened();
+    };
+    socket.onmessage = (event) => {
+      if (this.socket !== socket) return;
+      this.liveness.heard();
+      if (typeof event.data !== "string") return;
+      let frame;
+      try {
+        frame = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      this.handlers.frame(frame);
+    };
+    socket.onclose = () => this.dropped(socket);
+    socket.onerror = () => {
+    };
+  }
+  /** The connection ended, or is taken for dead (no answer to a ping,
+   * not open in time, the browser went offline): it is let go at once,
+   * without waiting for a closing handshake a dead peer never answers,
+   * and a new one is made. */
+  dropped(socket) {
+    if (!socket || this.socket !== socket) return;
+    this.socket = void 0;
+    this.liveness.stop();
+    clearTimeout(this.refreshTimer);
+    socket.onopen = socket.onmessage = socket.onclose = null;
+    socket.onerror = () => {
+    };
+    try {
+      if (socket.terminate) socket.terminate();
+      else socket.close();
+    } catch {
+    }
+    if (this.wasOpen) {
+      this.wasOpen = false;
+      this.handlers.lost();
+    }
+    this.retry();
+  }
+  retry() {
+    if (this.stopped) return;
+    this.setStatus("reconnecting");
+    const min = this.options.reconnect?.minDelayMs ?? 250;
+    const max = this.options.reconnect?.maxDelayMs ?? 1e4;
+    const bound = Math.min(max, min * 2 ** this.attempt);
+    this.attempt += 1;
+    const wait = Math.random() * bound;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = void 0;
+      void this.open();
+    }, wait);
+  }
+  /** The network is back: a reconnect waiting out its back-off goes now. */
+  cameOnline() {
+    if (this.stopped || this.reconnectTimer === void 0) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = void 0;
+    void this.open();
+  }
+  /** Renews the session's token shortly before it expires. */
+  scheduleRefresh() {
+    clearTimeout(this.refreshTimer);
+    const expires = this.tokens.expiresAt();
+    if (expires === void 0 || !this.tokens.refreshable) return;
+    const before = this.options.refreshBeforeMs ?? 6e4;
+    const wait = Math.max(1e3, expires - Date.now() - before);
+    this.refreshTimer = setTimeout(async () => {
+      try {
+        const token = await this.tokens.refresh();
+        this.write({ type: "refresh", token });
+      } catch {
+      }
+      this.scheduleRefresh();
+    }, wait);
+  }
+};
+function browserWindow() {
+  const w = globalThis.window;
+  return typeof w?.addEventListener === "function" ? w : void 0;
+}
+
+// src/conversation.ts
+var ConversationState = class {
+  constructor(conversationId) {
+    __publicField(this, "conversationId", conversationId);
+    /** By `message_id`: a message seen twice (a replay, a resend) is one. */
+    __publicField(this, "byId", /* @__PURE__ */ new Map());
+    __publicField(this, "sorted", []);
+    __publicField(this, "seqs", /* @__PURE__ */ new Set());
+    /** The highest `seq` up to which every message has been seen. A
+     * conversation first met by a live message starts from there: what
+     * came before is history (`Rest.history`), not a gap. */
+    __publicField(this, "contiguousSeq", 0);
+    /** The highest `seq` seen at all. */
+    __publicField(this, "highestSeq", 0);
+    /** Per member: the highest `seq` delivered to and read by them. */
+    __publicField(this, "receipts", /* @__PURE__ */ new Map());
+    /** Per member typing now: when their `start` runs out (ms). */
+    __publicField(this, "typing", /* @__PURE__ */ new Map());
+    __publicField(this, "out", /* @__PURE__ */ new Map());
+  }
+  /** What this client sent here that is not stored yet, in the order it
+   * was made: `pending` and `failed` messages (see `OutgoingMessage`).
+   * Once stored, a message is in `messages` instead. */
+  get outgoing() {
+    return [...this.out.values()];
+  }
+  /** Tracks one of this client's messages (the client calls this). */
+  track(message, present) {
+    if (present) this.out.set(message.client_msg_id, message);
+    else this.out.delete(message.client_msg_id);
+  }
+  /** Every message, in `seq` order. */
+  get messages() {
+    if (!this.sorted) this.sorted = [...this.byId.values()].sort((a, b) => a.seq - b.seq);
+    return this.sorted;
+  }
+  get(messageId) {
+    return this.byId.get(messageId);
+  }
+  /** Adds a new message; false when it is one already known (by id). */
+  add(message) {
+    if (this.byId.has(message.message_id)) return false;
+    if (this.byId.size === 0 && this.contiguousSeq === 0) this.contiguousSeq = message.seq - 1;
+    this.byId.set(message.message_id, message);
+    this.seqs.add(message.seq);
+    this.sorted = void 0;
+    this.highestSeq = Math.max(this.highestSeq, message.seq);
+    this.advance();
+    this.receipt(message.sender_id, "read", message.seq);
+    return true;
+  }
+  /** Replaces a message with its edited or deleted self (or adds it);
+   * says whether anything changed. */
+  update(message) {
+    const known = this.byId.get(message.message_id);
+    if (!known) return this.add(message);
+    const stamp = (m) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
+    if (known.deleted_at && !message.deleted_at) return false;
+    if (stamp(message) < stamp(known)) return false;
+    if (sameVersion(known, message)) return false;
+    this.byId.set(message.message_id, message);
+    this.sorted = void 0;
+    return true;
+  }
+  /** Whether a `seq` is missing below the highest seen. */
+  get hasGap() {
+    return this.contiguousSeq < this.highestSeq;
+  }
+  /** Moves a member's mark forward (marks never go back). */
+  receipt(userId, kind, seq) {
+    const marks = this.receipts.get(userId) ?? { delivered: 0, read: 0 };
+    marks[kind] = Math.max(marks[kind], seq);
+    if (kind === "read") marks.delivered = Math.max(marks.delivered, seq);
+    this.receipts.set(userId, marks);
+  }
+  /** Records a typing frame; returns when it runs out, if it started. */
+  setTyping(userId, state, expiresInMs, now = Date.now()) {
+    if (state === "stop") {
+      this.typing.delete(userId);
+      return void 0;
+    }
+    const until = now + expiresInMs;
+    this.typing.set(userId, until);
+    return until;
+  }
+  /** Users typing at `now`. */
+  typingUsers(now = Date.now()) {
+    return [...this.typing].filter(([, until]) => until > now).map(([user]) => user);
+  }
+  /** Says that everything up to `seq` is known (a replay ended there,
+   * or the app loaded that history). */
+  caughtUpTo(seq) {
+    this.contiguousSeq = Math.max(this.contiguousSeq, seq);
+    this.highestSeq = Math.max(this.highestSeq, seq);
+    this.advance();
+  }
+  /** The newest `limit` messages and the cursors, for the store. */
+  snapshot(limit) {
+    const messages = this.messages;
+    return {
+      conversation_id: this.conversationId,
+      contiguous_seq: this.contiguousSeq,
+      highest_seq: this.highestSeq,
+      messages: messages.slice(Math.max(0, messages.length - limit)),
+      receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }])
+    };
+  }
+  /** Takes back a stored state (merged with what is known already). */
+  restore(snapshot) {
+    for (const m of snapshot.messages) this.update(m);
+    this.caughtUpTo(snapshot.contiguous_seq);
+    this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
+    for (const [user, marks] of snapshot.receipts) {
+      this.receipt(user, "delivered", marks.delivered);
+      this.receipt(user, "read", marks.read);
+    }
+  }
+  advance() {
+    while (this.seqs.has(this.contiguousSeq + 1)) this.contiguousSeq += 1;
+  }
+};
+function sameVersion(a, b) {
+  return (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null);
+}
+
+// src/emitter.ts
+var Emitter = class {
+  constructor() {
+    __publicField(this, "listeners", /* @__PURE__ */ new Map());
+  }
+  on(event, listener) {
+    let set = this.listeners.get(event);
+    if (!set) {
+      set = /* @__PURE__ */ new Set();
+      this.listeners.set(event, set);
+    }
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+  emit(event, value) {
+    for (const listener of this.listeners.get(event) ?? []) {
+      try {
+        listener(value);
+      } catch (e) {
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
+    }
+  }
+};
+
+// src/conversations.ts
+function previewOf(content) {
+  if (!content) return null;
+  switch (content.kind) {
+    case "text":
+      return oneLine(content.text);
+    case "image":
+    case "file":
+    case "voice":
+      return content.caption ? `[${content.kind}] ${oneLine(content.caption)}` : `[${content.kind}]`;
+    case "ciphertext":
+      return null;
+    case "system": {
+      const users = (content.user_ids ?? []).join(", ");
+      if (content.event === "members_added") return `${content.actor} added ${users}`;
+      if (content.event === "members_removed") {
+        const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
+        return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
+      }
+      return `${content.actor}: ${content.event}`;
+    }
+    default:
+      return null;
+  }
+}
+function oneLine(text) {
+  const chars = [...text];
+  const line = chars.slice(0, 100).join("").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ");
+  return chars.length > 100 ? `${line}\u2026` : line;
+}
+var activity = (c) => Date.parse(c.last_message?.created_at ?? c.created_at);
+var ConversationList = class extends Emitter {
+  constructor(source, me) {
+    super();
+    __publicField(this, "source", source);
+    __publicField(this, "me", me);
+    __publicField(this, "byId", /* @__PURE__ */ new Map());
+    /** The caller's read mark per conversation (`last_seq - unread_count`). */
+    __publicField(this, "readSeq", /* @__PURE__ */ new Map());
+    __publicField(this, "sorted");
+    __publicField(this, "cursor", null);
+    __publicField(this, "more", false);
+    __publicField(this, "pages", 0);
+    __publicField(this, "restoredOnly", false);
+    __publicField(this, "fetching");
+    __publicField(this, "paging");
+    /** Reads of the list, one after the other: a refresh that overlapped
+     * a next page would drop what that page added. */
+    __publicField(this, "reads", Promise.resolve());
+    __publicField(this, "looking", /* @__PURE__ */ new Set());
+    /** Messages that came while the first page was on its way. */
+    __publicField(this, "early", []);
+    /** Ids changed by events while a refresh was under way: the newer of
+     * the two copies stays. */
+    __publicField(this, "touched", /* @__PURE__ */ new Set());
+  }
+  /** The conversations, most recent activity first (then by id). */
+  get items() {
+    if (!this.sorted) {
+      this.sorted = [...this.byId.values()].sort(
+        (a, b) => activity(b) - activity(a) || (a.conversation_id < b.conversation_id ? -1 : a.conversation_id > b.conversation_id ? 1 : 0)
+      );
+    }
+    return this.sorted;
+  }
+  get(conversationId) {
+    return this.byId.get(conversationId);
+  }
+  /** Whether a page was read (or a stored list restored). */
+  get loaded() {
+    return this.pages > 0 || this.restoredOnly;
+  }
+  /** Whether a page was read (or is being read) from the server in this
+   * session: a restored list alone is not. */
+  get fetched() {
+    return this.pages > 0 || this.fetching !== void 0;
+  }
+  /** Whether pages after those loaded exist (`loadMore`). */
+  get hasMore() {
+    return this.more;
+  }
+  /** Unread messages over the conversations loaded. */
+  get unreadTotal() {
+    let n = 0;
+    for (const c of this.byId.values()) n += c.unread_count;
+    return n;
+  }
+  /** Reads the first page, unless one was read already in this session. */
+  load() {
+    if (this.pages > 0) return Promise.resolve();
+    return this.refresh();
+  }
+  /** Reads the list again from its first page, as many pages as are
+   * loaded (one at least): a conversation that moved is found where it
+   * is now. One refresh at a time; a call during one joins it. */
+  refresh() {
+    this.fetching ?? (this.fetching = this.inTurn(() => this.fetch()).finally(() => {
+      this.fetching = void 0;
+    }));
+    return this.fetching;
+  }
+  /** Reads the next page; resolves whether one was read. */
+  loadMore() {
+    this.paging ?? (this.paging = this.inTurn(() => this.nextPage()).finally(() => {
+      this.paging = void 0;
+    }));
+    return this.paging;
+  }
+  inTurn(read) {
+    const turn = this.reads.then(read);
+    this.reads = turn.catch(() => {
+    });
+    return turn;
+  }
+  async fetch() {
+    const want = Math.max(1, this.pages);
+    this.touched = /* @__PURE__ */ new Set();
+    const fresh = [];
+    let cursor = null;
+    let pages = 0;
+    try {
+      do {
+        const page = await this.source.conversationPage(cursor ? { cursor } : {});
+        fresh.push(...page.conversations);
+        cursor = page.next_cursor ?? null;
+        pages += 1;
+      } while (cursor && pages < want);
+    } catch (e) {
+      this.early = [];
+      this.emit("error", e);
+      throw e;
+    }
+    const local = new Map(this.byId);
+    this.byId.clear();
+    for (const c of fresh) this.put(c);
+    for (const id of this.touched) {
+      const mine = local.get(id);
+      const theirs = this.byId.get(id);
+      if (mine && (!theirs || mine.last_seq >= theirs.last_seq)) this.put(mine);
+    }
+    this.touched = /* @__PURE__ */ new Set();
+    this.cursor = cursor;
+    this.more = cursor !== null;
+    this.pages = pages;
+    this.restoredOnly = false;
+    for (const m of this.early.splice(0)) this.message(m);
+    this.changed();
+  }
+  async nextPage() {
+    if (this.pages === 0 || this.cursor === null && this.more) await this.fetch();
+    if (!this.cursor) return false;
+    let page;
+    try {
+      page = await this.source.conversationPage({ cursor: this.cursor });
+    } catch (e) {
+      this.emit("error", e);
+      throw e;
+    }
+    for (const c of page.conversations) if (!this.byId.has(c.conversation_id)) this.put(c);
+    this.cursor = page.next_cursor ?? null;
+    this.more = this.cursor !== null;
+    this.pages += 1;
+    this.changed();
+    return true;
+  }
+  /** A message new to the client (live, replayed, or the caller's own
+   * once stored). */
+  message(m) {
+    if (!this.loaded) {
+      if (this.fetching) this.early.push(m);
+      return;
+    }
+    const c = this.byId.get(m.conversation_id);
+    if (!c) {
+      const oldest = this.items[this.items.length - 1];
+      if (this.more && oldest && Date.parse(m.created_at) < activity(oldest)) return;
+      this.lookUp(m.conversation_id);
+      return;
+    }
+    const mine = m.sender_id === this.me();
+    let next = c;
+    if (m.seq >= c.last_seq) {
+      next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
+    }
+    if (mine) this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+    const member = this.membership(next, m.content);
+    if (member) this.replace(member);
+  }
+  /** A message edited or deleted: the preview follows its last message. */
+  updated(m) {
+    const c = this.byId.get(m.conversation_id);
+    if (!c || c.last_message?.message_id !== m.message_id) return;
+    this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+  }
+  /** The caller read up to `seq` (here, or on another device). */
+  read(conversationId, seq) {
+    const c = this.byId.get(conversationId);
+    if (!c) return;
+    const before = this.readSeq.get(conversationId) ?? 0;
+    if (seq <= before) return;
+    this.readSeq.set(conversationId, seq);
+    this.replace(c);
+  }
+  /** A conversation the caller created or was told about (REST answers). */
+  conversation(detail) {
+    if (!this.loaded) return;
+    const me = this.me();
+    const members = detail.members.map((m) => m.user_id);
+    if (me && !members.includes(me)) {
+      this.removed(detail.conversation_id);
+      return;
+    }
+    const mark = detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
+    const known = this.byId.get(detail.conversation_id);
+    const { members: _members, ...rest } = detail;
+    const summary = { ...rest, members, ...known ? pickNewer(known, detail) : {} };
+    this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
+    this.replace(summary);
+  }
+  /** The caller left the conversation, or was removed. */
+  removed(conversationId) {
+    if (!this.byId.delete(conversationId)) return;
+    this.readSeq.delete(conversationId);
+    this.changed();
+  }
+  /** The newest `limit` items, for the store. */
+  snapshot(limit) {
+    const items = this.items;
+    return { items: items.slice(0, limit), more: this.more || items.length > limit };
+  }
+  /** Takes back a stored list: shown until the first page is read. */
+  restore(snapshot) {
+    if (this.pages > 0) return;
+    for (const c of snapshot.items) if (!this.byId.has(c.conversation_id)) this.put(c);
+    this.more = snapshot.more;
+    this.cursor = null;
+    this.restoredOnly = true;
+    this.changed();
+  }
+  /** Forgets everything (the stored state was someone else's). */
+  clear() {
+    this.byId.clear();
+    this.readSeq.clear();
+    this.pages = 0;
+    this.cursor = null;
+    this.more = false;
+    this.restoredOnly = false;
+    this.changed();
+  }
+  put(c) {
+    this.byId.set(c.conversation_id, c);
+    this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+  }
+  /** Stores a changed item with its unread count from the read mark. */
+  replace(c) {
+    const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
+    this.byId.set(c.conversation_id, unread === c.unread_count ? c : { ...c, unread_count: unread });
+    this.touched.add(c.conversation_id);
+    this.changed();
+  }
+  /** A membership change applied to the item; undefined when the caller
+   * is no longer a member. */
+  membership(c, content) {
+    if (content?.kind !== "system") return c;
+    const users = content.user_ids ?? [];
+    if (content.event === "members_added") {
+      return { ...c, members: [.../* @__PURE__ */ new Set([...c.members, ...users])] };
+    }
+    if (content.event === "members_removed") {
+      const me = this.me();
+      if (me && users.includes(me)) {
+        this.removed(c.conversation_id);
+        return void 0;
+      }
+      return { ...c, members: c.members.filter((u) => !users.includes(u)) };
+    }
+    return c;
+  }
+  /** Reads a conversation the list does not hold, once. */
+  lookUp(conversationId) {
+    if (this.looking.has(conversationId)) return;
+    this.looking.add(conversationId);
+    this.source.conversation(conversationId).then((detail) => this.conversation(detail)).catch((e) => this.emit("error", e)).finally(() => this.looking.delete(conversationId));
+  }
+  changed() {
+    this.sorted = void 0;
+    this.emit("change", this.items);
+  }
+};
+function pickNewer(known, detail) {
+  if (known.last_seq <= detail.last_seq) return {};
+  return { last_seq: known.last_seq, last_message: known.last_message, preview: known.preview };
+}
+function asListed(m) {
+  return m;
+}
+
+// src/persist.ts
+var MemoryStore = class {
+  constructor() {
+    __publicField(this, "records", /* @__PURE__ */ new Map());
+  }
+  load() {
+    return Object.fromEntries([...this.records].map(([k, v]) => [k, structuredClone(v)]));
+  }
+  write(puts, deletes) {
+    for (const k of deletes) this.records.delete(k);
+    for (const [k, v] of Object.entries(puts)) this.records.set(k, structuredClone(v));
+  }
+  clear() {
+    this.records.clear();
+  }
+};
+var IndexedDbStore = class {
+  constructor(name, factory = globalThis.indexedDB) {
+    __publicField(this, "name", name);
+    __publicField(this, "db");
+    __publicField(this, "factory");
+    if (!factory) throw new Error("IndexedDbStore: this environment has no indexedDB (use MemoryStore, or a store of your own)");
+    this.factory = factory;
+  }
+  async load() {
+    const db = await this.open();
+    return new Promise((resolve, reject) => {
+      const out = {};
+      const request = db.transaction("records", "readonly").objectStore("records").openCursor();
+      request.onsuccess = () => {
+        const cursor = request.result;
+        if (!cursor) {
+          resolve(out);
+          return;
+        }
+        out[String(cursor.key)] = cursor.value;
+        cursor.continue();
+      };
+      request.onerror = () => reject(request.error);
+    });
+  }
+  async write(puts, deletes) {
+    const db = await this.open();
+    await this.change(db, (store) => {
+      for (const k of deletes) store.delete(k);
+      for (const [k, v] of Object.entries(puts)) store.put(v, k);
+    });
+  }
+  async clear() {
+    const db = await this.open();
+    await this.change(db, (store) => store.clear());
+  }
+  change(db, apply) {
+    return new Promise((resolve, reject) => {
+      const tx = db.transaction("records", "readwrite");
+      apply(tx.objectStore("records"));
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  }
+  open() {
+    this.db ?? (this.db = new Promise((resolve, reject) => {
+      const request = this.factory.open(`switchboard:${this.name}`, 1);
+      request.onupgradeneeded = () => {
+        if (!request.result.objectStoreNames.contains("records")) request.result.createObjectStore("records");
+      };
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    }));
+    return this.db;
+  }
+};
+var VERSION = 1;
+function readRecords(records) {
+  const meta = records.meta;
+  if (!meta || meta.version !== VERSION) return { meta: void 0, list: void 0, outbox: void 0, conversations: [] };
+  const conversations = Object.entries(records).filter(([k]) => k.startsWith("c:")).map(([, v]) => v);
+  return {
+    meta,
+    list: records.list,
+    outbox: records.outbox,
+    conversations
+  };
+}
+var Persistence = class {
+  constructor(store, host, limits = {}, delayMs = 250) {
+    __publicField(this, "store", store);
+    __publicField(this, "host", host);
+    __publicField(this, "delayMs", delayMs);
+    __publicField(this, "dirty", /* @__PURE__ */ new Set());
+    /** Stored conversations, by when they last changed. */
+    __publicField(this, "stored", /* @__PURE__ */ new Map());
+    __publicField(this, "timer");
+    __publicField(this, "writing", Promise.resolve());
+    __publicField(this, "messages");
+    __publicField(this, "conversations");
+    this.messages = limits.messagesPerConversation ?? 100;
+    this.conversations = limits.conversations ?? 50;
+  }
+  /** Records what was restored as stored (by when it changed). */
+  restored(conversations) {
+    for (const c of conversations) this.stored.set(c.conversation_id, lastActivity(c));
+  }
+  conversationChanged(id) {
+    this.mark(`c:${id}`, false);
+  }
+  listChanged() {
+    this.mark("list", false);
+  }
+  outboxChanged() {
+    this.mark("outbox", true);
+  }
+  /** Writes what changed now; resolves once it is in the store. */
+  flush() {
+    clearTimeout(this.timer);
+    this.timer = void 0;
+    this.writing = this.writing.then(() => this.writeDirty()).catch(() => {
+    });
+    return this.writing;
+  }
+  /** Empties the store (another user's state was in it). */
+  clear() {
+    this.dirty.clear();
+    this.stored.clear();
+    this.writing = this.writing.then(() => this.store.clear()).catch(() => {
+    });
+    return this.writing;
+  }
+  mark(key2, soon) {
+    this.dirty.add(key2);
+    if (soon) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => void this.flush(), 0);
+    } else {
+      this.timer ?? (this.timer = setTimeout(() => void this.flush(), this.delayMs));
+    }
+  }
+  async writeDirty() {
+    const identity = this.host.identity();
+    if (!identity || this.dirty.size === 0) return;
+    const keys = [...this.dirty];
+    this.dirty.clear();
+    const puts = { meta: { version: VERSION, user: identity.user, device: identity.device } };
+    const deletes = [];
+    for (const key2 of keys) {
+      if (key2 === "outbox") puts.outbox = this.host.outbox();
+      else if (key2 === "list") {
+        const list = this.host.list(this.conversations);
+        if (list) puts.list = list;
+      } else {
+        const id = key2.slice(2);
+        const snapshot = this.host.conversation(id);
+        if (!snapshot) continue;
+        puts[key2] = snapshot;
+        this.stored.set(id, lastActivity(snapshot));
+      }
+    }
+    if (this.stored.size > this.conversations) {
+      const keep = new Set(this.host.outbox().sends.map((s) => s.conversation_id));
+      const order = [...this.stored].sort((a, b) => a[1] - b[1]);
+      for (const [id] of order) {
+        if (this.stored.size <= this.conversations) break;
+        if (keep.has(id)) continue;
+        this.stored.delete(id);
+        delete puts[`c:${id}`];
+        deletes.push(`c:${id}`);
+      }
+    }
+    try {
+      await this.store.write(puts, deletes);
+    } catch {
+      for (const key2 of keys) this.dirty.add(key2);
+    }
+  }
+  /** The bound on messages each stored conversation keeps. */
+  get messagesPerConversation() {
+    return this.messages;
+  }
+};
+function lastActivity(c) {
+  const last = c.messages[c.messages.length - 1];
+  return last ? Date.parse(last.created_at) : 0;
+}
+
 // src/rest.ts
 var ApiError = class extends Error {
   constructor(status, code, message) {
@@ -172,9 +1144,11 @@ var Rest = class {
     __publicField(this, "base", base);
     __publicField(this, "tokens", tokens);
     __publicField(this, "fetchImpl", fetchImpl);
+    /** Set by the client: see `RestObserver`. */
+    __publicField(this, "observer");
   }
   createConversation(kind, members, title) {
-    return this.json("POST", "/v1/conversations", { kind, members, ...title ? { title } : {} });
+    return this.told(this.json("POST", "/v1/conversations", { kind, members, ...title ? { title } : {} }));
   }
   /** The caller's newest conversations, most recent activity first,
    * each with its preview and unread count: the first page, of the
@@ -201,14 +1175,15 @@ var Rest = class {
     return { conversations: body.conversations, next_cursor: body.next_cursor ?? null };
   }
   conversation(id) {
-    return this.json("GET", `/v1/conversations/${enc(id)}`);
+    return this.told(this.json("GET", `/v1/conversations/${enc(id)}`));
   }
   /** Adds members; answers the conversation as it is now. */
   addMembers(id, members) {
-    return this.json("POST", `/v1/conversations/${enc(id)}/members`, { members });
+    return this.told(this.json("POST", `/v1/conversations/${enc(id)}/members`, { members }));
   }
-  removeMember(id, user) {
-    return this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+  async removeMember(id, user) {
+    await this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+    this.observer?.removed(id, user);
   }
   /** One page of history, newest first; pass `next_before_seq` back as
    * `before_seq` for the page before it. */
@@ -265,6 +1240,11 @@ var Rest = class {
   presence(user) {
     return this.json("GET", `/v1/users/${enc(user)}/presence`);
   }
+  async told(answer) {
+    const detail = await answer;
+    this.observer?.conversation(detail);
+    return detail;
+  }
   async json(method, path, body) {
     const response = await this.send(method, path, body);
     const text = await response.text();
@@ -300,6 +1280,233 @@ async function apiError(response) {
   } catch {
     return new ApiError(response.status, "unknown", response.statusText);
   }
+}
+
+// src/status.ts
+var Waiters = class {
+  constructor() {
+    __publicField(this, "list", []);
+  }
+  add() {
+    return new Promise((resolve, reject) => this.list.push({ resolve, reject }));
+  }
+  resolve(sent) {
+    for (const w of this.list.splice(0)) w.resolve(sent);
+  }
+  reject(error) {
+    for (const w of this.list.splice(0)) w.reject(error);
+  }
+};
+var Outgoing = class {
+  constructor(outbox, client_msg_id, conversation_id, content, created_at) {
+    __publicField(this, "outbox", outbox);
+    __publicField(this, "client_msg_id", client_msg_id);
+    __publicField(this, "conversation_id", conversation_id);
+    __publicField(this, "content", content);
+    __publicField(this, "created_at", created_at);
+    __publicField(this, "status", "pending");
+    __publicField(this, "error");
+    __publicField(this, "sent");
+    /** When it was last written (ms since the epoch); 0: not on this
+     * connection. */
+    __publicField(this, "writtenAt", 0);
+    /** Refusals answered since it was last made pending. */
+    __publicField(this, "answers", 0);
+    /** Written again no sooner than this (after a refusal worth retrying). */
+    __publicField(this, "retryAt", 0);
+    /** Given up at this time (0: never). */
+    __publicField(this, "giveUpAt", 0);
+    __publicField(this, "waiters", new Waiters());
+  }
+  get frame() {
+    return { type: "send_message", client_msg_id: this.client_msg_id, conversation_id: this.conversation_id, content: this.content };
+  }
+  retry() {
+    return this.outbox.retry(this);
+  }
+  discard() {
+    return this.outbox.discard(this);
+  }
+};
+var Outbox = class {
+  constructor(host, options) {
+    __publicField(this, "host", host);
+    __publicField(this, "options", options);
+    __publicField(this, "items", /* @__PURE__ */ new Map());
+  }
+  get(clientMsgId) {
+    return this.items.get(clientMsgId);
+  }
+  /** Pending and failed sends, in the order they were made. */
+  all() {
+    return [...this.items.values()];
+  }
+  get pendingCount() {
+    let n = 0;
+    for (const o of this.items.values()) if (o.status === "pending") n += 1;
+    return n;
+  }
+  send(conversationId, content, clientMsgId) {
+    const known = this.items.get(clientMsgId);
+    if (known) return known.status === "failed" ? this.retry(known) : known.waiters.add();
+    const room = this.host.hasRoom();
+    const o = new Outgoing(this, clientMsgId, conversationId, content, (/* @__PURE__ */ new Date()).toISOString());
+    this.items.set(clientMsgId, o);
+    const done = o.waiters.add();
+    if (room) this.makePending(o);
+    else this.fail(o, new CommandError("send_message", conversationId, "queue_full", "too many commands wait for a connection"));
+    return done;
+  }
+  retry(o) {
+    if (o.status === "sent") return Promise.resolve(o.sent);
+    if (this.items.get(o.client_msg_id) !== o) {
+      this.items.set(o.client_msg_id, o);
+    }
+    const done = o.waiters.add();
+    if (o.status === "failed") {
+      if (!this.host.hasRoom()) {
+        o.waiters.reject(new CommandError("send_message", o.conversation_id, "queue_full", "too many commands wait for a connection"));
+        return done;
+      }
+      this.makePending(o);
+    } else {
+      o.retryAt = 0;
+      this.write(o);
+    }
+    return done;
+  }
+  discard(o) {
+    if (o.status !== "failed" || this.items.get(o.client_msg_id) !== o) return false;
+    this.items.delete(o.client_msg_id);
+    this.host.changed(o, true);
+    return true;
+  }
+  /** The server stored a send: returns it, now `sent` and out of the
+   * outbox (also when it had failed: a late ack of a send given up is
+   * still the truth); undefined for an ack of nothing here. */
+  acked(frame) {
+    const o = this.items.get(frame.client_msg_id);
+    if (!o) return void 0;
+    this.items.delete(o.client_msg_id);
+    o.status = "sent";
+    o.error = void 0;
+    o.sent = {
+      client_msg_id: frame.client_msg_id,
+      conversation_id: frame.conversation_id,
+      message_id: frame.message_id,
+      seq: frame.seq
+    };
+    this.host.changed(o, true);
+    o.waiters.resolve(o.sent);
+    return o;
+  }
+  /** An `error` frame naming a send here: true when it answered one. */
+  refused(frame) {
+    const o = frame.client_msg_id ? this.items.get(frame.client_msg_id) : void 0;
+    if (!o) return false;
+    if (o.status !== "pending") return true;
+    o.answers += 1;
+    const next = onRefusal(frame.code, o.answers);
+    if (next.final) this.fail(o, new SendError({ ...frame, conversation_id: frame.conversation_id ?? o.conversation_id }));
+    else o.retryAt = Date.now() + next.delayMs;
+    return true;
+  }
+  /** A connection opened: every pending send goes, in order. */
+  writeAll() {
+    for (const o of this.items.values()) {
+      if (o.status !== "pending") continue;
+      o.retryAt = 0;
+      this.write(o);
+    }
+  }
+  /** The connection ended: nothing is written on the next one yet. */
+  lost() {
+    for (const o of this.items.values()) o.writtenAt = 0;
+  }
+  /** Resends what is overdue or due after a refusal, and gives up what
+   * waited too long; says whether anything is still pending. */
+  tick(now, open) {
+    let pending = false;
+    for (const o of this.items.values()) {
+      if (o.status !== "pending") continue;
+      if (o.giveUpAt && now >= o.giveUpAt) {
+        const waited = Math.round((now - Date.parse(o.created_at)) / 1e3);
+        this.fail(o, new CommandError("send_message", o.conversation_id, "timeout", `not stored after ${waited} s`));
+        continue;
+      }
+      pending = true;
+      if (!open) continue;
+      if (o.retryAt) {
+        if (now >= o.retryAt) {
+          o.retryAt = 0;
+          this.write(o);
+        }
+      } else if (o.writtenAt <= now - this.options.resendAfterMs) {
+        this.write(o);
+      }
+    }
+    return pending;
+  }
+  /** Every pending and failed send, for the store. */
+  records() {
+    return this.all().map((o) => ({
+      client_msg_id: o.client_msg_id,
+      conversation_id: o.conversation_id,
+      content: o.content,
+      created_at: o.created_at,
+      status: o.status === "failed" ? "failed" : "pending",
+      ...o.error ? { error: { code: o.error.code, message: o.error.message } } : {}
+    }));
+  }
+  /** Takes back stored sends (before any made since: they came first). */
+  restore(records) {
+    const restored = [];
+    const newer = [...this.items.values()];
+    this.items.clear();
+    for (const r of records) {
+      if (newer.some((n) => n.client_msg_id === r.client_msg_id)) continue;
+      const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at);
+      if (r.status === "failed") {
+        o.status = "failed";
+        const code = r.error?.code ?? "internal";
+        o.error = new CommandError("send_message", r.conversation_id, code, stripCode(r.error?.message ?? "failed", code));
+      } else if (this.options.giveUpAfterMs !== void 0) {
+        o.giveUpAt = Date.parse(r.created_at) + this.options.giveUpAfterMs;
+      }
+      this.items.set(o.client_msg_id, o);
+      restored.push(o);
+    }
+    for (const n of newer) this.items.set(n.client_msg_id, n);
+    if (restored.some((o) => o.status === "pending")) this.host.busy();
+    return restored;
+  }
+  /** Forgets everything (the stored state was someone else's). */
+  clear() {
+    this.items.clear();
+  }
+  makePending(o) {
+    o.status = "pending";
+    o.error = void 0;
+    o.answers = 0;
+    o.retryAt = 0;
+    o.giveUpAt = this.options.giveUpAfterMs === void 0 ? 0 : Date.now() + this.options.giveUpAfterMs;
+    this.host.changed(o, false);
+    this.host.busy();
+    this.write(o);
+  }
+  write(o) {
+    if (this.host.write(o.frame)) o.writtenAt = Date.now();
+  }
+  fail(o, error) {
+    o.status = "failed";
+    o.error = error;
+    o.writtenAt = 0;
+    this.host.changed(o, false);
+    o.waiters.reject(error);
+  }
+};
+function stripCode(message, code) {
+  return message.startsWith(`${code}: `) ? message.slice(code.length + 2) : message;
 }
 
 // src/token.ts
@@ -355,87 +1562,118 @@ function claimsOf(token) {
 }
 
 // src/client.ts
-var SendError = class extends Error {
-  constructor(frame) {
-    super(`${frame.code}: ${frame.message}`);
-    __publicField(this, "frame", frame);
-    this.name = "SendError";
-  }
-};
-var FINAL_CODES = /* @__PURE__ */ new Set([
-  "invalid_frame",
-  "too_large",
-  "forbidden",
-  "not_a_member",
-  "not_found",
-  "conflict",
-  "rejected_by_policy",
-  "quota_exceeded"
-]);
 var SwitchboardClient = class extends Emitter {
   constructor(options) {
     super();
     __publicField(this, "options", options);
     __publicField(this, "rest");
     __publicField(this, "conversations", /* @__PURE__ */ new Map());
+    /** The caller's conversations with unread counts, kept current. */
+    __publicField(this, "conversationList");
     __publicField(this, "presence", /* @__PURE__ */ new Map());
+    /** Resolves once the stored state (`persist`) is loaded; at once
+     * without a store, or with one that answers at once. */
+    __publicField(this, "ready");
     __publicField(this, "tokens");
-    __publicField(this, "WebSocketImpl");
-    __publicField(this, "socket");
-    __publicField(this, "liveness");
-    __publicField(this, "onOffline", () => this.wentOffline());
-    __publicField(this, "onOnline", () => this.cameOnline());
-    __publicField(this, "pending", /* @__PURE__ */ new Map());
+    __publicField(this, "connection");
+    __publicField(this, "outbox");
+    __publicField(this, "commands");
+    __publicField(this, "persistence");
+    __publicField(this, "restoredAs");
     __publicField(this, "pulling", /* @__PURE__ */ new Set());
-    __publicField(this, "attempt", 0);
-    __publicField(this, "stopped", false);
-    __publicField(this, "reconnectTimer");
-    __publicField(this, "refreshTimer");
+    __publicField(this, "openedBefore", false);
+    __publicField(this, "running", false);
+    __publicField(this, "ticker");
     __publicField(this, "ackTimer");
-    __publicField(this, "resendTimer");
     __publicField(this, "unackedDelivered", /* @__PURE__ */ new Map());
     __publicField(this, "typingTimers", /* @__PURE__ */ new Map());
     __publicField(this, "counter", 0);
-    __publicField(this, "currentStatus", "closed");
     this.tokens = new Tokens(options.token);
     const fetchImpl = options.fetch ?? globalThis.fetch?.bind(globalThis);
     this.rest = new Rest(options.url, this.tokens, fetchImpl);
     const ws = options.WebSocket ?? globalThis.WebSocket;
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
-    this.WebSocketImpl = ws;
-    this.liveness = new Liveness({
-      intervalMs: options.pingIntervalMs ?? 1e4,
-      timeoutMs: options.pongTimeoutMs ?? 5e3,
-      ping: () => this.write({ type: "ping" }),
-      dead: () => this.dropped(this.socket)
+    this.connection = new Connection({ ...options, WebSocket: ws }, this.tokens, {
+      prepare: () => this.prepare(),
+      status: (status) => this.emit("status", status),
+      opened: () => this.opened(),
+      lost: () => {
+        this.pulling.clear();
+        this.outbox.lost();
+        this.commands.lost();
+      },
+      frame: (frame) => this.handle(frame)
     });
+    const timing = { resendAfterMs: options.resendAfterMs ?? 1e4, giveUpAfterMs: options.giveUpAfterMs };
+    const hasRoom = () => this.queued < (options.maxQueued ?? 1e3);
+    this.outbox = new Outbox(
+      {
+        write: (frame) => this.connection.write(frame),
+        hasRoom,
+        changed: (o, removed) => this.outgoingChanged(o, removed),
+        busy: () => this.busy()
+      },
+      timing
+    );
+    this.commands = new Commands(
+      {
+        write: (frame) => this.connection.write(frame),
+        hasRoom,
+        changed: () => this.persistence?.outboxChanged(),
+        settled: (event) => this.emit("command", event),
+        busy: () => this.busy()
+      },
+      timing
+    );
+    this.conversationList = new ConversationList(this.rest, () => this.tokens.identity()?.user);
+    this.rest.observer = {
+      conversation: (detail) => this.conversationList.conversation(detail),
+      removed: (id, user) => {
+        if (user === this.tokens.identity()?.user) this.conversationList.removed(id);
+      }
+    };
+    const store = this.storeOf(options);
+    if (store) {
+      this.persistence = new Persistence(store, {
+        identity: () => this.tokens.identity(),
+        conversation: (id) => this.conversations.get(id)?.snapshot(this.persistence.messagesPerConversation),
+        list: (limit) => this.conversationList.loaded ? this.conversationList.snapshot(limit) : void 0,
+        outbox: () => ({ sends: this.outbox.records(), commands: this.commands.records() })
+      }, options.persistLimits);
+      this.conversationList.on("change", () => this.persistence?.listChanged());
+      this.ready = this.load(store);
+    } else {
+      this.ready = Promise.resolve();
+    }
   }
   get status() {
-    return this.currentStatus;
+    return this.connection.status;
   }
   /** Opens the session (and keeps it open until `close`). */
   connect() {
-    this.stopped = false;
-    browserWindow()?.addEventListener("offline", this.onOffline);
-    browserWindow()?.addEventListener("online", this.onOnline);
-    void this.open();
+    this.running = true;
+    this.connection.connect();
+    this.busy();
   }
-  /** Closes the session for good; pending sends stay pending. */
+  /** Closes the session; what waits (sends, edits, deletes, marks) stays
+   * waiting, and goes when `connect` is called again. */
   close() {
-    this.stopped = true;
-    browserWindow()?.removeEventListener("offline", this.onOffline);
-    browserWindow()?.removeEventListener("online", this.onOnline);
-    this.liveness.stop();
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = void 0;
-    clearTimeout(this.refreshTimer);
+    this.running = false;
+    this.connection.close();
+    clearInterval(this.ticker);
+    this.ticker = void 0;
     clearTimeout(this.ackTimer);
-    clearInterval(this.resendTimer);
+    this.ackTimer = void 0;
+    for (const [conversation, seq] of this.unackedDelivered) void this.markDelivered(conversation, seq);
+    this.unackedDelivered.clear();
     for (const timer of this.typingTimers.values()) clearTimeout(timer);
     this.typingTimers.clear();
-    this.socket?.close(1e3);
-    this.socket = void 0;
-    this.setStatus("closed");
+    void this.persistence?.flush();
+  }
+  /** Writes the state to the store now (`persist`); resolves once it is
+   * written. */
+  flush() {
+    return this.persistence?.flush() ?? Promise.resolve();
   }
   /** The state of one conversation (created empty on first use). */
   conversation(id) {
@@ -447,204 +1685,210 @@ var SwitchboardClient = class extends Emitter {
     return state;
   }
   /** Sends a message; resolves once it is durably stored (its `ack`),
-   * however many reconnects that takes. `clientMsgId` defaults to a
+   * however many reconnects that takes; rejects when it fails (see
+   * `OutgoingMessage`: it stays in the conversation's `outgoing` as
+   * `failed`, to `retry()` or `discard()`). `clientMsgId` defaults to a
    * fresh id; pass your own to resend after a restart of the app. */
   send(conversationId, content, clientMsgId = this.newClientMsgId()) {
-    return new Promise((resolve, reject) => {
-      const frame = { type: "send_message", client_msg_id: clientMsgId, conversation_id: conversationId, content };
-      const pending = { frame, resolve, reject, writtenAt: 0 };
-      this.pending.set(clientMsgId, pending);
-      this.writePending(pending);
-      this.emit("change", conversationId);
-    });
+    return this.outbox.send(conversationId, content, clientMsgId);
   }
   /** Sends a text message. */
   sendText(conversationId, text) {
     return this.send(conversationId, { kind: "text", text });
   }
+  /** One of this client's messages not stored yet (pending or failed). */
+  outgoing(clientMsgId) {
+    return this.outbox.get(clientMsgId);
+  }
   /** How many sends wait for their ack. */
   get pendingSends() {
-    return this.pending.size;
+    return this.outbox.pendingCount;
+  }
+  /** How many sends, edits and deletes wait for their answer (the number
+   * `maxQueued` bounds). */
+  get queued() {
+    return this.outbox.pendingCount + this.commands.size;
   }
   /** The sends to a conversation that wait for their ack, in order. */
   pendingIn(conversationId) {
-    return [...this.pending.values()].filter((p) => p.frame.conversation_id === conversationId).map((p) => ({ client_msg_id: p.frame.client_msg_id, content: p.frame.content }));
+    return this.outbox.all().filter((o) => o.conversation_id === conversationId && o.status === "pending").map((o) => ({ client_msg_id: o.client_msg_id, content: o.content }));
   }
   /** Who this session speaks for (from its token), once connected. */
   get me() {
     return this.tokens.identity();
   }
+  /** Edits a message: resolves with it as the server now has it (its
+   * `message_updated`), rejects with a `CommandError` (`forbidden`,
+   * `conflict`, ...). Waits while there is no connection. */
   edit(conversationId, messageId, content) {
-    this.write({ type: "edit_message", conversation_id: conversationId, message_id: messageId, content });
+    return this.commands.update("edit_message", conversationId, messageId, content);
   }
+  /** Deletes a message: as `edit`, resolving with the deleted message. */
   delete(conversationId, messageId) {
-    this.write({ type: "delete_message", conversation_id: conversationId, message_id: messageId });
+    return this.commands.update("delete_message", conversationId, messageId);
   }
-  /** Marks everything up to `seq` (default: the newest message) read. */
-  markRead(conversationId, seq = this.conversation(conversationId).highestSeq) {
-    if (seq > 0) this.write({ type: "ack_read", conversation_id: conversationId, seq });
+  /** Marks everything up to `seq` (default: the newest message known)
+   * read. The conversation's own mark and unread count change at once;
+   * resolves once the mark is written (the server answers marks with
+   * nothing); while there is no connection, only the highest waits. */
+  markRead(conversationId, seq) {
+    const state = this.conversation(conversationId);
+    const upTo = seq ?? Math.max(state.highestSeq, this.conversationList.get(conversationId)?.last_seq ?? 0);
+    if (upTo <= 0) return Promise.resolve();
+    const me = this.tokens.identity()?.user;
+    if (me && (state.receipts.get(me)?.read ?? 0) < upTo) {
+      state.receipt(me, "read", upTo);
+      this.changed(conversationId);
+    }
+    this.conversationList.read(conversationId, upTo);
+    return this.commands.mark("read", conversationId, upTo);
   }
+  /** Says this device has everything up to `seq` (default: what arrived
+   * without a gap). The client does this by itself unless `ackDelivered`
+   * is false. Resolves as `markRead` does. */
+  markDelivered(conversationId, seq = this.conversation(conversationId).contiguousSeq) {
+    if (seq <= 0) return Promise.resolve();
+    return this.commands.mark("delivered", conversationId, seq);
+  }
+  /** Tells the members connected now that this user is typing. Typing is
+   * ephemeral: fire-and-forget, and dropped while there is no connection
+   * (a late "typing" would be wrong). */
   typing(conversationId, state) {
-    this.write({ type: "typing", conversation_id: conversationId, state });
+    this.connection.write({ type: "typing", conversation_id: conversationId, state });
   }
   newClientMsgId() {
     const random = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random()}`;
     this.counter += 1;
     return `${random}-${this.counter}`;
   }
-  setStatus(status) {
-    if (this.currentStatus === status) return;
-    this.currentStatus = status;
-    this.emit("status", status);
+  changed(conversationId) {
+    this.emit("change", conversationId);
+    this.persistence?.conversationChanged(conversationId);
   }
-  async open() {
-    if (this.stopped) return;
-    this.setStatus(this.attempt === 0 ? "connecting" : "reconnecting");
-    let token;
+  outgoingChanged(o, removed) {
+    this.conversation(o.conversation_id).track(o, !removed);
+    this.persistence?.outboxChanged();
+    this.emit("outgoing", o);
+    this.changed(o.conversation_id);
+  }
+  /** Runs the timer that resends overdue commands and gives up old ones,
+   * while anything waits. */
+  busy() {
+    if (this.ticker !== void 0 || !this.running) return;
+    const every = Math.min(1e3, Math.max(50, (this.options.resendAfterMs ?? 1e4) / 4));
+    this.ticker = setInterval(() => {
+      const now = Date.now();
+      const open = this.connection.isOpen;
+      const sends = this.outbox.tick(now, open);
+      const commands = this.commands.tick(now, open);
+      if (!sends && !commands) {
+        clearInterval(this.ticker);
+        this.ticker = void 0;
+      }
+    }, every);
+    this.ticker.unref?.();
+  }
+  storeOf(options) {
+    if (options.persist !== "indexeddb") return options.persist;
+    let name = options.storageName;
+    if (name === void 0 && typeof options.token === "string") {
+      const who = identityOf(options.token);
+      if (who) name = `${new URL(options.url).host}/${who.user}/${who.device}`;
+    }
+    if (name === void 0) throw new Error('persist: "indexeddb" needs storageName when the token is a function');
+    return new IndexedDbStore(name);
+  }
+  /** Loads the stored state: at once when the store answers at once. */
+  load(store) {
+    let records;
     try {
-      token = this.attempt > 0 && this.tokens.refreshable ? await this.tokens.refresh() : await this.tokens.get();
+      records = store.load();
     } catch {
-      this.retry();
+      return Promise.resolve();
+    }
+    if (records instanceof Promise || typeof records.then === "function") {
+      return Promise.resolve(records).then(
+        (r) => this.restore(r),
+        () => {
+        }
+      );
+    }
+    this.restore(records);
+    return Promise.resolve();
+  }
+  restore(records) {
+    const r = readRecords(records);
+    if (!r.meta) return;
+    const me = this.tokens.identity();
+    if (me && (me.user !== r.meta.user || me.device !== r.meta.device)) {
+      void this.persistence?.clear();
       return;
     }
-    const url = new URL("/v1/ws", this.options.url);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.searchParams.set("token", token);
-    const socket = new this.WebSocketImpl(url.toString());
-    this.socket = socket;
-    this.liveness.expect(this.options.connectTimeoutMs ?? 1e4);
-    socket.onopen = () => {
-      if (this.socket !== socket) return;
-      this.liveness.heard();
-      this.attempt = 0;
-      this.setStatus("open");
-      this.scheduleRefresh();
-      this.catchUp();
-      for (const pending of this.pending.values()) this.writePending(pending);
-      this.resendUnacked();
-    };
-    socket.onmessage = (event) => {
-      if (this.socket !== socket) return;
-      this.liveness.heard();
-      if (typeof event.data !== "string") return;
-      let frame;
-      try {
-        frame = JSON.parse(event.data);
-      } catch {
-        return;
-      }
-      this.handle(frame);
-    };
-    socket.onclose = () => this.dropped(socket);
-    socket.onerror = () => {
-    };
-  }
-  /** The connection ended, or is taken for dead (no answer to a ping,
-   * not open in time, the browser went offline): it is let go at once,
-   * without waiting for a closing handshake a dead peer never answers,
-   * and a new one is made. Pending sends stay pending and are written
-   * again on it, with their `client_msg_id`. */
-  dropped(socket) {
-    if (!socket || this.socket !== socket) return;
-    this.socket = void 0;
-    this.liveness.stop();
-    clearTimeout(this.refreshTimer);
-    clearInterval(this.resendTimer);
-    socket.onopen = socket.onmessage = socket.onclose = null;
-    socket.onerror = () => {
-    };
-    try {
-      if (socket.terminate) socket.terminate();
-      else socket.close();
-    } catch {
+    this.restoredAs = r.meta;
+    this.persistence?.restored(r.conversations);
+    for (const c of r.conversations) {
+      this.conversation(c.conversation_id).restore(c);
+      this.emit("change", c.conversation_id);
     }
-    this.retry();
-  }
-  retry() {
-    if (this.stopped) return;
-    this.setStatus("reconnecting");
-    const min = this.options.reconnect?.minDelayMs ?? 250;
-    const max = this.options.reconnect?.maxDelayMs ?? 1e4;
-    const bound = Math.min(max, min * 2 ** this.attempt);
-    this.attempt += 1;
-    const wait = Math.random() * bound;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = void 0;
-      void this.open();
-    }, wait);
-  }
-  /** The browser lost its network: the socket cannot be trusted (it may
-   * say open for minutes), so it goes now. */
-  wentOffline() {
-    this.dropped(this.socket);
-  }
-  /** The network is back: a reconnect waiting out its back-off goes now. */
-  cameOnline() {
-    if (this.stopped || this.reconnectTimer === void 0) return;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = void 0;
-    void this.open();
-  }
-  /** Renews the session's token shortly before it expires. */
-  scheduleRefresh() {
-    clearTimeout(this.refreshTimer);
-    const expires = this.tokens.expiresAt();
-    if (expires === void 0 || !this.tokens.refreshable) return;
-    const before = this.options.refreshBeforeMs ?? 6e4;
-    const wait = Math.max(1e3, expires - Date.now() - before);
-    this.refreshTimer = setTimeout(async () => {
-      try {
-        const token = await this.tokens.refresh();
-        this.write({ type: "refresh", token });
-      } catch {
+    if (r.list) this.conversationList.restore(r.list);
+    if (r.outbox) {
+      for (const o of this.outbox.restore(r.outbox.sends)) {
+        this.conversation(o.conversation_id).track(o, true);
+        this.emit("change", o.conversation_id);
       }
-      this.scheduleRefresh();
-    }, wait);
+      this.commands.restore(r.outbox.commands);
+    }
+  }
+  /** Before each connection: the stored state is loaded, and was this
+   * user's and device's (else it is forgotten, and nothing of it sent). */
+  async prepare() {
+    await this.ready;
+    const me = this.tokens.identity();
+    const was = this.restoredAs;
+    if (me && was && (me.user !== was.user || me.device !== was.device)) {
+      this.restoredAs = void 0;
+      this.outbox.clear();
+      this.commands.clear();
+      this.conversationList.clear();
+      const ids = [...this.conversations.keys()];
+      this.conversations.clear();
+      for (const id of ids) this.emit("change", id);
+      await this.persistence?.clear();
+    }
+    return true;
+  }
+  opened() {
+    this.catchUp();
+    this.outbox.writeAll();
+    this.commands.writeAll();
+    this.busy();
+    const list = this.conversationList;
+    if (list.loaded && (this.openedBefore || !list.fetched)) {
+      list.refresh().catch(() => {
+      });
+    }
+    this.openedBefore = true;
+    void this.persistence?.flush();
   }
   /** What the connection may have missed: this device's undelivered
    * messages, and each known conversation since its last contiguous
    * `seq` (a conversation that fans out on read keeps no inbox). */
   catchUp() {
     this.pulling.clear();
-    this.write({ type: "pull_backlog" });
+    this.connection.write({ type: "pull_backlog" });
     for (const state of this.conversations.values()) this.pull(state);
   }
   pull(state) {
     if (this.pulling.has(state.conversationId)) return;
     this.pulling.add(state.conversationId);
-    this.write({ type: "pull_backlog", conversation_id: state.conversationId, since_seq: state.contiguousSeq });
-  }
-  write(frame) {
-    if (this.socket?.readyState === 1) this.socket.send(JSON.stringify(frame));
-  }
-  writePending(pending) {
-    pending.writtenAt = Date.now();
-    this.write(pending.frame);
-  }
-  /** While the connection is open, writes again, in the order they were
-   * made, the sends whose acks are overdue. */
-  resendUnacked() {
-    clearInterval(this.resendTimer);
-    const after = this.options.resendAfterMs ?? 1e4;
-    this.resendTimer = setInterval(
-      () => {
-        const overdue = Date.now() - after;
-        for (const pending of this.pending.values()) {
-          if (pending.writtenAt <= overdue) this.writePending(pending);
-        }
-      },
-      Math.min(1e3, Math.max(50, after / 4))
-    );
-    this.resendTimer.unref?.();
+    this.connection.write({ type: "pull_backlog", conversation_id: state.conversationId, since_seq: state.contiguousSeq });
   }
   handle(frame) {
     switch (frame.type) {
       case "ack": {
-        const pending = this.pending.get(frame.client_msg_id);
-        this.pending.delete(frame.client_msg_id);
+        const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
-        if (pending && me) {
+        if (o && me) {
           this.received({
             message_id: frame.message_id,
             conversation_id: frame.conversation_id,
@@ -652,18 +1896,13 @@ var SwitchboardClient = class extends Emitter {
             sender_id: me.user,
             sender_device: me.device,
             client_msg_id: frame.client_msg_id,
-            content: frame.content ?? pending.frame.content,
+            content: frame.content ?? o.content,
             created_at: (/* @__PURE__ */ new Date()).toISOString(),
             edited_at: null,
             deleted_at: null
           });
         }
-        pending?.resolve({
-          client_msg_id: frame.client_msg_id,
-          conversation_id: frame.conversation_id,
-          message_id: frame.message_id,
-          seq: frame.seq
-        });
+        this.outbox.acked(frame);
         return;
       }
       case "message":
@@ -672,20 +1911,25 @@ var SwitchboardClient = class extends Emitter {
       case "message_updated": {
         const state = this.conversation(frame.message.conversation_id);
         state.update(frame.message);
+        this.conversationList.updated(frame.message);
         this.emit("updated", frame.message);
-        this.emit("change", state.conversationId);
+        this.changed(state.conversationId);
+        this.commands.updated(frame.message);
         return;
       }
       case "receipt": {
         const state = this.conversation(frame.conversation_id);
         state.receipt(frame.user_id, frame.kind, frame.seq);
+        if (frame.kind === "read" && frame.user_id === this.tokens.identity()?.user) {
+          this.conversationList.read(frame.conversation_id, frame.seq);
+        }
         this.emit("receipt", {
           conversation_id: frame.conversation_id,
           user_id: frame.user_id,
           kind: frame.kind,
           seq: frame.seq
         });
-        this.emit("change", state.conversationId);
+        this.changed(state.conversationId);
         return;
       }
       case "typing":
@@ -705,23 +1949,16 @@ var SwitchboardClient = class extends Emitter {
             state.caughtUpTo(frame.last_seq);
             if (state.hasGap) this.pull(state);
           }
+          this.persistence?.conversationChanged(state.conversationId);
         } else if (frame.more) {
-          this.write({ type: "pull_backlog" });
+          this.connection.write({ type: "pull_backlog" });
         }
         return;
       }
       case "error": {
-        const pending = frame.client_msg_id ? this.pending.get(frame.client_msg_id) : void 0;
-        if (pending && FINAL_CODES.has(frame.code)) {
-          this.pending.delete(frame.client_msg_id);
-          pending.reject(new SendError(frame));
-        } else if (pending) {
-          setTimeout(() => {
-            if (this.pending.get(pending.frame.client_msg_id) === pending) this.writePending(pending);
-          }, 1e3);
-        } else {
-          this.emit("error", frame);
-        }
+        if (this.outbox.refused(frame)) return;
+        const answered = this.commands.refused(frame);
+        if (answered !== "retrying") this.emit("error", frame);
         return;
       }
       default:
@@ -730,9 +1967,17 @@ var SwitchboardClient = class extends Emitter {
   }
   received(message) {
     const state = this.conversation(message.conversation_id);
-    if (!state.add(message)) return;
+    if (!state.add(message)) {
+      if (state.update(message)) {
+        this.conversationList.updated(message);
+        this.emit("updated", message);
+        this.changed(state.conversationId);
+      }
+      return;
+    }
+    this.conversationList.message(message);
     this.emit("message", message);
-    this.emit("change", state.conversationId);
+    this.changed(state.conversationId);
     if (state.typing.delete(message.sender_id)) {
       this.emit("typing", { conversation_id: state.conversationId, users: state.typingUsers() });
     }
@@ -746,23 +1991,21 @@ var SwitchboardClient = class extends Emitter {
     if (this.ackTimer !== void 0) return;
     this.ackTimer = setTimeout(() => {
       this.ackTimer = void 0;
-      for (const [conversation, seq] of this.unackedDelivered) {
-        this.write({ type: "ack_delivered", conversation_id: conversation, seq });
-      }
+      for (const [conversation, seq] of this.unackedDelivered) void this.markDelivered(conversation, seq);
       this.unackedDelivered.clear();
     }, 200);
   }
   typed(conversationId, userId, state, expiresInMs) {
     const conversation = this.conversation(conversationId);
-    const key = `${conversationId}\0${userId}`;
-    clearTimeout(this.typingTimers.get(key));
-    this.typingTimers.delete(key);
+    const key2 = `${conversationId}\0${userId}`;
+    clearTimeout(this.typingTimers.get(key2));
+    this.typingTimers.delete(key2);
     const until = conversation.setTyping(userId, state, expiresInMs);
     if (until !== void 0) {
       this.typingTimers.set(
-        key,
+        key2,
         setTimeout(() => {
-          this.typingTimers.delete(key);
+          this.typingTimers.delete(key2);
           conversation.typing.delete(userId);
           this.emit("typing", { conversation_id: conversationId, users: conversation.typingUsers() });
           this.emit("change", conversationId);
@@ -773,16 +2016,17 @@ var SwitchboardClient = class extends Emitter {
     this.emit("change", conversationId);
   }
 };
-function browserWindow() {
-  const w = globalThis.window;
-  return typeof w?.addEventListener === "function" ? w : void 0;
-}
 export {
   ApiError,
+  CommandError,
+  ConversationList,
   ConversationState,
+  IndexedDbStore,
+  MemoryStore,
   Rest,
   SendError,
   SwitchboardClient,
   expiryOf,
-  identityOf
+  identityOf,
+  previewOf
 };

@@ -1,159 +1,59 @@
+import { Commands } from "./commands.js";
+import { Connection, type Status, type WebSocketLike } from "./connection.js";
 import { ConversationState } from "./conversation.js";
+import { ConversationList } from "./conversations.js";
 import { Emitter } from "./emitter.js";
-import { Liveness } from "./liveness.js";
-import type { ClientFrame, Content, Message, ServerFrame, TypingState } from "./protocol.js";
+import type { ClientEvents, ClientOptions } from "./options.js";
+import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
+import type { Content, Message, ServerFrame, TypingState } from "./protocol.js";
 import { Rest } from "./rest.js";
-import { Tokens, type TokenSource } from "./token.js";
+import { Outbox, type Outgoing, type OutgoingMessage, type Sent } from "./status.js";
+import { Tokens, identityOf } from "./token.js";
 
-/** What the SDK uses of a WebSocket: the browser's and the `ws`
- * package's both fit. The handlers take `never` so that either's own
- * event types are accepted (the SDK reads only `data` of a message). */
-export interface SocketLike {
-  readonly readyState: number;
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-  /** `ws` only: drops the connection without a closing handshake. */
-  terminate?: () => void;
-  onopen: ((event: never) => void) | null;
-  onmessage: ((event: never) => void) | null;
-  onclose: ((event: never) => void) | null;
-  onerror: ((event: never) => void) | null;
-}
-
-/** A `WebSocket` constructor: the browser's, or `ws` under Node 20. */
-export type WebSocketLike = new (url: string) => SocketLike;
-
-export interface ClientOptions {
-  /** The gateway's base address, e.g. `https://chat.example.com`. */
-  url: string;
-  /** A token, or a function that fetches a fresh one. */
-  token: TokenSource;
-  /** Defaults to the global `WebSocket`. */
-  WebSocket?: WebSocketLike;
-  /** Defaults to the global `fetch`. */
-  fetch?: typeof fetch;
-  /** Reconnect delays: a random wait up to a bound doubled from
-   * `minDelayMs` (default 250 ms) to `maxDelayMs` (default 10 s) with
-   * each failed attempt ("full jitter"). */
-  reconnect?: { minDelayMs?: number; maxDelayMs?: number };
-  /** Send `ping` after this long without hearing from the server
-   * (default 10 s). */
-  pingIntervalMs?: number;
-  /** The connection is dead when nothing (the `pong` or any frame)
-   * arrives this long after a `ping` (default 5 s): it is closed and
-   * reconnected, and pending sends are written again. */
-  pongTimeoutMs?: number;
-  /** A connection not open after this long is given up and tried again
-   * (default 10 s). */
-  connectTimeoutMs?: number;
-  /** Send `ack_delivered` for what arrives (default true). */
-  ackDelivered?: boolean;
-  /** Refresh the token this long before it expires (default 60 s). */
-  refreshBeforeMs?: number;
-  /** Write a send again when its ack has not come this long after it was
-   * written on an open connection (default 10 s): an ack can be lost
-   * without the connection dropping (live delivery is at most once), and
-   * the server answers a resend from the store. */
-  resendAfterMs?: number;
-}
-
-export type Status = "connecting" | "open" | "reconnecting" | "closed";
-
-/** What a send resolves to once the server has durably stored it. */
-export interface Sent {
-  client_msg_id: string;
-  conversation_id: string;
-  message_id: string;
-  seq: number;
-}
-
-type ErrorFrame = Extract<ServerFrame, { type: "error" }>;
-
-export interface ClientEvents extends Record<string, unknown> {
-  status: Status;
-  /** A message new to this client (never one already seen). */
-  message: Message;
-  /** A message edited or deleted. */
-  updated: Message;
-  receipt: { conversation_id: string; user_id: string; kind: "delivered" | "read"; seq: number };
-  /** Who is typing in a conversation changed (a start, a stop, or one
-   * running out). */
-  typing: { conversation_id: string; users: string[] };
-  presence: { user_id: string; status: "online" | "offline"; last_seen: string | null };
-  /** An error frame that answers no pending send. */
-  error: ErrorFrame;
-  /** Something in a conversation changed: re-render it. */
-  change: string;
-}
-
-/** Sent but not yet acked: resent with the same `client_msg_id` on every
- * reconnect until the server answers. */
-interface PendingSend {
-  frame: Extract<ClientFrame, { type: "send_message" }>;
-  resolve: (sent: Sent) => void;
-  reject: (error: SendError) => void;
-  /** When it was last written (ms since the epoch). */
-  writtenAt: number;
-}
-
-/** A send the server refused (the `error` frame's code and message). */
-export class SendError extends Error {
-  constructor(readonly frame: ErrorFrame) {
-    super(`${frame.code}: ${frame.message}`);
-    this.name = "SendError";
-  }
-}
-
-/** Errors a resend cannot fix: the send is given up and its promise
- * rejected. Others (`unavailable`, `rate_limited`, `internal`) are
- * retried on the next connection. */
-const FINAL_CODES = new Set([
-  "invalid_frame",
-  "too_large",
-  "forbidden",
-  "not_a_member",
-  "not_found",
-  "conflict",
-  "rejected_by_policy",
-  "quota_exceeded",
-]);
+export type { ClientEvents, ClientOptions } from "./options.js";
 
 /**
  * One device's session with Switchboard.
  *
  * - Connects, and reconnects with backoff whenever the connection drops.
- * - Resends every unacked send, with the same `client_msg_id`, on each
- *   connection, and on an open one when its ack is overdue
- *   (`resendAfterMs`): the server's idempotency makes a resend of a
- *   stored message return the original.
+ * - Every message sent has a status (`pending`, `sent`, `failed`; see
+ *   `OutgoingMessage`): unacked sends are written again, with the same
+ *   `client_msg_id`, on each connection, and on an open one when the ack
+ *   is overdue; the server's idempotency makes a resend of a stored
+ *   message return the original.
+ * - Edits, deletes and marks return promises, and wait (bounded,
+ *   `maxQueued`) while there is no connection.
  * - Pulls the backlog on every (re)connect (this device's undelivered
  *   messages, and each known conversation since its last contiguous
  *   `seq`) and whenever a `seq` gap shows.
  * - Keeps per-conversation state: messages in `seq` order, de-duplicated
- *   by `message_id`; receipts; typing with expiry. And presence.
+ *   by `message_id`; receipts; typing with expiry. And presence, and the
+ *   live conversation list (`conversationList`).
+ * - Optionally keeps all of it across reloads (`persist`).
  */
 export class SwitchboardClient extends Emitter<ClientEvents> {
   readonly rest: Rest;
   readonly conversations = new Map<string, ConversationState>();
+  /** The caller's conversations with unread counts, kept current. */
+  readonly conversationList: ConversationList;
   readonly presence = new Map<string, { status: "online" | "offline"; last_seen: string | null }>();
+  /** Resolves once the stored state (`persist`) is loaded; at once
+   * without a store, or with one that answers at once. */
+  readonly ready: Promise<void>;
   private readonly tokens: Tokens;
-  private readonly WebSocketImpl: WebSocketLike;
-  private socket: SocketLike | undefined;
-  private readonly liveness: Liveness;
-  private readonly onOffline = () => this.wentOffline();
-  private readonly onOnline = () => this.cameOnline();
-  private pending = new Map<string, PendingSend>();
+  private readonly connection: Connection;
+  private readonly outbox: Outbox;
+  private readonly commands: Commands;
+  private readonly persistence: Persistence | undefined;
+  private restoredAs: Meta | undefined;
   private pulling = new Set<string>();
-  private attempt = 0;
-  private stopped = false;
-  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  private refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  private openedBefore = false;
+  private running = false;
+  private ticker: ReturnType<typeof setInterval> | undefined;
   private ackTimer: ReturnType<typeof setTimeout> | undefined;
-  private resendTimer: ReturnType<typeof setInterval> | undefined;
   private unackedDelivered = new Map<string, number>();
   private typingTimers = new Map<string, ReturnType<typeof setTimeout>>();
   private counter = 0;
-  private currentStatus: Status = "closed";
 
   constructor(private readonly options: ClientOptions) {
     super();
@@ -162,43 +62,92 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.rest = new Rest(options.url, this.tokens, fetchImpl);
     const ws = options.WebSocket ?? (globalThis.WebSocket as WebSocketLike | undefined);
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
-    this.WebSocketImpl = ws;
-    this.liveness = new Liveness({
-      intervalMs: options.pingIntervalMs ?? 10_000,
-      timeoutMs: options.pongTimeoutMs ?? 5_000,
-      ping: () => this.write({ type: "ping" }),
-      dead: () => this.dropped(this.socket),
+    this.connection = new Connection({ ...options, WebSocket: ws }, this.tokens, {
+      prepare: () => this.prepare(),
+      status: (status) => this.emit("status", status),
+      opened: () => this.opened(),
+      lost: () => {
+        this.pulling.clear();
+        this.outbox.lost();
+        this.commands.lost();
+      },
+      frame: (frame) => this.handle(frame),
     });
+    const timing = { resendAfterMs: options.resendAfterMs ?? 10_000, giveUpAfterMs: options.giveUpAfterMs };
+    const hasRoom = () => this.queued < (options.maxQueued ?? 1000);
+    this.outbox = new Outbox(
+      {
+        write: (frame) => this.connection.write(frame),
+        hasRoom,
+        changed: (o, removed) => this.outgoingChanged(o, removed),
+        busy: () => this.busy(),
+      },
+      timing,
+    );
+    this.commands = new Commands(
+      {
+        write: (frame) => this.connection.write(frame),
+        hasRoom,
+        changed: () => this.persistence?.outboxChanged(),
+        settled: (event) => this.emit("command", event),
+        busy: () => this.busy(),
+      },
+      timing,
+    );
+    this.conversationList = new ConversationList(this.rest, () => this.tokens.identity()?.user);
+    this.rest.observer = {
+      conversation: (detail) => this.conversationList.conversation(detail),
+      removed: (id, user) => {
+        if (user === this.tokens.identity()?.user) this.conversationList.removed(id);
+      },
+    };
+    const store = this.storeOf(options);
+    if (store) {
+      this.persistence = new Persistence(store, {
+        identity: () => this.tokens.identity(),
+        conversation: (id) => this.conversations.get(id)?.snapshot(this.persistence!.messagesPerConversation),
+        list: (limit) => (this.conversationList.loaded ? this.conversationList.snapshot(limit) : undefined),
+        outbox: () => ({ sends: this.outbox.records(), commands: this.commands.records() }),
+      }, options.persistLimits);
+      this.conversationList.on("change", () => this.persistence?.listChanged());
+      this.ready = this.load(store);
+    } else {
+      this.ready = Promise.resolve();
+    }
   }
 
   get status(): Status {
-    return this.currentStatus;
+    return this.connection.status;
   }
 
   /** Opens the session (and keeps it open until `close`). */
   connect(): void {
-    this.stopped = false;
-    browserWindow()?.addEventListener("offline", this.onOffline);
-    browserWindow()?.addEventListener("online", this.onOnline);
-    void this.open();
+    this.running = true;
+    this.connection.connect();
+    this.busy();
   }
 
-  /** Closes the session for good; pending sends stay pending. */
+  /** Closes the session; what waits (sends, edits, deletes, marks) stays
+   * waiting, and goes when `connect` is called again. */
   close(): void {
-    this.stopped = true;
-    browserWindow()?.removeEventListener("offline", this.onOffline);
-    browserWindow()?.removeEventListener("online", this.onOnline);
-    this.liveness.stop();
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = undefined;
-    clearTimeout(this.refreshTimer);
+    this.running = false;
+    this.connection.close();
+    clearInterval(this.ticker);
+    this.ticker = undefined;
     clearTimeout(this.ackTimer);
-    clearInterval(this.resendTimer);
+    this.ackTimer = undefined;
+    // Acks being coalesced wait with the other marks.
+    for (const [conversation, seq] of this.unackedDelivered) void this.markDelivered(conversation, seq);
+    this.unackedDelivered.clear();
     for (const timer of this.typingTimers.values()) clearTimeout(timer);
     this.typingTimers.clear();
-    this.socket?.close(1000);
-    this.socket = undefined;
-    this.setStatus("closed");
+    void this.persistence?.flush();
+  }
+
+  /** Writes the state to the store now (`persist`); resolves once it is
+   * written. */
+  flush(): Promise<void> {
+    return this.persistence?.flush() ?? Promise.resolve();
   }
 
   /** The state of one conversation (created empty on first use). */
@@ -212,16 +161,12 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   }
 
   /** Sends a message; resolves once it is durably stored (its `ack`),
-   * however many reconnects that takes. `clientMsgId` defaults to a
+   * however many reconnects that takes; rejects when it fails (see
+   * `OutgoingMessage`: it stays in the conversation's `outgoing` as
+   * `failed`, to `retry()` or `discard()`). `clientMsgId` defaults to a
    * fresh id; pass your own to resend after a restart of the app. */
   send(conversationId: string, content: Content, clientMsgId = this.newClientMsgId()): Promise<Sent> {
-    return new Promise((resolve, reject) => {
-      const frame = { type: "send_message" as const, client_msg_id: clientMsgId, conversation_id: conversationId, content };
-      const pending = { frame, resolve, reject, writtenAt: 0 };
-      this.pending.set(clientMsgId, pending);
-      this.writePending(pending);
-      this.emit("change", conversationId);
-    });
+    return this.outbox.send(conversationId, content, clientMsgId);
   }
 
   /** Sends a text message. */
@@ -229,16 +174,28 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return this.send(conversationId, { kind: "text", text });
   }
 
+  /** One of this client's messages not stored yet (pending or failed). */
+  outgoing(clientMsgId: string): OutgoingMessage | undefined {
+    return this.outbox.get(clientMsgId);
+  }
+
   /** How many sends wait for their ack. */
   get pendingSends(): number {
-    return this.pending.size;
+    return this.outbox.pendingCount;
+  }
+
+  /** How many sends, edits and deletes wait for their answer (the number
+   * `maxQueued` bounds). */
+  get queued(): number {
+    return this.outbox.pendingCount + this.commands.size;
   }
 
   /** The sends to a conversation that wait for their ack, in order. */
   pendingIn(conversationId: string): { client_msg_id: string; content: Content }[] {
-    return [...this.pending.values()]
-      .filter((p) => p.frame.conversation_id === conversationId)
-      .map((p) => ({ client_msg_id: p.frame.client_msg_id, content: p.frame.content }));
+    return this.outbox
+      .all()
+      .filter((o) => o.conversation_id === conversationId && o.status === "pending")
+      .map((o) => ({ client_msg_id: o.client_msg_id, content: o.content }));
   }
 
   /** Who this session speaks for (from its token), once connected. */
@@ -246,21 +203,48 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return this.tokens.identity();
   }
 
-  edit(conversationId: string, messageId: string, content: Content): void {
-    this.write({ type: "edit_message", conversation_id: conversationId, message_id: messageId, content });
+  /** Edits a message: resolves with it as the server now has it (its
+   * `message_updated`), rejects with a `CommandError` (`forbidden`,
+   * `conflict`, ...). Waits while there is no connection. */
+  edit(conversationId: string, messageId: string, content: Content): Promise<Message> {
+    return this.commands.update("edit_message", conversationId, messageId, content);
   }
 
-  delete(conversationId: string, messageId: string): void {
-    this.write({ type: "delete_message", conversation_id: conversationId, message_id: messageId });
+  /** Deletes a message: as `edit`, resolving with the deleted message. */
+  delete(conversationId: string, messageId: string): Promise<Message> {
+    return this.commands.update("delete_message", conversationId, messageId);
   }
 
-  /** Marks everything up to `seq` (default: the newest message) read. */
-  markRead(conversationId: string, seq = this.conversation(conversationId).highestSeq): void {
-    if (seq > 0) this.write({ type: "ack_read", conversation_id: conversationId, seq });
+  /** Marks everything up to `seq` (default: the newest message known)
+   * read. The conversation's own mark and unread count change at once;
+   * resolves once the mark is written (the server answers marks with
+   * nothing); while there is no connection, only the highest waits. */
+  markRead(conversationId: string, seq?: number): Promise<void> {
+    const state = this.conversation(conversationId);
+    const upTo = seq ?? Math.max(state.highestSeq, this.conversationList.get(conversationId)?.last_seq ?? 0);
+    if (upTo <= 0) return Promise.resolve();
+    const me = this.tokens.identity()?.user;
+    if (me && (state.receipts.get(me)?.read ?? 0) < upTo) {
+      state.receipt(me, "read", upTo);
+      this.changed(conversationId);
+    }
+    this.conversationList.read(conversationId, upTo);
+    return this.commands.mark("read", conversationId, upTo);
   }
 
+  /** Says this device has everything up to `seq` (default: what arrived
+   * without a gap). The client does this by itself unless `ackDelivered`
+   * is false. Resolves as `markRead` does. */
+  markDelivered(conversationId: string, seq = this.conversation(conversationId).contiguousSeq): Promise<void> {
+    if (seq <= 0) return Promise.resolve();
+    return this.commands.mark("delivered", conversationId, seq);
+  }
+
+  /** Tells the members connected now that this user is typing. Typing is
+   * ephemeral: fire-and-forget, and dropped while there is no connection
+   * (a late "typing" would be wrong). */
   typing(conversationId: string, state: TypingState): void {
-    this.write({ type: "typing", conversation_id: conversationId, state });
+    this.connection.write({ type: "typing", conversation_id: conversationId, state });
   }
 
   private newClientMsgId(): string {
@@ -269,127 +253,123 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return `${random}-${this.counter}`;
   }
 
-  private setStatus(status: Status): void {
-    if (this.currentStatus === status) return;
-    this.currentStatus = status;
-    this.emit("status", status);
+  private changed(conversationId: string): void {
+    this.emit("change", conversationId);
+    this.persistence?.conversationChanged(conversationId);
   }
 
-  private async open(): Promise<void> {
-    if (this.stopped) return;
-    this.setStatus(this.attempt === 0 ? "connecting" : "reconnecting");
-    let token: string;
+  private outgoingChanged(o: Outgoing, removed: boolean): void {
+    this.conversation(o.conversation_id).track(o, !removed);
+    this.persistence?.outboxChanged();
+    this.emit("outgoing", o);
+    this.changed(o.conversation_id);
+  }
+
+  /** Runs the timer that resends overdue commands and gives up old ones,
+   * while anything waits. */
+  private busy(): void {
+    if (this.ticker !== undefined || !this.running) return;
+    const every = Math.min(1_000, Math.max(50, (this.options.resendAfterMs ?? 10_000) / 4));
+    this.ticker = setInterval(() => {
+      const now = Date.now();
+      const open = this.connection.isOpen;
+      const sends = this.outbox.tick(now, open);
+      const commands = this.commands.tick(now, open);
+      if (!sends && !commands) {
+        clearInterval(this.ticker);
+        this.ticker = undefined;
+      }
+    }, every);
+    // Under Node, the timer alone does not keep the process alive.
+    (this.ticker as { unref?: () => void }).unref?.();
+  }
+
+  private storeOf(options: ClientOptions): StateStore | undefined {
+    if (options.persist !== "indexeddb") return options.persist;
+    let name = options.storageName;
+    if (name === undefined && typeof options.token === "string") {
+      const who = identityOf(options.token);
+      if (who) name = `${new URL(options.url).host}/${who.user}/${who.device}`;
+    }
+    if (name === undefined) throw new Error('persist: "indexeddb" needs storageName when the token is a function');
+    return new IndexedDbStore(name);
+  }
+
+  /** Loads the stored state: at once when the store answers at once. */
+  private load(store: StateStore): Promise<void> {
+    let records: StoredRecords | Promise<StoredRecords>;
     try {
-      token = this.attempt > 0 && this.tokens.refreshable ? await this.tokens.refresh() : await this.tokens.get();
+      records = store.load();
     } catch {
-      this.retry();
+      return Promise.resolve();
+    }
+    if (records instanceof Promise || typeof (records as { then?: unknown }).then === "function") {
+      return Promise.resolve(records).then(
+        (r) => this.restore(r),
+        () => {},
+      );
+    }
+    this.restore(records as StoredRecords);
+    return Promise.resolve();
+  }
+
+  private restore(records: StoredRecords): void {
+    const r = readRecords(records);
+    if (!r.meta) return;
+    const me = this.tokens.identity();
+    if (me && (me.user !== r.meta.user || me.device !== r.meta.device)) {
+      void this.persistence?.clear();
       return;
     }
-    const url = new URL("/v1/ws", this.options.url);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.searchParams.set("token", token);
-    const socket = new this.WebSocketImpl(url.toString());
-    this.socket = socket;
-    this.liveness.expect(this.options.connectTimeoutMs ?? 10_000);
-    socket.onopen = () => {
-      if (this.socket !== socket) return;
-      this.liveness.heard();
-      this.attempt = 0;
-      this.setStatus("open");
-      this.scheduleRefresh();
-      this.catchUp();
-      for (const pending of this.pending.values()) this.writePending(pending);
-      this.resendUnacked();
-    };
-    socket.onmessage = (event: { data: unknown }) => {
-      if (this.socket !== socket) return;
-      this.liveness.heard();
-      if (typeof event.data !== "string") return;
-      let frame: ServerFrame;
-      try {
-        frame = JSON.parse(event.data) as ServerFrame;
-      } catch {
-        return;
-      }
-      this.handle(frame);
-    };
-    socket.onclose = () => this.dropped(socket);
-    socket.onerror = () => {
-      // onclose follows and reconnects.
-    };
-  }
-
-  /** The connection ended, or is taken for dead (no answer to a ping,
-   * not open in time, the browser went offline): it is let go at once,
-   * without waiting for a closing handshake a dead peer never answers,
-   * and a new one is made. Pending sends stay pending and are written
-   * again on it, with their `client_msg_id`. */
-  private dropped(socket: SocketLike | undefined): void {
-    if (!socket || this.socket !== socket) return;
-    this.socket = undefined;
-    this.liveness.stop();
-    clearTimeout(this.refreshTimer);
-    clearInterval(this.resendTimer);
-    socket.onopen = socket.onmessage = socket.onclose = null;
-    // Not null: `ws` throws an error event no listener takes (closing a
-    // socket that is still connecting emits one).
-    socket.onerror = () => {};
-    try {
-      if (socket.terminate) socket.terminate();
-      else socket.close();
-    } catch {
-      // Already closed or never opened.
+    this.restoredAs = r.meta;
+    this.persistence?.restored(r.conversations);
+    for (const c of r.conversations) {
+      this.conversation(c.conversation_id).restore(c);
+      this.emit("change", c.conversation_id);
     }
-    this.retry();
-  }
-
-  private retry(): void {
-    if (this.stopped) return;
-    this.setStatus("reconnecting");
-    const min = this.options.reconnect?.minDelayMs ?? 250;
-    const max = this.options.reconnect?.maxDelayMs ?? 10_000;
-    const bound = Math.min(max, min * 2 ** this.attempt);
-    this.attempt += 1;
-    // Full jitter (anywhere from 0 to the bound), so clients a restart
-    // dropped together come back apart.
-    const wait = Math.random() * bound;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      void this.open();
-    }, wait);
-  }
-
-  /** The browser lost its network: the socket cannot be trusted (it may
-   * say open for minutes), so it goes now. */
-  private wentOffline(): void {
-    this.dropped(this.socket);
-  }
-
-  /** The network is back: a reconnect waiting out its back-off goes now. */
-  private cameOnline(): void {
-    if (this.stopped || this.reconnectTimer === undefined) return;
-    clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = undefined;
-    void this.open();
-  }
-
-  /** Renews the session's token shortly before it expires. */
-  private scheduleRefresh(): void {
-    clearTimeout(this.refreshTimer);
-    const expires = this.tokens.expiresAt();
-    if (expires === undefined || !this.tokens.refreshable) return;
-    const before = this.options.refreshBeforeMs ?? 60_000;
-    const wait = Math.max(1_000, expires - Date.now() - before);
-    this.refreshTimer = setTimeout(async () => {
-      try {
-        const token = await this.tokens.refresh();
-        this.write({ type: "refresh", token });
-      } catch {
-        // The connection ends at expiry and reconnects with a new token.
+    if (r.list) this.conversationList.restore(r.list);
+    if (r.outbox) {
+      for (const o of this.outbox.restore(r.outbox.sends)) {
+        this.conversation(o.conversation_id).track(o, true);
+        this.emit("change", o.conversation_id);
       }
-      this.scheduleRefresh();
-    }, wait);
+      this.commands.restore(r.outbox.commands);
+    }
+  }
+
+  /** Before each connection: the stored state is loaded, and was this
+   * user's and device's (else it is forgotten, and nothing of it sent). */
+  private async prepare(): Promise<boolean> {
+    await this.ready;
+    const me = this.tokens.identity();
+    const was = this.restoredAs;
+    if (me && was && (me.user !== was.user || me.device !== was.device)) {
+      this.restoredAs = undefined;
+      this.outbox.clear();
+      this.commands.clear();
+      this.conversationList.clear();
+      const ids = [...this.conversations.keys()];
+      this.conversations.clear();
+      for (const id of ids) this.emit("change", id);
+      await this.persistence?.clear();
+    }
+    return true;
+  }
+
+  private opened(): void {
+    this.catchUp();
+    this.outbox.writeAll();
+    this.commands.writeAll();
+    this.busy();
+    // What changed while away (on other devices too): the loaded pages
+    // again. On the first connection only for a restored list that is
+    // not being read already.
+    const list = this.conversationList;
+    if (list.loaded && (this.openedBefore || !list.fetched)) {
+      list.refresh().catch(() => {});
+    }
+    this.openedBefore = true;
+    void this.persistence?.flush();
   }
 
   /** What the connection may have missed: this device's undelivered
@@ -397,54 +377,26 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
    * `seq` (a conversation that fans out on read keeps no inbox). */
   private catchUp(): void {
     this.pulling.clear();
-    this.write({ type: "pull_backlog" });
+    this.connection.write({ type: "pull_backlog" });
     for (const state of this.conversations.values()) this.pull(state);
   }
 
   private pull(state: ConversationState): void {
     if (this.pulling.has(state.conversationId)) return;
     this.pulling.add(state.conversationId);
-    this.write({ type: "pull_backlog", conversation_id: state.conversationId, since_seq: state.contiguousSeq });
-  }
-
-  private write(frame: ClientFrame): void {
-    if (this.socket?.readyState === 1) this.socket.send(JSON.stringify(frame));
-  }
-
-  private writePending(pending: PendingSend): void {
-    pending.writtenAt = Date.now();
-    this.write(pending.frame);
-  }
-
-  /** While the connection is open, writes again, in the order they were
-   * made, the sends whose acks are overdue. */
-  private resendUnacked(): void {
-    clearInterval(this.resendTimer);
-    const after = this.options.resendAfterMs ?? 10_000;
-    this.resendTimer = setInterval(
-      () => {
-        const overdue = Date.now() - after;
-        for (const pending of this.pending.values()) {
-          if (pending.writtenAt <= overdue) this.writePending(pending);
-        }
-      },
-      Math.min(1_000, Math.max(50, after / 4)),
-    );
-    // Under Node, the timer alone does not keep the process alive.
-    (this.resendTimer as { unref?: () => void }).unref?.();
+    this.connection.write({ type: "pull_backlog", conversation_id: state.conversationId, since_seq: state.contiguousSeq });
   }
 
   private handle(frame: ServerFrame): void {
     switch (frame.type) {
       case "ack": {
-        const pending = this.pending.get(frame.client_msg_id);
-        this.pending.delete(frame.client_msg_id);
         // The sending device gets the ack instead of the message: the
         // message joins the conversation's state from what was sent, or
         // from what was stored when a moderation plugin rewrote it (the
         // ack then carries the stored content).
+        const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
-        if (pending && me) {
+        if (o && me) {
           this.received({
             message_id: frame.message_id,
             conversation_id: frame.conversation_id,
@@ -452,18 +404,13 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
             sender_id: me.user,
             sender_device: me.device,
             client_msg_id: frame.client_msg_id,
-            content: frame.content ?? pending.frame.content,
+            content: frame.content ?? o.content,
             created_at: new Date().toISOString(),
             edited_at: null,
             deleted_at: null,
           });
         }
-        pending?.resolve({
-          client_msg_id: frame.client_msg_id,
-          conversation_id: frame.conversation_id,
-          message_id: frame.message_id,
-          seq: frame.seq,
-        });
+        this.outbox.acked(frame);
         return;
       }
       case "message":
@@ -472,20 +419,25 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       case "message_updated": {
         const state = this.conversation(frame.message.conversation_id);
         state.update(frame.message);
+        this.conversationList.updated(frame.message);
         this.emit("updated", frame.message);
-        this.emit("change", state.conversationId);
+        this.changed(state.conversationId);
+        this.commands.updated(frame.message);
         return;
       }
       case "receipt": {
         const state = this.conversation(frame.conversation_id);
         state.receipt(frame.user_id, frame.kind, frame.seq);
+        if (frame.kind === "read" && frame.user_id === this.tokens.identity()?.user) {
+          this.conversationList.read(frame.conversation_id, frame.seq);
+        }
         this.emit("receipt", {
           conversation_id: frame.conversation_id,
           user_id: frame.user_id,
           kind: frame.kind,
           seq: frame.seq,
         });
-        this.emit("change", state.conversationId);
+        this.changed(state.conversationId);
         return;
       }
       case "typing":
@@ -505,24 +457,18 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
             state.caughtUpTo(frame.last_seq);
             if (state.hasGap) this.pull(state);
           }
+          this.persistence?.conversationChanged(state.conversationId);
         } else if (frame.more) {
-          this.write({ type: "pull_backlog" });
+          this.connection.write({ type: "pull_backlog" });
         }
         return;
       }
       case "error": {
-        const pending = frame.client_msg_id ? this.pending.get(frame.client_msg_id) : undefined;
-        if (pending && FINAL_CODES.has(frame.code)) {
-          this.pending.delete(frame.client_msg_id!);
-          pending.reject(new SendError(frame));
-        } else if (pending) {
-          // Busy or unavailable: the same send again, a little later.
-          setTimeout(() => {
-            if (this.pending.get(pending.frame.client_msg_id) === pending) this.writePending(pending);
-          }, 1_000);
-        } else {
-          this.emit("error", frame);
-        }
+        if (this.outbox.refused(frame)) return;
+        const answered = this.commands.refused(frame);
+        // A refusal for good of an edit, delete or mark is also told as
+        // before (the `error` event); one that will be retried is not.
+        if (answered !== "retrying") this.emit("error", frame);
         return;
       }
       default:
@@ -532,9 +478,19 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
 
   private received(message: Message): void {
     const state = this.conversation(message.conversation_id);
-    if (!state.add(message)) return;
+    if (!state.add(message)) {
+      // A replay of a known message: it may have been edited or deleted
+      // since.
+      if (state.update(message)) {
+        this.conversationList.updated(message);
+        this.emit("updated", message);
+        this.changed(state.conversationId);
+      }
+      return;
+    }
+    this.conversationList.message(message);
     this.emit("message", message);
-    this.emit("change", state.conversationId);
+    this.changed(state.conversationId);
     // A message from someone stops their typing.
     if (state.typing.delete(message.sender_id)) {
       this.emit("typing", { conversation_id: state.conversationId, users: state.typingUsers() });
@@ -550,9 +506,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     if (this.ackTimer !== undefined) return;
     this.ackTimer = setTimeout(() => {
       this.ackTimer = undefined;
-      for (const [conversation, seq] of this.unackedDelivered) {
-        this.write({ type: "ack_delivered", conversation_id: conversation, seq });
-      }
+      for (const [conversation, seq] of this.unackedDelivered) void this.markDelivered(conversation, seq);
       this.unackedDelivered.clear();
     }, 200);
   }
@@ -577,11 +531,4 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.emit("typing", { conversation_id: conversationId, users: conversation.typingUsers() });
     this.emit("change", conversationId);
   }
-}
-
-/** The browser's window, for its `online` and `offline` events; none
- * under Node or in a worker without them. */
-function browserWindow(): Pick<Window, "addEventListener" | "removeEventListener"> | undefined {
-  const w = (globalThis as { window?: Window }).window;
-  return typeof w?.addEventListener === "function" ? w : undefined;
 }

@@ -1,8 +1,19 @@
 import type { Message, ReceiptKind, TypingState } from "./protocol.js";
+import type { OutgoingMessage } from "./status.js";
+
+/** A conversation's state as the store keeps it (persist.ts): its
+ * newest messages and its cursors. */
+export interface ConversationSnapshot {
+  conversation_id: string;
+  contiguous_seq: number;
+  highest_seq: number;
+  messages: Message[];
+  receipts: [string, { delivered: number; read: number }][];
+}
 
 /** What a client knows of one conversation: its messages in `seq`
- * order (one per `message_id`), every member's receipts, and who is
- * typing now. */
+ * order (one per `message_id`), the messages this client is sending,
+ * every member's receipts, and who is typing now. */
 export class ConversationState {
   /** By `message_id`: a message seen twice (a replay, a resend) is one. */
   private readonly byId = new Map<string, Message>();
@@ -19,7 +30,22 @@ export class ConversationState {
   /** Per member typing now: when their `start` runs out (ms). */
   readonly typing = new Map<string, number>();
 
+  private readonly out = new Map<string, OutgoingMessage>();
+
   constructor(readonly conversationId: string) {}
+
+  /** What this client sent here that is not stored yet, in the order it
+   * was made: `pending` and `failed` messages (see `OutgoingMessage`).
+   * Once stored, a message is in `messages` instead. */
+  get outgoing(): readonly OutgoingMessage[] {
+    return [...this.out.values()];
+  }
+
+  /** Tracks one of this client's messages (the client calls this). */
+  track(message: OutgoingMessage, present: boolean): void {
+    if (present) this.out.set(message.client_msg_id, message);
+    else this.out.delete(message.client_msg_id);
+  }
 
   /** Every message, in `seq` order. */
   get messages(): readonly Message[] {
@@ -46,19 +72,19 @@ export class ConversationState {
     return true;
   }
 
-  /** Replaces a message with its edited or deleted self (or adds it). */
-  update(message: Message): void {
+  /** Replaces a message with its edited or deleted self (or adds it);
+   * says whether anything changed. */
+  update(message: Message): boolean {
     const known = this.byId.get(message.message_id);
-    if (!known) {
-      this.add(message);
-      return;
-    }
+    if (!known) return this.add(message);
     // Never go back: an older version arriving late is ignored.
     const stamp = (m: Message) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
-    if (known.deleted_at && !message.deleted_at) return;
-    if (stamp(message) < stamp(known)) return;
+    if (known.deleted_at && !message.deleted_at) return false;
+    if (stamp(message) < stamp(known)) return false;
+    if (sameVersion(known, message)) return false;
     this.byId.set(message.message_id, message);
     this.sorted = undefined;
+    return true;
   }
 
   /** Whether a `seq` is missing below the highest seen. */
@@ -99,7 +125,38 @@ export class ConversationState {
     this.advance();
   }
 
+  /** The newest `limit` messages and the cursors, for the store. */
+  snapshot(limit: number): ConversationSnapshot {
+    const messages = this.messages;
+    return {
+      conversation_id: this.conversationId,
+      contiguous_seq: this.contiguousSeq,
+      highest_seq: this.highestSeq,
+      messages: messages.slice(Math.max(0, messages.length - limit)),
+      receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }]),
+    };
+  }
+
+  /** Takes back a stored state (merged with what is known already). */
+  restore(snapshot: ConversationSnapshot): void {
+    for (const m of snapshot.messages) this.update(m);
+    this.caughtUpTo(snapshot.contiguous_seq);
+    this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
+    for (const [user, marks] of snapshot.receipts) {
+      this.receipt(user, "delivered", marks.delivered);
+      this.receipt(user, "read", marks.read);
+    }
+  }
+
   private advance(): void {
     while (this.seqs.has(this.contiguousSeq + 1)) this.contiguousSeq += 1;
   }
+}
+
+function sameVersion(a: Message, b: Message): boolean {
+  return (
+    (a.edited_at ?? null) === (b.edited_at ?? null) &&
+    (a.deleted_at ?? null) === (b.deleted_at ?? null) &&
+    JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null)
+  );
 }

@@ -1,7 +1,17 @@
 // The Switchboard client SDK; docs/protocol.md is the protocol it speaks.
-export { SwitchboardClient, SendError } from "./client.js";
-export type { ClientOptions, ClientEvents, Sent, SocketLike, Status, WebSocketLike } from "./client.js";
+export { SwitchboardClient } from "./client.js";
+export type { ClientOptions, ClientEvents } from "./options.js";
+export type { SocketLike, Status, WebSocketLike } from "./connection.js";
+export { CommandError, SendError } from "./errors.js";
+export type { CommandType, ErrorFrame, LocalErrorCode } from "./errors.js";
+export type { MessageStatus, OutgoingMessage, Sent } from "./status.js";
+export type { CommandEvent } from "./commands.js";
 export { ConversationState } from "./conversation.js";
+export type { ConversationSnapshot } from "./conversation.js";
+export { ConversationList, previewOf } from "./conversations.js";
+export type { ConversationListEvents } from "./conversations.js";
+export { IndexedDbStore, MemoryStore } from "./persist.js";
+export type { IndexedDbFactory, PersistLimits, StateStore, StoredRecords } from "./persist.js";
 export { Rest, ApiError } from "./rest.js";
 export type {
   Answer,
@@ -17,6 +27,7 @@ export type {
   MessageVersions,
   PresenceInfo,
   PushRegistration,
+  RestObserver,
   Schemas,
   UploadGrant,
   UserDevices,

@@ -1641,7 +1641,7 @@ export interface paths {
         head?: never;
         /**
          * Change a tenant's keys and quotas
-         * @description Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. A compare-and-set: 409 if someone else changed the tenant meanwhile.
+         * @description Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. A compare-and-set: 409 if someone else changed the tenant meanwhile.
          */
         patch: {
             parameters: {
@@ -1833,7 +1833,7 @@ export interface paths {
         };
         /**
          * Open the WebSocket data plane
-         * @description Upgrade to a WebSocket; the token may be given as ?token=<JWT> instead of the header. One JSON object per text frame: /v1/asyncapi.json describes every frame, docs/protocol.md the session.
+         * @description Upgrade to a WebSocket. The token goes in the Authorization header; a browser, which cannot set headers, offers the subprotocols `switchboard.v1` and `switchboard.token.<JWT>` (Sec-WebSocket-Protocol; the answer selects `switchboard.v1`), or gives ?token=<JWT>, which proxies and access logs may keep. One JSON object per text frame: /v1/asyncapi.json describes every frame, docs/protocol.md the session.
          */
         get: {
             parameters: {
@@ -1973,6 +1973,11 @@ export interface components {
              * @default null
              */
             issuer: string | null;
+            /**
+             * @description The key set URL from now on (`null`: none); absent: unchanged.
+             * @default null
+             */
+            jwks_url: string | null;
             /**
              * @description Push settings to set (`null` turns pushes off); absent: unchanged.
              * @default null
@@ -2353,6 +2358,12 @@ export interface components {
              * @default null
              */
             issuer: string;
+            /**
+             * @description The identity provider's JSON Web Key Set (RS256, ES256 and EdDSA
+             *     signing keys), which every gateway fetches and keeps.
+             * @default null
+             */
+            jwks_url: string;
             /** @default null */
             push: components["schemas"]["PushSettings"] | null;
             /**
@@ -2645,6 +2656,8 @@ export interface components {
             id: components["schemas"]["TenantId"];
             /** @description The `iss` the tenant's tokens must carry (`null`: not checked). */
             issuer?: string | null;
+            /** @description The identity provider's JSON Web Key Set (`null`: none). */
+            jwks_url?: string | null;
             /** @description Push notifications (`null`: none), secrets as fingerprints. */
             push?: components["schemas"]["PushSettings"] | null;
             quotas: components["schemas"]["TenantQuotas"];
@@ -2802,7 +2815,7 @@ export interface components {
         WebhookSettings: {
             /** @description HMAC-SHA256 key of `X-Switchboard-Signature`; at least 16 characters. */
             secret: string;
-            /** @description An `http(s)` URL with a host name or IPv4 address ([`is_push_url`]). */
+            /** @description An `http(s)` URL with a host name or IPv4 address ([`is_http_url`]). */
             url: string;
         };
     };

@@ -50,10 +50,20 @@ export type ClaimedKeys = Answer<"/v1/users/{user}/devices/{device}/claim", "pos
 export type PushRegistration = Schemas["PushRegistration"];
 export type PresenceInfo = Answer<"/v1/users/{user}/presence", "get">;
 
+/** Told what REST answers say of the caller's conversations (the
+ * client's conversation list follows them). */
+export interface RestObserver {
+  conversation(detail: ConversationDetail): void;
+  removed(conversationId: string, user: string): void;
+}
+
 /** The REST half of the API (PROTOCOL.md, "Control plane"): every call
  * carries the session's token, and one refused as unauthorized is tried
  * once more with a fresh token when the token source can give one. */
 export class Rest {
+  /** Set by the client: see `RestObserver`. */
+  observer: RestObserver | undefined;
+
   constructor(
     private readonly base: string,
     private readonly tokens: Tokens,
@@ -61,7 +71,7 @@ export class Rest {
   ) {}
 
   createConversation(kind: ConversationKind, members: string[], title?: string): Promise<ConversationDetail> {
-    return this.json("POST", "/v1/conversations", { kind, members, ...(title ? { title } : {}) });
+    return this.told(this.json("POST", "/v1/conversations", { kind, members, ...(title ? { title } : {}) }));
   }
 
   /** The caller's newest conversations, most recent activity first,
@@ -91,16 +101,17 @@ export class Rest {
   }
 
   conversation(id: string): Promise<ConversationDetail> {
-    return this.json("GET", `/v1/conversations/${enc(id)}`);
+    return this.told(this.json("GET", `/v1/conversations/${enc(id)}`));
   }
 
   /** Adds members; answers the conversation as it is now. */
   addMembers(id: string, members: string[]): Promise<ConversationDetail> {
-    return this.json("POST", `/v1/conversations/${enc(id)}/members`, { members });
+    return this.told(this.json("POST", `/v1/conversations/${enc(id)}/members`, { members }));
   }
 
-  removeMember(id: string, user: string): Promise<void> {
-    return this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+  async removeMember(id: string, user: string): Promise<void> {
+    await this.empty("DELETE", `/v1/conversations/${enc(id)}/members/${enc(user)}`);
+    this.observer?.removed(id, user);
   }
 
   /** One page of history, newest first; pass `next_before_seq` back as
@@ -175,6 +186,12 @@ export class Rest {
 
   presence(user: string): Promise<PresenceInfo> {
     return this.json("GET", `/v1/users/${enc(user)}/presence`);
+  }
+
+  private async told(answer: Promise<ConversationDetail>): Promise<ConversationDetail> {
+    const detail = await answer;
+    this.observer?.conversation(detail);
+    return detail;
   }
 
   private async json<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -1,9 +1,11 @@
 // The browser client (gateway/web, on the SDK) in headless Chromium,
-// two people in two browser contexts, against a real `switchboard dev`.
-// Screenshots of the main screens go to test-artifacts/.
+// two people in two browser contexts, against a real `switchboard dev`;
+// and a reload that shows what the SDK kept in IndexedDB before the
+// network answers. Screenshots of the main screens go to test-artifacts/.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import WebSocket from "ws";
@@ -11,6 +13,27 @@ import { SwitchboardClient } from "../dist/index.js";
 import { Dev, token, waitFor } from "./dev.mjs";
 
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+// The gateway serves the browser client it embedded when it was built
+// (gateway/web). SWITCHBOARD_WEB_DIR serves that folder's files instead,
+// with the gateway's own headers: for a binary built before a change to
+// the client. Unset (CI), the binary's own copy is tested.
+const webDir = process.env.SWITCHBOARD_WEB_DIR;
+const WEB_FILES = { "/": "index.html", "/web/app.js": "app.js", "/web/switchboard.js": "switchboard.js" };
+
+async function newContext(options) {
+  const context = await browser.newContext(options);
+  if (webDir) {
+    await context.route(
+      (url) => url.origin === new URL(dev.url).origin && url.pathname in WEB_FILES,
+      async (route) => {
+        const response = await route.fetch();
+        const file = WEB_FILES[new URL(route.request().url()).pathname];
+        await route.fulfill({ response, body: readFileSync(join(webDir, file), "utf8") });
+      },
+    );
+  }
+  return context;
+}
 const artifacts = new URL("../test-artifacts/", import.meta.url).pathname;
 /** A `size`×`size` PNG of one colour. */
 function png(size, [r, g, b]) {
@@ -42,7 +65,10 @@ let browser;
 before(async () => {
   mkdirSync(artifacts, { recursive: true });
   dev = await Dev.start();
-  browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  // A page fulfilled by the test counts as public to Chromium's Local
+  // Network Access checks, which then block its WebSocket to 127.0.0.1.
+  const lna = webDir ? ["--disable-features=LocalNetworkAccessChecks"] : [];
+  browser = await chromium.launch({ executablePath, args: ["--no-sandbox", ...lna] });
 });
 after(async () => {
   await browser?.close();
@@ -50,7 +76,7 @@ after(async () => {
 });
 
 async function signIn(user, viewport = { width: 1100, height: 720 }) {
-  const context = await browser.newContext({ viewport });
+  const context = await newContext({ viewport });
   const page = await context.newPage();
   page.on("pageerror", (e) => console.error(`[${user}] page error:`, e));
   await page.goto(dev.url);
@@ -242,4 +268,68 @@ test("read, then reply at once: the other side's tick still turns read", async (
       throw new Error(`ticks ${JSON.stringify(ticks)}: ${e.message}`);
     });
   for (const page of [carol, dave]) await page.context().close();
+});
+
+test("a reload shows the kept list and messages before the network answers, then catches up; a refused message shows as failed", async () => {
+  const xena = new SwitchboardClient({ url: dev.url, token: token("xena"), WebSocket });
+  const connected = waitFor(xena, "status", (s) => s === "open");
+  xena.connect();
+  await connected;
+  const page = await signIn("wendy");
+  try {
+    await page.fill("#new-members", "xena");
+    await page.click("#new-chat button");
+    await page.waitForSelector("#chat-title:text('xena')");
+    const id = decodeURIComponent(new URL(page.url()).hash.slice(1));
+    await page.fill("#text", "kept hello");
+    await page.press("#text", "Enter");
+    await page.locator(".msg.mine:not(.pending)", { hasText: "kept hello" }).waitFor();
+    await xena.sendText(id, "kept reply");
+    await bodies(page, "kept reply").waitFor();
+    // The SDK writes to IndexedDB a moment after a change.
+    await page.waitForTimeout(1_000);
+
+    // The network held back: every REST call waits at the gate, the dev
+    // token the WebSocket needs among them, so nothing can come from it.
+    let release;
+    const gate = new Promise((resolve) => (release = resolve));
+    let asked = 0;
+    await page.route("**/v1/**", async (route) => {
+      asked += 1;
+      await gate;
+      await route.continue();
+    });
+    await page.reload();
+    await page.waitForSelector("#login", { state: "hidden" });
+    await bodies(page, "kept hello").waitFor();
+    await bodies(page, "kept reply").waitFor();
+    await page.locator(`#conversations button[data-conversation="${id}"]`, { hasText: "kept reply" }).waitFor();
+    await page.waitForSelector("#chat-title:text('xena')");
+    assert.notEqual(await page.locator("#connection").getAttribute("data-status"), "open");
+    assert.ok(asked >= 1, "the network was asked and has not answered");
+    await page.screenshot({ path: `${artifacts}reload-before-network.png` });
+
+    // Sent while the page was away: it comes with the catch-up.
+    await xena.sendText(id, "while you reloaded");
+    release();
+    await page.waitForSelector('#connection[data-status="open"]');
+    await bodies(page, "while you reloaded").waitFor({ timeout: 15_000 });
+    await page.locator(`#conversations button[data-conversation="${id}"]`, { hasText: "while you reloaded" }).waitFor();
+    assert.equal(await bodies(page, "kept hello").count(), 1);
+    assert.equal(await bodies(page, "kept reply").count(), 1);
+    await page.unroute("**/v1/**");
+
+    // Too long to send: refused for good, shown as failed, and dropped on request.
+    await page.fill("#text", "x".repeat(17_000));
+    await page.press("#text", "Enter");
+    const failed = page.locator('.msg.failed[data-status="failed"]');
+    await failed.waitFor();
+    assert.equal(await failed.locator('.tick[data-state="failed"]').count(), 1);
+    await page.screenshot({ path: `${artifacts}failed-message.png` });
+    await failed.getByRole("button", { name: "Discard message" }).click();
+    assert.equal(await page.locator(".msg.failed").count(), 0);
+  } finally {
+    xena.close();
+    await page.context().close();
+  }
 });

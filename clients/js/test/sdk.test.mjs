@@ -2,11 +2,14 @@
 // receipts and typing, backlog after being offline, a gateway killed
 // mid-conversation with nothing lost or duplicated, and a frozen one
 // noticed by the SDK's ping deadline, and the browser's offline and
-// online events.
+// online events. Then its state model: message status with retry,
+// commands queued while offline with their promises, the live
+// conversation list, and persistence across a restart. (A few cases a
+// real gateway cannot be made to show on cue use a stand-in server.)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
-import { SwitchboardClient } from "../dist/index.js";
+import { CommandError, MemoryStore, SendError, SwitchboardClient } from "../dist/index.js";
 import { Dev, token, waitFor, until } from "./dev.mjs";
 
 let dev;
@@ -293,5 +296,441 @@ test("an ack lost on an open connection: the send is written again and resolves"
   } finally {
     c.close();
     server.close();
+  }
+});
+
+// ---- The state model ----
+
+/** A stand-in gateway: `answer(frame, socket)` replies as the test
+ * wants; every frame the client wrote is in `frames`. */
+async function standIn(answer = () => {}) {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const frames = [];
+  const sockets = [];
+  server.on("connection", (socket) => {
+    sockets.push(socket);
+    socket.on("message", (data) => {
+      const frame = JSON.parse(data.toString());
+      frames.push(frame);
+      answer(frame, socket);
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    frames,
+    sockets,
+    reply: (socket, frame) => socket.send(JSON.stringify(frame)),
+    close: () => {
+      for (const s of sockets) s.terminate();
+      server.close();
+    },
+  };
+}
+
+/** A `ws` WebSocket that keeps what the client writes. */
+function recording(written) {
+  return class extends WebSocket {
+    send(data, ...rest) {
+      written.push(JSON.parse(data));
+      return super.send(data, ...rest);
+    }
+  };
+}
+
+/** An unsigned token naming a user (the stand-in checks nothing). */
+const fakeToken = (sub) => `e30.${Buffer.from(JSON.stringify({ sub })).toString("base64url")}.x`;
+
+const message = (fields) => ({
+  sender_id: "someone",
+  sender_device: "web",
+  client_msg_id: `x${fields.message_id}`,
+  created_at: "2026-01-01T00:00:00.000Z",
+  edited_at: null,
+  deleted_at: null,
+  ...fields,
+});
+
+test("edits, deletes and marks made without a connection wait, then settle by their answers, one at a time per conversation", { timeout: 15_000 }, async () => {
+  // The stand-in answers each edit and delete 100 ms later (a delete of
+  // message 11 with `forbidden`), and notes any that came while another
+  // of the conversation was unanswered.
+  let open = 0;
+  let overlapped = 0;
+  const server = await standIn((frame, socket) => {
+    if (frame.type !== "edit_message" && frame.type !== "delete_message") return;
+    if (open > 0) overlapped += 1;
+    open += 1;
+    setTimeout(() => {
+      open -= 1;
+      if (frame.message_id === "11") {
+        server.reply(socket, {
+          type: "error",
+          code: "forbidden",
+          message: "only the sender deletes",
+          request_type: frame.type,
+          conversation_id: frame.conversation_id,
+        });
+        return;
+      }
+      const m = message({ message_id: frame.message_id, conversation_id: frame.conversation_id, seq: Number(frame.message_id) });
+      server.reply(socket, {
+        type: "message_updated",
+        message:
+          frame.type === "edit_message"
+            ? { ...m, content: frame.content, edited_at: "2026-01-01T00:01:00.000Z" }
+            : { ...m, content: null, deleted_at: "2026-01-01T00:01:00.000Z" },
+      });
+    }, 100);
+  });
+  const c = new SwitchboardClient({ url: server.url, token: "not-checked-here", WebSocket });
+  try {
+    const errors = [];
+    c.on("error", (e) => errors.push(e));
+    const edited = c.edit("c1", "10", { kind: "text", text: "fixed" });
+    const refused = c.delete("c1", "11");
+    const deleted = c.delete("c1", "12");
+    const elsewhere = c.edit("c2", "20", { kind: "text", text: "other" });
+    const marks = [c.markRead("c1", 1), c.markRead("c1", 3), c.markRead("c1", 2)];
+    const settled = [];
+    for (const [i, p] of [edited, refused, deleted, elsewhere, ...marks].entries()) p.then(() => settled.push(i), () => settled.push(i));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(settled, [], "nothing settles without a connection");
+    assert.equal(c.queued, 4);
+
+    c.connect();
+    const m10 = await edited;
+    assert.equal(m10.content.text, "fixed");
+    await assert.rejects(refused, (e) => {
+      assert.ok(e instanceof CommandError);
+      assert.equal(e.code, "forbidden");
+      assert.equal(e.request, "delete_message");
+      assert.equal(e.conversationId, "c1");
+      return true;
+    });
+    // The refusal answered its own delete, not the one after it.
+    assert.ok((await deleted).deleted_at);
+    assert.equal((await elsewhere).content.text, "other");
+    await Promise.all(marks);
+    assert.equal(c.queued, 0);
+    assert.equal(overlapped, 1, "only the other conversation's edit overlapped");
+    const acks = server.frames.filter((f) => f.type === "ack_read");
+    assert.deepEqual(acks, [{ type: "ack_read", conversation_id: "c1", seq: 3 }], "only the highest mark is written");
+    const updates = server.frames.filter((f) => f.type === "edit_message" || f.type === "delete_message");
+    assert.deepEqual(updates.map((f) => f.message_id).sort(), ["10", "11", "12", "20"]);
+    // Refused for good: told as an `error` too, as before.
+    assert.deepEqual(errors.map((e) => e.code), ["forbidden"]);
+    // Marks already covered settle at once.
+    await c.markRead("c1", 2);
+    assert.equal(server.frames.filter((f) => f.type === "ack_read").length, 1);
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
+test("the queue is bounded: past maxQueued a command fails with queue_full, and a failed send can be retried later", { timeout: 10_000 }, async () => {
+  const server = await standIn((frame, socket) => {
+    if (frame.type !== "send_message") return;
+    server.reply(socket, { type: "ack", client_msg_id: frame.client_msg_id, conversation_id: frame.conversation_id, message_id: String(frame.content.text.length), seq: 1, status: "sent" });
+  });
+  const c = new SwitchboardClient({ url: server.url, token: "not-checked-here", WebSocket, maxQueued: 2 });
+  try {
+    const first = c.sendText("c1", "one");
+    const second = c.edit("c1", "5", { kind: "text", text: "two" });
+    await assert.rejects(c.delete("c1", "6"), (e) => e instanceof CommandError && e.code === "queue_full");
+    await assert.rejects(c.sendText("c1", "three"), (e) => e instanceof CommandError && !(e instanceof SendError) && e.code === "queue_full");
+    const outgoing = c.conversation("c1").outgoing;
+    assert.deepEqual(outgoing.map((o) => [o.content.text, o.status]), [["one", "pending"], ["three", "failed"]]);
+    assert.equal(outgoing[1].error.code, "queue_full");
+    second.catch(() => {});
+
+    c.connect();
+    await first;
+    const again = await outgoing[1].retry();
+    assert.equal(again.client_msg_id, outgoing[1].client_msg_id);
+    assert.equal(outgoing[1].status, "sent");
+    assert.deepEqual(c.conversation("c1").outgoing.map((o) => o.content.text), []);
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
+test("a send not acked within giveUpAfterMs fails with timeout; an ack that comes later still makes it sent", { timeout: 10_000 }, async () => {
+  let socket;
+  const server = await standIn((frame, s) => {
+    socket = s;
+  });
+  const c = new SwitchboardClient({ url: server.url, token: fakeToken("zed"), WebSocket, giveUpAfterMs: 300, resendAfterMs: 100 });
+  try {
+    const statuses = [];
+    c.on("outgoing", (o) => statuses.push(o.status));
+    const open = waitFor(c, "status", (s) => s === "open");
+    c.connect();
+    await open;
+    const started = Date.now();
+    await assert.rejects(c.sendText("c1", "into the void"), (e) => e instanceof CommandError && e.code === "timeout");
+    assert.ok(Date.now() - started >= 300);
+    const [o] = c.conversation("c1").outgoing;
+    assert.equal(o.status, "failed");
+    const writes = server.frames.filter((f) => f.type === "send_message");
+    assert.ok(writes.length >= 2, "written again while it waited");
+    assert.equal(new Set(writes.map((f) => f.client_msg_id)).size, 1, "always with the same client_msg_id");
+    // The server stored it after all: its ack is the truth.
+    server.reply(socket, { type: "ack", client_msg_id: o.client_msg_id, conversation_id: "c1", message_id: "77", seq: 4, status: "sent" });
+    await until(() => o.status === "sent", 2_000, "the late ack");
+    assert.deepEqual(statuses, ["pending", "failed", "sent"]);
+    assert.deepEqual(c.conversation("c1").messages.map((m) => m.message_id), ["77"]);
+    assert.equal(c.conversation("c1").outgoing.length, 0);
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
+test("message status: pending while the gateway is down, failed when given up, and retry() stores it once with the same client_msg_id", async () => {
+  const pat = await client("pat", "web", { giveUpAfterMs: 1_500 });
+  const quinn = await client("quinn");
+  try {
+    const { conversation_id: id } = await quinn.rest.createConversation("group", ["pat"], "status");
+    const seen = [];
+    pat.on("outgoing", (o) => seen.push(o.status));
+    await dev.kill();
+    await until(() => pat.status === "reconnecting", 5_000, "pat noticing");
+    const sending = pat.sendText(id, "are you there?");
+    const [o] = pat.conversation(id).outgoing;
+    assert.equal(o.status, "pending");
+    assert.deepEqual(pat.pendingIn(id).map((p) => p.client_msg_id), [o.client_msg_id]);
+    await assert.rejects(sending, (e) => e instanceof CommandError && e.code === "timeout" && e.request === "send_message");
+    assert.equal(o.status, "failed");
+    assert.equal(pat.pendingSends, 0);
+    assert.deepEqual(pat.conversation(id).outgoing, [o], "a failed message stays, to retry or discard");
+
+    await dev.run();
+    await until(() => pat.status === "open", 15_000, "pat reconnecting");
+    const sent = await o.retry();
+    assert.equal(sent.client_msg_id, o.client_msg_id);
+    assert.equal(o.status, "sent");
+    assert.deepEqual(seen, ["pending", "failed", "pending", "sent"]);
+    assert.deepEqual(pat.conversation(id).outgoing, []);
+    assert.deepEqual(texts(pat, id), ["are you there?"]);
+    await until(() => texts(quinn, id).length === 1, 10_000, "quinn's copy");
+    const page = await quinn.rest.history(id, { limit: 10 });
+    const stored = page.messages.filter((m) => m.content?.text === "are you there?");
+    assert.deepEqual(stored.map((m) => [m.message_id, m.client_msg_id]), [[sent.message_id, o.client_msg_id]]);
+    assert.equal(o.discard(), false, "a sent message cannot be discarded");
+  } finally {
+    pat.close();
+    quinn.close();
+  }
+});
+
+test("a refused send fails for good with its SendError; discard() forgets it", async () => {
+  const ruth = await client("ruth");
+  const quinn = await client("quinn");
+  try {
+    const { conversation_id: id } = await quinn.rest.createConversation("group", ["sue"], "not ruth's");
+    await assert.rejects(ruth.sendText(id, "let me in"), (e) => e instanceof SendError && e instanceof CommandError && e.code === "not_a_member");
+    const [o] = ruth.conversation(id).outgoing;
+    assert.equal(o.status, "failed");
+    assert.equal(o.error.frame.client_msg_id, o.client_msg_id);
+    // The server remembers the refusal for its dedupe window: the same
+    // client_msg_id again gets the same answer.
+    await assert.rejects(o.retry(), (e) => e.code === "not_a_member");
+    assert.equal(o.discard(), true);
+    assert.deepEqual(ruth.conversation(id).outgoing, []);
+    assert.equal(ruth.outgoing(o.client_msg_id), undefined);
+  } finally {
+    ruth.close();
+    quinn.close();
+  }
+});
+
+test("edits, deletes and reads made offline are sent on reconnect and their promises settle", async () => {
+  globalThis.window = new EventTarget();
+  const sam = await client("sam", "web", { reconnect: { minDelayMs: 60_000, maxDelayMs: 60_000 } });
+  const tess = await client("tess");
+  try {
+    const { conversation_id: id } = await sam.rest.createConversation("group", ["tess"]);
+    const one = await sam.sendText(id, "first");
+    const two = await sam.sendText(id, "second");
+    const fromTess = waitFor(sam, "message", (m) => m.content?.text === "hi sam" && m);
+    await tess.sendText(id, "hi sam");
+    const hers = await fromTess;
+    await until(() => texts(tess, id).length === 3, 10_000, "tess's copy");
+
+    window.dispatchEvent(new Event("offline"));
+    const edited = sam.edit(id, one.message_id, { kind: "text", text: "first, edited" });
+    const deleted = sam.delete(id, two.message_id);
+    const read = sam.markRead(id);
+    assert.equal(sam.conversation(id).receipts.get("sam").read, hers.seq, "the own mark moves at once");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(texts(tess, id), ["first", "second", "hi sam"], "nothing went while offline");
+    // A refusal comes back to its promise: tess may not edit sam's message.
+    await assert.rejects(tess.edit(id, one.message_id, { kind: "text", text: "hijacked" }), (e) => e.code === "forbidden");
+
+    const receipt = waitFor(tess, "receipt", (r) => r.user_id === "sam" && r.kind === "read" && r);
+    window.dispatchEvent(new Event("online"));
+    assert.equal((await edited).content.text, "first, edited");
+    assert.ok((await deleted).deleted_at);
+    await read;
+    assert.ok((await receipt).seq >= hers.seq);
+    await until(() => texts(tess, id).join("|") === "first, edited|hi sam", 10_000, "tess seeing the edit and the delete");
+    assert.equal(sam.queued, 0);
+  } finally {
+    sam.close();
+    tess.close();
+    delete globalThis.window;
+  }
+});
+
+test("the conversation list: loaded by page, kept current by events (order, previews, unread counts) with no REST call per event", async () => {
+  const calls = [];
+  const counting = (url, init) => {
+    calls.push(`${init?.method ?? "GET"} ${new URL(url).pathname}`);
+    return fetch(url, init);
+  };
+  const lena = await client("lena", "web", { fetch: counting });
+  const mo = await client("mo");
+  try {
+    const ids = [];
+    for (const title of ["a", "b", "c"]) ids.push((await lena.rest.createConversation("group", ["mo"], title)).conversation_id);
+    const list = lena.conversationList;
+    await list.load();
+    assert.deepEqual(list.items.map((c) => c.conversation_id), [...ids].reverse());
+    let changes = 0;
+    list.on("change", () => (changes += 1));
+    const before = calls.length;
+
+    // Mo writes in the oldest: it moves to the top, one unread each.
+    for (let i = 0; i < 3; i++) await mo.sendText(ids[0], `from mo ${i}`);
+    await until(() => list.get(ids[0]).unread_count === 3, 10_000, "three unread");
+    assert.equal(list.items[0].conversation_id, ids[0]);
+    assert.equal(list.items[0].preview, "from mo 2");
+    assert.equal(list.unreadTotal, 3);
+    // Her own message: she read what came before it.
+    await lena.sendText(ids[1], "lena here");
+    assert.equal(list.items[0].conversation_id, ids[1]);
+    assert.equal(list.get(ids[1]).unread_count, 0);
+    // Reading zeroes the count at once.
+    const reading = lena.markRead(ids[0]);
+    assert.equal(list.get(ids[0]).unread_count, 0);
+    await reading;
+    // An edit and a deletion of the last message change the preview.
+    const last = lena.conversation(ids[0]).messages.at(-1);
+    await mo.edit(ids[0], last.message_id, { kind: "text", text: "from mo, edited" });
+    await until(() => list.get(ids[0]).preview === "from mo, edited", 10_000, "the edited preview");
+    await mo.delete(ids[0], last.message_id);
+    await until(() => list.get(ids[0]).preview === null, 10_000, "the deleted preview");
+    assert.ok(changes >= 6);
+    assert.deepEqual(calls.slice(before), [], "no REST call for any of it");
+
+    // A conversation the list does not hold is read once, then follows events.
+    const { conversation_id: fresh } = await mo.rest.createConversation("group", ["lena"], "new one");
+    await mo.sendText(fresh, "surprise");
+    await mo.sendText(fresh, "again");
+    await until(() => list.get(fresh)?.unread_count === 2, 10_000, "the new conversation");
+    assert.equal(list.items[0].conversation_id, fresh);
+    assert.deepEqual(calls.slice(before), [`GET /v1/conversations/${encodeURIComponent(fresh)}`]);
+
+    // What the events made of it is what the server says (once the read
+    // mark is past its receipt window).
+    await new Promise((r) => setTimeout(r, 1_500));
+    const local = list.items.map((c) => [c.conversation_id, c.last_seq, c.unread_count, c.preview]);
+    await list.refresh();
+    assert.deepEqual(list.items.map((c) => [c.conversation_id, c.last_seq, c.unread_count, c.preview]), local);
+  } finally {
+    lena.close();
+    mo.close();
+  }
+});
+
+test("persistence: a client over the same store shows the last state at once, then catches up from its cursors and sends what waited", async () => {
+  const store = new MemoryStore();
+  const nina = await client("nina", "tablet", { persist: store });
+  const otto = await client("otto");
+  const { conversation_id: id } = await nina.rest.createConversation("group", ["otto"], "kept");
+  let kept;
+  try {
+    await nina.conversationList.load();
+    for (let i = 0; i < 3; i++) await otto.sendText(id, `before ${i}`);
+    await until(() => texts(nina, id).length === 3, 10_000, "nina's three");
+    kept = await nina.sendText(id, "mine");
+    nina.close();
+    // While closed: a send and an edit wait (and are stored).
+    void nina.sendText(id, "written while away");
+    void nina.edit(id, kept.message_id, { kind: "text", text: "mine, edited" });
+    await nina.flush();
+  } finally {
+    nina.close();
+  }
+  const storedSeq = nina.conversation(id).contiguousSeq;
+  for (let i = 0; i < 2; i++) await otto.sendText(id, `while gone ${i}`);
+
+  const written = [];
+  const again = new SwitchboardClient({
+    url: dev.url,
+    token: async () => token("nina", "tablet"),
+    WebSocket: recording(written),
+    reconnect: { minDelayMs: 100, maxDelayMs: 1_000 },
+    persist: store,
+  });
+  try {
+    // At once, before any network: the list, the messages, what waits.
+    assert.deepEqual(texts(again, id), ["before 0", "before 1", "before 2", "mine"]);
+    assert.equal(again.conversationList.items[0].conversation_id, id);
+    assert.equal(again.conversationList.items[0].preview, "mine");
+    assert.deepEqual(again.conversation(id).outgoing.map((o) => [o.content.text, o.status]), [["written while away", "pending"]]);
+    assert.equal(again.queued, 2);
+    assert.equal(written.length, 0);
+
+    const outcomes = [];
+    again.on("command", (e) => outcomes.push([e.type, e.outcome]));
+    again.connect();
+    await until(() => texts(again, id).includes("while gone 1"), 15_000, "the catch-up");
+    await until(() => again.queued === 0, 15_000, "what waited going");
+    assert.ok(
+      written.some((f) => f.type === "pull_backlog" && f.conversation_id === id && f.since_seq === storedSeq),
+      "pulled from the stored cursor",
+    );
+    assert.deepEqual(outcomes, [["edit_message", "done"]]);
+    await until(() => texts(otto, id).includes("written while away"), 10_000, "otto getting it");
+    assert.deepEqual(texts(again, id), ["before 0", "before 1", "before 2", "mine, edited", "while gone 0", "while gone 1", "written while away"]);
+    const page = await otto.rest.history(id, { limit: 20 });
+    assert.equal(page.messages.filter((m) => m.content?.text === "written while away").length, 1, "stored once");
+    // The list caught up too (the reconnect read it again).
+    await until(() => again.conversationList.items[0].preview === "written while away", 10_000, "the list");
+  } finally {
+    again.close();
+    otto.close();
+  }
+});
+
+test("persistence keeps its bounds and refuses another user's state", async () => {
+  const store = new MemoryStore();
+  const uma = await client("uma", "web", { persist: store, persistLimits: { messagesPerConversation: 3, conversations: 2 } });
+  try {
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const { conversation_id: id } = await uma.rest.createConversation("group", ["vic"], `bound ${i}`);
+      ids.push(id);
+      for (let j = 0; j < 5; j++) await uma.sendText(id, `m${i}.${j}`);
+    }
+    await uma.flush();
+    const kept = [...store.records.keys()].filter((k) => k.startsWith("c:"));
+    assert.deepEqual(kept.sort(), ids.slice(1).map((id) => `c:${id}`).sort(), "the two most recently active");
+    assert.deepEqual(store.records.get(`c:${ids[2]}`).messages.map((m) => m.content.text), ["m2.2", "m2.3", "m2.4"]);
+  } finally {
+    uma.close();
+  }
+  // Someone else over that store sees none of it.
+  const other = new SwitchboardClient({ url: dev.url, token: token("vic", "web"), WebSocket, persist: store });
+  try {
+    assert.equal(other.conversations.size, 0);
+    await other.flush();
+    assert.equal(store.records.size, 0, "and it is emptied");
+  } finally {
+    other.close();
   }
 });

@@ -1,0 +1,334 @@
+// The commands besides sends: edits and deletes, whose promise settles
+// with the server's answer, and read and delivered marks, which have no
+// answer. All of them wait while there is no connection and go when one
+// opens: none is dropped.
+//
+// Edits and deletes of one conversation go one at a time. The server
+// answers one with `message_updated` (the message as it now is) or with
+// an `error` that names the request's type and conversation but not its
+// message (docs/protocol.md): with one in flight per conversation, that
+// error can only be its answer.
+import { CommandError, onRefusal, type ErrorFrame } from "./errors.js";
+import type { ClientFrame, Content, Message } from "./protocol.js";
+
+export type UpdateType = "edit_message" | "delete_message";
+export type MarkKind = "read" | "delivered";
+
+/** An edit or delete answered, for the `command` event: done (the
+ * message as it now is) or failed. */
+export interface CommandEvent {
+  type: UpdateType;
+  conversation_id: string;
+  message_id: string;
+  outcome: "done" | "failed";
+  message?: Message;
+  error?: CommandError;
+}
+
+/** A stored edit, delete or mark not yet carried out (persist.ts). */
+export type CommandRecord =
+  | { type: UpdateType; conversation_id: string; message_id: string; content?: Content; created_at: number }
+  | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number };
+
+interface Update {
+  type: UpdateType;
+  conversationId: string;
+  messageId: string;
+  content: Content | undefined;
+  createdAt: number;
+  writtenAt: number;
+  answers: number;
+  retryAt: number;
+  waiters: { resolve: (m: Message) => void; reject: (e: CommandError) => void }[];
+}
+
+interface Mark {
+  seq: number;
+  waiters: (() => void)[];
+}
+
+export interface CommandsHost {
+  write(frame: ClientFrame): boolean;
+  hasRoom(): boolean;
+  /** The queue changed (for the store). */
+  changed(): void;
+  settled(event: CommandEvent): void;
+  busy(): void;
+}
+
+export interface CommandsOptions {
+  resendAfterMs: number;
+  giveUpAfterMs: number | undefined;
+}
+
+/** Marks written this recently before a connection ended are written
+ * again on the next one: the server keeps a connection's marks for a
+ * receipt window (1 s by default) before it stores them. */
+const MARK_WINDOW_MS = 2_000;
+
+const key = (kind: MarkKind, conversationId: string) => `${kind}\u0000${conversationId}`;
+
+export class Commands {
+  /** Per conversation, in order; the first is in flight once written. */
+  private readonly lanes = new Map<string, Update[]>();
+  /** Per kind and conversation, the highest mark not yet written. */
+  private readonly marks = new Map<string, Mark>();
+  /** Per kind and conversation, the highest mark written, and when. */
+  private readonly written = new Map<string, { seq: number; at: number; retryAt: number }>();
+
+  constructor(
+    private readonly host: CommandsHost,
+    private readonly options: CommandsOptions,
+  ) {}
+
+  /** Edits and deletes waiting or in flight. */
+  get size(): number {
+    let n = 0;
+    for (const lane of this.lanes.values()) n += lane.length;
+    return n;
+  }
+
+  update(type: UpdateType, conversationId: string, messageId: string, content?: Content): Promise<Message> {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
+    }
+    return new Promise((resolve, reject) => {
+      this.enqueue({
+        type,
+        conversationId,
+        messageId,
+        content,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }],
+      });
+    });
+  }
+
+  /** Moves a mark: resolves once it is written (or one at least as high
+   * was); while there is no connection only the highest waits. */
+  mark(kind: MarkKind, conversationId: string, seq: number): Promise<void> {
+    const k = key(kind, conversationId);
+    const done = this.written.get(k);
+    if (done && done.seq >= seq) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiting = this.marks.get(k);
+      if (waiting && waiting.seq >= seq) {
+        waiting.waiters.push(resolve);
+        return;
+      }
+      this.marks.set(k, { seq, waiters: [...(waiting?.waiters ?? []), resolve] });
+      this.host.changed();
+      this.writeMark(kind, conversationId);
+    });
+  }
+
+  /** A `message_updated`: the answer of the edit or delete in flight for
+   * that message, if one is. */
+  updated(message: Message): void {
+    const lane = this.lanes.get(message.conversation_id);
+    const head = lane?.[0];
+    if (!head || head.messageId !== message.message_id || head.writtenAt === 0) return;
+    // A deletion is no answer to an edit: the edit's own answer (its
+    // update, or `conflict`) is still on its way.
+    if (head.type === "edit_message" && message.deleted_at) return;
+    if (head.type === "delete_message" && !message.deleted_at) return;
+    this.settle(head, message);
+  }
+
+  /** An `error` frame: whether it answered a command here, and if so
+   * whether that command is `settled` (refused for good) or `retrying`. */
+  refused(frame: ErrorFrame): "settled" | "retrying" | undefined {
+    const conversationId = frame.conversation_id;
+    if (!conversationId) return undefined;
+    if (frame.request_type === "ack_read" || frame.request_type === "ack_delivered") {
+      const kind: MarkKind = frame.request_type === "ack_read" ? "read" : "delivered";
+      const written = this.written.get(key(kind, conversationId));
+      // The mark was taken as written: one worth retrying goes again.
+      if (!written || onRefusal(frame.code, 1).final) return undefined;
+      written.retryAt = Date.now() + 1_000;
+      this.host.busy();
+      return "retrying";
+    }
+    const head = this.lanes.get(conversationId)?.[0];
+    if (!head || head.type !== frame.request_type) return undefined;
+    head.answers += 1;
+    const next = onRefusal(frame.code, head.answers);
+    if (next.final) {
+      this.settle(head, CommandError.refused(head.type, conversationId, frame));
+      return "settled";
+    }
+    head.retryAt = Date.now() + next.delayMs;
+    return "retrying";
+  }
+
+  /** A connection opened: the first edit or delete of each conversation
+   * and every waiting mark go. */
+  writeAll(): void {
+    for (const lane of this.lanes.values()) {
+      lane[0].retryAt = 0;
+      this.writeUpdate(lane[0]);
+    }
+    for (const k of [...this.marks.keys()]) {
+      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
+      this.writeMark(kind, conversationId);
+    }
+  }
+
+  /** The connection ended: what is in flight goes again on the next one,
+   * and so do marks written just before (the server may not have stored
+   * them yet). */
+  lost(): void {
+    for (const lane of this.lanes.values()) lane[0].writtenAt = 0;
+    const recent = Date.now() - MARK_WINDOW_MS;
+    for (const [k, w] of this.written) {
+      if (w.at < recent || this.marks.has(k)) continue;
+      this.marks.set(k, { seq: w.seq, waiters: [] });
+    }
+  }
+
+  /** Writes again what is overdue or due after a refusal, and gives up
+   * what waited too long; says whether anything still waits. */
+  tick(now: number, open: boolean): boolean {
+    let busy = false;
+    for (const lane of [...this.lanes.values()]) {
+      const head = lane[0];
+      const giveUp = this.options.giveUpAfterMs;
+      if (giveUp !== undefined && now >= head.createdAt + giveUp) {
+        const waited = Math.round((now - head.createdAt) / 1000);
+        this.settle(head, new CommandError(head.type, head.conversationId, "timeout", `not answered after ${waited} s`));
+        busy = true;
+        continue;
+      }
+      busy = true;
+      if (!open) continue;
+      if (head.retryAt) {
+        if (now >= head.retryAt) {
+          head.retryAt = 0;
+          this.writeUpdate(head);
+        }
+      } else if (head.writtenAt <= now - this.options.resendAfterMs) {
+        // The answer can be lost with the connection up (live delivery
+        // is at most once); an edit or delete again is a repeat the
+        // server answers with the message as it stands.
+        this.writeUpdate(head);
+      }
+    }
+    for (const [k, w] of this.written) {
+      if (!w.retryAt) continue;
+      busy = true;
+      if (!open || now < w.retryAt) continue;
+      w.retryAt = 0;
+      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
+      this.written.delete(k);
+      if (!this.marks.has(k)) this.marks.set(k, { seq: w.seq, waiters: [] });
+      this.writeMark(kind, conversationId);
+    }
+    return busy;
+  }
+
+  /** What waits, for the store. */
+  records(): CommandRecord[] {
+    const out: CommandRecord[] = [];
+    for (const lane of this.lanes.values()) {
+      for (const u of lane) {
+        out.push({
+          type: u.type,
+          conversation_id: u.conversationId,
+          message_id: u.messageId,
+          ...(u.content ? { content: u.content } : {}),
+          created_at: u.createdAt,
+        });
+      }
+    }
+    for (const [k, m] of this.marks) {
+      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
+      out.push({ type: kind === "read" ? "ack_read" : "ack_delivered", conversation_id: conversationId, seq: m.seq });
+    }
+    return out;
+  }
+
+  /** Takes back stored commands; their outcome is told by the `command`
+   * event (nobody holds their promise any more). */
+  restore(records: CommandRecord[]): void {
+    for (const r of records) {
+      if (r.type === "ack_read" || r.type === "ack_delivered") {
+        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq);
+        continue;
+      }
+      if (r.type !== "edit_message" && r.type !== "delete_message") continue;
+      this.enqueue({
+        type: r.type,
+        conversationId: r.conversation_id,
+        messageId: r.message_id,
+        content: r.content,
+        createdAt: r.created_at,
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [],
+      });
+    }
+  }
+
+  /** Forgets everything (the stored state was someone else's). */
+  clear(): void {
+    this.lanes.clear();
+    this.marks.clear();
+    this.written.clear();
+  }
+
+  private enqueue(u: Update): void {
+    const lane = this.lanes.get(u.conversationId);
+    if (lane) lane.push(u);
+    else this.lanes.set(u.conversationId, [u]);
+    this.host.changed();
+    this.host.busy();
+    if (!lane) this.writeUpdate(u);
+  }
+
+  private writeUpdate(u: Update): void {
+    const frame: ClientFrame =
+      u.type === "edit_message"
+        ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content! }
+        : { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId };
+    if (this.host.write(frame)) u.writtenAt = Date.now();
+  }
+
+  private writeMark(kind: MarkKind, conversationId: string): void {
+    const k = key(kind, conversationId);
+    const m = this.marks.get(k);
+    if (!m) return;
+    const type = kind === "read" ? "ack_read" : "ack_delivered";
+    if (!this.host.write({ type, conversation_id: conversationId, seq: m.seq })) return;
+    this.marks.delete(k);
+    const before = this.written.get(k);
+    this.written.set(k, { seq: Math.max(m.seq, before?.seq ?? 0), at: Date.now(), retryAt: 0 });
+    this.host.changed();
+    for (const resolve of m.waiters) resolve();
+  }
+
+  private settle(u: Update, outcome: Message | CommandError): void {
+    const lane = this.lanes.get(u.conversationId);
+    if (!lane || lane[0] !== u) return;
+    lane.shift();
+    if (lane.length === 0) this.lanes.delete(u.conversationId);
+    this.host.changed();
+    const failed = outcome instanceof CommandError;
+    for (const w of u.waiters) {
+      if (failed) w.reject(outcome);
+      else w.resolve(outcome);
+    }
+    this.host.settled({
+      type: u.type,
+      conversation_id: u.conversationId,
+      message_id: u.messageId,
+      outcome: failed ? "failed" : "done",
+      ...(failed ? { error: outcome } : { message: outcome }),
+    });
+    // The next one of the conversation goes now.
+    if (lane.length) this.writeUpdate(lane[0]);
+  }
+}

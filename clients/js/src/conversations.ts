@@ -1,0 +1,392 @@
+// The caller's conversation list, kept current: pages come from REST
+// (`GET /v1/conversations`, by cursor), and from then on the session's
+// events move it (new messages, edits, deletions, reads, membership) with
+// no REST call per event.
+import { Emitter } from "./emitter.js";
+import type { Content, Message } from "./protocol.js";
+import type { ConversationDetail, ConversationPage, ConversationSummary } from "./rest.js";
+
+/** What the list needs of the REST API. */
+export interface ListSource {
+  conversationPage(page: { limit?: number; cursor?: string }): Promise<ConversationPage>;
+  conversation(id: string): Promise<ConversationDetail>;
+}
+
+export interface ConversationListEvents extends Record<string, unknown> {
+  /** The list changed (an item, the order, or a page came): re-render. */
+  change: readonly ConversationSummary[];
+  /** A page or a conversation could not be read. */
+  error: Error;
+}
+
+/** The list as the store keeps it (persist.ts). */
+export interface ListSnapshot {
+  items: ConversationSummary[];
+  more: boolean;
+}
+
+/** How a message reads in one line, as the server's `preview` does: text
+ * cut at 100 characters, media by kind and caption, membership changes in
+ * words; null for none, a deleted message, or ciphertext. */
+export function previewOf(content: Content | null | undefined): string | null {
+  if (!content) return null;
+  switch (content.kind) {
+    case "text":
+      return oneLine(content.text);
+    case "image":
+    case "file":
+    case "voice":
+      return content.caption ? `[${content.kind}] ${oneLine(content.caption)}` : `[${content.kind}]`;
+    case "ciphertext":
+      return null;
+    case "system": {
+      const users = (content.user_ids ?? []).join(", ");
+      if (content.event === "members_added") return `${content.actor} added ${users}`;
+      if (content.event === "members_removed") {
+        const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
+        return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
+      }
+      return `${content.actor}: ${content.event}`;
+    }
+    default:
+      return null;
+  }
+}
+
+function oneLine(text: string): string {
+  const chars = [...text];
+  // Control characters (line breaks among them) become spaces.
+  // eslint-disable-next-line no-control-regex
+  const line = chars.slice(0, 100).join("").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ");
+  return chars.length > 100 ? `${line}…` : line;
+}
+
+const activity = (c: ConversationSummary) => Date.parse(c.last_message?.created_at ?? c.created_at);
+
+/**
+ * The caller's conversations, most recent activity first, each with its
+ * last message, preview and unread count (`client.conversationList`).
+ *
+ * - `load()` reads the first page, `loadMore()` the next, `refresh()`
+ *   the pages loaded again. Nothing is read until the app asks (or a
+ *   stored list is restored).
+ * - A new message moves its conversation to the top, with its preview;
+ *   it counts as unread unless the caller sent it (sending marks what
+ *   came before as read). The caller's reads (`markRead`, on this
+ *   device) set the count to what is after the mark. An edit or deletion
+ *   of the last message changes the preview.
+ * - A message of a conversation the list does not hold yet reads that
+ *   conversation once (`GET /v1/conversations/{id}`); otherwise events
+ *   cost no REST call. Each reconnect reads the loaded pages again (what
+ *   changed meanwhile, reads on the caller's other devices among it: the
+ *   server sends a user no receipt of their own marks).
+ */
+export class ConversationList extends Emitter<ConversationListEvents> {
+  private readonly byId = new Map<string, ConversationSummary>();
+  /** The caller's read mark per conversation (`last_seq - unread_count`). */
+  private readonly readSeq = new Map<string, number>();
+  private sorted: ConversationSummary[] | undefined;
+  private cursor: string | null = null;
+  private more = false;
+  private pages = 0;
+  private restoredOnly = false;
+  private fetching: Promise<void> | undefined;
+  private paging: Promise<boolean> | undefined;
+  /** Reads of the list, one after the other: a refresh that overlapped
+   * a next page would drop what that page added. */
+  private reads: Promise<unknown> = Promise.resolve();
+  private readonly looking = new Set<string>();
+  /** Messages that came while the first page was on its way. */
+  private early: Message[] = [];
+  /** Ids changed by events while a refresh was under way: the newer of
+   * the two copies stays. */
+  private touched = new Set<string>();
+
+  constructor(
+    private readonly source: ListSource,
+    private readonly me: () => string | undefined,
+  ) {
+    super();
+  }
+
+  /** The conversations, most recent activity first (then by id). */
+  get items(): readonly ConversationSummary[] {
+    if (!this.sorted) {
+      this.sorted = [...this.byId.values()].sort(
+        (a, b) => activity(b) - activity(a) || (a.conversation_id < b.conversation_id ? -1 : a.conversation_id > b.conversation_id ? 1 : 0),
+      );
+    }
+    return this.sorted;
+  }
+
+  get(conversationId: string): ConversationSummary | undefined {
+    return this.byId.get(conversationId);
+  }
+
+  /** Whether a page was read (or a stored list restored). */
+  get loaded(): boolean {
+    return this.pages > 0 || this.restoredOnly;
+  }
+
+  /** Whether a page was read (or is being read) from the server in this
+   * session: a restored list alone is not. */
+  get fetched(): boolean {
+    return this.pages > 0 || this.fetching !== undefined;
+  }
+
+  /** Whether pages after those loaded exist (`loadMore`). */
+  get hasMore(): boolean {
+    return this.more;
+  }
+
+  /** Unread messages over the conversations loaded. */
+  get unreadTotal(): number {
+    let n = 0;
+    for (const c of this.byId.values()) n += c.unread_count;
+    return n;
+  }
+
+  /** Reads the first page, unless one was read already in this session. */
+  load(): Promise<void> {
+    if (this.pages > 0) return Promise.resolve();
+    return this.refresh();
+  }
+
+  /** Reads the list again from its first page, as many pages as are
+   * loaded (one at least): a conversation that moved is found where it
+   * is now. One refresh at a time; a call during one joins it. */
+  refresh(): Promise<void> {
+    this.fetching ??= this.inTurn(() => this.fetch()).finally(() => {
+      this.fetching = undefined;
+    });
+    return this.fetching;
+  }
+
+  /** Reads the next page; resolves whether one was read. */
+  loadMore(): Promise<boolean> {
+    this.paging ??= this.inTurn(() => this.nextPage()).finally(() => {
+      this.paging = undefined;
+    });
+    return this.paging;
+  }
+
+  private inTurn<T>(read: () => Promise<T>): Promise<T> {
+    const turn = this.reads.then(read);
+    this.reads = turn.catch(() => {});
+    return turn;
+  }
+
+  private async fetch(): Promise<void> {
+    const want = Math.max(1, this.pages);
+    this.touched = new Set();
+    const fresh: ConversationSummary[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    try {
+      do {
+        const page = await this.source.conversationPage(cursor ? { cursor } : {});
+        fresh.push(...page.conversations);
+        cursor = page.next_cursor ?? null;
+        pages += 1;
+      } while (cursor && pages < want);
+    } catch (e) {
+      this.early = [];
+      this.emit("error", e as Error);
+      throw e;
+    }
+    const local = new Map(this.byId);
+    this.byId.clear();
+    for (const c of fresh) this.put(c);
+    // What events changed meanwhile is newer than the page.
+    for (const id of this.touched) {
+      const mine = local.get(id);
+      const theirs = this.byId.get(id);
+      if (mine && (!theirs || mine.last_seq >= theirs.last_seq)) this.put(mine);
+    }
+    this.touched = new Set();
+    this.cursor = cursor;
+    this.more = cursor !== null;
+    this.pages = pages;
+    this.restoredOnly = false;
+    for (const m of this.early.splice(0)) this.message(m);
+    this.changed();
+  }
+
+  private async nextPage(): Promise<boolean> {
+    // No cursor yet (nothing read, or only a restored list): the first
+    // pages first.
+    if (this.pages === 0 || (this.cursor === null && this.more)) await this.fetch();
+    if (!this.cursor) return false;
+    let page: ConversationPage;
+    try {
+      page = await this.source.conversationPage({ cursor: this.cursor });
+    } catch (e) {
+      this.emit("error", e as Error);
+      throw e;
+    }
+    // A conversation already here moved up meanwhile: the copy here is newer.
+    for (const c of page.conversations) if (!this.byId.has(c.conversation_id)) this.put(c);
+    this.cursor = page.next_cursor ?? null;
+    this.more = this.cursor !== null;
+    this.pages += 1;
+    this.changed();
+    return true;
+  }
+
+  /** A message new to the client (live, replayed, or the caller's own
+   * once stored). */
+  message(m: Message): void {
+    if (!this.loaded) {
+      if (this.fetching) this.early.push(m);
+      return;
+    }
+    const c = this.byId.get(m.conversation_id);
+    if (!c) {
+      // Older than everything loaded, with pages to come: a replay of a
+      // conversation further down, which its page brings.
+      const oldest = this.items[this.items.length - 1];
+      if (this.more && oldest && Date.parse(m.created_at) < activity(oldest)) return;
+      this.lookUp(m.conversation_id);
+      return;
+    }
+    const mine = m.sender_id === this.me();
+    let next = c;
+    if (m.seq >= c.last_seq) {
+      next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
+    }
+    if (mine) this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+    const member = this.membership(next, m.content);
+    if (member) this.replace(member);
+  }
+
+  /** A message edited or deleted: the preview follows its last message. */
+  updated(m: Message): void {
+    const c = this.byId.get(m.conversation_id);
+    if (!c || c.last_message?.message_id !== m.message_id) return;
+    this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+  }
+
+  /** The caller read up to `seq` (here, or on another device). */
+  read(conversationId: string, seq: number): void {
+    const c = this.byId.get(conversationId);
+    if (!c) return;
+    const before = this.readSeq.get(conversationId) ?? 0;
+    if (seq <= before) return;
+    this.readSeq.set(conversationId, seq);
+    this.replace(c);
+  }
+
+  /** A conversation the caller created or was told about (REST answers). */
+  conversation(detail: ConversationDetail): void {
+    if (!this.loaded) return;
+    const me = this.me();
+    const members = detail.members.map((m) => m.user_id);
+    if (me && !members.includes(me)) {
+      this.removed(detail.conversation_id);
+      return;
+    }
+    const mark = detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
+    const known = this.byId.get(detail.conversation_id);
+    const { members: _members, ...rest } = detail;
+    const summary: ConversationSummary = { ...rest, members, ...(known ? pickNewer(known, detail) : {}) };
+    this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
+    this.replace(summary);
+  }
+
+  /** The caller left the conversation, or was removed. */
+  removed(conversationId: string): void {
+    if (!this.byId.delete(conversationId)) return;
+    this.readSeq.delete(conversationId);
+    this.changed();
+  }
+
+  /** The newest `limit` items, for the store. */
+  snapshot(limit: number): ListSnapshot {
+    const items = this.items;
+    return { items: items.slice(0, limit), more: this.more || items.length > limit };
+  }
+
+  /** Takes back a stored list: shown until the first page is read. */
+  restore(snapshot: ListSnapshot): void {
+    if (this.pages > 0) return;
+    for (const c of snapshot.items) if (!this.byId.has(c.conversation_id)) this.put(c);
+    this.more = snapshot.more;
+    this.cursor = null;
+    this.restoredOnly = true;
+    this.changed();
+  }
+
+  /** Forgets everything (the stored state was someone else's). */
+  clear(): void {
+    this.byId.clear();
+    this.readSeq.clear();
+    this.pages = 0;
+    this.cursor = null;
+    this.more = false;
+    this.restoredOnly = false;
+    this.changed();
+  }
+
+  private put(c: ConversationSummary): void {
+    this.byId.set(c.conversation_id, c);
+    this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+  }
+
+  /** Stores a changed item with its unread count from the read mark. */
+  private replace(c: ConversationSummary): void {
+    const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
+    this.byId.set(c.conversation_id, unread === c.unread_count ? c : { ...c, unread_count: unread });
+    this.touched.add(c.conversation_id);
+    this.changed();
+  }
+
+  /** A membership change applied to the item; undefined when the caller
+   * is no longer a member. */
+  private membership(c: ConversationSummary, content: Content | null | undefined): ConversationSummary | undefined {
+    if (content?.kind !== "system") return c;
+    const users = content.user_ids ?? [];
+    if (content.event === "members_added") {
+      return { ...c, members: [...new Set([...c.members, ...users])] };
+    }
+    if (content.event === "members_removed") {
+      const me = this.me();
+      if (me && users.includes(me)) {
+        this.removed(c.conversation_id);
+        return undefined;
+      }
+      return { ...c, members: c.members.filter((u) => !users.includes(u)) };
+    }
+    return c;
+  }
+
+  /** Reads a conversation the list does not hold, once. */
+  private lookUp(conversationId: string): void {
+    if (this.looking.has(conversationId)) return;
+    this.looking.add(conversationId);
+    this.source
+      .conversation(conversationId)
+      .then((detail) => this.conversation(detail))
+      .catch((e) => this.emit("error", e as Error))
+      .finally(() => this.looking.delete(conversationId));
+  }
+
+  private changed(): void {
+    this.sorted = undefined;
+    this.emit("change", this.items);
+  }
+}
+
+/** What a list item knows newer than a REST answer: its last message. */
+function pickNewer(known: ConversationSummary, detail: ConversationDetail): Partial<ConversationSummary> {
+  if (known.last_seq <= detail.last_seq) return {};
+  return { last_seq: known.last_seq, last_message: known.last_message, preview: known.preview };
+}
+
+type Listed = NonNullable<ConversationSummary["last_message"]>;
+
+/** A message of the WebSocket as the list's `last_message`: the same
+ * JSON, but the REST document's generated type (from the OpenAPI
+ * document) and the frames' (from the JSON Schema) are written apart. */
+function asListed(m: Message): Listed {
+  return m as unknown as Listed;
+}

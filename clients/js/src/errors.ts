@@ -1,0 +1,74 @@
+import type { ClientFrame, ErrorCode, ServerFrame } from "./protocol.js";
+
+/** An `error` frame of the server. */
+export type ErrorFrame = Extract<ServerFrame, { type: "error" }>;
+
+/** Why the SDK itself gave a command up, without a refusal from the
+ * server: `timeout` (not answered within `giveUpAfterMs`), `queue_full`
+ * (more than `maxQueued` sends, edits and deletes were waiting). */
+export type LocalErrorCode = "timeout" | "queue_full";
+
+/** The request types the SDK's commands are made of. */
+export type CommandType = Exclude<ClientFrame["type"], "ping" | "refresh" | "pull_backlog">;
+
+/** A command (a send, an edit, a delete, a mark) that could not be carried
+ * out: refused by the server (`frame` is its `error` frame, `code` its
+ * code) or given up by the SDK (`frame` is undefined, `code` a
+ * `LocalErrorCode`). */
+export class CommandError extends Error {
+  readonly frame: ErrorFrame | undefined;
+
+  constructor(
+    readonly request: CommandType,
+    readonly conversationId: string,
+    readonly code: ErrorCode | LocalErrorCode,
+    message: string,
+    frame?: ErrorFrame,
+  ) {
+    super(`${code}: ${message}`);
+    this.name = "CommandError";
+    this.frame = frame;
+  }
+
+  /** The error of a refusal by the server. */
+  static refused(request: CommandType, conversationId: string, frame: ErrorFrame): CommandError {
+    return new CommandError(request, conversationId, frame.code, frame.message, frame);
+  }
+}
+
+/** A send the server refused (its `error` frame's code and message). A
+ * send the SDK gave up on rejects with a plain `CommandError`. */
+export class SendError extends CommandError {
+  declare readonly frame: ErrorFrame;
+
+  constructor(frame: ErrorFrame) {
+    super("send_message", frame.conversation_id ?? "", frame.code, frame.message, frame);
+    this.name = "SendError";
+  }
+}
+
+/** Errors a resend cannot fix: the command is given up at once. */
+const FINAL_CODES: ReadonlySet<string> = new Set([
+  "invalid_frame",
+  "invalid_request",
+  "too_large",
+  "unauthorized",
+  "forbidden",
+  "not_a_member",
+  "not_found",
+  "conflict",
+  "rejected_by_policy",
+  "quota_exceeded",
+]);
+
+/** How many `internal` answers a command gets before it is given up
+ * (`rate_limited` and `unavailable` never give a command up). */
+const INTERNAL_ANSWERS = 3;
+
+/** What to do about a refusal that is the `answers`-th one of a command:
+ * give up, or write it again after the returned delay (1 s, doubled
+ * with each answer, at most 30 s). */
+export function onRefusal(code: ErrorCode, answers: number): { final: true } | { final: false; delayMs: number } {
+  if (FINAL_CODES.has(code) || (code === "internal" && answers >= INTERNAL_ANSWERS)) return { final: true };
+  return { final: false, delayMs: Math.min(30_000, 1_000 * 2 ** Math.max(0, answers - 1)) };
+}

@@ -1,0 +1,85 @@
+// The client's options and events.
+import type { CommandEvent } from "./commands.js";
+import type { Status, WebSocketLike } from "./connection.js";
+import type { ErrorFrame } from "./errors.js";
+import type { PersistLimits, StateStore } from "./persist.js";
+import type { Message } from "./protocol.js";
+import type { OutgoingMessage } from "./status.js";
+import type { TokenSource } from "./token.js";
+
+export interface ClientOptions {
+  /** The gateway's base address, e.g. `https://chat.example.com`. */
+  url: string;
+  /** A token, or a function that fetches a fresh one. */
+  token: TokenSource;
+  /** Defaults to the global `WebSocket`. */
+  WebSocket?: WebSocketLike;
+  /** Defaults to the global `fetch`. */
+  fetch?: typeof fetch;
+  /** Reconnect delays: a random wait up to a bound doubled from
+   * `minDelayMs` (default 250 ms) to `maxDelayMs` (default 10 s) with
+   * each failed attempt ("full jitter"). */
+  reconnect?: { minDelayMs?: number; maxDelayMs?: number };
+  /** Send `ping` after this long without hearing from the server
+   * (default 10 s). */
+  pingIntervalMs?: number;
+  /** The connection is dead when nothing (the `pong` or any frame)
+   * arrives this long after a `ping` (default 5 s): it is closed and
+   * reconnected, and pending sends are written again. */
+  pongTimeoutMs?: number;
+  /** A connection not open after this long is given up and tried again
+   * (default 10 s). */
+  connectTimeoutMs?: number;
+  /** Send `ack_delivered` for what arrives (default true). */
+  ackDelivered?: boolean;
+  /** Refresh the token this long before it expires (default 60 s). */
+  refreshBeforeMs?: number;
+  /** Write a send, edit or delete again when its answer has not come
+   * this long after it was written on an open connection (default 10 s):
+   * an answer can be lost without the connection dropping (live delivery
+   * is at most once), and the server answers a repeat from the store. */
+  resendAfterMs?: number;
+  /** Give a send, edit or delete up (status `failed`, a `CommandError`
+   * with code `timeout`) when it is not answered this long after it was
+   * made. Default: never (a send waits out any outage). */
+  giveUpAfterMs?: number;
+  /** At most this many sends, edits and deletes wait for their answer
+   * at once (default 1000); past it, new ones fail at once with code
+   * `queue_full`. Marks are not counted: only the highest per
+   * conversation waits. */
+  maxQueued?: number;
+  /** Keep the state across reloads: `"indexeddb"` (browsers), or a
+   * `StateStore` (`MemoryStore`, or your own). Default: nothing kept. */
+  persist?: StateStore | "indexeddb";
+  /** With `persist: "indexeddb"`: the database is
+   * `switchboard:<storageName>`, one per user and device. Defaults to the
+   * gateway's host, user and device of a fixed token; required with a
+   * token function. */
+  storageName?: string;
+  /** What is kept: see `PersistLimits`. */
+  persistLimits?: PersistLimits;
+}
+
+export interface ClientEvents extends Record<string, unknown> {
+  status: Status;
+  /** A message new to this client (never one already seen). */
+  message: Message;
+  /** A message edited or deleted. */
+  updated: Message;
+  receipt: { conversation_id: string; user_id: string; kind: "delivered" | "read"; seq: number };
+  /** Who is typing in a conversation changed (a start, a stop, or one
+   * running out). */
+  typing: { conversation_id: string; users: string[] };
+  presence: { user_id: string; status: "online" | "offline"; last_seen: string | null };
+  /** An error frame that answers no send (an edit, delete or mark the
+   * server refused for good comes here too, besides its promise). */
+  error: ErrorFrame;
+  /** Something in a conversation changed: re-render it. */
+  change: string;
+  /** One of this client's messages changed status (`pending` when made
+   * or retried, `sent`, `failed`), or a failed one was discarded. */
+  outgoing: OutgoingMessage;
+  /** An edit or delete was answered (done or failed); also one restored
+   * from the store, whose promise nobody holds. */
+  command: CommandEvent;
+}
