@@ -223,21 +223,7 @@ fn with_content(frame: Outbound, content: Content) -> Outbound {
         return frame;
     };
     match serde_json::from_str::<ServerFrame>(text.as_str()) {
-        Ok(ServerFrame::Ack {
-            client_msg_id,
-            conversation_id,
-            message_id,
-            seq,
-            status,
-            content: _,
-        }) => Outbound::frame(&ServerFrame::Ack {
-            client_msg_id,
-            conversation_id,
-            message_id,
-            seq,
-            status,
-            content: Some(content),
-        }),
+        Ok(ack @ ServerFrame::Ack { .. }) => Outbound::frame(&ack.showing_stored(content)),
         _ => frame,
     }
 }

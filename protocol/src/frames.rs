@@ -312,6 +312,16 @@ impl ServerFrame {
         ack
     }
 
+    /// This frame, if an `ack`, carrying `stored` as the content stored
+    /// (the writer builds its `ack` without content: it never sees what
+    /// was sent, only what was stored); any other frame unchanged.
+    pub fn showing_stored(mut self, stored: Content) -> Self {
+        if let Self::Ack { content, .. } = &mut self {
+            *content = Some(stored);
+        }
+        self
+    }
+
     /// An `error` that answers no request in particular.
     pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::error_answering(code, message, None, None, None)

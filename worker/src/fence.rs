@@ -7,8 +7,8 @@
 //! finds the time that passed on its monotonic clock when it goes on, and
 //! a check after that fails. So a writer that was stopped past its lease
 //! commits nothing it planned before, deletes no consumer (the new
-//! owner's has the same name), parks nothing and pulls nothing more from
-//! its consumer. What no check in this process can cover is an act that
+//! owner's has the same name), parks nothing, publishes no event or ack of
+//! a batch it committed, and pulls nothing more from its consumer. What no check in this process can cover is an act that
 //! had already passed its check when the process stopped: the moment
 //! between the check and the request leaving the process. A commit
 //! caught there is refused by the store once the new owner has written to

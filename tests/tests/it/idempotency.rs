@@ -194,6 +194,9 @@ async fn a_resend_is_answered_to_its_sender_alone() {
     let mut alice = cluster.ws(0, "rena", "phone").await;
     let mut tablet = cluster.ws(0, "rena", "tablet").await;
     let mut bob = cluster.ws(0, "rbob", "b").await;
+    // A device of bob's that is known, then offline: what reaches it goes
+    // to its inbox.
+    cluster.ws(0, "rbob", "laptop").await.close().await;
     let mut acks = Vec::new();
     for i in 1..=5 {
         acks.push(send_acked(&mut alice, &conv, &format!("r{i}"), &format!("m{i}")).await);
@@ -233,4 +236,14 @@ async fn a_resend_is_answered_to_its_sender_alone() {
         assert_eq!(expect_message(other).await.seq, last + 1);
         assert_eq!(expect_message(other).await.seq, last + 2);
     }
+    // Nor did a resend put anything in an inbox: the offline device finds
+    // each message once.
+    let mut laptop = cluster.ws(0, "rbob", "laptop").await;
+    let (inbox, _, _) = pull(&mut laptop, None, None, None).await;
+    let seqs: Vec<u64> = inbox.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=last + 2).collect::<Vec<_>>(),
+        "each once, in order"
+    );
 }

@@ -72,6 +72,10 @@ pub(crate) async fn run_partition(
             )
             .await?;
             let outcomes = park::park(&ctx, &batch, applied, &fence).await?;
+            // A writer stopped past its lease after committing publishes
+            // nothing: the new owner gets the batch again and answers it
+            // from the idempotency keys.
+            fence.check()?;
             publish::publish(&ctx, outcomes, &batch.messages).await;
             Ok::<_, WorkerError>(())
         }
