@@ -401,8 +401,13 @@ var Connection = class {
     if (this.stopped || this.socket) return;
     const url = new URL("/v1/ws", this.options.url);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.searchParams.set("token", token);
-    const socket = new this.options.WebSocket(url.toString());
+    let socket;
+    if (this.options.tokenIn === "query") {
+      url.searchParams.set("token", token);
+      socket = new this.options.WebSocket(url.toString());
+    } else {
+      socket = new this.options.WebSocket(url.toString(), ["switchboard.v1", `switchboard.token.${token}`]);
+    }
     this.socket = socket;
     this.liveness.expect(this.options.connectTimeoutMs ?? 1e4);
     socket.onopen = () => {

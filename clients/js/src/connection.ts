@@ -23,7 +23,7 @@ export interface SocketLike {
 }
 
 /** A `WebSocket` constructor: the browser's, or `ws` under Node 20. */
-export type WebSocketLike = new (url: string) => SocketLike;
+export type WebSocketLike = new (url: string, protocols?: string | string[]) => SocketLike;
 
 export type Status = "connecting" | "open" | "reconnecting" | "closed";
 
@@ -35,6 +35,7 @@ export interface ConnectionOptions {
   pongTimeoutMs?: number;
   connectTimeoutMs?: number;
   refreshBeforeMs?: number;
+  tokenIn?: "protocol" | "query";
 }
 
 export interface ConnectionHandlers {
@@ -134,8 +135,15 @@ export class Connection {
     if (this.stopped || this.socket) return;
     const url = new URL("/v1/ws", this.options.url);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.searchParams.set("token", token);
-    const socket = new this.options.WebSocket(url.toString());
+    // The token goes as a subprotocol, out of the URL that proxies and
+    // access logs keep; the gateway answers with `switchboard.v1`.
+    let socket: SocketLike;
+    if (this.options.tokenIn === "query") {
+      url.searchParams.set("token", token);
+      socket = new this.options.WebSocket(url.toString());
+    } else {
+      socket = new this.options.WebSocket(url.toString(), ["switchboard.v1", `switchboard.token.${token}`]);
+    }
     this.socket = socket;
     this.liveness.expect(this.options.connectTimeoutMs ?? 10_000);
     socket.onopen = () => {

@@ -30,6 +30,11 @@ export interface ClientOptions {
   /** A connection not open after this long is given up and tried again
    * (default 10 s). */
   connectTimeoutMs?: number;
+  /** How the WebSocket carries the token: `"protocol"` (default), as the
+   * subprotocol `switchboard.token.<JWT>` beside `switchboard.v1`, out of
+   * the URL that proxies and access logs keep; or `"query"`, as
+   * `?token=`, for a gateway older than the subprotocol. */
+  tokenIn?: "protocol" | "query";
   /** Send `ack_delivered` for what arrives (default true). */
   ackDelivered?: boolean;
   /** Refresh the token this long before it expires (default 60 s). */

@@ -41,6 +41,34 @@ const texts = (c, conversation) =>
     .messages.filter((m) => m.content?.kind === "text")
     .map((m) => m.content.text);
 
+test("the token travels as a subprotocol, never in the URL (unless asked)", async () => {
+  const opened = [];
+  class Recording extends WebSocket {
+    constructor(url, protocols) {
+      super(url, protocols);
+      opened.push({ url, protocols, socket: this });
+    }
+  }
+  const c = await client("subprotocol", "web", { WebSocket: Recording });
+  try {
+    const [first] = opened;
+    assert.ok(!first.url.includes("token="), first.url);
+    assert.equal(first.protocols[0], "switchboard.v1");
+    assert.ok(first.protocols[1].startsWith("switchboard.token."));
+    assert.equal(first.socket.protocol, "switchboard.v1", "the gateway chose the protocol, not the token");
+  } finally {
+    c.close();
+  }
+  const q = await client("subprotocol", "web", { WebSocket: Recording, tokenIn: "query" });
+  try {
+    const last = opened[opened.length - 1];
+    assert.ok(last.url.includes("token="));
+    assert.equal(last.protocols, undefined);
+  } finally {
+    q.close();
+  }
+});
+
 test("the conversation list comes a page at a time, newest first", async () => {
   const pager = await client("pager");
   try {

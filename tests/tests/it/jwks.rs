@@ -131,7 +131,10 @@ async fn tokens_of_an_identity_providers_key_set_verify_and_follow_its_rotation(
         assert_eq!(status, 401);
     }
     let asked = provider.fetches() - before;
-    assert!((1..=2).contains(&asked), "{asked} fetches for 30 unknown kids");
+    assert!(
+        (1..=2).contains(&asked),
+        "{asked} fetches for 30 unknown kids"
+    );
 
     // Rotation: the provider moves to rsa-2. Its first token verifies at
     // once (the set is fetched again for it); rsa-1 is gone, so its open
