@@ -22,6 +22,11 @@ export function token(user, device = "web", ttl = 3600) {
   }).trim();
 }
 
+/** A token of the `demo` tenant's admin role. */
+export function adminToken(user = "admin") {
+  return execFileSync(binary, ["token", "--user", user, "--admin", "--ttl", "3600"], { encoding: "utf8" }).trim();
+}
+
 async function freePort() {
   return new Promise((ok, fail) => {
     const server = createServer();

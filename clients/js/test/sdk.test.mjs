@@ -10,7 +10,8 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
 import { CommandError, MemoryStore, SendError, SwitchboardClient } from "../dist/index.js";
-import { Dev, token, waitFor, until } from "./dev.mjs";
+import { readFileSync } from "node:fs";
+import { Dev, adminToken, token, waitFor, until } from "./dev.mjs";
 
 let dev;
 before(async () => {
@@ -760,5 +761,34 @@ test("persistence keeps its bounds and refuses another user's state", async () =
     assert.equal(store.records.size, 0, "and it is emptied");
   } finally {
     other.close();
+  }
+});
+
+test("a message a moderation plugin rewrote shows, on its sender's own screen, as stored", async () => {
+  // The word-list plugin masks "darn" (plugins/word-list); removed at the
+  // end, so that no other test meets it.
+  const wasm = readFileSync(new URL("../../../plugins/dist/word-list.wasm", import.meta.url));
+  const admin = { authorization: `Bearer ${adminToken()}` };
+  const deployed = await fetch(`${dev.url}/v1/admin/plugins/moderation?wait=true`, {
+    method: "PUT",
+    headers: { ...admin, "content-type": "application/wasm" },
+    body: wasm,
+  });
+  assert.equal(deployed.status, 201, await deployed.text());
+  const alice = await client("rewritten-a");
+  try {
+    const { conversation_id: id } = await alice.rest.createConversation("direct", ["rewritten-b"]);
+    // The gateway may take a moment to load the version it was told of.
+    const shown = async () => {
+      const sent = await alice.sendText(id, `well darn it ${Date.now()}`);
+      return alice.conversation(id).messages.find((m) => m.message_id === sent.message_id)?.content?.text ?? "";
+    };
+    const deadline = Date.now() + 10_000;
+    let text = await shown();
+    while (text.includes("darn") && Date.now() < deadline) text = await shown();
+    assert.match(text, /^well \*\*\*\* it \d+$/, "the sender's copy is the stored one");
+  } finally {
+    alice.close();
+    await fetch(`${dev.url}/v1/admin/plugins/moderation`, { method: "DELETE", headers: admin });
   }
 });
