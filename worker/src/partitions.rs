@@ -154,7 +154,11 @@ async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
     if Instant::now() >= h.renew_at {
         match tokio::time::timeout(LEASE_WRITE_TIMEOUT, h.lease.renew()).await {
             Ok(Ok(())) => {
-                let _ = h.valid_until.send(h.lease.valid_until());
+                // `send_replace`, not `send`: a writer stopped by a lapse
+                // holds no receiver, and `send` would then drop the new
+                // time; the writer started next would find the old one and
+                // stop again, for good.
+                h.valid_until.send_replace(h.lease.valid_until());
                 h.renew_at = Instant::now() + h.lease.renew_interval();
             }
             Ok(Err(LeaseError::Lost(_))) => return Check::Lost,
