@@ -179,27 +179,38 @@ pub(super) struct ListParams {
     /// `conversations_max_limit` (200).
     limit: Option<usize>,
     /// The `next_cursor` of the page before; absent for the first page.
+    #[schemars(regex(pattern = r"^2:[0-9]{1,15}:[A-Za-z0-9._:@-]{1,128}$"))]
     cursor: Option<String>,
 }
 
-/// The cursor as clients see it: opaque, base64url of `1:<last activity,
-/// Unix ms>:<conversation id>` (the version first, so that its form may
-/// change).
+/// The cursor as clients see it: `2:<last activity, Unix ms>:<conversation
+/// id>`, to be passed back as it came (the version first, so that its form
+/// may change). The pattern the OpenAPI document states is exactly what
+/// decodes, so a client (or a contract test) can tell a cursor from junk.
+/// Version 1 was the same text in base64url; it is still taken.
 fn encode_cursor(c: &ListCursor) -> String {
-    let raw = format!(
-        "1:{}:{}",
+    format!(
+        "2:{}:{}",
         c.last_activity.unix_ms(),
         c.conversation_id.as_str()
-    );
-    URL_SAFE_NO_PAD.encode(raw)
+    )
 }
 
 fn decode_cursor(text: &str) -> Result<ListCursor, ApiError> {
     let bad = || ApiError::invalid("cursor is not a next_cursor this server gave");
-    let raw = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad())?;
-    let raw = std::str::from_utf8(&raw).map_err(|_| bad())?;
-    let rest = raw.strip_prefix("1:").ok_or_else(bad)?;
+    let legacy;
+    let rest = match text.strip_prefix("2:") {
+        Some(rest) => rest,
+        None => {
+            let raw = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad())?;
+            legacy = String::from_utf8(raw).map_err(|_| bad())?;
+            legacy.strip_prefix("1:").ok_or_else(bad)?
+        }
+    };
     let (ms, id) = rest.split_once(':').ok_or_else(bad)?;
+    if ms.is_empty() || ms.len() > 15 || !ms.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
     Ok(ListCursor {
         last_activity: Timestamp::from_unix_ms(ms.parse().map_err(|_| bad())?),
         conversation_id: ConversationId::new(id).map_err(|_| bad())?,
@@ -267,4 +278,39 @@ pub(super) async fn show(
         .conversation(&id.tenant, &conversation, &id.user)
         .await?;
     Ok(Json(detail_view(detail, &id.user)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_decodes_to_what_it_encodes_and_junk_is_refused() {
+        let at = ListCursor {
+            last_activity: Timestamp::from_unix_ms(1_779_441_701_123),
+            conversation_id: ConversationId::new("c:a.b@x-1").unwrap(),
+        };
+        let text = encode_cursor(&at);
+        assert_eq!(text, "2:1779441701123:c:a.b@x-1");
+        assert_eq!(decode_cursor(&text).unwrap(), at);
+        // Version 1, base64url, from servers before.
+        let legacy = URL_SAFE_NO_PAD.encode("1:1779441701123:c:a.b@x-1");
+        assert_eq!(decode_cursor(&legacy).unwrap(), at);
+        // What the documented pattern allows decodes, at its ends too.
+        let longest = format!("2:{}:{}", "9".repeat(15), "z".repeat(128));
+        assert!(decode_cursor(&longest).is_ok());
+        assert!(decode_cursor("2:0:a").is_ok());
+        for junk in [
+            "",
+            "2:",
+            "2::a",
+            "2:1:",
+            "2:1234567890123456:a",
+            "2:x:a",
+            "3:1:a",
+            "2:1:a b",
+        ] {
+            assert!(decode_cursor(junk).is_err(), "{junk:?}");
+        }
+    }
 }
