@@ -6,14 +6,32 @@ use std::time::Duration;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
-use switchboard_nats::envelope::{Command, CommandReply, HEADER_REPLY};
+use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY};
 use switchboard_nats::subject::partition_of;
 use switchboard_nats::trace;
-use switchboard_protocol::ErrorCode;
+use switchboard_protocol::{ConversationId, ErrorCode, Timestamp};
 
 use crate::Gateway;
+use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::ingest::{self, PubAckWait};
+
+/// Who does a v1.1 command, as the token says.
+pub(crate) fn actor(
+    gw: &Gateway,
+    id: &Identity,
+    conversation: ConversationId,
+) -> Result<Actor, ApiError> {
+    Ok(Actor {
+        command_id: gw.ids.next_id()?,
+        tenant: id.tenant.clone(),
+        conversation_id: conversation,
+        actor: id.user.clone(),
+        device: id.device.clone(),
+        actor_is_admin: id.admin,
+        at: Timestamp::now(),
+    })
+}
 
 impl Gateway {
     /// Publishes a command to JetStream, alone (sends go through

@@ -96,6 +96,12 @@ pub struct Limits {
     /// Typing indicators per second per connection, and their burst.
     pub typing_per_second: f64,
     pub typing_burst: f64,
+    /// In a conversation that fans out on read, the `reaction` events of
+    /// one message are coalesced over this window: each member's devices
+    /// get the latest (it carries every count) once per window, not one
+    /// per reaction. The reactor's own devices get theirs at once. 0:
+    /// every reaction is delivered as it comes.
+    pub reaction_coalesce_ms: u64,
     /// Sends per connection waiting for their answer (`ack` or `error`);
     /// past it a send is refused `rate_limited`.
     pub max_inflight_sends: usize,
@@ -224,6 +230,7 @@ impl Default for Limits {
             send_burst_per_user: 800.0,
             typing_per_second: 2.0,
             typing_burst: 4.0,
+            reaction_coalesce_ms: 500,
             max_inflight_sends: 1024,
             max_inflight_send_bytes: 4 * 1024 * 1024,
             outbound_queue_bytes: 1 << 20,

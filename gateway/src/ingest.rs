@@ -355,6 +355,7 @@ mod tests {
             client_msg_id: ClientMsgId::new("m").unwrap(),
             content: Content::Text { text: "x".into() },
             received_at: Timestamp::from_unix_ms(1),
+            options: Default::default(),
         });
         let (done, _) = oneshot::channel();
         Pending {

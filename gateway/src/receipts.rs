@@ -118,6 +118,7 @@ fn ack(kind: ReceiptKind, conversation_id: ConversationId, seq: u64) -> ClientFr
         ReceiptKind::Read => ClientFrame::AckRead {
             conversation_id,
             seq,
+            thread_id: None,
         },
     }
 }

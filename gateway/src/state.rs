@@ -13,8 +13,11 @@ use switchboard_nats::records::refusals::Refusals;
 use switchboard_nats::records::tenants::{TenantBook, TenantRegistry};
 use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::fanout::FanOut;
-use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins};
-use switchboard_protocol::{Content, ConversationId, ConversationKind, ErrorCode, TenantId};
+use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins, ReactionInput};
+use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::{
+    Content, ConversationId, ConversationKind, ErrorCode, MessageId, TenantId,
+};
 use switchboard_store::Store;
 
 use crate::auth::{Identity, TenantDirectory};
@@ -143,6 +146,7 @@ impl Gateway {
         id: &Identity,
         conversation: &ConversationId,
         content: Content,
+        options: &SendOptions,
     ) -> Result<Moderated, ApiError> {
         let kept = |content| Moderated {
             content,
@@ -162,6 +166,7 @@ impl Gateway {
             member_count,
             sender: &id.user,
             content: &content,
+            options,
         };
         match self.plugins.moderate(&input, &self.config.limits.content) {
             Moderation::Allow => Ok(kept(content)),
@@ -169,6 +174,40 @@ impl Gateway {
                 rewritten: rewritten != content,
                 content: rewritten,
             }),
+            Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
+            Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
+        }
+    }
+
+    /// Runs the tenant's moderation plugin over a reaction being added,
+    /// if one is deployed that sees reactions: `rejected_by_policy` with
+    /// its reason for a refused emoji, `unavailable` when it failed and
+    /// moderation fails closed.
+    pub(crate) async fn moderate_reaction(
+        &self,
+        id: &Identity,
+        conversation: &ConversationId,
+        message_id: MessageId,
+        emoji: &str,
+    ) -> Result<(), ApiError> {
+        if !self.plugins.wants(&id.tenant, Hook::Moderation) {
+            return Ok(());
+        }
+        let (kind, member_count) = self
+            .shapes
+            .get(&*self.store, &id.tenant, conversation, &id.user)
+            .await?;
+        let input = ReactionInput {
+            tenant: &id.tenant,
+            conversation_id: conversation,
+            kind,
+            member_count,
+            sender: &id.user,
+            message_id,
+            emoji,
+        };
+        match self.plugins.moderate_reaction(&input) {
+            Moderation::Allow | Moderation::Rewrite(_) => Ok(()),
             Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
             Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
         }

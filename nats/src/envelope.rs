@@ -10,10 +10,12 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::frames::message_frame_from_json;
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
     MessageId, TenantId, Timestamp, UserId,
 };
+use switchboard_protocol::{MemberSettings, ReactAction, Role};
 
 use crate::BackboneError;
 
@@ -26,6 +28,11 @@ pub const HEADER_EVENT: &str = "Sb-Event";
 /// gets a `message`.
 pub const HEADER_ORIGIN_USER: &str = "Sb-Origin-User";
 pub const HEADER_ORIGIN_DEVICE: &str = "Sb-Origin-Device";
+/// Header of a `frame` event on a conversation's subject whose frame
+/// carries the whole state of something (a message's reaction counts):
+/// a later frame with the same value supersedes it, so a gateway may
+/// deliver only the latest of those that arrive within its window.
+pub const HEADER_SUPERSEDES: &str = "Sb-Supersedes";
 
 /// Header of a maintenance request on the ingest stream (its value names
 /// the kind; the payload is not a [`Command`]). `archive` asks the
@@ -74,6 +81,62 @@ pub enum Command {
     RemoveMembers(MembersCommand),
     Edit(UpdateCommand),
     Delete(UpdateCommand),
+    /// v1.1: a member's role changes.
+    SetRole(RoleCommand),
+    /// v1.1: a member's own settings of the conversation change.
+    Settings(SettingsCommand),
+    /// v1.1: a reaction is added or removed.
+    React(ReactCommand),
+    /// v1.1: a message is pinned, or unpinned.
+    Pin(PinCommand),
+    Unpin(PinCommand),
+}
+
+/// Who does a v1.1 command, where and when: what each carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// Unique per command; the idempotency key of its system message, if
+    /// it makes one.
+    pub command_id: MessageId,
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub actor: UserId,
+    pub device: DeviceId,
+    /// Whether the actor has the tenant's admin role.
+    #[serde(default)]
+    pub actor_is_admin: bool,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub user: UserId,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub settings: MemberSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReactCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub message_id: MessageId,
+    pub emoji: String,
+    pub action: ReactAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub message_id: MessageId,
 }
 
 /// An edit (with `content`) or a deletion (without) of one message.
@@ -99,6 +162,10 @@ pub struct SendCommand {
     pub client_msg_id: ClientMsgId,
     pub content: Content,
     pub received_at: Timestamp,
+    /// Reply, thread and mentions (v1.1); absent in commands of earlier
+    /// gateways.
+    #[serde(default, skip_serializing_if = "SendOptions::is_empty")]
+    pub options: SendOptions,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +203,21 @@ impl Command {
             Self::CreateConversation(c) => &c.tenant,
             Self::AddMembers(c) | Self::RemoveMembers(c) => &c.tenant,
             Self::Edit(c) | Self::Delete(c) => &c.tenant,
+            Self::SetRole(c) => &c.by.tenant,
+            Self::Settings(c) => &c.by.tenant,
+            Self::React(c) => &c.by.tenant,
+            Self::Pin(c) | Self::Unpin(c) => &c.by.tenant,
+        }
+    }
+
+    /// Who does a v1.1 command.
+    pub fn actor(&self) -> Option<&Actor> {
+        match self {
+            Self::SetRole(c) => Some(&c.by),
+            Self::Settings(c) => Some(&c.by),
+            Self::React(c) => Some(&c.by),
+            Self::Pin(c) | Self::Unpin(c) => Some(&c.by),
+            _ => None,
         }
     }
 
@@ -145,6 +227,10 @@ impl Command {
             Self::CreateConversation(c) => &c.conversation_id,
             Self::AddMembers(c) | Self::RemoveMembers(c) => &c.conversation_id,
             Self::Edit(c) | Self::Delete(c) => &c.conversation_id,
+            Self::SetRole(c) => &c.by.conversation_id,
+            Self::Settings(c) => &c.by.conversation_id,
+            Self::React(c) => &c.by.conversation_id,
+            Self::Pin(c) | Self::Unpin(c) => &c.by.conversation_id,
         }
     }
 
@@ -159,6 +245,14 @@ impl Command {
             Self::CreateConversation(c) => format!("cmd-{}", c.command_id),
             Self::AddMembers(c) | Self::RemoveMembers(c) => format!("cmd-{}", c.command_id),
             Self::Edit(c) | Self::Delete(c) => format!("cmd-{}", c.command_id),
+            Self::SetRole(_)
+            | Self::Settings(_)
+            | Self::React(_)
+            | Self::Pin(_)
+            | Self::Unpin(_) => match self.actor() {
+                Some(a) => format!("cmd-{}", a.command_id),
+                None => String::new(),
+            },
         }
     }
 
@@ -255,6 +349,10 @@ pub struct Rejection {
     pub conversation_id: ConversationId,
     pub code: ErrorCode,
     pub message: String,
+    /// The message the refused command named (an edit, a delete, a
+    /// reaction), for the error frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
 }
 
 /// An event for a user's connections.
@@ -333,6 +431,28 @@ pub fn frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Byt
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_EVENT, "frame");
     (headers, Bytes::from(frame.to_json()))
+}
+
+/// What a frame is the latest state of, where a later one with the same
+/// key makes it stale ([`HEADER_SUPERSEDES`]): a `reaction` event carries
+/// every count of its message, so only the newest of a burst matters.
+pub fn supersedes_key(frame: &switchboard_protocol::ServerFrame) -> Option<String> {
+    match frame {
+        switchboard_protocol::ServerFrame::Reaction { message_id, .. } => {
+            Some(format!("reaction:{message_id}"))
+        }
+        _ => None,
+    }
+}
+
+/// [`frame_event`] for a conversation's subject: marked with its
+/// [`supersedes_key`] where it has one.
+pub fn conversation_frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Bytes) {
+    let (mut headers, payload) = frame_event(frame);
+    if let Some(key) = supersedes_key(frame) {
+        headers.insert(HEADER_SUPERSEDES, key.as_str());
+    }
+    (headers, payload)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -564,6 +684,7 @@ mod tests {
                     text: format!("{text}\nsecond line"),
                 },
                 received_at: Timestamp::from_unix_ms(1),
+                options: Default::default(),
             })
         };
         let commands = [send("a"), send("b"), send("c")];
@@ -586,21 +707,19 @@ mod tests {
     fn events_delivered_together_come_apart_with_their_addresses() {
         let tenant = TenantId::new("acme.eu").unwrap();
         let (alice, bob) = (UserId::new("alice").unwrap(), UserId::new("b.o@b").unwrap());
-        let message = Message {
-            message_id: switchboard_protocol::MessageId::from_u64(42),
-            conversation_id: ConversationId::new("c").unwrap(),
-            seq: 7,
-            sender_id: alice.clone(),
-            sender_device: DeviceId::new("phone").unwrap(),
-            client_msg_id: ClientMsgId::new("m1").unwrap(),
-            // A newline inside an event never ends it: its length does.
-            content: Some(Content::Text {
+        // A newline inside an event never ends it: its length does.
+        let message = Message::plain(
+            switchboard_protocol::MessageId::from_u64(42),
+            ConversationId::new("c").unwrap(),
+            7,
+            alice.clone(),
+            DeviceId::new("phone").unwrap(),
+            ClientMsgId::new("m1").unwrap(),
+            Some(Content::Text {
                 text: "line\nnext".into(),
             }),
-            created_at: Timestamp::from_unix_ms(1),
-            edited_at: None,
-            deleted_at: None,
-        };
+            Timestamp::from_unix_ms(1),
+        );
         let mut stored = message_event(&message).unwrap();
         let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         stored
@@ -743,6 +862,7 @@ mod tests {
             client_msg_id: ClientMsgId::new("m").unwrap(),
             content: Content::Text { text: "hi".into() },
             received_at: Timestamp::from_unix_ms(5),
+            options: Default::default(),
         });
         assert_eq!(Command::decode(&cmd.encode().unwrap()).unwrap(), cmd);
     }

@@ -48,6 +48,15 @@ impl Decision {
         }
     }
 
+    /// A reaction's verdict (`None`: the version sees no reactions, so
+    /// the reaction is allowed).
+    pub(crate) fn of_reaction(verdict: &Option<Result<(), String>>) -> Self {
+        match verdict {
+            None | Some(Ok(())) => Decision::Allow,
+            Some(Err(_)) => Decision::Reject,
+        }
+    }
+
     pub(crate) fn of_edit(decision: &Result<(), String>) -> Self {
         match decision {
             Ok(()) => Decision::Allow,

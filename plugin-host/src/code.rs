@@ -117,12 +117,25 @@ impl PluginHost {
         crate::wasi::link_the_rest_to_traps(&mut linker, component, self.engine())
             .map_err(wrong)?;
         let pre = linker.instantiate_pre(component).map_err(wrong)?;
+        // The newest package first; a component built against 0.1.0
+        // still loads as that.
         let pre = match hook {
-            Hook::Moderation => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(wrong)?),
-            Hook::EditPolicy => {
-                Pre::EditPolicy(wit::edit::EditPolicyPluginPre::new(pre).map_err(wrong)?)
-            }
-            Hook::FanOut => Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(wrong)?),
+            Hook::Moderation => match wit::v2::ModeratorPre::new(pre.clone()) {
+                Ok(newest) => Pre::ModerationV2(newest),
+                Err(e) => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(|_| wrong(e))?),
+            },
+            Hook::EditPolicy => match wit::v2::edit::EditPolicyPluginPre::new(pre.clone()) {
+                Ok(newest) => Pre::EditPolicyV2(newest),
+                Err(e) => {
+                    Pre::EditPolicy(wit::edit::EditPolicyPluginPre::new(pre).map_err(|_| wrong(e))?)
+                }
+            },
+            Hook::FanOut => match wit::v2::fan_out::FanOutPluginPre::new(pre.clone()) {
+                Ok(newest) => Pre::FanOutV2(newest),
+                Err(e) => {
+                    Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(|_| wrong(e))?)
+                }
+            },
         };
         let image = component.image_range();
         let code_bytes = (image.end as usize).saturating_sub(image.start as usize);

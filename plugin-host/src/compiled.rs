@@ -22,6 +22,17 @@ pub struct Compiled {
     pub(crate) pre: Pre,
 }
 
+impl Compiled {
+    /// The WIT world the component targets.
+    pub fn world(&self) -> &'static str {
+        let [newest, older] = self.hook.worlds();
+        match self.pre {
+            Pre::ModerationV2(_) | Pre::EditPolicyV2(_) | Pre::FanOutV2(_) => newest,
+            Pre::Moderation(_) | Pre::EditPolicy(_) | Pre::FanOut(_) => older,
+        }
+    }
+}
+
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compiled")
@@ -32,9 +43,15 @@ impl std::fmt::Debug for Compiled {
 }
 
 pub(crate) enum Pre {
+    /// A `switchboard:plugin@0.1.0` moderator: messages only.
     Moderation(wit::ModeratorPre<CallState>),
+    /// A `switchboard:plugin@0.2.0` moderator: messages with their reply,
+    /// thread and mentions, and reactions.
+    ModerationV2(wit::v2::ModeratorPre<CallState>),
     EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
+    EditPolicyV2(wit::v2::edit::EditPolicyPluginPre<CallState>),
     FanOut(wit::fan_out::FanOutPluginPre<CallState>),
+    FanOutV2(wit::v2::fan_out::FanOutPluginPre<CallState>),
 }
 
 /// Why a component is refused.

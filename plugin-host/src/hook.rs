@@ -5,8 +5,9 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{
-    Content, ConversationId, ConversationKind, Message, TenantId, Timestamp, UserId,
+    Content, ConversationId, ConversationKind, Message, MessageId, TenantId, Timestamp, UserId,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -34,12 +35,27 @@ impl Hook {
         Hook::ALL.into_iter().find(|h| h.as_str() == s)
     }
 
-    /// The WIT world a component for this hook must target.
+    /// The WIT world a new component for this hook targets (the newest;
+    /// [`Hook::worlds`] lists every one the host loads).
     pub fn world(self) -> &'static str {
+        self.worlds()[0]
+    }
+
+    /// Every world the host loads for this hook, newest first.
+    pub fn worlds(self) -> [&'static str; 2] {
         match self {
-            Hook::Moderation => "switchboard:plugin/moderator@0.1.0",
-            Hook::EditPolicy => "switchboard:plugin/edit-policy-plugin@0.1.0",
-            Hook::FanOut => "switchboard:plugin/fan-out-plugin@0.1.0",
+            Hook::Moderation => [
+                "switchboard:plugin/moderator@0.2.0",
+                "switchboard:plugin/moderator@0.1.0",
+            ],
+            Hook::EditPolicy => [
+                "switchboard:plugin/edit-policy-plugin@0.2.0",
+                "switchboard:plugin/edit-policy-plugin@0.1.0",
+            ],
+            Hook::FanOut => [
+                "switchboard:plugin/fan-out-plugin@0.2.0",
+                "switchboard:plugin/fan-out-plugin@0.1.0",
+            ],
         }
     }
 }
@@ -59,6 +75,22 @@ pub struct ModerationInput<'a> {
     pub member_count: usize,
     pub sender: &'a UserId,
     pub content: &'a Content,
+    /// Its reply, thread and mentions (a 0.2.0 moderator sees them; an
+    /// edit's are empty: an edit changes the content alone).
+    pub options: &'a SendOptions,
+}
+
+/// A reaction about to be added, as a 0.2.0 moderator sees it (removing
+/// one is never moderated, and a 0.1.0 moderator sees no reactions).
+#[derive(Debug, Clone, Copy)]
+pub struct ReactionInput<'a> {
+    pub tenant: &'a TenantId,
+    pub conversation_id: &'a ConversationId,
+    pub kind: ConversationKind,
+    pub member_count: usize,
+    pub sender: &'a UserId,
+    pub message_id: MessageId,
+    pub emoji: &'a str,
 }
 
 /// What moderation decided, after the hook's failure policy.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
 use wasmtime::{Engine, Store, Trap};
 
@@ -16,7 +17,7 @@ use crate::compile_cache::CodeState;
 pub(crate) use crate::compiled::Pre;
 pub use crate::compiled::{CallError, CompileError, Compiled, Import, Origin, digest, preflight};
 use crate::engine::{self, EPOCH_TICK, Permits, Ticker};
-use crate::hook::{EditAction, EditRequest, Hook, ModerationInput};
+use crate::hook::{EditAction, EditRequest, Hook, ModerationInput, ReactionInput};
 use crate::limits::PluginLimits;
 use crate::wit::{self, CallLimiter, CallState};
 
@@ -159,9 +160,28 @@ impl PluginHost {
                         content: &Content::Text {
                             text: "hello".into(),
                         },
+                        options: &SendOptions {
+                            mentions: vec![user.clone()],
+                            ..SendOptions::default()
+                        },
                     },
                     &ContentLimits::default(),
                 )
+                .and_then(|_| {
+                    self.moderate_reaction(
+                        compiled,
+                        &config,
+                        &ReactionInput {
+                            tenant,
+                            conversation_id: conversation,
+                            kind: ConversationKind::Group,
+                            member_count: 3,
+                            sender: user,
+                            message_id: trial.message.message_id,
+                            emoji: "👍",
+                        },
+                    )
+                })
                 .map(drop),
             Hook::EditPolicy => self
                 .edit(
@@ -193,37 +213,100 @@ impl PluginHost {
         input: &ModerationInput<'_>,
         limits: &ContentLimits,
     ) -> Result<Option<Verdict>, CallError> {
-        let Pre::Moderation(pre) = &compiled.pre else {
-            return Err(CallError::Instantiate("not a moderation plugin".into()));
+        // The message record differs between the packages (0.2.0 adds
+        // reply, thread and mentions); the call and the verdict do not.
+        macro_rules! moderate {
+            ($pre:expr, $to:path, $from:path, $kind:path, $($m:ident)::+ { $($extra:tt)* }) => {{
+                let Some(content) = $to(input.content) else {
+                    return Ok(None);
+                };
+                use $($m)::+ as m;
+                let message = m::Message {
+                    tenant: input.tenant.as_str().to_owned(),
+                    conversation_id: input.conversation_id.as_str().to_owned(),
+                    conversation_kind: $kind(input.kind),
+                    member_count: count(input.member_count),
+                    sender: input.sender.as_str().to_owned(),
+                    content,
+                    $($extra)*
+                };
+                let verdict = self.call(compiled, input.tenant, config, |store| {
+                    let instance = $pre.instantiate(&mut *store)?;
+                    instance
+                        .switchboard_plugin_moderation()
+                        .call_moderate(&mut *store, &message)
+                })?;
+                match verdict {
+                    m::Verdict::Allow => Verdict::Allow,
+                    m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
+                    m::Verdict::Rewrite(c) => Verdict::Rewrite($from(c)),
+                }
+            }};
+        }
+        let o = input.options;
+        let verdict = match &compiled.pre {
+            Pre::ModerationV2(pre) => moderate!(
+                pre,
+                wit::content_to_wit_v2,
+                wit::content_from_wit_v2,
+                wit::kind_v2,
+                wit::v2::exports::switchboard::plugin::moderation {
+                    reply_to: o.reply_to.map(|id| id.to_string()),
+                    thread_id: o.thread_id.map(|id| id.to_string()),
+                    mentions: o.mentions.iter().map(|u| u.as_str().to_owned()).collect(),
+                    mention_all: o.mention_all,
+                }
+            ),
+            Pre::Moderation(pre) => moderate!(
+                pre,
+                wit::content_to_wit,
+                wit::content_from_wit,
+                wit::kind,
+                wit::exports::switchboard::plugin::moderation {}
+            ),
+            _ => return Err(CallError::Instantiate("not a moderation plugin".into())),
         };
-        let Some(content) = wit::content_to_wit(input.content) else {
-            return Ok(None);
+        if let Verdict::Rewrite(content) = &verdict {
+            content
+                .validate_from_client(limits)
+                .map_err(|e| CallError::Output(format!("rewritten content: {e}")))?;
+        }
+        Ok(Some(verdict))
+    }
+
+    /// Runs the moderation hook over a reaction being added: `Ok(None)`
+    /// where the plugin sees no reactions (a 0.1.0 moderator), else
+    /// `Ok(Err(reason))` for a refusal.
+    pub fn moderate_reaction(
+        &self,
+        compiled: &Compiled,
+        config: &Arc<BTreeMap<String, String>>,
+        input: &ReactionInput<'_>,
+    ) -> Result<Option<Result<(), String>>, CallError> {
+        let pre = match &compiled.pre {
+            Pre::ModerationV2(pre) => pre,
+            Pre::Moderation(_) => return Ok(None),
+            _ => return Err(CallError::Instantiate("not a moderation plugin".into())),
         };
-        use wit::exports::switchboard::plugin::moderation as m;
-        let message = m::Message {
+        use wit::v2::exports::switchboard::plugin::moderation as m;
+        let reaction = m::Reaction {
             tenant: input.tenant.as_str().to_owned(),
             conversation_id: input.conversation_id.as_str().to_owned(),
-            conversation_kind: wit::kind(input.kind),
-            member_count: u32::try_from(input.member_count).unwrap_or(u32::MAX),
+            conversation_kind: wit::kind_v2(input.kind),
+            member_count: count(input.member_count),
             sender: input.sender.as_str().to_owned(),
-            content,
+            message_id: input.message_id.to_string(),
+            emoji: input.emoji.to_owned(),
         };
         let verdict = self.call(compiled, input.tenant, config, |store| {
             let instance = pre.instantiate(&mut *store)?;
             instance
                 .switchboard_plugin_moderation()
-                .call_moderate(&mut *store, &message)
+                .call_moderate_reaction(&mut *store, &reaction)
         })?;
         Ok(Some(match verdict {
-            m::Verdict::Allow => Verdict::Allow,
-            m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
-            m::Verdict::Rewrite(content) => {
-                let content = wit::content_from_wit(content);
-                content
-                    .validate_from_client(limits)
-                    .map_err(|e| CallError::Output(format!("rewritten content: {e}")))?;
-                Verdict::Rewrite(content)
-            }
+            m::ReactionVerdict::Allow => Ok(()),
+            m::ReactionVerdict::Reject(reason) => Err(cut(reason)),
         }))
     }
 
@@ -234,35 +317,48 @@ impl PluginHost {
         config: &Arc<BTreeMap<String, String>>,
         request: &EditRequest<'_>,
     ) -> Result<Result<(), String>, CallError> {
-        let Pre::EditPolicy(pre) = &compiled.pre else {
-            return Err(CallError::Instantiate("not an edit-policy plugin".into()));
-        };
-        use wit::edit::exports::switchboard::plugin::edit_policy as e;
-        let m = request.message;
-        let wit_request = e::Request {
-            tenant: request.tenant.as_str().to_owned(),
-            conversation_id: m.conversation_id.as_str().to_owned(),
-            action: match request.action {
-                EditAction::Edit => e::Action::Edit,
-                EditAction::Delete => e::Action::Delete,
-            },
-            actor: request.actor.as_str().to_owned(),
-            actor_is_admin: request.actor_is_admin,
-            sender: m.sender_id.as_str().to_owned(),
-            seq: m.seq,
-            created_at_ms: m.created_at.unix_ms(),
-            edited_at_ms: m.edited_at.map(|t| t.unix_ms()),
-            now_ms: request.now.unix_ms(),
-        };
-        let decision = self.call(compiled, request.tenant, config, |store| {
-            let instance = pre.instantiate(&mut *store)?;
-            instance
-                .switchboard_plugin_edit_policy()
-                .call_decide(&mut *store, &wit_request)
-        })?;
-        Ok(match decision {
-            e::Decision::Allow => Ok(()),
-            e::Decision::Deny(reason) => Err(cut(reason)),
+        // The interface is the same in both packages: one body, written
+        // against each version's bindings.
+        macro_rules! decide {
+            ($pre:expr, $($e:ident)::+) => {{
+                use $($e)::+ as e;
+                let m = request.message;
+                let wit_request = e::Request {
+                    tenant: request.tenant.as_str().to_owned(),
+                    conversation_id: m.conversation_id.as_str().to_owned(),
+                    action: match request.action {
+                        EditAction::Edit => e::Action::Edit,
+                        EditAction::Delete => e::Action::Delete,
+                    },
+                    actor: request.actor.as_str().to_owned(),
+                    actor_is_admin: request.actor_is_admin,
+                    sender: m.sender_id.as_str().to_owned(),
+                    seq: m.seq,
+                    created_at_ms: m.created_at.unix_ms(),
+                    edited_at_ms: m.edited_at.map(|t| t.unix_ms()),
+                    now_ms: request.now.unix_ms(),
+                };
+                let decision = self.call(compiled, request.tenant, config, |store| {
+                    let instance = $pre.instantiate(&mut *store)?;
+                    instance
+                        .switchboard_plugin_edit_policy()
+                        .call_decide(&mut *store, &wit_request)
+                })?;
+                match decision {
+                    e::Decision::Allow => Ok(()),
+                    e::Decision::Deny(reason) => Err(cut(reason)),
+                }
+            }};
+        }
+        Ok(match &compiled.pre {
+            Pre::EditPolicyV2(pre) => decide!(
+                pre,
+                wit::v2::edit::exports::switchboard::plugin::edit_policy
+            ),
+            Pre::EditPolicy(pre) => {
+                decide!(pre, wit::edit::exports::switchboard::plugin::edit_policy)
+            }
+            _ => return Err(CallError::Instantiate("not an edit-policy plugin".into())),
         })
     }
 
@@ -275,24 +371,39 @@ impl PluginHost {
         kind: ConversationKind,
         member_count: usize,
     ) -> Result<crate::fanout::FanOut, CallError> {
-        let Pre::FanOut(pre) = &compiled.pre else {
-            return Err(CallError::Instantiate("not a fan-out plugin".into()));
-        };
-        use wit::fan_out::exports::switchboard::plugin::fan_out as f;
-        let conversation = f::Conversation {
-            tenant: tenant.as_str().to_owned(),
-            conversation_kind: wit::kind(kind),
-            member_count: u32::try_from(member_count).unwrap_or(u32::MAX),
-        };
-        let mode = self.call(compiled, tenant, config, |store| {
-            let instance = pre.instantiate(&mut *store)?;
-            instance
-                .switchboard_plugin_fan_out()
-                .call_choose(&mut *store, &conversation)
-        })?;
-        Ok(match mode {
-            f::Mode::OnWrite => crate::fanout::FanOut::Write,
-            f::Mode::OnRead => crate::fanout::FanOut::Read,
+        // As for `edit`: one body, each version's bindings.
+        macro_rules! choose {
+            ($pre:expr, $kind:expr, $($f:ident)::+) => {{
+                use $($f)::+ as f;
+                let conversation = f::Conversation {
+                    tenant: tenant.as_str().to_owned(),
+                    conversation_kind: $kind,
+                    member_count: count(member_count),
+                };
+                let mode = self.call(compiled, tenant, config, |store| {
+                    let instance = $pre.instantiate(&mut *store)?;
+                    instance
+                        .switchboard_plugin_fan_out()
+                        .call_choose(&mut *store, &conversation)
+                })?;
+                match mode {
+                    f::Mode::OnWrite => crate::fanout::FanOut::Write,
+                    f::Mode::OnRead => crate::fanout::FanOut::Read,
+                }
+            }};
+        }
+        Ok(match &compiled.pre {
+            Pre::FanOutV2(pre) => choose!(
+                pre,
+                wit::kind_v2(kind),
+                wit::v2::fan_out::exports::switchboard::plugin::fan_out
+            ),
+            Pre::FanOut(pre) => choose!(
+                pre,
+                wit::kind(kind),
+                wit::fan_out::exports::switchboard::plugin::fan_out
+            ),
+            _ => return Err(CallError::Instantiate("not a fan-out plugin".into())),
         })
     }
 
@@ -392,6 +503,12 @@ impl PluginHost {
     }
 }
 
+/// A member count as WIT's `u32` (saturating: no conversation is that
+/// large, and a plugin should never see a wrapped one).
+fn count(members: usize) -> u32 {
+    u32::try_from(members).unwrap_or(u32::MAX)
+}
+
 fn cut(mut reason: String) -> String {
     if reason.len() > MAX_REASON_BYTES {
         let mut at = MAX_REASON_BYTES;
@@ -416,20 +533,18 @@ impl Trial {
         let user = UserId::new("trial-user")?;
         Ok(Self {
             tenant: TenantId::new("trial")?,
-            message: Message {
-                message_id: MessageId::from_u64(1),
-                conversation_id: ConversationId::new("trial-conversation")?,
-                seq: 1,
-                sender_id: user.clone(),
-                sender_device: DeviceId::default_device(),
-                client_msg_id: ClientMsgId::new("trial")?,
-                content: Some(Content::Text {
+            message: Message::plain(
+                MessageId::from_u64(1),
+                ConversationId::new("trial-conversation")?,
+                1,
+                user.clone(),
+                DeviceId::default_device(),
+                ClientMsgId::new("trial")?,
+                Some(Content::Text {
                     text: "hello".into(),
                 }),
-                created_at: Timestamp::now(),
-                edited_at: None,
-                deleted_at: None,
-            },
+                Timestamp::now(),
+            ),
             user,
         })
     }

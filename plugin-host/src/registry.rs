@@ -22,7 +22,7 @@ use crate::artifacts::SharedArtifacts;
 use crate::compiler::Compiler;
 use crate::deploy_jobs::{DeployJobs, DeployProgress};
 use crate::fanout::{FanOut, FanOutPolicy};
-use crate::hook::{EditRequest, Hook, Moderation, ModerationInput};
+use crate::hook::{EditRequest, Hook, Moderation, ModerationInput, ReactionInput};
 use crate::host::{CallError, Compiled, PluginHost, Verdict};
 use crate::shadow::{self, ShadowRunner};
 
@@ -307,6 +307,39 @@ impl Plugins {
             Ok(None) | Ok(Some(Verdict::Allow)) => Moderation::Allow,
             Ok(Some(Verdict::Reject(reason))) => Moderation::Reject(reason),
             Ok(Some(Verdict::Rewrite(content))) => Moderation::Rewrite(content),
+            Err(_) if loaded.record.on_failure == OnFailure::Open => Moderation::Allow,
+            Err(e) => Moderation::Failed(format!(
+                "the moderation plugin failed ({e}); try again later"
+            )),
+        }
+    }
+
+    /// Moderates a reaction being added: a 0.2.0 moderator may refuse it
+    /// (never rewrite it). Without a plugin, or with a 0.1.0 one, it is
+    /// allowed.
+    pub fn moderate_reaction(&self, input: &ReactionInput<'_>) -> Moderation {
+        let (active, shadow) = self.versions(input.tenant, Hook::Moderation);
+        let Some(loaded) = active else {
+            if let Some(shadow) = shadow {
+                self.shadows
+                    .compare(shadow, shadow::Input::reaction(input), Decision::Allow);
+            }
+            return Moderation::Allow;
+        };
+        let result = loaded.call(&self.host, |h, c, cfg| h.moderate_reaction(c, cfg, input));
+        if let Some(shadow) = shadow {
+            match &result {
+                Ok(verdict) => {
+                    let live = Decision::of_reaction(verdict);
+                    self.shadows
+                        .compare(shadow, shadow::Input::reaction(input), live);
+                }
+                Err(_) => shadow::count(&shadow, Hook::Moderation, Compared::Skipped),
+            }
+        }
+        match result {
+            Ok(None) | Ok(Some(Ok(()))) => Moderation::Allow,
+            Ok(Some(Err(reason))) => Moderation::Reject(reason),
             Err(_) if loaded.record.on_failure == OnFailure::Open => Moderation::Allow,
             Err(e) => Moderation::Failed(format!(
                 "the moderation plugin failed ({e}); try again later"

@@ -18,10 +18,13 @@
 use std::sync::Arc;
 
 use switchboard_protocol::content::ContentLimits;
-use switchboard_protocol::{Content, ConversationId, ConversationKind, Message, Timestamp, UserId};
+use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::{
+    Content, ConversationId, ConversationKind, Message, MessageId, Timestamp, UserId,
+};
 
 use crate::agreement::{Compared, Decision, Disagreement};
-use crate::hook::{EditAction, EditRequest, Hook, ModerationInput};
+use crate::hook::{EditAction, EditRequest, Hook, ModerationInput, ReactionInput};
 use crate::host::PluginHost;
 use crate::limits::PluginLimits;
 use crate::pool::Pool;
@@ -37,7 +40,16 @@ pub(crate) enum Input {
         member_count: usize,
         sender: UserId,
         content: Content,
+        options: SendOptions,
         limits: ContentLimits,
+    },
+    Reaction {
+        conversation_id: ConversationId,
+        kind: ConversationKind,
+        member_count: usize,
+        sender: UserId,
+        message_id: MessageId,
+        emoji: String,
     },
     Edit {
         action: EditAction,
@@ -60,7 +72,19 @@ impl Input {
             member_count: input.member_count,
             sender: input.sender.clone(),
             content: input.content.clone(),
+            options: input.options.clone(),
             limits: *limits,
+        }
+    }
+
+    pub(crate) fn reaction(input: &ReactionInput<'_>) -> Self {
+        Input::Reaction {
+            conversation_id: input.conversation_id.clone(),
+            kind: input.kind,
+            member_count: input.member_count,
+            sender: input.sender.clone(),
+            message_id: input.message_id,
+            emoji: input.emoji.to_owned(),
         }
     }
 
@@ -76,7 +100,7 @@ impl Input {
 
     pub(crate) fn hook(&self) -> Hook {
         match self {
-            Input::Moderation { .. } => Hook::Moderation,
+            Input::Moderation { .. } | Input::Reaction { .. } => Hook::Moderation,
             Input::Edit { .. } => Hook::EditPolicy,
             Input::FanOut { .. } => Hook::FanOut,
         }
@@ -152,6 +176,7 @@ fn run(host: &PluginHost, job: Job) {
             member_count,
             sender,
             content,
+            options,
             limits,
         } => {
             let input = ModerationInput {
@@ -161,10 +186,32 @@ fn run(host: &PluginHost, job: Job) {
                 member_count: *member_count,
                 sender,
                 content,
+                options,
             };
             shadow
                 .call(host, |h, c, cfg| h.moderate(c, cfg, &input, limits))
                 .map(|v| Decision::of_verdict(&v))
+        }
+        Input::Reaction {
+            conversation_id,
+            kind,
+            member_count,
+            sender,
+            message_id,
+            emoji,
+        } => {
+            let input = ReactionInput {
+                tenant,
+                conversation_id,
+                kind: *kind,
+                member_count: *member_count,
+                sender,
+                message_id: *message_id,
+                emoji,
+            };
+            shadow
+                .call(host, |h, c, cfg| h.moderate_reaction(c, cfg, &input))
+                .map(|v| Decision::of_reaction(&v))
         }
         Input::Edit {
             action,
@@ -220,6 +267,18 @@ fn disagreement(input: &Input, live: &Decision, shadow: &Decision) -> Disagreeme
             ..
         } => {
             d.conversation_id = Some(conversation_id.clone());
+            d.sender = Some(sender.clone());
+            d.member_count = Some(*member_count);
+        }
+        Input::Reaction {
+            conversation_id,
+            sender,
+            member_count,
+            message_id,
+            ..
+        } => {
+            d.conversation_id = Some(conversation_id.clone());
+            d.message_id = Some(*message_id);
             d.sender = Some(sender.clone());
             d.member_count = Some(*member_count);
         }

@@ -1,5 +1,7 @@
-//! The WIT package's bindings (`wit/0.1.0`), the host imports a plugin
-//! gets, and conversions between the WIT types and Switchboard's.
+//! The WIT packages' bindings (`wit/0.1.0`, and `wit/0.2.0` for the
+//! moderator that sees replies, threads, mentions and reactions), the
+//! host imports a plugin gets, and conversions between the WIT types and
+//! Switchboard's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +35,36 @@ pub(crate) mod fan_out {
             "switchboard:plugin/types": super::switchboard::plugin::types,
         },
     });
+}
+
+/// `switchboard:plugin@0.2.0`: the moderator that sees replies, threads,
+/// mentions and reactions; edit policy and fan-out as in 0.1.0.
+pub(crate) mod v2 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2.0",
+        world: "moderator",
+    });
+
+    pub(crate) mod edit {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.2.0",
+            world: "edit-policy-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+            },
+        });
+    }
+
+    pub(crate) mod fan_out {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.2.0",
+            world: "fan-out-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+                "switchboard:plugin/types": super::switchboard::plugin::types,
+            },
+        });
+    }
 }
 
 use self::switchboard::plugin::{host, types};
@@ -100,6 +132,24 @@ impl wasmtime::ResourceLimiter for CallLimiter {
 }
 
 impl types::Host for CallState {}
+impl v2::switchboard::plugin::types::Host for CallState {}
+
+impl v2::switchboard::plugin::host::Host for CallState {
+    fn log(&mut self, level: v2::switchboard::plugin::host::Level, message: String) {
+        use v2::switchboard::plugin::host::Level;
+        let level = match level {
+            Level::Debug => host::Level::Debug,
+            Level::Info => host::Level::Info,
+            Level::Warn => host::Level::Warn,
+            Level::Error => host::Level::Error,
+        };
+        host::Host::log(self, level, message);
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        host::Host::config(self, key)
+    }
+}
 
 impl host::Host for CallState {
     fn log(&mut self, level: host::Level, message: String) {
@@ -186,49 +236,68 @@ pub(crate) fn add_host_to_linker(
     use wasmtime::component::HasSelf;
     host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v2::switchboard::plugin::host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v2::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     Ok(())
 }
 
-pub(crate) fn kind(kind: ConversationKind) -> types::ConversationKind {
-    match kind {
-        ConversationKind::Direct => types::ConversationKind::Direct,
-        ConversationKind::Group => types::ConversationKind::Group,
-        ConversationKind::Channel => types::ConversationKind::Channel,
-    }
+/// The conversions of one WIT package version's shared types: its
+/// `conversation-kind` and `content` are the same in every version.
+macro_rules! conversions {
+    ($($types:ident)::+, $kind:ident, $to:ident, $from:ident) => {
+        pub(crate) fn $kind(kind: ConversationKind) -> $($types)::+::ConversationKind {
+            use $($types)::+::ConversationKind as K;
+            match kind {
+                ConversationKind::Direct => K::Direct,
+                ConversationKind::Group => K::Group,
+                ConversationKind::Channel => K::Channel,
+            }
+        }
+
+        /// Content a plugin may see; `None` for ciphertext and system
+        /// content, which are never passed to plugins.
+        pub(crate) fn $to(content: &Content) -> Option<$($types)::+::Content> {
+            use $($types)::+::{Content as C, Media as M};
+            let media = |m: &Media| M {
+                blob_ref: m.blob_ref.clone(),
+                mime: m.mime.clone(),
+                size: m.size,
+                caption: m.caption.clone(),
+            };
+            Some(match content {
+                Content::Text { text } => C::Text(text.clone()),
+                Content::Image(m) => C::Image(media(m)),
+                Content::File(m) => C::File(media(m)),
+                Content::Voice(m) => C::Voice(media(m)),
+                Content::Ciphertext { .. } | Content::System(_) => return None,
+            })
+        }
+
+        pub(crate) fn $from(content: $($types)::+::Content) -> Content {
+            use $($types)::+::{Content as C, Media as M};
+            let media = |m: M| Media {
+                blob_ref: m.blob_ref,
+                mime: m.mime,
+                size: m.size,
+                caption: m.caption,
+            };
+            match content {
+                C::Text(text) => Content::Text { text },
+                C::Image(m) => Content::Image(media(m)),
+                C::File(m) => Content::File(media(m)),
+                C::Voice(m) => Content::Voice(media(m)),
+            }
+        }
+    };
 }
 
-/// Content a plugin may see; `None` for ciphertext and system content,
-/// which are never passed to plugins.
-pub(crate) fn content_to_wit(content: &Content) -> Option<types::Content> {
-    let media = |m: &Media| types::Media {
-        blob_ref: m.blob_ref.clone(),
-        mime: m.mime.clone(),
-        size: m.size,
-        caption: m.caption.clone(),
-    };
-    Some(match content {
-        Content::Text { text } => types::Content::Text(text.clone()),
-        Content::Image(m) => types::Content::Image(media(m)),
-        Content::File(m) => types::Content::File(media(m)),
-        Content::Voice(m) => types::Content::Voice(media(m)),
-        Content::Ciphertext { .. } | Content::System(_) => return None,
-    })
-}
-
-pub(crate) fn content_from_wit(content: types::Content) -> Content {
-    let media = |m: types::Media| Media {
-        blob_ref: m.blob_ref,
-        mime: m.mime,
-        size: m.size,
-        caption: m.caption,
-    };
-    match content {
-        types::Content::Text(text) => Content::Text { text },
-        types::Content::Image(m) => Content::Image(media(m)),
-        types::Content::File(m) => Content::File(media(m)),
-        types::Content::Voice(m) => Content::Voice(media(m)),
-    }
-}
+conversions!(types, kind, content_to_wit, content_from_wit);
+conversions!(
+    v2::switchboard::plugin::types,
+    kind_v2,
+    content_to_wit_v2,
+    content_from_wit_v2
+);
 
 #[cfg(test)]
 mod tests {

@@ -15,4 +15,7 @@ export const moderation = {
     }
     return { tag: 'reject', val: JSON.stringify(seen) };
   },
+  moderateReaction() {
+    return { tag: 'allow' };
+  },
 };

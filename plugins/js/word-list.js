@@ -4,8 +4,9 @@
 //   (default `darn,heck`);
 // - `action`: `mask` (default) replaces each letter of a listed word with
 //   `*`; `reject` refuses the message.
-// Text and media captions are checked; everything else is allowed.
-import { config, log } from 'switchboard:plugin/host@0.1.0';
+// Text and media captions are checked; everything else is allowed. A
+// reaction whose emoji is a listed word (as `:darn:`) is refused.
+import { config, log } from 'switchboard:plugin/host@0.2.0';
 
 function listed() {
   return (config('words') ?? 'darn,heck')
@@ -25,7 +26,7 @@ function mask(text, words) {
   );
 }
 
-/** @type {typeof import('switchboard:plugin/moderation@0.1.0')} */
+/** @type {typeof import('switchboard:plugin/moderation@0.2.0')} */
 export const moderation = {
   moderate(message) {
     const content = message.content;
@@ -39,5 +40,12 @@ export const moderation = {
     }
     if (content.tag === 'text') return { tag: 'rewrite', val: { tag: 'text', val: masked } };
     return { tag: 'rewrite', val: { tag: content.tag, val: { ...content.val, caption: masked } } };
+  },
+  moderateReaction(reaction) {
+    const word = reaction.emoji.replace(/^:|:$/g, '').toLowerCase();
+    if (listed().includes(word)) {
+      return { tag: 'reject', val: 'that reaction is a word this community does not allow' };
+    }
+    return { tag: 'allow' };
   },
 };

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorCode;
-use crate::ids::UserId;
+use crate::ids::{MessageId, UserId};
+use crate::membership::Role;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -47,6 +48,12 @@ pub struct SystemEvent {
     /// The users the event is about.
     #[serde(default)]
     pub user_ids: Vec<UserId>,
+    /// With `role_changed`: the role the users now have (v1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// With `message_pinned` and `message_unpinned`: the message (v1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
 }
 
 /// Size limits on content a client sends. Configurable; see the gateway's
@@ -206,6 +213,20 @@ fn one_line(text: &str) -> String {
 impl SystemEvent {
     pub const MEMBERS_ADDED: &'static str = "members_added";
     pub const MEMBERS_REMOVED: &'static str = "members_removed";
+    pub const ROLE_CHANGED: &'static str = "role_changed";
+    pub const MESSAGE_PINNED: &'static str = "message_pinned";
+    pub const MESSAGE_UNPINNED: &'static str = "message_unpinned";
+
+    /// A membership event: `event` about `user_ids`, caused by `actor`.
+    pub fn about(event: &str, actor: UserId, user_ids: Vec<UserId>) -> Self {
+        Self {
+            event: event.to_owned(),
+            actor,
+            user_ids,
+            role: None,
+            message_id: None,
+        }
+    }
 
     /// In words, with user ids as names: "alice added bob, carol".
     pub fn describe(&self) -> String {
@@ -222,6 +243,12 @@ impl SystemEvent {
                 format!("{actor} left")
             }
             Self::MEMBERS_REMOVED => format!("{actor} removed {users}"),
+            Self::ROLE_CHANGED => format!(
+                "{actor} made {users} {}",
+                self.role.map_or("member", Role::as_str)
+            ),
+            Self::MESSAGE_PINNED => format!("{actor} pinned a message"),
+            Self::MESSAGE_UNPINNED => format!("{actor} unpinned a message"),
             other => format!("{actor}: {other}"),
         }
     }

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{ConversationId, UserId};
+use crate::ids::{ConversationId, MessageId, UserId};
+use crate::membership::{NotificationLevel, Role};
 use crate::message::Message;
 use crate::timestamp::Timestamp;
 
@@ -33,6 +34,59 @@ pub struct MemberView {
     pub user_id: UserId,
     pub delivered_seq: u64,
     pub read_seq: u64,
+    /// The member's role (v1.1).
+    #[serde(default)]
+    pub role: Role,
+}
+
+/// A pinned message (v1.1): `GET /v1/conversations/{id}/pins`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Pin {
+    pub message_id: MessageId,
+    /// Who pinned it.
+    pub by: UserId,
+    pub pinned_at: Timestamp,
+    /// The message as it is now (null if it was deleted or has left the
+    /// live history).
+    pub message: Option<Message>,
+}
+
+/// Body of `GET /v1/conversations/{id}/pins`: newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PinList {
+    pub pins: Vec<Pin>,
+}
+
+/// Body of `POST /v1/conversations/{id}/pins`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PinMessage {
+    pub message_id: MessageId,
+}
+
+/// The most messages one conversation may have pinned.
+pub const MAX_PINS: usize = 50;
+
+/// One thread of `GET /v1/conversations/{id}/threads` (v1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadView {
+    /// The thread's root, with its `thread` summary.
+    pub root: Message,
+    pub reply_count: u64,
+    /// Replies after the caller's read mark in the thread.
+    pub unread_count: u64,
+}
+
+/// Body of `GET /v1/conversations/{id}/threads`: the threads the caller
+/// took part in (started, or replied in), most recent reply first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadList {
+    pub threads: Vec<ThreadView>,
 }
 
 /// `members` is a list of user ids in listings and a list of
@@ -62,6 +116,15 @@ pub struct ConversationView {
     pub preview: Option<String>,
     /// For the caller: messages after the caller's read mark.
     pub unread_count: u64,
+    /// For the caller: their notification level here (v1.1).
+    #[serde(default)]
+    pub notifications: NotificationLevel,
+    /// For the caller: whether pushes are muted now (v1.1).
+    #[serde(default)]
+    pub muted: bool,
+    /// For the caller: unread messages that mention them or all (v1.1).
+    #[serde(default)]
+    pub mention_count: u64,
 }
 
 /// Body of `POST /v1/conversations`. The caller is a member; a direct

@@ -1,11 +1,15 @@
 //! WebSocket frames: one JSON object per text frame, tagged by `type`.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::content::Content;
 use crate::error::ErrorCode;
 use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
+use crate::membership::NotificationLevel;
 use crate::message::Message;
+use crate::reaction::ReactAction;
 use crate::timestamp::Timestamp;
 
 /// Frames a client sends.
@@ -17,6 +21,18 @@ pub enum ClientFrame {
         client_msg_id: ClientMsgId,
         conversation_id: ConversationId,
         content: Content,
+        /// A live message of the conversation this one replies to (v1.1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        /// The root of the thread this message goes into (v1.1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_id: Option<MessageId>,
+        /// Members to mention (v1.1).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        mentions: Vec<UserId>,
+        /// Mention every member (v1.1; owners and admins only).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        mention_all: bool,
     },
     EditMessage {
         conversation_id: ConversationId,
@@ -34,6 +50,19 @@ pub enum ClientFrame {
     AckRead {
         conversation_id: ConversationId,
         seq: u64,
+        /// With a thread's root (v1.1): `seq` is read within that thread
+        /// only, the conversation's own read mark does not move.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_id: Option<MessageId>,
+    },
+    /// Adds or removes the sender's reaction to a message (v1.1);
+    /// idempotent per user, message and emoji.
+    React {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        /// 1 to 32 characters.
+        emoji: String,
+        action: ReactAction,
     },
     Typing {
         conversation_id: ConversationId,
@@ -69,6 +98,7 @@ pub mod request_type {
     pub const PULL_BACKLOG: &str = "pull_backlog";
     pub const PING: &str = "ping";
     pub const REFRESH: &str = "refresh";
+    pub const REACT: &str = "react";
 
     /// Every client frame type.
     pub const ALL: &[&str] = &[
@@ -81,10 +111,28 @@ pub mod request_type {
         PULL_BACKLOG,
         PING,
         REFRESH,
+        REACT,
     ];
 }
 
 impl ClientFrame {
+    /// A `send_message` of `content` alone: no reply, thread or mentions.
+    pub fn send_message(
+        client_msg_id: ClientMsgId,
+        conversation_id: ConversationId,
+        content: Content,
+    ) -> Self {
+        Self::SendMessage {
+            client_msg_id,
+            conversation_id,
+            content,
+            reply_to: None,
+            thread_id: None,
+            mentions: Vec::new(),
+            mention_all: false,
+        }
+    }
+
     pub fn type_name(&self) -> &'static str {
         use request_type::*;
         match self {
@@ -97,6 +145,7 @@ impl ClientFrame {
             Self::PullBacklog { .. } => PULL_BACKLOG,
             Self::Ping {} => PING,
             Self::Refresh { .. } => REFRESH,
+            Self::React { .. } => REACT,
         }
     }
 
@@ -206,6 +255,9 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
     "pong",
     "refreshed",
     "prekeys_low",
+    "reaction",
+    "pins_changed",
+    "settings_changed",
 ];
 
 /// Frames the server sends.
@@ -273,6 +325,10 @@ pub enum ServerFrame {
         client_msg_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation_id: Option<String>,
+        /// The message the refused request named (an edit, a delete, a
+        /// reaction; an addition to PROTOCOL.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
     },
     Pong {},
     /// The answer to `refresh` (an addition to PROTOCOL.md): the session
@@ -288,6 +344,41 @@ pub enum ServerFrame {
         device_id: DeviceId,
         remaining: usize,
     },
+    /// A member's reaction to a message was added or removed (v1.1);
+    /// `counts` are the message's reactions after it. In a conversation
+    /// that fans out on read, members may get one per message per moment:
+    /// the latest reaction, with the counts after all of them.
+    Reaction {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        user_id: UserId,
+        emoji: String,
+        action: ReactAction,
+        counts: BTreeMap<String, u64>,
+    },
+    /// A message was pinned or unpinned (v1.1).
+    PinsChanged {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        action: PinAction,
+        by: UserId,
+    },
+    /// The user's own settings of a conversation changed (an addition to
+    /// PROTOCOL.md, for their other devices).
+    SettingsChanged {
+        conversation_id: ConversationId,
+        notifications: NotificationLevel,
+        muted_until: Option<Timestamp>,
+    },
+}
+
+/// What a `pins_changed` event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PinAction {
+    Pin,
+    Unpin,
 }
 
 impl ServerFrame {
@@ -342,7 +433,16 @@ impl ServerFrame {
             request_type: request_type.map(str::to_owned),
             client_msg_id: client_msg_id.map(str::to_owned),
             conversation_id: conversation_id.map(str::to_owned),
+            message_id: None,
         }
+    }
+
+    /// This frame, if an `error`, naming the message its request named.
+    pub fn about_message(mut self, id: MessageId) -> Self {
+        if let Self::Error { message_id, .. } = &mut self {
+            *message_id = Some(id.to_string());
+        }
+        self
     }
 
     pub fn to_json(&self) -> String {

@@ -13,8 +13,10 @@ pub mod fields;
 pub mod frames;
 pub mod ids;
 pub mod keys;
+pub mod membership;
 pub mod message;
 pub mod push;
+pub mod reaction;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod snowflake;
@@ -27,7 +29,9 @@ pub use frames::{
     ClientFrame, FrameError, PresenceInfo, PresenceStatus, ReceiptKind, ServerFrame, TypingState,
 };
 pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantId, UserId};
-pub use message::{Message, MessageVersion, MessageVersions};
+pub use membership::{MemberSettings, NotificationLevel, Role};
+pub use message::{Message, MessageVersion, MessageVersions, Reaction, ThreadSummary};
+pub use reaction::ReactAction;
 pub use snowflake::SnowflakeGenerator;
 pub use timestamp::Timestamp;
 

@@ -41,4 +41,140 @@ pub struct Message {
     pub created_at: Timestamp,
     pub edited_at: Option<Timestamp>,
     pub deleted_at: Option<Timestamp>,
+    /// The message this one replies to, quoted in the main timeline
+    /// (v1.1); null for none.
+    #[serde(default)]
+    pub reply_to: Option<MessageId>,
+    /// The root of the thread this message belongs to (v1.1); null when
+    /// it is in the main timeline.
+    #[serde(default)]
+    pub thread_id: Option<MessageId>,
+    /// On a thread's root: the thread so far (v1.1). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadSummary>,
+    /// The reactions, one entry per emoji, in the order they first came
+    /// (v1.1); `me` says whether the reader reacted.
+    #[serde(default)]
+    pub reactions: Vec<Reaction>,
+    /// The members the message mentions (v1.1).
+    #[serde(default)]
+    pub mentions: Vec<UserId>,
+    /// Whether the message mentions every member (`@all`, v1.1).
+    #[serde(default)]
+    pub mention_all: bool,
+}
+
+impl Message {
+    /// A message with none of the v1.1 additions set: no reply, thread,
+    /// reactions or mentions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plain(
+        message_id: MessageId,
+        conversation_id: ConversationId,
+        seq: u64,
+        sender_id: UserId,
+        sender_device: DeviceId,
+        client_msg_id: ClientMsgId,
+        content: Option<Content>,
+        created_at: Timestamp,
+    ) -> Self {
+        Self {
+            message_id,
+            conversation_id,
+            seq,
+            sender_id,
+            sender_device,
+            client_msg_id,
+            content,
+            created_at,
+            edited_at: None,
+            deleted_at: None,
+            reply_to: None,
+            thread_id: None,
+            thread: None,
+            reactions: Vec::new(),
+            mentions: Vec::new(),
+            mention_all: false,
+        }
+    }
+
+    /// Whether `user` is named by this message: mentioned, or everyone is.
+    pub fn mentions_user(&self, user: &UserId) -> bool {
+        self.mention_all || self.mentions.contains(user)
+    }
+
+    /// What its send said beyond its content: reply, thread, mentions.
+    pub fn send_options(&self) -> SendOptions {
+        SendOptions {
+            reply_to: self.reply_to,
+            thread_id: self.thread_id,
+            mentions: self.mentions.clone(),
+            mention_all: self.mention_all,
+        }
+    }
+}
+
+/// What a send may say beyond its content (v1.1): the message it
+/// replies to, the thread it goes into, whom it mentions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<MessageId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<MessageId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<UserId>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mention_all: bool,
+}
+
+impl SendOptions {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The most members one message may mention by name.
+pub const MAX_MENTIONS: usize = 50;
+
+/// A thread as its root shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadSummary {
+    pub reply_count: u64,
+    pub last_reply_at: Timestamp,
+    /// Who replied, most recent first (at most
+    /// [`ThreadSummary::MAX_PARTICIPANTS`]).
+    pub participants: Vec<UserId>,
+}
+
+impl ThreadSummary {
+    /// The most participants a root lists.
+    pub const MAX_PARTICIPANTS: usize = 10;
+
+    /// The summary after a reply of `sender` at `at`.
+    pub fn after_reply(previous: Option<&ThreadSummary>, sender: &UserId, at: Timestamp) -> Self {
+        let mut participants = vec![sender.clone()];
+        if let Some(p) = previous {
+            participants.extend(p.participants.iter().filter(|u| *u != sender).cloned());
+        }
+        participants.truncate(Self::MAX_PARTICIPANTS);
+        Self {
+            reply_count: previous.map_or(0, |p| p.reply_count) + 1,
+            last_reply_at: previous.map_or(at, |p| p.last_reply_at.max(at)),
+            participants,
+        }
+    }
+}
+
+/// One emoji's reactions to a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Reaction {
+    pub emoji: String,
+    pub count: u64,
+    /// Whether the reader is among them (always false where no reader is
+    /// known, as in stored rows).
+    #[serde(default)]
+    pub me: bool,
 }

@@ -233,18 +233,16 @@ mod tests {
     use switchboard_protocol::{ClientMsgId, ConversationId, MessageId};
 
     fn message(content: Content) -> Message {
-        Message {
-            message_id: MessageId::from_u64(7),
-            conversation_id: ConversationId::new("c1").unwrap(),
-            seq: 1,
-            sender_id: UserId::new("alice").unwrap(),
-            sender_device: DeviceId::new("a").unwrap(),
-            client_msg_id: ClientMsgId::new("m1").unwrap(),
-            content: Some(content),
-            created_at: Timestamp::now(),
-            edited_at: None,
-            deleted_at: None,
-        }
+        Message::plain(
+            MessageId::from_u64(7),
+            ConversationId::new("c1").unwrap(),
+            1,
+            UserId::new("alice").unwrap(),
+            DeviceId::new("a").unwrap(),
+            ClientMsgId::new("m1").unwrap(),
+            Some(content),
+            Timestamp::now(),
+        )
     }
 
     #[test]

@@ -63,6 +63,13 @@ macro_rules! store_calls {
                     after_seq: [u64],
                     before_seq: [u64]
                 ) -> Vec<ArchivedBucket>;
+                user_reactions(key: [&ConversationKey], user: [&UserId], seqs: [Vec<u64>]) -> Vec<Vec<String>>;
+                pins(key: [&ConversationKey]) -> Vec<PinRow>;
+                threads(
+                    tenant: [&TenantId],
+                    conversation: [&ConversationId],
+                    reader: [&UserId]
+                ) -> Vec<ThreadEntry>;
             }
             marks {
                 ack_delivered(
@@ -79,6 +86,13 @@ macro_rules! store_calls {
                     seq: [u64]
                 ) -> MarkChange;
                 register_device(tenant: [&TenantId], user: [&UserId], device: [&DeviceId]) -> ();
+                ack_thread_read(
+                    tenant: [&TenantId],
+                    user: [&UserId],
+                    conversation: [&ConversationId],
+                    root: [MessageId],
+                    seq: [u64]
+                ) -> ();
             }
             write {
                 commit(mutations: [Vec<Mutation>]) -> ();

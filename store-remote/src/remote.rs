@@ -13,8 +13,8 @@ use switchboard_protocol::{
 use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState,
-    Store, StoreError, StoreResult,
+    InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, PinRow, SentKey,
+    SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 use crate::calls::store_calls;

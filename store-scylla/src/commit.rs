@@ -45,11 +45,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
-use switchboard_protocol::{ConversationKind, Message, MessageVersion, TenantId, Timestamp};
+use switchboard_protocol::{
+    ConversationKind, Message, MessageId, MessageVersion, TenantId, Timestamp,
+};
 use switchboard_store::rules::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 use switchboard_store::{
-    BucketKey, ConversationKey, ConversationRecord, StoreError, StoreResult, UNSOLICITED_WINDOW_MS,
-    day_bucket,
+    BucketKey, ConversationKey, ConversationRecord, MemberState, PinRow, StoreError, StoreResult,
+    UNSOLICITED_WINDOW_MS, day_bucket,
 };
 
 use crate::client::ScyllaStore;
@@ -58,6 +60,7 @@ use crate::rows::{
     Bucket, Conv, DELIVERED, READ, bucket_last, day_db, encode, id_db, marks, seq_db, seq_of,
 };
 
+mod extras;
 mod view;
 
 /// A conversation: tenant and conversation id.
@@ -116,6 +119,15 @@ pub(crate) struct Tx<'a> {
     archived: HashSet<Ck>,
     /// Unsolicited adds recorded in this commit, per tenant and user.
     unsolicited: HashMap<(String, String), Vec<i64>>,
+    /// Member states written in this commit (`None`: removed).
+    states: HashMap<(Ck, String), Option<MemberState>>,
+    /// A user's emoji on a message, as read and changed in this commit.
+    reactions: HashMap<(Ck, u64, String), BTreeSet<String>>,
+    /// The conversation's pins, as read and changed in this commit.
+    pins: HashMap<Ck, Vec<PinRow>>,
+    /// Thread read marks read or written in this commit: conversation,
+    /// user, root seq.
+    thread_marks: HashMap<(Ck, String, u64), Option<u64>>,
     writes: Vec<Pending>,
 }
 
@@ -127,6 +139,10 @@ impl<'a> Tx<'a> {
             convs: HashMap::new(),
             members: HashMap::new(),
             devices: HashMap::new(),
+            states: HashMap::new(),
+            reactions: HashMap::new(),
+            pins: HashMap::new(),
+            thread_marks: HashMap::new(),
             buckets: HashMap::new(),
             messages: HashMap::new(),
             versions: HashMap::new(),
@@ -280,6 +296,39 @@ impl<'a> Tx<'a> {
     }
 
     /// The bucket day of a message this commit read or wrote.
+    /// A user's emoji on message `seq`, loaded once per commit.
+    async fn my_reactions(
+        &mut self,
+        k: &Ck,
+        seq: u64,
+        user: &str,
+    ) -> StoreResult<&mut BTreeSet<String>> {
+        let key = (k.clone(), seq, user.to_owned());
+        if !self.reactions.contains_key(&key) {
+            let day = self.bucket_of(k, seq).await?.map(|b| b.day);
+            let found = match day {
+                Some(day) => self.store.reactions_at(&k.0, &k.1, day, seq, user).await?,
+                None => Vec::new(),
+            };
+            self.reactions
+                .insert(key.clone(), found.into_iter().collect());
+        }
+        self.reactions
+            .get_mut(&key)
+            .ok_or_else(|| StoreError::Corrupt("reaction cache".into()))
+    }
+
+    /// The conversation's pins, loaded once per commit.
+    async fn pin_list(&mut self, k: &Ck) -> StoreResult<&mut Vec<PinRow>> {
+        if !self.pins.contains_key(k) {
+            let pins = self.store.pin_rows(&k.0, &k.1).await?;
+            self.pins.insert(k.clone(), pins);
+        }
+        self.pins
+            .get_mut(k)
+            .ok_or_else(|| StoreError::Corrupt("pin cache".into()))
+    }
+
     fn day_of(&self, k: &Ck, seq: u64) -> StoreResult<u32> {
         match self.messages.get(&(k.clone(), seq)) {
             Some(Some((day, _))) => Ok(*day),

@@ -35,10 +35,12 @@ mod client;
 mod commit;
 mod config;
 mod cql;
+mod extras;
 mod people;
 mod rows;
 mod schema;
 mod statements;
+mod states;
 mod store;
 
 pub use client::ScyllaStore;

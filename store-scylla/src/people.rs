@@ -101,12 +101,14 @@ impl ScyllaStore {
         c: ConversationId,
     ) -> StoreResult<Option<ConversationSummary>> {
         let (t, u, cs) = (tenant.as_str(), user.as_str(), c.as_str());
-        let (member, conv, members, me) = futures::try_join!(
+        let (member, conv, members, me, state) = futures::try_join!(
             self.st.member.one(&self.session, (t, cs, u)),
             self.conv_row(t, cs),
             self.member_ids(t, cs),
             self.my_marks(t, cs, u),
+            self.state_of(t, cs, u),
         )?;
+        let mention_count = self.mention_count(t, u, cs, me.1).await?;
         let (Some((joined,)), Some(conv)) = (member, conv) else {
             return Ok(None);
         };
@@ -122,7 +124,10 @@ impl ScyllaStore {
                 joined_at: Timestamp::from_unix_ms(joined),
                 delivered_seq: me.0,
                 read_seq: me.1,
+                role: Default::default(),
+                settings: state.settings,
             },
+            mention_count,
         }))
     }
 

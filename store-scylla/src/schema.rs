@@ -15,22 +15,49 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
 /// TABLE IF NOT EXISTS`) in the schema file, so a new keyspace gets them
 /// at once.
-const MIGRATIONS: &[(i32, &[&str])] = &[(
-    // Media references per message, so that a deleted message's blob can
-    // be collected (issue 26). Version 1's `media_refs` stays, read only.
-    2,
-    &[
-        "CREATE TABLE IF NOT EXISTS media_message_refs (tenant text, blob_ref text, \
-       conversation_id text, seq bigint, \
-       PRIMARY KEY ((tenant, blob_ref), conversation_id, seq))",
-    ],
-)];
+const MIGRATIONS: &[(i32, &[&str])] = &[
+    (
+        // Media references per message, so that a deleted message's blob
+        // can be collected (issue 26). Version 1's `media_refs` stays,
+        // read only.
+        2,
+        &[
+            "CREATE TABLE IF NOT EXISTS media_message_refs (tenant text, blob_ref text, \
+           conversation_id text, seq bigint, \
+           PRIMARY KEY ((tenant, blob_ref), conversation_id, seq))",
+        ],
+    ),
+    (
+        // v1.1: member states, reactions, pins, threads, mentions. New
+        // tables only: they start empty, which is what a conversation made
+        // before them holds.
+        3,
+        &[
+            "CREATE TABLE IF NOT EXISTS member_states (tenant text, conversation_id text, \
+           user_id text, state text, PRIMARY KEY ((tenant, conversation_id), user_id))",
+            "CREATE TABLE IF NOT EXISTS reactions (tenant text, conversation_id text, day int, \
+           seq bigint, user_id text, emoji text, reacted_at bigint, \
+           PRIMARY KEY ((tenant, conversation_id, day), seq, user_id, emoji))",
+            "CREATE TABLE IF NOT EXISTS pins (tenant text, conversation_id text, \
+           message_id bigint, pinned_by text, pinned_at bigint, \
+           PRIMARY KEY ((tenant, conversation_id), message_id))",
+            "CREATE TABLE IF NOT EXISTS thread_replies (tenant text, conversation_id text, \
+           root_seq bigint, seq bigint, PRIMARY KEY ((tenant, conversation_id, root_seq), seq))",
+            "CREATE TABLE IF NOT EXISTS thread_marks (tenant text, user_id text, \
+           conversation_id text, root_seq bigint, read_seq bigint, \
+           PRIMARY KEY ((tenant, user_id, conversation_id), root_seq))",
+            "CREATE TABLE IF NOT EXISTS mentions (tenant text, user_id text, \
+           conversation_id text, seq bigint, \
+           PRIMARY KEY ((tenant, user_id, conversation_id), seq))",
+        ],
+    ),
+];
 
 /// The row of `schema_version` this store owns.
 const COMPONENT: &str = "store";
@@ -261,13 +288,19 @@ mod tests {
                 "media_message_refs",
                 "media_refs",
                 "member_marks",
+                "member_states",
                 "members",
+                "mentions",
                 "message_index",
                 "message_versions",
                 "messages",
+                "pins",
+                "reactions",
                 "schema_version",
                 "sent",
                 "speakers",
+                "thread_marks",
+                "thread_replies",
                 "unsolicited_adds",
                 "user_conversations",
             ]

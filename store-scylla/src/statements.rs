@@ -107,6 +107,50 @@ statements! {
     delete_user_conversation: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM user_conversations USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
 
+    // --- members' v1.1 state (given role, own settings)
+    member_state: Read<(Text, Text, Text), (String,)> =
+        "SELECT state FROM member_states WHERE tenant = ? AND conversation_id = ? AND user_id = ?";
+    member_states: Read<(Text, Text), (String, String)> =
+        "SELECT user_id, state FROM member_states WHERE tenant = ? AND conversation_id = ?";
+    insert_member_state: Write<(Text, Text, Text, Text, BigInt)> =
+        "INSERT INTO member_states (tenant, conversation_id, user_id, state) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_member_state: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM member_states USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND user_id = ?";
+
+    // --- reactions and pins (v1.1)
+    user_reactions: Read<(Text, Text, Int, BigInt, Text), (String,)> =
+        "SELECT emoji FROM reactions WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq = ? AND user_id = ?";
+    insert_reaction: Write<(Text, Text, Int, BigInt, Text, Text, BigInt, BigInt)> =
+        "INSERT INTO reactions (tenant, conversation_id, day, seq, user_id, emoji, reacted_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_reaction: Write<(BigInt, Text, Text, Int, BigInt, Text, Text)> =
+        "DELETE FROM reactions USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq = ? AND user_id = ? AND emoji = ?";
+    delete_reactions_of: Write<(BigInt, Text, Text, Int, BigInt)> =
+        "DELETE FROM reactions USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq = ?";
+    pins: Read<(Text, Text), (i64, String, i64)> =
+        "SELECT message_id, pinned_by, pinned_at FROM pins WHERE tenant = ? AND conversation_id = ?";
+    insert_pin: Write<(Text, Text, BigInt, Text, BigInt, BigInt)> =
+        "INSERT INTO pins (tenant, conversation_id, message_id, pinned_by, pinned_at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_pin: Write<(BigInt, Text, Text, BigInt)> =
+        "DELETE FROM pins USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND message_id = ?";
+
+    // --- threads and mentions (v1.1)
+    thread_reply_seqs: Read<(Text, Text, BigInt, BigInt, BigInt, Int), (i64,)> =
+        "SELECT seq FROM thread_replies WHERE tenant = ? AND conversation_id = ? AND root_seq = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?";
+    thread_replies_after: Read<(Text, Text, BigInt, BigInt, Int), (i64,)> =
+        "SELECT seq FROM thread_replies WHERE tenant = ? AND conversation_id = ? AND root_seq = ? AND seq > ? LIMIT ?";
+    insert_thread_reply: Write<(Text, Text, BigInt, BigInt, BigInt)> =
+        "INSERT INTO thread_replies (tenant, conversation_id, root_seq, seq) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    thread_mark: Read<(Text, Text, Text, BigInt), (i64,)> =
+        "SELECT read_seq FROM thread_marks WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND root_seq = ?";
+    thread_marks: Read<(Text, Text, Text), (i64, i64)> =
+        "SELECT root_seq, read_seq FROM thread_marks WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
+    insert_thread_mark: Write<(Text, Text, Text, BigInt, BigInt, BigInt)> =
+        "INSERT INTO thread_marks (tenant, user_id, conversation_id, root_seq, read_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    mentions_after: Read<(Text, Text, Text, BigInt, Int), (i64,)> =
+        "SELECT seq FROM mentions WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq > ? LIMIT ?";
+    insert_mention: Write<(Text, Text, Text, BigInt, BigInt)> =
+        "INSERT INTO mentions (tenant, user_id, conversation_id, seq) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+
     // --- who has spoken to whom (consent and presence)
     speaker: Read<(Text, Text, Text), (String,)> =
         "SELECT user_id FROM speakers WHERE tenant = ? AND conversation_id = ? AND user_id = ?";

@@ -87,18 +87,22 @@ impl Store for ScyllaStore {
     ) -> StoreResult<Vec<Option<SequencerState>>> {
         self.each(keys, |k| async move {
             let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
-            let (conv, members) = futures::try_join!(self.conv_row(t, c), self.member_ids(t, c))?;
+            let (conv, states) = futures::try_join!(self.conv_row(t, c), self.states_of(t, c))?;
             let Some(conv) = conv else {
                 return Ok(None);
             };
+            let created_by = user_id(conv.created_by)?;
+            let roles = self.roles_of(t, c, conv.kind, &created_by, &states).await?;
             Ok(Some(SequencerState {
                 kind: conv.kind,
-                created_by: user_id(conv.created_by)?,
+                members: roles.keys().cloned().collect::<BTreeSet<_>>(),
+                created_by,
                 last_seq: conv.last_seq,
-                members: members
+                roles,
+                states: states
                     .into_iter()
-                    .map(user_id)
-                    .collect::<StoreResult<BTreeSet<_>>>()?,
+                    .map(|(u, state)| Ok((user_id(u)?, state)))
+                    .collect::<StoreResult<_>>()?,
             }))
         })
         .await
@@ -182,6 +186,8 @@ impl Store for ScyllaStore {
                     joined_at: Timestamp::from_unix_ms(joined),
                     delivered_seq,
                     read_seq,
+                    role: Default::default(),
+                    settings: Default::default(),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -189,10 +195,11 @@ impl Store for ScyllaStore {
             tenant: tenant.clone(),
             conversation_id: conversation.clone(),
         };
-        Ok(ConversationDetail {
-            record: conv.record(&key)?,
-            members,
-        })
+        let record = conv.record(&key)?;
+        let states = self.states_of(t, c).await?;
+        let mut members = members;
+        switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
+        Ok(ConversationDetail { record, members })
     }
 
     async fn members(
@@ -314,6 +321,9 @@ impl Store for ScyllaStore {
         let high = query.before_seq.unwrap_or(u64::MAX);
         if low >= high || query.limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(root) = query.thread_root {
+            return self.thread_page(t, c, root, low, high, query.limit).await;
         }
         let mut out = Vec::with_capacity(query.limit.min(256));
         // Newest bucket first; archived ones too, for messages restored
@@ -591,6 +601,43 @@ impl Store for ScyllaStore {
                 })
             })
             .collect())
+    }
+
+    async fn user_reactions(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        seqs: Vec<u64>,
+    ) -> StoreResult<Vec<Vec<String>>> {
+        self.user_reactions_of(key, user, seqs).await
+    }
+
+    async fn ack_thread_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.thread_read(tenant, user, conversation, root, seq)
+            .await
+    }
+
+    async fn threads(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<Vec<switchboard_store::ThreadEntry>> {
+        self.threads_of(tenant, conversation, reader).await
+    }
+
+    async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let mut pins = self.pin_rows(t, c).await?;
+        pins.sort_by(|a, b| b.at.cmp(&a.at).then(b.message_id.cmp(&a.message_id)));
+        Ok(pins)
     }
 
     async fn register_device(

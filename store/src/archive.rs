@@ -324,7 +324,9 @@ impl Store for Tiered {
         }
         let mut out = Vec::with_capacity(mutations.len());
         for m in mutations {
-            if let Mutation::Edit { key, seq, .. } | Mutation::Delete { key, seq, .. } = &m
+            if let Mutation::Edit { key, seq, .. }
+            | Mutation::Delete { key, seq, .. }
+            | Mutation::React { key, seq, .. } = &m
                 && let Some((message, versions)) = self.archived_message(key, *seq).await?
             {
                 out.push(Mutation::Restore {
@@ -485,6 +487,11 @@ impl Store for Tiered {
             .inner
             .history(tenant, conversation, reader, query)
             .await?;
+        // A thread is read from the live rows only: its archived replies
+        // (older than the archive age) do not show in the thread's pages.
+        if query.thread_root.is_some() {
+            return Ok(live);
+        }
         let after = query.after_seq.unwrap_or(0);
         let before = query.before_seq.unwrap_or(u64::MAX);
         let key = ConversationKey {
@@ -599,6 +606,43 @@ impl Store for Tiered {
             .await
     }
 
+    async fn user_reactions(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        seqs: Vec<u64>,
+    ) -> StoreResult<Vec<Vec<String>>> {
+        self.inner.user_reactions(key, user, seqs).await
+    }
+
+    async fn ack_thread_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.inner
+            .ack_thread_read(tenant, user, conversation, root, seq)
+            .await
+    }
+
+    /// Threads whose root moved to the archive are not listed: their
+    /// replies' index stays live, but the root is read from live rows.
+    async fn threads(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<Vec<crate::ThreadEntry>> {
+        self.inner.threads(tenant, conversation, reader).await
+    }
+
+    async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<crate::PinRow>> {
+        self.inner.pins(key).await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -682,6 +726,17 @@ mod tests {
         std::io::Write::write_all(&mut framed, golden::ARCHIVE_JSON.as_bytes()).unwrap();
         let framed = framed.finish().unwrap();
         assert_eq!(decode("golden", &framed).unwrap(), golden_contents());
+        // An object written before v1.1 (its messages without the v1.1
+        // fields) reads as the same contents.
+        let v1 = golden::ARCHIVE_JSON.replace(
+            &golden::MESSAGE_JSON[..golden::MESSAGE_JSON.len() - 1],
+            &golden::MESSAGE_JSON_V1[..golden::MESSAGE_JSON_V1.len() - 1],
+        );
+        assert_ne!(v1, golden::ARCHIVE_JSON);
+        let mut framed = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        std::io::Write::write_all(&mut framed, v1.as_bytes()).unwrap();
+        let framed = framed.finish().unwrap();
+        assert_eq!(decode("golden v1", &framed).unwrap(), golden_contents());
         assert_eq!(
             object_name(&golden_contents().bucket),
             "archive/acme/general/20601.json.lz4"

@@ -14,8 +14,11 @@ mod edits;
 mod inbox;
 mod media;
 mod people;
+mod reactions;
 mod reads;
+mod roles;
 mod support;
+mod threads;
 
 pub use archive::*;
 pub use commits::*;
@@ -23,8 +26,11 @@ pub use edits::*;
 pub use inbox::*;
 pub use media::*;
 pub use people::*;
+pub use reactions::*;
 pub use reads::*;
+pub use roles::*;
 pub use support::*;
+pub use threads::*;
 
 /// One `#[tokio::test]` per conformance check, each on a store from
 /// `$subject`: an async fn returning `Option<Subject>` (`None` skips the
@@ -65,6 +71,12 @@ macro_rules! conformance_tests {
             a_conversation_that_moves_is_listed_once,
             speakers_decide_contacts_and_who_knows_whom,
             unsolicited_adds_are_recorded_within_their_limit,
+            roles_follow_the_creator_what_was_given_and_who_is_left,
+            a_members_own_settings_are_theirs_and_listed,
+            reactions_are_idempotent_bounded_and_the_readers_own,
+            pins_are_bounded_listed_newest_first_and_unpinned,
+            threads_count_their_replies_and_each_members_unread,
+            mentions_are_counted_until_read_and_reach_those_without_inboxes,
         );
     };
     (@checks $subject:path; $($check:ident),* $(,)?) => {

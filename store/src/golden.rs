@@ -18,25 +18,35 @@ pub const CONVERSATION: &str = "general";
 
 /// A message as the sequencer builds it.
 pub fn message() -> Message {
-    Message {
-        message_id: MessageId::from_u64(0x0123_4567_89ab_cdef),
-        conversation_id: ConversationId::new(CONVERSATION).unwrap(),
-        seq: 7,
-        sender_id: UserId::new("alice").unwrap(),
-        sender_device: DeviceId::new("phone").unwrap(),
-        client_msg_id: ClientMsgId::new("c-42").unwrap(),
-        content: Some(Content::Text {
+    Message::plain(
+        MessageId::from_u64(0x0123_4567_89ab_cdef),
+        ConversationId::new(CONVERSATION).unwrap(),
+        7,
+        UserId::new("alice").unwrap(),
+        DeviceId::new("phone").unwrap(),
+        ClientMsgId::new("c-42").unwrap(),
+        Some(Content::Text {
             text: "hello, world".into(),
         }),
-        created_at: Timestamp::from_unix_ms(1_780_000_000_000),
-        edited_at: None,
-        deleted_at: None,
-    }
+        Timestamp::from_unix_ms(1_780_000_000_000),
+    )
 }
 
 /// `message()` as JSON, in the embedded store's `messages` rows, in
-/// Scylla's `messages.body` and in archive objects.
+/// Scylla's `messages.body` and in archive objects: with the v1.1 fields
+/// (reply, thread, reactions, mentions).
 pub const MESSAGE_JSON: &str = concat!(
+    r#"{"message_id":"81985529216486895","conversation_id":"general","seq":7,"#,
+    r#""sender_id":"alice","sender_device":"phone","client_msg_id":"c-42","#,
+    r#""content":{"kind":"text","text":"hello, world"},"created_at":"2026-05-28T20:26:40.000Z","#,
+    r#""edited_at":null,"deleted_at":null,"reply_to":null,"thread_id":null,"reactions":[],"#,
+    r#""mentions":[],"mention_all":false}"#
+);
+
+/// `message()` as rows and archive objects written before v1.1 hold it:
+/// it still reads as the same message (the v1.1 fields take their
+/// defaults), so no stored message needs rewriting.
+pub const MESSAGE_JSON_V1: &str = concat!(
     r#"{"message_id":"81985529216486895","conversation_id":"general","seq":7,"#,
     r#""sender_id":"alice","sender_device":"phone","client_msg_id":"c-42","#,
     r#""content":{"kind":"text","text":"hello, world"},"created_at":"2026-05-28T20:26:40.000Z","#,
@@ -69,7 +79,8 @@ pub const ARCHIVE_JSON: &str = concat!(
     r#"{"message_id":"81985529216486895","conversation_id":"general","seq":7,"#,
     r#""sender_id":"alice","sender_device":"phone","client_msg_id":"c-42","#,
     r#""content":{"kind":"text","text":"hello, world"},"created_at":"2026-05-28T20:26:40.000Z","#,
-    r#""edited_at":null,"deleted_at":null}],"#,
+    r#""edited_at":null,"deleted_at":null,"reply_to":null,"thread_id":null,"reactions":[],"#,
+    r#""mentions":[],"mention_all":false}],"#,
     r#""versions":[[7,[{"version":1,"content":{"kind":"text","text":"hello, world"},"#,
     r#""at":"2026-05-28T20:26:40.000Z","editor":"alice"}]]]}"#
 );
@@ -83,6 +94,10 @@ mod tests {
         assert_eq!(serde_json::to_string(&message()).unwrap(), MESSAGE_JSON);
         assert_eq!(
             serde_json::from_str::<Message>(MESSAGE_JSON).unwrap(),
+            message()
+        );
+        assert_eq!(
+            serde_json::from_str::<Message>(MESSAGE_JSON_V1).unwrap(),
             message()
         );
         assert_eq!(

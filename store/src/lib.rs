@@ -28,6 +28,8 @@ pub mod embedded;
 #[cfg(any(test, feature = "conformance"))]
 pub mod golden;
 pub mod metrics;
+pub mod mine;
+pub mod roles;
 pub mod rules;
 mod types;
 
@@ -238,6 +240,42 @@ pub trait Store: Send + Sync + 'static {
         after_seq: u64,
         before_seq: u64,
     ) -> StoreResult<Vec<ArchivedBucket>>;
+
+    /// The emoji `user` reacted with to each of the messages `seqs` of
+    /// the conversation (v1.1), in order: what makes a reaction's `me`.
+    /// No membership check (callers read the messages first, which
+    /// checks).
+    async fn user_reactions(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        seqs: Vec<u64>,
+    ) -> StoreResult<Vec<Vec<String>>>;
+
+    /// The user read the thread of message `root` up to `seq` (v1.1): their
+    /// read mark there moves forward, if they take part in the thread.
+    async fn ack_thread_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) -> StoreResult<()>;
+
+    /// The threads of a conversation `reader` took part in, the most
+    /// recent reply first, each with its root and the reader's unread
+    /// replies (v1.1).
+    async fn threads(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<Vec<ThreadEntry>>;
+
+    /// The conversation's pins, newest first (v1.1). No membership check
+    /// (the sequencer reads them; a gateway checks membership first).
+    async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<PinRow>>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

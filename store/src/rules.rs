@@ -33,9 +33,14 @@ use crate::{
 
 mod commit;
 mod consent;
+mod reactions;
+mod steps;
+mod threads;
 
 use commit::conflict;
 pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
+use steps::{check_not_archived_here, store_update};
+pub use threads::ack_thread_read;
 
 /// Applies one mutation of a commit.
 pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
@@ -104,6 +109,33 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             message,
             versions,
         } => restore(view, key, message, versions).await,
+        Mutation::React {
+            key,
+            seq,
+            user,
+            emoji,
+            action,
+            at,
+            inbox,
+        } => reactions::react(view, key, *seq, user, emoji, *action, *at, *inbox).await,
+        Mutation::ThreadReply {
+            key,
+            root_seq,
+            seq,
+            sender,
+            at,
+        } => threads::thread_reply(view, key, *root_seq, *seq, sender, *at).await,
+        Mutation::Pin { key, pin } => reactions::pin(view, key, pin).await,
+        Mutation::Unpin { key, message_id } => reactions::unpin(view, key, *message_id).await,
+        Mutation::SetMemberState { key, user, state } => {
+            if view.last_seq(key).await?.is_none() {
+                return Err(StoreError::NotFound);
+            }
+            if !view.is_member(key, user.as_str()).await? {
+                return Err(StoreError::NotAMember);
+            }
+            view.put_member_state(key, user.as_str(), state).await
+        }
         // The archive tier (`archive::Tiered`) handles it before a backend.
         Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
             "no archive store is configured".into(),
@@ -197,6 +229,7 @@ async fn append<C: Commit>(
         if let Some(media) = m.content.as_ref().and_then(Content::media) {
             view.reference_media(c, m.seq, &media.blob_ref).await?;
         }
+        threads::mentions(view, c, m, !inbox).await?;
         for (user, devices) in &recipients {
             for device in devices {
                 if user == m.sender_id.as_str() && device == m.sender_device.as_str() {
@@ -217,36 +250,6 @@ async fn append<C: Commit>(
         }
     }
     view.set_position(c, last).await
-}
-
-/// Writes a changed message back, and into every member device's inbox.
-async fn store_update<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    m: &Message,
-    inbox: bool,
-) -> StoreResult<()> {
-    view.put_message(c, m, Placement::Changed).await?;
-    if inbox {
-        // The entry is as fresh as the change, for expiry.
-        let at = m.deleted_at.or(m.edited_at).unwrap_or(m.created_at);
-        for (user, devices) in view.recipients(c).await? {
-            for device in devices {
-                view.insert_inbox(c, &user, &device, m.seq, at).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Refuses a write to a conversation whose rows this commit removed.
-fn check_not_archived_here<C: Commit>(view: &C, c: &ConversationKey) -> StoreResult<()> {
-    if view.archived_here(c) {
-        return Err(conflict(
-            "a bucket of the conversation was archived in this commit",
-        ));
-    }
-    Ok(())
 }
 
 async fn edit<C: Commit>(
@@ -293,7 +296,7 @@ async fn edit<C: Commit>(
     }
     message.content = Some(content.clone());
     message.edited_at = Some(at);
-    store_update(view, c, &message, inbox).await
+    store_update(view, c, &message, inbox, at).await
 }
 
 async fn delete<C: Commit>(
@@ -327,9 +330,14 @@ async fn delete<C: Commit>(
         view.unreference_media(c, seq, blob_ref).await?;
     }
     view.remove_versions(c, seq).await?;
+    // Nor reactions: a deleted message shows nothing of what it was.
+    if !message.reactions.is_empty() {
+        view.remove_reactions(c, seq).await?;
+        message.reactions.clear();
+    }
     message.content = None;
     message.deleted_at = Some(at);
-    store_update(view, c, &message, inbox).await
+    store_update(view, c, &message, inbox, at).await
 }
 
 async fn archive<C: Commit>(

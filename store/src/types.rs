@@ -1,12 +1,12 @@
 //! Records, mutations and errors of the store interface.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationId, ConversationKind, Message, MessageId, MessageVersion,
-    TenantId, Timestamp, UserId,
+    ClientMsgId, Content, ConversationId, ConversationKind, MemberSettings, Message, MessageId,
+    MessageVersion, ReactAction, Role, TenantId, Timestamp, UserId,
 };
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -113,6 +113,36 @@ pub struct MemberRecord {
     pub delivered_seq: u64,
     /// Highest `seq` the user has read (their own sends count as read).
     pub read_seq: u64,
+    /// The member's role as it stands (`roles::effective`: given, or by
+    /// default), and their own settings (v1.1).
+    #[serde(default)]
+    pub role: Role,
+    #[serde(default)]
+    pub settings: MemberSettings,
+}
+
+/// What a member's row of v1.1 state holds: the role given to them (none:
+/// the default of `roles::effective`) and their own settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default)]
+    pub settings: MemberSettings,
+}
+
+impl MemberState {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A pinned message as stored (v1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinRow {
+    pub message_id: MessageId,
+    pub by: UserId,
+    pub at: Timestamp,
 }
 
 /// What the single writer of a conversation needs to sequence it.
@@ -122,6 +152,28 @@ pub struct SequencerState {
     pub created_by: UserId,
     pub last_seq: u64,
     pub members: BTreeSet<UserId>,
+    /// Every member's role as it stands (`roles::effective`).
+    #[serde(default)]
+    pub roles: BTreeMap<UserId, Role>,
+    /// The members whose state is not the default: given roles, and
+    /// settings (which decide their pushes).
+    #[serde(default)]
+    pub states: BTreeMap<UserId, MemberState>,
+}
+
+impl SequencerState {
+    /// A member's role (members without one listed are members).
+    pub fn role_of(&self, user: &UserId) -> Role {
+        self.roles.get(user).copied().unwrap_or_default()
+    }
+
+    /// A member's settings.
+    pub fn settings_of(&self, user: &UserId) -> MemberSettings {
+        self.states
+            .get(user)
+            .map(|s| s.settings.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// One conversation with every member, for `GET /v1/conversations/{id}`.
@@ -138,6 +190,9 @@ pub struct ConversationSummary {
     pub member_ids: Vec<UserId>,
     /// The listing user's own membership row (for the unread count).
     pub me: MemberRecord,
+    /// Unread messages that mention the listing user, or all (v1.1).
+    #[serde(default)]
+    pub mention_count: u64,
 }
 
 /// The order of a conversation list: most recent activity first, then
@@ -248,13 +303,29 @@ pub struct MarkChange {
 }
 
 /// Bounds of a history read: messages with `after_seq < seq < before_seq`,
-/// newest first, at most `limit`.
+/// newest first, at most `limit`; with `thread_root`, only the thread of
+/// the message of that seq (its root and its replies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryQuery {
     pub before_seq: Option<u64>,
     pub after_seq: Option<u64>,
     pub limit: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_root: Option<u64>,
 }
+
+/// One thread a user took part in (v1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadEntry {
+    pub root: Message,
+    /// Replies after the user's read mark in the thread (at most
+    /// [`MAX_UNREAD_COUNTED`]).
+    pub unread: u64,
+}
+
+/// Past this many, unread replies and mentions are not counted further:
+/// a client shows "999+".
+pub const MAX_UNREAD_COUNTED: u64 = 999;
 
 /// An inbox entry, to read the entries after it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -347,6 +418,47 @@ pub enum Mutation {
     /// the only mutation of its commit. A backend reached without `Tiered`
     /// refuses it with `Unavailable`.
     MoveToArchive { bucket: BucketKey },
+    /// `user`'s reaction with `emoji` to message `seq`, added or removed
+    /// (v1.1): the reaction row, the message's counts, and with `inbox`
+    /// every member device's inbox (the message re-enters it, as after
+    /// an edit). Idempotent; `Conflict` past the limits (20 emoji of one
+    /// user on one message, 50 emoji on one message), `NotFound` for a
+    /// message not (or no longer) stored, `Conflict` for a deleted one.
+    React {
+        key: ConversationKey,
+        seq: u64,
+        user: UserId,
+        emoji: String,
+        action: ReactAction,
+        at: Timestamp,
+        inbox: bool,
+    },
+    /// Message `seq` is a reply in the thread of message `root_seq`
+    /// (v1.1): the root's summary counts it, the thread's index lists it,
+    /// and its sender (and the root's) take part in the thread from now
+    /// on. Follows the reply's append in the same commit.
+    ThreadReply {
+        key: ConversationKey,
+        root_seq: u64,
+        seq: u64,
+        sender: UserId,
+        at: Timestamp,
+    },
+    /// Pins message `pin.message_id` (v1.1); nothing changes if it is
+    /// pinned. `Conflict` past 50 pins.
+    Pin { key: ConversationKey, pin: PinRow },
+    /// Unpins a message; nothing changes if it is not pinned.
+    Unpin {
+        key: ConversationKey,
+        message_id: MessageId,
+    },
+    /// A member's v1.1 state from now on: their given role and their own
+    /// settings (v1.1). `NotAMember` when they are not a member.
+    SetMemberState {
+        key: ConversationKey,
+        user: UserId,
+        state: MemberState,
+    },
     /// Puts an archived message and its versions back among the live rows
     /// (so that an edit or delete can change it); nothing happens when the
     /// message has a live row already. Live rows win over the archive on

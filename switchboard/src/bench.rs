@@ -6,7 +6,10 @@
 //! sent, acked, delivered and lost messages, throughput, the latency from
 //! send to ack and from send to delivery, and (given the server's pids:
 //! switchboard and its nats-server) their resident memory, idle per
-//! connection and under load, and the CPU they spent per message.
+//! connection and under load, and the CPU they spent per message. With
+//! `--reaction-rate`, the clients also react (v1.1), each toggling one of
+//! a few emoji on the newest message it has seen, and the report counts
+//! the `reaction` events they heard.
 //!
 //! `bench plugin` measures one moderation hook call (`plugin_bench.rs`).
 //!
@@ -95,7 +98,15 @@ struct ChatArgs {
     /// The deployment's ingest partitions (with --nats-url).
     #[arg(long, default_value_t = 16)]
     partitions: u16,
+    /// Reactions per second, all clients together, beside the messages:
+    /// each adds or takes back one of a few emoji on the newest message
+    /// its client has seen (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    reaction_rate: f64,
 }
+
+/// The emoji a client toggles, in turn.
+const EMOJI: [&str; 8] = ["👍", "❤️", "😂", "🎉", "😮", "😢", "🙏", "🔥"];
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.mode {
@@ -111,6 +122,8 @@ struct Counters {
     acked: AtomicU64,
     delivered: AtomicU64,
     errors: AtomicU64,
+    reactions_sent: AtomicU64,
+    reactions_heard: AtomicU64,
 }
 
 struct Shared {
@@ -141,12 +154,17 @@ struct FrameRef<'a> {
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     message: Option<MessageRef<'a>>,
+    /// An `ack`'s.
+    #[serde(default, borrow)]
+    message_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct MessageRef<'a> {
     #[serde(borrow)]
     conversation_id: Cow<'a, str>,
+    #[serde(borrow)]
+    message_id: Cow<'a, str>,
     seq: u64,
     #[serde(default, borrow)]
     content: Option<ContentRef<'a>>,
@@ -165,14 +183,28 @@ fn histogram() -> anyhow::Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 120_000_000, 3).context("histogram")
 }
 
+/// What one client does: where, how often, how large.
+struct Pace {
+    conversation: String,
+    /// Between two sends.
+    interval: Duration,
+    /// Between two reactions; none without reactions.
+    react_every: Option<Duration>,
+    size: usize,
+}
+
 async fn client_task(
     ws: WsClient,
     user: String,
-    conversation: String,
-    interval: Duration,
-    size: usize,
+    pace: Pace,
     shared: Arc<Shared>,
 ) -> anyhow::Result<TaskResult> {
+    let Pace {
+        conversation,
+        interval,
+        react_every,
+        size,
+    } = pace;
     let (mut tx, mut rx) = ws.split();
     let mut result = TaskResult {
         ack_us: histogram()?,
@@ -185,6 +217,16 @@ async fn client_task(
     let mut send_tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, interval);
     send_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut ack_tick = tokio::time::interval(Duration::from_millis(100));
+    let reacting = react_every.is_some();
+    let mut react_tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + offset,
+        react_every.unwrap_or(Duration::from_secs(3600)),
+    );
+    react_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    // The newest message seen, and which emoji this client has on it.
+    let mut newest: Option<String> = None;
+    let mut mine = [false; EMOJI.len()];
+    let mut turn = 0usize;
     let mut pending: HashMap<u64, Instant> = HashMap::new();
     let mut marks: HashMap<String, u64> = HashMap::new();
     let mut n: u64 = 0;
@@ -209,6 +251,20 @@ async fn client_task(
                 n += 1;
                 shared.counters.sent.fetch_add(1, Ordering::Relaxed);
             }
+            _ = react_tick.tick(), if reacting && shared.sending.load(Ordering::Relaxed) => {
+                let Some(message_id) = &newest else { continue };
+                let i = turn % EMOJI.len();
+                turn += 1;
+                let action = if mine[i] { "remove" } else { "add" };
+                mine[i] = !mine[i];
+                tx.feed_text(format!(
+                    r#"{{"type":"react","conversation_id":"{conversation}","message_id":"{message_id}","emoji":"{}","action":"{action}"}}"#,
+                    EMOJI[i]
+                ))
+                .await?;
+                tx.flush().await?;
+                shared.counters.reactions_sent.fetch_add(1, Ordering::Relaxed);
+            }
             _ = ack_tick.tick() => {
                 for (conv, seq) in marks.drain() {
                     tx.feed_text(format!(r#"{{"type":"ack_delivered","conversation_id":"{conv}","seq":{seq}}}"#)).await?;
@@ -231,6 +287,12 @@ async fn client_task(
                             .as_deref()
                             .and_then(|id| id.rsplit('-').next())
                             .and_then(|k| k.parse::<u64>().ok());
+                        if let Some(id) = &frame.message_id
+                            && newest.as_deref() != Some(id.as_ref())
+                        {
+                            newest = Some(id.clone().into_owned());
+                            mine = [false; EMOJI.len()];
+                        }
                         if let Some(sent) = k.and_then(|k| pending.remove(&k)) {
                             shared.counters.acked.fetch_add(1, Ordering::Relaxed);
                             shared.last_event_ns.fetch_max(now.duration_since(shared.epoch).as_nanos() as u64, Ordering::Relaxed);
@@ -241,6 +303,10 @@ async fn client_task(
                     }
                     "message" => {
                         let Some(m) = frame.message else { continue };
+                        if newest.as_deref() != Some(m.message_id.as_ref()) {
+                            newest = Some(m.message_id.clone().into_owned());
+                            mine = [false; EMOJI.len()];
+                        }
                         let mark = marks.entry(m.conversation_id.into_owned()).or_insert(0);
                         *mark = (*mark).max(m.seq);
                         let sent_ns = m
@@ -256,6 +322,9 @@ async fn client_task(
                                 let _ = result.delivery_us.record(now_ns.saturating_sub(sent).as_micros().max(1) as u64);
                             }
                         }
+                    }
+                    "reaction" => {
+                        shared.counters.reactions_heard.fetch_add(1, Ordering::Relaxed);
                     }
                     "error" => {
                         shared.counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -377,6 +446,8 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     });
     let per_user_rate = a.rate as f64 / a.users as f64;
     let interval = Duration::from_secs_f64(1.0 / per_user_rate.max(0.001));
+    let react_every =
+        (a.reaction_rate > 0.0).then(|| Duration::from_secs_f64(a.users as f64 / a.reaction_rate));
     eprintln!(
         "sending {} msg/s for {}s ({:.1} msg/s per client, first {}s not measured)",
         a.rate, a.duration, per_user_rate, a.warmup
@@ -384,14 +455,13 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     let mut tasks = Vec::new();
     for (user, ws) in connections {
         let conv = conversation_of.get(&user).cloned().unwrap_or_default();
-        tasks.push(tokio::spawn(client_task(
-            ws,
-            user,
-            conv,
+        let pace = Pace {
+            conversation: conv,
             interval,
-            a.size,
-            shared.clone(),
-        )));
+            react_every,
+            size: a.size,
+        };
+        tasks.push(tokio::spawn(client_task(ws, user, pace, shared.clone())));
     }
 
     let start = Instant::now();
@@ -474,6 +544,17 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         delivered as f64 / busy,
         (acked * receivers).saturating_sub(delivered)
     );
+    if a.reaction_rate > 0.0 {
+        let (reacted, heard) = (
+            c.reactions_sent.load(Ordering::Relaxed),
+            c.reactions_heard.load(Ordering::Relaxed),
+        );
+        println!(
+            "  reactions        {reacted} sent ({:.1}/s); {heard} reaction events heard ({:.1} per reaction)",
+            reacted as f64 / secs,
+            heard as f64 / reacted.max(1) as f64
+        );
+    }
     println!("  errors           {errors:?}");
     if !unacked.is_empty() {
         unacked.sort();

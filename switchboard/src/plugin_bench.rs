@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use switchboard_plugin_host::host::Verdict;
 use switchboard_plugin_host::{Hook, ModerationInput, PluginHost, PluginLimits};
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
 
 #[derive(clap::Args)]
@@ -97,6 +98,7 @@ pub fn run(args: PluginBenchArgs) -> anyhow::Result<()> {
             member_count: 10,
             sender: &sender,
             content: &content,
+            options: &SendOptions::default(),
         };
         let wasm = measure(args.warmup, args.calls, || {
             match host.moderate(&compiled, &config, &input, &limits) {

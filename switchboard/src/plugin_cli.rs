@@ -26,8 +26,11 @@ use serde_json::{Value, json};
 use switchboard_plugin_host::code::Code;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::host::{Compiled, Origin, Verdict};
-use switchboard_plugin_host::{EditAction, EditRequest, Hook, ModerationInput, PluginHost};
+use switchboard_plugin_host::{
+    EditAction, EditRequest, Hook, ModerationInput, PluginHost, ReactionInput,
+};
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId, TenantId,
     Timestamp, UserId,
@@ -268,7 +271,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<(Value, bool)> {
         return refused(report, misfits.join("; "));
     };
     report["hook"] = json!(compiled.hook.as_str());
-    report["world"] = json!(compiled.hook.world());
+    report["world"] = json!(compiled.world());
     if let Err(e) = host.trial(&compiled, &config) {
         return refused(report, e.to_string());
     }
@@ -277,17 +280,26 @@ fn check(args: &CheckArgs) -> anyhow::Result<(Value, bool)> {
     Ok((report, true))
 }
 
-/// `moderation`'s sample: the content, and the rest of the message as it
-/// would be in a group of three unless given.
+/// `moderation`'s sample: a message's content (with its reply, thread
+/// and mentions), or a reaction's `emoji` (with the `message_id` it is
+/// on); the rest as it would be in a group of three unless given.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModerationSample {
-    content: Content,
+    content: Option<Content>,
+    emoji: Option<String>,
+    message_id: Option<MessageId>,
     tenant: Option<TenantId>,
     conversation_id: Option<ConversationId>,
     kind: Option<ConversationKind>,
     member_count: Option<usize>,
     sender: Option<UserId>,
+    reply_to: Option<MessageId>,
+    thread_id: Option<MessageId>,
+    #[serde(default)]
+    mentions: Vec<UserId>,
+    #[serde(default)]
+    mention_all: bool,
 }
 
 /// `edit_policy`'s sample: who does what to which message, and when.
@@ -420,13 +432,50 @@ fn decide(
             let tenant = s.tenant.map_or_else(local, Ok)?;
             let conversation_id = s.conversation_id.map_or_else(conversation, Ok)?;
             let sender = s.sender.map_or_else(alice, Ok)?;
+            let kind = s.kind.unwrap_or(ConversationKind::Group);
+            let member_count = s.member_count.unwrap_or(3);
+            let content = match (s.content, s.emoji) {
+                (Some(content), None) => content,
+                (None, Some(emoji)) => {
+                    let input = ReactionInput {
+                        tenant: &tenant,
+                        conversation_id: &conversation_id,
+                        kind,
+                        member_count,
+                        sender: &sender,
+                        message_id: s.message_id.unwrap_or(MessageId::from_u64(1)),
+                        emoji: &emoji,
+                    };
+                    return Ok(host
+                        .moderate_reaction(compiled, config, &input)
+                        .map(|verdict| match verdict {
+                            None => json!({
+                                "verdict": "not_called",
+                                "why": "a moderator of switchboard:plugin@0.1.0 sees no reactions"
+                            }),
+                            Some(Ok(())) => json!({ "verdict": "allow" }),
+                            Some(Err(reason)) => json!({ "verdict": "reject", "reason": reason }),
+                        })
+                        .map_err(|e| e.to_string()));
+                }
+                _ => bail!(
+                    "a moderation sample has either `content` (a message) or `emoji` (a reaction)"
+                ),
+            };
+            let options = SendOptions {
+                reply_to: s.reply_to,
+                thread_id: s.thread_id,
+                mentions: s.mentions,
+                mention_all: s.mention_all,
+            };
             let input = ModerationInput {
                 tenant: &tenant,
                 conversation_id: &conversation_id,
-                kind: s.kind.unwrap_or(ConversationKind::Group),
-                member_count: s.member_count.unwrap_or(3),
+                kind,
+                member_count,
                 sender: &sender,
-                content: &s.content,
+                content: &content,
+                options: &options,
             };
             host.moderate(compiled, config, &input, &ContentLimits::default())
                 .map(|verdict| match verdict {
@@ -449,18 +498,19 @@ fn decide(
             let actor = s.actor.map_or_else(alice, Ok)?;
             let now = s.now.unwrap_or_else(Timestamp::now);
             let message = Message {
-                message_id: MessageId::from_u64(1),
-                conversation_id: s.conversation_id.map_or_else(conversation, Ok)?,
-                seq: s.seq.unwrap_or(1),
-                sender_id: s.sender.unwrap_or_else(|| actor.clone()),
-                sender_device: DeviceId::default_device(),
-                client_msg_id: ClientMsgId::new("local")?,
-                content: Some(Content::Text {
-                    text: "sample".into(),
-                }),
-                created_at: s.created_at.unwrap_or(now),
                 edited_at: s.edited_at,
-                deleted_at: None,
+                ..Message::plain(
+                    MessageId::from_u64(1),
+                    s.conversation_id.map_or_else(conversation, Ok)?,
+                    s.seq.unwrap_or(1),
+                    s.sender.unwrap_or_else(|| actor.clone()),
+                    DeviceId::default_device(),
+                    ClientMsgId::new("local")?,
+                    Some(Content::Text {
+                        text: "sample".into(),
+                    }),
+                    s.created_at.unwrap_or(now),
+                )
             };
             let request = EditRequest {
                 tenant: &tenant,

@@ -220,6 +220,7 @@ pub async fn gateway_parts(inputs: GatewayInputs) -> anyhow::Result<Arc<Gateway>
             presence,
             sessions,
             sync_within: config.session_sync_timeout,
+            coalesce_window: Duration::from_millis(config.limits.reaction_coalesce_ms),
         },
         store.clone(),
         config.fanout,

@@ -70,13 +70,13 @@ impl Session {
         within: Duration,
     ) -> Option<Acked> {
         let deadline = Instant::now() + within;
-        let frame = ClientFrame::SendMessage {
-            client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
-            conversation_id: ConversationId::new(conversation).unwrap(),
-            content: Content::Text {
+        let frame = ClientFrame::send_message(
+            ClientMsgId::new(client_msg_id).unwrap(),
+            ConversationId::new(conversation).unwrap(),
+            Content::Text {
                 text: text.to_owned(),
             },
-        };
+        );
         while Instant::now() < deadline {
             let resend_after = self.resend_after;
             let ws = self.connection().await;

@@ -169,18 +169,16 @@ mod tests {
     use switchboard_protocol::{ClientMsgId, ConversationId, DeviceId, MessageId};
 
     fn message(sender: &str, at: i64, content: Content) -> Message {
-        Message {
-            message_id: MessageId::from_u64(1),
-            conversation_id: ConversationId::new("c").unwrap(),
-            seq: 1,
-            sender_id: UserId::new(sender).unwrap(),
-            sender_device: DeviceId::default_device(),
-            client_msg_id: ClientMsgId::new("m").unwrap(),
-            content: Some(content),
-            created_at: Timestamp::from_unix_ms(at),
-            edited_at: None,
-            deleted_at: None,
-        }
+        Message::plain(
+            MessageId::from_u64(1),
+            ConversationId::new("c").unwrap(),
+            1,
+            UserId::new(sender).unwrap(),
+            DeviceId::default_device(),
+            ClientMsgId::new("m").unwrap(),
+            Some(content),
+            Timestamp::from_unix_ms(at),
+        )
     }
 
     #[test]
@@ -212,11 +210,11 @@ mod tests {
         let system = message(
             "alice",
             0,
-            Content::System(switchboard_protocol::content::SystemEvent {
-                event: "members_added".into(),
-                actor: alice.clone(),
-                user_ids: vec![],
-            }),
+            Content::System(switchboard_protocol::content::SystemEvent::about(
+                "members_added",
+                alice.clone(),
+                vec![],
+            )),
         );
         assert!(
             p.check(Action::Delete, &system, &alice, true, at(1))

@@ -971,7 +971,7 @@ export interface paths {
         post?: never;
         /**
          * Remove a member
-         * @description Anyone may leave; removing someone else takes the conversation's creator or a tenant admin. Adds a system message.
+         * @description Anyone may leave; removing someone else takes an owner or admin (an owner, to remove an owner) or a tenant admin. Adds a system message.
          */
         delete: {
             parameters: {
@@ -1005,7 +1005,47 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a member's role
+         * @description Owners and admins change roles; only an owner makes owners or changes an owner's role (403 otherwise). A group or channel keeps at least one owner (409 when the last one would go); a direct conversation has no roles (409). Told to every member as a `role_changed` system message.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The member. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ChangeRole"];
+                };
+            };
+            responses: {
+                /** @description The conversation after the change. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConversationView"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         trace?: never;
     };
     "/v1/conversations/{id}/messages": {
@@ -1017,7 +1057,7 @@ export interface paths {
         };
         /**
          * History, newest first
-         * @description Messages with after_seq < seq < before_seq. Page with next_before_seq.
+         * @description Messages with after_seq < seq < before_seq. Page with next_before_seq. With thread_id, only that thread: its root and its replies (replies moved to the archive are not shown); 404 when thread_id names no message of the conversation.
          */
         get: {
             parameters: {
@@ -1031,6 +1071,11 @@ export interface paths {
                      *     capped at 200.
                      */
                     limit?: number;
+                    /**
+                     * @description Only the thread of this root (v1.1): its replies and the root
+                     *     itself.
+                     */
+                    thread_id?: components["schemas"]["MessageId"] | null;
                 };
                 header?: never;
                 path: {
@@ -1098,6 +1143,268 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["MessageVersions"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/pins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The pinned messages
+         * @description Newest pin first, at most 50; each with the message as it is now (null once deleted or archived).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The pins. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PinList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        /**
+         * Pin a message
+         * @description Owners and admins pin (in a direct conversation, either member); at most 50 pins (409 past it); a pinned message stays as it is. Adds a `message_pinned` system message and sends `pins_changed`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PinMessage"];
+                };
+            };
+            responses: {
+                /** @description Pinned (or was). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/pins/{message_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Unpin a message
+         * @description Who may pin may unpin. Adds a `message_unpinned` system message and sends `pins_changed`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The message. */
+                    message_id: components["schemas"]["MessageId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Unpinned (or was not pinned). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's settings of a conversation */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The settings. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemberSettings"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        /**
+         * Set the caller's settings of a conversation
+         * @description `notifications`: which messages push (`all`, `mentions`: only those that mention the caller, mention all, or reply to them; `none`); `muted_until`: no push at all until then. The whole settings object: an absent field takes its default. The caller's other devices get a `settings_changed` frame.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["MemberSettings"];
+                };
+            };
+            responses: {
+                /** @description The settings now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemberSettings"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/threads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's threads of a conversation
+         * @description Threads the caller started (once replied to) or replied in, the most recent reply first; `unread_count` counts the replies after the caller's read mark in the thread (`ack_read` with `thread_id`), at most 999. A thread whose root has moved to the archive is not listed.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The threads. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ThreadList"];
                     };
                 };
                 400: components["responses"]["Error"];
@@ -1997,6 +2304,10 @@ export interface components {
              */
             remove_hs256_secrets: string[];
         };
+        /** @description Body of `PATCH /v1/conversations/{id}/members/{user}` (v1.1). */
+        ChangeRole: {
+            role: components["schemas"]["Role"];
+        };
         /**
          * @description `POST /v1/users/{user}/devices/{device}/claim`: what a session needs.
          *     `one_time_prekey` is `null` when the device has none left; the session
@@ -2045,6 +2356,22 @@ export interface components {
             /** Format: uint64 */
             last_seq: number;
             members: components["schemas"]["Members"];
+            /**
+             * Format: uint64
+             * @description For the caller: unread messages that mention them or all (v1.1).
+             * @default 0
+             */
+            mention_count: number;
+            /**
+             * @description For the caller: whether pushes are muted now (v1.1).
+             * @default false
+             */
+            muted: boolean;
+            /**
+             * @description For the caller: their notification level here (v1.1).
+             * @default all
+             */
+            notifications: components["schemas"]["NotificationLevel"];
             /**
              * @description `last_message` in one line ([`crate::Content::preview`]); null when
              *     there is none, it was deleted, or it is ciphertext.
@@ -2279,12 +2606,30 @@ export interface components {
             /** Format: uint64 */
             size: number;
         };
+        /**
+         * @description A member's own settings of a conversation (v1.1):
+         *     `PUT/GET /v1/conversations/{id}/settings`.
+         */
+        MemberSettings: {
+            /**
+             * @description No push at all until then (RFC 3339); null: not muted.
+             * @default null
+             */
+            muted_until: components["schemas"]["Timestamp"] | null;
+            /** @default all */
+            notifications: components["schemas"]["NotificationLevel"];
+        };
         /** @description A member with the high-water marks of `GET /v1/conversations/{id}`. */
         MemberView: {
             /** Format: uint64 */
             delivered_seq: number;
             /** Format: uint64 */
             read_seq: number;
+            /**
+             * @description The member's role (v1.1).
+             * @default member
+             */
+            role: components["schemas"]["Role"];
             user_id: components["schemas"]["UserId"];
         };
         /**
@@ -2300,7 +2645,29 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             deleted_at?: components["schemas"]["Timestamp"] | null;
             edited_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description Whether the message mentions every member (`@all`, v1.1).
+             * @default false
+             */
+            mention_all: boolean;
+            /**
+             * @description The members the message mentions (v1.1).
+             * @default []
+             */
+            mentions: components["schemas"]["UserId"][];
             message_id: components["schemas"]["MessageId"];
+            /**
+             * @description The reactions, one entry per emoji, in the order they first came
+             *     (v1.1); `me` says whether the reader reacted.
+             * @default []
+             */
+            reactions: components["schemas"]["Reaction"][];
+            /**
+             * @description The message this one replies to, quoted in the main timeline
+             *     (v1.1); null for none.
+             * @default null
+             */
+            reply_to: components["schemas"]["MessageId"] | null;
             sender_device: components["schemas"]["DeviceId"];
             sender_id: components["schemas"]["UserId"];
             /**
@@ -2308,6 +2675,14 @@ export interface components {
              * @description Per conversation, from 1, without gaps.
              */
             seq: number;
+            /** @description On a thread's root: the thread so far (v1.1). Absent elsewhere. */
+            thread?: components["schemas"]["ThreadSummary"] | null;
+            /**
+             * @description The root of the thread this message belongs to (v1.1); null when
+             *     it is in the main timeline.
+             * @default null
+             */
+            thread_id: components["schemas"]["MessageId"] | null;
         };
         /** @description A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it). */
         MessageId: string;
@@ -2381,6 +2756,8 @@ export interface components {
              */
             quotas: components["schemas"]["TenantQuotas"];
         };
+        /** @description Which messages of a conversation push to a member (v1.1). */
+        NotificationLevel: "all" | "mentions" | "none";
         /**
          * @description What moderation does when its plugin fails. The other hooks always
          *     fall back to the built-in default.
@@ -2395,6 +2772,26 @@ export interface components {
             key_id: number;
             /** @description Curve25519 public key, base64 (32 bytes). */
             public_key: string;
+        };
+        /** @description A pinned message (v1.1): `GET /v1/conversations/{id}/pins`. */
+        Pin: {
+            /** @description Who pinned it. */
+            by: components["schemas"]["UserId"];
+            /**
+             * @description The message as it is now (null if it was deleted or has left the
+             *     live history).
+             */
+            message?: components["schemas"]["Message"] | null;
+            message_id: components["schemas"]["MessageId"];
+            pinned_at: components["schemas"]["Timestamp"];
+        };
+        /** @description Body of `GET /v1/conversations/{id}/pins`: newest first. */
+        PinList: {
+            pins: components["schemas"]["Pin"][];
+        };
+        /** @description Body of `POST /v1/conversations/{id}/pins`. */
+        PinMessage: {
+            message_id: components["schemas"]["MessageId"];
         };
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md). */
         PresenceInfo: {
@@ -2484,6 +2881,18 @@ export interface components {
             /** @default null */
             webhook: components["schemas"]["WebhookSettings"] | null;
         };
+        /** @description One emoji's reactions to a message. */
+        Reaction: {
+            /** Format: uint64 */
+            count: number;
+            emoji: string;
+            /**
+             * @description Whether the reader is among them (always false where no reader is
+             *     known, as in stored rows).
+             * @default false
+             */
+            me: boolean;
+        };
         /** @description Whether the gateway can serve, and if not, why. */
         Readiness: {
             /** @enum {string} */
@@ -2568,6 +2977,13 @@ export interface components {
             /** Format: uint64 */
             seq: number;
         };
+        /**
+         * @description What a member may do (v1.1). Owners and admins may remove others,
+         *     pin, delete others' messages, change settings that affect everyone,
+         *     ban, and mention all; only an owner makes owners.
+         * @enum {string}
+         */
+        Role: "owner" | "admin" | "member";
         /** @description A process's view of a deploy's version: whether it runs it yet. */
         Running: {
             /**
@@ -2629,6 +3045,10 @@ export interface components {
             actor: components["schemas"]["UserId"];
             /** @description [`SystemEvent::MEMBERS_ADDED`] or [`SystemEvent::MEMBERS_REMOVED`]. */
             event: string;
+            /** @description With `message_pinned` and `message_unpinned`: the message (v1.1). */
+            message_id?: components["schemas"]["MessageId"] | null;
+            /** @description With `role_changed`: the role the users now have (v1.1). */
+            role?: components["schemas"]["Role"] | null;
             /**
              * @description The users the event is about.
              * @default []
@@ -2748,6 +3168,36 @@ export interface components {
              *     processes of releases before it still read the record.
              */
             unsolicited_groups_per_day?: number | null;
+        };
+        /**
+         * @description Body of `GET /v1/conversations/{id}/threads`: the threads the caller
+         *     took part in (started, or replied in), most recent reply first.
+         */
+        ThreadList: {
+            threads: components["schemas"]["ThreadView"][];
+        };
+        /** @description A thread as its root shows it. */
+        ThreadSummary: {
+            last_reply_at: components["schemas"]["Timestamp"];
+            /**
+             * @description Who replied, most recent first (at most
+             *     [`ThreadSummary::MAX_PARTICIPANTS`]).
+             */
+            participants: components["schemas"]["UserId"][];
+            /** Format: uint64 */
+            reply_count: number;
+        };
+        /** @description One thread of `GET /v1/conversations/{id}/threads` (v1.1). */
+        ThreadView: {
+            /** Format: uint64 */
+            reply_count: number;
+            /** @description The thread's root, with its `thread` summary. */
+            root: components["schemas"]["Message"];
+            /**
+             * Format: uint64
+             * @description Replies after the caller's read mark in the thread.
+             */
+            unread_count: number;
         };
         /**
          * Format: date-time

@@ -12,6 +12,22 @@ export type ClientFrame = ({
 client_msg_id: ClientMsgId
 content: Content
 conversation_id: ConversationId
+/**
+ * Mention every member (v1.1; owners and admins only).
+ */
+mention_all?: boolean
+/**
+ * Members to mention (v1.1).
+ */
+mentions?: UserId[]
+/**
+ * A live message of the conversation this one replies to (v1.1).
+ */
+reply_to?: (MessageId | null)
+/**
+ * The root of the thread this message goes into (v1.1).
+ */
+thread_id?: (MessageId | null)
 type: "send_message"
 } | {
 content: Content
@@ -29,7 +45,21 @@ type: "ack_delivered"
 } | {
 conversation_id: ConversationId
 seq: number
+/**
+ * With a thread's root (v1.1): `seq` is read within that thread
+ * only, the conversation's own read mark does not move.
+ */
+thread_id?: (MessageId | null)
 type: "ack_read"
+} | {
+action: ReactAction
+conversation_id: ConversationId
+/**
+ * 1 to 32 characters.
+ */
+emoji: string
+message_id: MessageId
+type: "react"
 } | {
 conversation_id: ConversationId
 state: TypingState
@@ -66,6 +96,16 @@ kind: "ciphertext"
 kind: "system"
 }))
 /**
+ * A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).
+ */
+export type MessageId = string
+/**
+ * What a member may do (v1.1). Owners and admins may remove others,
+ * pin, delete others' messages, change settings that affect everyone,
+ * ban, and mention all; only an owner makes owners.
+ */
+export type Role = ("owner" | "admin" | "member")
+/**
  * A user, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
 export type UserId = string
@@ -74,9 +114,9 @@ export type UserId = string
  */
 export type ConversationId = string
 /**
- * A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).
+ * What a `react` frame does.
  */
-export type MessageId = string
+export type ReactAction = ("add" | "remove")
 export type TypingState = ("start" | "stop")
 /**
  * Frames the server sends.
@@ -137,6 +177,11 @@ client_msg_id?: (string | null)
 code: ErrorCode
 conversation_id?: (string | null)
 message: string
+/**
+ * The message the refused request named (an edit, a delete, a
+ * reaction; an addition to PROTOCOL.md).
+ */
+message_id?: (string | null)
 request_type?: (string | null)
 type: "error"
 } | {
@@ -148,6 +193,27 @@ type: "refreshed"
 device_id: DeviceId
 remaining: number
 type: "prekeys_low"
+} | {
+action: ReactAction
+conversation_id: ConversationId
+counts: {
+[k: string]: number
+}
+emoji: string
+message_id: MessageId
+type: "reaction"
+user_id: UserId
+} | {
+action: PinAction
+by: UserId
+conversation_id: ConversationId
+message_id: MessageId
+type: "pins_changed"
+} | {
+conversation_id: ConversationId
+muted_until?: (Timestamp | null)
+notifications: NotificationLevel
+type: "settings_changed"
 })
 /**
  * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
@@ -163,6 +229,14 @@ export type DeviceId = string
 export type ReceiptKind = ("delivered" | "read")
 export type PresenceStatus = ("online" | "offline")
 export type ErrorCode = ("invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal")
+/**
+ * What a `pins_changed` event reports.
+ */
+export type PinAction = ("pin" | "unpin")
+/**
+ * Which messages of a conversation push to a member (v1.1).
+ */
+export type NotificationLevel = ("all" | "mentions" | "none")
 
 /**
  * A reference to a blob uploaded through `POST /v1/media`.
@@ -186,6 +260,14 @@ actor: string
  */
 event: string
 /**
+ * With `message_pinned` and `message_unpinned`: the message (v1.1).
+ */
+message_id?: (MessageId | null)
+/**
+ * With `role_changed`: the role the users now have (v1.1).
+ */
+role?: (Role | null)
+/**
  * The users the event is about.
  */
 user_ids?: UserId[]
@@ -200,11 +282,62 @@ conversation_id: ConversationId
 created_at: Timestamp
 deleted_at?: (Timestamp | null)
 edited_at?: (Timestamp | null)
+/**
+ * Whether the message mentions every member (`@all`, v1.1).
+ */
+mention_all?: boolean
+/**
+ * The members the message mentions (v1.1).
+ */
+mentions?: UserId[]
 message_id: MessageId
+/**
+ * The reactions, one entry per emoji, in the order they first came
+ * (v1.1); `me` says whether the reader reacted.
+ */
+reactions?: Reaction[]
+/**
+ * The message this one replies to, quoted in the main timeline
+ * (v1.1); null for none.
+ */
+reply_to?: (MessageId | null)
 sender_device: DeviceId
 sender_id: UserId
 /**
  * Per conversation, from 1, without gaps.
  */
 seq: number
+/**
+ * On a thread's root: the thread so far (v1.1). Absent elsewhere.
+ */
+thread?: (ThreadSummary | null)
+/**
+ * The root of the thread this message belongs to (v1.1); null when
+ * it is in the main timeline.
+ */
+thread_id?: (MessageId | null)
+}
+/**
+ * One emoji's reactions to a message.
+ */
+export interface Reaction {
+count: number
+emoji: string
+/**
+ * Whether the reader is among them (always false where no reader is
+ * known, as in stored rows).
+ */
+me?: boolean
+}
+/**
+ * A thread as its root shows it.
+ */
+export interface ThreadSummary {
+last_reply_at: Timestamp
+/**
+ * Who replied, most recent first (at most
+ * [`ThreadSummary::MAX_PARTICIPANTS`]).
+ */
+participants: UserId[]
+reply_count: number
 }

@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 use switchboard_nats::envelope::{
-    self, Command, CommandReply, CreateConversationCommand, Event, MembersCommand, Rejection,
-    SendCommand, UpdateCommand,
+    self, Actor, Command, CommandReply, CreateConversationCommand, Event, MembersCommand,
+    PinCommand, ReactCommand, Rejection, RoleCommand, SendCommand, SettingsCommand, UpdateCommand,
 };
 use switchboard_nats::push_jobs::{MessageJob, SendJob};
 use switchboard_nats::trace;
@@ -164,6 +164,16 @@ fn message(ids: &Ids) -> Message {
         created_at: at(),
         edited_at: None,
         deleted_at: None,
+        reply_to: Some(MessageId::from_u64(41)),
+        thread_id: None,
+        thread: None,
+        reactions: vec![switchboard_protocol::Reaction {
+            emoji: "👍".into(),
+            count: 2,
+            me: false,
+        }],
+        mentions: vec![ids.bob.clone()],
+        mention_all: false,
     }
 }
 
@@ -175,6 +185,7 @@ fn rejection(ids: &Ids) -> Rejection {
         conversation_id: ids.conversation.clone(),
         code: ErrorCode::RejectedByPolicy,
         message: "no".into(),
+        message_id: None,
     }
 }
 
@@ -186,6 +197,16 @@ fn commands(ids: &Ids) -> Vec<Command> {
         tenant: ids.tenant.clone(),
         conversation_id: ids.conversation.clone(),
         users: vec![ids.bob.clone()],
+        actor: ids.alice.clone(),
+        device: ids.phone.clone(),
+        actor_is_admin: false,
+        at: at(),
+    };
+    // What every v1.1 command carries.
+    let by = Actor {
+        command_id: MessageId::from_u64(4),
+        tenant: ids.tenant.clone(),
+        conversation_id: ids.conversation.clone(),
         actor: ids.alice.clone(),
         device: ids.phone.clone(),
         actor_is_admin: false,
@@ -212,6 +233,12 @@ fn commands(ids: &Ids) -> Vec<Command> {
                 text: "hi\nthere".into(),
             },
             received_at: at(),
+            options: switchboard_protocol::message::SendOptions {
+                reply_to: Some(MessageId::from_u64(41)),
+                thread_id: Some(MessageId::from_u64(40)),
+                mentions: vec![ids.bob.clone()],
+                mention_all: true,
+            },
         }),
         Command::CreateConversation(CreateConversationCommand {
             command_id: MessageId::from_u64(1),
@@ -230,6 +257,28 @@ fn commands(ids: &Ids) -> Vec<Command> {
         Command::Delete(UpdateCommand {
             content: None,
             ..update
+        }),
+        Command::SetRole(RoleCommand {
+            by: by.clone(),
+            user: ids.bob.clone(),
+            role: switchboard_protocol::Role::Admin,
+        }),
+        Command::Settings(SettingsCommand {
+            by: by.clone(),
+            settings: switchboard_protocol::MemberSettings {
+                notifications: switchboard_protocol::NotificationLevel::Mentions,
+                muted_until: Some(at()),
+            },
+        }),
+        Command::React(ReactCommand {
+            by: by.clone(),
+            message_id: MessageId::from_u64(42),
+            emoji: "👍".into(),
+            action: switchboard_protocol::ReactAction::Add,
+        }),
+        Command::Pin(PinCommand {
+            by,
+            message_id: MessageId::from_u64(42),
         }),
     ]
 }

@@ -82,6 +82,17 @@ impl Connection {
                 let exhausted = messages.len() < want;
                 let cut = messages.len() > room;
                 messages.truncate(room);
+                if let Err(e) = switchboard_store::mine::mark_mine(
+                    gw.store.as_ref(),
+                    &id.tenant,
+                    &id.user,
+                    &mut messages,
+                )
+                .await
+                {
+                    let _ = tx.send(fail(e)).await;
+                    return;
+                }
                 for m in messages {
                     last_seq = m.seq;
                     cursor = Some(InboxCursor::of(&m));

@@ -1,9 +1,13 @@
 //! A connection's writes: sends, edits and deletes, checked here and
 //! published as commands for their conversation's writer.
 
-use switchboard_nats::envelope::{Command, SendCommand, UpdateCommand};
+use switchboard_nats::envelope::{Command, ReactCommand, SendCommand, UpdateCommand};
 use switchboard_nats::trace;
-use switchboard_protocol::{ClientMsgId, Content, ConversationId, ErrorCode, MessageId, Timestamp};
+use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
+use switchboard_protocol::reaction::check_emoji;
+use switchboard_protocol::{
+    ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, Timestamp,
+};
 use tracing::Instrument;
 
 use super::Connection;
@@ -23,6 +27,7 @@ impl Connection {
         client_msg_id: ClientMsgId,
         conversation_id: ConversationId,
         content: Content,
+        options: SendOptions,
         frame_bytes: usize,
     ) {
         let refuse = |e: ApiError| {
@@ -36,8 +41,17 @@ impl Connection {
             self.reply(refuse(e));
             return;
         }
-        let (content, rewritten) = match self.gw.moderate(&self.id, &conversation_id, content).await
-        {
+        if options.mentions.len() > MAX_MENTIONS {
+            self.reply(refuse(ApiError::invalid(format!(
+                "a message mentions at most {MAX_MENTIONS} members"
+            ))));
+            return;
+        }
+        let moderated = self
+            .gw
+            .moderate(&self.id, &conversation_id, content, &options)
+            .await;
+        let (content, rewritten) = match moderated {
             Ok(moderated) => (moderated.content, moderated.rewritten),
             Err(e) => {
                 self.reply(refuse(e));
@@ -72,6 +86,7 @@ impl Connection {
             client_msg_id: client_msg_id.clone(),
             content,
             received_at: Timestamp::now(),
+            options,
         });
         tracing::debug!(%conversation_id, %client_msg_id, "send accepted");
         let pub_ack = match self.gw.submit_send(command) {
@@ -108,6 +123,111 @@ impl Connection {
         );
     }
 
+    /// A reaction added or removed: checked here for its emoji and the
+    /// connection's message rate, then a command for the writer, which
+    /// answers every member with a `reaction` (or this device with an
+    /// `error` naming the message).
+    pub(super) async fn react(
+        &mut self,
+        request: &'static str,
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        emoji: String,
+        action: ReactAction,
+    ) {
+        let refuse = |e: ApiError| {
+            Outbound::frame(
+                &e.answering(request, None, Some(conversation_id.as_str()))
+                    .about_message(message_id),
+            )
+        };
+        if let Err(e) = check_emoji(&emoji) {
+            self.reply(refuse(ApiError::new(
+                ErrorCode::InvalidFrame,
+                e.to_string(),
+            )));
+            return;
+        }
+        if let Err(e) = self.admit_message(None) {
+            self.reply(refuse(e));
+            return;
+        }
+        // Adding one is moderated (a tenant may refuse an emoji);
+        // taking one back never is.
+        if action == ReactAction::Add
+            && let Err(e) = self
+                .gw
+                .moderate_reaction(&self.id, &conversation_id, message_id, &emoji)
+                .await
+        {
+            self.reply(refuse(e));
+            return;
+        }
+        let by = match crate::commands::actor(&self.gw, &self.id, conversation_id.clone()) {
+            Ok(by) => by,
+            Err(e) => {
+                self.reply(refuse(e));
+                return;
+            }
+        };
+        let command = Command::React(ReactCommand {
+            by,
+            message_id,
+            emoji,
+            action,
+        });
+        self.publish_answered_by_writer(
+            command,
+            refuse(ApiError::new(
+                ErrorCode::Unavailable,
+                "backbone did not store the reaction; retry",
+            )),
+        )
+        .await;
+    }
+
+    /// A thread read mark (`ack_read` with `thread_id`).
+    pub(super) fn thread_read(
+        &mut self,
+        request: &'static str,
+        conversation_id: ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) {
+        let (gw, id, tx) = (self.gw.clone(), self.id.clone(), self.tx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = gw
+                .store
+                .ack_thread_read(&id.tenant, &id.user, &conversation_id, root, seq)
+                .await
+            {
+                let frame =
+                    ApiError::from(e).answering(request, None, Some(conversation_id.as_str()));
+                let _ = tx.send(Outbound::frame(&frame.about_message(root))).await;
+            }
+        });
+    }
+
+    /// Publishes a command whose answer comes from its writer; tells this
+    /// device `unstored` if JetStream did not take it.
+    async fn publish_answered_by_writer(&mut self, command: Command, unstored: Outbound) {
+        match self.gw.publish_command(&command, None).await {
+            Ok(stored) => {
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    if stored.await.is_err() {
+                        let _ = tx.send(unstored).await;
+                    }
+                });
+            }
+            Err(e) => self.reply(Outbound::frame(&e.answering(
+                request_type_of(&command),
+                None,
+                Some(command.conversation_id().as_str()),
+            ))),
+        }
+    }
+
     /// An edit (with content) or a deletion. The writer answers every
     /// member with `message_updated`, or this device with an `error`.
     pub(super) async fn update(
@@ -126,7 +246,11 @@ impl Connection {
         }
         // An edit is new content: it is moderated like a send.
         let content = match content {
-            Some(c) => match self.gw.moderate(&self.id, &conversation_id, c).await {
+            Some(c) => match self
+                .gw
+                .moderate(&self.id, &conversation_id, c, &SendOptions::default())
+                .await
+            {
                 Ok(moderated) => Some(moderated.content),
                 Err(e) => {
                     self.reply(refuse(e));
@@ -164,20 +288,21 @@ impl Connection {
         } else {
             Command::Delete(update)
         };
-        match self.gw.publish_command(&command, None).await {
-            Ok(stored) => {
-                let tx = self.tx.clone();
-                let unstored = refuse(ApiError::new(
-                    ErrorCode::Unavailable,
-                    "backbone did not store the change; retry",
-                ));
-                tokio::spawn(async move {
-                    if stored.await.is_err() {
-                        let _ = tx.send(unstored).await;
-                    }
-                });
-            }
-            Err(e) => self.reply(refuse(e)),
-        }
+        let unstored = refuse(ApiError::new(
+            ErrorCode::Unavailable,
+            "backbone did not store the change; retry",
+        ));
+        self.publish_answered_by_writer(command, unstored).await;
+    }
+}
+
+/// The client frame a command comes from, for an error answering it.
+fn request_type_of(command: &Command) -> &'static str {
+    use switchboard_protocol::frames::request_type::*;
+    match command {
+        Command::Edit(_) => EDIT_MESSAGE,
+        Command::Delete(_) => DELETE_MESSAGE,
+        Command::React(_) => REACT,
+        _ => SEND_MESSAGE,
     }
 }

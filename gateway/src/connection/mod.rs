@@ -17,6 +17,7 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket};
 use futures::StreamExt;
 use switchboard_nats::trace;
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{
     ClientFrame, Content, ConversationId, ErrorCode, ServerFrame, TenantId, Timestamp,
 };
@@ -335,9 +336,37 @@ impl Connection {
                 client_msg_id,
                 conversation_id,
                 content,
+                reply_to,
+                thread_id,
+                mentions,
+                mention_all,
             } => {
                 let span = receive_span(request, &self.id.tenant, &conversation_id);
-                self.send_message(request, client_msg_id, conversation_id, content, text.len())
+                let options = SendOptions {
+                    reply_to,
+                    thread_id,
+                    mentions,
+                    mention_all,
+                };
+                self.send_message(
+                    request,
+                    client_msg_id,
+                    conversation_id,
+                    content,
+                    options,
+                    text.len(),
+                )
+                .instrument(span)
+                .await
+            }
+            ClientFrame::React {
+                conversation_id,
+                message_id,
+                emoji,
+                action,
+            } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
+                self.react(request, conversation_id, message_id, emoji, action)
                     .instrument(span)
                     .await
             }
@@ -371,9 +400,13 @@ impl Connection {
             ClientFrame::AckRead {
                 conversation_id,
                 seq,
+                thread_id,
             } => {
                 if self.admit_ack(request, &conversation_id) {
-                    self.marks.read(conversation_id, seq)
+                    match thread_id {
+                        None => self.marks.read(conversation_id, seq),
+                        Some(root) => self.thread_read(request, conversation_id, root, seq),
+                    }
                 }
             }
             ClientFrame::Typing {

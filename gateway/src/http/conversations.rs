@@ -17,8 +17,8 @@ use switchboard_nats::envelope::{
 };
 use switchboard_protocol::conversation::{ConversationList, CreateConversation, Members};
 use switchboard_protocol::{
-    Content, ConversationId, ConversationKind, ConversationView, ErrorCode, MemberView, Message,
-    Timestamp, UserId,
+    Content, ConversationId, ConversationKind, ConversationView, ErrorCode, MemberSettings,
+    MemberView, Message, Timestamp, UserId,
 };
 use switchboard_store::{ConversationDetail, ConversationSummary, ListCursor, ListQuery};
 
@@ -35,21 +35,23 @@ fn member_views(d: &ConversationDetail) -> Vec<MemberView> {
             user_id: m.user_id.clone(),
             delivered_seq: m.delivered_seq,
             read_seq: m.read_seq,
+            role: m.role,
         })
         .collect()
 }
 
 /// A conversation with every member's marks, as `caller` sees it.
 pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> ConversationView {
-    let read = d
-        .members
-        .iter()
-        .find(|m| &m.user_id == caller)
-        .map_or(0, |m| m.read_seq);
+    let me = d.members.iter().find(|m| &m.user_id == caller);
+    let read = me.map_or(0, |m| m.read_seq);
+    let settings = me.map(|m| m.settings.clone()).unwrap_or_default();
     let members = Members::Detailed(member_views(&d));
     let r = d.record;
     ConversationView {
         unread_count: r.last_seq.saturating_sub(read),
+        notifications: settings.notifications,
+        muted: muted(&settings),
+        mention_count: 0,
         conversation_id: r.conversation_id,
         kind: r.kind,
         title: r.title,
@@ -67,10 +69,20 @@ fn preview(last: Option<&Message>) -> Option<String> {
         .and_then(Content::preview)
 }
 
+/// Whether the member's pushes are muted now.
+fn muted(settings: &MemberSettings) -> bool {
+    settings
+        .muted_until
+        .is_some_and(|until| until > Timestamp::now())
+}
+
 fn summary_view(s: ConversationSummary) -> ConversationView {
     let r = s.record;
     ConversationView {
         unread_count: r.last_seq.saturating_sub(s.me.read_seq),
+        notifications: s.me.settings.notifications,
+        muted: muted(&s.me.settings),
+        mention_count: s.mention_count,
         conversation_id: r.conversation_id,
         kind: r.kind,
         title: r.title,

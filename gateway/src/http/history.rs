@@ -5,9 +5,9 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Deserialize;
-use switchboard_protocol::ConversationId;
 use switchboard_protocol::conversation::HistoryPage;
-use switchboard_store::HistoryQuery;
+use switchboard_protocol::{ConversationId, ErrorCode, MessageId};
+use switchboard_store::{HistoryQuery, MessageKey};
 
 use super::extract::PathParams;
 use super::extract::Shared;
@@ -25,6 +25,9 @@ pub(super) struct HistoryParams {
     /// capped at 200.
     #[schemars(extend("default" = HISTORY_DEFAULT_LIMIT))]
     limit: Option<usize>,
+    /// Only the thread of this root (v1.1): its replies and the root
+    /// itself.
+    thread_id: Option<MessageId>,
 }
 
 /// Default and largest page of `GET .../messages` (PROTOCOL.md).
@@ -34,7 +37,7 @@ const HISTORY_MAX_LIMIT: usize = 200;
 /// `GET /v1/conversations/{id}/messages`
 pub(super) fn page_op() -> Operation {
     Operation::get("History, newest first")
-        .describe("Messages with after_seq < seq < before_seq. Page with next_before_seq.")
+        .describe("Messages with after_seq < seq < before_seq. Page with next_before_seq. With thread_id, only that thread: its root and its replies (replies moved to the archive are not shown); 404 when thread_id names no message of the conversation.")
         .path::<ConversationId>("id", "The conversation.")
         .query_fields::<HistoryParams>()
         .reply::<HistoryPage>(200, "A page.")
@@ -53,14 +56,34 @@ pub(super) async fn page(
         .limit
         .unwrap_or(HISTORY_DEFAULT_LIMIT)
         .clamp(1, HISTORY_MAX_LIMIT);
+    let thread_root = match params.thread_id {
+        None => None,
+        Some(root) => {
+            let key = MessageKey {
+                tenant: id.tenant.clone(),
+                conversation_id: conversation.clone(),
+                message_id: root,
+            };
+            let seq = gw.store.message_seqs(vec![key]).await?.pop().flatten();
+            Some(seq.ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::NotFound,
+                    "thread_id names no message of this conversation",
+                )
+            })?)
+        }
+    };
     let query = HistoryQuery {
         before_seq: params.before_seq,
         after_seq: params.after_seq,
         limit,
+        thread_root,
     };
-    let messages = gw
+    let mut messages = gw
         .store
         .history(&id.tenant, &conversation, &id.user, query)
+        .await?;
+    switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut messages)
         .await?;
     let floor = params.after_seq.unwrap_or(0).saturating_add(1);
     let next_before_seq = match messages.last() {

@@ -99,7 +99,7 @@ pub(super) async fn add(
 /// `DELETE /v1/conversations/{id}/members/{user}`
 pub(super) fn remove_op() -> Operation {
     Operation::delete("Remove a member")
-        .describe("Anyone may leave; removing someone else takes the conversation's creator or a tenant admin. Adds a system message.")
+        .describe("Anyone may leave; removing someone else takes an owner or admin (an owner, to remove an owner) or a tenant admin. Adds a system message.")
         .path::<ConversationId>("id", "The conversation.")
         .path::<UserId>("user", "The member to remove.")
         .reply_empty(204, "Removed (or was not a member).")

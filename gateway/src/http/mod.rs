@@ -16,12 +16,15 @@ mod media;
 mod members;
 mod metered;
 mod openapi;
+mod pins;
 mod plugin_deploys;
 mod plugins;
 mod presence;
 mod public;
 mod push;
+mod roles;
 mod tenants;
+mod threads;
 mod versions;
 mod web_client;
 mod websocket;
@@ -106,6 +109,33 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/members/{user}",
             members::remove_op(),
             members::remove,
+        )
+        .route(
+            "/v1/conversations/{id}/members/{user}",
+            roles::change_role_op(),
+            roles::change_role,
+        )
+        .route(
+            "/v1/conversations/{id}/settings",
+            roles::settings_op(),
+            roles::settings,
+        )
+        .route(
+            "/v1/conversations/{id}/settings",
+            roles::put_settings_op(),
+            roles::put_settings,
+        )
+        .route(
+            "/v1/conversations/{id}/threads",
+            threads::list_op(),
+            threads::list,
+        )
+        .route("/v1/conversations/{id}/pins", pins::list_op(), pins::list)
+        .route("/v1/conversations/{id}/pins", pins::pin_op(), pins::pin)
+        .route(
+            "/v1/conversations/{id}/pins/{message_id}",
+            pins::unpin_op(),
+            pins::unpin,
         )
         .route(
             "/v1/conversations/{id}/messages",

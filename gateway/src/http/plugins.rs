@@ -266,6 +266,7 @@ pub(super) async fn replay(
                     before_seq,
                     after_seq: None,
                     limit: (limit - messages.len()).min(200),
+                    thread_root: None,
                 },
             )
             .await?;
@@ -332,6 +333,7 @@ pub(super) async fn replay(
                 member_count,
                 sender: &message.sender_id,
                 content,
+                options: &message.send_options(),
             };
             let decision = match plugins.moderate_with(&replayed, &input, &content_limits) {
                 Ok(None) => {

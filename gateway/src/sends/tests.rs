@@ -62,18 +62,16 @@ fn effects(actions: &[Action]) -> Vec<String> {
 }
 
 fn message(id: &str) -> Message {
-    Message {
-        message_id: switchboard_protocol::MessageId::from_u64(7),
-        conversation_id: ConversationId::new("c").unwrap(),
-        seq: 1,
-        sender_id: switchboard_protocol::UserId::new("u").unwrap(),
-        sender_device: switchboard_protocol::DeviceId::new("d").unwrap(),
-        client_msg_id: ClientMsgId::new(id).unwrap(),
-        content: None,
-        created_at: switchboard_protocol::Timestamp::from_unix_ms(1),
-        edited_at: None,
-        deleted_at: None,
-    }
+    Message::plain(
+        switchboard_protocol::MessageId::from_u64(7),
+        ConversationId::new("c").unwrap(),
+        1,
+        switchboard_protocol::UserId::new("u").unwrap(),
+        switchboard_protocol::DeviceId::new("d").unwrap(),
+        ClientMsgId::new(id).unwrap(),
+        None,
+        switchboard_protocol::Timestamp::from_unix_ms(1),
+    )
 }
 
 /// Runs `steps`, each with the effects it must have, and checks whether

@@ -24,8 +24,12 @@
 //! switchboard_plugin::moderator!(NoShouting);
 //! ```
 //!
+//! A moderator may also decide reactions (`Moderator::moderate_reaction`;
+//! without it every reaction is allowed), and sees a message's reply,
+//! thread and mentions.
+//!
 //! The bindings are generated from `wit/plugin.wit`, a copy of the host's
-//! `switchboard:plugin@0.1.0` package. Build for `wasm32-wasip2`; the
+//! `switchboard:plugin@0.2.0` package. Build for `wasm32-wasip2`; the
 //! result is the component to deploy. `config`, `config_or`,
 //! `config_parse` and the log functions are the host's two imports.
 
@@ -41,7 +45,8 @@ compile_error!(
 #[cfg(not(any(feature = "moderation", feature = "edit-policy", feature = "fan-out")))]
 compile_error!("enable the feature of the plugin's hook: moderation, edit-policy or fan-out");
 
-/// Moderation: allow, reject or rewrite a message before it is stored.
+/// Moderation: allow, reject or rewrite a message before it is stored,
+/// and allow or refuse a reaction being added.
 #[cfg(feature = "moderation")]
 pub mod moderation {
     wit_bindgen::generate!({
@@ -52,8 +57,23 @@ pub mod moderation {
         default_bindings_module: "switchboard_plugin::moderation",
     });
 
-    pub use exports::switchboard::plugin::moderation::{Guest as Moderator, Message, Verdict};
+    pub use exports::switchboard::plugin::moderation::{
+        Guest, Message, Reaction, ReactionVerdict, Verdict,
+    };
     pub use switchboard::plugin::types::{Content, ConversationKind, Media};
+
+    /// A moderator: decides each message before it is stored and, if it
+    /// wants to, each reaction being added.
+    pub trait Moderator {
+        fn moderate(message: Message) -> Verdict;
+
+        /// A reaction being added (taking one back is never asked);
+        /// allowed unless a moderator says otherwise.
+        fn moderate_reaction(reaction: Reaction) -> ReactionVerdict {
+            let _ = reaction;
+            ReactionVerdict::Allow
+        }
+    }
 
     impl Message {
         /// The text, or a media item's caption.
@@ -62,6 +82,18 @@ pub mod moderation {
                 Content::Text(t) => Some(t),
                 Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.as_deref(),
             }
+        }
+
+        /// Whether it names `user`: mentions them, or everyone.
+        pub fn mentions_user(&self, user: &str) -> bool {
+            self.mention_all || self.mentions.iter().any(|m| m == user)
+        }
+    }
+
+    impl ReactionVerdict {
+        /// Store nothing; the reacting user is told `reason`.
+        pub fn reject(reason: impl Into<String>) -> Self {
+            ReactionVerdict::Reject(reason.into())
         }
     }
 
@@ -96,7 +128,22 @@ pub mod moderation {
 #[macro_export]
 macro_rules! moderator {
     ($plugin:ident) => {
-        $crate::moderation::export_moderator!($plugin with_types_in $crate::moderation);
+        /// The WIT export, handing each call to the plugin's `Moderator`.
+        struct SwitchboardModerator;
+
+        impl $crate::moderation::Guest for SwitchboardModerator {
+            fn moderate(message: $crate::moderation::Message) -> $crate::moderation::Verdict {
+                <$plugin as $crate::moderation::Moderator>::moderate(message)
+            }
+
+            fn moderate_reaction(
+                reaction: $crate::moderation::Reaction,
+            ) -> $crate::moderation::ReactionVerdict {
+                <$plugin as $crate::moderation::Moderator>::moderate_reaction(reaction)
+            }
+        }
+
+        $crate::moderation::export_moderator!(SwitchboardModerator with_types_in $crate::moderation);
     };
 }
 

@@ -208,9 +208,117 @@ impl Commit for Tx<'_> {
         let ts = self.ts();
         self.push(&st.delete_speaker, (ts, t.clone(), c.clone(), u.clone()));
         let ts = self.ts();
-        self.push(&st.delete_marks_of, (ts, t, c, u));
+        self.push(&st.delete_marks_of, (ts, t.clone(), c.clone(), u.clone()));
+        let ts = self.ts();
+        self.push(&st.delete_member_state, (ts, t, c, u));
+        self.states.insert((k.clone(), user.to_owned()), None);
         self.member_set(&k).await?.remove(user);
         Ok(())
+    }
+
+    async fn reactions_of(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+    ) -> StoreResult<Vec<String>> {
+        Ok(self
+            .my_reactions(&ck(c), seq, user)
+            .await?
+            .iter()
+            .cloned()
+            .collect())
+    }
+
+    async fn pins(&mut self, c: &ConversationKey) -> StoreResult<Vec<PinRow>> {
+        Ok(self.pin_list(&ck(c)).await?.clone())
+    }
+
+    async fn thread_mark(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+    ) -> StoreResult<Option<u64>> {
+        self.load_thread_mark(c, user, root_seq).await
+    }
+
+    async fn insert_thread_reply(
+        &mut self,
+        c: &ConversationKey,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.add_thread_reply(c, root_seq, seq).await
+    }
+
+    async fn set_thread_mark(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.write_thread_mark(c, user, root_seq, seq).await
+    }
+
+    async fn insert_mention(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.add_mention(c, user, seq).await
+    }
+
+    async fn insert_reaction(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        self.add_reaction(c, seq, user, emoji, at).await
+    }
+
+    async fn remove_reaction(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+    ) -> StoreResult<()> {
+        self.drop_reaction(c, seq, user, emoji).await
+    }
+
+    async fn remove_reactions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()> {
+        self.drop_reactions(c, seq).await
+    }
+
+    async fn insert_pin(&mut self, c: &ConversationKey, pin: &PinRow) -> StoreResult<()> {
+        self.add_pin(c, pin).await
+    }
+
+    async fn remove_pin(&mut self, c: &ConversationKey, message_id: MessageId) -> StoreResult<()> {
+        self.drop_pin(c, message_id).await
+    }
+
+    async fn member_state(&mut self, c: &ConversationKey, user: &str) -> StoreResult<MemberState> {
+        let k = ck(c);
+        if let Some(state) = self.states.get(&(k.clone(), user.to_owned())) {
+            return Ok(state.clone().unwrap_or_default());
+        }
+        self.store.state_of(&k.0, &k.1, user).await
+    }
+
+    async fn put_member_state(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        state: &MemberState,
+    ) -> StoreResult<()> {
+        self.write_member_state(c, user, state).await
     }
 
     async fn insert_speaker(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {

@@ -214,6 +214,7 @@ pub async fn old_buckets_move_to_the_archive(store: &Arc<dyn Store>) {
                 before_seq: None,
                 after_seq: Some(6),
                 limit: 100,
+                thread_root: None,
             },
         )
         .await
@@ -281,6 +282,7 @@ async fn everything_visible(store: &dyn Store, t: &str, c: &str) -> Vec<String> 
                 before_seq: None,
                 after_seq: None,
                 limit: 1000,
+                thread_root: None,
             },
         )
         .await
@@ -298,6 +300,7 @@ async fn everything_visible(store: &dyn Store, t: &str, c: &str) -> Vec<String> 
                     before_seq: before,
                     after_seq: None,
                     limit: 2,
+                    thread_root: None,
                 },
             )
             .await
@@ -363,6 +366,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 before_seq: None,
                 after_seq: None,
                 limit: 100,
+                thread_root: None,
             },
         )
         .await
@@ -380,7 +384,8 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 HistoryQuery {
                     before_seq: None,
                     after_seq: None,
-                    limit: 10
+                    limit: 10,
+                    thread_root: None,
                 }
             )
             .await,
@@ -420,6 +425,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 before_seq: None,
                 after_seq: None,
                 limit: 100,
+                thread_root: None,
             },
         )
         .await
@@ -470,6 +476,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 before_seq: None,
                 after_seq: None,
                 limit: 100,
+                thread_root: None,
             },
         )
         .await
@@ -487,6 +494,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 before_seq: None,
                 after_seq: Some(3),
                 limit: 100,
+                thread_root: None,
             },
         )
         .await

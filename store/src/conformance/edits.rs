@@ -57,6 +57,7 @@ pub async fn edits_and_deletes(store: &Arc<dyn Store>) {
                     before_seq: Some(seq + 1),
                     after_seq: Some(seq - 1),
                     limit: 1,
+                    thread_root: None,
                 },
             )
             .await

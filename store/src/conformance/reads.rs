@@ -27,6 +27,7 @@ pub async fn history_is_newest_first_and_bounded(store: &Arc<dyn Store>) {
                     before_seq: before,
                     after_seq: after,
                     limit,
+                    thread_root: None,
                 },
             )
             .await
@@ -68,6 +69,7 @@ pub async fn reads_need_membership(store: &Arc<dyn Store>) {
         before_seq: None,
         after_seq: None,
         limit: 10,
+        thread_root: None,
     };
     let (tt, c, eve) = (tenant(t), conv("c"), user("eve"));
     assert_eq!(

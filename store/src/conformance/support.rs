@@ -35,20 +35,18 @@ pub fn key(t: &str, c: &str) -> ConversationKey {
 
 /// A text message as the sequencer would build it.
 pub fn text_message(c: &str, seq: u64, sender: &str, dev: &str, client_msg_id: &str) -> Message {
-    Message {
-        message_id: MessageId::from_u64(1_000_000 + seq),
-        conversation_id: conv(c),
+    Message::plain(
+        MessageId::from_u64(1_000_000 + seq),
+        conv(c),
         seq,
-        sender_id: user(sender),
-        sender_device: device(dev),
-        client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
-        content: Some(Content::Text {
+        user(sender),
+        device(dev),
+        ClientMsgId::new(client_msg_id).unwrap(),
+        Some(Content::Text {
             text: format!("message {seq}"),
         }),
-        created_at: Timestamp::from_unix_ms(1_780_000_000_000 + seq as i64),
-        edited_at: None,
-        deleted_at: None,
-    }
+        Timestamp::from_unix_ms(1_780_000_000_000 + seq as i64),
+    )
 }
 
 pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i64) -> Mutation {

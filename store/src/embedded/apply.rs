@@ -12,22 +12,25 @@ use std::task::{Context, Poll, Waker};
 
 use fjall::{OwnedWriteBatch, Readable, Snapshot};
 use switchboard_protocol::{
-    ConversationId, ConversationKind, DeviceId, Message, MessageVersion, TenantId, Timestamp,
-    UserId,
+    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
+    Timestamp, UserId,
 };
 
 use super::cache::{Pending, RowCache};
 use super::codec::{decode, encode, storage};
 use super::consent::unsolicited_times;
-use super::keys::{Key, Spaces, read_words, words};
-use super::read::{bucket_span, device_ids, member_ids, member_row, scan, sent_seq, state};
+use super::keys::{Key, Spaces, read_words, str_after, words};
+use super::lookup::{member_row, scan};
+use super::read::{bucket_span, device_ids, member_ids, sent_seq, state};
 use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
+use super::states::member_state;
 use crate::rules::{self, BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 use crate::{
-    BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
-    UNSOLICITED_WINDOW_MS, day_bucket,
+    BucketKey, ConversationKey, ConversationRecord, MarkChange, MemberState, Mutation, PinRow,
+    StoreError, StoreResult, UNSOLICITED_WINDOW_MS, day_bucket,
 };
 
+mod extras;
 mod view;
 
 /// One job for the commit thread.
@@ -52,6 +55,13 @@ pub(super) enum WriteOp {
         user: UserId,
         device: DeviceId,
         at: Timestamp,
+    },
+    AckThreadRead {
+        tenant: TenantId,
+        user: UserId,
+        conversation: ConversationId,
+        root: MessageId,
+        seq: u64,
     },
     /// One step of the inbox expiry sweep, from key `from`.
     ExpireInbox {
@@ -151,6 +161,23 @@ impl GroupView<'_> {
             } => {
                 let c = ConversationKey::new(tenant.clone(), conversation.clone());
                 finish_now(rules::ack_delivered(self, &c, user, device, *seq)).map(Applied::Mark)
+            }
+            WriteOp::AckThreadRead {
+                tenant,
+                user,
+                conversation,
+                root,
+                seq,
+            } => {
+                let c = ConversationKey::new(tenant.clone(), conversation.clone());
+                let (t, cs) = parts(&c);
+                let Some(root_seq) =
+                    super::extras::seq_of_id(self.snap, self.s, t, cs, root.as_u64())?
+                else {
+                    return Err(StoreError::NotFound);
+                };
+                finish_now(rules::ack_thread_read(self, &c, user, root_seq, *seq))
+                    .map(|()| Applied::Done)
             }
             WriteOp::RegisterDevice {
                 tenant,

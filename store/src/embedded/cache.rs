@@ -11,7 +11,7 @@
 //! A batch that is thrown away or fails to commit may have changed entries
 //! it never wrote: the commit thread then clears the cache and reads again.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use switchboard_protocol::{ConversationKind, Message, MessageVersion};
 
@@ -75,6 +75,15 @@ pub(super) struct Pending {
     pub versions: HashMap<Vec<u8>, Vec<(Vec<u8>, MessageVersion)>>,
     /// Unsolicited adds recorded in this group: tenant+user key → when.
     pub unsolicited: HashMap<Vec<u8>, Vec<i64>>,
+    /// Member states written in this group, by member key (`None`: the
+    /// row was removed).
+    pub member_states: HashMap<Vec<u8>, Option<crate::MemberState>>,
+    /// Reaction rows written (`true`) or removed (`false`) in this group.
+    pub reactions: BTreeMap<Vec<u8>, bool>,
+    /// Pins written (`Some`) or removed in this group.
+    pub pins: BTreeMap<Vec<u8>, Option<crate::PinRow>>,
+    /// Thread read marks written in this group.
+    pub thread_marks: HashMap<Vec<u8>, u64>,
     /// Conversations with a bucket archived in this group: the snapshot
     /// still shows the removed rows, so later writes to them in the same
     /// group are refused (and retried after the commit).

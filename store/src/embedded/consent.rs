@@ -12,7 +12,8 @@ use switchboard_protocol::{ConversationKind, TenantId, UserId};
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part, trailing_u64};
-use super::read::{member_ids, member_row, scan, user_id};
+use super::lookup::{member_row, scan, user_id};
+use super::read::member_ids;
 use super::rows::ConversationMeta;
 use crate::{Consent, ConsentQuery, StoreResult};
 

@@ -12,7 +12,13 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use super::codec::storage;
 use crate::{StoreError, StoreResult};
 
-pub(super) const SCHEMA_VERSION: &[u8] = b"1";
+/// The layout's version. 2 added the keyspaces of v1.1 (member states,
+/// reactions, pins, threads, mentions); a version-1 store becomes
+/// version 2 as it opens, since those start empty (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"2";
+
+/// The versions a store of this release upgrades as it opens.
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1"];
 
 /// Every keyspace of the store.
 pub(super) struct Spaces {
@@ -55,6 +61,22 @@ pub(super) struct Spaces {
     /// tenant, conversation, UTC day (u32) → first seq; once archived also
     /// the last seq and the archive object (`rows::BucketRow`).
     pub buckets: Keyspace,
+    /// tenant, conversation, user → `MemberState` JSON: a given role and
+    /// the member's own settings (v1.1); no row for the default.
+    pub member_states: Keyspace,
+    /// tenant, conversation, seq, user, emoji → when (i64 Unix ms): who
+    /// reacted with what (v1.1). The counts live on the message.
+    pub reactions: Keyspace,
+    /// tenant, conversation, message id (u64) → `PinRow` JSON (v1.1).
+    pub pins: Keyspace,
+    /// tenant, conversation, root seq, seq → (): a thread's replies (v1.1).
+    pub thread_replies: Keyspace,
+    /// tenant, user, conversation, root seq → the user's read mark in the
+    /// thread: the threads a user took part in (v1.1).
+    pub thread_marks: Keyspace,
+    /// tenant, user, conversation, seq → (): messages that mention the
+    /// user, or all (v1.1).
+    pub mentions: Keyspace,
     /// Store-wide facts such as the schema version.
     pub meta: Keyspace,
 }
@@ -81,6 +103,12 @@ impl Spaces {
             media_refs: open("media_refs")?,
             device_cursors: open("device_cursors")?,
             buckets: open("buckets")?,
+            member_states: open("member_states")?,
+            reactions: open("reactions")?,
+            pins: open("pins")?,
+            thread_replies: open("thread_replies")?,
+            thread_marks: open("thread_marks")?,
+            mentions: open("mentions")?,
             meta: open("meta")?,
         })
     }
@@ -129,6 +157,18 @@ pub(super) fn str_part(key: &[u8], i: usize) -> StoreResult<&str> {
         .nth(i)
         .ok_or_else(|| corrupt("key"))?;
     std::str::from_utf8(part).map_err(|_| corrupt("key"))
+}
+
+/// The string part right after `prefix` (which must end where a part
+/// does): for keys whose earlier parts hold integers, whose bytes may be
+/// 0 and so cannot be split on.
+pub(super) fn str_after<'a>(key: &'a [u8], prefix: &[u8]) -> StoreResult<&'a str> {
+    let rest = key.strip_prefix(prefix).ok_or_else(|| corrupt("key"))?;
+    let end = rest
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or_else(|| corrupt("key"))?;
+    std::str::from_utf8(&rest[..end]).map_err(|_| corrupt("key"))
 }
 
 /// The integer that ends an encoded key.

@@ -13,8 +13,10 @@ use switchboard_protocol::{ConversationId, TenantId, Timestamp, UserId};
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part};
-use super::read::{conversation_record, member_ids, member_row, scan, user_id};
+use super::lookup::{member_row, scan, user_id};
+use super::read::{conversation_record, member_ids};
 use super::rows::ConversationMeta;
+use super::states::member_state;
 use crate::{ConversationSummary, ListQuery, StoreError, StoreResult};
 
 /// The one field of a stored message a position needs; serde skips the
@@ -86,10 +88,14 @@ pub(super) fn conversation_page<R: Readable>(
             .iter()
             .map(|m| user_id(m))
             .collect::<StoreResult<Vec<_>>>()?;
+        let mut me = me.record(user.clone());
+        me.settings = member_state(r, s, t, c, u)?.settings;
+        let mention_count = super::extras::mention_count(r, s, t, u, c, me.read_seq)?;
         out.push(ConversationSummary {
             record,
             member_ids,
-            me: me.record(user.clone()),
+            me,
+            mention_count,
         });
         if out.len() == query.limit {
             break;

@@ -15,11 +15,14 @@ mod apply;
 mod cache;
 mod codec;
 mod consent;
+mod extras;
 mod group_commit;
 mod keys;
 mod lists;
+mod lookup;
 mod read;
 mod rows;
+mod states;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,12 +38,12 @@ use tokio::sync::{mpsc, oneshot};
 use self::apply::{Applied, WriteOp};
 use self::codec::storage;
 use self::group_commit::Job;
-use self::keys::{SCHEMA_VERSION, Spaces};
+use self::keys::{SCHEMA_VERSION, Spaces, UPGRADABLE_VERSIONS};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
-    StoreError, StoreResult,
+    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow, SentKey, SequencerState,
+    Store, StoreError, StoreResult, ThreadEntry,
 };
 
 /// Settings of the embedded store.
@@ -126,6 +129,20 @@ impl EmbeddedStore {
 fn check_schema(db: &Database, spaces: &Spaces) -> StoreResult<()> {
     match spaces.meta.get("schema_version").map_err(storage)? {
         Some(v) if v.as_ref() == SCHEMA_VERSION => Ok(()),
+        // Every layout change so far added keyspaces, which start empty:
+        // the upgrade is the new version number.
+        Some(v) if UPGRADABLE_VERSIONS.contains(&v.as_ref()) => {
+            tracing::info!(
+                from = %String::from_utf8_lossy(&v),
+                to = %String::from_utf8_lossy(SCHEMA_VERSION),
+                "upgrading the embedded store's layout"
+            );
+            spaces
+                .meta
+                .insert("schema_version", SCHEMA_VERSION)
+                .map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
+        }
         Some(v) => Err(StoreError::Corrupt(format!(
             "store schema version {} is not {}",
             String::from_utf8_lossy(&v),
@@ -405,6 +422,52 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    async fn user_reactions(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        seqs: Vec<u64>,
+    ) -> StoreResult<Vec<Vec<String>>> {
+        let (key, user) = (key.clone(), user.clone());
+        self.read(move |r, s| extras::user_reactions(r, s, &key, &user, &seqs))
+            .await
+    }
+
+    async fn ack_thread_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.write(WriteOp::AckThreadRead {
+            tenant: tenant.clone(),
+            user: user.clone(),
+            conversation: conversation.clone(),
+            root,
+            seq,
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn threads(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<Vec<ThreadEntry>> {
+        let (t, c, u) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.read(move |r, s| extras::threads(r, s, &t, &c, &u))
+            .await
+    }
+
+    async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<PinRow>> {
+        let key = key.clone();
+        self.read(move |r, s| extras::pins(r, s, &key)).await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -476,6 +539,44 @@ mod tests {
             }
         };
         conformance::check_seeded_conversation(&store, "t1", "c1", 3).await;
+    }
+
+    /// A store of layout 1 (before v1.1) opens as layout 2, its data
+    /// kept; a layout this release does not know is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_1_store_is_upgraded_and_an_unknown_version_refused() {
+        use fjall::Readable;
+        let dir = tempfile::tempdir().unwrap();
+        let config = EmbeddedConfig::in_dir(dir.path());
+        let reopen = || async {
+            loop {
+                match EmbeddedStore::open(&config) {
+                    Ok(s) => break Ok(s),
+                    Err(StoreError::Corrupt(e)) => break Err(e),
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            }
+        };
+        let set_version = |store: &EmbeddedStore, v: &str| {
+            store.spaces.meta.insert("schema_version", v).unwrap();
+            store.db.persist(fjall::PersistMode::SyncAll).unwrap();
+        };
+        {
+            let store = EmbeddedStore::open(&config).unwrap();
+            conformance::seed_conversation(&store, "t1", "c1", &["alice", "bob"], 3).await;
+            set_version(&store, "1");
+        }
+        let store = reopen().await.unwrap();
+        let version = store
+            .db
+            .snapshot()
+            .get(&store.spaces.meta, "schema_version");
+        assert_eq!(version.unwrap().unwrap().as_ref(), SCHEMA_VERSION);
+        conformance::check_seeded_conversation(&store, "t1", "c1", 3).await;
+        set_version(&store, "99");
+        drop(store);
+        let refused = reopen().await.err().unwrap();
+        assert!(refused.contains("99"), "{refused}");
     }
 
     /// A store from before speakers were recorded learns them from its

@@ -12,28 +12,14 @@ use switchboard_protocol::{
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part, trailing_day, trailing_u64};
+use super::lookup::{check_membership, scan, user_id};
 use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
+use super::states::{member_states, roles};
 use crate::{
     ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
     ConversationRecord, HistoryQuery, InboxCursor, MemberRecord, MessageKey, SentKey,
     SequencerState, StoreError, StoreResult,
 };
-
-/// Every key of a keyspace that starts with `prefix`, with its value.
-pub(super) fn scan<R: Readable>(
-    r: &R,
-    space: &fjall::Keyspace,
-    prefix: Vec<u8>,
-) -> impl Iterator<Item = StoreResult<(fjall::Slice, fjall::Slice)>> {
-    r.prefix(space, prefix)
-        .map(|g| g.into_inner().map_err(storage))
-}
-
-/// Whether the conversation exists (its metadata row does).
-pub(super) fn exists<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreResult<bool> {
-    r.contains_key(&s.conversations, Key::new().s(t).s(c).bytes())
-        .map_err(storage)
-}
 
 /// The conversation's newest message, found by seeking to the end of its
 /// partition of `messages`.
@@ -72,25 +58,6 @@ pub(super) fn state<R: Readable>(
         None => decode::<ConversationMeta>(&meta)?.created_at,
     };
     Ok(Some(StateRow::derive(last.as_ref(), created_at)))
-}
-
-pub(super) fn member_row<R: Readable>(
-    r: &R,
-    s: &Spaces,
-    t: &str,
-    c: &str,
-    u: &str,
-) -> StoreResult<Option<MemberRow>> {
-    let key = Key::new().s(t).s(c).s(u).bytes();
-    let Some(joined) = r.get(&s.members, &key).map_err(storage)? else {
-        return Ok(None);
-    };
-    let marks = r.get(&s.member_marks, &key).map_err(storage)?;
-    MemberRow::decode(&joined, marks.as_deref()).map(Some)
-}
-
-pub(super) fn user_id(raw: &str) -> StoreResult<UserId> {
-    UserId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// The user ids of a conversation's members, in order.
@@ -162,26 +129,6 @@ pub(super) fn conversation_record<R: Readable>(
     Ok(Some(meta.record(&key, state, last_message)))
 }
 
-/// Membership of `reader`, telling a missing conversation (`NotFound`)
-/// from a foreign one (`NotAMember`); conversation ids are not secret
-/// within a tenant.
-fn check_membership<R: Readable>(
-    r: &R,
-    s: &Spaces,
-    t: &str,
-    c: &str,
-    reader: &str,
-) -> StoreResult<MemberRow> {
-    if let Some(row) = member_row(r, s, t, c, reader)? {
-        return Ok(row);
-    }
-    if exists(r, s, t, c)? {
-        Err(StoreError::NotAMember)
-    } else {
-        Err(StoreError::NotFound)
-    }
-}
-
 pub(super) fn sequencer_states<R: Readable>(
     r: &R,
     s: &Spaces,
@@ -198,15 +145,20 @@ pub(super) fn sequencer_states<R: Readable>(
                 return Ok(None);
             };
             let meta: ConversationMeta = decode(&meta)?;
-            let members = member_ids(r, s, t, c)?
-                .iter()
-                .map(|u| user_id(u))
-                .collect::<StoreResult<BTreeSet<_>>>()?;
+            let states = member_states(r, s, t, c)?;
+            let roles = roles(r, s, t, c, meta.kind, &meta.created_by, &states)?;
+            let members: BTreeSet<UserId> = roles.keys().cloned().collect();
+            let states = states
+                .into_iter()
+                .map(|(u, state)| Ok((user_id(&u)?, state)))
+                .collect::<StoreResult<_>>()?;
             Ok(Some(SequencerState {
                 kind: meta.kind,
                 created_by: meta.created_by,
                 last_seq: state.last_seq,
                 members,
+                roles,
+                states,
             }))
         })
         .collect()
@@ -301,10 +253,10 @@ pub(super) fn conversation<R: Readable>(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     check_membership(r, s, t, c, reader.as_str())?;
     let record = conversation_record(r, s, t, c)?.ok_or(StoreError::NotFound)?;
-    Ok(ConversationDetail {
-        record,
-        members: members(r, s, t, c)?,
-    })
+    let mut members = members(r, s, t, c)?;
+    let states = member_states(r, s, t, c)?;
+    crate::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
+    Ok(ConversationDetail { record, members })
 }
 
 pub(super) fn members_of<R: Readable>(
@@ -405,6 +357,9 @@ pub(super) fn history<R: Readable>(
     let high = query.before_seq.unwrap_or(u64::MAX);
     if low >= high || query.limit == 0 {
         return Ok(Vec::new());
+    }
+    if let Some(root) = query.thread_root {
+        return super::extras::thread_history(r, s, t, c, root, low, high, query.limit);
     }
     let range = Key::new().s(t).s(c).n(low).bytes()..Key::new().s(t).s(c).n(high).bytes();
     let mut out = Vec::with_capacity(query.limit.min(256));

@@ -86,6 +86,8 @@ impl MemberRow {
             joined_at: Timestamp::from_unix_ms(self.joined),
             delivered_seq: self.delivered,
             read_seq: self.read,
+            role: Default::default(),
+            settings: Default::default(),
         }
     }
 }

@@ -3,9 +3,13 @@
 //! the plain types it speaks in. Imports neither the rules nor their
 //! submodules, so both can use it.
 
-use switchboard_protocol::{ConversationKind, Message, MessageVersion, TenantId, Timestamp};
+use switchboard_protocol::{
+    ConversationKind, Message, MessageId, MessageVersion, TenantId, Timestamp,
+};
 
-use crate::{BucketKey, ConversationKey, ConversationRecord, StoreError, StoreResult};
+use crate::{
+    BucketKey, ConversationKey, ConversationRecord, MemberState, PinRow, StoreError, StoreResult,
+};
 
 /// What a message row write is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +107,28 @@ pub trait Commit {
         device: Option<&str>,
     ) -> StoreResult<MarkReads>;
 
+    /// A member's v1.1 state: given role and own settings (the default
+    /// when none is stored).
+    async fn member_state(&mut self, c: &ConversationKey, user: &str) -> StoreResult<MemberState>;
+
+    /// The emoji `user` reacted to message `seq` with (v1.1).
+    async fn reactions_of(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+    ) -> StoreResult<Vec<String>>;
+    /// The conversation's pins (v1.1), in no particular order.
+    async fn pins(&mut self, c: &ConversationKey) -> StoreResult<Vec<PinRow>>;
+    /// `user`'s read mark in the thread of `root_seq`, if they take part
+    /// in it (v1.1).
+    async fn thread_mark(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+    ) -> StoreResult<Option<u64>>;
+
     /// A new conversation row, with no members yet.
     async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()>;
     /// A new member with marks at 0, listed among the user's conversations.
@@ -112,9 +138,59 @@ pub trait Commit {
         user: &str,
         at: Timestamp,
     ) -> StoreResult<()>;
-    /// The member row, the marks, the record that the user spoke there
-    /// (`insert_speaker`) and the user's listing of the conversation.
+    /// The member row, the marks, the member's state, the record that the
+    /// user spoke there (`insert_speaker`) and the user's listing of the
+    /// conversation.
     async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// Writes a member's v1.1 state; the default removes its row.
+    async fn put_member_state(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        state: &MemberState,
+    ) -> StoreResult<()>;
+    async fn insert_reaction(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+    async fn remove_reaction(
+        &mut self,
+        c: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+    ) -> StoreResult<()>;
+    /// Every reaction row of message `seq` (it was deleted).
+    async fn remove_reactions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()>;
+    async fn insert_pin(&mut self, c: &ConversationKey, pin: &PinRow) -> StoreResult<()>;
+    /// Lists reply `seq` in the thread of `root_seq`.
+    async fn insert_thread_reply(
+        &mut self,
+        c: &ConversationKey,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()>;
+    /// Sets `user`'s read mark in the thread (the rules only raise it);
+    /// `user` takes part in the thread from then on.
+    async fn set_thread_mark(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()>;
+    /// Message `seq` mentions `user` (or all).
+    async fn insert_mention(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()>;
+    async fn remove_pin(&mut self, c: &ConversationKey, message_id: MessageId) -> StoreResult<()>;
     /// Records that member `user` has sent in the conversation (a message
     /// or a membership change): whom they have spoken to, which consent
     /// and presence follow. Writing it again changes nothing.

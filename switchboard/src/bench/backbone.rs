@@ -108,6 +108,7 @@ pub(super) async fn run(a: BackboneArgs) -> anyhow::Result<()> {
                 text: "x".repeat(64),
             },
             received_at: Timestamp::now(),
+            options: Default::default(),
         });
         let subject = ingest(
             partition_of(&tenant, &conversation, a.partitions),

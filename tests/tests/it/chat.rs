@@ -116,14 +116,14 @@ async fn a_conversation_list_shows_recent_activity_first() {
 
     // Ciphertext has a last message but no preview: the server cannot read it.
     carol
-        .send(&ClientFrame::SendMessage {
-            client_msg_id: ClientMsgId::new("secret").unwrap(),
-            conversation_id: ConversationId::new(second.clone()).unwrap(),
-            content: Content::Ciphertext {
+        .send(&ClientFrame::send_message(
+            ClientMsgId::new("secret").unwrap(),
+            ConversationId::new(second.clone()).unwrap(),
+            Content::Ciphertext {
                 algorithm: "olm.v1".into(),
                 body: "QUJD".into(),
             },
-        })
+        ))
         .await
         .unwrap();
     expect_ack(&mut carol, "secret").await;
@@ -204,6 +204,7 @@ async fn the_list_orders_and_counts_after_bursts_in_several_conversations() {
         .send(&ClientFrame::AckRead {
             conversation_id: ConversationId::new(convs[0].clone()).unwrap(),
             seq: 4,
+            thread_id: None,
         })
         .await
         .unwrap();

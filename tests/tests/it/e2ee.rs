@@ -134,11 +134,11 @@ fn olm_message(content: &Content) -> OlmMessage {
 }
 
 async fn send(ws: &mut WsClient, conv: &str, client_msg_id: &str, content: Content) {
-    ws.send(&ClientFrame::SendMessage {
-        client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
-        conversation_id: ConversationId::new(conv).unwrap(),
+    ws.send(&ClientFrame::send_message(
+        ClientMsgId::new(client_msg_id).unwrap(),
+        ConversationId::new(conv).unwrap(),
         content,
-    })
+    ))
     .await
     .unwrap();
     expect_ack(ws, client_msg_id).await;

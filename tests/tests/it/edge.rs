@@ -711,6 +711,7 @@ async fn quotas_bound_what_one_user_can_spend() {
         m1.send(&ClientFrame::AckRead {
             conversation_id: ConversationId::new(conv.clone()).unwrap(),
             seq,
+            thread_id: None,
         })
         .await
         .unwrap();
@@ -718,6 +719,7 @@ async fn quotas_bound_what_one_user_can_spend() {
     m1.send(&ClientFrame::AckRead {
         conversation_id: ConversationId::new(conv.clone()).unwrap(),
         seq: 3,
+        thread_id: None,
     })
     .await
     .unwrap();

@@ -61,11 +61,11 @@ async fn case7_many_groups_with_large_last_messages_page_through_over_the_store_
         let conv = cluster
             .create(ConversationKind::Group, "mallory", &["victim"])
             .await;
-        let frame = ClientFrame::SendMessage {
-            client_msg_id: ClientMsgId::new(format!("big-{i}")).unwrap(),
-            conversation_id: ConversationId::new(&conv).unwrap(),
-            content: large(i),
-        };
+        let frame = ClientFrame::send_message(
+            ClientMsgId::new(format!("big-{i}")).unwrap(),
+            ConversationId::new(&conv).unwrap(),
+            large(i),
+        );
         mallory.send(&frame).await.unwrap();
         expect_ack(&mut mallory, &format!("big-{i}")).await;
         groups.push(conv);

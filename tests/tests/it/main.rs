@@ -10,6 +10,7 @@ mod cluster_faults;
 mod compromised_gateway;
 mod config_check;
 mod consent;
+mod conversation_features;
 mod crash;
 mod dev;
 mod e2ee;

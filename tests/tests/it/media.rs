@@ -157,16 +157,16 @@ fn tamper(url: &str) -> String {
 }
 
 fn image_frame(conv: &str, id: &str, blob_ref: &str, size: u64) -> ClientFrame {
-    ClientFrame::SendMessage {
-        client_msg_id: ClientMsgId::new(id).unwrap(),
-        conversation_id: ConversationId::new(conv).unwrap(),
-        content: Content::Image(Media {
+    ClientFrame::send_message(
+        ClientMsgId::new(id).unwrap(),
+        ConversationId::new(conv).unwrap(),
+        Content::Image(Media {
             blob_ref: blob_ref.into(),
             mime: "image/png".into(),
             size,
             caption: Some("the whiteboard".into()),
         }),
-    }
+    )
 }
 
 #[tokio::test]

@@ -52,14 +52,22 @@ fn limits_file(limits: &str) -> tempfile::NamedTempFile {
 
 #[test]
 fn check_finds_each_examples_hook_and_says_how_its_imports_are_linked() {
-    for (name, hook) in [
-        ("word-list", "moderation"),
-        ("edit-window", "edit_policy"),
-        ("member-count", "fan_out"),
+    // The world each targets: the word-list is built against 0.1.0,
+    // which the host keeps loading; the SDK's examples against 0.2.0.
+    for (name, hook, world) in [
+        ("word-list", "moderation", "moderator@0.1.0"),
+        ("etiquette", "moderation", "moderator@0.2.0"),
+        ("edit-window", "edit_policy", "edit-policy-plugin@0.2.0"),
+        ("member-count", "fan_out", "fan-out-plugin@0.2.0"),
     ] {
         let (ok, report) = harness(&["check", &dist(name)], "");
         assert!(ok, "{name}: {report}");
         assert_eq!(report["hook"], hook, "{report}");
+        assert_eq!(
+            report["world"],
+            format!("switchboard:plugin/{world}"),
+            "{report}"
+        );
         assert_eq!(report["trial_call"], "passed");
         assert!(report["digest"].as_str().unwrap().starts_with("sha256:"));
         let imports = report["imports"].as_array().unwrap();
@@ -117,8 +125,9 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
     let word_list = dist("word-list");
     let edit_window = dist("edit-window");
     let member_count = dist("member-count");
+    let etiquette = dist("etiquette");
     let darn = r#"{"content": {"kind": "text", "text": "oh darn it"}}"#;
-    let cases: [(Vec<&str>, &str, Value); 5] = [
+    let cases: [(Vec<&str>, &str, Value); 8] = [
         (
             vec!["--hook", "moderation", &word_list],
             darn,
@@ -150,6 +159,28 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
             r#"{"member_count": 5000, "kind": "channel"}"#,
             serde_json::json!({ "mode": "on_write" }),
         ),
+        // A reaction sample (a 0.2.0 moderator), and a message's mentions.
+        (
+            vec!["--hook", "moderation", &etiquette],
+            r#"{"emoji": "🖕", "message_id": "42"}"#,
+            serde_json::json!({ "verdict": "reject", "reason": "that emoji is not allowed here" }),
+        ),
+        (
+            vec!["--hook", "moderation", &word_list],
+            r#"{"emoji": "🖕"}"#,
+            serde_json::json!({ "verdict": "not_called", "why": "a moderator of switchboard:plugin@0.1.0 sees no reactions" }),
+        ),
+        (
+            vec![
+                "--hook",
+                "moderation",
+                &etiquette,
+                "--set",
+                "max_mentions=1",
+            ],
+            r#"{"content": {"kind": "text", "text": "hi"}, "mentions": ["bob", "carol"]}"#,
+            serde_json::json!({ "verdict": "reject", "reason": "a message here mentions at most 1 members" }),
+        ),
     ];
     for (args, input, decision) in cases {
         let mut full = vec!["call", "--input", "-"];
@@ -157,7 +188,9 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
         let (ok, report) = harness(&full, input);
         assert!(ok, "{args:?}: {report}");
         assert_eq!(report["decision"], decision, "{args:?}: {report}");
-        assert!(report["fuel"].as_u64().unwrap() > 0, "{report}");
+        // A call that was not made burned nothing.
+        let called = decision["verdict"] != "not_called";
+        assert_eq!(report["fuel"].as_u64().unwrap() > 0, called, "{report}");
         assert!(report["micros"].as_f64().unwrap() > 0.0, "{report}");
         assert_eq!(report["limits"]["fuel"], 50_000_000, "the defaults");
     }

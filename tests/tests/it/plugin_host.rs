@@ -7,9 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_plugin_host::host::{CallError, CompileError, Verdict};
-use switchboard_plugin_host::{Hook, ModerationInput, PluginHost, PluginLimits};
+use switchboard_plugin_host::{Hook, ModerationInput, PluginHost, PluginLimits, ReactionInput};
 use switchboard_protocol::content::ContentLimits;
-use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
+use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::{
+    Content, ConversationId, ConversationKind, MessageId, TenantId, UserId,
+};
 use switchboard_tests::plugin;
 
 struct Ids {
@@ -62,6 +65,7 @@ fn moderate_with(
             member_count: 3,
             sender: &ids.sender,
             content,
+            options: &SendOptions::default(),
         },
         &ContentLimits::default(),
     )
@@ -374,4 +378,133 @@ fn a_javascript_runtime_sees_a_still_clock_and_repeating_randomness() {
     assert_eq!(first["performance"], 0, "{first}");
     assert_eq!(first["random"], second["random"], "{first} {second}");
     assert_eq!(first["console"], "ok", "{first}");
+}
+
+/// A reaction as a moderator sees it, in a group of three.
+fn react_with(
+    host: &PluginHost,
+    compiled: &switchboard_plugin_host::host::Compiled,
+    config: &[(&str, &str)],
+    emoji: &str,
+) -> Result<Option<Result<(), String>>, CallError> {
+    let config: BTreeMap<String, String> = config
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ids = ids();
+    host.moderate_reaction(
+        compiled,
+        &Arc::new(config),
+        &ReactionInput {
+            tenant: &ids.tenant,
+            conversation_id: &ids.conversation,
+            kind: ConversationKind::Group,
+            member_count: 3,
+            sender: &ids.sender,
+            message_id: MessageId::from_u64(7),
+            emoji,
+        },
+    )
+}
+
+/// v1.1 in the plugin package (0.2.0): a moderator sees a message's
+/// mentions and the conversation's size, and decides reactions as their
+/// own kind; components built against 0.1.0 load as before, and see no
+/// reactions.
+#[test]
+fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    let etiquette = host
+        .compile(Hook::Moderation, &plugin("etiquette"))
+        .unwrap();
+    assert_eq!(etiquette.world(), "switchboard:plugin/moderator@0.2.0");
+    let blocked = react_with(&host, &etiquette, &[], "🖕").unwrap();
+    assert_eq!(blocked, Some(Err("that emoji is not allowed here".into())));
+    assert_eq!(
+        react_with(&host, &etiquette, &[], "👍").unwrap(),
+        Some(Ok(()))
+    );
+    let custom = [("blocked_emoji", "🍆, 💩")];
+    assert!(matches!(
+        react_with(&host, &etiquette, &custom, "💩").unwrap(),
+        Some(Err(_))
+    ));
+    assert_eq!(
+        react_with(&host, &etiquette, &custom, "🖕").unwrap(),
+        Some(Ok(()))
+    );
+
+    // Mentions: past `max_mentions` (at it is fine).
+    let ids = ids();
+    let call = |options: &SendOptions| {
+        host.moderate(
+            &etiquette,
+            &Arc::new(BTreeMap::from([(
+                "max_mentions".to_owned(),
+                "2".to_owned(),
+            )])),
+            &ModerationInput {
+                tenant: &ids.tenant,
+                conversation_id: &ids.conversation,
+                kind: ConversationKind::Channel,
+                member_count: 80,
+                sender: &ids.sender,
+                content: &text("hi"),
+                options,
+            },
+            &ContentLimits::default(),
+        )
+        .unwrap()
+    };
+    let users = |n: usize| -> Vec<UserId> {
+        (0..n)
+            .map(|i| UserId::new(format!("u{i}")).unwrap())
+            .collect()
+    };
+    let two = SendOptions {
+        mentions: users(2),
+        ..SendOptions::default()
+    };
+    assert_eq!(call(&two), Some(Verdict::Allow));
+    let three = SendOptions {
+        mentions: users(3),
+        ..SendOptions::default()
+    };
+    assert!(matches!(call(&three), Some(Verdict::Reject(_))));
+    let everyone = SendOptions {
+        mention_all: true,
+        ..SendOptions::default()
+    };
+    assert!(matches!(call(&everyone), Some(Verdict::Reject(r)) if r.contains("50 members")));
+
+    // A 0.1.0 moderator (the Rust word-list) loads, moderates messages,
+    // and is not asked about reactions.
+    let older = host
+        .compile(Hook::Moderation, &plugin("word-list"))
+        .unwrap();
+    assert_eq!(older.world(), "switchboard:plugin/moderator@0.1.0");
+    assert_eq!(react_with(&host, &older, &[], "🖕").unwrap(), None);
+    // The JavaScript word-list targets 0.2.0 and refuses a listed word
+    // as a reaction.
+    let js = host
+        .compile(Hook::Moderation, &plugin("js-word-list"))
+        .unwrap();
+    assert_eq!(js.world(), "switchboard:plugin/moderator@0.2.0");
+    assert!(matches!(
+        react_with(&host, &js, &[], ":darn:").unwrap(),
+        Some(Err(_))
+    ));
+    assert_eq!(react_with(&host, &js, &[], "👍").unwrap(), Some(Ok(())));
+    // Edit policy and fan-out in 0.2.0 (the SDK's examples).
+    for (hook, name) in [
+        (Hook::EditPolicy, "edit-window"),
+        (Hook::FanOut, "member-count"),
+    ] {
+        let compiled = host.compile(hook, &plugin(name)).unwrap();
+        assert!(
+            compiled.world().ends_with("@0.2.0"),
+            "{name}: {}",
+            compiled.world()
+        );
+    }
 }

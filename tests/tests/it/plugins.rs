@@ -563,6 +563,7 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
     bob.send(&ClientFrame::AckRead {
         conversation_id: ConversationId::new(&conv).unwrap(),
         seq,
+        thread_id: None,
     })
     .await
     .unwrap();
@@ -588,6 +589,7 @@ async fn edit_policy_and_fan_out_plugins_change_what_the_writer_does() {
     bob.send(&ClientFrame::AckRead {
         conversation_id: ConversationId::new(&conv).unwrap(),
         seq,
+        thread_id: None,
     })
     .await
     .unwrap();
@@ -1890,4 +1892,80 @@ async fn a_deploy_that_does_not_wait_reports_its_progress_and_shares_its_code() 
         .unwrap();
     assert_eq!(status, 201, "{shadow}");
     assert_eq!(shadow["digest"], version["digest"]);
+}
+
+/// v1.1 through a deployed moderator (plugin package 0.2.0): a reaction
+/// with an emoji the tenant refuses is answered `rejected_by_policy`
+/// naming the message and reaches nobody, other emoji and taking one back
+/// pass; a message that mentions too many members is refused.
+#[tokio::test]
+async fn a_moderator_refuses_an_emoji_and_a_mass_mention() {
+    let (cluster, conv, admin) = group(1, &["bob", "carol", "dave"]).await;
+    let deployed = admin
+        .deploy_plugin(
+            "moderation",
+            plugin("etiquette"),
+            &[("max_mentions", "2")],
+            None,
+        )
+        .await
+        .unwrap();
+    converge(&cluster, "moderation", Some(revision(&deployed))).await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    let mut bob = cluster.ws(0, "bob", "phone").await;
+    let (mid, _) = send_acked(&mut alice, &conv, "m1", "react to this").await;
+    expect_message(&mut bob).await;
+    let react = |emoji: &str, action: &str| {
+        serde_json::json!({
+            "type": "react", "conversation_id": conv, "message_id": mid.to_string(),
+            "emoji": emoji, "action": action,
+        })
+        .to_string()
+    };
+    bob.send_text(react("🖕", "add")).await.unwrap();
+    let refused = expect_refusal(&mut bob).await;
+    assert_eq!(
+        refused,
+        (
+            ErrorCode::RejectedByPolicy,
+            Some("react".to_owned()),
+            Some(mid.to_string())
+        )
+    );
+    bob.send_text(react("👍", "add")).await.unwrap();
+    bob.send_text(react("👍", "remove")).await.unwrap();
+    for want in ["add", "remove"] {
+        let (emoji, action) = expect(&mut alice, "a reaction", |f| match f {
+            ServerFrame::Reaction { emoji, action, .. } => Some((emoji, action)),
+            _ => None,
+        })
+        .await;
+        assert_eq!(
+            (emoji.as_str(), serde_json::to_value(action).unwrap()),
+            ("👍", Value::from(want)),
+            "alice never hears of the refused one"
+        );
+    }
+    // Mentions: two pass, three are refused.
+    let send = |id: &str, mentions: &[&str]| {
+        serde_json::json!({
+            "type": "send_message", "client_msg_id": id, "conversation_id": conv,
+            "content": {"kind": "text", "text": id}, "mentions": mentions,
+        })
+        .to_string()
+    };
+    alice
+        .send_text(send("two", &["bob", "carol"]))
+        .await
+        .unwrap();
+    expect_ack(&mut alice, "two").await;
+    alice
+        .send_text(send("three", &["bob", "carol", "dave"]))
+        .await
+        .unwrap();
+    let (code, _, id, _) = expect_error(&mut alice).await;
+    assert_eq!(
+        (code, id.as_deref()),
+        (ErrorCode::RejectedByPolicy, Some("three"))
+    );
 }

@@ -170,11 +170,11 @@ async fn register_push_in(
 }
 
 async fn send(ws: &mut WsClient, conv: &str, id: &str, content: Content) {
-    ws.send(&ClientFrame::SendMessage {
-        client_msg_id: ClientMsgId::new(id).unwrap(),
-        conversation_id: ConversationId::new(conv).unwrap(),
+    ws.send(&ClientFrame::send_message(
+        ClientMsgId::new(id).unwrap(),
+        ConversationId::new(conv).unwrap(),
         content,
-    })
+    ))
     .await
     .unwrap();
     expect_ack(ws, id).await;
@@ -991,4 +991,116 @@ async fn an_apns_token_that_is_not_hex_is_refused_at_registration() {
     // Other providers' tokens are opaque.
     let (status, _) = try_register_push(&cluster, PUSHCO, "bob", "android", "fcm", "a/b:c").await;
     assert_eq!(status, 200);
+}
+
+/// Sends a text naming `mentions` (or everyone), waits for its ack.
+async fn send_mentioning(
+    ws: &mut WsClient,
+    conv: &str,
+    id: &str,
+    mentions: &[&str],
+    mention_all: bool,
+) {
+    ws.send(&ClientFrame::SendMessage {
+        client_msg_id: ClientMsgId::new(id).unwrap(),
+        conversation_id: ConversationId::new(conv).unwrap(),
+        content: text(id),
+        reply_to: None,
+        thread_id: None,
+        mentions: mentions
+            .iter()
+            .map(|u| switchboard_protocol::UserId::new(*u).unwrap())
+            .collect(),
+        mention_all,
+    })
+    .await
+    .unwrap();
+    expect_ack(ws, id).await;
+}
+
+/// v1.1: a member's notification level and mute decide whether a message
+/// pushes to them, and in a channel that fans out on read only the
+/// members a message mentions are pushed.
+#[tokio::test]
+async fn notification_levels_mutes_and_mentions_decide_who_is_pushed() {
+    const LEVELSCO: Tenant = Tenant("levelsco", "levelsco-secret-0123456789");
+    let hook = receiver().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\nfanout_threshold = 5\n\
+             [push]\nallow_private_targets = true\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    push_tenant(&cluster, LEVELSCO, &hook.url).await;
+    let people = ["bob", "carol", "dave", "erin", "frank"];
+    for user in people {
+        // Known, away phones with a push token each.
+        ws_in(&cluster, LEVELSCO, user, "phone").await.close().await;
+        register_push_in(&cluster, LEVELSCO, user, "phone", "webhook", user).await;
+    }
+    let alice = rest_in(&cluster, LEVELSCO, "alice", "a");
+    let (group, _) = alice
+        .create_conversation(ConversationKind::Group, &["bob", "carol", "dave"], None)
+        .await
+        .unwrap();
+    let group = group.conversation_id.as_str().to_owned();
+    let settings = |user: &'static str, body: Value| {
+        let r = rest_in(&cluster, LEVELSCO, user, "phone");
+        let url = format!("{}/v1/conversations/{group}/settings", r.base());
+        async move {
+            let answer = r
+                .raw()
+                .put(url)
+                .bearer_auth(r.token())
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status().as_u16(), 200);
+        }
+    };
+    settings("bob", json!({"notifications": "mentions"})).await;
+    settings(
+        "carol",
+        json!({"notifications": "all", "muted_until": "2099-01-01T00:00:00.000Z"}),
+    )
+    .await;
+    let mut ws = ws_in(&cluster, LEVELSCO, "alice", "a").await;
+    // Who the pushes after the first `seen` went to, once `want` arrived.
+    let pushed_since = |seen: usize, want: usize| {
+        let hook = &hook;
+        async move {
+            hook.until(seen + want).await;
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            assert_eq!(hook.count(), seen + want, "no more pushes than expected");
+            let mut users: Vec<String> = (seen..seen + want)
+                .map(|i| hook.verified(i)["user_id"].as_str().unwrap().to_owned())
+                .collect();
+            users.sort();
+            users
+        }
+    };
+
+    // A plain message: Bob (mentions only) and Carol (muted) hear nothing.
+    send_mentioning(&mut ws, &group, "plain", &[], false).await;
+    assert_eq!(pushed_since(0, 1).await, ["dave"]);
+    // Naming Bob and Carol: Bob now, Carol still muted.
+    send_mentioning(&mut ws, &group, "named", &["bob", "carol"], false).await;
+    assert_eq!(pushed_since(1, 2).await, ["bob", "dave"]);
+    // Everyone named, by the owner.
+    send_mentioning(&mut ws, &group, "everyone", &[], true).await;
+    assert_eq!(pushed_since(3, 2).await, ["bob", "dave"]);
+
+    // A channel past the threshold: only the mentioned is pushed.
+    let (channel, _) = alice
+        .create_conversation(ConversationKind::Channel, &people, None)
+        .await
+        .unwrap();
+    let channel = channel.conversation_id.as_str().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send_mentioning(&mut ws, &channel, "loud", &[], false).await;
+    send_mentioning(&mut ws, &channel, "erin?", &["erin"], false).await;
+    assert_eq!(pushed_since(5, 1).await, ["erin"]);
 }

@@ -23,6 +23,7 @@ fn ack(kind: ReceiptKind, conv: &str, seq: u64) -> ClientFrame {
         ReceiptKind::Read => ClientFrame::AckRead {
             conversation_id,
             seq,
+            thread_id: None,
         },
     }
 }

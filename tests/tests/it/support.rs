@@ -14,13 +14,13 @@ use switchboard_tests::reliable::Acked;
 pub const WAIT: Duration = Duration::from_secs(15);
 
 pub fn send_frame(conversation: &str, client_msg_id: &str, text: &str) -> ClientFrame {
-    ClientFrame::SendMessage {
-        client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
-        conversation_id: ConversationId::new(conversation).unwrap(),
-        content: Content::Text {
+    ClientFrame::send_message(
+        ClientMsgId::new(client_msg_id).unwrap(),
+        ConversationId::new(conversation).unwrap(),
+        Content::Text {
             text: text.to_owned(),
         },
-    }
+    )
 }
 
 pub fn edit_frame(conversation: &str, id: MessageId, text: &str) -> ClientFrame {
@@ -132,6 +132,21 @@ pub async fn expect_error(
             message,
             ..
         } => Some((code, request_type, client_msg_id, message)),
+        _ => None,
+    })
+    .await
+}
+
+/// The next `error` frame about a message: (code, request_type,
+/// message_id), as a refused `react`, edit or delete names it.
+pub async fn expect_refusal(ws: &mut WsClient) -> (ErrorCode, Option<String>, Option<String>) {
+    expect(ws, "a refusal", |f| match f {
+        ServerFrame::Error {
+            code,
+            request_type,
+            message_id,
+            ..
+        } => Some((code, request_type, message_id)),
         _ => None,
     })
     .await

@@ -431,6 +431,7 @@ async fn two_tenants_with_the_same_ids_never_meet() {
         .send(&ClientFrame::AckRead {
             conversation_id: ConversationId::new(&conv).unwrap(),
             seq: 1,
+            thread_id: None,
         })
         .await
         .unwrap();

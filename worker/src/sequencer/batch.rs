@@ -1,6 +1,9 @@
 //! The working state of one batch, and what its commands share: how a
 //! conversation fans out, new message ids, appending a message, replies.
 
+use switchboard_nats::envelope::Actor;
+use switchboard_protocol::message::SendOptions;
+
 use super::*;
 
 /// Per-batch working state.
@@ -25,6 +28,10 @@ pub(super) struct Batch<'a> {
     pub(super) consent: HashMap<consent::ConsentKey, switchboard_store::Consent>,
     /// Unsolicited adds this batch made so far, per tenant and user.
     pub(super) unsolicited: HashMap<(TenantId, UserId), u32>,
+    /// The reactors' own emoji on the messages of this batch's reactions.
+    pub(super) reactions: super::reactions::UserReactions,
+    /// The pins of conversations this batch pins in or unpins from.
+    pub(super) pins: HashMap<ConversationKey, Vec<switchboard_store::PinRow>>,
 }
 
 impl Batch<'_> {
@@ -92,8 +99,54 @@ impl Batch<'_> {
         );
     }
 
+    /// The conversation's state for a command of a member, or the reply
+    /// that refuses it.
+    pub(super) fn member_state_for(
+        &mut self,
+        by: &Actor,
+        reply_to: Option<&str>,
+    ) -> Option<(ConversationKey, SequencerState)> {
+        let key = key(&by.tenant, &by.conversation_id);
+        match self.states.get(&key) {
+            Some(Some(s)) if s.members.contains(&by.actor) || by.actor_is_admin => {
+                Some((key, s.clone()))
+            }
+            Some(Some(_)) => {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::NotAMember,
+                    "you are not a member of this conversation",
+                );
+                None
+            }
+            _ => {
+                self.refuse(reply_to, ErrorCode::NotFound, "no such conversation");
+                None
+            }
+        }
+    }
+
+    /// Whether a REST command was applied before: its system message
+    /// (keyed by the command's id) is stored, so this is a retry, answered
+    /// as done again without a change.
+    pub(super) fn answered_as_retry(&mut self, by: &Actor, reply_to: Option<&str>) -> bool {
+        let Some(client_msg_id) = system_client_msg_id(by.command_id) else {
+            return false;
+        };
+        let retried = SentKey {
+            tenant: by.tenant.clone(),
+            conversation_id: by.conversation_id.clone(),
+            sender: by.actor.clone(),
+            client_msg_id,
+        };
+        if !self.sent.contains_key(&retried) {
+            return false;
+        }
+        self.done(reply_to, &by.conversation_id, false);
+        true
+    }
+
     /// Stores a new message as the conversation's next `seq`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn append(
         &mut self,
         key: &ConversationKey,
@@ -103,9 +156,35 @@ impl Batch<'_> {
         content: Content,
         recipients: Vec<UserId>,
     ) -> Result<(), SequenceError> {
+        self.append_with(
+            key,
+            sender,
+            device,
+            client_msg_id,
+            content,
+            recipients,
+            &SendOptions::default(),
+        )
+        .map(drop)
+    }
+
+    /// [`Batch::append`] of a message that replies, goes into a thread or
+    /// mentions (`options`, checked by the caller); the message stored,
+    /// if it was.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn append_with(
+        &mut self,
+        key: &ConversationKey,
+        sender: &UserId,
+        device: &DeviceId,
+        client_msg_id: ClientMsgId,
+        content: Content,
+        recipients: Vec<UserId>,
+        options: &SendOptions,
+    ) -> Result<Option<Message>, SequenceError> {
         let (message_id, created_at) = self.new_id()?;
         let Some(Some(state)) = self.states.get_mut(key) else {
-            return Ok(());
+            return Ok(None);
         };
         let expected = state.last_seq;
         state.last_seq += 1;
@@ -120,6 +199,12 @@ impl Batch<'_> {
             created_at,
             edited_at: None,
             deleted_at: None,
+            reply_to: options.reply_to,
+            thread_id: options.thread_id,
+            thread: None,
+            reactions: Vec::new(),
+            mentions: options.mentions.clone(),
+            mention_all: options.mention_all,
         };
         self.touched.insert(key.clone());
         self.sent.insert(
@@ -143,12 +228,44 @@ impl Batch<'_> {
         } else {
             self.route(key)
         };
+        let push_to = self.push_to(key, &message, &recipients, route);
         self.outcomes.push(Outcome::Deliver {
             tenant: key.tenant.clone(),
-            message,
+            message: message.clone(),
             recipients,
             route,
+            push_to,
         });
-        Ok(())
+        Ok(Some(message))
+    }
+
+    /// Who of `recipients` may get a push for `message`, by their own
+    /// settings (v1.1): where the conversation fans out on read, only the
+    /// members it names (they alone get inbox entries there too). A
+    /// message names a member when it mentions them, mentions all, or
+    /// replies to one of theirs.
+    fn push_to(
+        &self,
+        key: &ConversationKey,
+        message: &Message,
+        recipients: &[UserId],
+        route: Route,
+    ) -> Vec<UserId> {
+        let Some(Some(state)) = self.states.get(key) else {
+            return Vec::new();
+        };
+        let replied_to = message
+            .reply_to
+            .and_then(|id| self.messages.get(&(key.clone(), id)))
+            .map(|m| m.sender_id.clone());
+        recipients
+            .iter()
+            .filter(|u| {
+                let named = message.mentions_user(u) || replied_to.as_ref() == Some(*u);
+                (route == Route::Users || named)
+                    && state.settings_of(u).pushes(message.created_at, named)
+            })
+            .cloned()
+            .collect()
     }
 }

@@ -67,7 +67,22 @@ impl Batch<'_> {
                 kind: c.kind,
                 created_by: c.actor.clone(),
                 last_seq: 0,
+                // The rule every reader applies: the creator of a group
+                // or channel owns it.
+                roles: switchboard_store::roles::effective(
+                    c.kind,
+                    &c.actor,
+                    &members
+                        .iter()
+                        .map(|u| switchboard_store::roles::Joined {
+                            user: u.clone(),
+                            at: c.at,
+                            given: None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
                 members,
+                states: Default::default(),
             }),
         );
         if self.mode(&key) == FanOut::Read {

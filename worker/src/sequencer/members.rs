@@ -1,6 +1,8 @@
 //! Members added and removed: each change is a system message in the
 //! conversation's order, and may move its fan-out across the threshold.
 
+use switchboard_protocol::Role;
+
 use super::*;
 
 impl Batch<'_> {
@@ -133,13 +135,28 @@ impl Batch<'_> {
             return Ok(());
         };
         let leaving_only_self = c.users.iter().all(|u| *u == c.actor);
-        if !leaving_only_self && state.created_by != c.actor && !c.actor_is_admin {
-            self.refuse(
-                reply_to,
-                ErrorCode::Forbidden,
-                "only the conversation's creator or a tenant admin removes other members",
-            );
-            return Ok(());
+        if !leaving_only_self && !c.actor_is_admin {
+            let actor = state.role_of(&c.actor);
+            if !actor.moderates() {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Forbidden,
+                    "only owners and admins (or a tenant admin) remove other members",
+                );
+                return Ok(());
+            }
+            let removes_an_owner = c
+                .users
+                .iter()
+                .any(|u| *u != c.actor && state.role_of(u) == Role::Owner);
+            if removes_an_owner && actor != Role::Owner {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Forbidden,
+                    "only an owner removes an owner",
+                );
+                return Ok(());
+            }
         }
         let gone = users_where(&c.users, |u| state.members.contains(u));
         if gone.is_empty() {
@@ -204,9 +221,5 @@ impl Batch<'_> {
 }
 
 fn system_event(event: &str, actor: &UserId, users: Vec<UserId>) -> SystemEvent {
-    SystemEvent {
-        event: event.to_owned(),
-        actor: actor.clone(),
-        user_ids: users,
-    }
+    SystemEvent::about(event, actor.clone(), users)
 }

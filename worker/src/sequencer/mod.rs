@@ -33,7 +33,7 @@ use switchboard_protocol::frames::request_type;
 use switchboard_protocol::snowflake::decompose;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
-    MessageId, TenantId, Timestamp, UserId,
+    MessageId, ServerFrame, TenantId, Timestamp, UserId,
 };
 use switchboard_store::{
     ConversationKey, ConversationRecord, MessageKey, Mutation, SentKey, SequencerState, Store,
@@ -74,6 +74,8 @@ pub enum Outcome {
         message: Message,
         recipients: Vec<UserId>,
         route: Route,
+        /// Who may get a push for it, by their settings (v1.1).
+        push_to: Vec<UserId>,
     },
     /// A send stored before (a resend): its `ack` again, for the device
     /// that sent it, and nothing for anyone else.
@@ -103,6 +105,15 @@ pub enum Outcome {
     Reply {
         subject: String,
         reply: CommandReply,
+    },
+    /// A frame that is no message (a reaction, a pin, a member's own
+    /// settings) for these users, or the conversation's subject (v1.1).
+    Event {
+        tenant: TenantId,
+        conversation_id: ConversationId,
+        frame: Box<ServerFrame>,
+        recipients: Vec<UserId>,
+        route: Route,
     },
 }
 
@@ -166,7 +177,15 @@ fn sent_key(cmd: &Command) -> Option<SentKey> {
         Command::AddMembers(c) | Command::RemoveMembers(c) => {
             (c.actor.clone(), system_client_msg_id(c.command_id)?)
         }
-        Command::CreateConversation(_) | Command::Edit(_) | Command::Delete(_) => return None,
+        Command::SetRole(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
+        Command::Pin(c) | Command::Unpin(c) => {
+            (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
+        }
+        Command::CreateConversation(_)
+        | Command::Edit(_)
+        | Command::Delete(_)
+        | Command::Settings(_)
+        | Command::React(_) => return None,
     };
     Some(SentKey {
         tenant: cmd.tenant().clone(),
@@ -216,10 +235,22 @@ impl MutationLog {
     }
 }
 
+/// The message a v1.1 command names.
+fn message_key(by: &switchboard_nats::envelope::Actor, message_id: MessageId) -> MessageKey {
+    MessageKey {
+        tenant: by.tenant.clone(),
+        conversation_id: by.conversation_id.clone(),
+        message_id,
+    }
+}
+
 mod batch;
 mod consent;
 mod create;
 mod members;
+mod pins;
+mod reactions;
+mod roles;
 mod send;
 #[cfg(test)]
 mod tests;
@@ -306,13 +337,25 @@ impl Sequencer {
         // The messages this batch's edits and deletes are about.
         let targets: Vec<MessageKey> = batch
             .iter()
-            .filter_map(|i| match &i.command {
-                Command::Edit(c) | Command::Delete(c) => Some(MessageKey {
+            .flat_map(|i| match &i.command {
+                Command::Edit(c) | Command::Delete(c) => vec![MessageKey {
                     tenant: c.tenant.clone(),
                     conversation_id: c.conversation_id.clone(),
                     message_id: c.message_id,
-                }),
-                _ => None,
+                }],
+                Command::React(c) => vec![message_key(&c.by, c.message_id)],
+                // What a send replies to and the thread it goes into.
+                Command::Send(c) => [c.options.reply_to, c.options.thread_id]
+                    .into_iter()
+                    .flatten()
+                    .map(|id| MessageKey {
+                        tenant: c.tenant.clone(),
+                        conversation_id: c.conversation_id.clone(),
+                        message_id: id,
+                    })
+                    .collect(),
+                Command::Pin(c) | Command::Unpin(c) => vec![message_key(&c.by, c.message_id)],
+                _ => Vec::new(),
             })
             .collect();
         let found = if targets.is_empty() {
@@ -320,11 +363,13 @@ impl Sequencer {
         } else {
             store.find_messages(targets.clone()).await?
         };
-        let messages = targets
+        let messages: HashMap<(ConversationKey, MessageId), Message> = targets
             .into_iter()
             .zip(found)
             .filter_map(|(k, m)| m.map(|m| ((key(&k.tenant, &k.conversation_id), k.message_id), m)))
             .collect();
+        let reactions = reactions::load(store, batch, &messages).await?;
+        let pins = pins::load(store, batch).await?;
 
         let asked = consent::queries(batch, &states, &self.policies, now);
         let consent = if asked.is_empty() {
@@ -346,6 +391,8 @@ impl Sequencer {
             touched: HashSet::new(),
             consent,
             unsolicited: HashMap::new(),
+            reactions,
+            pins,
         };
         let mut caused_by = Vec::new();
         for (i, incoming) in batch.iter().enumerate() {
@@ -357,6 +404,11 @@ impl Sequencer {
                 Command::RemoveMembers(c) => b.remove_members(c, incoming.reply_to.as_deref())?,
                 Command::Edit(c) => b.update(c, Action::Edit)?,
                 Command::Delete(c) => b.update(c, Action::Delete)?,
+                Command::SetRole(c) => b.set_role(c, incoming.reply_to.as_deref())?,
+                Command::Settings(c) => b.settings(c, incoming.reply_to.as_deref())?,
+                Command::React(c) => b.react(c)?,
+                Command::Pin(c) => b.pin(c, true, incoming.reply_to.as_deref())?,
+                Command::Unpin(c) => b.pin(c, false, incoming.reply_to.as_deref())?,
             }
             caused_by.resize(b.outcomes.len(), i);
         }

@@ -27,12 +27,12 @@ impl Batch<'_> {
             _ => BTreeSet::new(),
         };
         let refusal = match self.states.get(&key) {
-            None | Some(None) => Some((ErrorCode::NotFound, "no such conversation")),
+            None | Some(None) => Some((ErrorCode::NotFound, "no such conversation".to_owned())),
             Some(Some(s)) if !s.members.contains(&c.sender) => Some((
                 ErrorCode::NotAMember,
-                "you are not a member of this conversation",
+                "you are not a member of this conversation".to_owned(),
             )),
-            Some(Some(_)) => None,
+            Some(Some(s)) => self.options_refusal(&key, s, c),
         };
         if let Some((code, message)) = refusal {
             self.outcomes.push(Outcome::Reject {
@@ -44,18 +44,103 @@ impl Batch<'_> {
                     client_msg_id: Some(c.client_msg_id.clone()),
                     conversation_id: c.conversation_id.clone(),
                     code,
-                    message: message.to_owned(),
+                    message,
+                    message_id: None,
                 },
             });
             return Ok(());
         }
-        self.append(
+        let mut options = c.options.clone();
+        options.mentions = users_where(&options.mentions, |_| true);
+        let stored = self.append_with(
             &key,
             &c.sender,
             &c.device,
             c.client_msg_id.clone(),
             c.content.clone(),
             members.into_iter().collect(),
-        )
+            &options,
+        )?;
+        // A reply in a thread counts on its root (the root's summary, the
+        // thread's index, who takes part): right after its append.
+        if let (Some(m), Some(root_id)) = (stored, options.thread_id)
+            && let Some(root) = self.messages.get(&(key.clone(), root_id)).cloned()
+        {
+            self.log.push_other(
+                &key,
+                Mutation::ThreadReply {
+                    key: key.clone(),
+                    root_seq: root.seq,
+                    seq: m.seq,
+                    sender: c.sender.clone(),
+                    at: m.created_at,
+                },
+            );
+            let mut root = root;
+            root.thread = Some(switchboard_protocol::ThreadSummary::after_reply(
+                root.thread.as_ref(),
+                &c.sender,
+                m.created_at,
+            ));
+            self.messages.insert((key, root_id), root);
+        }
+        Ok(())
+    }
+
+    /// Why a send's reply, thread or mentions cannot stand, if they
+    /// cannot: each names a live message, or members, of the
+    /// conversation; a thread's root is not itself in a thread; only
+    /// owners and admins mention all.
+    fn options_refusal(
+        &self,
+        key: &ConversationKey,
+        state: &SequencerState,
+        c: &SendCommand,
+    ) -> Option<(ErrorCode, String)> {
+        let invalid = |why: String| Some((ErrorCode::InvalidRequest, why));
+        let live = |id: MessageId| {
+            self.messages
+                .get(&(key.clone(), id))
+                .filter(|m| m.deleted_at.is_none())
+        };
+        if let Some(id) = c.options.reply_to
+            && live(id).is_none()
+        {
+            return invalid(format!(
+                "reply_to {id} names no live message of this conversation"
+            ));
+        }
+        if let Some(id) = c.options.thread_id {
+            match live(id) {
+                None => {
+                    return invalid(format!(
+                        "thread_id {id} names no live message of this conversation"
+                    ));
+                }
+                Some(m) if m.thread_id.is_some() => {
+                    return invalid(format!(
+                        "thread_id {id} is a reply in a thread: name the thread's root"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(stranger) = c
+            .options
+            .mentions
+            .iter()
+            .find(|u| !state.members.contains(u))
+        {
+            return invalid(format!(
+                "mentions: {stranger} is not a member of this conversation"
+            ));
+        }
+        if c.options.mention_all && !state.role_of(&c.sender).moderates() {
+            return Some((
+                ErrorCode::Forbidden,
+                "only owners and admins mention all".to_owned(),
+            ));
+        }
+        None
     }
 }

@@ -60,6 +60,7 @@ fn send(conv: &str, sender: &str, client_msg_id: &str) -> Incoming {
             client_msg_id: ClientMsgId::new(client_msg_id).unwrap(),
             content: Content::Text { text: "hi".into() },
             received_at: Timestamp::from_unix_ms(1),
+            options: Default::default(),
         }),
         reply_to: None,
         span: tracing::Span::none(),
@@ -498,6 +499,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
                 Outcome::Answer { .. } => "answer",
                 Outcome::Update { .. } => "update",
                 Outcome::Listen { .. } => "listen",
+                Outcome::Event { .. } => "event",
             };
             (kind, i)
         })

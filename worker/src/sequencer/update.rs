@@ -24,6 +24,7 @@ impl Batch<'_> {
                 conversation_id: c.conversation_id.clone(),
                 code,
                 message: message.into(),
+                message_id: Some(c.message_id),
             },
         });
     }
@@ -37,8 +38,11 @@ impl Batch<'_> {
         action: Action,
     ) -> Result<(), SequenceError> {
         let key = key(&c.tenant, &c.conversation_id);
-        let members: Vec<UserId> = match self.states.get(&key) {
-            Some(Some(s)) if s.members.contains(&c.actor) => s.members.iter().cloned().collect(),
+        let (members, moderates): (Vec<UserId>, bool) = match self.states.get(&key) {
+            Some(Some(s)) if s.members.contains(&c.actor) => (
+                s.members.iter().cloned().collect(),
+                s.role_of(&c.actor).moderates(),
+            ),
             Some(Some(_)) => {
                 self.refuse_update(
                     c,
@@ -63,14 +67,13 @@ impl Batch<'_> {
             return Ok(());
         };
         let now = self.now.max(current.created_at);
-        if let Err(why) = self.policies.check_change(
-            &key.tenant,
-            action,
-            &current,
-            &c.actor,
-            c.actor_is_admin,
-            now,
-        ) {
+        // Owners and admins delete others' messages as tenant admins do
+        // (v1.1 roles); editing stays the edit policy's.
+        let acts_as_admin = c.actor_is_admin || (action == Action::Delete && moderates);
+        if let Err(why) =
+            self.policies
+                .check_change(&key.tenant, action, &current, &c.actor, acts_as_admin, now)
+        {
             self.refuse_update(c, action, ErrorCode::Forbidden, why);
             return Ok(());
         }

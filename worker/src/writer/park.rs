@@ -123,6 +123,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
                 conversation_id,
                 code,
                 message: message.clone(),
+                message_id: None,
             },
         }
     };
@@ -151,15 +152,27 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             None,
             c.conversation_id,
         ),
-        Command::CreateConversation(_) | Command::AddMembers(_) | Command::RemoveMembers(_) => {
-            Outcome::Reply {
-                subject: reply_to?,
-                reply: CommandReply::Refused {
-                    code,
-                    message: message.clone(),
-                },
-            }
-        }
+        Command::React(c) => rejection(
+            c.by.tenant,
+            c.by.actor,
+            c.by.device,
+            request_type::REACT,
+            None,
+            c.by.conversation_id,
+        ),
+        Command::CreateConversation(_)
+        | Command::AddMembers(_)
+        | Command::RemoveMembers(_)
+        | Command::SetRole(_)
+        | Command::Settings(_)
+        | Command::Pin(_)
+        | Command::Unpin(_) => Outcome::Reply {
+            subject: reply_to?,
+            reply: CommandReply::Refused {
+                code,
+                message: message.clone(),
+            },
+        },
     };
     Some(answer)
 }
@@ -179,6 +192,7 @@ mod tests {
             client_msg_id: ClientMsgId::new("m1").unwrap(),
             content: Content::Text { text: "hi".into() },
             received_at: switchboard_protocol::Timestamp::from_unix_ms(1),
+            options: Default::default(),
         })
     }
 

@@ -13,7 +13,8 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use switchboard_nats::cause;
 use switchboard_nats::envelope::{
-    Rejection, ack_event, frame_event, is_acked, listen_event, message_event, rejection_event,
+    Rejection, ack_event, conversation_frame_event, frame_event, is_acked, listen_event,
+    message_event, rejection_event,
 };
 use switchboard_nats::push_jobs::{MessageJob, message_subject};
 use switchboard_nats::records::refusals::{Refusal, SendKey};
@@ -86,8 +87,9 @@ impl<'a> OutgoingEvents<'a> {
 }
 
 /// Hands a stored message to the push pipeline, for a tenant with pushes
-/// (F15). Conversations that fan out on read push nothing: their members
-/// have no inbox entries to tell what reached them. At most once: the
+/// (F15), for the members the sequencer chose by their settings (v1.1).
+/// Where a conversation fans out on read only the members a message names
+/// are among them: they alone get inbox entries there. At most once: the
 /// publish is not awaited for JetStream's ack, and a push is a courtesy,
 /// never the message itself.
 async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &[UserId]) {
@@ -139,6 +141,7 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                 message,
                 recipients,
                 route,
+                push_to,
             } => {
                 tracing::debug!(
                     %tenant,
@@ -149,8 +152,8 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                     ?route,
                     "message stored; fanning out"
                 );
-                if route == Route::Users {
-                    push_job(ctx, &tenant, &message, &recipients).await;
+                if !push_to.is_empty() {
+                    push_job(ctx, &tenant, &message, &push_to).await;
                 }
                 match message_event(&message).map(traced) {
                     Ok(event) => {
@@ -218,6 +221,21 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                     }
                     Err(e) => Err(cause(e)),
                 }
+            }
+            Outcome::Event {
+                tenant,
+                conversation_id,
+                frame,
+                recipients,
+                route,
+            } => {
+                let event = traced(match route {
+                    Route::Users => frame_event(&frame),
+                    Route::Conversation => conversation_frame_event(&frame),
+                });
+                out.fan_out(&tenant, &conversation_id, &recipients, route, event)
+                    .await
+                    .map_err(cause)
             }
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
                 Ok(body) => match out.flush().await {

@@ -139,6 +139,75 @@ impl Commit for GroupView<'_> {
         })
     }
 
+    async fn member_state(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+    ) -> StoreResult<MemberState> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).s(user).bytes();
+        if let Some(state) = self.pending.member_states.get(&k) {
+            return Ok(state.clone().unwrap_or_default());
+        }
+        member_state(self.snap, self.s, t, c, user)
+    }
+
+    async fn put_member_state(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        state: &MemberState,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).s(user).bytes();
+        if state.is_default() {
+            self.batch.remove(&self.s.member_states, k.clone());
+            self.pending.member_states.insert(k, None);
+        } else {
+            self.batch
+                .insert(&self.s.member_states, k.clone(), encode(state)?);
+            self.pending.member_states.insert(k, Some(state.clone()));
+        }
+        Ok(())
+    }
+
+    async fn reactions_of(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        user: &str,
+    ) -> StoreResult<Vec<String>> {
+        let (t, c) = parts(key);
+        let prefix = Key::new().s(t).s(c).n(seq).s(user).bytes();
+        self.reaction_keys(&prefix)?
+            .iter()
+            .map(|k| str_after(k, &prefix).map(str::to_owned))
+            .collect()
+    }
+
+    async fn pins(&mut self, key: &ConversationKey) -> StoreResult<Vec<PinRow>> {
+        let (t, c) = parts(key);
+        self.pin_rows(t, c)
+    }
+
+    async fn thread_mark(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+    ) -> StoreResult<Option<u64>> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(user).s(c).n(root_seq).bytes();
+        if let Some(mark) = self.pending.thread_marks.get(&k) {
+            return Ok(Some(*mark));
+        }
+        self.snap
+            .get(&self.s.thread_marks, &k)
+            .map_err(storage)?
+            .map(|v| read_words::<1>(&v).map(|[m]| m))
+            .transpose()
+    }
+
     async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()> {
         let (t, c) = (record.tenant.as_str(), record.conversation_id.as_str());
         let meta = encode(&ConversationMeta::of(record))?;
@@ -186,6 +255,8 @@ impl Commit for GroupView<'_> {
         self.batch.remove(&self.s.member_marks, member_key.clone());
         self.batch.remove(&self.s.speakers, member_key.clone());
         self.cache.speakers.remove(&member_key);
+        self.batch.remove(&self.s.member_states, member_key.clone());
+        self.pending.member_states.insert(member_key.clone(), None);
         self.batch.remove(
             &self.s.user_conversations,
             Key::new().s(t).s(user).s(c).bytes(),
@@ -247,6 +318,102 @@ impl Commit for GroupView<'_> {
             .or_default()
             .push(at.unix_ms());
         Ok(())
+    }
+
+    async fn insert_reaction(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.set_reaction(
+            Key::new().s(t).s(c).n(seq).s(user).s(emoji).bytes(),
+            Some(at),
+        );
+        Ok(())
+    }
+
+    async fn remove_reaction(
+        &mut self,
+        key: &ConversationKey,
+        seq: u64,
+        user: &str,
+        emoji: &str,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.set_reaction(Key::new().s(t).s(c).n(seq).s(user).s(emoji).bytes(), None);
+        Ok(())
+    }
+
+    async fn remove_reactions(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        for k in self.reaction_keys(&Key::new().s(t).s(c).n(seq).bytes())? {
+            self.set_reaction(k, None);
+        }
+        Ok(())
+    }
+
+    async fn insert_thread_reply(
+        &mut self,
+        key: &ConversationKey,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch.insert(
+            &self.s.thread_replies,
+            Key::new().s(t).s(c).n(root_seq).n(seq).bytes(),
+            [],
+        );
+        Ok(())
+    }
+
+    async fn set_thread_mark(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        root_seq: u64,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(user).s(c).n(root_seq).bytes();
+        self.batch
+            .insert(&self.s.thread_marks, k.clone(), words([seq]));
+        self.pending.thread_marks.insert(k, seq);
+        Ok(())
+    }
+
+    async fn insert_mention(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch.insert(
+            &self.s.mentions,
+            Key::new().s(t).s(user).s(c).n(seq).bytes(),
+            [],
+        );
+        Ok(())
+    }
+
+    async fn insert_pin(&mut self, key: &ConversationKey, pin: &PinRow) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).n(pin.message_id.as_u64()).bytes();
+        self.set_pin(k, Some(pin))
+    }
+
+    async fn remove_pin(
+        &mut self,
+        key: &ConversationKey,
+        message_id: MessageId,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.set_pin(Key::new().s(t).s(c).n(message_id.as_u64()).bytes(), None)
     }
 
     /// Messages are keyed by seq alone. A day's bucket records the first

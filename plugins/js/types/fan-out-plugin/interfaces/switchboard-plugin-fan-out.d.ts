@@ -1,7 +1,7 @@
 /// <reference path="./switchboard-plugin-types.d.ts" />
-declare module 'switchboard:plugin/fan-out@0.1.0' {
+declare module 'switchboard:plugin/fan-out@0.2.0' {
   export function choose(conversation: Conversation): Mode;
-  export type ConversationKind = import('switchboard:plugin/types@0.1.0').ConversationKind;
+  export type ConversationKind = import('switchboard:plugin/types@0.2.0').ConversationKind;
   export interface Conversation {
     tenant: string,
     conversationKind: ConversationKind,
@@ -15,7 +15,9 @@ declare module 'switchboard:plugin/fan-out@0.1.0' {
    * Every member's devices get inbox entries and pushes.
    * ## `"on-read"`
    * 
-   * One stored copy; connected members get it live, others read history.
+   * One stored copy; connected members get it live, others read
+   * history (members a message mentions still get inbox entries
+   * and pushes).
    */
   export type Mode = 'on-write' | 'on-read';
 }

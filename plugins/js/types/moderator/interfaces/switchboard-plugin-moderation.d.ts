@@ -1,8 +1,9 @@
 /// <reference path="./switchboard-plugin-types.d.ts" />
-declare module 'switchboard:plugin/moderation@0.1.0' {
+declare module 'switchboard:plugin/moderation@0.2.0' {
   export function moderate(message: Message): Verdict;
-  export type Content = import('switchboard:plugin/types@0.1.0').Content;
-  export type ConversationKind = import('switchboard:plugin/types@0.1.0').ConversationKind;
+  export function moderateReaction(reaction: Reaction): ReactionVerdict;
+  export type Content = import('switchboard:plugin/types@0.2.0').Content;
+  export type ConversationKind = import('switchboard:plugin/types@0.2.0').ConversationKind;
   export interface Message {
     tenant: string,
     conversationId: string,
@@ -10,6 +11,20 @@ declare module 'switchboard:plugin/moderation@0.1.0' {
     memberCount: number,
     sender: string,
     content: Content,
+    /**
+     * The `message-id` this message replies to (quotes), if any.
+     */
+    replyTo?: string,
+    /**
+     * The `message-id` of the thread's root, for a message in a
+     * thread.
+     */
+    threadId?: string,
+    /**
+     * The user ids it mentions, and whether it mentions everyone.
+     */
+    mentions: Array<string>,
+    mentionAll: boolean,
   }
   export type Verdict = VerdictAllow | VerdictReject | VerdictRewrite;
   /**
@@ -26,10 +41,46 @@ declare module 'switchboard:plugin/moderation@0.1.0' {
     val: string,
   }
   /**
-   * Store this content instead.
+   * Store this content instead (reply, thread and mentions stay).
    */
   export interface VerdictRewrite {
     tag: 'rewrite',
     val: Content,
+  }
+  /**
+   * A reaction being added to a message. Removing one is never
+   * moderated.
+   */
+  export interface Reaction {
+    tenant: string,
+    conversationId: string,
+    conversationKind: ConversationKind,
+    memberCount: number,
+    /**
+     * The user who reacts.
+     */
+    sender: string,
+    /**
+     * The message reacted to.
+     */
+    messageId: string,
+    /**
+     * The emoji: 1 to 32 characters, no whitespace or control ones.
+     */
+    emoji: string,
+  }
+  export type ReactionVerdict = ReactionVerdictAllow | ReactionVerdictReject;
+  /**
+   * Store the reaction.
+   */
+  export interface ReactionVerdictAllow {
+    tag: 'allow',
+  }
+  /**
+   * Store nothing; the sender gets `rejected_by_policy` with this reason.
+   */
+  export interface ReactionVerdictReject {
+    tag: 'reject',
+    val: string,
   }
 }

@@ -1,4 +1,4 @@
-declare module 'switchboard:plugin/types@0.1.0' {
+declare module 'switchboard:plugin/types@0.2.0' {
   /**
    * # Variants
    * 

@@ -18,7 +18,9 @@
 //! connections. It starts listening for a user when their first connection
 //! joins (for every such conversation they belong to) and when the writer
 //! says so (`listen` events: they joined one, or one crossed the
-//! threshold), and stops when they leave.
+//! threshold), and stops when they leave. There, frames that supersede
+//! each other (a message's reaction counts) are held for a short window
+//! and only the latest of each goes out (`Held`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,10 +28,9 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
-use switchboard_nats::envelope::{Delivered, Event, decode_delivery, decode_event};
+use switchboard_nats::envelope::{Delivered, Event, decode_delivery};
 use switchboard_nats::sessions::Sessions;
 use switchboard_nats::subject::conversation_events;
-use switchboard_nats::trace;
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{Hook, Plugins};
 use switchboard_protocol::{ConversationId, DeviceId, ServerFrame, TenantId, UserId};
@@ -40,17 +41,11 @@ use tracing::Instrument;
 use crate::outbox::{Outbound, Outbox};
 use crate::presence::Presence;
 
-/// How the hub reaches one connection.
-#[derive(Clone)]
-struct Conn {
-    id: u64,
-    device: DeviceId,
-    tx: Outbox,
-    /// Writers' answers to this device's sends handed to it.
-    answering: Arc<crate::answering::Answering>,
-}
+mod conns;
+mod on_read;
 
-type Conns = Arc<Mutex<Vec<Conn>>>;
+use conns::{Conn, Conns, deliver, deliver_frame, deliver_message, deliver_span};
+use on_read::{Listeners, dispatch_conversation};
 
 struct UserEntry {
     conns: Conns,
@@ -63,9 +58,6 @@ struct UserEntry {
     /// last (the first connection's id).
     stint: u64,
 }
-
-/// The local members of a conversation that fans out on read.
-type Listeners = Arc<Mutex<HashMap<UserId, Conns>>>;
 
 struct ConversationEntry {
     listeners: Listeners,
@@ -83,6 +75,7 @@ struct Inner {
     sessions: Arc<Sessions>,
     /// The longest a first connection waits for the routers.
     sync_within: std::time::Duration,
+    coalesce_window: std::time::Duration,
     /// To find a newly connected user's conversations that fan out on read.
     store: Arc<dyn Store>,
     fanout: FanOutPolicy,
@@ -122,6 +115,9 @@ pub struct HubParts {
     pub presence: Arc<Presence>,
     pub sessions: Arc<Sessions>,
     pub sync_within: std::time::Duration,
+    /// How long frames that supersede each other (reaction counts) are
+    /// held on a conversation that fans out on read (`Held`); zero: none.
+    pub coalesce_window: std::time::Duration,
 }
 
 impl Hub {
@@ -136,6 +132,7 @@ impl Hub {
             presence: parts.presence,
             sessions: parts.sessions,
             sync_within: parts.sync_within,
+            coalesce_window: parts.coalesce_window,
             store,
             fanout,
             plugins,
@@ -395,7 +392,11 @@ async fn listen(
         .await
         .map_err(|e| JoinError(switchboard_nats::cause(e)))?;
     let listeners: Listeners = Arc::new(Mutex::new(HashMap::from([(user.clone(), conns)])));
-    let task = tokio::spawn(dispatch_conversation(subscriber, listeners.clone()));
+    let task = tokio::spawn(dispatch_conversation(
+        subscriber,
+        listeners.clone(),
+        inner.coalesce_window,
+    ));
     conversations.insert(key, ConversationEntry { listeners, task });
     Ok(())
 }
@@ -428,38 +429,6 @@ async fn unlisten(
     };
     if empty && let Some(entry) = conversations.remove(&key) {
         entry.task.abort();
-    }
-}
-
-/// Queues a frame for a connection. A client that reads too slowly
-/// overflows its queue and is closed by it (`outbox`); it reconnects and
-/// replays what it missed with `pull_backlog`.
-fn deliver(conn: &Conn, out: Outbound) {
-    let _ = conn.tx.try_send(out);
-}
-
-/// Hands a `message` event to connections: every one but the sending
-/// device of the sending user, which gets the message's `ack` instead
-/// (`Event::Ack`).
-fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device: &str) {
-    let Ok(text) = Utf8Bytes::try_from(frame) else {
-        tracing::warn!("dropping a message event that is not UTF-8");
-        return;
-    };
-    for (from_this_user, conn) in targets {
-        // The same device id under another user is another device.
-        if !(*from_this_user && conn.device.as_str() == origin_device) {
-            deliver(conn, Outbound::Frame(text.clone()));
-        }
-    }
-}
-
-fn deliver_frame<'a>(targets: impl Iterator<Item = &'a Conn>, frame: bytes::Bytes) {
-    let Ok(text) = Utf8Bytes::try_from(frame) else {
-        return;
-    };
-    for conn in targets {
-        deliver(conn, Outbound::Frame(text.clone()));
     }
 }
 
@@ -534,24 +503,6 @@ async fn dispatch(mut subscriber: async_nats::Subscriber, hub: Weak<Inner>) {
     }
 }
 
-/// The span of a traced event at a gateway that delivers it: a child of
-/// the writer's span, so one message is one trace from the sender's
-/// gateway to every recipient's (and back to the sender, as its `ack`).
-fn deliver_span(traceparent: Option<&str>, users: usize) -> tracing::Span {
-    let Some(traceparent) = traceparent.filter(|_| trace::enabled()) else {
-        return tracing::Span::none();
-    };
-    let span = tracing::info_span!(
-        target: trace::TARGET,
-        parent: None,
-        "deliver",
-        otel.kind = "consumer",
-        users,
-    );
-    trace::follow(&span, traceparent);
-    span
-}
-
 /// Hands one event to one user's connections here. Borrowed: an event
 /// for several users here is not copied per user.
 async fn hand_over(
@@ -599,13 +550,16 @@ async fn hand_over(
             }
         }
         Event::Rejected(r) => {
-            let frame = ServerFrame::error_answering(
+            let mut frame = ServerFrame::error_answering(
                 r.code,
                 r.message.clone(),
                 Some(&r.request_type),
                 r.client_msg_id.as_ref().map(|id| id.as_str()),
                 Some(r.conversation_id.as_str()),
             );
+            if let Some(id) = r.message_id {
+                frame = frame.about_message(id);
+            }
             let text = Utf8Bytes::from(frame.to_json());
             for conn in conns.iter().filter(|c| c.device == r.device) {
                 let out = Outbound::Frame(text.clone());
@@ -615,46 +569,6 @@ async fn hand_over(
                     None => deliver(conn, out),
                 }
             }
-        }
-    }
-}
-
-/// Messages of a conversation that fans out on read, for its local members.
-async fn dispatch_conversation(mut subscriber: async_nats::Subscriber, listeners: Listeners) {
-    while let Some(msg) = subscriber.next().await {
-        let Ok(event) = decode_event(&msg) else {
-            continue;
-        };
-        let traceparent = msg
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(trace::HEADER_TRACEPARENT));
-        let targets: Vec<(UserId, Conn)> = match listeners.lock() {
-            Ok(l) => l
-                .iter()
-                .flat_map(|(user, conns)| {
-                    let conns = conns.lock().map(|c| c.clone()).unwrap_or_default();
-                    conns.into_iter().map(move |c| (user.clone(), c))
-                })
-                .collect(),
-            Err(_) => return,
-        };
-        let span = deliver_span(traceparent.map(|t| t.as_str()), targets.len());
-        let _traced = span.enter();
-        match event {
-            Event::Message {
-                frame,
-                origin_user,
-                origin_device,
-            } => {
-                let targets: Vec<(bool, Conn)> = targets
-                    .into_iter()
-                    .map(|(user, c)| (user.as_str() == origin_user, c))
-                    .collect();
-                deliver_message(&targets, frame, &origin_device);
-            }
-            Event::Frame(frame) => deliver_frame(targets.iter().map(|(_, c)| c), frame),
-            Event::Listen { .. } | Event::Rejected(_) | Event::Ack { .. } => {}
         }
     }
 }

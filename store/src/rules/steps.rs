@@ -1,0 +1,38 @@
+//! Steps several rules share: refusing a write to a conversation whose
+//! bucket this very commit archived, and writing a changed message back
+//! with fresh inbox entries.
+
+use switchboard_protocol::{Message, Timestamp};
+
+use super::commit::{Commit, Placement, conflict};
+use crate::{ConversationKey, StoreResult};
+
+/// Writes a changed message back, and into every member device's inbox,
+/// the entry as fresh as the change (`at`), for expiry.
+pub(crate) async fn store_update<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    m: &Message,
+    inbox: bool,
+    at: Timestamp,
+) -> StoreResult<()> {
+    view.put_message(c, m, Placement::Changed).await?;
+    if inbox {
+        for (user, devices) in view.recipients(c).await? {
+            for device in devices {
+                view.insert_inbox(c, &user, &device, m.seq, at).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a write to a conversation whose rows this commit removed.
+pub(crate) fn check_not_archived_here<C: Commit>(view: &C, c: &ConversationKey) -> StoreResult<()> {
+    if view.archived_here(c) {
+        return Err(conflict(
+            "a bucket of the conversation was archived in this commit",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Threads and mentions (v1.1): a reply's root counts it, the thread's
+//! index lists it, and who took part reads it; a message that names
+//! members records it for each (and, where the conversation fans out on
+//! read, gives them an inbox entry anyway).
+
+use switchboard_protocol::{Message, ThreadSummary, Timestamp, UserId};
+
+use super::commit::{Commit, Placement};
+use super::steps::check_not_archived_here;
+use crate::{ConversationKey, StoreError, StoreResult};
+
+/// Reply `seq` of `sender` joins the thread of `root_seq`.
+pub(super) async fn thread_reply<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    root_seq: u64,
+    seq: u64,
+    sender: &UserId,
+    at: Timestamp,
+) -> StoreResult<()> {
+    check_not_archived_here(view, c)?;
+    let Some(mut root) = view.message(c, root_seq).await? else {
+        return Err(StoreError::NotFound);
+    };
+    root.thread = Some(ThreadSummary::after_reply(root.thread.as_ref(), sender, at));
+    view.put_message(c, &root, Placement::Changed).await?;
+    view.insert_thread_reply(c, root_seq, seq).await?;
+    // The replier has read the thread up to their reply; the root's
+    // author takes part from the first reply on, reading nothing yet.
+    let mark = view
+        .thread_mark(c, sender.as_str(), root_seq)
+        .await?
+        .unwrap_or(0)
+        .max(seq);
+    view.set_thread_mark(c, sender.as_str(), root_seq, mark)
+        .await?;
+    let author = root.sender_id.as_str();
+    if author != sender.as_str()
+        && view.is_member(c, author).await?
+        && view.thread_mark(c, author, root_seq).await?.is_none()
+    {
+        view.set_thread_mark(c, author, root_seq, root_seq).await?;
+    }
+    Ok(())
+}
+
+/// The members `m` names (every member but its sender for `mention_all`),
+/// each recorded; with `to_inboxes`, each of their devices gets an inbox
+/// entry (the conversation fans out on read: nobody else gets one).
+pub(super) async fn mentions<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    m: &Message,
+    to_inboxes: bool,
+) -> StoreResult<()> {
+    if m.mentions.is_empty() && !m.mention_all {
+        return Ok(());
+    }
+    let named: Vec<String> = if m.mention_all {
+        view.members(c).await?
+    } else {
+        let mut named = Vec::new();
+        for u in &m.mentions {
+            if view.is_member(c, u.as_str()).await? {
+                named.push(u.as_str().to_owned());
+            }
+        }
+        named
+    };
+    for user in named.iter().filter(|u| **u != m.sender_id.as_str()) {
+        view.insert_mention(c, user, m.seq).await?;
+        if to_inboxes {
+            for device in view.devices(&c.tenant, user).await? {
+                view.insert_inbox(c, user, &device, m.seq, m.created_at)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `user` read the thread of `root_seq` up to `seq`: their mark there
+/// moves forward (never back, never past the conversation's end). Only a
+/// thread they take part in keeps a mark; reading another changes
+/// nothing.
+pub async fn ack_thread_read<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &UserId,
+    root_seq: u64,
+    seq: u64,
+) -> StoreResult<()> {
+    let Some(last) = view.last_seq(c).await? else {
+        return Err(StoreError::NotFound);
+    };
+    if !view.is_member(c, user.as_str()).await? {
+        return Err(StoreError::NotAMember);
+    }
+    let seq = seq.min(last);
+    if let Some(mark) = view.thread_mark(c, user.as_str(), root_seq).await?
+        && seq > mark
+    {
+        view.set_thread_mark(c, user.as_str(), root_seq, seq)
+            .await?;
+    }
+    Ok(())
+}
