@@ -98,6 +98,15 @@ impl Message {
         }
     }
 
+    /// The message as its deletion at `at` leaves it: it shows nothing of
+    /// what it was, neither content nor reactions. The store and the
+    /// writer's `message_updated` both take it from here.
+    pub fn mark_deleted(&mut self, at: Timestamp) {
+        self.content = None;
+        self.reactions.clear();
+        self.deleted_at = Some(at);
+    }
+
     /// Whether `user` is named by this message: mentioned, or everyone is.
     pub fn mentions_user(&self, user: &UserId) -> bool {
         self.mention_all || self.mentions.contains(user)

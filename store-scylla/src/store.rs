@@ -199,7 +199,16 @@ impl Store for ScyllaStore {
         let states = self.states_of(t, c).await?;
         let mut members = members;
         switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
-        Ok(ConversationDetail { record, members })
+        let read = members
+            .iter()
+            .find(|m| &m.user_id == reader)
+            .map_or(0, |m| m.read_seq);
+        let reader_mention_count = self.mention_count(t, reader.as_str(), c, read).await?;
+        Ok(ConversationDetail {
+            record,
+            members,
+            reader_mention_count,
+        })
     }
 
     async fn members(

@@ -333,10 +333,8 @@ async fn delete<C: Commit>(
     // Nor reactions: a deleted message shows nothing of what it was.
     if !message.reactions.is_empty() {
         view.remove_reactions(c, seq).await?;
-        message.reactions.clear();
     }
-    message.content = None;
-    message.deleted_at = Some(at);
+    message.mark_deleted(at);
     store_update(view, c, &message, inbox, at).await
 }
 

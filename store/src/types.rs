@@ -181,6 +181,10 @@ impl SequencerState {
 pub struct ConversationDetail {
     pub record: ConversationRecord,
     pub members: Vec<MemberRecord>,
+    /// Unread messages that mention the reader, or all (v1.1): the same
+    /// count its conversation list entry carries.
+    #[serde(default)]
+    pub reader_mention_count: u64,
 }
 
 /// One entry of a user's conversation list.

@@ -8,6 +8,7 @@ use switchboard_protocol::reaction::check_emoji;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, Timestamp,
 };
+use switchboard_store::StoreError;
 use tracing::Instrument;
 
 use super::Connection;
@@ -178,10 +179,8 @@ impl Connection {
         });
         self.publish_answered_by_writer(
             command,
-            refuse(ApiError::new(
-                ErrorCode::Unavailable,
-                "backbone did not store the reaction; retry",
-            )),
+            "backbone did not store the reaction; retry",
+            refuse,
         )
         .await;
     }
@@ -201,30 +200,41 @@ impl Connection {
                 .ack_thread_read(&id.tenant, &id.user, &conversation_id, root, seq)
                 .await
             {
-                let frame =
-                    ApiError::from(e).answering(request, None, Some(conversation_id.as_str()));
+                // The store cannot tell a missing conversation from a
+                // missing root here: name both.
+                let e = match e {
+                    StoreError::NotFound => ApiError::new(
+                        ErrorCode::NotFound,
+                        format!("no thread root {root} in conversation {conversation_id}"),
+                    ),
+                    e => ApiError::from(e),
+                };
+                let frame = e.answering(request, None, Some(conversation_id.as_str()));
                 let _ = tx.send(Outbound::frame(&frame.about_message(root))).await;
             }
         });
     }
 
-    /// Publishes a command whose answer comes from its writer; tells this
-    /// device `unstored` if JetStream did not take it.
-    async fn publish_answered_by_writer(&mut self, command: Command, unstored: Outbound) {
+    /// Publishes a command whose answer comes from its writer. If it
+    /// cannot be published, or JetStream did not take it, this device
+    /// gets `refuse` of the error (`unavailable` with `unstored`).
+    async fn publish_answered_by_writer(
+        &mut self,
+        command: Command,
+        unstored: &'static str,
+        refuse: impl Fn(ApiError) -> Outbound,
+    ) {
         match self.gw.publish_command(&command, None).await {
             Ok(stored) => {
                 let tx = self.tx.clone();
+                let unstored = refuse(ApiError::new(ErrorCode::Unavailable, unstored));
                 tokio::spawn(async move {
                     if stored.await.is_err() {
                         let _ = tx.send(unstored).await;
                     }
                 });
             }
-            Err(e) => self.reply(Outbound::frame(&e.answering(
-                request_type_of(&command),
-                None,
-                Some(command.conversation_id().as_str()),
-            ))),
+            Err(e) => self.reply(refuse(e)),
         }
     }
 
@@ -238,7 +248,10 @@ impl Connection {
         content: Option<Content>,
     ) {
         let refuse = |e: ApiError| {
-            Outbound::frame(&e.answering(request, None, Some(conversation_id.as_str())))
+            Outbound::frame(
+                &e.answering(request, None, Some(conversation_id.as_str()))
+                    .about_message(message_id),
+            )
         };
         if let Err(e) = self.admit_message(content.as_ref()) {
             self.reply(refuse(e));
@@ -288,21 +301,11 @@ impl Connection {
         } else {
             Command::Delete(update)
         };
-        let unstored = refuse(ApiError::new(
-            ErrorCode::Unavailable,
+        self.publish_answered_by_writer(
+            command,
             "backbone did not store the change; retry",
-        ));
-        self.publish_answered_by_writer(command, unstored).await;
-    }
-}
-
-/// The client frame a command comes from, for an error answering it.
-fn request_type_of(command: &Command) -> &'static str {
-    use switchboard_protocol::frames::request_type::*;
-    match command {
-        Command::Edit(_) => EDIT_MESSAGE,
-        Command::Delete(_) => DELETE_MESSAGE,
-        Command::React(_) => REACT,
-        _ => SEND_MESSAGE,
+            refuse,
+        )
+        .await;
     }
 }

@@ -51,7 +51,7 @@ pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> Conversatio
         unread_count: r.last_seq.saturating_sub(read),
         notifications: settings.notifications,
         muted: muted(&settings),
-        mention_count: 0,
+        mention_count: d.reader_mention_count,
         conversation_id: r.conversation_id,
         kind: r.kind,
         title: r.title,

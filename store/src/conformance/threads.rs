@@ -183,12 +183,23 @@ pub async fn mentions_are_counted_until_read_and_reach_those_without_inboxes(
     };
     assert_eq!(inbox("bob").await, [1, 2]);
     assert_eq!(inbox("cat").await, [2]);
+    // The list entry and the conversation's detail count the same.
     let mentions = |who: &'static str| async move {
-        store
+        let listed = store
             .conversation_page(&tenant(t), &user(who), everything())
             .await
             .unwrap()[0]
-            .mention_count
+            .mention_count;
+        let detail = store
+            .conversation(&tenant(t), &conv("c"), &user(who))
+            .await
+            .unwrap()
+            .reader_mention_count;
+        assert_eq!(
+            listed, detail,
+            "{who}'s mention count, listed and in detail"
+        );
+        listed
     };
     assert_eq!(mentions("bob").await, 2);
     assert_eq!(mentions("cat").await, 1);

@@ -256,7 +256,16 @@ pub(super) fn conversation<R: Readable>(
     let mut members = members(r, s, t, c)?;
     let states = member_states(r, s, t, c)?;
     crate::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
-    Ok(ConversationDetail { record, members })
+    let read = members
+        .iter()
+        .find(|m| &m.user_id == reader)
+        .map_or(0, |m| m.read_seq);
+    let reader_mention_count = super::extras::mention_count(r, s, t, reader.as_str(), c, read)?;
+    Ok(ConversationDetail {
+        record,
+        members,
+        reader_mention_count,
+    })
 }
 
 pub(super) fn members_of<R: Readable>(

@@ -271,7 +271,8 @@ async fn reactions_reach_every_member_and_show_as_the_readers_own() {
     assert_eq!(expect_error(&mut b).await.0, ErrorCode::InvalidFrame);
     // A deleted message takes none and keeps none.
     a.send(&delete_frame(&group, mid)).await.unwrap();
-    expect_update(&mut b).await;
+    let deleted = expect_update(&mut b).await;
+    assert!(deleted.reactions.is_empty(), "{:?}", deleted.reactions);
     b.send(&react_frame(&group, mid, "👍", ReactAction::Remove))
         .await
         .unwrap();
@@ -402,6 +403,17 @@ async fn replies_threads_and_mentions_are_checked_counted_and_listed() {
     })
     .await
     .unwrap();
+    // A thread root that is not there: an error that says so.
+    a.send(&ClientFrame::AckRead {
+        conversation_id: group.parse().unwrap(),
+        seq: 1,
+        thread_id: Some(MessageId::from_u64(42)),
+    })
+    .await
+    .unwrap();
+    let (code, _, _, message) = expect_error(&mut a).await;
+    assert_eq!(code, ErrorCode::NotFound);
+    assert!(message.contains("thread root 42"), "{message}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while threads(cluster.rest(0, "ta")).await["threads"][0]["unread_count"] != 1 {
         assert!(
@@ -418,6 +430,11 @@ async fn replies_threads_and_mentions_are_checked_counted_and_listed() {
         .find(|c| c.conversation_id.as_str() == group)
         .unwrap();
     assert_eq!(entry.mention_count, 1);
+    let detail = cluster.rest(0, "tc").conversation(&group).await.unwrap();
+    assert_eq!(
+        detail.mention_count, 1,
+        "GET /v1/conversations/{{id}} counts too"
+    );
     // The owner mentions all.
     let all = send_with(
         &mut a,

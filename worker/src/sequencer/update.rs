@@ -110,8 +110,7 @@ impl Batch<'_> {
                         inbox,
                     },
                 );
-                updated.content = None;
-                updated.deleted_at = Some(now);
+                updated.mark_deleted(now);
             }
             // A repeat (the same content again, a second delete): nothing
             // changes, and the members hear the current state again.
