@@ -51,10 +51,15 @@ done
 
 npm test
 
-if [ -z "${CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then
-  echo "installing Debian's chromium for the browser tests"
+# The browser tests draw reactions: without a colour emoji font the
+# screenshots in docs/screenshots show empty boxes.
+missing=()
+if [ -z "${CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ]; then missing+=(chromium); fi
+if ! dpkg -s fonts-noto-color-emoji >/dev/null 2>&1; then missing+=(fonts-noto-color-emoji); fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing Debian's ${missing[*]} for the browser tests"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 npm run test:browser

@@ -45,19 +45,26 @@ function onRefusal(code, answers) {
 
 // src/commands.ts
 var MARK_WINDOW_MS = 2e3;
-var key = (kind, conversationId) => `${kind}\0${conversationId}`;
+var key = (kind, conversationId, threadId) => `${kind}\0${conversationId}\0${threadId ?? ""}`;
+function parts(k) {
+  const [kind, conversationId, threadId] = k.split("\0");
+  return [kind, conversationId, threadId || void 0];
+}
+var laneOf = (u) => u.type === "react" ? `${u.conversationId}\0${u.messageId}` : u.conversationId;
 var Commands = class {
   constructor(host, options) {
     __publicField(this, "host", host);
     __publicField(this, "options", options);
-    /** Per conversation, in order; the first is in flight once written. */
+    /** Per conversation (edits and deletes) or message (reactions), in
+     * order; the first is in flight once written. */
     __publicField(this, "lanes", /* @__PURE__ */ new Map());
-    /** Per kind and conversation, the highest mark not yet written. */
+    /** Per kind and conversation (or thread), the highest mark not yet
+     * written. */
     __publicField(this, "marks", /* @__PURE__ */ new Map());
-    /** Per kind and conversation, the highest mark written, and when. */
+    /** Per kind and conversation (or thread), the highest mark written, and when. */
     __publicField(this, "written", /* @__PURE__ */ new Map());
   }
-  /** Edits and deletes waiting or in flight. */
+  /** Edits, deletes and reactions waiting or in flight. */
   get size() {
     let n = 0;
     for (const lane of this.lanes.values()) n += lane.length;
@@ -81,10 +88,33 @@ var Commands = class {
       });
     });
   }
-  /** Moves a mark: resolves once it is written (or one at least as high
-   * was); while there is no connection only the highest waits. */
-  mark(kind, conversationId, seq) {
-    const k = key(kind, conversationId);
+  /** Adds or removes a reaction: resolves with the `reaction` event that
+   * answers it (a repeat is answered too: reactions are idempotent). */
+  react(conversationId, messageId, emoji, action) {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError("react", conversationId, "queue_full", "too many commands wait for a connection"));
+    }
+    return new Promise((resolve, reject) => {
+      this.enqueue({
+        type: "react",
+        conversationId,
+        messageId,
+        content: void 0,
+        emoji,
+        action,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }]
+      });
+    });
+  }
+  /** Moves a mark (with `threadId`, the read mark of that thread):
+   * resolves once it is written (or one at least as high was); while
+   * there is no connection only the highest waits. */
+  mark(kind, conversationId, seq, threadId) {
+    const k = key(kind, conversationId, threadId);
     const done = this.written.get(k);
     if (done && done.seq >= seq) return Promise.resolve();
     return new Promise((resolve) => {
@@ -95,7 +125,7 @@ var Commands = class {
       }
       this.marks.set(k, { seq, waiters: [...waiting?.waiters ?? [], resolve] });
       this.host.changed();
-      this.writeMark(kind, conversationId);
+      this.writeMark(k);
     });
   }
   /** A `message_updated`: the answer of the edit or delete in flight for
@@ -108,6 +138,14 @@ var Commands = class {
     if (head.type === "delete_message" && !message.deleted_at) return;
     this.settle(head, message);
   }
+  /** A `reaction` event: the answer of the reaction in flight on that
+   * message, if it is the reactor's (`me`) with that emoji and action. */
+  reacted(event, me) {
+    const head = this.lanes.get(`${event.conversation_id}\0${event.message_id}`)?.[0];
+    if (!head || head.writtenAt === 0 || event.user_id !== me) return;
+    if (head.emoji !== event.emoji || head.action !== event.action) return;
+    this.settle(head, event);
+  }
   /** An `error` frame: whether it answered a command here, and if so
    * whether that command is `settled` (refused for good) or `retrying`. */
   refused(frame) {
@@ -115,13 +153,15 @@ var Commands = class {
     if (!conversationId) return void 0;
     if (frame.request_type === "ack_read" || frame.request_type === "ack_delivered") {
       const kind = frame.request_type === "ack_read" ? "read" : "delivered";
-      const written = this.written.get(key(kind, conversationId));
+      const thread = kind === "read" ? frame.message_id ?? void 0 : void 0;
+      const written = this.written.get(key(kind, conversationId, thread));
       if (!written || onRefusal(frame.code, 1).final) return void 0;
       written.retryAt = Date.now() + 1e3;
       this.host.busy();
       return "retrying";
     }
-    const head = this.lanes.get(conversationId)?.[0];
+    const lane = frame.request_type === "react" ? frame.message_id ? `${conversationId}\0${frame.message_id}` : void 0 : conversationId;
+    const head = lane === void 0 ? void 0 : this.lanes.get(lane)?.[0];
     if (!head || head.type !== frame.request_type) return void 0;
     head.answers += 1;
     const next = onRefusal(frame.code, head.answers);
@@ -132,17 +172,15 @@ var Commands = class {
     head.retryAt = Date.now() + next.delayMs;
     return "retrying";
   }
-  /** A connection opened: the first edit or delete of each conversation
-   * and every waiting mark go. */
+  /** A connection opened: the first edit or delete of each
+   * conversation, the first reaction of each message, and every waiting
+   * mark go. */
   writeAll() {
     for (const lane of this.lanes.values()) {
       lane[0].retryAt = 0;
       this.writeUpdate(lane[0]);
     }
-    for (const k of [...this.marks.keys()]) {
-      const [kind, conversationId] = k.split("\0");
-      this.writeMark(kind, conversationId);
-    }
+    for (const k of [...this.marks.keys()]) this.writeMark(k);
   }
   /** The connection ended: what is in flight goes again on the next one,
    * and so do marks written just before (the server may not have stored
@@ -184,10 +222,9 @@ var Commands = class {
       busy = true;
       if (!open || now < w.retryAt) continue;
       w.retryAt = 0;
-      const [kind, conversationId] = k.split("\0");
       this.written.delete(k);
       if (!this.marks.has(k)) this.marks.set(k, { seq: w.seq, waiters: [] });
-      this.writeMark(kind, conversationId);
+      this.writeMark(k);
     }
     return busy;
   }
@@ -196,6 +233,17 @@ var Commands = class {
     const out = [];
     for (const lane of this.lanes.values()) {
       for (const u of lane) {
+        if (u.type === "react") {
+          out.push({
+            type: "react",
+            conversation_id: u.conversationId,
+            message_id: u.messageId,
+            emoji: u.emoji,
+            action: u.action,
+            created_at: u.createdAt
+          });
+          continue;
+        }
         out.push({
           type: u.type,
           conversation_id: u.conversationId,
@@ -206,8 +254,13 @@ var Commands = class {
       }
     }
     for (const [k, m] of this.marks) {
-      const [kind, conversationId] = k.split("\0");
-      out.push({ type: kind === "read" ? "ack_read" : "ack_delivered", conversation_id: conversationId, seq: m.seq });
+      const [kind, conversationId, threadId] = parts(k);
+      out.push({
+        type: kind === "read" ? "ack_read" : "ack_delivered",
+        conversation_id: conversationId,
+        seq: m.seq,
+        ...threadId ? { thread_id: threadId } : {}
+      });
     }
     return out;
   }
@@ -216,15 +269,16 @@ var Commands = class {
   restore(records) {
     for (const r of records) {
       if (r.type === "ack_read" || r.type === "ack_delivered") {
-        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq);
+        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq, r.thread_id);
         continue;
       }
-      if (r.type !== "edit_message" && r.type !== "delete_message") continue;
+      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react") continue;
       this.enqueue({
         type: r.type,
         conversationId: r.conversation_id,
         messageId: r.message_id,
-        content: r.content,
+        content: r.type === "react" ? void 0 : r.content,
+        ...r.type === "react" ? { emoji: r.emoji, action: r.action } : {},
         createdAt: r.created_at,
         writtenAt: 0,
         answers: 0,
@@ -240,23 +294,24 @@ var Commands = class {
     this.written.clear();
   }
   enqueue(u) {
-    const lane = this.lanes.get(u.conversationId);
+    const name = laneOf(u);
+    const lane = this.lanes.get(name);
     if (lane) lane.push(u);
-    else this.lanes.set(u.conversationId, [u]);
+    else this.lanes.set(name, [u]);
     this.host.changed();
     this.host.busy();
     if (!lane) this.writeUpdate(u);
   }
   writeUpdate(u) {
-    const frame = u.type === "edit_message" ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content } : { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId };
+    const frame = u.type === "edit_message" ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content } : u.type === "delete_message" ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId } : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji, action: u.action };
     if (this.host.write(frame)) u.writtenAt = Date.now();
   }
-  writeMark(kind, conversationId) {
-    const k = key(kind, conversationId);
+  writeMark(k) {
     const m = this.marks.get(k);
     if (!m) return;
-    const type = kind === "read" ? "ack_read" : "ack_delivered";
-    if (!this.host.write({ type, conversation_id: conversationId, seq: m.seq })) return;
+    const [kind, conversationId, threadId] = parts(k);
+    const frame = kind === "read" ? { type: "ack_read", conversation_id: conversationId, seq: m.seq, ...threadId ? { thread_id: threadId } : {} } : { type: "ack_delivered", conversation_id: conversationId, seq: m.seq };
+    if (!this.host.write(frame)) return;
     this.marks.delete(k);
     const before = this.written.get(k);
     this.written.set(k, { seq: Math.max(m.seq, before?.seq ?? 0), at: Date.now(), retryAt: 0 });
@@ -264,10 +319,11 @@ var Commands = class {
     for (const resolve of m.waiters) resolve();
   }
   settle(u, outcome) {
-    const lane = this.lanes.get(u.conversationId);
+    const name = laneOf(u);
+    const lane = this.lanes.get(name);
     if (!lane || lane[0] !== u) return;
     lane.shift();
-    if (lane.length === 0) this.lanes.delete(u.conversationId);
+    if (lane.length === 0) this.lanes.delete(name);
     this.host.changed();
     const failed = outcome instanceof CommandError;
     for (const w of u.waiters) {
@@ -279,7 +335,7 @@ var Commands = class {
       conversation_id: u.conversationId,
       message_id: u.messageId,
       outcome: failed ? "failed" : "done",
-      ...failed ? { error: outcome } : { message: outcome }
+      ...failed ? { error: outcome } : u.type === "react" ? { reaction: outcome } : { message: outcome }
     });
     if (lane.length) this.writeUpdate(lane[0]);
   }
@@ -502,12 +558,19 @@ function browserWindow() {
 }
 
 // src/conversation.ts
+function mentionsUser(message, user) {
+  if (!user) return false;
+  return message.mention_all === true || (message.mentions ?? []).includes(user);
+}
+var PARTICIPANTS = 10;
 var ConversationState = class {
   constructor(conversationId) {
     __publicField(this, "conversationId", conversationId);
     /** By `message_id`: a message seen twice (a replay, a resend) is one. */
     __publicField(this, "byId", /* @__PURE__ */ new Map());
     __publicField(this, "sorted", []);
+    __publicField(this, "main");
+    __publicField(this, "threads");
     __publicField(this, "seqs", /* @__PURE__ */ new Set());
     /** The highest `seq` up to which every message has been seen. A
      * conversation first met by a live message starts from there: what
@@ -519,6 +582,20 @@ var ConversationState = class {
     __publicField(this, "receipts", /* @__PURE__ */ new Map());
     /** Per member typing now: when their `start` runs out (ms). */
     __publicField(this, "typing", /* @__PURE__ */ new Map());
+    /** Per member, their role (v1.1): from `GET /v1/conversations/{id}`
+     * (`client.rest.conversation`, `changeRole`), then kept current by the
+     * conversation's membership and `role_changed` messages. Empty until
+     * one of those says. */
+    __publicField(this, "roles", /* @__PURE__ */ new Map());
+    /** Per member: the `seq` their role is known as of (older news is
+     * ignored: history comes newest first). */
+    __publicField(this, "roleSeqs", /* @__PURE__ */ new Map());
+    /** Per thread root: the newest `last_reply_at` (ms) of a summary the
+     * server gave; replies up to it are counted in it. */
+    __publicField(this, "threadStamps", /* @__PURE__ */ new Map());
+    __publicField(this, "pinList", []);
+    /** Per message: the `seq` of the newest pin or unpin applied. */
+    __publicField(this, "pinSeqs", /* @__PURE__ */ new Map());
     __publicField(this, "out", /* @__PURE__ */ new Map());
   }
   /** What this client sent here that is not stored yet, in the order it
@@ -532,38 +609,148 @@ var ConversationState = class {
     if (present) this.out.set(message.client_msg_id, message);
     else this.out.delete(message.client_msg_id);
   }
-  /** Every message, in `seq` order. */
+  /** Every message, thread replies included, in `seq` order. */
   get messages() {
     if (!this.sorted) this.sorted = [...this.byId.values()].sort((a, b) => a.seq - b.seq);
     return this.sorted;
   }
+  /** The main timeline: every message but thread replies, in `seq`
+   * order (a thread's root is here, with its `thread` summary). */
+  get timeline() {
+    this.main ?? (this.main = this.messages.filter((m) => !m.thread_id));
+    return this.main;
+  }
+  /** The replies of one thread known here, in `seq` order (the root is
+   * `get(rootId)`; `rest.threadHistory` reads the rest). */
+  thread(rootId) {
+    if (!this.threads) {
+      this.threads = /* @__PURE__ */ new Map();
+      for (const m of this.messages) {
+        if (!m.thread_id) continue;
+        const replies = this.threads.get(m.thread_id);
+        if (replies) replies.push(m);
+        else this.threads.set(m.thread_id, [m]);
+      }
+    }
+    return this.threads.get(rootId) ?? [];
+  }
   get(messageId) {
     return this.byId.get(messageId);
   }
-  /** Adds a new message; false when it is one already known (by id). */
-  add(message) {
+  /** Adds a new message; false when it is one already known (by id).
+   * `sentHere`: the message is this client's own, made from its `ack`. */
+  add(message, sentHere = false) {
     if (this.byId.has(message.message_id)) return false;
     if (this.byId.size === 0 && this.contiguousSeq === 0) this.contiguousSeq = message.seq - 1;
     this.byId.set(message.message_id, message);
     this.seqs.add(message.seq);
-    this.sorted = void 0;
+    this.changed();
     this.highestSeq = Math.max(this.highestSeq, message.seq);
     this.advance();
     this.receipt(message.sender_id, "read", message.seq);
+    if (message.thread && !sentHere) this.stampThread(message);
+    if (message.thread_id) this.countReply(message, sentHere);
+    if (message.content?.kind === "system") this.systemEvent(message);
     return true;
   }
   /** Replaces a message with its edited or deleted self (or adds it);
-   * says whether anything changed. */
-  update(message) {
+   * says whether anything changed. `from`: `"store"` for a message read
+   * for this reader (history, a replay), whose reactions' `me` is this
+   * user's; `"event"` for a `message_updated`, which is the same for
+   * every member, so the `me` known here stays. Takes a message of the
+   * REST answers (`rest.history`, its generated type) as it is. */
+  update(stored, from = "store") {
+    const message = stored;
     const known = this.byId.get(message.message_id);
     if (!known) return this.add(message);
     const stamp = (m) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
     if (known.deleted_at && !message.deleted_at) return false;
     if (stamp(message) < stamp(known)) return false;
-    if (sameVersion(known, message)) return false;
-    this.byId.set(message.message_id, message);
-    this.sorted = void 0;
+    if (message.thread) this.stampThread(message);
+    const merged = merge(known, message, from);
+    if (sameVersion(known, merged)) return false;
+    this.byId.set(message.message_id, merged);
+    this.changed();
     return true;
+  }
+  /** Applies a `reaction` event to its message (if known here): the
+   * counts are absolute (the event may stand for several reactions);
+   * `me` follows the reactions of `me` (this client's user). Says
+   * whether anything changed. */
+  reacted(event, me) {
+    const m = this.byId.get(event.message_id);
+    if (!m || m.deleted_at) return false;
+    const known = m.reactions ?? [];
+    const next = [];
+    for (const r of known) {
+      const count = event.counts[r.emoji] ?? 0;
+      if (count > 0) next.push({ emoji: r.emoji, count, me: r.me ?? false });
+    }
+    for (const [emoji, count] of Object.entries(event.counts)) {
+      if (count > 0 && !known.some((r) => r.emoji === emoji)) next.push({ emoji, count, me: false });
+    }
+    if (me !== void 0 && event.user_id === me) {
+      const mine = next.find((r) => r.emoji === event.emoji);
+      if (mine) mine.me = event.action === "add";
+    }
+    if (JSON.stringify(next) === JSON.stringify(known)) return false;
+    this.byId.set(m.message_id, { ...m, reactions: next });
+    this.changed();
+    return true;
+  }
+  /** Whether this client's user reacted to a message with `emoji`. */
+  reactedWith(messageId, emoji) {
+    return this.byId.get(messageId)?.reactions?.some((r) => r.emoji === emoji && r.me) ?? false;
+  }
+  /** The pinned messages, newest pin first. */
+  get pins() {
+    return this.pinList;
+  }
+  isPinned(messageId) {
+    return this.pinList.some((p) => p.message_id === messageId);
+  }
+  /** Takes the pins as `GET /v1/conversations/{id}/pins` lists them (the
+   * client does this for `rest.pins`). */
+  setPins(pins) {
+    for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, this.highestSeq));
+    this.pinList = pins.map((p) => ({ message_id: p.message_id, by: p.by, pinned_at: p.pinned_at }));
+    for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, this.highestSeq));
+  }
+  /** A pin or unpin (a `pins_changed` event, a `message_pinned` or
+   * `message_unpinned` message with its `seq`); says whether the pins
+   * changed. One older than what is known of that message is ignored. */
+  pinChanged(messageId, action, by, at = (/* @__PURE__ */ new Date()).toISOString(), seq = this.highestSeq) {
+    if (seq < (this.pinSeqs.get(messageId) ?? 0)) return false;
+    this.pinSeqs.set(messageId, seq);
+    const pinned = this.isPinned(messageId);
+    if (action === "pin") {
+      if (pinned) return false;
+      this.pinList = [{ message_id: messageId, by, pinned_at: at }, ...this.pinList].sort(
+        (a, b) => Date.parse(b.pinned_at) - Date.parse(a.pinned_at)
+      );
+      return true;
+    }
+    if (!pinned) return false;
+    this.pinList = this.pinList.filter((p) => p.message_id !== messageId);
+    return true;
+  }
+  /** A member's role, when known. */
+  roleOf(userId) {
+    return this.roles.get(userId);
+  }
+  /** Takes the members' roles as `GET /v1/conversations/{id}` lists them
+   * (`asOfSeq`: its `last_seq`); the client does this for the REST
+   * answers it sees. */
+  setMembers(members, asOfSeq) {
+    const listed = new Set(members.map((m) => m.user_id));
+    for (const user of [...this.roles.keys()]) {
+      if (!listed.has(user) && (this.roleSeqs.get(user) ?? 0) <= asOfSeq) this.roles.delete(user);
+    }
+    for (const m of members) {
+      if ((this.roleSeqs.get(m.user_id) ?? 0) > asOfSeq) continue;
+      this.roles.set(m.user_id, m.role ?? "member");
+      this.roleSeqs.set(m.user_id, asOfSeq);
+    }
   }
   /** Whether a `seq` is missing below the highest seen. */
   get hasGap() {
@@ -605,11 +792,19 @@ var ConversationState = class {
       contiguous_seq: this.contiguousSeq,
       highest_seq: this.highestSeq,
       messages: messages.slice(Math.max(0, messages.length - limit)),
-      receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }])
+      receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }]),
+      roles: [...this.roles],
+      pins: this.pinList.map((p) => ({ ...p }))
     };
   }
   /** Takes back a stored state (merged with what is known already). */
   restore(snapshot) {
+    const asOf = snapshot.highest_seq;
+    if (snapshot.roles) this.setMembers(snapshot.roles.map(([user_id, role]) => ({ user_id, role })), asOf);
+    if (snapshot.pins && this.pinList.length === 0) {
+      this.pinList = snapshot.pins.map((p) => ({ ...p }));
+      for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, asOf));
+    }
     for (const m of snapshot.messages) this.update(m);
     this.caughtUpTo(snapshot.contiguous_seq);
     this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
@@ -618,12 +813,90 @@ var ConversationState = class {
       this.receipt(user, "read", marks.read);
     }
   }
+  changed() {
+    this.sorted = void 0;
+    this.main = void 0;
+    this.threads = void 0;
+  }
   advance() {
     while (this.seqs.has(this.contiguousSeq + 1)) this.contiguousSeq += 1;
   }
+  stampThread(root) {
+    const at = Date.parse(root.thread.last_reply_at);
+    if (at > (this.threadStamps.get(root.message_id) ?? -Infinity)) this.threadStamps.set(root.message_id, at);
+  }
+  /** A new reply counts in its root's `thread` summary, unless a summary
+   * the server gave is as new as it (the root was read after the reply
+   * was stored, so it counts it already). This client's own reply, made
+   * from its ack with this device's clock, always counts. */
+  countReply(reply, sentHere) {
+    const root = this.byId.get(reply.thread_id);
+    if (!root) return;
+    const t = root.thread ?? void 0;
+    const at = Date.parse(reply.created_at);
+    if (!sentHere && at <= (this.threadStamps.get(root.message_id) ?? -Infinity)) return;
+    this.byId.set(root.message_id, {
+      ...root,
+      thread: {
+        reply_count: (t?.reply_count ?? 0) + 1,
+        last_reply_at: t && Date.parse(t.last_reply_at) > at ? t.last_reply_at : reply.created_at,
+        participants: [reply.sender_id, ...(t?.participants ?? []).filter((u) => u !== reply.sender_id)].slice(0, PARTICIPANTS)
+      }
+    });
+  }
+  /** What a system message says of roles, membership and pins. */
+  systemEvent(m) {
+    const c = m.content;
+    if (c?.kind !== "system") return;
+    const users = c.user_ids ?? [];
+    const setRole = (user, role) => {
+      if ((this.roleSeqs.get(user) ?? 0) >= m.seq) return;
+      this.roleSeqs.set(user, m.seq);
+      if (role) this.roles.set(user, role);
+      else this.roles.delete(user);
+    };
+    switch (c.event) {
+      case "members_added":
+        if (this.roles.size) {
+          for (const u of users) if (!this.roles.has(u)) setRole(u, "member");
+        }
+        return;
+      case "members_removed":
+        for (const u of users) setRole(u, void 0);
+        return;
+      case "role_changed":
+        if (c.role) for (const u of users) setRole(u, c.role);
+        return;
+      case "message_pinned":
+      case "message_unpinned":
+        if (c.message_id) this.pinChanged(c.message_id, c.event === "message_pinned" ? "pin" : "unpin", c.actor, m.created_at, m.seq);
+        return;
+      default:
+        return;
+    }
+  }
 };
+function merge(known, message, from) {
+  if (message.deleted_at) return { ...message, reactions: [] };
+  let reactions = message.reactions ?? known.reactions;
+  if (from === "event" && message.reactions) {
+    reactions = message.reactions.map((r) => {
+      const mine = known.reactions?.find((k) => k.emoji === r.emoji);
+      return mine ? { ...r, me: mine.me ?? false } : r;
+    });
+  }
+  let thread = message.thread ?? known.thread;
+  if (message.thread && known.thread && Date.parse(known.thread.last_reply_at) > Date.parse(message.thread.last_reply_at)) {
+    thread = known.thread;
+  }
+  return {
+    ...message,
+    ...reactions !== void 0 ? { reactions } : {},
+    ...thread ? { thread } : {}
+  };
+}
 function sameVersion(a, b) {
-  return (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null);
+  return (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
 }
 
 // src/emitter.ts
@@ -672,6 +945,9 @@ function previewOf(content) {
         const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
         return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
       }
+      if (content.event === "role_changed") return `${content.actor} made ${users} ${content.role ?? "member"}`;
+      if (content.event === "message_pinned") return `${content.actor} pinned a message`;
+      if (content.event === "message_unpinned") return `${content.actor} unpinned a message`;
       return `${content.actor}: ${content.event}`;
     }
     default:
@@ -684,6 +960,7 @@ function oneLine(text) {
   return chars.length > 100 ? `${line}\u2026` : line;
 }
 var activity = (c) => Date.parse(c.last_message?.created_at ?? c.created_at);
+var MAX_MENTIONS = 999;
 var ConversationList = class extends Emitter {
   constructor(source, me) {
     super();
@@ -692,6 +969,12 @@ var ConversationList = class extends Emitter {
     __publicField(this, "byId", /* @__PURE__ */ new Map());
     /** The caller's read mark per conversation (`last_seq - unread_count`). */
     __publicField(this, "readSeq", /* @__PURE__ */ new Map());
+    /** Per conversation, its unread mentions: `base` as the server counted
+     * them up to `upTo` (its `last_seq` then), and the `seqs` of those
+     * that came since. */
+    __publicField(this, "mentions", /* @__PURE__ */ new Map());
+    /** Per conversation muted until a time: the timer that unmutes it. */
+    __publicField(this, "unmute", /* @__PURE__ */ new Map());
     __publicField(this, "sorted");
     __publicField(this, "cursor", null);
     __publicField(this, "more", false);
@@ -738,6 +1021,12 @@ var ConversationList = class extends Emitter {
   get unreadTotal() {
     let n = 0;
     for (const c of this.byId.values()) n += c.unread_count;
+    return n;
+  }
+  /** Unread mentions of the caller over the conversations loaded. */
+  get mentionTotal() {
+    let n = 0;
+    for (const c of this.byId.values()) n += c.mention_count ?? 0;
     return n;
   }
   /** Reads the first page, unless one was read already in this session. */
@@ -832,12 +1121,19 @@ var ConversationList = class extends Emitter {
       this.lookUp(m.conversation_id);
       return;
     }
-    const mine = m.sender_id === this.me();
+    const me = this.me();
+    const mine = m.sender_id === me;
     let next = c;
+    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0) && mentionsUser(m, me)) {
+      this.mentionsOf(c).seqs.push(m.seq);
+    }
     if (m.seq >= c.last_seq) {
       next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
     }
-    if (mine) this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+    if (mine) {
+      this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+      this.readMentions(c.conversation_id, m.seq);
+    }
     const member = this.membership(next, m.content);
     if (member) this.replace(member);
   }
@@ -854,7 +1150,30 @@ var ConversationList = class extends Emitter {
     const before = this.readSeq.get(conversationId) ?? 0;
     if (seq <= before) return;
     this.readSeq.set(conversationId, seq);
+    this.readMentions(conversationId, seq);
     this.replace(c);
+  }
+  /** The caller's settings of a conversation changed (here, through
+   * `rest.setSettings`, or on another device: `settings_changed`). */
+  settings(conversationId, settings) {
+    clearTimeout(this.unmute.get(conversationId));
+    this.unmute.delete(conversationId);
+    const c = this.byId.get(conversationId);
+    if (!c) return;
+    const until = settings.muted_until ? Date.parse(settings.muted_until) : 0;
+    const left = until - Date.now();
+    const muted = left > 0;
+    if (muted && left < 2 ** 31 - 1) {
+      const timer = setTimeout(() => {
+        this.unmute.delete(conversationId);
+        const now = this.byId.get(conversationId);
+        if (now?.muted) this.replace({ ...now, muted: false });
+      }, left);
+      timer.unref?.();
+      this.unmute.set(conversationId, timer);
+    }
+    if (c.notifications === settings.notifications && c.muted === muted) return;
+    this.replace({ ...c, notifications: settings.notifications, muted });
   }
   /** A conversation the caller created or was told about (REST answers). */
   conversation(detail) {
@@ -869,13 +1188,19 @@ var ConversationList = class extends Emitter {
     const known = this.byId.get(detail.conversation_id);
     const { members: _members, ...rest } = detail;
     const summary = { ...rest, members, ...known ? pickNewer(known, detail) : {} };
+    if (known) summary.mention_count = known.mention_count;
+    else this.mentions.set(detail.conversation_id, { base: detail.mention_count ?? 0, upTo: detail.last_seq, seqs: [] });
     this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
+    this.readMentions(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
     this.replace(summary);
   }
   /** The caller left the conversation, or was removed. */
   removed(conversationId) {
     if (!this.byId.delete(conversationId)) return;
     this.readSeq.delete(conversationId);
+    this.mentions.delete(conversationId);
+    clearTimeout(this.unmute.get(conversationId));
+    this.unmute.delete(conversationId);
     this.changed();
   }
   /** The newest `limit` items, for the store. */
@@ -896,6 +1221,9 @@ var ConversationList = class extends Emitter {
   clear() {
     this.byId.clear();
     this.readSeq.clear();
+    this.mentions.clear();
+    for (const timer of this.unmute.values()) clearTimeout(timer);
+    this.unmute.clear();
     this.pages = 0;
     this.cursor = null;
     this.more = false;
@@ -905,13 +1233,37 @@ var ConversationList = class extends Emitter {
   put(c) {
     this.byId.set(c.conversation_id, c);
     this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+    this.mentions.set(c.conversation_id, { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] });
   }
-  /** Stores a changed item with its unread count from the read mark. */
+  /** Stores a changed item with its unread count from the read mark, and
+   * its mention count from what is tracked. */
   replace(c) {
     const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
-    this.byId.set(c.conversation_id, unread === c.unread_count ? c : { ...c, unread_count: unread });
+    const m = this.mentions.get(c.conversation_id);
+    const mentions = m ? Math.min(MAX_MENTIONS, m.base + m.seqs.length) : c.mention_count ?? 0;
+    this.byId.set(
+      c.conversation_id,
+      unread === c.unread_count && mentions === c.mention_count ? c : { ...c, unread_count: unread, mention_count: mentions }
+    );
     this.touched.add(c.conversation_id);
     this.changed();
+  }
+  mentionsOf(c) {
+    let m = this.mentions.get(c.conversation_id);
+    if (!m) {
+      m = { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] };
+      this.mentions.set(c.conversation_id, m);
+    }
+    return m;
+  }
+  /** The caller read up to `seq`: the mentions up to it are read. Which
+   * of the server's count are before it is not known, unless the mark
+   * reaches past all of them. */
+  readMentions(conversationId, seq) {
+    const m = this.mentions.get(conversationId);
+    if (!m) return;
+    if (seq >= m.upTo) m.base = 0;
+    m.seqs = m.seqs.filter((s) => s > seq);
   }
   /** A membership change applied to the item; undefined when the caller
    * is no longer a member. */
@@ -1191,7 +1543,9 @@ var Rest = class {
     this.observer?.removed(id, user);
   }
   /** One page of history, newest first; pass `next_before_seq` back as
-   * `before_seq` for the page before it. */
+   * `before_seq` for the page before it. With `thread_id` (v1.1), one
+   * thread's (see `threadHistory`). Thread replies take their `seq` in
+   * the conversation, so the conversation's history holds them too. */
   history(id, page = {}) {
     const query = new URLSearchParams();
     for (const [k, v] of Object.entries(page)) if (v !== void 0) query.set(k, String(v));
@@ -1200,6 +1554,58 @@ var Rest = class {
   }
   versions(id, messageId) {
     return this.json("GET", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/versions`);
+  }
+  /** One page of a thread (v1.1): its replies and its root, newest first,
+   * in the history format (`next_before_seq` pages back). */
+  threadHistory(id, rootId, page = {}) {
+    const query = new URLSearchParams({ thread_id: rootId });
+    for (const [k, v] of Object.entries(page)) if (v !== void 0) query.set(k, String(v));
+    return this.json("GET", `/v1/conversations/${enc(id)}/messages?${query}`);
+  }
+  /** The threads of a conversation the caller started or replied in
+   * (v1.1), most recent reply first, with their unread counts (replies
+   * after the caller's thread read mark: `client.markThreadRead`). */
+  threads(id) {
+    return this.json("GET", `/v1/conversations/${enc(id)}/threads`);
+  }
+  /** Changes a member's role (v1.1; owners and admins, and only an owner
+   * makes owners or changes an owner's role: `403 forbidden` otherwise,
+   * `409 conflict` for the last owner or a direct conversation). Answers
+   * the conversation after the change. */
+  changeRole(id, user, role) {
+    return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}/members/${enc(user)}`, { role }));
+  }
+  /** The caller's own settings of a conversation (v1.1). */
+  async settings(id) {
+    const settings = await this.json("GET", `/v1/conversations/${enc(id)}/settings`);
+    this.observer?.settings?.(id, settings);
+    return settings;
+  }
+  /** Sets the caller's own settings of a conversation (v1.1): the whole
+   * object (an absent `muted_until` unmutes). The caller's other devices
+   * get `settings_changed`. Answers the settings now. */
+  async setSettings(id, settings) {
+    const now = await this.json("PUT", `/v1/conversations/${enc(id)}/settings`, settings);
+    this.observer?.settings?.(id, now);
+    return now;
+  }
+  /** The pinned messages (v1.1), newest pin first (at most 50). */
+  async pins(id) {
+    const list = await this.json("GET", `/v1/conversations/${enc(id)}/pins`);
+    this.observer?.pins?.(id, list);
+    return list;
+  }
+  /** Pins a message (v1.1; owners and admins, either member of a direct
+   * conversation: `403 forbidden` otherwise; at most 50, `409` past it).
+   * Every member gets `pins_changed` and a `message_pinned` message. */
+  async pin(id, messageId) {
+    await this.empty("POST", `/v1/conversations/${enc(id)}/pins`, { message_id: messageId });
+    this.observer?.pinned?.(id, messageId, "pin");
+  }
+  /** Unpins a message (v1.1; who may pin may unpin). */
+  async unpin(id, messageId) {
+    await this.empty("DELETE", `/v1/conversations/${enc(id)}/pins/${enc(messageId)}`);
+    this.observer?.pinned?.(id, messageId, "unpin");
   }
   /** Uploads media through a grant: asks for one, then PUTs the bytes
    * straight to its `upload_url`. Returns the content to send. */
@@ -1255,8 +1661,8 @@ var Rest = class {
     const text = await response.text();
     return text ? JSON.parse(text) : void 0;
   }
-  async empty(method, path) {
-    await this.send(method, path);
+  async empty(method, path, body) {
+    await this.send(method, path, body);
   }
   async send(method, path, body) {
     const attempt = async (token) => this.fetchImpl(new URL(path, this.base).toString(), {
@@ -1303,7 +1709,7 @@ var Waiters = class {
   }
 };
 var Outgoing = class {
-  constructor(outbox, client_msg_id, conversation_id, content, created_at) {
+  constructor(outbox, client_msg_id, conversation_id, content, created_at, extras = {}) {
     __publicField(this, "outbox", outbox);
     __publicField(this, "client_msg_id", client_msg_id);
     __publicField(this, "conversation_id", conversation_id);
@@ -1322,9 +1728,32 @@ var Outgoing = class {
     /** Given up at this time (0: never). */
     __publicField(this, "giveUpAt", 0);
     __publicField(this, "waiters", new Waiters());
+    __publicField(this, "reply_to");
+    __publicField(this, "thread_id");
+    __publicField(this, "mentions");
+    __publicField(this, "mention_all");
+    this.reply_to = extras.reply_to ?? null;
+    this.thread_id = extras.thread_id ?? null;
+    this.mentions = extras.mentions ?? [];
+    this.mention_all = extras.mention_all ?? false;
+  }
+  /** What it carries besides its content, as sent (absent fields left out). */
+  get extras() {
+    return {
+      ...this.reply_to ? { reply_to: this.reply_to } : {},
+      ...this.thread_id ? { thread_id: this.thread_id } : {},
+      ...this.mentions.length ? { mentions: [...this.mentions] } : {},
+      ...this.mention_all ? { mention_all: true } : {}
+    };
   }
   get frame() {
-    return { type: "send_message", client_msg_id: this.client_msg_id, conversation_id: this.conversation_id, content: this.content };
+    return {
+      type: "send_message",
+      client_msg_id: this.client_msg_id,
+      conversation_id: this.conversation_id,
+      content: this.content,
+      ...this.extras
+    };
   }
   retry() {
     return this.outbox.retry(this);
@@ -1351,11 +1780,11 @@ var Outbox = class {
     for (const o of this.items.values()) if (o.status === "pending") n += 1;
     return n;
   }
-  send(conversationId, content, clientMsgId) {
+  send(conversationId, content, clientMsgId, extras = {}) {
     const known = this.items.get(clientMsgId);
     if (known) return known.status === "failed" ? this.retry(known) : known.waiters.add();
     const room = this.host.hasRoom();
-    const o = new Outgoing(this, clientMsgId, conversationId, content, (/* @__PURE__ */ new Date()).toISOString());
+    const o = new Outgoing(this, clientMsgId, conversationId, content, (/* @__PURE__ */ new Date()).toISOString(), extras);
     this.items.set(clientMsgId, o);
     const done = o.waiters.add();
     if (room) this.makePending(o);
@@ -1460,7 +1889,8 @@ var Outbox = class {
       content: o.content,
       created_at: o.created_at,
       status: o.status === "failed" ? "failed" : "pending",
-      ...o.error ? { error: { code: o.error.code, message: o.error.message } } : {}
+      ...o.error ? { error: { code: o.error.code, message: o.error.message } } : {},
+      ...o.extras
     }));
   }
   /** Takes back stored sends (before any made since: they came first). */
@@ -1470,7 +1900,12 @@ var Outbox = class {
     this.items.clear();
     for (const r of records) {
       if (newer.some((n) => n.client_msg_id === r.client_msg_id)) continue;
-      const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at);
+      const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at, {
+        reply_to: r.reply_to,
+        thread_id: r.thread_id,
+        mentions: r.mentions,
+        mention_all: r.mention_all
+      });
       if (r.status === "failed") {
         o.status = "failed";
         const code = r.error?.code ?? "internal";
@@ -1632,9 +2067,28 @@ var SwitchboardClient = class extends Emitter {
     );
     this.conversationList = new ConversationList(this.rest, () => this.tokens.identity()?.user);
     this.rest.observer = {
-      conversation: (detail) => this.conversationList.conversation(detail),
+      conversation: (detail) => {
+        this.conversationList.conversation(detail);
+        const state = this.conversations.get(detail.conversation_id);
+        if (state) {
+          state.setMembers(detail.members, detail.last_seq);
+          this.changed(state.conversationId);
+        }
+      },
       removed: (id, user) => {
         if (user === this.tokens.identity()?.user) this.conversationList.removed(id);
+      },
+      settings: (id, settings) => this.conversationList.settings(id, settings),
+      pins: (id, list) => {
+        const state = this.conversations.get(id);
+        if (!state) return;
+        state.setPins(list.pins);
+        this.changed(id);
+      },
+      pinned: (id, messageId, action) => {
+        const state = this.conversations.get(id);
+        const me = this.tokens.identity()?.user;
+        if (state && me && state.pinChanged(messageId, action, me)) this.changed(id);
       }
     };
     const store = this.storeOf(options);
@@ -1692,14 +2146,40 @@ var SwitchboardClient = class extends Emitter {
   /** Sends a message; resolves once it is durably stored (its `ack`),
    * however many reconnects that takes; rejects when it fails (see
    * `OutgoingMessage`: it stays in the conversation's `outgoing` as
-   * `failed`, to `retry()` or `discard()`). `clientMsgId` defaults to a
-   * fresh id; pass your own to resend after a restart of the app. */
-  send(conversationId, content, clientMsgId = this.newClientMsgId()) {
-    return this.outbox.send(conversationId, content, clientMsgId);
+   * `failed`, to `retry()` or `discard()`). The third argument is the
+   * `clientMsgId` (default: a fresh id; pass your own to resend after a
+   * restart of the app), or `SendOptions`: a reply, a thread, mentions. */
+  send(conversationId, content, options = {}) {
+    const o = typeof options === "string" ? { clientMsgId: options } : options;
+    const extras = {
+      ...o.replyTo ? { reply_to: o.replyTo } : {},
+      ...o.threadId ? { thread_id: o.threadId } : {},
+      ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
+      ...o.mentionAll ? { mention_all: true } : {}
+    };
+    return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
-  /** Sends a text message. */
-  sendText(conversationId, text) {
-    return this.send(conversationId, { kind: "text", text });
+  /** Sends a text message (with `SendOptions`: a reply, into a thread,
+   * with mentions). */
+  sendText(conversationId, text, options = {}) {
+    return this.send(conversationId, { kind: "text", text }, options);
+  }
+  /** Adds (or with `"remove"`, takes back) this user's reaction to a
+   * message (v1.1): resolves with the `reaction` event that answers it
+   * (the message's counts after it; the conversation's state has applied
+   * them), rejects with a `CommandError` (`not_found`, `conflict` for a
+   * deleted message or past the limits, `invalid_frame` for a bad
+   * emoji, ...). Idempotent: adding twice is answered as once. Waits
+   * while there is no connection, as edits do; reactions to one message
+   * go one at a time. */
+  react(conversationId, messageId, emoji, action = "add") {
+    return this.commands.react(conversationId, messageId, emoji, action);
+  }
+  /** Adds the reaction if this user has not reacted with that emoji
+   * (as the conversation's state knows it), else removes it. */
+  toggleReaction(conversationId, messageId, emoji) {
+    const mine = this.conversation(conversationId).reactedWith(messageId, emoji);
+    return this.react(conversationId, messageId, emoji, mine ? "remove" : "add");
   }
   /** One of this client's messages not stored yet (pending or failed). */
   outgoing(clientMsgId) {
@@ -1709,8 +2189,8 @@ var SwitchboardClient = class extends Emitter {
   get pendingSends() {
     return this.outbox.pendingCount;
   }
-  /** How many sends, edits and deletes wait for their answer (the number
-   * `maxQueued` bounds). */
+  /** How many sends, edits, deletes and reactions wait for their answer
+   * (the number `maxQueued` bounds). */
   get queued() {
     return this.outbox.pendingCount + this.commands.size;
   }
@@ -1747,6 +2227,18 @@ var SwitchboardClient = class extends Emitter {
     }
     this.conversationList.read(conversationId, upTo);
     return this.commands.mark("read", conversationId, upTo);
+  }
+  /** Marks one thread read up to `seq` (v1.1; default: its newest reply
+   * known here, else its root): `ack_read` with the root as `thread_id`.
+   * The conversation's own read mark does not move. Resolves once the
+   * mark is written, as `markRead` does. (A reply of this user reads the
+   * thread up to itself without this.) */
+  markThreadRead(conversationId, rootId, seq) {
+    const state = this.conversation(conversationId);
+    const replies = state.thread(rootId);
+    const upTo = seq ?? replies[replies.length - 1]?.seq ?? state.get(rootId)?.seq ?? 0;
+    if (upTo <= 0) return Promise.resolve();
+    return this.commands.mark("read", conversationId, upTo, rootId);
   }
   /** Says this device has everything up to `seq` (default: what arrived
    * without a gap). The client does this by itself unless `ackDelivered`
@@ -1894,18 +2386,26 @@ var SwitchboardClient = class extends Emitter {
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
         if (o && me) {
-          this.received({
-            message_id: frame.message_id,
-            conversation_id: frame.conversation_id,
-            seq: frame.seq,
-            sender_id: me.user,
-            sender_device: me.device,
-            client_msg_id: frame.client_msg_id,
-            content: frame.content ?? o.content,
-            created_at: (/* @__PURE__ */ new Date()).toISOString(),
-            edited_at: null,
-            deleted_at: null
-          });
+          this.received(
+            {
+              message_id: frame.message_id,
+              conversation_id: frame.conversation_id,
+              seq: frame.seq,
+              sender_id: me.user,
+              sender_device: me.device,
+              client_msg_id: frame.client_msg_id,
+              content: frame.content ?? o.content,
+              created_at: (/* @__PURE__ */ new Date()).toISOString(),
+              edited_at: null,
+              deleted_at: null,
+              reply_to: o.reply_to,
+              thread_id: o.thread_id,
+              reactions: [],
+              mentions: [...o.mentions],
+              mention_all: o.mention_all
+            },
+            true
+          );
         }
         this.outbox.acked(frame);
         return;
@@ -1915,7 +2415,7 @@ var SwitchboardClient = class extends Emitter {
         return;
       case "message_updated": {
         const state = this.conversation(frame.message.conversation_id);
-        state.update(frame.message);
+        state.update(frame.message, "event");
         this.conversationList.updated(frame.message);
         this.emit("updated", frame.message);
         this.changed(state.conversationId);
@@ -1940,6 +2440,27 @@ var SwitchboardClient = class extends Emitter {
       case "typing":
         this.typed(frame.conversation_id, frame.user_id, frame.state, frame.expires_in_ms);
         return;
+      case "reaction": {
+        const { type: _type, ...event } = frame;
+        const me = this.tokens.identity()?.user;
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.reacted(event, me)) this.changed(state.conversationId);
+        this.commands.reacted(event, me);
+        this.emit("reaction", event);
+        return;
+      }
+      case "pins_changed": {
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.pinChanged(frame.message_id, frame.action, frame.by)) this.changed(state.conversationId);
+        this.emit("pins_changed", { conversation_id: frame.conversation_id, message_id: frame.message_id, action: frame.action, by: frame.by });
+        return;
+      }
+      case "settings_changed": {
+        const settings = { notifications: frame.notifications, muted_until: frame.muted_until ?? null };
+        this.conversationList.settings(frame.conversation_id, settings);
+        this.emit("settings_changed", { conversation_id: frame.conversation_id, ...settings });
+        return;
+      }
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });
         this.emit("presence", { user_id: frame.user_id, status: frame.status, last_seen: frame.last_seen ?? null });
@@ -1970,9 +2491,9 @@ var SwitchboardClient = class extends Emitter {
         return;
     }
   }
-  received(message) {
+  received(message, sentHere = false) {
     const state = this.conversation(message.conversation_id);
-    if (!state.add(message)) {
+    if (!state.add(message, sentHere)) {
       if (state.update(message)) {
         this.conversationList.updated(message);
         this.emit("updated", message);
@@ -2033,5 +2554,6 @@ export {
   SwitchboardClient,
   expiryOf,
   identityOf,
+  mentionsUser,
   previewOf
 };

@@ -1,16 +1,34 @@
-import { Commands } from "./commands.js";
+import { Commands, type ReactionEvent } from "./commands.js";
 import { Connection, type Status, type WebSocketLike } from "./connection.js";
 import { ConversationState } from "./conversation.js";
 import { ConversationList } from "./conversations.js";
 import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
-import type { Content, Message, ServerFrame, TypingState } from "./protocol.js";
+import type { Content, Message, ReactAction, ServerFrame, TypingState } from "./protocol.js";
 import { Rest } from "./rest.js";
-import { Outbox, type Outgoing, type OutgoingMessage, type Sent } from "./status.js";
+import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
 
 export type { ClientEvents, ClientOptions } from "./options.js";
+
+/** What a send may carry besides its content (v1.1). */
+export interface SendOptions {
+  /** The idempotency key (default: a fresh one); pass your own to
+   * resend after a restart of the app. */
+  clientMsgId?: string;
+  /** A message of the conversation this one replies to (quoted in the
+   * main timeline). */
+  replyTo?: string;
+  /** The root of the thread this message goes into. */
+  threadId?: string;
+  /** Members this message mentions (user ids; a non-member is refused
+   * with `invalid_request`). */
+  mentions?: string[];
+  /** Mention every member (owners and admins only: `forbidden`
+   * otherwise). */
+  mentionAll?: boolean;
+}
 
 /**
  * One device's session with Switchboard.
@@ -21,14 +39,16 @@ export type { ClientEvents, ClientOptions } from "./options.js";
  *   `client_msg_id`, on each connection, and on an open one when the ack
  *   is overdue; the server's idempotency makes a resend of a stored
  *   message return the original.
- * - Edits, deletes and marks return promises, and wait (bounded,
- *   `maxQueued`) while there is no connection.
+ * - Edits, deletes, reactions and marks return promises, and wait
+ *   (bounded, `maxQueued`) while there is no connection.
  * - Pulls the backlog on every (re)connect (this device's undelivered
  *   messages, and each known conversation since its last contiguous
  *   `seq`) and whenever a `seq` gap shows.
  * - Keeps per-conversation state: messages in `seq` order, de-duplicated
- *   by `message_id`; receipts; typing with expiry. And presence, and the
- *   live conversation list (`conversationList`).
+ *   by `message_id`, with their reactions and thread summaries; receipts;
+ *   typing with expiry; roles and pins. And presence, and the live
+ *   conversation list (`conversationList`), with unread mentions and the
+ *   caller's notification settings.
  * - Optionally keeps all of it across reloads (`persist`).
  */
 export class SwitchboardClient extends Emitter<ClientEvents> {
@@ -96,9 +116,30 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     );
     this.conversationList = new ConversationList(this.rest, () => this.tokens.identity()?.user);
     this.rest.observer = {
-      conversation: (detail) => this.conversationList.conversation(detail),
+      conversation: (detail) => {
+        this.conversationList.conversation(detail);
+        // Roles for a conversation held here (a state made for this
+        // alone would pull the whole conversation on the next connect).
+        const state = this.conversations.get(detail.conversation_id);
+        if (state) {
+          state.setMembers(detail.members, detail.last_seq);
+          this.changed(state.conversationId);
+        }
+      },
       removed: (id, user) => {
         if (user === this.tokens.identity()?.user) this.conversationList.removed(id);
+      },
+      settings: (id, settings) => this.conversationList.settings(id, settings),
+      pins: (id, list) => {
+        const state = this.conversations.get(id);
+        if (!state) return;
+        state.setPins(list.pins);
+        this.changed(id);
+      },
+      pinned: (id, messageId, action) => {
+        const state = this.conversations.get(id);
+        const me = this.tokens.identity()?.user;
+        if (state && me && state.pinChanged(messageId, action, me)) this.changed(id);
       },
     };
     const store = this.storeOf(options);
@@ -163,15 +204,43 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   /** Sends a message; resolves once it is durably stored (its `ack`),
    * however many reconnects that takes; rejects when it fails (see
    * `OutgoingMessage`: it stays in the conversation's `outgoing` as
-   * `failed`, to `retry()` or `discard()`). `clientMsgId` defaults to a
-   * fresh id; pass your own to resend after a restart of the app. */
-  send(conversationId: string, content: Content, clientMsgId = this.newClientMsgId()): Promise<Sent> {
-    return this.outbox.send(conversationId, content, clientMsgId);
+   * `failed`, to `retry()` or `discard()`). The third argument is the
+   * `clientMsgId` (default: a fresh id; pass your own to resend after a
+   * restart of the app), or `SendOptions`: a reply, a thread, mentions. */
+  send(conversationId: string, content: Content, options: string | SendOptions = {}): Promise<Sent> {
+    const o: SendOptions = typeof options === "string" ? { clientMsgId: options } : options;
+    const extras: SendExtras = {
+      ...(o.replyTo ? { reply_to: o.replyTo } : {}),
+      ...(o.threadId ? { thread_id: o.threadId } : {}),
+      ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
+      ...(o.mentionAll ? { mention_all: true } : {}),
+    };
+    return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
 
-  /** Sends a text message. */
-  sendText(conversationId: string, text: string): Promise<Sent> {
-    return this.send(conversationId, { kind: "text", text });
+  /** Sends a text message (with `SendOptions`: a reply, into a thread,
+   * with mentions). */
+  sendText(conversationId: string, text: string, options: SendOptions = {}): Promise<Sent> {
+    return this.send(conversationId, { kind: "text", text }, options);
+  }
+
+  /** Adds (or with `"remove"`, takes back) this user's reaction to a
+   * message (v1.1): resolves with the `reaction` event that answers it
+   * (the message's counts after it; the conversation's state has applied
+   * them), rejects with a `CommandError` (`not_found`, `conflict` for a
+   * deleted message or past the limits, `invalid_frame` for a bad
+   * emoji, ...). Idempotent: adding twice is answered as once. Waits
+   * while there is no connection, as edits do; reactions to one message
+   * go one at a time. */
+  react(conversationId: string, messageId: string, emoji: string, action: ReactAction = "add"): Promise<ReactionEvent> {
+    return this.commands.react(conversationId, messageId, emoji, action);
+  }
+
+  /** Adds the reaction if this user has not reacted with that emoji
+   * (as the conversation's state knows it), else removes it. */
+  toggleReaction(conversationId: string, messageId: string, emoji: string): Promise<ReactionEvent> {
+    const mine = this.conversation(conversationId).reactedWith(messageId, emoji);
+    return this.react(conversationId, messageId, emoji, mine ? "remove" : "add");
   }
 
   /** One of this client's messages not stored yet (pending or failed). */
@@ -184,8 +253,8 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return this.outbox.pendingCount;
   }
 
-  /** How many sends, edits and deletes wait for their answer (the number
-   * `maxQueued` bounds). */
+  /** How many sends, edits, deletes and reactions wait for their answer
+   * (the number `maxQueued` bounds). */
   get queued(): number {
     return this.outbox.pendingCount + this.commands.size;
   }
@@ -230,6 +299,19 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     }
     this.conversationList.read(conversationId, upTo);
     return this.commands.mark("read", conversationId, upTo);
+  }
+
+  /** Marks one thread read up to `seq` (v1.1; default: its newest reply
+   * known here, else its root): `ack_read` with the root as `thread_id`.
+   * The conversation's own read mark does not move. Resolves once the
+   * mark is written, as `markRead` does. (A reply of this user reads the
+   * thread up to itself without this.) */
+  markThreadRead(conversationId: string, rootId: string, seq?: number): Promise<void> {
+    const state = this.conversation(conversationId);
+    const replies = state.thread(rootId);
+    const upTo = seq ?? replies[replies.length - 1]?.seq ?? state.get(rootId)?.seq ?? 0;
+    if (upTo <= 0) return Promise.resolve();
+    return this.commands.mark("read", conversationId, upTo, rootId);
   }
 
   /** Says this device has everything up to `seq` (default: what arrived
@@ -397,18 +479,26 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
         if (o && me) {
-          this.received({
-            message_id: frame.message_id,
-            conversation_id: frame.conversation_id,
-            seq: frame.seq,
-            sender_id: me.user,
-            sender_device: me.device,
-            client_msg_id: frame.client_msg_id,
-            content: frame.content ?? o.content,
-            created_at: new Date().toISOString(),
-            edited_at: null,
-            deleted_at: null,
-          });
+          this.received(
+            {
+              message_id: frame.message_id,
+              conversation_id: frame.conversation_id,
+              seq: frame.seq,
+              sender_id: me.user,
+              sender_device: me.device,
+              client_msg_id: frame.client_msg_id,
+              content: frame.content ?? o.content,
+              created_at: new Date().toISOString(),
+              edited_at: null,
+              deleted_at: null,
+              reply_to: o.reply_to,
+              thread_id: o.thread_id,
+              reactions: [],
+              mentions: [...o.mentions],
+              mention_all: o.mention_all,
+            },
+            true,
+          );
         }
         this.outbox.acked(frame);
         return;
@@ -418,7 +508,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         return;
       case "message_updated": {
         const state = this.conversation(frame.message.conversation_id);
-        state.update(frame.message);
+        state.update(frame.message, "event");
         this.conversationList.updated(frame.message);
         this.emit("updated", frame.message);
         this.changed(state.conversationId);
@@ -443,6 +533,28 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       case "typing":
         this.typed(frame.conversation_id, frame.user_id, frame.state, frame.expires_in_ms);
         return;
+      case "reaction": {
+        const { type: _type, ...event } = frame;
+        const me = this.tokens.identity()?.user;
+        // Only for a conversation held here (its message is, or not).
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.reacted(event, me)) this.changed(state.conversationId);
+        this.commands.reacted(event, me);
+        this.emit("reaction", event);
+        return;
+      }
+      case "pins_changed": {
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.pinChanged(frame.message_id, frame.action, frame.by)) this.changed(state.conversationId);
+        this.emit("pins_changed", { conversation_id: frame.conversation_id, message_id: frame.message_id, action: frame.action, by: frame.by });
+        return;
+      }
+      case "settings_changed": {
+        const settings = { notifications: frame.notifications, muted_until: frame.muted_until ?? null };
+        this.conversationList.settings(frame.conversation_id, settings);
+        this.emit("settings_changed", { conversation_id: frame.conversation_id, ...settings });
+        return;
+      }
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });
         this.emit("presence", { user_id: frame.user_id, status: frame.status, last_seen: frame.last_seen ?? null });
@@ -466,8 +578,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       case "error": {
         if (this.outbox.refused(frame)) return;
         const answered = this.commands.refused(frame);
-        // A refusal for good of an edit, delete or mark is also told as
-        // before (the `error` event); one that will be retried is not.
+        // A refusal for good of an edit, delete, reaction or mark is also
+        // told as before (the `error` event); one that will be retried
+        // is not.
         if (answered !== "retrying") this.emit("error", frame);
         return;
       }
@@ -476,9 +589,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     }
   }
 
-  private received(message: Message): void {
+  private received(message: Message, sentHere = false): void {
     const state = this.conversation(message.conversation_id);
-    if (!state.add(message)) {
+    if (!state.add(message, sentHere)) {
       // A replay of a known message: it may have been edited or deleted
       // since.
       if (state.update(message)) {

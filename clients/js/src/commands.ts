@@ -1,45 +1,65 @@
-// The commands besides sends: edits and deletes, whose promise settles
-// with the server's answer, and read and delivered marks, which have no
-// answer. All of them wait while there is no connection and go when one
-// opens: none is dropped.
+// The commands besides sends: edits, deletes and reactions, whose
+// promise settles with the server's answer, and read and delivered marks
+// (of a conversation, or of one thread in it), which have no answer. All
+// of them wait while there is no connection and go when one opens: none
+// is dropped.
 //
 // Edits and deletes of one conversation go one at a time. The server
 // answers one with `message_updated` (the message as it now is) or with
 // an `error` that names the request's type and conversation but not its
 // message (docs/protocol.md): with one in flight per conversation, that
 // error can only be its answer.
+//
+// Reactions to one message go one at a time too. The server answers one
+// with a `reaction` event from the reactor (a repeat is answered to the
+// reactor's devices alone, and they get theirs uncoalesced), or with an
+// `error` that names the message but not the emoji.
 import { CommandError, onRefusal, type ErrorFrame } from "./errors.js";
-import type { ClientFrame, Content, Message } from "./protocol.js";
+import type { ClientFrame, Content, Message, ReactAction, ServerFrame } from "./protocol.js";
 
 export type UpdateType = "edit_message" | "delete_message";
 export type MarkKind = "read" | "delivered";
 
-/** An edit or delete answered, for the `command` event: done (the
- * message as it now is) or failed. */
+/** A `reaction` event (v1.1): `user_id` added or removed `emoji` on a
+ * message; `counts` are the message's counts after it, per emoji (an
+ * emoji no longer there is absent). In a large channel the server
+ * coalesces them: one per message and window, the latest reaction with
+ * the counts after every one. */
+export type ReactionEvent = Omit<Extract<ServerFrame, { type: "reaction" }>, "type">;
+
+/** An edit, delete or reaction answered, for the `command` event: done
+ * (the message as it now is; for a reaction, the `reaction` event that
+ * answered it) or failed. */
 export interface CommandEvent {
-  type: UpdateType;
+  type: UpdateType | "react";
   conversation_id: string;
   message_id: string;
   outcome: "done" | "failed";
   message?: Message;
+  reaction?: ReactionEvent;
   error?: CommandError;
 }
 
-/** A stored edit, delete or mark not yet carried out (persist.ts). */
+/** A stored edit, delete, reaction or mark not yet carried out
+ * (persist.ts). A mark with `thread_id` is a thread's read mark. */
 export type CommandRecord =
   | { type: UpdateType; conversation_id: string; message_id: string; content?: Content; created_at: number }
-  | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number };
+  | { type: "react"; conversation_id: string; message_id: string; emoji: string; action: ReactAction; created_at: number }
+  | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number; thread_id?: string };
 
 interface Update {
-  type: UpdateType;
+  type: UpdateType | "react";
   conversationId: string;
   messageId: string;
   content: Content | undefined;
+  /** A reaction's emoji and action. */
+  emoji?: string;
+  action?: ReactAction;
   createdAt: number;
   writtenAt: number;
   answers: number;
   retryAt: number;
-  waiters: { resolve: (m: Message) => void; reject: (e: CommandError) => void }[];
+  waiters: { resolve: (answer: never) => void; reject: (e: CommandError) => void }[];
 }
 
 interface Mark {
@@ -66,14 +86,27 @@ export interface CommandsOptions {
  * receipt window (1 s by default) before it stores them. */
 const MARK_WINDOW_MS = 2_000;
 
-const key = (kind: MarkKind, conversationId: string) => `${kind}\u0000${conversationId}`;
+const key = (kind: MarkKind, conversationId: string, threadId?: string) =>
+  `${kind}\u0000${conversationId}\u0000${threadId ?? ""}`;
+
+/** A mark's key taken apart. */
+function parts(k: string): [MarkKind, string, string | undefined] {
+  const [kind, conversationId, threadId] = k.split("\u0000") as [MarkKind, string, string];
+  return [kind, conversationId, threadId || undefined];
+}
+
+/** Edits and deletes queue per conversation, reactions per message. */
+const laneOf = (u: { type: Update["type"]; conversationId: string; messageId: string }) =>
+  u.type === "react" ? `${u.conversationId}\u0000${u.messageId}` : u.conversationId;
 
 export class Commands {
-  /** Per conversation, in order; the first is in flight once written. */
+  /** Per conversation (edits and deletes) or message (reactions), in
+   * order; the first is in flight once written. */
   private readonly lanes = new Map<string, Update[]>();
-  /** Per kind and conversation, the highest mark not yet written. */
+  /** Per kind and conversation (or thread), the highest mark not yet
+   * written. */
   private readonly marks = new Map<string, Mark>();
-  /** Per kind and conversation, the highest mark written, and when. */
+  /** Per kind and conversation (or thread), the highest mark written, and when. */
   private readonly written = new Map<string, { seq: number; at: number; retryAt: number }>();
 
   constructor(
@@ -81,7 +114,7 @@ export class Commands {
     private readonly options: CommandsOptions,
   ) {}
 
-  /** Edits and deletes waiting or in flight. */
+  /** Edits, deletes and reactions waiting or in flight. */
   get size(): number {
     let n = 0;
     for (const lane of this.lanes.values()) n += lane.length;
@@ -92,7 +125,7 @@ export class Commands {
     if (!this.host.hasRoom()) {
       return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
     }
-    return new Promise((resolve, reject) => {
+    return new Promise<Message>((resolve, reject) => {
       this.enqueue({
         type,
         conversationId,
@@ -107,10 +140,34 @@ export class Commands {
     });
   }
 
-  /** Moves a mark: resolves once it is written (or one at least as high
-   * was); while there is no connection only the highest waits. */
-  mark(kind: MarkKind, conversationId: string, seq: number): Promise<void> {
-    const k = key(kind, conversationId);
+  /** Adds or removes a reaction: resolves with the `reaction` event that
+   * answers it (a repeat is answered too: reactions are idempotent). */
+  react(conversationId: string, messageId: string, emoji: string, action: ReactAction): Promise<ReactionEvent> {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError("react", conversationId, "queue_full", "too many commands wait for a connection"));
+    }
+    return new Promise<ReactionEvent>((resolve, reject) => {
+      this.enqueue({
+        type: "react",
+        conversationId,
+        messageId,
+        content: undefined,
+        emoji,
+        action,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }],
+      });
+    });
+  }
+
+  /** Moves a mark (with `threadId`, the read mark of that thread):
+   * resolves once it is written (or one at least as high was); while
+   * there is no connection only the highest waits. */
+  mark(kind: MarkKind, conversationId: string, seq: number, threadId?: string): Promise<void> {
+    const k = key(kind, conversationId, threadId);
     const done = this.written.get(k);
     if (done && done.seq >= seq) return Promise.resolve();
     return new Promise((resolve) => {
@@ -121,7 +178,7 @@ export class Commands {
       }
       this.marks.set(k, { seq, waiters: [...(waiting?.waiters ?? []), resolve] });
       this.host.changed();
-      this.writeMark(kind, conversationId);
+      this.writeMark(k);
     });
   }
 
@@ -138,6 +195,15 @@ export class Commands {
     this.settle(head, message);
   }
 
+  /** A `reaction` event: the answer of the reaction in flight on that
+   * message, if it is the reactor's (`me`) with that emoji and action. */
+  reacted(event: ReactionEvent, me: string | undefined): void {
+    const head = this.lanes.get(`${event.conversation_id}\u0000${event.message_id}`)?.[0];
+    if (!head || head.writtenAt === 0 || event.user_id !== me) return;
+    if (head.emoji !== event.emoji || head.action !== event.action) return;
+    this.settle(head, event);
+  }
+
   /** An `error` frame: whether it answered a command here, and if so
    * whether that command is `settled` (refused for good) or `retrying`. */
   refused(frame: ErrorFrame): "settled" | "retrying" | undefined {
@@ -145,14 +211,22 @@ export class Commands {
     if (!conversationId) return undefined;
     if (frame.request_type === "ack_read" || frame.request_type === "ack_delivered") {
       const kind: MarkKind = frame.request_type === "ack_read" ? "read" : "delivered";
-      const written = this.written.get(key(kind, conversationId));
+      // A thread's read mark is answered naming its root.
+      const thread = kind === "read" ? (frame.message_id ?? undefined) : undefined;
+      const written = this.written.get(key(kind, conversationId, thread));
       // The mark was taken as written: one worth retrying goes again.
       if (!written || onRefusal(frame.code, 1).final) return undefined;
       written.retryAt = Date.now() + 1_000;
       this.host.busy();
       return "retrying";
     }
-    const head = this.lanes.get(conversationId)?.[0];
+    const lane =
+      frame.request_type === "react"
+        ? frame.message_id
+          ? `${conversationId}\u0000${frame.message_id}`
+          : undefined
+        : conversationId;
+    const head = lane === undefined ? undefined : this.lanes.get(lane)?.[0];
     if (!head || head.type !== frame.request_type) return undefined;
     head.answers += 1;
     const next = onRefusal(frame.code, head.answers);
@@ -164,17 +238,15 @@ export class Commands {
     return "retrying";
   }
 
-  /** A connection opened: the first edit or delete of each conversation
-   * and every waiting mark go. */
+  /** A connection opened: the first edit or delete of each
+   * conversation, the first reaction of each message, and every waiting
+   * mark go. */
   writeAll(): void {
     for (const lane of this.lanes.values()) {
       lane[0].retryAt = 0;
       this.writeUpdate(lane[0]);
     }
-    for (const k of [...this.marks.keys()]) {
-      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
-      this.writeMark(kind, conversationId);
-    }
+    for (const k of [...this.marks.keys()]) this.writeMark(k);
   }
 
   /** The connection ended: what is in flight goes again on the next one,
@@ -211,8 +283,8 @@ export class Commands {
         }
       } else if (head.writtenAt <= now - this.options.resendAfterMs) {
         // The answer can be lost with the connection up (live delivery
-        // is at most once); an edit or delete again is a repeat the
-        // server answers with the message as it stands.
+        // is at most once); an edit, delete or reaction again is a
+        // repeat the server answers with things as they stand.
         this.writeUpdate(head);
       }
     }
@@ -221,10 +293,9 @@ export class Commands {
       busy = true;
       if (!open || now < w.retryAt) continue;
       w.retryAt = 0;
-      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
       this.written.delete(k);
       if (!this.marks.has(k)) this.marks.set(k, { seq: w.seq, waiters: [] });
-      this.writeMark(kind, conversationId);
+      this.writeMark(k);
     }
     return busy;
   }
@@ -234,6 +305,17 @@ export class Commands {
     const out: CommandRecord[] = [];
     for (const lane of this.lanes.values()) {
       for (const u of lane) {
+        if (u.type === "react") {
+          out.push({
+            type: "react",
+            conversation_id: u.conversationId,
+            message_id: u.messageId,
+            emoji: u.emoji!,
+            action: u.action!,
+            created_at: u.createdAt,
+          });
+          continue;
+        }
         out.push({
           type: u.type,
           conversation_id: u.conversationId,
@@ -244,8 +326,13 @@ export class Commands {
       }
     }
     for (const [k, m] of this.marks) {
-      const [kind, conversationId] = k.split("\u0000") as [MarkKind, string];
-      out.push({ type: kind === "read" ? "ack_read" : "ack_delivered", conversation_id: conversationId, seq: m.seq });
+      const [kind, conversationId, threadId] = parts(k);
+      out.push({
+        type: kind === "read" ? "ack_read" : "ack_delivered",
+        conversation_id: conversationId,
+        seq: m.seq,
+        ...(threadId ? { thread_id: threadId } : {}),
+      });
     }
     return out;
   }
@@ -255,15 +342,16 @@ export class Commands {
   restore(records: CommandRecord[]): void {
     for (const r of records) {
       if (r.type === "ack_read" || r.type === "ack_delivered") {
-        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq);
+        void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq, r.thread_id);
         continue;
       }
-      if (r.type !== "edit_message" && r.type !== "delete_message") continue;
+      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react") continue;
       this.enqueue({
         type: r.type,
         conversationId: r.conversation_id,
         messageId: r.message_id,
-        content: r.content,
+        content: r.type === "react" ? undefined : r.content,
+        ...(r.type === "react" ? { emoji: r.emoji, action: r.action } : {}),
         createdAt: r.created_at,
         writtenAt: 0,
         answers: 0,
@@ -281,9 +369,10 @@ export class Commands {
   }
 
   private enqueue(u: Update): void {
-    const lane = this.lanes.get(u.conversationId);
+    const name = laneOf(u);
+    const lane = this.lanes.get(name);
     if (lane) lane.push(u);
-    else this.lanes.set(u.conversationId, [u]);
+    else this.lanes.set(name, [u]);
     this.host.changed();
     this.host.busy();
     if (!lane) this.writeUpdate(u);
@@ -293,16 +382,21 @@ export class Commands {
     const frame: ClientFrame =
       u.type === "edit_message"
         ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content! }
-        : { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId };
+        : u.type === "delete_message"
+          ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId }
+          : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji!, action: u.action! };
     if (this.host.write(frame)) u.writtenAt = Date.now();
   }
 
-  private writeMark(kind: MarkKind, conversationId: string): void {
-    const k = key(kind, conversationId);
+  private writeMark(k: string): void {
     const m = this.marks.get(k);
     if (!m) return;
-    const type = kind === "read" ? "ack_read" : "ack_delivered";
-    if (!this.host.write({ type, conversation_id: conversationId, seq: m.seq })) return;
+    const [kind, conversationId, threadId] = parts(k);
+    const frame: ClientFrame =
+      kind === "read"
+        ? { type: "ack_read", conversation_id: conversationId, seq: m.seq, ...(threadId ? { thread_id: threadId } : {}) }
+        : { type: "ack_delivered", conversation_id: conversationId, seq: m.seq };
+    if (!this.host.write(frame)) return;
     this.marks.delete(k);
     const before = this.written.get(k);
     this.written.set(k, { seq: Math.max(m.seq, before?.seq ?? 0), at: Date.now(), retryAt: 0 });
@@ -310,23 +404,24 @@ export class Commands {
     for (const resolve of m.waiters) resolve();
   }
 
-  private settle(u: Update, outcome: Message | CommandError): void {
-    const lane = this.lanes.get(u.conversationId);
+  private settle(u: Update, outcome: Message | ReactionEvent | CommandError): void {
+    const name = laneOf(u);
+    const lane = this.lanes.get(name);
     if (!lane || lane[0] !== u) return;
     lane.shift();
-    if (lane.length === 0) this.lanes.delete(u.conversationId);
+    if (lane.length === 0) this.lanes.delete(name);
     this.host.changed();
     const failed = outcome instanceof CommandError;
     for (const w of u.waiters) {
       if (failed) w.reject(outcome);
-      else w.resolve(outcome);
+      else w.resolve(outcome as never);
     }
     this.host.settled({
       type: u.type,
       conversation_id: u.conversationId,
       message_id: u.messageId,
       outcome: failed ? "failed" : "done",
-      ...(failed ? { error: outcome } : { message: outcome }),
+      ...(failed ? { error: outcome } : u.type === "react" ? { reaction: outcome as ReactionEvent } : { message: outcome as Message }),
     });
     // The next one of the conversation goes now.
     if (lane.length) this.writeUpdate(lane[0]);

@@ -1,23 +1,53 @@
-import type { Message, ReceiptKind, TypingState } from "./protocol.js";
+import type { ReactionEvent } from "./commands.js";
+import type { components } from "./openapi.js";
+import type { Message, PinAction, Reaction, ReceiptKind, Role, TypingState } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 
+/** A pinned message of a conversation (v1.1): which, by whom, when. */
+export interface PinInfo {
+  message_id: string;
+  by: string;
+  pinned_at: string;
+}
+
 /** A conversation's state as the store keeps it (persist.ts): its
- * newest messages and its cursors. */
+ * newest messages and its cursors (and, since v1.1, its members' roles
+ * and its pins, when known). */
 export interface ConversationSnapshot {
   conversation_id: string;
   contiguous_seq: number;
   highest_seq: number;
   messages: Message[];
   receipts: [string, { delivered: number; read: number }][];
+  roles?: [string, Role][];
+  pins?: PinInfo[];
 }
+
+/** Whether a message mentions `user`: by name, or everyone
+ * (`mention_all`). */
+export function mentionsUser(message: Pick<Message, "mentions" | "mention_all">, user: string | undefined): boolean {
+  if (!user) return false;
+  return message.mention_all === true || (message.mentions ?? []).includes(user);
+}
+
+/** How many repliers a thread summary names (the server's bound). */
+const PARTICIPANTS = 10;
 
 /** What a client knows of one conversation: its messages in `seq`
  * order (one per `message_id`), the messages this client is sending,
- * every member's receipts, and who is typing now. */
+ * every member's receipts, who is typing now, and (v1.1) each message's
+ * reactions and thread summary, the members' roles and the pins.
+ *
+ * Thread replies take their `seq` in the conversation like any other
+ * message, so `messages` holds them too (the store's order, without
+ * gaps); they are marked by their `thread_id`. `timeline` is the main
+ * timeline without them, and `thread(root)` one thread's replies. */
 export class ConversationState {
   /** By `message_id`: a message seen twice (a replay, a resend) is one. */
   private readonly byId = new Map<string, Message>();
   private sorted: Message[] | undefined = [];
+  private main: Message[] | undefined;
+  private threads: Map<string, Message[]> | undefined;
   private readonly seqs = new Set<number>();
   /** The highest `seq` up to which every message has been seen. A
    * conversation first met by a live message starts from there: what
@@ -29,6 +59,20 @@ export class ConversationState {
   readonly receipts = new Map<string, { delivered: number; read: number }>();
   /** Per member typing now: when their `start` runs out (ms). */
   readonly typing = new Map<string, number>();
+  /** Per member, their role (v1.1): from `GET /v1/conversations/{id}`
+   * (`client.rest.conversation`, `changeRole`), then kept current by the
+   * conversation's membership and `role_changed` messages. Empty until
+   * one of those says. */
+  readonly roles = new Map<string, Role>();
+  /** Per member: the `seq` their role is known as of (older news is
+   * ignored: history comes newest first). */
+  private readonly roleSeqs = new Map<string, number>();
+  /** Per thread root: the newest `last_reply_at` (ms) of a summary the
+   * server gave; replies up to it are counted in it. */
+  private readonly threadStamps = new Map<string, number>();
+  private pinList: PinInfo[] = [];
+  /** Per message: the `seq` of the newest pin or unpin applied. */
+  private readonly pinSeqs = new Map<string, number>();
 
   private readonly out = new Map<string, OutgoingMessage>();
 
@@ -47,44 +91,166 @@ export class ConversationState {
     else this.out.delete(message.client_msg_id);
   }
 
-  /** Every message, in `seq` order. */
+  /** Every message, thread replies included, in `seq` order. */
   get messages(): readonly Message[] {
     if (!this.sorted) this.sorted = [...this.byId.values()].sort((a, b) => a.seq - b.seq);
     return this.sorted;
+  }
+
+  /** The main timeline: every message but thread replies, in `seq`
+   * order (a thread's root is here, with its `thread` summary). */
+  get timeline(): readonly Message[] {
+    this.main ??= this.messages.filter((m) => !m.thread_id);
+    return this.main;
+  }
+
+  /** The replies of one thread known here, in `seq` order (the root is
+   * `get(rootId)`; `rest.threadHistory` reads the rest). */
+  thread(rootId: string): readonly Message[] {
+    if (!this.threads) {
+      this.threads = new Map();
+      for (const m of this.messages) {
+        if (!m.thread_id) continue;
+        const replies = this.threads.get(m.thread_id);
+        if (replies) replies.push(m);
+        else this.threads.set(m.thread_id, [m]);
+      }
+    }
+    return this.threads.get(rootId) ?? [];
   }
 
   get(messageId: string): Message | undefined {
     return this.byId.get(messageId);
   }
 
-  /** Adds a new message; false when it is one already known (by id). */
-  add(message: Message): boolean {
+  /** Adds a new message; false when it is one already known (by id).
+   * `sentHere`: the message is this client's own, made from its `ack`. */
+  add(message: Message, sentHere = false): boolean {
     if (this.byId.has(message.message_id)) return false;
     if (this.byId.size === 0 && this.contiguousSeq === 0) this.contiguousSeq = message.seq - 1;
     this.byId.set(message.message_id, message);
     this.seqs.add(message.seq);
-    this.sorted = undefined;
+    this.changed();
     this.highestSeq = Math.max(this.highestSeq, message.seq);
     this.advance();
     // Sending marks what came before as read: a member's message says
     // they read up to it, whether or not a receipt follows.
     this.receipt(message.sender_id, "read", message.seq);
+    if (message.thread && !sentHere) this.stampThread(message);
+    if (message.thread_id) this.countReply(message, sentHere);
+    if (message.content?.kind === "system") this.systemEvent(message);
     return true;
   }
 
   /** Replaces a message with its edited or deleted self (or adds it);
-   * says whether anything changed. */
-  update(message: Message): boolean {
+   * says whether anything changed. `from`: `"store"` for a message read
+   * for this reader (history, a replay), whose reactions' `me` is this
+   * user's; `"event"` for a `message_updated`, which is the same for
+   * every member, so the `me` known here stays. Takes a message of the
+   * REST answers (`rest.history`, its generated type) as it is. */
+  update(stored: Message | components["schemas"]["Message"], from: "store" | "event" = "store"): boolean {
+    // The same JSON: the REST document's generated type and the frames'
+    // are written apart.
+    const message = stored as Message;
     const known = this.byId.get(message.message_id);
     if (!known) return this.add(message);
     // Never go back: an older version arriving late is ignored.
     const stamp = (m: Message) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
     if (known.deleted_at && !message.deleted_at) return false;
     if (stamp(message) < stamp(known)) return false;
-    if (sameVersion(known, message)) return false;
-    this.byId.set(message.message_id, message);
-    this.sorted = undefined;
+    if (message.thread) this.stampThread(message);
+    const merged = merge(known, message, from);
+    if (sameVersion(known, merged)) return false;
+    this.byId.set(message.message_id, merged);
+    this.changed();
     return true;
+  }
+
+  /** Applies a `reaction` event to its message (if known here): the
+   * counts are absolute (the event may stand for several reactions);
+   * `me` follows the reactions of `me` (this client's user). Says
+   * whether anything changed. */
+  reacted(event: ReactionEvent, me: string | undefined): boolean {
+    const m = this.byId.get(event.message_id);
+    if (!m || m.deleted_at) return false;
+    const known = m.reactions ?? [];
+    const next: Reaction[] = [];
+    for (const r of known) {
+      const count = event.counts[r.emoji] ?? 0;
+      if (count > 0) next.push({ emoji: r.emoji, count, me: r.me ?? false });
+    }
+    for (const [emoji, count] of Object.entries(event.counts)) {
+      if (count > 0 && !known.some((r) => r.emoji === emoji)) next.push({ emoji, count, me: false });
+    }
+    if (me !== undefined && event.user_id === me) {
+      const mine = next.find((r) => r.emoji === event.emoji);
+      if (mine) mine.me = event.action === "add";
+    }
+    if (JSON.stringify(next) === JSON.stringify(known)) return false;
+    this.byId.set(m.message_id, { ...m, reactions: next });
+    this.changed();
+    return true;
+  }
+
+  /** Whether this client's user reacted to a message with `emoji`. */
+  reactedWith(messageId: string, emoji: string): boolean {
+    return this.byId.get(messageId)?.reactions?.some((r) => r.emoji === emoji && r.me) ?? false;
+  }
+
+  /** The pinned messages, newest pin first. */
+  get pins(): readonly PinInfo[] {
+    return this.pinList;
+  }
+
+  isPinned(messageId: string): boolean {
+    return this.pinList.some((p) => p.message_id === messageId);
+  }
+
+  /** Takes the pins as `GET /v1/conversations/{id}/pins` lists them (the
+   * client does this for `rest.pins`). */
+  setPins(pins: readonly PinInfo[]): void {
+    for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, this.highestSeq));
+    this.pinList = pins.map((p) => ({ message_id: p.message_id, by: p.by, pinned_at: p.pinned_at }));
+    for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, this.highestSeq));
+  }
+
+  /** A pin or unpin (a `pins_changed` event, a `message_pinned` or
+   * `message_unpinned` message with its `seq`); says whether the pins
+   * changed. One older than what is known of that message is ignored. */
+  pinChanged(messageId: string, action: PinAction, by: string, at = new Date().toISOString(), seq = this.highestSeq): boolean {
+    if (seq < (this.pinSeqs.get(messageId) ?? 0)) return false;
+    this.pinSeqs.set(messageId, seq);
+    const pinned = this.isPinned(messageId);
+    if (action === "pin") {
+      if (pinned) return false;
+      this.pinList = [{ message_id: messageId, by, pinned_at: at }, ...this.pinList].sort(
+        (a, b) => Date.parse(b.pinned_at) - Date.parse(a.pinned_at),
+      );
+      return true;
+    }
+    if (!pinned) return false;
+    this.pinList = this.pinList.filter((p) => p.message_id !== messageId);
+    return true;
+  }
+
+  /** A member's role, when known. */
+  roleOf(userId: string): Role | undefined {
+    return this.roles.get(userId);
+  }
+
+  /** Takes the members' roles as `GET /v1/conversations/{id}` lists them
+   * (`asOfSeq`: its `last_seq`); the client does this for the REST
+   * answers it sees. */
+  setMembers(members: readonly { user_id: string; role?: Role }[], asOfSeq: number): void {
+    const listed = new Set(members.map((m) => m.user_id));
+    for (const user of [...this.roles.keys()]) {
+      if (!listed.has(user) && (this.roleSeqs.get(user) ?? 0) <= asOfSeq) this.roles.delete(user);
+    }
+    for (const m of members) {
+      if ((this.roleSeqs.get(m.user_id) ?? 0) > asOfSeq) continue;
+      this.roles.set(m.user_id, m.role ?? "member");
+      this.roleSeqs.set(m.user_id, asOfSeq);
+    }
   }
 
   /** Whether a `seq` is missing below the highest seen. */
@@ -134,11 +300,21 @@ export class ConversationState {
       highest_seq: this.highestSeq,
       messages: messages.slice(Math.max(0, messages.length - limit)),
       receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }]),
+      roles: [...this.roles],
+      pins: this.pinList.map((p) => ({ ...p })),
     };
   }
 
   /** Takes back a stored state (merged with what is known already). */
   restore(snapshot: ConversationSnapshot): void {
+    // Roles and pins as stored, then the messages (whose membership and
+    // pin messages are no newer than those).
+    const asOf = snapshot.highest_seq;
+    if (snapshot.roles) this.setMembers(snapshot.roles.map(([user_id, role]) => ({ user_id, role })), asOf);
+    if (snapshot.pins && this.pinList.length === 0) {
+      this.pinList = snapshot.pins.map((p) => ({ ...p }));
+      for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, asOf));
+    }
     for (const m of snapshot.messages) this.update(m);
     this.caughtUpTo(snapshot.contiguous_seq);
     this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
@@ -148,15 +324,105 @@ export class ConversationState {
     }
   }
 
+  private changed(): void {
+    this.sorted = undefined;
+    this.main = undefined;
+    this.threads = undefined;
+  }
+
   private advance(): void {
     while (this.seqs.has(this.contiguousSeq + 1)) this.contiguousSeq += 1;
   }
+
+  private stampThread(root: Message): void {
+    const at = Date.parse(root.thread!.last_reply_at);
+    if (at > (this.threadStamps.get(root.message_id) ?? -Infinity)) this.threadStamps.set(root.message_id, at);
+  }
+
+  /** A new reply counts in its root's `thread` summary, unless a summary
+   * the server gave is as new as it (the root was read after the reply
+   * was stored, so it counts it already). This client's own reply, made
+   * from its ack with this device's clock, always counts. */
+  private countReply(reply: Message, sentHere: boolean): void {
+    const root = this.byId.get(reply.thread_id!);
+    if (!root) return;
+    const t = root.thread ?? undefined;
+    const at = Date.parse(reply.created_at);
+    if (!sentHere && at <= (this.threadStamps.get(root.message_id) ?? -Infinity)) return;
+    this.byId.set(root.message_id, {
+      ...root,
+      thread: {
+        reply_count: (t?.reply_count ?? 0) + 1,
+        last_reply_at: t && Date.parse(t.last_reply_at) > at ? t.last_reply_at : reply.created_at,
+        participants: [reply.sender_id, ...(t?.participants ?? []).filter((u) => u !== reply.sender_id)].slice(0, PARTICIPANTS),
+      },
+    });
+  }
+
+  /** What a system message says of roles, membership and pins. */
+  private systemEvent(m: Message): void {
+    const c = m.content;
+    if (c?.kind !== "system") return;
+    const users = c.user_ids ?? [];
+    const setRole = (user: string, role: Role | undefined) => {
+      if ((this.roleSeqs.get(user) ?? 0) >= m.seq) return;
+      this.roleSeqs.set(user, m.seq);
+      if (role) this.roles.set(user, role);
+      else this.roles.delete(user);
+    };
+    switch (c.event) {
+      case "members_added":
+        // Only once roles are known at all: a member of a conversation
+        // whose roles were never read could be its owner.
+        if (this.roles.size) for (const u of users) if (!this.roles.has(u)) setRole(u, "member");
+        return;
+      case "members_removed":
+        for (const u of users) setRole(u, undefined);
+        return;
+      case "role_changed":
+        if (c.role) for (const u of users) setRole(u, c.role);
+        return;
+      case "message_pinned":
+      case "message_unpinned":
+        if (c.message_id) this.pinChanged(c.message_id, c.event === "message_pinned" ? "pin" : "unpin", c.actor, m.created_at, m.seq);
+        return;
+      default:
+        return;
+    }
+  }
+}
+
+/** A message as known here, updated by `message` (reactions, thread). */
+function merge(known: Message, message: Message, from: "store" | "event"): Message {
+  // A deleted message keeps no reactions.
+  if (message.deleted_at) return { ...message, reactions: [] };
+  let reactions = message.reactions ?? known.reactions;
+  if (from === "event" && message.reactions) {
+    // The same for every member: who "me" is, it cannot know.
+    reactions = message.reactions.map((r) => {
+      const mine = known.reactions?.find((k) => k.emoji === r.emoji);
+      return mine ? { ...r, me: mine.me ?? false } : r;
+    });
+  }
+  // The newer of the two summaries (a reply may have come after the
+  // server read this copy).
+  let thread = message.thread ?? known.thread;
+  if (message.thread && known.thread && Date.parse(known.thread.last_reply_at) > Date.parse(message.thread.last_reply_at)) {
+    thread = known.thread;
+  }
+  return {
+    ...message,
+    ...(reactions !== undefined ? { reactions } : {}),
+    ...(thread ? { thread } : {}),
+  };
 }
 
 function sameVersion(a: Message, b: Message): boolean {
   return (
     (a.edited_at ?? null) === (b.edited_at ?? null) &&
     (a.deleted_at ?? null) === (b.deleted_at ?? null) &&
-    JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null)
+    JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) &&
+    JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) &&
+    JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null)
   );
 }

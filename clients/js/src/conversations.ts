@@ -1,9 +1,11 @@
 // The caller's conversation list, kept current: pages come from REST
 // (`GET /v1/conversations`, by cursor), and from then on the session's
-// events move it (new messages, edits, deletions, reads, membership) with
-// no REST call per event.
+// events move it (new messages, edits, deletions, reads, membership,
+// mentions, the caller's notification settings) with no REST call per
+// event.
+import { mentionsUser } from "./conversation.js";
 import { Emitter } from "./emitter.js";
-import type { Content, Message } from "./protocol.js";
+import type { Content, Message, NotificationLevel } from "./protocol.js";
 import type { ConversationDetail, ConversationPage, ConversationSummary } from "./rest.js";
 
 /** What the list needs of the REST API. */
@@ -25,9 +27,15 @@ export interface ListSnapshot {
   more: boolean;
 }
 
+/** A member's own settings of a conversation (v1.1). */
+export interface ConversationSettings {
+  notifications: NotificationLevel;
+  muted_until: string | null;
+}
+
 /** How a message reads in one line, as the server's `preview` does: text
- * cut at 100 characters, media by kind and caption, membership changes in
- * words; null for none, a deleted message, or ciphertext. */
+ * cut at 100 characters, media by kind and caption, membership, role and
+ * pin changes in words; null for none, a deleted message, or ciphertext. */
 export function previewOf(content: Content | null | undefined): string | null {
   if (!content) return null;
   switch (content.kind) {
@@ -46,6 +54,9 @@ export function previewOf(content: Content | null | undefined): string | null {
         const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
         return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
       }
+      if (content.event === "role_changed") return `${content.actor} made ${users} ${content.role ?? "member"}`;
+      if (content.event === "message_pinned") return `${content.actor} pinned a message`;
+      if (content.event === "message_unpinned") return `${content.actor} unpinned a message`;
       return `${content.actor}: ${content.event}`;
     }
     default:
@@ -63,9 +74,14 @@ function oneLine(text: string): string {
 
 const activity = (c: ConversationSummary) => Date.parse(c.last_message?.created_at ?? c.created_at);
 
+/** `mention_count` is capped there by the server. */
+const MAX_MENTIONS = 999;
+
 /**
  * The caller's conversations, most recent activity first, each with its
- * last message, preview and unread count (`client.conversationList`).
+ * last message, preview and unread count, and (v1.1) the caller's unread
+ * mentions (`mention_count`), notification level (`notifications`) and
+ * whether they muted it now (`muted`) (`client.conversationList`).
  *
  * - `load()` reads the first page, `loadMore()` the next, `refresh()`
  *   the pages loaded again. Nothing is read until the app asks (or a
@@ -75,6 +91,12 @@ const activity = (c: ConversationSummary) => Date.parse(c.last_message?.created_
  *   came before as read). The caller's reads (`markRead`, on this
  *   device) set the count to what is after the mark. An edit or deletion
  *   of the last message changes the preview.
+ * - A new message from someone else that mentions the caller (or all)
+ *   adds to `mention_count`; reading past it takes it off (reading to
+ *   the end zeroes it). The caller's settings, changed through
+ *   `client.rest.setSettings` or on another device (`settings_changed`),
+ *   set `notifications` and `muted`; `muted` turns false by itself when
+ *   `muted_until` passes.
  * - A message of a conversation the list does not hold yet reads that
  *   conversation once (`GET /v1/conversations/{id}`); otherwise events
  *   cost no REST call. Each reconnect reads the loaded pages again (what
@@ -85,6 +107,12 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   private readonly byId = new Map<string, ConversationSummary>();
   /** The caller's read mark per conversation (`last_seq - unread_count`). */
   private readonly readSeq = new Map<string, number>();
+  /** Per conversation, its unread mentions: `base` as the server counted
+   * them up to `upTo` (its `last_seq` then), and the `seqs` of those
+   * that came since. */
+  private readonly mentions = new Map<string, { base: number; upTo: number; seqs: number[] }>();
+  /** Per conversation muted until a time: the timer that unmutes it. */
+  private readonly unmute = new Map<string, ReturnType<typeof setTimeout>>();
   private sorted: ConversationSummary[] | undefined;
   private cursor: string | null = null;
   private more = false;
@@ -143,6 +171,13 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   get unreadTotal(): number {
     let n = 0;
     for (const c of this.byId.values()) n += c.unread_count;
+    return n;
+  }
+
+  /** Unread mentions of the caller over the conversations loaded. */
+  get mentionTotal(): number {
+    let n = 0;
+    for (const c of this.byId.values()) n += c.mention_count ?? 0;
     return n;
   }
 
@@ -249,12 +284,20 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       this.lookUp(m.conversation_id);
       return;
     }
-    const mine = m.sender_id === this.me();
+    const me = this.me();
+    const mine = m.sender_id === me;
     let next = c;
+    // Newer than what the item counts: a mention of the caller adds one.
+    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0) && mentionsUser(m, me)) {
+      this.mentionsOf(c).seqs.push(m.seq);
+    }
     if (m.seq >= c.last_seq) {
       next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
     }
-    if (mine) this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+    if (mine) {
+      this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
+      this.readMentions(c.conversation_id, m.seq);
+    }
     const member = this.membership(next, m.content);
     if (member) this.replace(member);
   }
@@ -273,7 +316,32 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     const before = this.readSeq.get(conversationId) ?? 0;
     if (seq <= before) return;
     this.readSeq.set(conversationId, seq);
+    this.readMentions(conversationId, seq);
     this.replace(c);
+  }
+
+  /** The caller's settings of a conversation changed (here, through
+   * `rest.setSettings`, or on another device: `settings_changed`). */
+  settings(conversationId: string, settings: ConversationSettings): void {
+    clearTimeout(this.unmute.get(conversationId));
+    this.unmute.delete(conversationId);
+    const c = this.byId.get(conversationId);
+    if (!c) return;
+    const until = settings.muted_until ? Date.parse(settings.muted_until) : 0;
+    const left = until - Date.now();
+    const muted = left > 0;
+    // Unmuted when the time passes (timers reach about 24 days).
+    if (muted && left < 2 ** 31 - 1) {
+      const timer = setTimeout(() => {
+        this.unmute.delete(conversationId);
+        const now = this.byId.get(conversationId);
+        if (now?.muted) this.replace({ ...now, muted: false });
+      }, left);
+      (timer as { unref?: () => void }).unref?.();
+      this.unmute.set(conversationId, timer);
+    }
+    if (c.notifications === settings.notifications && c.muted === muted) return;
+    this.replace({ ...c, notifications: settings.notifications, muted });
   }
 
   /** A conversation the caller created or was told about (REST answers). */
@@ -289,7 +357,12 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     const known = this.byId.get(detail.conversation_id);
     const { members: _members, ...rest } = detail;
     const summary: ConversationSummary = { ...rest, members, ...(known ? pickNewer(known, detail) : {}) };
+    // Mentions are the list's count (a single conversation's answer may
+    // not count them): kept, less what the read mark passed.
+    if (known) summary.mention_count = known.mention_count;
+    else this.mentions.set(detail.conversation_id, { base: detail.mention_count ?? 0, upTo: detail.last_seq, seqs: [] });
     this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
+    this.readMentions(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
     this.replace(summary);
   }
 
@@ -297,6 +370,9 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   removed(conversationId: string): void {
     if (!this.byId.delete(conversationId)) return;
     this.readSeq.delete(conversationId);
+    this.mentions.delete(conversationId);
+    clearTimeout(this.unmute.get(conversationId));
+    this.unmute.delete(conversationId);
     this.changed();
   }
 
@@ -320,6 +396,9 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   clear(): void {
     this.byId.clear();
     this.readSeq.clear();
+    this.mentions.clear();
+    for (const timer of this.unmute.values()) clearTimeout(timer);
+    this.unmute.clear();
     this.pages = 0;
     this.cursor = null;
     this.more = false;
@@ -330,14 +409,40 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   private put(c: ConversationSummary): void {
     this.byId.set(c.conversation_id, c);
     this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+    this.mentions.set(c.conversation_id, { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] });
   }
 
-  /** Stores a changed item with its unread count from the read mark. */
+  /** Stores a changed item with its unread count from the read mark, and
+   * its mention count from what is tracked. */
   private replace(c: ConversationSummary): void {
     const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
-    this.byId.set(c.conversation_id, unread === c.unread_count ? c : { ...c, unread_count: unread });
+    const m = this.mentions.get(c.conversation_id);
+    const mentions = m ? Math.min(MAX_MENTIONS, m.base + m.seqs.length) : (c.mention_count ?? 0);
+    this.byId.set(
+      c.conversation_id,
+      unread === c.unread_count && mentions === c.mention_count ? c : { ...c, unread_count: unread, mention_count: mentions },
+    );
     this.touched.add(c.conversation_id);
     this.changed();
+  }
+
+  private mentionsOf(c: ConversationSummary): { base: number; upTo: number; seqs: number[] } {
+    let m = this.mentions.get(c.conversation_id);
+    if (!m) {
+      m = { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] };
+      this.mentions.set(c.conversation_id, m);
+    }
+    return m;
+  }
+
+  /** The caller read up to `seq`: the mentions up to it are read. Which
+   * of the server's count are before it is not known, unless the mark
+   * reaches past all of them. */
+  private readMentions(conversationId: string, seq: number): void {
+    const m = this.mentions.get(conversationId);
+    if (!m) return;
+    if (seq >= m.upTo) m.base = 0;
+    m.seqs = m.seqs.filter((s) => s > seq);
   }
 
   /** A membership change applied to the item; undefined when the caller

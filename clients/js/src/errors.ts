@@ -11,7 +11,7 @@ export type LocalErrorCode = "timeout" | "queue_full";
 /** The request types the SDK's commands are made of. */
 export type CommandType = Exclude<ClientFrame["type"], "ping" | "refresh" | "pull_backlog">;
 
-/** A command (a send, an edit, a delete, a mark) that could not be carried
+/** A command (a send, an edit, a delete, a reaction, a mark) that could not be carried
  * out: refused by the server (`frame` is its `error` frame, `code` its
  * code) or given up by the SDK (`frame` is undefined, `code` a
  * `LocalErrorCode`). */

@@ -1,15 +1,16 @@
 // The Switchboard client SDK; docs/protocol.md is the protocol it speaks.
 export { SwitchboardClient } from "./client.js";
+export type { SendOptions } from "./client.js";
 export type { ClientOptions, ClientEvents } from "./options.js";
 export type { SocketLike, Status, WebSocketLike } from "./connection.js";
 export { CommandError, SendError } from "./errors.js";
 export type { CommandType, ErrorFrame, LocalErrorCode } from "./errors.js";
-export type { MessageStatus, OutgoingMessage, Sent } from "./status.js";
-export type { CommandEvent } from "./commands.js";
-export { ConversationState } from "./conversation.js";
-export type { ConversationSnapshot } from "./conversation.js";
+export type { MessageStatus, OutgoingMessage, SendExtras, Sent } from "./status.js";
+export type { CommandEvent, ReactionEvent } from "./commands.js";
+export { ConversationState, mentionsUser } from "./conversation.js";
+export type { ConversationSnapshot, PinInfo } from "./conversation.js";
 export { ConversationList, previewOf } from "./conversations.js";
-export type { ConversationListEvents } from "./conversations.js";
+export type { ConversationListEvents, ConversationSettings } from "./conversations.js";
 export { IndexedDbStore, MemoryStore } from "./persist.js";
 export type { IndexedDbFactory, PersistLimits, StateStore, StoredRecords } from "./persist.js";
 export { Rest, ApiError } from "./rest.js";
@@ -23,12 +24,18 @@ export type {
   DeviceKeys,
   DeviceKeysUpload,
   HistoryPage,
+  MemberRole,
+  MemberSettings,
   MemberView,
   MessageVersions,
+  Pin,
+  PinList,
   PresenceInfo,
   PushRegistration,
   RestObserver,
   Schemas,
+  ThreadList,
+  ThreadView,
   UploadGrant,
   UserDevices,
 } from "./rest.js";

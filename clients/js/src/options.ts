@@ -1,9 +1,9 @@
 // The client's options and events.
-import type { CommandEvent } from "./commands.js";
+import type { CommandEvent, ReactionEvent } from "./commands.js";
 import type { Status, WebSocketLike } from "./connection.js";
 import type { ErrorFrame } from "./errors.js";
 import type { PersistLimits, StateStore } from "./persist.js";
-import type { Message } from "./protocol.js";
+import type { Message, NotificationLevel, PinAction } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 import type { TokenSource } from "./token.js";
 
@@ -44,11 +44,11 @@ export interface ClientOptions {
    * an answer can be lost without the connection dropping (live delivery
    * is at most once), and the server answers a repeat from the store. */
   resendAfterMs?: number;
-  /** Give a send, edit or delete up (status `failed`, a `CommandError`
+  /** Give a send, edit, delete or reaction up (status `failed`, a `CommandError`
    * with code `timeout`) when it is not answered this long after it was
    * made. Default: never (a send waits out any outage). */
   giveUpAfterMs?: number;
-  /** At most this many sends, edits and deletes wait for their answer
+  /** At most this many sends, edits, deletes and reactions wait for their answer
    * at once (default 1000); past it, new ones fail at once with code
    * `queue_full`. Marks are not counted: only the highest per
    * conversation waits. */
@@ -84,7 +84,16 @@ export interface ClientEvents extends Record<string, unknown> {
   /** One of this client's messages changed status (`pending` when made
    * or retried, `sent`, `failed`), or a failed one was discarded. */
   outgoing: OutgoingMessage;
-  /** An edit or delete was answered (done or failed); also one restored
-   * from the store, whose promise nobody holds. */
+  /** An edit, delete or reaction was answered (done or failed); also
+   * one restored from the store, whose promise nobody holds. */
   command: CommandEvent;
+  /** A member's reaction changed (v1.1), after the conversation's state
+   * applied it; `counts` are absolute. */
+  reaction: ReactionEvent;
+  /** A message was pinned or unpinned (v1.1), after the conversation's
+   * state applied it (`conversation(id).pins`). */
+  pins_changed: { conversation_id: string; message_id: string; action: PinAction; by: string };
+  /** The user's own settings of a conversation changed on another
+   * device (v1.1), after the conversation list applied them. */
+  settings_changed: { conversation_id: string; notifications: NotificationLevel; muted_until: string | null };
 }

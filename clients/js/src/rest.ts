@@ -17,7 +17,7 @@ export class ApiError extends Error {
 /** The REST API's schemas, generated from gateway/openapi.json. */
 export type Schemas = components["schemas"];
 
-type Method = "get" | "post" | "put" | "delete";
+type Method = "get" | "post" | "put" | "delete" | "patch";
 type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
 type Success<R> = R extends { 200: infer A } ? A : R extends { 201: infer A } ? A : never;
 type JsonOf<A> = A extends { content: { "application/json": infer B } } ? B : never;
@@ -49,12 +49,32 @@ export type UserDevices = Answer<"/v1/users/{user}/devices", "get">;
 export type ClaimedKeys = Answer<"/v1/users/{user}/devices/{device}/claim", "post">;
 export type PushRegistration = Schemas["PushRegistration"];
 export type PresenceInfo = Answer<"/v1/users/{user}/presence", "get">;
+/** A member's role in a group or channel (v1.1). */
+export type MemberRole = Schemas["Role"];
+/** The caller's own settings of a conversation (v1.1): which messages
+ * push (`notifications`), and no push at all until `muted_until`. */
+export type MemberSettings = Answer<"/v1/conversations/{id}/settings", "get">;
+/** `GET /v1/conversations/{id}/pins`: newest pin first, each with the
+ * message as it is now (null once deleted). */
+export type PinList = Answer<"/v1/conversations/{id}/pins", "get">;
+export type Pin = Schemas["Pin"];
+/** `GET /v1/conversations/{id}/threads`: the threads the caller took
+ * part in, most recent reply first, each with its root, `reply_count`
+ * and the caller's `unread_count`. */
+export type ThreadList = Answer<"/v1/conversations/{id}/threads", "get">;
+export type ThreadView = Schemas["ThreadView"];
 
 /** Told what REST answers say of the caller's conversations (the
  * client's conversation list follows them). */
 export interface RestObserver {
   conversation(detail: ConversationDetail): void;
   removed(conversationId: string, user: string): void;
+  /** The caller's settings of a conversation, as read or set (v1.1). */
+  settings?(conversationId: string, settings: MemberSettings): void;
+  /** A conversation's pins as listed (v1.1). */
+  pins?(conversationId: string, pins: PinList): void;
+  /** The caller pinned or unpinned a message (v1.1). */
+  pinned?(conversationId: string, messageId: string, action: "pin" | "unpin"): void;
 }
 
 /** The REST half of the API (PROTOCOL.md, "Control plane"): every call
@@ -115,8 +135,10 @@ export class Rest {
   }
 
   /** One page of history, newest first; pass `next_before_seq` back as
-   * `before_seq` for the page before it. */
-  history(id: string, page: { before_seq?: number; after_seq?: number; limit?: number } = {}): Promise<HistoryPage> {
+   * `before_seq` for the page before it. With `thread_id` (v1.1), one
+   * thread's (see `threadHistory`). Thread replies take their `seq` in
+   * the conversation, so the conversation's history holds them too. */
+  history(id: string, page: { before_seq?: number; after_seq?: number; limit?: number; thread_id?: string } = {}): Promise<HistoryPage> {
     const query = new URLSearchParams();
     for (const [k, v] of Object.entries(page)) if (v !== undefined) query.set(k, String(v));
     const q = query.size ? `?${query}` : "";
@@ -125,6 +147,66 @@ export class Rest {
 
   versions(id: string, messageId: string): Promise<MessageVersions> {
     return this.json("GET", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/versions`);
+  }
+
+  /** One page of a thread (v1.1): its replies and its root, newest first,
+   * in the history format (`next_before_seq` pages back). */
+  threadHistory(id: string, rootId: string, page: { before_seq?: number; after_seq?: number; limit?: number } = {}): Promise<HistoryPage> {
+    const query = new URLSearchParams({ thread_id: rootId });
+    for (const [k, v] of Object.entries(page)) if (v !== undefined) query.set(k, String(v));
+    return this.json("GET", `/v1/conversations/${enc(id)}/messages?${query}`);
+  }
+
+  /** The threads of a conversation the caller started or replied in
+   * (v1.1), most recent reply first, with their unread counts (replies
+   * after the caller's thread read mark: `client.markThreadRead`). */
+  threads(id: string): Promise<ThreadList> {
+    return this.json("GET", `/v1/conversations/${enc(id)}/threads`);
+  }
+
+  /** Changes a member's role (v1.1; owners and admins, and only an owner
+   * makes owners or changes an owner's role: `403 forbidden` otherwise,
+   * `409 conflict` for the last owner or a direct conversation). Answers
+   * the conversation after the change. */
+  changeRole(id: string, user: string, role: MemberRole): Promise<ConversationDetail> {
+    return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}/members/${enc(user)}`, { role }));
+  }
+
+  /** The caller's own settings of a conversation (v1.1). */
+  async settings(id: string): Promise<MemberSettings> {
+    const settings = await this.json<MemberSettings>("GET", `/v1/conversations/${enc(id)}/settings`);
+    this.observer?.settings?.(id, settings);
+    return settings;
+  }
+
+  /** Sets the caller's own settings of a conversation (v1.1): the whole
+   * object (an absent `muted_until` unmutes). The caller's other devices
+   * get `settings_changed`. Answers the settings now. */
+  async setSettings(id: string, settings: { notifications?: MemberSettings["notifications"]; muted_until?: string | null }): Promise<MemberSettings> {
+    const now = await this.json<MemberSettings>("PUT", `/v1/conversations/${enc(id)}/settings`, settings);
+    this.observer?.settings?.(id, now);
+    return now;
+  }
+
+  /** The pinned messages (v1.1), newest pin first (at most 50). */
+  async pins(id: string): Promise<PinList> {
+    const list = await this.json<PinList>("GET", `/v1/conversations/${enc(id)}/pins`);
+    this.observer?.pins?.(id, list);
+    return list;
+  }
+
+  /** Pins a message (v1.1; owners and admins, either member of a direct
+   * conversation: `403 forbidden` otherwise; at most 50, `409` past it).
+   * Every member gets `pins_changed` and a `message_pinned` message. */
+  async pin(id: string, messageId: string): Promise<void> {
+    await this.empty("POST", `/v1/conversations/${enc(id)}/pins`, { message_id: messageId });
+    this.observer?.pinned?.(id, messageId, "pin");
+  }
+
+  /** Unpins a message (v1.1; who may pin may unpin). */
+  async unpin(id: string, messageId: string): Promise<void> {
+    await this.empty("DELETE", `/v1/conversations/${enc(id)}/pins/${enc(messageId)}`);
+    this.observer?.pinned?.(id, messageId, "unpin");
   }
 
   /** Uploads media through a grant: asks for one, then PUTs the bytes
@@ -200,8 +282,8 @@ export class Rest {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  private async empty(method: string, path: string): Promise<void> {
-    await this.send(method, path);
+  private async empty(method: string, path: string, body?: unknown): Promise<void> {
+    await this.send(method, path, body);
   }
 
   private async send(method: string, path: string, body?: unknown): Promise<Response> {

@@ -18,11 +18,30 @@ export interface Sent {
   seq: number;
 }
 
+/** What a send carries besides its content (v1.1), as the
+ * `send_message` frame names it: the message it replies to (quoted in
+ * the main timeline), the root of the thread it goes into, the members
+ * it mentions, and whether it mentions everyone (owners and admins). */
+export interface SendExtras {
+  reply_to?: string;
+  thread_id?: string;
+  mentions?: string[];
+  mention_all?: boolean;
+}
+
 /** A message this client sent (or is sending). */
 export interface OutgoingMessage {
   readonly client_msg_id: string;
   readonly conversation_id: string;
   readonly content: Content;
+  /** The message it replies to, or null. */
+  readonly reply_to: string | null;
+  /** The root of the thread it goes into, or null (the main timeline). */
+  readonly thread_id: string | null;
+  /** The members it mentions. */
+  readonly mentions: readonly string[];
+  /** Whether it mentions everyone. */
+  readonly mention_all: boolean;
   /** When the app made it (this device's clock). */
   readonly created_at: string;
   readonly status: MessageStatus;
@@ -47,6 +66,10 @@ export interface OutgoingRecord {
   created_at: string;
   status: "pending" | "failed";
   error?: { code: string; message: string };
+  reply_to?: string;
+  thread_id?: string;
+  mentions?: string[];
+  mention_all?: boolean;
 }
 
 type SendFrame = Extract<ClientFrame, { type: "send_message" }>;
@@ -98,6 +121,10 @@ export class Outgoing implements OutgoingMessage {
   /** Given up at this time (0: never). */
   giveUpAt = 0;
   readonly waiters = new Waiters();
+  readonly reply_to: string | null;
+  readonly thread_id: string | null;
+  readonly mentions: readonly string[];
+  readonly mention_all: boolean;
 
   constructor(
     private readonly outbox: Outbox,
@@ -105,10 +132,32 @@ export class Outgoing implements OutgoingMessage {
     readonly conversation_id: string,
     readonly content: Content,
     readonly created_at: string,
-  ) {}
+    extras: SendExtras = {},
+  ) {
+    this.reply_to = extras.reply_to ?? null;
+    this.thread_id = extras.thread_id ?? null;
+    this.mentions = extras.mentions ?? [];
+    this.mention_all = extras.mention_all ?? false;
+  }
+
+  /** What it carries besides its content, as sent (absent fields left out). */
+  get extras(): SendExtras {
+    return {
+      ...(this.reply_to ? { reply_to: this.reply_to } : {}),
+      ...(this.thread_id ? { thread_id: this.thread_id } : {}),
+      ...(this.mentions.length ? { mentions: [...this.mentions] } : {}),
+      ...(this.mention_all ? { mention_all: true } : {}),
+    };
+  }
 
   get frame(): SendFrame {
-    return { type: "send_message", client_msg_id: this.client_msg_id, conversation_id: this.conversation_id, content: this.content };
+    return {
+      type: "send_message",
+      client_msg_id: this.client_msg_id,
+      conversation_id: this.conversation_id,
+      content: this.content,
+      ...this.extras,
+    };
   }
 
   retry(): Promise<Sent> {
@@ -144,11 +193,11 @@ export class Outbox {
     return n;
   }
 
-  send(conversationId: string, content: Content, clientMsgId: string): Promise<Sent> {
+  send(conversationId: string, content: Content, clientMsgId: string, extras: SendExtras = {}): Promise<Sent> {
     const known = this.items.get(clientMsgId);
     if (known) return known.status === "failed" ? this.retry(known) : known.waiters.add();
     const room = this.host.hasRoom();
-    const o = new Outgoing(this, clientMsgId, conversationId, content, new Date().toISOString());
+    const o = new Outgoing(this, clientMsgId, conversationId, content, new Date().toISOString(), extras);
     this.items.set(clientMsgId, o);
     const done = o.waiters.add();
     if (room) this.makePending(o);
@@ -265,6 +314,7 @@ export class Outbox {
       created_at: o.created_at,
       status: o.status === "failed" ? "failed" : "pending",
       ...(o.error ? { error: { code: o.error.code, message: o.error.message } } : {}),
+      ...o.extras,
     }));
   }
 
@@ -275,7 +325,12 @@ export class Outbox {
     this.items.clear();
     for (const r of records) {
       if (newer.some((n) => n.client_msg_id === r.client_msg_id)) continue;
-      const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at);
+      const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at, {
+        reply_to: r.reply_to,
+        thread_id: r.thread_id,
+        mentions: r.mentions,
+        mention_all: r.mention_all,
+      });
       if (r.status === "failed") {
         o.status = "failed";
         const code = (r.error?.code ?? "internal") as CommandError["code"];

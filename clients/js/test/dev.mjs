@@ -104,7 +104,8 @@ export class Dev {
   async stop() {
     if (this.frozen) this.thaw();
     if (this.child && this.child.exitCode === null) await this.kill();
-    rmSync(this.dir, { recursive: true, force: true });
+    // Its nats-server may write its last files while it goes: retried.
+    rmSync(this.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   }
 }
 

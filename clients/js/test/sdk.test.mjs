@@ -4,12 +4,14 @@
 // noticed by the SDK's ping deadline, and the browser's offline and
 // online events. Then its state model: message status with retry,
 // commands queued while offline with their promises, the live
-// conversation list, and persistence across a restart. (A few cases a
-// real gateway cannot be made to show on cue use a stand-in server.)
+// conversation list, and persistence across a restart. Then the v1.1
+// conversation features: reactions, replies and threads, mentions,
+// notification settings, pins and roles. (A few cases a real gateway
+// cannot be made to show on cue use a stand-in server.)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
-import { CommandError, MemoryStore, SendError, SwitchboardClient } from "../dist/index.js";
+import { ApiError, CommandError, MemoryStore, SendError, SwitchboardClient, mentionsUser } from "../dist/index.js";
 import { readFileSync } from "node:fs";
 import { Dev, adminToken, token, waitFor, until } from "./dev.mjs";
 
@@ -790,5 +792,417 @@ test("a message a moderation plugin rewrote shows, on its sender's own screen, a
   } finally {
     alice.close();
     await fetch(`${dev.url}/v1/admin/plugins/moderation`, { method: "DELETE", headers: admin });
+  }
+});
+
+// ---- Conversation features (v1.1) ----
+
+/** Polls `read()` until `check` holds for what it answers; fails after `ms`. */
+async function eventually(read, check, ms = 10_000, what = "the answer") {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    last = await read();
+    if (check(last)) return last;
+    if (Date.now() > deadline) throw new Error(`${what} did not come within ${ms} ms: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A group of `owner` with `others`, each connected and holding its state. */
+async function group(owner, others, title) {
+  const clients = { [owner]: await client(owner) };
+  for (const user of others) clients[user] = await client(user);
+  const { conversation_id: id } = await clients[owner].rest.createConversation("group", others, title);
+  return { id, clients, close: () => Object.values(clients).forEach((c) => c.close()) };
+}
+
+const reactionsOf = (c, id, messageId) => c.conversation(id).get(messageId)?.reactions ?? [];
+
+test("reactions: add and remove with their answers, idempotent, seen by the other member with `me` right, and refusals as CommandErrors", async () => {
+  const { id, clients, close } = await group("rhea", ["saul"], "reactions");
+  const { rhea, saul } = clients;
+  try {
+    const arrived = waitFor(saul, "message", (m) => m.content?.text === "react to me" && m);
+    const sent = await rhea.sendText(id, "react to me");
+    await arrived;
+    const seenByRhea = [];
+    rhea.on("reaction", (e) => seenByRhea.push(e));
+
+    // Saul adds 👍: his promise settles on the event that answers it.
+    const toRhea = waitFor(rhea, "reaction", (e) => e.user_id === "saul" && e);
+    const added = await saul.react(id, sent.message_id, "👍");
+    assert.deepEqual(
+      [added.user_id, added.emoji, added.action, added.counts],
+      ["saul", "👍", "add", { "👍": 1 }],
+    );
+    assert.deepEqual(reactionsOf(saul, id, sent.message_id), [{ emoji: "👍", count: 1, me: true }]);
+    // Rhea is told, and her state has it as someone else's.
+    assert.deepEqual((await toRhea).counts, { "👍": 1 });
+    assert.deepEqual(reactionsOf(rhea, id, sent.message_id), [{ emoji: "👍", count: 1, me: false }]);
+
+    // Rhea adds 👍 and 🎉: the counts are absolute, `me` follows whose.
+    await rhea.react(id, sent.message_id, "👍");
+    const party = await rhea.react(id, sent.message_id, "🎉");
+    assert.deepEqual(party.counts, { "👍": 2, "🎉": 1 });
+    assert.deepEqual(reactionsOf(rhea, id, sent.message_id), [
+      { emoji: "👍", count: 2, me: true },
+      { emoji: "🎉", count: 1, me: true },
+    ]);
+    await until(() => reactionsOf(saul, id, sent.message_id).length === 2, 10_000, "saul seeing rhea's reactions");
+    assert.deepEqual(reactionsOf(saul, id, sent.message_id), [
+      { emoji: "👍", count: 2, me: true },
+      { emoji: "🎉", count: 1, me: false },
+    ]);
+
+    // Adding again is answered (idempotent), changes nothing, and tells
+    // no one else.
+    const before = seenByRhea.length;
+    const again = await saul.react(id, sent.message_id, "👍", "add");
+    assert.deepEqual(again.counts, { "👍": 2, "🎉": 1 });
+    // Toggling takes it back.
+    const removed = await saul.toggleReaction(id, sent.message_id, "👍");
+    assert.equal(removed.action, "remove");
+    assert.deepEqual(removed.counts, { "👍": 1, "🎉": 1 });
+    await until(() => reactionsOf(rhea, id, sent.message_id)[0]?.count === 1, 10_000, "rhea seeing the removal");
+    assert.deepEqual(reactionsOf(rhea, id, sent.message_id)[0], { emoji: "👍", count: 1, me: true });
+    assert.deepEqual(
+      seenByRhea.slice(before).map((e) => [e.user_id, e.action]),
+      [["saul", "remove"]],
+      "the repeat went to saul's devices only",
+    );
+    // Removing what is not there is answered too.
+    assert.equal((await saul.react(id, sent.message_id, "👍", "remove")).counts["👍"], 1);
+
+    // History has them per reader.
+    const page = await saul.rest.history(id, { limit: 10 });
+    const stored = page.messages.find((m) => m.message_id === sent.message_id);
+    assert.deepEqual(stored.reactions, [
+      { emoji: "👍", count: 1, me: false },
+      { emoji: "🎉", count: 1, me: false },
+    ]);
+
+    // Refusals reject with the server's code, naming the message.
+    await assert.rejects(saul.react(id, "1234567", "👍"), (e) => {
+      assert.ok(e instanceof CommandError);
+      assert.equal(e.request, "react");
+      assert.equal(e.code, "not_found");
+      assert.equal(e.frame.message_id, "1234567");
+      return true;
+    });
+    await assert.rejects(saul.react(id, sent.message_id, "no spaces"), (e) => e.code === "invalid_frame");
+
+    // Made without a connection, a reaction waits, then goes.
+    saul.close();
+    const later = saul.react(id, sent.message_id, "🚀");
+    assert.equal(saul.queued, 1);
+    saul.connect();
+    assert.equal((await later).counts["🚀"], 1);
+    await until(() => reactionsOf(rhea, id, sent.message_id).some((r) => r.emoji === "🚀"), 10_000, "rhea seeing 🚀");
+
+    // A deleted message has none, and takes none.
+    await rhea.delete(id, sent.message_id);
+    await until(() => saul.conversation(id).get(sent.message_id).deleted_at, 10_000, "saul seeing the delete");
+    assert.deepEqual(reactionsOf(saul, id, sent.message_id), []);
+    await assert.rejects(saul.react(id, sent.message_id, "👍"), (e) => e.code === "conflict");
+  } finally {
+    close();
+  }
+});
+
+test("reactions wait without a connection, go one at a time per message, and each settles by its own answer (stand-in)", { timeout: 10_000 }, async () => {
+  // The stand-in answers each react 50 ms later: refused on message 2,
+  // else with the reactor's event. It notes overlaps on one message.
+  const inFlight = new Map();
+  let overlapped = 0;
+  const server = await standIn((frame, socket) => {
+    if (frame.type !== "react") return;
+    const n = inFlight.get(frame.message_id) ?? 0;
+    if (n > 0) overlapped += 1;
+    inFlight.set(frame.message_id, n + 1);
+    setTimeout(() => {
+      inFlight.set(frame.message_id, inFlight.get(frame.message_id) - 1);
+      if (frame.message_id === "2") {
+        server.reply(socket, { type: "error", code: "not_found", message: "no such message", request_type: "react", conversation_id: frame.conversation_id, message_id: "2" });
+        return;
+      }
+      server.reply(socket, {
+        type: "reaction",
+        conversation_id: frame.conversation_id,
+        message_id: frame.message_id,
+        user_id: "zoe",
+        emoji: frame.emoji,
+        action: frame.action,
+        counts: frame.action === "add" ? { [frame.emoji]: 1 } : {},
+      });
+    }, 50);
+  });
+  const store = new MemoryStore();
+  const c = new SwitchboardClient({ url: server.url, token: fakeToken("zoe"), WebSocket, persist: store });
+  try {
+    const a = c.react("c1", "1", "👍");
+    const b = c.react("c1", "1", "👍", "remove");
+    // (Its refusal is looked at after the others.)
+    const refused = c.react("c1", "2", "👍").then(
+      () => undefined,
+      (e) => e,
+    );
+    const other = c.react("c1", "3", "🎉");
+    const thread = c.markThreadRead("c1", "1", 9);
+    assert.equal(c.queued, 4);
+    await c.flush();
+    const kept = store.records.get("outbox").commands;
+    assert.deepEqual(
+      kept.map((r) => [r.type, r.message_id ?? r.thread_id, r.emoji ?? r.seq, r.action ?? ""]),
+      [["react", "1", "👍", "add"], ["react", "1", "👍", "remove"], ["react", "2", "👍", "add"], ["react", "3", "🎉", "add"], ["ack_read", "1", 9, ""]],
+      "kept in the store while they wait",
+    );
+    c.connect();
+    assert.equal((await a).action, "add");
+    assert.equal((await b).action, "remove");
+    const error = await refused;
+    assert.ok(error instanceof CommandError && error.code === "not_found" && error.request === "react", String(error));
+    assert.equal((await other).emoji, "🎉");
+    await thread;
+    assert.equal(overlapped, 0, "never two reactions in flight on one message");
+    assert.deepEqual(
+      server.frames.filter((f) => f.type === "ack_read"),
+      [{ type: "ack_read", conversation_id: "c1", seq: 9, thread_id: "1" }],
+    );
+    assert.equal(c.queued, 0);
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
+test("replies and threads: a quoted reply, thread replies kept out of the timeline and counted on their root, thread history, the threads list and its read mark", async () => {
+  const { id, clients, close } = await group("tara", ["umar"], "threads");
+  const { tara, umar } = clients;
+  try {
+    await tara.conversationList.load();
+    const root = await tara.sendText(id, "what do we ship?");
+    await until(() => umar.conversation(id).get(root.message_id), 10_000, "umar's copy of the root");
+
+    // A reply in the main timeline quotes the root.
+    const quoted = waitFor(tara, "message", (m) => m.reply_to && m);
+    const reply = await umar.sendText(id, "the SDK", { replyTo: root.message_id });
+    const seen = await quoted;
+    assert.equal(seen.reply_to, root.message_id);
+    assert.equal(seen.thread_id, null);
+
+    // Two replies in the thread: they arrive like any message (with
+    // their own seq), but out of the main timeline, and the root counts
+    // them.
+    const inThread = [];
+    for (const text of ["first in thread", "second in thread"]) {
+      inThread.push(await umar.sendText(id, text, { threadId: root.message_id }));
+    }
+    const state = tara.conversation(id);
+    await until(() => state.thread(root.message_id).length === 2, 10_000, "tara's copies of the thread");
+    assert.deepEqual(state.thread(root.message_id).map((m) => m.content.text), ["first in thread", "second in thread"]);
+    assert.deepEqual(state.timeline.map((m) => m.content.text), ["what do we ship?", "the SDK"]);
+    assert.equal(state.messages.length, 4, "`messages` holds every seq");
+    const summary = state.get(root.message_id).thread;
+    assert.equal(summary.reply_count, 2);
+    assert.deepEqual(summary.participants, ["umar"]);
+    // The replier's own copy counts them too (from the acks).
+    assert.equal(umar.conversation(id).get(root.message_id).thread.reply_count, 2);
+    assert.deepEqual(umar.conversation(id).thread(root.message_id).map((m) => m.seq), inThread.map((s) => s.seq));
+
+    // The thread's history: its replies and its root, newest first.
+    const history = await tara.rest.threadHistory(id, root.message_id);
+    assert.deepEqual(
+      history.messages.map((m) => m.message_id),
+      [...inThread.map((s) => s.message_id).reverse(), root.message_id],
+    );
+    assert.equal(history.messages.at(-1).thread.reply_count, 2);
+    // And the state takes it as it is (no reply counted twice).
+    for (const m of history.messages) state.update(m);
+    assert.equal(state.get(root.message_id).thread.reply_count, 2);
+
+    // The threads list: tara started it and has not read it; umar's own
+    // replies read it up to themselves.
+    const threadOf = (list) => list.threads.find((t) => t.root.message_id === root.message_id);
+    const taras = threadOf(await tara.rest.threads(id));
+    assert.deepEqual([taras.reply_count, taras.unread_count], [2, 2]);
+    assert.equal(threadOf(await umar.rest.threads(id)).unread_count, 0);
+    // Reading the thread (ack_read with its thread_id) zeroes it, and
+    // leaves the conversation's own read mark where it was.
+    const unreadBefore = tara.conversationList.get(id).unread_count;
+    assert.ok(unreadBefore >= 3);
+    await tara.markThreadRead(id, root.message_id);
+    await eventually(() => tara.rest.threads(id), (list) => threadOf(list).unread_count === 0, 10_000, "the thread read");
+    assert.equal(tara.conversationList.get(id).unread_count, unreadBefore);
+    const listed = await tara.rest.conversationPage();
+    assert.equal(listed.conversations.find((c) => c.conversation_id === id).unread_count, unreadBefore);
+
+    // A reply in a thread cannot root one; a reply names a live message.
+    await assert.rejects(umar.sendText(id, "nested", { threadId: inThread[0].message_id }), (e) => e instanceof SendError && e.code === "invalid_request");
+    await assert.rejects(umar.sendText(id, "to nothing", { replyTo: "1234567" }), (e) => e instanceof SendError && e.code === "invalid_request");
+    assert.ok(reply.seq < inThread[0].seq);
+  } finally {
+    close();
+  }
+});
+
+test("mentions: carried by the message, counted in the list by events (mention_count), read away, mention_all for owners and admins only", async () => {
+  const { id, clients, close } = await group("vera", ["wade", "xavi"], "mentions");
+  const { vera, wade, xavi } = clients;
+  try {
+    await wade.conversationList.load();
+    const list = wade.conversationList;
+    assert.equal(list.get(id).mention_count, 0);
+
+    const got = waitFor(wade, "message", (m) => m.content?.text === "@wade look" && m);
+    await vera.sendText(id, "@wade look", { mentions: ["wade"] });
+    const m = await got;
+    assert.deepEqual(m.mentions, ["wade"]);
+    assert.equal(mentionsUser(m, "wade"), true);
+    assert.equal(mentionsUser(m, "xavi"), false);
+    await until(() => list.get(id).mention_count === 1, 10_000, "one mention");
+    // Everyone, from the owner; and a message mentioning someone else.
+    await vera.sendText(id, "@all standup", { mentionAll: true });
+    await vera.sendText(id, "@xavi only", { mentions: ["xavi"] });
+    await until(() => list.get(id).last_seq === m.seq + 2, 10_000, "the other two");
+    assert.equal(list.get(id).mention_count, 2);
+    assert.equal(list.mentionTotal, 2);
+    // What events made of it is what the server counts.
+    const page = await wade.rest.conversationPage();
+    assert.equal(page.conversations.find((c) => c.conversation_id === id).mention_count, 2);
+
+    // A member may not mention all; mentions name members.
+    await assert.rejects(xavi.sendText(id, "@all hey", { mentionAll: true }), (e) => e instanceof SendError && e.code === "forbidden");
+    await assert.rejects(xavi.sendText(id, "@nobody", { mentions: ["nobody"] }), (e) => e instanceof SendError && e.code === "invalid_request");
+
+    // Reading takes them away at once, and on the server.
+    const reading = wade.markRead(id);
+    assert.equal(list.get(id).mention_count, 0);
+    await reading;
+    await eventually(
+      () => wade.rest.conversationPage(),
+      (p) => p.conversations.find((c) => c.conversation_id === id).mention_count === 0,
+      10_000,
+      "the server's count",
+    );
+  } finally {
+    close();
+  }
+});
+
+test("notification settings: get and put, the list's notifications and muted, settings_changed on the user's other device, unmuted when the time passes", async () => {
+  const yara = await client("yara", "laptop");
+  const phone = await client("yara", "phone");
+  try {
+    const { conversation_id: id } = await yara.rest.createConversation("group", ["zack"], "settings");
+    await phone.conversationList.load();
+    assert.deepEqual(await yara.rest.settings(id), { notifications: "all", muted_until: null });
+    const item = () => phone.conversationList.get(id);
+    assert.deepEqual([item().notifications, item().muted], ["all", false]);
+
+    const until1h = new Date(Date.now() + 3_600_000).toISOString();
+    const told = waitFor(phone, "settings_changed", (e) => e.conversation_id === id && e);
+    const set = await yara.rest.setSettings(id, { notifications: "mentions", muted_until: until1h });
+    assert.equal(set.notifications, "mentions");
+    assert.equal(Date.parse(set.muted_until), Date.parse(until1h));
+    const event = await told;
+    assert.equal(event.notifications, "mentions");
+    assert.equal(Date.parse(event.muted_until), Date.parse(until1h));
+    // The other device's list follows the event, with no REST call.
+    assert.deepEqual([item().notifications, item().muted], ["mentions", true]);
+    assert.equal((await phone.rest.settings(id)).notifications, "mentions");
+
+    // Muted for a moment: the list unmutes by itself when it passes.
+    const soon = new Date(Date.now() + 1_500).toISOString();
+    const second = waitFor(phone, "settings_changed", (e) => e.notifications === "none" && e);
+    await yara.rest.setSettings(id, { notifications: "none", muted_until: soon });
+    await second;
+    assert.deepEqual([item().notifications, item().muted], ["none", true]);
+    await until(() => item().muted === false, 5_000, "the mute running out");
+    const fresh = (await phone.rest.conversationPage()).conversations.find((c) => c.conversation_id === id);
+    assert.deepEqual([fresh.notifications, fresh.muted], ["none", false]);
+
+    // A bad level is refused; settings are the caller's own.
+    await assert.rejects(yara.rest.setSettings(id, { notifications: "loud" }), (e) => e instanceof ApiError && e.status === 400);
+    const zack = await client("zack");
+    try {
+      assert.equal((await zack.rest.settings(id)).notifications, "all");
+    } finally {
+      zack.close();
+    }
+  } finally {
+    yara.close();
+    phone.close();
+  }
+});
+
+test("pins: an owner pins and unpins, members get pins_changed and the state's pins follow, a member may not pin", async () => {
+  const { id, clients, close } = await group("abel", ["bria"], "pins");
+  const { abel, bria } = clients;
+  try {
+    const sent = await abel.sendText(id, "the plan");
+    await until(() => bria.conversation(id).get(sent.message_id), 10_000, "bria's copy");
+    const pinned = waitFor(bria, "pins_changed", (e) => e.action === "pin" && e);
+    await abel.rest.pin(id, sent.message_id);
+    assert.deepEqual(await pinned, { conversation_id: id, message_id: sent.message_id, action: "pin", by: "abel" });
+    assert.deepEqual(bria.conversation(id).pins.map((p) => [p.message_id, p.by]), [[sent.message_id, "abel"]]);
+    assert.equal(bria.conversation(id).isPinned(sent.message_id), true);
+    assert.equal(abel.conversation(id).isPinned(sent.message_id), true);
+    // The pin is a system message too (for devices that were away).
+    await until(() => bria.conversation(id).messages.some((m) => m.content?.event === "message_pinned"), 10_000, "the system message");
+
+    const listed = await bria.rest.pins(id);
+    assert.deepEqual(listed.pins.map((p) => [p.message_id, p.by, p.message?.content?.text]), [[sent.message_id, "abel", "the plan"]]);
+
+    // A plain member may not.
+    await assert.rejects(bria.rest.pin(id, sent.message_id), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+
+    const unpinned = waitFor(bria, "pins_changed", (e) => e.action === "unpin" && e);
+    await abel.rest.unpin(id, sent.message_id);
+    await unpinned;
+    assert.deepEqual(bria.conversation(id).pins, []);
+    assert.deepEqual((await bria.rest.pins(id)).pins, []);
+    // History, read newest first, does not pin it back.
+    const page = await bria.rest.history(id, { limit: 10 });
+    for (const m of page.messages) bria.conversation(id).update(m);
+    assert.deepEqual(bria.conversation(id).pins, []);
+  } finally {
+    close();
+  }
+});
+
+test("roles: an owner makes an admin, every member's state learns it, and refusals are typed ApiErrors", async () => {
+  const { id, clients, close } = await group("cora", ["dion", "enzo"], "roles");
+  const { cora, dion, enzo } = clients;
+  try {
+    await cora.sendText(id, "hello");
+    await until(() => enzo.conversation(id).messages.length > 0, 10_000, "enzo's copy");
+    await enzo.rest.conversation(id);
+    assert.deepEqual(Object.fromEntries(enzo.conversation(id).roles), { cora: "owner", dion: "member", enzo: "member" });
+
+    // A member may not change roles.
+    await assert.rejects(enzo.rest.changeRole(id, "dion", "admin"), (e) => {
+      assert.ok(e instanceof ApiError);
+      assert.equal(e.status, 403);
+      assert.equal(e.code, "forbidden");
+      return true;
+    });
+
+    const detail = await cora.rest.changeRole(id, "dion", "admin");
+    assert.equal(detail.members.find((m) => m.user_id === "dion").role, "admin");
+    // Enzo learns it from the role_changed message, with no REST call.
+    await until(() => enzo.conversation(id).roleOf("dion") === "admin", 10_000, "enzo learning the role");
+    assert.equal(enzo.conversationList.loaded, false);
+    const change = enzo.conversation(id).messages.find((m) => m.content?.event === "role_changed");
+    assert.deepEqual([change.content.actor, change.content.user_ids, change.content.role], ["cora", ["dion"], "admin"]);
+
+    // An admin may pin and mention all, but not make owners; the last
+    // owner stays.
+    const msg = await dion.sendText(id, "@all as admin", { mentionAll: true });
+    await dion.rest.pin(id, msg.message_id);
+    await assert.rejects(dion.rest.changeRole(id, "enzo", "owner"), (e) => e instanceof ApiError && e.code === "forbidden");
+    await assert.rejects(cora.rest.changeRole(id, "cora", "member"), (e) => e instanceof ApiError && e.status === 409 && e.code === "conflict");
+  } finally {
+    close();
   }
 });
