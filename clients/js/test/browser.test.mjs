@@ -1,11 +1,11 @@
 // The browser client (gateway/web, on the SDK) in headless Chromium,
 // two people in two browser contexts, against a real `switchboard dev`;
 // and a reload that shows what the SDK kept in IndexedDB before the
-// network answers. Screenshots of the main screens go to test-artifacts/,
-// and so do the README's: two (wide and narrow) and one of each v1.1
-// feature (reactions, replies and threads, mentions, pins, roles,
-// notification settings). With SB_UPDATE_SCREENSHOTS=1 those go to
-// docs/screenshots/ instead (a run does not change tracked files unasked).
+// network answers. Screenshots of the main screens go to test-artifacts/;
+// the README's two (wide and narrow) and one of each v1.1 feature
+// (reactions, replies and threads, mentions, pins, roles, notification
+// settings) to docs/screenshots/, so the README shows what the last run
+// saw.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
@@ -39,9 +39,7 @@ async function newContext(options) {
   return context;
 }
 const artifacts = new URL("../test-artifacts/", import.meta.url).pathname;
-const screenshots = process.env.SB_UPDATE_SCREENSHOTS === "1"
-  ? new URL("../../../docs/screenshots/", import.meta.url).pathname
-  : artifacts;
+const screenshots = new URL("../../../docs/screenshots/", import.meta.url).pathname;
 /** A `size`×`size` PNG of one colour. */
 function png(size, [r, g, b]) {
   const row = Buffer.alloc(1 + size * 3);
