@@ -136,7 +136,7 @@ async fn broadcast(
     after_send: Option<(ReceiptKind, u64)>,
     change: &MarkChange,
 ) {
-    if gw.fan_out(&id.tenant, change.kind, change.members.len()) == FanOut::Read {
+    if gw.fan_out(&id.tenant, change.kind, change.members_total()) == FanOut::Read {
         return;
     }
     let passed = |kind: ReceiptKind, mark: u64| {
@@ -154,6 +154,26 @@ async fn broadcast(
             change.read_seq,
         ),
     ];
+    if !moved.iter().any(|m| m.0) {
+        return;
+    }
+    // Past `MEMBERS_INLINE` the answer has no members: a tenant's fan-out
+    // plugin keeps this large conversation on write, so ask for them.
+    let fetched;
+    let members = if change.members.len() < change.members_total() {
+        match gw.store.members(&id.tenant, conversation, &id.user).await {
+            Ok((_, all)) => {
+                fetched = all;
+                &fetched
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading members for a receipt failed");
+                return;
+            }
+        }
+    } else {
+        &change.members
+    };
     for (_, kind, seq) in moved.into_iter().filter(|m| m.0) {
         let event = frame_event(&ServerFrame::Receipt {
             conversation_id: conversation.clone(),
@@ -161,7 +181,7 @@ async fn broadcast(
             kind,
             seq,
         });
-        let others = change.members.iter().filter(|m| **m != id.user);
+        let others = members.iter().filter(|m| **m != id.user);
         if let Err(e) = gw.publish_to_users(&id.tenant, others, &event).await {
             tracing::warn!(error = %e, "publishing a receipt failed");
         }

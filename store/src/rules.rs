@@ -472,7 +472,11 @@ async fn ack_context<C: Commit>(
     Ok((last_seq, marks, reads.cursor))
 }
 
-/// What the caller needs to broadcast a mark that moved.
+/// What the caller needs to broadcast a mark that moved. The members
+/// come along only up to [`MarkChange::MEMBERS_INLINE`]: a large
+/// conversation usually fans out on read and broadcasts no marks, and
+/// copying thousands of ids for every ack of every member was most of
+/// what its acks cost.
 async fn mark_change<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
@@ -481,14 +485,19 @@ async fn mark_change<C: Commit>(
     read_moved: bool,
 ) -> StoreResult<MarkChange> {
     let kind = view.kind(c).await?;
-    let members = view
-        .members(c)
-        .await?
-        .into_iter()
-        .map(|m| UserId::new(m).map_err(|e| StoreError::Corrupt(e.to_string())))
-        .collect::<StoreResult<Vec<_>>>()?;
+    let member_count = view.member_count(c).await?;
+    let members = if member_count <= MarkChange::MEMBERS_INLINE {
+        view.members(c)
+            .await?
+            .into_iter()
+            .map(|m| UserId::new(m).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect::<StoreResult<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     Ok(MarkChange {
         kind,
+        member_count,
         members,
         delivered_seq: marks.delivered,
         read_seq: marks.read,

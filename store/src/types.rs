@@ -296,7 +296,12 @@ impl UnsolicitedAdds {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkChange {
     pub kind: ConversationKind,
-    /// Every member, the acking user included.
+    /// How many members the conversation has (0 from a store that predates
+    /// it: then `members` is all of them).
+    #[serde(default)]
+    pub member_count: usize,
+    /// Every member, the acking user included; empty past
+    /// [`MarkChange::MEMBERS_INLINE`] members (ask [`crate::Store::members`]).
     pub members: Vec<UserId>,
     /// The user's marks after the ack.
     pub delivered_seq: u64,
@@ -304,6 +309,18 @@ pub struct MarkChange {
     /// Whether each mark moved (marks only move forward).
     pub delivered_moved: bool,
     pub read_moved: bool,
+}
+
+impl MarkChange {
+    /// Up to this many members a mark's answer lists them: every
+    /// conversation that fans out on write under the default threshold
+    /// (500, `fanout_threshold`), whose receipts go to each member anyway.
+    pub const MEMBERS_INLINE: usize = 500;
+
+    /// The conversation's member count, from a store of any version.
+    pub fn members_total(&self) -> usize {
+        self.member_count.max(self.members.len())
+    }
 }
 
 /// Bounds of a history read: messages with `after_seq < seq < before_seq`,

@@ -217,11 +217,15 @@ async fn client_task(
     let mut send_tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, interval);
     send_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut ack_tick = tokio::time::interval(Duration::from_millis(100));
+    // Reactions are spread over their own interval: where clients send
+    // rarely (a large channel), the send offset would hold most of them
+    // back past the end of the run.
     let reacting = react_every.is_some();
-    let mut react_tick = tokio::time::interval_at(
-        tokio::time::Instant::now() + offset,
-        react_every.unwrap_or(Duration::from_secs(3600)),
-    );
+    let react_every = react_every.unwrap_or(Duration::from_secs(3600));
+    let react_offset =
+        Duration::from_nanos(rand::random::<u64>() % react_every.as_nanos().max(1) as u64);
+    let mut react_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + react_offset, react_every);
     react_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     // The newest message seen, and which emoji this client has on it.
     let mut newest: Option<String> = None;
@@ -445,7 +449,9 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         counters: Counters::default(),
     });
     let per_user_rate = a.rate as f64 / a.users as f64;
-    let interval = Duration::from_secs_f64(1.0 / per_user_rate.max(0.001));
+    // Below one message per client per run, most clients never send: the
+    // rate stays what was asked (a large channel at a few messages a second).
+    let interval = Duration::from_secs_f64(1.0 / per_user_rate.max(1e-6));
     let react_every =
         (a.reaction_rate > 0.0).then(|| Duration::from_secs_f64(a.users as f64 / a.reaction_rate));
     eprintln!(

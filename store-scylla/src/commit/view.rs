@@ -21,6 +21,10 @@ impl Commit for Tx<'_> {
         Ok(self.member_set(&ck(c)).await?.iter().cloned().collect())
     }
 
+    async fn member_count(&mut self, c: &ConversationKey) -> StoreResult<usize> {
+        Ok(self.member_set(&ck(c)).await?.len())
+    }
+
     async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool> {
         Ok(self.member_set(&ck(c)).await?.contains(user))
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use switchboard_protocol::{Content, ConversationKind, Message, Timestamp};
 
-use crate::{Mutation, Store, StoreError};
+use crate::{MarkChange, Mutation, Store, StoreError};
 
 use super::support::{
     conv, device, key, seed_conversation, seed_more, tenant, text_message, unique_tenant, user,
@@ -98,6 +98,7 @@ pub async fn marks_only_move_forward(store: &Arc<dyn Store>) {
     assert!(change.delivered_moved && !change.read_moved);
     assert_eq!(change.delivered_seq, 4);
     assert_eq!(change.members, vec![user("a"), user("b")]);
+    assert_eq!(change.member_count, 2);
     assert_eq!(change.kind, ConversationKind::Group);
     let change = ack(2).await.unwrap();
     assert!(!change.delivered_moved, "never back");
@@ -131,6 +132,28 @@ pub async fn marks_only_move_forward(store: &Arc<dyn Store>) {
             .unwrap_err(),
         StoreError::NotFound
     );
+
+    // A mark's answer lists the members up to MEMBERS_INLINE, and past
+    // that only counts them, at the threshold and one past it.
+    for size in [MarkChange::MEMBERS_INLINE, MarkChange::MEMBERS_INLINE + 1] {
+        let name = format!("big{size}");
+        let names: Vec<String> = (0..size).map(|i| format!("m{i}")).collect();
+        let members: Vec<&str> = names.iter().map(String::as_str).collect();
+        seed_conversation(store, t, &name, &members, 1).await;
+        let change = store
+            .ack_read(&tt, &user("m1"), &conv(&name), 1)
+            .await
+            .unwrap();
+        assert!(change.read_moved);
+        assert_eq!(change.member_count, size);
+        assert_eq!(change.members_total(), size);
+        let listed = if size <= MarkChange::MEMBERS_INLINE {
+            size
+        } else {
+            0
+        };
+        assert_eq!(change.members.len(), listed, "{size} members");
+    }
 }
 
 /// Runs an inbox expiry sweep to its end in steps of `budget`; returns

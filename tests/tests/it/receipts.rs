@@ -175,6 +175,45 @@ async fn conversations_that_fan_out_on_read_store_marks_without_broadcasting() {
     assert_eq!(marks(&cluster, "alice", &conv, "bob").await, (1, 1));
 }
 
+/// A conversation past the members a mark's answer lists
+/// (`MarkChange::MEMBERS_INLINE`) that still fans out on write (here by a
+/// raised threshold; a tenant's plugin may do the same): the gateway
+/// reads the members itself, and the receipt still reaches the sender.
+#[tokio::test]
+async fn a_large_conversation_that_fans_out_on_write_still_broadcasts_receipts() {
+    let size = switchboard_store::MarkChange::MEMBERS_INLINE;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!("fanout_threshold = {}\n", size * 2),
+        ..Default::default()
+    })
+    .await;
+    let names: Vec<String> = (0..size).map(|i| format!("lg{i}")).collect();
+    let others: Vec<&str> = names.iter().map(String::as_str).collect();
+    // The creator and `size` others: one past what an answer lists.
+    let conv = cluster
+        .create(ConversationKind::Group, "lgalice", &others)
+        .await;
+    let mut alice = cluster.ws(0, "lgalice", "a").await;
+    send_acked(&mut alice, &conv, "lg-1", "to a crowd").await;
+    let mut reader = cluster.ws(0, "lg7", "b").await;
+    reader
+        .send(&ack(ReceiptKind::Read, &conv, 1))
+        .await
+        .unwrap();
+    loop {
+        match alice.next_frame_within(Duration::from_secs(5)).await {
+            Ok(ServerFrame::Receipt {
+                user_id, kind, seq, ..
+            }) if user_id.as_str() == "lg7" && kind == ReceiptKind::Read => {
+                assert_eq!(seq, 1);
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("no read receipt from lg7: {e}"),
+        }
+    }
+}
+
 /// Read, then reply within one receipt window: the reply moves the
 /// replier's marks up to itself when it is stored, so the read mark
 /// written at the window's end moves nothing; it is broadcast all the

@@ -32,6 +32,11 @@ impl Commit for GroupView<'_> {
         Ok(self.member_list(t, c)?.clone())
     }
 
+    async fn member_count(&mut self, c: &ConversationKey) -> StoreResult<usize> {
+        let (t, c) = parts(c);
+        Ok(self.member_list(t, c)?.len())
+    }
+
     async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool> {
         let (t, c) = parts(c);
         Ok(self.member(t, c, user)?.is_some())
