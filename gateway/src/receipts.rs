@@ -157,8 +157,9 @@ async fn broadcast(
     if !moved.iter().any(|m| m.0) {
         return;
     }
-    // Past `MEMBERS_INLINE` the answer has no members: a tenant's fan-out
-    // plugin keeps this large conversation on write, so ask for them.
+    // Past `MEMBERS_INLINE` the answer has no members: a raised threshold
+    // or the tenant's fan-out plugin keeps this large conversation on
+    // write, so ask for them.
     let fetched;
     let members = if change.members.len() < change.members_total() {
         match gw.store.members(&id.tenant, conversation, &id.user).await {
