@@ -330,10 +330,12 @@ async fn delete<C: Commit>(
         view.unreference_media(c, seq, blob_ref).await?;
     }
     view.remove_versions(c, seq).await?;
-    // Nor reactions: a deleted message shows nothing of what it was.
+    // Nor reactions or mentions: a deleted message shows nothing of what
+    // it was, and counts in nobody's mentions.
     if !message.reactions.is_empty() {
         view.remove_reactions(c, seq).await?;
     }
+    threads::unmention(view, c, &message).await?;
     message.mark_deleted(at);
     store_update(view, c, &message, inbox, at).await
 }

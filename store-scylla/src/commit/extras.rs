@@ -87,6 +87,21 @@ impl Tx<'_> {
         Ok(())
     }
 
+    pub(super) async fn drop_mention(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        self.push(
+            &self.store.st.delete_mention,
+            (ts, k.0.clone(), user.to_owned(), k.1.clone(), seq_db(seq)),
+        );
+        Ok(())
+    }
+
     pub(super) async fn add_reaction(
         &mut self,
         c: &ConversationKey,

@@ -275,6 +275,15 @@ impl Commit for Tx<'_> {
         self.add_mention(c, user, seq).await
     }
 
+    async fn remove_mention(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.drop_mention(c, user, seq).await
+    }
+
     async fn insert_reaction(
         &mut self,
         c: &ConversationKey,

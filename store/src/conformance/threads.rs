@@ -210,4 +210,28 @@ pub async fn mentions_are_counted_until_read_and_reach_those_without_inboxes(
         .await
         .unwrap();
     assert_eq!(mentions("bob").await, 1);
+    // A deleted message counts in nobody's mentions, `@all` included.
+    let mut also_cat = text_message("c", 3, "ann", "phone", "hey-cat");
+    also_cat.mentions = vec![user("cat")];
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 2,
+            messages: vec![also_cat],
+            inbox: false,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(mentions("cat").await, 2);
+    let delete = |seq| Mutation::Delete {
+        key: key(t, "c"),
+        seq,
+        at: Timestamp::from_unix_ms(1_780_000_100_000),
+        inbox: false,
+    };
+    store.commit(vec![delete(2)]).await.unwrap();
+    assert_eq!(mentions("bob").await, 0);
+    assert_eq!(mentions("cat").await, 1);
+    store.commit(vec![delete(3)]).await.unwrap();
+    assert_eq!(mentions("cat").await, 0);
 }

@@ -192,6 +192,13 @@ pub trait Commit {
         user: &str,
         seq: u64,
     ) -> StoreResult<()>;
+    /// Message `seq` mentions `user` no more (it was deleted).
+    async fn remove_mention(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()>;
     async fn remove_pin(&mut self, c: &ConversationKey, message_id: MessageId) -> StoreResult<()>;
     /// Records that member `user` has sent in the conversation (a message
     /// or a membership change): whom they have spoken to, which consent

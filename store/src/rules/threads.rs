@@ -79,6 +79,25 @@ pub(super) async fn mentions<C: Commit>(
     Ok(())
 }
 
+/// A deleted message mentions nobody: its mentions leave the members'
+/// counts. Whom `mention_all` named are the members now; a row of one
+/// who left meanwhile is not counted anywhere, so it may stay.
+pub(super) async fn unmention<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    m: &Message,
+) -> StoreResult<()> {
+    let named: Vec<String> = if m.mention_all {
+        view.members(c).await?
+    } else {
+        m.mentions.iter().map(|u| u.as_str().to_owned()).collect()
+    };
+    for user in named.iter().filter(|u| **u != m.sender_id.as_str()) {
+        view.remove_mention(c, user, m.seq).await?;
+    }
+    Ok(())
+}
+
 /// `user` read the thread of `root_seq` up to `seq`: their mark there
 /// moves forward (never back, never past the conversation's end). Only a
 /// thread they take part in keeps a mark; reading another changes

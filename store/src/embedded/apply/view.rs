@@ -406,6 +406,20 @@ impl Commit for GroupView<'_> {
         Ok(())
     }
 
+    async fn remove_mention(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        seq: u64,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch.remove(
+            &self.s.mentions,
+            Key::new().s(t).s(user).s(c).n(seq).bytes(),
+        );
+        Ok(())
+    }
+
     async fn insert_pin(&mut self, key: &ConversationKey, pin: &PinRow) -> StoreResult<()> {
         let (t, c) = parts(key);
         let k = Key::new().s(t).s(c).n(pin.message_id.as_u64()).bytes();
