@@ -87,6 +87,22 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// The unsolicited adds of `user` since `since`: those stored and
+    /// those of this commit.
+    pub(super) async fn unsolicited_total(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        since: Timestamp,
+    ) -> StoreResult<u32> {
+        let (t, u) = (tenant.as_str().to_owned(), user.to_owned());
+        let stored = self.store.unsolicited_count(&t, &u, since).await?;
+        let here = self.unsolicited.get(&(t, u)).map_or(0, |ats| {
+            ats.iter().filter(|at| **at >= since.unix_ms()).count()
+        });
+        Ok(u32::try_from(stored + here).unwrap_or(u32::MAX))
+    }
+
     pub(super) async fn drop_mention(
         &mut self,
         c: &ConversationKey,

@@ -347,12 +347,7 @@ impl Commit for Tx<'_> {
         user: &str,
         since: Timestamp,
     ) -> StoreResult<u32> {
-        let (t, u) = (tenant.as_str().to_owned(), user.to_owned());
-        let stored = self.store.unsolicited_count(&t, &u, since).await?;
-        let here = self.unsolicited.get(&(t, u)).map_or(0, |ats| {
-            ats.iter().filter(|at| **at >= since.unix_ms()).count()
-        });
-        Ok(u32::try_from(stored + here).unwrap_or(u32::MAX))
+        self.unsolicited_total(tenant, user, since).await
     }
 
     /// Written with a day's TTL: nothing else removes them.
