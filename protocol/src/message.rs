@@ -99,11 +99,14 @@ impl Message {
     }
 
     /// The message as its deletion at `at` leaves it: it shows nothing of
-    /// what it was, neither content nor reactions. The store and the
-    /// writer's `message_updated` both take it from here.
+    /// what it was, neither content nor reactions nor whom it mentioned.
+    /// The store and the writer's `message_updated` both take it from
+    /// here.
     pub fn mark_deleted(&mut self, at: Timestamp) {
         self.content = None;
         self.reactions.clear();
+        self.mentions.clear();
+        self.mention_all = false;
         self.deleted_at = Some(at);
     }
 

@@ -150,6 +150,8 @@ statements! {
         "SELECT seq FROM mentions WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq > ? LIMIT ?";
     insert_mention: Write<(Text, Text, Text, BigInt, BigInt)> =
         "INSERT INTO mentions (tenant, user_id, conversation_id, seq) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_mentions_of: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM mentions USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
     delete_mention: Write<(BigInt, Text, Text, Text, BigInt)> =
         "DELETE FROM mentions USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq = ?";
 

@@ -455,7 +455,7 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     let react_every =
         (a.reaction_rate > 0.0).then(|| Duration::from_secs_f64(a.users as f64 / a.reaction_rate));
     eprintln!(
-        "sending {} msg/s for {}s ({:.1} msg/s per client, first {}s not measured)",
+        "sending {} msg/s for {}s ({:.4} msg/s per client, first {}s not measured)",
         a.rate, a.duration, per_user_rate, a.warmup
     );
     let mut tasks = Vec::new();

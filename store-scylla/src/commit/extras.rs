@@ -87,6 +87,36 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// A member leaves: their rows of the conversation go, their marks,
+    /// settings and mentions included.
+    pub(super) async fn drop_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        let k = ck(c);
+        let st = &self.store.st;
+        let (t, c, u) = (k.0.clone(), k.1.clone(), user.to_owned());
+        let ts = self.ts();
+        self.push(&st.delete_member, (ts, t.clone(), c.clone(), u.clone()));
+        let ts = self.ts();
+        self.push(
+            &st.delete_user_conversation,
+            (ts, t.clone(), u.clone(), c.clone()),
+        );
+        let ts = self.ts();
+        self.push(&st.delete_speaker, (ts, t.clone(), c.clone(), u.clone()));
+        let ts = self.ts();
+        self.push(&st.delete_marks_of, (ts, t.clone(), c.clone(), u.clone()));
+        let ts = self.ts();
+        self.push(
+            &st.delete_member_state,
+            (ts, t.clone(), c.clone(), u.clone()),
+        );
+        // Their mentions here go too: one who comes back reads from 0.
+        let ts = self.ts();
+        self.push(&st.delete_mentions_of, (ts, t, u, c));
+        self.states.insert((k.clone(), user.to_owned()), None);
+        self.member_set(&k).await?.remove(user);
+        Ok(())
+    }
+
     /// The unsolicited adds of `user` since `since`: those stored and
     /// those of this commit.
     pub(super) async fn unsolicited_total(

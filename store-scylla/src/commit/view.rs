@@ -199,25 +199,7 @@ impl Commit for Tx<'_> {
     }
 
     async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
-        let k = ck(c);
-        let st = &self.store.st;
-        let (t, c, u) = (k.0.clone(), k.1.clone(), user.to_owned());
-        let ts = self.ts();
-        self.push(&st.delete_member, (ts, t.clone(), c.clone(), u.clone()));
-        let ts = self.ts();
-        self.push(
-            &st.delete_user_conversation,
-            (ts, t.clone(), u.clone(), c.clone()),
-        );
-        let ts = self.ts();
-        self.push(&st.delete_speaker, (ts, t.clone(), c.clone(), u.clone()));
-        let ts = self.ts();
-        self.push(&st.delete_marks_of, (ts, t.clone(), c.clone(), u.clone()));
-        let ts = self.ts();
-        self.push(&st.delete_member_state, (ts, t, c, u));
-        self.states.insert((k.clone(), user.to_owned()), None);
-        self.member_set(&k).await?.remove(user);
-        Ok(())
+        self.drop_member(c, user).await
     }
 
     async fn reactions_of(

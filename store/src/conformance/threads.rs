@@ -234,4 +234,57 @@ pub async fn mentions_are_counted_until_read_and_reach_those_without_inboxes(
     assert_eq!(mentions("cat").await, 1);
     store.commit(vec![delete(3)]).await.unwrap();
     assert_eq!(mentions("cat").await, 0);
+    // What a deleted message shows names nobody.
+    let page = store
+        .history(
+            &tenant(t),
+            &conv("c"),
+            &user("cat"),
+            HistoryQuery {
+                before_seq: None,
+                after_seq: None,
+                limit: 10,
+                thread_root: None,
+            },
+        )
+        .await
+        .unwrap();
+    let deleted: Vec<_> = page.iter().filter(|m| m.deleted_at.is_some()).collect();
+    assert_eq!(deleted.len(), 2);
+    assert!(
+        deleted
+            .iter()
+            .all(|m| m.mentions.is_empty() && !m.mention_all)
+    );
+    // One who leaves takes their mentions along: back again, reading from
+    // 0, they find none of the old ones counted.
+    let mut for_cat = text_message("c", 4, "ann", "phone", "cat-again");
+    for_cat.mentions = vec![user("cat")];
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 3,
+            messages: vec![for_cat],
+            inbox: false,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(mentions("cat").await, 1);
+    store
+        .commit(vec![Mutation::RemoveMembers {
+            key: key(t, "c"),
+            users: vec![user("cat")],
+        }])
+        .await
+        .unwrap();
+    store
+        .commit(vec![Mutation::AddMembers {
+            key: key(t, "c"),
+            users: vec![user("cat")],
+            at: Timestamp::from_unix_ms(1_780_000_200_000),
+            unsolicited: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(mentions("cat").await, 0);
 }

@@ -79,7 +79,8 @@ pub trait Commit {
     async fn kind(&mut self, c: &ConversationKey) -> StoreResult<ConversationKind>;
     /// Every member's user id.
     async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>>;
-    /// How many members the conversation has (without copying them).
+    /// How many members the conversation has (the embedded store counts
+    /// its cached list; Scylla reads the members as `members` does).
     async fn member_count(&mut self, c: &ConversationKey) -> StoreResult<usize>;
     async fn is_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<bool>;
     async fn devices(&mut self, tenant: &TenantId, user: &str) -> StoreResult<Vec<String>>;

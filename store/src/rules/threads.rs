@@ -80,18 +80,19 @@ pub(super) async fn mentions<C: Commit>(
 }
 
 /// A deleted message mentions nobody: its mentions leave the members'
-/// counts. Whom `mention_all` named are the members now; a row of one
-/// who left meanwhile is not counted anywhere, so it may stay.
+/// counts. Whom `mention_all` named are the members now, besides those it
+/// names; one who left meanwhile lost their mention rows when they left.
 pub(super) async fn unmention<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
     m: &Message,
 ) -> StoreResult<()> {
-    let named: Vec<String> = if m.mention_all {
-        view.members(c).await?
-    } else {
-        m.mentions.iter().map(|u| u.as_str().to_owned()).collect()
-    };
+    let mut named: Vec<String> = m.mentions.iter().map(|u| u.as_str().to_owned()).collect();
+    if m.mention_all {
+        named.extend(view.members(c).await?);
+        named.sort_unstable();
+        named.dedup();
+    }
     for user in named.iter().filter(|u| **u != m.sender_id.as_str()) {
         view.remove_mention(c, user, m.seq).await?;
     }

@@ -268,6 +268,13 @@ impl Commit for GroupView<'_> {
         );
         self.cache.member_rows.insert(member_key, None);
         self.member_list(t, c)?.retain(|m| m != user);
+        // Their mentions here go too: one who comes back reads from 0 and
+        // must not find old ones counted. (Committed rows: a mention this
+        // same group wrote stays; a group rarely both names and removes.)
+        let mentions = Key::new().s(t).s(user).s(c).bytes();
+        for kv in scan(self.snap, &self.s.mentions, mentions) {
+            self.batch.remove(&self.s.mentions, kv?.0.to_vec());
+        }
         Ok(())
     }
 
