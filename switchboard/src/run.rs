@@ -123,6 +123,32 @@ pub async fn define(client: &async_nats::Client, config: &BackboneConfig) -> any
     }
 }
 
+/// How long a start-up step asks JetStream again: as long as [`define`]
+/// waits for it.
+const JETSTREAM_SETTLE: Duration = Duration::from_secs(30);
+
+/// Runs `attempt` until it succeeds or [`JETSTREAM_SETTLE`] has passed:
+/// after a NATS node is lost, a bucket's stream may still be electing its
+/// leader when [`define`] has seen every stream exist, and one request
+/// that found no leader must not end a process's start (a worker
+/// restarted beside a lost node once exited so).
+async fn settled<T, Fut>(what: &'static str, mut attempt: impl FnMut() -> Fut) -> anyhow::Result<T>
+where
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let deadline = Instant::now() + JETSTREAM_SETTLE;
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(e) if Instant::now() < deadline => {
+                tracing::info!(error = format!("{e:#}"), what, "waiting for JetStream");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e.context(what)),
+        }
+    }
+}
+
 /// The process's view of `sb_tenants` (F21), following changes for as long
 /// as the process runs: its one follower, shared by its worker, push
 /// stage, plugin host and gateway. A gateway's token keys (`keys`) take
@@ -137,10 +163,11 @@ pub async fn tenants(
         None => Arc::new(|_, _| {}),
     };
     // The follower runs as long as the process; its handle is not needed.
-    let _follower = tenants
-        .follow(&jetstream::new(client.clone()), on_change)
-        .await
-        .context("loading tenants")?;
+    let js = jetstream::new(client.clone());
+    let _follower = settled("loading tenants", || async {
+        Ok(tenants.follow(&js, on_change.clone()).await?)
+    })
+    .await?;
     Ok(tenants)
 }
 
@@ -286,9 +313,10 @@ pub async fn plugin_deploys(
 ) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     let deployer = Arc::new(
-        switchboard_plugin_host::deploy::Deployer::open(&js, plugins)
-            .await
-            .context("opening the plugin buckets")?,
+        settled("opening the plugin buckets", || async {
+            Ok(switchboard_plugin_host::deploy::Deployer::open(&js, plugins.clone()).await?)
+        })
+        .await?,
     );
     let limits = file.services.unwrap_or_default();
     tokio::spawn(async move {
@@ -316,10 +344,10 @@ pub async fn plugins(
     let plugins = Plugins::new(host);
     // The followers run as long as the process; their handles are not
     // needed.
-    let _follower = plugins
-        .follow(&js)
-        .await
-        .context("loading tenant plugins")?;
+    let _follower = settled("loading tenant plugins", || async {
+        Ok(plugins.follow(&js).await?)
+    })
+    .await?;
     // The admin API asks every process how it runs a hook (shadows).
     let _status = plugins
         .answer_status(client.clone(), process.to_owned())
@@ -334,12 +362,15 @@ pub async fn lease_ids(
     config: &BackboneConfig,
 ) -> anyhow::Result<IdGenerator> {
     let js = jetstream::new(client.clone());
-    let kv = js
-        .get_key_value(NODES_BUCKET)
-        .await
-        .context("opening the node id bucket")?;
     let ttl = definitions::nodes_bucket(config)?.max_age;
-    Ok(IdGenerator::lease(kv, owner.to_owned(), ttl).await?)
+    settled("leasing a node id", || async {
+        let kv = js
+            .get_key_value(NODES_BUCKET)
+            .await
+            .context("opening the node id bucket")?;
+        Ok(IdGenerator::lease(kv, owner.to_owned(), ttl).await?)
+    })
+    .await
 }
 
 /// Opens the embedded store and serves it to other processes over NATS.
@@ -502,7 +533,11 @@ pub async fn push_stage(
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let config = push_config(file)?;
     let js = jetstream::new(client.clone());
-    Ok(switchboard_push::start(js, store, tenants.clone(), config).await?)
+    settled("starting the push stage", || async {
+        let (js, store, tenants) = (js.clone(), store.clone(), tenants.clone());
+        Ok(switchboard_push::start(js, store, tenants, config.clone()).await?)
+    })
+    .await
 }
 
 /// The push stage's settings of `[push]`, its CA file read.

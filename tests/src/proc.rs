@@ -332,7 +332,7 @@ impl Proc {
             panic!(
                 "switchboard {:?} did not become ready; log:\n{}",
                 self.args,
-                tail(&log, 40)
+                tail(&without_backtraces(&log), 40)
             );
         }
     }
@@ -447,6 +447,21 @@ pub async fn run_switchboard(
         ),
         _ => (None, String::new()),
     }
+}
+
+/// The log without the frames of an error's backtrace, which would push
+/// the error itself out of a short tail.
+pub fn without_backtraces(text: &str) -> String {
+    text.lines()
+        .filter(|line| {
+            let trimmed = line.trim_start();
+            let frame = trimmed
+                .split_once(": ")
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+            !(frame || trimmed.starts_with("at "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub fn tail(text: &str, lines: usize) -> String {
