@@ -44,9 +44,32 @@ pub(super) async fn thread_reply<C: Commit>(
     Ok(())
 }
 
-/// The members `m` names (every member but its sender for `mention_all`),
-/// each recorded; with `to_inboxes`, each of their devices gets an inbox
-/// entry (the conversation fans out on read: nobody else gets one).
+/// The members `m` names besides its sender: every member for
+/// `mention_all`, else those of its `mentions` who are members. The rows
+/// a send records and a delete removes are these (a member who leaves
+/// loses theirs then).
+async fn named<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    m: &Message,
+) -> StoreResult<Vec<String>> {
+    let mut named = Vec::new();
+    if m.mention_all {
+        named = view.members(c).await?;
+    } else {
+        for u in &m.mentions {
+            if view.is_member(c, u.as_str()).await? {
+                named.push(u.as_str().to_owned());
+            }
+        }
+    }
+    named.retain(|u| *u != m.sender_id.as_str());
+    Ok(named)
+}
+
+/// Records whom `m` names; with `to_inboxes`, each of their devices gets
+/// an inbox entry (the conversation fans out on read: nobody else gets
+/// one).
 pub(super) async fn mentions<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
@@ -56,22 +79,11 @@ pub(super) async fn mentions<C: Commit>(
     if m.mentions.is_empty() && !m.mention_all {
         return Ok(());
     }
-    let named: Vec<String> = if m.mention_all {
-        view.members(c).await?
-    } else {
-        let mut named = Vec::new();
-        for u in &m.mentions {
-            if view.is_member(c, u.as_str()).await? {
-                named.push(u.as_str().to_owned());
-            }
-        }
-        named
-    };
-    for user in named.iter().filter(|u| **u != m.sender_id.as_str()) {
-        view.insert_mention(c, user, m.seq).await?;
+    for user in named(view, c, m).await? {
+        view.insert_mention(c, &user, m.seq).await?;
         if to_inboxes {
-            for device in view.devices(&c.tenant, user).await? {
-                view.insert_inbox(c, user, &device, m.seq, m.created_at)
+            for device in view.devices(&c.tenant, &user).await? {
+                view.insert_inbox(c, &user, &device, m.seq, m.created_at)
                     .await?;
             }
         }
@@ -80,21 +92,17 @@ pub(super) async fn mentions<C: Commit>(
 }
 
 /// A deleted message mentions nobody: its mentions leave the members'
-/// counts. Whom `mention_all` named are the members now, besides those it
-/// names; one who left meanwhile lost their mention rows when they left.
+/// counts.
 pub(super) async fn unmention<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
     m: &Message,
 ) -> StoreResult<()> {
-    let mut named: Vec<String> = m.mentions.iter().map(|u| u.as_str().to_owned()).collect();
-    if m.mention_all {
-        named.extend(view.members(c).await?);
-        named.sort_unstable();
-        named.dedup();
+    if m.mentions.is_empty() && !m.mention_all {
+        return Ok(());
     }
-    for user in named.iter().filter(|u| **u != m.sender_id.as_str()) {
-        view.remove_mention(c, user, m.seq).await?;
+    for user in named(view, c, m).await? {
+        view.remove_mention(c, &user, m.seq).await?;
     }
     Ok(())
 }
