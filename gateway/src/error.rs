@@ -30,6 +30,8 @@ use crate::auth::AuthError;
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// With `rate_limited` from slow mode: when to try again (v1.2).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ApiError {
@@ -37,7 +39,14 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            retry_after_ms: None,
         }
+    }
+
+    /// This refusal, saying when to try again.
+    pub fn retry_after(mut self, ms: Option<u64>) -> Self {
+        self.retry_after_ms = ms;
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -59,6 +68,7 @@ impl ApiError {
             client_msg_id,
             conversation_id,
         )
+        .retry_after(self.retry_after_ms)
     }
 }
 
@@ -66,11 +76,21 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let retry_after = self.retry_after_ms.map(|ms| ms.div_ceil(1000).to_string());
         let body = ErrorBody {
             code: self.code,
             message: self.message,
+            retry_after_ms: self.retry_after_ms,
         };
-        (status, axum::Json(body)).into_response()
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(secs) = retry_after
+            && let Ok(value) = axum::http::HeaderValue::from_str(&secs)
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, value);
+        }
+        response
     }
 }
 

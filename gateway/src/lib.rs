@@ -14,6 +14,7 @@
 
 mod answering;
 pub mod auth;
+mod blocks;
 mod commands;
 pub mod config;
 mod connection;

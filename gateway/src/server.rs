@@ -450,6 +450,7 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal) {
     let body = serde_json::to_string(&ErrorBody {
         code,
         message: message.to_owned(),
+        retry_after_ms: None,
     })
     .unwrap_or_default();
     let response = format!(

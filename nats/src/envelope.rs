@@ -11,13 +11,16 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::frames::message_frame_from_json;
 use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::safety::BlockAction;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
     MessageId, TenantId, Timestamp, UserId,
 };
-use switchboard_protocol::{MemberSettings, ReactAction, Role};
 
 use crate::BackboneError;
+
+mod actions;
+pub use actions::*;
 
 /// Header naming the subject a command's outcome is published to.
 pub const HEADER_REPLY: &str = "Sb-Reply";
@@ -90,53 +93,15 @@ pub enum Command {
     /// v1.1: a message is pinned, or unpinned.
     Pin(PinCommand),
     Unpin(PinCommand),
-}
-
-/// Who does a v1.1 command, where and when: what each carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Actor {
-    /// Unique per command; the idempotency key of its system message, if
-    /// it makes one.
-    pub command_id: MessageId,
-    pub tenant: TenantId,
-    pub conversation_id: ConversationId,
-    pub actor: UserId,
-    pub device: DeviceId,
-    /// Whether the actor has the tenant's admin role.
-    #[serde(default)]
-    pub actor_is_admin: bool,
-    pub at: Timestamp,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoleCommand {
-    #[serde(flatten)]
-    pub by: Actor,
-    pub user: UserId,
-    pub role: Role,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SettingsCommand {
-    #[serde(flatten)]
-    pub by: Actor,
-    pub settings: MemberSettings,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReactCommand {
-    #[serde(flatten)]
-    pub by: Actor,
-    pub message_id: MessageId,
-    pub emoji: String,
-    pub action: ReactAction,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PinCommand {
-    #[serde(flatten)]
-    pub by: Actor,
-    pub message_id: MessageId,
+    /// v1.2: the actor blocks or unblocks a user. Its conversation is the
+    /// pair's direct one ([`direct_conversation_id`]), existing or not, so
+    /// that the writer that keeps the two apart is the one that records it.
+    Block(BlockCommand),
+    /// v1.2: a user is kept out of a conversation, or let back in.
+    Ban(BanCommand),
+    Unban(BanCommand),
+    /// v1.2: settings that affect every member change.
+    SetPolicy(PolicyCommand),
 }
 
 /// An edit (with `content`) or a deletion (without) of one message.
@@ -207,6 +172,9 @@ impl Command {
             Self::Settings(c) => &c.by.tenant,
             Self::React(c) => &c.by.tenant,
             Self::Pin(c) | Self::Unpin(c) => &c.by.tenant,
+            Self::Block(c) => &c.by.tenant,
+            Self::Ban(c) | Self::Unban(c) => &c.by.tenant,
+            Self::SetPolicy(c) => &c.by.tenant,
         }
     }
 
@@ -217,6 +185,9 @@ impl Command {
             Self::Settings(c) => Some(&c.by),
             Self::React(c) => Some(&c.by),
             Self::Pin(c) | Self::Unpin(c) => Some(&c.by),
+            Self::Block(c) => Some(&c.by),
+            Self::Ban(c) | Self::Unban(c) => Some(&c.by),
+            Self::SetPolicy(c) => Some(&c.by),
             _ => None,
         }
     }
@@ -231,6 +202,9 @@ impl Command {
             Self::Settings(c) => &c.by.conversation_id,
             Self::React(c) => &c.by.conversation_id,
             Self::Pin(c) | Self::Unpin(c) => &c.by.conversation_id,
+            Self::Block(c) => &c.by.conversation_id,
+            Self::Ban(c) | Self::Unban(c) => &c.by.conversation_id,
+            Self::SetPolicy(c) => &c.by.conversation_id,
         }
     }
 
@@ -249,7 +223,11 @@ impl Command {
             | Self::Settings(_)
             | Self::React(_)
             | Self::Pin(_)
-            | Self::Unpin(_) => match self.actor() {
+            | Self::Unpin(_)
+            | Self::Block(_)
+            | Self::Ban(_)
+            | Self::Unban(_)
+            | Self::SetPolicy(_) => match self.actor() {
                 Some(a) => format!("cmd-{}", a.command_id),
                 None => String::new(),
             },
@@ -335,6 +313,9 @@ pub enum CommandReply {
     Refused {
         code: ErrorCode,
         message: String,
+        /// With `rate_limited` (slow mode): when to try again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
     },
 }
 
@@ -353,6 +334,9 @@ pub struct Rejection {
     /// reaction), for the error frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<MessageId>,
+    /// With `rate_limited` (slow mode): when to try again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 /// An event for a user's connections.
@@ -383,6 +367,14 @@ pub enum Event {
         client_msg_id: ClientMsgId,
     },
     Rejected(Rejection),
+    /// A `blocks_changed` frame for every connection of the user, who
+    /// now blocks (`blocked`) `user_id` or no longer does: the gateway
+    /// marks that user's messages for them from now on.
+    Blocks {
+        frame: Bytes,
+        user_id: UserId,
+        blocked: bool,
+    },
 }
 
 /// The `ack` of a stored message, for its sending device: a new send's
@@ -397,6 +389,13 @@ pub fn ack_event(message: &Message) -> (HeaderMap, Bytes) {
     headers.insert(HEADER_ORIGIN_DEVICE, message.sender_device.as_str());
     let frame = switchboard_protocol::ServerFrame::ack(message).to_json();
     (headers, Bytes::from(frame))
+}
+
+/// What the hub needs of a `blocks_changed` frame besides the frame.
+#[derive(Deserialize)]
+struct BlocksBody {
+    user_id: UserId,
+    action: BlockAction,
 }
 
 /// What the hub needs of an `ack` frame besides the frame itself.
@@ -426,10 +425,15 @@ pub fn is_acked(message: &Message) -> bool {
     !matches!(message.content, Some(Content::System(_)))
 }
 
-/// A server frame to forward as it is to every connection of a user.
+/// A server frame to forward as it is to every connection of a user. A
+/// `blocks_changed` is of its own kind, since the gateway acts on it too.
 pub fn frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Bytes) {
     let mut headers = HeaderMap::new();
-    headers.insert(HEADER_EVENT, "frame");
+    let kind = match frame {
+        switchboard_protocol::ServerFrame::BlocksChanged { .. } => "blocks",
+        _ => "frame",
+    };
+    headers.insert(HEADER_EVENT, kind);
     (headers, Bytes::from(frame.to_json()))
 }
 
@@ -530,6 +534,13 @@ pub fn event_from(
             .map_err(BackboneError::encoding),
         Some("rejected") => serde_json::from_slice(&payload)
             .map(Event::Rejected)
+            .map_err(BackboneError::encoding),
+        Some("blocks") => serde_json::from_slice::<BlocksBody>(&payload)
+            .map(|b| Event::Blocks {
+                user_id: b.user_id,
+                blocked: b.action == BlockAction::Block,
+                frame: payload,
+            })
             .map_err(BackboneError::encoding),
         other => Err(BackboneError::UnknownEvent {
             kind: other.map(str::to_owned),

@@ -314,6 +314,7 @@ mod tests {
         ErrorBody {
             code: e.kind().code(),
             message: e.to_string(),
+            retry_after_ms: None,
         }
     }
 

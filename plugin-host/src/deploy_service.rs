@@ -374,6 +374,7 @@ fn error_body(e: &DeployError) -> switchboard_protocol::error::ErrorBody {
     switchboard_protocol::error::ErrorBody {
         code: e.kind().code(),
         message: e.to_string(),
+        retry_after_ms: None,
     }
 }
 

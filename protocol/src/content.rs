@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::ErrorCode;
 use crate::ids::{MessageId, UserId};
 use crate::membership::Role;
+use crate::safety::ConversationPolicy;
+use crate::timestamp::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -54,6 +56,13 @@ pub struct SystemEvent {
     /// With `message_pinned` and `message_unpinned`: the message (v1.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<MessageId>,
+    /// With `member_banned`: when the ban ends; absent: until lifted (v1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    /// With `conversation_updated`: the settings that affect every member,
+    /// as they are now (v1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ConversationPolicy>,
 }
 
 /// Size limits on content a client sends. Configurable; see the gateway's
@@ -216,6 +225,9 @@ impl SystemEvent {
     pub const ROLE_CHANGED: &'static str = "role_changed";
     pub const MESSAGE_PINNED: &'static str = "message_pinned";
     pub const MESSAGE_UNPINNED: &'static str = "message_unpinned";
+    pub const MEMBER_BANNED: &'static str = "member_banned";
+    pub const MEMBER_UNBANNED: &'static str = "member_unbanned";
+    pub const CONVERSATION_UPDATED: &'static str = "conversation_updated";
 
     /// A membership event: `event` about `user_ids`, caused by `actor`.
     pub fn about(event: &str, actor: UserId, user_ids: Vec<UserId>) -> Self {
@@ -225,6 +237,8 @@ impl SystemEvent {
             user_ids,
             role: None,
             message_id: None,
+            until: None,
+            policy: None,
         }
     }
 
@@ -249,6 +263,9 @@ impl SystemEvent {
             ),
             Self::MESSAGE_PINNED => format!("{actor} pinned a message"),
             Self::MESSAGE_UNPINNED => format!("{actor} unpinned a message"),
+            Self::MEMBER_BANNED => format!("{actor} banned {users}"),
+            Self::MEMBER_UNBANNED => format!("{actor} lifted the ban on {users}"),
+            Self::CONVERSATION_UPDATED => format!("{actor} changed the conversation's settings"),
             other => format!("{actor}: {other}"),
         }
     }

@@ -125,6 +125,9 @@ pub struct ConversationView {
     /// For the caller: unread messages that mention them or all (v1.1).
     #[serde(default)]
     pub mention_count: u64,
+    /// Slow mode, retention and disappearing messages (v1.2).
+    #[serde(flatten)]
+    pub policy: crate::safety::ConversationPolicy,
 }
 
 /// Body of `POST /v1/conversations`. The caller is a member; a direct

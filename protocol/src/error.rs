@@ -84,4 +84,8 @@ impl fmt::Display for ErrorCode {
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+    /// With `rate_limited` from slow mode (v1.2): how long until a send
+    /// may go. The answer carries `Retry-After` too, in whole seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }

@@ -258,6 +258,7 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
     "reaction",
     "pins_changed",
     "settings_changed",
+    "blocks_changed",
 ];
 
 /// Frames the server sends.
@@ -329,6 +330,10 @@ pub enum ServerFrame {
         /// reaction; an addition to PROTOCOL.md).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
+        /// With `rate_limited` from slow mode (v1.2): how long until a
+        /// send may go.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
     },
     Pong {},
     /// The answer to `refresh` (an addition to PROTOCOL.md): the session
@@ -369,6 +374,12 @@ pub enum ServerFrame {
         conversation_id: ConversationId,
         notifications: NotificationLevel,
         muted_until: Option<Timestamp>,
+    },
+    /// The user blocked or unblocked `user_id` (v1.2; the event's name is
+    /// an addition to PROTOCOL.md), for all of their devices.
+    BlocksChanged {
+        user_id: UserId,
+        action: crate::safety::BlockAction,
     },
 }
 
@@ -434,7 +445,16 @@ impl ServerFrame {
             client_msg_id: client_msg_id.map(str::to_owned),
             conversation_id: conversation_id.map(str::to_owned),
             message_id: None,
+            retry_after_ms: None,
         }
+    }
+
+    /// This frame, if an `error`, saying when to try again.
+    pub fn retry_after(mut self, ms: Option<u64>) -> Self {
+        if let Self::Error { retry_after_ms, .. } = &mut self {
+            *retry_after_ms = ms;
+        }
+        self
     }
 
     /// This frame, if an `error`, naming the message its request named.

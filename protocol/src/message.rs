@@ -62,6 +62,10 @@ pub struct Message {
     /// Whether the message mentions every member (`@all`, v1.1).
     #[serde(default)]
     pub mention_all: bool,
+    /// For the reader only (v1.2): the reader blocked the sender. Never
+    /// stored; absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked_sender: bool,
 }
 
 impl Message {
@@ -95,6 +99,7 @@ impl Message {
             reactions: Vec::new(),
             mentions: Vec::new(),
             mention_all: false,
+            blocked_sender: false,
         }
     }
 

@@ -65,6 +65,8 @@ macro_rules! store_calls {
                 ) -> Vec<ArchivedBucket>;
                 user_reactions(key: [&ConversationKey], user: [&UserId], seqs: [Vec<u64>]) -> Vec<Vec<String>>;
                 pins(key: [&ConversationKey]) -> Vec<PinRow>;
+                bans(key: [&ConversationKey]) -> Vec<Ban>;
+                blocks(tenant: [&TenantId], user: [&UserId]) -> Vec<Block>;
                 threads(
                     tenant: [&TenantId],
                     conversation: [&ConversationId],

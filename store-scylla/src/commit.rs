@@ -60,7 +60,9 @@ use crate::rows::{
     Bucket, Conv, DELIVERED, READ, bucket_last, day_db, encode, id_db, marks, seq_db, seq_of,
 };
 
+mod archive;
 mod extras;
+mod safety;
 mod view;
 
 /// A conversation: tenant and conversation id.

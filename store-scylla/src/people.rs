@@ -101,20 +101,23 @@ impl ScyllaStore {
         c: ConversationId,
     ) -> StoreResult<Option<ConversationSummary>> {
         let (t, u, cs) = (tenant.as_str(), user.as_str(), c.as_str());
-        let (member, conv, members, me, state) = futures::try_join!(
+        let (member, conv, members, me, state, policy) = futures::try_join!(
             self.st.member.one(&self.session, (t, cs, u)),
             self.conv_row(t, cs),
             self.member_ids(t, cs),
             self.my_marks(t, cs, u),
             self.state_of(t, cs, u),
+            self.policy_of(t, cs),
         )?;
         let mention_count = self.mention_count(t, u, cs, me.1).await?;
         let (Some((joined,)), Some(conv)) = (member, conv) else {
             return Ok(None);
         };
         let key = ConversationKey::new(tenant.clone(), c);
+        let mut record = conv.record(&key)?;
+        record.policy = policy;
         Ok(Some(ConversationSummary {
-            record: conv.record(&key)?,
+            record,
             member_ids: members
                 .into_iter()
                 .map(user_id)

@@ -118,6 +118,7 @@ impl Conv {
             last_seq: self.last_seq,
             last_message: self.last_message,
             last_activity: Timestamp::from_unix_ms(self.last_activity),
+            policy: Default::default(),
         })
     }
 }

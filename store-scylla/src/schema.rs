@@ -15,7 +15,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -55,6 +55,19 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
             "CREATE TABLE IF NOT EXISTS mentions (tenant text, user_id text, \
            conversation_id text, seq bigint, \
            PRIMARY KEY ((tenant, user_id, conversation_id), seq))",
+        ],
+    ),
+    (
+        // v1.2: policies, bans, blocks. New tables only, empty for every
+        // conversation and user made before them.
+        4,
+        &[
+            "CREATE TABLE IF NOT EXISTS conversation_policies (tenant text, \
+           conversation_id text, policy text, PRIMARY KEY ((tenant, conversation_id)))",
+            "CREATE TABLE IF NOT EXISTS bans (tenant text, conversation_id text, user_id text, \
+           ban text, PRIMARY KEY ((tenant, conversation_id), user_id))",
+            "CREATE TABLE IF NOT EXISTS blocks (tenant text, user_id text, blocked_id text, \
+           blocked_at bigint, PRIMARY KEY ((tenant, user_id), blocked_id))",
         ],
     ),
 ];
@@ -280,7 +293,10 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "bans",
+                "blocks",
                 "buckets",
+                "conversation_policies",
                 "conversations",
                 "device_cursors",
                 "devices",

@@ -133,6 +133,28 @@ statements! {
     delete_pin: Write<(BigInt, Text, Text, BigInt)> =
         "DELETE FROM pins USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND message_id = ?";
 
+    // --- policies, bans, blocks (v1.2)
+    policy: Read<(Text, Text), (String,)> =
+        "SELECT policy FROM conversation_policies WHERE tenant = ? AND conversation_id = ?";
+    insert_policy: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO conversation_policies (tenant, conversation_id, policy) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_policy: Write<(BigInt, Text, Text)> =
+        "DELETE FROM conversation_policies USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ?";
+    bans: Read<(Text, Text), (String,)> =
+        "SELECT ban FROM bans WHERE tenant = ? AND conversation_id = ?";
+    insert_ban: Write<(Text, Text, Text, Text, BigInt)> =
+        "INSERT INTO bans (tenant, conversation_id, user_id, ban) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_ban: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM bans USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND user_id = ?";
+    blocks: Read<(Text, Text), (String, i64)> =
+        "SELECT blocked_id, blocked_at FROM blocks WHERE tenant = ? AND user_id = ?";
+    block: Read<(Text, Text, Text), (i64,)> =
+        "SELECT blocked_at FROM blocks WHERE tenant = ? AND user_id = ? AND blocked_id = ?";
+    insert_block: Write<(Text, Text, Text, BigInt, BigInt)> =
+        "INSERT INTO blocks (tenant, user_id, blocked_id, blocked_at) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_block: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM blocks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND blocked_id = ?";
+
     // --- threads and mentions (v1.1)
     thread_reply_seqs: Read<(Text, Text, BigInt, BigInt, BigInt, Int), (i64,)> =
         "SELECT seq FROM thread_replies WHERE tenant = ? AND conversation_id = ? AND root_seq = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?";

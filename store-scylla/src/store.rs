@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use scylla::response::PagingState;
+use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
     Timestamp, UserId,
@@ -19,42 +19,12 @@ use switchboard_store::{
 
 use crate::client::ScyllaStore;
 use crate::commit::Tx;
+use crate::cursor::{cursor_decode, cursor_encode};
 use crate::rows::{conversation_id, day_db, limit_db, marks, seq_db, seq_of, tenant_id, user_id};
 use switchboard_store::rules;
 
 /// Inbox entries looked up per round of message reads.
 const INBOX_CHUNK: usize = 64;
-
-/// A resumable scan's cursor is the driver's paging state, as hex.
-fn cursor_encode(state: Option<PagingState>) -> Option<String> {
-    let state = state?;
-    match state.as_bytes_slice() {
-        Some(bytes) => Some(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-        None => {
-            tracing::warn!("scylla returned more pages without a paging state");
-            None
-        }
-    }
-}
-
-fn cursor_decode(cursor: Option<String>) -> StoreResult<PagingState> {
-    let Some(text) = cursor else {
-        return Ok(PagingState::start());
-    };
-    let bad = || StoreError::Corrupt(format!("bad scan cursor {text:?}"));
-    if text.is_empty() || !text.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes = (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(bad)?;
-    Ok(PagingState::new_from_raw_bytes(bytes))
-}
 
 fn page_size(budget: usize) -> i32 {
     i32::try_from(budget.max(1)).unwrap_or(i32::MAX)
@@ -87,12 +57,17 @@ impl Store for ScyllaStore {
     ) -> StoreResult<Vec<Option<SequencerState>>> {
         self.each(keys, |k| async move {
             let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
-            let (conv, states) = futures::try_join!(self.conv_row(t, c), self.states_of(t, c))?;
+            let (conv, states, policy) = futures::try_join!(
+                self.conv_row(t, c),
+                self.states_of(t, c),
+                self.policy_of(t, c)
+            )?;
             let Some(conv) = conv else {
                 return Ok(None);
             };
             let created_by = user_id(conv.created_by)?;
             let roles = self.roles_of(t, c, conv.kind, &created_by, &states).await?;
+            let blocked_by = self.blocked_by(t, conv.kind, &roles).await?;
             Ok(Some(SequencerState {
                 kind: conv.kind,
                 members: roles.keys().cloned().collect::<BTreeSet<_>>(),
@@ -103,6 +78,8 @@ impl Store for ScyllaStore {
                     .into_iter()
                     .map(|(u, state)| Ok((user_id(u)?, state)))
                     .collect::<StoreResult<_>>()?,
+                policy,
+                blocked_by,
             }))
         })
         .await
@@ -195,8 +172,9 @@ impl Store for ScyllaStore {
             tenant: tenant.clone(),
             conversation_id: conversation.clone(),
         };
-        let record = conv.record(&key)?;
-        let states = self.states_of(t, c).await?;
+        let mut record = conv.record(&key)?;
+        let (states, policy) = futures::try_join!(self.states_of(t, c), self.policy_of(t, c))?;
+        record.policy = policy;
         let mut members = members;
         switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
         let read = members
@@ -642,6 +620,15 @@ impl Store for ScyllaStore {
         self.threads_of(tenant, conversation, reader).await
     }
 
+    async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
+        self.ban_rows(key.tenant.as_str(), key.conversation_id.as_str())
+            .await
+    }
+
+    async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
+        self.block_rows(tenant.as_str(), user.as_str()).await
+    }
+
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {
         let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
         let mut pins = self.pin_rows(t, c).await?;
@@ -668,28 +655,5 @@ impl Store for ScyllaStore {
         let mut tx = Tx::new(self);
         tx.register_device(t, u, d);
         tx.finish().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn scan_cursors_round_trip_and_bad_ones_are_refused() {
-        let state = PagingState::new_from_raw_bytes(vec![0u8, 1, 0x7f, 0xfe, 0xff]);
-        let text = cursor_encode(Some(state)).unwrap();
-        assert_eq!(text, "00017ffeff");
-        let back = cursor_decode(Some(text)).unwrap();
-        assert_eq!(
-            back.as_bytes_slice().map(|b| b.to_vec()),
-            Some(vec![0u8, 1, 0x7f, 0xfe, 0xff])
-        );
-        for bad in ["", "abc", "zz", "é0"] {
-            assert!(cursor_decode(Some(bad.into())).is_err(), "{bad}");
-        }
-        assert!(cursor_decode(None).unwrap().as_bytes_slice().is_none());
-        assert_eq!(cursor_encode(None), None);
     }
 }

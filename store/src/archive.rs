@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    Timestamp, UserId,
+    Timestamp, UserId, safety::Ban, safety::Block,
 };
 
 use crate::{
@@ -641,6 +641,14 @@ impl Store for Tiered {
 
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<crate::PinRow>> {
         self.inner.pins(key).await
+    }
+
+    async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
+        self.inner.bans(key).await
+    }
+
+    async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
+        self.inner.blocks(tenant, user).await
     }
 
     async fn register_device(

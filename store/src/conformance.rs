@@ -17,6 +17,7 @@ mod people;
 mod reactions;
 mod reads;
 mod roles;
+mod safety;
 mod support;
 mod threads;
 
@@ -29,6 +30,7 @@ pub use people::*;
 pub use reactions::*;
 pub use reads::*;
 pub use roles::*;
+pub use safety::*;
 pub use support::*;
 pub use threads::*;
 
@@ -77,6 +79,7 @@ macro_rules! conformance_tests {
             pins_are_bounded_listed_newest_first_and_unpinned,
             threads_count_their_replies_and_each_members_unread,
             mentions_are_counted_until_read_and_reach_those_without_inboxes,
+            policies_bans_and_blocks_are_stored_and_shown,
         );
     };
     (@checks $subject:path; $($check:ident),* $(,)?) => {

@@ -36,6 +36,7 @@ mod types;
 pub use types::*;
 
 use async_trait::async_trait;
+use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
     Timestamp, UserId,
@@ -276,6 +277,14 @@ pub trait Store: Send + Sync + 'static {
     /// The conversation's pins, newest first (v1.1). No membership check
     /// (the sequencer reads them; a gateway checks membership first).
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<PinRow>>;
+
+    /// The conversation's bans, lifted ones gone and ended ones still
+    /// among them, newest first (v1.2). No membership check (the
+    /// sequencer reads them; a gateway checks the caller's role first).
+    async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>>;
+
+    /// The users `user` blocks, newest first (v1.2).
+    async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

@@ -34,6 +34,7 @@ use crate::{
 mod commit;
 mod consent;
 mod reactions;
+mod safety;
 mod steps;
 mod threads;
 
@@ -136,6 +137,15 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             }
             view.put_member_state(key, user.as_str(), state).await
         }
+        Mutation::SetPolicy { key, policy } => safety::set_policy(view, key, policy).await,
+        Mutation::Ban { key, ban } => safety::ban(view, key, ban).await,
+        Mutation::Unban { key, user } => safety::unban(view, key, user).await,
+        Mutation::SetBlock {
+            tenant,
+            user,
+            target,
+            at,
+        } => safety::set_block(view, tenant, user, target, *at).await,
         // The archive tier (`archive::Tiered`) handles it before a backend.
         Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
             "no archive store is configured".into(),

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::safety::{Ban, ConversationPolicy};
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, MemberSettings, Message, MessageId,
     MessageVersion, ReactAction, Role, TenantId, Timestamp, UserId,
@@ -96,6 +97,9 @@ pub struct ConversationRecord {
     pub last_message: Option<Message>,
     /// When the last message was stored (or the conversation created).
     pub last_activity: Timestamp,
+    /// Slow mode, retention and disappearing messages (v1.2).
+    #[serde(default, skip_serializing_if = "ConversationPolicy::is_default")]
+    pub policy: ConversationPolicy,
 }
 
 impl ConversationRecord {
@@ -159,6 +163,13 @@ pub struct SequencerState {
     /// settings (which decide their pushes).
     #[serde(default)]
     pub states: BTreeMap<UserId, MemberState>,
+    /// Slow mode, retention and disappearing messages (v1.2).
+    #[serde(default)]
+    pub policy: ConversationPolicy,
+    /// In a direct conversation, the members who block the other one
+    /// (v1.2); empty elsewhere.
+    #[serde(default)]
+    pub blocked_by: BTreeSet<UserId>,
 }
 
 impl SequencerState {
@@ -479,6 +490,26 @@ pub enum Mutation {
         key: ConversationKey,
         user: UserId,
         state: MemberState,
+    },
+    /// The settings that affect every member (v1.2). `NotFound` when the
+    /// conversation does not exist.
+    SetPolicy {
+        key: ConversationKey,
+        policy: ConversationPolicy,
+    },
+    /// Keeps `ban.user_id` out of the conversation (v1.2), replacing an
+    /// earlier ban of them. Removing them, if they are a member, is a
+    /// [`Mutation::RemoveMembers`] of its own.
+    Ban { key: ConversationKey, ban: Ban },
+    /// Lifts a ban; nothing changes where there is none.
+    Unban { key: ConversationKey, user: UserId },
+    /// `user` blocks `target` from `at` on, or (`at: None`) no longer
+    /// does (v1.2). Idempotent.
+    SetBlock {
+        tenant: TenantId,
+        user: UserId,
+        target: UserId,
+        at: Option<Timestamp>,
     },
     /// Puts an archived message and its versions back among the live rows
     /// (so that an edit or delete can change it); nothing happens when the

@@ -87,6 +87,9 @@ fn hand_over(event: &Event) {
             );
             let _ = frame.to_json();
         }
+        Event::Blocks { frame, .. } => {
+            let _ = std::str::from_utf8(frame);
+        }
         Event::Listen { .. } => {}
     }
 }
@@ -174,6 +177,7 @@ fn message(ids: &Ids) -> Message {
         }],
         mentions: vec![ids.bob.clone()],
         mention_all: false,
+        blocked_sender: false,
     }
 }
 
@@ -186,6 +190,7 @@ fn rejection(ids: &Ids) -> Rejection {
         code: ErrorCode::RejectedByPolicy,
         message: "no".into(),
         message_id: None,
+        retry_after_ms: None,
     }
 }
 
@@ -277,8 +282,26 @@ fn commands(ids: &Ids) -> Vec<Command> {
             action: switchboard_protocol::ReactAction::Add,
         }),
         Command::Pin(PinCommand {
-            by,
+            by: by.clone(),
             message_id: MessageId::from_u64(42),
+        }),
+        Command::Ban(switchboard_nats::envelope::BanCommand {
+            by: by.clone(),
+            user: ids.bob.clone(),
+            until: Some(at()),
+        }),
+        Command::SetPolicy(switchboard_nats::envelope::PolicyCommand {
+            by: by.clone(),
+            patch: switchboard_protocol::safety::ConversationPatch {
+                slow_mode_secs: Some(30),
+                retention_days: Some(None),
+                disappearing_secs: Some(Some(60)),
+            },
+        }),
+        Command::Block(switchboard_nats::envelope::BlockCommand {
+            by,
+            user: ids.bob.clone(),
+            action: switchboard_protocol::safety::BlockAction::Block,
         }),
     ]
 }
@@ -312,6 +335,12 @@ pub(super) fn command_reply_seeds() -> Vec<Vec<u8>> {
         CommandReply::Refused {
             code: ErrorCode::Conflict,
             message: "a direct conversation has two members".into(),
+            retry_after_ms: None,
+        },
+        CommandReply::Refused {
+            code: ErrorCode::RateLimited,
+            message: "slow mode".into(),
+            retry_after_ms: Some(1500),
         },
     ]
     .iter()
@@ -328,6 +357,10 @@ fn events(ids: &Ids) -> Vec<(String, Bytes, Vec<u8>)> {
         events.push(stored);
     }
     events.push(envelope::frame_event(&ServerFrame::Pong {}));
+    events.push(envelope::frame_event(&ServerFrame::BlocksChanged {
+        user_id: ids.bob.clone(),
+        action: switchboard_protocol::safety::BlockAction::Block,
+    }));
     events.extend(envelope::listen_event(&ids.conversation, true).ok());
     events.extend(envelope::rejection_event(&rejection(ids)).ok());
     let mut unknown = envelope::frame_event(&ServerFrame::Pong {});

@@ -82,7 +82,7 @@ impl Connection {
                 let exhausted = messages.len() < want;
                 let cut = messages.len() > room;
                 messages.truncate(room);
-                if let Err(e) = switchboard_store::mine::mark_mine(
+                if let Err(e) = crate::blocks::as_seen_by(
                     gw.store.as_ref(),
                     &id.tenant,
                     &id.user,

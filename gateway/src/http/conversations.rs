@@ -60,6 +60,7 @@ pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> Conversatio
         last_seq: r.last_seq,
         preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
+        policy: r.policy,
     }
 }
 
@@ -91,6 +92,7 @@ fn summary_view(s: ConversationSummary) -> ConversationView {
         last_seq: r.last_seq,
         preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
+        policy: r.policy,
     }
 }
 
@@ -99,7 +101,11 @@ fn summary_view(s: ConversationSummary) -> ConversationView {
 pub(super) fn done(reply: CommandReply) -> Result<bool, ApiError> {
     match reply {
         CommandReply::Done { created, .. } => Ok(created),
-        CommandReply::Refused { code, message } => Err(ApiError::new(code, message)),
+        CommandReply::Refused {
+            code,
+            message,
+            retry_after_ms,
+        } => Err(ApiError::new(code, message).retry_after(retry_after_ms)),
     }
 }
 

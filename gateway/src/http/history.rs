@@ -83,8 +83,7 @@ pub(super) async fn page(
         .store
         .history(&id.tenant, &conversation, &id.user, query)
         .await?;
-    switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut messages)
-        .await?;
+    crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut messages).await?;
     let floor = params.after_seq.unwrap_or(0).saturating_add(1);
     let next_before_seq = match messages.last() {
         Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),

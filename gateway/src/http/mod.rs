@@ -23,6 +23,7 @@ mod presence;
 mod public;
 mod push;
 mod roles;
+mod safety;
 mod tenants;
 mod threads;
 mod versions;
@@ -130,6 +131,21 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             threads::list_op(),
             threads::list,
         )
+        .route("/v1/conversations/{id}", safety::patch_op(), safety::patch)
+        .route(
+            "/v1/conversations/{id}/bans",
+            safety::list_bans_op(),
+            safety::list_bans,
+        )
+        .route("/v1/conversations/{id}/bans", safety::ban_op(), safety::ban)
+        .route(
+            "/v1/conversations/{id}/bans/{user}",
+            safety::unban_op(),
+            safety::unban,
+        )
+        .route("/v1/blocks", safety::list_blocks_op(), safety::list_blocks)
+        .route("/v1/blocks/{user}", safety::block_op(), safety::block)
+        .route("/v1/blocks/{user}", safety::unblock_op(), safety::unblock)
         .route("/v1/conversations/{id}/pins", pins::list_op(), pins::list)
         .route("/v1/conversations/{id}/pins", pins::pin_op(), pins::pin)
         .route(

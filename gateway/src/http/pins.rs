@@ -50,7 +50,7 @@ pub(super) async fn list(
         .collect();
     let mut messages: Vec<_> = gw.store.find_messages(keys).await?.into_iter().collect();
     let mut live: Vec<_> = messages.iter().flatten().cloned().collect();
-    switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut live).await?;
+    crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut live).await?;
     for m in messages.iter_mut().flatten() {
         if let Some(marked) = live.iter().find(|l| l.seq == m.seq) {
             m.clone_from(marked);

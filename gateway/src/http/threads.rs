@@ -34,7 +34,7 @@ pub(super) async fn list(
         .threads(&id.tenant, &conversation, &id.user)
         .await?;
     let mut roots: Vec<_> = entries.iter().map(|e| e.root.clone()).collect();
-    switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut roots).await?;
+    crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut roots).await?;
     let threads = entries
         .into_iter()
         .zip(roots)

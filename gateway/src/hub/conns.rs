@@ -7,6 +7,7 @@ use axum::extract::ws::Utf8Bytes;
 use switchboard_nats::trace;
 use switchboard_protocol::DeviceId;
 
+use crate::blocks::BlockSet;
 use crate::outbox::{Outbound, Outbox};
 
 /// How the hub reaches one connection.
@@ -17,6 +18,8 @@ pub(super) struct Conn {
     pub(super) tx: Outbox,
     /// Writers' answers to this device's sends handed to it.
     pub(super) answering: Arc<crate::answering::Answering>,
+    /// Whom the user blocks, shared by the user's connections here.
+    pub(super) blocks: Arc<BlockSet>,
 }
 
 pub(super) type Conns = Arc<Mutex<Vec<Conn>>>;
@@ -31,25 +34,50 @@ pub(super) fn deliver(conn: &Conn, out: Outbound) {
 /// Hands a `message` event to connections: every one but the sending
 /// device of the sending user, which gets the message's `ack` instead
 /// (`Event::Ack`).
-pub(super) fn deliver_message(targets: &[(bool, Conn)], frame: bytes::Bytes, origin_device: &str) {
-    let Ok(text) = Utf8Bytes::try_from(frame) else {
+/// A user who blocks its sender gets it flagged (`blocks.rs`), built
+/// once per event.
+pub(super) fn deliver_message(
+    targets: &[(bool, Conn)],
+    frame: bytes::Bytes,
+    origin_user: &str,
+    origin_device: &str,
+) {
+    let mut flagged: Option<Option<Utf8Bytes>> = None;
+    let Ok(text) = Utf8Bytes::try_from(frame.clone()) else {
         tracing::warn!("dropping a message event that is not UTF-8");
         return;
     };
     for (from_this_user, conn) in targets {
         // The same device id under another user is another device.
-        if !(*from_this_user && conn.device.as_str() == origin_device) {
-            deliver(conn, Outbound::Frame(text.clone()));
+        if *from_this_user && conn.device.as_str() == origin_device {
+            continue;
         }
+        let out = if !origin_user.is_empty() && conn.blocks.contains(origin_user) {
+            let flagged = flagged.get_or_insert_with(|| {
+                conn.blocks
+                    .flagged(&frame)
+                    .and_then(|f| Utf8Bytes::try_from(f).ok())
+            });
+            flagged.clone().unwrap_or_else(|| text.clone())
+        } else {
+            text.clone()
+        };
+        deliver(conn, Outbound::Frame(out));
     }
 }
 
+/// A `message_updated` whose sender the user blocks goes out flagged.
 pub(super) fn deliver_frame<'a>(targets: impl Iterator<Item = &'a Conn>, frame: bytes::Bytes) {
-    let Ok(text) = Utf8Bytes::try_from(frame) else {
+    let Ok(text) = Utf8Bytes::try_from(frame.clone()) else {
         return;
     };
     for conn in targets {
-        deliver(conn, Outbound::Frame(text.clone()));
+        let out = conn
+            .blocks
+            .flagged(&frame)
+            .and_then(|f| Utf8Bytes::try_from(f).ok())
+            .unwrap_or_else(|| text.clone());
+        deliver(conn, Outbound::Frame(out));
     }
 }
 

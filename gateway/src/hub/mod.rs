@@ -38,6 +38,7 @@ use switchboard_store::Store;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::blocks::BlockSet;
 use crate::outbox::{Outbound, Outbox};
 use crate::presence::Presence;
 
@@ -57,6 +58,8 @@ struct UserEntry {
     /// This presence of the user here, from the first connection to the
     /// last (the first connection's id).
     stint: u64,
+    /// Whom the user blocks, shared by their connections here (v1.2).
+    blocks: Arc<BlockSet>,
 }
 
 struct ConversationEntry {
@@ -173,14 +176,18 @@ impl Hub {
     ) -> Result<Registration, JoinError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let key = (tenant.clone(), user.clone());
+        let mut users = inner.users.lock().await;
+        let blocks = users
+            .get(&key)
+            .map_or_else(Default::default, |e| e.blocks.clone());
         let conn = Conn {
             id,
             device: device.clone(),
             tx,
             answering,
+            blocks: blocks.clone(),
         };
-        let key = (tenant.clone(), user.clone());
-        let mut users = inner.users.lock().await;
         if let Some(entry) = users.get(&key) {
             if let Ok(mut conns) = entry.conns.lock() {
                 conns.push(conn);
@@ -206,11 +213,12 @@ impl Hub {
                 routed: routed_rx,
                 listening: HashSet::new(),
                 stint: id,
+                blocks: blocks.clone(),
             },
         );
         drop(users);
         let registration = Registration { key, id };
-        match self.first_join(tenant, user, id).await {
+        match self.first_join(tenant, user, id, &blocks).await {
             Ok(()) => {
                 routed.send_replace(true);
                 Ok(registration)
@@ -230,8 +238,17 @@ impl Hub {
         tenant: &TenantId,
         user: &UserId,
         stint: u64,
+        blocks: &BlockSet,
     ) -> Result<(), JoinError> {
         let inner = &self.inner;
+        // Before the user's events are routed here, so that no change is
+        // missed: a `blocks_changed` after this load applies on top.
+        match inner.store.blocks(tenant, user).await {
+            Ok(list) => blocks.replace(list.into_iter().map(|b| b.user_id)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the user's blocks; live messages go unflagged")
+            }
+        }
         match inner.store.memberships(tenant, user).await {
             Ok(memberships) => {
                 for (conversation, kind, members) in memberships {
@@ -521,9 +538,19 @@ async fn hand_over(
             let from_this_user = *origin_user == user.as_str();
             let targets: Vec<(bool, Conn)> =
                 conns.into_iter().map(|c| (from_this_user, c)).collect();
-            deliver_message(&targets, frame.clone(), origin_device);
+            deliver_message(&targets, frame.clone(), origin_user, origin_device);
         }
         Event::Frame(frame) => deliver_frame(conns.iter(), frame.clone()),
+        Event::Blocks {
+            frame,
+            user_id,
+            blocked,
+        } => {
+            if let Some(conn) = conns.first() {
+                conn.blocks.set(user_id, *blocked);
+            }
+            deliver_frame(conns.iter(), frame.clone());
+        }
         Event::Ack {
             frame,
             device,
@@ -560,6 +587,7 @@ async fn hand_over(
             if let Some(id) = r.message_id {
                 frame = frame.about_message(id);
             }
+            frame = frame.retry_after(r.retry_after_ms);
             let text = Utf8Bytes::from(frame.to_json());
             for conn in conns.iter().filter(|c| c.device == r.device) {
                 let out = Outbound::Frame(text.clone());

@@ -120,10 +120,13 @@ pub(super) async fn dispatch_conversation(
                     .into_iter()
                     .map(|(user, c)| (user.as_str() == origin_user, c))
                     .collect();
-                deliver_message(&targets, frame, &origin_device);
+                deliver_message(&targets, frame, &origin_user, &origin_device);
             }
             Event::Frame(frame) => deliver_frame(targets.iter().map(|(_, c)| c), frame),
-            Event::Listen { .. } | Event::Rejected(_) | Event::Ack { .. } => {}
+            Event::Listen { .. }
+            | Event::Rejected(_)
+            | Event::Ack { .. }
+            | Event::Blocks { .. } => {}
         }
     }
 }

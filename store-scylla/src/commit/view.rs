@@ -4,6 +4,7 @@
 //! `commit.rs`.
 
 use super::*;
+use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
 impl Commit for Tx<'_> {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
@@ -602,9 +603,6 @@ impl Commit for Tx<'_> {
         Ok(())
     }
 
-    /// One partition tombstone each for the bucket's messages and versions
-    /// instead of a tombstone per row; the newest message is written back
-    /// after them, so with later timestamps.
     async fn archive_rows(
         &mut self,
         b: &BucketKey,
@@ -612,67 +610,29 @@ impl Commit for Tx<'_> {
         newest: u64,
         object: &str,
     ) -> StoreResult<()> {
-        let k = ck(&b.conversation());
-        let day = b.day;
-        // The rows the archive replaces, for their idempotency keys.
-        let rows = self.store.bucket_messages(&k.0, &k.1, day).await?;
-        let mut kept = None;
-        for m in rows {
-            if m.seq == newest {
-                let versions = self.versions_of(&k, day, m.seq).await?;
-                kept = Some((m, versions));
-                continue;
-            }
-            let ts = self.ts();
-            self.push_as(
-                &self.store.st.delete_sent,
-                (
-                    ts,
-                    k.0.clone(),
-                    k.1.clone(),
-                    m.sender_id.as_str().to_owned(),
-                    m.client_msg_id.as_str().to_owned(),
-                ),
-                Phase::After,
-            );
-        }
-        let ts = self.ts();
-        self.push(
-            &self.store.st.delete_bucket_messages,
-            (ts, k.0.clone(), k.1.clone(), day_db(day)),
-        );
-        let ts = self.ts();
-        self.push(
-            &self.store.st.delete_bucket_versions,
-            (ts, k.0.clone(), k.1.clone(), day_db(day)),
-        );
-        if let Some((m, versions)) = kept {
-            self.insert_message(&k, day, &m)?;
-            for v in &versions {
-                self.insert_version(&k, day, m.seq, v)?;
-            }
-        }
-        let ts = self.ts();
-        self.push(
-            &self.store.st.archive_bucket,
-            (
-                ts,
-                seq_db(span.last),
-                object.to_owned(),
-                k.0.clone(),
-                k.1.clone(),
-                day_db(day),
-            ),
-        );
-        if let Some(bucket) = self
-            .buckets(&k)
-            .await?
-            .iter_mut()
-            .find(|bucket| bucket.day == day)
-        {
-            bucket.archived = Some((span.last, object.to_owned()));
-        }
-        self.archived.insert(k);
+        self.replace_by_archive(b, span, newest, object).await
+    }
+
+    async fn put_policy(&mut self, c: &ConversationKey, policy: &Policy) -> StoreResult<()> {
+        self.write_policy(c, policy)
+    }
+
+    async fn put_ban(&mut self, c: &ConversationKey, ban: &Ban) -> StoreResult<()> {
+        self.write_ban(c, Some(ban), ban.user_id.as_str())
+    }
+
+    async fn remove_ban(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        self.write_ban(c, None, user)
+    }
+
+    async fn put_block(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        target: &str,
+        at: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        self.write_block(tenant, user, target, at);
         Ok(())
     }
 }

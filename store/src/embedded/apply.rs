@@ -30,7 +30,9 @@ use crate::{
     StoreError, StoreResult, UNSOLICITED_WINDOW_MS, day_bucket,
 };
 
+mod archive;
 mod extras;
+mod safety;
 mod view;
 
 /// One job for the commit thread.

@@ -13,12 +13,13 @@ use super::codec::storage;
 use crate::{StoreError, StoreResult};
 
 /// The layout's version. 2 added the keyspaces of v1.1 (member states,
-/// reactions, pins, threads, mentions); a version-1 store becomes
-/// version 2 as it opens, since those start empty (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"2";
+/// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
+/// blocks); an older store becomes version 3 as it opens, since those
+/// start empty (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"3";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2"];
 
 /// Every keyspace of the store.
 pub(super) struct Spaces {
@@ -77,6 +78,13 @@ pub(super) struct Spaces {
     /// tenant, user, conversation, seq → (): messages that mention the
     /// user, or all (v1.1).
     pub mentions: Keyspace,
+    /// tenant, conversation → `ConversationPolicy` JSON (v1.2); no row
+    /// for the default.
+    pub policies: Keyspace,
+    /// tenant, conversation, user → `Ban` JSON (v1.2).
+    pub bans: Keyspace,
+    /// tenant, user, blocked user → since (i64 Unix ms) (v1.2).
+    pub blocks: Keyspace,
     /// Store-wide facts such as the schema version.
     pub meta: Keyspace,
 }
@@ -109,6 +117,9 @@ impl Spaces {
             thread_replies: open("thread_replies")?,
             thread_marks: open("thread_marks")?,
             mentions: open("mentions")?,
+            policies: open("policies")?,
+            bans: open("bans")?,
+            blocks: open("blocks")?,
             meta: open("meta")?,
         })
     }

@@ -22,6 +22,7 @@ mod lists;
 mod lookup;
 mod read;
 mod rows;
+mod safety;
 mod states;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fjall::Database;
+use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
     Timestamp, UserId,
@@ -466,6 +468,18 @@ impl Store for EmbeddedStore {
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<PinRow>> {
         let key = key.clone();
         self.read(move |r, s| extras::pins(r, s, &key)).await
+    }
+
+    async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
+        let key = key.clone();
+        self.read(move |r, s| safety::bans(r, s, key.tenant.as_str(), key.conversation_id.as_str()))
+            .await
+    }
+
+    async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.read(move |r, s| safety::blocks(r, s, t.as_str(), u.as_str()))
+            .await
     }
 
     async fn register_device(

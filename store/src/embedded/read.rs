@@ -14,6 +14,7 @@ use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, str_part, trailing_day, trailing_u64};
 use super::lookup::{check_membership, scan, user_id};
 use super::rows::{BucketRow, ConversationMeta, MemberRow, StateRow};
+use super::safety;
 use super::states::{member_states, roles};
 use crate::{
     ArchivedBucket, BucketContents, BucketKey, ConversationDetail, ConversationKey,
@@ -126,7 +127,9 @@ pub(super) fn conversation_record<R: Readable>(
         tenant: TenantId::new(t).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         conversation_id: ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?,
     };
-    Ok(Some(meta.record(&key, state, last_message)))
+    let mut record = meta.record(&key, state, last_message);
+    record.policy = safety::policy(r, s, t, c)?;
+    Ok(Some(record))
 }
 
 pub(super) fn sequencer_states<R: Readable>(
@@ -152,6 +155,15 @@ pub(super) fn sequencer_states<R: Readable>(
                 .into_iter()
                 .map(|(u, state)| Ok((user_id(&u)?, state)))
                 .collect::<StoreResult<_>>()?;
+            let mut blocked_by = BTreeSet::new();
+            if meta.kind == ConversationKind::Direct {
+                for (user, other) in members.iter().zip(members.iter().rev()) {
+                    if user != other && safety::blocks_user(r, s, t, user.as_str(), other.as_str())?
+                    {
+                        blocked_by.insert(user.clone());
+                    }
+                }
+            }
             Ok(Some(SequencerState {
                 kind: meta.kind,
                 created_by: meta.created_by,
@@ -159,6 +171,8 @@ pub(super) fn sequencer_states<R: Readable>(
                 members,
                 roles,
                 states,
+                policy: safety::policy(r, s, t, c)?,
+                blocked_by,
             }))
         })
         .collect()

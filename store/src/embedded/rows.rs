@@ -46,6 +46,7 @@ impl ConversationMeta {
             last_seq,
             last_message,
             last_activity: Timestamp::from_unix_ms(last_activity),
+            policy: Default::default(),
         }
     }
 }

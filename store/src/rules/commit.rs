@@ -287,6 +287,27 @@ pub trait Commit {
     ) -> StoreResult<()>;
     /// The conversation now ends with `last` (its seq, time and preview).
     async fn set_position(&mut self, c: &ConversationKey, last: &Message) -> StoreResult<()>;
+    /// The conversation's policy (v1.2); the default removes it.
+    async fn put_policy(
+        &mut self,
+        c: &ConversationKey,
+        policy: &switchboard_protocol::safety::ConversationPolicy,
+    ) -> StoreResult<()>;
+    /// A ban row (v1.2), replacing the user's earlier one.
+    async fn put_ban(
+        &mut self,
+        c: &ConversationKey,
+        ban: &switchboard_protocol::safety::Ban,
+    ) -> StoreResult<()>;
+    async fn remove_ban(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// `user` blocks `target` since `at`, or (`None`) does not (v1.2).
+    async fn put_block(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        target: &str,
+        at: Option<Timestamp>,
+    ) -> StoreResult<()>;
     /// Replaces the bucket's rows by the archive `object`: every message
     /// row in `span` but `newest` goes with its versions and idempotency
     /// key, and the bucket is marked archived.

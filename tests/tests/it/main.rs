@@ -35,6 +35,7 @@ mod plugins;
 mod presence;
 mod push;
 mod receipts;
+mod safety;
 mod schema;
 mod secured_backbone;
 mod store_service;

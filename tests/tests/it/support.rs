@@ -3,8 +3,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use switchboard_client::WsClient;
+use serde_json::{Value, json};
 use switchboard_client::rest::HistoryParams;
+use switchboard_client::{RestClient, WsClient};
 use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, Message, MessageId, ServerFrame,
 };
@@ -336,4 +337,63 @@ pub fn sum(samples: &HashMap<String, f64>, family: &str, labels: &str) -> f64 {
         })
         .map(|(_, v)| v)
         .sum()
+}
+
+/// A REST call: the status and the JSON answer (null when none).
+pub async fn call(
+    rest: &RestClient,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let url = format!("{}{path}", rest.base());
+    let request = rest
+        .raw()
+        .request(method.parse().unwrap(), url)
+        .bearer_auth(rest.token());
+    let request = match body {
+        Some(b) => request.json(&b),
+        None => request,
+    };
+    let answer = request.send().await.unwrap();
+    let status = answer.status().as_u16();
+    let text = answer.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// A send with extra fields (reply, thread, mentions); waits for its
+/// ack or error.
+pub async fn send_with(
+    ws: &mut WsClient,
+    conv: &str,
+    id: &str,
+    text: &str,
+    extra: Value,
+) -> Result<(MessageId, u64), (ErrorCode, String)> {
+    let mut frame = json!({
+        "type": "send_message",
+        "client_msg_id": id,
+        "conversation_id": conv,
+        "content": {"kind": "text", "text": text},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        frame[k] = v.clone();
+    }
+    ws.send_text(frame.to_string()).await.unwrap();
+    expect(ws, &format!("the answer to {id}"), |f| match f {
+        ServerFrame::Ack {
+            client_msg_id,
+            message_id,
+            seq,
+            ..
+        } if client_msg_id.as_str() == id => Some(Ok((message_id, seq))),
+        ServerFrame::Error {
+            code,
+            message,
+            client_msg_id: Some(c),
+            ..
+        } if c == id => Some(Err((code, message))),
+        _ => None,
+    })
+    .await
 }

@@ -32,6 +32,17 @@ pub(super) struct Batch<'a> {
     pub(super) reactions: super::reactions::UserReactions,
     /// The pins of conversations this batch pins in or unpins from.
     pub(super) pins: HashMap<ConversationKey, Vec<switchboard_store::PinRow>>,
+    /// The bans of conversations this batch adds members to, bans or
+    /// unbans in, newest first (v1.2).
+    pub(super) bans: HashMap<ConversationKey, Vec<switchboard_protocol::safety::Ban>>,
+    /// (tenant, user, whom they block) among the users of this batch's
+    /// direct conversations that do not exist yet, as this batch changes
+    /// them (v1.2).
+    pub(super) blocking: HashSet<(TenantId, UserId, UserId)>,
+    /// When members last sent where slow mode is on, as committed.
+    pub(super) last_sent: &'a super::LastSent,
+    /// This batch's sends that slow mode counts.
+    pub(super) sent_at: HashMap<(ConversationKey, UserId), Timestamp>,
 }
 
 impl Batch<'_> {
@@ -95,6 +106,7 @@ impl Batch<'_> {
             CommandReply::Refused {
                 code,
                 message: message.into(),
+                retry_after_ms: None,
             },
         );
     }
@@ -205,6 +217,7 @@ impl Batch<'_> {
             reactions: Vec::new(),
             mentions: options.mentions.clone(),
             mention_all: options.mention_all,
+            blocked_sender: false,
         };
         self.touched.insert(key.clone());
         self.sent.insert(

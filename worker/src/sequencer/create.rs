@@ -10,6 +10,12 @@ impl Batch<'_> {
     ) -> Result<(), SequenceError> {
         let key = key(&c.tenant, &c.conversation_id);
         let members: BTreeSet<UserId> = c.members.iter().cloned().collect();
+        if c.kind == ConversationKind::Direct
+            && let Some(why) = self.direct_blocked(&key, &c.tenant, &c.actor, &members)
+        {
+            self.refuse(reply_to, ErrorCode::Forbidden, why);
+            return Ok(());
+        }
         if let Some(Some(existing)) = self.states.get(&key) {
             // A retried command, or a direct conversation that already
             // exists between the same two users: both are the same answer.
@@ -52,6 +58,7 @@ impl Batch<'_> {
             last_seq: 0,
             last_message: None,
             last_activity: c.at,
+            policy: Default::default(),
         };
         self.log.push_other(
             &key,
@@ -83,6 +90,8 @@ impl Batch<'_> {
                 ),
                 members,
                 states: Default::default(),
+                policy: Default::default(),
+                blocked_by: Default::default(),
             }),
         );
         if self.mode(&key) == FanOut::Read {

@@ -74,6 +74,14 @@ impl Batch<'_> {
             self.done(reply_to, &c.conversation_id, false);
             return Ok(());
         }
+        if let Some(banned) = self.banned_among(&key(&c.tenant, &c.conversation_id), &new) {
+            self.refuse(
+                reply_to,
+                ErrorCode::Forbidden,
+                format!("{banned} is banned from this conversation: lift the ban first"),
+            );
+            return Ok(());
+        }
         if let Err(why) = self
             .policies
             .check_members(&c.tenant, state.members.len() + new.len())
@@ -166,34 +174,45 @@ impl Batch<'_> {
         let key = key(&c.tenant, &c.conversation_id);
         // Everyone who was a member hears of the removal, the removed too.
         let audience: Vec<UserId> = state.members.iter().cloned().collect();
+        self.take_out(&key, &state, &gone);
+        let event = system_event(SystemEvent::MEMBERS_REMOVED, &c.actor, gone);
+        self.system_message(c, &key, event, audience, reply_to)
+    }
+
+    /// Takes `gone` (members all) out of the conversation: their rows, and
+    /// their gateways' listening where it fans out on read.
+    pub(super) fn take_out(
+        &mut self,
+        key: &ConversationKey,
+        state: &SequencerState,
+        gone: &[UserId],
+    ) {
         self.log.push_other(
-            &key,
+            key,
             Mutation::RemoveMembers {
                 key: key.clone(),
-                users: gone.clone(),
+                users: gone.to_vec(),
             },
         );
-        let before = self.mode(&key);
-        if let Some(Some(s)) = self.states.get_mut(&key) {
-            for u in &gone {
+        let before = self.mode(key);
+        if let Some(Some(s)) = self.states.get_mut(key) {
+            for u in gone {
                 s.members.remove(u);
             }
         }
         if before == FanOut::Read {
-            self.listen(&key, gone.clone(), false);
-            if self.mode(&key) == FanOut::Write {
+            self.listen(key, gone.to_vec(), false);
+            if self.mode(key) == FanOut::Write {
                 let remaining = state
                     .members
                     .iter()
                     .filter(|m| !gone.contains(m))
                     .cloned()
                     .collect();
-                self.listen(&key, remaining, false);
+                self.listen(key, remaining, false);
             }
         }
         self.touched.insert(key.clone());
-        let event = system_event(SystemEvent::MEMBERS_REMOVED, &c.actor, gone);
-        self.system_message(c, &key, event, audience, reply_to)
     }
 
     fn system_message(

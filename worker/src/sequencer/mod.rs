@@ -127,6 +127,8 @@ pub struct Plan {
     pub caused_by: Vec<usize>,
     /// States to cache once the mutations are committed.
     staged: HashMap<ConversationKey, SequencerState>,
+    /// Sends that slow mode counts, to remember once committed.
+    sent_at: HashMap<(ConversationKey, UserId), Timestamp>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,7 +144,14 @@ pub struct Sequencer {
     cache: HashMap<ConversationKey, SequencerState>,
     cache_limit: usize,
     policies: Policies,
+    /// When each member last sent, in conversations with slow mode on.
+    /// Kept in memory only: a writer that takes the partition over lets
+    /// each member's next message through at once (ARCHITECTURE.md).
+    last_sent: LastSent,
 }
+
+/// When each member last sent, per conversation with slow mode on.
+pub(crate) type LastSent = HashMap<ConversationKey, HashMap<UserId, Timestamp>>;
 
 fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
     ConversationKey {
@@ -181,7 +190,12 @@ fn sent_key(cmd: &Command) -> Option<SentKey> {
         Command::Pin(c) | Command::Unpin(c) => {
             (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
         }
-        Command::CreateConversation(_)
+        Command::Ban(c) | Command::Unban(c) => {
+            (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
+        }
+        Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
+        Command::Block(_)
+        | Command::CreateConversation(_)
         | Command::Edit(_)
         | Command::Delete(_)
         | Command::Settings(_)
@@ -251,6 +265,7 @@ mod members;
 mod pins;
 mod reactions;
 mod roles;
+mod safety;
 mod send;
 #[cfg(test)]
 mod tests;
@@ -264,6 +279,7 @@ impl Sequencer {
             cache: HashMap::new(),
             cache_limit,
             policies,
+            last_sent: HashMap::new(),
         }
     }
 
@@ -277,8 +293,12 @@ impl Sequencer {
         if self.cache.len() + plan.staged.len() > self.cache_limit {
             // Simple bound: start over. States reload from the store on use.
             self.cache.clear();
+            self.last_sent.clear();
         }
         self.cache.extend(plan.staged.drain());
+        for ((key, user), at) in plan.sent_at.drain() {
+            self.last_sent.entry(key).or_default().insert(user, at);
+        }
     }
 
     /// Sequences a batch. Reads the store for state it has not cached and,
@@ -370,6 +390,7 @@ impl Sequencer {
             .collect();
         let reactions = reactions::load(store, batch, &messages).await?;
         let pins = pins::load(store, batch).await?;
+        let (bans, blocking) = safety::load(store, batch).await?;
 
         let asked = consent::queries(batch, &states, &self.policies, now);
         let consent = if asked.is_empty() {
@@ -393,6 +414,10 @@ impl Sequencer {
             unsolicited: HashMap::new(),
             reactions,
             pins,
+            bans,
+            blocking,
+            last_sent: &self.last_sent,
+            sent_at: HashMap::new(),
         };
         let mut caused_by = Vec::new();
         for (i, incoming) in batch.iter().enumerate() {
@@ -409,6 +434,10 @@ impl Sequencer {
                 Command::React(c) => b.react(c)?,
                 Command::Pin(c) => b.pin(c, true, incoming.reply_to.as_deref())?,
                 Command::Unpin(c) => b.pin(c, false, incoming.reply_to.as_deref())?,
+                Command::Block(c) => b.block(c, incoming.reply_to.as_deref())?,
+                Command::Ban(c) => b.ban(c, incoming.reply_to.as_deref())?,
+                Command::Unban(c) => b.unban(c, incoming.reply_to.as_deref())?,
+                Command::SetPolicy(c) => b.set_policy(c, incoming.reply_to.as_deref())?,
             }
             caused_by.resize(b.outcomes.len(), i);
         }
@@ -422,6 +451,7 @@ impl Sequencer {
             outcomes: b.outcomes,
             caused_by,
             staged,
+            sent_at: b.sent_at,
         })
     }
 }

@@ -9,6 +9,7 @@ use switchboard_protocol::reaction::{
 };
 use switchboard_protocol::{ReactAction, ServerFrame};
 
+use super::safety::blocked_refusal;
 use super::*;
 
 /// What the batch knows of one user's emoji on one message: the store's,
@@ -28,6 +29,7 @@ impl Batch<'_> {
                 code,
                 message: message.into(),
                 message_id: Some(c.message_id),
+                retry_after_ms: None,
             },
         });
     }
@@ -49,6 +51,12 @@ impl Batch<'_> {
                 return Ok(());
             }
         };
+        if let Some(Some(s)) = self.states.get(&key)
+            && let Some(why) = blocked_refusal(s, &c.by.actor)
+        {
+            self.refuse_react(c, ErrorCode::Forbidden, why);
+            return Ok(());
+        }
         if let Err(e) = check_emoji(&c.emoji) {
             self.refuse_react(c, ErrorCode::InvalidRequest, e.to_string());
             return Ok(());

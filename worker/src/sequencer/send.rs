@@ -1,5 +1,6 @@
 //! A message sent by a member's device.
 
+use super::safety::blocked_refusal;
 use super::*;
 
 impl Batch<'_> {
@@ -26,13 +27,29 @@ impl Batch<'_> {
             Some(Some(state)) => state.members.clone(),
             _ => BTreeSet::new(),
         };
+        let mut retry_after_ms = None;
         let refusal = match self.states.get(&key) {
             None | Some(None) => Some((ErrorCode::NotFound, "no such conversation".to_owned())),
             Some(Some(s)) if !s.members.contains(&c.sender) => Some((
                 ErrorCode::NotAMember,
                 "you are not a member of this conversation".to_owned(),
             )),
-            Some(Some(s)) => self.options_refusal(&key, s, c),
+            Some(Some(s)) => {
+                if let Some(why) = blocked_refusal(s, &c.sender) {
+                    Some((ErrorCode::Forbidden, why.to_owned()))
+                } else if let Some(wait) = self.slow_mode_wait(&key, s, &c.sender) {
+                    retry_after_ms = Some(wait);
+                    Some((
+                        ErrorCode::RateLimited,
+                        format!(
+                            "slow mode: one message per {} s here; send again (with a new client_msg_id) in {wait} ms",
+                            s.policy.slow_mode_secs
+                        ),
+                    ))
+                } else {
+                    self.options_refusal(&key, s, c)
+                }
+            }
         };
         if let Some((code, message)) = refusal {
             self.outcomes.push(Outcome::Reject {
@@ -46,6 +63,7 @@ impl Batch<'_> {
                     code,
                     message,
                     message_id: None,
+                    retry_after_ms,
                 },
             });
             return Ok(());
@@ -61,6 +79,9 @@ impl Batch<'_> {
             members.into_iter().collect(),
             &options,
         )?;
+        if stored.is_some() {
+            self.sent_now(&key, &c.sender);
+        }
         // A reply in a thread counts on its root (the root's summary, the
         // thread's index, who takes part): right after its append.
         if let (Some(m), Some(root_id)) = (stored, options.thread_id)

@@ -25,6 +25,7 @@ impl Batch<'_> {
                 code,
                 message: message.into(),
                 message_id: Some(c.message_id),
+                retry_after_ms: None,
             },
         });
     }

@@ -124,6 +124,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
                 code,
                 message: message.clone(),
                 message_id: None,
+                retry_after_ms: None,
             },
         }
     };
@@ -166,11 +167,16 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::SetRole(_)
         | Command::Settings(_)
         | Command::Pin(_)
-        | Command::Unpin(_) => Outcome::Reply {
+        | Command::Unpin(_)
+        | Command::Block(_)
+        | Command::Ban(_)
+        | Command::Unban(_)
+        | Command::SetPolicy(_) => Outcome::Reply {
             subject: reply_to?,
             reply: CommandReply::Refused {
                 code,
                 message: message.clone(),
+                retry_after_ms: None,
             },
         },
     };

@@ -4,6 +4,7 @@
 //! `apply.rs`.
 
 use super::*;
+use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
 impl Commit for GroupView<'_> {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
@@ -427,6 +428,29 @@ impl Commit for GroupView<'_> {
         Ok(())
     }
 
+    async fn put_policy(&mut self, key: &ConversationKey, policy: &Policy) -> StoreResult<()> {
+        self.write_policy(key, policy)
+    }
+
+    async fn put_ban(&mut self, key: &ConversationKey, ban: &Ban) -> StoreResult<()> {
+        self.write_ban(key, Some(ban), ban.user_id.as_str())
+    }
+
+    async fn remove_ban(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+        self.write_ban(key, None, user)
+    }
+
+    async fn put_block(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        target: &str,
+        at: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        self.write_block(tenant, user, target, at);
+        Ok(())
+    }
+
     async fn insert_pin(&mut self, key: &ConversationKey, pin: &PinRow) -> StoreResult<()> {
         let (t, c) = parts(key);
         let k = Key::new().s(t).s(c).n(pin.message_id.as_u64()).bytes();
@@ -642,42 +666,6 @@ impl Commit for GroupView<'_> {
         newest: u64,
         object: &str,
     ) -> StoreResult<()> {
-        let (t, c) = (b.tenant.as_str(), b.conversation_id.as_str());
-        let range =
-            Key::new().s(t).s(c).n(span.first).bytes()..=Key::new().s(t).s(c).n(span.last).bytes();
-        let mut doomed = Vec::new();
-        for g in self.snap.range(&self.s.messages, range) {
-            let (k, v) = g.into_inner().map_err(storage)?;
-            doomed.push((k.to_vec(), decode::<Message>(&v)?));
-        }
-        for (k, m) in doomed {
-            if m.seq == newest {
-                continue;
-            }
-            self.batch.remove(&self.s.messages, k);
-            self.batch.remove(
-                &self.s.sent,
-                Key::new()
-                    .s(t)
-                    .s(c)
-                    .s(m.sender_id.as_str())
-                    .s(m.client_msg_id.as_str())
-                    .bytes(),
-            );
-            for (vk, _) in std::mem::take(self.versions_with_keys(t, c, m.seq)?) {
-                self.batch.remove(&self.s.versions, vk);
-            }
-        }
-        let row = BucketRow {
-            first: span.first,
-            archived: Some((span.last, object.to_owned())),
-        };
-        self.batch.insert(
-            &self.s.buckets,
-            Key::new().s(t).s(c).day(b.day).bytes(),
-            row.encode(),
-        );
-        self.pending.archived.insert(Key::new().s(t).s(c).bytes());
-        Ok(())
+        self.replace_by_archive(b, span, newest, object)
     }
 }

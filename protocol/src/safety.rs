@@ -1,0 +1,259 @@
+//! Safety (v1.2): blocks between users, bans and slow mode in a
+//! conversation, and the conversation settings that affect every member
+//! (`PATCH /v1/conversations/{id}`). Shapes and their bounds only; who
+//! may do what is the writer's to decide.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::ids::UserId;
+use crate::timestamp::Timestamp;
+
+/// The longest slow mode: six hours between one member's messages.
+pub const MAX_SLOW_MODE_SECS: u32 = 6 * 3600;
+/// The longest retention a conversation may set: a hundred years.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+/// The longest a disappearing message may live: a year.
+pub const MAX_DISAPPEARING_SECS: u32 = 365 * 86_400;
+/// The shortest: a disappearing message lives at least this long.
+pub const MIN_DISAPPEARING_SECS: u32 = 5;
+
+/// The settings of a conversation that affect every member (v1.2), as
+/// the conversation object carries them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ConversationPolicy {
+    /// A plain member may send once per this many seconds; 0: off.
+    #[serde(default)]
+    pub slow_mode_secs: u32,
+    /// Messages older than this many days are erased; null: kept (or the
+    /// tenant's default applies).
+    #[serde(default)]
+    pub retention_days: Option<u32>,
+    /// Each message is erased this many seconds after it was sent; null:
+    /// off.
+    #[serde(default)]
+    pub disappearing_secs: Option<u32>,
+}
+
+impl ConversationPolicy {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The policy with `patch` applied: an absent field stays as it is.
+    pub fn patched(mut self, patch: &ConversationPatch) -> Self {
+        if let Some(secs) = patch.slow_mode_secs {
+            self.slow_mode_secs = secs;
+        }
+        if let Some(days) = patch.retention_days {
+            self.retention_days = days;
+        }
+        if let Some(secs) = patch.disappearing_secs {
+            self.disappearing_secs = secs;
+        }
+        self
+    }
+}
+
+/// Body of `PATCH /v1/conversations/{id}` (v1.2): each field present
+/// changes, each absent stays; `null` turns retention or disappearing
+/// messages off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConversationPatch {
+    /// 0 to 21600; 0 turns slow mode off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = 21600)))]
+    pub slow_mode_secs: Option<u32>,
+    /// 1 to 36500, or null.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<u32>", range(min = 1, max = 36500))
+    )]
+    pub retention_days: Option<Option<u32>>,
+    /// 5 to 31536000, or null.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<u32>", range(min = 5, max = 31536000))
+    )]
+    pub disappearing_secs: Option<Option<u32>>,
+}
+
+/// A field that is present, `null` or not: `Some(None)` for `null`, where
+/// an absent field stays `None` (serde's `default`).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u32>>, D::Error> {
+    Option::<u32>::deserialize(d).map(Some)
+}
+
+impl ConversationPatch {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Why the patch is out of bounds, if it is.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(secs) = self.slow_mode_secs
+            && secs > MAX_SLOW_MODE_SECS
+        {
+            return Err(format!(
+                "slow_mode_secs is at most {MAX_SLOW_MODE_SECS} (0 turns it off)"
+            ));
+        }
+        if let Some(Some(days)) = self.retention_days
+            && !(1..=MAX_RETENTION_DAYS).contains(&days)
+        {
+            return Err(format!(
+                "retention_days is 1 to {MAX_RETENTION_DAYS}, or null for none"
+            ));
+        }
+        if let Some(Some(secs)) = self.disappearing_secs
+            && !(MIN_DISAPPEARING_SECS..=MAX_DISAPPEARING_SECS).contains(&secs)
+        {
+            return Err(format!(
+                "disappearing_secs is {MIN_DISAPPEARING_SECS} to {MAX_DISAPPEARING_SECS}, or null for off"
+            ));
+        }
+        if self.is_empty() {
+            return Err(
+                "name at least one of slow_mode_secs, retention_days, disappearing_secs".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Body of `POST /v1/conversations/{id}/bans` (v1.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BanRequest {
+    pub user_id: UserId,
+    /// When the ban ends by itself; absent or null: until it is lifted.
+    #[serde(default)]
+    pub until: Option<Timestamp>,
+}
+
+/// A user kept out of a conversation (v1.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Ban {
+    pub user_id: UserId,
+    /// Who banned them.
+    pub by: UserId,
+    pub banned_at: Timestamp,
+    /// When it ends by itself; null: until lifted.
+    pub until: Option<Timestamp>,
+}
+
+impl Ban {
+    /// Whether the ban keeps its user out at `now`.
+    pub fn holds_at(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|until| until > now)
+    }
+}
+
+/// `GET /v1/conversations/{id}/bans`: the bans in force, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct BanList {
+    pub bans: Vec<Ban>,
+}
+
+/// A user the caller blocked (v1.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Block {
+    pub user_id: UserId,
+    pub blocked_at: Timestamp,
+}
+
+/// `GET /v1/blocks`: the caller's blocks, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct BlockList {
+    pub blocks: Vec<Block>,
+}
+
+/// What a `blocks_changed` event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BlockAction {
+    Block,
+    Unblock,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_tells_null_from_absent() {
+        let p: ConversationPatch = serde_json::from_str(r#"{"retention_days": null}"#).unwrap();
+        assert_eq!(p.retention_days, Some(None));
+        assert_eq!(p.disappearing_secs, None);
+        let before = ConversationPolicy {
+            slow_mode_secs: 10,
+            retention_days: Some(30),
+            disappearing_secs: Some(60),
+        };
+        let after = before.patched(&p);
+        assert_eq!(after.retention_days, None);
+        assert_eq!(after.disappearing_secs, Some(60));
+        assert_eq!(after.slow_mode_secs, 10);
+    }
+
+    #[test]
+    fn bounds_hold_at_and_just_past_each_limit() {
+        let slow = |s| ConversationPatch {
+            slow_mode_secs: Some(s),
+            ..Default::default()
+        };
+        assert!(slow(MAX_SLOW_MODE_SECS).check().is_ok());
+        assert!(slow(MAX_SLOW_MODE_SECS + 1).check().is_err());
+        assert!(slow(0).check().is_ok());
+        let days = |d| ConversationPatch {
+            retention_days: Some(d),
+            ..Default::default()
+        };
+        assert!(days(Some(1)).check().is_ok());
+        assert!(days(Some(0)).check().is_err());
+        assert!(days(Some(MAX_RETENTION_DAYS)).check().is_ok());
+        assert!(days(Some(MAX_RETENTION_DAYS + 1)).check().is_err());
+        assert!(days(None).check().is_ok());
+        let gone = |s| ConversationPatch {
+            disappearing_secs: Some(s),
+            ..Default::default()
+        };
+        assert!(gone(Some(MIN_DISAPPEARING_SECS)).check().is_ok());
+        assert!(gone(Some(MIN_DISAPPEARING_SECS - 1)).check().is_err());
+        assert!(gone(Some(MAX_DISAPPEARING_SECS)).check().is_ok());
+        assert!(gone(Some(MAX_DISAPPEARING_SECS + 1)).check().is_err());
+        assert!(ConversationPatch::default().check().is_err());
+        assert!(serde_json::from_str::<ConversationPatch>(r#"{"title":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn a_ban_ends_at_its_until() {
+        let ban = Ban {
+            user_id: UserId::new("u").unwrap(),
+            by: UserId::new("o").unwrap(),
+            banned_at: Timestamp::from_unix_ms(0),
+            until: Some(Timestamp::from_unix_ms(1000)),
+        };
+        assert!(ban.holds_at(Timestamp::from_unix_ms(999)));
+        assert!(!ban.holds_at(Timestamp::from_unix_ms(1000)));
+    }
+}

@@ -1,0 +1,68 @@
+//! The v1.2 safety rows in one Scylla commit: a conversation's policy and
+//! bans, a user's blocks. Written blindly, since no rule reads them back
+//! within a commit.
+
+use switchboard_protocol::safety::{Ban, ConversationPolicy};
+
+use super::*;
+
+impl Tx<'_> {
+    /// The default policy deletes the row.
+    pub(super) fn write_policy(
+        &mut self,
+        c: &ConversationKey,
+        policy: &ConversationPolicy,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        if policy.is_default() {
+            self.push(&self.store.st.delete_policy, (ts, k.0, k.1));
+        } else {
+            let body = encode(policy)?;
+            self.push(&self.store.st.insert_policy, (k.0, k.1, body, ts));
+        }
+        Ok(())
+    }
+
+    /// `None` lifts the ban of `user`.
+    pub(super) fn write_ban(
+        &mut self,
+        c: &ConversationKey,
+        ban: Option<&Ban>,
+        user: &str,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        match ban {
+            Some(ban) => {
+                let body = encode(ban)?;
+                self.push(
+                    &self.store.st.insert_ban,
+                    (k.0, k.1, user.to_owned(), body, ts),
+                );
+            }
+            None => self.push(&self.store.st.delete_ban, (ts, k.0, k.1, user.to_owned())),
+        }
+        Ok(())
+    }
+
+    /// `None` lifts the block.
+    pub(super) fn write_block(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        target: &str,
+        at: Option<Timestamp>,
+    ) {
+        let (t, u, b) = (
+            tenant.as_str().to_owned(),
+            user.to_owned(),
+            target.to_owned(),
+        );
+        let ts = self.ts();
+        match at {
+            Some(at) => self.push(&self.store.st.insert_block, (t, u, b, at.unix_ms(), ts)),
+            None => self.push(&self.store.st.delete_block, (ts, t, u, b)),
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The v1.2 safety rows of a commit group: written blindly, since no rule
+//! reads them back within a commit.
+
+use switchboard_protocol::safety::{Ban, ConversationPolicy};
+
+use super::*;
+
+impl GroupView<'_> {
+    /// The default policy removes the row.
+    pub(super) fn write_policy(
+        &mut self,
+        key: &ConversationKey,
+        policy: &ConversationPolicy,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).bytes();
+        if policy.is_default() {
+            self.batch.remove(&self.s.policies, k);
+        } else {
+            self.batch.insert(&self.s.policies, k, encode(policy)?);
+        }
+        Ok(())
+    }
+
+    /// `None` lifts the ban of `user`.
+    pub(super) fn write_ban(
+        &mut self,
+        key: &ConversationKey,
+        ban: Option<&Ban>,
+        user: &str,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).s(user).bytes();
+        match ban {
+            Some(ban) => self.batch.insert(&self.s.bans, k, encode(ban)?),
+            None => self.batch.remove(&self.s.bans, k),
+        }
+        Ok(())
+    }
+
+    /// `None` lifts the block.
+    pub(super) fn write_block(
+        &mut self,
+        tenant: &TenantId,
+        user: &str,
+        target: &str,
+        at: Option<Timestamp>,
+    ) {
+        let k = Key::new().s(tenant.as_str()).s(user).s(target).bytes();
+        match at {
+            Some(at) => self
+                .batch
+                .insert(&self.s.blocks, k, words([at.unix_ms() as u64])),
+            None => self.batch.remove(&self.s.blocks, k),
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Safety (v1.2) through the contract's names: blocks, bans and slow
+//! mode, each checked by the conversation's writer, so two gateways and
+//! every path agree, and each reaching the other devices of whoever set
+//! it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard_protocol::safety::BlockAction;
+use switchboard_protocol::{ConversationKind, ErrorCode, ServerFrame};
+use switchboard_tests::{Cluster, ClusterSpec};
+
+use crate::support::*;
+
+fn two_gateways() -> ClusterSpec {
+    ClusterSpec {
+        gateways: 2,
+        ..Default::default()
+    }
+}
+
+/// The next `blocks_changed`: (user, action).
+async fn expect_blocks_changed(ws: &mut switchboard_client::WsClient) -> (String, BlockAction) {
+    expect(ws, "blocks_changed", |f| match f {
+        ServerFrame::BlocksChanged { user_id, action } => {
+            Some((user_id.as_str().to_owned(), action))
+        }
+        _ => None,
+    })
+    .await
+}
+
+/// A send's refusal: (code, retry_after_ms).
+async fn send_refused(
+    ws: &mut switchboard_client::WsClient,
+    conv: &str,
+    id: &str,
+) -> (ErrorCode, Option<u64>) {
+    ws.send(&send_frame(conv, id, "hello")).await.unwrap();
+    expect(ws, &format!("the refusal of {id}"), |f| match f {
+        ServerFrame::Error {
+            code,
+            client_msg_id: Some(c),
+            retry_after_ms,
+            ..
+        } if c == id => Some((code, retry_after_ms)),
+        ServerFrame::Ack { client_msg_id, .. } if client_msg_id.as_str() == id => {
+            panic!("{id} was accepted")
+        }
+        _ => None,
+    })
+    .await
+}
+
+fn blocked_flags(history: &Value) -> Vec<(String, bool)> {
+    history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"]["kind"] == "text")
+        .map(|m| {
+            (
+                m["content"]["text"].as_str().unwrap().to_owned(),
+                m["blocked_sender"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_keep_a_pair_apart_in_private_and_flag_the_blocked_in_groups() {
+    let cluster = Cluster::start(two_gateways()).await;
+    let dm = cluster
+        .create(ConversationKind::Direct, "bk_ann", &["bk_eve"])
+        .await;
+    let group = cluster
+        .create(ConversationKind::Group, "bk_bob", &["bk_ann", "bk_eve"])
+        .await;
+    let ann = cluster.rest(0, "bk_ann");
+    let mut ann_phone = cluster.ws(0, "bk_ann", "phone").await;
+    // The other device is on the other gateway: the change reaches it too.
+    let mut ann_laptop = cluster.ws(1, "bk_ann", "laptop").await;
+    let mut eve = cluster.ws(1, "bk_eve", "e").await;
+    let mut bob = cluster.ws(0, "bk_bob", "b").await;
+
+    let (status, body) = call(&ann, "PUT", "/v1/blocks/bk_eve", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["user_id"], "bk_eve");
+    assert_eq!(
+        expect_blocks_changed(&mut ann_laptop).await,
+        ("bk_eve".into(), BlockAction::Block)
+    );
+    expect_blocks_changed(&mut ann_phone).await;
+    let (status, list) = call(&ann, "GET", "/v1/blocks", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["blocks"][0]["user_id"], "bk_eve");
+    assert_eq!(list["blocks"].as_array().unwrap().len(), 1);
+    // Again: the same block, nothing new.
+    let (status, again) = call(&ann, "PUT", "/v1/blocks/bk_eve", None).await;
+    assert_eq!((status, &again["blocked_at"]), (200, &body["blocked_at"]));
+    let (status, _) = call(&ann, "PUT", "/v1/blocks/bk_ann", None).await;
+    assert_eq!(status, 400, "nobody blocks themselves");
+
+    // In private neither writes, from either gateway; nor reacts.
+    let (code, _) = send_refused(&mut eve, &dm, "eve-dm-1").await;
+    assert_eq!(code, ErrorCode::Forbidden);
+    let (code, _) = send_refused(&mut ann_phone, &dm, "ann-dm-1").await;
+    assert_eq!(code, ErrorCode::Forbidden);
+    // Nor does the blocked user open a direct conversation with the
+    // blocker: the existing one, or a new pair's.
+    let eve_rest = cluster.rest(1, "bk_eve");
+    let open = json!({"kind": "direct", "members": ["bk_ann"]});
+    let (status, body) = call(&eve_rest, "POST", "/v1/conversations", Some(open)).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+    let (status, _) = call(&ann, "PUT", "/v1/blocks/bk_zed", None).await;
+    assert_eq!(status, 200);
+    let zed = cluster.rest(1, "bk_zed");
+    let open = json!({"kind": "direct", "members": ["bk_ann"]});
+    let (status, _) = call(&zed, "POST", "/v1/conversations", Some(open)).await;
+    assert_eq!(status, 403, "a new direct conversation with the blocker");
+
+    // In a group the blocked user's messages still flow, flagged for the
+    // blocker only: live and in history.
+    send_acked(&mut eve, &group, "eve-g-1", "from eve").await;
+    let seen = expect_message(&mut ann_phone).await;
+    assert!(seen.blocked_sender, "live, on the blocker's gateway");
+    let seen = expect_message(&mut ann_laptop).await;
+    assert!(seen.blocked_sender, "live, on the other gateway");
+    let seen = expect_message(&mut bob).await;
+    assert!(!seen.blocked_sender, "others see it plain");
+    let page = format!("/v1/conversations/{group}/messages");
+    let (_, history) = call(&ann, "GET", &page, None).await;
+    assert_eq!(blocked_flags(&history), [("from eve".to_owned(), true)]);
+    let (_, history) = call(&cluster.rest(0, "bk_bob"), "GET", &page, None).await;
+    assert_eq!(blocked_flags(&history), [("from eve".to_owned(), false)]);
+
+    // Unblocked: both devices hear it, the pair writes again, and
+    // nothing is flagged any more.
+    let (status, _) = call(&ann, "DELETE", "/v1/blocks/bk_eve", None).await;
+    assert_eq!(status, 204);
+    assert_eq!(
+        expect_blocks_changed(&mut ann_laptop).await,
+        ("bk_eve".into(), BlockAction::Unblock)
+    );
+    expect_blocks_changed(&mut ann_phone).await;
+    send_acked(&mut eve, &dm, "eve-dm-2", "hi again").await;
+    send_acked(&mut eve, &group, "eve-g-2", "back").await;
+    let seen = expect(&mut ann_phone, "eve's next group message", |f| match f {
+        ServerFrame::Message { message } if message.client_msg_id.as_str() == "eve-g-2" => {
+            Some(message)
+        }
+        _ => None,
+    })
+    .await;
+    assert!(!seen.blocked_sender);
+    let (_, history) = call(&ann, "GET", &page, None).await;
+    assert!(blocked_flags(&history).iter().all(|(_, b)| !b));
+    let (_, list) = call(&ann, "GET", "/v1/blocks", None).await;
+    let names: Vec<&str> = list["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["user_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bk_zed"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bans_keep_a_user_out_until_lifted_and_never_lock_out_the_owner() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(
+            ConversationKind::Group,
+            "bn_own",
+            &["bn_adm", "bn_mem", "bn_bad"],
+        )
+        .await;
+    let (owner, admin, member) = (
+        cluster.rest(0, "bn_own"),
+        cluster.rest(0, "bn_adm"),
+        cluster.rest(0, "bn_mem"),
+    );
+    let tenant_admin = cluster.rest_as(0, switchboard_tests::TENANT, "bn_ops", true);
+    let path = |rest: &str| format!("/v1/conversations/{group}{rest}");
+    let (status, _) = call(
+        &owner,
+        "PATCH",
+        &path("/members/bn_adm"),
+        Some(json!({"role": "admin"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut bad = cluster.ws(0, "bn_bad", "b").await;
+    let mut watcher = cluster.ws(0, "bn_mem", "w").await;
+
+    // A plain member bans nobody and sees no bans.
+    let ban = |user: &str| Some(json!({ "user_id": user }));
+    let (status, _) = call(&member, "POST", &path("/bans"), ban("bn_bad")).await;
+    assert_eq!(status, 403);
+    let (status, _) = call(&member, "GET", &path("/bans"), None).await;
+    assert_eq!(status, 403);
+    // Nobody bans the owner: not an admin, not a tenant admin; nor
+    // themselves.
+    for who in [&admin, &tenant_admin] {
+        let (status, body) = call(who, "POST", &path("/bans"), ban("bn_own")).await;
+        assert_eq!(status, 403, "{body}");
+    }
+    let (status, _) = call(&admin, "POST", &path("/bans"), ban("bn_adm")).await;
+    assert_eq!(status, 400);
+
+    // An admin bans a member: out, told, and not let back in.
+    let (status, body) = call(&admin, "POST", &path("/bans"), ban("bn_bad")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["user_id"], "bn_bad");
+    for ws in [&mut bad, &mut watcher] {
+        let m = expect_message(ws).await;
+        let text = serde_json::to_value(&m.content).unwrap();
+        assert_eq!(text["event"], "member_banned");
+        assert_eq!(text["user_ids"], json!(["bn_bad"]));
+    }
+    let (status, _) = call(&cluster.rest(0, "bn_bad"), "GET", &path(""), None).await;
+    assert_eq!(status, 403, "no longer a member");
+    let add = |user: &str| Some(json!({ "members": [user] }));
+    let (status, body) = call(&owner, "POST", &path("/members"), add("bn_bad")).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+    let (status, list) = call(&owner, "GET", &path("/bans"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["bans"][0]["user_id"], "bn_bad");
+    assert_eq!(list["bans"][0]["by"], "bn_adm");
+    let (status, _) = call(&tenant_admin, "GET", &path("/bans"), None).await;
+    assert_eq!(status, 200, "tenant admins see bans");
+
+    // Lifted: they may be added again (they are not added back by it).
+    let (status, _) = call(&owner, "DELETE", &path("/bans/bn_bad"), None).await;
+    assert_eq!(status, 204);
+    let (_, list) = call(&owner, "GET", &path("/bans"), None).await;
+    assert!(list["bans"].as_array().unwrap().is_empty());
+    let (status, _) = call(&owner, "POST", &path("/members"), add("bn_bad")).await;
+    assert_eq!(status, 200);
+
+    // A ban with an end: it holds until then, and no longer.
+    let until = switchboard_protocol::Timestamp::from_unix_ms(
+        switchboard_protocol::Timestamp::now().unix_ms() + 2_000,
+    );
+    let (status, _) = call(
+        &admin,
+        "POST",
+        &path("/bans"),
+        Some(json!({"user_id": "bn_mem", "until": until})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = call(&owner, "POST", &path("/members"), add("bn_mem")).await;
+    assert_eq!(status, 403);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let (status, body) = call(&owner, "POST", &path("/members"), add("bn_mem")).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A direct conversation has no bans.
+    let dm = cluster
+        .create(ConversationKind::Direct, "bn_own", &["bn_mem"])
+        .await;
+    let (status, _) = call(
+        &owner,
+        "POST",
+        &format!("/v1/conversations/{dm}/bans"),
+        ban("bn_mem"),
+    )
+    .await;
+    assert_eq!(status, 409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_mode_holds_plain_members_to_one_message_per_period() {
+    let cluster = Cluster::start(two_gateways()).await;
+    let group = cluster
+        .create(ConversationKind::Group, "sl_own", &["sl_mem"])
+        .await;
+    let (owner, member) = (cluster.rest(0, "sl_own"), cluster.rest(0, "sl_mem"));
+    let path = format!("/v1/conversations/{group}");
+    let slow = |secs: u32| Some(json!({ "slow_mode_secs": secs }));
+    let mut mem_a = cluster.ws(0, "sl_mem", "a").await;
+    let mut mem_b = cluster.ws(1, "sl_mem", "b").await;
+
+    // Bounds, at and just past each, and what a member may not do.
+    let (status, _) = call(&member, "PATCH", &path, slow(2)).await;
+    assert_eq!(status, 403);
+    for bad in [
+        json!({"slow_mode_secs": 21601}),
+        json!({"retention_days": 0}),
+        json!({"retention_days": 36501}),
+        json!({"disappearing_secs": 4}),
+        json!({"disappearing_secs": 31536001}),
+        json!({}),
+        json!({"title": "x"}),
+    ] {
+        let (status, body) = call(&owner, "PATCH", &path, Some(bad.clone())).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["code"], "invalid_request");
+    }
+    let (status, view) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"slow_mode_secs": 21600, "retention_days": 36500, "disappearing_secs": 5})),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    let (status, view) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"slow_mode_secs": 2, "retention_days": null, "disappearing_secs": null})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(view["slow_mode_secs"], 2);
+    assert_eq!(view["retention_days"], Value::Null);
+
+    // Every member hears of each change; the last one says what holds.
+    let mut updates = Vec::new();
+    while updates.len() < 2 {
+        let m = expect_message(&mut mem_a).await;
+        updates.push(serde_json::to_value(&m.content).unwrap());
+    }
+    assert_eq!(updates[1]["event"], "conversation_updated");
+    assert_eq!(updates[1]["policy"]["slow_mode_secs"], 2);
+    // Sends from both gateways meet the same clock: the writer's.
+    send_acked(&mut mem_a, &group, "m1", "first").await;
+    let (code, wait) = send_refused(&mut mem_b, &group, "m2").await;
+    assert_eq!(code, ErrorCode::RateLimited);
+    let wait = wait.expect("retry_after_ms");
+    assert!(wait > 0 && wait <= 2_000, "{wait}");
+    // Owners and admins are not held.
+    let mut own = cluster.ws(1, "sl_own", "o").await;
+    send_acked(&mut own, &group, "o1", "one").await;
+    send_acked(&mut own, &group, "o2", "two").await;
+    // After the wait, the member sends again (a new client_msg_id: the
+    // refused one stays refused).
+    tokio::time::sleep(Duration::from_millis(wait + 100)).await;
+    send_acked(&mut mem_b, &group, "m3", "later").await;
+    // Off again: no wait.
+    let (status, _) = call(&owner, "PATCH", &path, slow(0)).await;
+    assert_eq!(status, 200);
+    send_acked(&mut mem_a, &group, "m4", "quick").await;
+    send_acked(&mut mem_a, &group, "m5", "quicker").await;
+    // A direct conversation has no slow mode; either member sets how
+    // long its messages live.
+    let dm = cluster
+        .create(ConversationKind::Direct, "sl_own", &["sl_mem"])
+        .await;
+    let (status, _) = call(
+        &member,
+        "PATCH",
+        &format!("/v1/conversations/{dm}"),
+        slow(5),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, view) = call(
+        &member,
+        "PATCH",
+        &format!("/v1/conversations/{dm}"),
+        Some(json!({"disappearing_secs": 3600})),
+    )
+    .await;
+    assert_eq!(status, 200, "either member of a direct conversation");
+    assert_eq!(view["disappearing_secs"], 3600);
+}
