@@ -196,6 +196,9 @@ pub struct Limits {
     /// they may grant per hour, per user and per tenant, on this gateway;
     /// past them 429 `rate_limited`.
     pub uploads_per_minute: f64,
+    /// Reports (`POST .../reports`) of one user per minute on this
+    /// gateway (v1.2); past it 429 `rate_limited`.
+    pub reports_per_minute: f64,
     pub upload_bytes_per_hour_per_user: u64,
     pub upload_bytes_per_hour_per_tenant: u64,
     /// Members in `POST /v1/conversations` and member additions.
@@ -263,6 +266,7 @@ impl Default for Limits {
             plugin_replay_max_messages: 1000,
             plugin_replay_budget_ms: 10_000,
             uploads_per_minute: 30.0,
+            reports_per_minute: 10.0,
             upload_bytes_per_hour_per_user: 2 << 30,
             upload_bytes_per_hour_per_tenant: 100 << 30,
             max_members_per_request: 1000,

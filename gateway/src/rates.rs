@@ -187,6 +187,7 @@ pub(crate) struct Rates {
     upload_bytes: Buckets<UserKey>,
     tenant_upload_bytes: Buckets<TenantId>,
     key_claims: Buckets<UserKey>,
+    reports: Buckets<UserKey>,
     /// Plugin replays over history, and the tenants with one running.
     replays: Buckets<TenantId>,
     replaying: Arc<Mutex<HashSet<TenantId>>>,
@@ -205,6 +206,7 @@ impl Rates {
             upload_bytes: Buckets::default(),
             tenant_upload_bytes: Buckets::default(),
             key_claims: Buckets::default(),
+            reports: Buckets::default(),
             replays: Buckets::default(),
             replaying: Arc::default(),
         }
@@ -317,6 +319,19 @@ impl Rates {
             )));
         }
         Ok(())
+    }
+
+    /// One report by `id`: a flood of them is refused.
+    pub(crate) fn report(&self, id: &Identity) -> Result<(), ApiError> {
+        let per_minute = self.limits.reports_per_minute;
+        let (rate, burst) = self::per_minute(per_minute);
+        if self.reports.take(&user_of(id), rate, burst, 1.0) {
+            Ok(())
+        } else {
+            Err(limited(format!(
+                "more than {per_minute} reports per minute by this user; retry later"
+            )))
+        }
     }
 
     pub(crate) fn key_claim(&self, id: &Identity) -> Result<(), ApiError> {

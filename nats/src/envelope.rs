@@ -102,6 +102,9 @@ pub enum Command {
     Unban(BanCommand),
     /// v1.2: settings that affect every member change.
     SetPolicy(PolicyCommand),
+    /// v1.2: a message is reported, or a report resolved.
+    Report(ReportCommand),
+    ResolveReport(ResolveCommand),
 }
 
 /// An edit (with `content`) or a deletion (without) of one message.
@@ -175,6 +178,8 @@ impl Command {
             Self::Block(c) => &c.by.tenant,
             Self::Ban(c) | Self::Unban(c) => &c.by.tenant,
             Self::SetPolicy(c) => &c.by.tenant,
+            Self::Report(c) => &c.by.tenant,
+            Self::ResolveReport(c) => &c.by.tenant,
         }
     }
 
@@ -188,6 +193,8 @@ impl Command {
             Self::Block(c) => Some(&c.by),
             Self::Ban(c) | Self::Unban(c) => Some(&c.by),
             Self::SetPolicy(c) => Some(&c.by),
+            Self::Report(c) => Some(&c.by),
+            Self::ResolveReport(c) => Some(&c.by),
             _ => None,
         }
     }
@@ -205,6 +212,8 @@ impl Command {
             Self::Block(c) => &c.by.conversation_id,
             Self::Ban(c) | Self::Unban(c) => &c.by.conversation_id,
             Self::SetPolicy(c) => &c.by.conversation_id,
+            Self::Report(c) => &c.by.conversation_id,
+            Self::ResolveReport(c) => &c.by.conversation_id,
         }
     }
 
@@ -227,7 +236,9 @@ impl Command {
             | Self::Block(_)
             | Self::Ban(_)
             | Self::Unban(_)
-            | Self::SetPolicy(_) => match self.actor() {
+            | Self::SetPolicy(_)
+            | Self::Report(_)
+            | Self::ResolveReport(_) => match self.actor() {
                 Some(a) => format!("cmd-{}", a.command_id),
                 None => String::new(),
             },

@@ -17,6 +17,7 @@ pub mod membership;
 pub mod message;
 pub mod push;
 pub mod reaction;
+pub mod reports;
 pub mod safety;
 #[cfg(feature = "schema")]
 pub mod schema;

@@ -67,6 +67,14 @@ macro_rules! store_calls {
                 pins(key: [&ConversationKey]) -> Vec<PinRow>;
                 bans(key: [&ConversationKey]) -> Vec<Ban>;
                 blocks(tenant: [&TenantId], user: [&UserId]) -> Vec<Block>;
+                reports(
+                    tenant: [&TenantId],
+                    status: [ReportStatus],
+                    before: [Option<MessageId>],
+                    limit: [usize]
+                ) -> Vec<Report>;
+                report(tenant: [&TenantId], id: [MessageId]) -> Option<Report>;
+                open_reports() -> Vec<(TenantId, u64)>;
                 threads(
                     tenant: [&TenantId],
                     conversation: [&ConversationId],

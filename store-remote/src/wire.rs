@@ -5,6 +5,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchboard_nats::subject::{STORE_MARKS, STORE_READ, STORE_WRITE};
+use switchboard_protocol::reports::ReportStatus;
 use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
 use switchboard_store::{
     BucketKey, ConsentQuery, ConversationKey, HistoryQuery, InboxCursor, ListQuery, MessageKey,

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::TryStreamExt;
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
-use switchboard_protocol::{ConversationKind, Role, Timestamp, UserId};
+use switchboard_protocol::{ConversationKind, MessageId, Role, TenantId, Timestamp, UserId};
 use switchboard_store::StoreResult;
 
 use crate::client::ScyllaStore;
-use crate::rows::{decode, user_id};
+use crate::rows::{decode, id_db, limit_db, tenant_id, user_id};
 
 impl ScyllaStore {
     pub(crate) async fn policy_of(&self, t: &str, c: &str) -> StoreResult<ConversationPolicy> {
@@ -57,6 +59,83 @@ impl ScyllaStore {
                 .then(a.user_id.cmp(&b.user_id))
         });
         Ok(blocks)
+    }
+
+    /// A tenant's reports with `status`, newest first, below `before`: the
+    /// open ones through their index, the resolved ones skipping the open.
+    pub(crate) async fn report_rows(
+        &self,
+        t: &str,
+        status: ReportStatus,
+        before: Option<MessageId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Report>> {
+        let mut below = before.map_or(i64::MAX, id_db);
+        let mut out = Vec::new();
+        let page = limit_db(limit.clamp(1, 200));
+        loop {
+            let ids: Vec<i64> = match status {
+                ReportStatus::Open => self
+                    .st
+                    .open_reports_before
+                    .all(&self.session, (t, below, page))
+                    .await?
+                    .into_iter()
+                    .map(|(id,)| id)
+                    .collect(),
+                ReportStatus::Resolved => {
+                    let rows = self
+                        .st
+                        .reports_before
+                        .all(&self.session, (t, below, page))
+                        .await?;
+                    let mut ids = Vec::with_capacity(rows.len());
+                    for (body,) in rows {
+                        let report: Report = decode(&body)?;
+                        ids.push(id_db(report.report_id));
+                        if report.status == status && out.len() < limit {
+                            out.push(report);
+                        }
+                    }
+                    ids
+                }
+            };
+            if status == ReportStatus::Open {
+                for id in &ids {
+                    if out.len() == limit {
+                        break;
+                    }
+                    if let Some((body,)) = self.st.report.one(&self.session, (t, *id)).await? {
+                        out.push(decode(&body)?);
+                    }
+                }
+            }
+            match ids.last() {
+                Some(last) if out.len() < limit && ids.len() == page as usize => below = *last,
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    pub(crate) async fn report_row(&self, t: &str, id: MessageId) -> StoreResult<Option<Report>> {
+        match self.st.report.one(&self.session, (t, id_db(id))).await? {
+            Some((body,)) => decode(&body).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Open reports per tenant: a scan of the open index, which holds only
+    /// reports waiting for an admin.
+    pub(crate) async fn open_report_counts(&self) -> StoreResult<Vec<(TenantId, u64)>> {
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut rows = std::pin::pin!(self.st.scan_open_reports.stream(&self.session, ()).await?);
+        while let Some((tenant, _)) = rows.try_next().await? {
+            *counts.entry(tenant).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(t, n)| Ok((tenant_id(t)?, n)))
+            .collect()
     }
 
     /// In a direct conversation, the members who block the other.

@@ -68,6 +68,11 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            ban text, PRIMARY KEY ((tenant, conversation_id), user_id))",
             "CREATE TABLE IF NOT EXISTS blocks (tenant text, user_id text, blocked_id text, \
            blocked_at bigint, PRIMARY KEY ((tenant, user_id), blocked_id))",
+            "CREATE TABLE IF NOT EXISTS reports (tenant text, report_id bigint, status text, \
+           report text, PRIMARY KEY ((tenant), report_id)) \
+           WITH CLUSTERING ORDER BY (report_id DESC)",
+            "CREATE TABLE IF NOT EXISTS open_reports (tenant text, report_id bigint, \
+           PRIMARY KEY ((tenant), report_id)) WITH CLUSTERING ORDER BY (report_id DESC)",
         ],
     ),
 ];
@@ -310,8 +315,10 @@ mod tests {
                 "message_index",
                 "message_versions",
                 "messages",
+                "open_reports",
                 "pins",
                 "reactions",
+                "reports",
                 "schema_version",
                 "sent",
                 "speakers",

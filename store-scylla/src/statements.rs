@@ -155,6 +155,21 @@ statements! {
     delete_block: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM blocks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND blocked_id = ?";
 
+    report: Read<(Text, BigInt), (String,)> =
+        "SELECT report FROM reports WHERE tenant = ? AND report_id = ?";
+    reports_before: Read<(Text, BigInt, Int), (String,)> =
+        "SELECT report FROM reports WHERE tenant = ? AND report_id < ? LIMIT ?";
+    open_reports_before: Read<(Text, BigInt, Int), (i64,)> =
+        "SELECT report_id FROM open_reports WHERE tenant = ? AND report_id < ? LIMIT ?";
+    scan_open_reports: Read<(), (String, i64)> =
+        "SELECT tenant, report_id FROM open_reports";
+    insert_report: Write<(Text, BigInt, Text, Text, BigInt)> =
+        "INSERT INTO reports (tenant, report_id, status, report) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    insert_open_report: Write<(Text, BigInt, BigInt)> =
+        "INSERT INTO open_reports (tenant, report_id) VALUES (?, ?) USING TIMESTAMP ?";
+    delete_open_report: Write<(BigInt, Text, BigInt)> =
+        "DELETE FROM open_reports USING TIMESTAMP ? WHERE tenant = ? AND report_id = ?";
+
     // --- threads and mentions (v1.1)
     thread_reply_seqs: Read<(Text, Text, BigInt, BigInt, BigInt, Int), (i64,)> =
         "SELECT seq FROM thread_replies WHERE tenant = ? AND conversation_id = ? AND root_seq = ? AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT ?";

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
@@ -627,6 +628,25 @@ impl Store for ScyllaStore {
 
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
         self.block_rows(tenant.as_str(), user.as_str()).await
+    }
+
+    async fn reports(
+        &self,
+        tenant: &TenantId,
+        status: ReportStatus,
+        before: Option<MessageId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Report>> {
+        self.report_rows(tenant.as_str(), status, before, limit)
+            .await
+    }
+
+    async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>> {
+        self.report_row(tenant.as_str(), id).await
+    }
+
+    async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
+        self.open_report_counts().await
     }
 
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {

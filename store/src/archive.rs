@@ -23,14 +23,12 @@
 //! blob crate's stores implement it at the binary's edge.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    Timestamp, UserId, safety::Ban, safety::Block,
+    Timestamp, UserId, reports::Report, reports::ReportStatus, safety::Ban, safety::Block,
 };
 
 use crate::{
@@ -50,9 +48,8 @@ pub trait ArchiveObjects: Send + Sync + 'static {
     async fn get(&self, object: &str) -> StoreResult<Vec<u8>>;
 }
 
-/// The largest archive object read back, decompressed: a bound against a
-/// corrupt or hostile object, far above any real day of one conversation.
-pub const MAX_OBJECT_BYTES: u64 = 1 << 30;
+mod format;
+pub use format::{MAX_OBJECT_BYTES, decode, encode, object_name};
 
 /// Messages the archiver reads from the store per part.
 const READ_PART: usize = 512;
@@ -60,60 +57,6 @@ const READ_PART: usize = 512;
 /// Decoded buckets [`Tiered`] keeps, so that paging through archived
 /// history does not fetch the same object for every page.
 const CACHED_BUCKETS: usize = 32;
-
-/// The object a bucket is archived to. Ids are `[A-Za-z0-9._:@-]`, all
-/// safe in S3 keys and file names.
-pub fn object_name(bucket: &BucketKey) -> String {
-    format!(
-        "archive/{}/{}/{}.json.lz4",
-        bucket.tenant, bucket.conversation_id, bucket.day
-    )
-}
-
-/// The object's format: versioned JSON, LZ4-framed.
-#[derive(Serialize, Deserialize)]
-struct ArchiveFile {
-    format: u32,
-    #[serde(flatten)]
-    contents: BucketContents,
-}
-
-const FORMAT: u32 = 1;
-
-pub fn encode(contents: &BucketContents) -> StoreResult<Vec<u8>> {
-    let file = ArchiveFile {
-        format: FORMAT,
-        contents: contents.clone(),
-    };
-    let json = serde_json::to_vec(&file)
-        .map_err(|e| StoreError::Corrupt(format!("encode archive: {e}")))?;
-    let mut out = lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(json.len() / 3));
-    std::io::Write::write_all(&mut out, &json)
-        .map_err(|e| StoreError::Corrupt(format!("compress archive: {e}")))?;
-    out.finish()
-        .map_err(|e| StoreError::Corrupt(format!("compress archive: {e}")))
-}
-
-pub fn decode(object: &str, bytes: &[u8]) -> StoreResult<BucketContents> {
-    let unreadable = |reason: String| StoreError::ArchiveUnreadable {
-        object: object.to_owned(),
-        reason,
-    };
-    let mut json = Vec::new();
-    lz4_flex::frame::FrameDecoder::new(bytes)
-        .take(MAX_OBJECT_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| unreadable(format!("not LZ4: {e}")))?;
-    if json.len() as u64 > MAX_OBJECT_BYTES {
-        return Err(unreadable(format!("over {MAX_OBJECT_BYTES} bytes")));
-    }
-    let file: ArchiveFile =
-        serde_json::from_slice(&json).map_err(|e| unreadable(format!("not an archive: {e}")))?;
-    if file.format != FORMAT {
-        return Err(unreadable(format!("unknown format {}", file.format)));
-    }
-    Ok(file.contents)
-}
 
 /// Moves one bucket to the archive. Returns how many messages moved.
 /// Safe to repeat: a bucket archived already is left alone, and an object
@@ -651,6 +594,24 @@ impl Store for Tiered {
         self.inner.blocks(tenant, user).await
     }
 
+    async fn reports(
+        &self,
+        tenant: &TenantId,
+        status: ReportStatus,
+        before: Option<MessageId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Report>> {
+        self.inner.reports(tenant, status, before, limit).await
+    }
+
+    async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>> {
+        self.inner.report(tenant, id).await
+    }
+
+    async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
+        self.inner.open_reports().await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -703,6 +664,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::golden;
+    use std::io::Read;
     use switchboard_protocol::{ConversationId, TenantId};
 
     fn golden_contents() -> BucketContents {

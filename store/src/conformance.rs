@@ -80,6 +80,7 @@ macro_rules! conformance_tests {
             threads_count_their_replies_and_each_members_unread,
             mentions_are_counted_until_read_and_reach_those_without_inboxes,
             policies_bans_and_blocks_are_stored_and_shown,
+            reports_are_listed_by_status_newest_first_and_counted,
         );
     };
     (@checks $subject:path; $($check:ident),* $(,)?) => {

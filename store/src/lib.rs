@@ -36,6 +36,7 @@ mod types;
 pub use types::*;
 
 use async_trait::async_trait;
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
@@ -285,6 +286,21 @@ pub trait Store: Send + Sync + 'static {
 
     /// The users `user` blocks, newest first (v1.2).
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>>;
+
+    /// A tenant's reports with `status`, newest first, those with an id
+    /// below `before` (v1.2). No check: tenant admins read them.
+    async fn reports(
+        &self,
+        tenant: &TenantId,
+        status: ReportStatus,
+        before: Option<MessageId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Report>>;
+
+    async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>>;
+
+    /// How many reports are open, per tenant that has any.
+    async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>>;
 
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(

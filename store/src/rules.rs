@@ -146,6 +146,7 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             target,
             at,
         } => safety::set_block(view, tenant, user, target, *at).await,
+        Mutation::PutReport { tenant, report } => view.put_report(tenant, report).await,
         // The archive tier (`archive::Tiered`) handles it before a backend.
         Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
             "no archive store is configured".into(),

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, MemberSettings, Message, MessageId,
@@ -510,6 +511,11 @@ pub enum Mutation {
         user: UserId,
         target: UserId,
         at: Option<Timestamp>,
+    },
+    /// A report as it is now (v1.2): a new one, or one resolved.
+    PutReport {
+        tenant: TenantId,
+        report: Box<Report>,
     },
     /// Puts an archived message and its versions back among the live rows
     /// (so that an edit or delete can change it); nothing happens when the

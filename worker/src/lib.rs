@@ -19,6 +19,7 @@ pub mod metrics;
 mod partitions;
 pub mod policy;
 mod presence;
+mod report_count;
 pub mod sequencer;
 mod writer;
 
@@ -109,6 +110,10 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("archiver", move || archive::run(ctx.clone()))
     };
+    let report_counter = {
+        let ctx = ctx.clone();
+        supervised("report counter", move || report_count::run(ctx.clone()))
+    };
     let balancer = {
         let ctx = ctx.clone();
         supervised("leader balancer", move || balance::run(ctx.clone()))
@@ -118,6 +123,7 @@ pub async fn run(
     notifier.abort();
     sweeper.abort();
     archiver.abort();
+    report_counter.abort();
     balancer.abort();
     result
 }

@@ -13,6 +13,7 @@ pub const PARTITIONS_HELD: &str = "switchboard_writer_partitions_held";
 pub const INBOX_ENTRIES: &str = "switchboard_writer_inbox_entries";
 pub const INBOX_EXPIRED: &str = "switchboard_writer_inbox_expired_total";
 pub const PARKED: &str = "switchboard_writer_parked_total";
+pub const REPORTS_OPEN: &str = "switchboard_reports_open";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -33,6 +34,10 @@ pub fn describe() {
     describe_gauge!(
         INBOX_ENTRIES,
         "Undelivered inbox entries (one per message and device that has not acked it), as the leader's last whole expiry sweep left them."
+    );
+    describe_gauge!(
+        REPORTS_OPEN,
+        "Reports waiting for a tenant admin, per tenant, as the leader last counted them."
     );
     describe_counter!(
         PARKED,
@@ -62,6 +67,10 @@ pub(crate) fn partitions_held(n: usize) {
 
 pub(crate) fn inbox_entries(n: usize) {
     gauge!(INBOX_ENTRIES).set(n as f64);
+}
+
+pub(crate) fn open_reports(tenant: &switchboard_protocol::TenantId, n: u64) {
+    gauge!(REPORTS_OPEN, "tenant" => tenant.as_str().to_owned()).set(n as f64);
 }
 
 pub(crate) fn inbox_expired(n: usize) {

@@ -22,6 +22,7 @@ mod plugins;
 mod presence;
 mod public;
 mod push;
+mod reports;
 mod roles;
 mod safety;
 mod tenants;
@@ -142,6 +143,17 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/bans/{user}",
             safety::unban_op(),
             safety::unban,
+        )
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/reports",
+            reports::create_op(),
+            reports::create,
+        )
+        .route("/v1/admin/reports", reports::list_op(), reports::list)
+        .route(
+            "/v1/admin/reports/{report_id}/resolve",
+            reports::resolve_op(),
+            reports::resolve,
         )
         .route("/v1/blocks", safety::list_blocks_op(), safety::list_blocks)
         .route("/v1/blocks/{user}", safety::block_op(), safety::block)

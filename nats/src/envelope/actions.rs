@@ -2,6 +2,7 @@
 //! through REST or a frame: who acts, and on what.
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::reports::{ReportAction, ReportReason};
 use switchboard_protocol::safety::{BlockAction, ConversationPatch};
 use switchboard_protocol::{
     ConversationId, DeviceId, MemberSettings, MessageId, ReactAction, Role, TenantId, Timestamp,
@@ -78,4 +79,27 @@ pub struct PolicyCommand {
     #[serde(flatten)]
     pub by: Actor,
     pub patch: ConversationPatch,
+}
+
+/// v1.2: a member reports a message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub message_id: MessageId,
+    pub reason: ReportReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// v1.2: a tenant admin resolves a report of a message of this
+/// conversation; `message_id` is the report's, so the writer reads the
+/// message with the batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolveCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub report_id: MessageId,
+    pub message_id: MessageId,
+    pub action: ReportAction,
 }

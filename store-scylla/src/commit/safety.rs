@@ -2,6 +2,7 @@
 //! bans, a user's blocks. Written blindly, since no rule reads them back
 //! within a commit.
 
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
 
 use super::*;
@@ -64,5 +65,25 @@ impl Tx<'_> {
             Some(at) => self.push(&self.store.st.insert_block, (t, u, b, at.unix_ms(), ts)),
             None => self.push(&self.store.st.delete_block, (ts, t, u, b)),
         }
+    }
+
+    pub(super) fn write_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
+        let (t, id) = (tenant.as_str().to_owned(), id_db(report.report_id));
+        let status = match report.status {
+            ReportStatus::Open => "open",
+            ReportStatus::Resolved => "resolved",
+        };
+        let body = encode(report)?;
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_report,
+            (t.clone(), id, status.to_owned(), body, ts),
+        );
+        let ts = self.ts();
+        match report.status {
+            ReportStatus::Open => self.push(&self.store.st.insert_open_report, (t, id, ts)),
+            ReportStatus::Resolved => self.push(&self.store.st.delete_open_report, (ts, t, id)),
+        }
+        Ok(())
     }
 }

@@ -4,6 +4,7 @@
 //! `commit.rs`.
 
 use super::*;
+use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
 impl Commit for Tx<'_> {
@@ -623,6 +624,10 @@ impl Commit for Tx<'_> {
 
     async fn remove_ban(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
         self.write_ban(c, None, user)
+    }
+
+    async fn put_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
+        self.write_report(tenant, report)
     }
 
     async fn put_block(

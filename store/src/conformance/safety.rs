@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use switchboard_protocol::reports::{Report, ReportAction, ReportReason, ReportStatus};
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
-use switchboard_protocol::{ConversationKind, Timestamp};
+use switchboard_protocol::{ConversationKind, MessageId, Timestamp};
 
 use super::support::{conv, create, everything, key, tenant, unique_tenant, user};
 use crate::{Mutation, Store, StoreError};
@@ -180,4 +181,93 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .map(|b| b.user_id.as_str().to_owned())
         .collect();
     assert_eq!(names, ["eve"]);
+}
+
+pub async fn reports_are_listed_by_status_newest_first_and_counted(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("reports");
+    let report = |id: u64, status: ReportStatus| Report {
+        report_id: MessageId::from_u64(id),
+        conversation_id: conv("g"),
+        message_id: MessageId::from_u64(id + 1000),
+        reporter: user("ann"),
+        sender_id: user("eve"),
+        reason: ReportReason::Spam,
+        note: Some(format!("note {id}")),
+        created_at: Timestamp::from_unix_ms(id as i64),
+        status,
+        message: None,
+        resolved_at: None,
+        resolved_by: None,
+        action: None,
+    };
+    let put = |r: Report| Mutation::PutReport {
+        tenant: tenant(t),
+        report: Box::new(r),
+    };
+    store
+        .commit(vec![
+            put(report(10, ReportStatus::Open)),
+            put(report(20, ReportStatus::Open)),
+            put(report(30, ReportStatus::Resolved)),
+        ])
+        .await
+        .unwrap();
+    let ids = |reports: Vec<Report>| -> Vec<u64> {
+        reports.iter().map(|r| r.report_id.as_u64()).collect()
+    };
+    let owner = tenant(t);
+    let list = |status, before: Option<u64>, limit| {
+        store.reports(&owner, status, before.map(MessageId::from_u64), limit)
+    };
+    assert_eq!(
+        ids(list(ReportStatus::Open, None, 10).await.unwrap()),
+        [20, 10]
+    );
+    assert_eq!(
+        ids(list(ReportStatus::Resolved, None, 10).await.unwrap()),
+        [30]
+    );
+    assert_eq!(
+        ids(list(ReportStatus::Open, Some(20), 10).await.unwrap()),
+        [10]
+    );
+    assert_eq!(ids(list(ReportStatus::Open, None, 1).await.unwrap()), [20]);
+    let mut resolved = report(10, ReportStatus::Resolved);
+    resolved.action = Some(ReportAction::Dismiss);
+    store.commit(vec![put(resolved.clone())]).await.unwrap();
+    assert_eq!(ids(list(ReportStatus::Open, None, 10).await.unwrap()), [20]);
+    assert_eq!(
+        ids(list(ReportStatus::Resolved, None, 10).await.unwrap()),
+        [30, 10]
+    );
+    assert_eq!(
+        ids(list(ReportStatus::Resolved, Some(30), 10).await.unwrap()),
+        [10]
+    );
+    assert_eq!(
+        store
+            .report(&tenant(t), MessageId::from_u64(10))
+            .await
+            .unwrap(),
+        Some(resolved)
+    );
+    assert_eq!(
+        store
+            .report(&tenant(t), MessageId::from_u64(11))
+            .await
+            .unwrap(),
+        None
+    );
+    let counts = store.open_reports().await.unwrap();
+    assert!(counts.contains(&(tenant(t), 1)), "{counts:?}");
+    // Another tenant sees none of them.
+    let other = unique_tenant("reports-other");
+    assert!(
+        store
+            .reports(&tenant(&other), ReportStatus::Open, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

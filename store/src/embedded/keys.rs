@@ -14,7 +14,7 @@ use crate::{StoreError, StoreResult};
 
 /// The layout's version. 2 added the keyspaces of v1.1 (member states,
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
-/// blocks); an older store becomes version 3 as it opens, since those
+/// blocks, reports); an older store becomes version 3 as it opens, since those
 /// start empty (`check_schema`).
 pub(super) const SCHEMA_VERSION: &[u8] = b"3";
 
@@ -85,6 +85,10 @@ pub(super) struct Spaces {
     pub bans: Keyspace,
     /// tenant, user, blocked user → since (i64 Unix ms) (v1.2).
     pub blocks: Keyspace,
+    /// tenant, report id (u64) → `Report` JSON (v1.2).
+    pub reports: Keyspace,
+    /// tenant, report id (u64) → (): the open reports.
+    pub open_reports: Keyspace,
     /// Store-wide facts such as the schema version.
     pub meta: Keyspace,
 }
@@ -120,6 +124,8 @@ impl Spaces {
             policies: open("policies")?,
             bans: open("bans")?,
             blocks: open("blocks")?,
+            reports: open("reports")?,
+            open_reports: open("open_reports")?,
             meta: open("meta")?,
         })
     }

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fjall::Database;
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
@@ -480,6 +481,28 @@ impl Store for EmbeddedStore {
         let (t, u) = (tenant.clone(), user.clone());
         self.read(move |r, s| safety::blocks(r, s, t.as_str(), u.as_str()))
             .await
+    }
+
+    async fn reports(
+        &self,
+        tenant: &TenantId,
+        status: ReportStatus,
+        before: Option<MessageId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Report>> {
+        let t = tenant.clone();
+        self.read(move |r, s| safety::reports(r, s, t.as_str(), status, before, limit))
+            .await
+    }
+
+    async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>> {
+        let t = tenant.clone();
+        self.read(move |r, s| safety::report(r, s, t.as_str(), id))
+            .await
+    }
+
+    async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
+        self.read(safety::open_reports).await
     }
 
     async fn register_device(

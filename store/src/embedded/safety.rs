@@ -3,11 +3,14 @@
 //! (`apply/view.rs`), since no rule reads them back within a commit.
 
 use fjall::Readable;
+use std::collections::BTreeMap;
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
-use switchboard_protocol::{Timestamp, UserId};
+
+use switchboard_protocol::reports::{Report, ReportStatus};
+use switchboard_protocol::{MessageId, TenantId, Timestamp, UserId};
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces, read_words, str_after};
+use super::keys::{Key, Spaces, read_words, str_after, str_part};
 use super::lookup::scan;
 use crate::{StoreError, StoreResult};
 
@@ -56,6 +59,73 @@ pub(super) fn blocks<R: Readable>(r: &R, s: &Spaces, t: &str, u: &str) -> StoreR
             .then(a.user_id.cmp(&b.user_id))
     });
     Ok(blocks)
+}
+
+/// A tenant's reports with `status`, newest first, below `before`.
+pub(super) fn reports<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    status: ReportStatus,
+    before: Option<MessageId>,
+    limit: usize,
+) -> StoreResult<Vec<Report>> {
+    let end = Key::new()
+        .s(t)
+        .n(before.map_or(u64::MAX, MessageId::as_u64))
+        .bytes();
+    let range = Key::new().s(t).bytes()..end;
+    let mut out = Vec::new();
+    let space = match status {
+        ReportStatus::Open => &s.open_reports,
+        ReportStatus::Resolved => &s.reports,
+    };
+    for g in r.range(space, range).rev() {
+        if out.len() == limit {
+            break;
+        }
+        let (k, v) = g.into_inner().map_err(storage)?;
+        let report = match status {
+            ReportStatus::Open => match r.get(&s.reports, &k).map_err(storage)? {
+                Some(v) => decode::<Report>(&v)?,
+                None => continue,
+            },
+            ReportStatus::Resolved => decode::<Report>(&v)?,
+        };
+        if report.status == status {
+            out.push(report);
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn report<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    id: MessageId,
+) -> StoreResult<Option<Report>> {
+    r.get(&s.reports, Key::new().s(t).n(id.as_u64()).bytes())
+        .map_err(storage)?
+        .map(|v| decode(&v))
+        .transpose()
+}
+
+/// Open reports per tenant.
+pub(super) fn open_reports<R: Readable>(r: &R, s: &Spaces) -> StoreResult<Vec<(TenantId, u64)>> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for kv in scan(r, &s.open_reports, Vec::new()) {
+        let (k, _) = kv?;
+        *counts.entry(str_part(&k, 0)?.to_owned()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(t, n)| {
+            TenantId::new(t)
+                .map(|t| (t, n))
+                .map_err(|e| StoreError::Corrupt(e.to_string()))
+        })
+        .collect()
 }
 
 /// Whether `user` blocks `target`.

@@ -308,6 +308,12 @@ pub trait Commit {
         target: &str,
         at: Option<Timestamp>,
     ) -> StoreResult<()>;
+    /// A report row as it is now (v1.2), listed among the open ones or not.
+    async fn put_report(
+        &mut self,
+        tenant: &TenantId,
+        report: &switchboard_protocol::reports::Report,
+    ) -> StoreResult<()>;
     /// Replaces the bucket's rows by the archive `object`: every message
     /// row in `span` but `newest` goes with its versions and idempotency
     /// key, and the bucket is marked archived.

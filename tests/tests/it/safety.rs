@@ -367,3 +367,184 @@ async fn slow_mode_holds_plain_members_to_one_message_per_period() {
     assert_eq!(status, 200, "either member of a direct conversation");
     assert_eq!(view["disappearing_secs"], 3600);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_reach_tenant_admins_only_and_resolutions_act_through_the_writer() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(
+            ConversationKind::Group,
+            "rp_own",
+            &["rp_mem", "rp_bad", "rp_flood"],
+        )
+        .await;
+    let member = cluster.rest(0, "rp_mem");
+    let admin = cluster.rest_as(0, switchboard_tests::TENANT, "rp_ops", true);
+    let mut bad = cluster.ws(0, "rp_bad", "b").await;
+    let mut own = cluster.ws(0, "rp_own", "o").await;
+    let (spam, _) = send_acked(&mut bad, &group, "spam-1", "buy now").await;
+    let (spam2, _) = send_acked(&mut bad, &group, "spam-2", "buy more").await;
+    let (owners, _) = send_acked(&mut own, &group, "own-1", "welcome").await;
+    let report_path = |m: switchboard_protocol::MessageId| {
+        format!("/v1/conversations/{group}/messages/{m}/reports")
+    };
+
+    // Members report; bad bodies and strangers are refused.
+    let spam_reason = Some(json!({"reason": "spam", "note": "again"}));
+    let (status, body) = call(&member, "POST", &report_path(spam), spam_reason.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let first = body["report_id"].as_str().unwrap().to_owned();
+    for bad_body in [
+        json!({"reason": "nope"}),
+        json!({"reason": "spam", "note": "x".repeat(1001)}),
+        json!({"reason": "spam", "extra": 1}),
+    ] {
+        let (status, _) = call(&member, "POST", &report_path(spam), Some(bad_body)).await;
+        assert_eq!(status, 400);
+    }
+    let (status, _) = call(
+        &member,
+        "POST",
+        &report_path(spam),
+        Some(json!({"reason": "spam", "note": "x".repeat(1000)})),
+    )
+    .await;
+    assert_eq!(status, 201, "a note at the limit");
+    let stranger = cluster.rest(0, "rp_out");
+    let (status, _) = call(&stranger, "POST", &report_path(spam), spam_reason.clone()).await;
+    assert_eq!(status, 403, "not a member");
+
+    // Only tenant admins read them, only their own tenant's.
+    let (status, _) = call(&member, "GET", "/v1/admin/reports", None).await;
+    assert_eq!(status, 403);
+    let (status, list) = call(&admin, "GET", "/v1/admin/reports?status=open", None).await;
+    assert_eq!(status, 200);
+    let open = list["reports"].as_array().unwrap();
+    assert_eq!(open.len(), 2);
+    assert_eq!(open[1]["report_id"], first.as_str());
+    assert_eq!(open[1]["reporter"], "rp_mem");
+    assert_eq!(open[1]["sender_id"], "rp_bad");
+    assert_eq!(open[1]["message"]["content"]["text"], "buy now");
+    let (status, page) = call(&admin, "GET", "/v1/admin/reports?limit=1", None).await;
+    assert_eq!(status, 200);
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let (_, next) = call(
+        &admin,
+        "GET",
+        &format!("/v1/admin/reports?limit=1&cursor={cursor}"),
+        None,
+    )
+    .await;
+    assert_eq!(next["reports"][0]["report_id"], first.as_str());
+    let other = cluster.rest_as(0, switchboard_tests::cluster::OTHER_TENANT, "rp_ops", true);
+    let (_, theirs) = call(&other, "GET", "/v1/admin/reports", None).await;
+    assert!(theirs["reports"].as_array().unwrap().is_empty());
+    let (status, _) = call(
+        &other,
+        "POST",
+        &format!("/v1/admin/reports/{first}/resolve"),
+        Some(json!({"action": "dismiss"})),
+    )
+    .await;
+    assert_eq!(status, 404, "another tenant's report is nowhere");
+
+    // A deletion is a deletion: the members see the message go.
+    let resolve = |id: &str| format!("/v1/admin/reports/{id}/resolve");
+    let (status, resolved) = call(
+        &admin,
+        "POST",
+        &resolve(&first),
+        Some(json!({"action": "delete_message"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{resolved}");
+    assert_eq!(resolved["status"], "resolved");
+    assert_eq!(resolved["action"], "delete_message");
+    let gone = expect_update(&mut own).await;
+    assert_eq!(gone.message_id, spam);
+    assert!(gone.deleted_at.is_some());
+    // Again: nothing changes.
+    let (status, again) = call(
+        &admin,
+        "POST",
+        &resolve(&first),
+        Some(json!({"action": "dismiss"})),
+    )
+    .await;
+    assert_eq!((status, &again["action"]), (200, &json!("delete_message")));
+
+    // A ban is a ban; an owner is not banned, and the report stays open.
+    let (_, body) = call(&member, "POST", &report_path(spam2), spam_reason.clone()).await;
+    let second = body["report_id"].as_str().unwrap().to_owned();
+    let (status, _) = call(
+        &admin,
+        "POST",
+        &resolve(&second),
+        Some(json!({"action": "ban_sender"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let banned = expect(&mut bad, "member_banned", |f| match f {
+        ServerFrame::Message { message } => {
+            let c = serde_json::to_value(&message.content).unwrap();
+            (c["event"] == "member_banned").then_some(c)
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(banned["user_ids"], json!(["rp_bad"]));
+    let (status, _) = call(
+        &cluster.rest(0, "rp_own"),
+        "POST",
+        &format!("/v1/conversations/{group}/members"),
+        Some(json!({"members": ["rp_bad"]})),
+    )
+    .await;
+    assert_eq!(status, 403, "banned");
+    let (_, body) = call(&member, "POST", &report_path(owners), spam_reason.clone()).await;
+    let third = body["report_id"].as_str().unwrap().to_owned();
+    let (status, _) = call(
+        &admin,
+        "POST",
+        &resolve(&third),
+        Some(json!({"action": "ban_sender"})),
+    )
+    .await;
+    assert_eq!(status, 403, "owners are never banned");
+    let (_, list) = call(&admin, "GET", "/v1/admin/reports", None).await;
+    assert!(
+        list["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["report_id"] == third.as_str())
+    );
+
+    // The open reports are counted per tenant by the leader.
+    let worker = cluster.workers[0]
+        .metrics_addr
+        .expect("the worker's metrics listener");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let w = scrape(worker).await;
+        let open = sum(&w, "switchboard_reports_open", r#"tenant="acme""#);
+        if open == 2.0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "open reports: {open}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // A flood from one user is cut at its rate: 10 a minute.
+    let flood = cluster.rest(0, "rp_flood");
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        let (status, _) = call(&flood, "POST", &report_path(owners), spam_reason.clone()).await;
+        statuses.push(status);
+    }
+    assert_eq!(statuses[..10], [201; 10]);
+    assert_eq!(statuses[10], 429);
+}

@@ -39,6 +39,8 @@ pub(super) struct Batch<'a> {
     /// direct conversations that do not exist yet, as this batch changes
     /// them (v1.2).
     pub(super) blocking: HashSet<(TenantId, UserId, UserId)>,
+    /// The reports this batch resolves, as they are now.
+    pub(super) reports: HashMap<MessageId, switchboard_protocol::reports::Report>,
     /// When members last sent where slow mode is on, as committed.
     pub(super) last_sent: &'a super::LastSent,
     /// This batch's sends that slow mode counts.

@@ -195,6 +195,8 @@ fn sent_key(cmd: &Command) -> Option<SentKey> {
         }
         Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
         Command::Block(_)
+        | Command::Report(_)
+        | Command::ResolveReport(_)
         | Command::CreateConversation(_)
         | Command::Edit(_)
         | Command::Delete(_)
@@ -264,6 +266,7 @@ mod create;
 mod members;
 mod pins;
 mod reactions;
+mod reports;
 mod roles;
 mod safety;
 mod send;
@@ -375,6 +378,8 @@ impl Sequencer {
                     })
                     .collect(),
                 Command::Pin(c) | Command::Unpin(c) => vec![message_key(&c.by, c.message_id)],
+                Command::Report(c) => vec![message_key(&c.by, c.message_id)],
+                Command::ResolveReport(c) => vec![message_key(&c.by, c.message_id)],
                 _ => Vec::new(),
             })
             .collect();
@@ -390,7 +395,11 @@ impl Sequencer {
             .collect();
         let reactions = reactions::load(store, batch, &messages).await?;
         let pins = pins::load(store, batch).await?;
-        let (bans, blocking) = safety::load(store, batch).await?;
+        let safety::Reads {
+            bans,
+            blocking,
+            reports,
+        } = safety::load(store, batch).await?;
 
         let asked = consent::queries(batch, &states, &self.policies, now);
         let consent = if asked.is_empty() {
@@ -416,6 +425,7 @@ impl Sequencer {
             pins,
             bans,
             blocking,
+            reports,
             last_sent: &self.last_sent,
             sent_at: HashMap::new(),
         };
@@ -438,6 +448,8 @@ impl Sequencer {
                 Command::Ban(c) => b.ban(c, incoming.reply_to.as_deref())?,
                 Command::Unban(c) => b.unban(c, incoming.reply_to.as_deref())?,
                 Command::SetPolicy(c) => b.set_policy(c, incoming.reply_to.as_deref())?,
+                Command::Report(c) => b.report(c, incoming.reply_to.as_deref())?,
+                Command::ResolveReport(c) => b.resolve(c, incoming.reply_to.as_deref())?,
             }
             caused_by.resize(b.outcomes.len(), i);
         }

@@ -10,6 +10,7 @@ use switchboard_nats::envelope::{
     Actor, BanCommand, BlockCommand, PolicyCommand, direct_conversation_id,
 };
 use switchboard_protocol::Role;
+use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, BlockAction};
 
 use super::*;
@@ -34,7 +35,7 @@ pub(super) fn blocked_refusal(state: &SequencerState, actor: &UserId) -> Option<
 /// Why `by` may not ban `user` here, if they may not: owners and admins
 /// ban (tenant admins too), an admin bans members only, and nobody bans
 /// an owner or themselves.
-fn ban_refusal(
+pub(super) fn ban_refusal(
     state: &SequencerState,
     by: &Actor,
     user: &UserId,
@@ -70,23 +71,33 @@ fn ban_refusal(
 }
 
 /// What a batch's safety checks read: the bans of the conversations it
-/// adds members to, bans or unbans in, and the blocks between the users
-/// of each direct conversation it creates.
-pub(super) async fn load(
-    store: &dyn Store,
-    batch: &[Incoming],
-) -> Result<
-    (
-        HashMap<ConversationKey, Vec<Ban>>,
-        HashSet<(TenantId, UserId, UserId)>,
-    ),
-    SequenceError,
-> {
-    let mut bans = HashMap::new();
-    let mut blocking = HashSet::new();
+/// adds members to, bans or unbans in (or resolves reports of), the blocks
+/// between the users of each direct conversation it creates, and the
+/// reports it resolves.
+#[derive(Default)]
+pub(super) struct Reads {
+    pub bans: HashMap<ConversationKey, Vec<Ban>>,
+    pub blocking: HashSet<(TenantId, UserId, UserId)>,
+    pub reports: HashMap<MessageId, Report>,
+}
+
+pub(super) async fn load(store: &dyn Store, batch: &[Incoming]) -> Result<Reads, SequenceError> {
+    let Reads {
+        mut bans,
+        mut blocking,
+        mut reports,
+    } = Reads::default();
     for incoming in batch {
+        if let Command::ResolveReport(c) = &incoming.command
+            && let Some(report) = store.report(&c.by.tenant, c.report_id).await?
+        {
+            reports.insert(c.report_id, report);
+        }
         match &incoming.command {
-            Command::AddMembers(_) | Command::Ban(_) | Command::Unban(_) => {
+            Command::AddMembers(_)
+            | Command::Ban(_)
+            | Command::Unban(_)
+            | Command::ResolveReport(_) => {
                 if let Entry::Vacant(slot) = bans.entry(conversation_key(&incoming.command)) {
                     let found = store.bans(slot.key()).await?;
                     slot.insert(found);
@@ -102,7 +113,11 @@ pub(super) async fn load(
             _ => {}
         }
     }
-    Ok((bans, blocking))
+    Ok(Reads {
+        bans,
+        blocking,
+        reports,
+    })
 }
 
 impl Batch<'_> {

@@ -40,7 +40,8 @@ impl Batch<'_> {
     ) -> Result<(), SequenceError> {
         let key = key(&c.tenant, &c.conversation_id);
         let (members, moderates): (Vec<UserId>, bool) = match self.states.get(&key) {
-            Some(Some(s)) if s.members.contains(&c.actor) => (
+            // Tenant admins act where they are not members too.
+            Some(Some(s)) if s.members.contains(&c.actor) || c.actor_is_admin => (
                 s.members.iter().cloned().collect(),
                 s.role_of(&c.actor).moderates(),
             ),

@@ -171,7 +171,9 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Block(_)
         | Command::Ban(_)
         | Command::Unban(_)
-        | Command::SetPolicy(_) => Outcome::Reply {
+        | Command::SetPolicy(_)
+        | Command::Report(_)
+        | Command::ResolveReport(_) => Outcome::Reply {
             subject: reply_to?,
             reply: CommandReply::Refused {
                 code,

@@ -1,6 +1,7 @@
 //! The v1.2 safety rows of a commit group: written blindly, since no rule
 //! reads them back within a commit.
 
+use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
 
 use super::*;
@@ -53,5 +54,21 @@ impl GroupView<'_> {
                 .insert(&self.s.blocks, k, words([at.unix_ms() as u64])),
             None => self.batch.remove(&self.s.blocks, k),
         }
+    }
+
+    /// The report's row, and its place among the open ones.
+    pub(super) fn write_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
+        let k = Key::new()
+            .s(tenant.as_str())
+            .n(report.report_id.as_u64())
+            .bytes();
+        self.batch
+            .insert(&self.s.reports, k.clone(), encode(report)?);
+        if report.status == ReportStatus::Open {
+            self.batch.insert(&self.s.open_reports, k, Vec::<u8>::new());
+        } else {
+            self.batch.remove(&self.s.open_reports, k);
+        }
+        Ok(())
     }
 }

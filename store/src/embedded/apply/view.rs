@@ -4,6 +4,7 @@
 //! `apply.rs`.
 
 use super::*;
+use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
 impl Commit for GroupView<'_> {
@@ -438,6 +439,10 @@ impl Commit for GroupView<'_> {
 
     async fn remove_ban(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
         self.write_ban(key, None, user)
+    }
+
+    async fn put_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
+        self.write_report(tenant, report)
     }
 
     async fn put_block(
