@@ -199,6 +199,9 @@ pub struct Limits {
     /// Reports (`POST .../reports`) of one user per minute on this
     /// gateway (v1.2); past it 429 `rate_limited`.
     pub reports_per_minute: f64,
+    /// Exports (`GET /v1/me/export`) of one user per hour on this gateway
+    /// (v1.2): each reads all they sent; past it 429 `rate_limited`.
+    pub exports_per_hour: f64,
     pub upload_bytes_per_hour_per_user: u64,
     pub upload_bytes_per_hour_per_tenant: u64,
     /// Members in `POST /v1/conversations` and member additions.
@@ -267,6 +270,7 @@ impl Default for Limits {
             plugin_replay_budget_ms: 10_000,
             uploads_per_minute: 30.0,
             reports_per_minute: 10.0,
+            exports_per_hour: 4.0,
             upload_bytes_per_hour_per_user: 2 << 30,
             upload_bytes_per_hour_per_tenant: 100 << 30,
             max_members_per_request: 1000,

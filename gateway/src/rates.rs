@@ -188,6 +188,7 @@ pub(crate) struct Rates {
     tenant_upload_bytes: Buckets<TenantId>,
     key_claims: Buckets<UserKey>,
     reports: Buckets<UserKey>,
+    exports: Buckets<UserKey>,
     /// Plugin replays over history, and the tenants with one running.
     replays: Buckets<TenantId>,
     replaying: Arc<Mutex<HashSet<TenantId>>>,
@@ -207,6 +208,7 @@ impl Rates {
             tenant_upload_bytes: Buckets::default(),
             key_claims: Buckets::default(),
             reports: Buckets::default(),
+            exports: Buckets::default(),
             replays: Buckets::default(),
             replaying: Arc::default(),
         }
@@ -330,6 +332,19 @@ impl Rates {
         } else {
             Err(limited(format!(
                 "more than {per_minute} reports per minute by this user; retry later"
+            )))
+        }
+    }
+
+    /// One export of `id`'s own data.
+    pub(crate) fn export(&self, id: &Identity) -> Result<(), ApiError> {
+        let per_hour = self.limits.exports_per_hour;
+        let (rate, burst) = self::per_hour(per_hour);
+        if self.exports.take(&user_of(id), rate, burst, 1.0) {
+            Ok(())
+        } else {
+            Err(limited(format!(
+                "more than {per_hour} exports per hour by this user; retry later"
             )))
         }
     }

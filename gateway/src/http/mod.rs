@@ -8,6 +8,7 @@ mod blobs;
 mod browser;
 mod conversations;
 mod dev_token;
+mod export;
 mod extract;
 mod health;
 mod history;
@@ -155,6 +156,7 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             reports::resolve_op(),
             reports::resolve,
         )
+        .route("/v1/me/export", export::export_op(), export::export)
         .route("/v1/blocks", safety::list_blocks_op(), safety::list_blocks)
         .route("/v1/blocks/{user}", safety::block_op(), safety::block)
         .route("/v1/blocks/{user}", safety::unblock_op(), safety::unblock)

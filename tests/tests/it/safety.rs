@@ -548,3 +548,89 @@ async fn reports_reach_tenant_admins_only_and_resolutions_act_through_the_writer
     assert_eq!(statuses[..10], [201; 10]);
     assert_eq!(statuses[10], 429);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_holds_what_the_user_sent_read_page_by_page() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(ConversationKind::Group, "ex_bob", &["ex_ann"])
+        .await;
+    let dm = cluster
+        .create(ConversationKind::Direct, "ex_ann", &["ex_bob"])
+        .await;
+    let ann = cluster.rest(0, "ex_ann");
+    let mut ann_ws = cluster.ws(0, "ex_ann", "a").await;
+    let mut bob_ws = cluster.ws(0, "ex_bob", "b").await;
+    // More than two pages of history (200 each) of the user's own, within
+    // the connection's send rate.
+    for i in 0..450 {
+        if i % 150 == 149 {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+        }
+        send_acked(&mut ann_ws, &group, &format!("e{i}"), "mine").await;
+    }
+    send_acked(&mut bob_ws, &group, "bob-1", "not mine").await;
+    send_acked(&mut ann_ws, &dm, "ann-dm", "hi bob").await;
+    let (status, _) = call(&ann, "PUT", "/v1/blocks/ex_eve", None).await;
+    assert_eq!(status, 200);
+
+    let url = format!("{}/v1/me/export", ann.base());
+    let answer = ann
+        .raw()
+        .get(&url)
+        .bearer_auth(ann.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(
+        answer.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment")
+    );
+    let doc: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    assert_eq!(doc["profile"]["user_id"], "ex_ann");
+    assert_eq!(doc["profile"]["tenant"], "acme");
+    assert_eq!(doc["blocks"][0]["user_id"], "ex_eve");
+    let conversations = doc["conversations"].as_array().unwrap();
+    assert_eq!(conversations.len(), 2);
+    let of = |id: &str| {
+        conversations
+            .iter()
+            .find(|c| c["conversation_id"] == id)
+            .unwrap()
+    };
+    let in_group = of(&group)["messages"].as_array().unwrap();
+    assert_eq!(
+        in_group.len(),
+        450,
+        "every message the user sent, none else"
+    );
+    assert!(in_group.iter().all(|m| m["sender_id"] == "ex_ann"));
+    let seqs: Vec<u64> = in_group
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] > w[1]), "newest first");
+    assert_eq!(of(&group)["role"], "member");
+    assert_eq!(of(&dm)["messages"][0]["content"]["text"], "hi bob");
+    // Someone else's export holds nothing of this user's but what they share.
+    let bob = cluster.rest(0, "ex_bob");
+    let (status, theirs) = call(&bob, "GET", "/v1/me/export", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(theirs["profile"]["user_id"], "ex_bob");
+    let bob_group: Vec<&Value> = theirs["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["messages"].as_array().unwrap())
+        .collect();
+    assert!(bob_group.iter().all(|m| m["sender_id"] == "ex_bob"));
+    // Exports are few: four an hour per user.
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(call(&ann, "GET", "/v1/me/export", None).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+}
