@@ -15,33 +15,59 @@ use switchboard_store::{Store, StoreResult};
 /// them: loaded when their first connection joins, kept current by the
 /// `blocks_changed` events the writer sends to all their devices.
 #[derive(Debug, Default)]
-pub(crate) struct BlockSet(RwLock<HashSet<UserId>>);
+pub(crate) struct BlockSet(RwLock<Blocked>);
+
+#[derive(Debug, Default)]
+struct Blocked {
+    users: HashSet<String>,
+    /// While the list is being read: the changes events told of since,
+    /// which the list read may predate, so they win over it.
+    loading: Option<Vec<(String, bool)>>,
+}
+
+impl Blocked {
+    fn apply(&mut self, user: String, blocked: bool) {
+        if blocked {
+            self.users.insert(user);
+        } else {
+            self.users.remove(&user);
+        }
+    }
+}
 
 impl BlockSet {
-    pub(crate) fn replace(&self, users: impl IntoIterator<Item = UserId>) {
-        if let Ok(mut set) = self.0.write() {
-            *set = users.into_iter().collect();
+    /// The list is about to be read: record events until it is in.
+    pub(crate) fn start_load(&self) {
+        if let Ok(mut b) = self.0.write() {
+            b.loading = Some(Vec::new());
         }
     }
 
-    pub(crate) fn set(&self, user: &UserId, blocked: bool) {
-        if let Ok(mut set) = self.0.write() {
-            if blocked {
-                set.insert(user.clone());
-            } else {
-                set.remove(user);
+    /// The list as read, then every change told since `start_load`.
+    pub(crate) fn finish_load(&self, users: impl IntoIterator<Item = UserId>) {
+        if let Ok(mut b) = self.0.write() {
+            b.users = users.into_iter().map(|u| u.as_str().to_owned()).collect();
+            for (user, blocked) in b.loading.take().unwrap_or_default() {
+                b.apply(user, blocked);
             }
         }
     }
 
+    pub(crate) fn set(&self, user: &UserId, blocked: bool) {
+        if let Ok(mut b) = self.0.write() {
+            if let Some(changes) = &mut b.loading {
+                changes.push((user.as_str().to_owned(), blocked));
+            }
+            b.apply(user.as_str().to_owned(), blocked);
+        }
+    }
+
     pub(crate) fn contains(&self, user: &str) -> bool {
-        self.0
-            .read()
-            .is_ok_and(|set| set.iter().any(|u| u.as_str() == user))
+        self.0.read().is_ok_and(|b| b.users.contains(user))
     }
 
     fn is_empty(&self) -> bool {
-        self.0.read().map_or(true, |set| set.is_empty())
+        self.0.read().map_or(true, |b| b.users.is_empty())
     }
 
     /// `frame` with `blocked_sender: true` on its message, when it is a
@@ -116,5 +142,20 @@ mod tests {
         assert_eq!(set.flagged(&receipt), None);
         set.set(&user("eve"), false);
         assert_eq!(set.flagged(&frame), None);
+    }
+
+    #[test]
+    fn changes_told_while_the_list_is_read_win_over_it() {
+        let set = BlockSet::default();
+        set.start_load();
+        set.set(&user("eve"), true);
+        set.set(&user("bob"), false);
+        // The list was read before both changes.
+        set.finish_load([user("bob"), user("ann")]);
+        assert!(set.contains("eve") && set.contains("ann"));
+        assert!(!set.contains("bob"));
+        // After the load, events apply as they come.
+        set.set(&user("ann"), false);
+        assert!(!set.contains("ann"));
     }
 }

@@ -241,14 +241,9 @@ impl Hub {
         blocks: &BlockSet,
     ) -> Result<(), JoinError> {
         let inner = &self.inner;
-        // Before the user's events are routed here, so that no change is
-        // missed: a `blocks_changed` after this load applies on top.
-        match inner.store.blocks(tenant, user).await {
-            Ok(list) => blocks.replace(list.into_iter().map(|b| b.user_id)),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the user's blocks; live messages go unflagged")
-            }
-        }
+        // Events told from now on win over the list read below, which is
+        // read once they are routed here: no change is missed.
+        blocks.start_load();
         match inner.store.memberships(tenant, user).await {
             Ok(memberships) => {
                 for (conversation, kind, members) in memberships {
@@ -279,6 +274,13 @@ impl Hub {
             // are lost until it catches up; the client's next `seq` gap
             // pulls them).
             tracing::warn!(error = %e, "not every router confirmed this user's registration");
+        }
+        match inner.store.blocks(tenant, user).await {
+            Ok(list) => blocks.finish_load(list.into_iter().map(|b| b.user_id)),
+            Err(e) => {
+                blocks.finish_load([]);
+                tracing::warn!(error = %e, "cannot read the user's blocks; their live messages go unflagged")
+            }
         }
         Ok(())
     }
