@@ -27,6 +27,8 @@ rest_request_burst = 100000.0
 uploads_per_minute = 100000.0
 members_added_per_minute = 1000000.0
 plugin_replays_per_minute = 1000000.0
+reports_per_minute = 1000000.0
+exports_per_hour = 1000000.0
 TOML
 "$BIN" dev --config "$WORK/config.toml" --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
   --nats-port 0 --log warn > "$WORK/dev.log" 2>&1 &

@@ -29,6 +29,7 @@ pub struct ReportRequest {
     pub reason: ReportReason,
     /// What the reporter adds, at most 1000 characters.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1000)))]
     pub note: Option<String>,
 }
 

@@ -60,6 +60,7 @@ impl ConversationPolicy {
 /// messages off.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(extend("minProperties" = 1)))]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatch {
     /// 0 to 21600; 0 turns slow mode off.

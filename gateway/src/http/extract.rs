@@ -155,7 +155,9 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
     diff == 0
 }
 
-/// A JSON body whose rejections are protocol errors.
+/// A JSON body whose rejections are protocol errors. Every body of the
+/// API is an object: serde would read a struct from an array too (its
+/// fields in order), which the documents do not allow.
 pub(super) struct JsonBody<T>(pub(super) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -163,6 +165,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let Json(mut value) = Json::<serde_json::Value>::from_request(req, state).await?;
+        if !value.is_object() {
+            return Err(ApiError::invalid("the JSON body must be an object"));
+        }
         integral_floats_to_integers(&mut value);
         serde_json::from_value(value)
             .map(Self)

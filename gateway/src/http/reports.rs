@@ -31,12 +31,12 @@ const MAX_PAGE: usize = 200;
 /// `POST /v1/conversations/{id}/messages/{message_id}/reports`
 pub(super) fn create_op() -> Operation {
     Operation::post("Report a message")
-        .describe("Members report a message of the conversation (not a system message) to the tenant's admins, with a `reason` and an optional `note` (at most 1000 characters). The report keeps the message as it was (not ciphertext). At most `reports_per_minute` per user (10 by default; 429 past it).")
+        .describe("Members report a message of the conversation to the tenant's admins (a system message: 409), with a `reason` and an optional `note` (at most 1000 characters). The report keeps the message as it was (not ciphertext). At most `reports_per_minute` per user (10 by default; 429 past it).")
         .path::<ConversationId>("id", "The conversation.")
         .path::<MessageId>("message_id", "The message.")
         .json_body::<ReportRequest>()
         .reply::<ReportCreated>(201, "The report's id.")
-        .errors(&[400, 404, 429])
+        .errors(&[400, 404, 409, 429])
 }
 
 pub(super) async fn create(
@@ -70,6 +70,7 @@ pub(super) struct ListQuery {
     /// capped at 200.
     limit: Option<usize>,
     /// Where the previous page ended (its `next_cursor`).
+    #[schemars(regex(pattern = r"^[0-9]{1,20}$"))]
     cursor: Option<String>,
 }
 

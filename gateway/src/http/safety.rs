@@ -47,10 +47,10 @@ pub(super) async fn list_blocks(
 /// `PUT /v1/blocks/{user}`
 pub(super) fn block_op() -> Operation {
     Operation::put("Block a user")
-        .describe("From then on neither of the two writes in their direct conversation, nor opens one (403 `forbidden`); in groups the blocked user's messages still flow, flagged `blocked_sender: true` for the caller in history, backlog and events. The caller's devices get `blocks_changed`. Idempotent. At most 1000 blocks (409 past it).")
+        .describe("From then on neither of the two writes in their direct conversation, nor opens one (403 `forbidden`); in groups the blocked user's messages still flow, flagged `blocked_sender: true` for the caller in history, backlog and events. The caller's devices get `blocks_changed`. Idempotent. Nobody blocks themselves (403). At most 1000 blocks (409 past it).")
         .path::<UserId>("user", "The user to block.")
-        .reply::<Block>(200, "Blocked (or was: then the time is now).")
-        .errors(&[400, 409])
+        .reply::<Block>(200, "Blocked (or was: then the time is the block's).")
+        .errors(&[403, 409])
 }
 
 pub(super) async fn block(
@@ -84,7 +84,7 @@ pub(super) fn unblock_op() -> Operation {
         .describe("The caller's devices get `blocks_changed`. Idempotent.")
         .path::<UserId>("user", "The user to unblock.")
         .reply_empty(204, "Unblocked (or was not blocked).")
-        .errors(&[400])
+        .errors(&[403])
 }
 
 pub(super) async fn unblock(
@@ -106,7 +106,10 @@ fn block_command(
     action: BlockAction,
 ) -> Result<BlockCommand, ApiError> {
     if user == id.user {
-        return Err(ApiError::invalid("you cannot block yourself"));
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "you cannot block yourself",
+        ));
     }
     let conversation = direct_conversation_id(&id.user, &user)
         .ok_or_else(|| ApiError::invalid("no direct conversation id for this pair"))?;
@@ -163,7 +166,7 @@ pub(super) async fn list_bans(
 /// `POST /v1/conversations/{id}/bans`
 pub(super) fn ban_op() -> Operation {
     Operation::post("Ban a user")
-        .describe("Owners and admins (and tenant admins); an admin bans members only, nobody bans an owner or themselves (403). Takes the user out if a member and keeps them from being added again (403 `forbidden`) until the ban is lifted or `until` passes. A `member_banned` system message tells the members, the banned user included. At most 1000 bans per conversation (409 past it); none in a direct conversation (409: block instead).")
+        .describe("Owners and admins (and tenant admins); an admin bans members only, nobody bans an owner or themselves (403); an `until` in the past is refused (409). Takes the user out if a member and keeps them from being added again (403 `forbidden`) until the ban is lifted or `until` passes. A `member_banned` system message tells the members, the banned user included. At most 1000 bans per conversation (409 past it); none in a direct conversation (409: block instead).")
         .path::<ConversationId>("id", "The conversation.")
         .json_body::<BanRequest>()
         .reply::<Ban>(200, "The ban.")

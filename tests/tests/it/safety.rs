@@ -99,7 +99,7 @@ async fn blocks_keep_a_pair_apart_in_private_and_flag_the_blocked_in_groups() {
     let (status, again) = call(&ann, "PUT", "/v1/blocks/bk_eve", None).await;
     assert_eq!((status, &again["blocked_at"]), (200, &body["blocked_at"]));
     let (status, _) = call(&ann, "PUT", "/v1/blocks/bk_ann", None).await;
-    assert_eq!(status, 400, "nobody blocks themselves");
+    assert_eq!(status, 403, "nobody blocks themselves");
 
     // In private neither writes, from either gateway; nor reacts.
     let (code, _) = send_refused(&mut eve, &dm, "eve-dm-1").await;
@@ -206,7 +206,7 @@ async fn bans_keep_a_user_out_until_lifted_and_never_lock_out_the_owner() {
         assert_eq!(status, 403, "{body}");
     }
     let (status, _) = call(&admin, "POST", &path("/bans"), ban("bn_adm")).await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 403, "nobody bans themselves");
 
     // An admin bans a member: out, told, and not let back in.
     let (status, body) = call(&admin, "POST", &path("/bans"), ban("bn_bad")).await;
@@ -293,6 +293,7 @@ async fn slow_mode_holds_plain_members_to_one_message_per_period() {
         json!({"disappearing_secs": 31536001}),
         json!({}),
         json!({"title": "x"}),
+        json!([null, null]),
     ] {
         let (status, body) = call(&owner, "PATCH", &path, Some(bad.clone())).await;
         assert_eq!(status, 400, "{bad}: {body}");

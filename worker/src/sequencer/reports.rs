@@ -37,7 +37,7 @@ impl Batch<'_> {
         if matches!(message.content, Some(Content::System(_))) {
             self.refuse(
                 reply_to,
-                ErrorCode::InvalidRequest,
+                ErrorCode::Conflict,
                 "system messages cannot be reported",
             );
             return Ok(());

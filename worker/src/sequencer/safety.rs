@@ -47,7 +47,7 @@ pub(super) fn ban_refusal(
         ));
     }
     if *user == by.actor {
-        return Some((ErrorCode::InvalidRequest, "you cannot ban yourself"));
+        return Some((ErrorCode::Forbidden, "you cannot ban yourself"));
     }
     let target = if state.members.contains(user) {
         state.role_of(user)
@@ -270,7 +270,7 @@ impl Batch<'_> {
             return Ok(());
         }
         if c.until.is_some_and(|until| until <= self.now) {
-            self.refuse(reply_to, ErrorCode::InvalidRequest, "until is in the past");
+            self.refuse(reply_to, ErrorCode::Conflict, "until is in the past");
             return Ok(());
         }
         let bans = self.bans.entry(key.clone()).or_default();
