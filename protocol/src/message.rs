@@ -66,6 +66,11 @@ pub struct Message {
     /// stored; absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blocked_sender: bool,
+    /// When the message goes for good (v1.2): from its conversation's
+    /// retention or disappearing messages as they were when it was sent;
+    /// absent (or null) when it stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 impl Message {
@@ -100,6 +105,7 @@ impl Message {
             mentions: Vec::new(),
             mention_all: false,
             blocked_sender: false,
+            expires_at: None,
         }
     }
 

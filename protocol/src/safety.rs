@@ -40,6 +40,17 @@ impl ConversationPolicy {
         *self == Self::default()
     }
 
+    /// How long a message lives here, if not for ever: the shorter of the
+    /// retention and the disappearing time.
+    pub fn lifetime_ms(&self) -> Option<i64> {
+        let retention = self.retention_days.map(|d| i64::from(d) * 86_400_000);
+        let disappearing = self.disappearing_secs.map(|s| i64::from(s) * 1000);
+        match (retention, disappearing) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The policy with `patch` applied: an absent field stays as it is.
     pub fn patched(mut self, patch: &ConversationPatch) -> Self {
         if let Some(secs) = patch.slow_mode_secs {

@@ -75,6 +75,14 @@ macro_rules! store_calls {
                 ) -> Vec<Report>;
                 report(tenant: [&TenantId], id: [MessageId]) -> Option<Report>;
                 open_reports() -> Vec<(TenantId, u64)>;
+                expiring(cursor: [Option<String>], budget: [usize]) -> PolicyScan;
+                due(key: [&ConversationKey], now: [Timestamp], limit: [usize]) -> Vec<(Timestamp, u64)>;
+                expired(
+                    key: [&ConversationKey],
+                    after_seq: [u64],
+                    cutoff: [Timestamp],
+                    limit: [usize]
+                ) -> ExpiredScan;
                 threads(
                     tenant: [&TenantId],
                     conversation: [&ConversationId],

@@ -14,9 +14,9 @@ use switchboard_protocol::{
 };
 use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, PinRow, SentKey,
-    SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
+    InboxCursor, InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, PinRow,
+    PolicyScan, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 use crate::calls::store_calls;

@@ -34,6 +34,11 @@ pub(crate) fn cursor_decode(cursor: Option<String>) -> StoreResult<PagingState> 
     Ok(PagingState::new_from_raw_bytes(bytes))
 }
 
+/// A scan step's page size: at least one row.
+pub(crate) fn page_size(budget: usize) -> i32 {
+    i32::try_from(budget.max(1)).unwrap_or(i32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -55,6 +55,13 @@ impl ScyllaStore {
         .await
     }
 
+    /// The pins, newest first.
+    pub(crate) async fn pins_newest_first(&self, t: &str, c: &str) -> StoreResult<Vec<PinRow>> {
+        let mut pins = self.pin_rows(t, c).await?;
+        pins.sort_by(|a, b| b.at.cmp(&a.at).then(b.message_id.cmp(&a.message_id)));
+        Ok(pins)
+    }
+
     pub(crate) async fn pin_rows(&self, t: &str, c: &str) -> StoreResult<Vec<PinRow>> {
         self.st
             .pins

@@ -4,13 +4,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::TryStreamExt;
+use switchboard_protocol::Message;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 use switchboard_protocol::{ConversationKind, MessageId, Role, TenantId, Timestamp, UserId};
-use switchboard_store::StoreResult;
+use switchboard_store::{ConversationKey, ExpiredScan, PolicyScan, StoreResult, day_bucket};
+
+use crate::cursor::{cursor_decode, cursor_encode};
 
 use crate::client::ScyllaStore;
-use crate::rows::{decode, id_db, limit_db, tenant_id, user_id};
+use crate::rows::{
+    conversation_id, day_db, decode, id_db, limit_db, seq_db, seq_of, tenant_id, user_id,
+};
 
 impl ScyllaStore {
     pub(crate) async fn policy_of(&self, t: &str, c: &str) -> StoreResult<ConversationPolicy> {
@@ -136,6 +141,112 @@ impl ScyllaStore {
             .into_iter()
             .map(|(t, n)| Ok((tenant_id(t)?, n)))
             .collect()
+    }
+
+    /// One page of the conversations with a lifetime.
+    pub(crate) async fn policy_scan(
+        &self,
+        cursor: Option<String>,
+        page: i32,
+    ) -> StoreResult<PolicyScan> {
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_policies
+            .page(&self.session, (), from, page)
+            .await?;
+        let mut conversations = Vec::new();
+        for (t, c, policy) in rows {
+            let policy: ConversationPolicy = decode(&policy)?;
+            if policy.lifetime_ms().is_some() {
+                let key = ConversationKey::new(tenant_id(t)?, conversation_id(c)?);
+                conversations.push((key, policy));
+            }
+        }
+        Ok(PolicyScan {
+            conversations,
+            next: cursor_encode(next),
+        })
+    }
+
+    /// Messages whose `expires_at` is at or before `now`, by it.
+    pub(crate) async fn due_rows(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<(Timestamp, u64)>> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        self.st
+            .due
+            .all(&self.session, (t, c, now.unix_ms(), limit_db(limit)))
+            .await?
+            .into_iter()
+            .map(|(at, seq)| Ok((Timestamp::from_unix_ms(at), seq_of(seq)?)))
+            .collect()
+    }
+
+    /// Live messages after `after_seq` created at or before `cutoff`,
+    /// bucket by bucket from the oldest that may hold one; archived
+    /// buckets are passed over.
+    pub(crate) async fn expired_rows(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let mut buckets = self.bucket_rows(t, c).await?;
+        buckets.reverse();
+        let mut scan = ExpiredScan {
+            last_seen: after_seq,
+            ..Default::default()
+        };
+        let mut seen = 0;
+        for (i, bucket) in buckets.iter().enumerate() {
+            let wholly_seen = buckets
+                .get(i + 1)
+                .is_some_and(|next| next.first <= scan.last_seen.saturating_add(1));
+            if bucket.archived.is_some() || wholly_seen {
+                continue;
+            }
+            if bucket.day > day_bucket(cutoff) {
+                break;
+            }
+            let rows = self
+                .st
+                .oldest_first
+                .all(
+                    &self.session,
+                    (
+                        t,
+                        c,
+                        day_db(bucket.day),
+                        seq_db(scan.last_seen),
+                        i64::MAX,
+                        limit_db(limit - seen),
+                    ),
+                )
+                .await?;
+            for (body,) in rows {
+                let m: Message = decode(&body)?;
+                seen += 1;
+                if m.created_at > cutoff {
+                    scan.done = true;
+                    return Ok(scan);
+                }
+                scan.last_seen = m.seq;
+                if m.deleted_at.is_none() {
+                    scan.seqs.push(m.seq);
+                }
+                if seen == limit {
+                    return Ok(scan);
+                }
+            }
+        }
+        scan.done = true;
+        Ok(scan)
     }
 
     /// In a direct conversation, the members who block the other.

@@ -73,6 +73,9 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            WITH CLUSTERING ORDER BY (report_id DESC)",
             "CREATE TABLE IF NOT EXISTS open_reports (tenant text, report_id bigint, \
            PRIMARY KEY ((tenant), report_id)) WITH CLUSTERING ORDER BY (report_id DESC)",
+            "CREATE TABLE IF NOT EXISTS message_expiries (tenant text, conversation_id text, \
+           expires_at bigint, seq bigint, \
+           PRIMARY KEY ((tenant, conversation_id), expires_at, seq))",
         ],
     ),
 ];
@@ -312,6 +315,7 @@ mod tests {
                 "member_states",
                 "members",
                 "mentions",
+                "message_expiries",
                 "message_index",
                 "message_versions",
                 "messages",

@@ -155,6 +155,14 @@ statements! {
     delete_block: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM blocks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND blocked_id = ?";
 
+    due: Read<(Text, Text, BigInt, Int), (i64, i64)> =
+        "SELECT expires_at, seq FROM message_expiries WHERE tenant = ? AND conversation_id = ? AND expires_at <= ? LIMIT ?";
+    insert_expiry: Write<(Text, Text, BigInt, BigInt, BigInt)> =
+        "INSERT INTO message_expiries (tenant, conversation_id, expires_at, seq) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_expiry: Write<(BigInt, Text, Text, BigInt, BigInt)> =
+        "DELETE FROM message_expiries USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND expires_at = ? AND seq = ?";
+    scan_policies: Read<(), (String, String, String)> =
+        "SELECT tenant, conversation_id, policy FROM conversation_policies";
     report: Read<(Text, BigInt), (String,)> =
         "SELECT report FROM reports WHERE tenant = ? AND report_id = ?";
     reports_before: Read<(Text, BigInt, Int), (String,)> =

@@ -13,23 +13,19 @@ use switchboard_protocol::{
 };
 use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, SentKey, SequencerState,
-    Store, StoreError, StoreResult,
+    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
+    InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, PolicyScan,
+    SentKey, SequencerState, Store, StoreError, StoreResult,
 };
 
 use crate::client::ScyllaStore;
 use crate::commit::Tx;
-use crate::cursor::{cursor_decode, cursor_encode};
+use crate::cursor::{cursor_decode, cursor_encode, page_size};
 use crate::rows::{conversation_id, day_db, limit_db, marks, seq_db, seq_of, tenant_id, user_id};
 use switchboard_store::rules;
 
 /// Inbox entries looked up per round of message reads.
 const INBOX_CHUNK: usize = 64;
-
-fn page_size(budget: usize) -> i32 {
-    i32::try_from(budget.max(1)).unwrap_or(i32::MAX)
-}
 
 #[async_trait]
 impl Store for ScyllaStore {
@@ -649,11 +645,33 @@ impl Store for ScyllaStore {
         self.open_report_counts().await
     }
 
+    async fn expiring(&self, cursor: Option<String>, budget: usize) -> StoreResult<PolicyScan> {
+        self.policy_scan(cursor, page_size(budget)).await
+    }
+
+    async fn due(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<(Timestamp, u64)>> {
+        self.due_rows(key, now, limit).await
+    }
+
+    async fn expired(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan> {
+        self.expired_rows(key, after_seq, cutoff, limit.max(1))
+            .await
+    }
+
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {
-        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
-        let mut pins = self.pin_rows(t, c).await?;
-        pins.sort_by(|a, b| b.at.cmp(&a.at).then(b.message_id.cmp(&a.message_id)));
-        Ok(pins)
+        self.pins_newest_first(key.tenant.as_str(), key.conversation_id.as_str())
+            .await
     }
 
     async fn register_device(

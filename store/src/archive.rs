@@ -612,6 +612,33 @@ impl Store for Tiered {
         self.inner.open_reports().await
     }
 
+    async fn expiring(
+        &self,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<crate::PolicyScan> {
+        self.inner.expiring(cursor, budget).await
+    }
+
+    async fn due(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<(Timestamp, u64)>> {
+        self.inner.due(key, now, limit).await
+    }
+
+    async fn expired(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<crate::ExpiredScan> {
+        self.inner.expired(key, after_seq, cutoff, limit).await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,

@@ -302,6 +302,32 @@ pub trait Store: Send + Sync + 'static {
     /// How many reports are open, per tenant that has any.
     async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>>;
 
+    /// One step of the scan for conversations with a retention or
+    /// disappearing time (v1.2), from `cursor` (a step's `next`), looking
+    /// at about `budget` rows.
+    async fn expiring(&self, cursor: Option<String>, budget: usize) -> StoreResult<PolicyScan>;
+
+    /// Messages of the conversation whose `expires_at` is at or before
+    /// `now`, by that time, at most `limit` (v1.2): (`expires_at`, seq).
+    async fn due(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<(Timestamp, u64)>>;
+
+    /// One step of the scan of a conversation's live messages after
+    /// `after_seq`, in seq order, for those created at or before `cutoff`
+    /// and not deleted, looking at no more than `limit` rows (v1.2).
+    /// Archived buckets are not looked at.
+    async fn expired(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan>;
+
     /// Records that the device exists, so later messages get inbox entries for it.
     async fn register_device(
         &self,

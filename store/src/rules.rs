@@ -147,6 +147,12 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             at,
         } => safety::set_block(view, tenant, user, target, *at).await,
         Mutation::PutReport { tenant, report } => view.put_report(tenant, report).await,
+        Mutation::Expire {
+            key,
+            seqs,
+            at,
+            unindex,
+        } => expire(view, key, seqs, *at, unindex).await,
         // The archive tier (`archive::Tiered`) handles it before a backend.
         Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
             "no archive store is configured".into(),
@@ -237,6 +243,9 @@ async fn append<C: Commit>(
     for m in messages {
         view.put_message(c, m, Placement::New).await?;
         view.insert_sent(c, m).await?;
+        if let Some(at) = m.expires_at {
+            view.set_expiry(c, at, m.seq, true).await?;
+        }
         if let Some(media) = m.content.as_ref().and_then(Content::media) {
             view.reference_media(c, m.seq, &media.blob_ref).await?;
         }
@@ -349,6 +358,45 @@ async fn delete<C: Commit>(
     threads::unmention(view, c, &message).await?;
     message.mark_deleted(at);
     store_update(view, c, &message, inbox, at).await
+}
+
+/// Expiry: each live message goes as a deletion does, without telling
+/// the inboxes; instead their entries for these seqs go.
+async fn expire<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    seqs: &[u64],
+    at: Timestamp,
+    unindex: &[(Timestamp, u64)],
+) -> StoreResult<()> {
+    for &(when, seq) in unindex {
+        view.set_expiry(c, when, seq, false).await?;
+    }
+    let (Some(&from), Some(&to)) = (seqs.iter().min(), seqs.iter().max()) else {
+        return Ok(());
+    };
+    for &seq in seqs {
+        if view.message(c, seq).await?.is_some() {
+            delete(view, c, seq, at, false).await?;
+        }
+    }
+    // One range per device where the seqs follow each other (what a
+    // retention scan finds); else entry by entry.
+    let contiguous = to - from + 1 == seqs.len() as u64;
+    for (user, devices) in view.recipients(c).await? {
+        for device in devices {
+            if contiguous {
+                view.remove_inbox(c, &user, &device, InboxEntries::Through { from, to })
+                    .await?;
+            } else {
+                for &seq in seqs {
+                    view.remove_inbox(c, &user, &device, InboxEntries::One(seq))
+                        .await?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn archive<C: Commit>(

@@ -512,6 +512,20 @@ pub enum Mutation {
         target: UserId,
         at: Option<Timestamp>,
     },
+    /// Messages `seqs` are past their conversation's retention or
+    /// disappearing time (v1.2): each live one goes as a deletion does
+    /// (content, versions, reactions, mentions, media references), and
+    /// every member device's inbox entries for them go too. Rows archived
+    /// or gone are passed over.
+    Expire {
+        key: ConversationKey,
+        seqs: Vec<u64>,
+        at: Timestamp,
+        /// Entries of the expiry index to remove: (`expires_at`, seq) of
+        /// messages found due ([`crate::Store::due`]), gone or not.
+        #[serde(default)]
+        unindex: Vec<(Timestamp, u64)>,
+    },
     /// A report as it is now (v1.2): a new one, or one resolved.
     PutReport {
         tenant: TenantId,
@@ -579,6 +593,28 @@ pub struct ArchiveScan {
 pub fn day_bucket(t: Timestamp) -> u32 {
     let day = t.unix_ms().div_euclid(86_400_000);
     u32::try_from(day).unwrap_or(0)
+}
+
+/// One step of the scan for conversations whose messages expire (v1.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyScan {
+    /// Conversations with a retention or disappearing time, and it.
+    pub conversations: Vec<(ConversationKey, ConversationPolicy)>,
+    /// Where the next step starts; `None` when the scan is complete.
+    pub next: Option<String>,
+}
+
+/// One step of the scan of a conversation's live messages for those past
+/// a time (v1.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpiredScan {
+    /// Live messages, not deleted, created at or before the time.
+    pub seqs: Vec<u64>,
+    /// The last seq looked at: the next step starts after it.
+    pub last_seen: u64,
+    /// Whether the scan reached a message created after the time, or the
+    /// end: nothing past `last_seen` is due.
+    pub done: bool,
 }
 
 /// How far one step of an inbox expiry sweep got.

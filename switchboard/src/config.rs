@@ -80,6 +80,10 @@ pub struct FileConfig {
     pub inbox_ttl_secs: Option<u64>,
     /// How often expired inbox entries are swept, in seconds (default 3600).
     pub inbox_sweep_secs: Option<u64>,
+    /// How often messages past their conversation's retention or
+    /// disappearing time are expired, in seconds (default 60): the most a
+    /// message outlives its time.
+    pub expiry_pass_secs: Option<u64>,
     /// On SIGTERM, how long a gateway's connections may take to see their
     /// in-flight sends answered before they are closed with 1012, in
     /// milliseconds (default 10000; at most 15000, inside the 20 s grace).

@@ -463,6 +463,9 @@ pub fn worker_config(
     if let Some(secs) = file.inbox_sweep_secs {
         config.inbox_sweep_every = Duration::from_secs(secs.max(1));
     }
+    if let Some(secs) = file.expiry_pass_secs {
+        config.expiry_pass_every = Duration::from_secs(secs.max(1));
+    }
     if let Some(archive) = &file.archive {
         if u64::from(archive.after_days) * 86_400 < config.inbox_ttl.as_secs() {
             tracing::warn!(

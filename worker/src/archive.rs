@@ -18,7 +18,7 @@ use async_nats::jetstream::message::PublishMessage;
 use switchboard_nats::envelope::HEADER_MAINTENANCE;
 use switchboard_nats::subject::{ingest, partition_of};
 use switchboard_protocol::Timestamp;
-use switchboard_store::{BucketKey, Mutation, StoreError, day_bucket};
+use switchboard_store::{BucketKey, ConversationKey, Mutation, StoreError, day_bucket};
 
 use tracing::Instrument;
 
@@ -136,8 +136,9 @@ pub(crate) fn is_request(m: &async_nats::jetstream::Message) -> bool {
         .is_some()
 }
 
-/// Moves the requested buckets, in order, then acks the requests. Runs in
-/// the partition's writer between batches.
+/// Serves the maintenance requests (archive moves, and expiry:
+/// `retention.rs`), in order, then acks them. Runs in the partition's
+/// writer between batches.
 pub(crate) async fn serve_requests(
     ctx: &Ctx,
     requests: &[async_nats::jetstream::Message],
@@ -150,14 +151,18 @@ pub(crate) async fn serve_requests(
             .and_then(|h| h.get(HEADER_MAINTENANCE))
             .map(|v| v.as_str().to_owned())
             .unwrap_or_default();
-        match (
-            kind.as_str(),
-            serde_json::from_slice::<BucketKey>(&m.payload),
-        ) {
-            (ARCHIVE_REQUEST, Ok(bucket)) => move_bucket(ctx, &bucket, &lease_valid).await,
-            (kind, decoded) => {
-                tracing::error!(kind, error = ?decoded.err(), "dropping an unknown maintenance request");
+        match kind.as_str() {
+            ARCHIVE_REQUEST => match serde_json::from_slice::<BucketKey>(&m.payload) {
+                Ok(bucket) => move_bucket(ctx, &bucket, &lease_valid).await,
+                Err(e) => tracing::error!(error = %e, "dropping an undecodable archive request"),
+            },
+            crate::retention::EXPIRE_REQUEST => {
+                match serde_json::from_slice::<ConversationKey>(&m.payload) {
+                    Ok(key) => crate::retention::expire(ctx, &key, &lease_valid).await,
+                    Err(e) => tracing::error!(error = %e, "dropping an undecodable expiry request"),
+                }
             }
+            kind => tracing::error!(kind, "dropping an unknown maintenance request"),
         }
         if let Err(e) = m.ack().await {
             tracing::warn!(error = %e, "acking an archive request failed; it will come again");

@@ -29,6 +29,10 @@ pub struct WorkerConfig {
     pub inbox_ttl: Duration,
     /// How often the leader sweeps expired inbox entries.
     pub inbox_sweep_every: Duration,
+    /// How often the leader asks the writers to expire messages past
+    /// their conversation's retention or disappearing time (v1.2): a
+    /// message goes at most this long after its time.
+    pub expiry_pass_every: Duration,
     /// Moving old buckets to the blob store (F14); `None` keeps everything
     /// in the store.
     pub archive: Option<ArchiveConfig>,
@@ -89,6 +93,7 @@ impl WorkerConfig {
             consent: policy::ConsentPolicy::default(),
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
+            expiry_pass_every: Duration::from_secs(60),
             archive: None,
             status: Arc::default(),
             services: Default::default(),

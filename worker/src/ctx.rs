@@ -30,4 +30,7 @@ pub(crate) struct Ctx {
     /// The session registry: which gateways hold the users events are for.
     pub sessions: Arc<switchboard_nats::sessions::Sessions>,
     pub config: WorkerConfig,
+    /// Per conversation, the seq this worker's expiry got to (v1.2).
+    pub expired_through:
+        std::sync::Mutex<std::collections::HashMap<switchboard_store::ConversationKey, u64>>,
 }

@@ -20,6 +20,7 @@ mod partitions;
 pub mod policy;
 mod presence;
 mod report_count;
+mod retention;
 pub mod sequencer;
 mod writer;
 
@@ -84,6 +85,7 @@ pub async fn run(
         plugins,
         tenants,
         config,
+        expired_through: Default::default(),
     });
     let open = |name: &'static str| {
         let js = ctx.js.clone();
@@ -110,6 +112,10 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("archiver", move || archive::run(ctx.clone()))
     };
+    let expirer = {
+        let ctx = ctx.clone();
+        supervised("message expiry", move || retention::run(ctx.clone()))
+    };
     let report_counter = {
         let ctx = ctx.clone();
         supervised("report counter", move || report_count::run(ctx.clone()))
@@ -124,6 +130,7 @@ pub async fn run(
     sweeper.abort();
     archiver.abort();
     report_counter.abort();
+    expirer.abort();
     balancer.abort();
     result
 }

@@ -14,6 +14,7 @@ pub const INBOX_ENTRIES: &str = "switchboard_writer_inbox_entries";
 pub const INBOX_EXPIRED: &str = "switchboard_writer_inbox_expired_total";
 pub const PARKED: &str = "switchboard_writer_parked_total";
 pub const REPORTS_OPEN: &str = "switchboard_reports_open";
+pub const MESSAGES_EXPIRED: &str = "switchboard_writer_messages_expired_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -38,6 +39,10 @@ pub fn describe() {
     describe_gauge!(
         REPORTS_OPEN,
         "Reports waiting for a tenant admin, per tenant, as the leader last counted them."
+    );
+    describe_counter!(
+        MESSAGES_EXPIRED,
+        "Messages gone past their conversation's retention or disappearing time."
     );
     describe_counter!(
         PARKED,
@@ -71,6 +76,10 @@ pub(crate) fn inbox_entries(n: usize) {
 
 pub(crate) fn open_reports(tenant: &switchboard_protocol::TenantId, n: u64) {
     gauge!(REPORTS_OPEN, "tenant" => tenant.as_str().to_owned()).set(n as f64);
+}
+
+pub(crate) fn messages_expired(n: usize) {
+    counter!(MESSAGES_EXPIRED).increment(n as u64);
 }
 
 pub(crate) fn inbox_expired(n: usize) {

@@ -178,6 +178,7 @@ fn message(ids: &Ids) -> Message {
         mentions: vec![ids.bob.clone()],
         mention_all: false,
         blocked_sender: false,
+        expires_at: Some(at()),
     }
 }
 

@@ -86,4 +86,21 @@ impl Tx<'_> {
         }
         Ok(())
     }
+
+    pub(super) fn write_expiry(
+        &mut self,
+        c: &ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    ) {
+        let k = ck(c);
+        let ts = self.ts();
+        let (at, seq) = (at.unix_ms(), seq_db(seq));
+        if present {
+            self.push(&self.store.st.insert_expiry, (k.0, k.1, at, seq, ts));
+        } else {
+            self.push(&self.store.st.delete_expiry, (ts, k.0, k.1, at, seq));
+        }
+    }
 }

@@ -630,6 +630,17 @@ impl Commit for Tx<'_> {
         self.write_report(tenant, report)
     }
 
+    async fn set_expiry(
+        &mut self,
+        c: &ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    ) -> StoreResult<()> {
+        self.write_expiry(c, at, seq, present);
+        Ok(())
+    }
+
     async fn put_block(
         &mut self,
         tenant: &TenantId,

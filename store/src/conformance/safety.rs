@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use switchboard_protocol::reports::{Report, ReportAction, ReportReason, ReportStatus};
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
-use switchboard_protocol::{ConversationKind, MessageId, Timestamp};
+use switchboard_protocol::{Content, ConversationKind, MessageId, Timestamp};
 
-use super::support::{conv, create, everything, key, tenant, unique_tenant, user};
+use super::support::{
+    conv, create, device, everything, key, seed_conversation, tenant, unique_tenant, user,
+};
 use crate::{Mutation, Store, StoreError};
 
 pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store>) {
@@ -270,4 +272,200 @@ pub async fn reports_are_listed_by_status_newest_first_and_counted(store: &Arc<d
             .unwrap()
             .is_empty()
     );
+}
+
+pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("expiry");
+    let tt = tenant(t);
+    store
+        .register_device(&tt, &user("b"), &device("phone"))
+        .await
+        .unwrap();
+    seed_conversation(store, t, "c", &["a", "b"], 5).await;
+    // Message 2 was edited: its versions go with it.
+    store
+        .commit(vec![Mutation::Edit {
+            key: key(t, "c"),
+            seq: 2,
+            content: Content::Text {
+                text: "edited".into(),
+            },
+            editor: user("a"),
+            at: Timestamp::from_unix_ms(1_780_000_100_000),
+            inbox: false,
+        }])
+        .await
+        .unwrap();
+    // Messages 1 to 3 are due (seed messages are 1 ms apart).
+    let cutoff = Timestamp::from_unix_ms(1_780_000_000_003);
+    let scan = store.expired(&key(t, "c"), 0, cutoff, 2).await.unwrap();
+    assert_eq!(
+        (scan.seqs.clone(), scan.last_seen, scan.done),
+        (vec![1, 2], 2, false)
+    );
+    let rest = store.expired(&key(t, "c"), 2, cutoff, 10).await.unwrap();
+    assert_eq!(
+        (rest.seqs.clone(), rest.last_seen, rest.done),
+        (vec![3], 3, true)
+    );
+    let at = Timestamp::from_unix_ms(1_780_000_200_000);
+    store
+        .commit(vec![Mutation::Expire {
+            key: key(t, "c"),
+            seqs: vec![1, 2, 3],
+            at,
+            unindex: Vec::new(),
+        }])
+        .await
+        .unwrap();
+    let page = store
+        .history(
+            &tt,
+            &conv("c"),
+            &user("b"),
+            crate::HistoryQuery {
+                before_seq: None,
+                after_seq: None,
+                limit: 10,
+                thread_root: None,
+            },
+        )
+        .await
+        .unwrap();
+    for m in &page {
+        if m.seq <= 3 {
+            assert_eq!(
+                (m.content.is_none(), m.deleted_at),
+                (true, Some(at)),
+                "{m:?}"
+            );
+        } else {
+            assert!(m.content.is_some() && m.deleted_at.is_none());
+        }
+    }
+    assert_eq!(page.len(), 5, "the rows keep their seq");
+    let message_id = page.iter().find(|m| m.seq == 2).unwrap().message_id;
+    let versions = store
+        .versions(&tt, &conv("c"), &user("b"), message_id)
+        .await
+        .unwrap();
+    assert!(
+        versions
+            .iter()
+            .all(|v| !matches!(v.content, Content::Text { .. })),
+        "no version keeps the text: {versions:?}"
+    );
+    let inbox: Vec<u64> = store
+        .inbox(&tt, &user("b"), &device("phone"), None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(inbox, vec![4, 5]);
+    // Done: nothing more is due, and expiring again changes nothing.
+    let after = store.expired(&key(t, "c"), 3, cutoff, 10).await.unwrap();
+    assert!(after.seqs.is_empty() && after.done);
+    let again = store.expired(&key(t, "c"), 0, cutoff, 10).await.unwrap();
+    assert!(again.seqs.is_empty());
+    store
+        .commit(vec![Mutation::Expire {
+            key: key(t, "c"),
+            seqs: vec![1, 2, 3],
+            at,
+            unindex: Vec::new(),
+        }])
+        .await
+        .unwrap();
+    // Messages with an `expires_at` are found by it, whatever their order.
+    let expiring_message = |seq: u64, at: Option<i64>| {
+        let mut m = super::support::text_message("c", seq, "a", "phone", &format!("x-{seq}"));
+        m.expires_at = at.map(Timestamp::from_unix_ms);
+        m
+    };
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 5,
+            messages: vec![
+                expiring_message(6, Some(1_780_000_000_050)),
+                expiring_message(7, Some(1_780_000_000_020)),
+                expiring_message(8, None),
+            ],
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    let ck = key(t, "c");
+    let due = |now: i64| store.due(&ck, Timestamp::from_unix_ms(now), 10);
+    let at_ms = |d: Vec<(Timestamp, u64)>| -> Vec<(i64, u64)> {
+        d.into_iter().map(|(t, s)| (t.unix_ms(), s)).collect()
+    };
+    assert_eq!(
+        at_ms(due(1_780_000_000_030).await.unwrap()),
+        [(1_780_000_000_020, 7)]
+    );
+    assert_eq!(
+        at_ms(due(1_780_000_000_100).await.unwrap()),
+        [(1_780_000_000_020, 7), (1_780_000_000_050, 6)]
+    );
+    store
+        .commit(vec![Mutation::Expire {
+            key: key(t, "c"),
+            seqs: vec![7],
+            at,
+            unindex: vec![(Timestamp::from_unix_ms(1_780_000_000_020), 7)],
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        at_ms(due(1_780_000_000_100).await.unwrap()),
+        [(1_780_000_000_050, 6)]
+    );
+    let inbox: Vec<u64> = store
+        .inbox(&tt, &user("b"), &device("phone"), None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(inbox, vec![4, 5, 6, 8], "only 7's entry went");
+
+    // The conversations to look at: those with a lifetime only.
+    store
+        .commit(vec![
+            Mutation::SetPolicy {
+                key: key(t, "c"),
+                policy: ConversationPolicy {
+                    slow_mode_secs: 0,
+                    retention_days: Some(3),
+                    disappearing_secs: Some(60),
+                },
+            },
+            create(t, "slow", ConversationKind::Group, &["a"], 10),
+            Mutation::SetPolicy {
+                key: key(t, "slow"),
+                policy: ConversationPolicy {
+                    slow_mode_secs: 5,
+                    ..Default::default()
+                },
+            },
+        ])
+        .await
+        .unwrap();
+    let mut found = Vec::new();
+    let mut cursor = None;
+    loop {
+        let step = store.expiring(cursor.take(), 2).await.unwrap();
+        found.extend(step.conversations);
+        match step.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mine: Vec<_> = found.iter().filter(|(k, _)| k.tenant == tt).collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0].0, key(t, "c"));
+    assert_eq!(mine[0].1.lifetime_ms(), Some(60_000));
 }

@@ -14,7 +14,7 @@ use crate::{StoreError, StoreResult};
 
 /// The layout's version. 2 added the keyspaces of v1.1 (member states,
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
-/// blocks, reports); an older store becomes version 3 as it opens, since those
+/// blocks, reports, expiries); an older store becomes version 3 as it opens, since those
 /// start empty (`check_schema`).
 pub(super) const SCHEMA_VERSION: &[u8] = b"3";
 
@@ -89,6 +89,9 @@ pub(super) struct Spaces {
     pub reports: Keyspace,
     /// tenant, report id (u64) → (): the open reports.
     pub open_reports: Keyspace,
+    /// tenant, conversation, expires at (u64 Unix ms), seq → (): the
+    /// messages with an `expires_at` (v1.2).
+    pub expiries: Keyspace,
     /// Store-wide facts such as the schema version.
     pub meta: Keyspace,
 }
@@ -126,6 +129,7 @@ impl Spaces {
             blocks: open("blocks")?,
             reports: open("reports")?,
             open_reports: open("open_reports")?,
+            expiries: open("expiries")?,
             meta: open("meta")?,
         })
     }

@@ -44,9 +44,9 @@ use self::group_commit::Job;
 use self::keys::{SCHEMA_VERSION, Spaces, UPGRADABLE_VERSIONS};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow, SentKey, SequencerState,
-    Store, StoreError, StoreResult, ThreadEntry,
+    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
+    InboxCursor, InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow, PolicyScan,
+    SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 /// Settings of the embedded store.
@@ -503,6 +503,44 @@ impl Store for EmbeddedStore {
 
     async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
         self.read(safety::open_reports).await
+    }
+
+    async fn expiring(&self, cursor: Option<String>, budget: usize) -> StoreResult<PolicyScan> {
+        let from = match cursor {
+            Some(c) => hex_decode(&c)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad expiry scan cursor {c:?}")))?,
+            None => Vec::new(),
+        };
+        let (conversations, next) = self
+            .read(move |r, s| safety::expiring(r, s, from, budget.max(1)))
+            .await?;
+        Ok(PolicyScan {
+            conversations,
+            next: next.map(|k| hex_encode(&k)),
+        })
+    }
+
+    async fn due(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<(Timestamp, u64)>> {
+        let key = key.clone();
+        self.read(move |r, s| safety::due(r, s, &key, now, limit.max(1)))
+            .await
+    }
+
+    async fn expired(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan> {
+        let key = key.clone();
+        self.read(move |r, s| safety::expired(r, s, &key, after_seq, cutoff, limit.max(1)))
+            .await
     }
 
     async fn register_device(

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 
 use switchboard_protocol::reports::{Report, ReportStatus};
-use switchboard_protocol::{MessageId, TenantId, Timestamp, UserId};
+use switchboard_protocol::{ConversationId, Message, MessageId, TenantId, Timestamp, UserId};
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces, read_words, str_after, str_part};
+use super::keys::{Key, Spaces, read_words, str_after, str_part, trailing_u64};
 use super::lookup::scan;
-use crate::{StoreError, StoreResult};
+use crate::{ConversationKey, ExpiredScan, StoreError, StoreResult};
 
 pub(super) fn policy<R: Readable>(
     r: &R,
@@ -126,6 +126,99 @@ pub(super) fn open_reports<R: Readable>(r: &R, s: &Spaces) -> StoreResult<Vec<(T
                 .map_err(|e| StoreError::Corrupt(e.to_string()))
         })
         .collect()
+}
+
+/// Conversations with a lifetime, from key `from` on; the key to go on
+/// from when `budget` rows were looked at.
+#[allow(clippy::type_complexity)]
+pub(super) fn expiring<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    from: Vec<u8>,
+    budget: usize,
+) -> StoreResult<(Vec<(ConversationKey, ConversationPolicy)>, Option<Vec<u8>>)> {
+    let mut found = Vec::new();
+    for (seen, g) in r.range(&s.policies, from..).enumerate() {
+        let (k, v) = g.into_inner().map_err(storage)?;
+        if seen == budget {
+            return Ok((found, Some(k.to_vec())));
+        }
+        let policy: ConversationPolicy = decode(&v)?;
+        if policy.lifetime_ms().is_none() {
+            continue;
+        }
+        let key = ConversationKey::new(
+            TenantId::new(str_part(&k, 0)?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            ConversationId::new(str_part(&k, 1)?)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        );
+        found.push((key, policy));
+    }
+    Ok((found, None))
+}
+
+/// Live messages after `after_seq` created at or before `cutoff`.
+pub(super) fn expired<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    key: &ConversationKey,
+    after_seq: u64,
+    cutoff: Timestamp,
+    limit: usize,
+) -> StoreResult<ExpiredScan> {
+    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+    let range = Key::new().s(t).s(c).n(after_seq.saturating_add(1)).bytes()
+        ..=Key::new().s(t).s(c).n(u64::MAX).bytes();
+    let mut scan = ExpiredScan {
+        last_seen: after_seq,
+        ..Default::default()
+    };
+    for (seen, g) in r.range(&s.messages, range).enumerate() {
+        if seen == limit {
+            return Ok(scan);
+        }
+        let (_, v) = g.into_inner().map_err(storage)?;
+        let m: Message = decode(&v)?;
+        if m.created_at > cutoff {
+            scan.done = true;
+            return Ok(scan);
+        }
+        scan.last_seen = m.seq;
+        if m.deleted_at.is_none() {
+            scan.seqs.push(m.seq);
+        }
+    }
+    scan.done = true;
+    Ok(scan)
+}
+
+/// Messages whose `expires_at` is at or before `now`.
+pub(super) fn due<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    key: &ConversationKey,
+    now: Timestamp,
+    limit: usize,
+) -> StoreResult<Vec<(Timestamp, u64)>> {
+    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+    let prefix = Key::new().s(t).s(c).bytes();
+    let end = Key::new()
+        .s(t)
+        .s(c)
+        .n(now.unix_ms().max(0) as u64)
+        .n(u64::MAX)
+        .bytes();
+    let mut out = Vec::new();
+    for g in r.range(&s.expiries, prefix.clone()..=end).take(limit) {
+        let (k, _) = g.into_inner().map_err(storage)?;
+        let at = k
+            .get(prefix.len()..prefix.len() + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| StoreError::Corrupt("malformed expiry key".into()))?;
+        out.push((Timestamp::from_unix_ms(at as i64), trailing_u64(&k)?));
+    }
+    Ok(out)
 }
 
 /// Whether `user` blocks `target`.

@@ -308,6 +308,15 @@ pub trait Commit {
         target: &str,
         at: Option<Timestamp>,
     ) -> StoreResult<()>;
+    /// Message `seq` expires at `at`: listed in (or, `present` false,
+    /// taken out of) the conversation's expiry index (v1.2).
+    async fn set_expiry(
+        &mut self,
+        c: &ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    ) -> StoreResult<()>;
     /// A report row as it is now (v1.2), listed among the open ones or not.
     async fn put_report(
         &mut self,

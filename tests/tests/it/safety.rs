@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard_protocol::safety::BlockAction;
-use switchboard_protocol::{ConversationKind, ErrorCode, ServerFrame};
+use switchboard_protocol::{ConversationKind, ErrorCode, ServerFrame, Timestamp};
 use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
@@ -634,4 +634,100 @@ async fn an_export_holds_what_the_user_sent_read_page_by_page() {
         statuses.push(call(&ann, "GET", "/v1/me/export", None).await.0);
     }
     assert_eq!(statuses, [200, 200, 200, 429]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disappearing_messages_are_gone_within_a_pass_of_their_time() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "expiry_pass_secs = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let group = cluster
+        .create(ConversationKind::Group, "rt_own", &["rt_mem"])
+        .await;
+    let owner = cluster.rest(0, "rt_own");
+    let member = cluster.rest(0, "rt_mem");
+    let path = format!("/v1/conversations/{group}");
+    let mut own = cluster.ws(0, "rt_own", "o").await;
+    let mut mem = cluster.ws(0, "rt_mem", "m").await;
+    let (status, _) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"disappearing_secs": 5})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (doomed, _) = send_acked(&mut own, &group, "d1", "soon gone").await;
+    let seen = expect(&mut mem, "the message", |f| match f {
+        ServerFrame::Message { message } if message.message_id == doomed => Some(message),
+        _ => None,
+    })
+    .await;
+    let expires_at = seen.expires_at.expect("expires_at");
+    assert_eq!(expires_at.unix_ms() - seen.created_at.unix_ms(), 5_000);
+    mem.send_text(
+        json!({"type": "react", "conversation_id": group, "message_id": doomed.to_string(),
+               "emoji": "👍", "action": "add"})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    // Off again: what is sent now stays.
+    let (status, view) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"disappearing_secs": null, "retention_days": 30})),
+    )
+    .await;
+    assert_eq!((status, &view["disappearing_secs"]), (200, &Value::Null));
+    let (kept, _) = send_acked(&mut own, &group, "k1", "stays a month").await;
+
+    // Gone within a pass (1 s here) of its time: no content, no
+    // reactions, the row keeping its seq; the other untouched.
+    let history = format!("/v1/conversations/{group}/messages");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, page) = call(&member, "GET", &history, None).await;
+        let find = |id: switchboard_protocol::MessageId| {
+            page["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["message_id"] == id.to_string())
+                .cloned()
+                .unwrap()
+        };
+        let (gone, stays) = (find(doomed), find(kept));
+        if !gone["deleted_at"].is_null() {
+            assert!(gone["content"].is_null());
+            assert!(gone["reactions"].as_array().unwrap().is_empty());
+            assert_eq!(stays["content"]["text"], "stays a month");
+            assert!(stays["expires_at"].is_string(), "a month from now: {stays}");
+            assert!(
+                Timestamp::now().unix_ms() <= expires_at.unix_ms() + 5_000,
+                "gone later than a pass after its time"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not expired: {gone}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (status, versions) = call(
+        &member,
+        "GET",
+        &format!("{history}/{doomed}/versions"),
+        None,
+    )
+    .await;
+    assert!(
+        status == 404 || !versions.to_string().contains("soon gone"),
+        "{status} {versions}"
+    );
 }

@@ -202,6 +202,10 @@ impl Batch<'_> {
         };
         let expected = state.last_seq;
         state.last_seq += 1;
+        let expires_at = state
+            .policy
+            .lifetime_ms()
+            .map(|ms| Timestamp::from_unix_ms(created_at.unix_ms().saturating_add(ms)));
         let message = Message {
             message_id,
             conversation_id: key.conversation_id.clone(),
@@ -220,6 +224,7 @@ impl Batch<'_> {
             mentions: options.mentions.clone(),
             mention_all: options.mention_all,
             blocked_sender: false,
+            expires_at,
         };
         self.touched.insert(key.clone());
         self.sent.insert(

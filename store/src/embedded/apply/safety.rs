@@ -71,4 +71,25 @@ impl GroupView<'_> {
         }
         Ok(())
     }
+
+    pub(super) fn write_expiry(
+        &mut self,
+        key: &ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    ) {
+        let (t, c) = parts(key);
+        let k = Key::new()
+            .s(t)
+            .s(c)
+            .n(at.unix_ms().max(0) as u64)
+            .n(seq)
+            .bytes();
+        if present {
+            self.batch.insert(&self.s.expiries, k, Vec::<u8>::new());
+        } else {
+            self.batch.remove(&self.s.expiries, k);
+        }
+    }
 }

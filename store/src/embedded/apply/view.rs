@@ -445,6 +445,17 @@ impl Commit for GroupView<'_> {
         self.write_report(tenant, report)
     }
 
+    async fn set_expiry(
+        &mut self,
+        key: &ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    ) -> StoreResult<()> {
+        self.write_expiry(key, at, seq, present);
+        Ok(())
+    }
+
     async fn put_block(
         &mut self,
         tenant: &TenantId,
