@@ -27,9 +27,17 @@ const EMOJI = ["👍", "❤️", "😂", "🎉", "😮", "😢", "🙏", "🚀"]
 const ROLES = ["owner", "admin", "member"];
 const LEVELS = { all: "All messages", mentions: "Mentions only", none: "Nothing" };
 const MUTE_HOURS = 8;
+/** How long a ban lasts (seconds; "" until lifted). */
+const BAN_FOR = [["", "until lifted"], ["3600", "for 1 hour"], ["86400", "for 1 day"], ["604800", "for 7 days"], ["2592000", "for 30 days"]];
+const FOLDED = "Message from a blocked user";
+/** Why a message is reported, as the report form offers it. */
+const REASONS = { spam: "Spam", abuse: "Abuse or harassment", illegal: "Illegal content", other: "Something else" };
+/** What resolving a report did, as the reports list says it. */
+const RESOLVED_AS = { dismiss: "Dismissed", delete_message: "Message deleted", ban_sender: "Sender banned" };
 
 let client;
 let me;
+let tenantAdmin = false; // the token's `role` is `admin`: the reports are this user's to resolve
 let current = null;
 let details = new Map(); // conversation id -> detail (members and marks)
 const nextBefore = new Map(); // conversation id -> next_before_seq, once a page of history was read
@@ -38,18 +46,39 @@ let editing = null;
 let replyingTo = null; // the message the next one quotes
 let pickerFor = null; // the message whose emoji picker is open
 // The side panel: { kind: "thread", root } or { kind: "threads" |
-// "pins" | "members" | "notifications" }; null when closed.
+// "pins" | "members" | "notifications" | "admin" } of the open
+// conversation, { kind: "report", message, reason, note, sent } (the
+// report form of a message, its draft kept here), or { kind: "blocked" |
+// "reports" } (the user's own, and a tenant admin's reports); null when
+// closed.
 let panel = null;
+/** The panels drawn without an open conversation. */
+const USER_PANELS = new Set(["blocked", "reports"]);
+/** The panels a change of the open conversation does not redraw: they
+ * are not its, or hold fields being typed in. */
+const STEADY_PANELS = new Set(["blocked", "reports", "report"]);
+// The reports list of a tenant admin: { status, reports (null while
+// read), next (the next page's cursor), told (what the last resolution
+// did) }.
+let reportsView = null;
+let reportsAsked = 0; // which read of the list is the latest
 const settingsOf = new Map(); // conversation id -> the caller's { notifications, muted_until }
 const pinnedMessages = new Map(); // message id -> the message, as `GET .../pins` answered it
 let threadList = null; // the open conversation's `GET .../threads` answer
 const threadsRead = new Set(); // `${conversation}\u0000${root}` whose thread history was read
+const bansOf = new Map(); // conversation id -> the bans in force, as `GET .../bans` answered them
+let policyDraft = {}; // the admin panel's settings as typed, not saved yet
+const unfolded = new Set(); // ids of messages from blocked users the user chose to see
+const resendAt = new Map(); // client_msg_id -> when (ms) a send slow mode refused goes again, as a new message
+const slowUntil = new Map(); // conversation id -> when (ms) slow mode lets this user send there again
+let slowTicker = null;
 let lastTypingAt = 0;
 // The conversation list is the SDK's (`client.conversationList`): read a
 // page at a time, then kept current from the session's events, and kept
 // with the messages in IndexedDB, so a reload shows it at once. So are
 // each conversation's reactions, thread summaries, roles and pins
-// (`client.conversation(id)`).
+// (`client.conversation(id)`), and the users this user blocks
+// (`client.blocked`, read as the session opens).
 
 async function devToken(user, device) {
   const response = await fetch("/v1/dev/token", {
@@ -80,6 +109,22 @@ $("login").addEventListener("submit", async (event) => {
   }
 });
 
+/** Shows the token field: on a gateway with no dev tokens, or for a
+ * token of one's own (a tenant admin's, which the dev endpoint does not
+ * mint). */
+function askForToken(hint) {
+  $("token-field").hidden = false;
+  $("token").required = true;
+  $("user").required = false;
+  $("use-token").hidden = true;
+  $("login-hint").textContent = hint;
+}
+
+$("use-token").addEventListener("click", () => {
+  askForToken("Paste a token of the demo tenant: “switchboard token --user boss --admin” prints a tenant admin's.");
+  $("token").focus();
+});
+
 /** Signs in through the dev token endpoint (`switchboard dev`). A
  * gateway has none: then the page asks for a token instead. */
 async function start(user, device) {
@@ -87,10 +132,7 @@ async function start(user, device) {
     await devToken(user, device); // refuses a bad id before anything changes
   } catch (e) {
     if (e.message.includes("no such endpoint") || e.message === "Not Found") {
-      $("token-field").hidden = false;
-      $("token").required = true;
-      $("user").required = false;
-      $("login-hint").textContent = "This gateway signs in with a token from your application: paste it below.";
+      askForToken("This gateway signs in with a token from your application: paste it below.");
       throw new Error("paste a token to sign in");
     }
     throw e;
@@ -105,19 +147,28 @@ function resume(user, device) {
   openSession(user, device, () => devToken(user, device || undefined));
 }
 
-/** Signs in with a token the user pasted (kept for this tab only). */
+/** Signs in with a token the user pasted (kept for this tab only). A
+ * token whose `role` claim is `admin` is a tenant admin's: the server
+ * checks it on every admin call; here it only shows the reports. */
 async function startWithToken(token) {
-  const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
-  if (typeof claims.sub !== "string") throw new Error("that is not a Switchboard token");
+  let claims;
+  try {
+    claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+  } catch {
+    throw new Error("that is not a Switchboard token");
+  }
+  if (typeof claims?.sub !== "string") throw new Error("that is not a Switchboard token");
   sessionStorage.setItem("switchboard.token", token);
-  openSession(claims.sub, claims.device || "", token);
+  openSession(claims.sub, claims.device || "", token, claims.role === "admin");
 }
 
-function openSession(user, device, token) {
+function openSession(user, device, token, admin = false) {
   me = user;
+  tenantAdmin = admin;
   $("login").hidden = true;
   $("app").hidden = false;
-  $("who").textContent = device ? `${user} (${device})` : user;
+  $("who").textContent = `${device ? `${user} (${device})` : user}${admin ? " · tenant admin" : ""}`;
+  $("show-reports").hidden = !admin;
   client = new SwitchboardClient({
     url: location.origin,
     token,
@@ -131,13 +182,28 @@ function openSession(user, device, token) {
     if (id !== current) return;
     renderMessages();
     renderTools();
-    if (panel) renderPanel();
+    // The admin panel only when what it shows changed; the user's own
+    // panels and a report being written not at all (see STEADY_PANELS).
+    if (panel && !STEADY_PANELS.has(panel.kind) && (panel.kind !== "admin" || panel.shows !== adminSignature())) renderPanel();
   });
   client.on("message", (m) => {
     if (m.conversation_id !== current) return;
     markRead();
     if (panel?.kind === "thread" && m.thread_id === panel.root) markThreadRead();
+    // Another owner or admin banned or lifted a ban: the list follows.
+    const event = m.content?.kind === "system" ? m.content.event : null;
+    if (panel?.kind === "admin" && (event === "member_banned" || event === "member_unbanned")) refreshBans(m.conversation_id);
   });
+  client.on("blocks_changed", () => {
+    renderBlockedCount();
+    renderList();
+    if (current) {
+      renderMessages();
+      renderTools();
+    }
+    if (panel && panel.kind !== "report") renderPanel();
+  });
+  client.on("outgoing", slowModeRefusal);
   client.on("typing", (t) => {
     if (t.conversation_id === current) renderTyping();
   });
@@ -177,8 +243,10 @@ function titleOf(c) {
 }
 
 function previewOf(c) {
+  const last = c.last_message;
+  if (last && last.content?.kind !== "system" && last.sender_id !== me && client.isBlocked(last.sender_id)) return FOLDED;
   if (typeof c.preview === "string") return c.preview;
-  return c.last_message ? describe(c.last_message.content) : "";
+  return last ? describe(last.content) : "";
 }
 
 /** The next page of the list, below what is shown. */
@@ -276,6 +344,7 @@ async function open(id) {
   for (const input of [$("text"), $("send"), $("attach")]) input.disabled = false;
   $("chat-tools").hidden = false;
   showError("chat-error", "");
+  renderSlowMode();
   // What is known already shows at once (kept from the last visit, or
   // from this session); the network follows.
   const known = details.get(id) ?? client.conversationList.get(id);
@@ -384,8 +453,29 @@ function canModerate() {
 }
 
 function canPin() {
-  const kind = (details.get(current) ?? client.conversationList.get(current))?.kind;
-  return kind === "direct" || canModerate();
+  return kindOf() === "direct" || canModerate();
+}
+
+/** The kind of a conversation (default: the open one), as best known. */
+function kindOf(id = current) {
+  return (details.get(id) ?? client.conversationList.get(id))?.kind;
+}
+
+/** The other member of the open direct conversation. */
+function otherMember() {
+  return kindOf() === "direct" ? memberIds().find((u) => u !== me) : undefined;
+}
+
+/** Whether a message shows folded: it comes from a user this user
+ * blocks (the SDK's set, else its `blocked_sender`), and was not
+ * unfolded. */
+function folded(m) {
+  return m.content?.kind !== "system" && !m.deleted_at && client.isBlockedSender(m) && !unfolded.has(m.message_id);
+}
+
+/** A message in one line, "sender: text", as quotes and lists show it. */
+function quoteText(m) {
+  return folded(m) ? FOLDED : `${m.sender_id}: ${describe(m.content)}`;
 }
 
 /** The members of the open conversation (user ids), as best known. */
@@ -451,7 +541,7 @@ function bodyNode(m, text) {
 /** The quoted message above a reply. */
 function quoteNode(state, replyTo) {
   const quoted = state.get(replyTo) ?? pinnedMessages.get(replyTo);
-  const text = quoted ? `${quoted.sender_id}: ${describe(quoted.content)}` : "an earlier message";
+  const text = quoted ? quoteText(quoted) : "an earlier message";
   return el("div", {
     class: "quote",
     "data-reply-to": replyTo,
@@ -523,7 +613,8 @@ function togglePicker(m) {
 }
 
 /** A message's toolbar: react, reply, thread (`inThread`: not in the
- * thread panel), pin (who may), edit and delete (mine). */
+ * thread panel), pin (who may), edit and delete (mine), report (another
+ * user's). */
 function toolbarOf(m, inThread, mine, pinned) {
   const bar = el(
     "span",
@@ -549,12 +640,33 @@ function toolbarOf(m, inThread, mine, pinned) {
       el("button", { type: "button", text: "Edit", "aria-label": "Edit message", onclick: () => startEdit(m) }),
       el("button", { type: "button", text: "Delete", "aria-label": "Delete message", onclick: () => remove(m) }),
     );
+  } else {
+    bar.append(el("button", { type: "button", text: "Report", "aria-label": "Report message", title: "Report it to the admins", onclick: () => openReport(m) }));
   }
   return bar;
 }
 
+/** A message from a blocked user, folded: a click shows it. */
+function foldedNode(m) {
+  return el(
+    "div",
+    { class: "msg blocked", "data-seq": String(m.seq), "data-message-id": m.message_id },
+    el("span", { class: "body", text: FOLDED }),
+    el("button", { type: "button", text: "Show", "aria-label": "Show message from a blocked user", onclick: () => foldAgain(m, false) }),
+  );
+}
+
+/** Shows (or folds again) a message from a blocked user. */
+function foldAgain(m, fold) {
+  if (fold) unfolded.delete(m.message_id);
+  else unfolded.add(m.message_id);
+  renderMessages();
+  if (panel) renderPanel();
+}
+
 /** One stored message: `inThread` in the thread panel. */
 function messageNode(state, m, inThread = false) {
+  if (folded(m)) return foldedNode(m);
   const system = m.content?.kind === "system";
   const mine = m.sender_id === me && !system;
   const live = !m.deleted_at && !system;
@@ -567,6 +679,16 @@ function messageNode(state, m, inThread = false) {
   if (!mine && !system) meta.append(el("span", { class: "sender", text: m.sender_id }));
   meta.append(el("time", { text: new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }));
   if (m.edited_at && !m.deleted_at) meta.append(el("span", { text: "edited" }));
+  if (!system && !m.deleted_at && client.isBlockedSender(m)) {
+    meta.append(
+      el(
+        "span",
+        { class: "from-blocked" },
+        "blocked user ",
+        el("button", { type: "button", text: "Hide", "aria-label": "Hide message from a blocked user", onclick: () => foldAgain(m, true) }),
+      ),
+    );
+  }
   const pinned = state.isPinned(m.message_id);
   if (pinned) meta.append(el("span", { class: "pin-mark", title: "Pinned", "aria-label": "pinned", text: "📌" }));
   if (mine) {
@@ -598,16 +720,28 @@ function messageNode(state, m, inThread = false) {
 }
 
 /** One of this client's messages not stored yet: pending (⏱), or
- * failed, with the reason and a way to retry or drop it. */
+ * failed, with the reason and a way to retry or drop it. One slow mode
+ * refused goes again by itself when the wait is over (as a new message:
+ * its own client_msg_id stays refused), and says when. */
 function outgoingNode(state, o) {
   const meta = el("span", { class: "meta" });
   if (o.status === "failed") {
+    const slow = o.error?.code === "rate_limited";
+    const at = resendAt.get(o.client_msg_id);
+    meta.append(el("span", { class: "tick", "data-state": "failed", "aria-label": "not sent", title: o.error?.message ?? "not sent", text: "⚠" }));
+    if (at) meta.append(el("span", { class: "resend-at", "data-resend-at": String(at), text: resendText(at) }));
     meta.append(
-      el("span", { class: "tick", "data-state": "failed", "aria-label": "not sent", title: o.error?.message ?? "not sent", text: "⚠" }),
       el(
         "span",
         { class: "actions" },
-        el("button", { type: "button", text: "Retry", "aria-label": "Retry sending", onclick: () => o.retry().catch(() => {}) }),
+        at
+          ? ""
+          : el("button", {
+              type: "button",
+              text: "Retry",
+              "aria-label": "Retry sending",
+              onclick: () => (slow ? client.resendAsNew(o) : o.retry()).catch(() => {}),
+            }),
         el("button", { type: "button", text: "Discard", "aria-label": "Discard message", onclick: () => o.discard() }),
       ),
     );
@@ -619,6 +753,18 @@ function outgoingNode(state, o) {
   node.append(o.content.kind === "text" ? bodyNode(o, o.content.text) : el("span", { class: "body", text: describe(o.content) }), meta);
   return node;
 }
+
+// Disappearing messages leave the open conversation when their time
+// comes: checked every second, redrawn only when one more is due.
+const expiredOut = new Set();
+setInterval(() => {
+  if (!current) return;
+  const now = Date.now();
+  const due = client
+    .conversation(current)
+    .timeline.some((m) => m.expires_at && Date.parse(m.expires_at) <= now && !expiredOut.has(m.message_id));
+  if (due) renderMessages();
+}, 1000);
 
 function renderMessages(toBottom = false) {
   if (!current) return;
@@ -642,20 +788,104 @@ function renderMessages(toBottom = false) {
     );
   }
   // The main timeline: thread replies show in their thread (the panel),
-  // counted on their root.
-  for (const m of state.timeline) nodes.push(messageNode(state, m));
+  // counted on their root. A message past its expires_at is gone: the
+  // server sends nothing when it expires, so the page drops it itself.
+  const now = Date.now();
+  for (const m of state.timeline) {
+    if (m.expires_at && Date.parse(m.expires_at) <= now) {
+      expiredOut.add(m.message_id);
+      continue;
+    }
+    nodes.push(messageNode(state, m));
+  }
   for (const o of state.outgoing) if (!o.thread_id) nodes.push(outgoingNode(state, o));
   if (!nodes.length) nodes.push(el("p", { class: "empty", text: "No messages yet." }));
   box.replaceChildren(...nodes);
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
-/** The header's buttons: which panel is open, how many pins. */
+/** The header's buttons: which panel is open, how many pins, the admin
+ * screen for owners and admins, blocking the other side of a direct
+ * conversation (which closes it: nothing can be written there then);
+ * and slow mode in the compose box. */
 function renderTools() {
+  $("show-blocked").setAttribute("aria-pressed", panel?.kind === "blocked" ? "true" : "false");
+  $("show-reports").setAttribute("aria-pressed", panel?.kind === "reports" ? "true" : "false");
   if (!current) return;
-  $("pin-count").textContent = String(client.conversation(current).pins.length);
-  for (const [id, kind] of [["show-threads", "threads"], ["show-pins", "pins"], ["show-members", "members"], ["show-notifications", "notifications"]]) {
+  const state = client.conversation(current);
+  $("pin-count").textContent = String(state.pins.length);
+  for (const [id, kind] of [["show-threads", "threads"], ["show-pins", "pins"], ["show-members", "members"], ["show-notifications", "notifications"], ["show-admin", "admin"]]) {
     $(id).setAttribute("aria-pressed", panel?.kind === kind ? "true" : "false");
+  }
+  const direct = kindOf() === "direct";
+  $("show-admin").hidden = direct || !canModerate();
+  const other = otherMember();
+  const blocked = other !== undefined && client.isBlocked(other);
+  const button = $("block-user");
+  button.hidden = !other;
+  if (other) {
+    button.textContent = blocked ? "Unblock" : "Block";
+    button.setAttribute("aria-label", `${blocked ? "Unblock" : "Block"} ${other}`);
+    button.title = blocked ? `Unblock ${other}: you may write to each other again` : `Block ${other}: neither of you can write here`;
+  }
+  $("blocked-note").hidden = !blocked;
+  $("blocked-note").textContent = blocked ? `You blocked ${other}: neither of you can write here until you unblock them.` : "";
+  for (const input of [$("text"), $("send"), $("attach")]) input.disabled = blocked;
+  const slow = (state.policy ?? client.conversationList.get(current))?.slow_mode_secs ?? 0;
+  $("text").placeholder = slow > 0 && !canModerate() ? `Message (slow mode: one every ${durationText(slow)})` : "Message";
+}
+
+/** Seconds in words: "45 s", "5 min", "2 h", "3 days". */
+function durationText(secs) {
+  if (secs % 86_400 === 0) return secs === 86_400 ? "1 day" : `${secs / 86_400} days`;
+  if (secs % 3600 === 0) return `${secs / 3600} h`;
+  if (secs % 60 === 0) return `${secs / 60} min`;
+  return `${secs} s`;
+}
+
+// ---- Slow mode: a refused send says how long to wait, and goes again
+// by itself (as a new message) when the wait is over ----
+
+/** An `outgoing` event: a send slow mode refused (its error says how
+ * long to wait) is sent again as a new message once the wait is over,
+ * unless it was discarded meanwhile. */
+function slowModeRefusal(o) {
+  const wait = o.error?.retryAfterMs;
+  if (o.status !== "failed" || typeof wait !== "number" || resendAt.has(o.client_msg_id)) return;
+  const at = Date.now() + wait;
+  resendAt.set(o.client_msg_id, at);
+  slowUntil.set(o.conversation_id, Math.max(slowUntil.get(o.conversation_id) ?? 0, at));
+  setTimeout(() => {
+    resendAt.delete(o.client_msg_id);
+    if (client.outgoing(o.client_msg_id) !== o || o.status !== "failed") return;
+    client.resendAsNew(o).catch(() => {});
+  }, wait);
+  if (slowTicker === null) slowTicker = setInterval(renderSlowMode, 1000);
+  renderSlowMode();
+  if (o.conversation_id === current) {
+    renderMessages();
+    if (panel?.kind === "thread") renderPanel();
+  }
+}
+
+function resendText(at) {
+  const left = Math.max(0, Math.ceil((at - Date.now()) / 1000));
+  return `slow mode: sends again in ${left} s`;
+}
+
+/** The open conversation's slow-mode note and the countdowns on its
+ * refused messages; the ticker stops when no wait is left. */
+function renderSlowMode() {
+  const now = Date.now();
+  const until = current ? (slowUntil.get(current) ?? 0) : 0;
+  const left = Math.ceil((until - now) / 1000);
+  $("slow-mode").hidden = left <= 0;
+  $("slow-mode").textContent = left > 0 ? `Slow mode is on here: you can send again in ${left} s.` : "";
+  for (const node of document.querySelectorAll("[data-resend-at]")) node.textContent = resendText(Number(node.dataset.resendAt));
+  for (const [id, at] of slowUntil) if (at <= now) slowUntil.delete(id);
+  if (slowUntil.size === 0 && resendAt.size === 0 && slowTicker !== null) {
+    clearInterval(slowTicker);
+    slowTicker = null;
   }
 }
 
@@ -692,9 +922,20 @@ async function renderPresence() {
 }
 
 // ---- The side panel: a thread, the threads, the pins, the members,
-// the notification settings ----
+// the notification settings, the admin screen, a report; and the blocked
+// users and a tenant admin's reports ----
 
-const PANEL_TITLES = { thread: "Thread", threads: "Threads", pins: "Pinned messages", members: "Members", notifications: "Notifications" };
+const PANEL_TITLES = {
+  thread: "Thread",
+  threads: "Threads",
+  pins: "Pinned messages",
+  members: "Members",
+  notifications: "Notifications",
+  admin: "Conversation admin",
+  report: "Report a message",
+  blocked: "Blocked users",
+  reports: "Reports",
+};
 
 function showPanel(next) {
   panel = next;
@@ -708,9 +949,10 @@ function showPanel(next) {
 
 function closePanel() {
   panel = null;
+  policyDraft = {};
   $("panel").hidden = true;
   $("thread-text").value = "";
-  if (current) renderTools();
+  renderTools();
 }
 
 $("close-panel").addEventListener("click", () => {
@@ -747,6 +989,38 @@ panelButton("show-members", "members", async (id) => {
 panelButton("show-notifications", "notifications", async (id) => {
   settingsOf.set(id, await client.rest.settings(id));
 });
+panelButton("show-admin", "admin", async (id) => {
+  // The conversation (its policy and roles: the SDK's state takes them)
+  // and its bans.
+  const [detail, bans] = await Promise.all([client.rest.conversation(id), client.rest.bans(id)]);
+  details.set(id, detail);
+  bansOf.set(id, bans.bans);
+});
+
+// The blocked users are the user's own, not the open conversation's: the
+// panel opens without one too.
+$("show-blocked").addEventListener("click", () => {
+  if (panel?.kind === "blocked") closePanel();
+  else showPanel({ kind: "blocked" });
+});
+
+// So are a tenant admin's reports (read afresh each time they open).
+$("show-reports").addEventListener("click", () => {
+  if (panel?.kind === "reports") {
+    closePanel();
+    return;
+  }
+  reportsView = { status: "open", reports: null, next: null, told: "" };
+  showPanel({ kind: "reports" });
+  loadReports("open");
+});
+
+$("export-data").addEventListener("click", downloadMyData);
+
+$("block-user").addEventListener("click", () => {
+  const other = otherMember();
+  if (other) toggleBlock(other, "chat-error");
+});
 
 /** Opens a thread: its root and replies, and a box to reply in it. */
 async function openThread(root) {
@@ -771,12 +1045,23 @@ async function openThread(root) {
 }
 
 function renderPanel() {
-  if (!panel || !current) return;
+  if (!panel || (!current && !USER_PANELS.has(panel.kind))) return;
   $("panel-title").textContent = PANEL_TITLES[panel.kind];
   const body = $("panel-body");
-  const render = { thread: threadPanel, threads: threadsPanel, pins: pinsPanel, members: membersPanel, notifications: notificationsPanel }[panel.kind];
+  const render = {
+    thread: threadPanel,
+    threads: threadsPanel,
+    pins: pinsPanel,
+    members: membersPanel,
+    notifications: notificationsPanel,
+    admin: adminPanel,
+    report: reportPanel,
+    blocked: blockedPanel,
+    reports: reportsPanel,
+  }[panel.kind];
   const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight < 40;
-  body.replaceChildren(...render(client.conversation(current)));
+  if (panel.kind === "admin") panel.shows = adminSignature();
+  body.replaceChildren(...render(current ? client.conversation(current) : null));
   if (panel.kind === "thread" && atBottom) body.scrollTop = body.scrollHeight;
 }
 
@@ -808,7 +1093,7 @@ function threadsPanel() {
           el(
             "div",
             { class: "row" },
-            el("span", { text: `${t.root.sender_id}: ${describe(t.root.content)}` }),
+            el("span", { text: quoteText(t.root) }),
             t.unread_count > 0 ? el("span", { class: "unread", text: String(t.unread_count), "aria-label": `${t.unread_count} unread` }) : "",
           ),
           el(
@@ -835,7 +1120,7 @@ function pinsPanel(state) {
         return el(
           "li",
           { "data-pin": p.message_id },
-          el("span", { text: m ? `${m.sender_id}: ${describe(m.content)}` : "a message not loaded here" }),
+          el("span", { text: m ? quoteText(m) : "a message not loaded here" }),
           el(
             "div",
             { class: "row" },
@@ -865,10 +1150,12 @@ function membersPanel(state) {
         // Owners and admins change roles; only an owner makes owners or
         // changes an owner's.
         const mayChange = kind !== "direct" && user !== me && (mine === "owner" || (mine === "admin" && role !== "owner"));
+        const blocked = user !== me && client.isBlocked(user);
         const row = el(
           "div",
           { class: "row" },
           el("span", { text: user === me ? `${user} (you)` : user }),
+          blocked ? el("span", { class: "blocked-tag", text: "blocked" }) : "",
           el("span", { class: "role", "data-role": role, text: role }),
         );
         if (mayChange) {
@@ -878,6 +1165,16 @@ function membersPanel(state) {
             ...ROLES.filter((r) => r !== "owner" || mine === "owner").map((r) => el("option", { value: r, text: r, selected: r === role })),
           );
           row.append(select);
+        }
+        if (user !== me) {
+          row.append(
+            el("button", {
+              type: "button",
+              text: blocked ? "Unblock" : "Block",
+              "aria-label": `${blocked ? "Unblock" : "Block"} ${user}`,
+              onclick: () => toggleBlock(user, "panel-error"),
+            }),
+          );
         }
         return el("li", { "data-member": user }, row);
       }),
@@ -940,6 +1237,458 @@ function notificationsPanel() {
         }),
   );
   return [levels, mute, el("p", { class: "note", text: "These are yours alone, on all your devices." })];
+}
+
+// ---- The admin screen (owners and admins): the bans, and the settings
+// that affect every member ----
+
+/** What the admin panel shows, in one string: it is drawn again only
+ * when this changes. */
+function adminSignature() {
+  const state = client.conversation(current);
+  return JSON.stringify([state.policy ?? null, bansOf.get(current) ?? null, [...state.roles], myRole() ?? null]);
+}
+
+/** The members the caller may ban: not themselves, never an owner, and
+ * an admin bans plain members only. */
+function bannable(state) {
+  const mine = myRole();
+  return memberIds()
+    .filter((u) => u !== me)
+    .filter((u) => {
+      const role = state.roleOf(u) ?? "member";
+      return role !== "owner" && (mine === "owner" || role === "member");
+    })
+    .sort();
+}
+
+/** A number field of the admin panel: the draft while typed, else the
+ * setting ("" for none). */
+function policyField(key, label, hint, min, max, value) {
+  const shown = policyDraft[key] ?? (value === null || value === undefined ? "" : String(value));
+  return el(
+    "label",
+    {},
+    label,
+    el("input", {
+      type: "number",
+      id: key.replace(/_/g, "-"),
+      min: String(min),
+      max: String(max),
+      value: shown,
+      placeholder: hint,
+      oninput: (event) => (policyDraft[key] = event.target.value),
+    }),
+  );
+}
+
+function adminPanel(state) {
+  const bans = bansOf.get(current);
+  const policy = state.policy ?? client.conversationList.get(current) ?? {};
+  const settings = el(
+    "fieldset",
+    { "aria-label": "Settings for everyone" },
+    el("legend", { text: "Settings for everyone" }),
+    policyField("slow_mode_secs", "Slow mode: seconds between a member's messages", "0: off", 0, 21600, policy.slow_mode_secs ?? 0),
+    policyField("retention_days", "Keep messages for (days)", "empty: forever", 1, 36500, policy.retention_days),
+    policyField("disappearing_secs", "Disappearing messages after (seconds)", "empty: off", 5, 31536000, policy.disappearing_secs),
+    el("button", { type: "button", id: "save-policy", text: "Save settings", onclick: savePolicy }),
+    el("span", {
+      class: "note",
+      text: "Owners and admins are not held by slow mode. Messages sent while retention or disappearing messages are on go for good at their expiry, within a minute; retention also takes older messages.",
+    }),
+  );
+  const candidates = bannable(state);
+  const who = el("select", { id: "ban-user", "aria-label": "Member to ban" }, ...candidates.map((u) => el("option", { value: u, text: u })));
+  const howLong = el("select", { id: "ban-for", "aria-label": "Ban length" }, ...BAN_FOR.map(([secs, label]) => el("option", { value: secs, text: label })));
+  const banForm = el(
+    "fieldset",
+    { "aria-label": "Ban a member" },
+    el("legend", { text: "Ban a member" }),
+    candidates.length
+      ? el("div", { class: "row" }, who, howLong)
+      : el("span", { class: "note", text: mineIsAdmin() ? "No plain member to ban (an admin bans members only)." : "No member to ban." }),
+    candidates.length ? el("button", { type: "button", id: "ban", text: "Ban", onclick: () => banMember(who.value, howLong.value) }) : "",
+    el("span", { class: "note", text: "A ban takes them out, and keeps them from being added again until it is lifted or ends." }),
+  );
+  const list = !bans
+    ? el("p", { class: "note", text: "Loading the bans…" })
+    : !bans.length
+      ? el("p", { class: "note", id: "no-bans", text: "Nobody is banned." })
+      : el(
+          "ul",
+          { "aria-label": "Bans" },
+          ...bans.map((b) =>
+            el(
+              "li",
+              { "data-ban": b.user_id },
+              el(
+                "div",
+                { class: "row" },
+                el("span", { text: b.user_id }),
+                el("button", { type: "button", text: "Lift", "aria-label": `Lift ban on ${b.user_id}`, onclick: () => liftBan(b.user_id) }),
+              ),
+              el("span", { class: "note", text: `by ${b.by}, ${b.until ? `until ${timeText(b.until)}` : "until lifted"}` }),
+            ),
+          ),
+        );
+  return [settings, banForm, el("strong", { text: "Banned" }), list];
+}
+
+function mineIsAdmin() {
+  return myRole() === "admin";
+}
+
+function timeText(iso) {
+  return new Date(iso).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+/** Saves the settings typed in (only those that differ: each change is
+ * a message to every member); empty retention or disappearing turns it
+ * off. */
+async function savePolicy() {
+  showError("panel-error", "");
+  const conversation = current;
+  const policy = client.conversation(conversation).policy ?? client.conversationList.get(conversation) ?? {};
+  const patch = {};
+  for (const key of ["slow_mode_secs", "retention_days", "disappearing_secs"]) {
+    if (!(key in policyDraft)) continue;
+    const typed = policyDraft[key].trim();
+    const value = typed === "" ? (key === "slow_mode_secs" ? 0 : null) : Number(typed);
+    if (value !== null && !Number.isInteger(value)) {
+      showError("panel-error", `${key}: a whole number, please`);
+      return;
+    }
+    if (value !== (policy[key] ?? (key === "slow_mode_secs" ? 0 : null))) patch[key] = value;
+  }
+  if (!Object.keys(patch).length) {
+    showError("panel-error", "Nothing changed.");
+    return;
+  }
+  try {
+    // The SDK's state takes the answer (and every member gets the change
+    // as a message).
+    details.set(conversation, await client.rest.updateConversation(conversation, patch));
+    policyDraft = {};
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === conversation && panel?.kind === "admin") renderPanel();
+  renderTools();
+}
+
+async function refreshBans(id) {
+  try {
+    bansOf.set(id, (await client.rest.bans(id)).bans);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === id && panel?.kind === "admin") renderPanel();
+}
+
+async function banMember(user, forSecs) {
+  showError("panel-error", "");
+  if (!user) return;
+  const conversation = current;
+  try {
+    await client.rest.ban(conversation, user, forSecs ? new Date(Date.now() + Number(forSecs) * 1000) : undefined);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  await refreshBans(conversation);
+}
+
+async function liftBan(user) {
+  showError("panel-error", "");
+  const conversation = current;
+  try {
+    await client.rest.unban(conversation, user);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  await refreshBans(conversation);
+}
+
+// ---- Blocks: the user's own list ----
+
+async function toggleBlock(user, errorIn) {
+  showError(errorIn, "");
+  try {
+    // The SDK's set and the messages it holds follow the answer
+    // (`blocks_changed` redraws).
+    if (client.isBlocked(user)) await client.rest.unblock(user);
+    else await client.rest.block(user);
+  } catch (e) {
+    showError(errorIn, e.message);
+  }
+}
+
+function renderBlockedCount() {
+  const n = client.blocked.size;
+  $("blocked-count").textContent = n ? `(${n})` : "";
+}
+
+function blockedPanel() {
+  const input = el("input", { type: "text", id: "block-id", placeholder: "user id", "aria-label": "User to block", autocomplete: "off" });
+  const form = el(
+    "fieldset",
+    { "aria-label": "Block a user" },
+    el("legend", { text: "Block a user" }),
+    input,
+    el("button", {
+      type: "button",
+      id: "block",
+      text: "Block",
+      onclick: () => {
+        const user = input.value.trim();
+        if (user && !client.isBlocked(user)) toggleBlock(user, "panel-error");
+      },
+    }),
+  );
+  const blocks = client.blocked.list();
+  const list = blocks.length
+    ? el(
+        "ul",
+        { "aria-label": "Blocked users" },
+        ...blocks.map((b) =>
+          el(
+            "li",
+            { "data-blocked": b.user_id },
+            el(
+              "div",
+              { class: "row" },
+              el("span", { text: b.user_id }),
+              el("button", { type: "button", text: "Unblock", "aria-label": `Unblock ${b.user_id}`, onclick: () => toggleBlock(b.user_id, "panel-error") }),
+            ),
+            el("span", { class: "note", text: `since ${timeText(b.blocked_at)}` }),
+          ),
+        ),
+      )
+    : el("p", { class: "note", id: "no-blocks", text: client.blocked.loaded ? "You block nobody." : "Loading…" });
+  return [
+    list,
+    form,
+    el("p", {
+      class: "note",
+      text: "Neither of you can write in your direct conversation; in groups their messages are folded for you. They are not told.",
+    }),
+  ];
+}
+
+// ---- Reports: any member reports another's message; a tenant admin
+// resolves them ----
+
+function openReport(m) {
+  showPanel({ kind: "report", message: m, reason: null, note: "", sent: null });
+}
+
+/** The report form of a message: a reason and an optional note, then a
+ * confirmation once sent. Drawn from its draft in `panel`. */
+function reportPanel() {
+  const report = panel;
+  const m = report.message;
+  const quoted = el("p", { class: "reported", text: quoteText(m) });
+  if (report.sent) {
+    return [
+      quoted,
+      el("p", {
+        class: "confirm",
+        id: "report-sent",
+        role: "status",
+        text: `Thanks: your report (${REASONS[report.reason].toLowerCase()}) went to the admins. ${m.sender_id} is not told.`,
+      }),
+      el("button", { type: "button", text: "Done", onclick: closePanel }),
+    ];
+  }
+  const form = el(
+    "fieldset",
+    { "aria-label": "Report" },
+    el("legend", { text: "Why are you reporting it?" }),
+    ...Object.entries(REASONS).map(([reason, label]) =>
+      el(
+        "label",
+        { class: "choice" },
+        el("input", {
+          type: "radio",
+          name: "report-reason",
+          value: reason,
+          checked: report.reason === reason,
+          onchange: () => {
+            report.reason = reason;
+            showError("panel-error", "");
+          },
+        }),
+        label,
+      ),
+    ),
+    el(
+      "label",
+      {},
+      "Note for the admins (optional)",
+      el("textarea", {
+        id: "report-note",
+        maxLength: 1000,
+        value: report.note,
+        placeholder: "What should they know?",
+        oninput: (event) => (report.note = event.target.value),
+      }),
+    ),
+    el(
+      "div",
+      { class: "row" },
+      el("button", { type: "button", id: "send-report", text: report.sending ? "Sending…" : "Send report", disabled: report.sending, onclick: sendReport }),
+      el("button", { type: "button", text: "Cancel", onclick: closePanel }),
+    ),
+  );
+  return [
+    quoted,
+    form,
+    el("p", { class: "note", text: "The tenant's admins see the message as it is now, who sent it, your reason and note, and that you reported it." }),
+  ];
+}
+
+async function sendReport() {
+  const report = panel;
+  showError("panel-error", "");
+  if (!report.reason) {
+    showError("panel-error", "Pick a reason first.");
+    return;
+  }
+  report.sending = true;
+  renderPanel();
+  try {
+    const note = report.note.trim();
+    report.sent = (await client.rest.report(report.message.conversation_id, report.message.message_id, report.reason, note || undefined)).report_id;
+  } catch (e) {
+    showError("panel-error", e.status === 429 ? "That is many reports in a minute: try again shortly." : e.message);
+  }
+  report.sending = false;
+  if (panel === report) renderPanel();
+}
+
+/** Reads the reports (`status`: open or resolved) afresh, or (`more`)
+ * their next page; `told` says what the last resolution did. */
+async function loadReports(status, { more = false, told = "" } = {}) {
+  const asked = ++reportsAsked;
+  const cursor = more ? reportsView.next : undefined;
+  if (!more) reportsView = { status, reports: null, next: null, told };
+  if (panel?.kind === "reports") renderPanel();
+  try {
+    const page = await client.rest.reports({ status, limit: 50, ...(cursor ? { cursor } : {}) });
+    if (asked !== reportsAsked) return;
+    reportsView.reports = [...(more ? reportsView.reports : []), ...page.reports];
+    reportsView.next = page.next_cursor;
+  } catch (e) {
+    if (asked !== reportsAsked) return;
+    reportsView.reports ??= [];
+    showError("panel-error", e.message);
+  }
+  if (panel?.kind === "reports") renderPanel();
+}
+
+async function resolveReport(r, action) {
+  showError("panel-error", "");
+  reportsView.busy = r.report_id;
+  renderPanel();
+  let told = "";
+  try {
+    const resolved = await client.rest.resolveReport(r.report_id, action);
+    told = `${RESOLVED_AS[resolved.action]}: the report by ${resolved.reporter} on ${resolved.sender_id}'s message is resolved.`;
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  await loadReports(reportsView.status, { told });
+}
+
+/** What a report's message said, as reported. */
+function reportedText(r) {
+  if (!r.message) return "(encrypted: the server cannot read it)";
+  return r.message.content ? describe(r.message.content) : "(deleted before it was reported)";
+}
+
+/** A tenant admin's reports: the open ones (to dismiss, delete the
+ * message, or ban its sender), or the resolved ones on request. */
+function reportsPanel() {
+  const view = reportsView;
+  const tabs = el(
+    "div",
+    { class: "tabs", role: "group", "aria-label": "Which reports" },
+    ...[["open", "Open"], ["resolved", "Resolved"]].map(([status, label]) =>
+      el("button", {
+        type: "button",
+        text: label,
+        "aria-label": `${label} reports`,
+        "aria-pressed": view.status === status ? "true" : "false",
+        onclick: () => loadReports(status),
+      }),
+    ),
+    el("button", { type: "button", text: "↻", "aria-label": "Refresh reports", title: "Read them again", onclick: () => loadReports(view.status) }),
+  );
+  const nodes = [tabs];
+  if (view.told) nodes.push(el("p", { class: "confirm", id: "reports-state", role: "status", text: view.told }));
+  if (!view.reports) return [...nodes, el("p", { class: "note", text: "Loading the reports…" })];
+  if (!view.reports.length) {
+    return [...nodes, el("p", { class: "note", id: "no-reports", text: view.status === "open" ? "No open reports." : "No resolved reports yet." })];
+  }
+  nodes.push(
+    el(
+      "ul",
+      { "aria-label": view.status === "open" ? "Open reports" : "Resolved reports" },
+      ...view.reports.map((r) => {
+        const item = el(
+          "li",
+          { "data-report": r.report_id, "data-status": r.status },
+          el("div", { class: "row" }, el("span", { text: `${r.sender_id} wrote` }), el("span", { class: "reason", text: r.reason })),
+          el("p", { class: "reported", text: reportedText(r) }),
+          r.note ? el("span", { class: "report-note", text: `“${r.note}”` }) : "",
+          el("span", { class: "note", text: `Reported by ${r.reporter}, ${timeText(r.created_at)} · ${r.conversation_id}` }),
+        );
+        if (r.status === "open") {
+          const busy = view.busy === r.report_id;
+          item.append(
+            el(
+              "div",
+              { class: "tabs" },
+              ...[["dismiss", "Dismiss"], ["delete_message", "Delete message"], ["ban_sender", "Ban sender"]].map(([action, label]) =>
+                el("button", { type: "button", text: label, "data-action": action, disabled: busy, onclick: () => resolveReport(r, action) }),
+              ),
+            ),
+          );
+        } else {
+          item.append(el("span", { class: "note resolution", text: `${RESOLVED_AS[r.action] ?? "Resolved"} by ${r.resolved_by ?? "?"}, ${r.resolved_at ? timeText(r.resolved_at) : ""}` }));
+        }
+        return item;
+      }),
+    ),
+  );
+  if (view.next) {
+    nodes.push(el("button", { type: "button", id: "more-reports", text: "Load more reports", onclick: () => loadReports(view.status, { more: true }) }));
+  }
+  return nodes;
+}
+
+// ---- The user's own data, as one JSON file ----
+
+async function downloadMyData() {
+  const button = $("export-data");
+  const state = $("export-state");
+  button.disabled = true;
+  state.textContent = "Preparing your data…";
+  try {
+    // Parsed first: a download cut midway is refused, never saved half.
+    const data = await client.rest.exportMyData();
+    const name = `switchboard-export-${me.replace(/[^A-Za-z0-9._-]/g, "_")}-${data.profile.exported_at.slice(0, 10)}.json`;
+    const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
+    el("a", { href: url, download: name }).click();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    const sent = data.conversations.reduce((n, c) => n + c.messages.length, 0);
+    const conversations = data.conversations.length;
+    state.textContent = `Saved ${name}: ${conversations} ${conversations === 1 ? "conversation" : "conversations"}, ${sent} ${sent === 1 ? "message" : "messages"} you sent.`;
+  } catch (e) {
+    state.textContent = e.status === 429 ? "At most 4 downloads an hour: try again later." : `Not downloaded: ${e.message}`;
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function saveSettings(settings) {

@@ -3,6 +3,70 @@ var __defProp = Object.defineProperty;
 var __defNormalProp = (obj, key2, value) => key2 in obj ? __defProp(obj, key2, { enumerable: true, configurable: true, writable: true, value }) : obj[key2] = value;
 var __publicField = (obj, key2, value) => __defNormalProp(obj, typeof key2 !== "symbol" ? key2 + "" : key2, value);
 
+// src/blocks.ts
+var BlockSet = class {
+  constructor() {
+    /** By user: since when. */
+    __publicField(this, "byUser", /* @__PURE__ */ new Map());
+    /** By user: when (ms, this device's clock) a change of theirs was seen
+     * here; a list asked for before it is older for that user. */
+    __publicField(this, "seenAt", /* @__PURE__ */ new Map());
+    __publicField(this, "read", false);
+  }
+  /** Whether the list was read from the server at least once (before,
+   * only the changes seen here are known). */
+  get loaded() {
+    return this.read;
+  }
+  has(user) {
+    return this.byUser.has(user);
+  }
+  get size() {
+    return this.byUser.size;
+  }
+  /** The blocks, newest first. */
+  list() {
+    return [...this.byUser].map(([user_id, blocked_at]) => ({ user_id, blocked_at })).sort((a, b) => Date.parse(b.blocked_at) - Date.parse(a.blocked_at) || (a.user_id < b.user_id ? -1 : 1));
+  }
+  /** Takes the list as the server answered it (asked for at `askedAt`);
+   * a user whose block changed here since keeps what that change said.
+   * Returns the users whose state changed. */
+  replace(blocks, askedAt) {
+    const listed = new Map(blocks.map((b) => [b.user_id, b.blocked_at]));
+    const changed = [];
+    const newer = (user) => (this.seenAt.get(user) ?? -Infinity) >= askedAt;
+    for (const user of [...this.byUser.keys()]) {
+      if (listed.has(user) || newer(user)) continue;
+      this.byUser.delete(user);
+      changed.push(user);
+    }
+    for (const [user, at] of listed) {
+      if (newer(user)) continue;
+      if (!this.byUser.has(user)) changed.push(user);
+      this.byUser.set(user, at);
+    }
+    this.read = true;
+    return changed;
+  }
+  /** A block or unblock (an event, or the caller's own REST call); says
+   * whether the set changed. */
+  change(user, action, at = (/* @__PURE__ */ new Date()).toISOString()) {
+    this.seenAt.set(user, Date.now());
+    if (action === "block") {
+      if (this.byUser.has(user)) return false;
+      this.byUser.set(user, at);
+      return true;
+    }
+    return this.byUser.delete(user);
+  }
+  /** Forgets everything (another user's session). */
+  clear() {
+    this.byUser.clear();
+    this.seenAt.clear();
+    this.read = false;
+  }
+};
+
 // src/errors.ts
 var CommandError = class _CommandError extends Error {
   constructor(request, conversationId, code, message, frame) {
@@ -11,8 +75,12 @@ var CommandError = class _CommandError extends Error {
     __publicField(this, "conversationId", conversationId);
     __publicField(this, "code", code);
     __publicField(this, "frame");
+    /** With a slow mode's `rate_limited` (v1.2): how long (ms, from the
+     * refusal) until this user may send there again; undefined otherwise. */
+    __publicField(this, "retryAfterMs");
     this.name = "CommandError";
     this.frame = frame;
+    this.retryAfterMs = frame?.retry_after_ms ?? void 0;
   }
   /** The error of a refusal by the server. */
   static refused(request, conversationId, frame) {
@@ -24,7 +92,15 @@ var SendError = class extends CommandError {
     super("send_message", frame.conversation_id ?? "", frame.code, frame.message, frame);
     this.name = "SendError";
   }
+  /** Whether a slow mode refused it (v1.2): `rate_limited` saying when
+   * to send again. */
+  get slowMode() {
+    return isSlowMode(this.frame);
+  }
 };
+function isSlowMode(frame) {
+  return frame?.code === "rate_limited" && typeof frame.retry_after_ms === "number";
+}
 var FINAL_CODES = /* @__PURE__ */ new Set([
   "invalid_frame",
   "invalid_request",
@@ -558,6 +634,13 @@ function browserWindow() {
 }
 
 // src/conversation.ts
+function policyOf(p) {
+  return {
+    slow_mode_secs: p.slow_mode_secs ?? 0,
+    retention_days: p.retention_days ?? null,
+    disappearing_secs: p.disappearing_secs ?? null
+  };
+}
 function mentionsUser(message, user) {
   if (!user) return false;
   return message.mention_all === true || (message.mentions ?? []).includes(user);
@@ -596,6 +679,9 @@ var ConversationState = class {
     __publicField(this, "pinList", []);
     /** Per message: the `seq` of the newest pin or unpin applied. */
     __publicField(this, "pinSeqs", /* @__PURE__ */ new Map());
+    __publicField(this, "policyNow");
+    /** The `seq` the policy is known as of. */
+    __publicField(this, "policySeq", 0);
     __publicField(this, "out", /* @__PURE__ */ new Map());
   }
   /** What this client sent here that is not stored yet, in the order it
@@ -734,6 +820,42 @@ var ConversationState = class {
     this.pinList = this.pinList.filter((p) => p.message_id !== messageId);
     return true;
   }
+  /** Slow mode, retention and disappearing messages (v1.2): from the
+   * conversation object (`client.rest.conversation`,
+   * `updateConversation`), then kept current by `conversation_updated`
+   * messages. Undefined until one of those says. */
+  get policy() {
+    return this.policyNow;
+  }
+  /** Takes the policy as the conversation object carries it, as of
+   * `asOfSeq` (its `last_seq`): a `conversation_updated` message after it
+   * is newer. Says whether it changed. */
+  setPolicy(policy, asOfSeq) {
+    if (asOfSeq < this.policySeq) return false;
+    this.policySeq = asOfSeq;
+    const next = policyOf(policy);
+    if (this.policyNow && samePolicy(this.policyNow, next)) return false;
+    this.policyNow = next;
+    return true;
+  }
+  /** Sets or clears `blocked_sender` on the messages of `sender` (the
+   * reader blocked or unblocked them, v1.2); says whether any changed. */
+  flagSender(sender, blocked) {
+    return this.reflag((user) => user === sender ? blocked : void 0);
+  }
+  /** Sets `blocked_sender` on every message as `blocked(sender)` says
+   * (undefined: left as it is); says whether any changed. */
+  reflag(blocked) {
+    let changed = false;
+    for (const m of this.byId.values()) {
+      const flag = blocked(m.sender_id);
+      if (flag === void 0 || m.blocked_sender === true === flag) continue;
+      this.byId.set(m.message_id, withBlockedFlag(m, flag));
+      changed = true;
+    }
+    if (changed) this.changed();
+    return changed;
+  }
   /** A member's role, when known. */
   roleOf(userId) {
     return this.roles.get(userId);
@@ -794,7 +916,8 @@ var ConversationState = class {
       messages: messages.slice(Math.max(0, messages.length - limit)),
       receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }]),
       roles: [...this.roles],
-      pins: this.pinList.map((p) => ({ ...p }))
+      pins: this.pinList.map((p) => ({ ...p })),
+      ...this.policyNow ? { policy: { ...this.policyNow } } : {}
     };
   }
   /** Takes back a stored state (merged with what is known already). */
@@ -805,6 +928,7 @@ var ConversationState = class {
       this.pinList = snapshot.pins.map((p) => ({ ...p }));
       for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, asOf));
     }
+    if (snapshot.policy) this.setPolicy(snapshot.policy, asOf);
     for (const m of snapshot.messages) this.update(m);
     this.caughtUpTo(snapshot.contiguous_seq);
     this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
@@ -844,7 +968,8 @@ var ConversationState = class {
       }
     });
   }
-  /** What a system message says of roles, membership and pins. */
+  /** What a system message says of roles, membership, pins, bans and
+   * the policy. */
   systemEvent(m) {
     const c = m.content;
     if (c?.kind !== "system") return;
@@ -862,7 +987,12 @@ var ConversationState = class {
         }
         return;
       case "members_removed":
+      // A ban takes the user out (v1.2): its message is the only one.
+      case "member_banned":
         for (const u of users) setRole(u, void 0);
+        return;
+      case "conversation_updated":
+        if (c.policy) this.setPolicy(policyOf(c.policy), m.seq);
         return;
       case "role_changed":
         if (c.role) for (const u of users) setRole(u, c.role);
@@ -876,6 +1006,13 @@ var ConversationState = class {
     }
   }
 };
+function samePolicy(a, b) {
+  return a.slow_mode_secs === b.slow_mode_secs && a.retention_days === b.retention_days && a.disappearing_secs === b.disappearing_secs;
+}
+function withBlockedFlag(m, blocked) {
+  const { blocked_sender: _flag, ...rest } = m;
+  return blocked ? { ...rest, blocked_sender: true } : rest;
+}
 function merge(known, message, from) {
   if (message.deleted_at) return { ...message, reactions: [] };
   let reactions = message.reactions ?? known.reactions;
@@ -896,7 +1033,7 @@ function merge(known, message, from) {
   };
 }
 function sameVersion(a, b) {
-  return (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
+  return a.blocked_sender === true === (b.blocked_sender === true) && (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
 }
 
 // src/emitter.ts
@@ -948,6 +1085,9 @@ function previewOf(content) {
       if (content.event === "role_changed") return `${content.actor} made ${users} ${content.role ?? "member"}`;
       if (content.event === "message_pinned") return `${content.actor} pinned a message`;
       if (content.event === "message_unpinned") return `${content.actor} unpinned a message`;
+      if (content.event === "member_banned") return `${content.actor} banned ${users}`;
+      if (content.event === "member_unbanned") return `${content.actor} lifted the ban on ${users}`;
+      if (content.event === "conversation_updated") return `${content.actor} changed the conversation's settings`;
       return `${content.actor}: ${content.event}`;
     }
     default:
@@ -1134,7 +1274,7 @@ var ConversationList = class extends Emitter {
       this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
       this.readMentions(c.conversation_id, m.seq);
     }
-    const member = this.membership(next, m.content);
+    const member = this.membership(next, m.content, m.seq >= c.last_seq);
     if (member) this.replace(member);
   }
   /** A message edited or deleted: the preview follows its last message. */
@@ -1265,15 +1405,20 @@ var ConversationList = class extends Emitter {
     if (seq >= m.upTo) m.base = 0;
     m.seqs = m.seqs.filter((s) => s > seq);
   }
-  /** A membership change applied to the item; undefined when the caller
-   * is no longer a member. */
-  membership(c, content) {
+  /** A membership change applied to the item (a ban takes the user
+   * out, v1.2), and a change of the settings that affect everyone;
+   * undefined when the caller is no longer a member. `newest`: no later
+   * message is known (an older settings change is not applied). */
+  membership(c, content, newest) {
     if (content?.kind !== "system") return c;
     const users = content.user_ids ?? [];
     if (content.event === "members_added") {
       return { ...c, members: [.../* @__PURE__ */ new Set([...c.members, ...users])] };
     }
-    if (content.event === "members_removed") {
+    if (content.event === "conversation_updated") {
+      return content.policy && newest ? { ...c, ...policyOf(content.policy) } : c;
+    }
+    if (content.event === "members_removed" || content.event === "member_banned") {
       const me = this.me();
       if (me && users.includes(me)) {
         this.removed(c.conversation_id);
@@ -1489,10 +1634,11 @@ function lastActivity(c) {
 
 // src/rest.ts
 var ApiError = class extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfterMs) {
     super(`${status} ${code}: ${message}`);
     __publicField(this, "status", status);
     __publicField(this, "code", code);
+    __publicField(this, "retryAfterMs", retryAfterMs);
     this.name = "ApiError";
   }
 };
@@ -1607,6 +1753,113 @@ var Rest = class {
     await this.empty("DELETE", `/v1/conversations/${enc(id)}/pins/${enc(messageId)}`);
     this.observer?.pinned?.(id, messageId, "unpin");
   }
+  /** Changes the settings that affect every member (v1.2): any of
+   * `slow_mode_secs` (0 to 21600, 0 turns it off; not in a direct
+   * conversation: `409`), `retention_days` (1 to 36500, or null) and
+   * `disappearing_secs` (5 to 31536000, or null); what is left out
+   * stays. Owners and admins (`403 forbidden` otherwise), either member
+   * of a direct conversation. Every member gets a `conversation_updated`
+   * message with the settings as they are now. Answers the conversation
+   * after the change (which carries the three). */
+  updateConversation(id, patch) {
+    return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}`, patch));
+  }
+  /** The users the caller blocks (v1.2), newest first. The client's
+   * `blocked` set takes them (it reads them itself as each connection
+   * opens). */
+  async blocks() {
+    const askedAt = Date.now();
+    const list = await this.json("GET", "/v1/blocks");
+    this.observer?.blocks?.(list, askedAt);
+    return list;
+  }
+  /** Blocks a user (v1.2; idempotent: blocking again answers the block
+   * as it is). From then on neither writes in their direct conversation,
+   * nor opens one (`forbidden`); in groups their messages still come,
+   * flagged `blocked_sender` for the caller. The caller's devices get
+   * `blocks_changed`. At most 1000 (`409` past it); not oneself (`403
+   * forbidden`). */
+  async block(user) {
+    const block = await this.json("PUT", `/v1/blocks/${enc(user)}`);
+    this.observer?.blocked?.(user, "block", block.blocked_at);
+    return block;
+  }
+  /** Unblocks a user (v1.2; idempotent). */
+  async unblock(user) {
+    await this.empty("DELETE", `/v1/blocks/${enc(user)}`);
+    this.observer?.blocked?.(user, "unblock", (/* @__PURE__ */ new Date()).toISOString());
+  }
+  /** The bans in force in a conversation (v1.2), newest first (owners
+   * and admins only: `403 forbidden` otherwise). */
+  bans(id) {
+    return this.json("GET", `/v1/conversations/${enc(id)}/bans`);
+  }
+  /** Bans a user (v1.2; owners and admins, an admin bans members only,
+   * and nobody bans an owner or themselves: `403 forbidden`; a direct
+   * conversation has none, and an `until` already past is refused:
+   * `409`). Takes them out if a member, and refuses adding
+   * them again (`403 forbidden`) until `unban` or `until` (a time in the
+   * future; left out: until lifted). Banning again replaces the ban.
+   * Every member, the banned user included, gets a `member_banned`
+   * message. Answers the ban. */
+  ban(id, user, until) {
+    const end = until instanceof Date ? until.toISOString() : until;
+    return this.json("POST", `/v1/conversations/${enc(id)}/bans`, { user_id: user, ...end ? { until: end } : {} });
+  }
+  /** Lifts a ban (v1.2; owners and admins): the user may be added again
+   * (they are not added back). The members get a `member_unbanned`
+   * message. */
+  unban(id, user) {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/bans/${enc(user)}`);
+  }
+  /** Reports a message of a conversation to the tenant's admins (v1.2;
+   * members: `403 not_a_member` otherwise; a system message is refused
+   * `409 conflict`, a message not in it `404`). `note`: at most 1000 characters.
+   * The report keeps the message as it is now. At most 10 a minute per
+   * user by default (`429 rate_limited`). Answers its id. */
+  report(id, messageId, reason, note) {
+    return this.json("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/reports`, {
+      reason,
+      ...note ? { note } : {}
+    });
+  }
+  /** One page of the tenant's reports (v1.2; tenant admins, a token
+   * with `role: "admin"`: `403 forbidden` otherwise), newest first:
+   * `status` `open` (the default) or `resolved`, `limit` per page (50 by
+   * default, at most 200); pass `next_cursor` back as `cursor` for the
+   * next page. */
+  async reports(page = {}) {
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(page)) if (v !== void 0) query.set(k, String(v));
+    const q = query.size ? `?${query}` : "";
+    const list = await this.json("GET", `/v1/admin/reports${q}`);
+    return { ...list, next_cursor: list.next_cursor ?? null };
+  }
+  /** Resolves a report (v1.2; tenant admins, `403` otherwise; `404` for
+   * no such report): `dismiss` closes it, `delete_message` deletes the
+   * message (the members get `message_updated` with `deleted_at`),
+   * `ban_sender` bans its sender from the conversation until lifted
+   * (`member_banned`; `403 forbidden` for an owner, and the report stays
+   * open). A resolved report stays as it was: resolving it again answers
+   * it unchanged. Answers the report. */
+  resolveReport(reportId, action) {
+    return this.json("POST", `/v1/admin/reports/${enc(reportId)}/resolve`, { action });
+  }
+  /** The caller's own data as one document (v1.2, `GET /v1/me/export`),
+   * parsed: the profile, the blocks, and each conversation the caller is
+   * a member of with every message they sent there. At most 4 an hour
+   * per user by default (`429 rate_limited`). The server writes
+   * it as it reads it: a body that ends early (a failure midway) rejects
+   * with a plain `Error`, never a partial document. To save it as a
+   * file, `JSON.stringify` it. */
+  async exportMyData() {
+    const response = await this.send("GET", "/v1/me/export");
+    try {
+      return JSON.parse(await response.text());
+    } catch (cause) {
+      throw new Error("the export ended before its end: try again", { cause });
+    }
+  }
   /** Uploads media through a grant: asks for one, then PUTs the bytes
    * straight to its `upload_url`. Returns the content to send. */
   async upload(bytes, mime, kind = mime.startsWith("image/") ? "image" : "file", caption) {
@@ -1685,11 +1938,13 @@ function enc(part) {
   return encodeURIComponent(part);
 }
 async function apiError(response) {
+  const header = response.headers.get("retry-after")?.trim();
+  const after = header && /^\d+$/.test(header) ? Number(header) * 1e3 : void 0;
   try {
     const body = await response.json();
-    return new ApiError(response.status, body.code ?? "unknown", body.message ?? response.statusText);
+    return new ApiError(response.status, body.code ?? "unknown", body.message ?? response.statusText, body.retry_after_ms ?? after);
   } catch {
-    return new ApiError(response.status, "unknown", response.statusText);
+    return new ApiError(response.status, "unknown", response.statusText, after);
   }
 }
 
@@ -1840,7 +2095,7 @@ var Outbox = class {
     if (!o) return false;
     if (o.status !== "pending") return true;
     o.answers += 1;
-    const next = onRefusal(frame.code, o.answers);
+    const next = isSlowMode(frame) ? { final: true } : onRefusal(frame.code, o.answers);
     if (next.final) this.fail(o, new SendError({ ...frame, conversation_id: frame.conversation_id ?? o.conversation_id }));
     else o.retryAt = Date.now() + next.delayMs;
     return true;
@@ -2011,6 +2266,10 @@ var SwitchboardClient = class extends Emitter {
     /** The caller's conversations with unread counts, kept current. */
     __publicField(this, "conversationList");
     __publicField(this, "presence", /* @__PURE__ */ new Map());
+    /** The users this user blocks (v1.2): read as each connection opens
+     * (`GET /v1/blocks`), then kept by `blocks_changed` events and this
+     * client's `rest.block` and `rest.unblock`. */
+    __publicField(this, "blocked", new BlockSet());
     /** Resolves once the stored state (`persist`) is loaded; at once
      * without a store, or with one that answers at once. */
     __publicField(this, "ready");
@@ -2072,6 +2331,7 @@ var SwitchboardClient = class extends Emitter {
         const state = this.conversations.get(detail.conversation_id);
         if (state) {
           state.setMembers(detail.members, detail.last_seq);
+          state.setPolicy(policyOf(detail), detail.last_seq);
           this.changed(state.conversationId);
         }
       },
@@ -2089,6 +2349,16 @@ var SwitchboardClient = class extends Emitter {
         const state = this.conversations.get(id);
         const me = this.tokens.identity()?.user;
         if (state && me && state.pinChanged(messageId, action, me)) this.changed(id);
+      },
+      blocks: (list, askedAt) => {
+        const changed = this.blocked.replace(list.blocks, askedAt);
+        for (const state of this.conversations.values()) {
+          if (state.reflag((sender) => this.isBlockedSender({ sender_id: sender }))) this.changed(state.conversationId);
+        }
+        for (const user of changed) this.emit("blocks_changed", { user_id: user, action: this.blocked.has(user) ? "block" : "unblock" });
+      },
+      blocked: (user, action, at) => {
+        if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
       }
     };
     const store = this.storeOf(options);
@@ -2181,6 +2451,35 @@ var SwitchboardClient = class extends Emitter {
     const mine = this.conversation(conversationId).reactedWith(messageId, emoji);
     return this.react(conversationId, messageId, emoji, mine ? "remove" : "add");
   }
+  /** Sends a failed message again as a new one (v1.2): its content,
+   * reply, thread and mentions with a fresh `client_msg_id`, the failed
+   * one discarded. For a send a slow mode refused (`SendError` with
+   * `retryAfterMs`), whose `client_msg_id` stays refused, once the wait
+   * is over; `retry()` is the resend with the same id. Rejects at once
+   * for a message that is not failed. */
+  resendAsNew(message) {
+    const o = typeof message === "string" ? this.outbox.get(message) : message;
+    if (!o || o.status !== "failed" || !o.discard()) {
+      return Promise.reject(new Error("only a failed message is sent again as a new one"));
+    }
+    return this.send(o.conversation_id, o.content, {
+      ...o.reply_to ? { replyTo: o.reply_to } : {},
+      ...o.thread_id ? { threadId: o.thread_id } : {},
+      ...o.mentions.length ? { mentions: [...o.mentions] } : {},
+      ...o.mention_all ? { mentionAll: true } : {}
+    });
+  }
+  /** Whether this user blocks `user` (v1.2), as `blocked` knows it. */
+  isBlocked(user) {
+    return this.blocked.has(user);
+  }
+  /** Whether a message comes from a user this user blocks (v1.2): by the
+   * `blocked` set once it is read (it follows unblocks at once), else by
+   * the message's own `blocked_sender`. A UI folds such messages. */
+  isBlockedSender(message) {
+    if (message.sender_id === this.tokens.identity()?.user) return false;
+    return this.blocked.has(message.sender_id) || !this.blocked.loaded && message.blocked_sender === true;
+  }
   /** One of this client's messages not stored yet (pending or failed). */
   outgoing(clientMsgId) {
     return this.outbox.get(clientMsgId);
@@ -2261,6 +2560,20 @@ var SwitchboardClient = class extends Emitter {
   changed(conversationId) {
     this.emit("change", conversationId);
     this.persistence?.conversationChanged(conversationId);
+  }
+  /** The blocked set changed for `user`: the messages held here follow,
+   * then the app is told. */
+  blockChanged(user, action) {
+    for (const state of this.conversations.values()) {
+      if (state.flagSender(user, action === "block")) this.changed(state.conversationId);
+    }
+    this.emit("blocks_changed", { user_id: user, action });
+  }
+  /** Reads the blocks (as each connection opens: changes made while away
+   * came as events to nobody here). A failure leaves what is known. */
+  loadBlocks() {
+    this.rest.blocks().catch(() => {
+    });
   }
   outgoingChanged(o, removed) {
     this.conversation(o.conversation_id).track(o, !removed);
@@ -2347,6 +2660,7 @@ var SwitchboardClient = class extends Emitter {
       this.outbox.clear();
       this.commands.clear();
       this.conversationList.clear();
+      this.blocked.clear();
       const ids = [...this.conversations.keys()];
       this.conversations.clear();
       for (const id of ids) this.emit("change", id);
@@ -2359,6 +2673,7 @@ var SwitchboardClient = class extends Emitter {
     this.outbox.writeAll();
     this.commands.writeAll();
     this.busy();
+    this.loadBlocks();
     const list = this.conversationList;
     if (list.loaded && (this.openedBefore || !list.fetched)) {
       list.refresh().catch(() => {
@@ -2411,15 +2726,16 @@ var SwitchboardClient = class extends Emitter {
         return;
       }
       case "message":
-        this.received(frame.message);
+        this.received(this.flagged(frame.message));
         return;
       case "message_updated": {
-        const state = this.conversation(frame.message.conversation_id);
-        state.update(frame.message, "event");
-        this.conversationList.updated(frame.message);
-        this.emit("updated", frame.message);
+        const message = this.flagged(frame.message);
+        const state = this.conversation(message.conversation_id);
+        state.update(message, "event");
+        this.conversationList.updated(message);
+        this.emit("updated", message);
         this.changed(state.conversationId);
-        this.commands.updated(frame.message);
+        this.commands.updated(message);
         return;
       }
       case "receipt": {
@@ -2461,6 +2777,9 @@ var SwitchboardClient = class extends Emitter {
         this.emit("settings_changed", { conversation_id: frame.conversation_id, ...settings });
         return;
       }
+      case "blocks_changed":
+        if (this.blocked.change(frame.user_id, frame.action)) this.blockChanged(frame.user_id, frame.action);
+        return;
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });
         this.emit("presence", { user_id: frame.user_id, status: frame.status, last_seen: frame.last_seen ?? null });
@@ -2490,6 +2809,14 @@ var SwitchboardClient = class extends Emitter {
       default:
         return;
     }
+  }
+  /** A message with `blocked_sender` as the `blocked` set says, once it
+   * is read (the gateway's copy of the set may be a moment behind or
+   * ahead of this one). */
+  flagged(message) {
+    if (!this.blocked.loaded) return message;
+    const blocked = this.isBlockedSender(message);
+    return message.blocked_sender === true === blocked ? message : withBlockedFlag(message, blocked);
   }
   received(message, sentHere = false) {
     const state = this.conversation(message.conversation_id);
@@ -2544,6 +2871,7 @@ var SwitchboardClient = class extends Emitter {
 };
 export {
   ApiError,
+  BlockSet,
   CommandError,
   ConversationList,
   ConversationState,
@@ -2554,6 +2882,8 @@ export {
   SwitchboardClient,
   expiryOf,
   identityOf,
+  isSlowMode,
   mentionsUser,
+  policyOf,
   previewOf
 };

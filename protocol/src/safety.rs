@@ -74,9 +74,13 @@ impl ConversationPolicy {
 #[cfg_attr(feature = "schema", schemars(extend("minProperties" = 1)))]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPatch {
-    /// 0 to 21600; 0 turns slow mode off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(max = 21600)))]
+    /// 0 to 21600; 0 turns slow mode off (not null: absent leaves it).
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "u32", range(max = 21600)))]
     pub slow_mode_secs: Option<u32>,
     /// 1 to 36500, or null.
     #[serde(
@@ -100,6 +104,11 @@ pub struct ConversationPatch {
         schemars(with = "Option<u32>", range(min = 5, max = 31536000))
     )]
     pub disappearing_secs: Option<Option<u32>>,
+}
+
+/// A field that, when present, is a number (`null` is refused).
+fn not_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    u32::deserialize(d).map(Some)
 }
 
 /// A field that is present, `null` or not: `Some(None)` for `null`, where
@@ -255,6 +264,7 @@ mod tests {
         assert!(gone(Some(MAX_DISAPPEARING_SECS + 1)).check().is_err());
         assert!(ConversationPatch::default().check().is_err());
         assert!(serde_json::from_str::<ConversationPatch>(r#"{"title":"x"}"#).is_err());
+        assert!(serde_json::from_str::<ConversationPatch>(r#"{"slow_mode_secs":null}"#).is_err());
     }
 
     #[test]

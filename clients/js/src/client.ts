@@ -1,11 +1,12 @@
+import { BlockSet } from "./blocks.js";
 import { Commands, type ReactionEvent } from "./commands.js";
 import { Connection, type Status, type WebSocketLike } from "./connection.js";
-import { ConversationState } from "./conversation.js";
+import { ConversationState, policyOf, withBlockedFlag } from "./conversation.js";
 import { ConversationList } from "./conversations.js";
 import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
-import type { Content, Message, ReactAction, ServerFrame, TypingState } from "./protocol.js";
+import type { BlockAction, Content, Message, ReactAction, ServerFrame, TypingState } from "./protocol.js";
 import { Rest } from "./rest.js";
 import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
@@ -46,9 +47,10 @@ export interface SendOptions {
  *   `seq`) and whenever a `seq` gap shows.
  * - Keeps per-conversation state: messages in `seq` order, de-duplicated
  *   by `message_id`, with their reactions and thread summaries; receipts;
- *   typing with expiry; roles and pins. And presence, and the live
- *   conversation list (`conversationList`), with unread mentions and the
- *   caller's notification settings.
+ *   typing with expiry; roles and pins; the policy (slow mode, retention,
+ *   disappearing messages). And presence, the users this user blocks
+ *   (`blocked`), and the live conversation list (`conversationList`),
+ *   with unread mentions and the caller's notification settings.
  * - Optionally keeps all of it across reloads (`persist`).
  */
 export class SwitchboardClient extends Emitter<ClientEvents> {
@@ -57,6 +59,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   /** The caller's conversations with unread counts, kept current. */
   readonly conversationList: ConversationList;
   readonly presence = new Map<string, { status: "online" | "offline"; last_seen: string | null }>();
+  /** The users this user blocks (v1.2): read as each connection opens
+   * (`GET /v1/blocks`), then kept by `blocks_changed` events and this
+   * client's `rest.block` and `rest.unblock`. */
+  readonly blocked = new BlockSet();
   /** Resolves once the stored state (`persist`) is loaded; at once
    * without a store, or with one that answers at once. */
   readonly ready: Promise<void>;
@@ -123,6 +129,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         const state = this.conversations.get(detail.conversation_id);
         if (state) {
           state.setMembers(detail.members, detail.last_seq);
+          state.setPolicy(policyOf(detail), detail.last_seq);
           this.changed(state.conversationId);
         }
       },
@@ -140,6 +147,18 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         const state = this.conversations.get(id);
         const me = this.tokens.identity()?.user;
         if (state && me && state.pinChanged(messageId, action, me)) this.changed(id);
+      },
+      blocks: (list, askedAt) => {
+        const changed = this.blocked.replace(list.blocks, askedAt);
+        // Every message held follows the whole list (one kept from before
+        // a restart may carry an old flag).
+        for (const state of this.conversations.values()) {
+          if (state.reflag((sender) => this.isBlockedSender({ sender_id: sender }))) this.changed(state.conversationId);
+        }
+        for (const user of changed) this.emit("blocks_changed", { user_id: user, action: this.blocked.has(user) ? "block" : "unblock" });
+      },
+      blocked: (user, action, at) => {
+        if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
       },
     };
     const store = this.storeOf(options);
@@ -243,6 +262,38 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     return this.react(conversationId, messageId, emoji, mine ? "remove" : "add");
   }
 
+  /** Sends a failed message again as a new one (v1.2): its content,
+   * reply, thread and mentions with a fresh `client_msg_id`, the failed
+   * one discarded. For a send a slow mode refused (`SendError` with
+   * `retryAfterMs`), whose `client_msg_id` stays refused, once the wait
+   * is over; `retry()` is the resend with the same id. Rejects at once
+   * for a message that is not failed. */
+  resendAsNew(message: OutgoingMessage | string): Promise<Sent> {
+    const o = typeof message === "string" ? this.outbox.get(message) : message;
+    if (!o || o.status !== "failed" || !o.discard()) {
+      return Promise.reject(new Error("only a failed message is sent again as a new one"));
+    }
+    return this.send(o.conversation_id, o.content, {
+      ...(o.reply_to ? { replyTo: o.reply_to } : {}),
+      ...(o.thread_id ? { threadId: o.thread_id } : {}),
+      ...(o.mentions.length ? { mentions: [...o.mentions] } : {}),
+      ...(o.mention_all ? { mentionAll: true } : {}),
+    });
+  }
+
+  /** Whether this user blocks `user` (v1.2), as `blocked` knows it. */
+  isBlocked(user: string): boolean {
+    return this.blocked.has(user);
+  }
+
+  /** Whether a message comes from a user this user blocks (v1.2): by the
+   * `blocked` set once it is read (it follows unblocks at once), else by
+   * the message's own `blocked_sender`. A UI folds such messages. */
+  isBlockedSender(message: Pick<Message, "sender_id" | "blocked_sender">): boolean {
+    if (message.sender_id === this.tokens.identity()?.user) return false;
+    return this.blocked.has(message.sender_id) || (!this.blocked.loaded && message.blocked_sender === true);
+  }
+
   /** One of this client's messages not stored yet (pending or failed). */
   outgoing(clientMsgId: string): OutgoingMessage | undefined {
     return this.outbox.get(clientMsgId);
@@ -340,6 +391,21 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.persistence?.conversationChanged(conversationId);
   }
 
+  /** The blocked set changed for `user`: the messages held here follow,
+   * then the app is told. */
+  private blockChanged(user: string, action: BlockAction): void {
+    for (const state of this.conversations.values()) {
+      if (state.flagSender(user, action === "block")) this.changed(state.conversationId);
+    }
+    this.emit("blocks_changed", { user_id: user, action });
+  }
+
+  /** Reads the blocks (as each connection opens: changes made while away
+   * came as events to nobody here). A failure leaves what is known. */
+  private loadBlocks(): void {
+    this.rest.blocks().catch(() => {});
+  }
+
   private outgoingChanged(o: Outgoing, removed: boolean): void {
     this.conversation(o.conversation_id).track(o, !removed);
     this.persistence?.outboxChanged();
@@ -430,6 +496,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       this.outbox.clear();
       this.commands.clear();
       this.conversationList.clear();
+      this.blocked.clear();
       const ids = [...this.conversations.keys()];
       this.conversations.clear();
       for (const id of ids) this.emit("change", id);
@@ -443,6 +510,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.outbox.writeAll();
     this.commands.writeAll();
     this.busy();
+    this.loadBlocks();
     // What changed while away (on other devices too): the loaded pages
     // again. On the first connection only for a restored list that is
     // not being read already.
@@ -504,15 +572,16 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         return;
       }
       case "message":
-        this.received(frame.message);
+        this.received(this.flagged(frame.message));
         return;
       case "message_updated": {
-        const state = this.conversation(frame.message.conversation_id);
-        state.update(frame.message, "event");
-        this.conversationList.updated(frame.message);
-        this.emit("updated", frame.message);
+        const message = this.flagged(frame.message);
+        const state = this.conversation(message.conversation_id);
+        state.update(message, "event");
+        this.conversationList.updated(message);
+        this.emit("updated", message);
         this.changed(state.conversationId);
-        this.commands.updated(frame.message);
+        this.commands.updated(message);
         return;
       }
       case "receipt": {
@@ -555,6 +624,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         this.emit("settings_changed", { conversation_id: frame.conversation_id, ...settings });
         return;
       }
+      case "blocks_changed":
+        if (this.blocked.change(frame.user_id, frame.action)) this.blockChanged(frame.user_id, frame.action);
+        return;
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });
         this.emit("presence", { user_id: frame.user_id, status: frame.status, last_seen: frame.last_seen ?? null });
@@ -587,6 +659,15 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       default:
         return;
     }
+  }
+
+  /** A message with `blocked_sender` as the `blocked` set says, once it
+   * is read (the gateway's copy of the set may be a moment behind or
+   * ahead of this one). */
+  private flagged(message: Message): Message {
+    if (!this.blocked.loaded) return message;
+    const blocked = this.isBlockedSender(message);
+    return (message.blocked_sender === true) === blocked ? message : withBlockedFlag(message, blocked);
   }
 
   private received(message: Message, sentHere = false): void {

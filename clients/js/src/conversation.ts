@@ -10,9 +10,29 @@ export interface PinInfo {
   pinned_at: string;
 }
 
+/** The settings of a conversation that affect every member (v1.2):
+ * slow mode (seconds between one plain member's messages; 0: off), how
+ * many days messages are kept, and how many seconds each lives (null:
+ * no limit). */
+export interface PolicyInfo {
+  slow_mode_secs: number;
+  retention_days: number | null;
+  disappearing_secs: number | null;
+}
+
+/** A conversation object's (or a `conversation_updated` message's)
+ * policy, with what it leaves out as the defaults. */
+export function policyOf(p: { slow_mode_secs?: number | null; retention_days?: number | null; disappearing_secs?: number | null }): PolicyInfo {
+  return {
+    slow_mode_secs: p.slow_mode_secs ?? 0,
+    retention_days: p.retention_days ?? null,
+    disappearing_secs: p.disappearing_secs ?? null,
+  };
+}
+
 /** A conversation's state as the store keeps it (persist.ts): its
  * newest messages and its cursors (and, since v1.1, its members' roles
- * and its pins, when known). */
+ * and its pins, and since v1.2 its policy, when known). */
 export interface ConversationSnapshot {
   conversation_id: string;
   contiguous_seq: number;
@@ -21,6 +41,7 @@ export interface ConversationSnapshot {
   receipts: [string, { delivered: number; read: number }][];
   roles?: [string, Role][];
   pins?: PinInfo[];
+  policy?: PolicyInfo;
 }
 
 /** Whether a message mentions `user`: by name, or everyone
@@ -35,8 +56,10 @@ const PARTICIPANTS = 10;
 
 /** What a client knows of one conversation: its messages in `seq`
  * order (one per `message_id`), the messages this client is sending,
- * every member's receipts, who is typing now, and (v1.1) each message's
- * reactions and thread summary, the members' roles and the pins.
+ * every member's receipts, who is typing now, (v1.1) each message's
+ * reactions and thread summary, the members' roles and the pins, and
+ * (v1.2) the settings that affect every member (`policy`) and which
+ * messages come from a user the reader blocks (`blocked_sender`).
  *
  * Thread replies take their `seq` in the conversation like any other
  * message, so `messages` holds them too (the store's order, without
@@ -73,6 +96,9 @@ export class ConversationState {
   private pinList: PinInfo[] = [];
   /** Per message: the `seq` of the newest pin or unpin applied. */
   private readonly pinSeqs = new Map<string, number>();
+  private policyNow: PolicyInfo | undefined;
+  /** The `seq` the policy is known as of. */
+  private policySeq = 0;
 
   private readonly out = new Map<string, OutgoingMessage>();
 
@@ -233,6 +259,46 @@ export class ConversationState {
     return true;
   }
 
+  /** Slow mode, retention and disappearing messages (v1.2): from the
+   * conversation object (`client.rest.conversation`,
+   * `updateConversation`), then kept current by `conversation_updated`
+   * messages. Undefined until one of those says. */
+  get policy(): PolicyInfo | undefined {
+    return this.policyNow;
+  }
+
+  /** Takes the policy as the conversation object carries it, as of
+   * `asOfSeq` (its `last_seq`): a `conversation_updated` message after it
+   * is newer. Says whether it changed. */
+  setPolicy(policy: PolicyInfo, asOfSeq: number): boolean {
+    if (asOfSeq < this.policySeq) return false;
+    this.policySeq = asOfSeq;
+    const next = policyOf(policy);
+    if (this.policyNow && samePolicy(this.policyNow, next)) return false;
+    this.policyNow = next;
+    return true;
+  }
+
+  /** Sets or clears `blocked_sender` on the messages of `sender` (the
+   * reader blocked or unblocked them, v1.2); says whether any changed. */
+  flagSender(sender: string, blocked: boolean): boolean {
+    return this.reflag((user) => (user === sender ? blocked : undefined));
+  }
+
+  /** Sets `blocked_sender` on every message as `blocked(sender)` says
+   * (undefined: left as it is); says whether any changed. */
+  reflag(blocked: (sender: string) => boolean | undefined): boolean {
+    let changed = false;
+    for (const m of this.byId.values()) {
+      const flag = blocked(m.sender_id);
+      if (flag === undefined || (m.blocked_sender === true) === flag) continue;
+      this.byId.set(m.message_id, withBlockedFlag(m, flag));
+      changed = true;
+    }
+    if (changed) this.changed();
+    return changed;
+  }
+
   /** A member's role, when known. */
   roleOf(userId: string): Role | undefined {
     return this.roles.get(userId);
@@ -302,6 +368,7 @@ export class ConversationState {
       receipts: [...this.receipts].map(([user, marks]) => [user, { ...marks }]),
       roles: [...this.roles],
       pins: this.pinList.map((p) => ({ ...p })),
+      ...(this.policyNow ? { policy: { ...this.policyNow } } : {}),
     };
   }
 
@@ -315,6 +382,7 @@ export class ConversationState {
       this.pinList = snapshot.pins.map((p) => ({ ...p }));
       for (const p of this.pinList) this.pinSeqs.set(p.message_id, Math.max(this.pinSeqs.get(p.message_id) ?? 0, asOf));
     }
+    if (snapshot.policy) this.setPolicy(snapshot.policy, asOf);
     for (const m of snapshot.messages) this.update(m);
     this.caughtUpTo(snapshot.contiguous_seq);
     this.highestSeq = Math.max(this.highestSeq, snapshot.highest_seq);
@@ -359,7 +427,8 @@ export class ConversationState {
     });
   }
 
-  /** What a system message says of roles, membership and pins. */
+  /** What a system message says of roles, membership, pins, bans and
+   * the policy. */
   private systemEvent(m: Message): void {
     const c = m.content;
     if (c?.kind !== "system") return;
@@ -377,7 +446,12 @@ export class ConversationState {
         if (this.roles.size) for (const u of users) if (!this.roles.has(u)) setRole(u, "member");
         return;
       case "members_removed":
+      // A ban takes the user out (v1.2): its message is the only one.
+      case "member_banned":
         for (const u of users) setRole(u, undefined);
+        return;
+      case "conversation_updated":
+        if (c.policy) this.setPolicy(policyOf(c.policy), m.seq);
         return;
       case "role_changed":
         if (c.role) for (const u of users) setRole(u, c.role);
@@ -390,6 +464,17 @@ export class ConversationState {
         return;
     }
   }
+}
+
+function samePolicy(a: PolicyInfo, b: PolicyInfo): boolean {
+  return a.slow_mode_secs === b.slow_mode_secs && a.retention_days === b.retention_days && a.disappearing_secs === b.disappearing_secs;
+}
+
+/** A message with `blocked_sender` set, or left out (as the server
+ * leaves it out when false). */
+export function withBlockedFlag(m: Message, blocked: boolean): Message {
+  const { blocked_sender: _flag, ...rest } = m;
+  return blocked ? { ...rest, blocked_sender: true } : rest;
 }
 
 /** A message as known here, updated by `message` (reactions, thread). */
@@ -419,6 +504,7 @@ function merge(known: Message, message: Message, from: "store" | "event"): Messa
 
 function sameVersion(a: Message, b: Message): boolean {
   return (
+    (a.blocked_sender === true) === (b.blocked_sender === true) &&
     (a.edited_at ?? null) === (b.edited_at ?? null) &&
     (a.deleted_at ?? null) === (b.deleted_at ?? null) &&
     JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) &&

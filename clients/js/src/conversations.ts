@@ -3,7 +3,7 @@
 // events move it (new messages, edits, deletions, reads, membership,
 // mentions, the caller's notification settings) with no REST call per
 // event.
-import { mentionsUser } from "./conversation.js";
+import { mentionsUser, policyOf } from "./conversation.js";
 import { Emitter } from "./emitter.js";
 import type { Content, Message, NotificationLevel } from "./protocol.js";
 import type { ConversationDetail, ConversationPage, ConversationSummary } from "./rest.js";
@@ -34,8 +34,9 @@ export interface ConversationSettings {
 }
 
 /** How a message reads in one line, as the server's `preview` does: text
- * cut at 100 characters, media by kind and caption, membership, role and
- * pin changes in words; null for none, a deleted message, or ciphertext. */
+ * cut at 100 characters, media by kind and caption, membership, role,
+ * pin, ban and settings changes in words; null for none, a deleted
+ * message, or ciphertext. */
 export function previewOf(content: Content | null | undefined): string | null {
   if (!content) return null;
   switch (content.kind) {
@@ -57,6 +58,9 @@ export function previewOf(content: Content | null | undefined): string | null {
       if (content.event === "role_changed") return `${content.actor} made ${users} ${content.role ?? "member"}`;
       if (content.event === "message_pinned") return `${content.actor} pinned a message`;
       if (content.event === "message_unpinned") return `${content.actor} unpinned a message`;
+      if (content.event === "member_banned") return `${content.actor} banned ${users}`;
+      if (content.event === "member_unbanned") return `${content.actor} lifted the ban on ${users}`;
+      if (content.event === "conversation_updated") return `${content.actor} changed the conversation's settings`;
       return `${content.actor}: ${content.event}`;
     }
     default:
@@ -298,7 +302,7 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
       this.readMentions(c.conversation_id, m.seq);
     }
-    const member = this.membership(next, m.content);
+    const member = this.membership(next, m.content, m.seq >= c.last_seq);
     if (member) this.replace(member);
   }
 
@@ -445,15 +449,20 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     m.seqs = m.seqs.filter((s) => s > seq);
   }
 
-  /** A membership change applied to the item; undefined when the caller
-   * is no longer a member. */
-  private membership(c: ConversationSummary, content: Content | null | undefined): ConversationSummary | undefined {
+  /** A membership change applied to the item (a ban takes the user
+   * out, v1.2), and a change of the settings that affect everyone;
+   * undefined when the caller is no longer a member. `newest`: no later
+   * message is known (an older settings change is not applied). */
+  private membership(c: ConversationSummary, content: Content | null | undefined, newest: boolean): ConversationSummary | undefined {
     if (content?.kind !== "system") return c;
     const users = content.user_ids ?? [];
     if (content.event === "members_added") {
       return { ...c, members: [...new Set([...c.members, ...users])] };
     }
-    if (content.event === "members_removed") {
+    if (content.event === "conversation_updated") {
+      return content.policy && newest ? { ...c, ...policyOf(content.policy) } : c;
+    }
+    if (content.event === "members_removed" || content.event === "member_banned") {
       const me = this.me();
       if (me && users.includes(me)) {
         this.removed(c.conversation_id);

@@ -17,6 +17,9 @@ export type CommandType = Exclude<ClientFrame["type"], "ping" | "refresh" | "pul
  * `LocalErrorCode`). */
 export class CommandError extends Error {
   readonly frame: ErrorFrame | undefined;
+  /** With a slow mode's `rate_limited` (v1.2): how long (ms, from the
+   * refusal) until this user may send there again; undefined otherwise. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     readonly request: CommandType,
@@ -28,6 +31,7 @@ export class CommandError extends Error {
     super(`${code}: ${message}`);
     this.name = "CommandError";
     this.frame = frame;
+    this.retryAfterMs = frame?.retry_after_ms ?? undefined;
   }
 
   /** The error of a refusal by the server. */
@@ -37,7 +41,10 @@ export class CommandError extends Error {
 }
 
 /** A send the server refused (its `error` frame's code and message). A
- * send the SDK gave up on rejects with a plain `CommandError`. */
+ * send the SDK gave up on rejects with a plain `CommandError`. Under
+ * slow mode (v1.2) it is `rate_limited` with `retryAfterMs`: that
+ * `client_msg_id` stays refused, so the send goes again as a new one
+ * after the wait (`client.resendAsNew`). */
 export class SendError extends CommandError {
   declare readonly frame: ErrorFrame;
 
@@ -45,6 +52,21 @@ export class SendError extends CommandError {
     super("send_message", frame.conversation_id ?? "", frame.code, frame.message, frame);
     this.name = "SendError";
   }
+
+  /** Whether a slow mode refused it (v1.2): `rate_limited` saying when
+   * to send again. */
+  get slowMode(): boolean {
+    return isSlowMode(this.frame);
+  }
+}
+
+/** Whether an `error` frame is a slow mode's refusal of a send (v1.2):
+ * `rate_limited` with `retry_after_ms`. Its `client_msg_id` stays
+ * refused (a resend with it gets the same answer), so such a send is
+ * given up, not written again; other `rate_limited` answers (the
+ * gateway's own rates) are retried as before. */
+export function isSlowMode(frame: Pick<ErrorFrame, "code" | "retry_after_ms"> | undefined): boolean {
+  return frame?.code === "rate_limited" && typeof frame.retry_after_ms === "number";
 }
 
 /** Errors a resend cannot fix: the command is given up at once. */

@@ -3,12 +3,14 @@ export { SwitchboardClient } from "./client.js";
 export type { SendOptions } from "./client.js";
 export type { ClientOptions, ClientEvents } from "./options.js";
 export type { SocketLike, Status, WebSocketLike } from "./connection.js";
-export { CommandError, SendError } from "./errors.js";
+export { CommandError, SendError, isSlowMode } from "./errors.js";
 export type { CommandType, ErrorFrame, LocalErrorCode } from "./errors.js";
 export type { MessageStatus, OutgoingMessage, SendExtras, Sent } from "./status.js";
 export type { CommandEvent, ReactionEvent } from "./commands.js";
-export { ConversationState, mentionsUser } from "./conversation.js";
-export type { ConversationSnapshot, PinInfo } from "./conversation.js";
+export { ConversationState, mentionsUser, policyOf } from "./conversation.js";
+export type { ConversationSnapshot, PinInfo, PolicyInfo } from "./conversation.js";
+export { BlockSet } from "./blocks.js";
+export type { BlockInfo } from "./blocks.js";
 export { ConversationList, previewOf } from "./conversations.js";
 export type { ConversationListEvents, ConversationSettings } from "./conversations.js";
 export { IndexedDbStore, MemoryStore } from "./persist.js";
@@ -16,22 +18,35 @@ export type { IndexedDbFactory, PersistLimits, StateStore, StoredRecords } from 
 export { Rest, ApiError } from "./rest.js";
 export type {
   Answer,
+  Ban,
+  BanList,
+  Block,
+  BlockList,
   ClaimedKeys,
   ConversationDetail,
   ConversationKind,
   ConversationPage,
+  ConversationPatch,
   ConversationSummary,
   DeviceKeys,
   DeviceKeysUpload,
+  ExportedConversation,
   HistoryPage,
   MemberRole,
   MemberSettings,
   MemberView,
   MessageVersions,
+  MyDataExport,
   Pin,
   PinList,
   PresenceInfo,
   PushRegistration,
+  Report,
+  ReportAction,
+  ReportCreated,
+  ReportList,
+  ReportReason,
+  ReportStatus,
   RestObserver,
   Schemas,
   ThreadList,

@@ -642,6 +642,113 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's reports
+         * @description Tenant admins only (403 otherwise). `status`: `open` (the default) or `resolved`; newest first, `limit` per page (50 by default, at most 200), the next page from `next_cursor`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Where the previous page ended (its `next_cursor`). */
+                    cursor?: string;
+                    /**
+                     * @description Reports per page: 50 when absent; at least 1, larger values are
+                     *     capped at 200.
+                     */
+                    limit?: number;
+                    /** @description `open` (the default) or `resolved`. */
+                    status?: components["schemas"]["ReportStatus"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of reports. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ReportList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/reports/{report_id}/resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resolve a report
+         * @description Tenant admins only (403 otherwise). `dismiss` closes it; `delete_message` deletes the message (the members get `message_updated` with `deleted_at`); `ban_sender` bans its sender from the conversation until lifted (`member_banned`; 403 when the sender is an owner, and the report stays open). A resolved report stays as it was: resolving it again changes nothing.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The report. */
+                    report_id: components["schemas"]["MessageId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ResolveReport"];
+                };
+            };
+            responses: {
+                /** @description The report, resolved. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Report"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/asyncapi.json": {
         parameters: {
             query?: never;
@@ -759,6 +866,126 @@ export interface paths {
         };
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/blocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The users the caller blocks
+         * @description Newest first, at most 1000.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The blocks. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BlockList"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/blocks/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Block a user
+         * @description From then on neither of the two writes in their direct conversation, nor opens one (403 `forbidden`); in groups the blocked user's messages still flow, flagged `blocked_sender: true` for the caller in history, backlog and events. The caller's devices get `blocks_changed`. Idempotent. Nobody blocks themselves (403). At most 1000 blocks (409 past it).
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to block. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Blocked (or was: then the time is the block's). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Block"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        /**
+         * Unblock a user
+         * @description The caller's devices get `blocks_changed`. Idempotent.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to unblock. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Unblocked (or was not blocked). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -900,6 +1127,178 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the settings that affect every member
+         * @description Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ConversationPatch"];
+                };
+            };
+            responses: {
+                /** @description The conversation after the change. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConversationView"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        trace?: never;
+    };
+    "/v1/conversations/{id}/bans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The bans in force
+         * @description Owners and admins (and tenant admins) only (403 otherwise). Newest first; ended bans are not listed.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The bans. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BanList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        /**
+         * Ban a user
+         * @description Owners and admins (and tenant admins); an admin bans members only, nobody bans an owner or themselves (403); an `until` in the past is refused (409). Takes the user out if a member and keeps them from being added again (403 `forbidden`) until the ban is lifted or `until` passes. A `member_banned` system message tells the members, the banned user included. At most 1000 bans per conversation (409 past it); none in a direct conversation (409: block instead).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BanRequest"];
+                };
+            };
+            responses: {
+                /** @description The ban. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Ban"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/bans/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Lift a ban
+         * @description Owners and admins (and tenant admins). The user may be added again; they are not added back. A `member_unbanned` system message tells the members.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The banned user. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Lifted (or there was none). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -1105,6 +1504,62 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/messages/{message_id}/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report a message
+         * @description Members report a message of the conversation to the tenant's admins (a system message: 409), with a `reason` and an optional `note` (at most 1000 characters). The report keeps the message as it was (not ciphertext). At most `reports_per_minute` per user (10 by default; 429 past it).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The message. */
+                    message_id: components["schemas"]["MessageId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ReportRequest"];
+                };
+            };
+            responses: {
+                /** @description The report's id. */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ReportCreated"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -1654,6 +2109,49 @@ export interface paths {
                 503: components["responses"]["Error"];
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's own data
+         * @description One JSON document, streamed: `profile` (`user_id`, `tenant`, `exported_at`), `blocks` (as `GET /v1/blocks`), and `conversations`: each conversation the caller is a member of with `kind`, `title`, `joined_at`, `role`, `settings`, `read_seq` and `messages`, every message the caller sent there (message objects, newest first). Conversations the caller left are not in it. A failure midway ends the body early (the JSON is then incomplete). At most `exports_per_hour` per user (4 by default; 429 past it).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The document. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2246,6 +2744,37 @@ export interface components {
             /** @description The app's bundle id (`apns-topic`). */
             topic: string;
         };
+        /** @description A user kept out of a conversation (v1.2). */
+        Ban: {
+            banned_at: components["schemas"]["Timestamp"];
+            /** @description Who banned them. */
+            by: components["schemas"]["UserId"];
+            /** @description When it ends by itself; null: until lifted. */
+            until?: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description `GET /v1/conversations/{id}/bans`: the bans in force, newest first. */
+        BanList: {
+            bans: components["schemas"]["Ban"][];
+        };
+        /** @description Body of `POST /v1/conversations/{id}/bans` (v1.2). */
+        BanRequest: {
+            /**
+             * @description When the ban ends by itself; absent or null: until it is lifted.
+             * @default null
+             */
+            until: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description A user the caller blocked (v1.2). */
+        Block: {
+            blocked_at: components["schemas"]["Timestamp"];
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description `GET /v1/blocks`: the caller's blocks, newest first. */
+        BlockList: {
+            blocks: components["schemas"]["Block"][];
+        };
         /**
          * @description A change: keys to add and remove (an HS256 secret by its value or its
          *     fingerprint), quotas to set (`null` removes one).
@@ -2347,10 +2876,65 @@ export interface components {
              */
             next_cursor: string | null;
         };
+        /**
+         * @description Body of `PATCH /v1/conversations/{id}` (v1.2): each field present
+         *     changes, each absent stays; `null` turns retention or disappearing
+         *     messages off.
+         */
+        ConversationPatch: {
+            /**
+             * Format: uint32
+             * @description 5 to 31536000, or null.
+             */
+            disappearing_secs?: number | null;
+            /**
+             * Format: uint32
+             * @description 1 to 36500, or null.
+             */
+            retention_days?: number | null;
+            /**
+             * Format: uint32
+             * @description 0 to 21600; 0 turns slow mode off (not null: absent leaves it).
+             */
+            slow_mode_secs?: number;
+        };
+        /**
+         * @description The settings of a conversation that affect every member (v1.2), as
+         *     the conversation object carries them.
+         */
+        ConversationPolicy: {
+            /**
+             * Format: uint32
+             * @description Each message is erased this many seconds after it was sent; null:
+             *     off.
+             * @default null
+             */
+            disappearing_secs: number | null;
+            /**
+             * Format: uint32
+             * @description Messages older than this many days are erased; null: kept (or the
+             *     tenant's default applies).
+             * @default null
+             */
+            retention_days: number | null;
+            /**
+             * Format: uint32
+             * @description A plain member may send once per this many seconds; 0: off.
+             * @default 0
+             */
+            slow_mode_secs: number;
+        };
         /** @description The conversation object. */
         ConversationView: {
             conversation_id: components["schemas"]["ConversationId"];
             created_at: components["schemas"]["Timestamp"];
+            /**
+             * Format: uint32
+             * @description Each message is erased this many seconds after it was sent; null:
+             *     off.
+             * @default null
+             */
+            disappearing_secs: number | null;
             kind: components["schemas"]["ConversationKind"];
             last_message?: components["schemas"]["Message"] | null;
             /** Format: uint64 */
@@ -2378,6 +2962,19 @@ export interface components {
              * @default null
              */
             preview: string | null;
+            /**
+             * Format: uint32
+             * @description Messages older than this many days are erased; null: kept (or the
+             *     tenant's default applies).
+             * @default null
+             */
+            retention_days: number | null;
+            /**
+             * Format: uint32
+             * @description A plain member may send once per this many seconds; 0: off.
+             * @default 0
+             */
+            slow_mode_secs: number;
             title?: string | null;
             /**
              * Format: uint64
@@ -2532,6 +3129,12 @@ export interface components {
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             message: string;
+            /**
+             * Format: uint64
+             * @description With `rate_limited` from slow mode (v1.2): how long until a send
+             *     may go. The answer carries `Retry-After` too, in whole seconds.
+             */
+            retry_after_ms?: number | null;
         };
         ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
         /** @description Firebase Cloud Messaging, HTTP v1 API, with a service account. */
@@ -2638,6 +3241,11 @@ export interface components {
          */
         Members: components["schemas"]["MemberView"][] | components["schemas"]["UserId"][];
         Message: {
+            /**
+             * @description For the reader only (v1.2): the reader blocked the sender. Never
+             *     stored; absent when false.
+             */
+            blocked_sender?: boolean;
             client_msg_id: components["schemas"]["ClientMsgId"];
             /** @description `None` (JSON `null`) once the message is deleted. */
             content?: components["schemas"]["Content"] | null;
@@ -2645,6 +3253,12 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             deleted_at?: components["schemas"]["Timestamp"] | null;
             edited_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description When the message goes for good (v1.2): from its conversation's
+             *     retention or disappearing messages as they were when it was sent;
+             *     absent (or null) when it stays.
+             */
+            expires_at?: components["schemas"]["Timestamp"] | null;
             /**
              * @description Whether the message mentions every member (`@all`, v1.1).
              * @default false
@@ -2977,6 +3591,63 @@ export interface components {
             /** Format: uint64 */
             seq: number;
         };
+        /** @description One report, as tenant admins see it. */
+        Report: {
+            /** @default null */
+            action: components["schemas"]["ReportAction"] | null;
+            conversation_id: components["schemas"]["ConversationId"];
+            created_at: components["schemas"]["Timestamp"];
+            /**
+             * @description The message as it was when reported (null for ciphertext, which
+             *     the server never reads).
+             */
+            message?: components["schemas"]["Message"] | null;
+            message_id: components["schemas"]["MessageId"];
+            note?: string | null;
+            reason: components["schemas"]["ReportReason"];
+            report_id: components["schemas"]["MessageId"];
+            /** @description Who reported it. */
+            reporter: components["schemas"]["UserId"];
+            /**
+             * @description Once resolved: when, by whom, with what.
+             * @default null
+             */
+            resolved_at: components["schemas"]["Timestamp"] | null;
+            /** @default null */
+            resolved_by: components["schemas"]["UserId"] | null;
+            /** @description Who sent the reported message. */
+            sender_id: components["schemas"]["UserId"];
+            status: components["schemas"]["ReportStatus"];
+        };
+        /** @description What a resolution does. */
+        ReportAction: "dismiss" | "delete_message" | "ban_sender";
+        /** @description The answer to a report: its id (a Snowflake id, as a string). */
+        ReportCreated: {
+            report_id: components["schemas"]["MessageId"];
+        };
+        /** @description `GET /v1/admin/reports`: newest first, a page at a time. */
+        ReportList: {
+            /** @description Pass as `cursor` for the next page; null at the end. */
+            next_cursor?: string | null;
+            reports: components["schemas"]["Report"][];
+        };
+        /** @enum {string} */
+        ReportReason: "spam" | "abuse" | "illegal" | "other";
+        /** @description Body of `POST /v1/conversations/{id}/messages/{message_id}/reports`. */
+        ReportRequest: {
+            /**
+             * @description What the reporter adds, at most 1000 characters.
+             * @default null
+             */
+            note: string | null;
+            reason: components["schemas"]["ReportReason"];
+        };
+        /** @enum {string} */
+        ReportStatus: "open" | "resolved";
+        /** @description Body of `POST /v1/admin/reports/{report_id}/resolve`. */
+        ResolveReport: {
+            action: components["schemas"]["ReportAction"];
+        };
         /**
          * @description What a member may do (v1.1). Owners and admins may remove others,
          *     pin, delete others' messages, change settings that affect everyone,
@@ -3047,8 +3718,15 @@ export interface components {
             event: string;
             /** @description With `message_pinned` and `message_unpinned`: the message (v1.1). */
             message_id?: components["schemas"]["MessageId"] | null;
+            /**
+             * @description With `conversation_updated`: the settings that affect every member,
+             *     as they are now (v1.2).
+             */
+            policy?: components["schemas"]["ConversationPolicy"] | null;
             /** @description With `role_changed`: the role the users now have (v1.1). */
             role?: components["schemas"]["Role"] | null;
+            /** @description With `member_banned`: when the ban ends; absent: until lifted (v1.2). */
+            until?: components["schemas"]["Timestamp"] | null;
             /**
              * @description The users the event is about.
              * @default []

@@ -3,7 +3,7 @@ import type { CommandEvent, ReactionEvent } from "./commands.js";
 import type { Status, WebSocketLike } from "./connection.js";
 import type { ErrorFrame } from "./errors.js";
 import type { PersistLimits, StateStore } from "./persist.js";
-import type { Message, NotificationLevel, PinAction } from "./protocol.js";
+import type { BlockAction, Message, NotificationLevel, PinAction } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 import type { TokenSource } from "./token.js";
 
@@ -96,4 +96,10 @@ export interface ClientEvents extends Record<string, unknown> {
   /** The user's own settings of a conversation changed on another
    * device (v1.1), after the conversation list applied them. */
   settings_changed: { conversation_id: string; notifications: NotificationLevel; muted_until: string | null };
+  /** The user blocked or unblocked someone (v1.2), here or on another
+   * device, after `client.blocked` and the `blocked_sender` of the
+   * messages held here followed it: once per change of the set, whether
+   * a `blocks_changed` event, a `rest.block`/`unblock` answer or the
+   * list read as a connection opens told it. */
+  blocks_changed: { user_id: string; action: BlockAction };
 }

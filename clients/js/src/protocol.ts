@@ -106,6 +106,10 @@ export type MessageId = string
  */
 export type Role = ("owner" | "admin" | "member")
 /**
+ * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
+ */
+export type Timestamp = string
+/**
  * A user, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
 export type UserId = string
@@ -183,6 +187,11 @@ message: string
  */
 message_id?: (string | null)
 request_type?: (string | null)
+/**
+ * With `rate_limited` from slow mode (v1.2): how long until a
+ * send may go.
+ */
+retry_after_ms?: (number | null)
 type: "error"
 } | {
 type: "pong"
@@ -214,11 +223,11 @@ conversation_id: ConversationId
 muted_until?: (Timestamp | null)
 notifications: NotificationLevel
 type: "settings_changed"
+} | {
+action: BlockAction
+type: "blocks_changed"
+user_id: UserId
 })
-/**
- * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
- */
-export type Timestamp = string
 /**
  * A device of a user (the token's `device` claim, default `default`): 1-128 characters of [A-Za-z0-9._:@-].
  */
@@ -237,6 +246,10 @@ export type PinAction = ("pin" | "unpin")
  * Which messages of a conversation push to a member (v1.1).
  */
 export type NotificationLevel = ("all" | "mentions" | "none")
+/**
+ * What a `blocks_changed` event reports.
+ */
+export type BlockAction = ("block" | "unblock")
 
 /**
  * A reference to a blob uploaded through `POST /v1/media`.
@@ -264,15 +277,49 @@ event: string
  */
 message_id?: (MessageId | null)
 /**
+ * With `conversation_updated`: the settings that affect every member,
+ * as they are now (v1.2).
+ */
+policy?: (ConversationPolicy | null)
+/**
  * With `role_changed`: the role the users now have (v1.1).
  */
 role?: (Role | null)
+/**
+ * With `member_banned`: when the ban ends; absent: until lifted (v1.2).
+ */
+until?: (Timestamp | null)
 /**
  * The users the event is about.
  */
 user_ids?: UserId[]
 }
+/**
+ * The settings of a conversation that affect every member (v1.2), as
+ * the conversation object carries them.
+ */
+export interface ConversationPolicy {
+/**
+ * Each message is erased this many seconds after it was sent; null:
+ * off.
+ */
+disappearing_secs?: (number | null)
+/**
+ * Messages older than this many days are erased; null: kept (or the
+ * tenant's default applies).
+ */
+retention_days?: (number | null)
+/**
+ * A plain member may send once per this many seconds; 0: off.
+ */
+slow_mode_secs?: number
+}
 export interface Message {
+/**
+ * For the reader only (v1.2): the reader blocked the sender. Never
+ * stored; absent when false.
+ */
+blocked_sender?: boolean
 client_msg_id: ClientMsgId
 /**
  * `None` (JSON `null`) once the message is deleted.
@@ -282,6 +329,12 @@ conversation_id: ConversationId
 created_at: Timestamp
 deleted_at?: (Timestamp | null)
 edited_at?: (Timestamp | null)
+/**
+ * When the message goes for good (v1.2): from its conversation's
+ * retention or disappearing messages as they were when it was sent;
+ * absent (or null) when it stays.
+ */
+expires_at?: (Timestamp | null)
 /**
  * Whether the message mentions every member (`@all`, v1.1).
  */

@@ -2,12 +2,15 @@ import type { components, paths } from "./openapi.js";
 import type { Tokens } from "./token.js";
 
 /** An error answer of the REST API: `{ "code", "message" }` with its
- * HTTP status. */
+ * HTTP status; since v1.2 a `rate_limited` one may say when to try again
+ * (`retryAfterMs`: the body's `retry_after_ms`, else its `Retry-After`
+ * header). */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
+    readonly retryAfterMs?: number,
   ) {
     super(`${status} ${code}: ${message}`);
     this.name = "ApiError";
@@ -63,6 +66,58 @@ export type Pin = Schemas["Pin"];
  * and the caller's `unread_count`. */
 export type ThreadList = Answer<"/v1/conversations/{id}/threads", "get">;
 export type ThreadView = Schemas["ThreadView"];
+/** A user the caller blocks (v1.2), and since when. */
+export type Block = Schemas["Block"];
+/** `GET /v1/blocks`: the caller's blocks, newest first. */
+export type BlockList = Answer<"/v1/blocks", "get">;
+/** A user kept out of a conversation (v1.2): by whom, since when, and
+ * until when (null: until lifted). */
+export type Ban = Schemas["Ban"];
+/** `GET /v1/conversations/{id}/bans`: the bans in force, newest first. */
+export type BanList = Answer<"/v1/conversations/{id}/bans", "get">;
+/** The body of `PATCH /v1/conversations/{id}` (v1.2): each field given
+ * changes, each left out stays; null turns retention or disappearing
+ * messages off, 0 slow mode. */
+export type ConversationPatch = Schemas["ConversationPatch"];
+/** Why a message is reported (v1.2): `spam`, `abuse`, `illegal` or
+ * `other`. */
+export type ReportReason = Schemas["ReportReason"];
+/** `open` until a tenant admin resolves it, then `resolved`. */
+export type ReportStatus = Schemas["ReportStatus"];
+/** What resolving a report does: `dismiss`, `delete_message` or
+ * `ban_sender`. */
+export type ReportAction = Schemas["ReportAction"];
+/** A report as tenant admins see it (v1.2): who reported which message
+ * of whom, why, the message as it was when reported (null for
+ * ciphertext), and once resolved when, by whom and with what action. */
+export type Report = Schemas["Report"];
+/** The answer to `POST .../messages/{message_id}/reports`: the report's
+ * id. */
+export type ReportCreated = Answer<"/v1/conversations/{id}/messages/{message_id}/reports", "post">;
+/** One page of `GET /v1/admin/reports`, newest first; `next_cursor` is
+ * the `cursor` of the next page, null on the last. */
+export type ReportList = Answer<"/v1/admin/reports", "get">;
+/** One conversation of the caller in their export (v1.2), with every
+ * message they sent there, newest first. */
+export interface ExportedConversation {
+  conversation_id: string;
+  kind: ConversationKind;
+  title: string | null;
+  joined_at: string;
+  role: MemberRole;
+  settings: MemberSettings;
+  read_seq: number;
+  messages: Schemas["Message"][];
+}
+/** `GET /v1/me/export` (v1.2): the caller's own data. The OpenAPI
+ * document types this answer only as JSON; its shape, as the route
+ * describes it: the profile, the caller's blocks, and each conversation
+ * they are a member of (not those they left). */
+export interface MyDataExport {
+  profile: { user_id: string; tenant: string; exported_at: string };
+  blocks: Block[];
+  conversations: ExportedConversation[];
+}
 
 /** Told what REST answers say of the caller's conversations (the
  * client's conversation list follows them). */
@@ -75,6 +130,11 @@ export interface RestObserver {
   pins?(conversationId: string, pins: PinList): void;
   /** The caller pinned or unpinned a message (v1.1). */
   pinned?(conversationId: string, messageId: string, action: "pin" | "unpin"): void;
+  /** The caller's blocks as listed (v1.2); `askedAt` (ms): when they were
+   * asked for, so that a change seen since is known to be newer. */
+  blocks?(list: BlockList, askedAt: number): void;
+  /** The caller blocked or unblocked a user (v1.2). */
+  blocked?(user: string, action: "block" | "unblock", at: string): void;
 }
 
 /** The REST half of the API (PROTOCOL.md, "Control plane"): every call
@@ -209,6 +269,124 @@ export class Rest {
     this.observer?.pinned?.(id, messageId, "unpin");
   }
 
+  /** Changes the settings that affect every member (v1.2): any of
+   * `slow_mode_secs` (0 to 21600, 0 turns it off; not in a direct
+   * conversation: `409`), `retention_days` (1 to 36500, or null) and
+   * `disappearing_secs` (5 to 31536000, or null); what is left out
+   * stays. Owners and admins (`403 forbidden` otherwise), either member
+   * of a direct conversation. Every member gets a `conversation_updated`
+   * message with the settings as they are now. Answers the conversation
+   * after the change (which carries the three). */
+  updateConversation(id: string, patch: ConversationPatch): Promise<ConversationDetail> {
+    return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}`, patch));
+  }
+
+  /** The users the caller blocks (v1.2), newest first. The client's
+   * `blocked` set takes them (it reads them itself as each connection
+   * opens). */
+  async blocks(): Promise<BlockList> {
+    const askedAt = Date.now();
+    const list = await this.json<BlockList>("GET", "/v1/blocks");
+    this.observer?.blocks?.(list, askedAt);
+    return list;
+  }
+
+  /** Blocks a user (v1.2; idempotent: blocking again answers the block
+   * as it is). From then on neither writes in their direct conversation,
+   * nor opens one (`forbidden`); in groups their messages still come,
+   * flagged `blocked_sender` for the caller. The caller's devices get
+   * `blocks_changed`. At most 1000 (`409` past it); not oneself (`403
+   * forbidden`). */
+  async block(user: string): Promise<Block> {
+    const block = await this.json<Block>("PUT", `/v1/blocks/${enc(user)}`);
+    this.observer?.blocked?.(user, "block", block.blocked_at);
+    return block;
+  }
+
+  /** Unblocks a user (v1.2; idempotent). */
+  async unblock(user: string): Promise<void> {
+    await this.empty("DELETE", `/v1/blocks/${enc(user)}`);
+    this.observer?.blocked?.(user, "unblock", new Date().toISOString());
+  }
+
+  /** The bans in force in a conversation (v1.2), newest first (owners
+   * and admins only: `403 forbidden` otherwise). */
+  bans(id: string): Promise<BanList> {
+    return this.json("GET", `/v1/conversations/${enc(id)}/bans`);
+  }
+
+  /** Bans a user (v1.2; owners and admins, an admin bans members only,
+   * and nobody bans an owner or themselves: `403 forbidden`; a direct
+   * conversation has none, and an `until` already past is refused:
+   * `409`). Takes them out if a member, and refuses adding
+   * them again (`403 forbidden`) until `unban` or `until` (a time in the
+   * future; left out: until lifted). Banning again replaces the ban.
+   * Every member, the banned user included, gets a `member_banned`
+   * message. Answers the ban. */
+  ban(id: string, user: string, until?: string | Date): Promise<Ban> {
+    const end = until instanceof Date ? until.toISOString() : until;
+    return this.json("POST", `/v1/conversations/${enc(id)}/bans`, { user_id: user, ...(end ? { until: end } : {}) });
+  }
+
+  /** Lifts a ban (v1.2; owners and admins): the user may be added again
+   * (they are not added back). The members get a `member_unbanned`
+   * message. */
+  unban(id: string, user: string): Promise<void> {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/bans/${enc(user)}`);
+  }
+
+  /** Reports a message of a conversation to the tenant's admins (v1.2;
+   * members: `403 not_a_member` otherwise; a system message is refused
+   * `409 conflict`, a message not in it `404`). `note`: at most 1000 characters.
+   * The report keeps the message as it is now. At most 10 a minute per
+   * user by default (`429 rate_limited`). Answers its id. */
+  report(id: string, messageId: string, reason: ReportReason, note?: string): Promise<ReportCreated> {
+    return this.json("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/reports`, {
+      reason,
+      ...(note ? { note } : {}),
+    });
+  }
+
+  /** One page of the tenant's reports (v1.2; tenant admins, a token
+   * with `role: "admin"`: `403 forbidden` otherwise), newest first:
+   * `status` `open` (the default) or `resolved`, `limit` per page (50 by
+   * default, at most 200); pass `next_cursor` back as `cursor` for the
+   * next page. */
+  async reports(page: { status?: ReportStatus; limit?: number; cursor?: string } = {}): Promise<ReportList> {
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(page)) if (v !== undefined) query.set(k, String(v));
+    const q = query.size ? `?${query}` : "";
+    const list = await this.json<ReportList>("GET", `/v1/admin/reports${q}`);
+    return { ...list, next_cursor: list.next_cursor ?? null };
+  }
+
+  /** Resolves a report (v1.2; tenant admins, `403` otherwise; `404` for
+   * no such report): `dismiss` closes it, `delete_message` deletes the
+   * message (the members get `message_updated` with `deleted_at`),
+   * `ban_sender` bans its sender from the conversation until lifted
+   * (`member_banned`; `403 forbidden` for an owner, and the report stays
+   * open). A resolved report stays as it was: resolving it again answers
+   * it unchanged. Answers the report. */
+  resolveReport(reportId: string, action: ReportAction): Promise<Report> {
+    return this.json("POST", `/v1/admin/reports/${enc(reportId)}/resolve`, { action });
+  }
+
+  /** The caller's own data as one document (v1.2, `GET /v1/me/export`),
+   * parsed: the profile, the blocks, and each conversation the caller is
+   * a member of with every message they sent there. At most 4 an hour
+   * per user by default (`429 rate_limited`). The server writes
+   * it as it reads it: a body that ends early (a failure midway) rejects
+   * with a plain `Error`, never a partial document. To save it as a
+   * file, `JSON.stringify` it. */
+  async exportMyData(): Promise<MyDataExport> {
+    const response = await this.send("GET", "/v1/me/export");
+    try {
+      return JSON.parse(await response.text()) as MyDataExport;
+    } catch (cause) {
+      throw new Error("the export ended before its end: try again", { cause });
+    }
+  }
+
   /** Uploads media through a grant: asks for one, then PUTs the bytes
    * straight to its `upload_url`. Returns the content to send. */
   async upload(
@@ -310,10 +488,13 @@ function enc(part: string): string {
 }
 
 async function apiError(response: Response): Promise<ApiError> {
+  // `Retry-After` in seconds, should the body not say it in ms.
+  const header = response.headers.get("retry-after")?.trim();
+  const after = header && /^\d+$/.test(header) ? Number(header) * 1000 : undefined;
   try {
-    const body = (await response.json()) as { code?: string; message?: string };
-    return new ApiError(response.status, body.code ?? "unknown", body.message ?? response.statusText);
+    const body = (await response.json()) as { code?: string; message?: string; retry_after_ms?: number | null };
+    return new ApiError(response.status, body.code ?? "unknown", body.message ?? response.statusText, body.retry_after_ms ?? after);
   } catch {
-    return new ApiError(response.status, "unknown", response.statusText);
+    return new ApiError(response.status, "unknown", response.statusText, after);
   }
 }

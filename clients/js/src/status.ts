@@ -1,7 +1,7 @@
 // Every message this client sends, from the moment it is made until the
 // server stores it: its status (`pending`, then `sent` or `failed`),
 // resends with the same `client_msg_id`, and `retry()`.
-import { CommandError, SendError, onRefusal, type ErrorFrame } from "./errors.js";
+import { CommandError, SendError, isSlowMode, onRefusal, type ErrorFrame } from "./errors.js";
 import type { ClientFrame, Content, ServerFrame } from "./protocol.js";
 
 /** Where a message this client sent stands: `pending` (not stored yet:
@@ -257,7 +257,8 @@ export class Outbox {
     if (!o) return false;
     if (o.status !== "pending") return true;
     o.answers += 1;
-    const next = onRefusal(frame.code, o.answers);
+    // Slow mode (v1.2) refuses that client_msg_id for good.
+    const next = isSlowMode(frame) ? ({ final: true } as const) : onRefusal(frame.code, o.answers);
     if (next.final) this.fail(o, new SendError({ ...frame, conversation_id: frame.conversation_id ?? o.conversation_id }));
     else o.retryAt = Date.now() + next.delayMs;
     return true;

@@ -2,9 +2,10 @@
 // two people in two browser contexts, against a real `switchboard dev`;
 // and a reload that shows what the SDK kept in IndexedDB before the
 // network answers. Screenshots of the main screens go to test-artifacts/;
-// the README's two (wide and narrow) and one of each v1.1 feature
+// the README's two (wide and narrow), one of each v1.1 feature
 // (reactions, replies and threads, mentions, pins, roles, notification
-// settings) to docs/screenshots/, so the README shows what the last run
+// settings) and of each v1.2 safety screen (blocks, the admin screen,
+// reports) to docs/screenshots/, so the README shows what the last run
 // saw.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -14,7 +15,7 @@ import { crc32, deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import WebSocket from "ws";
 import { SwitchboardClient } from "../dist/index.js";
-import { Dev, token, waitFor } from "./dev.mjs";
+import { Dev, adminToken, token, waitFor } from "./dev.mjs";
 
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 // The gateway serves the browser client it embedded when it was built
@@ -614,4 +615,225 @@ test("notifications: a conversation's level and mute, shown in the list, and on 
   await panel.locator("#mute-state", { hasText: "Not muted" }).waitFor();
   assert.equal(await panel.getByRole("radio", { name: "All messages" }).isChecked(), true);
   for (const page of [dina, emil, tablet]) await page.context().close();
+});
+
+// ---- Safety (v1.2), each between two browsers ----
+
+/** The direct conversation of `a` and `b`, made over REST by `a`. */
+async function directOf(a, b) {
+  const response = await fetch(`${dev.url}/v1/conversations`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token(a)}`, "content-type": "application/json" },
+    body: JSON.stringify({ kind: "direct", members: [b] }),
+  });
+  const body = await response.text();
+  assert.ok(response.status === 200 || response.status === 201, body);
+  return JSON.parse(body).conversation_id;
+}
+
+test("blocks: blocked from a direct conversation's header, which closes it both ways; group messages folded with a click to show; the blocked users; unblocked from the member list", async () => {
+  const group = await groupOf("cass", ["bram"], "Book club");
+  const direct = await directOf("cass", "bram");
+  const bram = await signIn("bram", FEATURE);
+  const cass = await signIn("cass", FEATURE);
+  await openChat(cass, direct);
+  await say(cass, "hi bram");
+  await openChat(bram, direct);
+  await bodies(bram, "hi bram").waitFor();
+
+  // Bram blocks Cass from the header: the conversation closes for him,
+  // her message there folds, and the count shows.
+  await bram.getByRole("button", { name: "Block cass" }).click();
+  await bram.locator("#blocked-note", { hasText: "You blocked cass" }).waitFor();
+  assert.equal(await bram.locator("#text").isDisabled(), true);
+  await bram.locator("#blocked-count", { hasText: "(1)" }).waitFor();
+  await bram.locator("#messages .msg.blocked", { hasText: "Message from a blocked user" }).waitFor();
+  assert.equal(await bodies(bram, "hi bram").count(), 0);
+  // Cass is not told, but what she writes there is refused.
+  await cass.fill("#text", "are you there?");
+  await cass.press("#text", "Enter");
+  await cass.locator('.msg.failed[data-status="failed"]', { hasText: "are you there?" }).waitFor();
+
+  // In the group her messages still come, folded for him; a click shows one.
+  await openChat(cass, group);
+  await say(cass, "Chapter 3 is great");
+  await bram.locator(`#conversations button[data-conversation="${group}"] .preview`, { hasText: "Message from a blocked user" }).waitFor();
+  await openChat(bram, group);
+  const folded = bram.locator("#messages .msg.blocked");
+  await folded.waitFor();
+  assert.equal(await bodies(bram, "Chapter 3 is great").count(), 0);
+  await folded.getByRole("button", { name: "Show message from a blocked user" }).click();
+  const shown = timelineMsg(bram, "Chapter 3 is great");
+  await shown.locator(".from-blocked").waitFor();
+  await shown.getByRole("button", { name: "Hide message from a blocked user" }).click();
+  await bram.locator("#messages .msg.blocked").waitFor();
+
+  // The members show whom he blocks; so does his list of blocked users.
+  await bram.click("#show-members");
+  await bram.locator('#panel li[data-member="cass"] .blocked-tag').waitFor();
+  await bram.click("#show-blocked");
+  await bram.locator('#panel li[data-blocked="cass"]', { hasText: "since" }).waitFor();
+  await bram.screenshot({ path: `${screenshots}blocks.png` });
+
+  // Unblocked from the member list: the group's message shows again, and
+  // the direct conversation opens both ways.
+  await bram.click("#show-members");
+  await bram.locator("#panel").getByRole("button", { name: "Unblock cass" }).click();
+  await bram.locator("#panel").getByRole("button", { name: "Block cass" }).waitFor();
+  await bodies(bram, "Chapter 3 is great").waitFor();
+  assert.equal(await bram.locator("#messages .msg.blocked").count(), 0);
+  assert.equal(await bram.locator("#blocked-count").textContent(), "");
+  await openChat(bram, direct);
+  await bodies(bram, "hi bram").waitFor();
+  assert.equal(await bram.locator("#blocked-note").isHidden(), true);
+  await bram.getByRole("button", { name: "Block cass" }).waitFor();
+  await say(bram, "sorry, welcome back");
+  await openChat(cass, direct);
+  await bodies(cass, "sorry, welcome back").waitFor();
+  for (const page of [bram, cass]) await page.context().close();
+});
+
+test("admin screen: an owner bans a member for a day and lifts it, sets slow mode and retention; a member's early message waits out slow mode and goes by itself", async () => {
+  const id = await groupOf("odin", ["pia", "quin"], "Moderated");
+  const odin = await signIn("odin", FEATURE);
+  const pia = await signIn("pia", FEATURE);
+  await openChat(odin, id);
+  await openChat(pia, id);
+  await say(odin, "Be kind here");
+  await bodies(pia, "Be kind here").waitFor();
+  // Only owners and admins have the screen.
+  assert.equal(await pia.locator("#show-admin").isHidden(), true);
+
+  await odin.click("#show-admin");
+  const panel = odin.locator("#panel");
+  await panel.locator("#panel-title", { hasText: "Conversation admin" }).waitFor();
+  await panel.locator("#no-bans").waitFor();
+  // Quin, banned for a day: listed with its end, and out of the conversation.
+  assert.deepEqual(await panel.locator("#ban-user option").allTextContents(), ["pia", "quin"]);
+  await odin.selectOption("#ban-user", "quin");
+  await odin.selectOption("#ban-for", "86400");
+  await panel.getByRole("button", { name: "Ban", exact: true }).click();
+  await panel.locator('li[data-ban="quin"]', { hasText: "by odin, until" }).waitFor();
+  await pia.locator("#messages .msg.system", { hasText: "odin banned quin" }).waitFor();
+  await panel.locator('#ban-user option[value="quin"]').waitFor({ state: "detached" });
+  assert.deepEqual(await panel.locator("#ban-user option").allTextContents(), ["pia"]);
+
+  // Slow mode and retention: one change, one message to everyone.
+  await odin.fill("#slow-mode-secs", "3");
+  await odin.fill("#retention-days", "30");
+  await panel.getByRole("button", { name: "Save settings" }).click();
+  await pia.locator("#messages .msg.system", { hasText: "odin changed the conversation's settings" }).waitFor();
+  await pia.waitForFunction(() => document.getElementById("text").placeholder.includes("slow mode: one every 3 s"));
+  assert.equal(await odin.inputValue("#slow-mode-secs"), "3");
+  assert.equal(await odin.inputValue("#retention-days"), "30");
+  assert.equal(await odin.inputValue("#disappearing-secs"), "");
+  await odin.screenshot({ path: `${screenshots}admin.png` });
+
+  // The ban lifted: listed no more, and the members are told.
+  await panel.getByRole("button", { name: "Lift ban on quin" }).click();
+  await panel.locator("#no-bans").waitFor();
+  await pia.locator("#messages .msg.system", { hasText: "odin lifted the ban on quin" }).waitFor();
+
+  // Pia writes twice at once: the second waits out slow mode (she is
+  // told how long), then goes by itself, once.
+  await say(pia, "first");
+  await pia.fill("#text", "second");
+  await pia.press("#text", "Enter");
+  const waiting = pia.locator('.msg.failed[data-status="failed"]', { hasText: "second" });
+  await waiting.locator(".resend-at", { hasText: "slow mode: sends again in" }).waitFor();
+  await pia.locator("#slow-mode", { hasText: "you can send again in" }).waitFor();
+  assert.equal(await waiting.getByRole("button", { name: "Retry sending" }).count(), 0);
+  await pia.screenshot({ path: `${artifacts}slow-mode.png` });
+  await pia.locator(".msg.mine:not(.pending):not(.failed)", { hasText: "second" }).waitFor({ timeout: 10_000 });
+  await bodies(odin, "second").waitFor();
+  await pia.locator("#slow-mode").waitFor({ state: "hidden" });
+  assert.equal(await pia.locator(".msg.failed").count(), 0);
+  await odin.waitForTimeout(1_000);
+  assert.equal(await bodies(odin, "second").count(), 1);
+  // Owners are not held.
+  await say(odin, "one");
+  await say(odin, "two");
+  for (const page of [odin, pia]) await page.context().close();
+});
+
+/** Signs in with a token pasted on the sign-in form (the dev endpoint
+ * mints no tenant admin's). */
+async function signInWithToken(jwt, viewport) {
+  const context = await newContext({ viewport });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => console.error("[token] page error:", e));
+  await page.goto(dev.url);
+  await page.click("#use-token");
+  await page.fill("#token", jwt);
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
+  await page.waitForSelector("#login", { state: "hidden" });
+  await page.waitForSelector('#connection[data-status="open"]');
+  return page;
+}
+
+test("reports: a member reports a message with a reason and a note; a tenant admin deletes it from the Reports panel and the members see it deleted; the resolved ones on request; the member downloads their data", async () => {
+  const id = await groupOf("faye", ["gabe"], "Marketplace");
+  const faye = await signIn("faye", FEATURE);
+  const gabe = await signIn("gabe", FEATURE);
+  await openChat(faye, id);
+  await openChat(gabe, id);
+  await say(gabe, "Cheap watches at scam.example");
+  const onFaye = timelineMsg(faye, "Cheap watches");
+  await onFaye.waitFor();
+  // Her own messages have no Report action.
+  await say(faye, "Anyone selling a bike?");
+  assert.equal(await timelineMsg(faye, "Anyone selling a bike?").getByRole("button", { name: "Report message" }).count(), 0);
+
+  // Faye reports Gabe's message: a reason is needed, a note is not; she is thanked.
+  await onFaye.getByRole("button", { name: "Report message" }).click();
+  const panel = faye.locator("#panel");
+  await panel.locator("#panel-title", { hasText: "Report a message" }).waitFor();
+  await panel.locator(".reported", { hasText: "gabe: Cheap watches at scam.example" }).waitFor();
+  await panel.getByRole("button", { name: "Send report" }).click();
+  await faye.locator("#panel-error", { hasText: "Pick a reason" }).waitFor();
+  await panel.getByRole("radio", { name: "Spam" }).check();
+  await panel.getByLabel("Note for the admins").fill("Posted in three groups today");
+  await faye.screenshot({ path: `${artifacts}report-form.png` });
+  await panel.getByRole("button", { name: "Send report" }).click();
+  await panel.locator("#report-sent", { hasText: "went to the admins" }).waitFor();
+  await faye.screenshot({ path: `${artifacts}report-sent.png` });
+
+  // A tenant admin (a token of `switchboard token --admin`, pasted) has
+  // the Reports panel; a member has not.
+  assert.equal(await faye.locator("#show-reports").isHidden(), true);
+  const mod = await signInWithToken(adminToken("mod"), FEATURE);
+  await mod.locator("#who", { hasText: "tenant admin" }).waitFor();
+  await mod.click("#show-reports");
+  const report = mod.locator('#panel li[data-status="open"]', { hasText: "Cheap watches at scam.example" });
+  await report.waitFor();
+  await report.locator(".row", { hasText: "gabe wrote" }).locator(".reason", { hasText: "spam" }).waitFor();
+  await report.locator(".report-note", { hasText: "Posted in three groups today" }).waitFor();
+  await report.locator(".note", { hasText: "Reported by faye" }).waitFor();
+  await mod.screenshot({ path: `${screenshots}reports.png` });
+
+  // Deleted from there: gone from the open ones, deleted for both members.
+  await report.getByRole("button", { name: "Delete message" }).click();
+  await mod.locator("#reports-state", { hasText: "Message deleted" }).waitFor();
+  await mod.locator("#no-reports").waitFor();
+  for (const page of [faye, gabe]) {
+    await page.locator(`#messages .msg .body`, { hasText: "(deleted)" }).waitFor();
+    assert.equal(await bodies(page, "Cheap watches").count(), 0);
+  }
+  // The resolved ones, on request: how and by whom.
+  await mod.getByRole("button", { name: "Resolved reports" }).click();
+  const resolved = mod.locator('#panel li[data-status="resolved"]', { hasText: "Cheap watches at scam.example" });
+  await resolved.locator(".resolution", { hasText: "Message deleted by mod" }).waitFor();
+  assert.equal(await resolved.getByRole("button", { name: "Delete message" }).count(), 0);
+
+  // Faye downloads her data: one JSON file of what she sent.
+  const download = faye.waitForEvent("download");
+  await faye.click("#export-data");
+  const file = await download;
+  assert.match(file.suggestedFilename(), /^switchboard-export-faye-\d{4}-\d{2}-\d{2}\.json$/);
+  const data = JSON.parse(readFileSync(await file.path(), "utf8"));
+  assert.equal(data.profile.user_id, "faye");
+  const mine = data.conversations.find((c) => c.conversation_id === id);
+  assert.deepEqual(mine.messages.map((m) => m.content?.text), ["Anyone selling a bike?"]);
+  await faye.locator("#export-state", { hasText: "Saved switchboard-export-faye" }).waitFor();
+  for (const page of [faye, gabe, mod]) await page.context().close();
 });

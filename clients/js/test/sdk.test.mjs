@@ -6,8 +6,10 @@
 // commands queued while offline with their promises, the live
 // conversation list, and persistence across a restart. Then the v1.1
 // conversation features: reactions, replies and threads, mentions,
-// notification settings, pins and roles. (A few cases a real gateway
-// cannot be made to show on cue use a stand-in server.)
+// notification settings, pins and roles; and the v1.2 safety features:
+// blocks, bans, the conversation's policy and slow mode, reports and
+// their resolution by a tenant admin, and the export. (A few cases a
+// real gateway cannot be made to show on cue use a stand-in server.)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
@@ -1205,4 +1207,456 @@ test("roles: an owner makes an admin, every member's state learns it, and refusa
   } finally {
     close();
   }
+});
+
+// ---- Safety (v1.2): blocks, bans, the policy and slow mode ----
+
+test("blocks: the set read at start and kept on every device, blocked_sender in groups (live, held, history) for the blocker alone, the direct conversation closed both ways", async () => {
+  const { id, clients, close } = await group("fern", ["gus", "hana"], "blocks");
+  const { fern, gus, hana } = clients;
+  const phone = await client("fern", "phone");
+  let tablet;
+  try {
+    const { conversation_id: direct } = await gus.rest.createConversation("direct", ["fern"]);
+    await until(() => fern.blocked.loaded && phone.blocked.loaded, 10_000, "the blocks read at start");
+    assert.equal(fern.blocked.size, 0);
+    const before = await gus.sendText(id, "before the block");
+    await until(() => fern.conversation(id).get(before.message_id), 10_000, "fern's copy");
+    assert.equal(fern.conversation(id).get(before.message_id).blocked_sender, undefined);
+
+    // Blocked from the laptop: the set changes at once, the phone is told.
+    const toPhone = waitFor(phone, "blocks_changed", (e) => e.user_id === "gus" && e);
+    const toLaptop = [];
+    fern.on("blocks_changed", (e) => toLaptop.push(e));
+    const block = await fern.rest.block("gus");
+    assert.equal(block.user_id, "gus");
+    assert.ok(Date.parse(block.blocked_at) > 0);
+    assert.equal(fern.isBlocked("gus"), true);
+    assert.deepEqual(await toPhone, { user_id: "gus", action: "block" });
+    assert.deepEqual(phone.blocked.list().map((b) => b.user_id), ["gus"]);
+    // The messages held here are flagged now, for the blocker's UI.
+    assert.equal(fern.conversation(id).get(before.message_id).blocked_sender, true);
+    assert.equal(fern.isBlockedSender(fern.conversation(id).get(before.message_id)), true);
+    // Idempotent; the list; a new device reads the set as it connects.
+    assert.equal((await fern.rest.block("gus")).user_id, "gus");
+    assert.deepEqual((await fern.rest.blocks()).blocks.map((b) => b.user_id), ["gus"]);
+    tablet = await client("fern", "tablet");
+    await until(() => tablet.blocked.loaded, 10_000, "the tablet's blocks");
+    assert.equal(tablet.isBlocked("gus"), true);
+    assert.deepEqual(toLaptop, [{ user_id: "gus", action: "block" }], "told once, however many sources said it");
+
+    // In the group the blocked user's messages still come, flagged for
+    // the blocker only.
+    const toFern = waitFor(fern, "message", (m) => m.content?.text === "after the block" && m);
+    const toHana = waitFor(hana, "message", (m) => m.content?.text === "after the block" && m);
+    const after = await gus.sendText(id, "after the block");
+    assert.equal((await toFern).blocked_sender, true);
+    assert.equal((await toHana).blocked_sender, undefined);
+    assert.equal(hana.isBlockedSender(await toHana), false);
+    const fernsPage = await fern.rest.history(id, { limit: 20 });
+    const fromGus = fernsPage.messages.filter((m) => m.sender_id === "gus");
+    assert.deepEqual(fromGus.map((m) => m.blocked_sender), [true, true]);
+    assert.ok((await hana.rest.history(id, { limit: 20 })).messages.every((m) => m.blocked_sender === undefined));
+
+    // The direct conversation is closed both ways, and cannot be opened.
+    await assert.rejects(gus.sendText(direct, "hello?"), (e) => e instanceof SendError && e.code === "forbidden");
+    await assert.rejects(fern.sendText(direct, "go away"), (e) => e instanceof SendError && e.code === "forbidden");
+    await assert.rejects(gus.rest.createConversation("direct", ["fern"]), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    await assert.rejects(fern.rest.block("fern"), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+
+    // Unblocked from the phone: the laptop follows, and the flags go.
+    const unblocked = waitFor(fern, "blocks_changed", (e) => e.action === "unblock" && e);
+    await phone.rest.unblock("gus");
+    assert.equal(phone.isBlocked("gus"), false);
+    assert.deepEqual(await unblocked, { user_id: "gus", action: "unblock" });
+    assert.equal(fern.isBlocked("gus"), false);
+    assert.equal(fern.conversation(id).get(after.message_id).blocked_sender, undefined);
+    assert.equal(fern.isBlockedSender(fern.conversation(id).get(after.message_id)), false);
+    await until(() => !tablet.isBlocked("gus"), 10_000, "the tablet unblocking");
+    assert.deepEqual((await fern.rest.blocks()).blocks, []);
+    await phone.rest.unblock("gus");
+    await gus.sendText(direct, "friends again?");
+  } finally {
+    close();
+    phone.close();
+    tablet?.close();
+  }
+});
+
+test("bans: an admin bans a member (taken out, member_banned to all, the state and lists follow), adding them back is refused until lifted; refusals are typed", async () => {
+  const { id, clients, close } = await group("iris", ["jack", "kurt"], "bans");
+  const { iris, jack, kurt } = clients;
+  try {
+    await iris.rest.changeRole(id, "kurt", "admin");
+    await iris.sendText(id, "house rules");
+    await until(() => jack.conversation(id).messages.some((m) => m.content?.text === "house rules"), 10_000, "jack's copy");
+    await iris.rest.conversation(id);
+    await iris.conversationList.load();
+    await jack.conversationList.load();
+
+    // A member neither lists nor bans; nobody bans an owner or themselves,
+    // nor until a time already past.
+    await assert.rejects(jack.rest.bans(id), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    await assert.rejects(jack.rest.ban(id, "kurt"), (e) => e instanceof ApiError && e.status === 403);
+    await assert.rejects(kurt.rest.ban(id, "iris"), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    await assert.rejects(iris.rest.ban(id, "iris"), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    await assert.rejects(iris.rest.ban(id, "jack", new Date(Date.now() - 60_000)), (e) => e instanceof ApiError && e.status === 409 && e.code === "conflict");
+
+    // The admin bans jack for an hour: he is told, and taken out.
+    const end = new Date(Date.now() + 3_600_000);
+    const toJack = waitFor(jack, "message", (m) => m.content?.event === "member_banned" && m);
+    const toIris = waitFor(iris, "message", (m) => m.content?.event === "member_banned" && m);
+    const ban = await kurt.rest.ban(id, "jack", end);
+    assert.deepEqual([ban.user_id, ban.by, Date.parse(ban.until)], ["jack", "kurt", end.getTime()]);
+    const told = await toJack;
+    assert.deepEqual([told.content.actor, told.content.user_ids, Date.parse(told.content.until)], ["kurt", ["jack"], end.getTime()]);
+    await toIris;
+    // Iris's state and list know he is gone, with no REST call; his list
+    // drops the conversation.
+    assert.equal(iris.conversation(id).roleOf("jack"), undefined);
+    assert.equal(iris.conversation(id).roleOf("kurt"), "admin");
+    await until(() => !iris.conversationList.get(id).members.includes("jack"), 10_000, "iris's list");
+    assert.equal(iris.conversationList.get(id).preview, "kurt banned jack");
+    await until(() => jack.conversationList.get(id) === undefined, 10_000, "jack's list dropping it");
+    await assert.rejects(jack.sendText(id, "let me back"), (e) => e instanceof SendError && e.code === "not_a_member");
+
+    // Listed; adding him is refused while it holds.
+    const listed = await iris.rest.bans(id);
+    assert.deepEqual(listed.bans.map((b) => [b.user_id, b.by]), [["jack", "kurt"]]);
+    await assert.rejects(iris.rest.addMembers(id, ["jack"]), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+
+    // Lifted: the members are told, and he may be added again.
+    const lifted = waitFor(kurt, "message", (m) => m.content?.event === "member_unbanned" && m);
+    await iris.rest.unban(id, "jack");
+    assert.deepEqual((await lifted).content.user_ids, ["jack"]);
+    assert.deepEqual((await iris.rest.bans(id)).bans, []);
+    const back = await iris.rest.addMembers(id, ["jack"]);
+    assert.ok(back.members.some((m) => m.user_id === "jack"));
+
+    // A direct conversation has no bans.
+    const { conversation_id: direct } = await iris.rest.createConversation("direct", ["kurt"]);
+    await assert.rejects(iris.rest.ban(direct, "kurt"), (e) => e instanceof ApiError && e.status === 409 && e.code === "conflict");
+  } finally {
+    close();
+  }
+});
+
+test("policy: an owner sets slow mode, retention and disappearing messages; every member's state and list follow; a member's early send fails with retryAfterMs and goes as a new one after the wait", async () => {
+  const { id, clients, close } = await group("mina", ["noah"], "policy");
+  const { mina, noah } = clients;
+  try {
+    await mina.sendText(id, "welcome");
+    await until(() => noah.conversation(id).messages.length > 0, 10_000, "noah's copy");
+    await noah.rest.conversation(id);
+    await noah.conversationList.load();
+    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 0, retention_days: null, disappearing_secs: null });
+    assert.equal(noah.conversationList.get(id).slow_mode_secs, 0);
+
+    // A member may not; bounds are checked; a direct conversation has no slow mode.
+    await assert.rejects(noah.rest.updateConversation(id, { slow_mode_secs: 5 }), (e) => e instanceof ApiError && e.status === 403);
+    await assert.rejects(mina.rest.updateConversation(id, { slow_mode_secs: 21_601 }), (e) => e instanceof ApiError && e.status === 400);
+    await assert.rejects(mina.rest.updateConversation(id, { retention_days: 0 }), (e) => e instanceof ApiError && e.status === 400);
+    const { conversation_id: direct } = await mina.rest.createConversation("direct", ["noah"]);
+    await assert.rejects(mina.rest.updateConversation(direct, { slow_mode_secs: 5 }), (e) => e instanceof ApiError && e.status === 409);
+
+    const updated = waitFor(noah, "message", (m) => m.content?.event === "conversation_updated" && m);
+    const detail = await mina.rest.updateConversation(id, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600 });
+    assert.deepEqual([detail.slow_mode_secs, detail.retention_days, detail.disappearing_secs], [2, 30, 3600]);
+    const m = await updated;
+    assert.deepEqual(m.content.policy, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600 });
+    // Noah's state and list follow the message, with no REST call.
+    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600 });
+    const item = noah.conversationList.get(id);
+    assert.deepEqual([item.slow_mode_secs, item.retention_days, item.disappearing_secs], [2, 30, 3600]);
+    assert.equal(item.preview, "mina changed the conversation's settings");
+
+    // Slow mode: noah's second message comes too early. It fails at once
+    // (its client_msg_id stays refused), saying how long to wait.
+    await noah.sendText(id, "first");
+    const early = await noah.sendText(id, "second", { clientMsgId: "noah-early-1" }).then(
+      () => assert.fail("an early send is refused"),
+      (e) => e,
+    );
+    assert.ok(early instanceof SendError, String(early));
+    assert.equal(early.code, "rate_limited");
+    assert.equal(early.slowMode, true);
+    assert.ok(early.retryAfterMs > 0 && early.retryAfterMs <= 2_000, String(early.retryAfterMs));
+    const failed = noah.outgoing("noah-early-1");
+    assert.equal(failed.status, "failed");
+    assert.equal(failed.error.retryAfterMs, early.retryAfterMs);
+    // After the wait it goes as a new message; the failed one leaves.
+    await new Promise((r) => setTimeout(r, early.retryAfterMs + 250));
+    const arrived = waitFor(mina, "message", (x) => x.content?.text === "second" && x);
+    const sent = await noah.resendAsNew(failed);
+    assert.notEqual(sent.client_msg_id, "noah-early-1");
+    assert.equal(noah.outgoing("noah-early-1"), undefined);
+    assert.equal((await arrived).message_id, sent.message_id);
+    await assert.rejects(noah.resendAsNew(sent.client_msg_id), /only a failed message/);
+    // Owners are not held.
+    await mina.sendText(id, "one");
+    await mina.sendText(id, "two");
+
+    // Null turns retention off; what is left out stays.
+    const off = await mina.rest.updateConversation(id, { retention_days: null });
+    assert.deepEqual([off.slow_mode_secs, off.retention_days, off.disappearing_secs], [2, null, 3600]);
+    await until(() => noah.conversation(id).policy.retention_days === null, 10_000, "noah's state");
+    assert.equal(noah.conversationList.get(id).retention_days, null);
+  } finally {
+    close();
+  }
+});
+
+test("reports: a member reports a message, a tenant admin lists them newest first by page and resolves them (delete, ban, dismiss); a resolved report stays as it was; refusals are typed", async () => {
+  const { id, clients, close } = await group("lorna", ["milo", "nico"], "reports");
+  const { lorna, milo, nico } = clients;
+  // A tenant admin: a token with `role: "admin"` (`switchboard token --admin`).
+  const moderator = new SwitchboardClient({ url: dev.url, token: adminToken("moderator"), WebSocket });
+  const outsider = new SwitchboardClient({ url: dev.url, token: token("reports-outsider"), WebSocket });
+  try {
+    const spam = await nico.sendText(id, "cheap followers at spam.example");
+    const rude = await nico.sendText(id, "you are all fools");
+    const owners = await lorna.sendText(id, "the owner speaks");
+    await until(() => milo.conversation(id).get(owners.message_id), 10_000, "milo's copies");
+
+    // Members report; with a note, or without.
+    const first = await milo.rest.report(id, spam.message_id, "spam", "posted in every group");
+    const second = await milo.rest.report(id, rude.message_id, "abuse");
+    const third = await milo.rest.report(id, owners.message_id, "other");
+    assert.match(first.report_id, /^\d+$/);
+    // Not a member, not a system message, not a message of it, a note too long.
+    await assert.rejects(outsider.rest.report(id, spam.message_id, "spam"), (e) => e instanceof ApiError && e.status === 403 && e.code === "not_a_member");
+    const roleChange = waitFor(milo, "message", (m) => m.content?.event === "role_changed" && m);
+    await lorna.rest.changeRole(id, "milo", "admin");
+    const system = await roleChange;
+    await assert.rejects(milo.rest.report(id, system.message_id, "spam"), (e) => e instanceof ApiError && e.status === 409 && e.code === "conflict");
+    await assert.rejects(milo.rest.report(id, "123456789", "spam"), (e) => e instanceof ApiError && e.status === 404);
+    await assert.rejects(milo.rest.report(id, spam.message_id, "spam", "x".repeat(1001)), (e) => e instanceof ApiError && e.status === 400);
+
+    // Only tenant admins read them: an owner or admin of the conversation does not.
+    await assert.rejects(lorna.rest.reports(), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    await assert.rejects(lorna.rest.resolveReport(first.report_id, "dismiss"), (e) => e instanceof ApiError && e.status === 403);
+
+    // Open ones, newest first, a page at a time; each with the message as reported.
+    const ours = new Set([first.report_id, second.report_id, third.report_id]);
+    const open = [];
+    let cursor;
+    do {
+      const page = await moderator.rest.reports({ status: "open", limit: 2, cursor });
+      assert.ok(page.reports.length <= 2);
+      open.push(...page.reports.filter((r) => ours.has(r.report_id)));
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+    assert.deepEqual(open.map((r) => r.report_id), [third.report_id, second.report_id, first.report_id]);
+    const [, , spamReport] = open;
+    assert.deepEqual(
+      [spamReport.conversation_id, spamReport.message_id, spamReport.reporter, spamReport.sender_id, spamReport.reason, spamReport.note, spamReport.status, spamReport.action],
+      [id, spam.message_id, "milo", "nico", "spam", "posted in every group", "open", null],
+    );
+    assert.equal(spamReport.message.content.text, "cheap followers at spam.example");
+    assert.equal(open[1].note, null);
+
+    // Deleting the message: every member's copy is deleted; the report
+    // keeps it as it was.
+    const deleted = waitFor(milo, "updated", (m) => m.message_id === spam.message_id && m.deleted_at && m);
+    const resolved = await moderator.rest.resolveReport(first.report_id, "delete_message");
+    assert.deepEqual([resolved.status, resolved.action, resolved.resolved_by], ["resolved", "delete_message", "moderator"]);
+    assert.ok(Date.parse(resolved.resolved_at) > 0);
+    assert.equal(resolved.message.content.text, "cheap followers at spam.example");
+    await deleted;
+    await until(() => nico.conversation(id).get(spam.message_id)?.deleted_at, 10_000, "the sender's copy deleted");
+    // Resolving again changes nothing.
+    const again = await moderator.rest.resolveReport(first.report_id, "dismiss");
+    assert.deepEqual([again.action, again.resolved_at], ["delete_message", resolved.resolved_at]);
+
+    // Banning the sender: taken out, and listed among the bans.
+    const banned = waitFor(lorna, "message", (m) => m.content?.event === "member_banned" && m);
+    assert.equal((await moderator.rest.resolveReport(second.report_id, "ban_sender")).action, "ban_sender");
+    assert.deepEqual((await banned).content.user_ids, ["nico"]);
+    assert.deepEqual((await lorna.rest.bans(id)).bans.map((b) => [b.user_id, b.by, b.until]), [["nico", "moderator", null]]);
+
+    // An owner is not banned: refused, and the report stays open; then dismissed.
+    await assert.rejects(moderator.rest.resolveReport(third.report_id, "ban_sender"), (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden");
+    assert.ok((await moderator.rest.reports({ limit: 200 })).reports.some((r) => r.report_id === third.report_id));
+    const dismissed = await moderator.rest.resolveReport(third.report_id, "dismiss");
+    assert.deepEqual([dismissed.status, dismissed.action], ["resolved", "dismiss"]);
+    await assert.rejects(moderator.rest.resolveReport("123456789", "dismiss"), (e) => e instanceof ApiError && e.status === 404);
+
+    const stillOpen = (await moderator.rest.reports({ limit: 200 })).reports;
+    assert.ok(!stillOpen.some((r) => ours.has(r.report_id)));
+    const closed = (await moderator.rest.reports({ status: "resolved", limit: 200 })).reports.filter((r) => ours.has(r.report_id));
+    assert.deepEqual(closed.map((r) => [r.report_id, r.action]), [
+      [third.report_id, "dismiss"],
+      [second.report_id, "ban_sender"],
+      [first.report_id, "delete_message"],
+    ]);
+  } finally {
+    close();
+  }
+});
+
+test("reports are rate limited per user: past 10 a minute, 429", async () => {
+  const { id, clients, close } = await group("rory", ["sage"], "report rate");
+  try {
+    const sent = await clients.sage.sendText(id, "report me");
+    for (let i = 0; i < 10; i++) await clients.rory.rest.report(id, sent.message_id, "other", `report ${i}`);
+    await assert.rejects(clients.rory.rest.report(id, sent.message_id, "other"), (e) => e instanceof ApiError && e.status === 429 && e.code === "rate_limited");
+  } finally {
+    close();
+  }
+});
+
+test("export: the caller's own data as one parsed document (profile, blocks, each conversation with the messages they sent, newest first), 4 an hour", async () => {
+  const { id, clients, close } = await group("exporter", ["export-peer"], "export");
+  const { exporter, "export-peer": peer } = clients;
+  try {
+    const { conversation_id: direct } = await exporter.rest.createConversation("direct", ["export-friend"]);
+    await exporter.sendText(id, "mine, first");
+    await peer.sendText(id, "not mine");
+    const second = await exporter.sendText(id, "mine, second");
+    await exporter.sendText(direct, "hello there");
+    await exporter.rest.setSettings(id, { notifications: "mentions" });
+    const block = await exporter.rest.block("export-blocked");
+
+    const data = await exporter.rest.exportMyData();
+    assert.deepEqual([data.profile.user_id, data.profile.tenant], ["exporter", "demo"]);
+    assert.ok(Date.parse(data.profile.exported_at) > 0);
+    assert.deepEqual(data.blocks, [block]);
+    const byId = new Map(data.conversations.map((c) => [c.conversation_id, c]));
+    assert.deepEqual([...byId.keys()].sort(), [id, direct].sort());
+    const inGroup = byId.get(id);
+    assert.deepEqual([inGroup.kind, inGroup.title, inGroup.role, inGroup.settings.notifications], ["group", "export", "owner", "mentions"]);
+    assert.ok(Date.parse(inGroup.joined_at) > 0);
+    assert.equal(typeof inGroup.read_seq, "number");
+    assert.deepEqual(inGroup.messages.map((m) => m.content.text), ["mine, second", "mine, first"]);
+    assert.equal(inGroup.messages[0].message_id, second.message_id);
+    assert.deepEqual(byId.get(direct).messages.map((m) => m.content.text), ["hello there"]);
+    // The other member's holds only theirs.
+    const theirs = await peer.rest.exportMyData();
+    assert.deepEqual(theirs.conversations.find((c) => c.conversation_id === id).messages.map((m) => m.content.text), ["not mine"]);
+    assert.deepEqual(theirs.blocks, []);
+
+    // 4 an hour per user: the second to the fourth, then refused.
+    for (let i = 0; i < 3; i++) await exporter.rest.exportMyData();
+    await assert.rejects(exporter.rest.exportMyData(), (e) => e instanceof ApiError && e.status === 429 && e.code === "rate_limited");
+    await exporter.rest.unblock("export-blocked");
+  } finally {
+    close();
+  }
+});
+
+test("slow mode's refusal is not written again, other rate_limited answers are; a REST refusal says when to try again (stand-ins)", { timeout: 10_000 }, async () => {
+  // The stand-in refuses "slow" with retry_after_ms, and "busy" once
+  // without (the gateway's own rate), then acks it.
+  let busy = 0;
+  const server = await standIn((frame, socket) => {
+    if (frame.type !== "send_message") return;
+    const refuse = (extra) =>
+      server.reply(socket, {
+        type: "error",
+        code: "rate_limited",
+        message: "slow down",
+        request_type: "send_message",
+        client_msg_id: frame.client_msg_id,
+        conversation_id: frame.conversation_id,
+        ...extra,
+      });
+    if (frame.client_msg_id === "slow") refuse({ retry_after_ms: 4_200 });
+    else if (frame.client_msg_id === "busy" && busy++ === 0) refuse({});
+    else server.reply(socket, { type: "ack", client_msg_id: frame.client_msg_id, conversation_id: frame.conversation_id, message_id: "9", seq: 1, status: "sent" });
+  });
+  // REST: a 429 with the body's retry_after_ms, then one with only the header.
+  let answers = 0;
+  const fetchStub = async () => {
+    answers += 1;
+    if (answers === 1) return new Response(JSON.stringify({ code: "rate_limited", message: "wait", retry_after_ms: 1500 }), { status: 429 });
+    if (answers === 2) return new Response(JSON.stringify({ code: "rate_limited", message: "wait" }), { status: 429, headers: { "retry-after": "3" } });
+    return new Response(JSON.stringify({ blocks: [] }), { status: 200 });
+  };
+  const c = new SwitchboardClient({ url: server.url, token: fakeToken("zed"), WebSocket, fetch: fetchStub });
+  try {
+    // (Before connecting: the list connecting reads gets the last answer.)
+    assert.equal((await c.rest.block("x").catch((e) => e)).retryAfterMs, 1500);
+    assert.equal((await c.rest.block("x").catch((e) => e)).retryAfterMs, 3000);
+    c.connect();
+    const slow = await c.send("c1", { kind: "text", text: "hi" }, "slow").catch((e) => e);
+    assert.ok(slow instanceof SendError && slow.code === "rate_limited" && slow.retryAfterMs === 4_200, String(slow));
+    assert.equal(server.frames.filter((f) => f.client_msg_id === "slow").length, 1, "written once");
+    const sent = await c.send("c1", { kind: "text", text: "hi" }, "busy");
+    assert.equal(sent.client_msg_id, "busy");
+    assert.equal(server.frames.filter((f) => f.client_msg_id === "busy").length, 2, "written again after a plain rate_limited");
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
+test("a blocks list read: every message held follows it, each change of the set is told once, and a change seen after it was asked for wins (stand-in REST)", async () => {
+  // GET /v1/blocks answers what `listed` holds once `gate` opens; DELETE
+  // answers at once.
+  let listed = [{ user_id: "ivan", blocked_at: "2026-01-02T03:04:05.000Z" }];
+  let gate = Promise.resolve();
+  const fetchStub = async (url, init) => {
+    if ((init?.method ?? "GET") === "DELETE") return new Response(null, { status: 204 });
+    await gate;
+    return new Response(JSON.stringify({ blocks: listed }), { status: 200 });
+  };
+  const c = new SwitchboardClient({ url: "http://127.0.0.1:9", token: fakeToken("zed"), WebSocket, fetch: fetchStub });
+  const told = [];
+  c.on("blocks_changed", (e) => told.push(e));
+  const state = c.conversation("c1");
+  state.add(message({ conversation_id: "c1", message_id: "1", seq: 1, sender_id: "ivan" }));
+  // Kept from before an unblock made while this client was away.
+  state.add(message({ conversation_id: "c1", message_id: "2", seq: 2, sender_id: "judy", blocked_sender: true }));
+  assert.equal(c.blocked.loaded, false);
+  assert.equal(c.isBlockedSender(state.get("2")), true, "by its own flag until the list is read");
+
+  await c.rest.blocks();
+  assert.equal(c.blocked.loaded, true);
+  assert.deepEqual(told, [{ user_id: "ivan", action: "block" }]);
+  assert.deepEqual(state.messages.map((m) => [m.message_id, m.blocked_sender]), [["1", true], ["2", undefined]]);
+  assert.deepEqual(c.blocked.list(), listed);
+  await c.rest.blocks();
+  assert.equal(told.length, 1, "a read that changes nothing tells nothing");
+
+  // Ivan unblocked while a read (which still lists him) is on its way.
+  let open;
+  gate = new Promise((resolve) => (open = resolve));
+  const reading = c.rest.blocks();
+  await new Promise((r) => setTimeout(r, 5));
+  await c.rest.unblock("ivan");
+  assert.deepEqual(told.at(-1), { user_id: "ivan", action: "unblock" });
+  assert.equal(state.get("1").blocked_sender, undefined);
+  open();
+  await reading;
+  assert.equal(c.isBlocked("ivan"), false, "the older list does not block him again");
+  assert.equal(told.length, 2);
+  listed = [];
+  await c.rest.blocks();
+  assert.equal(told.length, 2);
+  c.close();
+});
+
+test("an export whose body ends early rejects with a plain Error, never a partial document (stand-in REST)", async () => {
+  // The server writes the document as it reads it: a failure midway cuts
+  // the body (here once as truncated JSON, once as a stream that fails).
+  const head = '{"profile":{"user_id":"zed","tenant":"demo","exported_at":"2026-01-02T03:04:05.000Z"},"blocks":[],"conversations":[{"conversation_id":"c1"';
+  const bodies = [
+    () => head,
+    () =>
+      new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(head));
+          controller.error(new Error("connection reset"));
+        },
+      }),
+    () => `${head},"kind":"group","title":null,"joined_at":"2026-01-02T03:04:05.000Z","role":"owner","settings":{"notifications":"all","muted_until":null},"read_seq":0,"messages":[]}]}`,
+  ];
+  let next = 0;
+  const fetchStub = async () => new Response(bodies[next++](), { status: 200, headers: { "content-type": "application/json" } });
+  const c = new SwitchboardClient({ url: "http://127.0.0.1:9", token: fakeToken("zed"), WebSocket, fetch: fetchStub });
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(c.rest.exportMyData(), (e) => !(e instanceof ApiError) && /ended before its end/.test(e.message) && e.cause !== undefined);
+  }
+  const whole = await c.rest.exportMyData();
+  assert.deepEqual(whole.conversations.map((x) => [x.conversation_id, x.messages]), [["c1", []]]);
 });

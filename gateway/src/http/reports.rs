@@ -70,7 +70,7 @@ pub(super) struct ListQuery {
     /// capped at 200.
     limit: Option<usize>,
     /// Where the previous page ended (its `next_cursor`).
-    #[schemars(regex(pattern = r"^[0-9]{1,20}$"))]
+    #[schemars(regex(pattern = r"^[0-9]{1,19}$"))]
     cursor: Option<String>,
 }
 
