@@ -450,6 +450,13 @@ async fn restore<C: Commit>(
     for v in versions {
         view.put_version(c, message.seq, v).await?;
     }
+    // Back among the live rows, it expires from there (v1.2); an entry
+    // still in the index is written again, which changes nothing.
+    if let Some(at) = message.expires_at
+        && message.deleted_at.is_none()
+    {
+        view.set_expiry(c, at, message.seq, true).await?;
+    }
     Ok(())
 }
 
