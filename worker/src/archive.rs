@@ -13,10 +13,7 @@
 
 use std::sync::Arc;
 
-use async_nats::HeaderMap;
-use async_nats::jetstream::message::PublishMessage;
 use switchboard_nats::envelope::HEADER_MAINTENANCE;
-use switchboard_nats::subject::{ingest, partition_of};
 use switchboard_protocol::Timestamp;
 use switchboard_store::{BucketKey, ConversationKey, Mutation, StoreError, day_bucket};
 
@@ -24,6 +21,7 @@ use tracing::Instrument;
 
 use crate::config::ArchiveConfig;
 use crate::ctx::Ctx;
+use crate::maintenance::{RequestError, publish_request};
 
 /// Bucket rows one scan step looks at.
 const STEP: usize = 4096;
@@ -91,41 +89,13 @@ async fn scan(ctx: &Ctx, config: &ArchiveConfig) {
     }
 }
 
-/// Why an archive request was not published; logged, and the next scan
-/// retries. Each cause reads as its own error did.
-#[derive(Debug, thiserror::Error)]
-enum RequestError {
-    #[error(transparent)]
-    Encoding(#[from] serde_json::Error),
-    #[error(transparent)]
-    Publish(#[from] async_nats::jetstream::context::PublishError),
-}
-
 async fn request(ctx: &Ctx, bucket: &BucketKey) -> Result<(), RequestError> {
-    let partition = partition_of(
-        &bucket.tenant,
-        &bucket.conversation_id,
-        ctx.config.partitions,
-    );
-    let subject = ingest(partition, &bucket.tenant, &bucket.conversation_id);
-    let payload = serde_json::to_vec(bucket)?;
-    let mut headers = HeaderMap::new();
-    headers.insert(HEADER_MAINTENANCE, ARCHIVE_REQUEST);
     let id = format!(
         "archive.{}.{}.{}",
         bucket.tenant, bucket.conversation_id, bucket.day
     );
-    headers.insert("Nats-Msg-Id", id.as_str());
-    ctx.js
-        .send_publish(
-            subject,
-            PublishMessage::build()
-                .payload(payload.into())
-                .headers(headers),
-        )
-        .await?
-        .await?;
-    Ok(())
+    let payload = serde_json::to_vec(bucket)?;
+    publish_request(ctx, &bucket.conversation(), ARCHIVE_REQUEST, &id, payload).await
 }
 
 /// Whether an ingest message is an archive request rather than a command.

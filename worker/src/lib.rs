@@ -15,6 +15,7 @@ mod ctx;
 mod error;
 mod expiry;
 mod fence;
+mod maintenance;
 pub mod metrics;
 mod partitions;
 pub mod policy;

@@ -23,10 +23,6 @@
 
 use std::sync::Arc;
 
-use async_nats::HeaderMap;
-use async_nats::jetstream::message::PublishMessage;
-use switchboard_nats::envelope::HEADER_MAINTENANCE;
-use switchboard_nats::subject::{ingest, partition_of};
 use switchboard_protocol::Timestamp;
 use switchboard_store::{ConversationKey, Mutation};
 
@@ -85,34 +81,16 @@ async fn pass(ctx: &Ctx) {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum RequestError {
-    #[error(transparent)]
-    Encoding(#[from] serde_json::Error),
-    #[error(transparent)]
-    Publish(#[from] async_nats::jetstream::context::PublishError),
-}
-
-async fn request(ctx: &Ctx, key: &ConversationKey, pass_id: u128) -> Result<(), RequestError> {
-    let partition = partition_of(&key.tenant, &key.conversation_id, ctx.config.partitions);
-    let subject = ingest(partition, &key.tenant, &key.conversation_id);
-    let mut headers = HeaderMap::new();
-    headers.insert(HEADER_MAINTENANCE, EXPIRE_REQUEST);
+async fn request(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    pass_id: u128,
+) -> Result<(), crate::maintenance::RequestError> {
     // One request per conversation and pass, however often a pass is
     // repeated inside the dedupe window.
     let id = format!("expire.{}.{}.{pass_id}", key.tenant, key.conversation_id);
-    headers.insert("Nats-Msg-Id", id.as_str());
     let payload = serde_json::to_vec(key)?;
-    ctx.js
-        .send_publish(
-            subject,
-            PublishMessage::build()
-                .payload(payload.into())
-                .headers(headers),
-        )
-        .await?
-        .await?;
-    Ok(())
+    crate::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload).await
 }
 
 /// Expires what is due in one conversation: the messages whose

@@ -1,0 +1,50 @@
+//! Maintenance requests on the ingest streams: work the leader asks of a
+//! conversation's writer (archive a bucket, expire messages), which it
+//! serves between two batches of commands, so that nothing it changes
+//! races the conversation's edits (`archive::serve_requests`).
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::message::PublishMessage;
+use switchboard_nats::envelope::HEADER_MAINTENANCE;
+use switchboard_nats::subject::{ingest, partition_of};
+use switchboard_store::ConversationKey;
+
+use crate::ctx::Ctx;
+
+/// Why a maintenance request was not published; logged, and the next
+/// scan or pass retries. Each cause reads as its own error did.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestError {
+    #[error(transparent)]
+    Encoding(#[from] serde_json::Error),
+    #[error(transparent)]
+    Publish(#[from] async_nats::jetstream::context::PublishError),
+}
+
+/// Publishes a maintenance request of `kind` (archive, expire) to the
+/// conversation's ingest partition, where its writer serves it between
+/// batches. `id` is its `Nats-Msg-Id`: the same request published again
+/// inside the dedupe window queues nothing twice.
+pub(crate) async fn publish_request(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    kind: &str,
+    id: &str,
+    payload: Vec<u8>,
+) -> Result<(), RequestError> {
+    let partition = partition_of(&key.tenant, &key.conversation_id, ctx.config.partitions);
+    let subject = ingest(partition, &key.tenant, &key.conversation_id);
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_MAINTENANCE, kind);
+    headers.insert("Nats-Msg-Id", id);
+    ctx.js
+        .send_publish(
+            subject,
+            PublishMessage::build()
+                .payload(payload.into())
+                .headers(headers),
+        )
+        .await?
+        .await?;
+    Ok(())
+}
