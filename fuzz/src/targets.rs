@@ -109,6 +109,13 @@ pub const TARGETS: &[Target] = &[
         alloc_limit: in_proportion,
     },
     Target {
+        name: "erasure",
+        seeds: records::erasure_seeds,
+        run: records::erasure,
+        max_input: 16 * 1024,
+        alloc_limit: in_proportion,
+    },
+    Target {
         name: "device_keys",
         seeds: records::device_key_seeds,
         run: records::device_keys,

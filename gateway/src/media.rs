@@ -95,16 +95,18 @@ impl Gateway {
         let cutoff = Timestamp::now().unix_ms().saturating_sub(grace_ms);
         let (mut removed, mut kept) = (0, 0);
         let mut tally = usage::Tally::default();
+        let mut erased = ErasedUploaders::open(&self.js).await;
         let mut blobs = self.media.blobs.walk_media();
         while let Some(page) = blobs.next_page(GC_STEP).await? {
             for m in page {
                 self.media.usage.seen(walk, &m.blob_ref);
                 let old = m.uploaded_at.unix_ms() < cutoff;
-                if old
-                    && !self
-                        .store
-                        .media_referenced(&m.tenant, m.blob_ref.as_str())
-                        .await?
+                if erased.uploaded_before_erasure(&m).await
+                    || old
+                        && !self
+                            .store
+                            .media_referenced(&m.tenant, m.blob_ref.as_str())
+                            .await?
                 {
                     self.media
                         .blobs
@@ -189,5 +191,54 @@ impl Gateway {
             ));
         }
         Ok(())
+    }
+}
+
+/// Uploaders erased (v1.2), as one walk of the collector finds them: an
+/// upload made before its uploader's erasure began goes, referenced or
+/// not (it is part of what they sent, archived messages included). One
+/// look at `sb_erasures` per uploader per walk; without the bucket
+/// nothing is taken for erased.
+struct ErasedUploaders {
+    erasures: Option<switchboard_nats::records::erasures::Erasures>,
+    seen: std::collections::HashMap<
+        (switchboard_protocol::TenantId, switchboard_protocol::UserId),
+        Option<Timestamp>,
+    >,
+}
+
+impl ErasedUploaders {
+    async fn open(js: &async_nats::jetstream::Context) -> Self {
+        let erasures = switchboard_nats::records::erasures::Erasures::open(js)
+            .await
+            .map_err(|e| tracing::warn!(error = %e, "the collector cannot read the erasure jobs"))
+            .ok();
+        Self {
+            erasures,
+            seen: Default::default(),
+        }
+    }
+
+    async fn uploaded_before_erasure(&mut self, m: &switchboard_blob::StoredMedia) -> bool {
+        let (Some(erasures), Some(user)) = (&self.erasures, &m.uploaded_by) else {
+            return false;
+        };
+        let who = (m.tenant.clone(), user.clone());
+        let since = match self.seen.get(&who) {
+            Some(since) => *since,
+            None => {
+                let id = switchboard_nats::records::erasures::job_id(&m.tenant, user);
+                let since = match erasures.get(&id).await {
+                    Ok(job) => job.map(|(r, _)| r.job.created_at),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the collector cannot read an erasure job");
+                        None
+                    }
+                };
+                self.seen.insert(who, since);
+                since
+            }
+        };
+        since.is_some_and(|since| m.uploaded_at <= since)
     }
 }

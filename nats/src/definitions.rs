@@ -28,6 +28,7 @@ pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
 pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
 pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
+pub const ERASURES_BUCKET_JSON: &str = include_str!("../kv/sb_erasures.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 pub const PLUGIN_UPLOADS_STORE_JSON: &str = include_str!("../objects/sb_plugin_uploads.json");
 pub const PLUGIN_COMPILED_STORE_JSON: &str = include_str!("../objects/sb_plugin_compiled.json");
@@ -48,6 +49,7 @@ pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
 pub const PLUGINS_BUCKET: &str = "sb_plugins";
 pub const KEYS_BUCKET: &str = "sb_keys";
 pub const TENANTS_BUCKET: &str = "sb_tenants";
+pub const ERASURES_BUCKET: &str = "sb_erasures";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 pub const PLUGIN_UPLOADS_STORE: &str = "sb_plugin_uploads";
 pub const PLUGIN_COMPILED_STORE: &str = "sb_plugin_compiled";
@@ -292,6 +294,11 @@ pub fn keys_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError>
     bucket("sb_keys.json", KEYS_BUCKET_JSON, config)
 }
 
+/// Erasure jobs (v1.2, `records::erasures`).
+pub fn erasures_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_erasures.json", ERASURES_BUCKET_JSON, config)
+}
+
 pub fn tenants_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
     bucket("sb_tenants.json", TENANTS_BUCKET_JSON, config)
 }
@@ -386,6 +393,7 @@ async fn check_defined(
         PUSH_TOKENS_BUCKET,
         PUSH_COLLAPSE_BUCKET,
         REFUSED_BUCKET,
+        ERASURES_BUCKET,
     ] {
         js.get_key_value(name)
             .await
@@ -433,6 +441,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         (push_tokens_bucket(config)?, PUSH_TOKENS_BUCKET_JSON),
         (push_collapse_bucket(config)?, PUSH_COLLAPSE_BUCKET_JSON),
         (refused_bucket(config)?, REFUSED_BUCKET_JSON),
+        (erasures_bucket(config)?, ERASURES_BUCKET_JSON),
     ];
     for (b, json) in buckets {
         let name = b.bucket.clone();

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fields;
 pub mod frames;
 pub mod ids;
+pub mod jobs;
 pub mod keys;
 pub mod membership;
 pub mod message;

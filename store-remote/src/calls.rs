@@ -83,6 +83,18 @@ macro_rules! store_calls {
                     cutoff: [Timestamp],
                     limit: [usize]
                 ) -> ExpiredScan;
+                joined(
+                    tenant: [&TenantId],
+                    user: [&UserId],
+                    after: [Option<ConversationId>],
+                    limit: [usize]
+                ) -> Vec<ConversationId>;
+                naming(
+                    key: [&ConversationKey],
+                    user: [&UserId],
+                    after_seq: [u64],
+                    limit: [usize]
+                ) -> ExpiredScan;
                 threads(
                     tenant: [&TenantId],
                     conversation: [&ConversationId],

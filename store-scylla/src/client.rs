@@ -12,7 +12,9 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use switchboard_protocol::{Message, MessageId, MessageVersion};
-use switchboard_store::{BucketContents, BucketKey, StoreError, StoreResult};
+use switchboard_store::{
+    ArchivedBucket, BucketContents, BucketKey, ConversationKey, StoreError, StoreResult,
+};
 
 use crate::config::ScyllaConfig;
 use crate::cql::{Clock, unavailable};
@@ -349,6 +351,31 @@ impl ScyllaStore {
             messages,
             versions,
         })
+    }
+
+    /// The conversation's archived buckets that hold a seq in
+    /// `after_seq < seq < before_seq`, newest first, as the buckets come.
+    pub(crate) async fn archived_between(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        let buckets = self
+            .bucket_rows(key.tenant.as_str(), key.conversation_id.as_str())
+            .await?;
+        Ok(buckets
+            .into_iter()
+            .filter_map(|b| {
+                let (last, object) = b.archived?;
+                (b.first < before_seq && last > after_seq).then_some(ArchivedBucket {
+                    day: b.day,
+                    first_seq: b.first,
+                    last_seq: last,
+                    object,
+                })
+            })
+            .collect())
     }
 }
 

@@ -45,6 +45,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
+use switchboard_protocol::safety::Ban;
 use switchboard_protocol::{
     ConversationKind, Message, MessageId, MessageVersion, TenantId, Timestamp,
 };
@@ -61,6 +62,7 @@ use crate::rows::{
 };
 
 mod archive;
+mod erasure;
 mod extras;
 mod safety;
 mod view;
@@ -81,7 +83,8 @@ const MAX_SIDE_STATEMENTS: usize = 1000;
 /// Where a statement goes when a commit is too large for one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Inbox entries of appends, edits and deletes: written ahead of the
+    /// Inbox entries of appends, edits and deletes, and an erasure's
+    /// removals of the rows its lists lead to: written ahead of the
     /// commit's batch (harmless if the commit then fails).
     Before,
     /// The commit proper: one LOGGED batch.
@@ -127,6 +130,9 @@ pub(crate) struct Tx<'a> {
     reactions: HashMap<(Ck, u64, String), BTreeSet<String>>,
     /// The conversation's pins, as read and changed in this commit.
     pins: HashMap<Ck, Vec<PinRow>>,
+    /// Bans written in this commit, by conversation and user (`None`:
+    /// lifted), for an erasure that reads them back.
+    bans: HashMap<(Ck, String), Option<Ban>>,
     /// Thread read marks read or written in this commit: conversation,
     /// user, root seq.
     thread_marks: HashMap<(Ck, String, u64), Option<u64>>,
@@ -144,6 +150,7 @@ impl<'a> Tx<'a> {
             states: HashMap::new(),
             reactions: HashMap::new(),
             pins: HashMap::new(),
+            bans: HashMap::new(),
             thread_marks: HashMap::new(),
             buckets: HashMap::new(),
             messages: HashMap::new(),

@@ -24,6 +24,9 @@
 //!   single writer guards it: adds of one user committed at the same
 //!   moment by writers of different partitions may each pass the check
 //!   (`people.rs`). The embedded store's one writer thread makes it exact.
+//! - An erasure finds the users who block the erased one by a scan of the
+//!   whole `blocks` table (`erasure.rs`), and leaves the unsolicited adds
+//!   the erased one made to others to expire by their TTL (a day).
 //!
 //! Consistency is LOCAL_QUORUM for reads and writes by default: a read at
 //! LOCAL_QUORUM after a write at LOCAL_QUORUM in the same datacenter sees
@@ -36,6 +39,7 @@ mod commit;
 mod config;
 mod cql;
 mod cursor;
+mod erasure;
 mod extras;
 mod people;
 mod rows;

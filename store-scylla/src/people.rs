@@ -1,6 +1,6 @@
 //! A user's view of other people on Scylla: the conversation list a page
-//! at a time, whom their presence concerns, and whom they know (consent
-//! to be put into groups).
+//! at a time, their memberships, whom their presence concerns, and whom
+//! they know (consent to be put into groups).
 //!
 //! A page reads every conversation's position (`last_activity`, not the
 //! preview), then whole rows only for the entries it returns. A user
@@ -221,5 +221,26 @@ impl ScyllaStore {
             .stream(&self.session, (t, u, since.unix_ms()))
             .await?;
         rows.try_fold(0usize, |n, _| async move { Ok(n + 1) }).await
+    }
+
+    /// The conversations `u` is a member of, with their kind and member
+    /// count; a listing whose conversation row is gone is passed over.
+    pub(crate) async fn membership_list(
+        &self,
+        t: &str,
+        u: &str,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        let ids = self.conversation_ids_of(t, u).await?;
+        let found = self
+            .each(ids, |c| async move {
+                let (conv, members) =
+                    futures::try_join!(self.conv_row(t, &c), self.member_ids(t, &c))?;
+                match conv {
+                    Some(conv) => Ok(Some((conversation_id(c)?, conv.kind, members.len()))),
+                    None => Ok(None),
+                }
+            })
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 }

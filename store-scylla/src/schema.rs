@@ -15,7 +15,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -76,6 +76,16 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
             "CREATE TABLE IF NOT EXISTS message_expiries (tenant text, conversation_id text, \
            expires_at bigint, seq bigint, \
            PRIMARY KEY ((tenant, conversation_id), expires_at, seq))",
+        ],
+    ),
+    (
+        // v1.2 erasure: the conversations a user ever joined, left ones
+        // included. It starts empty; memberships from before it are read
+        // from `user_conversations`, which an erasure reads as well.
+        5,
+        &[
+            "CREATE TABLE IF NOT EXISTS joined (tenant text, user_id text, \
+           conversation_id text, PRIMARY KEY ((tenant, user_id), conversation_id))",
         ],
     ),
 ];
@@ -218,71 +228,76 @@ pub(crate) struct Table {
 
 /// Every table of the schema file.
 #[cfg(test)]
-#[allow(clippy::expect_used)]
 pub(crate) fn tables() -> std::collections::HashMap<String, Table> {
     let mut out = std::collections::HashMap::new();
     for ddl in statements(SCHEMA_CQL) {
         let Ddl::Other(cql) = ddl else { continue };
-        let rest = cql
-            .strip_prefix("CREATE TABLE IF NOT EXISTS ")
-            .expect("only tables besides the keyspace");
-        let (name, rest) = rest.split_once(" (").expect("columns");
-        // The column list ends at the parenthesis that closes the first.
-        let mut depth = 1;
-        let end = rest
-            .char_indices()
-            .find(|(_, ch)| {
-                match ch {
-                    '(' => depth += 1,
-                    ')' => depth -= 1,
-                    _ => {}
-                }
-                depth == 0
-            })
-            .map(|(i, _)| i)
-            .expect("end of columns");
-        let body = &rest[..end];
-        let (columns, key) = body.split_once("PRIMARY KEY (").expect("primary key");
-        let columns = columns
-            .split(',')
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(|c| {
-                let (n, t) = c.split_once(' ').expect("name type");
-                (n.to_owned(), t.to_owned())
-            })
-            .collect();
-        let key = key.trim();
-        let key = key.strip_suffix(')').expect("end of primary key");
-        let (partition_key, clustering) = match key.strip_prefix('(') {
-            Some(k) => {
-                let (pk, rest) = k.split_once(')').expect("partition key");
-                (
-                    pk.split(',').map(|s| s.trim().to_owned()).collect(),
-                    rest.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned)
-                        .collect(),
-                )
-            }
-            None => {
-                let mut parts = key.split(',').map(|s| s.trim().to_owned());
-                let pk = vec![parts.next().expect("a key")];
-                (pk, parts.collect())
-            }
-        };
-        out.insert(
-            name.to_owned(),
-            Table {
-                name: name.to_owned(),
-                columns,
-                partition_key,
-                clustering,
-            },
-        );
+        let table = table(&cql);
+        out.insert(table.name.clone(), table);
     }
     out
+}
+
+/// The table one `CREATE TABLE IF NOT EXISTS` statement (on one line)
+/// makes.
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+fn table(cql: &str) -> Table {
+    let rest = cql
+        .strip_prefix("CREATE TABLE IF NOT EXISTS ")
+        .expect("only tables besides the keyspace");
+    let (name, rest) = rest.split_once(" (").expect("columns");
+    // The column list ends at the parenthesis that closes the first.
+    let mut depth = 1;
+    let end = rest
+        .char_indices()
+        .find(|(_, ch)| {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        })
+        .map(|(i, _)| i)
+        .expect("end of columns");
+    let body = &rest[..end];
+    let (columns, key) = body.split_once("PRIMARY KEY (").expect("primary key");
+    let columns = columns
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let (n, t) = c.split_once(' ').expect("name type");
+            (n.to_owned(), t.to_owned())
+        })
+        .collect();
+    let key = key.trim();
+    let key = key.strip_suffix(')').expect("end of primary key");
+    let (partition_key, clustering) = match key.strip_prefix('(') {
+        Some(k) => {
+            let (pk, rest) = k.split_once(')').expect("partition key");
+            (
+                pk.split(',').map(|s| s.trim().to_owned()).collect(),
+                rest.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            )
+        }
+        None => {
+            let mut parts = key.split(',').map(|s| s.trim().to_owned());
+            let pk = vec![parts.next().expect("a key")];
+            (pk, parts.collect())
+        }
+    };
+    Table {
+        name: name.to_owned(),
+        columns,
+        partition_key,
+        clustering,
+    }
 }
 
 #[cfg(test)]
@@ -309,6 +324,7 @@ mod tests {
                 "device_cursors",
                 "devices",
                 "inbox",
+                "joined",
                 "media_message_refs",
                 "media_refs",
                 "member_marks",
@@ -365,6 +381,27 @@ mod tests {
         for t in tables.values() {
             for c in t.columns.values() {
                 assert!(["text", "bigint", "int", "tinyint"].contains(&c.as_str()));
+            }
+        }
+    }
+
+    /// A keyspace migrated from an older version ends up with the tables
+    /// a new one gets from the file.
+    #[test]
+    fn the_migrations_make_the_tables_of_the_file() {
+        let tables = tables();
+        let versions: Vec<i32> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        assert_eq!(versions, (2..=SCHEMA_VERSION).collect::<Vec<_>>());
+        for (version, steps) in MIGRATIONS {
+            for cql in *steps {
+                let cql = cql.split_whitespace().collect::<Vec<_>>().join(" ");
+                let made = table(&cql);
+                let Some(file) = tables.get(&made.name) else {
+                    panic!("version {version} makes {}, not in the file", made.name);
+                };
+                assert_eq!(made.columns, file.columns, "{}", made.name);
+                assert_eq!(made.partition_key, file.partition_key, "{}", made.name);
+                assert_eq!(made.clustering, file.clustering, "{}", made.name);
             }
         }
     }

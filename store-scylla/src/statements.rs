@@ -3,9 +3,11 @@
 //! Each names the table's whole partition key with `=`; clustering columns
 //! are restricted as a prefix in schema order, with a range only on the
 //! last restricted one; no ALLOW FILTERING, no IN, no lightweight
-//! transactions. The two full scans (inbox sweep, archive candidates) have
-//! no WHERE at all and are paged with a resumable cursor. The unit test at
-//! the end checks all of this against `deploy/scylla/schema.cql`.
+//! transactions. The full scans (inbox sweep, archive candidates, policies,
+//! open reports, and an erasure's look for others' blocks of the user) have
+//! no WHERE at all and are paged, by a resumable cursor or by the driver.
+//! The unit test at the end checks all of this against
+//! `deploy/scylla/schema.cql`.
 
 use scylla::client::session::Session;
 use switchboard_store::StoreResult;
@@ -80,6 +82,8 @@ statements! {
         "UPDATE conversations USING TIMESTAMP ? SET last_seq = ?, last_message = ?, last_activity = ? WHERE tenant = ? AND conversation_id = ?";
     set_last_message: Write<(BigInt, Text, Text, Text)> =
         "UPDATE conversations USING TIMESTAMP ? SET last_message = ? WHERE tenant = ? AND conversation_id = ?";
+    set_creator: Write<(BigInt, Text, Text, Text)> =
+        "UPDATE conversations USING TIMESTAMP ? SET created_by = ? WHERE tenant = ? AND conversation_id = ?";
 
     // --- members and marks
     member: Read<(Text, Text, Text), (i64,)> =
@@ -106,6 +110,22 @@ statements! {
         "INSERT INTO user_conversations (tenant, user_id, conversation_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
     delete_user_conversation: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM user_conversations USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
+    user_conversations_after: Read<(Text, Text, Text, Int), (String,)> =
+        "SELECT conversation_id FROM user_conversations WHERE tenant = ? AND user_id = ? AND conversation_id > ? LIMIT ?";
+    delete_user_conversations_of: Write<(BigInt, Text, Text)> =
+        "DELETE FROM user_conversations USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
+
+    // --- the conversations a user ever joined (erasure, v1.2)
+    joined: Read<(Text, Text), (String,)> =
+        "SELECT conversation_id FROM joined WHERE tenant = ? AND user_id = ?";
+    joined_after: Read<(Text, Text, Text, Int), (String,)> =
+        "SELECT conversation_id FROM joined WHERE tenant = ? AND user_id = ? AND conversation_id > ? LIMIT ?";
+    insert_joined: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO joined (tenant, user_id, conversation_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_joined: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM joined USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
+    delete_joined_of: Write<(BigInt, Text, Text)> =
+        "DELETE FROM joined USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
 
     // --- members' v1.1 state (given role, own settings)
     member_state: Read<(Text, Text, Text), (String,)> =
@@ -126,6 +146,10 @@ statements! {
         "DELETE FROM reactions USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq = ? AND user_id = ? AND emoji = ?";
     delete_reactions_of: Write<(BigInt, Text, Text, Int, BigInt)> =
         "DELETE FROM reactions USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq = ?";
+    reactions_of_day: Read<(Text, Text, Int), (i64, String, String)> =
+        "SELECT seq, user_id, emoji FROM reactions WHERE tenant = ? AND conversation_id = ? AND day = ?";
+    reactions_between: Read<(Text, Text, Int, BigInt, BigInt), (i64, String)> =
+        "SELECT seq, user_id FROM reactions WHERE tenant = ? AND conversation_id = ? AND day = ? AND seq > ? AND seq <= ?";
     pins: Read<(Text, Text), (i64, String, i64)> =
         "SELECT message_id, pinned_by, pinned_at FROM pins WHERE tenant = ? AND conversation_id = ?";
     insert_pin: Write<(Text, Text, BigInt, Text, BigInt, BigInt)> =
@@ -154,6 +178,10 @@ statements! {
         "INSERT INTO blocks (tenant, user_id, blocked_id, blocked_at) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
     delete_block: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM blocks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND blocked_id = ?";
+    delete_blocks_of: Write<(BigInt, Text, Text)> =
+        "DELETE FROM blocks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
+    scan_blocks: Read<(), (String, String, String)> =
+        "SELECT tenant, user_id, blocked_id FROM blocks";
 
     due: Read<(Text, Text, BigInt, Int), (i64, i64)> =
         "SELECT expires_at, seq FROM message_expiries WHERE tenant = ? AND conversation_id = ? AND expires_at <= ? LIMIT ?";
@@ -191,6 +219,8 @@ statements! {
         "SELECT root_seq, read_seq FROM thread_marks WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
     insert_thread_mark: Write<(Text, Text, Text, BigInt, BigInt, BigInt)> =
         "INSERT INTO thread_marks (tenant, user_id, conversation_id, root_seq, read_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_thread_marks_of: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM thread_marks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
     mentions_after: Read<(Text, Text, Text, BigInt, Int), (i64,)> =
         "SELECT seq FROM mentions WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq > ? LIMIT ?";
     insert_mention: Write<(Text, Text, Text, BigInt, BigInt)> =
@@ -211,6 +241,8 @@ statements! {
         "SELECT at FROM unsolicited_adds WHERE tenant = ? AND user_id = ? AND at >= ?";
     insert_unsolicited: Write<(Text, Text, BigInt, Text, Text, Int, BigInt)> =
         "INSERT INTO unsolicited_adds (tenant, user_id, at, conversation_id, actor) VALUES (?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?";
+    delete_unsolicited_of: Write<(BigInt, Text, Text)> =
+        "DELETE FROM unsolicited_adds USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
 
     // --- messages, versions, buckets
     message: Read<(Text, Text, Int, BigInt), (String,)> =
@@ -271,16 +303,22 @@ statements! {
         "DELETE FROM inbox USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND device_id = ? AND conversation_id = ? AND seq > ? AND seq <= ?";
     delete_inbox_conversation: Write<(BigInt, Text, Text, Text, Text)> =
         "DELETE FROM inbox USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND device_id = ? AND conversation_id = ?";
+    delete_device_inbox: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM inbox USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND device_id = ?";
     devices: Read<(Text, Text), (String,)> =
         "SELECT device_id FROM devices WHERE tenant = ? AND user_id = ?";
     device: Read<(Text, Text, Text), (i64,)> =
         "SELECT first_seen FROM devices WHERE tenant = ? AND user_id = ? AND device_id = ?";
     insert_device: Write<(Text, Text, Text, BigInt, BigInt)> =
         "INSERT INTO devices (tenant, user_id, device_id, first_seen) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_devices_of: Write<(BigInt, Text, Text)> =
+        "DELETE FROM devices USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
     cursor: Read<(Text, Text, Text, Text), (i64,)> =
         "SELECT delivered_seq FROM device_cursors WHERE tenant = ? AND user_id = ? AND device_id = ? AND conversation_id = ?";
     set_cursor: Write<(Text, Text, Text, Text, BigInt, BigInt)> =
         "INSERT INTO device_cursors (tenant, user_id, device_id, conversation_id, delivered_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_device_cursors: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM device_cursors USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND device_id = ?";
 
     // --- media
     legacy_media_refs: Read<(Text, Text), (String,)> =

@@ -263,19 +263,7 @@ impl Store for ScyllaStore {
         tenant: &TenantId,
         user: &UserId,
     ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
-        let (t, u) = (tenant.as_str(), user.as_str());
-        let ids = self.conversation_ids_of(t, u).await?;
-        let found = self
-            .each(ids, |c| async move {
-                let (conv, members) =
-                    futures::try_join!(self.conv_row(t, &c), self.member_ids(t, &c))?;
-                match conv {
-                    Some(conv) => Ok(Some((conversation_id(c)?, conv.kind, members.len()))),
-                    None => Ok(None),
-                }
-            })
-            .await?;
-        Ok(found.into_iter().flatten().collect())
+        self.membership_list(tenant.as_str(), user.as_str()).await
     }
 
     async fn conversation_page(
@@ -569,22 +557,7 @@ impl Store for ScyllaStore {
         after_seq: u64,
         before_seq: u64,
     ) -> StoreResult<Vec<ArchivedBucket>> {
-        let buckets = self
-            .bucket_rows(key.tenant.as_str(), key.conversation_id.as_str())
-            .await?;
-        // Newest first, as the buckets come.
-        Ok(buckets
-            .into_iter()
-            .filter_map(|b| {
-                let (last, object) = b.archived?;
-                (b.first < before_seq && last > after_seq).then_some(ArchivedBucket {
-                    day: b.day,
-                    first_seq: b.first,
-                    last_seq: last,
-                    object,
-                })
-            })
-            .collect())
+        self.archived_between(key, after_seq, before_seq).await
     }
 
     async fn user_reactions(
@@ -667,6 +640,27 @@ impl Store for ScyllaStore {
     ) -> StoreResult<ExpiredScan> {
         self.expired_rows(key, after_seq, cutoff, limit.max(1))
             .await
+    }
+
+    async fn joined(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ConversationId>> {
+        self.joined_ids(tenant.as_str(), user.as_str(), after.as_ref(), limit)
+            .await
+    }
+
+    async fn naming(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan> {
+        self.naming_rows(key, user, after_seq, limit.max(1)).await
     }
 
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {

@@ -22,7 +22,7 @@
 //! This module knows objects only by name through [`ArchiveObjects`]; the
 //! blob crate's stores implement it at the binary's edge.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -38,18 +38,11 @@ use crate::{
     StoreError, StoreResult,
 };
 
-/// Where archive objects live (an S3 bucket or a local directory).
-#[async_trait]
-pub trait ArchiveObjects: Send + Sync + 'static {
-    /// Writes (or overwrites) one object.
-    async fn put(&self, object: &str, bytes: Vec<u8>) -> StoreResult<()>;
-    /// Reads one object; [`StoreError::ArchiveUnreadable`] when it is
-    /// missing.
-    async fn get(&self, object: &str) -> StoreResult<Vec<u8>>;
-}
-
+mod erase;
 mod format;
+mod objects;
 pub use format::{MAX_OBJECT_BYTES, decode, encode, object_name};
+pub use objects::{ArchiveObjects, MemoryObjects};
 
 /// Messages the archiver reads from the store per part.
 const READ_PART: usize = 512;
@@ -143,6 +136,29 @@ impl Tiered {
             objects,
             cache: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Rewrites one archived bucket without the erased user, and drops
+    /// the cached copy. A bucket not archived (any more) is left alone.
+    async fn erase_archived(
+        &self,
+        bucket: &BucketKey,
+        user: &UserId,
+        pseudonym: &UserId,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let key = bucket.conversation();
+        let archived = self.inner.archived_buckets(&key, 0, u64::MAX).await?;
+        let Some(b) = archived.into_iter().find(|b| b.day == bucket.day) else {
+            return Ok(());
+        };
+        let (store, objects) = (self.inner.as_ref(), self.objects.as_ref());
+        if erase::erase_bucket(store, objects, &key, &b, user, pseudonym, at).await?
+            && let Ok(mut cache) = self.cache.lock()
+        {
+            cache.retain(|(object, _)| *object != b.object);
+        }
+        Ok(())
     }
 
     async fn load(&self, b: &ArchivedBucket) -> StoreResult<Arc<BucketContents>> {
@@ -257,12 +273,25 @@ impl Store for Tiered {
                 .await
                 .map(|_| ());
         }
-        if mutations
-            .iter()
-            .any(|m| matches!(m, Mutation::MoveToArchive { .. }))
+        if let [
+            Mutation::EraseArchived {
+                bucket,
+                user,
+                pseudonym,
+                at,
+            },
+        ] = mutations.as_slice()
         {
+            return self.erase_archived(bucket, user, pseudonym, *at).await;
+        }
+        if mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::MoveToArchive { .. } | Mutation::EraseArchived { .. }
+            )
+        }) {
             return Err(StoreError::Conflict(
-                "a move to the archive must be alone in its commit".into(),
+                "a change of the archive must be alone in its commit".into(),
             ));
         }
         let mut out = Vec::with_capacity(mutations.len());
@@ -639,6 +668,26 @@ impl Store for Tiered {
         self.inner.expired(key, after_seq, cutoff, limit).await
     }
 
+    async fn joined(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ConversationId>> {
+        self.inner.joined(tenant, user, after, limit).await
+    }
+
+    async fn naming(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<crate::ExpiredScan> {
+        self.inner.naming(key, user, after_seq, limit).await
+    }
+
     async fn register_device(
         &self,
         tenant: &TenantId,
@@ -646,43 +695,6 @@ impl Store for Tiered {
         device: &DeviceId,
     ) -> StoreResult<()> {
         self.inner.register_device(tenant, user, device).await
-    }
-}
-
-/// Archive objects in memory: for tests, and for a store without a blob
-/// store to archive to.
-#[derive(Default)]
-pub struct MemoryObjects(Mutex<HashMap<String, Vec<u8>>>);
-
-impl MemoryObjects {
-    pub fn remove(&self, object: &str) -> bool {
-        self.0
-            .lock()
-            .map(|mut m| m.remove(object).is_some())
-            .unwrap_or(false)
-    }
-}
-
-#[async_trait]
-impl ArchiveObjects for MemoryObjects {
-    async fn put(&self, object: &str, bytes: Vec<u8>) -> StoreResult<()> {
-        self.0
-            .lock()
-            .map_err(|_| StoreError::Unavailable("archive map poisoned".into()))?
-            .insert(object.to_owned(), bytes);
-        Ok(())
-    }
-
-    async fn get(&self, object: &str) -> StoreResult<Vec<u8>> {
-        self.0
-            .lock()
-            .map_err(|_| StoreError::Unavailable("archive map poisoned".into()))?
-            .get(object)
-            .cloned()
-            .ok_or_else(|| StoreError::ArchiveUnreadable {
-                object: object.to_owned(),
-                reason: "the object is missing".into(),
-            })
     }
 }
 

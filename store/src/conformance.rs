@@ -11,6 +11,7 @@
 mod archive;
 mod commits;
 mod edits;
+mod erasure;
 mod inbox;
 mod media;
 mod people;
@@ -24,6 +25,7 @@ mod threads;
 pub use archive::*;
 pub use commits::*;
 pub use edits::*;
+pub use erasure::*;
 pub use inbox::*;
 pub use media::*;
 pub use people::*;
@@ -82,6 +84,7 @@ macro_rules! conformance_tests {
             policies_bans_and_blocks_are_stored_and_shown,
             reports_are_listed_by_status_newest_first_and_counted,
             expired_messages_go_as_deletions_and_leave_the_inboxes,
+            erasure_leaves_tombstones_and_nothing_of_the_user,
         );
     };
     (@checks $subject:path; $($check:ident),* $(,)?) => {

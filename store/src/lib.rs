@@ -25,6 +25,7 @@ pub mod archive;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
+pub mod erasure;
 #[cfg(any(test, feature = "conformance"))]
 pub mod golden;
 pub mod metrics;
@@ -325,6 +326,29 @@ pub trait Store: Send + Sync + 'static {
         key: &ConversationKey,
         after_seq: u64,
         cutoff: Timestamp,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan>;
+
+    /// The conversations `user` ever joined, in id order after `after`,
+    /// at most `limit` (v1.2): those they left included, which is what
+    /// an erasure visits.
+    async fn joined(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ConversationId>>;
+
+    /// One step of an erasure's scan of a conversation's live messages,
+    /// after `after_seq`, in seq order, looking at no more than `limit`
+    /// rows: those that name `user` ([`erasure::Erasure::names`]) or
+    /// carry their reaction. Archived buckets are not looked at.
+    async fn naming(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        after_seq: u64,
         limit: usize,
     ) -> StoreResult<ExpiredScan>;
 

@@ -26,6 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use switchboard_protocol::{Content, DeviceId, Message, MessageVersion, Timestamp, UserId};
 
+use crate::erasure::Erasure;
 use crate::{
     BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
     UnsolicitedAdds,
@@ -33,6 +34,8 @@ use crate::{
 
 mod commit;
 mod consent;
+mod delete;
+mod erasure;
 mod reactions;
 mod safety;
 mod steps;
@@ -40,6 +43,7 @@ mod threads;
 
 use commit::conflict;
 pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
+use delete::delete;
 use steps::{check_not_archived_here, store_update};
 pub use threads::ack_thread_read;
 
@@ -153,10 +157,23 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             at,
             unindex,
         } => expire(view, key, seqs, *at, unindex).await,
-        // The archive tier (`archive::Tiered`) handles it before a backend.
-        Mutation::MoveToArchive { .. } => Err(StoreError::Unavailable(
-            "no archive store is configured".into(),
-        )),
+        Mutation::EraseMessages {
+            key,
+            user,
+            pseudonym,
+            seqs,
+            at,
+        } => erasure::erase_messages(view, key, Erasure { user, pseudonym }, seqs, *at).await,
+        Mutation::EraseMember {
+            key,
+            user,
+            pseudonym,
+        } => erasure::erase_member(view, key, Erasure { user, pseudonym }).await,
+        Mutation::EraseUser { tenant, user } => erasure::erase_user(view, tenant, user).await,
+        // The archive tier (`archive::Tiered`) handles these before a backend.
+        Mutation::MoveToArchive { .. } | Mutation::EraseArchived { .. } => Err(
+            StoreError::Unavailable("no archive store is configured".into()),
+        ),
     }
 }
 
@@ -316,47 +333,6 @@ async fn edit<C: Commit>(
     }
     message.content = Some(content.clone());
     message.edited_at = Some(at);
-    store_update(view, c, &message, inbox, at).await
-}
-
-async fn delete<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    seq: u64,
-    at: Timestamp,
-    inbox: bool,
-) -> StoreResult<()> {
-    check_not_archived_here(view, c)?;
-    let Some(mut message) = view.message(c, seq).await? else {
-        return Err(StoreError::NotFound);
-    };
-    if message.deleted_at.is_some() {
-        return Ok(());
-    }
-    // No content anywhere after a delete, the versions included: the
-    // blobs it or any of its versions carried are no longer its.
-    let versions = view.versions(c, seq).await?;
-    let mut blobs: Vec<&str> = message
-        .content
-        .iter()
-        .chain(versions.iter().map(|v| &v.content))
-        .filter_map(Content::media)
-        .map(|m| m.blob_ref.as_str())
-        .collect();
-    blobs.sort_unstable();
-    blobs.dedup();
-    let blobs: Vec<String> = blobs.into_iter().map(str::to_owned).collect();
-    for blob_ref in &blobs {
-        view.unreference_media(c, seq, blob_ref).await?;
-    }
-    view.remove_versions(c, seq).await?;
-    // Nor reactions or mentions: a deleted message shows nothing of what
-    // it was, and counts in nobody's mentions.
-    if !message.reactions.is_empty() {
-        view.remove_reactions(c, seq).await?;
-    }
-    threads::unmention(view, c, &message).await?;
-    message.mark_deleted(at);
     store_update(view, c, &message, inbox, at).await
 }
 

@@ -531,6 +531,40 @@ pub enum Mutation {
         tenant: TenantId,
         report: Box<Report>,
     },
+    /// Erasure of `user` in a conversation (v1.2): messages `seqs` as
+    /// [`crate::erasure::Erasure::message`] has them. Their own lose their
+    /// versions, reactions, mentions, media references and idempotency
+    /// keys (as a deletion, without inbox entries); the user's reactions
+    /// to the others go. Rows archived or gone, and a conversation that
+    /// is gone, are passed over.
+    EraseMessages {
+        key: ConversationKey,
+        user: UserId,
+        pseudonym: UserId,
+        seqs: Vec<u64>,
+        at: Timestamp,
+    },
+    /// Erasure, a conversation's last step: `user` is no member (their
+    /// inbox entries go), their ban is lifted, and pins, bans and a
+    /// creator that named them name `pseudonym`.
+    EraseMember {
+        key: ConversationKey,
+        user: UserId,
+        pseudonym: UserId,
+    },
+    /// Erasure, the last step: every row kept under the user
+    /// ([`crate::rules::Commit::erase_user_rows`]).
+    EraseUser { tenant: TenantId, user: UserId },
+    /// Erasure in an archived bucket: [`crate::archive::Tiered`] rewrites
+    /// its object as [`crate::erasure::Erasure::bucket`] has it (same
+    /// name, same seq range). It must be the only mutation of its commit.
+    /// A backend reached without `Tiered` refuses it with `Unavailable`.
+    EraseArchived {
+        bucket: BucketKey,
+        user: UserId,
+        pseudonym: UserId,
+        at: Timestamp,
+    },
     /// Puts an archived message and its versions back among the live rows
     /// (so that an edit or delete can change it); nothing happens when the
     /// message has a live row already. Live rows win over the archive on

@@ -106,14 +106,16 @@ pub(crate) fn is_request(m: &async_nats::jetstream::Message) -> bool {
         .is_some()
 }
 
-/// Serves the maintenance requests (archive moves, and expiry:
-/// `retention.rs`), in order, then acks them. Runs in the partition's
-/// writer between batches.
+/// Serves the maintenance requests (archive moves, expiry:
+/// `retention.rs`, and erasure: `erasure/`), in order, then acks them.
+/// Runs in the partition's writer between batches. Whether one changed
+/// a conversation's members: the writer then reads its state again.
 pub(crate) async fn serve_requests(
     ctx: &Ctx,
     requests: &[async_nats::jetstream::Message],
     lease_valid: impl Fn() -> bool,
-) {
+) -> bool {
+    let mut members_changed = false;
     for m in requests {
         let kind = m
             .headers
@@ -132,12 +134,24 @@ pub(crate) async fn serve_requests(
                     Err(e) => tracing::error!(error = %e, "dropping an undecodable expiry request"),
                 }
             }
+            crate::erasure::ERASE_REQUEST => {
+                match serde_json::from_slice::<crate::erasure::EraseRequest>(&m.payload) {
+                    Ok(r) => {
+                        members_changed |=
+                            crate::erasure::serve_request(ctx, &r, &lease_valid).await
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "dropping an undecodable erasure request")
+                    }
+                }
+            }
             kind => tracing::error!(kind, "dropping an unknown maintenance request"),
         }
         if let Err(e) = m.ack().await {
             tracing::warn!(error = %e, "acking an archive request failed; it will come again");
         }
     }
+    members_changed
 }
 
 async fn move_bucket(ctx: &Ctx, bucket: &BucketKey, lease_valid: &impl Fn() -> bool) {

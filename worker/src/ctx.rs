@@ -33,4 +33,15 @@ pub(crate) struct Ctx {
     /// Per conversation, the seq this worker's expiry got to (v1.2).
     pub expired_through:
         std::sync::Mutex<std::collections::HashMap<switchboard_store::ConversationKey, u64>>,
+    /// Per conversation and erased user, the seq this worker's erasure
+    /// got to (v1.2).
+    pub erased_through: std::sync::Mutex<
+        std::collections::HashMap<
+            (
+                switchboard_store::ConversationKey,
+                switchboard_protocol::UserId,
+            ),
+            u64,
+        >,
+    >,
 }

@@ -12,6 +12,7 @@ mod archive;
 mod balance;
 mod config;
 mod ctx;
+mod erasure;
 mod error;
 mod expiry;
 mod fence;
@@ -87,6 +88,7 @@ pub async fn run(
         tenants,
         config,
         expired_through: Default::default(),
+        erased_through: Default::default(),
     });
     let open = |name: &'static str| {
         let js = ctx.js.clone();
@@ -117,6 +119,10 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("message expiry", move || retention::run(ctx.clone()))
     };
+    let eraser = {
+        let ctx = ctx.clone();
+        supervised("erasure jobs", move || erasure::run(ctx.clone()))
+    };
     let report_counter = {
         let ctx = ctx.clone();
         supervised("report counter", move || report_count::run(ctx.clone()))
@@ -131,6 +137,7 @@ pub async fn run(
     sweeper.abort();
     archiver.abort();
     report_counter.abort();
+    eraser.abort();
     expirer.abort();
     balancer.abort();
     result

@@ -15,6 +15,8 @@ pub const INBOX_EXPIRED: &str = "switchboard_writer_inbox_expired_total";
 pub const PARKED: &str = "switchboard_writer_parked_total";
 pub const REPORTS_OPEN: &str = "switchboard_reports_open";
 pub const MESSAGES_EXPIRED: &str = "switchboard_writer_messages_expired_total";
+pub const ERASURE_CONVERSATIONS: &str = "switchboard_erasure_conversations_total";
+pub const ERASURES: &str = "switchboard_erasures_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -43,6 +45,14 @@ pub fn describe() {
     describe_counter!(
         MESSAGES_EXPIRED,
         "Messages gone past their conversation's retention or disappearing time."
+    );
+    describe_counter!(
+        ERASURE_CONVERSATIONS,
+        "Conversations a writer finished erasing a user from."
+    );
+    describe_counter!(
+        ERASURES,
+        "Erasure jobs that ended, by outcome (done, failed)."
     );
     describe_counter!(
         PARKED,
@@ -84,6 +94,14 @@ pub(crate) fn messages_expired(n: usize) {
 
 pub(crate) fn inbox_expired(n: usize) {
     counter!(INBOX_EXPIRED).increment(n as u64);
+}
+
+pub(crate) fn conversation_erased() {
+    counter!(ERASURE_CONVERSATIONS).increment(1);
+}
+
+pub(crate) fn erasure_ended(outcome: &'static str) {
+    counter!(ERASURES, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn parked() {

@@ -32,6 +32,7 @@ export type {
   DeviceKeysUpload,
   ExportedConversation,
   HistoryPage,
+  Job,
   MemberRole,
   MemberSettings,
   MemberView,

@@ -132,6 +132,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job
+         * @description Tenant admins only (403 otherwise). The job's `state` (`running`, `done` or `failed`) and progress. A finished erasure's job names nobody. 404 for an unknown job or another tenant's.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The job's id, as its start answered. */
+                    job_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The job. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Job"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/plugins/moderation/replay": {
         parameters: {
             query?: never;
@@ -744,6 +792,54 @@ export interface paths {
             };
         };
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/users/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase a user
+         * @description Tenant admins only (403 otherwise). Starts erasing the user from the tenant, live and archived history alike: the content of every message they sent (the rows stay, with `deleted_at` and a pseudonym for `sender_id`), their reactions, devices, keys, push tokens, settings, blocks (theirs and others' of them), memberships and reports' copies of them; elsewhere their id becomes the pseudonym. Answers 202 with the job, which `GET /v1/admin/jobs/{job_id}` follows. A second request while it runs answers the same job; one after it finished runs it again, harmlessly. 404 when the tenant has no trace of the user.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to erase. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The job. */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Job"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -3164,6 +3260,42 @@ export interface components {
         };
         /** @enum {string} */
         Hook: "moderation" | "edit_policy" | "fan_out";
+        /**
+         * @description A job as the admin API shows it. A finished erasure says nothing of
+         *     whom it erased: the record keeps no trace of them.
+         */
+        Job: {
+            /**
+             * Format: uint64
+             * @description Conversations the job has still to erase (at most 1,000 are
+             *     counted); 0 once past that step.
+             */
+            conversations_left: number;
+            created_at: components["schemas"]["Timestamp"];
+            /** @description Why it failed. */
+            error?: string | null;
+            /**
+             * @description When it finished (`done` or `failed`).
+             * @default null
+             */
+            finished_at: components["schemas"]["Timestamp"] | null;
+            job_id: string;
+            kind: components["schemas"]["JobKind"];
+            /**
+             * @description The name the erased user's tombstones carry (`erased-` and 16 hex
+             *     digits): what `sender_id` of their messages says now.
+             */
+            pseudonym: string;
+            state: components["schemas"]["JobState"];
+            updated_at: components["schemas"]["Timestamp"];
+        };
+        /** @description What a job does. */
+        JobKind: "erase_user";
+        /**
+         * @description Where a job is.
+         * @enum {string}
+         */
+        JobState: "running" | "done" | "failed";
         /** @description A deploy as JSON, the component in base64. */
         JsonUpload: {
             /** @description The component, base64 (standard alphabet, padded). */

@@ -94,6 +94,9 @@ export type Report = Schemas["Report"];
 /** The answer to `POST .../messages/{message_id}/reports`: the report's
  * id. */
 export type ReportCreated = Answer<"/v1/conversations/{id}/messages/{message_id}/reports", "post">;
+/** An admin job (v1.2): an erasure's `state` (`running`, `done`,
+ * `failed`) and progress; a finished one names nobody. */
+export type Job = Schemas["Job"];
 /** One page of `GET /v1/admin/reports`, newest first; `next_cursor` is
  * the `cursor` of the next page, null on the last. */
 export type ReportList = Answer<"/v1/admin/reports", "get">;
@@ -369,6 +372,39 @@ export class Rest {
    * it unchanged. Answers the report. */
   resolveReport(reportId: string, action: ReportAction): Promise<Report> {
     return this.json("POST", `/v1/admin/reports/${enc(reportId)}/resolve`, { action });
+  }
+
+  /** Erases a user of the tenant (v1.2; tenant admins, `403`
+   * otherwise; `404` for a user the tenant has no trace of): their
+   * messages become tombstones under a pseudonym, live and archived,
+   * and their reactions, memberships, devices, keys, push tokens,
+   * settings, blocks and uploads go. Answers the job (`202`); asking
+   * again while it runs answers the same job. Follow it with `job`, or
+   * `eraseUserAndWait`. */
+  eraseUser(user: string): Promise<Job> {
+    return this.json("DELETE", `/v1/admin/users/${enc(user)}`);
+  }
+
+  /** An admin job as it is now (v1.2; tenant admins; `404` for an
+   * unknown job or another tenant's). */
+  job(jobId: string): Promise<Job> {
+    return this.json("GET", `/v1/admin/jobs/${enc(jobId)}`);
+  }
+
+  /** Erases a user and waits until the job is `done` (rejects if it
+   * `failed`, or is still running after `timeoutMs`, 5 minutes by
+   * default), asking every `everyMs` (1 s). */
+  async eraseUserAndWait(user: string, opts: { everyMs?: number; timeoutMs?: number } = {}): Promise<Job> {
+    const every = opts.everyMs ?? 1000;
+    const deadline = Date.now() + (opts.timeoutMs ?? 300_000);
+    let job = await this.eraseUser(user);
+    while (job.state === "running") {
+      if (Date.now() > deadline) throw new Error(`erasure job ${job.job_id} still running`);
+      await new Promise((r) => setTimeout(r, every));
+      job = await this.job(job.job_id);
+    }
+    if (job.state === "failed") throw new Error(`erasure job ${job.job_id} failed: ${job.error ?? "no reason given"}`);
+    return job;
   }
 
   /** The caller's own data as one document (v1.2, `GET /v1/me/export`),

@@ -1494,6 +1494,37 @@ test("reports: a member reports a message, a tenant admin lists them newest firs
   }
 });
 
+test("erasure: a tenant admin erases a user; their messages stay as tombstones under a pseudonym, the job names nobody, and nobody else may ask", async () => {
+  const { id, clients, close } = await group("oona", ["pia"], "erasure");
+  const { oona, pia } = clients;
+  const admin = new SwitchboardClient({ url: dev.url, token: adminToken("eraser"), WebSocket });
+  try {
+    const hers = await pia.sendText(id, "pia's words");
+    const named = await oona.sendText(id, "hi pia", { mentions: ["pia"] });
+    await until(() => oona.conversation(id).get(hers.message_id), 10_000, "oona's copy");
+    pia.close();
+    // Not an admin; nobody of this tenant.
+    await assert.rejects(oona.rest.eraseUser("pia"), (e) => e instanceof ApiError && e.status === 403);
+    await assert.rejects(admin.rest.eraseUser("nobody-at-all"), (e) => e instanceof ApiError && e.status === 404);
+    const started = await admin.rest.eraseUser("pia");
+    assert.equal(started.kind, "erase_user");
+    assert.match(started.pseudonym, /^erased-[0-9a-f]{16}$/);
+    const job = await admin.rest.eraseUserAndWait("pia", { everyMs: 300, timeoutMs: 60_000 });
+    assert.equal(job.job_id, started.job_id);
+    assert.equal(job.state, "done");
+    assert.ok(!JSON.stringify(job).includes("pia\""));
+    const page = await oona.rest.history(id, { limit: 50 });
+    const tombstone = page.messages.find((m) => m.message_id === hers.message_id);
+    assert.deepEqual([tombstone.sender_id, tombstone.content, Boolean(tombstone.deleted_at)], [started.pseudonym, null, true]);
+    assert.deepEqual(page.messages.find((m) => m.message_id === named.message_id).mentions, [started.pseudonym]);
+    const detail = await oona.rest.conversation(id);
+    assert.deepEqual(detail.members.map((m) => m.user_id), ["oona"]);
+  } finally {
+    admin.close();
+    close();
+  }
+});
+
 test("reports are rate limited per user: past 10 a minute, 429", async () => {
   const { id, clients, close } = await group("rory", ["sage"], "report rate");
   try {

@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use switchboard_gateway::{DeviceRecord, TenantDirectory, UserRecord, decode_keys_value};
 use switchboard_nats::kv_key;
+use switchboard_nats::records::erasures::{self, ErasureAnswer, ErasureRecord};
 use switchboard_nats::records::push_tokens::{self, DeviceToken};
 use switchboard_nats::records::refusals::Refusal;
 use switchboard_nats::records::{presence, tenants};
@@ -68,6 +69,17 @@ pub(super) fn last_seen(data: &[u8]) {
 /// `sb_refused`: why a send was refused, read to answer its resend.
 pub(super) fn refusal(data: &[u8]) {
     let _ = serde_json::from_slice::<Refusal>(data);
+}
+
+/// `sb_erasures`: an erasure job, read by the leader to go on with it
+/// and by a gateway to show it; and a worker's answer to an erasure
+/// request, read by the gateway that asked.
+pub(super) fn erasure(data: &[u8]) {
+    if let Ok(record) = serde_json::from_slice::<ErasureRecord>(data) {
+        let _ = serde_json::to_vec(&record.job);
+        let _ = erasures::is_job_id(&record.job.job_id);
+    }
+    let _ = serde_json::from_slice::<ErasureAnswer>(data);
 }
 
 /// `sb_keys`: a device's keys or a user's device list.
@@ -242,6 +254,37 @@ pub(super) fn refusal_seeds() -> Vec<Vec<u8>> {
     let mut seeds: Vec<Vec<u8>> = serde_json::to_vec(&refusal).into_iter().collect();
     seeds.push(br#"{"code":"no_such_code","message":""}"#.to_vec());
     seeds
+}
+
+pub(super) fn erasure_seeds() -> Vec<Vec<u8>> {
+    let (Ok(tenant), Ok(user)) = (TenantId::new("acme"), UserId::new("ada")) else {
+        return Vec::new();
+    };
+    let job = switchboard_protocol::jobs::Job {
+        job_id: erasures::job_id(&tenant, &user),
+        kind: switchboard_protocol::jobs::JobKind::EraseUser,
+        state: switchboard_protocol::jobs::JobState::Running,
+        created_at: Timestamp::from_unix_ms(1),
+        updated_at: Timestamp::from_unix_ms(2),
+        finished_at: None,
+        conversations_left: 3,
+        pseudonym: "erased-00000000000000aa".into(),
+        error: None,
+    };
+    let record = ErasureRecord {
+        tenant,
+        user: Some(user),
+        step: erasures::ErasureStep::Conversations,
+        job: job.clone(),
+    };
+    [
+        serde_json::to_vec(&record),
+        serde_json::to_vec(&ErasureAnswer::Job(job)),
+        serde_json::to_vec(&ErasureAnswer::UnknownUser),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 pub(super) fn device_key_seeds() -> Vec<Vec<u8>> {

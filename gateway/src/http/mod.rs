@@ -8,6 +8,7 @@ mod blobs;
 mod browser;
 mod conversations;
 mod dev_token;
+mod erasure;
 mod export;
 mod extract;
 mod health;
@@ -156,6 +157,12 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             reports::resolve_op(),
             reports::resolve,
         )
+        .route(
+            "/v1/admin/users/{user}",
+            erasure::erase_op(),
+            erasure::erase,
+        )
+        .route("/v1/admin/jobs/{job_id}", erasure::job_op(), erasure::job)
         .route("/v1/me/export", export::export_op(), export::export)
         .route("/v1/blocks", safety::list_blocks_op(), safety::list_blocks)
         .route("/v1/blocks/{user}", safety::block_op(), safety::block)

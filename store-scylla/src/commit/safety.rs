@@ -1,6 +1,7 @@
 //! The v1.2 safety rows in one Scylla commit: a conversation's policy and
 //! bans, a user's blocks. Written blindly, since no rule reads them back
-//! within a commit.
+//! within a commit, but for the bans an erasure rewrites (`erasure.rs`),
+//! which the commit remembers.
 
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
@@ -33,6 +34,7 @@ impl Tx<'_> {
         user: &str,
     ) -> StoreResult<()> {
         let k = ck(c);
+        self.bans.insert((k.clone(), user.to_owned()), ban.cloned());
         let ts = self.ts();
         match ban {
             Some(ban) => {

@@ -6,6 +6,7 @@
 use super::*;
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
+use switchboard_store::erasure::Erasure;
 
 impl Commit for Tx<'_> {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
@@ -194,6 +195,12 @@ impl Commit for Tx<'_> {
         let ts = self.ts();
         self.push(
             &st.insert_user_conversation,
+            (k.0.clone(), user.to_owned(), k.1.clone(), ts),
+        );
+        // Kept when they leave: what an erasure of the user visits.
+        let ts = self.ts();
+        self.push(
+            &st.insert_joined,
             (k.0.clone(), user.to_owned(), k.1.clone(), ts),
         );
         self.member_set(&k).await?.insert(user.to_owned());
@@ -650,5 +657,34 @@ impl Commit for Tx<'_> {
     ) -> StoreResult<()> {
         self.write_block(tenant, user, target, at);
         Ok(())
+    }
+
+    async fn remove_sent(
+        &mut self,
+        c: &ConversationKey,
+        sender: &str,
+        client_msg_id: &str,
+    ) -> StoreResult<()> {
+        self.drop_sent(c, sender, client_msg_id)
+    }
+
+    async fn bans(&mut self, c: &ConversationKey) -> StoreResult<Vec<Ban>> {
+        self.ban_list(c).await
+    }
+
+    async fn anonymise_creator(&mut self, c: &ConversationKey, e: Erasure<'_>) -> StoreResult<()> {
+        self.rename_creator(c, e).await
+    }
+
+    async fn remove_joined(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        self.drop_joined(c, user)
+    }
+
+    async fn remove_reactions_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        self.drop_reactions_of(c, user).await
+    }
+
+    async fn erase_user_rows(&mut self, tenant: &TenantId, user: &str) -> StoreResult<()> {
+        self.erase_user(tenant, user).await
     }
 }

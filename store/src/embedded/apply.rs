@@ -31,6 +31,7 @@ use crate::{
 };
 
 mod archive;
+mod erasure;
 mod extras;
 mod safety;
 mod view;

@@ -14,12 +14,14 @@ use crate::{StoreError, StoreResult};
 
 /// The layout's version. 2 added the keyspaces of v1.1 (member states,
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
-/// blocks, reports, expiries); an older store becomes version 3 as it opens, since those
-/// start empty (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"3";
+/// blocks, reports, expiries), 4 `joined` (erasure), filled from the
+/// current memberships as it opens (`erasure::record_joined`); an older
+/// store becomes version 4 as it opens, since the others start empty
+/// (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"4";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3"];
 
 /// Every keyspace of the store.
 pub(super) struct Spaces {
@@ -34,6 +36,9 @@ pub(super) struct Spaces {
     pub member_marks: Keyspace,
     /// tenant, user, conversation → (): a user's conversations.
     pub user_conversations: Keyspace,
+    /// tenant, user, conversation → (): every conversation the user ever
+    /// joined, kept when they leave: what an erasure visits (v1.2).
+    pub joined: Keyspace,
     /// tenant, conversation, user → (): members who have sent there.
     pub speakers: Keyspace,
     /// tenant, user, conversation, at (i64 Unix ms) → the actor: the
@@ -107,6 +112,7 @@ impl Spaces {
             members: open("members")?,
             member_marks: open("member_marks")?,
             user_conversations: open("user_conversations")?,
+            joined: open("joined")?,
             speakers: open("speakers")?,
             unsolicited: open("unsolicited")?,
             messages: open("messages")?,

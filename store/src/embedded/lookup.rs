@@ -1,13 +1,60 @@
 //! The row lookups every other read and write builds on: a prefix scan,
-//! whether a conversation exists, and one member's row.
+//! a bounded walk over a conversation's messages, whether a conversation
+//! exists, and one member's row.
 
 use fjall::Readable;
-use switchboard_protocol::UserId;
+use switchboard_protocol::{Message, UserId};
 
-use super::codec::storage;
+use super::codec::{decode, storage};
 use super::keys::{Key, Spaces};
 use super::rows::MemberRow;
-use crate::{StoreError, StoreResult};
+use crate::{ConversationKey, ExpiredScan, StoreError, StoreResult};
+
+/// What a walk over messages does with one.
+pub(super) enum Visit {
+    /// Takes its seq, and goes on.
+    Take,
+    /// Passes it over, and goes on.
+    Pass,
+    /// Ends the walk before it: nothing from here on is wanted.
+    Stop,
+}
+
+/// One step of a walk over the conversation's live message rows after
+/// `after_seq`, in seq order, looking at no more than `limit` of them:
+/// the seqs `visit` takes, the last seq looked at, and whether the walk
+/// reached its end (the last row, or a `Stop`).
+pub(super) fn walk_messages<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    key: &ConversationKey,
+    after_seq: u64,
+    limit: usize,
+    mut visit: impl FnMut(&Message) -> Visit,
+) -> StoreResult<ExpiredScan> {
+    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+    let range = Key::new().s(t).s(c).n(after_seq.saturating_add(1)).bytes()
+        ..=Key::new().s(t).s(c).n(u64::MAX).bytes();
+    let mut scan = ExpiredScan {
+        last_seen: after_seq,
+        ..Default::default()
+    };
+    for (seen, g) in r.range(&s.messages, range).enumerate() {
+        if seen == limit {
+            return Ok(scan);
+        }
+        let (_, v) = g.into_inner().map_err(storage)?;
+        let m: Message = decode(&v)?;
+        match visit(&m) {
+            Visit::Stop => break,
+            Visit::Take => scan.seqs.push(m.seq),
+            Visit::Pass => {}
+        }
+        scan.last_seen = m.seq;
+    }
+    scan.done = true;
+    Ok(scan)
+}
 
 /// Every key of a keyspace that starts with `prefix`, with its value.
 pub(super) fn scan<R: Readable>(

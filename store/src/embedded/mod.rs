@@ -15,6 +15,7 @@ mod apply;
 mod cache;
 mod codec;
 mod consent;
+mod erasure;
 mod extras;
 mod group_commit;
 mod keys;
@@ -90,6 +91,7 @@ impl EmbeddedStore {
         let spaces = Arc::new(Spaces::open(&db)?);
         check_schema(&db, &spaces)?;
         consent::record_past_speakers(&db, &spaces)?;
+        erasure::record_joined(&db, &spaces)?;
         let commits =
             group_commit::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
         Ok(Self {
@@ -540,6 +542,30 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<ExpiredScan> {
         let key = key.clone();
         self.read(move |r, s| safety::expired(r, s, &key, after_seq, cutoff, limit.max(1)))
+            .await
+    }
+
+    async fn joined(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ConversationId>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.read(move |r, s| erasure::joined(r, s, t.as_str(), u.as_str(), after.as_ref(), limit))
+            .await
+    }
+
+    async fn naming(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<ExpiredScan> {
+        let (key, user) = (key.clone(), user.clone());
+        self.read(move |r, s| erasure::naming(r, s, &key, &user, after_seq, limit.max(1)))
             .await
     }
 

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 
 use switchboard_protocol::reports::{Report, ReportStatus};
-use switchboard_protocol::{ConversationId, Message, MessageId, TenantId, Timestamp, UserId};
+use switchboard_protocol::{ConversationId, MessageId, TenantId, Timestamp, UserId};
 
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, read_words, str_after, str_part, trailing_u64};
-use super::lookup::scan;
+use super::lookup::{Visit, scan, walk_messages};
 use crate::{ConversationKey, ExpiredScan, StoreError, StoreResult};
 
 pub(super) fn policy<R: Readable>(
@@ -166,30 +166,15 @@ pub(super) fn expired<R: Readable>(
     cutoff: Timestamp,
     limit: usize,
 ) -> StoreResult<ExpiredScan> {
-    let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
-    let range = Key::new().s(t).s(c).n(after_seq.saturating_add(1)).bytes()
-        ..=Key::new().s(t).s(c).n(u64::MAX).bytes();
-    let mut scan = ExpiredScan {
-        last_seen: after_seq,
-        ..Default::default()
-    };
-    for (seen, g) in r.range(&s.messages, range).enumerate() {
-        if seen == limit {
-            return Ok(scan);
-        }
-        let (_, v) = g.into_inner().map_err(storage)?;
-        let m: Message = decode(&v)?;
+    walk_messages(r, s, key, after_seq, limit, |m| {
         if m.created_at > cutoff {
-            scan.done = true;
-            return Ok(scan);
+            Visit::Stop
+        } else if m.deleted_at.is_none() {
+            Visit::Take
+        } else {
+            Visit::Pass
         }
-        scan.last_seen = m.seq;
-        if m.deleted_at.is_none() {
-            scan.seqs.push(m.seq);
-        }
-    }
-    scan.done = true;
-    Ok(scan)
+    })
 }
 
 /// Messages whose `expires_at` is at or before `now`.

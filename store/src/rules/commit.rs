@@ -323,6 +323,36 @@ pub trait Commit {
         tenant: &TenantId,
         report: &switchboard_protocol::reports::Report,
     ) -> StoreResult<()>;
+    /// The idempotency key `(sender, client_msg_id)` goes (erasure).
+    async fn remove_sent(
+        &mut self,
+        c: &ConversationKey,
+        sender: &str,
+        client_msg_id: &str,
+    ) -> StoreResult<()>;
+    /// The conversation's bans (v1.2).
+    async fn bans(
+        &mut self,
+        c: &ConversationKey,
+    ) -> StoreResult<Vec<switchboard_protocol::safety::Ban>>;
+    /// The conversation's creator, if it is the erased user, becomes the
+    /// pseudonym.
+    async fn anonymise_creator(
+        &mut self,
+        c: &ConversationKey,
+        e: crate::erasure::Erasure<'_>,
+    ) -> StoreResult<()>;
+    /// Every reaction row of `user` in the conversation, those on
+    /// archived messages included (erasure).
+    async fn remove_reactions_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// The conversation leaves the user's list of conversations they ever
+    /// joined (erasure: it is done there).
+    async fn remove_joined(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
+    /// Every row kept under the user (erasure): their devices with their
+    /// cursors and inbox entries, their blocks and everyone's blocks of
+    /// them, their thread marks, mentions and unsolicited adds, and the
+    /// list of conversations they joined.
+    async fn erase_user_rows(&mut self, tenant: &TenantId, user: &str) -> StoreResult<()>;
     /// Replaces the bucket's rows by the archive `object`: every message
     /// row in `span` but `newest` goes with its versions and idempotency
     /// key, and the bucket is marked archived.

@@ -90,7 +90,7 @@ fn upload_body(account: &Account, first_id: u32) -> Value {
 }
 
 /// A device with its Olm account publishes `one_time` prekeys.
-async fn publish(
+pub(crate) async fn publish(
     cluster: &Cluster,
     user: &str,
     device: &str,

@@ -16,6 +16,7 @@ mod dev;
 mod e2ee;
 mod edge;
 mod edits;
+mod erasure;
 mod fanout;
 mod history;
 mod http_edge;

@@ -80,7 +80,7 @@ fn no_redirects() -> reqwest::Client {
 }
 
 /// `POST /v1/media`: the status and the answer.
-async fn grant(rest: &RestClient, mime: &str, size: u64) -> (u16, Value) {
+pub(crate) async fn grant(rest: &RestClient, mime: &str, size: u64) -> (u16, Value) {
     let r = rest
         .raw()
         .post(format!("{}/v1/media", rest.base()))
@@ -94,7 +94,11 @@ async fn grant(rest: &RestClient, mime: &str, size: u64) -> (u16, Value) {
 
 /// PUTs `bytes` to the grant's URL with the grant's headers, the
 /// content type replaced when given.
-async fn put(ticket: &Value, content_type: Option<&str>, bytes: Vec<u8>) -> (u16, Value) {
+pub(crate) async fn put(
+    ticket: &Value,
+    content_type: Option<&str>,
+    bytes: Vec<u8>,
+) -> (u16, Value) {
     put_to(
         ticket["upload_url"].as_str().unwrap(),
         ticket,
@@ -156,7 +160,7 @@ fn tamper(url: &str) -> String {
     String::from_utf8(bytes).unwrap()
 }
 
-fn image_frame(conv: &str, id: &str, blob_ref: &str, size: u64) -> ClientFrame {
+pub(crate) fn image_frame(conv: &str, id: &str, blob_ref: &str, size: u64) -> ClientFrame {
     ClientFrame::send_message(
         ClientMsgId::new(id).unwrap(),
         ConversationId::new(conv).unwrap(),
@@ -432,7 +436,14 @@ async fn unreferenced_uploads_are_collected(backend: Backend) {
     );
     assert!(!media.bytes_path(&orphan).exists(), "its bytes are gone");
     assert!(media.bytes_path(&kept).exists());
-    assert!(cluster.logs().contains("unreferenced uploads removed"));
+    // The walk logs once it is over, a moment after its deletion.
+    eventually("the walk's log line", Duration::from_secs(5), || async {
+        cluster
+            .logs()
+            .contains("unreferenced uploads removed")
+            .then_some(())
+    })
+    .await;
 }
 
 /// Issue 26: what is read back of the blob store whole (archive objects)

@@ -85,7 +85,9 @@ pub(crate) async fn run_partition(
         // a command's read and its commit.
         if !batch.archive_requests.is_empty() {
             fence.check()?;
-            archive::serve_requests(&ctx, &batch.archive_requests, || fence.holds()).await;
+            if archive::serve_requests(&ctx, &batch.archive_requests, || fence.holds()).await {
+                sequencer.forget();
+            }
         }
         if *stop.borrow() {
             break;

@@ -73,4 +73,48 @@ impl GroupView<'_> {
         self.pending.pins.insert(key, pin.cloned());
         Ok(())
     }
+    pub(super) fn unsolicited_count(
+        &self,
+        tenant: &TenantId,
+        user: &str,
+        since: Timestamp,
+    ) -> StoreResult<u32> {
+        let prefix = Key::new().s(tenant.as_str()).s(user).bytes();
+        let stored = unsolicited_times(self.snap, self.s, prefix.clone())?;
+        let here = self.pending.unsolicited.get(&prefix);
+        let count = stored
+            .iter()
+            .map(|(_, at)| *at)
+            .chain(here.into_iter().flatten().copied())
+            .filter(|at| *at >= since.unix_ms())
+            .count();
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    /// Records older than the window are removed on the way.
+    pub(super) fn record_unsolicited(
+        &mut self,
+        key: &ConversationKey,
+        user: &str,
+        actor: &str,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let prefix = Key::new().s(t).s(user).bytes();
+        let horizon = at.unix_ms().saturating_sub(UNSOLICITED_WINDOW_MS);
+        for (old, when) in unsolicited_times(self.snap, self.s, prefix.clone())? {
+            if when < horizon {
+                self.batch.remove(&self.s.unsolicited, old);
+            }
+        }
+        let row = Key::new().s(t).s(user).s(c).n(at.unix_ms() as u64).bytes();
+        self.batch
+            .insert(&self.s.unsolicited, row, actor.as_bytes().to_vec());
+        self.pending
+            .unsolicited
+            .entry(prefix)
+            .or_default()
+            .push(at.unix_ms());
+        Ok(())
+    }
 }

@@ -7,6 +7,8 @@ use super::*;
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
+use crate::erasure::Erasure;
+
 impl Commit for GroupView<'_> {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>> {
         let (t, c) = parts(c);
@@ -245,11 +247,9 @@ impl Commit for GroupView<'_> {
             .insert(&self.s.members, member_key.clone(), row.encode_joined());
         self.batch
             .insert(&self.s.member_marks, member_key.clone(), row.encode_marks());
-        self.batch.insert(
-            &self.s.user_conversations,
-            Key::new().s(t).s(user).s(c).bytes(),
-            [],
-        );
+        let listed = Key::new().s(t).s(user).s(c).bytes();
+        self.batch.insert(&self.s.joined, listed.clone(), []);
+        self.batch.insert(&self.s.user_conversations, listed, []);
         self.cache.member_rows.insert(member_key, Some(row));
         self.member_list(t, c)?.push(user.to_owned());
         Ok(())
@@ -295,19 +295,9 @@ impl Commit for GroupView<'_> {
         user: &str,
         since: Timestamp,
     ) -> StoreResult<u32> {
-        let prefix = Key::new().s(tenant.as_str()).s(user).bytes();
-        let stored = unsolicited_times(self.snap, self.s, prefix.clone())?;
-        let here = self.pending.unsolicited.get(&prefix);
-        let count = stored
-            .iter()
-            .map(|(_, at)| *at)
-            .chain(here.into_iter().flatten().copied())
-            .filter(|at| *at >= since.unix_ms())
-            .count();
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        self.unsolicited_count(tenant, user, since)
     }
 
-    /// Records older than the window are removed on the way.
     async fn insert_unsolicited(
         &mut self,
         key: &ConversationKey,
@@ -315,23 +305,7 @@ impl Commit for GroupView<'_> {
         actor: &str,
         at: Timestamp,
     ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let prefix = Key::new().s(t).s(user).bytes();
-        let horizon = at.unix_ms().saturating_sub(UNSOLICITED_WINDOW_MS);
-        for (old, when) in unsolicited_times(self.snap, self.s, prefix.clone())? {
-            if when < horizon {
-                self.batch.remove(&self.s.unsolicited, old);
-            }
-        }
-        let row = Key::new().s(t).s(user).s(c).n(at.unix_ms() as u64).bytes();
-        self.batch
-            .insert(&self.s.unsolicited, row, actor.as_bytes().to_vec());
-        self.pending
-            .unsolicited
-            .entry(prefix)
-            .or_default()
-            .push(at.unix_ms());
-        Ok(())
+        self.record_unsolicited(key, user, actor, at)
     }
 
     async fn insert_reaction(
@@ -673,6 +647,43 @@ impl Commit for GroupView<'_> {
         };
         self.set_state(t, c, row);
         Ok(())
+    }
+
+    async fn remove_sent(
+        &mut self,
+        key: &ConversationKey,
+        sender: &str,
+        id: &str,
+    ) -> StoreResult<()> {
+        self.remove_sent_key(key, sender, id);
+        Ok(())
+    }
+
+    async fn bans(&mut self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
+        self.ban_rows(key)
+    }
+
+    async fn anonymise_creator(
+        &mut self,
+        key: &ConversationKey,
+        e: Erasure<'_>,
+    ) -> StoreResult<()> {
+        self.anonymise_meta(key, e)
+    }
+
+    async fn remove_reactions_of(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+        self.remove_reaction_rows_of(key, user)
+    }
+
+    async fn remove_joined(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        self.batch
+            .remove(&self.s.joined, Key::new().s(t).s(user).s(c).bytes());
+        Ok(())
+    }
+
+    async fn erase_user_rows(&mut self, tenant: &TenantId, user: &str) -> StoreResult<()> {
+        self.erase_user_keys(tenant, user)
     }
 
     async fn archive_rows(
