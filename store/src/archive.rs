@@ -39,88 +39,17 @@ use crate::{
 };
 
 mod erase;
+mod expire;
 mod format;
+mod moving;
 mod objects;
 pub use format::{MAX_OBJECT_BYTES, decode, encode, object_name};
+pub use moving::{archive_bucket, prepare_archive};
 pub use objects::{ArchiveObjects, MemoryObjects};
-
-/// Messages the archiver reads from the store per part.
-const READ_PART: usize = 512;
 
 /// Decoded buckets [`Tiered`] keeps, so that paging through archived
 /// history does not fetch the same object for every page.
 const CACHED_BUCKETS: usize = 32;
-
-/// Moves one bucket to the archive. Returns how many messages moved.
-/// Safe to repeat: a bucket archived already is left alone, and an object
-/// written by an attempt that did not commit is overwritten by the next.
-pub async fn archive_bucket(
-    store: &dyn Store,
-    objects: &dyn ArchiveObjects,
-    bucket: &BucketKey,
-) -> StoreResult<usize> {
-    let (mark, moved) = prepare_archive(store, objects, bucket).await?;
-    store.commit(vec![mark]).await?;
-    Ok(moved)
-}
-
-/// The first half of [`archive_bucket`]: reads the bucket and writes its
-/// object. Returns the mark to commit (a writer checks its lease first)
-/// and how many messages it moves.
-pub async fn prepare_archive(
-    store: &dyn Store,
-    objects: &dyn ArchiveObjects,
-    bucket: &BucketKey,
-) -> StoreResult<(Mutation, usize)> {
-    let contents = read_bucket(store, bucket).await?;
-    let object = object_name(bucket);
-    objects.put(&object, encode(&contents)?).await?;
-    let mark = Mutation::Archive {
-        bucket: bucket.clone(),
-        first_seq: contents.first_seq,
-        last_seq: contents.last_seq,
-        object,
-    };
-    Ok((mark, contents.messages.len()))
-}
-
-/// All of one bucket, read in parts (smaller ones when a part does not fit
-/// the transport).
-async fn read_bucket(store: &dyn Store, bucket: &BucketKey) -> StoreResult<BucketContents> {
-    let mut whole: Option<BucketContents> = None;
-    let mut after = 0;
-    let mut part = READ_PART;
-    loop {
-        let next = match store.bucket_contents(bucket, after, part).await {
-            Ok(next) => next,
-            Err(StoreError::AnswerTooLarge { .. }) if part > 1 => {
-                part /= 2;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        let short = next.messages.len() < part;
-        if let Some(last) = next.messages.last() {
-            after = last.seq;
-        }
-        match &mut whole {
-            None => whole = Some(next),
-            Some(w) => {
-                if (w.first_seq, w.last_seq) != (next.first_seq, next.last_seq) {
-                    return Err(StoreError::Conflict(
-                        "the bucket changed while it was read".into(),
-                    ));
-                }
-                w.messages.extend(next.messages);
-                w.versions.extend(next.versions);
-            }
-        }
-        if short {
-            break;
-        }
-    }
-    whole.ok_or(StoreError::NotFound)
-}
 
 /// A [`Store`] whose old buckets may be in the archive.
 pub struct Tiered {
@@ -135,6 +64,34 @@ impl Tiered {
             inner,
             objects,
             cache: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Rewrites one archived bucket without the messages that expired,
+    /// and drops the cached copy. A bucket not archived (any more) is
+    /// left alone.
+    async fn expire_archived(
+        &self,
+        bucket: &BucketKey,
+        seqs: &[u64],
+        cutoff: Option<Timestamp>,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let key = bucket.conversation();
+        let archived = self.inner.archived_buckets(&key, 0, u64::MAX).await?;
+        let Some(b) = archived.into_iter().find(|b| b.day == bucket.day) else {
+            return Ok(());
+        };
+        let (store, objects) = (self.inner.as_ref(), self.objects.as_ref());
+        if expire::expire_bucket(store, objects, &key, &b, seqs, cutoff, at).await? > 0 {
+            self.forget_cached(&b.object);
+        }
+        Ok(())
+    }
+
+    fn forget_cached(&self, object: &str) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.retain(|(o, _)| o != object);
         }
     }
 
@@ -153,10 +110,8 @@ impl Tiered {
             return Ok(());
         };
         let (store, objects) = (self.inner.as_ref(), self.objects.as_ref());
-        if erase::erase_bucket(store, objects, &key, &b, user, pseudonym, at).await?
-            && let Ok(mut cache) = self.cache.lock()
-        {
-            cache.retain(|(object, _)| *object != b.object);
+        if erase::erase_bucket(store, objects, &key, &b, user, pseudonym, at).await? {
+            self.forget_cached(&b.object);
         }
         Ok(())
     }
@@ -284,10 +239,23 @@ impl Store for Tiered {
         {
             return self.erase_archived(bucket, user, pseudonym, *at).await;
         }
+        if let [
+            Mutation::ExpireArchived {
+                bucket,
+                seqs,
+                cutoff,
+                at,
+            },
+        ] = mutations.as_slice()
+        {
+            return self.expire_archived(bucket, seqs, *cutoff, *at).await;
+        }
         if mutations.iter().any(|m| {
             matches!(
                 m,
-                Mutation::MoveToArchive { .. } | Mutation::EraseArchived { .. }
+                Mutation::MoveToArchive { .. }
+                    | Mutation::EraseArchived { .. }
+                    | Mutation::ExpireArchived { .. }
             )
         }) {
             return Err(StoreError::Conflict(

@@ -50,7 +50,10 @@ pub use threads::*;
 macro_rules! conformance_tests {
     ($subject:path) => {
         $crate::conformance_tests!($subject, served);
-        $crate::conformance_tests!(@checks $subject; tiered_reads_are_unchanged);
+        $crate::conformance_tests!(@checks $subject;
+            tiered_reads_are_unchanged,
+            expiry_rewrites_archived_buckets,
+        );
     };
     ($subject:path, served) => {
         $crate::conformance_tests!(@checks $subject;

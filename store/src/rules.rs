@@ -170,10 +170,15 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             pseudonym,
         } => erasure::erase_member(view, key, Erasure { user, pseudonym }).await,
         Mutation::EraseUser { tenant, user } => erasure::erase_user(view, tenant, user).await,
+        Mutation::ExpiredFromArchive { key, gone, blobs } => {
+            expired_from_archive(view, key, gone, blobs).await
+        }
         // The archive tier (`archive::Tiered`) handles these before a backend.
-        Mutation::MoveToArchive { .. } | Mutation::EraseArchived { .. } => Err(
-            StoreError::Unavailable("no archive store is configured".into()),
-        ),
+        Mutation::MoveToArchive { .. }
+        | Mutation::EraseArchived { .. }
+        | Mutation::ExpireArchived { .. } => Err(StoreError::Unavailable(
+            "no archive store is configured".into(),
+        )),
     }
 }
 
@@ -371,6 +376,28 @@ async fn expire<C: Commit>(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// What archived messages that expired leave among the live rows: their
+/// reaction rows, mentions and media references (the archive object
+/// itself is `Tiered`'s to rewrite).
+async fn expired_from_archive<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    gone: &[Message],
+    blobs: &[(u64, String)],
+) -> StoreResult<()> {
+    if view.last_seq(c).await?.is_none() {
+        return Ok(());
+    }
+    for m in gone {
+        view.remove_reactions(c, m.seq).await?;
+        threads::unmention(view, c, m).await?;
+    }
+    for (seq, blob_ref) in blobs {
+        view.unreference_media(c, *seq, blob_ref).await?;
     }
     Ok(())
 }

@@ -526,6 +526,29 @@ pub enum Mutation {
         #[serde(default)]
         unindex: Vec<(Timestamp, u64)>,
     },
+    /// Expiry in an archived bucket (v1.2): [`crate::archive::Tiered`]
+    /// rewrites its object (same name, same seq range) with messages
+    /// `seqs`, and with `cutoff` every message created at or before it,
+    /// deleted as a deletion leaves them; first it commits
+    /// [`Mutation::ExpiredFromArchive`] for them. It must be the only
+    /// mutation of its commit. A backend reached without `Tiered` refuses
+    /// it with `Unavailable`.
+    ExpireArchived {
+        bucket: BucketKey,
+        seqs: Vec<u64>,
+        cutoff: Option<Timestamp>,
+        at: Timestamp,
+    },
+    /// The live rows archived messages that expire leave behind (v1.2):
+    /// their reaction rows, the mentions they counted in, and their media
+    /// references `blobs` (seq, blob_ref), so an upload nobody else
+    /// references is collected. `gone` are the messages as they were.
+    /// Idempotent.
+    ExpiredFromArchive {
+        key: ConversationKey,
+        gone: Vec<Message>,
+        blobs: Vec<(u64, String)>,
+    },
     /// A report as it is now (v1.2): a new one, or one resolved.
     PutReport {
         tenant: TenantId,

@@ -103,6 +103,11 @@ struct ChatArgs {
     /// its client has seen (0: none).
     #[arg(long, default_value_t = 0.0)]
     reaction_rate: f64,
+    /// Disappearing messages (v1.2) in every conversation, this many
+    /// seconds after they are sent: the server's expiry passes then run
+    /// beside the sends (its retention benchmark). 0: off.
+    #[arg(long, default_value_t = 0)]
+    disappearing_secs: u64,
 }
 
 /// The emoji a client toggles, in turn.
@@ -384,6 +389,7 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     } else {
         ConversationKind::Group
     };
+    let disappearing_secs = a.disappearing_secs;
     let mut created = futures::stream::iter(groups.iter().cloned())
         .map(|g| {
             let rest = RestClient::new(&a.url, &token(&g[0]).unwrap_or_default());
@@ -398,6 +404,19 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
                 let id = view.conversation_id.as_str().to_owned();
                 for more in steps {
                     rest.add_members(&id, more).await?;
+                }
+                if disappearing_secs > 0 {
+                    let patch = serde_json::json!({ "disappearing_secs": disappearing_secs });
+                    let answer = rest
+                        .raw()
+                        .patch(format!("{}/v1/conversations/{id}", rest.base()))
+                        .bearer_auth(rest.token())
+                        .json(&patch)
+                        .send()
+                        .await?;
+                    if !answer.status().is_success() {
+                        bail!("disappearing messages refused: {}", answer.status());
+                    }
                 }
                 Ok::<_, anyhow::Error>((g, id))
             }

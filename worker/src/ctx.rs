@@ -33,6 +33,10 @@ pub(crate) struct Ctx {
     /// Per conversation, the seq this worker's expiry got to (v1.2).
     pub expired_through:
         std::sync::Mutex<std::collections::HashMap<switchboard_store::ConversationKey, u64>>,
+    /// Archived days this worker's retention has rewritten for good
+    /// (v1.2).
+    pub archive_expired:
+        std::sync::Mutex<std::collections::HashSet<(switchboard_store::ConversationKey, u32)>>,
     /// Per conversation and erased user, the seq this worker's erasure
     /// got to (v1.2).
     pub erased_through: std::sync::Mutex<

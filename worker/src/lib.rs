@@ -89,6 +89,7 @@ pub async fn run(
         config,
         expired_through: Default::default(),
         erased_through: Default::default(),
+        archive_expired: Default::default(),
     });
     let open = |name: &'static str| {
         let js = ctx.js.clone();

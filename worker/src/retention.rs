@@ -8,23 +8,32 @@
 //! have a lifetime and publishes one `expire` request per conversation
 //! on the ingest stream, to its partition, as the archiver does: the
 //! conversation's writer expires between two batches of commands, so no
-//! edit races an expiry. A writer expires in bounded steps (`STEP` rows
-//! per store read and commit, `STEPS` per request): what the store's
-//! expiry index says is due, then, for retention, live messages in seq
-//! order from where its last request stopped (kept in memory: after a
-//! restart it starts from the first message again, passing over what is
-//! gone). A message is gone at most one pass after its time, while a
-//! conversation expires no more than `STEP * STEPS` messages of each
-//! kind a pass.
+//! edit races an expiry. A request takes one bounded step (`STEP` rows
+//! per store read and commit) of each kind: what the store's expiry
+//! index says is due, then, for retention, live messages in seq order
+//! from where its last step stopped (kept in memory: after a restart it
+//! starts from the first message again, passing over what is gone).
+//! When more is due, the writer asks again for the rest with a request
+//! at the back of its partition's queue, so the commands that came
+//! meanwhile go first: expiry never holds a partition for more than one
+//! step, and a message is gone within one pass of its time plus the
+//! steps its conversation had queued before it.
+//!
+//! Archived buckets (F14) expire too: a due message the index finds in
+//! one, and for retention every archived day at or before the cutoff's,
+//! is taken out of the bucket's object, which the archive tier rewrites
+//! in place (`store/src/archive/expire.rs`), its reaction rows, mentions
+//! and media references going first; at most `ARCHIVED_STEPS` days of
+//! one conversation a step for retention.
 //!
 //! Clients are not sent anything: a message's `expires_at` says when it
 //! goes, and afterwards history shows it deleted (`deleted_at`, no
-//! content), as it does a deletion. Archived buckets are not expired yet.
+//! content), as it does a deletion.
 
 use std::sync::Arc;
 
 use switchboard_protocol::Timestamp;
-use switchboard_store::{ConversationKey, Mutation};
+use switchboard_store::{ArchivedBucket, BucketKey, ConversationKey, Mutation, day_bucket};
 
 use crate::ctx::Ctx;
 
@@ -33,9 +42,11 @@ pub(crate) const EXPIRE_REQUEST: &str = "expire";
 /// Policy rows one scan step looks at.
 const SCAN: usize = 1024;
 /// Message rows one expiry step looks at (and at most expires in one
-/// commit), and steps per request.
-const STEP: usize = 1000;
-const STEPS: usize = 10;
+/// commit): a request takes one step of each kind, and asks again at
+/// the back of the queue for the rest.
+const STEP: usize = 500;
+/// Archived buckets one step rewrites for retention.
+const ARCHIVED_STEPS: usize = 2;
 
 pub(crate) async fn run(ctx: Arc<Ctx>) {
     let mut every = tokio::time::interval(ctx.config.expiry_pass_every);
@@ -112,49 +123,194 @@ pub(crate) async fn expire(ctx: &Ctx, key: &ConversationKey, lease_valid: &impl 
     let Some(state) = state else {
         return;
     };
+    let archived = match ctx.store.archived_buckets(key, 0, u64::MAX).await {
+        Ok(archived) => archived,
+        Err(e) => {
+            tracing::warn!(error = %e, "expiry: cannot read the archived buckets; the next pass retries");
+            return;
+        }
+    };
     let now = Timestamp::now();
-    for _ in 0..STEPS {
-        let due = match ctx.store.due(key, now, STEP).await {
-            Ok(due) => due,
-            Err(e) => {
-                tracing::warn!(error = %e, "expiry: cannot read what is due; the next pass retries");
-                return;
-            }
-        };
-        let full = due.len() == STEP;
-        let seqs = due.iter().map(|(_, seq)| *seq).collect();
-        if !commit(ctx, key, seqs, due, now, lease_valid).await || !full {
-            break;
+    let mut more = false;
+    let due = match ctx.store.due(key, now, STEP).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, "expiry: cannot read what is due; the next pass retries");
+            return;
+        }
+    };
+    more |= due.len() == STEP;
+    let seqs: Vec<u64> = due.iter().map(|(_, seq)| *seq).collect();
+    // Archived ones first: the live commit takes their index entries.
+    if !expire_archived_seqs(ctx, key, &archived, &seqs, now, lease_valid).await
+        || !commit(ctx, key, seqs, due, now, lease_valid).await
+    {
+        return;
+    }
+    if let Some(days) = state.policy.retention_days {
+        let cutoff =
+            Timestamp::from_unix_ms(now.unix_ms().saturating_sub(i64::from(days) * 86_400_000));
+        match expire_by_age(ctx, key, &archived, cutoff, now, lease_valid).await {
+            Some(done) => more |= !done,
+            None => return,
         }
     }
-    let Some(days) = state.policy.retention_days else {
-        return;
-    };
-    let cutoff =
-        Timestamp::from_unix_ms(now.unix_ms().saturating_sub(i64::from(days) * 86_400_000));
-    let mut after = ctx
+    if more {
+        continue_later(ctx, key).await;
+    }
+}
+
+/// One step of retention by age: archived days, then live messages in
+/// seq order from where the last step stopped. Whether nothing older is
+/// left (`None`: it stopped on a failure; the next pass retries).
+async fn expire_by_age(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    archived: &[ArchivedBucket],
+    cutoff: Timestamp,
+    now: Timestamp,
+    lease_valid: &impl Fn() -> bool,
+) -> Option<bool> {
+    if !expire_archived_days(ctx, key, archived, cutoff, now, lease_valid).await {
+        return None;
+    }
+    let after = ctx
         .expired_through
         .lock()
         .ok()
         .and_then(|m| m.get(key).copied())
         .unwrap_or(0);
-    for _ in 0..STEPS {
-        let scan = match ctx.store.expired(key, after, cutoff, STEP).await {
-            Ok(scan) => scan,
-            Err(e) => {
-                tracing::warn!(error = %e, "expiry: scan failed; the next pass retries");
-                return;
-            }
-        };
-        if !commit(ctx, key, scan.seqs, Vec::new(), now, lease_valid).await {
-            return;
+    let scan = match ctx.store.expired(key, after, cutoff, STEP).await {
+        Ok(scan) => scan,
+        Err(e) => {
+            tracing::warn!(error = %e, "expiry: scan failed; the next pass retries");
+            return None;
         }
-        after = scan.last_seen;
-        if let Ok(mut marks) = ctx.expired_through.lock() {
-            marks.insert(key.clone(), after);
+    };
+    if !commit(ctx, key, scan.seqs, Vec::new(), now, lease_valid).await {
+        return None;
+    }
+    if let Ok(mut marks) = ctx.expired_through.lock() {
+        marks.insert(key.clone(), scan.last_seen);
+    }
+    Some(scan.done)
+}
+
+/// More is due than one step takes: the rest is asked for again at the
+/// back of the partition's queue, so the commands already waiting there
+/// go first and a writer never stops its partition for more than a step.
+async fn continue_later(ctx: &Ctx, key: &ConversationKey) {
+    let id = format!(
+        "expire.{}.{}.then.{}",
+        key.tenant,
+        key.conversation_id,
+        rand::random::<u64>()
+    );
+    let published = match serde_json::to_vec(key) {
+        Ok(payload) => crate::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = published {
+        tracing::warn!(error = %e, "expiry: the rest waits for the next pass");
+    }
+}
+
+/// The due messages `seqs` that are in archived buckets, a rewrite of
+/// each bucket's object (`Mutation::ExpireArchived`); whether every one
+/// went.
+async fn expire_archived_seqs(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    archived: &[ArchivedBucket],
+    seqs: &[u64],
+    now: Timestamp,
+    lease_valid: &impl Fn() -> bool,
+) -> bool {
+    for b in archived {
+        let here: Vec<u64> = seqs
+            .iter()
+            .copied()
+            .filter(|s| (b.first_seq..=b.last_seq).contains(s))
+            .collect();
+        if here.is_empty() {
+            continue;
         }
-        if scan.done {
-            return;
+        let n = here.len();
+        if !rewrite(ctx, key, b.day, here, None, now, lease_valid).await {
+            return false;
+        }
+        crate::metrics::messages_expired(n);
+    }
+    true
+}
+
+/// Retention in the archive: each archived bucket of a day at or before
+/// the cutoff's is rewritten without what is older than the cutoff, at
+/// most `ARCHIVED_STEPS` a request. A day wholly before the cutoff's is
+/// done for good once rewritten (this worker remembers it; after a
+/// restart it is read once more and found done).
+async fn expire_archived_days(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    archived: &[ArchivedBucket],
+    cutoff: Timestamp,
+    now: Timestamp,
+    lease_valid: &impl Fn() -> bool,
+) -> bool {
+    let cutoff_day = day_bucket(cutoff);
+    let done = |day: u32| {
+        ctx.archive_expired
+            .lock()
+            .is_ok_and(|d| d.contains(&(key.clone(), day)))
+    };
+    let due = archived
+        .iter()
+        .filter(|b| b.day <= cutoff_day && !done(b.day))
+        .take(ARCHIVED_STEPS);
+    for b in due {
+        if !rewrite(ctx, key, b.day, Vec::new(), Some(cutoff), now, lease_valid).await {
+            return false;
+        }
+        if b.day < cutoff_day
+            && let Ok(mut d) = ctx.archive_expired.lock()
+        {
+            d.insert((key.clone(), b.day));
+        }
+    }
+    true
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn rewrite(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    day: u32,
+    seqs: Vec<u64>,
+    cutoff: Option<Timestamp>,
+    at: Timestamp,
+    lease_valid: &impl Fn() -> bool,
+) -> bool {
+    if !lease_valid() {
+        return false;
+    }
+    let bucket = BucketKey {
+        tenant: key.tenant.clone(),
+        conversation_id: key.conversation_id.clone(),
+        day,
+    };
+    let expired = Mutation::ExpireArchived {
+        bucket,
+        seqs,
+        cutoff,
+        at,
+    };
+    match ctx.store.commit(vec![expired]).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, day, "expiry: an archived bucket was not rewritten; the next pass retries");
+            false
         }
     }
 }

@@ -227,3 +227,78 @@ async fn history_reads_the_same_after_archiving_to_s3() {
 async fn history_reads_the_same_after_archiving_to_the_local_directory() {
     archive_round_trip(Backend::Local).await;
 }
+
+/// Retention and disappearing messages (v1.2) reach archived buckets:
+/// messages that were archived before their time are taken out of the
+/// bucket's object when it comes (the object is rewritten), and history
+/// shows them deleted, as it shows live ones.
+#[tokio::test]
+async fn disappearing_messages_go_from_archived_buckets_too() {
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: "expiry_pass_secs = 1\n[archive]\nafter_days = 0\nevery_secs = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Group, "alice", &["bob"])
+        .await;
+    let alice = cluster.rest(0, "alice");
+    let (status, _) = call(
+        &alice,
+        "PATCH",
+        &format!("/v1/conversations/{conv}"),
+        Some(serde_json::json!({"disappearing_secs": 8})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut ws = cluster.ws(0, "alice", "a").await;
+    for i in 1..=3 {
+        send_acked(&mut ws, &conv, &format!("d{i}"), &format!("secret {i}")).await;
+    }
+    let objects_dir = cluster
+        .dir
+        .path()
+        .join("store-owner/blobs/archive/acme")
+        .join(&conv);
+    let object = wait_for_objects(&objects_dir, 1, &cluster).await.remove(0);
+    let read = |path: &Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let contents = switchboard_store::archive::decode("object", &bytes).unwrap();
+        serde_json::to_string(&contents).unwrap()
+    };
+    assert!(
+        read(&object).contains("secret 1"),
+        "archived before its time"
+    );
+
+    // Gone at its time, from the object and from history.
+    switchboard_tests::eventually(
+        "the archived messages expire",
+        Duration::from_secs(30),
+        || async {
+            let (status, page) = history_status(&cluster, &conv).await;
+            assert_eq!(status, 200, "{page}");
+            let texts = page["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| !m["content"].is_null())
+                .count();
+            (texts == 0).then_some(())
+        },
+    )
+    .await;
+    let now = read(&object);
+    assert!(!now.contains("secret"), "{now}");
+    let (_, page) = history_status(&cluster, &conv).await;
+    let seqs: Vec<u64> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.contains(&1) && seqs.contains(&3),
+        "rows keep their seq: {seqs:?}"
+    );
+}

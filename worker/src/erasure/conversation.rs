@@ -1,8 +1,8 @@
 //! An erasure's work in one conversation, done by the conversation's
 //! writer between two batches of commands (`archive::serve_requests`),
 //! so that nothing it rewrites races an edit: live messages that name
-//! the user, in steps of `STEP` rows (a request does at most `STEPS`;
-//! the job asks again for a conversation not finished), then every
+//! the user, in steps of `STEP` rows (a request does at most `STEPS`,
+//! then asks again for the rest behind the commands waiting), then every
 //! archived bucket, then the membership, which also takes the
 //! conversation off the user's `joined` list: the job's sign that this
 //! conversation is done.
@@ -20,9 +20,11 @@ use crate::ctx::Ctx;
 pub(crate) const ERASE_REQUEST: &str = "erase";
 
 /// Message rows one step looks at (and at most rewrites in one commit),
-/// and steps per request.
-const STEP: usize = 1000;
-const STEPS: usize = 50;
+/// and steps per request: past them, the writer asks again for the rest
+/// at the back of its partition's queue, so commands that came meanwhile
+/// go first.
+const STEP: usize = 500;
+const STEPS: usize = 1;
 
 /// The payload of an `erase` request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,13 +72,34 @@ pub(crate) async fn serve(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -
     match erase(ctx, r, lease_valid).instrument(span).await {
         Ok(done) => done,
         Err(Stop::Unfinished) => {
-            tracing::info!("erasure in the conversation goes on at the job's next request");
+            continue_later(ctx, r).await;
             false
         }
         Err(e) => {
             tracing::warn!(error = %e, "erasure in the conversation stopped; the job asks again");
             false
         }
+    }
+}
+
+/// The rest of the conversation's erasure, asked for at the back of the
+/// partition's queue; if that fails, the job asks again (`ASK_AGAIN`).
+async fn continue_later(ctx: &Ctx, r: &EraseRequest) {
+    let id = format!(
+        "erase.{}.then.{}",
+        part(r.key.conversation_id.as_str()),
+        rand::random::<u64>()
+    );
+    let published = match serde_json::to_vec(r) {
+        Ok(payload) => {
+            crate::maintenance::publish_request(ctx, &r.key, ERASE_REQUEST, &id, payload)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = published {
+        tracing::warn!(error = %e, "erasure: the rest waits for the job's next request");
     }
 }
 
