@@ -49,6 +49,10 @@ pub enum RegistryError {
     WatchEnded,
 }
 
+/// The configuration key a moderation version sets to `true` to be
+/// consulted on reports (v1.2): `review_reports`.
+pub const REVIEW_REPORTS: &str = "review_reports";
+
 pub struct Plugins {
     host: Arc<PluginHost>,
     compiler: Compiler,
@@ -312,6 +316,30 @@ impl Plugins {
                 "the moderation plugin failed ({e}); try again later"
             )),
         }
+    }
+
+    /// Consults the tenant's active moderation version on a reported
+    /// message (v1.2), if it asked to be: its configuration sets
+    /// [`REVIEW_REPORTS`] to `true`. `None` when nobody asked. The call is
+    /// an ordinary moderation call (the same fuel, deadline, memory,
+    /// quarantine and failure policy) and no shadow is compared on it.
+    pub fn review_report(
+        &self,
+        input: &ModerationInput<'_>,
+        limits: &ContentLimits,
+    ) -> Option<Moderation> {
+        let (active, _) = self.versions(input.tenant, Hook::Moderation);
+        let loaded = active?;
+        if loaded.record.config.get(REVIEW_REPORTS).map(String::as_str) != Some("true") {
+            return None;
+        }
+        let result = loaded.call(&self.host, |h, c, cfg| h.moderate(c, cfg, input, limits));
+        Some(match result {
+            Ok(None) | Ok(Some(Verdict::Allow)) => Moderation::Allow,
+            Ok(Some(Verdict::Reject(reason))) => Moderation::Reject(reason),
+            Ok(Some(Verdict::Rewrite(content))) => Moderation::Rewrite(content),
+            Err(e) => Moderation::Failed(format!("the moderation plugin failed ({e})")),
+        })
     }
 
     /// Moderates a reaction being added: a 0.2.0 moderator may refuse it

@@ -124,6 +124,12 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("erasure jobs", move || erasure::run(ctx.clone()))
     };
+    let erasure_requests = {
+        let ctx = ctx.clone();
+        supervised("erasure requests", move || {
+            erasure::serve_gateways(ctx.clone())
+        })
+    };
     let report_counter = {
         let ctx = ctx.clone();
         supervised("report counter", move || report_count::run(ctx.clone()))
@@ -139,6 +145,7 @@ pub async fn run(
     archiver.abort();
     report_counter.abort();
     eraser.abort();
+    erasure_requests.abort();
     expirer.abort();
     balancer.abort();
     result

@@ -12,10 +12,11 @@ use axum::http::StatusCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use switchboard_nats::envelope::{Command, ReportCommand, ResolveCommand};
+use switchboard_plugin_host::{Hook, Moderation, ModerationInput};
 use switchboard_protocol::reports::{
-    Report, ReportCreated, ReportList, ReportRequest, ReportStatus, ResolveReport,
+    Report, ReportAction, ReportCreated, ReportList, ReportRequest, ReportStatus, ResolveReport,
 };
-use switchboard_protocol::{ConversationId, ErrorCode, MessageId};
+use switchboard_protocol::{ConversationId, ErrorCode, MessageId, UserId};
 
 use super::conversations::done;
 use super::extract::{Admin, JsonBody, PathParams, Shared};
@@ -57,7 +58,83 @@ pub(super) async fn create(
         note: body.note,
     });
     done(gw.run_command(command).await?)?;
+    tokio::spawn(review(gw.clone(), id, report_id));
     Ok((StatusCode::CREATED, Json(ReportCreated { report_id })))
+}
+
+/// Who resolves the reports the moderation plugin rejects: what a
+/// resolution's `resolved_by` says.
+pub(crate) const REVIEWER: &str = "moderation-plugin";
+
+/// The tenant's moderation plugin on a new report, if it asked to be
+/// consulted (`review_reports = "true"` in its configuration): one
+/// ordinary moderation call on the message as reported, within the
+/// plugin's limits. A rejection resolves the report with
+/// `delete_message` by [`REVIEWER`], through the conversation's writer
+/// as an admin's resolution goes; anything else (allowed, rewritten,
+/// failed, ciphertext) leaves it open for the tenant's admins.
+async fn review(gw: Shared, reporter: Identity, report_id: MessageId) {
+    let tenant = &reporter.tenant;
+    if !gw.plugins.wants(tenant, Hook::Moderation) {
+        return;
+    }
+    let report = match gw.store.report(tenant, report_id).await {
+        Ok(Some(report)) => report,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "a report was not reviewed: it cannot be read");
+            return;
+        }
+    };
+    let Some((message, content)) = report
+        .message
+        .as_ref()
+        .and_then(|m| m.content.as_ref().map(|c| (m, c)))
+    else {
+        return;
+    };
+    let conversation = &report.conversation_id;
+    let Ok((kind, member_count)) = gw
+        .shapes
+        .get(&*gw.store, tenant, conversation, &reporter.user)
+        .await
+    else {
+        return;
+    };
+    let options = message.send_options();
+    let input = ModerationInput {
+        tenant,
+        conversation_id: conversation,
+        kind,
+        member_count,
+        sender: &message.sender_id,
+        content,
+        options: &options,
+    };
+    let limits = &gw.config.limits.content;
+    let Some(Moderation::Reject(reason)) = gw.plugins.review_report(&input, limits) else {
+        return;
+    };
+    let resolved = async {
+        let reviewer = Identity {
+            user: UserId::new(REVIEWER).map_err(|e| ApiError::invalid(e.to_string()))?,
+            admin: true,
+            ..reporter.clone()
+        };
+        let command = Command::ResolveReport(ResolveCommand {
+            by: actor(&gw, &reviewer, conversation.clone())?,
+            report_id,
+            message_id: report.message_id,
+            action: ReportAction::DeleteMessage,
+        });
+        done(gw.run_command(command).await?)
+    };
+    match resolved.await {
+        Ok(_) => tracing::info!(%report_id, %reason, "the moderation plugin resolved a report"),
+        Err(e) => {
+            tracing::warn!(%report_id, error = %e.message, "the moderation plugin's resolution failed")
+        }
+    }
 }
 
 /// The query of `GET /v1/admin/reports`.

@@ -731,3 +731,76 @@ async fn disappearing_messages_are_gone_within_a_pass_of_their_time() {
         "{status} {versions}"
     );
 }
+
+/// The moderation plugin consulted on reports (v1.2), when its
+/// configuration asks (`review_reports = "true"`): a message it rejects
+/// is deleted through the writer and the report resolved by
+/// `moderation-plugin`; one it allows stays open for the admins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moderation_plugin_that_asks_reviews_reports() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(ConversationKind::Group, "rv_own", &["rv_mem", "rv_bad"])
+        .await;
+    let mut bad = cluster.ws(0, "rv_bad", "b").await;
+    let mut mem = cluster.ws(0, "rv_mem", "m").await;
+    // Sent before the plugin came: both are stored.
+    let (scam, _) = send_acked(&mut bad, &group, "scam-1", "cheap scam coins").await;
+    let (fine, _) = send_acked(&mut bad, &group, "fine-1", "good morning").await;
+    let admin = cluster.rest_as(0, switchboard_tests::TENANT, "rv_ops", true);
+    admin
+        .deploy_plugin(
+            "moderation",
+            switchboard_tests::plugin("word-list"),
+            &[
+                ("words", "scam"),
+                ("action", "reject"),
+                ("review_reports", "true"),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    // Running on the gateway: a new send with the word is refused.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    for i in 0.. {
+        let refused = send_with(&mut mem, &group, &format!("probe-{i}"), "a scam", json!({})).await;
+        if refused.is_err() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the plugin never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let member = cluster.rest(0, "rv_mem");
+    for m in [scam, fine] {
+        let path = format!("/v1/conversations/{group}/messages/{m}/reports");
+        let (status, body) = call(&member, "POST", &path, Some(json!({"reason": "spam"}))).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let resolved = switchboard_tests::eventually(
+        "the plugin resolves the report of the scam",
+        Duration::from_secs(15),
+        || async {
+            let (_, list) = call(&admin, "GET", "/v1/admin/reports?status=resolved", None).await;
+            list["reports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["message_id"] == scam.to_string())
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(resolved["action"], "delete_message");
+    assert_eq!(resolved["resolved_by"], "moderation-plugin");
+    let (_, open) = call(&admin, "GET", "/v1/admin/reports?status=open", None).await;
+    let open: Vec<&Value> = open["reports"].as_array().unwrap().iter().collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0]["message_id"], fine.to_string());
+    let history = full_history(&cluster, &group, "rv_mem").await;
+    let gone = history.iter().find(|m| m.message_id == scam).unwrap();
+    assert!(gone.content.is_none() && gone.deleted_at.is_some());
+}

@@ -44,11 +44,15 @@ use tracing::Instrument;
 use crate::ctx::Ctx;
 
 pub(crate) use conversation::{ERASE_REQUEST, EraseRequest, serve as serve_request};
+pub(crate) use service::serve as serve_gateways;
 
 /// How often the leader advances the running jobs.
 const PASS: Duration = Duration::from_secs(2);
-/// How long a conversation still listed waits before it is asked again.
-const ASK_AGAIN: Duration = Duration::from_secs(30);
+/// How long a conversation still listed waits before it is asked again:
+/// a writer asks for the rest of a conversation itself, so this is for
+/// requests lost with a process; as long as the ingest streams' dedupe
+/// window, so that no request is queued twice.
+const ASK_AGAIN: Duration = Duration::from_secs(120);
 /// Conversations one pass asks for, per job.
 const PAGE: usize = 1000;
 /// Reports read per page.
@@ -79,7 +83,6 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
             return;
         }
     };
-    let service = tokio::spawn(service::serve(ctx.clone(), erasures.clone()));
     let mut tick = tokio::time::interval(PASS);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -103,9 +106,6 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
                     || tracing::warn!(error = %e, "erasure step stopped; the next pass continues"),
                 );
             }
-        }
-        if service.is_finished() {
-            tracing::error!("the erasure request service stopped");
         }
     }
 }

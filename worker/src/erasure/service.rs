@@ -16,7 +16,14 @@ use switchboard_store::erasure::pseudonym;
 
 use crate::ctx::Ctx;
 
-pub(crate) async fn serve(ctx: Arc<Ctx>, erasures: Erasures) {
+pub(crate) async fn serve(ctx: Arc<Ctx>) {
+    let erasures = match Erasures::open(&ctx.js).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "erasure requests cannot be served: their bucket cannot be opened");
+            return;
+        }
+    };
     let mut requests = match ctx
         .client
         .queue_subscribe(REQUEST_SUBJECT, "erasures".into())
