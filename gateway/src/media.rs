@@ -229,7 +229,13 @@ impl ErasedUploaders {
             None => {
                 let id = switchboard_nats::records::erasures::job_id(&m.tenant, user);
                 let since = match erasures.get(&id).await {
-                    Ok(job) => job.map(|(r, _)| r.job.created_at),
+                    // A failed job erased nothing for sure: its
+                    // uploads wait for the job run again.
+                    Ok(job) => job
+                        .filter(|(r, _)| {
+                            r.job.state != switchboard_protocol::jobs::JobState::Failed
+                        })
+                        .map(|(r, _)| r.job.created_at),
                     Err(e) => {
                         tracing::warn!(error = %e, "the collector cannot read an erasure job");
                         None

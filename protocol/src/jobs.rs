@@ -43,7 +43,8 @@ pub struct Job {
     /// counted); 0 once past that step.
     pub conversations_left: u64,
     /// The name the erased user's tombstones carry (`erased-` and 16 hex
-    /// digits): what `sender_id` of their messages says now.
+    /// digits): what `sender_id` of their messages says now. Empty once
+    /// the job is done: nothing links the tombstones to it then.
     pub pseudonym: String,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

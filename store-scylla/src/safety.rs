@@ -208,7 +208,10 @@ impl ScyllaStore {
             let wholly_seen = buckets
                 .get(i + 1)
                 .is_some_and(|next| next.first <= scan.last_seen.saturating_add(1));
-            if bucket.archived.is_some() || wholly_seen {
+            // An archived day is read too: its live rows (the newest
+            // message, messages restored to be changed) win over the
+            // archive, and the archive object is rewritten apart.
+            if wholly_seen {
                 continue;
             }
             if bucket.day > day_bucket(cutoff) {

@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use switchboard_protocol::{
@@ -50,12 +51,16 @@ pub use objects::{ArchiveObjects, MemoryObjects};
 /// Decoded buckets [`Tiered`] keeps, so that paging through archived
 /// history does not fetch the same object for every page.
 const CACHED_BUCKETS: usize = 32;
+/// How long a decoded bucket is used: an object another process rewrote
+/// (expiry, erasure) is read afresh after this.
+const CACHED_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A [`Store`] whose old buckets may be in the archive.
 pub struct Tiered {
     inner: Arc<dyn Store>,
     objects: Arc<dyn ArchiveObjects>,
-    cache: Mutex<VecDeque<(String, Arc<BucketContents>)>>,
+    /// Object name, when it was read, its contents.
+    cache: Mutex<VecDeque<(String, Instant, Arc<BucketContents>)>>,
 }
 
 impl Tiered {
@@ -91,7 +96,7 @@ impl Tiered {
 
     fn forget_cached(&self, object: &str) {
         if let Ok(mut cache) = self.cache.lock() {
-            cache.retain(|(o, _)| o != object);
+            cache.retain(|(o, _, _)| o != object);
         }
     }
 
@@ -118,7 +123,9 @@ impl Tiered {
 
     async fn load(&self, b: &ArchivedBucket) -> StoreResult<Arc<BucketContents>> {
         if let Ok(cache) = self.cache.lock()
-            && let Some((_, c)) = cache.iter().find(|(o, _)| *o == b.object)
+            && let Some((_, _, c)) = cache
+                .iter()
+                .find(|(o, read, _)| *o == b.object && read.elapsed() < CACHED_FOR)
         {
             return Ok(c.clone());
         }
@@ -134,7 +141,8 @@ impl Tiered {
             if cache.len() >= CACHED_BUCKETS {
                 cache.pop_front();
             }
-            cache.push_back((b.object.clone(), contents.clone()));
+            cache.retain(|(o, _, _)| *o != b.object);
+            cache.push_back((b.object.clone(), Instant::now(), contents.clone()));
         }
         Ok(contents)
     }

@@ -20,7 +20,7 @@
 
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::Ban;
-use switchboard_protocol::{ClientMsgId, DeviceId, Message, Timestamp, UserId};
+use switchboard_protocol::{ClientMsgId, Content, DeviceId, Message, Timestamp, UserId};
 
 use crate::{BucketContents, PinRow};
 
@@ -62,23 +62,26 @@ impl Erasure<'_> {
                 .as_ref()
                 .is_some_and(|t| t.participants.contains(u))
             || m.content.as_ref().is_some_and(|c| match c {
-                switchboard_protocol::Content::System(e) => e.actor == *u || e.user_ids.contains(u),
+                Content::System(e) => e.actor == *u || e.user_ids.contains(u),
                 _ => false,
             })
     }
 
-    /// Whether the message is the user's own.
+    /// Whether the message is one the user wrote: theirs, and not a
+    /// system message (those report what happened, and their actor
+    /// becomes the pseudonym instead).
     pub fn owns(&self, m: &Message) -> bool {
-        m.sender_id == *self.user
+        m.sender_id == *self.user && !matches!(m.content, Some(Content::System(_)))
     }
 
     /// Rewrites a message so that it names the user no more: their own
-    /// becomes a tombstone (deleted at `at` unless it was already), any
-    /// other names the pseudonym where it named them. Whether it changed.
+    /// becomes a tombstone (deleted at `at` unless it was already), a
+    /// system message they caused keeps its content, and every message
+    /// names the pseudonym where it named them. Whether it changed.
     pub fn message(&self, m: &mut Message, at: Timestamp) -> bool {
         let mut changed = false;
-        if self.owns(m) {
-            if m.deleted_at.is_none() || m.content.is_some() {
+        if m.sender_id == *self.user {
+            if self.owns(m) && (m.deleted_at.is_none() || m.content.is_some()) {
                 m.mark_deleted(m.deleted_at.unwrap_or(at));
             }
             m.sender_id = self.pseudonym.clone();
@@ -94,7 +97,7 @@ impl Erasure<'_> {
         if let Some(t) = m.thread.as_mut() {
             changed |= self.swap_all(&mut t.participants);
         }
-        if let Some(switchboard_protocol::Content::System(e)) = m.content.as_mut() {
+        if let Some(Content::System(e)) = m.content.as_mut() {
             changed |= self.swap(&mut e.actor);
             changed |= self.swap_all(&mut e.user_ids);
         }
@@ -104,8 +107,14 @@ impl Erasure<'_> {
     /// A report that names the user: as reporter, as sender, or in the
     /// message it keeps. The message of one about the user loses its
     /// content as their own messages do.
+    /// The note of one they filed goes (their own words).
     pub fn report(&self, r: &mut Report, at: Timestamp) -> bool {
-        let mut changed = self.swap(&mut r.reporter) | self.swap(&mut r.sender_id);
+        let mut changed = false;
+        if r.reporter == *self.user && r.note.is_some() {
+            r.note = None;
+            changed = true;
+        }
+        changed |= self.swap(&mut r.reporter) | self.swap(&mut r.sender_id);
         if let Some(by) = r.resolved_by.as_mut() {
             changed |= self.swap(by);
         }
@@ -178,7 +187,7 @@ mod tests {
             user(sender),
             DeviceId::new("d1").unwrap(),
             ClientMsgId::new(format!("k{seq}")).unwrap(),
-            Some(switchboard_protocol::Content::Text { text: text.into() }),
+            Some(Content::Text { text: text.into() }),
             Timestamp::from_unix_ms(1_000),
         )
     }
@@ -229,7 +238,7 @@ mod tests {
         assert!(!serde_json::to_string(&m).unwrap().contains("alice"));
 
         let mut system = message(6, "bob", "");
-        system.content = Some(switchboard_protocol::Content::System(SystemEvent {
+        system.content = Some(Content::System(SystemEvent {
             event: SystemEvent::MEMBERS_ADDED.into(),
             actor: user("alice"),
             user_ids: vec![user("dave"), user("alice")],
@@ -241,6 +250,24 @@ mod tests {
         assert!(e.names(&system));
         assert!(e.message(&mut system, Timestamp::from_unix_ms(9)));
         assert!(!serde_json::to_string(&system).unwrap().contains("alice"));
+
+        // One the user caused: it keeps its content, naming the pseudonym.
+        let mut theirs = system.clone();
+        theirs.sender_id = user("alice");
+        theirs.content = Some(Content::System(SystemEvent {
+            event: SystemEvent::MEMBERS_ADDED.into(),
+            actor: user("alice"),
+            user_ids: vec![user("dave")],
+            role: None,
+            message_id: None,
+            until: None,
+            policy: None,
+        }));
+        assert!(e.names(&theirs) && !e.owns(&theirs));
+        assert!(e.message(&mut theirs, Timestamp::from_unix_ms(9)));
+        assert!(theirs.content.is_some() && theirs.deleted_at.is_none());
+        assert_eq!(theirs.sender_id, p);
+        assert!(!serde_json::to_string(&theirs).unwrap().contains("alice"));
 
         let mut unrelated = message(7, "bob", "alice, are you there?");
         assert!(!e.names(&unrelated));

@@ -37,8 +37,8 @@ pub(crate) struct Ctx {
     /// (v1.2).
     pub archive_expired:
         std::sync::Mutex<std::collections::HashSet<(switchboard_store::ConversationKey, u32)>>,
-    /// Per conversation and erased user, the seq this worker's erasure
-    /// got to (v1.2).
+    /// Per conversation and erasure (its pseudonym), the seq this
+    /// worker's erasure got to, `u64::MAX` once done (v1.2).
     pub erased_through: std::sync::Mutex<
         std::collections::HashMap<
             (

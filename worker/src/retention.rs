@@ -171,9 +171,7 @@ async fn expire_by_age(
     now: Timestamp,
     lease_valid: &impl Fn() -> bool,
 ) -> Option<bool> {
-    if !expire_archived_days(ctx, key, archived, cutoff, now, lease_valid).await {
-        return None;
-    }
+    let archived_done = expire_archived_days(ctx, key, archived, cutoff, now, lease_valid).await?;
     let after = ctx
         .expired_through
         .lock()
@@ -193,7 +191,7 @@ async fn expire_by_age(
     if let Ok(mut marks) = ctx.expired_through.lock() {
         marks.insert(key.clone(), scan.last_seen);
     }
-    Some(scan.done)
+    Some(scan.done && archived_done)
 }
 
 /// More is due than one step takes: the rest is asked for again at the
@@ -237,18 +235,19 @@ async fn expire_archived_seqs(
         if here.is_empty() {
             continue;
         }
-        let n = here.len();
+        // Counted by the live commit that follows, which takes their
+        // index entries.
         if !rewrite(ctx, key, b.day, here, None, now, lease_valid).await {
             return false;
         }
-        crate::metrics::messages_expired(n);
     }
     true
 }
 
 /// Retention in the archive: each archived bucket of a day at or before
 /// the cutoff's is rewritten without what is older than the cutoff, at
-/// most `ARCHIVED_STEPS` a request. A day wholly before the cutoff's is
+/// most `ARCHIVED_STEPS` a step; whether none is left past those
+/// (`None`: a rewrite failed). A day wholly before the cutoff's is
 /// done for good once rewritten (this worker remembers it; after a
 /// restart it is read once more and found done).
 async fn expire_archived_days(
@@ -258,28 +257,34 @@ async fn expire_archived_days(
     cutoff: Timestamp,
     now: Timestamp,
     lease_valid: &impl Fn() -> bool,
-) -> bool {
+) -> Option<bool> {
     let cutoff_day = day_bucket(cutoff);
     let done = |day: u32| {
         ctx.archive_expired
             .lock()
             .is_ok_and(|d| d.contains(&(key.clone(), day)))
     };
-    let due = archived
+    let due: Vec<&ArchivedBucket> = archived
         .iter()
         .filter(|b| b.day <= cutoff_day && !done(b.day))
-        .take(ARCHIVED_STEPS);
-    for b in due {
+        .collect();
+    for b in due.iter().take(ARCHIVED_STEPS) {
         if !rewrite(ctx, key, b.day, Vec::new(), Some(cutoff), now, lease_valid).await {
-            return false;
+            return None;
         }
         if b.day < cutoff_day
             && let Ok(mut d) = ctx.archive_expired.lock()
         {
+            // A bound, not a policy: past it, days are read once more.
+            if d.len() > 100_000 {
+                d.clear();
+            }
             d.insert((key.clone(), b.day));
         }
     }
-    true
+    // The cutoff's own day is rewritten each pass (what is older goes as
+    // the day goes on); the others are done once.
+    Some(due.iter().filter(|b| b.day < cutoff_day).count() <= ARCHIVED_STEPS)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -3283,7 +3283,8 @@ export interface components {
             kind: components["schemas"]["JobKind"];
             /**
              * @description The name the erased user's tombstones carry (`erased-` and 16 hex
-             *     digits): what `sender_id` of their messages says now.
+             *     digits): what `sender_id` of their messages says now. Empty once
+             *     the job is done: nothing links the tombstones to it then.
              */
             pseudonym: string;
             state: components["schemas"]["JobState"];

@@ -17,6 +17,9 @@ use super::format::{decode, encode};
 use super::objects::ArchiveObjects;
 use crate::{ArchivedBucket, ConversationKey, Mutation, Store, StoreResult};
 
+/// Messages per commit of the live rows they leave.
+const PART: usize = 500;
+
 /// Rewrites the bucket's object without its messages `seqs` and, with
 /// `cutoff`, those created at or before it. How many messages went.
 pub(super) async fn expire_bucket(
@@ -52,20 +55,33 @@ pub(super) async fn expire_bucket(
         refs.sort_unstable();
         refs.dedup();
         blobs.extend(refs.into_iter().map(|r| (m.seq, r)));
-        gone.push(m.clone());
+        // What the live rows need of it: its seq and whom it mentions;
+        // no content crosses the store's transport.
+        let mut slim = m.clone();
+        slim.content = None;
+        slim.thread = None;
+        slim.reactions.clear();
+        gone.push(slim);
     }
     if gone.is_empty() {
         return Ok(0);
     }
     let n = gone.len();
     let expired: Vec<u64> = gone.iter().map(|m| m.seq).collect();
-    store
-        .commit(vec![Mutation::ExpiredFromArchive {
-            key: key.clone(),
-            gone,
-            blobs,
-        }])
-        .await?;
+    // In parts, so that a full day fits the store's transport.
+    let mut blobs = blobs.as_slice();
+    for part in gone.chunks(PART) {
+        let last = part.last().map_or(0, |m| m.seq);
+        let here = blobs.partition_point(|(seq, _)| *seq <= last);
+        store
+            .commit(vec![Mutation::ExpiredFromArchive {
+                key: key.clone(),
+                gone: part.to_vec(),
+                blobs: blobs[..here].to_vec(),
+            }])
+            .await?;
+        blobs = &blobs[here..];
+    }
     for m in &mut contents.messages {
         if expired.contains(&m.seq) {
             m.mark_deleted(at);

@@ -32,11 +32,14 @@ pub(super) async fn erase_messages<C: Commit>(
             continue;
         };
         let mut changed = false;
+        if m.sender_id == *e.user {
+            // Their idempotency key names them, a system message's too.
+            view.remove_sent(c, user, m.client_msg_id.as_str()).await?;
+        }
         if e.owns(&m) {
             if m.deleted_at.is_none() {
                 delete(view, c, seq, at, false).await?;
             }
-            view.remove_sent(c, user, m.client_msg_id.as_str()).await?;
             let Some(deleted) = view.message(c, seq).await? else {
                 continue;
             };

@@ -366,10 +366,17 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
         .filter(|m| m.sender_id.as_str() == pseudonym)
         .collect();
     assert!(hers.len() >= 4, "{history:?}");
+    // What she wrote is gone; what she caused (the group's creation)
+    // still says what happened, under the pseudonym.
+    let system = |m: &switchboard_protocol::Message| {
+        matches!(m.content, Some(switchboard_protocol::Content::System(_)))
+    };
     assert!(
         hers.iter()
+            .filter(|m| !system(m))
             .all(|m| m.content.is_none() && m.deleted_at.is_some())
     );
+    assert!(hers.iter().any(|m| system(m)), "{hers:?}");
     let root_row = history.iter().find(|m| m.message_id == root).unwrap();
     assert!(
         root_row.reactions.is_empty(),

@@ -124,13 +124,20 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
     };
     // Where an earlier request stopped, in this worker's memory: after
     // a restart it starts over, passing quickly over what is rewritten.
-    let progress = (r.key.clone(), r.user.clone());
+    // Keyed by the job's pseudonym: a later job for the same user starts
+    // afresh. `u64::MAX` marks a conversation this worker finished: a
+    // request that comes after (the job asking again, a second chain) has
+    // nothing to do.
+    let progress = (r.key.clone(), r.pseudonym.clone());
     let mut after = ctx
         .erased_through
         .lock()
         .ok()
         .and_then(|m| m.get(&progress).copied())
         .unwrap_or(0);
+    if after == u64::MAX {
+        return Ok(false);
+    }
     let mut finished = false;
     for _ in 0..STEPS {
         let scan = ctx.store.naming(&r.key, &r.user, after, STEP).await?;
@@ -151,11 +158,7 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
         }
     }
     if let Ok(mut marks) = ctx.erased_through.lock() {
-        if finished {
-            marks.remove(&progress);
-        } else {
-            marks.insert(progress, after);
-        }
+        marks.insert(progress.clone(), after);
     }
     if !finished {
         return Err(Stop::Unfinished);
@@ -179,6 +182,13 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
         pseudonym: r.pseudonym.clone(),
     })
     .await?;
+    if let Ok(mut marks) = ctx.erased_through.lock() {
+        // A bound, not a policy: past it, a repeated request rescans.
+        if marks.len() > 100_000 {
+            marks.clear();
+        }
+        marks.insert(progress, u64::MAX);
+    }
     tracing::info!("conversation erased");
     crate::metrics::conversation_erased();
     Ok(true)

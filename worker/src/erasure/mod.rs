@@ -18,7 +18,11 @@
 //!    collapse marks and refused sends, each purged from its bucket's
 //!    stream with its history, so no revision of them stays.
 //!
-//! The job then keeps no user id. Everything is driven from the record:
+//! The job then keeps no user id, nor the pseudonym. An erasure does
+//! not end the user's sessions or stop their tokens (the tenant's to
+//! stop issuing): what they do meanwhile in a conversation already
+//! erased stays, and a conversation they are added to again is erased
+//! before the last step. Everything is driven from the record:
 //! kill -9 of any process at any point leaves a job that the next leader
 //! continues from its step, and every step finds what is left.
 //!
@@ -149,6 +153,18 @@ async fn advance(
             record.step = ErasureStep::User;
         }
         ErasureStep::User => {
+            // Added to a conversation since its step: that one first.
+            if !ctx
+                .store
+                .joined(&record.tenant, &user, None, 1)
+                .await?
+                .is_empty()
+            {
+                record.step = ErasureStep::Conversations;
+                record.job.updated_at = Timestamp::now();
+                erasures.put(&record, revision).await?;
+                return Ok(());
+            }
             ctx.store
                 .commit(vec![Mutation::EraseUser {
                     tenant: record.tenant.clone(),
@@ -157,7 +173,9 @@ async fn advance(
                 .await?;
             purge_buckets(ctx, &record.tenant, &user).await?;
             let now = Timestamp::now();
+            // Nothing links the tombstones to the job from now on.
             record.user = None;
+            record.job.pseudonym = String::new();
             record.job.state = JobState::Done;
             record.job.finished_at = Some(now);
             tracing::info!("erasure done");
