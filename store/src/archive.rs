@@ -83,8 +83,7 @@ impl Tiered {
         at: Timestamp,
     ) -> StoreResult<()> {
         let key = bucket.conversation();
-        let archived = self.inner.archived_buckets(&key, 0, u64::MAX).await?;
-        let Some(b) = archived.into_iter().find(|b| b.day == bucket.day) else {
+        let Some(b) = self.archived_day(bucket).await? else {
             return Ok(());
         };
         let (store, objects) = (self.inner.as_ref(), self.objects.as_ref());
@@ -92,6 +91,15 @@ impl Tiered {
             self.forget_cached(&b.object);
         }
         Ok(())
+    }
+
+    /// The bucket as archived, if it is.
+    async fn archived_day(&self, bucket: &BucketKey) -> StoreResult<Option<ArchivedBucket>> {
+        let archived = self
+            .inner
+            .archived_buckets(&bucket.conversation(), 0, u64::MAX)
+            .await?;
+        Ok(archived.into_iter().find(|b| b.day == bucket.day))
     }
 
     fn forget_cached(&self, object: &str) {
@@ -110,8 +118,7 @@ impl Tiered {
         at: Timestamp,
     ) -> StoreResult<()> {
         let key = bucket.conversation();
-        let archived = self.inner.archived_buckets(&key, 0, u64::MAX).await?;
-        let Some(b) = archived.into_iter().find(|b| b.day == bucket.day) else {
+        let Some(b) = self.archived_day(bucket).await? else {
             return Ok(());
         };
         let (store, objects) = (self.inner.as_ref(), self.objects.as_ref());

@@ -48,3 +48,18 @@ pub(crate) async fn publish_request(
         .await?;
     Ok(())
 }
+
+/// Asks the conversation's writer again, at the back of its partition's
+/// queue, for the rest of a request of `kind` it could not finish in one
+/// step: the commands already waiting there go first. Its id is new, so
+/// no dedupe window drops it.
+pub(crate) async fn continue_later(
+    ctx: &Ctx,
+    key: &ConversationKey,
+    kind: &str,
+    request: &impl serde::Serialize,
+) -> Result<(), RequestError> {
+    let id = format!("{kind}.then.{}", rand::random::<u64>());
+    let payload = serde_json::to_vec(request)?;
+    publish_request(ctx, key, kind, &id, payload).await
+}

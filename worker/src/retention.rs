@@ -198,19 +198,7 @@ async fn expire_by_age(
 /// back of the partition's queue, so the commands already waiting there
 /// go first and a writer never stops its partition for more than a step.
 async fn continue_later(ctx: &Ctx, key: &ConversationKey) {
-    let id = format!(
-        "expire.{}.{}.then.{}",
-        key.tenant,
-        key.conversation_id,
-        rand::random::<u64>()
-    );
-    let published = match serde_json::to_vec(key) {
-        Ok(payload) => crate::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload)
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = published {
+    if let Err(e) = crate::maintenance::continue_later(ctx, key, EXPIRE_REQUEST, key).await {
         tracing::warn!(error = %e, "expiry: the rest waits for the next pass");
     }
 }

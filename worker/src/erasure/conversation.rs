@@ -85,20 +85,7 @@ pub(crate) async fn serve(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -
 /// The rest of the conversation's erasure, asked for at the back of the
 /// partition's queue; if that fails, the job asks again (`ASK_AGAIN`).
 async fn continue_later(ctx: &Ctx, r: &EraseRequest) {
-    let id = format!(
-        "erase.{}.then.{}",
-        part(r.key.conversation_id.as_str()),
-        rand::random::<u64>()
-    );
-    let published = match serde_json::to_vec(r) {
-        Ok(payload) => {
-            crate::maintenance::publish_request(ctx, &r.key, ERASE_REQUEST, &id, payload)
-                .await
-                .map_err(|e| e.to_string())
-        }
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = published {
+    if let Err(e) = crate::maintenance::continue_later(ctx, &r.key, ERASE_REQUEST, r).await {
         tracing::warn!(error = %e, "erasure: the rest waits for the job's next request");
     }
 }
