@@ -225,10 +225,16 @@ impl Nats {
 
 /// The harness's own node configuration: loopback, JetStream, and routes
 /// to every other node when there are several.
+///
+/// The store limits are explicit because a node without them takes 75% of
+/// the free disk as its limit, and every bounded stream reserves its
+/// `max_bytes` against it: on a machine with little disk left, creating the
+/// plugin buckets would fail with "insufficient storage resources" although
+/// the tests write a few megabytes.
 pub fn plain_config(i: usize, places: &[NodePlace]) -> String {
     let node = &places[i];
     let mut conf = format!(
-        "server_name: {}\nlisten: 127.0.0.1:{}\nmax_payload: 8MB\njetstream {{ store_dir: \"{}\" }}\n",
+        "server_name: {}\nlisten: 127.0.0.1:{}\nmax_payload: 8MB\njetstream {{ store_dir: \"{}\", max_memory_store: 1GB, max_file_store: 64GB }}\n",
         node.name,
         node.port,
         node.dir.join("jetstream").display()
