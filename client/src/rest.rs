@@ -4,6 +4,7 @@ use serde::de::DeserializeOwned;
 use switchboard_protocol::conversation::{
     AddMembers, ConversationList, CreateConversation, HistoryPage,
 };
+use switchboard_protocol::server_api::{PostMessage, PostedMessage};
 use switchboard_protocol::{ConversationKind, ConversationView, UserId};
 
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +182,23 @@ impl RestClient {
             .post(self.url(&format!("/v1/conversations/{id}/members")))
             .bearer_auth(&self.token)
             .json(&body)
+            .send()
+            .await?;
+        Self::parse(r).await
+    }
+
+    /// Sends a message over REST (`POST /v1/conversations/{id}/messages`),
+    /// answered once it is stored.
+    pub async fn post_message(
+        &self,
+        id: &str,
+        body: &PostMessage,
+    ) -> Result<PostedMessage, RestError> {
+        let r = self
+            .http
+            .post(self.url(&format!("/v1/conversations/{id}/messages")))
+            .bearer_auth(&self.token)
+            .json(body)
             .send()
             .await?;
         Self::parse(r).await

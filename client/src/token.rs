@@ -17,6 +17,9 @@ pub struct TokenSpec {
     pub exp: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// A bot user's token (v1.2).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bot: bool,
 }
 
 impl TokenSpec {
@@ -32,11 +35,18 @@ impl TokenSpec {
             device: device.map(str::to_owned),
             exp: now + ttl_secs,
             role: None,
+            bot: false,
         }
     }
 
     pub fn admin(mut self) -> Self {
         self.role = Some("admin".to_owned());
+        self
+    }
+
+    /// A bot user's token (`"bot": true`).
+    pub fn bot(mut self) -> Self {
+        self.bot = true;
         self
     }
 }

@@ -7,9 +7,11 @@ use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
 use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY};
+use switchboard_nats::records::refusals::SendKey;
 use switchboard_nats::subject::partition_of;
 use switchboard_nats::trace;
 use switchboard_protocol::{ConversationId, ErrorCode, Timestamp};
+use switchboard_store::SentKey;
 
 use crate::Gateway;
 use crate::auth::Identity;
@@ -104,6 +106,91 @@ impl Gateway {
         }
     }
 }
+
+impl Gateway {
+    /// Runs a send over REST. It is published as a socket's is (its
+    /// dedupe id makes a retry within the window a repeat that JetStream
+    /// drops), with a reply subject its writer answers on: the message
+    /// stored (now or before), or the refusal. A repeat JetStream dropped,
+    /// or an answer that does not come in time, is looked up in the store
+    /// and in the refusals writers remember, as a socket's send would be.
+    pub(crate) async fn run_send(
+        &self,
+        command: &Command,
+        sent: SentKey,
+    ) -> Result<CommandReply, ApiError> {
+        let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
+        let deadline = tokio::time::Instant::now() + self.config.command_timeout;
+        let inbox = self.client.new_inbox();
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| unavailable(format!("backbone: {e}")))?;
+        let stored = self.publish_command(command, Some(&inbox)).await?;
+        let ack = stored
+            .await
+            .map_err(|e| unavailable(format!("backbone did not store the send: {e}")))?;
+        if !ack.duplicate
+            && let Ok(Some(msg)) = tokio::time::timeout_at(deadline, replies.next()).await
+        {
+            return serde_json::from_slice(&msg.payload)
+                .map_err(|e| ApiError::new(ErrorCode::Internal, format!("bad send reply: {e}")));
+        }
+        drop(replies);
+        self.look_up_send(&sent, deadline).await
+    }
+
+    /// The answer to a send from what its writer left: the stored message
+    /// or a remembered refusal, asked for until `deadline` (a repeat may
+    /// arrive while the original is still on its way).
+    async fn look_up_send(
+        &self,
+        sent: &SentKey,
+        deadline: tokio::time::Instant,
+    ) -> Result<CommandReply, ApiError> {
+        let send = SendKey {
+            tenant: &sent.tenant,
+            conversation: &sent.conversation_id,
+            sender: &sent.sender,
+            client_msg_id: &sent.client_msg_id,
+        };
+        loop {
+            if let Some(message) = self
+                .store
+                .find_sent(vec![sent.clone()])
+                .await?
+                .pop()
+                .flatten()
+            {
+                return Ok(CommandReply::Sent {
+                    message: Box::new(message),
+                });
+            }
+            match self.refusals.find(&send).await {
+                Ok(Some(refusal)) => {
+                    return Ok(CommandReply::Refused {
+                        code: refusal.code,
+                        message: refusal.message,
+                        retry_after_ms: None,
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "reading sb_refused failed"),
+            }
+            if tokio::time::Instant::now() + LOOK_UP_AGAIN >= deadline {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the send is stored but not answered yet: retry with the same client_msg_id",
+                ));
+            }
+            tokio::time::sleep(LOOK_UP_AGAIN).await;
+        }
+    }
+}
+
+/// How long a REST send waits before it looks its message up again.
+const LOOK_UP_AGAIN: Duration = Duration::from_millis(50);
 
 fn humanize(d: Duration) -> String {
     format!("{}s", d.as_secs_f32())

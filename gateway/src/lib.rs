@@ -30,6 +30,7 @@ mod presence;
 mod quota;
 mod rates;
 mod receipts;
+mod screen;
 mod sends;
 mod server;
 mod shapes;

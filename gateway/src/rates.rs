@@ -235,6 +235,19 @@ impl Rates {
                 "more than {rate} messages per second on this connection; slow down and retry"
             )));
         }
+        self.user_message(id, quotas)
+    }
+
+    /// One message of `id` as their user and tenant count it, wherever it
+    /// comes from (a connection, or REST: bots count like users): the
+    /// user's rate across their connections and requests, and the
+    /// tenant's quota if it sets one.
+    pub(crate) fn user_message(
+        &self,
+        id: &Identity,
+        quotas: &TenantQuotas,
+    ) -> Result<(), ApiError> {
+        let l = &self.limits;
         let (rate, burst) = (l.sends_per_second_per_user, l.send_burst_per_user);
         if !self.user_messages.take(&user_of(id), rate, burst, 1.0) {
             return Err(limited(format!(
@@ -416,6 +429,7 @@ mod tests {
             user: UserId::new(user).unwrap(),
             device: switchboard_protocol::DeviceId::new("d").unwrap(),
             admin: false,
+            bot: false,
             expires_at: u64::MAX,
         }
     }

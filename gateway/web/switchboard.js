@@ -1855,6 +1855,20 @@ var Rest = class {
   eraseUser(user) {
     return this.json("DELETE", `/v1/admin/users/${enc(user)}`);
   }
+  /** Sends as the caller over REST (v1.2, `POST .../messages`), for a
+   * backend or a bot (a token with `"bot": true`) that holds no socket.
+   * The same checks, moderation and writer as `send_message`; answers
+   * once the message is committed. Idempotent by `client_msg_id`: a
+   * retry (after a timeout, a `503`) answers the message first stored. */
+  postMessage(id, body) {
+    return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
+  }
+  /** `postMessage` of a text, with a fresh `client_msg_id` unless one is
+   * given: pass your own (from your event's id, say) to retry safely. */
+  postText(id, text, clientMsgId) {
+    const generated = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random()}`;
+    return this.postMessage(id, { client_msg_id: clientMsgId ?? generated, content: { kind: "text", text } });
+  }
   /** An admin job as it is now (v1.2; tenant admins; `404` for an
    * unknown job or another tenant's). */
   job(jobId) {

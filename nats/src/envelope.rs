@@ -328,6 +328,9 @@ pub enum CommandReply {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_ms: Option<u64>,
     },
+    /// A send over REST was stored (now, or before: a retry): the
+    /// message as stored, for its `ack` fields.
+    Sent { message: Box<Message> },
 }
 
 /// A command the writer refused, for the device that sent it.

@@ -22,6 +22,7 @@ pub mod reports;
 pub mod safety;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod server_api;
 pub mod snowflake;
 pub mod timestamp;
 

@@ -131,6 +131,10 @@ struct TokenArgs {
     /// Grant the tenant's admin role.
     #[arg(long)]
     admin: bool,
+    /// A bot user's token (`"bot": true`), for a backend that sends over
+    /// REST.
+    #[arg(long)]
+    bot: bool,
     /// HS256 secret (default: SWITCHBOARD_DEMO_SECRET, then the local default).
     #[arg(long, env = "SWITCHBOARD_DEMO_SECRET", hide_env_values = true)]
     secret: Option<String>,
@@ -469,6 +473,9 @@ fn token(args: TokenArgs) -> anyhow::Result<()> {
     let mut spec = TokenSpec::new(&args.tenant, &args.user, args.device.as_deref(), args.ttl);
     if args.admin {
         spec = spec.admin();
+    }
+    if args.bot {
+        spec = spec.bot();
     }
     println!("{}", mint_hs256(&secret, &spec)?);
     Ok(())

@@ -269,6 +269,15 @@ impl Cluster {
         )
     }
 
+    /// A REST client of a bot user of TENANT (`"bot": true`).
+    pub fn rest_bot(&self, gateway: usize, user: &str) -> RestClient {
+        let spec = TokenSpec::new(TENANT, user, None, 3600).bot();
+        RestClient::new(
+            &self.gateways[gateway].http(),
+            &mint_hs256(SECRET, &spec).unwrap(),
+        )
+    }
+
     /// A WebSocket of `user` of `tenant` (TENANT or OTHER_TENANT).
     pub async fn ws_as(&self, gateway: usize, tenant: &str, user: &str, device: &str) -> WsClient {
         let secret = if tenant == OTHER_TENANT {

@@ -40,6 +40,8 @@ export type {
   MyDataExport,
   Pin,
   PinList,
+  PostMessage,
+  PostedMessage,
   PresenceInfo,
   PushRegistration,
   Report,

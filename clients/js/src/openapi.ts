@@ -1599,7 +1599,45 @@ export interface paths {
             };
         };
         put?: never;
-        post?: never;
+        /**
+         * Send a message
+         * @description Sends as the caller, as `send_message` does over the socket: the same checks, moderation, rates (the caller's per-user message rate and the tenant's quota, besides the REST request rate) and writer. Idempotent by `client_msg_id`: a retry answers the message first stored and stores nothing. Answers the `ack`'s fields once the message is committed; `content` is there only when a moderation plugin rewrote it. 503 `unavailable` when the answer does not come in time: retry with the same `client_msg_id`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PostMessage"];
+                };
+            };
+            responses: {
+                /** @description Stored (now, or by an earlier request with this client_msg_id). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostedMessage"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -3539,6 +3577,44 @@ export interface components {
         /** @description Body of `POST /v1/conversations/{id}/pins`. */
         PinMessage: {
             message_id: components["schemas"]["MessageId"];
+        };
+        /**
+         * @description The body of `POST /v1/conversations/{id}/messages`: `send_message`'s
+         *     fields but the conversation, which is the path's.
+         */
+        PostMessage: {
+            /**
+             * @description The sender's idempotency key: a retry with the same one is
+             *     answered with the message first stored, and stores nothing.
+             */
+            client_msg_id: components["schemas"]["ClientMsgId"];
+            content: components["schemas"]["Content"];
+            /** @description Mention every member (owners and admins only). */
+            mention_all?: boolean;
+            /** @description Members to mention. */
+            mentions?: components["schemas"]["UserId"][];
+            /** @description A live message of the conversation this one replies to. */
+            reply_to?: components["schemas"]["MessageId"] | null;
+            /** @description The root of the thread this message goes into. */
+            thread_id?: components["schemas"]["MessageId"] | null;
+        };
+        /**
+         * @description The answer to `POST /v1/conversations/{id}/messages`: the fields of
+         *     the `ack` a socket's send gets.
+         */
+        PostedMessage: {
+            client_msg_id: components["schemas"]["ClientMsgId"];
+            /**
+             * @description What was stored, only when it differs from what was sent (a
+             *     moderation plugin rewrote it).
+             */
+            content?: components["schemas"]["Content"] | null;
+            conversation_id: components["schemas"]["ConversationId"];
+            message_id: components["schemas"]["MessageId"];
+            /** Format: uint64 */
+            seq: number;
+            /** @description Always `"sent"`. */
+            status: string;
         };
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md). */
         PresenceInfo: {

@@ -94,6 +94,11 @@ export type Report = Schemas["Report"];
 /** The answer to `POST .../messages/{message_id}/reports`: the report's
  * id. */
 export type ReportCreated = Answer<"/v1/conversations/{id}/messages/{message_id}/reports", "post">;
+/** The body of `POST /v1/conversations/{id}/messages` (v1.2):
+ * `send_message`'s fields but the conversation. */
+export type PostMessage = Schemas["PostMessage"];
+/** The answer to a send over REST: the `ack`'s fields. */
+export type PostedMessage = Answer<"/v1/conversations/{id}/messages", "post">;
 /** An admin job (v1.2): an erasure's `state` (`running`, `done`,
  * `failed`) and progress; a finished one names nobody. */
 export type Job = Schemas["Job"];
@@ -383,6 +388,22 @@ export class Rest {
    * `eraseUserAndWait`. */
   eraseUser(user: string): Promise<Job> {
     return this.json("DELETE", `/v1/admin/users/${enc(user)}`);
+  }
+
+  /** Sends as the caller over REST (v1.2, `POST .../messages`), for a
+   * backend or a bot (a token with `"bot": true`) that holds no socket.
+   * The same checks, moderation and writer as `send_message`; answers
+   * once the message is committed. Idempotent by `client_msg_id`: a
+   * retry (after a timeout, a `503`) answers the message first stored. */
+  postMessage(id: string, body: PostMessage): Promise<PostedMessage> {
+    return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
+  }
+
+  /** `postMessage` of a text, with a fresh `client_msg_id` unless one is
+   * given: pass your own (from your event's id, say) to retry safely. */
+  postText(id: string, text: string, clientMsgId?: string): Promise<PostedMessage> {
+    const generated = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random()}`;
+    return this.postMessage(id, { client_msg_id: clientMsgId ?? generated, content: { kind: "text", text } });
   }
 
   /** An admin job as it is now (v1.2; tenant admins; `404` for an

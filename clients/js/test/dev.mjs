@@ -22,6 +22,11 @@ export function token(user, device = "web", ttl = 3600) {
   }).trim();
 }
 
+/** A bot user's token (`"bot": true`) of the `demo` tenant. */
+export function botToken(user) {
+  return execFileSync(binary, ["token", "--user", user, "--bot", "--ttl", "3600"], { encoding: "utf8" }).trim();
+}
+
 /** A token of the `demo` tenant's admin role. */
 export function adminToken(user = "admin") {
   return execFileSync(binary, ["token", "--user", user, "--admin", "--ttl", "3600"], { encoding: "utf8" }).trim();

@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
 import { ApiError, CommandError, MemoryStore, SendError, SwitchboardClient, mentionsUser } from "../dist/index.js";
 import { readFileSync } from "node:fs";
-import { Dev, adminToken, token, waitFor, until } from "./dev.mjs";
+import { Dev, adminToken, botToken, token, waitFor, until } from "./dev.mjs";
 
 let dev;
 before(async () => {
@@ -1690,4 +1690,28 @@ test("an export whose body ends early rejects with a plain Error, never a partia
   }
   const whole = await c.rest.exportMyData();
   assert.deepEqual(whole.conversations.map((x) => [x.conversation_id, x.messages]), [["c1", []]]);
+});
+
+test("server API: a bot posts over REST without a socket, once per client_msg_id, and members see it live", async () => {
+  const { id, clients, close } = await group("quinn", ["relay-bot"], "bots");
+  const { quinn } = clients;
+  clients["relay-bot"].close();
+  // A bot's client never connects: its `rest` is the server API.
+  const bot = new SwitchboardClient({ url: dev.url, token: botToken("relay-bot"), WebSocket });
+  try {
+    const arrived = waitFor(quinn, "message", (m) => m.content?.text === "build passed" && m);
+    const posted = await bot.rest.postMessage(id, { client_msg_id: "ci-run-42", content: { kind: "text", text: "build passed" } });
+    assert.equal(posted.status, "sent");
+    const seen = await arrived;
+    assert.deepEqual([seen.message_id, seen.seq, seen.sender_id], [posted.message_id, posted.seq, "relay-bot"]);
+    // A retry answers the same message; postText makes its own ids.
+    assert.deepEqual(await bot.rest.postMessage(id, { client_msg_id: "ci-run-42", content: { kind: "text", text: "build passed" } }), posted);
+    const next = await bot.rest.postText(id, "deploying");
+    assert.equal(next.seq, posted.seq + 1);
+    // A stranger's post is refused with the socket's code.
+    const stranger = new SwitchboardClient({ url: dev.url, token: botToken("other-bot"), WebSocket });
+    await assert.rejects(stranger.rest.postText(id, "hi"), (e) => e instanceof ApiError && e.code === "not_a_member");
+  } finally {
+    close();
+  }
 });

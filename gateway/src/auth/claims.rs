@@ -13,6 +13,10 @@ pub struct Identity {
     pub user: UserId,
     pub device: DeviceId,
     pub admin: bool,
+    /// The token says `"bot": true` (v1.2): a backend's user, which
+    /// usually sends over REST. It counts in rates and quotas as any
+    /// user does.
+    pub bot: bool,
     /// The token's `exp`, in Unix seconds: a WebSocket session ends there
     /// (plus the grace) unless refreshed.
     pub expires_at: u64,
@@ -66,6 +70,8 @@ pub(super) struct Claims {
     device: Option<String>,
     #[serde(default)]
     role: Option<String>,
+    #[serde(default)]
+    bot: bool,
     /// Required, but checked by the validation (which says so clearly).
     #[serde(default)]
     exp: u64,
@@ -119,6 +125,7 @@ impl Claims {
             user,
             device,
             admin: self.role.as_deref() == Some("admin"),
+            bot: self.bot,
             expires_at: self.exp,
         })
     }

@@ -48,6 +48,23 @@ fn accepts_a_good_token() {
     assert_eq!(id.user.as_str(), "alice");
     assert_eq!(id.device.as_str(), "phone");
     assert!(id.admin);
+    assert!(!id.bot);
+}
+
+#[test]
+fn a_token_that_says_bot_is_a_bots() {
+    let t = hs256(
+        serde_json::json!({"tenant":"acme","sub":"helper","exp":now()+60,"bot":true}),
+        SECRET,
+    );
+    let id = directory().verify(&t).unwrap();
+    assert!(id.bot);
+    assert!(!id.admin);
+    let not_bool = hs256(
+        serde_json::json!({"tenant":"acme","sub":"helper","exp":now()+60,"bot":"yes"}),
+        SECRET,
+    );
+    assert!(directory().verify(&not_bool).is_err());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use switchboard_nats::envelope::{Command, ReactCommand, SendCommand, UpdateCommand};
 use switchboard_nats::trace;
-use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::reaction::check_emoji;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, Timestamp,
@@ -38,34 +38,21 @@ impl Connection {
                 Some(conversation_id.as_str()),
             ))
         };
-        if let Err(e) = self.admit_message(Some(&content)) {
+        if let Err(e) = self.admit_message(None) {
             self.reply(refuse(e));
             return;
         }
-        if options.mentions.len() > MAX_MENTIONS {
-            self.reply(refuse(ApiError::invalid(format!(
-                "a message mentions at most {MAX_MENTIONS} members"
-            ))));
-            return;
-        }
-        let moderated = self
+        let screened = self
             .gw
-            .moderate(&self.id, &conversation_id, content, &options)
+            .screen_send(&self.id, &conversation_id, content, &options)
             .await;
-        let (content, rewritten) = match moderated {
+        let (content, rewritten) = match screened {
             Ok(moderated) => (moderated.content, moderated.rewritten),
             Err(e) => {
                 self.reply(refuse(e));
                 return;
             }
         };
-        // After moderation: what is checked is what will be stored.
-        if let Some(media) = content.media()
-            && let Err(e) = self.gw.check_media(&self.id, media).await
-        {
-            self.reply(refuse(e));
-            return;
-        }
         let ticket = match self
             .answering
             .accept(&client_msg_id, &conversation_id, frame_bytes)

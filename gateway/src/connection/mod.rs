@@ -69,7 +69,8 @@ pub(crate) async fn run(
         "conn",
         tenant = %id.tenant,
         user = %id.user,
-        device = %id.device
+        device = %id.device,
+        bot = id.bot
     );
     serve(id, token, socket, session, admission)
         .instrument(span)

@@ -106,6 +106,10 @@ pub(super) fn done(reply: CommandReply) -> Result<bool, ApiError> {
             message,
             retry_after_ms,
         } => Err(ApiError::new(code, message).retry_after(retry_after_ms)),
+        CommandReply::Sent { .. } => Err(ApiError::new(
+            ErrorCode::Internal,
+            "the writer answered a command as a send",
+        )),
     }
 }
 

@@ -21,6 +21,7 @@ mod openapi;
 mod pins;
 mod plugin_deploys;
 mod plugins;
+mod posting;
 mod presence;
 mod public;
 mod push;
@@ -178,6 +179,11 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/messages",
             history::page_op(),
             history::page,
+        )
+        .route(
+            "/v1/conversations/{id}/messages",
+            posting::post_op(),
+            posting::post,
         )
         .route(
             "/v1/conversations/{id}/messages/{message_id}/versions",

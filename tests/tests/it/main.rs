@@ -39,6 +39,7 @@ mod receipts;
 mod safety;
 mod schema;
 mod secured_backbone;
+mod server_api;
 mod store_service;
 mod support;
 mod tenants;

@@ -433,7 +433,7 @@ impl Sequencer {
         for (i, incoming) in batch.iter().enumerate() {
             let _traced = incoming.span.enter();
             match &incoming.command {
-                Command::Send(c) => b.send(c)?,
+                Command::Send(c) => b.send(c, incoming.reply_to.as_deref())?,
                 Command::CreateConversation(c) => b.create(c, incoming.reply_to.as_deref())?,
                 Command::AddMembers(c) => b.add_members(c, incoming.reply_to.as_deref())?,
                 Command::RemoveMembers(c) => b.remove_members(c, incoming.reply_to.as_deref())?,

@@ -4,7 +4,13 @@ use super::safety::blocked_refusal;
 use super::*;
 
 impl Batch<'_> {
-    pub(super) fn send(&mut self, c: &SendCommand) -> Result<(), SequenceError> {
+    /// `reply_to`: a send over REST waits there for its outcome (a
+    /// socket's sends are answered through their device's session).
+    pub(super) fn send(
+        &mut self,
+        c: &SendCommand,
+        reply_to: Option<&str>,
+    ) -> Result<(), SequenceError> {
         let key = key(&c.tenant, &c.conversation_id);
         let skey = SentKey {
             tenant: c.tenant.clone(),
@@ -17,9 +23,11 @@ impl Batch<'_> {
             // members had it when it was stored (a crash before its
             // fan-out left them its inbox entries and a `seq` gap to pull
             // by), so fanning it out again would show it to them twice.
+            let existing = existing.clone();
+            self.sent_reply(reply_to, &existing);
             self.outcomes.push(Outcome::Answer {
                 tenant: c.tenant.clone(),
-                message: existing.clone(),
+                message: existing,
             });
             return Ok(());
         }
@@ -52,6 +60,14 @@ impl Batch<'_> {
             }
         };
         if let Some((code, message)) = refusal {
+            self.reply(
+                reply_to,
+                CommandReply::Refused {
+                    code,
+                    message: message.clone(),
+                    retry_after_ms,
+                },
+            );
             self.outcomes.push(Outcome::Reject {
                 tenant: c.tenant.clone(),
                 sender: c.sender.clone(),
@@ -79,8 +95,9 @@ impl Batch<'_> {
             members.into_iter().collect(),
             &options,
         )?;
-        if stored.is_some() {
+        if let Some(m) = &stored {
             self.sent_now(&key, &c.sender);
+            self.sent_reply(reply_to, m);
         }
         // A reply in a thread counts on its root (the root's summary, the
         // thread's index, who takes part): right after its append.
@@ -106,6 +123,15 @@ impl Batch<'_> {
             self.messages.insert((key, root_id), root);
         }
         Ok(())
+    }
+
+    fn sent_reply(&mut self, reply_to: Option<&str>, message: &Message) {
+        self.reply(
+            reply_to,
+            CommandReply::Sent {
+                message: Box::new(message.clone()),
+            },
+        );
     }
 
     /// Why a send's reply, thread or mentions cannot stand, if they

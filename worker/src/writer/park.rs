@@ -128,6 +128,18 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             },
         }
     };
+    let refused = || CommandReply::Refused {
+        code,
+        message: message.clone(),
+        retry_after_ms: None,
+    };
+    // A send over REST waits on its reply subject, not on a session.
+    if let (Command::Send(_), Some(subject)) = (&command, &reply_to) {
+        return Some(Outcome::Reply {
+            subject: subject.clone(),
+            reply: refused(),
+        });
+    }
     let answer = match command {
         Command::Send(c) => rejection(
             c.tenant,
@@ -175,11 +187,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Report(_)
         | Command::ResolveReport(_) => Outcome::Reply {
             subject: reply_to?,
-            reply: CommandReply::Refused {
-                code,
-                message: message.clone(),
-                retry_after_ms: None,
-            },
+            reply: refused(),
         },
     };
     Some(answer)
