@@ -30,12 +30,14 @@ mod presence;
 mod quota;
 mod rates;
 mod receipts;
+mod scheduling;
 mod screen;
 mod sends;
 mod server;
 mod shapes;
 mod state;
 mod typing;
+mod user_locks;
 
 pub use auth::{Identity, TenantDirectory};
 pub use config::{DevTokens, GatewayConfig, Limits, MediaConfig, TenantConfig};

@@ -33,6 +33,7 @@ pub const FRAMES_IN: &str = "switchboard_gateway_frames_in_total";
 pub const FRAMES_OUT: &str = "switchboard_gateway_frames_out_total";
 pub const SENDS: &str = "switchboard_gateway_sends_total";
 pub const ACKS: &str = "switchboard_gateway_acks_total";
+pub const SCHEDULED: &str = "switchboard_gateway_scheduled_total";
 pub const ERRORS: &str = "switchboard_gateway_errors_total";
 pub const SEND_ACK_SECONDS: &str = "switchboard_gateway_send_ack_seconds";
 pub const PUBLISH_SECONDS: &str = "switchboard_jetstream_publish_seconds";
@@ -54,6 +55,10 @@ pub fn describe() {
     describe_counter!(FRAMES_OUT, "Server frames written to clients, by type.");
     describe_counter!(SENDS, "Sends accepted and handed to the backbone.");
     describe_counter!(ACKS, "Acks of stored sends handed to their sending device.");
+    describe_counter!(
+        SCHEDULED,
+        "Sends with send_at kept on SB_SCHEDULED until their time (v1.2)."
+    );
     describe_counter!(ERRORS, "Error frames to clients, by code.");
     describe_histogram!(
         SEND_ACK_SECONDS,
@@ -173,6 +178,10 @@ fn error_code(text: &str) -> &str {
 
 pub(crate) fn send_accepted() {
     counter!(SENDS).increment(1);
+}
+
+pub(crate) fn scheduled() {
+    counter!(SCHEDULED).increment(1);
 }
 
 pub(crate) fn published(took: Duration) {

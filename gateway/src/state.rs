@@ -11,6 +11,7 @@ use switchboard_nats::node_id::IdSource;
 use switchboard_nats::records::push_tokens::PushTokens;
 use switchboard_nats::records::refusals::Refusals;
 use switchboard_nats::records::tenants::{TenantBook, TenantRegistry};
+use switchboard_nats::scheduled::Schedules;
 use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins, ReactionInput};
@@ -54,6 +55,10 @@ pub struct Gateway {
     pub(crate) tenant_registry: TenantRegistry,
     pub(crate) push_tokens: PushTokens,
     pub(crate) refusals: Refusals,
+    /// Scheduled sends (v1.2) on `SB_SCHEDULED`, and the per-user order
+    /// their count is checked in (`scheduling.rs`).
+    pub(crate) schedules: Schedules,
+    pub(crate) scheduling: crate::user_locks::UserLocks,
     /// Turns true once shutdown begins: no new connection is taken, and
     /// every open one drains (`connection.rs`).
     pub(crate) draining: tokio::sync::watch::Sender<bool>,
@@ -113,6 +118,7 @@ impl Gateway {
             refusals,
         } = parts;
         config.check().map_err(GatewayError::Limits)?;
+        let schedules = Schedules::new(js.clone());
         Ok(Arc::new(Self {
             rates: Rates::new(config.limits.clone()),
             quotas: Quotas::new(book),
@@ -132,6 +138,8 @@ impl Gateway {
             tenant_registry,
             push_tokens,
             refusals,
+            schedules,
+            scheduling: crate::user_locks::UserLocks::default(),
             draining: tokio::sync::watch::Sender::new(false),
         }))
     }

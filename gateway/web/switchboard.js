@@ -1863,6 +1863,17 @@ var Rest = class {
   postMessage(id, body) {
     return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
   }
+  /** The caller's messages waiting for their `send_at`, soonest first
+   * (v1.2, `GET /v1/scheduled`). */
+  async scheduled() {
+    const list = await this.json("GET", "/v1/scheduled");
+    return list.scheduled;
+  }
+  /** Cancels a waiting message (v1.2): `404` `ApiError` once it was sent
+   * or cancelled. */
+  async cancelScheduled(scheduledId) {
+    await this.empty("DELETE", `/v1/scheduled/${enc(scheduledId)}`);
+  }
   /** `postMessage` of a text, with a fresh `client_msg_id` unless one is
    * given: pass your own (from your event's id, say) to retry safely. */
   postText(id, text, clientMsgId) {
@@ -2119,7 +2130,7 @@ var Outbox = class {
    * still the truth); undefined for an ack of nothing here. */
   acked(frame) {
     const o = this.items.get(frame.client_msg_id);
-    if (!o) return void 0;
+    if (!o || frame.message_id == null || frame.seq == null) return void 0;
     this.items.delete(o.client_msg_id);
     o.status = "sent";
     o.error = void 0;
@@ -2473,6 +2484,26 @@ var SwitchboardClient = class extends Emitter {
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
+  /** Keeps a message to send at `sendAt` (v1.2; at most 30 days ahead,
+   * at most 100 waiting per user), through the REST API: answers at once
+   * with `status: "scheduled"` and its `scheduled_id`. At its time it is
+   * moderated and sent, and reaches this and every other device as a
+   * `message` (its `sender_device` is `sb:scheduled`); refused then, this
+   * device gets an `error` event naming its `client_msg_id`. List them with
+   * `rest.scheduled()`, cancel one with `rest.cancelScheduled(id)`. */
+  schedule(conversationId, content, sendAt, options = {}) {
+    const o = typeof options === "string" ? { clientMsgId: options } : options;
+    return this.rest.postMessage(conversationId, {
+      client_msg_id: o.clientMsgId ?? this.newClientMsgId(),
+      // The frames' Content and the REST schema's are the same JSON.
+      content,
+      send_at: typeof sendAt === "string" ? sendAt : sendAt.toISOString(),
+      ...o.replyTo ? { reply_to: o.replyTo } : {},
+      ...o.threadId ? { thread_id: o.threadId } : {},
+      ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
+      ...o.mentionAll ? { mention_all: true } : {}
+    });
+  }
   /** Sends a text message (with `SendOptions`: a reply, into a thread,
    * with mentions). */
   sendText(conversationId, text, options = {}) {
@@ -2744,7 +2775,7 @@ var SwitchboardClient = class extends Emitter {
       case "ack": {
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
-        if (o && me) {
+        if (o && me && frame.message_id != null && frame.seq != null) {
           this.received(
             {
               message_id: frame.message_id,

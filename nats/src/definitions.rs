@@ -15,6 +15,8 @@ pub const INGEST_STREAM_TEMPLATE_JSON: &str = include_str!("../streams/SB_INGEST
 pub const PUSH_STREAM_JSON: &str = include_str!("../streams/SB_PUSH.json");
 pub const PUSH_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_PUSH_DEAD.json");
 pub const PARKED_STREAM_JSON: &str = include_str!("../streams/SB_PARKED.json");
+pub const SCHEDULED_STREAM_JSON: &str = include_str!("../streams/SB_SCHEDULED.json");
+pub const SCHEDULER_CONSUMER_JSON: &str = include_str!("../consumers/scheduler.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
 pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
 pub const PUSH_TOKENS_BUCKET_JSON: &str = include_str!("../kv/sb_push_tokens.json");
@@ -39,6 +41,7 @@ pub const LEGACY_INGEST_STREAM: &str = "SB_INGEST";
 pub const PUSH_STREAM: &str = "SB_PUSH";
 pub const PUSH_DEAD_STREAM: &str = "SB_PUSH_DEAD";
 pub const PARKED_STREAM: &str = "SB_PARKED";
+pub const SCHEDULED_STREAM: &str = "SB_SCHEDULED";
 pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
 pub const PUSH_COLLAPSE_BUCKET: &str = "sb_push_collapse";
 pub const REFUSED_BUCKET: &str = "sb_refused";
@@ -188,6 +191,16 @@ pub fn push_dead_stream(config: &BackboneConfig) -> Result<stream::Config, Backb
 /// Commands a writer set aside (`worker/src/writer/park.rs`).
 pub fn parked_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
     replicated("SB_PARKED.json", PARKED_STREAM_JSON, config)
+}
+
+/// Scheduled messages (`scheduled.rs`).
+pub fn scheduled_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_SCHEDULED.json", SCHEDULED_STREAM_JSON, config)
+}
+
+/// The workers' consumer of scheduled messages that came due.
+pub fn scheduler_consumer() -> Result<consumer::pull::Config, BackboneError> {
+    parse("scheduler.json", SCHEDULER_CONSUMER_JSON)
 }
 
 /// The push stage's consumers: `push-msg` (delivery checks) and
@@ -377,7 +390,12 @@ async fn check_defined(
             .await
             .map_err(|e| missing(format!("stream {name}"), e.into()))?;
     }
-    for name in [PUSH_STREAM, PUSH_DEAD_STREAM, PARKED_STREAM] {
+    for name in [
+        PUSH_STREAM,
+        PUSH_DEAD_STREAM,
+        PARKED_STREAM,
+        SCHEDULED_STREAM,
+    ] {
         js.get_stream(name)
             .await
             .map_err(|e| missing(format!("stream {name}"), e.into()))?;
@@ -423,6 +441,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         push_stream(config)?,
         push_dead_stream(config)?,
         parked_stream(config)?,
+        scheduled_stream(config)?,
     ]);
     for s in streams {
         let name = s.name.clone();
@@ -490,6 +509,16 @@ mod tests {
         assert_eq!(w.filter_subject, "sb.in.7.>");
         assert_eq!(w.ack_policy, consumer::AckPolicy::Explicit);
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
+        let scheduled = scheduled_stream(&c).unwrap();
+        assert!(scheduled.allow_message_schedules);
+        assert!(
+            scheduled.max_age > Duration::from_secs(31 * 24 * 3600),
+            "a schedule 30 days ahead must outlive its wait"
+        );
+        assert_eq!(
+            scheduler_consumer().unwrap().filter_subject,
+            crate::scheduled::DUE_FILTER
+        );
         let workers = workers_bucket(&c).unwrap();
         assert_eq!(workers.history, 1);
         assert!(

@@ -26,6 +26,7 @@ pub mod lease;
 pub mod node_id;
 pub mod push_jobs;
 pub mod records;
+pub mod scheduled;
 pub mod sessions;
 pub mod subject;
 pub mod trace;

@@ -33,6 +33,11 @@ pub enum ClientFrame {
         /// Mention every member (v1.1; owners and admins only).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         mention_all: bool,
+        /// Send it then, not now (v1.2): at most 30 days ahead. The `ack`
+        /// says `"scheduled"`; moderation, membership and `seq` are
+        /// decided when it is sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        send_at: Option<Timestamp>,
     },
     EditMessage {
         conversation_id: ConversationId,
@@ -130,6 +135,7 @@ impl ClientFrame {
             thread_id: None,
             mentions: Vec::new(),
             mention_all: false,
+            send_at: None,
         }
     }
 
@@ -266,17 +272,39 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
+    /// A `sent` ack names the stored message; a `scheduled` one (v1.2)
+    /// names the schedule instead.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "if" = {"properties": {"status": {"const": "scheduled"}}},
+            "then" = {"required": ["scheduled_id", "send_at"]},
+            "else" = {"required": ["message_id", "seq"], "properties": {"status": {"const": "sent"}}}
+        ))
+    )]
     Ack {
         client_msg_id: ClientMsgId,
         conversation_id: ConversationId,
-        message_id: MessageId,
-        seq: u64,
-        /// Always `"sent"`.
+        /// The stored message's id: present when `status` is `"sent"`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<MessageId>,
+        /// The stored message's `seq`: present when `status` is `"sent"`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+        /// `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+        /// kept until then; it gets its `message_id` and `seq` when sent.
         status: String,
         /// What was stored, only when it differs from what was sent (a
         /// moderation plugin rewrote it): the sender shows this instead.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<Content>,
+        /// With `"scheduled"`: the id that lists and cancels it
+        /// (`/v1/scheduled`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scheduled_id: Option<String>,
+        /// With `"scheduled"`: when it will be sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        send_at: Option<Timestamp>,
     },
     Message {
         message: Message,
@@ -397,10 +425,31 @@ impl ServerFrame {
         Self::Ack {
             client_msg_id: message.client_msg_id.clone(),
             conversation_id: message.conversation_id.clone(),
-            message_id: message.message_id,
-            seq: message.seq,
+            message_id: Some(message.message_id),
+            seq: Some(message.seq),
             status: "sent".to_owned(),
             content: None,
+            scheduled_id: None,
+            send_at: None,
+        }
+    }
+
+    /// The `ack` of a send kept until `send_at` (v1.2).
+    pub fn scheduled(
+        client_msg_id: ClientMsgId,
+        conversation_id: ConversationId,
+        scheduled_id: String,
+        send_at: Timestamp,
+    ) -> Self {
+        Self::Ack {
+            client_msg_id,
+            conversation_id,
+            message_id: None,
+            seq: None,
+            status: "scheduled".to_owned(),
+            content: None,
+            scheduled_id: Some(scheduled_id),
+            send_at: Some(send_at),
         }
     }
 

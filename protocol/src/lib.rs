@@ -20,6 +20,7 @@ pub mod push;
 pub mod reaction;
 pub mod reports;
 pub mod safety;
+pub mod scheduled;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod server_api;

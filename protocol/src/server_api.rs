@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::SendOptions;
-use crate::{ClientMsgId, Content, ConversationId, MessageId, UserId};
+use crate::{ClientMsgId, Content, ConversationId, MessageId, Timestamp, UserId};
 
 /// The body of `POST /v1/conversations/{id}/messages`: `send_message`'s
 /// fields but the conversation, which is the path's.
@@ -28,6 +28,10 @@ pub struct PostMessage {
     /// Mention every member (owners and admins only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mention_all: bool,
+    /// Send it then, not now (at most 30 days ahead): answered with
+    /// `"status": "scheduled"` and its `scheduled_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<Timestamp>,
 }
 
 impl PostMessage {
@@ -49,12 +53,22 @@ impl PostMessage {
 pub struct PostedMessage {
     pub client_msg_id: ClientMsgId,
     pub conversation_id: ConversationId,
-    pub message_id: MessageId,
-    pub seq: u64,
-    /// Always `"sent"`.
+    /// Present when `status` is `"sent"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
+    /// Present when `status` is `"sent"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// `"sent"`, or `"scheduled"` for a send with `send_at`.
     pub status: String,
     /// What was stored, only when it differs from what was sent (a
     /// moderation plugin rewrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
+    /// With `"scheduled"`: the id that lists and cancels it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_id: Option<String>,
+    /// With `"scheduled"`: when it will be sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<Timestamp>,
 }

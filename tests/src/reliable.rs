@@ -94,8 +94,8 @@ impl Session {
                 match ws.next_frame_within(left).await {
                     Ok(ServerFrame::Ack {
                         client_msg_id: id,
-                        message_id,
-                        seq,
+                        message_id: Some(message_id),
+                        seq: Some(seq),
                         ..
                     }) if id.as_str() == client_msg_id => {
                         return Some(Acked { message_id, seq });

@@ -23,6 +23,7 @@ pub mod policy;
 mod presence;
 mod report_count;
 mod retention;
+pub mod scheduler;
 pub mod sequencer;
 mod writer;
 
@@ -134,6 +135,10 @@ pub async fn run(
         let ctx = ctx.clone();
         supervised("report counter", move || report_count::run(ctx.clone()))
     };
+    let scheduler = {
+        let ctx = ctx.clone();
+        supervised("scheduler", move || scheduler::run(ctx.clone()))
+    };
     let balancer = {
         let ctx = ctx.clone();
         supervised("leader balancer", move || balance::run(ctx.clone()))
@@ -148,6 +153,7 @@ pub async fn run(
     erasure_requests.abort();
     expirer.abort();
     balancer.abort();
+    scheduler.abort();
     result
 }
 

@@ -17,6 +17,7 @@ pub const REPORTS_OPEN: &str = "switchboard_reports_open";
 pub const MESSAGES_EXPIRED: &str = "switchboard_writer_messages_expired_total";
 pub const ERASURE_CONVERSATIONS: &str = "switchboard_erasure_conversations_total";
 pub const ERASURES: &str = "switchboard_erasures_total";
+pub const SCHEDULED: &str = "switchboard_scheduled_messages_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -34,6 +35,10 @@ pub fn describe() {
         "Stored messages and updates fanned out: per recipient on write (`users`), once per conversation on read (`conversation`)."
     );
     describe_gauge!(PARTITIONS_HELD, "Ingest partitions this worker writes.");
+    describe_counter!(
+        SCHEDULED,
+        "Scheduled messages that came due, by outcome: sent, or refused at their time."
+    );
     describe_gauge!(
         INBOX_ENTRIES,
         "Undelivered inbox entries (one per message and device that has not acked it), as the leader's last whole expiry sweep left them."
@@ -66,6 +71,14 @@ pub fn describe() {
 
 pub(crate) fn consumer_lag(partition: u16, pending: u64) {
     gauge!(CONSUMER_LAG, "partition" => partition.to_string()).set(pending as f64);
+}
+
+pub(crate) fn scheduled_sent() {
+    counter!(SCHEDULED, "outcome" => "sent").increment(1);
+}
+
+pub(crate) fn scheduled_refused() {
+    counter!(SCHEDULED, "outcome" => "refused").increment(1);
 }
 
 pub(crate) fn batch_taken(commands: usize) {

@@ -7,7 +7,7 @@ import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
 import type { BlockAction, Content, Message, ReactAction, ServerFrame, TypingState } from "./protocol.js";
-import { Rest } from "./rest.js";
+import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
 import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
 
@@ -235,6 +235,32 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.mentionAll ? { mention_all: true } : {}),
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
+  }
+
+  /** Keeps a message to send at `sendAt` (v1.2; at most 30 days ahead,
+   * at most 100 waiting per user), through the REST API: answers at once
+   * with `status: "scheduled"` and its `scheduled_id`. At its time it is
+   * moderated and sent, and reaches this and every other device as a
+   * `message` (its `sender_device` is `sb:scheduled`); refused then, this
+   * device gets an `error` event naming its `client_msg_id`. List them with
+   * `rest.scheduled()`, cancel one with `rest.cancelScheduled(id)`. */
+  schedule(
+    conversationId: string,
+    content: Content,
+    sendAt: Date | string,
+    options: string | SendOptions = {},
+  ): Promise<PostedMessage> {
+    const o: SendOptions = typeof options === "string" ? { clientMsgId: options } : options;
+    return this.rest.postMessage(conversationId, {
+      client_msg_id: o.clientMsgId ?? this.newClientMsgId(),
+      // The frames' Content and the REST schema's are the same JSON.
+      content: content as PostMessage["content"],
+      send_at: typeof sendAt === "string" ? sendAt : sendAt.toISOString(),
+      ...(o.replyTo ? { reply_to: o.replyTo } : {}),
+      ...(o.threadId ? { thread_id: o.threadId } : {}),
+      ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
+      ...(o.mentionAll ? { mention_all: true } : {}),
+    });
   }
 
   /** Sends a text message (with `SendOptions`: a reply, into a thread,
@@ -546,7 +572,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         // ack then carries the stored content).
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
-        if (o && me) {
+        if (o && me && frame.message_id != null && frame.seq != null) {
           this.received(
             {
               message_id: frame.message_id,

@@ -42,6 +42,7 @@ export type {
   PinList,
   PostMessage,
   PostedMessage,
+  ScheduledMessage,
   PresenceInfo,
   PushRegistration,
   Report,

@@ -1601,7 +1601,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message
-         * @description Sends as the caller, as `send_message` does over the socket: the same checks, moderation, rates (the caller's per-user message rate and the tenant's quota, besides the REST request rate) and writer. Idempotent by `client_msg_id`: a retry answers the message first stored and stores nothing. Answers the `ack`'s fields once the message is committed; `content` is there only when a moderation plugin rewrote it. 503 `unavailable` when the answer does not come in time: retry with the same `client_msg_id`.
+         * @description Sends as the caller, as `send_message` does over the socket: the same checks, moderation, rates (the caller's per-user message rate and the tenant's quota, besides the REST request rate) and writer. Idempotent by `client_msg_id`: a retry answers the message first stored and stores nothing. Answers the `ack`'s fields once the message is committed; `content` is there only when a moderation plugin rewrote it. With `send_at` (at most 30 days ahead) it is kept until then and answered at once with `status: "scheduled"` and its `scheduled_id` (at most 100 waiting per user: 429 `quota_exceeded`). 503 `unavailable` when the answer does not come in time: retry with the same `client_msg_id`.
          */
         post: {
             parameters: {
@@ -1633,7 +1633,6 @@ export interface paths {
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
                 429: components["responses"]["Error"];
                 503: components["responses"]["Error"];
             };
@@ -2619,6 +2618,95 @@ export interface paths {
         };
         trace?: never;
     };
+    "/v1/scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's scheduled messages
+         * @description Messages sent with `send_at` that wait for it, soonest first (at most 100). One that was sent, or cancelled, is not here.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The waiting messages. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ScheduledList"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scheduled/{scheduled_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Cancel a scheduled message
+         * @description It will not be sent. 404 when it is not waiting: sent already, cancelled, or not the caller's.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The `scheduled_id` of its `ack`. */
+                    scheduled_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cancelled. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user}/devices": {
         parameters: {
             query?: never;
@@ -3595,6 +3683,11 @@ export interface components {
             mentions?: components["schemas"]["UserId"][];
             /** @description A live message of the conversation this one replies to. */
             reply_to?: components["schemas"]["MessageId"] | null;
+            /**
+             * @description Send it then, not now (at most 30 days ahead): answered with
+             *     `"status": "scheduled"` and its `scheduled_id`.
+             */
+            send_at?: components["schemas"]["Timestamp"] | null;
             /** @description The root of the thread this message goes into. */
             thread_id?: components["schemas"]["MessageId"] | null;
         };
@@ -3610,10 +3703,18 @@ export interface components {
              */
             content?: components["schemas"]["Content"] | null;
             conversation_id: components["schemas"]["ConversationId"];
-            message_id: components["schemas"]["MessageId"];
-            /** Format: uint64 */
-            seq: number;
-            /** @description Always `"sent"`. */
+            /** @description Present when `status` is `"sent"`. */
+            message_id?: components["schemas"]["MessageId"] | null;
+            /** @description With `"scheduled"`: the id that lists and cancels it. */
+            scheduled_id?: string | null;
+            /** @description With `"scheduled"`: when it will be sent. */
+            send_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * Format: uint64
+             * @description Present when `status` is `"sent"`.
+             */
+            seq?: number | null;
+            /** @description `"sent"`, or `"scheduled"` for a send with `send_at`. */
             status: string;
         };
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md). */
@@ -3873,6 +3974,24 @@ export interface components {
             load_error?: string | null;
             process: string;
             running: boolean;
+        };
+        /** @description `GET /v1/scheduled`: the caller's waiting messages, soonest first. */
+        ScheduledList: {
+            scheduled: components["schemas"]["ScheduledMessage"][];
+        };
+        /** @description A message waiting for its time, as its sender sees it. */
+        ScheduledMessage: {
+            client_msg_id: components["schemas"]["ClientMsgId"];
+            content: components["schemas"]["Content"];
+            conversation_id: components["schemas"]["ConversationId"];
+            /** @description When it was scheduled. */
+            created_at: components["schemas"]["Timestamp"];
+            mention_all?: boolean;
+            mentions?: components["schemas"]["UserId"][];
+            reply_to?: components["schemas"]["MessageId"] | null;
+            scheduled_id: string;
+            send_at: components["schemas"]["Timestamp"];
+            thread_id?: components["schemas"]["MessageId"] | null;
         };
         /** @description A hook's shadow version and how it compares, as the admin API shows it. */
         ShadowListing: {

@@ -25,6 +25,12 @@ mentions?: UserId[]
  */
 reply_to?: (MessageId | null)
 /**
+ * Send it then, not now (v1.2): at most 30 days ahead. The `ack`
+ * says `"scheduled"`; moderation, membership and `seq` are
+ * decided when it is sent.
+ */
+send_at?: (Timestamp | null)
+/**
  * The root of the thread this message goes into (v1.1).
  */
 thread_id?: (MessageId | null)
@@ -133,10 +139,26 @@ client_msg_id: ClientMsgId
  */
 content?: (Content | null)
 conversation_id: ConversationId
-message_id: MessageId
-seq: number
 /**
- * Always `"sent"`.
+ * The stored message's id: present when `status` is `"sent"`.
+ */
+message_id?: (MessageId | null)
+/**
+ * With `"scheduled"`: the id that lists and cancels it
+ * (`/v1/scheduled`).
+ */
+scheduled_id?: (string | null)
+/**
+ * With `"scheduled"`: when it will be sent.
+ */
+send_at?: (Timestamp | null)
+/**
+ * The stored message's `seq`: present when `status` is `"sent"`.
+ */
+seq?: (number | null)
+/**
+ * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+ * kept until then; it gets its `message_id` and `seq` when sent.
  */
 status: string
 type: "ack"

@@ -97,8 +97,12 @@ export type ReportCreated = Answer<"/v1/conversations/{id}/messages/{message_id}
 /** The body of `POST /v1/conversations/{id}/messages` (v1.2):
  * `send_message`'s fields but the conversation. */
 export type PostMessage = Schemas["PostMessage"];
-/** The answer to a send over REST: the `ack`'s fields. */
+/** The answer to a send over REST: the `ack`'s fields; with `send_at`,
+ * `status: "scheduled"` and a `scheduled_id` instead of `message_id` and
+ * `seq`. */
 export type PostedMessage = Answer<"/v1/conversations/{id}/messages", "post">;
+/** A message waiting for its `send_at` (v1.2). */
+export type ScheduledMessage = Schemas["ScheduledMessage"];
 /** An admin job (v1.2): an erasure's `state` (`running`, `done`,
  * `failed`) and progress; a finished one names nobody. */
 export type Job = Schemas["Job"];
@@ -397,6 +401,19 @@ export class Rest {
    * retry (after a timeout, a `503`) answers the message first stored. */
   postMessage(id: string, body: PostMessage): Promise<PostedMessage> {
     return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
+  }
+
+  /** The caller's messages waiting for their `send_at`, soonest first
+   * (v1.2, `GET /v1/scheduled`). */
+  async scheduled(): Promise<ScheduledMessage[]> {
+    const list = await this.json<{ scheduled: ScheduledMessage[] }>("GET", "/v1/scheduled");
+    return list.scheduled;
+  }
+
+  /** Cancels a waiting message (v1.2): `404` `ApiError` once it was sent
+   * or cancelled. */
+  async cancelScheduled(scheduledId: string): Promise<void> {
+    await this.empty("DELETE", `/v1/scheduled/${enc(scheduledId)}`);
   }
 
   /** `postMessage` of a text, with a fresh `client_msg_id` unless one is

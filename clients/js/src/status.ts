@@ -236,7 +236,9 @@ export class Outbox {
    * still the truth); undefined for an ack of nothing here. */
   acked(frame: AckFrame): Outgoing | undefined {
     const o = this.items.get(frame.client_msg_id);
-    if (!o) return undefined;
+    // A `scheduled` ack (v1.2) names no stored message: this outbox sends
+    // now (`SwitchboardClient.schedule` keeps messages for later).
+    if (!o || frame.message_id == null || frame.seq == null) return undefined;
     this.items.delete(o.client_msg_id);
     o.status = "sent";
     o.error = undefined;

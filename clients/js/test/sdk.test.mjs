@@ -1715,3 +1715,31 @@ test("server API: a bot posts over REST without a socket, once per client_msg_id
     close();
   }
 });
+
+test("scheduled messages: kept for later, listed, cancelled, then sent to every device at their time", async () => {
+  const { id, clients, close } = await group("rosa", ["sami"], "scheduled");
+  const { rosa, sami } = clients;
+  try {
+    const sendAt = new Date(Date.now() + 2500);
+    const kept = await rosa.schedule(id, { kind: "text", text: "see you soon" }, sendAt);
+    assert.equal(kept.status, "scheduled");
+    assert.ok(kept.scheduled_id && kept.seq == null);
+    const dropped = await rosa.schedule(id, { kind: "text", text: "never mind" }, sendAt);
+    assert.deepEqual((await rosa.rest.scheduled()).map((s) => s.content.text), ["see you soon", "never mind"]);
+    await rosa.rest.cancelScheduled(dropped.scheduled_id);
+    await assert.rejects(rosa.rest.cancelScheduled(dropped.scheduled_id), (e) => e instanceof ApiError && e.status === 404);
+    const toSami = waitFor(sami, "message", (m) => m.content?.text === "see you soon" && m);
+    const toRosa = waitFor(rosa, "message", (m) => m.content?.text === "see you soon" && m);
+    const [seen, mine] = await Promise.all([toSami, toRosa]);
+    assert.equal(seen.message_id, mine.message_id);
+    assert.equal(seen.sender_device, "sb:scheduled");
+    assert.ok(new Date(seen.created_at) >= new Date(sendAt.toISOString().replace(/\.\d+Z$/, ".000Z")));
+    assert.deepEqual(await rosa.rest.scheduled(), []);
+    await assert.rejects(
+      rosa.schedule(id, { kind: "text", text: "too late" }, new Date(Date.now() - 1000)),
+      (e) => e instanceof ApiError && e.code === "invalid_request",
+    );
+  } finally {
+    close();
+  }
+});

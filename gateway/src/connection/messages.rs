@@ -6,7 +6,7 @@ use switchboard_nats::trace;
 use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::reaction::check_emoji;
 use switchboard_protocol::{
-    ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, Timestamp,
+    ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, ServerFrame, Timestamp,
 };
 use switchboard_store::StoreError;
 use tracing::Instrument;
@@ -15,6 +15,7 @@ use super::Connection;
 use crate::error::ApiError;
 use crate::ingest::{NotStored, Stored};
 use crate::outbox::Outbound;
+use crate::scheduling::ToSchedule;
 use crate::sends::PubAck;
 
 impl Connection {
@@ -109,6 +110,35 @@ impl Connection {
             }
             .instrument(traced),
         );
+    }
+
+    /// A send with `send_at` (v1.2): admitted at the connection's message
+    /// rate, then kept until its time (`scheduling.rs`); its `ack` says
+    /// `"scheduled"`.
+    pub(super) async fn schedule(&mut self, request: &'static str, send: ToSchedule) {
+        let (client_msg_id, conversation_id, send_at) = (
+            send.client_msg_id.clone(),
+            send.conversation.clone(),
+            send.send_at,
+        );
+        let answer = match self.admit_message(None) {
+            Ok(()) => self.gw.schedule_send(&self.id, send).await,
+            Err(e) => Err(e),
+        };
+        let frame = match answer {
+            Ok(scheduled_id) => Outbound::frame(&ServerFrame::scheduled(
+                client_msg_id,
+                conversation_id,
+                scheduled_id,
+                send_at,
+            )),
+            Err(e) => Outbound::frame(&e.answering(
+                request,
+                Some(client_msg_id.as_str()),
+                Some(conversation_id.as_str()),
+            )),
+        };
+        self.reply(frame);
     }
 
     /// A reaction added or removed: checked here for its emoji and the

@@ -34,6 +34,7 @@ use crate::outbox::{Outbound, Outbox, close_code};
 use crate::quota::{self, Admission};
 use crate::rates::ConnectionRates;
 use crate::receipts::{self, PendingMarks};
+use crate::scheduling::ToSchedule;
 use crate::typing;
 
 struct Connection {
@@ -341,6 +342,7 @@ impl Connection {
                 thread_id,
                 mentions,
                 mention_all,
+                send_at,
             } => {
                 let span = receive_span(request, &self.id.tenant, &conversation_id);
                 let options = SendOptions {
@@ -349,6 +351,16 @@ impl Connection {
                     mentions,
                     mention_all,
                 };
+                if let Some(send_at) = send_at {
+                    let send = ToSchedule {
+                        conversation: conversation_id,
+                        client_msg_id,
+                        content,
+                        options,
+                        send_at,
+                    };
+                    return self.schedule(request, send).instrument(span).await;
+                }
                 self.send_message(
                     request,
                     client_msg_id,

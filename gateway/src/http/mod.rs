@@ -28,6 +28,7 @@ mod push;
 mod reports;
 mod roles;
 mod safety;
+mod scheduled;
 mod tenants;
 mod threads;
 mod versions;
@@ -165,6 +166,12 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
         )
         .route("/v1/admin/jobs/{job_id}", erasure::job_op(), erasure::job)
         .route("/v1/me/export", export::export_op(), export::export)
+        .route("/v1/scheduled", scheduled::list_op(), scheduled::list)
+        .route(
+            "/v1/scheduled/{scheduled_id}",
+            scheduled::cancel_op(),
+            scheduled::cancel,
+        )
         .route("/v1/blocks", safety::list_blocks_op(), safety::list_blocks)
         .route("/v1/blocks/{user}", safety::block_op(), safety::block)
         .route("/v1/blocks/{user}", safety::unblock_op(), safety::unblock)

@@ -15,11 +15,20 @@ use super::extract::{JsonBody, PathParams, Shared};
 use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::scheduling::ToSchedule;
+
+/// Content errors over REST: a body, not a frame, was wrong.
+fn body_error(e: ApiError) -> ApiError {
+    match e.code {
+        ErrorCode::InvalidFrame => ApiError::new(ErrorCode::InvalidRequest, e.message),
+        _ => e,
+    }
+}
 
 /// `POST /v1/conversations/{id}/messages`
 pub(super) fn post_op() -> Operation {
     Operation::post("Send a message")
-        .describe("Sends as the caller, as `send_message` does over the socket: the same checks, moderation, rates (the caller's per-user message rate and the tenant's quota, besides the REST request rate) and writer. Idempotent by `client_msg_id`: a retry answers the message first stored and stores nothing. Answers the `ack`'s fields once the message is committed; `content` is there only when a moderation plugin rewrote it. 503 `unavailable` when the answer does not come in time: retry with the same `client_msg_id`.")
+        .describe("Sends as the caller, as `send_message` does over the socket: the same checks, moderation, rates (the caller's per-user message rate and the tenant's quota, besides the REST request rate) and writer. Idempotent by `client_msg_id`: a retry answers the message first stored and stores nothing. Answers the `ack`'s fields once the message is committed; `content` is there only when a moderation plugin rewrote it. With `send_at` (at most 30 days ahead) it is kept until then and answered at once with `status: \"scheduled\"` and its `scheduled_id` (at most 100 waiting per user: 429 `quota_exceeded`). 503 `unavailable` when the answer does not come in time: retry with the same `client_msg_id`.")
         .path::<ConversationId>("id", "The conversation.")
         .json_body::<PostMessage>()
         .reply::<PostedMessage>(200, "Stored (now, or by an earlier request with this client_msg_id).")
@@ -36,14 +45,30 @@ pub(super) async fn post(
     let quotas = gw.quotas.of(&id.tenant);
     gw.rates.user_message(&id, &quotas)?;
     let options = body.options();
+    if let Some(send_at) = body.send_at {
+        let send = ToSchedule {
+            conversation: conversation.clone(),
+            client_msg_id: body.client_msg_id.clone(),
+            content: body.content,
+            options,
+            send_at,
+        };
+        let scheduled_id = gw.schedule_send(&id, send).await.map_err(body_error)?;
+        return Ok(Json(PostedMessage {
+            client_msg_id: body.client_msg_id,
+            conversation_id: conversation,
+            message_id: None,
+            seq: None,
+            status: "scheduled".to_owned(),
+            content: None,
+            scheduled_id: Some(scheduled_id),
+            send_at: Some(send_at),
+        }));
+    }
     let screened = gw
         .screen_send(&id, &conversation, body.content, &options)
         .await
-        .map_err(|e| match e.code {
-            // A body, not a frame, was wrong.
-            ErrorCode::InvalidFrame => ApiError::new(ErrorCode::InvalidRequest, e.message),
-            _ => e,
-        })?;
+        .map_err(body_error)?;
     let command = Command::Send(SendCommand {
         tenant: id.tenant.clone(),
         conversation_id: conversation.clone(),
@@ -65,14 +90,16 @@ pub(super) async fn post(
         CommandReply::Sent { message } => Ok(Json(PostedMessage {
             client_msg_id: message.client_msg_id,
             conversation_id: message.conversation_id,
-            message_id: message.message_id,
-            seq: message.seq,
+            message_id: Some(message.message_id),
+            seq: Some(message.seq),
             status: "sent".to_owned(),
             content: if screened.rewritten {
                 message.content
             } else {
                 None
             },
+            scheduled_id: None,
+            send_at: None,
         })),
         CommandReply::Refused {
             code,

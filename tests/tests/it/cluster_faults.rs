@@ -742,7 +742,9 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
                     // A copy published again may be answered twice, with
                     // the same seq: the first answer counts.
                     Ok(ServerFrame::Ack {
-                        client_msg_id, seq, ..
+                        client_msg_id,
+                        seq: Some(seq),
+                        ..
                     }) => {
                         unacked.remove(client_msg_id.as_str());
                         let first = acked

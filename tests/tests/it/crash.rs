@@ -151,8 +151,8 @@ async fn a_kill9_inside_a_batch_of_several_loses_and_repeats_nothing() {
     let take = |acked: &mut HashMap<String, Acked>, frame: ServerFrame| match frame {
         ServerFrame::Ack {
             client_msg_id,
-            message_id,
-            seq,
+            message_id: Some(message_id),
+            seq: Some(seq),
             ..
         } => {
             let ack = Acked { message_id, seq };

@@ -1,9 +1,10 @@
 //! Erasure (v1.2) through the contract's names: a user with a bit of
 //! everything (messages live and archived, an edit, a reply in a thread,
 //! a mention of them, reactions, a pin, blocks both ways, reports by and
-//! about them, an upload, keys in the directory, a conversation they
-//! left) is erased by a tenant admin; the worker is killed -9 halfway
-//! and the job still finishes; a second request is harmless; another
+//! about them, an upload, keys in the directory, a scheduled message, a
+//! conversation they left) is erased by a tenant admin; the worker is
+//! killed -9 halfway and the job still finishes; a second request is
+//! harmless; another
 //! tenant's admin is refused. Then every keyspace of the store, every
 //! message of every JetStream stream and bucket, every archive object and
 //! every blob is read, and nothing names the user but their direct
@@ -265,6 +266,22 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     assert!(bytes.exists(), "the upload is stored");
     let mut account = vodozemac::olm::Account::new();
     crate::e2ee::publish(&cluster, ADA, "phone", &mut account, 2).await;
+    // A message of hers waiting for its time (v1.2).
+    let far = switchboard_protocol::Timestamp::from_unix_ms(
+        switchboard_protocol::Timestamp::now().unix_ms() + 20 * 24 * 3600 * 1000,
+    );
+    let (status, body) = call(
+        &ada_rest,
+        "POST",
+        &format!("/v1/conversations/{group}/messages"),
+        Some(json!({"client_msg_id": "a-later", "content": {"kind": "text", "text": "ada's plan"}, "send_at": far.to_rfc3339()})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("scheduled")),
+        "{body}"
+    );
     // She leaves one conversation: her messages there are hers still.
     let (status, _) = call(
         &ada_rest,
@@ -300,7 +317,11 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     let nats = cluster.nats.client().await;
     let allowed = vec![dm.clone().into_bytes(), dm.replace(':', "=3A").into_bytes()];
     let owner = cluster.dir.path().join("store-owner");
-    assert!(!stream_messages_naming(&nats, &allowed).await.is_empty());
+    let before = stream_messages_naming(&nats, &allowed).await;
+    assert!(
+        before.iter().any(|m| m.starts_with("SB_SCHEDULED")),
+        "the scheduled message is seen: {before:?}"
+    );
     assert!(!files_naming(&owner.join("blobs"), &allowed).is_empty());
 
     // Hostile and plain misuse first.

@@ -104,8 +104,8 @@ async fn burst_of_retries(batching: bool) {
     let ack_of = |f: ServerFrame| match f {
         ServerFrame::Ack {
             client_msg_id,
-            message_id,
-            seq,
+            message_id: Some(message_id),
+            seq: Some(seq),
             ..
         } => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
         ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
@@ -218,7 +218,9 @@ async fn a_resend_is_answered_to_its_sender_alone() {
     let mut answers = HashMap::new();
     while answers.len() < 3 {
         if let ServerFrame::Ack {
-            client_msg_id, seq, ..
+            client_msg_id,
+            seq: Some(seq),
+            ..
         } = alice
             .next_frame_within(Duration::from_secs(10))
             .await

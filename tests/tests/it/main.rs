@@ -37,6 +37,7 @@ mod presence;
 mod push;
 mod receipts;
 mod safety;
+mod scheduled;
 mod schema;
 mod secured_backbone;
 mod server_api;

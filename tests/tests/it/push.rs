@@ -1012,6 +1012,7 @@ async fn send_mentioning(
             .map(|u| switchboard_protocol::UserId::new(*u).unwrap())
             .collect(),
         mention_all,
+        send_at: None,
     })
     .await
     .unwrap();

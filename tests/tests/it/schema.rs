@@ -20,6 +20,9 @@ fn the_schema_refuses_frames_the_protocol_does_not_have() {
         r#"{"type":"nope"}"#,
         // An ack without its seq.
         r#"{"type":"ack","client_msg_id":"m","conversation_id":"c","message_id":"1","status":"sent"}"#,
+        // A scheduled ack without its schedule, and a status of neither.
+        r#"{"type":"ack","client_msg_id":"m","conversation_id":"c","status":"scheduled"}"#,
+        r#"{"type":"ack","client_msg_id":"m","conversation_id":"c","message_id":"1","seq":1,"status":"queued"}"#,
         // A message id as a number: JavaScript would lose digits.
         r#"{"type":"ack","client_msg_id":"m","conversation_id":"c","message_id":1,"seq":1,"status":"sent"}"#,
         // An id outside the alphabet.

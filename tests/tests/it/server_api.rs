@@ -18,6 +18,7 @@ fn post(id: &str, text: &str) -> PostMessage {
         thread_id: None,
         mentions: Vec::new(),
         mention_all: false,
+        send_at: None,
     }
 }
 
@@ -43,8 +44,9 @@ async fn a_bot_sends_over_rest_once_per_client_msg_id() {
     assert_eq!(posted.conversation_id.as_str(), group);
     assert!(posted.content.is_none(), "nothing rewrote it");
     let seen = expect_message(&mut bob).await;
-    assert_eq!(seen.message_id, posted.message_id);
-    assert_eq!(seen.seq, posted.seq);
+    assert_eq!(Some(seen.message_id), posted.message_id);
+    assert_eq!(Some(seen.seq), posted.seq);
+    let posted_seq = posted.seq.unwrap();
     assert_eq!(seen.sender_id.as_str(), "sa_bot");
     assert_eq!(text_of(&seen), "deploy done");
 
@@ -61,7 +63,7 @@ async fn a_bot_sends_over_rest_once_per_client_msg_id() {
     for answer in &at_once {
         assert_eq!(answer.as_ref().unwrap(), &first);
     }
-    assert_eq!(first.seq, posted.seq + 1);
+    assert_eq!(first.seq, Some(posted_seq + 1));
     let history = full_history(&cluster, &group, "sa_ann").await;
     let texts: Vec<_> = history
         .iter()
@@ -72,7 +74,7 @@ async fn a_bot_sends_over_rest_once_per_client_msg_id() {
 
     // A socket's send after them continues the same seq.
     let (_, seq) = send_acked(&mut bob, &group, "bob-1", "thanks").await;
-    assert_eq!(seq, first.seq + 1);
+    assert_eq!(Some(seq), first.seq.map(|s| s + 1));
 
     // Refusals are the socket's, with the same codes; a refused retry is
     // refused again.

@@ -92,8 +92,8 @@ pub async fn expect_ack(ws: &mut WsClient, client_msg_id: &str) -> (MessageId, u
     expect(ws, &format!("ack of {client_msg_id}"), |f| match f {
         ServerFrame::Ack {
             client_msg_id: id,
-            message_id,
-            seq,
+            message_id: Some(message_id),
+            seq: Some(seq),
             status,
             ..
         } if id.as_str() == client_msg_id => {
@@ -383,8 +383,8 @@ pub async fn send_with(
     expect(ws, &format!("the answer to {id}"), |f| match f {
         ServerFrame::Ack {
             client_msg_id,
-            message_id,
-            seq,
+            message_id: Some(message_id),
+            seq: Some(seq),
             ..
         } if client_msg_id.as_str() == id => Some(Ok((message_id, seq))),
         ServerFrame::Error {

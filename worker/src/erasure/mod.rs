@@ -268,5 +268,13 @@ async fn purge_buckets(
             source,
         })?;
     }
+    // Their messages waiting for their time (v1.2).
+    switchboard_nats::scheduled::Schedules::new(ctx.js.clone())
+        .forget(tenant, user)
+        .await
+        .map_err(|e| StepError::Purge {
+            subject: "sb.sched.*".to_owned(),
+            source: Box::new(e),
+        })?;
     Ok(())
 }

@@ -26,6 +26,8 @@ mod park;
 mod publish;
 mod retry;
 
+pub(crate) use publish::remember_refusal;
+
 use std::sync::Arc;
 use std::time::Instant;
 

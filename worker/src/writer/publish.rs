@@ -262,7 +262,12 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
 /// Keeps a refused send's answer for resends of it (`sb_refused`). Best
 /// effort: without it, a resend waits for an answer that does not come,
 /// as before, and the client's own timeout applies.
-async fn remember_refusal(ctx: &Ctx, tenant: &TenantId, sender: &UserId, rejection: &Rejection) {
+pub(crate) async fn remember_refusal(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    sender: &UserId,
+    rejection: &Rejection,
+) {
     let Some(client_msg_id) = &rejection.client_msg_id else {
         return;
     };

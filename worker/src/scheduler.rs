@@ -1,0 +1,296 @@
+//! Scheduled messages that came due (v1.2): every worker takes its share
+//! of the `scheduler` consumer on `SB_SCHEDULED` and turns each into a
+//! send command for its conversation's writer, after the tenant's
+//! moderation decides on it at its time. The command carries the send's
+//! idempotency key and the ingest dedupe id, so taking one again after a
+//! crash sends nothing twice; the due message goes only once its writer
+//! answered, so a crash before loses nothing.
+//!
+//! A scheduled message is stored with `sender_device` [`SCHEDULED_DEVICE`]:
+//! every device of its sender gets it as a `message` (none of them is
+//! waiting for its `ack`). A refusal at its time (moderation, membership,
+//! a block, slow mode) reaches the device that scheduled it as an `error`
+//! frame with the `client_msg_id`, and is remembered as a send's would be.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::AckKind;
+use async_nats::jetstream::consumer;
+use async_nats::jetstream::message::PublishMessage;
+use futures::StreamExt;
+use switchboard_nats::BackboneError;
+use switchboard_nats::definitions::{SCHEDULED_STREAM, scheduler_consumer};
+use switchboard_nats::envelope::{
+    Command, CommandReply, HEADER_REPLY, Rejection, SendCommand, rejection_event,
+};
+use switchboard_nats::records::refusals::SendKey;
+use switchboard_nats::scheduled::ScheduledSend;
+use switchboard_nats::subject::{ingest, partition_of};
+use switchboard_plugin_host::hook::{Hook, Moderation, ModerationInput};
+use switchboard_protocol::frames::request_type;
+use switchboard_protocol::{ContentLimits, DeviceId, ErrorCode, Timestamp};
+use switchboard_store::SentKey;
+
+use crate::ctx::Ctx;
+use crate::error::WorkerError;
+
+/// The `sender_device` of a message the scheduler sent.
+pub const SCHEDULED_DEVICE: &str = "sb:scheduled";
+/// How long a due send waits for its writer before it is tried again.
+const WRITER_ANSWER: Duration = Duration::from_secs(10);
+/// When a due send is tried again after its moderator failed (it fails
+/// closed) or its writer did not answer.
+const AGAIN_AFTER: Duration = Duration::from_secs(5);
+
+pub(crate) async fn run(ctx: Arc<Ctx>) {
+    loop {
+        if let Err(e) = serve(&ctx).await {
+            tracing::warn!(error = %e, "the scheduler's consumer failed; starting it again");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn serve(ctx: &Ctx) -> Result<(), WorkerError> {
+    let stream = ctx
+        .js
+        .get_stream(SCHEDULED_STREAM)
+        .await
+        .map_err(|e| WorkerError::nats(format!("stream {SCHEDULED_STREAM}"), e))?;
+    let config = scheduler_consumer()?;
+    let name = config.durable_name.clone().unwrap_or_default();
+    let consumer: consumer::PullConsumer = stream
+        .get_or_create_consumer(&name, config)
+        .await
+        .map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
+    let mut due = consumer
+        .messages()
+        .await
+        .map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
+    while let Some(message) = due.next().await {
+        let message = message.map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
+        let span = tracing::info_span!("scheduled", subject = %message.subject);
+        let _entered = span.enter();
+        let outcome = match serde_json::from_slice::<ScheduledSend>(&message.payload) {
+            Ok(send) => send_due(ctx, &send).await,
+            Err(e) => {
+                tracing::error!(error = %e, "a due scheduled send does not decode; dropped");
+                Done::Settled
+            }
+        };
+        match outcome {
+            Done::Settled => {
+                if let Ok(info) = message.info() {
+                    let seq = info.stream_sequence;
+                    if let Err(e) = stream.delete_message(seq).await {
+                        tracing::warn!(error = %e, seq, "a sent scheduled message stays on SB_SCHEDULED until its max_age");
+                    }
+                }
+                if let Err(e) = message.ack().await {
+                    tracing::warn!(error = %e, "a due send's ack failed; it is taken again and answered as a retry");
+                }
+            }
+            Done::Later => {
+                let _ = message.ack_with(AckKind::Nak(Some(AGAIN_AFTER))).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Done {
+    /// Sent, or refused for good: the due message goes.
+    Settled,
+    /// Try it again.
+    Later,
+}
+
+async fn send_due(ctx: &Ctx, send: &ScheduledSend) -> Done {
+    let content = match moderate(ctx, send).await {
+        Ok(content) => content,
+        Err(Refused::Later(why)) => {
+            tracing::warn!(%why, "a due send's moderation failed; tried again shortly");
+            return Done::Later;
+        }
+        Err(Refused::ForGood(code, why)) => {
+            refuse(ctx, send, code, why).await;
+            return Done::Settled;
+        }
+    };
+    let Ok(device) = DeviceId::new(SCHEDULED_DEVICE) else {
+        return Done::Later;
+    };
+    let command = Command::Send(SendCommand {
+        tenant: send.tenant.clone(),
+        conversation_id: send.conversation_id.clone(),
+        sender: send.sender.clone(),
+        device,
+        client_msg_id: send.client_msg_id.clone(),
+        content,
+        received_at: Timestamp::now(),
+        options: send.options.clone(),
+    });
+    match through_writer(ctx, &command).await {
+        Ok(CommandReply::Sent { message }) => {
+            tracing::info!(seq = message.seq, message_id = %message.message_id, "scheduled message sent");
+            crate::metrics::scheduled_sent();
+            Done::Settled
+        }
+        Ok(CommandReply::Refused { code, message, .. }) => {
+            refuse(ctx, send, code, message).await;
+            Done::Settled
+        }
+        Ok(CommandReply::Done { .. }) => Done::Settled,
+        Err(e) => {
+            tracing::warn!(error = %e, "a due send got no answer from its writer; tried again shortly");
+            Done::Later
+        }
+    }
+}
+
+enum Refused {
+    ForGood(ErrorCode, String),
+    Later(String),
+}
+
+/// The content to send, as the tenant's moderator decides at send time.
+async fn moderate(
+    ctx: &Ctx,
+    send: &ScheduledSend,
+) -> Result<switchboard_protocol::Content, Refused> {
+    let Some(plugins) = ctx
+        .plugins
+        .as_ref()
+        .filter(|p| p.wants(&send.tenant, Hook::Moderation))
+    else {
+        return Ok(send.content.clone());
+    };
+    let (kind, members) =
+        ctx.store
+            .members(&send.tenant, &send.conversation_id, &send.sender)
+            .await
+            .map_err(|e| match e {
+                switchboard_store::StoreError::NotAMember
+                | switchboard_store::StoreError::NotFound => Refused::ForGood(
+                    ErrorCode::NotAMember,
+                    "you are no longer a member of this conversation".into(),
+                ),
+                other => Refused::Later(other.to_string()),
+            })?;
+    let input = ModerationInput {
+        tenant: &send.tenant,
+        conversation_id: &send.conversation_id,
+        kind,
+        member_count: members.len(),
+        sender: &send.sender,
+        content: &send.content,
+        options: &send.options,
+    };
+    match plugins.moderate(&input, &ContentLimits::default()) {
+        Moderation::Allow => Ok(send.content.clone()),
+        Moderation::Rewrite(content) => Ok(content),
+        Moderation::Reject(reason) => Err(Refused::ForGood(ErrorCode::RejectedByPolicy, reason)),
+        Moderation::Failed(why) => Err(Refused::Later(why)),
+    }
+}
+
+/// Publishes the send for its writer and waits for the answer.
+async fn through_writer(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerError> {
+    let inbox = ctx.client.new_inbox();
+    let mut replies = ctx
+        .client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| WorkerError::nats("subscribing for a writer's answer", e))?;
+    let partition = partition_of(
+        command.tenant(),
+        command.conversation_id(),
+        ctx.config.partitions,
+    );
+    let subject = ingest(partition, command.tenant(), command.conversation_id());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+    headers.insert(HEADER_REPLY, inbox.as_str());
+    let payload = command.encode()?;
+    let publish = PublishMessage::build().payload(payload).headers(headers);
+    let stored = ctx
+        .js
+        .send_publish(subject, publish)
+        .await
+        .map_err(|e| WorkerError::nats("publishing a scheduled send", e))?
+        .await
+        .map_err(|e| WorkerError::nats("publishing a scheduled send", e))?;
+    // A repeat inside the dedupe window (taken again after a crash): its
+    // writer answered the first attempt, so its outcome is looked up.
+    if !stored.duplicate
+        && let Ok(Some(reply)) = tokio::time::timeout(WRITER_ANSWER, replies.next()).await
+    {
+        return serde_json::from_slice(&reply.payload)
+            .map_err(|e| WorkerError::Backbone(BackboneError::encoding(e)));
+    }
+    looked_up(ctx, command).await
+}
+
+/// A send's outcome from what its writer left: the stored message, or
+/// the refusal it remembered; not known yet otherwise.
+async fn looked_up(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerError> {
+    let Command::Send(send) = command else {
+        return Err(WorkerError::StartOver("not a send".into()));
+    };
+    let sent = SentKey {
+        tenant: send.tenant.clone(),
+        conversation_id: send.conversation_id.clone(),
+        sender: send.sender.clone(),
+        client_msg_id: send.client_msg_id.clone(),
+    };
+    if let Some(message) = ctx.store.find_sent(vec![sent]).await?.pop().flatten() {
+        return Ok(CommandReply::Sent {
+            message: Box::new(message),
+        });
+    }
+    let key = SendKey {
+        tenant: &send.tenant,
+        conversation: &send.conversation_id,
+        sender: &send.sender,
+        client_msg_id: &send.client_msg_id,
+    };
+    match ctx.refusals.find(&key).await? {
+        Some(refusal) => Ok(CommandReply::Refused {
+            code: refusal.code,
+            message: refusal.message,
+            retry_after_ms: None,
+        }),
+        None => Err(WorkerError::StartOver(
+            "its writer has not answered yet".into(),
+        )),
+    }
+}
+
+/// Tells the device that scheduled it that a send was refused at its
+/// time, and remembers the refusal as the writer does a send's.
+async fn refuse(ctx: &Ctx, send: &ScheduledSend, code: ErrorCode, message: String) {
+    tracing::info!(%code, %message, "a scheduled message was refused at its time");
+    crate::metrics::scheduled_refused();
+    let rejection = Rejection {
+        device: send.device.clone(),
+        request_type: request_type::SEND_MESSAGE.into(),
+        client_msg_id: Some(send.client_msg_id.clone()),
+        conversation_id: send.conversation_id.clone(),
+        code,
+        message,
+        message_id: None,
+        retry_after_ms: None,
+    };
+    crate::writer::remember_refusal(ctx, &send.tenant, &send.sender, &rejection).await;
+    match rejection_event(&rejection) {
+        Ok(event) => {
+            let mut deliveries = ctx.sessions.deliveries();
+            deliveries.add(&send.tenant, [&send.sender], &event);
+            if let Err(e) = deliveries.publish().await {
+                tracing::warn!(error = %e, "a scheduled send's refusal did not reach its sender");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "a scheduled send's refusal does not encode"),
+    }
+}
