@@ -303,7 +303,7 @@ def check_roles(docs, secrets, quiet=False):
             if not str(c.get("image", "")).startswith("switchboard") or not args:
                 continue
             where = f"{doc['kind']}/{doc['metadata']['name']} ({args[0]})"
-            if args[0] not in ("gateway", "worker"):
+            if args[0] not in ("gateway", "worker", "search"):
                 found.append(f"{where}: no config check for role {args[0]}")
                 continue
             with tempfile.TemporaryDirectory() as tmp:

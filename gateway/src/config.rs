@@ -332,6 +332,9 @@ pub struct GatewayConfig {
     pub session_sync_timeout: Duration,
     /// Ingest partitions (the backbone's setting).
     pub partitions: u16,
+    /// Search shards (v1.2): a tenant's queries go to
+    /// `sb.search.<shard_of(tenant)>`. The search replicas' setting.
+    pub search_shards: u16,
     /// Publishes to JetStream this gateway may have waiting for their
     /// acknowledgement at once; past it, sends wait (backpressure).
     pub jetstream_max_inflight: usize,
@@ -435,6 +438,7 @@ impl GatewayConfig {
             presence_ttl: Duration::from_secs(30),
             session_sync_timeout: Duration::from_secs(1),
             partitions: 16,
+            search_shards: 1,
             jetstream_max_inflight: 5000,
             ingest_batch_max_sends: 64,
             ingest_batch_max_bytes: 256 * 1024,

@@ -1,7 +1,9 @@
 // The browser client of `switchboard dev`, built on the SDK
 // (clients/js, bundled as /web/switchboard.js). Every text the server or
 // another user sent goes into the page through `textContent` only: no
-// HTML is ever parsed from data.
+// HTML is ever parsed from data, but for the `highlights` of a search
+// result, which the server gives as HTML (the matched words in `<b>`,
+// everything else escaped).
 import { SwitchboardClient, mentionsUser, previewOf as previewOfContent } from "/web/switchboard.js";
 
 const $ = (id) => document.getElementById(id);
@@ -46,22 +48,31 @@ let editing = null;
 let replyingTo = null; // the message the next one quotes
 let pickerFor = null; // the message whose emoji picker is open
 // The side panel: { kind: "thread", root } or { kind: "threads" |
-// "pins" | "members" | "notifications" | "admin" } of the open
-// conversation, { kind: "report", message, reason, note, sent } (the
+// "pins" | "members" | "notifications" | "admin" | "scheduled" } of the
+// open conversation, { kind: "report", message, reason, note, sent } (the
 // report form of a message, its draft kept here), or { kind: "blocked" |
-// "reports" } (the user's own, and a tenant admin's reports); null when
-// closed.
+// "reports" | "search" } (the user's own, a tenant admin's reports, and
+// the results of a search); null when closed.
 let panel = null;
 /** The panels drawn without an open conversation. */
-const USER_PANELS = new Set(["blocked", "reports"]);
+const USER_PANELS = new Set(["blocked", "reports", "search"]);
 /** The panels a change of the open conversation does not redraw: they
  * are not its, or hold fields being typed in. */
-const STEADY_PANELS = new Set(["blocked", "reports", "report"]);
+const STEADY_PANELS = new Set(["blocked", "reports", "report", "search"]);
 // The reports list of a tenant admin: { status, reports (null while
 // read), next (the next page's cursor), told (what the last resolution
 // did) }.
 let reportsView = null;
 let reportsAsked = 0; // which read of the list is the latest
+// The search panel's results: { q, results (null while read), next (the
+// next page's cursor), loading (the next page) }.
+let searchView = null;
+let searchAsked = 0; // which search is the latest
+let searchTimer = null; // the search typing starts, once it pauses
+let scheduledList = null; // the user's messages waiting for their send_at (all conversations), soonest first
+let scheduledAsked = 0; // which read of them is the latest
+const unscheduling = new Set(); // scheduled ids being cancelled
+let flashing = null; // { id, timer }: the message a jump pointed at, flashed (through redraws) for a moment
 const settingsOf = new Map(); // conversation id -> the caller's { notifications, muted_until }
 const pinnedMessages = new Map(); // message id -> the message, as `GET .../pins` answered it
 let threadList = null; // the open conversation's `GET .../threads` answer
@@ -169,6 +180,7 @@ function openSession(user, device, token, admin = false) {
   $("app").hidden = false;
   $("who").textContent = `${device ? `${user} (${device})` : user}${admin ? " · tenant admin" : ""}`;
   $("show-reports").hidden = !admin;
+  $("search").hidden = false;
   client = new SwitchboardClient({
     url: location.origin,
     token,
@@ -187,6 +199,8 @@ function openSession(user, device, token, admin = false) {
     if (panel && !STEADY_PANELS.has(panel.kind) && (panel.kind !== "admin" || panel.shows !== adminSignature())) renderPanel();
   });
   client.on("message", (m) => {
+    // One of this user's scheduled messages went: it waits no more.
+    if (m.sender_id === me && m.sender_device === SCHEDULED_DEVICE) refreshScheduled();
     if (m.conversation_id !== current) return;
     markRead();
     if (panel?.kind === "thread" && m.thread_id === panel.root) markThreadRead();
@@ -212,7 +226,11 @@ function openSession(user, device, token, admin = false) {
     settingsOf.set(s.conversation_id, { notifications: s.notifications, muted_until: s.muted_until });
     if (s.conversation_id === current && panel?.kind === "notifications") renderPanel();
   });
-  client.on("error", (frame) => showError("chat-error", `${frame.code}: ${frame.message}`));
+  client.on("error", (frame) => {
+    showError("chat-error", `${frame.code}: ${frame.message}`);
+    // A scheduled message refused at its time is dropped.
+    if (frame.client_msg_id && scheduledList?.some((s) => s.client_msg_id === frame.client_msg_id)) refreshScheduled();
+  });
   const list = client.conversationList;
   list.on("change", renderList);
   list.on("error", (e) => showError("new-error", e.message));
@@ -226,6 +244,7 @@ function openSession(user, device, token, admin = false) {
   });
   client.connect();
   list.load().then(() => showError("new-error", ""), () => {});
+  refreshScheduled();
 }
 
 function showStatus(status) {
@@ -327,7 +346,9 @@ $("new-chat").addEventListener("submit", async (event) => {
 
 // ---- One conversation ----
 
-async function open(id) {
+/** Opens a conversation; `keepSearch`: the search panel stays open
+ * beside it (a result was picked where there is room for both). */
+async function open(id, keepSearch = false) {
   current = id;
   editing = null;
   replyingTo = null;
@@ -335,16 +356,19 @@ async function open(id) {
   threadList = null;
   $("editing").hidden = true;
   $("replying").hidden = true;
-  closePanel();
+  showSchedulePicker(false);
+  if (!keepSearch || panel?.kind !== "search") closePanel();
   history.replaceState(null, "", `#${encodeURIComponent(id)}`);
   $("app").classList.add("in-chat");
   for (const b of $("conversations").querySelectorAll("button")) {
     b.setAttribute("aria-current", b.dataset.conversation === id ? "true" : "false");
   }
-  for (const input of [$("text"), $("send"), $("attach")]) input.disabled = false;
+  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = false;
   $("chat-tools").hidden = false;
   showError("chat-error", "");
   renderSlowMode();
+  renderScheduled();
+  refreshScheduled();
   // What is known already shows at once (kept from the last visit, or
   // from this session); the network follows.
   const known = details.get(id) ?? client.conversationList.get(id);
@@ -394,7 +418,9 @@ async function loadPins(id) {
 
 $("back").addEventListener("click", () => {
   current = null;
+  showSchedulePicker(false);
   closePanel();
+  renderScheduled();
   $("app").classList.remove("in-chat");
   $("chat-tools").hidden = true;
   history.replaceState(null, "", location.pathname);
@@ -551,13 +577,26 @@ function quoteNode(state, replyTo) {
   });
 }
 
-/** Scrolls a message of the main timeline into view, flashing it. */
-function reveal(messageId) {
-  const node = $("messages").querySelector(`[data-message-id="${CSS.escape(messageId)}"]`);
-  if (!node) return;
+/** How long a message jumped to stays flashed. */
+const FLASH_MS = 2000;
+
+/** Scrolls a message of the main timeline (or of `where`: the panel)
+ * into view, flashing it (redraws keep the flash); false when it is not
+ * shown there. */
+function reveal(messageId, where = $("messages")) {
+  const node = where.querySelector(`[data-message-id="${CSS.escape(messageId)}"]`);
+  if (!node) return false;
+  clearTimeout(flashing?.timer);
+  flashing = {
+    id: messageId,
+    timer: setTimeout(() => {
+      flashing = null;
+      for (const shown of document.querySelectorAll(".msg.flash")) shown.classList.remove("flash");
+    }, FLASH_MS),
+  };
   node.scrollIntoView({ block: "center" });
   node.classList.add("flash");
-  setTimeout(() => node.classList.remove("flash"), 1200);
+  return true;
 }
 
 /** A message's reactions as chips (mine highlighted; a click toggles
@@ -679,6 +718,7 @@ function messageNode(state, m, inThread = false) {
   if (!mine && !system) meta.append(el("span", { class: "sender", text: m.sender_id }));
   meta.append(el("time", { text: new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }));
   if (m.edited_at && !m.deleted_at) meta.append(el("span", { text: "edited" }));
+  if (m.sender_device === SCHEDULED_DEVICE && !system) meta.append(el("span", { class: "scheduled-mark", title: "Sent at the time it was scheduled for", "aria-label": "scheduled", text: "🕒" }));
   if (!system && !m.deleted_at && client.isBlockedSender(m)) {
     meta.append(
       el(
@@ -700,6 +740,7 @@ function messageNode(state, m, inThread = false) {
   if (system) classes.push("system");
   if (!mine && live && mentionsUser(m, me)) classes.push("mentions-me");
   if (inThread && m.message_id === panel?.root) classes.push("root");
+  if (flashing?.id === m.message_id) classes.push("flash");
   const node = el("div", { class: classes.join(" "), "data-seq": String(m.seq), "data-message-id": m.message_id });
   if (m.reply_to && !system) node.append(quoteNode(state, m.reply_to));
   node.append(body, meta);
@@ -814,9 +855,10 @@ function renderTools() {
   if (!current) return;
   const state = client.conversation(current);
   $("pin-count").textContent = String(state.pins.length);
-  for (const [id, kind] of [["show-threads", "threads"], ["show-pins", "pins"], ["show-members", "members"], ["show-notifications", "notifications"], ["show-admin", "admin"]]) {
+  for (const [id, kind] of [["show-threads", "threads"], ["show-pins", "pins"], ["show-members", "members"], ["show-notifications", "notifications"], ["show-admin", "admin"], ["show-scheduled", "scheduled"]]) {
     $(id).setAttribute("aria-pressed", panel?.kind === kind ? "true" : "false");
   }
+  $("show-scheduled").textContent = panel?.kind === "scheduled" ? "Hide" : "Show";
   const direct = kindOf() === "direct";
   $("show-admin").hidden = direct || !canModerate();
   const other = otherMember();
@@ -830,7 +872,8 @@ function renderTools() {
   }
   $("blocked-note").hidden = !blocked;
   $("blocked-note").textContent = blocked ? `You blocked ${other}: neither of you can write here until you unblock them.` : "";
-  for (const input of [$("text"), $("send"), $("attach")]) input.disabled = blocked;
+  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = blocked;
+  if (blocked) showSchedulePicker(false);
   const slow = (state.policy ?? client.conversationList.get(current))?.slow_mode_secs ?? 0;
   $("text").placeholder = slow > 0 && !canModerate() ? `Message (slow mode: one every ${durationText(slow)})` : "Message";
 }
@@ -935,11 +978,14 @@ const PANEL_TITLES = {
   report: "Report a message",
   blocked: "Blocked users",
   reports: "Reports",
+  search: "Search",
+  scheduled: "Scheduled messages",
 };
 
 function showPanel(next) {
   panel = next;
   $("panel").hidden = false;
+  $("panel").dataset.kind = next.kind;
   $("thread-compose").hidden = next.kind !== "thread";
   $("thread-suggest").hidden = true;
   showError("panel-error", "");
@@ -989,6 +1035,7 @@ panelButton("show-members", "members", async (id) => {
 panelButton("show-notifications", "notifications", async (id) => {
   settingsOf.set(id, await client.rest.settings(id));
 });
+panelButton("show-scheduled", "scheduled", () => refreshScheduled());
 panelButton("show-admin", "admin", async (id) => {
   // The conversation (its policy and roles: the SDK's state takes them)
   // and its bans.
@@ -1058,6 +1105,8 @@ function renderPanel() {
     report: reportPanel,
     blocked: blockedPanel,
     reports: reportsPanel,
+    search: searchPanel,
+    scheduled: scheduledPanel,
   }[panel.kind];
   const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight < 40;
   if (panel.kind === "admin") panel.shows = adminSignature();
@@ -1665,6 +1714,337 @@ function reportsPanel() {
     nodes.push(el("button", { type: "button", id: "more-reports", text: "Load more reports", onclick: () => loadReports(view.status, { more: true }) }));
   }
   return nodes;
+}
+
+// ---- Search: the messages of all the user's conversations ----
+
+// Enter searches at once; typing does once it pauses.
+$("search").addEventListener("submit", (event) => {
+  event.preventDefault();
+  clearTimeout(searchTimer);
+  runSearch($("search-q").value.trim());
+});
+
+$("search-q").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  const q = $("search-q").value.trim();
+  if (!q) {
+    // Emptied (Escape empties a search field too): the results go.
+    if (panel?.kind === "search") closePanel();
+    return;
+  }
+  if (q === searchView?.q && panel?.kind === "search") return;
+  searchTimer = setTimeout(() => runSearch(q), 300);
+});
+
+$("search-q").addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && panel?.kind === "search") closePanel();
+});
+
+$("panel").addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || panel?.kind !== "search") return;
+  closePanel();
+  $("search-q").focus();
+});
+
+/** Searches `q` afresh, or (`more`) reads the next page of its results,
+ * into the search panel. */
+async function runSearch(q, more = false) {
+  if (!q || !client) return;
+  const asked = ++searchAsked;
+  const cursor = more ? searchView.next : undefined;
+  if (more) searchView.loading = true;
+  else searchView = { q, results: null, next: null, loading: false };
+  if (panel?.kind === "search") {
+    showError("panel-error", "");
+    renderPanel();
+  } else {
+    showPanel({ kind: "search" });
+  }
+  try {
+    const page = await client.rest.search(q, { limit: 20, ...(cursor ? { cursor } : {}) });
+    if (asked !== searchAsked) return;
+    searchView.results = [...(more ? searchView.results : []), ...page.results];
+    searchView.next = page.next_cursor;
+  } catch (e) {
+    if (asked !== searchAsked) return;
+    searchView.results ??= [];
+    showError("panel-error", e.message);
+  }
+  searchView.loading = false;
+  if (panel?.kind === "search") renderPanel();
+}
+
+/** The results of the search, best match first, each opening its
+ * conversation at the message; "More" reads the next page. */
+function searchPanel() {
+  const view = searchView;
+  if (!view) return [];
+  const nodes = [el("p", { class: "note", id: "search-for", text: `Messages with “${view.q}”` })];
+  if (!view.results) return [...nodes, el("p", { class: "note", text: "Searching…" })];
+  if (!view.results.length) return [...nodes, el("p", { class: "note", id: "no-results", text: "No messages found" })];
+  nodes.push(el("ul", { "aria-label": "Search results" }, ...view.results.map(resultNode)));
+  if (view.next) {
+    nodes.push(
+      el("button", {
+        type: "button",
+        id: "more-results",
+        text: view.loading ? "Loading…" : "More",
+        disabled: view.loading,
+        onclick: () => runSearch(view.q, true),
+      }),
+    );
+  }
+  return nodes;
+}
+
+/** One result: where, the matched words in their context, who and when. */
+function resultNode(r) {
+  const m = r.message;
+  const c = client.conversationList.get(m.conversation_id) ?? details.get(m.conversation_id);
+  const text = el("span", { class: "highlight" });
+  if (folded(m)) text.textContent = FOLDED;
+  // The one HTML from data: the server's, every character but its <b>
+  // escaped.
+  else if (r.highlights?.length) text.innerHTML = r.highlights.join(" … ");
+  else text.textContent = describe(m.content);
+  return el(
+    "li",
+    { "data-result": m.message_id, "data-conversation": m.conversation_id },
+    el(
+      "button",
+      { type: "button", class: "result", title: "Show the message", onclick: () => jumpTo(m) },
+      el("span", { class: "where", text: c ? titleOf(c) : m.conversation_id }),
+      text,
+      el("span", { class: "note", text: `${m.sender_id === me ? "you" : m.sender_id} · ${timeText(m.created_at)}${m.thread_id ? " · in a thread" : ""}` }),
+    ),
+  );
+}
+
+/** Opens a result's conversation at its message: older pages are read
+ * until it is there; a thread reply shows in its thread. The search
+ * panel stays open beside it where there is room. */
+async function jumpTo(m) {
+  const id = m.conversation_id;
+  const narrow = matchMedia("(max-width: 700px)").matches;
+  showError("panel-error", "");
+  if (current !== id) await open(id, !narrow);
+  else if (narrow) closePanel();
+  if (current !== id) return;
+  if (m.thread_id) {
+    await openThread(m.thread_id);
+    if (current === id && panel?.kind === "thread") reveal(m.message_id, $("panel-body"));
+    return;
+  }
+  const state = client.conversation(id);
+  try {
+    while (!state.get(m.message_id) && nextBefore.get(id)) {
+      await loadEarlier(id);
+      if (current !== id) return;
+    }
+  } catch (e) {
+    showError("chat-error", e.message);
+  }
+  renderMessages();
+  if (!reveal(m.message_id)) showError("chat-error", "That message is not here any more.");
+}
+
+// ---- Scheduled messages: written now, sent by the server at their
+// time ----
+
+/** The `sender_device` of a message sent at its scheduled time. */
+const SCHEDULED_DEVICE = "sb:scheduled";
+/** How far ahead a message may be scheduled. */
+const MAX_AHEAD_MS = 30 * 86_400_000;
+
+/** A time as a `datetime-local` field's value: local, to the second. */
+function localInput(date) {
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+/** Shows (at one hour ahead) or hides the time picker of the compose box. */
+function showSchedulePicker(show) {
+  const wasShown = !$("schedule-picker").hidden;
+  $("schedule-picker").hidden = !show;
+  $("schedule").setAttribute("aria-expanded", show ? "true" : "false");
+  if (!show || wasShown) return;
+  const at = new Date(Date.now() + 3_600_000);
+  at.setSeconds(0, 0);
+  $("schedule-at").value = localInput(at);
+}
+
+$("schedule").addEventListener("click", () => {
+  showSchedulePicker($("schedule-picker").hidden);
+  if (!$("schedule-picker").hidden) $("schedule-at").focus();
+});
+
+$("schedule-cancel").addEventListener("click", () => {
+  showSchedulePicker(false);
+  $("text").focus();
+});
+
+// The quick choices: in a minute, in an hour, tomorrow at 9:00.
+for (const button of $("schedule-picker").querySelectorAll("button[data-in], button[data-tomorrow]")) {
+  button.addEventListener("click", () => {
+    let at;
+    if (button.dataset.in) {
+      at = new Date(Date.now() + Number(button.dataset.in) * 1000);
+    } else {
+      at = new Date();
+      at.setDate(at.getDate() + 1);
+      at.setHours(Number(button.dataset.tomorrow), 0, 0, 0);
+    }
+    $("schedule-at").value = localInput(at);
+  });
+}
+
+$("schedule-send").addEventListener("click", scheduleMessage);
+$("schedule-at").addEventListener("keydown", (event) => {
+  if (event.key === "Enter") {
+    event.preventDefault();
+    scheduleMessage();
+  } else if (event.key === "Escape") {
+    showSchedulePicker(false);
+    $("text").focus();
+  }
+});
+
+/** Schedules what the compose box holds for the picked time; the box
+ * empties once the server keeps it. */
+async function scheduleMessage() {
+  const text = $("text").value.trim();
+  showError("chat-error", "");
+  if (!current) return;
+  if (editing) {
+    showError("chat-error", "Only new messages are scheduled: finish or cancel the edit first.");
+    return;
+  }
+  if (!text) {
+    showError("chat-error", "Write the message to schedule first.");
+    $("text").focus();
+    return;
+  }
+  const at = new Date($("schedule-at").value);
+  if (Number.isNaN(at.getTime())) {
+    showError("chat-error", "Pick when to send it.");
+    return;
+  }
+  if (at.getTime() <= Date.now()) {
+    showError("chat-error", "Pick a time in the future.");
+    return;
+  }
+  if (at.getTime() > Date.now() + MAX_AHEAD_MS) {
+    showError("chat-error", "A message is scheduled at most 30 days ahead.");
+    return;
+  }
+  const conversation = current;
+  const options = { ...mentionsIn(text), ...(replyingTo ? { replyTo: replyingTo.message_id } : {}) };
+  $("schedule-send").disabled = true;
+  try {
+    await client.schedule(conversation, { kind: "text", text }, at, options);
+    if (current === conversation) {
+      if ($("text").value.trim() === text) $("text").value = "";
+      cancelReply();
+      showSchedulePicker(false);
+      $("text").focus();
+    }
+  } catch (e) {
+    showError("chat-error", e.message);
+  } finally {
+    $("schedule-send").disabled = false;
+  }
+  await refreshScheduled();
+}
+
+/** Reads the user's scheduled messages afresh (the indicator and the
+ * panel follow). */
+async function refreshScheduled() {
+  if (!client) return;
+  const asked = ++scheduledAsked;
+  try {
+    const list = await client.rest.scheduled();
+    if (asked !== scheduledAsked) return;
+    scheduledList = list;
+  } catch (e) {
+    if (asked !== scheduledAsked) return;
+    if (panel?.kind === "scheduled") showError("panel-error", e.message);
+  }
+  renderScheduled();
+}
+
+/** The open conversation's scheduled messages, soonest first. */
+function scheduledHere() {
+  return (scheduledList ?? []).filter((s) => s.conversation_id === current);
+}
+
+/** The "N scheduled" indicator above the compose box, and the panel. */
+function renderScheduled() {
+  const n = current ? scheduledHere().length : 0;
+  $("scheduled-bar").hidden = n === 0;
+  $("scheduled-count").textContent = n ? `🕒 ${n} scheduled` : "";
+  if (panel?.kind === "scheduled") renderPanel();
+}
+
+/** A scheduled time, to the second when it has seconds. */
+function whenText(iso) {
+  const at = new Date(iso);
+  return at.toLocaleString([], {
+    weekday: "short",
+    month: "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    ...(at.getSeconds() ? { second: "2-digit" } : {}),
+  });
+}
+
+/** The open conversation's messages waiting for their time, each with
+ * a way to cancel it. */
+function scheduledPanel() {
+  if (!scheduledList) return [el("p", { class: "note", text: "Loading…" })];
+  const here = scheduledHere();
+  const about = el("p", { class: "note", text: "The server sends them at their time, with this page closed too; every member, and your other devices, get them then." });
+  if (!here.length) return [el("p", { class: "note", id: "no-scheduled", text: "Nothing waits to be sent here. Write a message and pick 🕒 to send it later." }), about];
+  return [
+    el(
+      "ul",
+      { "aria-label": "Scheduled messages" },
+      ...here.map((s) =>
+        el(
+          "li",
+          { "data-scheduled": s.scheduled_id },
+          el(
+            "div",
+            { class: "row" },
+            el("span", { class: "note", text: `🕒 ${whenText(s.send_at)}` }),
+            el("button", {
+              type: "button",
+              text: unscheduling.has(s.scheduled_id) ? "Cancelling…" : "Cancel",
+              "aria-label": "Cancel scheduled message",
+              disabled: unscheduling.has(s.scheduled_id),
+              onclick: () => unschedule(s),
+            }),
+          ),
+          el("p", { class: "scheduled-text", text: describe(s.content) }),
+        ),
+      ),
+    ),
+    about,
+  ];
+}
+
+async function unschedule(s) {
+  showError("panel-error", "");
+  unscheduling.add(s.scheduled_id);
+  renderPanel();
+  try {
+    await client.rest.cancelScheduled(s.scheduled_id);
+  } catch (e) {
+    showError("panel-error", e.status === 404 ? "Too late: it was sent or cancelled already." : e.message);
+  }
+  unscheduling.delete(s.scheduled_id);
+  await refreshScheduled();
 }
 
 // ---- The user's own data, as one JSON file ----

@@ -1863,6 +1863,17 @@ var Rest = class {
   postMessage(id, body) {
     return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
   }
+  /** Full-text search (v1.2, `GET /v1/search`) over the messages of the
+   * caller's conversations (or `conversationId`'s alone), best match
+   * first: all the words, `"a phrase"` in quotes. A message is findable
+   * within 2 s of its ack. Page with `cursor` (a `next_cursor`). */
+  search(q, opts = {}) {
+    const query = new URLSearchParams({ q });
+    if (opts.conversationId) query.set("conversation_id", opts.conversationId);
+    if (opts.limit !== void 0) query.set("limit", String(opts.limit));
+    if (opts.cursor) query.set("cursor", opts.cursor);
+    return this.json("GET", `/v1/search?${query}`);
+  }
   /** The caller's messages waiting for their `send_at`, soonest first
    * (v1.2, `GET /v1/scheduled`). */
   async scheduled() {
@@ -1873,6 +1884,16 @@ var Rest = class {
    * or cancelled. */
   async cancelScheduled(scheduledId) {
     await this.empty("DELETE", `/v1/scheduled/${enc(scheduledId)}`);
+  }
+  /** The tenant's outbound webhooks (v1.2; tenant admins), secrets as
+   * fingerprints. */
+  async webhooks() {
+    return (await this.json("GET", "/v1/admin/webhooks")).webhooks;
+  }
+  /** Replaces the tenant's outbound webhooks (v1.2; tenant admins; at
+   * most 10, an empty list turns them off); answers them as stored. */
+  async setWebhooks(webhooks) {
+    return (await this.json("PUT", "/v1/admin/webhooks", { webhooks })).webhooks;
   }
   /** `postMessage` of a text, with a fresh `client_msg_id` unless one is
    * given: pass your own (from your event's id, say) to retry safely. */
@@ -2944,6 +2965,37 @@ var SwitchboardClient = class extends Emitter {
     this.emit("change", conversationId);
   }
 };
+
+// src/webhooks.ts
+var hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
+async function verifyWebhook(secret, signature, body, options = {}) {
+  const parts2 = Object.fromEntries(
+    signature.split(",").map((p) => {
+      const at = p.indexOf("=");
+      return [p.slice(0, at).trim(), p.slice(at + 1).trim()];
+    })
+  );
+  const t = Number(parts2.t);
+  if (!Number.isInteger(t) || !parts2.v1) throw new Error("Switchboard-Signature is not t=<unix>,v1=<hex>");
+  const age = (options.now ?? Date.now()) / 1e3 - t;
+  if (Math.abs(age) > (options.toleranceSecs ?? 300)) throw new Error(`the signature's time is ${Math.round(age)} s off`);
+  const raw = typeof body === "string" ? new TextEncoder().encode(body) : body;
+  const signed = new Uint8Array(String(t).length + 1 + raw.length);
+  signed.set(new TextEncoder().encode(`${t}.`));
+  signed.set(raw, String(t).length + 1);
+  const key2 = await globalThis.crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(secret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"]
+  );
+  const expected = hex(await globalThis.crypto.subtle.sign("HMAC", key2, signed));
+  let diff = expected.length ^ parts2.v1.length;
+  for (let i = 0; i < expected.length; i += 1) diff |= expected.charCodeAt(i) ^ (parts2.v1.charCodeAt(i) || 0);
+  if (diff !== 0) throw new Error("the signature does not match");
+  return JSON.parse(new TextDecoder().decode(raw));
+}
 export {
   ApiError,
   BlockSet,
@@ -2960,5 +3012,6 @@ export {
   isSlowMode,
   mentionsUser,
   policyOf,
-  previewOf
+  previewOf,
+  verifyWebhook
 };

@@ -17,6 +17,10 @@ pub const PUSH_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_PUSH_DEAD.js
 pub const PARKED_STREAM_JSON: &str = include_str!("../streams/SB_PARKED.json");
 pub const SCHEDULED_STREAM_JSON: &str = include_str!("../streams/SB_SCHEDULED.json");
 pub const SCHEDULER_CONSUMER_JSON: &str = include_str!("../consumers/scheduler.json");
+pub const EVENTS_STREAM_JSON: &str = include_str!("../streams/SB_EVENTS.json");
+pub const EVENTS_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_EVENTS_DEAD.json");
+pub const WEBHOOKS_CONSUMER_JSON: &str = include_str!("../consumers/webhooks.json");
+pub const INDEX_STREAM_JSON: &str = include_str!("../streams/SB_INDEX.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
 pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
 pub const PUSH_TOKENS_BUCKET_JSON: &str = include_str!("../kv/sb_push_tokens.json");
@@ -42,6 +46,9 @@ pub const PUSH_STREAM: &str = "SB_PUSH";
 pub const PUSH_DEAD_STREAM: &str = "SB_PUSH_DEAD";
 pub const PARKED_STREAM: &str = "SB_PARKED";
 pub const SCHEDULED_STREAM: &str = "SB_SCHEDULED";
+pub const EVENTS_STREAM: &str = "SB_EVENTS";
+pub const EVENTS_DEAD_STREAM: &str = "SB_EVENTS_DEAD";
+pub const INDEX_STREAM: &str = "SB_INDEX";
 pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
 pub const PUSH_COLLAPSE_BUCKET: &str = "sb_push_collapse";
 pub const REFUSED_BUCKET: &str = "sb_refused";
@@ -201,6 +208,25 @@ pub fn scheduled_stream(config: &BackboneConfig) -> Result<stream::Config, Backb
 /// The workers' consumer of scheduled messages that came due.
 pub fn scheduler_consumer() -> Result<consumer::pull::Config, BackboneError> {
     parse("scheduler.json", SCHEDULER_CONSUMER_JSON)
+}
+
+/// Outbound events (v1.2, `events.rs`) and their dead letters.
+pub fn events_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_EVENTS.json", EVENTS_STREAM_JSON, config)
+}
+
+pub fn events_dead_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_EVENTS_DEAD.json", EVENTS_DEAD_STREAM_JSON, config)
+}
+
+/// The search index feed (v1.2, `search.rs`).
+pub fn index_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_INDEX.json", INDEX_STREAM_JSON, config)
+}
+
+/// The webhook dispatcher's consumer.
+pub fn webhooks_consumer() -> Result<consumer::pull::Config, BackboneError> {
+    parse("webhooks.json", WEBHOOKS_CONSUMER_JSON)
 }
 
 /// The push stage's consumers: `push-msg` (delivery checks) and
@@ -395,6 +421,9 @@ async fn check_defined(
         PUSH_DEAD_STREAM,
         PARKED_STREAM,
         SCHEDULED_STREAM,
+        EVENTS_STREAM,
+        EVENTS_DEAD_STREAM,
+        INDEX_STREAM,
     ] {
         js.get_stream(name)
             .await
@@ -442,6 +471,9 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         push_dead_stream(config)?,
         parked_stream(config)?,
         scheduled_stream(config)?,
+        events_stream(config)?,
+        events_dead_stream(config)?,
+        index_stream(config)?,
     ]);
     for s in streams {
         let name = s.name.clone();

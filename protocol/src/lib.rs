@@ -23,9 +23,11 @@ pub mod safety;
 pub mod scheduled;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod search;
 pub mod server_api;
 pub mod snowflake;
 pub mod timestamp;
+pub mod webhooks;
 
 pub use content::{Content, ContentError, ContentLimits};
 pub use conversation::{ConversationKind, ConversationView, MemberView};

@@ -28,6 +28,7 @@
 mod backlog;
 mod counters;
 mod deliver;
+pub mod hooks;
 pub mod providers;
 mod send;
 mod share;
@@ -44,7 +45,9 @@ use switchboard_nats::records::tenants::TenantBook;
 use switchboard_store::Store;
 use tokio::sync::Semaphore;
 
-pub use counters::{PUSH_JOBS, PUSH_MESSAGES_SHED, describe_metrics};
+pub use counters::{
+    PUSH_JOBS, PUSH_MESSAGES_SHED, WEBHOOK_DELIVERIES, WEBHOOK_HELD, WEBHOOK_LAG, describe_metrics,
+};
 pub use deliver::{collapsed, due, preview};
 pub use providers::{AnswerCaps, Timeouts};
 pub use send::{HEADER_PUSH_ATTEMPTS, HEADER_PUSH_NOT_BEFORE};
@@ -75,6 +78,8 @@ pub struct PushConfig {
     /// (loopback, RFC 1918, link-local...): off by default, so a tenant's
     /// webhook cannot reach the deployment's own network.
     pub allow_private_targets: bool,
+    /// Outbound webhooks (v1.2): retries and shares of the machine.
+    pub hooks: hooks::HooksConfig,
 }
 
 impl Default for PushConfig {
@@ -90,6 +95,7 @@ impl Default for PushConfig {
             tenant_max_queued: 1000,
             answer_caps: AnswerCaps::default(),
             allow_private_targets: false,
+            hooks: hooks::HooksConfig::default(),
         }
     }
 }
@@ -111,6 +117,14 @@ pub enum PushError {
 
 fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushError {
     PushError::Backbone(switchboard_nats::cause(e))
+}
+
+/// 16 random hex digits: a process's webhook lease value names it alone.
+fn random_hex() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 8];
+    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Which stage a consumer feeds.
@@ -144,9 +158,23 @@ pub async fn start(
         store,
         tenants,
     });
+    let hook_clients = Clients::new(
+        config.timeouts,
+        config.extra_root_pem.as_deref(),
+        config.allow_private_targets,
+        config.answer_caps,
+    )?;
+    let holder = format!("webhooks:{}:{}", std::process::id(), random_hex());
+    let dispatcher = tokio::spawn(hooks::run(
+        ctx.js.clone(),
+        ctx.tenants.clone(),
+        hook_clients,
+        config.hooks.clone(),
+        holder,
+    ));
     let [deliver, send] = push_consumers()?;
     let shares = TenantShares::new(config.tenant_concurrency);
-    let mut tasks = Vec::new();
+    let mut tasks = vec![dispatcher];
     for (consumer_config, stage) in [(deliver, Stage::Deliver), (send, Stage::Send)] {
         let name = consumer_config.durable_name.clone().unwrap_or_default();
         let consumer: jetstream::consumer::PullConsumer = stream

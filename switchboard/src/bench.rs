@@ -52,6 +52,8 @@ enum Mode {
     Backbone(BackboneArgs),
     /// The cost of one moderation plugin call beside native Rust.
     Plugin(crate::plugin_bench::PluginBenchArgs),
+    /// The search index (v1.2) over N messages: size and query latency.
+    Search(crate::search_bench::SearchBenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -118,6 +120,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Chat(a) => chat(a).await,
         Mode::Backbone(a) => backbone::run(a).await,
         Mode::Plugin(a) => crate::plugin_bench::run(a),
+        Mode::Search(a) => crate::search_bench::run(a),
     }
 }
 

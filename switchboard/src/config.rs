@@ -34,6 +34,10 @@ pub struct FileConfig {
     #[serde(default)]
     pub scylla: Option<switchboard_store_scylla::ScyllaConfig>,
     pub partitions: Option<u16>,
+    /// Search (v1.2, `[search]`): the role's index and the shards the
+    /// gateways ask.
+    #[serde(default)]
+    pub search: Option<SearchSection>,
     pub replicas: Option<usize>,
     pub log: Option<String>,
     pub nats_server: Option<PathBuf>,
@@ -385,6 +389,53 @@ pub struct ArchiveSection {
 }
 
 /// `[push]`: how the push stage reaches the providers.
+/// `[search]`: the `switchboard search` role (v1.2) and where gateways
+/// send queries.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchSection {
+    /// Shards tenants are spread over (default 1); the same in every
+    /// gateway and search replica.
+    pub shards: Option<u16>,
+    /// This replica's shard, 0 to `shards - 1` (default 0).
+    pub shard: Option<u16>,
+    /// Where this replica keeps its index (default `<data_dir>/search`).
+    pub dir: Option<PathBuf>,
+    /// At most this long between a change reaching the replica and being
+    /// searchable (default 500 ms).
+    pub commit_every_ms: Option<u64>,
+    /// The index writer's memory (default 64 MiB).
+    pub memory_bytes: Option<usize>,
+}
+
+impl SearchSection {
+    /// A search replica's settings, its index under `data_dir` unless
+    /// `dir` says where.
+    pub fn replica(
+        &self,
+        data_dir: &std::path::Path,
+    ) -> anyhow::Result<switchboard_search::SearchConfig> {
+        let dir = self.dir.clone().unwrap_or_else(|| data_dir.join("search"));
+        let mut config = switchboard_search::SearchConfig::new(dir);
+        let shards = self.shards.unwrap_or(1).max(1);
+        let shard = self.shard.unwrap_or(0);
+        if shard >= shards {
+            anyhow::bail!("[search] shard {shard} is not below shards {shards}");
+        }
+        config.shard = switchboard_search::Shard {
+            index: shard,
+            count: shards,
+        };
+        if let Some(ms) = self.commit_every_ms {
+            config.commit_every = std::time::Duration::from_millis(ms.clamp(10, 2_000));
+        }
+        if let Some(bytes) = self.memory_bytes {
+            config.memory_bytes = bytes;
+        }
+        Ok(config)
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PushSection {
@@ -412,8 +463,15 @@ pub struct PushSection {
     /// FCM's and APNs' error reasons; default 16384).
     pub parsed_answer_max_bytes: Option<usize>,
     /// Let tenants' provider and webhook URLs point at private addresses
-    /// (loopback, RFC 1918, link-local); off by default.
+    /// (loopback, RFC 1918, link-local); off by default. Outbound
+    /// webhooks (v1.2) follow it too.
     pub allow_private_targets: bool,
+    /// Outbound webhooks (v1.2): attempts of one event at one endpoint
+    /// before its dead letter (8), the first retry's delay (1000 ms) and
+    /// the longest (60000 ms).
+    pub webhook_max_attempts: Option<u32>,
+    pub webhook_first_retry_ms: Option<u64>,
+    pub webhook_max_retry_ms: Option<u64>,
 }
 
 fn default_archive_every() -> u64 {

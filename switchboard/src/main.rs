@@ -14,6 +14,8 @@ mod plugin_cache;
 mod plugin_cli;
 mod plugin_template;
 mod run;
+mod search_bench;
+mod search_role;
 mod secrets;
 mod setup;
 mod sys;
@@ -62,6 +64,8 @@ enum Cmd {
     Gateway(GatewayArgs),
     /// Run a worker (conversation writers) against an external NATS.
     Worker(WorkerArgs),
+    /// Run a search replica (v1.2): its index of messages, its queries.
+    Search(WorkerArgs),
     /// Print a token for the local demo tenant.
     Token(TokenArgs),
     /// Administer tenants (keys, quotas) through NATS.
@@ -147,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Dev(args) => dev(args).await,
         Cmd::Gateway(args) => gateway(args).await,
         Cmd::Worker(args) => worker(args).await,
+        Cmd::Search(args) => search_role::run(args.external).await,
         Cmd::Token(args) => token(args),
         Cmd::Tenant(args) => tenant_cli::run(args).await,
         Cmd::Bench(args) => bench::run(args).await,
@@ -241,7 +246,7 @@ async fn dev_inner(
     // after a crash it takes its partitions back at once.
     let worker_config = run::worker_config(config::store_worker_id(data_dir), &backbone, file)?;
     if let Some(addr) = args.common.metrics_listen {
-        let ready = readiness(&client, &store, Some(worker_config.status.clone()));
+        let ready = telemetry::readiness(&client, &store, Some(worker_config.status.clone()));
         let bound = telemetry::serve(addr, exposition.clone(), ready).await?;
         println!("switchboard: metrics on http://{bound}/metrics");
     }
@@ -254,6 +259,17 @@ async fn dev_inner(
         tenants.clone(),
         shutdown.clone().wait(),
     ));
+    // A search replica beside them (v1.2), on the store in this process.
+    let search = tokio::spawn({
+        let (client, store) = (search_client(&nats.url, &name).await?, store.clone());
+        let config = file.search.clone().unwrap_or_default().replica(data_dir)?;
+        let stop = shutdown.clone().wait();
+        async move {
+            if let Err(e) = switchboard_search::run(config, client, store, stop).await {
+                tracing::error!(error = %e, "search failed");
+            }
+        }
+    });
     gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
     // On loopback, a page whose DNS name turns into 127.0.0.1 could
     // otherwise call it: only loopback and configured names are answered.
@@ -303,6 +319,7 @@ async fn dev_inner(
     )
     .await;
     let worker_result = worker.await;
+    search.abort();
     for task in push {
         task.abort();
     }
@@ -314,6 +331,17 @@ async fn dev_inner(
     // Bounded: a client whose server is gone would wait forever.
     let _ = tokio::time::timeout(Duration::from_secs(5), client.flush()).await;
     served
+}
+
+/// `dev`'s search replica's own connection.
+async fn search_client(url: &str, name: &str) -> anyhow::Result<async_nats::Client> {
+    Ok(
+        switchboard_nats::connect(&switchboard_nats::NatsConfig::new(
+            url,
+            &format!("{name}-search"),
+        ))
+        .await?,
+    )
 }
 
 async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
@@ -342,7 +370,7 @@ async fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         .unwrap_or(false)
         .then_some(exposition.clone());
     if let Some(addr) = args.external.common.metrics_listen {
-        let ready = readiness(&client, &store, None);
+        let ready = telemetry::readiness(&client, &store, None);
         let bound = telemetry::serve(addr, exposition, ready).await?;
         println!("switchboard: metrics on http://{bound}/metrics");
     }
@@ -405,7 +433,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let worker_config = run::worker_config(worker_id.clone(), &backbone, &file)?;
     if let Some(addr) = args.external.common.metrics_listen {
-        let ready = readiness(&client, &store, Some(worker_config.status.clone()));
+        let ready = telemetry::readiness(&client, &store, Some(worker_config.status.clone()));
         let bound = telemetry::serve(addr, exposition, ready).await?;
         println!("switchboard: metrics on http://{bound}/metrics");
     }
@@ -426,44 +454,6 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     client.flush().await.ok();
     traces.shutdown().await;
     result.context("worker")
-}
-
-/// A process's `/readyz` on its metrics listener: NATS connected, the
-/// store answering within 2 s, and for a worker, partitions held or free
-/// to take (`WorkerStatus::ready`).
-fn readiness(
-    client: &async_nats::Client,
-    store: &Arc<dyn switchboard_store::Store>,
-    worker: Option<Arc<switchboard_worker::WorkerStatus>>,
-) -> telemetry::Readiness {
-    let (client, store) = (client.clone(), store.clone());
-    Arc::new(move || {
-        let (client, store, worker) = (client.clone(), store.clone(), worker.clone());
-        Box::pin(async move {
-            let nats = client.connection_state() == async_nats::connection::State::Connected;
-            let store = matches!(
-                tokio::time::timeout(Duration::from_secs(2), store.ping()).await,
-                Ok(Ok(()))
-            );
-            // The lease loop goes round every half second.
-            let partitions = worker
-                .as_ref()
-                .map(|w| (w.ready(Duration::from_secs(3)), w.partitions()));
-            let ready = nats && store && partitions.is_none_or(|(ready, _)| ready);
-            let mut checks = serde_json::json!({
-                "status": if ready { "ready" } else { "unavailable" },
-                "nats": if nats { "connected" } else { "disconnected" },
-                "store": if store { "ok" } else { "unavailable" },
-            });
-            if let Some((ready, held)) = partitions {
-                checks["partitions"] = serde_json::json!({
-                    "status": if ready { "held or free to take" } else { "not taking" },
-                    "held": held,
-                });
-            }
-            (ready, checks)
-        })
-    })
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<()> {

@@ -69,7 +69,7 @@ fn config_text(port: u16, store_dir: &Path, pid_file: &Path) -> String {
          listen: 127.0.0.1:{port}\n\
          max_payload: 8MB\n\
          pid_file: \"{}\"\n\
-         jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 256MB\n  max_file_store: 20GB\n}}\n",
+         jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 256MB\n  max_file_store: 64GB\n}}\n",
         pid_file.display(),
         store_dir.display()
     )

@@ -496,6 +496,12 @@ pub fn gateway_config(
     config.partitions = backbone.partitions;
     config.operator_token = file.operator_token.clone();
     config.command_timeout = file.command_timeout();
+    config.search_shards = file
+        .search
+        .as_ref()
+        .and_then(|s| s.shards)
+        .unwrap_or(1)
+        .max(1);
     config.receipt_interval = file.receipt_interval();
     if let Some(ttl) = file.presence_ttl() {
         config.presence_ttl = ttl;
@@ -569,6 +575,15 @@ pub fn push_config(file: &FileConfig) -> anyhow::Result<switchboard_push::PushCo
         config.answer_caps.parsed = n;
     }
     config.allow_private_targets = section.allow_private_targets;
+    if let Some(n) = section.webhook_max_attempts {
+        config.hooks.max_attempts = n.max(1);
+    }
+    if let Some(ms) = section.webhook_first_retry_ms {
+        config.hooks.first_retry = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = section.webhook_max_retry_ms {
+        config.hooks.max_retry = Duration::from_millis(ms.max(1));
+    }
     if let Some(path) = &section.ca_file {
         config.extra_root_pem = Some(
             std::fs::read(path)

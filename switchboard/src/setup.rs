@@ -70,6 +70,8 @@ pub struct ExternalArgs {
 pub enum Role {
     Gateway,
     Worker,
+    /// A search replica (v1.2).
+    Search,
 }
 
 impl Role {
@@ -77,6 +79,7 @@ impl Role {
         match self {
             Self::Gateway => "gateway",
             Self::Worker => "worker",
+            Self::Search => "search",
         }
     }
 }
@@ -180,11 +183,11 @@ pub fn prepare(
     // permissions keep every other reply out of its reach.
     let nats = config::nats_config(&args.nats, &file, &name).map(|n| match role {
         Role::Gateway => n.with_inbox_prefix(switchboard_nats::GATEWAY_INBOX_PREFIX),
-        Role::Worker => n,
+        Role::Worker | Role::Search => n,
     });
     let default_store = match role {
         Role::Worker => StoreKind::Embedded,
-        Role::Gateway => StoreKind::Nats,
+        Role::Gateway | Role::Search => StoreKind::Nats,
     };
     let kind = args.store.or(file.store).unwrap_or(default_store);
     let data_dir = args
@@ -229,6 +232,20 @@ pub fn prepare(
         Role::Worker => {
             note(run::worker_config(name.clone(), &backbone, &file).map(drop));
             note(run::push_config(&file).map(drop));
+        }
+        Role::Search => {
+            if kind == StoreKind::Embedded {
+                note(Err(anyhow::anyhow!(
+                    "a search replica reads the store of another process: store = \"nats\" or \"scylla\""
+                )));
+            }
+            note(
+                file.search
+                    .clone()
+                    .unwrap_or_default()
+                    .replica(&data_dir)
+                    .map(drop),
+            );
         }
     }
     match nats {

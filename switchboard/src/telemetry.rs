@@ -62,6 +62,7 @@ pub fn install(process: &str) -> anyhow::Result<Exposition> {
     switchboard_store::metrics::describe();
     switchboard_plugin_host::metrics::describe();
     switchboard_push::describe_metrics();
+    switchboard_search::metrics::describe();
     describe_gauge!(
         RESIDENT_MEMORY,
         metrics::Unit::Bytes,
@@ -191,6 +192,44 @@ pub async fn serve(
         }
     });
     Ok(bound)
+}
+
+/// A process's `/readyz` on its metrics listener: NATS connected, the
+/// store answering within 2 s, and for a worker, partitions held or free
+/// to take (`WorkerStatus::ready`).
+pub fn readiness(
+    client: &async_nats::Client,
+    store: &Arc<dyn switchboard_store::Store>,
+    worker: Option<Arc<switchboard_worker::WorkerStatus>>,
+) -> Readiness {
+    let (client, store) = (client.clone(), store.clone());
+    Arc::new(move || {
+        let (client, store, worker) = (client.clone(), store.clone(), worker.clone());
+        Box::pin(async move {
+            let nats = client.connection_state() == async_nats::connection::State::Connected;
+            let store = matches!(
+                tokio::time::timeout(Duration::from_secs(2), store.ping()).await,
+                Ok(Ok(()))
+            );
+            // The lease loop goes round every half second.
+            let partitions = worker
+                .as_ref()
+                .map(|w| (w.ready(Duration::from_secs(3)), w.partitions()));
+            let ready = nats && store && partitions.is_none_or(|(ready, _)| ready);
+            let mut checks = serde_json::json!({
+                "status": if ready { "ready" } else { "unavailable" },
+                "nats": if nats { "connected" } else { "disconnected" },
+                "store": if store { "ok" } else { "unavailable" },
+            });
+            if let Some((ready, held)) = partitions {
+                checks["partitions"] = serde_json::json!({
+                    "status": if ready { "held or free to take" } else { "not taking" },
+                    "held": held,
+                });
+            }
+            (ready, checks)
+        })
+    })
 }
 
 #[cfg(test)]

@@ -85,6 +85,8 @@ pub struct Cluster {
     gateway_env: Vec<(String, String)>,
     pub workers: Vec<Proc>,
     pub gateways: Vec<Proc>,
+    /// Search replicas (v1.2), started by [`Cluster::add_search`].
+    pub searches: Vec<Proc>,
     pub dir: TempDir,
     pub config: PathBuf,
     /// Dropped last: the processes above are killed before the turn ends.
@@ -159,6 +161,7 @@ impl Cluster {
             nats,
             workers: Vec::new(),
             gateways: Vec::new(),
+            searches: Vec::new(),
             dir,
             config,
             worker_env: spec.worker_env.clone(),
@@ -212,6 +215,28 @@ impl Cluster {
         let log = self.dir.path().join(format!("worker-{i}.log"));
         let p = Proc::start(args, self.worker_env.clone(), log, "ready").await;
         self.workers.push(p);
+    }
+
+    /// Adds a search replica (v1.2) with an index directory of its own
+    /// (`search-<i>`), reading the store through the store service.
+    pub async fn add_search(&mut self) {
+        let i = self.searches.len();
+        let mut args = self.common_args("search", &self.nats.url());
+        args.extend([
+            "--store".into(),
+            "nats".into(),
+            "--data-dir".into(),
+            self.dir
+                .path()
+                .join(format!("search-{i}"))
+                .display()
+                .to_string(),
+            "--metrics-listen".into(),
+            "127.0.0.1:0".into(),
+        ]);
+        let log = self.dir.path().join(format!("search-{i}.log"));
+        let p = Proc::start(args, self.worker_env.clone(), log, "ready").await;
+        self.searches.push(p);
     }
 
     /// Adds a gateway seeded with every NATS node.

@@ -16,6 +16,7 @@ mod erasure;
 mod error;
 mod expiry;
 mod fence;
+mod index_feed;
 mod maintenance;
 pub mod metrics;
 mod partitions;

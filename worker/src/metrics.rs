@@ -18,6 +18,8 @@ pub const MESSAGES_EXPIRED: &str = "switchboard_writer_messages_expired_total";
 pub const ERASURE_CONVERSATIONS: &str = "switchboard_erasure_conversations_total";
 pub const ERASURES: &str = "switchboard_erasures_total";
 pub const SCHEDULED: &str = "switchboard_scheduled_messages_total";
+pub const EVENTS_LOST: &str = "switchboard_webhook_events_lost_total";
+pub const INDEX_OPS_LOST: &str = "switchboard_index_ops_lost_total";
 
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe() {
@@ -35,6 +37,14 @@ pub fn describe() {
         "Stored messages and updates fanned out: per recipient on write (`users`), once per conversation on read (`conversation`)."
     );
     describe_gauge!(PARTITIONS_HELD, "Ingest partitions this worker writes.");
+    describe_counter!(
+        INDEX_OPS_LOST,
+        "Search index changes (v1.2) a writer could not store on SB_INDEX: the index gets them at its next rebuild."
+    );
+    describe_counter!(
+        EVENTS_LOST,
+        "Outbound events (v1.2) a writer could not store on SB_EVENTS after its commit: their webhooks never get them."
+    );
     describe_counter!(
         SCHEDULED,
         "Scheduled messages that came due, by outcome: sent, or refused at their time."
@@ -71,6 +81,14 @@ pub fn describe() {
 
 pub(crate) fn consumer_lag(partition: u16, pending: u64) {
     gauge!(CONSUMER_LAG, "partition" => partition.to_string()).set(pending as f64);
+}
+
+pub(crate) fn index_ops_lost(n: usize) {
+    counter!(INDEX_OPS_LOST).increment(n as u64);
+}
+
+pub(crate) fn event_lost() {
+    counter!(EVENTS_LOST).increment(1);
 }
 
 pub(crate) fn scheduled_sent() {

@@ -172,6 +172,13 @@ async fn expire_by_age(
     lease_valid: &impl Fn() -> bool,
 ) -> Option<bool> {
     let archived_done = expire_archived_days(ctx, key, archived, cutoff, now, lease_valid).await?;
+    // The index drops everything older in one change, archived days too.
+    let older = switchboard_nats::search::IndexOp::RemoveBefore {
+        tenant: key.tenant.clone(),
+        conversation_id: key.conversation_id.clone(),
+        before: cutoff,
+    };
+    feed(ctx, key, &[older]).await;
     let after = ctx
         .expired_through
         .lock()
@@ -192,6 +199,16 @@ async fn expire_by_age(
         marks.insert(key.clone(), scan.last_seen);
     }
     Some(scan.done && archived_done)
+}
+
+/// Feeds the search index from the conversation's partition.
+async fn feed(ctx: &Ctx, key: &ConversationKey, ops: &[switchboard_nats::search::IndexOp]) {
+    let partition = switchboard_nats::subject::partition_of(
+        &key.tenant,
+        &key.conversation_id,
+        ctx.config.partitions,
+    );
+    crate::index_feed::feed(ctx, partition, ops).await;
 }
 
 /// More is due than one step takes: the rest is asked for again at the
@@ -325,6 +342,11 @@ async fn commit(
         return false;
     }
     let n = seqs.len();
+    let gone = switchboard_nats::search::IndexOp::Remove {
+        tenant: key.tenant.clone(),
+        conversation_id: key.conversation_id.clone(),
+        seqs: seqs.clone(),
+    };
     let expired = Mutation::Expire {
         key: key.clone(),
         seqs,
@@ -334,6 +356,9 @@ async fn commit(
     match ctx.store.commit(vec![expired]).await {
         Ok(()) => {
             crate::metrics::messages_expired(n);
+            if n > 0 {
+                feed(ctx, key, &[gone]).await;
+            }
             true
         }
         Err(e) => {

@@ -43,6 +43,8 @@ export type {
   PostMessage,
   PostedMessage,
   ScheduledMessage,
+  SearchResults,
+  WebhookEndpoint,
   PresenceInfo,
   PushRegistration,
   Report,
@@ -60,5 +62,7 @@ export type {
 } from "./rest.js";
 export type { components as RestComponents, paths as RestPaths } from "./openapi.js";
 export { expiryOf, identityOf } from "./token.js";
+export { verifyWebhook } from "./webhooks.js";
+export type { VerifyOptions, WebhookEvent } from "./webhooks.js";
 export type { TokenSource } from "./token.js";
 export type * from "./protocol.js";

@@ -845,6 +845,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's webhooks
+         * @description Each endpoint with the events it gets; secrets as their fingerprints (`sha256:` and 16 hex digits). Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The endpoints. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookList"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        /**
+         * Set the tenant's webhooks
+         * @description Replaces the list: at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            responses: {
+                /** @description The endpoints now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["WebhookList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/asyncapi.json": {
         parameters: {
             query?: never;
@@ -2707,6 +2784,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search messages
+         * @description Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 503 `unavailable` when no search replica answers.
+         */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Only this conversation. */
+                    conversation_id?: components["schemas"]["ConversationId"] | null;
+                    /** @description The `next_cursor` of the page before. */
+                    cursor?: string;
+                    /** @description Results per page: 20 when absent, at most 50. */
+                    limit?: number;
+                    /**
+                     * @description The words to find (all of them; `"a phrase"` in quotes; at most 500
+                     *     characters, not only spaces).
+                     */
+                    q: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of results. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SearchResults"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user}/devices": {
         parameters: {
             query?: never;
@@ -3054,6 +3188,12 @@ export interface components {
              * @default []
              */
             remove_hs256_secrets: string[];
+            /**
+             * @description The outbound webhooks from now on (the whole list, v1.2); absent:
+             *     unchanged.
+             * @default null
+             */
+            webhooks: components["schemas"]["WebhookEndpoint"][] | null;
         };
         /** @description Body of `PATCH /v1/conversations/{id}/members/{user}` (v1.1). */
         ChangeRole: {
@@ -3359,6 +3499,8 @@ export interface components {
             retry_after_ms?: number | null;
         };
         ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
+        /** @description What happened. */
+        EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created";
         /** @description Firebase Cloud Messaging, HTTP v1 API, with a service account. */
         FcmSettings: {
             /** @default https://fcm.googleapis.com */
@@ -3628,6 +3770,11 @@ export interface components {
              *     }
              */
             quotas: components["schemas"]["TenantQuotas"];
+            /**
+             * @description Outbound webhooks (v1.2): at most 10 endpoints.
+             * @default []
+             */
+            webhooks: components["schemas"]["WebhookEndpoint"][];
         };
         /** @description Which messages of a conversation push to a member (v1.1). */
         NotificationLevel: "all" | "mentions" | "none";
@@ -3993,6 +4140,23 @@ export interface components {
             send_at: components["schemas"]["Timestamp"];
             thread_id?: components["schemas"]["MessageId"] | null;
         };
+        /**
+         * @description One result: the message as it is now, and fragments of its text
+         *     around what matched (matched words in `<b>...</b>`, the rest escaped
+         *     as HTML).
+         */
+        SearchResult: {
+            highlights: string[];
+            message: components["schemas"]["Message"];
+        };
+        /**
+         * @description A page of results, best match first; `next_cursor` asks for the next
+         *     page (`null` on the last).
+         */
+        SearchResults: {
+            next_cursor?: string | null;
+            results: components["schemas"]["SearchResult"][];
+        };
         /** @description A hook's shadow version and how it compares, as the admin API shows it. */
         ShadowListing: {
             /**
@@ -4088,6 +4252,8 @@ export interface components {
             push?: components["schemas"]["PushSettings"] | null;
             quotas: components["schemas"]["TenantQuotas"];
             updated_at: components["schemas"]["Timestamp"];
+            /** @description Outbound webhooks (v1.2), secrets as fingerprints. */
+            webhooks: components["schemas"]["WebhookEndpoint"][];
         };
         /** @description A tenant: 1-128 characters of [A-Za-z0-9._:@-]. */
         TenantId: string;
@@ -4266,6 +4432,29 @@ export interface components {
             revision: number;
             /** Format: uint64 */
             size?: number;
+        };
+        /** @description One of a tenant's endpoints. */
+        WebhookEndpoint: {
+            /** @description The events it gets; at least one. */
+            events: components["schemas"]["EventType"][];
+            /**
+             * @description The HMAC-SHA256 key of `Switchboard-Signature`; at least 16
+             *     characters. Shown as its fingerprint once stored.
+             */
+            secret: string;
+            /**
+             * @description An `http(s)` URL with a host name or IPv4 address; a private
+             *     address is refused when called unless the operator allows them
+             *     (`[push] allow_private_targets`).
+             */
+            url: string;
+        };
+        /**
+         * @description `PUT /v1/admin/webhooks`'s body and `GET`'s answer: the tenant's
+         *     endpoints (at most 10), all of them (a `PUT` replaces the list).
+         */
+        WebhookList: {
+            webhooks: components["schemas"]["WebhookEndpoint"][];
         };
         /** @description A tenant's webhook: a POST per push, signed with `secret`. */
         WebhookSettings: {

@@ -101,6 +101,13 @@ export type PostMessage = Schemas["PostMessage"];
  * `status: "scheduled"` and a `scheduled_id` instead of `message_id` and
  * `seq`. */
 export type PostedMessage = Answer<"/v1/conversations/{id}/messages", "post">;
+/** A tenant's webhook endpoint (v1.2): its secret as a fingerprint
+ * once stored. */
+export type WebhookEndpoint = Schemas["WebhookEndpoint"];
+/** A page of search results (v1.2): best match first, each the message
+ * as it is now with `highlights` (HTML: matched words in `<b>`, the rest
+ * escaped); `next_cursor` asks for the next page. */
+export type SearchResults = Answer<"/v1/search", "get">;
 /** A message waiting for its `send_at` (v1.2). */
 export type ScheduledMessage = Schemas["ScheduledMessage"];
 /** An admin job (v1.2): an erasure's `state` (`running`, `done`,
@@ -403,6 +410,18 @@ export class Rest {
     return this.json("POST", `/v1/conversations/${enc(id)}/messages`, body);
   }
 
+  /** Full-text search (v1.2, `GET /v1/search`) over the messages of the
+   * caller's conversations (or `conversationId`'s alone), best match
+   * first: all the words, `"a phrase"` in quotes. A message is findable
+   * within 2 s of its ack. Page with `cursor` (a `next_cursor`). */
+  search(q: string, opts: { conversationId?: string; limit?: number; cursor?: string } = {}): Promise<SearchResults> {
+    const query = new URLSearchParams({ q });
+    if (opts.conversationId) query.set("conversation_id", opts.conversationId);
+    if (opts.limit !== undefined) query.set("limit", String(opts.limit));
+    if (opts.cursor) query.set("cursor", opts.cursor);
+    return this.json("GET", `/v1/search?${query}`);
+  }
+
   /** The caller's messages waiting for their `send_at`, soonest first
    * (v1.2, `GET /v1/scheduled`). */
   async scheduled(): Promise<ScheduledMessage[]> {
@@ -414,6 +433,18 @@ export class Rest {
    * or cancelled. */
   async cancelScheduled(scheduledId: string): Promise<void> {
     await this.empty("DELETE", `/v1/scheduled/${enc(scheduledId)}`);
+  }
+
+  /** The tenant's outbound webhooks (v1.2; tenant admins), secrets as
+   * fingerprints. */
+  async webhooks(): Promise<WebhookEndpoint[]> {
+    return (await this.json<{ webhooks: WebhookEndpoint[] }>("GET", "/v1/admin/webhooks")).webhooks;
+  }
+
+  /** Replaces the tenant's outbound webhooks (v1.2; tenant admins; at
+   * most 10, an empty list turns them off); answers them as stored. */
+  async setWebhooks(webhooks: WebhookEndpoint[]): Promise<WebhookEndpoint[]> {
+    return (await this.json<{ webhooks: WebhookEndpoint[] }>("PUT", "/v1/admin/webhooks", { webhooks })).webhooks;
   }
 
   /** `postMessage` of a text, with a fresh `client_msg_id` unless one is

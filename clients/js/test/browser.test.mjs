@@ -4,9 +4,9 @@
 // network answers. Screenshots of the main screens go to test-artifacts/;
 // the README's two (wide and narrow), one of each v1.1 feature
 // (reactions, replies and threads, mentions, pins, roles, notification
-// settings) and of each v1.2 safety screen (blocks, the admin screen,
-// reports) to docs/screenshots/, so the README shows what the last run
-// saw.
+// settings), of each v1.2 safety screen (blocks, the admin screen,
+// reports), and of search and scheduled messages to docs/screenshots/, so
+// the README shows what the last run saw.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
@@ -836,4 +836,157 @@ test("reports: a member reports a message with a reason and a note; a tenant adm
   assert.deepEqual(mine.messages.map((m) => m.content?.text), ["Anyone selling a bike?"]);
   await faye.locator("#export-state", { hasText: "Saved switchboard-export-faye" }).waitFor();
   for (const page of [faye, gabe, mod]) await page.context().close();
+});
+
+// ---- Search and scheduled messages (v1.2) ----
+
+/** A signed-in SDK client (Node) of `user`. */
+async function sdkClient(user) {
+  const client = new SwitchboardClient({ url: dev.url, token: token(user), WebSocket });
+  const open = waitFor(client, "status", (s) => s === "open");
+  client.connect();
+  await open;
+  return client;
+}
+
+test("search: a member types in the search box, sees the highlighted result, clicks it and lands on the message", async () => {
+  const id = await groupOf("nell", ["oren"], "Field trip");
+  // The message to find, then 55 more: it is older than the first page
+  // the conversation opens on. Markup in a message stays text in the
+  // results too.
+  const nell = await sdkClient("nell");
+  await nell.sendText(id, "Bring the zeppelin tickets on Friday");
+  for (let i = 0; i < 55; i++) await nell.sendText(id, `filler note ${i}`);
+  await nell.sendText(id, `zeppelin <img src=x onerror="window.__pwned=1"> museum`);
+  nell.close();
+
+  const oren = await signIn("oren", FEATURE);
+  const panel = oren.locator("#panel");
+  /** Searches `q` (Enter again until the index has caught up: within
+   * 2 s of the acks) until `ready` shows. */
+  async function search(q, ready) {
+    await oren.fill("#search-q", q);
+    const deadline = Date.now() + 10_000;
+    await oren.press("#search-q", "Enter");
+    await oren.waitForTimeout(300);
+    while (!(await ready.count())) {
+      assert.ok(Date.now() < deadline, `no results for ${q}`);
+      await oren.press("#search-q", "Enter");
+      await oren.waitForTimeout(500);
+    }
+  }
+
+  // Nothing matches: said so.
+  await oren.locator("#search-q").pressSequentially("xylophonequartz");
+  await panel.locator("#no-results", { hasText: "No messages found" }).waitFor();
+
+  // 56 filler notes: a page of 20, then "More" reads the next one.
+  await search("filler", panel.locator("li[data-result]").nth(19));
+  assert.equal(await panel.locator("li[data-result]").count(), 20);
+  await panel.getByRole("button", { name: "More" }).click();
+  await panel.locator("li[data-result]").nth(39).waitFor();
+
+  // The word, highlighted; the markup around it shown as text.
+  const result = panel.locator("li[data-result]", { hasText: "Bring the zeppelin tickets" });
+  await search("zeppelin", result);
+  assert.match(await result.locator(".highlight").innerHTML(), /<b>zeppelin<\/b>/);
+  await result.locator(".where", { hasText: "Field trip" }).waitFor();
+  await result.locator(".note", { hasText: "nell" }).waitFor();
+  const hostile = panel.locator("li[data-result]", { hasText: "museum" });
+  await hostile.waitFor();
+  assert.match(await hostile.locator(".highlight").textContent(), /<img src=x/);
+  assert.equal(await panel.locator("img").count(), 0);
+  assert.equal(await oren.evaluate(() => window.__pwned), undefined);
+
+  // A click opens the conversation at the message (older pages read up
+  // to it), scrolled into view and flashed.
+  await result.locator("button.result").click();
+  await oren.waitForSelector("#chat-title:text('Field trip')");
+  const found = oren.locator("#messages .msg.flash", { has: oren.locator(".body", { hasText: "Bring the zeppelin tickets on Friday" }) });
+  await found.waitFor({ timeout: 10_000 });
+  const inView = await timelineMsg(oren, "Bring the zeppelin tickets on Friday").evaluate((node) => {
+    const box = document.getElementById("messages").getBoundingClientRect();
+    const at = node.getBoundingClientRect();
+    return at.top >= box.top && at.bottom <= box.bottom;
+  });
+  assert.ok(inView, "the message is scrolled into view");
+  await oren.mouse.move(1, 1);
+  await oren.screenshot({ path: `${screenshots}search.png` });
+
+  // Escape closes the results.
+  await oren.focus("#search-q");
+  await oren.press("#search-q", "Escape");
+  await panel.waitFor({ state: "hidden" });
+  await oren.context().close();
+});
+
+test("scheduling: a message scheduled a few seconds ahead is listed, one is cancelled, the other arrives for both at its time", async () => {
+  const id = await groupOf("lise", ["mads"], "Reminders");
+  const lise = await signIn("lise", FEATURE);
+  const mads = await signIn("mads", FEATURE);
+  await openChat(lise, id);
+  await openChat(mads, id);
+
+  // The picker opens an hour ahead.
+  await lise.click("#schedule");
+  await lise.locator("#schedule-picker").waitFor();
+  const ahead = await lise.evaluate(() => new Date(document.getElementById("schedule-at").value).getTime() - Date.now());
+  assert.ok(ahead > 3_500_000 && ahead <= 3_600_000, `an hour ahead, not ${ahead} ms`);
+  await lise.click("#schedule-cancel");
+  await lise.locator("#schedule-picker").waitFor({ state: "hidden" });
+
+  /** Schedules `text` from the picker for `at` (a datetime-local value). */
+  async function schedule(text, at) {
+    await lise.fill("#text", text);
+    await lise.click("#schedule");
+    await lise.locator("#schedule-at").evaluate((input, value) => (input.value = value), at);
+    await lise.click("#schedule-send");
+  }
+  /** A datetime-local value `ms` from now, in the browser's time zone. */
+  const fromNow = (ms) =>
+    lise.evaluate((ms) => {
+      const at = new Date(Date.now() + ms);
+      const pad = (n) => String(n).padStart(2, "0");
+      return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+    }, ms);
+
+  // A time past is refused before it goes; the text stays.
+  await schedule("too late", await fromNow(-60_000));
+  await lise.locator("#chat-error", { hasText: "in the future" }).waitFor();
+  assert.equal(await lise.inputValue("#text"), "too late");
+  await lise.click("#schedule-cancel");
+
+  // Two, a few seconds ahead: the compose box empties, and both are listed.
+  const at = await fromNow(5_000);
+  await schedule("Stand-up starts now", at);
+  await lise.waitForFunction(() => document.getElementById("text").value === "");
+  assert.equal(await lise.locator("#schedule-picker").isHidden(), true);
+  await schedule("Never mind this one", at);
+  await lise.waitForFunction(() => document.getElementById("text").value === "");
+  await lise.locator("#scheduled-count", { hasText: "2 scheduled" }).waitFor();
+  await lise.click("#show-scheduled");
+  const panel = lise.locator("#panel");
+  await panel.locator("li[data-scheduled]", { hasText: "Stand-up starts now" }).waitFor();
+  await panel.locator("li[data-scheduled]", { hasText: "Never mind this one" }).waitFor();
+  assert.equal(await panel.locator("li[data-scheduled]").count(), 2);
+  await lise.screenshot({ path: `${screenshots}scheduled.png` });
+
+  // One cancelled: listed no more.
+  await panel.locator("li[data-scheduled]", { hasText: "Never mind this one" }).getByRole("button", { name: "Cancel scheduled message" }).click();
+  await panel.locator("li[data-scheduled]", { hasText: "Never mind this one" }).waitFor({ state: "detached" });
+  await lise.locator("#scheduled-count", { hasText: "1 scheduled" }).waitFor();
+  assert.equal(await panel.locator("li[data-scheduled]").count(), 1);
+
+  // The other arrives at its time, for both; the cancelled one never.
+  await bodies(mads, "Stand-up starts now").waitFor({ timeout: 15_000 });
+  await bodies(lise, "Stand-up starts now").waitFor({ timeout: 15_000 });
+  await timelineMsg(mads, "Stand-up starts now").locator(".scheduled-mark").waitFor();
+  await panel.locator("#no-scheduled").waitFor();
+  await lise.locator("#scheduled-bar").waitFor({ state: "hidden" });
+  await lise.waitForTimeout(1_500);
+  for (const page of [lise, mads]) {
+    assert.equal(await bodies(page, "Stand-up starts now").count(), 1);
+    assert.equal(await bodies(page, "Never mind this one").count(), 0);
+  }
+  for (const page of [lise, mads]) await page.context().close();
 });

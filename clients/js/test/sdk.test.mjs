@@ -13,7 +13,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
-import { ApiError, CommandError, MemoryStore, SendError, SwitchboardClient, mentionsUser } from "../dist/index.js";
+import { ApiError, CommandError, MemoryStore, SendError, SwitchboardClient, mentionsUser, verifyWebhook } from "../dist/index.js";
 import { readFileSync } from "node:fs";
 import { Dev, adminToken, botToken, token, waitFor, until } from "./dev.mjs";
 
@@ -1739,6 +1739,54 @@ test("scheduled messages: kept for later, listed, cancelled, then sent to every 
       rosa.schedule(id, { kind: "text", text: "too late" }, new Date(Date.now() - 1000)),
       (e) => e instanceof ApiError && e.code === "invalid_request",
     );
+  } finally {
+    close();
+  }
+});
+
+test("webhooks: verifyWebhook takes a signed body and refuses a forged, altered or old one", async () => {
+  const { createHmac } = await import("node:crypto");
+  const secret = "receiver-secret-0123";
+  const body = JSON.stringify({ id: "created-1", type: "message.created", tenant: "demo", conversation_id: "c", created_at: "2026-01-01T00:00:00.000Z", data: {} });
+  const t = Math.floor(Date.now() / 1000);
+  const sign = (s, b, at) => `t=${at},v1=${createHmac("sha256", s).update(`${at}.${b}`).digest("hex")}`;
+  const event = await verifyWebhook(secret, sign(secret, body, t), body);
+  assert.equal(event.id, "created-1");
+  assert.equal((await verifyWebhook(secret, sign(secret, body, t), new TextEncoder().encode(body))).type, "message.created");
+  await assert.rejects(verifyWebhook("another-secret-0123", sign(secret, body, t), body), /does not match/);
+  await assert.rejects(verifyWebhook(secret, sign(secret, body, t), body.replace("c", "d")), /does not match/);
+  await assert.rejects(verifyWebhook(secret, sign(secret, body, t - 3600), body), /off/);
+  await assert.rejects(verifyWebhook(secret, "v1=00", body), /not t=/);
+});
+
+test("search: a member finds a message within 2 s of its ack, with highlights, and pages", async () => {
+  const { id, clients, close } = await group("tess", ["umar"], "search");
+  const { tess, umar } = clients;
+  try {
+    const sent = await tess.sendText(id, "the zebracorn migration is done");
+    const deadline = Date.now() + 2000;
+    let found = await umar.rest.search("zebracorn");
+    while (found.results.length === 0) {
+      assert.ok(Date.now() < deadline, "findable within 2 s of the ack");
+      await new Promise((r) => setTimeout(r, 50));
+      found = await umar.rest.search("zebracorn");
+    }
+    assert.equal(found.results[0].message.message_id, sent.message_id);
+    assert.match(found.results[0].highlights[0], /<b>zebracorn<\/b>/);
+    for (let i = 0; i < 5; i += 1) await tess.sendText(id, `okapiword note ${i}`);
+    const indexedBy = Date.now() + 2000;
+    while ((await umar.rest.search("okapiword")).results.length < 5) {
+      assert.ok(Date.now() < indexedBy, "all five findable within 2 s");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const ids = new Set();
+    let cursor;
+    do {
+      const page = await umar.rest.search("okapiword", { limit: 2, cursor, conversationId: id });
+      page.results.forEach((r) => ids.add(r.message.message_id));
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+    assert.equal(ids.size, 5);
   } finally {
     close();
   }

@@ -29,10 +29,12 @@ mod reports;
 mod roles;
 mod safety;
 mod scheduled;
+mod search;
 mod tenants;
 mod threads;
 mod versions;
 mod web_client;
+mod webhooks;
 mod websocket;
 
 use std::time::Duration;
@@ -165,7 +167,10 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             erasure::erase,
         )
         .route("/v1/admin/jobs/{job_id}", erasure::job_op(), erasure::job)
+        .route("/v1/admin/webhooks", webhooks::list_op(), webhooks::list)
+        .route("/v1/admin/webhooks", webhooks::put_op(), webhooks::put)
         .route("/v1/me/export", export::export_op(), export::export)
+        .route("/v1/search", search::search_op(), search::search)
         .route("/v1/scheduled", scheduled::list_op(), scheduled::list)
         .route(
             "/v1/scheduled/{scheduled_id}",

@@ -15,6 +15,7 @@ use switchboard_nats::records::tenants::{
     object, optional_object,
 };
 use switchboard_protocol::TenantId;
+use switchboard_protocol::webhooks::WebhookEndpoint;
 
 use super::extract::{JsonBody, Operator, PathParams};
 use super::openapi::Operation;
@@ -79,6 +80,10 @@ pub(super) struct NewTenant {
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     #[schemars(with = "String", length(max = MAX_HTTP_URL_LEN), pattern(HTTP_URL_PATTERN))]
     jwks_url: Option<String>,
+    /// Outbound webhooks (v1.2): at most 10 endpoints.
+    #[serde(default)]
+    #[schemars(length(max = 10))]
+    webhooks: Vec<WebhookEndpoint>,
 }
 
 /// Refuses anything but web origins, by the backbone's rule.
@@ -110,6 +115,7 @@ pub(super) async fn create(
     record.issuer = body.issuer;
     record.audience = body.audience;
     record.jwks_url = body.jwks_url;
+    record.webhooks = body.webhooks;
     let record = registry.create(record).await?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -178,6 +184,11 @@ pub(super) struct Change {
     #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
     #[schemars(with = "Option<String>", length(max = MAX_HTTP_URL_LEN), pattern(HTTP_URL_PATTERN))]
     jwks_url: Option<Option<String>>,
+    /// The outbound webhooks from now on (the whole list, v1.2); absent:
+    /// unchanged.
+    #[serde(default)]
+    #[schemars(length(max = 10))]
+    webhooks: Option<Vec<WebhookEndpoint>>,
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -239,6 +250,9 @@ pub(super) async fn change(
             }
             if let Some(url) = &body.jwks_url {
                 r.jwks_url = url.clone();
+            }
+            if let Some(webhooks) = &body.webhooks {
+                r.webhooks = webhooks.clone();
             }
             for (name, value) in &body.quotas {
                 let value = value

@@ -125,6 +125,19 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
     if after == u64::MAX {
         return Ok(false);
     }
+    // The index forgets what they sent here, archived history too, before
+    // their rows go (a change it gets again on a repeat is a no-op).
+    let forget = switchboard_nats::search::IndexOp::RemoveSender {
+        tenant: r.key.tenant.clone(),
+        conversation_id: r.key.conversation_id.clone(),
+        sender: r.user.clone(),
+    };
+    let partition = switchboard_nats::subject::partition_of(
+        &r.key.tenant,
+        &r.key.conversation_id,
+        ctx.config.partitions,
+    );
+    crate::index_feed::feed(ctx, partition, &[forget]).await;
     let mut finished = false;
     for _ in 0..STEPS {
         let scan = ctx.store.naming(&r.key, &r.user, after, STEP).await?;

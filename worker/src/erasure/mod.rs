@@ -31,6 +31,7 @@
 //! (`gateway/src/media.rs`).
 
 mod conversation;
+mod feeds;
 mod service;
 
 use std::sync::Arc;
@@ -172,6 +173,9 @@ async fn advance(
                 }])
                 .await?;
             purge_buckets(ctx, &record.tenant, &user).await?;
+            feeds::purge(ctx, &record.tenant, &user)
+                .await
+                .map_err(|(subject, source)| StepError::Purge { subject, source })?;
             let now = Timestamp::now();
             // Nothing links the tombstones to the job from now on.
             record.user = None;

@@ -25,6 +25,7 @@ mod consume;
 mod park;
 mod publish;
 mod retry;
+mod webhook_events;
 
 pub(crate) use publish::remember_refusal;
 
@@ -78,7 +79,7 @@ pub(crate) async fn run_partition(
             // nothing: the new owner gets the batch again and answers it
             // from the idempotency keys.
             fence.check()?;
-            publish::publish(&ctx, outcomes, &batch.messages).await;
+            publish::publish(&ctx, partition, outcomes, &batch.messages).await;
             Ok::<_, WorkerError>(())
         }
         .instrument(span)

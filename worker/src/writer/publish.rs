@@ -117,11 +117,46 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
 
 /// Publishes a batch's outcomes, each event with the trace context of
 /// the command it comes from, if traced, then acks its messages.
-pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>, messages: &[jetstream::Message]) {
+pub(super) async fn publish(
+    ctx: &Ctx,
+    partition: u16,
+    outcomes: Vec<Traced>,
+    messages: &[jetstream::Message],
+) {
+    let outbound = super::webhook_events::events_of(&ctx.tenants, &outcomes, || {
+        ctx.ids.next_id().ok().map(|id| id.to_string())
+    });
+    let indexed = crate::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
     events(ctx, outcomes).await;
+    tokio::join!(
+        publish_outbound(ctx, outbound),
+        crate::index_feed::feed(ctx, partition, &indexed)
+    );
     for m in messages {
         if let Err(e) = m.ack().await {
             tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
+        }
+    }
+}
+
+/// Outbound events (v1.2) on `SB_EVENTS`, stored before the commands are
+/// acked. One that is not stored is lost to the webhooks (logged and
+/// counted): the commit stands and the commands are acked all the same.
+async fn publish_outbound(ctx: &Ctx, outbound: Vec<switchboard_protocol::webhooks::WebhookEvent>) {
+    let mut stored = Vec::with_capacity(outbound.len());
+    for event in &outbound {
+        match switchboard_nats::events::publish(&ctx.js, event).await {
+            Ok(ack) => stored.push(ack),
+            Err(e) => {
+                crate::metrics::event_lost();
+                tracing::warn!(error = %e, id = %event.id, "an outbound event was not published");
+            }
+        }
+    }
+    for ack in stored {
+        if let Err(e) = ack.await {
+            crate::metrics::event_lost();
+            tracing::warn!(error = %e, "an outbound event was not stored");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! records.
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::webhooks::{EventType, MAX_WEBHOOKS, WebhookEndpoint};
 use switchboard_protocol::{TenantId, Timestamp};
 
 use crate::kv_key;
@@ -284,6 +285,10 @@ pub struct TenantRecord {
     /// key it lacks. `None`: only the keys above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_url: Option<String>,
+    /// Outbound webhooks (v1.2): endpoints that get the tenant's events,
+    /// at most 10. Also set by tenant admins (`PUT /v1/admin/webhooks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<WebhookEndpoint>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -301,12 +306,29 @@ impl TenantRecord {
             issuer: None,
             audience: None,
             jwks_url: None,
+            webhooks: Vec::new(),
             created_at: now,
             updated_at: now,
         }
     }
 
     /// What an operator can be shown: secrets as fingerprints only.
+    /// The webhooks, their secrets as fingerprints.
+    pub fn redacted_webhooks(&self) -> Vec<WebhookEndpoint> {
+        self.webhooks
+            .iter()
+            .map(|w| WebhookEndpoint {
+                secret: fingerprint(&w.secret),
+                ..w.clone()
+            })
+            .collect()
+    }
+
+    /// Whether events of `kind` go anywhere.
+    pub fn wants_events(&self, kind: EventType) -> bool {
+        self.webhooks.iter().any(|w| w.wants(kind))
+    }
+
     pub fn redacted(&self) -> RedactedTenant {
         let push = self.push.clone().map(|mut p| {
             if let Some(w) = &mut p.webhook {
@@ -329,6 +351,7 @@ impl TenantRecord {
             issuer: self.issuer.clone(),
             audience: self.audience.clone(),
             jwks_url: self.jwks_url.clone(),
+            webhooks: self.redacted_webhooks(),
             push,
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -358,6 +381,8 @@ pub struct RedactedTenant {
     pub audience: Option<String>,
     /// The identity provider's JSON Web Key Set (`null`: none).
     pub jwks_url: Option<String>,
+    /// Outbound webhooks (v1.2), secrets as fingerprints.
+    pub webhooks: Vec<WebhookEndpoint>,
     /// Push notifications (`null`: none), secrets as fingerprints.
     pub push: Option<PushSettings>,
     pub created_at: Timestamp,
@@ -397,6 +422,37 @@ pub fn decode_record(id: &TenantId, value: &[u8]) -> Result<TenantRecord, Tenant
     Ok(record)
 }
 
+/// Checks a tenant's outbound webhooks (v1.2): at most
+/// [`MAX_WEBHOOKS`], each an http(s) URL with a secret of at least 16
+/// characters and at least one event.
+pub fn check_webhooks(webhooks: &[WebhookEndpoint]) -> Result<(), TenantError> {
+    if webhooks.len() > MAX_WEBHOOKS {
+        return Err(TenantError::Invalid(format!(
+            "at most {MAX_WEBHOOKS} webhooks"
+        )));
+    }
+    for w in webhooks {
+        if !is_http_url(&w.url) {
+            return Err(TenantError::Invalid(format!(
+                "webhook url {:?} must be an http(s) URL with a host name or IPv4 address",
+                w.url
+            )));
+        }
+        if w.secret.chars().count() < 16 {
+            return Err(TenantError::Invalid(
+                "a webhook secret must be at least 16 characters".into(),
+            ));
+        }
+        if w.events.is_empty() {
+            return Err(TenantError::Invalid(format!(
+                "webhook {} names no event",
+                w.url
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks keys the way the gateways will use them, so that a record every
 /// gateway would refuse is never written.
 pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
@@ -422,6 +478,7 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
         }
     }
     check_origins(&record.allowed_origins)?;
+    check_webhooks(&record.webhooks)?;
     if record.jwks_url.as_deref().is_some_and(|u| !is_http_url(u)) {
         return Err(TenantError::Invalid(
             "jwks_url must be an http(s) URL with a host name or IPv4 address".into(),

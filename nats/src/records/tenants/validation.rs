@@ -16,13 +16,9 @@ pub const MAX_CLAIM_LEN: usize = 512;
 /// (which adds [`MAX_ORIGIN_LEN`]).
 pub const WEB_ORIGIN_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?$";
 
-/// The longest URL a tenant may name (`is_http_url`): its push webhook,
-/// its JWKS.
-pub const MAX_HTTP_URL_LEN: usize = 2048;
-
-/// [`is_http_url`] as a regular expression (which [`MAX_HTTP_URL_LEN`]
-/// bounds).
-pub const HTTP_URL_PATTERN: &str = r"^https?://[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(:[0-9]{1,5})?(/[!-~]*)?$";
+/// The longest URL a tenant may name and [`is_http_url`] as a regular
+/// expression: the protocol's, whose webhook bodies say them too.
+pub use switchboard_protocol::fields::{HTTP_URL_PATTERN, MAX_HTTP_URL_LEN};
 
 /// The longest a push may wait for the device's own ack: jobs wait out
 /// their delay while the consumer's ack_wait (60 s) runs.

@@ -1,0 +1,129 @@
+//! A batch's outcomes as outbound events (v1.2), for tenants whose
+//! webhooks want them: published on `SB_EVENTS` after the commit and
+//! before the commands' acks (`publish.rs`), so an event never tells of
+//! what the store does not hold.
+
+use serde_json::json;
+use switchboard_nats::records::tenants::TenantBook;
+use switchboard_protocol::content::SystemEvent;
+use switchboard_protocol::webhooks::{EventType, WebhookEvent};
+use switchboard_protocol::{Content, Message, ServerFrame, TenantId, Timestamp};
+
+use super::apply::Traced;
+use crate::sequencer::Outcome;
+
+/// The events of `outcomes` that some webhook of their tenant wants.
+/// `next_id` names the events that are not about a message's version (a
+/// reaction).
+pub(super) fn events_of(
+    tenants: &TenantBook,
+    outcomes: &[Traced],
+    mut next_id: impl FnMut() -> Option<String>,
+) -> Vec<WebhookEvent> {
+    let wants = |tenant: &TenantId, kind: EventType| {
+        tenants
+            .get(tenant)
+            .is_some_and(|record| record.wants_events(kind))
+    };
+    let mut events = Vec::new();
+    for (outcome, _) in outcomes {
+        match outcome {
+            Outcome::Deliver {
+                tenant, message, ..
+            } => {
+                let Some((kind, id, data)) = about_new_message(message) else {
+                    continue;
+                };
+                if wants(tenant, kind) {
+                    events.push(event(tenant, message, kind, id, message.created_at, data));
+                }
+            }
+            Outcome::Update {
+                tenant, message, ..
+            } if wants(tenant, EventType::MessageUpdated) => {
+                let at = message
+                    .deleted_at
+                    .or(message.edited_at)
+                    .unwrap_or(message.created_at);
+                let id = format!("updated-{}-{}", message.message_id, at.unix_ms());
+                let data = json!({ "message": message });
+                events.push(event(
+                    tenant,
+                    message,
+                    EventType::MessageUpdated,
+                    id,
+                    at,
+                    data,
+                ));
+            }
+            Outcome::Event {
+                tenant,
+                conversation_id,
+                frame,
+                ..
+            } if matches!(**frame, ServerFrame::Reaction { .. })
+                && wants(tenant, EventType::Reaction) =>
+            {
+                let Some(id) = next_id() else { continue };
+                let mut data = serde_json::to_value(&**frame).unwrap_or_default();
+                if let Some(fields) = data.as_object_mut() {
+                    fields.remove("type");
+                }
+                events.push(WebhookEvent {
+                    id: format!("reaction-{id}"),
+                    kind: EventType::Reaction,
+                    tenant: tenant.clone(),
+                    conversation_id: conversation_id.clone(),
+                    created_at: Timestamp::now(),
+                    data,
+                });
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+/// A new message's event: `message.created`, or for the system message
+/// of a membership change `member.added` / `member.removed`.
+fn about_new_message(message: &Message) -> Option<(EventType, String, serde_json::Value)> {
+    match &message.content {
+        Some(Content::System(system)) => {
+            let kind = match system.event.as_str() {
+                SystemEvent::MEMBERS_ADDED => EventType::MemberAdded,
+                SystemEvent::MEMBERS_REMOVED => EventType::MemberRemoved,
+                _ => return None,
+            };
+            let data = json!({
+                "user_ids": system.user_ids,
+                "actor": system.actor,
+                "message": message,
+            });
+            Some((kind, format!("members-{}", message.message_id), data))
+        }
+        Some(_) => Some((
+            EventType::MessageCreated,
+            format!("created-{}", message.message_id),
+            json!({ "message": message }),
+        )),
+        None => None,
+    }
+}
+
+fn event(
+    tenant: &TenantId,
+    message: &Message,
+    kind: EventType,
+    id: String,
+    at: Timestamp,
+    data: serde_json::Value,
+) -> WebhookEvent {
+    WebhookEvent {
+        id,
+        kind,
+        tenant: tenant.clone(),
+        conversation_id: message.conversation_id.clone(),
+        created_at: at,
+        data,
+    }
+}
