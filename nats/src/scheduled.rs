@@ -155,10 +155,8 @@ impl Schedules {
         );
         let due = due_subject(&send.tenant, &send.sender, &send.scheduled_id);
         headers.insert("Nats-Schedule-Target", due.as_str());
-        headers.insert(
-            "Nats-Msg-Id",
-            format!("sched:{}", send.scheduled_id).as_str(),
-        );
+        // No dedupe id: scheduling the same send again within the dedupe
+        // window must replace it (its subject holds one schedule).
         let subject = definition_subject(&send.tenant, &send.sender, &send.scheduled_id);
         self.js
             .publish_with_headers(subject, headers, body.into())
@@ -213,8 +211,8 @@ impl Schedules {
     }
 
     /// Cancels a waiting send: false when there was none (sent already,
-    /// or never scheduled). A send already due but not yet taken by a
-    /// worker goes too.
+    /// or never scheduled). A due copy not yet taken by a worker is
+    /// purged with it, in case the schedule fired as it was cancelled.
     pub async fn cancel(
         &self,
         tenant: &TenantId,

@@ -90,6 +90,29 @@ pub struct WebhookList {
     pub webhooks: Vec<WebhookEndpoint>,
 }
 
+/// `PUT /v1/admin/webhooks`'s body: the list as PROTOCOL.md writes it
+/// (`[{url, secret, events}]`), or as `GET` answers it
+/// (`{"webhooks": [...]}`). A `secret` that is the fingerprint `GET`
+/// showed keeps that endpoint's secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum WebhooksBody {
+    List(
+        #[cfg_attr(feature = "schema", schemars(length(max = MAX_WEBHOOKS)))] Vec<WebhookEndpoint>,
+    ),
+    Wrapped(WebhookList),
+}
+
+impl WebhooksBody {
+    pub fn into_list(self) -> Vec<WebhookEndpoint> {
+        match self {
+            Self::List(list) => list,
+            Self::Wrapped(w) => w.webhooks,
+        }
+    }
+}
+
 /// The body of every webhook POST, and of every message of the
 /// `SB_EVENTS` stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

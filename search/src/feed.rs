@@ -100,6 +100,15 @@ pub async fn follow(
                     .ok()
                     .map(|i| (i.stream_sequence, i.published));
                 let seq = info.map_or(position + 1, |(seq, _)| seq);
+                // Messages went from under the feed (aged out, or an
+                // erasure's purge) before this replica applied them: the
+                // index must be rebuilt, not patched.
+                if seq != position + 1 {
+                    return Err(SearchError::Gap {
+                        expected: position + 1,
+                        got: seq,
+                    });
+                }
                 let mut index = index.lock().await;
                 for line in message
                     .payload

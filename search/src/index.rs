@@ -101,6 +101,13 @@ pub fn open(dir: &Path, memory_bytes: usize) -> Result<(SearchIndex, bool), Sear
     let (index, applied, fresh) = match existing {
         Some((index, applied)) => (index, applied, false),
         None => {
+            // Only what is an index (or nothing) is replaced: a `dir`
+            // set by mistake to another directory is left alone.
+            let is_index = dir.join("meta.json").exists();
+            let empty = std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_none());
+            if !is_index && !empty {
+                return Err(SearchError::NotAnIndex(dir.display().to_string()));
+            }
             if dir.exists() {
                 std::fs::remove_dir_all(dir).map_err(SearchError::Dir)?;
             }
@@ -219,6 +226,13 @@ impl SearchIndex {
             }
         }
         self.dirty += 1;
+        Ok(())
+    }
+
+    /// Drops what was applied since the last commit.
+    pub fn rollback(&mut self) -> Result<(), SearchError> {
+        self.writer.rollback()?;
+        self.dirty = 0;
         Ok(())
     }
 

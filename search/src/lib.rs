@@ -34,6 +34,10 @@ pub enum SearchError {
     Payload(#[source] serde_json::Error),
     #[error(transparent)]
     Store(#[from] switchboard_store::StoreError),
+    #[error("the index feed skipped from {expected} to {got}: rebuilding")]
+    Gap { expected: u64, got: u64 },
+    #[error("{0} is not a search index, and not empty: refusing to replace it")]
+    NotAnIndex(String),
     #[error("NATS: {context}: {source}")]
     Nats {
         context: String,
@@ -106,6 +110,11 @@ pub async fn run(
                 Ok(()) => rebuild = false,
                 Err(e) => {
                     tracing::warn!(error = %e, "the search index stopped following; starting again");
+                    // What was applied since the last commit goes: the
+                    // next start is from the committed position.
+                    if let Err(e) = index.lock().await.rollback() {
+                        tracing::warn!(error = %e, "rolling the index back failed");
+                    }
                     // A failed rebuild is made again; a failed feed goes
                     // on from the index's position.
                     rebuild = rebuild && index.lock().await.applied().position == 0;

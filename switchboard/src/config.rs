@@ -394,6 +394,10 @@ pub struct ArchiveSection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchSection {
+    /// Whether search runs (default true): false stops the writers'
+    /// feed of `SB_INDEX` and `dev`'s replica (gateways then answer
+    /// search with 503).
+    pub enabled: Option<bool>,
     /// Shards tenants are spread over (default 1); the same in every
     /// gateway and search replica.
     pub shards: Option<u16>,
@@ -522,6 +526,11 @@ impl FileConfig {
             .with_context(|| format!("reading configuration file {}", path.display()))?;
         toml::from_str(&text)
             .with_context(|| format!("parsing configuration file {}", path.display()))
+    }
+
+    /// Whether search runs (`[search] enabled`, default true).
+    pub fn search_enabled(&self) -> bool {
+        self.search.as_ref().and_then(|s| s.enabled).unwrap_or(true)
     }
 
     pub fn command_timeout(&self) -> Duration {

@@ -260,16 +260,18 @@ async fn dev_inner(
         shutdown.clone().wait(),
     ));
     // A search replica beside them (v1.2), on the store in this process.
-    let search = tokio::spawn({
+    let search = if file.search_enabled() {
         let (client, store) = (search_client(&nats.url, &name).await?, store.clone());
         let config = file.search.clone().unwrap_or_default().replica(data_dir)?;
         let stop = shutdown.clone().wait();
-        async move {
+        Some(tokio::spawn(async move {
             if let Err(e) = switchboard_search::run(config, client, store, stop).await {
                 tracing::error!(error = %e, "search failed");
             }
-        }
-    });
+        }))
+    } else {
+        None
+    };
     gateway_config.metrics = file.metrics_on_listen.unwrap_or(true).then_some(exposition);
     // On loopback, a page whose DNS name turns into 127.0.0.1 could
     // otherwise call it: only loopback and configured names are answered.
@@ -319,7 +321,9 @@ async fn dev_inner(
     )
     .await;
     let worker_result = worker.await;
-    search.abort();
+    if let Some(search) = search {
+        search.abort();
+    }
     for task in push {
         task.abort();
     }

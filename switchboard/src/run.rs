@@ -446,6 +446,7 @@ pub fn worker_config(
     file: &FileConfig,
 ) -> anyhow::Result<WorkerConfig> {
     let mut config = WorkerConfig::new(worker_id, backbone.partitions);
+    config.search_feed = file.search_enabled();
     config.lease_ttl = definitions::workers_bucket(backbone)?.max_age;
     if let Some(b) = file.worker_max_batch {
         config.max_batch = b.max(1);

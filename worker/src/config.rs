@@ -43,6 +43,9 @@ pub struct WorkerConfig {
     /// registry's sync, the plugin admin service) takes at once, in all
     /// and per caller.
     pub services: switchboard_nats::admission::AdmissionLimits,
+    /// Whether writers feed the search index (`SB_INDEX`, v1.2): off for
+    /// a deployment that runs no search, which then pays nothing for it.
+    pub search_feed: bool,
 }
 
 /// Whether the worker can take its share of the partitions: its lease
@@ -83,6 +86,7 @@ impl WorkerStatus {
 impl WorkerConfig {
     pub fn new(worker_id: String, partitions: u16) -> Self {
         Self {
+            search_feed: true,
             worker_id,
             partitions,
             lease_ttl: Duration::from_secs(10),

@@ -208,7 +208,8 @@ async fn feed(ctx: &Ctx, key: &ConversationKey, ops: &[switchboard_nats::search:
         &key.conversation_id,
         ctx.config.partitions,
     );
-    crate::index_feed::feed(ctx, partition, ops).await;
+    // Counted and logged there: the expiry goes on (a rebuild has it).
+    let _ = crate::index_feed::feed(ctx, partition, ops).await;
 }
 
 /// More is due than one step takes: the rest is asked for again at the

@@ -882,7 +882,7 @@ export interface paths {
         };
         /**
          * Set the tenant's webhooks
-         * @description Replaces the list: at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).
+         * @description Replaces the list (a JSON array, or `{"webhooks": [...]}` as GET answers): at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`; the fingerprint GET showed keeps the stored one) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).
          */
         put: {
             parameters: {
@@ -893,7 +893,7 @@ export interface paths {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookList"];
+                    "application/json": components["schemas"]["WebhooksBody"];
                 };
             };
             responses: {
@@ -4463,6 +4463,13 @@ export interface components {
             /** @description An `http(s)` URL with a host name or IPv4 address ([`is_http_url`]). */
             url: string;
         };
+        /**
+         * @description `PUT /v1/admin/webhooks`'s body: the list as PROTOCOL.md writes it
+         *     (`[{url, secret, events}]`), or as `GET` answers it
+         *     (`{"webhooks": [...]}`). A `secret` that is the fingerprint `GET`
+         *     showed keeps that endpoint's secret.
+         */
+        WebhooksBody: components["schemas"]["WebhookEndpoint"][] | components["schemas"]["WebhookList"];
     };
     responses: {
         /** @description An error: its code says why. */

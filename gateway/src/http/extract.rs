@@ -164,15 +164,39 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let Json(mut value) = Json::<serde_json::Value>::from_request(req, state).await?;
-        if !value.is_object() {
-            return Err(ApiError::invalid("the JSON body must be an object"));
-        }
-        integral_floats_to_integers(&mut value);
-        serde_json::from_value(value)
-            .map(Self)
-            .map_err(|e| ApiError::invalid(format!("the JSON body does not fit: {e}")))
+        read_json(req, state, false).await.map(Self)
     }
+}
+
+/// A JSON body that may also be an array (a list the protocol writes
+/// bare, such as `PUT /v1/admin/webhooks`'s), its rejections protocol
+/// errors.
+pub(super) struct JsonListBody<T>(pub(super) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonListBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        read_json(req, state, true).await.map(Self)
+    }
+}
+
+async fn read_json<S: Send + Sync, T: DeserializeOwned>(
+    req: Request,
+    state: &S,
+    list_too: bool,
+) -> Result<T, ApiError> {
+    let Json(mut value) = Json::<serde_json::Value>::from_request(req, state).await?;
+    if !(value.is_object() || list_too && value.is_array()) {
+        return Err(ApiError::invalid(if list_too {
+            "the JSON body must be an object or an array"
+        } else {
+            "the JSON body must be an object"
+        }));
+    }
+    integral_floats_to_integers(&mut value);
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::invalid(format!("the JSON body does not fit: {e}")))
 }
 
 /// `3.0` is the integer 3 to JSON Schema (and so to the OpenAPI document

@@ -48,7 +48,7 @@ pub(super) fn search_op() -> Operation {
         .describe("Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 503 `unavailable` when no search replica answers.")
         .query_fields::<SearchParams>()
         .reply::<SearchResults>(200, "A page of results.")
-        .errors(&[400, 404, 503])
+        .errors(&[400, 403, 404, 503])
 }
 
 pub(super) async fn search(

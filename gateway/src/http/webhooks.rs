@@ -5,11 +5,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use switchboard_nats::records::tenants::check_webhooks;
+use switchboard_nats::records::tenants::fingerprint;
 use switchboard_protocol::ErrorCode;
-use switchboard_protocol::webhooks::WebhookList;
+use switchboard_protocol::webhooks::{WebhookList, WebhooksBody};
 
-use super::extract::{Admin, JsonBody, Shared};
+use super::extract::{Admin, JsonListBody, Shared};
 use super::openapi::Operation;
 use crate::error::ApiError;
 
@@ -36,8 +36,8 @@ pub(super) async fn list(
 /// `PUT /v1/admin/webhooks`
 pub(super) fn put_op() -> Operation {
     Operation::put("Set the tenant's webhooks")
-        .describe("Replaces the list: at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).")
-        .json_body::<WebhookList>()
+        .describe("Replaces the list (a JSON array, or `{\"webhooks\": [...]}` as GET answers): at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`; the fingerprint GET showed keeps the stored one) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).")
+        .json_body::<WebhooksBody>()
         .reply::<WebhookList>(200, "The endpoints now.")
         .errors(&[400, 403, 409])
 }
@@ -45,13 +45,26 @@ pub(super) fn put_op() -> Operation {
 pub(super) async fn put(
     State(gw): State<Shared>,
     Admin(id): Admin,
-    JsonBody(body): JsonBody<WebhookList>,
+    JsonListBody(body): JsonListBody<WebhooksBody>,
 ) -> Result<Json<WebhookList>, ApiError> {
-    check_webhooks(&body.webhooks).map_err(ApiError::from)?;
+    let mut webhooks = body.into_list();
     let updated = gw
         .tenant_registry
         .update(&id.tenant, |record| {
-            record.webhooks = body.webhooks;
+            // A secret given back as the fingerprint GET showed keeps the
+            // one stored for that URL (an admin that edits the list it
+            // read must not replace every secret with its fingerprint).
+            for w in &mut webhooks {
+                if let Some(kept) = record
+                    .webhooks
+                    .iter()
+                    .find(|old| old.url == w.url && fingerprint(&old.secret) == w.secret)
+                {
+                    w.secret.clone_from(&kept.secret);
+                }
+            }
+            // Checked with the rest of the record (`check_webhooks`).
+            record.webhooks = webhooks;
             Ok(())
         })
         .await

@@ -22,48 +22,74 @@ use crate::providers::Attempt;
 /// that fills it.
 #[derive(Default)]
 pub(super) struct Lane {
-    queue: Mutex<VecDeque<jetstream::Message>>,
+    queue: Mutex<Queue>,
     more: Notify,
-    /// The highest stream sequence queued: a redelivery of an event still
-    /// here is not queued twice.
-    last_seq: Mutex<u64>,
+}
+
+#[derive(Default)]
+struct Queue {
+    events: VecDeque<(u64, jetstream::Message)>,
+    /// The lane's task ended (idle): it takes nothing more, and the
+    /// dispatcher makes a new lane. Set under the same lock as a push, so
+    /// no event is handed to a task that is gone.
+    closed: bool,
+}
+
+/// What became of an event handed to a lane.
+pub(super) enum Pushed {
+    Queued,
+    /// Held already (a redelivery while it waits): nothing to do.
+    Held,
+    /// The lane ended: give the event to a new one.
+    Closed(Box<jetstream::Message>),
 }
 
 impl Lane {
-    /// Queues an event; false if it was queued already (a redelivery).
-    pub(super) fn push(&self, message: jetstream::Message, seq: u64) -> bool {
-        let mut last = self.last_seq.lock().unwrap_or_else(PoisonError::into_inner);
-        if seq <= *last {
-            return false;
+    pub(super) fn push(&self, message: jetstream::Message, seq: u64) -> Pushed {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if queue.closed {
+            return Pushed::Closed(Box::new(message));
         }
-        *last = seq;
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(message);
+        if queue.events.iter().any(|(held, _)| *held == seq) {
+            return Pushed::Held;
+        }
+        queue.events.push_back((seq, message));
+        drop(queue);
         self.more.notify_one();
-        true
+        Pushed::Queued
     }
 
     fn front(&self) -> Option<jetstream::Message> {
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .events
             .front()
-            .cloned()
+            .map(|(_, m)| m.clone())
     }
 
     fn pop(&self) {
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .events
             .pop_front();
+    }
+
+    /// Closes the lane if it holds nothing; whether it did.
+    fn close_if_empty(&self) -> bool {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if queue.events.is_empty() {
+            queue.closed = true;
+        }
+        queue.closed
     }
 
     pub(super) fn len(&self) -> usize {
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .events
             .len()
     }
 
@@ -74,8 +100,9 @@ impl Lane {
             .queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .events
             .iter()
-            .cloned()
+            .map(|(_, m)| m.clone())
             .collect();
         for m in held {
             let _ = m.ack_with(AckKind::Progress).await;
@@ -90,7 +117,7 @@ pub(super) async fn run(shared: Arc<Shared>, lane: Arc<Lane>, idle: Duration) {
             if tokio::time::timeout(idle, lane.more.notified())
                 .await
                 .is_err()
-                && lane.len() == 0
+                && lane.close_if_empty()
             {
                 return;
             }

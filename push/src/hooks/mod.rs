@@ -97,12 +97,22 @@ async fn hold_and_dispatch(
                 let seq = info.stream_sequence;
                 let key = message.subject.to_string();
                 lanes.retain(|_, (_, task)| !task.is_finished());
-                let (lane, _) = lanes.entry(key).or_insert_with(|| {
-                    let lane = Arc::new(Lane::default());
-                    let task = tokio::spawn(lane::run(shared.clone(), lane.clone(), LANE_IDLE));
-                    (lane, task)
-                });
-                lane.push(message, seq);
+                let mut message = message;
+                loop {
+                    let (lane, _) = lanes.entry(key.clone()).or_insert_with(|| {
+                        let lane = Arc::new(Lane::default());
+                        let task = tokio::spawn(lane::run(shared.clone(), lane.clone(), LANE_IDLE));
+                        (lane, task)
+                    });
+                    match lane.push(message, seq) {
+                        lane::Pushed::Queued | lane::Pushed::Held => break,
+                        // It ended between the check above and now.
+                        lane::Pushed::Closed(back) => {
+                            message = *back;
+                            lanes.remove(&key);
+                        }
+                    }
+                }
                 crate::counters::webhook_held(lanes.values().map(|(l, _)| l.len()).sum());
             }
             _ = renew.tick() => {

@@ -137,7 +137,10 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
         &r.key.conversation_id,
         ctx.config.partitions,
     );
-    crate::index_feed::feed(ctx, partition, &[forget]).await;
+    // The erasure does not go on without it: the next request repeats it.
+    crate::index_feed::feed(ctx, partition, &[forget])
+        .await
+        .map_err(|_| Stop::Unfinished)?;
     let mut finished = false;
     for _ in 0..STEPS {
         let scan = ctx.store.naming(&r.key, &r.user, after, STEP).await?;

@@ -128,10 +128,10 @@ pub(super) async fn publish(
     });
     let indexed = crate::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
     events(ctx, outcomes).await;
-    tokio::join!(
-        publish_outbound(ctx, outbound),
-        crate::index_feed::feed(ctx, partition, &indexed)
-    );
+    tokio::join!(publish_outbound(ctx, outbound), async {
+        // Counted and logged there; the batch's commands are acked.
+        let _ = crate::index_feed::feed(ctx, partition, &indexed).await;
+    });
     for m in messages {
         if let Err(e) = m.ack().await {
             tracing::warn!(error = %e, "acking a command failed; it will be redelivered");

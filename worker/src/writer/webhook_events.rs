@@ -28,9 +28,13 @@ pub(super) fn events_of(
     let mut events = Vec::new();
     for (outcome, _) in outcomes {
         match outcome {
+            // A send answered as a retry: its event again, under the same
+            // id (dropped by JetStream within its window, by the receiver
+            // after), in case a crash after the commit lost the first.
             Outcome::Deliver {
                 tenant, message, ..
-            } => {
+            }
+            | Outcome::Answer { tenant, message } => {
                 let Some((kind, id, data)) = about_new_message(message) else {
                     continue;
                 };
@@ -45,7 +49,15 @@ pub(super) fn events_of(
                     .deleted_at
                     .or(message.edited_at)
                     .unwrap_or(message.created_at);
-                let id = format!("updated-{}-{}", message.message_id, at.unix_ms());
+                // Its version: the time, what happened and a digest of the
+                // content, so an edit and a deletion in one batch (one
+                // time) are two events.
+                let id = format!(
+                    "updated-{}-{}-{}",
+                    message.message_id,
+                    at.unix_ms(),
+                    version_digest(message)
+                );
                 let data = json!({ "message": message });
                 events.push(event(
                     tenant,
@@ -108,6 +120,17 @@ fn about_new_message(message: &Message) -> Option<(EventType, String, serde_json
         )),
         None => None,
     }
+}
+
+/// 16 hex digits of FNV-1a over what the message is now.
+fn version_digest(message: &Message) -> String {
+    let now = serde_json::to_vec(&(&message.content, message.deleted_at)).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in now {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 fn event(
