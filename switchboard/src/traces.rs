@@ -85,17 +85,21 @@ impl Traces {
     }
 }
 
+/// `info`, but the search index library's own `info` lines (one per
+/// commit, twice a second under load) only when asked for.
+pub const DEFAULT_FILTER: &str = "info,tantivy=warn";
+
 /// Installs the process's subscriber: logs filtered by `filter` (default
-/// `info`), and traces to `endpoint` when set. `process` names the role
-/// in every span (`switchboard.process`). Must run inside the runtime:
-/// exports use it.
+/// [`DEFAULT_FILTER`]), and traces to `endpoint` when set. `process`
+/// names the role in every span (`switchboard.process`). Must run inside
+/// the runtime: exports use it.
 pub fn init(
     filter: Option<&str>,
     endpoint: Option<Endpoint>,
     process: &str,
 ) -> anyhow::Result<Traces> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("info"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or(DEFAULT_FILTER))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
     let json = std::env::var("SWITCHBOARD_LOG_FORMAT").is_ok_and(|f| f == "json");
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = if json {
