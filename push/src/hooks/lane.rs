@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
@@ -164,6 +164,13 @@ async fn to_endpoint(
     event: &WebhookEvent,
     endpoint: &WebhookEndpoint,
 ) {
+    let (tenant, url) = (&event.tenant, endpoint.url.as_str());
+    if shared.breakers.is_open(tenant, url, Instant::now()) {
+        crate::counters::webhook_outcome("dead_letter");
+        let why = "the endpoint failed its last events for good; its events go to SB_EVENTS_DEAD without a call until its cool-down passes";
+        dead_letter(shared, message, event, endpoint, why).await;
+        return;
+    }
     let mut delay = shared.config.first_retry;
     let mut attempt = 1;
     loop {
@@ -175,6 +182,7 @@ async fn to_endpoint(
         let why = match outcome {
             Attempt::Sent => {
                 crate::counters::webhook_outcome("sent");
+                shared.breakers.succeeded(tenant, url);
                 return;
             }
             Attempt::Fatal(why) => why,
@@ -193,6 +201,9 @@ async fn to_endpoint(
         };
         crate::counters::webhook_outcome("dead_letter");
         tracing::warn!(url = %endpoint.url, id = %event.id, attempts = attempt, %why, "webhook failed for good; the event goes to SB_EVENTS_DEAD");
+        if shared.breakers.failed(tenant, url, Instant::now()) {
+            tracing::warn!(url = %endpoint.url, "the endpoint is given up on for its cool-down");
+        }
         dead_letter(shared, message, event, endpoint, &why).await;
         return;
     }

@@ -13,6 +13,7 @@
 //! some are acked. A dispatcher that loses its lease stops; the next
 //! holder gets every event not acked, once its ack wait passes.
 
+mod breaker;
 mod call;
 mod lane;
 mod shared;
@@ -55,6 +56,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         calls: Arc::new(Semaphore::new(config.concurrency.max(1))),
         per_tenant: Mutex::default(),
+        breakers: breaker::Breakers::new(config.give_up_after, config.cool_down),
         js,
         tenants,
         clients,

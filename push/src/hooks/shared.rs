@@ -22,6 +22,10 @@ pub struct HooksConfig {
     /// Webhook calls in progress at once, in all and per tenant.
     pub concurrency: usize,
     pub tenant_concurrency: usize,
+    /// Events of one endpoint given up on in a row after which its next
+    /// ones are dead-lettered at once, without a call, for `cool_down`.
+    pub give_up_after: u32,
+    pub cool_down: Duration,
 }
 
 impl Default for HooksConfig {
@@ -32,6 +36,8 @@ impl Default for HooksConfig {
             max_retry: Duration::from_secs(60),
             concurrency: 64,
             tenant_concurrency: 8,
+            give_up_after: 3,
+            cool_down: Duration::from_secs(300),
         }
     }
 }
@@ -44,6 +50,7 @@ pub(crate) struct Shared {
     pub(super) config: HooksConfig,
     pub(super) calls: Arc<Semaphore>,
     pub(super) per_tenant: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    pub(super) breakers: super::breaker::Breakers,
 }
 
 impl Shared {

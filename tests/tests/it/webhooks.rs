@@ -327,6 +327,12 @@ async fn webhooks_get_every_event_in_order_through_failures_and_slowness() {
         headers.contains("/refuses") && headers.contains("400"),
         "{headers}"
     );
+    // After three in a row the endpoint is given up on for a while: its
+    // next events are dead letters at once, without a call.
+    let last = dead.info().await.unwrap().state.last_sequence;
+    let last_dead = dead.get_raw_message(last).await.unwrap();
+    let headers = format!("{:?}", last_dead.headers);
+    assert!(headers.contains("without a call"), "{headers}");
     // The same events are on SB_EVENTS, for operators.
     let mut events_stream = js.get_stream("SB_EVENTS").await.unwrap();
     assert!(events_stream.info().await.unwrap().state.messages as usize >= wanted_created + 4);
