@@ -81,19 +81,38 @@ impl Gateway {
         )
     }
 
-    /// Runs a REST command and waits for its writer's answer.
-    pub(crate) async fn run_command(&self, command: Command) -> Result<CommandReply, ApiError> {
-        let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
+    /// Publishes `command` with a reply subject its writer answers on:
+    /// the subscription to it (made first, so no answer is missed) and
+    /// JetStream's ack. `what` names the command in errors.
+    async fn publish_for_reply(
+        &self,
+        command: &Command,
+        what: &str,
+    ) -> Result<
+        (
+            async_nats::Subscriber,
+            async_nats::jetstream::publish::PublishAck,
+        ),
+        ApiError,
+    > {
+        let unavailable = |why: String| ApiError::new(ErrorCode::Unavailable, why);
         let inbox = self.client.new_inbox();
-        let mut replies = self
+        let replies = self
             .client
             .subscribe(inbox.clone())
             .await
             .map_err(|e| unavailable(format!("backbone: {e}")))?;
-        let stored = self.publish_command(&command, Some(&inbox)).await?;
-        stored
+        let stored = self.publish_command(command, Some(&inbox)).await?;
+        let ack = stored
             .await
-            .map_err(|e| unavailable(format!("backbone did not store the command: {e}")))?;
+            .map_err(|e| unavailable(format!("backbone did not store the {what}: {e}")))?;
+        Ok((replies, ack))
+    }
+
+    /// Runs a REST command and waits for its writer's answer.
+    pub(crate) async fn run_command(&self, command: Command) -> Result<CommandReply, ApiError> {
+        let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
+        let (mut replies, _) = self.publish_for_reply(&command, "command").await?;
         let wait = self.config.command_timeout;
         match tokio::time::timeout(wait, replies.next()).await {
             Ok(Some(msg)) => serde_json::from_slice(&msg.payload)
@@ -119,18 +138,8 @@ impl Gateway {
         command: &Command,
         sent: SentKey,
     ) -> Result<CommandReply, ApiError> {
-        let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
         let deadline = tokio::time::Instant::now() + self.config.command_timeout;
-        let inbox = self.client.new_inbox();
-        let mut replies = self
-            .client
-            .subscribe(inbox.clone())
-            .await
-            .map_err(|e| unavailable(format!("backbone: {e}")))?;
-        let stored = self.publish_command(command, Some(&inbox)).await?;
-        let ack = stored
-            .await
-            .map_err(|e| unavailable(format!("backbone did not store the send: {e}")))?;
+        let (mut replies, ack) = self.publish_for_reply(command, "send").await?;
         if !ack.duplicate
             && let Ok(Some(msg)) = tokio::time::timeout_at(deadline, replies.next()).await
         {

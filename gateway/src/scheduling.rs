@@ -5,14 +5,13 @@
 //! (`worker/src/scheduler.rs`).
 
 use switchboard_nats::scheduled::{ScheduledSend, scheduled_id};
-use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
+use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::scheduled::{MAX_PENDING_PER_USER, send_at_refusal};
 use switchboard_protocol::{ClientMsgId, Content, ConversationId, ErrorCode, Timestamp};
 
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::quota;
 
 /// A send to keep until `send_at`.
 pub(crate) struct ToSchedule {
@@ -37,14 +36,7 @@ impl Gateway {
         if let Some(why) = send_at_refusal(send.send_at, Timestamp::now()) {
             return Err(ApiError::invalid(why));
         }
-        let q = self.quotas.of(&id.tenant);
-        let limits = quota::content_limits(&q, &self.config.limits.content);
-        send.content.validate_from_client(&limits)?;
-        if send.options.mentions.len() > MAX_MENTIONS {
-            return Err(ApiError::invalid(format!(
-                "a message mentions at most {MAX_MENTIONS} members"
-            )));
-        }
+        self.check_shape(id, &send.content, &send.options)?;
         self.store
             .members(&id.tenant, &send.conversation, &id.user)
             .await?;

@@ -22,6 +22,23 @@ impl Gateway {
         content: Content,
         options: &SendOptions,
     ) -> Result<Moderated, ApiError> {
+        self.check_shape(id, &content, options)?;
+        let moderated = self.moderate(id, conversation, content, options).await?;
+        // After moderation: what is checked is what will be stored.
+        if let Some(media) = moderated.content.media() {
+            self.check_media(id, media).await?;
+        }
+        Ok(moderated)
+    }
+
+    /// What a send must be whenever it goes (now, or scheduled): content
+    /// within the tenant's limits, mentions within theirs.
+    pub(crate) fn check_shape(
+        &self,
+        id: &Identity,
+        content: &Content,
+        options: &SendOptions,
+    ) -> Result<(), ApiError> {
         let q = self.quotas.of(&id.tenant);
         let limits = quota::content_limits(&q, &self.config.limits.content);
         content.validate_from_client(&limits)?;
@@ -30,11 +47,6 @@ impl Gateway {
                 "a message mentions at most {MAX_MENTIONS} members"
             )));
         }
-        let moderated = self.moderate(id, conversation, content, options).await?;
-        // After moderation: what is checked is what will be stored.
-        if let Some(media) = moderated.content.media() {
-            self.check_media(id, media).await?;
-        }
-        Ok(moderated)
+        Ok(())
     }
 }
