@@ -36,7 +36,7 @@ mod backbone;
 mod process;
 
 use backbone::{BackboneArgs, ingest_messages};
-use process::{and_children, cpu_time, memory_of};
+use process::{ProcessCpu, and_children, cpu_times, memory_of};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -493,7 +493,7 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
     }
 
     let start = Instant::now();
-    let cpu_at_start = cpu_time(&a.server_pid);
+    let cpu_at_start = cpu_times(&a.server_pid);
     let mut peak_rss = 0;
     while start.elapsed() < Duration::from_secs(a.duration) {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -518,7 +518,7 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let at_end = memory_of(&a.server_pid);
-    let cpu_at_end = cpu_time(&a.server_pid);
+    let cpu_at_end = cpu_times(&a.server_pid);
     // Until the last ack or delivery: the CPU spent on the backlog counts.
     let cpu_window = start.elapsed();
     shared.finished.store(true, Ordering::Relaxed);
@@ -601,13 +601,25 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         );
     }
     if let (Some(from), Some(to)) = (cpu_at_start, cpu_at_end) {
-        let spent = to.saturating_sub(from);
+        let per_process: Vec<ProcessCpu> = to.iter().zip(&from).map(|(t, f)| t.since(f)).collect();
+        let spent: Duration = per_process.iter().map(ProcessCpu::total).sum();
+        let per_message = |d: Duration| d.as_secs_f64() * 1e6 / acked.max(1) as f64;
         println!(
             "  server CPU       {:.2} cores over {:.1} s, {:.0} us per acked message (every --server-pid together)",
             spent.as_secs_f64() / cpu_window.as_secs_f64(),
             cpu_window.as_secs_f64(),
-            spent.as_secs_f64() * 1e6 / acked.max(1) as f64
+            per_message(spent)
         );
+        for p in &per_process {
+            println!(
+                "    {} ({}): {:.0} us per acked message ({:.0} user, {:.0} system)",
+                p.name,
+                p.pid,
+                per_message(p.total()),
+                per_message(p.user),
+                per_message(p.system)
+            );
+        }
     }
     if let Some((js, before)) = &backbone {
         let carried = ingest_messages(js, a.partitions)

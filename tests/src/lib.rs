@@ -25,6 +25,35 @@ pub use frames::connect_ws;
 pub use proc::{Nats, Proc};
 
 use std::path::PathBuf;
+use std::sync::Once;
+
+/// Has every panic print its message once more after the default hook's
+/// report: with `RUST_BACKTRACE` set, a failing test's output ends with
+/// the backtrace, and a report that keeps only the end of the output
+/// (as CI's does) would lose which assertion failed. Only the message's
+/// first lines are repeated: some carry whole process logs.
+pub fn repeat_panic_messages_last() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default(info);
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("(not a string)");
+            let head: String = message.lines().take(6).collect::<Vec<_>>().join("\n");
+            let head: String = head.chars().take(1500).collect();
+            let place = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            eprintln!("\nthe panic above, once more ({place}): {head}");
+        }));
+    });
+}
 
 /// The workspace root (where `.venv` lives).
 pub fn workspace_root() -> PathBuf {

@@ -86,6 +86,7 @@ impl Nats {
         env: Vec<(String, String)>,
         config: impl Fn(usize, &[NodePlace]) -> String,
     ) -> Self {
+        crate::repeat_panic_messages_last();
         let n = n.max(1);
         let places: Vec<NodePlace> = (0..n)
             .map(|i| NodePlace {
