@@ -177,6 +177,37 @@ async fn retire_legacy_ingest(js: &jetstream::Context) -> Result<(), BackboneErr
     Ok(())
 }
 
+/// Deletes an ingest stream of an earlier release that was a work queue,
+/// once it is empty, so that `ensure` creates it again with limits
+/// retention (NATS cannot change a stream's retention to or from work
+/// queue). While it holds commands, start-up stops with the way out, as
+/// for the single legacy stream.
+async fn retire_work_queue(js: &jetstream::Context, name: &str) -> Result<(), BackboneError> {
+    let Ok(mut existing) = js.get_stream(name).await else {
+        return Ok(());
+    };
+    let info = existing
+        .info()
+        .await
+        .map_err(|e| BackboneError::nats(format!("stream {name}"), e))?;
+    if info.config.retention != stream::RetentionPolicy::WorkQueue {
+        return Ok(());
+    }
+    if info.state.messages > 0 {
+        return Err(BackboneError::LegacyStreamNotEmpty {
+            stream: name.to_owned(),
+            messages: info.state.messages,
+        });
+    }
+    js.delete_stream(name)
+        .await
+        .map_err(|e| BackboneError::nats(format!("deleting {name}"), e))?;
+    tracing::info!(
+        "deleted the empty work-queue stream {name} of an earlier release; it is made again with limits retention"
+    );
+    Ok(())
+}
+
 fn replicated(
     name: &str,
     json: &str,
@@ -284,7 +315,20 @@ fn bucket_stream(b: &kv::Config, rollups: bool) -> stream::Config {
 
 pub fn writer_consumer(partition: u16) -> Result<consumer::pull::Config, BackboneError> {
     let json = WRITER_CONSUMER_TEMPLATE_JSON.replace("{partition}", &partition.to_string());
-    parse("writer.template.json", &json)
+    pull_consumer("writer.template.json", &json)
+}
+
+/// A pull consumer from the JSON `nats consumer add --config` takes
+/// (whose names, such as `mem_storage`, are the server's).
+fn pull_consumer(name: &str, json: &str) -> Result<consumer::pull::Config, BackboneError> {
+    use consumer::FromConsumer;
+    let config: consumer::Config = parse(name, json)?;
+    consumer::pull::Config::try_from_consumer_config(config).map_err(|e| {
+        BackboneError::Definition {
+            name: name.to_owned(),
+            source: crate::cause(e),
+        }
+    })
 }
 
 pub fn writer_consumer_name(partition: u16) -> String {
@@ -463,6 +507,9 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         return check_defined(js, config).await;
     }
     retire_legacy_ingest(js).await?;
+    for p in 0..config.partitions.max(1) {
+        retire_work_queue(js, &ingest_stream_name(p)).await?;
+    }
     let mut streams = (0..config.partitions.max(1))
         .map(|p| ingest_stream(config, p))
         .collect::<Result<Vec<_>, _>>()?;
@@ -533,13 +580,14 @@ mod tests {
         let s = ingest_stream(&c, 7).unwrap();
         assert_eq!(s.name, ingest_stream_name(7));
         assert_eq!(s.subjects, ["sb.in.7.>"]);
-        assert_eq!(s.retention, stream::RetentionPolicy::WorkQueue);
+        assert_eq!(s.retention, stream::RetentionPolicy::Limits);
         assert_eq!(s.storage, stream::StorageType::File);
         assert_eq!(s.duplicate_window, Duration::from_secs(120));
         let w = writer_consumer(7).unwrap();
         assert_eq!(w.durable_name.as_deref(), Some("writer-p7"));
         assert_eq!(w.filter_subject, "sb.in.7.>");
-        assert_eq!(w.ack_policy, consumer::AckPolicy::Explicit);
+        assert_eq!(w.ack_policy, consumer::AckPolicy::All);
+        assert!(w.memory_storage);
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
         let scheduled = scheduled_stream(&c).unwrap();
         assert!(scheduled.allow_message_schedules);
@@ -616,8 +664,11 @@ mod tests {
 
     #[test]
     fn the_shipped_example_consumer_is_the_template_for_partition_zero() {
-        let shipped: consumer::pull::Config =
-            serde_json::from_str(include_str!("../consumers/writer-p0.json")).unwrap();
+        let shipped = pull_consumer(
+            "writer-p0.json",
+            include_str!("../consumers/writer-p0.json"),
+        )
+        .unwrap();
         assert_eq!(shipped, writer_consumer(0).unwrap());
     }
 }

@@ -41,7 +41,8 @@ pub enum BackboneError {
         #[source]
         source: Cause,
     },
-    /// The single ingest stream of an earlier release still holds commands.
+    /// An ingest stream of an earlier release (the single `SB_INGEST`, or
+    /// a work-queue `SB_INGEST_<p>`) still holds commands.
     #[error(
         "backbone definition: the stream {stream} of an earlier release still holds {messages} commands; \
          keep the earlier workers running until it is empty (stop the gateways first), \

@@ -3,7 +3,7 @@
 //!
 //! | subject | kind | carries |
 //! |---|---|---|
-//! | `sb.index.<partition>` | JetStream, stream `SB_INDEX` | one JSON [`IndexOp`] per line: what a writer's commit changed of searchable text |
+//! | `sb.index.<worker>` | JetStream, stream `SB_INDEX` | one JSON [`IndexOp`] per line: what a worker's writers' commits changed of searchable text, each partition's in order |
 //! | `sb.search.<shard>` | core request/reply, queue group `search-<shard>` | a [`SearchRequest`]; the answer a [`SearchReply`] |
 //!
 //! Only text is fed: the text of text messages and media captions.
@@ -17,9 +17,10 @@ use crate::subject::token;
 pub const INDEX_PREFIX: &str = "sb.index";
 pub const SEARCH_PREFIX: &str = "sb.search";
 
-/// The feed subject of a partition's writer.
-pub fn index_subject(partition: u16) -> String {
-    format!("{INDEX_PREFIX}.{partition}")
+/// The feed subject of a worker, whose feed carries its partitions'
+/// changes together.
+pub fn index_subject(worker: &str) -> String {
+    format!("{INDEX_PREFIX}.{}", token(worker))
 }
 
 /// The query subject of a shard.

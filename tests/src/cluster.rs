@@ -426,6 +426,43 @@ impl Cluster {
         }
     }
 
+    /// Waits until the writers of `partitions` have acked every command
+    /// in their streams: a writer acks its batches a little after it
+    /// answers them, and a test that kills it meanwhile would see them
+    /// again, as repeats.
+    pub async fn wait_for_writers_acked(&self, partitions: u16, within: Duration) {
+        let js = async_nats::jetstream::new(self.nats.client().await);
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let mut behind = Vec::new();
+            for p in 0..partitions {
+                let Ok(mut stream) = js.get_stream(format!("SB_INGEST_{p}")).await else {
+                    behind.push(p);
+                    continue;
+                };
+                let last = match stream.info().await {
+                    Ok(info) => info.state.last_sequence,
+                    Err(_) => u64::MAX,
+                };
+                let acked = match stream.consumer_info(format!("writer-p{p}")).await {
+                    Ok(info) => info.ack_floor.stream_sequence,
+                    Err(_) => 0,
+                };
+                if acked < last && last > 0 {
+                    behind.push(p);
+                }
+            }
+            if behind.is_empty() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "partitions {behind:?} still hold commands not acked"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until every partition has a writer again (after a kill).
     pub async fn wait_for_writers(&self, partitions: u16, within: Duration) {
         let client = self.nats.client().await;

@@ -107,8 +107,8 @@ pub(crate) fn is_request(m: &async_nats::jetstream::Message) -> bool {
 }
 
 /// Serves the maintenance requests (archive moves, expiry:
-/// `retention.rs`, and erasure: `erasure/`), in order, then acks them.
-/// Runs in the partition's writer between batches. Whether one changed
+/// `retention.rs`, and erasure: `erasure/`), in order; the writer acks them
+/// with its batch. Runs in the partition's writer between batches. Whether one changed
 /// a conversation's members: the writer then reads its state again.
 pub(crate) async fn serve_requests(
     ctx: &Ctx,
@@ -146,9 +146,6 @@ pub(crate) async fn serve_requests(
                 }
             }
             kind => tracing::error!(kind, "dropping an unknown maintenance request"),
-        }
-        if let Err(e) = m.ack().await {
-            tracing::warn!(error = %e, "acking an archive request failed; it will come again");
         }
     }
     members_changed

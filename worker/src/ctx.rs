@@ -30,6 +30,8 @@ pub(crate) struct Ctx {
     /// The session registry: which gateways hold the users events are for.
     pub sessions: Arc<switchboard_nats::sessions::Sessions>,
     pub config: WorkerConfig,
+    /// The search index feed, which also acks the writers' batches.
+    pub index_feed: crate::index_feed::IndexFeed,
     /// Per conversation, the seq this worker's expiry got to (v1.2).
     pub expired_through:
         std::sync::Mutex<std::collections::HashMap<switchboard_store::ConversationKey, u64>>,

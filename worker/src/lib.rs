@@ -78,8 +78,11 @@ pub async fn run(
         config.services,
     )
     .await?;
+    let index_feed =
+        index_feed::IndexFeed::start(js.clone(), &config.worker_id, config.search_feed);
     let ctx = Arc::new(Ctx {
         leader: Leadership::default(),
+        index_feed,
         refusals,
         sessions,
         client,

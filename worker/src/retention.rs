@@ -178,7 +178,7 @@ async fn expire_by_age(
         conversation_id: key.conversation_id.clone(),
         before: cutoff,
     };
-    feed(ctx, key, &[older]).await;
+    feed(ctx, vec![older]).await;
     let after = ctx
         .expired_through
         .lock()
@@ -201,15 +201,10 @@ async fn expire_by_age(
     Some(scan.done && archived_done)
 }
 
-/// Feeds the search index from the conversation's partition.
-async fn feed(ctx: &Ctx, key: &ConversationKey, ops: &[switchboard_nats::search::IndexOp]) {
-    let partition = switchboard_nats::subject::partition_of(
-        &key.tenant,
-        &key.conversation_id,
-        ctx.config.partitions,
-    );
+/// Feeds the search index, behind the writers' changes queued before.
+async fn feed(ctx: &Ctx, ops: Vec<switchboard_nats::search::IndexOp>) {
     // Counted and logged there: the expiry goes on (a rebuild has it).
-    let _ = crate::index_feed::feed(ctx, partition, ops).await;
+    let _ = ctx.index_feed.store(ops).await;
 }
 
 /// More is due than one step takes: the rest is asked for again at the
@@ -358,7 +353,7 @@ async fn commit(
         Ok(()) => {
             crate::metrics::messages_expired(n);
             if n > 0 {
-                feed(ctx, key, &[gone]).await;
+                feed(ctx, vec![gone]).await;
             }
             true
         }

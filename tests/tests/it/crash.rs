@@ -182,16 +182,18 @@ async fn a_kill9_inside_a_batch_of_several_loses_and_repeats_nothing() {
     // The kill came in the middle: the stream still holds messages the
     // writer had not acked, and they carried several sends each.
     let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let state = js
-        .get_stream("SB_INGEST_0")
+    let mut stream = js.get_stream("SB_INGEST_0").await.unwrap();
+    let state = stream.info().await.unwrap().state.clone();
+    let acked_through = stream
+        .consumer_info("writer-p0")
         .await
         .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .state
-        .clone();
-    assert!(state.messages > 0, "the writer had finished: {state:?}");
+        .ack_floor
+        .stream_sequence;
+    assert!(
+        acked_through < state.last_sequence,
+        "the writer had finished: {state:?}, acked through {acked_through}"
+    );
     assert!(
         state.last_sequence < sends as u64 / 2,
         "sends went alone: {state:?}"

@@ -767,6 +767,9 @@ async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() 
     let mut alice = cluster.ws(0, "alice", "phone").await;
     send_acked(&mut alice, &damaged, "d0", "before").await;
     send_acked(&mut alice, &healthy, "h0", "before").await;
+    cluster
+        .wait_for_writers_acked(1, Duration::from_secs(10))
+        .await;
     // The store-holding worker stops, and one conversation's row is
     // damaged on disk: every command for it now fails the same way.
     cluster.workers[0].kill9().await;

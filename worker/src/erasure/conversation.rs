@@ -132,13 +132,9 @@ async fn erase(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -> bool) -> 
         conversation_id: r.key.conversation_id.clone(),
         sender: r.user.clone(),
     };
-    let partition = switchboard_nats::subject::partition_of(
-        &r.key.tenant,
-        &r.key.conversation_id,
-        ctx.config.partitions,
-    );
     // The erasure does not go on without it: the next request repeats it.
-    crate::index_feed::feed(ctx, partition, &[forget])
+    ctx.index_feed
+        .store(vec![forget])
         .await
         .map_err(|_| Stop::Unfinished)?;
     let mut finished = false;

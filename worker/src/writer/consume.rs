@@ -4,12 +4,15 @@
 //! (`checks.rs`), which tell when to start over.
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::consumer::pull::MessagesError;
+use async_nats::jetstream::consumer::{DeliverPolicy, PullConsumer};
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::{ClusterInfo, ConsumerErrorKind, Stream as JsStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -23,6 +26,7 @@ use crate::archive;
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
 use crate::fence::Fence;
+use crate::index_feed::BatchAck;
 use crate::sequencer::Incoming;
 
 /// How often an idle writer consumer proves it is alive; two missed
@@ -34,6 +38,19 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// How long a question to the cluster may wait for its answer.
 const ASK: Duration = Duration::from_secs(2);
+
+/// How often a writer purges what it acked from its stream at most.
+const PURGE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a writer acked and purged, by stream sequence.
+#[derive(Default)]
+struct Acked {
+    /// Every message up to this one is acked (by the feed task).
+    through: Arc<AtomicU64>,
+    /// Every message before this one is purged.
+    purged_below: Arc<AtomicU64>,
+    purged_at: Option<Instant>,
+}
 
 /// A batch taken from the consumer.
 pub(super) struct Batch {
@@ -48,6 +65,9 @@ pub(super) struct Batch {
     /// Archive requests, served after the commands, never between a
     /// command's read and its commit.
     pub archive_requests: Vec<jetstream::Message>,
+    /// The batch's last message in stream order and its sequence: acking
+    /// it acks the whole batch (the consumer acks all).
+    last: Option<(u64, jetstream::Message)>,
 }
 
 /// Where a command of a batch came from: what setting it aside needs.
@@ -65,6 +85,9 @@ pub(super) struct Consumer {
     name: String,
     stream: JsStream,
     consumer: PullConsumer,
+    /// The stream's last sequence when this consumer was made.
+    held_through: u64,
+    acked: Acked,
     chunks: Chunks,
     checks: DeliveryChecks,
     tick: tokio::time::Interval,
@@ -88,12 +111,26 @@ impl Consumer {
         fence: Fence,
     ) -> Result<Self, WorkerError> {
         let stream_name = ingest_stream_name(partition);
-        let stream = ctx
+        let mut stream = ctx
             .js
             .get_stream(&stream_name)
             .await
             .map_err(|e| WorkerError::nats(format!("get stream {stream_name}"), e))?;
         let name = writer_consumer_name(partition);
+        // Where the previous owner's consumer had acked to: everything up
+        // to it is stored, and the new consumer starts after it. Without
+        // one (the first start, or a NATS server that restarted and lost
+        // the consumer's state) it starts at the stream's first message.
+        let acked_floor = match stream.consumer_info(&name).await {
+            Ok(info) => Some(info.ack_floor.stream_sequence),
+            Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(WorkerError::nats(
+                    format!("read the old consumer {name}"),
+                    e,
+                ));
+            }
+        };
         // The consumer's name is every owner's: one whose lease lapsed
         // must not delete its successor's.
         fence.check()?;
@@ -109,9 +146,24 @@ impl Consumer {
                 ));
             }
         }
+        // What the stream held once the old consumer was gone: a previous
+        // owner may have stored any of it without acking it, so its
+        // idempotency keys are looked up (`Batch::redelivered`).
+        let held_through = stream
+            .info()
+            .await
+            .map_err(|e| WorkerError::nats(format!("stream {stream_name}"), e))?
+            .state
+            .last_sequence;
         fence.check()?;
+        let mut config = writer_consumer(partition)?;
+        if let Some(floor) = acked_floor {
+            config.deliver_policy = DeliverPolicy::ByStartSequence {
+                start_sequence: floor + 1,
+            };
+        }
         let mut consumer: PullConsumer = stream
-            .create_consumer_strict(writer_consumer(partition)?)
+            .create_consumer_strict(config)
             .await
             .map_err(|e| WorkerError::nats(format!("create consumer {name}"), e))?;
         co_locate(ctx, &stream, &mut consumer, partition).await;
@@ -133,6 +185,8 @@ impl Consumer {
             name,
             stream,
             consumer,
+            held_through,
+            acked: Acked::default(),
             chunks: Box::pin(chunks),
             checks: DeliveryChecks::new(Instant::now(), switchboard_nats::connection_epoch()),
             tick,
@@ -153,6 +207,7 @@ impl Consumer {
                 chunk = self.chunks.next() => chunk,
                 _ = self.tick.tick() => {
                     self.fence.check()?;
+                    self.purge_if_due();
                     let tick = Event::Tick {
                         now: Instant::now(),
                         epoch: switchboard_nats::connection_epoch(),
@@ -205,8 +260,60 @@ impl Consumer {
                     },
                 }
             }
-            return Ok(Some(take(messages, self.partition)));
+            return Ok(Some(take(messages, self.partition, self.held_through)));
         }
+    }
+
+    /// The ack of all of `batch`, for the feed task to send once its
+    /// index changes are stored.
+    pub(super) fn batch_ack(&self, batch: &Batch) -> Option<BatchAck> {
+        let (seq, message) = batch.last.clone()?;
+        Some(BatchAck {
+            message,
+            seq,
+            acked_through: self.acked.through.clone(),
+        })
+    }
+
+    /// Removes the acked commands from the stream, now and then: one
+    /// purge below the ack floor costs the stream far less than removing
+    /// each command as it is acked (the work queue this stream was),
+    /// which emptied and recreated its message block at every ack. The
+    /// purge runs beside the writer, which does not wait for it.
+    fn purge_if_due(&mut self) {
+        let now = Instant::now();
+        let through = self.acked.through.load(Ordering::Relaxed);
+        let purged_below = self.acked.purged_below.load(Ordering::Relaxed);
+        if through == 0
+            || through < purged_below
+            || self
+                .acked
+                .purged_at
+                .is_some_and(|at| now < at + PURGE_EVERY)
+            || !self.fence.holds()
+        {
+            return;
+        }
+        self.acked.purged_at = Some(now);
+        let below = through + 1;
+        let (stream, partition) = (self.stream.clone(), self.partition);
+        let purged = self.acked.purged_below.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(ASK, stream.purge().sequence(below)).await {
+                Ok(Ok(_)) => {
+                    purged.fetch_max(below, Ordering::Relaxed);
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(partition, error = %e, "purging acked commands failed; tried again later")
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        partition,
+                        "purging acked commands timed out; tried again later"
+                    )
+                }
+            }
+        });
     }
 
     fn act(&self, verdict: Verdict) -> Result<(), WorkerError> {
@@ -264,7 +371,7 @@ fn fenced(
 /// lines. A command that does not decode is not from a Switchboard
 /// gateway and nothing can be done with it: it is acked with its message
 /// and only logged.
-fn take(messages: Vec<jetstream::Message>, partition: u16) -> Batch {
+fn take(messages: Vec<jetstream::Message>, partition: u16, held_through: u64) -> Batch {
     let (archive_requests, messages): (Vec<_>, Vec<_>) =
         messages.into_iter().partition(archive::is_request);
     let mut commands = Vec::with_capacity(messages.len());
@@ -316,11 +423,20 @@ fn take(messages: Vec<jetstream::Message>, partition: u16) -> Batch {
     {
         crate::metrics::consumer_lag(partition, pending);
     }
-    let redelivered = messages
+    let redelivered = messages.iter().any(|m| {
+        m.info().map_or(true, |i| {
+            i.delivered > 1 || i.stream_sequence <= held_through
+        })
+    });
+    let last = messages
         .iter()
-        .any(|m| m.info().map_or(true, |i| i.delivered > 1));
+        .chain(&archive_requests)
+        .filter_map(|m| Some((m.info().ok()?.stream_sequence, m)))
+        .max_by_key(|(seq, _)| *seq)
+        .map(|(seq, m)| (seq, m.clone()));
     Batch {
         partition,
+        last,
         messages,
         commands,
         origins,

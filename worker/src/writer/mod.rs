@@ -12,9 +12,13 @@
 //! 3. park (`park.rs`): set aside a command that still fails alone, and
 //!    tell its sender, so that the partition goes on;
 //! 4. publish (`publish.rs`): the outcomes' events (core NATS, at most
-//!    once), then ack the batch on JetStream, which removes its commands:
-//!    a crash before this redelivers the batch, which the idempotency
-//!    keys turn into repeats of the same answers.
+//!    once); then, with the batch's maintenance requests served, hand its
+//!    index changes and its one ack (the consumer acks all) to the
+//!    worker's feed task (`index_feed.rs`), which stores the changes and
+//!    then acks, gathering every partition's within a window; `consume.rs`
+//!    purges acked commands from the stream about once a second. A crash
+//!    before the ack redelivers the batch, which the idempotency keys
+//!    turn into repeats of the same answers (and changes).
 //!
 //! Nothing is written once the partition's lease may have expired
 //! (`fence.rs`).
@@ -65,7 +69,7 @@ pub(crate) async fn run_partition(
     tracing::info!(partition, "writer started");
     while let Some(batch) = consumer.next_batch(&mut stop).await? {
         let span = tracing::info_span!("batch", partition, size = batch.messages.len());
-        async {
+        let indexed = async {
             let applied = apply::apply(
                 &ctx,
                 &mut sequencer,
@@ -79,8 +83,7 @@ pub(crate) async fn run_partition(
             // nothing: the new owner gets the batch again and answers it
             // from the idempotency keys.
             fence.check()?;
-            publish::publish(&ctx, partition, outcomes, &batch.messages).await;
-            Ok::<_, WorkerError>(())
+            Ok::<_, WorkerError>(publish::publish(&ctx, outcomes).await)
         }
         .instrument(span)
         .await?;
@@ -92,6 +95,15 @@ pub(crate) async fn run_partition(
                 sequencer.forget();
             }
         }
+        // The batch is handled in full: its index changes, then one ack
+        // that takes all of it off the consumer, go to the feed task,
+        // and the writer goes on. A writer whose lease lapsed meanwhile
+        // leaves the batch to the next owner, who answers it from the
+        // idempotency keys.
+        fence.check()?;
+        ctx.index_feed
+            .settle(indexed, consumer.batch_ack(&batch))
+            .await;
         if *stop.borrow() {
             break;
         }

@@ -1,7 +1,7 @@
 //! Step 4, publish: a batch's outcomes as events (`ack`s to the sending
 //! devices, messages and updates to members, refusals, replies to REST
-//! commands), push jobs for offline devices, and then the batch's acks on
-//! JetStream, which remove its commands from the stream.
+//! commands), push jobs for offline devices and outbound events; its index
+//! changes go to the feed with the batch's ack (`index_feed.rs`).
 //!
 //! Events are core NATS, at most once: a lost one is recovered by the
 //! client's retry (answered from the store) or `pull_backlog`. A crash
@@ -9,7 +9,6 @@
 //! keys turn into repeats of the same answers.
 
 use async_nats::HeaderMap;
-use async_nats::jetstream;
 use bytes::Bytes;
 use switchboard_nats::cause;
 use switchboard_nats::envelope::{
@@ -18,6 +17,7 @@ use switchboard_nats::envelope::{
 };
 use switchboard_nats::push_jobs::{MessageJob, message_subject};
 use switchboard_nats::records::refusals::{Refusal, SendKey};
+use switchboard_nats::search::IndexOp;
 use switchboard_nats::subject::conversation_events;
 use switchboard_nats::trace;
 use switchboard_protocol::{Content, ConversationId, Message, ServerFrame, TenantId, UserId};
@@ -116,27 +116,16 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
 }
 
 /// Publishes a batch's outcomes, each event with the trace context of
-/// the command it comes from, if traced, then acks its messages.
-pub(super) async fn publish(
-    ctx: &Ctx,
-    partition: u16,
-    outcomes: Vec<Traced>,
-    messages: &[jetstream::Message],
-) {
+/// the command it comes from, if traced, and stores its outbound events;
+/// returns its index changes, which the batch's ack follows.
+pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>) -> Vec<IndexOp> {
     let outbound = super::webhook_events::events_of(&ctx.tenants, &outcomes, || {
         ctx.ids.next_id().ok().map(|id| id.to_string())
     });
     let indexed = crate::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
     events(ctx, outcomes).await;
-    tokio::join!(publish_outbound(ctx, outbound), async {
-        // Counted and logged there; the batch's commands are acked.
-        let _ = crate::index_feed::feed(ctx, partition, &indexed).await;
-    });
-    for m in messages {
-        if let Err(e) = m.ack().await {
-            tracing::warn!(error = %e, "acking a command failed; it will be redelivered");
-        }
-    }
+    publish_outbound(ctx, outbound).await;
+    indexed
 }
 
 /// Outbound events (v1.2) on `SB_EVENTS`, stored before the commands are
