@@ -2,7 +2,7 @@
 //! ticker that gives calls a wall-clock deadline, and the permits that
 //! make calls beyond the instance pool wait instead of fail.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -67,35 +67,74 @@ pub(crate) fn engine(limits: &PluginLimits) -> wasmtime::Result<Engine> {
     Engine::new(&config)
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+/// Advances the engine's epoch every [`EPOCH_TICK`] while a call runs,
+/// until dropped. Between calls its thread sleeps until the next one
+/// starts: a thread waking every millisecond for nothing cost an idle
+/// process a thousand wakeups a second. A call's deadline counts from the
+/// epoch when it starts, so a pause between calls moves no deadline.
 pub(crate) struct Ticker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
     thread: Option<JoinHandle<()>>,
 }
 
+struct TickerShared {
+    stop: AtomicBool,
+    /// Calls running now.
+    running: AtomicUsize,
+}
+
+/// A call that the ticker keeps ticking for, while held.
+pub(crate) struct Ticking<'a>(&'a Ticker);
+
 impl Ticker {
     pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+        });
+        let state = shared.clone();
         let thread = std::thread::Builder::new()
             .name("plugin-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                while !state.stop.load(Ordering::Acquire) {
+                    if state.running.load(Ordering::Acquire) == 0 {
+                        // `Ticker::call` unparks it; a token left by an
+                        // unpark before this park makes it return at once.
+                        std::thread::park();
+                        continue;
+                    }
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
                 }
             })?;
         Ok(Self {
-            stop,
+            shared,
             thread: Some(thread),
         })
+    }
+
+    /// Marks a call as running, waking the ticker if it slept.
+    pub(crate) fn call(&self) -> Ticking<'_> {
+        if self.shared.running.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(t) = &self.thread
+        {
+            t.thread().unpark();
+        }
+        Ticking(self)
+    }
+}
+
+impl Drop for Ticking<'_> {
+    fn drop(&mut self) {
+        self.0.shared.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }

@@ -59,7 +59,7 @@ pub struct PluginHost {
     permits: Permits,
     code: CodeState,
     stats: [HookStats; 3],
-    _ticker: Ticker,
+    ticker: Ticker,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +85,7 @@ impl PluginHost {
             limits,
             code,
             stats: Default::default(),
-            _ticker: ticker,
+            ticker,
         })
     }
 
@@ -462,6 +462,8 @@ impl PluginHost {
             },
         );
         store.limiter(|s| &mut s.limiter);
+        // The epoch advances while this is held (and any other call runs).
+        let _ticking = self.ticker.call();
         let ticks = (deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64;
         // One tick more: the epoch may advance just after the deadline is set.
         store.set_epoch_deadline(ticks + 1);

@@ -146,7 +146,10 @@ async fn serve(
         marks: PendingMarks::default(),
         backlog: Arc::new(Semaphore::new(1)),
     };
-    let mut ack_flush = tokio::time::interval(gw.config.receipt_interval);
+    // Receipts wait at most one window before they are written; a timer
+    // runs only while some wait, so an idle connection wakes for none.
+    let receipt_window = gw.config.receipt_interval;
+    let mut marks_due: Option<tokio::time::Instant> = None;
     let ping_interval = Duration::from_millis(limits.ping_interval_ms.max(1));
     let mut keepalive =
         tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
@@ -154,6 +157,9 @@ async fn serve(
     // that stays silent past it is gone (or not reading), and is let go.
     let mut pong_due: Option<tokio::time::Instant> = None;
     loop {
+        if marks_due.is_none() && !conn.marks.is_empty() {
+            marks_due = Some(tokio::time::Instant::now() + receipt_window);
+        }
         // Only while sends wait: an idle connection polls no such timer.
         let sends_due = conn
             .answering
@@ -184,7 +190,10 @@ async fn serve(
                     }
                 }
             }
-            _ = ack_flush.tick() => conn.flush_marks(),
+            () = until(marks_due) => {
+                marks_due = None;
+                conn.flush_marks();
+            }
             () = until(sends_due) => conn.answering.tick(),
             _ = keepalive.tick() => {
                 if conn.tx.try_send(Outbound::Ping).is_ok() && pong_due.is_none() {
