@@ -10,9 +10,15 @@
 //! - `SB_EVENTS` and `SB_EVENTS_DEAD` keep the tenant's events: each one
 //!   that names the user (their messages, reactions, memberships) is
 //!   deleted. An endpoint that had not taken it yet never gets it.
+//! - `SB_INGEST_<p>` keeps commands its writer handled until the writer
+//!   purges them (about a second later, or at its next ack after a
+//!   restart): each is purged up to its writer's ack floor now.
 
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::DirectGetErrorKind;
-use switchboard_nats::definitions::{EVENTS_DEAD_STREAM, EVENTS_STREAM, INDEX_STREAM};
+use switchboard_nats::definitions::{
+    EVENTS_DEAD_STREAM, EVENTS_STREAM, INDEX_STREAM, ingest_stream_name, writer_consumer_name,
+};
 use switchboard_nats::events::{DEAD_PREFIX, EVENTS_PREFIX};
 use switchboard_nats::subject::token;
 use switchboard_protocol::{TenantId, UserId};
@@ -43,6 +49,28 @@ pub(super) async fn purge(ctx: &Ctx, tenant: &TenantId, user: &UserId) -> Result
         delete_naming(ctx, stream, &subjects, &named)
             .await
             .map_err(|e| failed(&subjects, e))?;
+    }
+    for p in 0..ctx.config.partitions.max(1) {
+        let name = ingest_stream_name(p);
+        purge_handled(ctx, &name, &writer_consumer_name(p))
+            .await
+            .map_err(|e| failed(&name, e))?;
+    }
+    Ok(())
+}
+
+/// Purges an ingest stream up to what its writer acked: commands it
+/// handled, which it would purge itself a little later.
+async fn purge_handled(ctx: &Ctx, stream: &str, writer: &str) -> Result<(), async_nats::Error> {
+    let stream = ctx.js.get_stream(stream).await?;
+    let floor = match stream.consumer_info(writer).await {
+        Ok(info) => info.ack_floor.stream_sequence,
+        // No writer yet: nothing was handled.
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    if floor > 0 {
+        stream.purge().sequence(floor + 1).await?;
     }
     Ok(())
 }

@@ -186,7 +186,12 @@ impl Consumer {
             stream,
             consumer,
             held_through,
-            acked: Acked::default(),
+            // What the old consumer acked is handled: purged at the first
+            // tick, whether or not anything new comes.
+            acked: Acked {
+                through: Arc::new(AtomicU64::new(acked_floor.unwrap_or(0))),
+                ..Acked::default()
+            },
             chunks: Box::pin(chunks),
             checks: DeliveryChecks::new(Instant::now(), switchboard_nats::connection_epoch()),
             tick,
