@@ -157,32 +157,27 @@ pub fn ingest_stream_name(partition: u16) -> String {
 /// still holds commands, start-up stops with the way out: let the previous
 /// release's workers drain it first (`nats stream info SB_INGEST`).
 async fn retire_legacy_ingest(js: &jetstream::Context) -> Result<(), BackboneError> {
-    let Ok(mut legacy) = js.get_stream(LEGACY_INGEST_STREAM).await else {
-        return Ok(());
-    };
-    let info = legacy
-        .info()
-        .await
-        .map_err(|e| BackboneError::nats(format!("stream {LEGACY_INGEST_STREAM}"), e))?;
-    if info.state.messages > 0 {
-        return Err(BackboneError::LegacyStreamNotEmpty {
-            stream: LEGACY_INGEST_STREAM.to_owned(),
-            messages: info.state.messages,
-        });
-    }
-    js.delete_stream(LEGACY_INGEST_STREAM)
-        .await
-        .map_err(|e| BackboneError::nats(format!("deleting {LEGACY_INGEST_STREAM}"), e))?;
-    tracing::info!("deleted the empty stream {LEGACY_INGEST_STREAM} of an earlier release");
-    Ok(())
+    retire_when_empty(js, LEGACY_INGEST_STREAM, |_| true).await
 }
 
 /// Deletes an ingest stream of an earlier release that was a work queue,
 /// once it is empty, so that `ensure` creates it again with limits
 /// retention (NATS cannot change a stream's retention to or from work
-/// queue). While it holds commands, start-up stops with the way out, as
-/// for the single legacy stream.
+/// queue). While it holds commands, start-up stops with the same way out.
 async fn retire_work_queue(js: &jetstream::Context, name: &str) -> Result<(), BackboneError> {
+    retire_when_empty(js, name, |config| {
+        config.retention == stream::RetentionPolicy::WorkQueue
+    })
+    .await
+}
+
+/// Deletes the stream `name`, if it exists and `retired` says so of its
+/// configuration, once it holds no message; fails naming it while it does.
+async fn retire_when_empty(
+    js: &jetstream::Context,
+    name: &str,
+    retired: impl Fn(&stream::Config) -> bool,
+) -> Result<(), BackboneError> {
     let Ok(mut existing) = js.get_stream(name).await else {
         return Ok(());
     };
@@ -190,7 +185,7 @@ async fn retire_work_queue(js: &jetstream::Context, name: &str) -> Result<(), Ba
         .info()
         .await
         .map_err(|e| BackboneError::nats(format!("stream {name}"), e))?;
-    if info.config.retention != stream::RetentionPolicy::WorkQueue {
+    if !retired(&info.config) {
         return Ok(());
     }
     if info.state.messages > 0 {
@@ -202,9 +197,7 @@ async fn retire_work_queue(js: &jetstream::Context, name: &str) -> Result<(), Ba
     js.delete_stream(name)
         .await
         .map_err(|e| BackboneError::nats(format!("deleting {name}"), e))?;
-    tracing::info!(
-        "deleted the empty work-queue stream {name} of an earlier release; it is made again with limits retention"
-    );
+    tracing::info!("deleted the empty stream {name} of an earlier release");
     Ok(())
 }
 
@@ -333,6 +326,20 @@ fn pull_consumer(name: &str, json: &str) -> Result<consumer::pull::Config, Backb
 
 pub fn writer_consumer_name(partition: u16) -> String {
     format!("writer-p{partition}")
+}
+
+/// Up to which stream sequence the writer consumer of `partition` acked,
+/// on its ingest stream `stream`: every command up to it is handled.
+/// `None` when the partition has no writer consumer.
+pub async fn writer_acked_floor(
+    stream: &jetstream::stream::Stream,
+    partition: u16,
+) -> Result<Option<u64>, jetstream::context::ConsumerInfoError> {
+    match stream.consumer_info(writer_consumer_name(partition)).await {
+        Ok(info) => Ok(Some(info.ack_floor.stream_sequence)),
+        Err(e) if e.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn bucket(name: &str, json: &str, config: &BackboneConfig) -> Result<kv::Config, BackboneError> {

@@ -487,25 +487,17 @@ mod tests {
     #[test]
     fn ciphertext_and_system_messages_are_never_fed() {
         use switchboard_protocol::{Content, Message};
-        let m = |content: Content| Message {
-            message_id: MessageId::from_u64(1),
-            conversation_id: ConversationId::new("c").unwrap(),
-            seq: 1,
-            sender_id: UserId::new("u").unwrap(),
-            sender_device: switchboard_protocol::DeviceId::new("d").unwrap(),
-            client_msg_id: switchboard_protocol::ClientMsgId::new("m").unwrap(),
-            content: Some(content),
-            created_at: Timestamp::from_unix_ms(1),
-            edited_at: None,
-            deleted_at: None,
-            reply_to: None,
-            thread_id: None,
-            thread: None,
-            reactions: Vec::new(),
-            mentions: Vec::new(),
-            mention_all: false,
-            blocked_sender: false,
-            expires_at: None,
+        let m = |content: Content| {
+            Message::plain(
+                MessageId::from_u64(1),
+                ConversationId::new("c").unwrap(),
+                1,
+                UserId::new("u").unwrap(),
+                switchboard_protocol::DeviceId::new("d").unwrap(),
+                switchboard_protocol::ClientMsgId::new("m").unwrap(),
+                Some(content),
+                Timestamp::from_unix_ms(1),
+            )
         };
         let t = TenantId::new("t").unwrap();
         let secret = m(Content::Ciphertext {

@@ -14,10 +14,9 @@
 //!   purges them (about a second later, or at its next ack after a
 //!   restart): each is purged up to its writer's ack floor now.
 
-use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::DirectGetErrorKind;
 use switchboard_nats::definitions::{
-    EVENTS_DEAD_STREAM, EVENTS_STREAM, INDEX_STREAM, ingest_stream_name, writer_consumer_name,
+    EVENTS_DEAD_STREAM, EVENTS_STREAM, INDEX_STREAM, ingest_stream_name, writer_acked_floor,
 };
 use switchboard_nats::events::{DEAD_PREFIX, EVENTS_PREFIX};
 use switchboard_nats::subject::token;
@@ -52,7 +51,7 @@ pub(super) async fn purge(ctx: &Ctx, tenant: &TenantId, user: &UserId) -> Result
     }
     for p in 0..ctx.config.partitions.max(1) {
         let name = ingest_stream_name(p);
-        purge_handled(ctx, &name, &writer_consumer_name(p))
+        purge_handled(ctx, &name, p)
             .await
             .map_err(|e| failed(&name, e))?;
     }
@@ -61,15 +60,12 @@ pub(super) async fn purge(ctx: &Ctx, tenant: &TenantId, user: &UserId) -> Result
 
 /// Purges an ingest stream up to what its writer acked: commands it
 /// handled, which it would purge itself a little later.
-async fn purge_handled(ctx: &Ctx, stream: &str, writer: &str) -> Result<(), async_nats::Error> {
-    let stream = ctx.js.get_stream(stream).await?;
-    let floor = match stream.consumer_info(writer).await {
-        Ok(info) => info.ack_floor.stream_sequence,
-        // No writer yet: nothing was handled.
-        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    if floor > 0 {
+async fn purge_handled(ctx: &Ctx, name: &str, partition: u16) -> Result<(), async_nats::Error> {
+    let stream = ctx.js.get_stream(name).await?;
+    // No writer yet: nothing was handled.
+    if let Some(floor) = writer_acked_floor(&stream, partition).await?
+        && floor > 0
+    {
         stream.purge().sequence(floor + 1).await?;
     }
     Ok(())

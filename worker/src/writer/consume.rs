@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::pull::MessagesError;
 use async_nats::jetstream::consumer::{DeliverPolicy, PullConsumer};
-use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::{ClusterInfo, ConsumerErrorKind, Stream as JsStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use switchboard_nats::definitions::{ingest_stream_name, writer_consumer, writer_consumer_name};
+use switchboard_nats::definitions::{
+    ingest_stream_name, writer_acked_floor, writer_consumer, writer_consumer_name,
+};
 use switchboard_nats::envelope::{Command, HEADER_COMMANDS, HEADER_REPLY, command_lines};
 use switchboard_nats::trace;
 use tokio::sync::watch;
@@ -121,16 +122,9 @@ impl Consumer {
         // to it is stored, and the new consumer starts after it. Without
         // one (the first start, or a NATS server that restarted and lost
         // the consumer's state) it starts at the stream's first message.
-        let acked_floor = match stream.consumer_info(&name).await {
-            Ok(info) => Some(info.ack_floor.stream_sequence),
-            Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(WorkerError::nats(
-                    format!("read the old consumer {name}"),
-                    e,
-                ));
-            }
-        };
+        let acked_floor = writer_acked_floor(&stream, partition)
+            .await
+            .map_err(|e| WorkerError::nats(format!("read the old consumer {name}"), e))?;
         // The consumer's name is every owner's: one whose lease lapsed
         // must not delete its successor's.
         fence.check()?;
