@@ -36,12 +36,14 @@ use crate::config::{DEFAULT_DEMO_SECRET, FileConfig, StoreKind, demo_tenant, pro
 use crate::run::Shutdown;
 use crate::setup::{Common, ExternalArgs, Role, Setup, backbone_config};
 
-// The allocator: the system's unless a feature picks another (see
-// BENCHMARKS.md, "Allocator", for why).
+// The allocator: jemalloc (the default feature), mimalloc when that
+// feature is on too, the system's with neither. BENCHMARKS.md, issue 31,
+// "The allocator", says why: the same work costs glibc's malloc 6-8% more
+// CPU per message, and mimalloc a third more memory per idle connection.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-#[cfg(feature = "jemalloc")]
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

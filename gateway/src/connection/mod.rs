@@ -15,21 +15,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
+use futures::FutureExt;
 use futures::StreamExt;
+use futures::stream::SplitStream;
 use switchboard_nats::trace;
 use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{
     ClientFrame, Content, ConversationId, ErrorCode, ServerFrame, TenantId, Timestamp,
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(crate) use self::session::{Session, prepare};
 use self::session::{SessionParts, session_end};
 use crate::Gateway;
 use crate::answering::Answering;
-use crate::auth::{AuthError, Identity};
+use crate::auth::{AuthError, Identity, KeyChange};
 use crate::error::ApiError;
+use crate::hub::Registration;
 use crate::outbox::{Outbound, Outbox, close_code};
 use crate::quota::{self, Admission};
 use crate::rates::ConnectionRates;
@@ -45,7 +50,7 @@ struct Connection {
     token: String,
     /// When the session ends unless refreshed: the token's `exp` plus
     /// the grace.
-    session_ends: tokio::time::Instant,
+    session_ends: Instant,
     /// This connection's place in the tenant's connection quotas.
     _admission: Admission,
     tx: Outbox,
@@ -59,13 +64,18 @@ struct Connection {
     backlog: Arc<Semaphore>,
 }
 
-pub(crate) async fn run(
+/// Serves an upgraded connection until it closes. Not an `async fn`: an
+/// async function keeps its arguments in its future for as long as it
+/// runs, and every idle connection would carry them beside what they
+/// became (`Live`), about 0.6 KiB. The set-up runs at once; the future
+/// holds only the loop.
+pub(crate) fn run(
     id: Identity,
     token: String,
     socket: WebSocket,
     session: Session,
     admission: Admission,
-) {
+) -> impl Future<Output = ()> + Send + 'static {
     let span = tracing::info_span!(
         "conn",
         tenant = %id.tenant,
@@ -73,9 +83,12 @@ pub(crate) async fn run(
         device = %id.device,
         bot = id.bot
     );
-    serve(id, token, socket, session, admission)
+    let serving = span
+        .in_scope(|| Live::open(id, token, socket, session, admission))
+        .map(Live::serve);
+    futures::future::OptionFuture::from(serving)
+        .map(drop)
         .instrument(span)
-        .await;
 }
 
 /// The span of a message this gateway takes from a client, the root of
@@ -102,151 +115,191 @@ fn receive_span(
     )
 }
 
-async fn serve(
-    id: Identity,
-    token: String,
-    socket: WebSocket,
-    mut session: Session,
-    admission: Admission,
-) {
-    let gw = session.gw.clone();
-    let _open = crate::metrics::OpenConnection::new(&id.tenant);
-    let (sink, mut stream) = socket.split();
-    let limits = gw.config.limits.clone();
-    let Some(SessionParts {
-        registration,
-        tx,
-        rx,
-        answering,
-    }) = session.parts.take()
-    else {
-        return;
-    };
-    let mut draining = gw.draining();
-    let mut writer = tokio::spawn(socket::write_loop(
-        sink,
-        rx,
-        Duration::from_millis(limits.slow_client_timeout_ms),
-    ));
-    tracing::debug!("connected");
+/// What a connection's loop owns once it is upgraded.
+struct Live {
+    conn: Connection,
+    stream: SplitStream<WebSocket>,
+    /// The task putting queued frames on the socket.
+    writer: JoinHandle<()>,
+    registration: Registration,
+    draining: watch::Receiver<bool>,
+    key_changes: watch::Receiver<KeyChange>,
+    seen_change: u64,
+    reconnects: watch::Receiver<u64>,
+    pong_timeout: Duration,
+    ping_interval: Duration,
+    _open: crate::metrics::OpenConnection,
+}
 
-    let grace = Duration::from_millis(limits.token_expiry_grace_ms);
-    let mut key_changes = gw.tenants.subscribe();
-    let mut seen_change = key_changes.borrow_and_update().count;
-    let mut reconnects = switchboard_nats::connection_epochs();
-    let mut conn = Connection {
-        gw: gw.clone(),
-        session_ends: session_end(id.expires_at, grace),
-        id,
-        token,
-        _admission: admission,
-        tx,
-        rates: ConnectionRates::new(&limits),
-        answering,
-        marks: PendingMarks::default(),
-        backlog: Arc::new(Semaphore::new(1)),
-    };
-    // Receipts wait at most one window before they are written; a timer
-    // runs only while some wait, so an idle connection wakes for none.
-    let receipt_window = gw.config.receipt_interval;
-    let mut marks_due: Option<tokio::time::Instant> = None;
-    let ping_interval = Duration::from_millis(limits.ping_interval_ms.max(1));
-    let mut keepalive =
-        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
-    // Set when a ping goes out and nothing has been heard since: a peer
-    // that stays silent past it is gone (or not reading), and is let go.
-    let mut pong_due: Option<tokio::time::Instant> = None;
-    loop {
-        if marks_due.is_none() && !conn.marks.is_empty() {
-            marks_due = Some(tokio::time::Instant::now() + receipt_window);
-        }
-        // Only while sends wait: an idle connection polls no such timer.
-        let sends_due = conn
-            .answering
-            .next_tick()
-            .map(tokio::time::Instant::from_std);
-        tokio::select! {
-            incoming = stream.next() => {
-                pong_due = None;
-                match incoming {
-                    // Boxed: a future holds room for its largest state, and
-                    // handling a frame (publishing, reading the store) is far
-                    // larger than waiting. Unboxed, every idle connection
-                    // would carry that room.
-                    Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
-                    Some(Ok(Message::Binary(_))) => conn.reply(refusal(
-                        ApiError::new(
-                            ErrorCode::InvalidFrame,
-                            "binary frames are not part of the protocol; send JSON text frames",
-                        ),
-                        "binary",
-                        None,
-                    )),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "websocket read failed");
+impl Live {
+    /// Splits the socket, starts its writer and takes the session's
+    /// parts; `None` if they were taken already.
+    fn open(
+        id: Identity,
+        token: String,
+        socket: WebSocket,
+        mut session: Session,
+        admission: Admission,
+    ) -> Option<Self> {
+        let gw = session.gw.clone();
+        let _open = crate::metrics::OpenConnection::new(&id.tenant);
+        let SessionParts {
+            registration,
+            tx,
+            rx,
+            answering,
+        } = session.parts.take()?;
+        let (sink, stream) = socket.split();
+        let limits = &gw.config.limits;
+        let writer = tokio::spawn(socket::write_loop(
+            sink,
+            rx,
+            Duration::from_millis(limits.slow_client_timeout_ms),
+        ));
+        tracing::debug!("connected");
+        let grace = Duration::from_millis(limits.token_expiry_grace_ms);
+        let mut key_changes = gw.tenants.subscribe();
+        let seen_change = key_changes.borrow_and_update().count;
+        let conn = Connection {
+            session_ends: session_end(id.expires_at, grace),
+            id,
+            token,
+            _admission: admission,
+            tx,
+            rates: ConnectionRates::new(limits),
+            answering,
+            marks: PendingMarks::default(),
+            backlog: Arc::new(Semaphore::new(1)),
+            gw: gw.clone(),
+        };
+        Some(Self {
+            conn,
+            stream,
+            writer,
+            registration,
+            draining: gw.draining(),
+            key_changes,
+            seen_change,
+            reconnects: switchboard_nats::connection_epochs(),
+            pong_timeout: Duration::from_millis(limits.pong_timeout_ms),
+            ping_interval: Duration::from_millis(limits.ping_interval_ms.max(1)),
+            _open,
+        })
+    }
+
+    async fn serve(mut self) {
+        let conn = &mut self.conn;
+        let writer = &mut self.writer;
+        // Receipts wait at most one window before they are written; they
+        // have a deadline only while some wait, so an idle connection
+        // wakes for none.
+        let receipt_window = conn.gw.config.receipt_interval;
+        let mut marks_due: Option<Instant> = None;
+        let mut keepalive =
+            tokio::time::interval_at(Instant::now() + self.ping_interval, self.ping_interval);
+        // Set when a ping goes out and nothing has been heard since: a peer
+        // that stays silent past it is gone (or not reading), and is let go.
+        let mut pong_due: Option<Instant> = None;
+        loop {
+            if marks_due.is_none() && !conn.marks.is_empty() {
+                marks_due = Some(Instant::now() + receipt_window);
+            }
+            // Only while sends wait: an idle connection has no such deadline.
+            let sends_due = conn.answering.next_tick().map(Instant::from_std);
+            // One timer for every deadline, the earliest: each timer in the
+            // `select!` is room in every connection's future, and is set
+            // again at every frame.
+            let next_deadline = [marks_due, sends_due, pong_due, Some(conn.session_ends)]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                incoming = self.stream.next() => {
+                    pong_due = None;
+                    match incoming {
+                        // Boxed: a future holds room for its largest state, and
+                        // handling a frame (publishing, reading the store) is far
+                        // larger than waiting. Unboxed, every idle connection
+                        // would carry that room.
+                        Some(Ok(Message::Text(text))) => Box::pin(conn.on_text(&text)).await,
+                        Some(Ok(Message::Binary(_))) => conn.reply(refusal(
+                            ApiError::new(
+                                ErrorCode::InvalidFrame,
+                                "binary frames are not part of the protocol; send JSON text frames",
+                            ),
+                            "binary",
+                            None,
+                        )),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Close(_))) | None => break,
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "websocket read failed");
+                            break;
+                        }
+                    }
+                }
+                () = until(next_deadline) => {
+                    let now = Instant::now();
+                    let passed = |deadline: Option<Instant>| deadline.is_some_and(|at| at <= now);
+                    if passed(pong_due) {
+                        tracing::info!("no pong within the deadline; closing the connection");
+                        conn.tx.close_now(close_code::GOING_AWAY, "no pong within the deadline");
+                        let _ = tokio::time::timeout(Duration::from_secs(1), &mut *writer).await;
+                        break;
+                    }
+                    if conn.session_ends <= now {
+                        tracing::info!("the session's token expired; closing the connection");
+                        conn.tx.close_now(close_code::TOKEN_EXPIRED, "token expired; reconnect with a fresh token");
+                        let _ = tokio::time::timeout(Duration::from_secs(1), &mut *writer).await;
+                        break;
+                    }
+                    if passed(marks_due) {
+                        marks_due = None;
+                        conn.flush_marks();
+                    }
+                    if passed(sends_due) {
+                        conn.answering.tick();
+                    }
+                }
+                _ = keepalive.tick() => {
+                    if conn.tx.try_send(Outbound::Ping).is_ok() && pong_due.is_none() {
+                        pong_due = Some(Instant::now() + self.pong_timeout);
+                    }
+                }
+                Ok(()) = self.key_changes.changed() => {
+                    let change = self.key_changes.borrow_and_update().clone();
+                    let concerned = change.concerns(&conn.id.tenant, self.seen_change);
+                    self.seen_change = change.count;
+                    if concerned
+                        && let Err(e) = conn.gw.tenants.verify(&conn.token)
+                        && e != AuthError::Expired
+                    {
+                        tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
+                        conn.tx.close_now(close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token");
+                        let _ = tokio::time::timeout(Duration::from_secs(1), &mut *writer).await;
                         break;
                     }
                 }
-            }
-            () = until(marks_due) => {
-                marks_due = None;
-                conn.flush_marks();
-            }
-            () = until(sends_due) => conn.answering.tick(),
-            _ = keepalive.tick() => {
-                if conn.tx.try_send(Outbound::Ping).is_ok() && pong_due.is_none() {
-                    pong_due = Some(
-                        tokio::time::Instant::now() + Duration::from_millis(limits.pong_timeout_ms),
-                    );
+                Ok(()) = self.reconnects.changed() => {
+                    let epoch = *self.reconnects.borrow_and_update();
+                    conn.answering.reconnected(epoch);
                 }
-            }
-            () = until(pong_due) => {
-                tracing::info!("no pong within the deadline; closing the connection");
-                conn.tx.close_now(close_code::GOING_AWAY, "no pong within the deadline");
-                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
-                break;
-            }
-            () = tokio::time::sleep_until(conn.session_ends) => {
-                tracing::info!("the session's token expired; closing the connection");
-                conn.tx.close_now(close_code::TOKEN_EXPIRED, "token expired; reconnect with a fresh token");
-                let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
-                break;
-            }
-            Ok(()) = key_changes.changed() => {
-                let change = key_changes.borrow_and_update().clone();
-                let concerned = change.concerns(&conn.id.tenant, seen_change);
-                seen_change = change.count;
-                if concerned
-                    && let Err(e) = gw.tenants.verify(&conn.token)
-                    && e != AuthError::Expired
-                {
-                    tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
-                    conn.tx.close_now(close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token");
-                    let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+                _ = &mut *writer => break,
+                () = until_draining(&mut self.draining) => {
+                    Box::pin(conn.drain(&mut *writer)).await;
                     break;
                 }
             }
-            Ok(()) = reconnects.changed() => {
-                let epoch = *reconnects.borrow_and_update();
-                conn.answering.reconnected(epoch);
-            }
-            _ = &mut writer => break,
-            () = until_draining(&mut draining) => {
-                Box::pin(conn.drain(&mut writer)).await;
-                break;
-            }
         }
+        conn.flush_marks();
+        Box::pin(conn.gw.hub.leave(self.registration)).await;
+        self.writer.abort();
+        tracing::debug!("disconnected");
     }
-    conn.flush_marks();
-    Box::pin(gw.hub.leave(registration)).await;
-    writer.abort();
-    tracing::debug!("disconnected");
 }
 
 /// Resolves at `deadline`; never, without one.
-async fn until(deadline: Option<tokio::time::Instant>) {
+async fn until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -274,7 +327,7 @@ impl Connection {
     /// stored or not stored; the client resends it with the same
     /// `client_msg_id`.
     async fn drain(&mut self, writer: &mut tokio::task::JoinHandle<()>) {
-        let deadline = tokio::time::Instant::now() + self.gw.config.drain_timeout;
+        let deadline = Instant::now() + self.gw.config.drain_timeout;
         let _ = tokio::time::timeout_at(deadline, self.answering.drain()).await;
         self.flush_marks();
         let close = self
@@ -518,4 +571,27 @@ struct FrameHints {
     kind: Option<String>,
     client_msg_id: Option<String>,
     conversation_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of what `f` returns, without calling it.
+    fn output_size<A, B, C, D, E, F>(_: impl Fn(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every idle connection holds its loop's future (its task): what
+    /// grows it grows every connection's memory. It was 3,760 bytes before
+    /// issue 31 took the set-up out of it and gave its deadlines one timer
+    /// (BENCHMARKS.md, issue 31, "Idle memory").
+    #[test]
+    fn a_connection_future_stays_small() {
+        let size = output_size(run);
+        assert!(
+            size <= 2304,
+            "a connection's future is {size} bytes: box what only a rare state needs"
+        );
+    }
 }

@@ -7,6 +7,8 @@
 //! was stored, the store has it; if it was refused, this bucket does. With
 //! neither, the original is still on its way and its writer answers.
 
+use std::sync::Arc;
+
 use async_nats::jetstream::{self, kv};
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::{ClientMsgId, ConversationId, ErrorCode, TenantId, UserId};
@@ -42,9 +44,12 @@ impl SendKey<'_> {
     }
 }
 
+/// Cheap to clone: every connection's answering holds one, and a
+/// `kv::Store` carries its stream's whole description (about 1.5 KiB
+/// inline, more on the heap), so the handle is shared.
 #[derive(Clone)]
 pub struct Refusals {
-    kv: kv::Store,
+    kv: Arc<kv::Store>,
 }
 
 impl Refusals {
@@ -53,7 +58,7 @@ impl Refusals {
             .get_key_value(REFUSED_BUCKET)
             .await
             .map_err(|e| BackboneError::nats(format!("bucket {REFUSED_BUCKET}"), e))?;
-        Ok(Self { kv })
+        Ok(Self { kv: Arc::new(kv) })
     }
 
     pub async fn record(&self, send: &SendKey<'_>, refusal: &Refusal) -> Result<(), BackboneError> {
