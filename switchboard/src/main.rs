@@ -38,7 +38,7 @@ use crate::setup::{Common, ExternalArgs, Role, Setup, backbone_config};
 
 // The allocator: jemalloc (the default feature), mimalloc when that
 // feature is on too, the system's with neither. BENCHMARKS.md, issue 31,
-// "The allocator", says why: the same work costs glibc's malloc 6-8% more
+// "Second round", says why: the same work costs glibc's malloc 6-8% more
 // CPU per message, and mimalloc a third more memory per idle connection.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
