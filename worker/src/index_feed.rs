@@ -111,6 +111,13 @@ impl IndexFeed {
         let _ = self.queue.send(Queued::Batch { ops, ack }).await;
     }
 
+    /// Waits until everything queued before is stored and its batches
+    /// acked (or the task is gone): for a writer handing its partition
+    /// over.
+    pub async fn flush(&self) {
+        let _ = self.store(Vec::new()).await;
+    }
+
     /// Stores `ops` behind everything queued before, and says whether
     /// they were stored: for the callers that must not go on without.
     pub async fn store(&self, ops: Vec<IndexOp>) -> Result<(), String> {

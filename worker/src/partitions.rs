@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
 use crate::fence::Fence;
+use crate::index_feed::IndexFeed;
 use crate::writer;
 
 /// How often the loop renews leases and checks writers.
@@ -30,6 +31,11 @@ const TICK: Duration = Duration::from_millis(500);
 const REBALANCE: Duration = Duration::from_secs(2);
 /// How long a writer that failed on its own waits before it starts again.
 const RESTART_PAUSE: Duration = Duration::from_millis(500);
+
+/// How long a writer handing its partition over waits for the index feed
+/// to ack its last batches: one feed round, whose publish may wait out
+/// a JetStream timeout (2 s).
+const FEED_FLUSH: Duration = Duration::from_secs(5);
 
 /// The writer task of a held partition.
 enum WriterTask {
@@ -328,7 +334,7 @@ pub(crate) async fn run(
             for p in extra {
                 if let Some(h) = held.remove(&p) {
                     tracing::info!(partition = p, "handing partition over");
-                    stop_and_release(p, h).await;
+                    stop_and_release(p, h, &ctx.index_feed).await;
                 }
             }
         }
@@ -336,7 +342,7 @@ pub(crate) async fn run(
 
     ctx.leader.set(None);
     for (p, h) in std::mem::take(&mut held) {
-        stop_and_release(p, h).await;
+        stop_and_release(p, h, &ctx.index_feed).await;
     }
     if let Some(lease) = liveness {
         lease.release().await;
@@ -344,8 +350,12 @@ pub(crate) async fn run(
     Ok(())
 }
 
-/// Lets the writer finish its batch, then frees the lease.
-async fn stop_and_release(p: u16, h: Held) {
+/// Lets the writer finish its batch, waits until the worker's index feed
+/// has acked what the writer handed it, then frees the lease: the next
+/// owner starts after everything this one handled, instead of answering
+/// its last round again as repeats, and no ack of this one's reaches the
+/// next one's consumer.
+async fn stop_and_release(p: u16, h: Held, feed: &IndexFeed) {
     if let WriterTask::Running { stop, mut task } = h.writer {
         let _ = stop.send(true);
         match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
@@ -353,6 +363,15 @@ async fn stop_and_release(p: u16, h: Held) {
             Ok(_) => {}
             Err(_) => task.abort(),
         }
+    }
+    if tokio::time::timeout(FEED_FLUSH, feed.flush())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            partition = p,
+            "the index feed did not settle in time; the next owner answers the last batches again"
+        );
     }
     h.lease.release().await;
 }

@@ -163,3 +163,42 @@ async fn a_worker_outlives_a_nats_outage_longer_than_its_leases() {
     assert_eq!(ack.seq, 2);
     assert!(!cluster.workers[0].log().contains("panicked"));
 }
+
+/// A worker stopped gracefully leaves every command it answered acked:
+/// its writers hand their last batches' acks to the worker's index feed,
+/// which acks up to 50 ms later, and the worker waits for it before it
+/// frees each lease. Otherwise the next owner would start before them
+/// and answer them again as repeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_stops_leaves_every_command_it_answered_acked() {
+    let mut cluster = Cluster::start(ClusterSpec {
+        partitions: 1,
+        ..Default::default()
+    })
+    .await;
+    let conv = cluster
+        .create(ConversationKind::Direct, "alice", &["bob"])
+        .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    for n in 0..20 {
+        send_acked(&mut alice, &conv, &format!("m{n}"), "before the stop").await;
+    }
+    // At once after the last answer: its batch's ack is still waiting in
+    // the feed's round.
+    let status = cluster.workers[0].terminate().await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the worker stops cleanly on SIGTERM: {status:?}"
+    );
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let mut stream = js.get_stream("SB_INGEST_0").await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    let acked = definitions::writer_acked_floor(&stream, 0)
+        .await
+        .unwrap()
+        .expect("the writer's consumer outlives its worker");
+    assert_eq!(
+        acked, last,
+        "the stopped worker left commands it answered unacked"
+    );
+}
