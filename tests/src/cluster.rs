@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine;
 use switchboard_client::token::ed25519_public_key;
 use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
+use switchboard_nats::definitions;
 use switchboard_protocol::ConversationKind;
 use tempfile::TempDir;
 
@@ -426,30 +427,36 @@ impl Cluster {
         }
     }
 
+    /// Where the writer of `partition` stands: what its consumer acked
+    /// through (0 without a consumer) and its ingest stream's last
+    /// sequence; `None` while the stream cannot be read.
+    pub async fn writer_progress(&self, partition: u16) -> Option<(u64, u64)> {
+        let js = async_nats::jetstream::new(self.nats.client().await);
+        let mut stream = js
+            .get_stream(definitions::ingest_stream_name(partition))
+            .await
+            .ok()?;
+        let last = stream.info().await.ok()?.state.last_sequence;
+        let acked = definitions::writer_acked_floor(&stream, partition)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        Some((acked, last))
+    }
+
     /// Waits until the writers of `partitions` have acked every command
     /// in their streams: a writer acks its batches a little after it
     /// answers them, and a test that kills it meanwhile would see them
     /// again, as repeats.
     pub async fn wait_for_writers_acked(&self, partitions: u16, within: Duration) {
-        let js = async_nats::jetstream::new(self.nats.client().await);
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let mut behind = Vec::new();
             for p in 0..partitions {
-                let Ok(mut stream) = js.get_stream(format!("SB_INGEST_{p}")).await else {
-                    behind.push(p);
-                    continue;
-                };
-                let last = match stream.info().await {
-                    Ok(info) => info.state.last_sequence,
-                    Err(_) => u64::MAX,
-                };
-                let acked = match stream.consumer_info(format!("writer-p{p}")).await {
-                    Ok(info) => info.ack_floor.stream_sequence,
-                    Err(_) => 0,
-                };
-                if acked < last && last > 0 {
-                    behind.push(p);
+                match self.writer_progress(p).await {
+                    Some((acked, last)) if acked >= last => {}
+                    _ => behind.push(p),
                 }
             }
             if behind.is_empty() {

@@ -190,13 +190,10 @@ async fn a_worker_that_stops_leaves_every_command_it_answered_acked() {
         status.is_some_and(|s| s.success()),
         "the worker stops cleanly on SIGTERM: {status:?}"
     );
-    let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let mut stream = js.get_stream("SB_INGEST_0").await.unwrap();
-    let last = stream.info().await.unwrap().state.last_sequence;
-    let acked = definitions::writer_acked_floor(&stream, 0)
+    let (acked, last) = cluster
+        .writer_progress(0)
         .await
-        .unwrap()
-        .expect("the writer's consumer outlives its worker");
+        .expect("the ingest stream outlives its worker");
     assert_eq!(
         acked, last,
         "the stopped worker left commands it answered unacked"

@@ -11,8 +11,8 @@
 //!   that names the user (their messages, reactions, memberships) is
 //!   deleted. An endpoint that had not taken it yet never gets it.
 //! - `SB_INGEST_<p>` keeps commands its writer handled until the writer
-//!   purges them (about a second later, or at its next ack after a
-//!   restart): each is purged up to its writer's ack floor now.
+//!   purges them (about a second later; a writer that just started, at
+//!   its first tick): each is purged up to its writer's ack floor now.
 
 use async_nats::jetstream::stream::DirectGetErrorKind;
 use switchboard_nats::definitions::{
