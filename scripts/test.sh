@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up command 2: installs what the tests need and runs the whole suite:
-# unit tests, the store conformance suite, and the integration tests that
-# start real nats-server and switchboard processes.
+# unit tests, the store conformance suite (on the embedded store and on a
+# real Cassandra node), and the integration tests that start real
+# nats-server and switchboard processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,17 @@ scripts/install-s3s.sh
 # The tests load the example and hostile plugins as built components.
 scripts/build-plugins.sh
 export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-server}"
+# The CQL store's conformance suite runs on a real Cassandra node
+# (scripts/cassandra.sh fetches it with Maven and starts it on 127.0.0.1).
+# A node already running is used as it is and left running; one started
+# here is stopped when the tests end.
+if [ -z "${SWITCHBOARD_TEST_SCYLLA:-}" ]; then
+  if [ -z "$(scripts/cassandra.sh pid 1)" ]; then
+    scripts/cassandra.sh start 1
+    trap 'scripts/cassandra.sh stop' EXIT
+  fi
+  export SWITCHBOARD_TEST_SCYLLA=127.0.0.1:9042
+fi
 # The integration tests run the binary; build it first.
 cargo build --bin switchboard
 cargo test --workspace "$@"

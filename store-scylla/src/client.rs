@@ -68,14 +68,15 @@ impl ScyllaStore {
             builder = builder.user(user, password);
         }
         let session = builder.build().await.map_err(unavailable)?;
+        crate::server::check_batch_threshold(&session, config.max_batch_bytes).await;
         if config.create_schema {
             schema::create(&session, config).await?;
         } else {
             schema::use_keyspace(&session, config).await?;
         }
-        let st = Statements::prepare(&session).await?;
         let clock = Clock::new();
-        schema::migrate(&session, &st, &clock, config.create_schema).await?;
+        schema::migrate(&session, &clock, config.create_schema).await?;
+        let st = Statements::prepare(&session).await?;
         tracing::info!(
             keyspace = %config.keyspace,
             nodes = ?config.nodes,

@@ -45,6 +45,7 @@ mod people;
 mod rows;
 mod safety;
 mod schema;
+mod server;
 mod statements;
 mod states;
 mod store;

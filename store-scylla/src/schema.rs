@@ -7,7 +7,6 @@ use switchboard_store::{StoreError, StoreResult};
 
 use crate::config::ScyllaConfig;
 use crate::cql::{Clock, unavailable};
-use crate::statements::Statements;
 
 /// The schema file, the single source of truth.
 pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
@@ -166,17 +165,25 @@ async fn ddl(session: &Session, cql: &str) -> StoreResult<()> {
 
 /// Reads the keyspace's schema version, runs the migrations it lacks and
 /// records the new version. A keyspace without a version was just created
-/// from the current file.
+/// from the current file. Runs before the store's statements are prepared
+/// (a keyspace missing a table could not prepare them), so its two
+/// statements are sent unprepared.
 pub(crate) async fn migrate(
     session: &Session,
-    statements: &Statements,
     clock: &Clock,
     create_schema: bool,
 ) -> StoreResult<()> {
-    let stored = statements
-        .schema_version
-        .one(session, (COMPONENT,))
-        .await?
+    let stored = session
+        .query_unpaged(
+            "SELECT version FROM schema_version WHERE component = ?",
+            (COMPONENT,),
+        )
+        .await
+        .map_err(unavailable)?
+        .into_rows_result()
+        .map_err(|e| StoreError::Corrupt(format!("schema_version: {e}")))?
+        .maybe_first_row::<(i32,)>()
+        .map_err(|e| StoreError::Corrupt(format!("schema_version: {e}")))?
         .map(|(v,)| v);
     match stored {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
@@ -184,8 +191,9 @@ pub(crate) async fn migrate(
             "the keyspace has schema version {v}, this build knows up to {SCHEMA_VERSION}"
         ))),
         _ if !create_schema => Err(StoreError::Unavailable(format!(
-            "the keyspace has schema version {stored:?}, not {SCHEMA_VERSION}, and \
-             create_schema is off: apply deploy/scylla/schema.cql and its migrations"
+            "the keyspace has schema version {}, not {SCHEMA_VERSION}, and create_schema is \
+             off: apply deploy/scylla/schema.cql and its migrations",
+            stored.map_or_else(|| "none".to_owned(), |v| v.to_string())
         ))),
         _ => {
             let from = stored.unwrap_or(SCHEMA_VERSION);
@@ -194,25 +202,24 @@ pub(crate) async fn migrate(
                     for cql in *steps {
                         ddl(session, cql).await?;
                     }
-                    record(session, statements, clock, *version).await?;
+                    record(session, clock, *version).await?;
                 }
             }
-            record(session, statements, clock, SCHEMA_VERSION).await
+            record(session, clock, SCHEMA_VERSION).await
         }
     }
 }
 
-async fn record(
-    session: &Session,
-    statements: &Statements,
-    clock: &Clock,
-    version: i32,
-) -> StoreResult<()> {
+async fn record(session: &Session, clock: &Clock, version: i32) -> StoreResult<()> {
     let now = switchboard_protocol::Timestamp::now().unix_ms();
-    statements
-        .set_schema_version
-        .run(session, (COMPONENT, version, now, clock.next()))
-        .await?;
+    session
+        .query_unpaged(
+            "INSERT INTO schema_version (component, version, applied_at) VALUES (?, ?, ?) \
+             USING TIMESTAMP ?",
+            (COMPONENT, version, now, clock.next()),
+        )
+        .await
+        .map_err(unavailable)?;
     tracing::info!(version, "scylla schema version recorded");
     Ok(())
 }

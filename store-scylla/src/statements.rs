@@ -66,8 +66,6 @@ statements! {
     // --- schema_version
     schema_version: Read<(Text,), (i32,)> =
         "SELECT version FROM schema_version WHERE component = ?";
-    set_schema_version: Write<(Text, Int, BigInt, BigInt)> =
-        "INSERT INTO schema_version (component, version, applied_at) VALUES (?, ?, ?) USING TIMESTAMP ?";
 
     // --- conversations
     conversation: Read<(Text, Text), ConversationRow> =

@@ -1,44 +1,68 @@
-//! The store conformance suite against a real ScyllaDB (or Cassandra 4)
-//! node: `SWITCHBOARD_TEST_SCYLLA=host:port cargo test -p
+//! The store conformance suite against a real CQL node (Apache Cassandra
+//! 5.0 in CI, started by `scripts/cassandra.sh`; ScyllaDB works the same):
+//! `SWITCHBOARD_TEST_SCYLLA=host:port cargo test -p
 //! switchboard-store-scylla`. Each check uses a fresh keyspace and drops
-//! it once the check passed (a failed check leaves it to look at).
-//! Without the variable every check says so and passes: no server is
-//! started here.
+//! it once the check passed (a failed check leaves it to look at). Without
+//! the variable every check says so and passes, except in CI (`CI` set),
+//! where a skipped run is a failure: `scripts/test.sh` always sets it.
+//!
+//! Also here: the schema's migrations, from the first released version to
+//! the current one, on the same server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 
+use switchboard_store::Store;
 use switchboard_store::conformance::Subject;
-use switchboard_store_scylla::{Replication, ScyllaConfig, ScyllaStore};
+use switchboard_store_scylla::{Replication, SCHEMA_VERSION, ScyllaConfig, ScyllaStore};
 
 const VAR: &str = "SWITCHBOARD_TEST_SCYLLA";
 
-async fn subject() -> Option<Subject> {
-    let Some(node) = std::env::var(VAR).ok().filter(|v| !v.trim().is_empty()) else {
+/// The node to test against, if one is named.
+fn node() -> Option<String> {
+    let node = std::env::var(VAR).ok().filter(|v| !v.trim().is_empty());
+    if node.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{VAR} is not set, and CI never skips the CQL store's suite: run scripts/test.sh, \
+             which starts Cassandra (scripts/cassandra.sh) and sets it"
+        );
         // Straight to stderr: the test harness captures print! output of
         // passing tests, and this line should be seen.
         let _ = writeln!(
             std::io::stderr(),
             "Scylla conformance check skipped: {VAR} is not set (set it to the host:port of a \
-             ScyllaDB or Cassandra node to run the store conformance suite against it)"
+             ScyllaDB or Cassandra node, or run scripts/test.sh)"
         );
-        return None;
-    };
-    let keyspace = format!("sb_conformance_{:016x}", rand::random::<u64>());
-    let config = ScyllaConfig {
-        nodes: vec![node.trim().to_owned()],
-        keyspace: keyspace.clone(),
-        // One test node.
+    }
+    node.map(|n| n.trim().to_owned())
+}
+
+/// A test keyspace on one node: replication factor 1, consistency ONE.
+fn config(node: &str, keyspace: &str) -> ScyllaConfig {
+    ScyllaConfig {
+        nodes: vec![node.to_owned()],
+        keyspace: keyspace.to_owned(),
         replication: Replication::Simple { factor: 1 },
         consistency: "one".into(),
         // The suite checks that a sweep removes the entries it names.
         inbox_sweep: true,
         request_timeout_ms: 30_000,
         ..ScyllaConfig::default()
-    };
+    }
+}
+
+fn fresh_keyspace(what: &str) -> String {
+    format!("sb_{what}_{:016x}", rand::random::<u64>())
+}
+
+async fn subject() -> Option<Subject> {
+    let node = node()?;
+    let keyspace = fresh_keyspace("conformance");
     let store = Arc::new(
-        ScyllaStore::connect(&config)
+        ScyllaStore::connect(&config(&node, &keyspace))
             .await
             .unwrap_or_else(|e| panic!("connecting to {node}: {e}")),
     );
@@ -55,3 +79,120 @@ async fn subject() -> Option<Subject> {
 }
 
 switchboard_store::conformance_tests!(subject);
+
+/// The schema file as first released, with its keyspace named `keyspace`.
+const SCHEMA_V1: &str = include_str!("schema-v1.cql");
+
+/// Every table and column of a keyspace with its type, as the server
+/// describes them.
+async fn columns(store: &ScyllaStore, keyspace: &str) -> BTreeSet<(String, String, String)> {
+    store
+        .session()
+        .query_unpaged(
+            "SELECT table_name, column_name, type FROM system_schema.columns \
+             WHERE keyspace_name = ?",
+            (keyspace,),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .rows::<(String, String, String)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A keyspace made by the first released schema (version 1) and then
+/// opened by this build migrates to [`SCHEMA_VERSION`]: the version is
+/// recorded, its tables and columns are those of a keyspace made new, and
+/// the store works on it. Opened with `create_schema` off, it is refused
+/// with the way out named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_schema_migrates_to_the_current_one() {
+    let Some(node) = node() else { return };
+    let old = fresh_keyspace("migrated");
+    let new = fresh_keyspace("new");
+
+    // Version 1, as its store left a keyspace: every statement of its
+    // file, and its version recorded.
+    let current = ScyllaStore::connect(&config(&node, &new)).await.unwrap();
+    let session = current.session();
+    session
+        .query_unpaged(
+            format!(
+                "CREATE KEYSPACE {old} WITH replication = \
+                 {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            ),
+            (),
+        )
+        .await
+        .unwrap();
+    let text: String = SCHEMA_V1
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for statement in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let upper = statement.to_ascii_uppercase();
+        if upper.starts_with("CREATE KEYSPACE") || upper.starts_with("USE ") {
+            continue;
+        }
+        let statement = statement.replacen("IF NOT EXISTS ", &format!("IF NOT EXISTS {old}."), 1);
+        session.query_unpaged(statement, ()).await.unwrap();
+    }
+    session
+        .query_unpaged(
+            format!(
+                "INSERT INTO {old}.schema_version (component, version, applied_at) \
+                 VALUES ('store', 1, 0)"
+            ),
+            (),
+        )
+        .await
+        .unwrap();
+
+    let refused = ScyllaStore::connect(&ScyllaConfig {
+        create_schema: false,
+        ..config(&node, &old)
+    })
+    .await
+    .err()
+    .expect("an old schema is refused without create_schema");
+    assert!(
+        refused.to_string().contains("schema version 1,"),
+        "{refused}"
+    );
+
+    let migrated = Arc::new(ScyllaStore::connect(&config(&node, &old)).await.unwrap());
+    let (version,) = migrated
+        .session()
+        .query_unpaged(
+            format!("SELECT version FROM {old}.schema_version WHERE component = 'store'"),
+            (),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .first_row::<(i32,)>()
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(
+        columns(&migrated, &old).await,
+        columns(&current, &new).await
+    );
+
+    // The store works on the migrated keyspace.
+    let store: Arc<dyn Store> = migrated.clone();
+    switchboard_store::conformance::appends_continue_seq_without_gaps(&store).await;
+    switchboard_store::conformance::reactions_are_idempotent_bounded_and_the_readers_own(&store)
+        .await;
+
+    for keyspace in [&old, &new] {
+        session
+            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
+            .await
+            .unwrap();
+    }
+}

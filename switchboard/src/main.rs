@@ -104,6 +104,12 @@ struct DevArgs {
     /// Port for the local nats-server (0 picks a free one; default 4222).
     #[arg(long, env = "SWITCHBOARD_NATS_PORT")]
     nats_port: Option<u16>,
+    /// The store: `embedded` (default) in the data directory, or `scylla`:
+    /// the CQL cluster of the file's `[scylla]` table, by default one
+    /// node on 127.0.0.1:9042 (`scripts/dev.sh --cql` starts a Cassandra
+    /// node there).
+    #[arg(long, env = "SWITCHBOARD_STORE", value_enum)]
+    store: Option<StoreKind>,
 }
 
 #[derive(Args)]
@@ -227,7 +233,13 @@ async fn dev_inner(
         &backbone,
     )
     .await?;
-    let store = run::embedded_store(&client, data_dir, file)?;
+    let store = match args.store.or(file.store).unwrap_or(StoreKind::Embedded) {
+        StoreKind::Embedded => run::embedded_store(&client, data_dir, file)?,
+        StoreKind::Scylla => run::store(StoreKind::Scylla, &client, data_dir, file).await?,
+        StoreKind::Nats => {
+            bail!("`switchboard dev` holds its own store: --store embedded or scylla, not nats")
+        }
+    };
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let mut gateway_config = run::gateway_config(name.clone(), &backbone, file);
     let keys = run::token_keys(&gateway_config)?;

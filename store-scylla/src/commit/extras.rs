@@ -210,7 +210,16 @@ impl Tx<'_> {
         seq: u64,
     ) -> StoreResult<()> {
         let k = ck(c);
-        let day = self.day_of(&k, seq)?;
+        // Unlike a single reaction, all of a message's go also when it has
+        // no live row to read (expiry of an archived message): its bucket
+        // says which partition they would be in.
+        let day = match self.messages.get(&(k.clone(), seq)) {
+            Some(Some((day, _))) => *day,
+            _ => match self.bucket_of(&k, seq).await? {
+                Some(bucket) => bucket.day,
+                None => return Ok(()),
+            },
+        };
         self.reactions
             .retain(|(kk, s, _), _| !(*kk == k && *s == seq));
         let ts = self.ts();
