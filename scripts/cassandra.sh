@@ -9,7 +9,8 @@
 #   scripts/cassandra.sh install        fetch Cassandra (idempotent)
 #   scripts/cassandra.sh start [N]      start nodes 1..N (default 1) that are
 #                                       not running, and wait until each
-#                                       answers CQL
+#                                       answers CQL (N must be the size the
+#                                       nodes' folder was first started with)
 #   scripts/cassandra.sh start-node I   start node I alone and wait for it
 #   scripts/cassandra.sh stop [I]       stop node I, or every node, by its
 #                                       process id (TERM, then KILL after 60 s)
@@ -28,7 +29,7 @@
 #
 # Node I listens on 127.0.0.I: CQL on 9042, gossip on 7000, and JMX (for
 # nodetool) on 127.0.0.1:7I99. Its folder holds data/, commitlog/, hints/,
-# cassandra.yaml, system.log, stdout.log and pid.
+# cassandra.yaml, system.log (rolled at 20 MB), stdout.log and pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -95,8 +96,14 @@ install() {
   echo "installing Cassandra $CASSANDRA_VERSION into $HOME_DIR" >&2
   rm -rf "$HOME_DIR"
   mkdir -p "$LIB"
-  mvn -B -q -Dstyle.color=never -f "$HERE/pom.xml" -Dcassandra.version="$CASSANDRA_VERSION" \
-    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIB" >&2
+  # Maven's own output only when it fails.
+  if ! mvn -B -q -f "$HERE/pom.xml" -Dcassandra.version="$CASSANDRA_VERSION" \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIB" \
+      >"$HOME_DIR/maven.log" 2>&1; then
+    cat "$HOME_DIR/maven.log" >&2
+    echo "cassandra.sh: fetching Cassandra $CASSANDRA_VERSION with Maven failed" >&2
+    exit 1
+  fi
   touch "$HOME_DIR/complete"
 }
 
@@ -219,6 +226,11 @@ launch() {
   if [ -n "$(node_pid "$i")" ]; then
     return
   fi
+  if cql_answers "127.0.0.$i"; then
+    echo "cassandra.sh: something else already answers CQL on 127.0.0.$i:9042 (a node of" \
+      "another folder?); stop it first" >&2
+    exit 1
+  fi
   install
   java="$(java17)"
   dir="$(node_dir "$i")"
@@ -287,6 +299,17 @@ case "$command" in
   start)
     count="${1:-1}"
     check_index "$count"
+    # The nodes know each other from their first start: node 1 started
+    # alone on the data of a three-node cluster waits for two peers that
+    # never come (and logs it millions of times).
+    size_file="$NODES_DIR/cluster-size"
+    if [ -f "$size_file" ] && [ "$(cat "$size_file")" != "$count" ]; then
+      echo "cassandra.sh: $NODES_DIR holds a cluster of $(cat "$size_file") node(s), not $count:" \
+        "run \`scripts/cassandra.sh wipe\` first (it deletes their data)" >&2
+      exit 1
+    fi
+    mkdir -p "$NODES_DIR"
+    echo "$count" >"$size_file"
     # The seed (node 1) first: the others gossip with it as they start.
     for ((i = 1; i <= count; i++)); do launch "$i"; done
     ;;

@@ -15,19 +15,20 @@ scripts/install-s3s.sh
 # The tests load the example and hostile plugins as built components.
 scripts/build-plugins.sh
 export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-server}"
+# The integration tests run the binary; build it and the tests first.
+cargo build --bin switchboard
+cargo test --workspace --no-run "$@"
 # The CQL store's conformance suite runs on a real Cassandra node
-# (scripts/cassandra.sh fetches it with Maven and starts it on 127.0.0.1).
-# A node already running is used as it is and left running; one started
-# here is stopped when the tests end.
+# (scripts/cassandra.sh fetches it with Maven and starts it on 127.0.0.1),
+# new for every run in a folder of its own, and stopped when the tests
+# end. SWITCHBOARD_TEST_SCYLLA=host:port runs it on another node instead.
 if [ -z "${SWITCHBOARD_TEST_SCYLLA:-}" ]; then
-  if [ -z "$(scripts/cassandra.sh pid 1)" ]; then
-    scripts/cassandra.sh start 1
-    trap 'scripts/cassandra.sh stop' EXIT
-  fi
+  export SWITCHBOARD_CASSANDRA_DIR="${TMPDIR:-/tmp}/switchboard-cassandra-test"
+  scripts/cassandra.sh wipe
+  scripts/cassandra.sh start 1
+  trap 'scripts/cassandra.sh stop' EXIT
   export SWITCHBOARD_TEST_SCYLLA=127.0.0.1:9042
 fi
-# The integration tests run the binary; build it first.
-cargo build --bin switchboard
 cargo test --workspace "$@"
 # The TypeScript SDK against a live `switchboard dev` (clients/js/).
 scripts/test-js.sh
