@@ -182,6 +182,11 @@ key_cache_size: 8MiB
 # default limit (50KiB) refuses those of large groups. ScyllaDB's default.
 batch_size_fail_threshold: 1024KiB
 batch_size_warn_threshold: 256KiB
+# A logged batch first writes its batch log to two other nodes, by default
+# chosen at random among the remote ones: with three nodes, always both
+# others, so one stopped node holds every batch up until gossip convicts
+# it. `dynamic` may use the coordinator itself and ranks nodes by latency.
+batchlog_endpoint_strategy: dynamic
 # Test keyspaces come and go by the hundred: no snapshot of each dropped one.
 auto_snapshot: false
 EOF

@@ -18,18 +18,25 @@ export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-s
 # The integration tests run the binary; build it and the tests first.
 cargo build --bin switchboard
 cargo test --workspace --no-run "$@"
-# The CQL store's conformance suite runs on a real Cassandra node
-# (scripts/cassandra.sh fetches it with Maven and starts it on 127.0.0.1),
-# new for every run in a folder of its own, and stopped when the tests
-# end. SWITCHBOARD_TEST_SCYLLA=host:port runs it on another node instead.
+# The CQL store's tests run on real Apache Cassandra nodes that
+# scripts/cassandra.sh fetches with Maven, new for every run in a folder
+# of their own. The conformance suite: one node on 127.0.0.1, for the
+# workspace's tests but the integration tests, stopped before those.
+# The integration tests' CQL fault test then starts three nodes on
+# 127.0.0.1/2/3 itself and stops them at its end.
+# SWITCHBOARD_TEST_SCYLLA=host:port runs the suite on another node
+# instead, and skips the fault test (which needs those addresses).
+export SWITCHBOARD_CASSANDRA_DIR="${TMPDIR:-/tmp}/switchboard-cassandra-test"
+trap 'scripts/cassandra.sh wipe' EXIT
 if [ -z "${SWITCHBOARD_TEST_SCYLLA:-}" ]; then
-  export SWITCHBOARD_CASSANDRA_DIR="${TMPDIR:-/tmp}/switchboard-cassandra-test"
+  export SWITCHBOARD_TEST_CQL_CLUSTER=1
   scripts/cassandra.sh wipe
   scripts/cassandra.sh start 1
-  trap 'scripts/cassandra.sh stop' EXIT
   export SWITCHBOARD_TEST_SCYLLA=127.0.0.1:9042
 fi
-cargo test --workspace "$@"
+cargo test --workspace --exclude switchboard-tests "$@"
+scripts/cassandra.sh wipe
+cargo test -p switchboard-tests "$@"
 # The TypeScript SDK against a live `switchboard dev` (clients/js/).
 scripts/test-js.sh
 # The API contract: schemathesis against a live server and the OpenAPI

@@ -42,6 +42,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
@@ -534,6 +535,16 @@ impl<'a> Tx<'a> {
         self.run(BatchType::Unlogged, &chunk).await
     }
 
+    /// Sends one batch. When its outcome is unknown (a client timeout, a
+    /// lost connection, a coordinator short of replicas), the same batch
+    /// is sent again, for up to [`RESEND_FOR`]: the same rows with the
+    /// same timestamps, so a first copy that lands late changes nothing.
+    /// Returning `Unavailable` at once would hand the writer a commit it
+    /// cannot know the fate of: it plans the same commands again, with new
+    /// message ids, while the first batch may still land; the later
+    /// timestamps win every cell, and a gateway that answered the client
+    /// from the first copy in between acked a message id the store then
+    /// lost (found by the CQL fault test: a node killed under load).
     async fn run(&self, kind: BatchType, writes: &[Pending]) -> StoreResult<()> {
         if writes.is_empty() {
             return Ok(());
@@ -544,13 +555,54 @@ impl<'a> Tx<'a> {
         for w in writes {
             batch.append_statement(w.ps.clone());
         }
-        let values: Vec<&(dyn SerializeRow + Send + Sync)> =
-            writes.iter().map(|w| w.values.as_ref()).collect();
-        self.store
-            .session
-            .batch(&batch, values)
-            .await
-            .map_err(unavailable)?;
-        Ok(())
+        let started = std::time::Instant::now();
+        let mut backoff = RESEND_FIRST_BACKOFF;
+        loop {
+            let values: Vec<&(dyn SerializeRow + Send + Sync)> =
+                writes.iter().map(|w| w.values.as_ref()).collect();
+            match self.store.session.batch(&batch, values).await {
+                Ok(_) => return Ok(()),
+                Err(e) if outcome_unknown(&e) && started.elapsed() < RESEND_FOR => {
+                    tracing::warn!(
+                        error = %e,
+                        statements = writes.len(),
+                        "a commit's batch may or may not have landed; sending it again"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RESEND_MAX_BACKOFF);
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+}
+
+/// How long a batch whose outcome is unknown is sent again (see
+/// [`Tx::run`]): about a default lease's acting time (8 s of 10), so that
+/// a writer gives up around when its lease would let it act no more.
+const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(8);
+const RESEND_FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+const RESEND_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a failed request may still have been applied, or was not sent
+/// at all, so that sending it again is the way to a known outcome; a
+/// refusal (invalid, unauthorized, a batch too large) is not.
+fn outcome_unknown(e: &ExecutionError) -> bool {
+    match e {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => matches!(
+            db,
+            DbError::WriteTimeout { .. }
+                | DbError::Unavailable { .. }
+                | DbError::Overloaded
+                | DbError::IsBootstrapping
+                | DbError::ServerError
+                | DbError::WriteFailure { .. }
+        ),
+        ExecutionError::LastAttemptError(RequestAttemptError::BrokenConnectionError(_))
+        | ExecutionError::LastAttemptError(RequestAttemptError::UnableToAllocStreamId)
+        | ExecutionError::RequestTimeout(_)
+        | ExecutionError::ConnectionPoolError(_)
+        | ExecutionError::EmptyPlan => true,
+        _ => false,
     }
 }

@@ -42,6 +42,11 @@ pub struct ClusterSpec {
     /// per role).
     pub worker_env: Vec<(String, String)>,
     pub gateway_env: Vec<(String, String)>,
+    /// CQL nodes (`host:port`): when set, every worker, gateway and search
+    /// replica runs `--store scylla` on a keyspace of this cluster's own
+    /// (replication factor: one per node, up to 3; consistency QUORUM),
+    /// and no process holds an embedded store.
+    pub cql: Vec<String>,
 }
 
 impl Default for ClusterSpec {
@@ -56,6 +61,7 @@ impl Default for ClusterSpec {
             exclusive: false,
             worker_env: Vec::new(),
             gateway_env: Vec::new(),
+            cql: Vec::new(),
         }
     }
 }
@@ -84,6 +90,8 @@ pub struct Cluster {
     pub replicas: usize,
     worker_env: Vec<(String, String)>,
     gateway_env: Vec<(String, String)>,
+    /// Whether the processes run on CQL (`ClusterSpec::cql`).
+    on_cql: bool,
     pub workers: Vec<Proc>,
     pub gateways: Vec<Proc>,
     /// Search replicas (v1.2), started by [`Cluster::add_search`].
@@ -120,7 +128,23 @@ fn config_text(spec: &ClusterSpec) -> String {
         "\n[[tenants]]\nid = \"{TENANT}\"\nhs256_secrets = [\"{SECRET}\"]\ned25519_public_keys = [\"{ed}\"]\n\
          \n[[tenants]]\nid = \"{OTHER_TENANT}\"\nhs256_secrets = [\"{OTHER_SECRET}\"]\n"
     ));
+    if !spec.cql.is_empty() {
+        let nodes: Vec<String> = spec.cql.iter().map(|n| format!("\"{n}\"")).collect();
+        text.push_str(&format!(
+            "\n[scylla]\nnodes = [{}]\nkeyspace = \"sb_it_{:016x}\"\nconsistency = \"quorum\"\n\
+             replication = {{ strategy = \"simple\", factor = {} }}\n",
+            nodes.join(", "),
+            rand_id(),
+            spec.cql.len().min(3)
+        ));
+    }
     text
+}
+
+/// A keyspace name of a cluster's own.
+fn rand_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
 impl ClusterSpec {
@@ -167,6 +191,7 @@ impl Cluster {
             config,
             worker_env: spec.worker_env.clone(),
             gateway_env: spec.gateway_env.clone(),
+            on_cql: !spec.cql.is_empty(),
             _turn: turn,
         };
         for i in 0..spec.workers {
@@ -201,7 +226,15 @@ impl Cluster {
     pub async fn add_worker_via(&mut self, store_owner: bool, nats_url: &str) {
         let i = self.workers.len();
         let mut args = self.common_args("worker", nats_url);
-        if store_owner {
+        if self.on_cql {
+            // Archived history in the directory every process shares.
+            args.extend([
+                "--store".into(),
+                "scylla".into(),
+                "--data-dir".into(),
+                self.blob_root().display().to_string(),
+            ]);
+        } else if store_owner {
             args.extend([
                 "--store".into(),
                 "embedded".into(),
@@ -225,7 +258,7 @@ impl Cluster {
         let mut args = self.common_args("search", &self.nats.url());
         args.extend([
             "--store".into(),
-            "nats".into(),
+            self.store_of_readers().into(),
             "--data-dir".into(),
             self.dir
                 .path()
@@ -251,7 +284,7 @@ impl Cluster {
         let mut args = self.common_args("gateway", nats_url);
         args.extend([
             "--store".into(),
-            "nats".into(),
+            self.store_of_readers().into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
             // Every gateway serves the same blob directory, with the same
@@ -266,6 +299,12 @@ impl Cluster {
         let log = self.dir.path().join(format!("gateway-{i}.log"));
         let p = Proc::start(args, self.gateway_env.clone(), log, "listening on").await;
         self.gateways.push(p);
+    }
+
+    /// The store of gateways and search replicas: the store service over
+    /// NATS, or CQL directly.
+    fn store_of_readers(&self) -> &'static str {
+        if self.on_cql { "scylla" } else { "nats" }
     }
 
     /// The data directory the gateways share; blobs are in `blobs/` below.

@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cluster;
+pub mod cql;
 pub mod frames;
 pub mod proc;
 pub mod reliable;

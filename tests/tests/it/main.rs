@@ -11,6 +11,7 @@ mod compromised_gateway;
 mod config_check;
 mod consent;
 mod conversation_features;
+mod cql_faults;
 mod crash;
 mod dev;
 mod e2ee;

@@ -1,0 +1,134 @@
+//! Faults of a three-node CQL cluster (Apache Cassandra 5.0, replication
+//! factor 3, QUORUM) under the CQL store: two workers and two gateways,
+//! every one `--store scylla`, no process holding a store, under a steady
+//! stream of sends from clients that resend until acked. In turn: one
+//! node killed (SIGKILL) and restarted, one node stopped (SIGSTOP) for 10 s,
+//! and a worker and a node killed together.
+//!
+//! Checked: every acked message stored exactly once, gap-free, in each
+//! sender's order; no process that was not killed exits; and during each
+//! fault, acks anywhere never stop for longer than `MAX_ACK_GAP` (see
+//! there why that is not yet 5 s). The longest stall of each fault is
+//! printed. The test starts the three nodes itself and stops them at its
+//! end (`switchboard_tests::cql`).
+
+use std::time::Duration;
+
+use switchboard_tests::cql::CqlNodes;
+use switchboard_tests::steady::{SteadySends, Timeline, longest_gap};
+use switchboard_tests::{Cluster, ClusterSpec};
+use tokio::time::Instant;
+
+use crate::support::*;
+
+const PARTITIONS: u16 = 6;
+/// The longest the platform may go without an ack during one fault, as
+/// it stands: a stalled or dead node holds up the LOGGED batches whose
+/// batch log it was chosen for until gossip convicts it (about 10 s with
+/// Cassandra's default `phi_convict_threshold`), and with three nodes
+/// every coordinator chooses it. The target is 5 s; measured (one run
+/// each on the 2-core machine): 10.1, 10.1 and 7.5 s.
+const MAX_ACK_GAP: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
+    let Some(cql) = CqlNodes::start().await else {
+        return;
+    };
+    let mut cluster = Cluster::start(ClusterSpec {
+        workers: 2,
+        gateways: 2,
+        partitions: PARTITIONS,
+        exclusive: true,
+        cql: cql.contact_points(),
+        ..Default::default()
+    })
+    .await;
+    let load = SteadySends::start(&cluster, PARTITIONS, "cq", Duration::from_millis(1500)).await;
+    cluster
+        .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
+        .await;
+    let pause = |ms| tokio::time::sleep(Duration::from_millis(ms));
+    pause(2000).await;
+
+    let mut timeline = Timeline::default();
+    // (what, from, to): each fault's window, from its start until the
+    // cluster is whole again and has had two seconds.
+    let mut windows: Vec<(String, Instant, Instant)> = Vec::new();
+
+    let from = timeline.mark("kill -9 CQL node 2");
+    cql.kill9(1).await;
+    pause(5000).await;
+    timeline.mark("restart CQL node 2");
+    cql.restart(1).await;
+    pause(3000).await;
+    windows.push((
+        "kill -9 of a CQL node, then its restart".into(),
+        from,
+        Instant::now(),
+    ));
+
+    let from = timeline.mark("SIGSTOP CQL node 3 for 10 s");
+    cql.pause(2).await;
+    pause(10_000).await;
+    timeline.mark("SIGCONT CQL node 3");
+    cql.resume(2).await;
+    pause(3000).await;
+    windows.push((
+        "SIGSTOP of a CQL node for 10 s".into(),
+        from,
+        Instant::now(),
+    ));
+
+    let from = timeline.mark("kill -9 worker 1 and CQL node 1");
+    cluster.workers[1].kill9().await;
+    cql.kill9(0).await;
+    pause(5000).await;
+    timeline.mark("restart CQL node 1 and worker 1");
+    cql.restart(0).await;
+    cluster.workers[1].restart().await;
+    pause(3000).await;
+    windows.push((
+        "kill -9 of a worker and a CQL node together".into(),
+        from,
+        Instant::now(),
+    ));
+
+    let to = Instant::now();
+    let conversations = load.conversations.clone();
+    let (acked, sends) = load.stop().await;
+    for (i, w) in cluster.workers.iter_mut().enumerate() {
+        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
+    }
+    for (i, g) in cluster.gateways.iter_mut().enumerate() {
+        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
+    }
+    let mut total = 0;
+    for c in &conversations {
+        let acked = &acked[&c.id];
+        let history = check_history_against_acks(&cluster, &c.id, &c.reader, acked).await;
+        assert!(history.len() >= acked.len());
+        total += acked.len();
+    }
+    timeline.report(&sends, to);
+    let acks: Vec<Instant> = sends.iter().map(|s| s.acked).collect();
+    let mut stalls = Vec::new();
+    for (what, from, to) in &windows {
+        let (gap, at) = longest_gap(&acks, *from, *to);
+        eprintln!(
+            "CQL faults: {what}: longest stall {:.2} s (from {})",
+            gap.as_secs_f32(),
+            timeline.when(at)
+        );
+        stalls.push((what.clone(), gap, timeline.when(at)));
+    }
+    eprintln!("CQL faults: {total} acked messages, every one stored once, gap-free");
+    for (what, gap, at) in stalls {
+        assert!(
+            gap <= MAX_ACK_GAP,
+            "{what}: no ack for {gap:?} from {at}\n{}",
+            cluster.logs()
+        );
+    }
+    assert!(total > 100, "the stream ran through the faults ({total})");
+}
