@@ -537,14 +537,18 @@ impl<'a> Tx<'a> {
 
     /// Sends one batch. When its outcome is unknown (a client timeout, a
     /// lost connection, a coordinator short of replicas), the same batch
-    /// is sent again, for up to [`RESEND_FOR`]: the same rows with the
-    /// same timestamps, so a first copy that lands late changes nothing.
-    /// Returning `Unavailable` at once would hand the writer a commit it
-    /// cannot know the fate of: it plans the same commands again, with new
-    /// message ids, while the first batch may still land; the later
-    /// timestamps win every cell, and a gateway that answered the client
-    /// from the first copy in between acked a message id the store then
-    /// lost (found by the CQL fault test: a node killed under load).
+    /// is sent again until it lands: the same rows with the same
+    /// timestamps, so a first copy that lands late changes nothing. Only
+    /// a refusal returns an error. Returning `Unavailable` on an unknown
+    /// outcome (after any finite wait) hands the writer a commit it cannot
+    /// know the fate of: it plans the same commands again, with new
+    /// message ids, while the first batch may still land (late, or from
+    /// the batch log); the later timestamps win every cell, and a gateway
+    /// that answered the client from the first copy in between acked a
+    /// message id the store then lost (found by the CQL fault test, first
+    /// with no resend, then with resends bounded at 8 s). A writer whose
+    /// store stays away stalls here, as it would retrying; stopping it
+    /// (its lease lost, a hand-over, shutdown) drops this future.
     async fn run(&self, kind: BatchType, writes: &[Pending]) -> StoreResult<()> {
         if writes.is_empty() {
             return Ok(());
@@ -562,12 +566,15 @@ impl<'a> Tx<'a> {
                 writes.iter().map(|w| w.values.as_ref()).collect();
             match self.store.session.batch(&batch, values).await {
                 Ok(_) => return Ok(()),
-                Err(e) if outcome_unknown(&e) && started.elapsed() < RESEND_FOR => {
-                    tracing::warn!(
-                        error = %e,
-                        statements = writes.len(),
-                        "a commit's batch may or may not have landed; sending it again"
-                    );
+                Err(e) if outcome_unknown(&e) => {
+                    let waited = started.elapsed();
+                    if waited < RESEND_ALERT_AFTER {
+                        tracing::warn!(error = %e, statements = writes.len(), ?waited,
+                            "a commit's batch may or may not have landed; sending it again");
+                    } else {
+                        tracing::error!(error = %e, statements = writes.len(), ?waited,
+                            "a commit's batch has not landed for a while: the cluster is unreachable or overloaded; sending it again");
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(RESEND_MAX_BACKOFF);
                 }
@@ -577,10 +584,8 @@ impl<'a> Tx<'a> {
     }
 }
 
-/// How long a batch whose outcome is unknown is sent again (see
-/// [`Tx::run`]): about a default lease's acting time (8 s of 10), so that
-/// a writer gives up around when its lease would let it act no more.
-const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(8);
+/// When the resends of one batch (see [`Tx::run`]) are logged as errors.
+const RESEND_ALERT_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 const RESEND_FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 const RESEND_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 

@@ -70,7 +70,11 @@ impl Default for ClusterSpec {
 static TURNS: std::sync::LazyLock<Arc<tokio::sync::RwLock<()>>> =
     std::sync::LazyLock::new(Default::default);
 
-/// This cluster's turn on the machine, held while it lives.
+/// A turn on the machine taken ahead of a cluster's start
+/// ([`Cluster::exclusive_turn`]), for what a test starts first.
+pub struct ClusterTurn(Turn);
+
+/// A cluster's turn on the machine, held while it lives.
 enum Turn {
     Shared(#[allow(dead_code)] tokio::sync::OwnedRwLockReadGuard<()>),
     Alone(#[allow(dead_code)] tokio::sync::OwnedRwLockWriteGuard<()>),
@@ -161,6 +165,18 @@ impl ClusterSpec {
 impl Cluster {
     pub async fn start(spec: ClusterSpec) -> Self {
         let turn = take_turn(spec.exclusive).await;
+        Self::start_in_turn_of(spec, ClusterTurn(turn)).await
+    }
+
+    /// The machine to oneself (as `exclusive` clusters have it), taken
+    /// before what the test starts ahead of its cluster.
+    pub async fn exclusive_turn() -> ClusterTurn {
+        ClusterTurn(take_turn(true).await)
+    }
+
+    /// [`Cluster::start`] in a turn taken already.
+    pub async fn start_in_turn_of(spec: ClusterSpec, turn: ClusterTurn) -> Self {
+        let turn = turn.0;
         let dir = tempfile::tempdir().unwrap();
         let nats = Nats::start_cluster(&dir.path().join("nats"), spec.nats_nodes).await;
         Self::start_in_turn(spec, nats, dir, turn).await
