@@ -138,6 +138,9 @@ pub(crate) struct Tx<'a> {
     /// user, root seq.
     thread_marks: HashMap<(Ck, String, u64), Option<u64>>,
     writes: Vec<Pending>,
+    /// How long a batch of unknown outcome is sent again (see
+    /// [`Tx::run`]); `None`: until it lands.
+    resend_for: Option<std::time::Duration>,
 }
 
 impl<'a> Tx<'a> {
@@ -161,6 +164,19 @@ impl<'a> Tx<'a> {
             archived: HashSet::new(),
             unsolicited: HashMap::new(),
             writes: Vec::new(),
+            resend_for: Some(BOUNDED_RESEND_FOR),
+        }
+    }
+
+    /// A commit of `Store::commit`: the writers' (and their maintenance
+    /// passes'), whose batches are sent again until they land (see
+    /// [`Tx::run`]). Marks and device records (`new`), which a gateway
+    /// writes while a client waits, are idempotent however they land and
+    /// give up after [`BOUNDED_RESEND_FOR`] with `Unavailable`.
+    pub(crate) fn for_commit(store: &'a ScyllaStore) -> Self {
+        Self {
+            resend_for: None,
+            ..Self::new(store)
         }
     }
 
@@ -537,9 +553,9 @@ impl<'a> Tx<'a> {
 
     /// Sends one batch. When its outcome is unknown (a client timeout, a
     /// lost connection, a coordinator short of replicas), the same batch
-    /// is sent again until it lands: the same rows with the same
-    /// timestamps, so a first copy that lands late changes nothing. Only
-    /// a refusal returns an error. Returning `Unavailable` on an unknown
+    /// is sent again, for a commit until it lands: the same rows with the
+    /// same timestamps, so a first copy that lands late changes nothing.
+    /// Only a refusal returns an error. Returning `Unavailable` on an unknown
     /// outcome (after any finite wait) hands the writer a commit it cannot
     /// know the fate of: it plans the same commands again, with new
     /// message ids, while the first batch may still land (late, or from
@@ -566,7 +582,12 @@ impl<'a> Tx<'a> {
                 writes.iter().map(|w| w.values.as_ref()).collect();
             match self.store.session.batch(&batch, values).await {
                 Ok(_) => return Ok(()),
-                Err(e) if outcome_unknown(&e) => {
+                Err(e)
+                    if outcome_unknown(&e)
+                        && self
+                            .resend_for
+                            .is_none_or(|limit| started.elapsed() < limit) =>
+                {
                     let waited = started.elapsed();
                     if waited < RESEND_ALERT_AFTER {
                         tracing::warn!(error = %e, statements = writes.len(), ?waited,
@@ -584,6 +605,8 @@ impl<'a> Tx<'a> {
     }
 }
 
+/// How long the batch of a mark or a device record is sent again.
+const BOUNDED_RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 /// When the resends of one batch (see [`Tx::run`]) are logged as errors.
 const RESEND_ALERT_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 const RESEND_FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);

@@ -39,7 +39,7 @@ impl Store for ScyllaStore {
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
         let started = std::time::Instant::now();
-        let mut tx = Tx::new(self);
+        let mut tx = Tx::for_commit(self);
         for m in &mutations {
             rules::apply(&mut tx, m).await?;
         }
