@@ -42,14 +42,6 @@ impl CqlNodes {
         self.nodes.clone()
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     async fn script(&self, args: &[String]) -> String {
         let out = tokio::process::Command::new("bash")
             .arg(&self.script)
