@@ -185,7 +185,7 @@ batch_size_warn_threshold: 256KiB
 # A logged batch first writes its batch log to two other nodes, by default
 # chosen at random among the remote ones: with three nodes, always both
 # others, so one stopped node holds every batch up until gossip convicts
-# it. `dynamic` may use the coordinator itself and ranks nodes by latency.
+# it. "dynamic" may use the coordinator itself and ranks nodes by latency.
 batchlog_endpoint_strategy: dynamic
 # Test keyspaces come and go by the hundred: no snapshot of each dropped one.
 auto_snapshot: false

@@ -108,6 +108,9 @@ pub fn store_error_code(e: &StoreError) -> ErrorCode {
         StoreError::AnswerTooLarge { .. } => ErrorCode::TooLarge,
         // Only a process calling the wrong endpoint gets it: a bug here.
         StoreError::Refused(_) => ErrorCode::Internal,
+        // A writer's own commit only; the writer stops and its successor
+        // answers the command.
+        StoreError::Fenced(_) => ErrorCode::Unavailable,
     }
 }
 

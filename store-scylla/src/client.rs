@@ -18,6 +18,7 @@ use switchboard_store::{
 
 use crate::config::ScyllaConfig;
 use crate::cql::{Clock, unavailable};
+use crate::fence::FenceStatements;
 use crate::rows::{
     Bucket, Conv, bucket_last, day_db, decode, id_db, limit_db, marks, seq_db, seq_of,
 };
@@ -32,6 +33,7 @@ const FAN_OUT: usize = 32;
 pub struct ScyllaStore {
     pub(crate) session: Session,
     pub(crate) st: Statements,
+    pub(crate) fence: FenceStatements,
     pub(crate) clock: Clock,
     /// The inbox lifetime, seconds (`USING TTL`).
     pub(crate) inbox_ttl: i32,
@@ -77,6 +79,7 @@ impl ScyllaStore {
         let clock = Clock::new();
         schema::migrate(&session, &clock, config.create_schema).await?;
         let st = Statements::prepare(&session).await?;
+        let fence = FenceStatements::prepare(&session, config.local_dc.is_some()).await?;
         tracing::info!(
             keyspace = %config.keyspace,
             nodes = ?config.nodes,
@@ -87,6 +90,7 @@ impl ScyllaStore {
         Ok(Self {
             session,
             st,
+            fence,
             clock,
             inbox_ttl: i32::try_from(config.inbox_ttl_secs).unwrap_or(i32::MAX),
             inbox_sweep: config.inbox_sweep,

@@ -10,11 +10,11 @@
 //! across partitions.
 //!
 //! The read-then-write is safe because every conversation has exactly one
-//! writer, the worker's sequencer holding the conversation's lease, whose
-//! fencing keeps a stale writer from committing (its `expected_last_seq`
-//! no longer matches). Scylla does not serialise the check with the write:
-//! two writers racing on one conversation could both pass their checks.
-//! That is also why there is no lightweight transaction (`IF ...`) here.
+//! writer, the worker's sequencer holding the partition's lease. Scylla
+//! does not serialise the check with the write, so a writer that lost its
+//! lease while a commit was on its way could still land it after its
+//! successor's: a writer's commits (`Store::commit_as`) are therefore
+//! decided by the writer fence (`fence.rs`) before their batch is sent.
 //!
 //! Mutations later in a commit see the effects of earlier ones (a create
 //! then an append, several appends, an append then its edits): the `Tx`
@@ -42,7 +42,6 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
@@ -53,11 +52,12 @@ use switchboard_protocol::{
 use switchboard_store::rules::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
 use switchboard_store::{
     BucketKey, ConversationKey, ConversationRecord, MemberState, PinRow, StoreError, StoreResult,
-    UNSOLICITED_WINDOW_MS, day_bucket,
+    UNSOLICITED_WINDOW_MS, WriterClaim, day_bucket,
 };
 
 use crate::client::ScyllaStore;
-use crate::cql::{Args, Size, Write, unavailable};
+use crate::cql::{Args, Size, Write, outcome_unknown, unavailable};
+use crate::fence;
 use crate::rows::{
     Bucket, Conv, DELIVERED, READ, bucket_last, day_db, encode, id_db, marks, seq_db, seq_of,
 };
@@ -498,15 +498,23 @@ impl<'a> Tx<'a> {
     /// large, the side parts in UNLOGGED batches before and after it (see
     /// the module documentation).
     pub(crate) async fn finish(&mut self) -> StoreResult<()> {
+        self.finish_as(None).await
+    }
+
+    /// [`Tx::finish`] by a partition's writer: the batch that makes the
+    /// commit (the whole, or its core) is decided first (`fence.rs`).
+    pub(crate) async fn finish_as(&mut self, claim: Option<WriterClaim>) -> StoreResult<()> {
         let writes = std::mem::take(&mut self.writes);
         if writes.is_empty() {
             return Ok(());
         }
         let n = i64::try_from(writes.len()).unwrap_or(i64::MAX / 4);
-        self.store.clock.observe(self.base + n);
+        let last_ts = self.base + n;
+        self.store.clock.observe(last_ts);
         let total: usize = writes.iter().map(|w| w.bytes).sum();
         let max = self.store.max_batch_bytes;
         if total <= max {
+            self.decide(claim, &writes, last_ts).await?;
             return self.run(BatchType::Logged, &writes).await;
         }
         let mut before = Vec::new();
@@ -529,8 +537,44 @@ impl<'a> Tx<'a> {
                  past batch_size_fail_threshold_in_kb"
             );
         }
+        self.decide(claim, &core, last_ts).await?;
         self.run(BatchType::Logged, &core).await?;
         self.run_chunked(after).await
+    }
+
+    /// Decides the commit and writes nothing: a writer stopped between
+    /// the two steps, for the fence's tests.
+    #[cfg(test)]
+    pub(crate) async fn decide_only(&mut self, claim: WriterClaim) -> StoreResult<()> {
+        let writes = std::mem::take(&mut self.writes);
+        let last_ts = self.base + i64::try_from(writes.len()).unwrap_or(0);
+        self.decide(Some(claim), &writes, last_ts).await
+    }
+
+    /// Records `writes` as the decided commit of `claim`'s partition;
+    /// `Fenced` when the partition was claimed again since.
+    async fn decide(
+        &self,
+        claim: Option<WriterClaim>,
+        writes: &[Pending],
+        last_ts: i64,
+    ) -> StoreResult<()> {
+        let Some(claim) = claim else {
+            return Ok(());
+        };
+        let recorded = writes
+            .iter()
+            .map(|w| fence::Recorded::of(&w.ps, w.values.as_ref()))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let pending = fence::encode(&recorded)?;
+        fence::decide(
+            &self.store.session,
+            &self.store.fence,
+            claim,
+            pending,
+            last_ts,
+        )
+        .await
     }
 
     /// Side parts of a split commit: UNLOGGED batches of bounded size,
@@ -611,26 +655,3 @@ const BOUNDED_RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(5
 const RESEND_ALERT_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 const RESEND_FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 const RESEND_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Whether a failed request may still have been applied, or was not sent
-/// at all, so that sending it again is the way to a known outcome; a
-/// refusal (invalid, unauthorized, a batch too large) is not.
-fn outcome_unknown(e: &ExecutionError) -> bool {
-    match e {
-        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => matches!(
-            db,
-            DbError::WriteTimeout { .. }
-                | DbError::Unavailable { .. }
-                | DbError::Overloaded
-                | DbError::IsBootstrapping
-                | DbError::ServerError
-                | DbError::WriteFailure { .. }
-        ),
-        ExecutionError::LastAttemptError(RequestAttemptError::BrokenConnectionError(_))
-        | ExecutionError::LastAttemptError(RequestAttemptError::UnableToAllocStreamId)
-        | ExecutionError::RequestTimeout(_)
-        | ExecutionError::ConnectionPoolError(_)
-        | ExecutionError::EmptyPlan => true,
-        _ => false,
-    }
-}

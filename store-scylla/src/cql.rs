@@ -16,6 +16,7 @@ use futures::stream::BoxStream;
 use scylla::client::session::Session;
 use scylla::deserialize::row::DeserializeRow;
 use scylla::deserialize::value::DeserializeValue;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::frame::response::result::{ColumnType, NativeType};
 use scylla::response::query_result::ColumnSpecs;
 use scylla::response::{PagingState, PagingStateResponse};
@@ -28,6 +29,29 @@ use switchboard_store::{StoreError, StoreResult};
 /// applied (a timed-out write can still land), and retrying is safe.
 pub(crate) fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("scylla: {e}"))
+}
+
+/// Whether a failed request may still have been applied, or was not sent
+/// at all, so that sending it again is the way to a known outcome; a
+/// refusal (invalid, unauthorized, a batch too large) is not.
+pub(crate) fn outcome_unknown(e: &ExecutionError) -> bool {
+    match e {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => matches!(
+            db,
+            DbError::WriteTimeout { .. }
+                | DbError::Unavailable { .. }
+                | DbError::Overloaded
+                | DbError::IsBootstrapping
+                | DbError::ServerError
+                | DbError::WriteFailure { .. }
+        ),
+        ExecutionError::LastAttemptError(RequestAttemptError::BrokenConnectionError(_))
+        | ExecutionError::LastAttemptError(RequestAttemptError::UnableToAllocStreamId)
+        | ExecutionError::RequestTimeout(_)
+        | ExecutionError::ConnectionPoolError(_)
+        | ExecutionError::EmptyPlan => true,
+        _ => false,
+    }
 }
 
 /// Rows that do not have the shape the schema promises.
@@ -402,7 +426,7 @@ impl Clock {
         }
     }
 
-    fn now_micros() -> i64 {
+    pub(crate) fn now_micros() -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))

@@ -9,7 +9,11 @@
 //! - A commit checks, then writes one LOGGED batch (`commit.rs`). The check
 //!   and the write are not isolated from other writers: correctness rests
 //!   on the single writer per conversation (the sequencer holding its
-//!   lease), not on Scylla. There are no lightweight transactions.
+//!   lease), and on the writer fence (`fence.rs`): a partition's writer
+//!   claims it, and each of its commits is decided by a lightweight
+//!   transaction on the claim's epoch before its batch is sent, so a
+//!   writer that lost its partition writes nothing more. The fence's are
+//!   the only lightweight transactions.
 //! - A write that times out may still land (a logged batch is replayed from
 //!   the batch log). The caller gets `Unavailable`; a retry of an append
 //!   then finds `expected_last_seq` stale (`Conflict`) and the sequencer
@@ -41,6 +45,7 @@ mod cql;
 mod cursor;
 mod erasure;
 mod extras;
+mod fence;
 mod people;
 mod rows;
 mod safety;
@@ -49,6 +54,7 @@ mod server;
 mod statements;
 mod states;
 mod store;
+mod writer;
 
 pub use client::ScyllaStore;
 pub use config::{Replication, ScyllaConfig};

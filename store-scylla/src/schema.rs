@@ -14,7 +14,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -85,6 +85,15 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
         &[
             "CREATE TABLE IF NOT EXISTS joined (tenant text, user_id text, \
            conversation_id text, PRIMARY KEY ((tenant, user_id), conversation_id))",
+        ],
+    ),
+    (
+        // The writer fence (`fence.rs`): a new table, empty; the first
+        // claim of each partition creates its row.
+        6,
+        &[
+            "CREATE TABLE IF NOT EXISTS writer_fences (partition int, epoch bigint, \
+           pending blob, last_ts bigint, PRIMARY KEY (partition))",
         ],
     ),
 ];
@@ -353,6 +362,7 @@ mod tests {
                 "thread_replies",
                 "unsolicited_adds",
                 "user_conversations",
+                "writer_fences",
             ]
         );
         assert_eq!(ddl.len(), 2 + names.len(), "nothing else in the file");
@@ -387,7 +397,10 @@ mod tests {
         assert_eq!(tables["schema_version"].partition_key, vec!["component"]);
         for t in tables.values() {
             for c in t.columns.values() {
-                assert!(["text", "bigint", "int", "tinyint"].contains(&c.as_str()));
+                assert!(
+                    ["text", "bigint", "int", "tinyint", "blob"].contains(&c.as_str()),
+                    "{c}"
+                );
             }
         }
     }

@@ -15,7 +15,7 @@ use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
     InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, PolicyScan,
-    SentKey, SequencerState, Store, StoreError, StoreResult,
+    SentKey, SequencerState, Store, StoreError, StoreResult, WriterClaim,
 };
 
 use crate::client::ScyllaStore;
@@ -38,14 +38,15 @@ impl Store for ScyllaStore {
     }
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
-        let started = std::time::Instant::now();
-        let mut tx = Tx::for_commit(self);
-        for m in &mutations {
-            rules::apply(&mut tx, m).await?;
-        }
-        tx.finish().await?;
-        switchboard_store::metrics::group_committed(1, started.elapsed());
-        Ok(())
+        self.commit_fenced(None, mutations).await
+    }
+
+    async fn claim_writer(&self, partition: u16) -> StoreResult<WriterClaim> {
+        self.claim(partition).await
+    }
+
+    async fn commit_as(&self, claim: WriterClaim, mutations: Vec<Mutation>) -> StoreResult<()> {
+        self.commit_fenced(Some(claim), mutations).await
     }
 
     async fn sequencer_states(

@@ -196,3 +196,62 @@ async fn the_first_schema_migrates_to_the_current_one() {
             .unwrap();
     }
 }
+
+/// The writer fence (`fence.rs`): two store handles stand for two workers
+/// on one cluster. After a second claim of a partition, the first
+/// writer's commits are refused with `Fenced` and write nothing, however
+/// right its `expected_last_seq`; the second's go on. A claim of another
+/// partition fences nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_claimed_over_commits_nothing() {
+    use switchboard_store::conformance::{check_seeded_conversation, key, text_message};
+    use switchboard_store::{Mutation, StoreError};
+
+    let Some(node) = node() else { return };
+    let keyspace = fresh_keyspace("fence");
+    let first = ScyllaStore::connect(&config(&node, &keyspace))
+        .await
+        .unwrap();
+    let second = ScyllaStore::connect(&config(&node, &keyspace))
+        .await
+        .unwrap();
+    let (t, c) = ("fence", "c");
+    switchboard_store::conformance::seed_conversation(&first, t, c, &["a", "b"], 1).await;
+    let append = |expected: u64, id: &str| Mutation::Append {
+        key: key(t, c),
+        expected_last_seq: expected,
+        messages: vec![text_message(c, expected + 1, "a", "phone", id)],
+        inbox: true,
+    };
+
+    let old = first.claim_writer(5).await.unwrap();
+    first.commit_as(old, vec![append(1, "m2")]).await.unwrap();
+    let other = second.claim_writer(6).await.unwrap();
+    first.commit_as(old, vec![append(2, "m3")]).await.unwrap();
+    check_seeded_conversation(&first, t, c, 3).await;
+
+    let new = second.claim_writer(5).await.unwrap();
+    assert!(
+        new.epoch > old.epoch && new.partition == 5,
+        "{new:?} {old:?}"
+    );
+    let refused = first.commit_as(old, vec![append(3, "m4")]).await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    check_seeded_conversation(&second, t, c, 3).await;
+    second.commit_as(new, vec![append(3, "m4")]).await.unwrap();
+    check_seeded_conversation(&first, t, c, 4).await;
+    // The first writer claims again (its lease came back): now the second
+    // is fenced.
+    let again = first.claim_writer(5).await.unwrap();
+    let refused = second.commit_as(new, vec![append(4, "m5")]).await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    first.commit_as(again, vec![append(4, "m5")]).await.unwrap();
+    assert_eq!(other.partition, 6);
+    check_seeded_conversation(&second, t, c, 5).await;
+
+    first
+        .session()
+        .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
+        .await
+        .unwrap();
+}

@@ -36,9 +36,10 @@ use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
     InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
-    StoreError, StoreResult,
+    StoreError, StoreResult, WriterClaim,
 };
 
+mod commits;
 mod erase;
 mod expire;
 mod format;
@@ -238,61 +239,15 @@ impl Store for Tiered {
     }
 
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
-        if let [Mutation::MoveToArchive { bucket }] = mutations.as_slice() {
-            return archive_bucket(self.inner.as_ref(), self.objects.as_ref(), bucket)
-                .await
-                .map(|_| ());
-        }
-        if let [
-            Mutation::EraseArchived {
-                bucket,
-                user,
-                pseudonym,
-                at,
-            },
-        ] = mutations.as_slice()
-        {
-            return self.erase_archived(bucket, user, pseudonym, *at).await;
-        }
-        if let [
-            Mutation::ExpireArchived {
-                bucket,
-                seqs,
-                cutoff,
-                at,
-            },
-        ] = mutations.as_slice()
-        {
-            return self.expire_archived(bucket, seqs, *cutoff, *at).await;
-        }
-        if mutations.iter().any(|m| {
-            matches!(
-                m,
-                Mutation::MoveToArchive { .. }
-                    | Mutation::EraseArchived { .. }
-                    | Mutation::ExpireArchived { .. }
-            )
-        }) {
-            return Err(StoreError::Conflict(
-                "a change of the archive must be alone in its commit".into(),
-            ));
-        }
-        let mut out = Vec::with_capacity(mutations.len());
-        for m in mutations {
-            if let Mutation::Edit { key, seq, .. }
-            | Mutation::Delete { key, seq, .. }
-            | Mutation::React { key, seq, .. } = &m
-                && let Some((message, versions)) = self.archived_message(key, *seq).await?
-            {
-                out.push(Mutation::Restore {
-                    key: key.clone(),
-                    message: Box::new(message),
-                    versions,
-                });
-            }
-            out.push(m);
-        }
-        self.inner.commit(out).await
+        self.commit_to(None, mutations).await
+    }
+
+    async fn claim_writer(&self, partition: u16) -> StoreResult<WriterClaim> {
+        self.inner.claim_writer(partition).await
+    }
+
+    async fn commit_as(&self, claim: WriterClaim, mutations: Vec<Mutation>) -> StoreResult<()> {
+        self.commit_to(Some(claim), mutations).await
     }
 
     async fn sequencer_states(

@@ -37,12 +37,23 @@ mod types;
 pub use types::*;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
     ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
     Timestamp, UserId,
 };
+
+/// A partition writer's right to commit, from
+/// [`Store::claim_writer`](crate::Store::claim_writer): each claim of a
+/// partition gets a higher `epoch`, and a backend whose writes are not
+/// serialised by one process refuses a commit made under an older one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterClaim {
+    pub partition: u16,
+    pub epoch: u64,
+}
 
 /// The store interface. All methods are cancel-safe in the sense that a
 /// dropped future leaves the store consistent (a commit either happened
@@ -59,6 +70,29 @@ pub trait Store: Send + Sync + 'static {
     /// then finds its `expected_last_seq` stale (`Conflict`), so the writer
     /// reloads instead of writing twice.
     async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()>;
+
+    /// Makes the caller the writer of `partition`: every later
+    /// [`Store::commit_as`] under an earlier claim is refused with
+    /// [`StoreError::Fenced`], and a commit an earlier writer had decided
+    /// but not finished writing is finished first. A writer claims once,
+    /// when it starts and before it reads the partition's conversations.
+    /// A backend whose commits go through one process (the embedded
+    /// store, and the store service in front of it) needs no claim: the
+    /// `expected_last_seq` of every append, checked with the write,
+    /// already fences a stale writer.
+    async fn claim_writer(&self, partition: u16) -> StoreResult<WriterClaim> {
+        Ok(WriterClaim {
+            partition,
+            epoch: 0,
+        })
+    }
+
+    /// [`Store::commit`], by the writer holding `claim`: refused with
+    /// [`StoreError::Fenced`] once the partition was claimed again.
+    async fn commit_as(&self, claim: WriterClaim, mutations: Vec<Mutation>) -> StoreResult<()> {
+        let _ = claim;
+        self.commit(mutations).await
+    }
 
     /// The sequencer's view of each conversation (`None` if it does not exist).
     async fn sequencer_states(

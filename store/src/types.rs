@@ -49,6 +49,11 @@ pub enum StoreError {
     /// (a commit on the endpoint gateways may use).
     #[error("refused by the store service: {0}")]
     Refused(String),
+    /// A writer's commit after another writer claimed its partition
+    /// ([`Store::claim_writer`](crate::Store::claim_writer)): the writer
+    /// lost its lease and must stop; nothing of the commit was written.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 /// Identifies one conversation.

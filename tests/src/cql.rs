@@ -15,6 +15,16 @@ pub struct CqlNodes {
     /// `host:port` of each node, node 1 first.
     nodes: Vec<String>,
     script: PathBuf,
+    /// Held until the nodes are wiped (fields drop after `Drop::drop`):
+    /// the next test's nodes start on the same addresses.
+    _one_at_a_time: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// One set of nodes at a time in this process.
+fn nodes_lock() -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static LOCK: std::sync::OnceLock<std::sync::Arc<tokio::sync::Mutex<()>>> =
+        std::sync::OnceLock::new();
+    LOCK.get_or_init(Default::default).clone()
 }
 
 impl CqlNodes {
@@ -32,7 +42,11 @@ impl CqlNodes {
         }
         let script = crate::workspace_root().join("scripts/cassandra.sh");
         let nodes = (1..=3).map(|i| format!("127.0.0.{i}:9042")).collect();
-        let cluster = Self { nodes, script };
+        let cluster = Self {
+            nodes,
+            script,
+            _one_at_a_time: nodes_lock().lock_owned().await,
+        };
         cluster.script(&["wipe".into()]).await;
         cluster.script(&["start".into(), "3".into()]).await;
         Some(cluster)

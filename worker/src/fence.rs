@@ -14,10 +14,15 @@
 //! caught there is refused by the store once the new owner has written to
 //! the conversation (`expected_last_seq`), and is a repeat of what the new
 //! owner is about to write otherwise (the same commands, the same
-//! idempotency keys): never a gap or a duplicate.
+//! idempotency keys): never a gap or a duplicate. On a store that many
+//! processes write (CQL), the store closes that moment itself: a writer
+//! claims its partition there when it starts, and its commits carry the
+//! claim (`Store::claim_writer`, `Store::commit_as`); a commit after a
+//! later claim is refused (`StoreError::Fenced`) and the writer stops.
 
 use std::time::Instant;
 
+use switchboard_store::WriterClaim;
 use tokio::sync::watch;
 
 use crate::error::WorkerError;
@@ -25,11 +30,29 @@ use crate::error::WorkerError;
 #[derive(Debug, Clone)]
 pub(crate) struct Fence {
     valid_until: watch::Receiver<Instant>,
+    /// The store's claim of a writer's partition; `None` for the leader's
+    /// tasks, which do not commit as a writer.
+    claim: Option<WriterClaim>,
 }
 
 impl Fence {
     pub(crate) fn new(valid_until: watch::Receiver<Instant>) -> Self {
-        Self { valid_until }
+        Self {
+            valid_until,
+            claim: None,
+        }
+    }
+
+    /// A writer's fence: its lease, and its claim in the store.
+    pub(crate) fn writer(valid_until: watch::Receiver<Instant>, claim: WriterClaim) -> Self {
+        Self {
+            valid_until,
+            claim: Some(claim),
+        }
+    }
+
+    pub(crate) fn claim(&self) -> Option<WriterClaim> {
+        self.claim
     }
 
     /// Whether the lease is valid now.

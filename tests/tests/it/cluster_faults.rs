@@ -19,50 +19,17 @@ use std::time::Duration;
 
 use switchboard_protocol::{ConversationKind, ServerFrame};
 use switchboard_tests::reliable::Session;
-use switchboard_tests::steady::{
-    AckedSends, Conversation, SendTimes, SteadySends, Timeline, longest_gap,
-};
+use switchboard_tests::steady::{SteadySends, Timeline, longest_gap};
 use switchboard_tests::{Cluster, ClusterSpec};
 use tokio::time::Instant;
 
+use crate::paused_worker;
 use crate::support::*;
 
 /// The longest the platform may go without acking anything while one
 /// NATS node, gateway or `--store nats` worker is down.
 const MAX_ACK_GAP: Duration = Duration::from_secs(5);
 const PARTITIONS: u16 = 6;
-
-/// Checks every conversation's history against what its sender had
-/// acked (each acked message stored once, gap-free, in send order): the
-/// number of acked messages, and the histories.
-async fn check_every_ack(
-    cluster: &Cluster,
-    conversations: &[Conversation],
-    acked: &HashMap<String, AckedSends>,
-) -> (usize, Vec<Vec<switchboard_protocol::Message>>) {
-    let mut total = 0;
-    let mut histories = Vec::new();
-    for c in conversations {
-        let acked = &acked[&c.id];
-        let history = check_history_against_acks(cluster, &c.id, &c.reader, acked).await;
-        total += acked.len();
-        assert!(history.len() >= acked.len());
-        histories.push(history);
-    }
-    (total, histories)
-}
-
-/// No process that was not killed ended by itself, or panicked.
-fn assert_all_alive(cluster: &mut Cluster) {
-    for (i, w) in cluster.workers.iter_mut().enumerate() {
-        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
-        assert!(!w.log().contains("panicked"), "worker {i} panicked");
-    }
-    for (i, g) in cluster.gateways.iter_mut().enumerate() {
-        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
-        assert!(!g.log().contains("panicked"), "gateway {i} panicked");
-    }
-}
 
 /// Waits until every ingest stream has all replicas current and no NATS
 /// node leads two more of them than another (`worker/src/balance.rs`).
@@ -234,48 +201,6 @@ async fn leader_of(cluster: &Cluster, name: &str) -> usize {
     leader[1..].parse::<usize>().unwrap() - 1
 }
 
-/// For each conversation, how long after `from` its first ack came.
-fn resumed_after(
-    sends: &[SendTimes],
-    conversations: usize,
-    from: Instant,
-    to: Instant,
-) -> Vec<Duration> {
-    first_acks_after(sends, conversations, from, to, |s| s.acked >= from)
-}
-
-/// For each conversation, how long after `from` the first ack of a send
-/// made after `from` came. An ack of an earlier send is no sign that its
-/// partition writes again: a gateway answers a send its writer committed
-/// just before stopping from the store once it is overdue.
-fn sends_after_acked_after(
-    sends: &[SendTimes],
-    conversations: usize,
-    from: Instant,
-    to: Instant,
-) -> Vec<Duration> {
-    first_acks_after(sends, conversations, from, to, |s| s.sent >= from)
-}
-
-fn first_acks_after(
-    sends: &[SendTimes],
-    conversations: usize,
-    from: Instant,
-    to: Instant,
-    counts: impl Fn(&SendTimes) -> bool,
-) -> Vec<Duration> {
-    (0..conversations)
-        .map(|c| {
-            sends
-                .iter()
-                .filter(|s| s.conversation == c && counts(s))
-                .map(|s| s.acked - from)
-                .min()
-                .unwrap_or(to - from)
-        })
-        .collect()
-}
-
 /// A NATS node and the store-holding worker killed at the same moment (a
 /// machine lost with both), both restarted 6.5 s later: acks resume in
 /// every conversation within 12 s of the restarts. Then the store holder
@@ -368,22 +293,8 @@ async fn a_nats_node_and_the_store_holder_lost_together_stop_acks_briefly() {
     );
 }
 
-/// Snowflake node ids a worker leased, from its log.
-fn node_ids_of(log: &str) -> Vec<u16> {
-    log.lines()
-        .filter(|l| l.contains("leased Snowflake node id"))
-        .filter_map(|l| l.split("node=").nth(1))
-        .filter_map(|n| n.split_whitespace().next()?.parse().ok())
-        .collect()
-}
-
-/// A `--store nats` worker stalls past its leases' TTL (SIGSTOP for 25 s,
-/// the TTL being 20 s). The store holder takes its partitions once their
-/// leases expire and never stops acking its own meanwhile; the stalled
-/// worker, once it goes on, writes nothing until it holds a lease again:
-/// no message made by it before the pause lands after one of the new
-/// owner's, and none is made by it between the pause and its next lease.
-/// Every ack is stored once, gap-free, in order.
+/// A `--store nats` worker stalls past its leases' TTL: the scenario of
+/// `paused_worker.rs`, where the store holder takes its partitions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
     let mut cluster = Cluster::start(ClusterSpec {
@@ -399,142 +310,9 @@ async fn a_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
         .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
         .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let leases = js.get_key_value("sb_workers").await.unwrap();
-    // Who holds the stalled worker's partitions now: its lease value.
-    let mut stalled_holder = None;
-    for p in 0..PARTITIONS {
-        let holder = leases.get(format!("p.{p}")).await.unwrap().unwrap();
-        if !String::from_utf8_lossy(&holder).contains("-store-") {
-            stalled_holder = Some(holder);
-        }
-    }
-    let stalled_holder = stalled_holder.expect("the --store nats worker holds partitions");
-
-    let mut timeline = Timeline::default();
-    let paused = timeline.mark("SIGSTOP the --store nats worker for 25 s");
-    let paused_ms = unix_ms();
-    cluster.workers[1].pause();
-    // The signal was delivered once `kill` returned (on a loaded machine
-    // starting it may take a while): nothing made after is the worker's.
-    let stopped_ms = unix_ms();
-    tokio::time::sleep(Duration::from_secs(25)).await;
-    let resumed = timeline.mark("SIGCONT the --store nats worker");
-    cluster.workers[1].resume();
-    // When it holds a partition again (the store holder hands some back
-    // at its next rebalance): no later than the start of the last look
-    // that did not see it, so that nothing it wrote under its new lease
-    // counts as written without one.
-    let mut retaken_ms = None;
-    let mut last_miss_ms = unix_ms();
-    while resumed.elapsed() < Duration::from_secs(40) && retaken_ms.is_none() {
-        let looked_ms = unix_ms();
-        for p in 0..PARTITIONS {
-            if let Ok(Some(v)) = leases.get(format!("p.{p}")).await
-                && v == stalled_holder
-            {
-                retaken_ms = Some(last_miss_ms);
-            }
-        }
-        last_miss_ms = looked_ms;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let retaken_ms = retaken_ms.expect("the resumed worker takes partitions again");
-    timeline.mark("the resumed worker holds a partition again");
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let to = Instant::now();
-    let conversations = load.conversations.clone();
-    let (acked, sends) = load.stop().await;
-    assert_all_alive(&mut cluster);
-    let (total, histories) = check_every_ack(&cluster, &conversations, &acked).await;
-
-    // What the stalled worker wrote, by the node ids of its message ids.
-    let stalled_nodes = node_ids_of(&cluster.workers[1].log());
-    assert!(!stalled_nodes.is_empty(), "{}", cluster.workers[1].log());
-    let mut stale_after_new_owner = Vec::new();
-    let mut made_while_fenced = Vec::new();
-    for history in &histories {
-        let mut new_owner_seen = false;
-        for m in history {
-            let parts = switchboard_protocol::snowflake::decompose(m.message_id);
-            let by_stalled = stalled_nodes.contains(&parts.node);
-            // Made after the stop took effect, before it held a lease
-            // again.
-            if by_stalled && parts.unix_ms > stopped_ms + 200 && parts.unix_ms < retaken_ms {
-                made_while_fenced.push((m.conversation_id.to_string(), m.seq));
-            }
-            if !by_stalled && parts.unix_ms >= paused_ms {
-                new_owner_seen = true;
-            } else if by_stalled && parts.unix_ms < paused_ms && new_owner_seen {
-                stale_after_new_owner.push((m.conversation_id.to_string(), m.seq));
-            }
-        }
-    }
-    let acks: Vec<Instant> = sends.iter().map(|s| s.acked).collect();
-    let (during, during_at) = longest_gap(&acks, paused, resumed);
-    let (after, after_at) = longest_gap(&acks, resumed, to);
-    let waits = sends_after_acked_after(&sends, conversations.len(), paused, to);
-    eprintln!(
-        "paused worker: {total} acked; while it was stopped no ack anywhere for up to {:.2}s ({}), \
-         after SIGCONT {:.2}s ({}); first ack of a send made after SIGSTOP per partition (s): {}",
-        during.as_secs_f32(),
-        timeline.when(during_at),
-        after.as_secs_f32(),
-        timeline.when(after_at),
-        waits
-            .iter()
-            .map(|d| format!("{:.2}", d.as_secs_f32()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    eprintln!(
-        "paused worker: {} lines of its log mention a lease; \
-         {} a batch the store refused",
-        cluster.workers[1]
-            .log()
-            .lines()
-            .filter(|l| l.contains("lease"))
-            .count(),
-        cluster.workers[1]
-            .log()
-            .lines()
-            .filter(|l| l.contains("store refused the batch"))
-            .count()
-    );
-    timeline.report(&sends, to);
-    // The stopped worker held partitions when it stopped: theirs waited
-    // for its leases to expire (else the test proves nothing).
-    assert!(
-        waits.iter().any(|w| *w >= Duration::from_secs(10)),
-        "no partition waited for the stopped worker's leases: {waits:?}"
-    );
-    assert!(
-        stale_after_new_owner.is_empty(),
-        "messages the stalled worker made before its pause landed after the new owner's: {stale_after_new_owner:?}"
-    );
-    assert!(
-        made_while_fenced.is_empty(),
-        "the stalled worker wrote without a lease: {made_while_fenced:?}"
-    );
-    // The store holder's own partitions never stopped, and the handover
-    // back did not stall anyone for long.
-    assert!(
-        during <= MAX_ACK_GAP,
-        "no ack for {during:?} while a worker was stopped\n{}",
-        cluster.logs()
-    );
-    assert!(
-        after <= MAX_ACK_GAP,
-        "no ack for {after:?} after the stopped worker went on\n{}",
-        cluster.logs()
-    );
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    // Worker 1 is the `--store nats` one.
+    paused_worker::writes_nothing_once_resumed(&mut cluster, load, 1, PARTITIONS, MAX_ACK_GAP)
+        .await;
 }
 
 /// Several seed URLs, the first of them down when the processes start:

@@ -11,6 +11,11 @@
 //! there why that is not yet 5 s). The longest stall of each fault is
 //! printed. The test starts the three nodes itself and stops them at its
 //! end (`switchboard_tests::cql`).
+//!
+//! Also here, on the same cluster: the fencing test, a worker stopped
+//! past its leases under load (`paused_worker.rs`). With no store holder,
+//! only the store's writer fence keeps the stopped worker's commits from
+//! landing after its successor's.
 
 use std::time::Duration;
 
@@ -19,6 +24,7 @@ use switchboard_tests::steady::{SteadySends, Timeline, longest_gap};
 use switchboard_tests::{Cluster, ClusterSpec};
 use tokio::time::Instant;
 
+use crate::paused_worker;
 use crate::support::*;
 
 const PARTITIONS: u16 = 6;
@@ -137,4 +143,48 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
         );
     }
     assert!(total > 100, "the stream ran through the faults ({total})");
+}
+
+/// A worker stopped (SIGSTOP) past its leases' TTL under load while the
+/// other takes its partitions and writes, then resumed: nothing it
+/// planned lands after its successor's writes, every ack stored once,
+/// gap-free (`paused_worker.rs`). Both workers write to the CQL cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cql_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
+    let turn = Cluster::exclusive_turn().await;
+    let Some(cql) = CqlNodes::start().await else {
+        return;
+    };
+    let mut cluster = Cluster::start_in_turn_of(
+        ClusterSpec {
+            workers: 2,
+            gateways: 1,
+            partitions: PARTITIONS,
+            exclusive: true,
+            cql: cql.contact_points(),
+            ..Default::default()
+        },
+        turn,
+    )
+    .await;
+    let load = SteadySends::start(&cluster, PARTITIONS, "cw", Duration::from_millis(1500)).await;
+    cluster
+        .wait_for_balanced_workers(PARTITIONS, 2, Duration::from_secs(30))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    paused_worker::writes_nothing_once_resumed(&mut cluster, load, 0, PARTITIONS, MAX_ACK_GAP)
+        .await;
+    let claims = cluster
+        .workers
+        .iter()
+        .map(|w| {
+            w.log()
+                .matches("claimed the partition's writer fence")
+                .count()
+        })
+        .sum::<usize>();
+    assert!(
+        claims >= PARTITIONS as usize,
+        "writers claim their partitions: {claims}"
+    );
 }

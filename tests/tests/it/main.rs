@@ -31,6 +31,7 @@ mod media;
 mod metrics;
 mod ordering;
 mod overload;
+mod paused_worker;
 mod plugin_cli;
 mod plugin_host;
 mod plugins;

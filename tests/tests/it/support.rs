@@ -11,6 +11,8 @@ use switchboard_protocol::{
 };
 use switchboard_tests::Cluster;
 use switchboard_tests::reliable::Acked;
+use switchboard_tests::steady::{AckedSends, Conversation, SendTimes};
+use tokio::time::Instant;
 
 pub const WAIT: Duration = Duration::from_secs(15);
 
@@ -396,4 +398,78 @@ pub async fn send_with(
         _ => None,
     })
     .await
+}
+
+/// Checks every conversation's history against what its sender had
+/// acked (each acked message stored once, gap-free, in send order): the
+/// number of acked messages, and the histories.
+pub async fn check_every_ack(
+    cluster: &Cluster,
+    conversations: &[Conversation],
+    acked: &HashMap<String, AckedSends>,
+) -> (usize, Vec<Vec<switchboard_protocol::Message>>) {
+    let mut total = 0;
+    let mut histories = Vec::new();
+    for c in conversations {
+        let acked = &acked[&c.id];
+        let history = check_history_against_acks(cluster, &c.id, &c.reader, acked).await;
+        total += acked.len();
+        assert!(history.len() >= acked.len());
+        histories.push(history);
+    }
+    (total, histories)
+}
+
+/// No process that was not killed ended by itself, or panicked.
+pub fn assert_all_alive(cluster: &mut Cluster) {
+    for (i, w) in cluster.workers.iter_mut().enumerate() {
+        assert_eq!(w.exited(), None, "worker {i} exited\n{}", w.log());
+        assert!(!w.log().contains("panicked"), "worker {i} panicked");
+    }
+    for (i, g) in cluster.gateways.iter_mut().enumerate() {
+        assert_eq!(g.exited(), None, "gateway {i} exited\n{}", g.log());
+        assert!(!g.log().contains("panicked"), "gateway {i} panicked");
+    }
+}
+
+/// For each conversation, how long after `from` its first ack came.
+pub fn resumed_after(
+    sends: &[SendTimes],
+    conversations: usize,
+    from: Instant,
+    to: Instant,
+) -> Vec<Duration> {
+    first_acks_after(sends, conversations, from, to, |s| s.acked >= from)
+}
+
+/// For each conversation, how long after `from` the first ack of a send
+/// made after `from` came. An ack of an earlier send is no sign that its
+/// partition writes again: a gateway answers a send its writer committed
+/// just before stopping from the store once it is overdue.
+pub fn sends_after_acked_after(
+    sends: &[SendTimes],
+    conversations: usize,
+    from: Instant,
+    to: Instant,
+) -> Vec<Duration> {
+    first_acks_after(sends, conversations, from, to, |s| s.sent >= from)
+}
+
+pub fn first_acks_after(
+    sends: &[SendTimes],
+    conversations: usize,
+    from: Instant,
+    to: Instant,
+    counts: impl Fn(&SendTimes) -> bool,
+) -> Vec<Duration> {
+    (0..conversations)
+        .map(|c| {
+            sends
+                .iter()
+                .filter(|s| s.conversation == c && counts(s))
+                .map(|s| s.acked - from)
+                .min()
+                .unwrap_or(to - from)
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@
 use std::time::Instant;
 
 use switchboard_nats::trace;
+use switchboard_store::StoreError;
 
 use super::retry::{Next, Retry};
 use crate::ctx::Ctx;
@@ -105,11 +106,15 @@ async fn attempt(
                 // checked again right before the write.
                 fence.check()?;
                 let mutations = std::mem::take(&mut plan.mutations);
-                let committed = if mutations.is_empty() {
-                    Ok(())
-                } else {
-                    ctx.store.commit(mutations).await
+                let committed = match fence.claim() {
+                    _ if mutations.is_empty() => Ok(()),
+                    Some(claim) => ctx.store.commit_as(claim, mutations).await,
+                    None => ctx.store.commit(mutations).await,
                 };
+                if let Err(StoreError::Fenced(why)) = &committed {
+                    tracing::warn!(%why, "another writer claimed the partition; stopping");
+                    return Err(WorkerError::LeaseLost);
+                }
                 match committed {
                     Ok(()) => {
                         sequencer.committed(&mut plan);

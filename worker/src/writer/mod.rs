@@ -20,8 +20,8 @@
 //!    before the ack redelivers the batch, which the idempotency keys
 //!    turn into repeats of the same answers (and changes).
 //!
-//! Nothing is written once the partition's lease may have expired
-//! (`fence.rs`).
+//! Nothing is written once the partition's lease may have expired, nor
+//! once another writer claimed the partition in the store (`fence.rs`).
 
 mod apply;
 mod checks;
@@ -54,7 +54,12 @@ pub(crate) async fn run_partition(
     valid_until: watch::Receiver<Instant>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), WorkerError> {
-    let fence = Fence::new(valid_until);
+    // The claim comes before any read of the partition's conversations: it
+    // finishes a commit the last writer decided but did not write.
+    Fence::new(valid_until.clone()).check()?;
+    let claim = ctx.store.claim_writer(partition).await?;
+    let fence = Fence::writer(valid_until, claim);
+    fence.check()?;
     let mut consumer = consume::Consumer::start(&ctx, partition, fence.clone()).await?;
     let mut sequencer = Sequencer::new(
         ctx.config.cache_limit,
