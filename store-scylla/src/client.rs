@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use scylla::client::execution_profile::ExecutionProfile;
@@ -31,7 +32,7 @@ const FAN_OUT: usize = 32;
 
 /// The Scylla [`Store`](switchboard_store::Store).
 pub struct ScyllaStore {
-    pub(crate) session: Session,
+    pub(crate) session: Arc<Session>,
     pub(crate) st: Statements,
     pub(crate) fence: FenceStatements,
     pub(crate) clock: Clock,
@@ -69,7 +70,8 @@ impl ScyllaStore {
         if let (Some(user), Some(password)) = (&config.username, &config.password) {
             builder = builder.user(user, password);
         }
-        let session = builder.build().await.map_err(unavailable)?;
+        let session = Arc::new(builder.build().await.map_err(unavailable)?);
+        crate::metrics::watch_nodes(&session);
         crate::server::check_batch_threshold(&session, config.max_batch_bytes).await;
         if config.create_schema {
             schema::create(&session, config).await?;

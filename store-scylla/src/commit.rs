@@ -58,6 +58,7 @@ use switchboard_store::{
 use crate::client::ScyllaStore;
 use crate::cql::{Args, Size, Write, outcome_unknown, unavailable};
 use crate::fence;
+use crate::metrics::{self, Request};
 use crate::rows::{
     Bucket, Conv, DELIVERED, READ, bucket_last, day_db, encode, id_db, marks, seq_db, seq_of,
 };
@@ -624,7 +625,10 @@ impl<'a> Tx<'a> {
         loop {
             let values: Vec<&(dyn SerializeRow + Send + Sync)> =
                 writes.iter().map(|w| w.values.as_ref()).collect();
-            match self.store.session.batch(&batch, values).await {
+            let sent_at = std::time::Instant::now();
+            let sent = self.store.session.batch(&batch, values).await;
+            metrics::observe(Request::Batch, sent_at, &sent);
+            match sent {
                 Ok(_) => return Ok(()),
                 Err(e)
                     if outcome_unknown(&e)
@@ -640,6 +644,7 @@ impl<'a> Tx<'a> {
                         tracing::error!(error = %e, statements = writes.len(), ?waited,
                             "a commit's batch has not landed for a while: the cluster is unreachable or overloaded; sending it again");
                     }
+                    metrics::resent(Request::Batch);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(RESEND_MAX_BACKOFF);
                 }

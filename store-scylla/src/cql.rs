@@ -10,6 +10,7 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -24,6 +25,8 @@ use scylla::serialize::row::SerializeRow;
 use scylla::serialize::value::SerializeValue;
 use scylla::statement::prepared::PreparedStatement;
 use switchboard_store::{StoreError, StoreResult};
+
+use crate::metrics::{self, Request};
 
 /// A driver or network failure: the request may or may not have been
 /// applied (a timed-out write can still land), and retrying is safe.
@@ -302,9 +305,10 @@ impl<B: Kinds, R: Row> Read<B, R> {
     /// Every row, in one unpaged request: for point reads and partitions
     /// whose size the schema bounds.
     pub(crate) async fn all(&self, s: &Session, args: impl Args<B>) -> StoreResult<Vec<R>> {
-        let result = s
-            .execute_unpaged(&self.ps, args)
-            .await
+        let started = Instant::now();
+        let sent = s.execute_unpaged(&self.ps, args).await;
+        metrics::observe(Request::Read, started, &sent);
+        let result = sent
             .map_err(unavailable)?
             .into_rows_result()
             .map_err(corrupt)?;
@@ -317,9 +321,10 @@ impl<B: Kinds, R: Row> Read<B, R> {
 
     /// The first row, if any.
     pub(crate) async fn one(&self, s: &Session, args: impl Args<B>) -> StoreResult<Option<R>> {
-        let result = s
-            .execute_unpaged(&self.ps, args)
-            .await
+        let started = Instant::now();
+        let sent = s.execute_unpaged(&self.ps, args).await;
+        metrics::observe(Request::Read, started, &sent);
+        let result = sent
             .map_err(unavailable)?
             .into_rows_result()
             .map_err(corrupt)?;
@@ -333,10 +338,10 @@ impl<B: Kinds, R: Row> Read<B, R> {
         s: &Session,
         args: impl Args<B>,
     ) -> StoreResult<BoxStream<'static, StoreResult<R>>> {
-        let pager = s
-            .execute_iter(self.ps.clone(), args)
-            .await
-            .map_err(unavailable)?;
+        let started = Instant::now();
+        let sent = s.execute_iter(self.ps.clone(), args).await;
+        metrics::observe_pager(Request::Read, started, &sent);
+        let pager = sent.map_err(unavailable)?;
         let rows = pager.rows_stream::<R>().map_err(corrupt)?;
         Ok(rows
             .map(|r| {
@@ -359,10 +364,10 @@ impl<B: Kinds, R: Row> Read<B, R> {
     ) -> StoreResult<(Vec<R>, Option<PagingState>)> {
         let mut ps = self.ps.clone();
         ps.set_page_size(page_size.max(1));
-        let (result, next) = s
-            .execute_single_page(&ps, args, from)
-            .await
-            .map_err(unavailable)?;
+        let started = Instant::now();
+        let sent = s.execute_single_page(&ps, args, from).await;
+        metrics::observe(Request::Read, started, &sent);
+        let (result, next) = sent.map_err(unavailable)?;
         let rows = result
             .into_rows_result()
             .map_err(corrupt)?
@@ -398,10 +403,10 @@ impl<B: Kinds> Write<B> {
 
     /// Runs the write alone (outside a commit's batch).
     pub(crate) async fn run(&self, s: &Session, args: impl Args<B>) -> StoreResult<()> {
-        s.execute_unpaged(&self.ps, args)
-            .await
-            .map_err(unavailable)
-            .map(|_| ())
+        let started = Instant::now();
+        let sent = s.execute_unpaged(&self.ps, args).await;
+        metrics::observe(Request::Write, started, &sent);
+        sent.map_err(unavailable).map(|_| ())
     }
 }
 

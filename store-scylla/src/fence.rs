@@ -42,7 +42,7 @@
 //! copy could bring back inbox entries that were acked since.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use scylla::client::session::Session;
 use scylla::serialize::SerializationError;
@@ -55,6 +55,7 @@ use scylla::value::{CqlValue, Row};
 use switchboard_store::{StoreError, StoreResult, WriterClaim};
 
 use crate::cql::{corrupt, outcome_unknown, unavailable};
+use crate::metrics::{self, Request};
 
 /// How old a decided commit may be and still be finished by a claim.
 pub(crate) const FINISH_WITHIN: Duration = Duration::from_secs(24 * 3600);
@@ -128,9 +129,10 @@ fn epoch_db(e: u64) -> StoreResult<i64> {
 }
 
 async fn read(session: &Session, st: &FenceStatements, p: u16) -> StoreResult<Option<FenceRow>> {
-    let rows = session
-        .execute_unpaged(&st.read, (partition_db(p),))
-        .await
+    let started = Instant::now();
+    let sent = session.execute_unpaged(&st.read, (partition_db(p),)).await;
+    metrics::observe(Request::FenceRead, started, &sent);
+    let rows = sent
         .map_err(unavailable)?
         .into_rows_result()
         .map_err(corrupt)?;
@@ -151,13 +153,17 @@ async fn read(session: &Session, st: &FenceStatements, p: u16) -> StoreResult<Op
 /// moved the epoch, which then finishes what it had decided.
 async fn cas(
     session: &Session,
+    kind: Request,
     ps: &PreparedStatement,
     values: impl SerializeRow,
 ) -> StoreResult<bool> {
     let mut backoff = Duration::from_millis(20);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     loop {
-        match session.execute_unpaged(ps, &values).await {
+        let sent_at = Instant::now();
+        let sent = session.execute_unpaged(ps, &values).await;
+        metrics::observe(kind, sent_at, &sent);
+        match sent {
             Ok(result) => {
                 let rows = result.into_rows_result().map_err(corrupt)?;
                 let row = rows.maybe_first_row::<Row>().map_err(corrupt)?;
@@ -169,6 +175,7 @@ async fn cas(
             Err(e) if outcome_unknown(&e) => {
                 tracing::warn!(error = %e, waited = ?started.elapsed(),
                     "a writer fence transaction may or may not have applied; sending it again");
+                metrics::resent(kind);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
@@ -189,14 +196,19 @@ pub(crate) async fn claim(
     let mut epoch = None;
     for _ in 0..CLAIM_ATTEMPTS {
         let won = match read(session, st, partition).await? {
-            None => cas(session, &st.create, (p, 1_i64, 0_i64))
+            None => cas(session, Request::FenceClaim, &st.create, (p, 1_i64, 0_i64))
                 .await?
                 .then_some(1),
             Some(row) => {
                 let next = row.epoch.saturating_add(1);
-                cas(session, &st.claim, (next, p, row.epoch))
-                    .await?
-                    .then_some(next)
+                cas(
+                    session,
+                    Request::FenceClaim,
+                    &st.claim,
+                    (next, p, row.epoch),
+                )
+                .await?
+                .then_some(next)
             }
         };
         if won.is_some() {
@@ -248,6 +260,7 @@ pub(crate) async fn decide(
 ) -> StoreResult<()> {
     let applied = cas(
         session,
+        Request::FenceDecide,
         &st.decide,
         (
             pending,
@@ -459,10 +472,14 @@ async fn replay(session: &Session, statements: &[Recorded]) -> StoreResult<()> {
     let values: Vec<&Recorded> = statements.iter().collect();
     let mut backoff = Duration::from_millis(50);
     loop {
-        match session.batch(&batch, &values).await {
+        let sent_at = Instant::now();
+        let sent = session.batch(&batch, &values).await;
+        metrics::observe(Request::Replay, sent_at, &sent);
+        match sent {
             Ok(_) => return Ok(()),
             Err(e) if outcome_unknown(&e) => {
                 tracing::warn!(error = %e, "finishing a decided commit: sending it again");
+                metrics::resent(Request::Replay);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }

@@ -60,6 +60,7 @@ pub fn install(process: &str) -> anyhow::Result<Exposition> {
     switchboard_gateway::metrics::describe();
     switchboard_worker::metrics::describe();
     switchboard_store::metrics::describe();
+    switchboard_store_scylla::metrics::describe();
     switchboard_plugin_host::metrics::describe();
     switchboard_push::describe_metrics();
     switchboard_search::metrics::describe();

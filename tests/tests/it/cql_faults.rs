@@ -174,6 +174,31 @@ async fn a_cql_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     paused_worker::writes_nothing_once_resumed(&mut cluster, load, 0, PARTITIONS, MAX_ACK_GAP)
         .await;
+    // The CQL store's metrics, from the worker that was not stopped.
+    let addr = cluster.workers[1]
+        .metrics_addr
+        .expect("workers serve metrics");
+    let samples = scrape(addr).await;
+    for kind in ["batch", "fence_decide", "fence_claim", "read"] {
+        let ok = sum(
+            &samples,
+            "switchboard_cql_requests_total",
+            &format!("kind=\"{kind}\",outcome=\"ok\""),
+        );
+        assert!(ok > 0.0, "no {kind} request counted");
+    }
+    assert!(
+        sum(
+            &samples,
+            "switchboard_cql_request_seconds_count",
+            "kind=\"batch\""
+        ) > 0.0
+    );
+    assert_eq!(
+        sum(&samples, "switchboard_cql_nodes", "state=\"up\""),
+        3.0,
+        "the driver reaches the three nodes"
+    );
     let claims = cluster
         .workers
         .iter()
