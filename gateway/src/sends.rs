@@ -13,8 +13,9 @@
 //! - a publish that failed (`unavailable`: the client sends it again),
 //!
 //! and a draining connection closes once every send is settled. A send is
-//! settled when it is answered, or given up on after `give_up` (the
-//! client's resend, with the same `client_msg_id`, then answers it).
+//! settled when it is answered, or given up on after `give_up`, answered
+//! `unavailable` (the client's resend, with the same `client_msg_id`,
+//! then answers it).
 //!
 //! It also bounds a connection: at most `max_waiting` sends wait for
 //! their answer, and at most `max_unstored_bytes` of content waits for
@@ -322,7 +323,10 @@ impl Sends {
     }
 
     /// Time passed: sends overdue are looked up, and those past `give_up`
-    /// are let go.
+    /// are let go, each answered `unavailable`: the client is never left
+    /// waiting (its writer is stalled, or the store is down), and its
+    /// resend with the same `client_msg_id` is answered with what became
+    /// of the send, as the contract says of `unavailable`.
     pub(crate) fn tick(&mut self, now: Instant) -> Vec<Action> {
         let give_up = self.limits.give_up;
         let gone: Vec<ClientMsgId> = self
@@ -331,9 +335,21 @@ impl Sends {
             .filter(|(_, w)| now.saturating_duration_since(w.accepted_at) >= give_up)
             .map(|(id, _)| id.clone())
             .collect();
+        let mut actions = Vec::new();
         for id in &gone {
             if let Some(w) = self.waiting.remove(id) {
                 self.unstored -= w.unstored;
+                actions.push(Action::Write(Box::new(ServerFrame::error_answering(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "no answer within {} s: the send may still be stored; send it again \
+                         with the same client_msg_id",
+                        give_up.as_secs()
+                    ),
+                    Some(SEND_MESSAGE),
+                    Some(id.as_str()),
+                    Some(w.conversation.as_str()),
+                ))));
             }
         }
         let overdue = self.limits.overdue;
@@ -350,11 +366,10 @@ impl Sends {
                 (w.conversation.clone(), id.clone())
             })
             .collect();
-        if due.is_empty() {
-            Vec::new()
-        } else {
-            vec![Action::LookUp(due)]
+        if !due.is_empty() {
+            actions.push(Action::LookUp(due));
         }
+        actions
     }
 
     /// When [`Sends::tick`] has something to do next, if ever.

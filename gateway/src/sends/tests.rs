@@ -307,7 +307,8 @@ fn a_drain_waits_for_every_send_in_flight() {
 }
 
 /// An answer that never comes, from the writer or the store, is given up
-/// on: the drain ends, and the client's resend will be answered.
+/// on and answered `unavailable`: the drain ends, and the client's resend
+/// will be answered.
 #[test]
 fn a_send_nobody_answers_is_given_up_on() {
     check(
@@ -318,7 +319,7 @@ fn a_send_nobody_answers_is_given_up_on() {
             (Nothing("m1"), &[]),
             (At(10), &["lookup m1"]),
             (Nothing("m1"), &[]),
-            (At(30), &[]),
+            (At(30), &["error m1 unavailable"]),
         ],
         true,
     );

@@ -19,6 +19,8 @@
 
 use std::time::Duration;
 
+use switchboard_protocol::{ConversationKind, ErrorCode, ServerFrame};
+
 use switchboard_tests::cql::CqlNodes;
 use switchboard_tests::steady::{SteadySends, Timeline, longest_gap};
 use switchboard_tests::{Cluster, ClusterSpec};
@@ -199,6 +201,7 @@ async fn a_cql_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
         3.0,
         "the driver reaches the three nodes"
     );
+    the_cluster_down_makes_readyz_fail_and_sends_unavailable(&cluster, &cql).await;
     let claims = cluster
         .workers
         .iter()
@@ -212,4 +215,106 @@ async fn a_cql_worker_paused_past_its_lease_ttl_writes_nothing_once_resumed() {
         claims >= PARTITIONS as usize,
         "writers claim their partitions: {claims}"
     );
+}
+
+/// The whole CQL cluster stopped (SIGSTOP of every node): the gateway's
+/// `/readyz` names the store, and a send is answered `unavailable` once
+/// the gateway gives up on it (30 s), never left waiting. Once the nodes
+/// go on, its resend is acked.
+async fn the_cluster_down_makes_readyz_fail_and_sends_unavailable(
+    cluster: &Cluster,
+    cql: &CqlNodes,
+) {
+    let conv = cluster
+        .create(ConversationKind::Direct, "downa", &["downb"])
+        .await;
+    let mut ws = cluster.ws(0, "downa", "phone").await;
+    send_acked(&mut ws, &conv, "down-0", "before").await;
+    for i in 0..3 {
+        cql.pause(i).await;
+    }
+    let stopped = Instant::now();
+    ws.send(&send_frame(&conv, "down-1", "while the store is down"))
+        .await
+        .unwrap();
+    let addr = cluster.gateways[0]
+        .metrics_addr
+        .expect("gateways serve /readyz");
+    let mut readyz = (0, String::new());
+    while stopped.elapsed() < Duration::from_secs(15) {
+        let answer = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+        readyz = (answer.status().as_u16(), answer.text().await.unwrap());
+        if readyz.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        readyz.0, 503,
+        "/readyz with the CQL cluster down: {}",
+        readyz.1
+    );
+    assert!(
+        readyz.1.contains("\"store\":\"unavailable\""),
+        "{}",
+        readyz.1
+    );
+    let code = loop {
+        match ws.next_frame_within(Duration::from_secs(45)).await {
+            Ok(ServerFrame::Error {
+                code,
+                client_msg_id: Some(id),
+                ..
+            }) if id.as_str() == "down-1" => break code,
+            Ok(ServerFrame::Ack { client_msg_id, .. }) if client_msg_id.as_str() == "down-1" => {
+                panic!("acked while every CQL node was stopped")
+            }
+            Ok(_) => {}
+            Err(e) => panic!("no answer to a send while the store was down: {e}"),
+        }
+    };
+    assert_eq!(code, ErrorCode::Unavailable);
+    let answered_after = stopped.elapsed();
+    assert!(
+        answered_after < Duration::from_secs(40),
+        "answered after {answered_after:?}"
+    );
+    eprintln!(
+        "CQL cluster down: /readyz 503, the send answered unavailable after {:.1} s",
+        answered_after.as_secs_f32()
+    );
+    for i in 0..3 {
+        cql.resume(i).await;
+    }
+    // The nodes take a few seconds to see each other again after so long
+    // a stop: the resend's ack may take longer than a usual wait.
+    ws.send(&send_frame(&conv, "down-1", "while the store is down"))
+        .await
+        .unwrap();
+    let resumed = Instant::now();
+    loop {
+        match ws.next_frame_within(Duration::from_secs(60)).await {
+            Ok(ServerFrame::Ack { client_msg_id, .. }) if client_msg_id.as_str() == "down-1" => {
+                break;
+            }
+            Ok(ServerFrame::Error {
+                code: ErrorCode::Unavailable,
+                client_msg_id: Some(id),
+                ..
+            }) if id.as_str() == "down-1" && resumed.elapsed() < Duration::from_secs(60) => {
+                ws.send(&send_frame(&conv, "down-1", "while the store is down"))
+                    .await
+                    .unwrap();
+            }
+            Ok(ServerFrame::Error {
+                code,
+                client_msg_id,
+                ..
+            }) if client_msg_id.as_deref() == Some("down-1") => {
+                panic!("the resend after the cluster came back got {code:?}")
+            }
+            Ok(_) => {}
+            Err(e) => panic!("no ack of the resend after the cluster came back: {e}"),
+        }
+    }
 }
