@@ -36,22 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Rows written to the keyspace on every node: the sum of the tables'
-# "Local write count".
+# Rows written on every node to a keyspace, or to one table of it
+# ("keyspace.table"): the sum of the tables' "Local write count".
 local_writes() {
-  local keyspace="$1" nodes="$2" total=0 i n
+  local what="$1" nodes="$2" total=0 i n
   for i in $(seq 1 "$nodes"); do
-    n=$(scripts/cassandra.sh nodetool "$i" tablestats "$keyspace" 2>/dev/null |
-      awk -F': ' '/Local write count/ {s += $2} END {print s + 0}')
-    total=$((total + n))
-  done
-  echo "$total"
-}
-
-fence_writes() {
-  local keyspace="$1" nodes="$2" total=0 i n
-  for i in $(seq 1 "$nodes"); do
-    n=$(scripts/cassandra.sh nodetool "$i" tablestats "$keyspace.writer_fences" 2>/dev/null |
+    n=$(scripts/cassandra.sh nodetool "$i" tablestats "$what" 2>/dev/null |
       awk -F': ' '/Local write count/ {s += $2} END {print s + 0}')
     total=$((total + n))
   done
@@ -105,7 +95,7 @@ for store in $STORES; do
     writes_before=0 fences_before=0
     if [ "$nodes" -gt 0 ]; then
       writes_before=$(local_writes "$keyspace" "$nodes")
-      fences_before=$(fence_writes "$keyspace" "$nodes")
+      fences_before=$(local_writes "$keyspace.writer_fences" "$nodes")
     fi
     {
       echo "== $store, $rate msg/s, $DURATION s"
@@ -118,7 +108,7 @@ for store in $STORES; do
       sleep 2
       acked=$(awk '/^  acked/ {print $2; exit}' "$OUT/$store-$rate.txt")
       writes=$(( $(local_writes "$keyspace" "$nodes") - writes_before ))
-      fences=$(( $(fence_writes "$keyspace" "$nodes") - fences_before ))
+      fences=$(( $(local_writes "$keyspace.writer_fences" "$nodes") - fences_before ))
       awk -v w="$writes" -v f="$fences" -v n="$nodes" -v a="${acked:-0}" 'BEGIN {
         if (a == 0) a = 1
         printf "  CQL rows         %.1f written per acked message (%d over %d replicas), %.3f fence decisions per message\n", w / n / a, w, n, f / n / a

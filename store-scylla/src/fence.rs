@@ -552,6 +552,31 @@ mod tests {
         assert!(matches!(decode(&other), Err(StoreError::Corrupt(_))));
     }
 
+    /// A fresh keyspace on the node named by `SWITCHBOARD_TEST_SCYLLA`
+    /// (replication factor 1), or `None` where it is not set, except in
+    /// CI, where that fails.
+    fn on_a_node(what: &str) -> Option<(crate::ScyllaConfig, String)> {
+        let Some(node) = std::env::var("SWITCHBOARD_TEST_SCYLLA")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "SWITCHBOARD_TEST_SCYLLA is not set, and CI never skips it"
+            );
+            return None;
+        };
+        let keyspace = format!("sb_{what}_{:016x}", rand::random::<u64>());
+        let config = crate::ScyllaConfig {
+            nodes: vec![node.trim().to_owned()],
+            keyspace: keyspace.clone(),
+            replication: crate::Replication::Simple { factor: 1 },
+            consistency: "one".into(),
+            ..crate::ScyllaConfig::default()
+        };
+        Some((config, keyspace))
+    }
+
     /// A writer stopped between deciding a commit and writing it: the next
     /// claim writes it, and the stopped writer's later commits are
     /// refused. On the node named by `SWITCHBOARD_TEST_SCYLLA` (the
@@ -562,23 +587,8 @@ mod tests {
         use switchboard_store::Store;
         use switchboard_store::conformance::{check_seeded_conversation, key, text_message};
 
-        let Some(node) = std::env::var("SWITCHBOARD_TEST_SCYLLA")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-        else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "SWITCHBOARD_TEST_SCYLLA is not set, and CI never skips it"
-            );
+        let Some((config, keyspace)) = on_a_node("fence") else {
             return;
-        };
-        let keyspace = format!("sb_fence_{:016x}", rand::random::<u64>());
-        let config = crate::ScyllaConfig {
-            nodes: vec![node.trim().to_owned()],
-            keyspace: keyspace.clone(),
-            replication: crate::Replication::Simple { factor: 1 },
-            consistency: "one".into(),
-            ..crate::ScyllaConfig::default()
         };
         let first = Arc::new(ScyllaStore::connect(&config).await.unwrap());
         let second = ScyllaStore::connect(&config).await.unwrap();
@@ -633,23 +643,8 @@ mod tests {
         use switchboard_store::Store;
         use switchboard_store::conformance::{check_seeded_conversation, key, text_message};
 
-        let Some(node) = std::env::var("SWITCHBOARD_TEST_SCYLLA")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-        else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "SWITCHBOARD_TEST_SCYLLA is not set, and CI never skips it"
-            );
+        let Some((config, keyspace)) = on_a_node("skew") else {
             return;
-        };
-        let keyspace = format!("sb_skew_{:016x}", rand::random::<u64>());
-        let config = crate::ScyllaConfig {
-            nodes: vec![node.trim().to_owned()],
-            keyspace: keyspace.clone(),
-            replication: crate::Replication::Simple { factor: 1 },
-            consistency: "one".into(),
-            ..crate::ScyllaConfig::default()
         };
         let ahead = ScyllaStore::connect(&config).await.unwrap();
         let behind = ScyllaStore::connect(&config).await.unwrap();
