@@ -14,6 +14,9 @@ scripts/install-nats.sh
 scripts/install-s3s.sh
 # The tests load the example and hostile plugins as built components.
 scripts/build-plugins.sh
+# The power-loss test runs nats-server on a FUSE file system that forgets
+# unsynced writes (tests/lossyfs, Go, pinned in its go.mod).
+(cd tests/lossyfs && go build -o ../../.tools/lossyfs .)
 export SWITCHBOARD_NATS_SERVER="${SWITCHBOARD_NATS_SERVER:-$PWD/.venv/bin/nats-server}"
 # The integration tests run the binary; build it and the tests first.
 cargo build --bin switchboard

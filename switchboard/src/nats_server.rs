@@ -62,17 +62,22 @@ fn ensure_free(port: u16) -> anyhow::Result<()> {
     }
 }
 
+/// The shipped `nats/server/dev.conf`, its port and paths filled in: one
+/// file says how the development server runs (its durability included).
+const DEV_CONF: &str = include_str!("../../nats/server/dev.conf");
+
 fn config_text(port: u16, store_dir: &Path, pid_file: &Path) -> String {
-    format!(
-        "# Written by `switchboard dev` at every start; edit nats/server/dev.conf instead.\n\
-         server_name: switchboard_dev\n\
-         listen: 127.0.0.1:{port}\n\
-         max_payload: 8MB\n\
-         pid_file: \"{}\"\n\
-         jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 256MB\n  max_file_store: 64GB\n}}\n",
-        pid_file.display(),
-        store_dir.display()
-    )
+    let text = DEV_CONF
+        .replace("127.0.0.1:4222", &format!("127.0.0.1:{port}"))
+        .replace(
+            "\"./switchboard-data/nats/nats-server.pid\"",
+            &format!("{:?}", pid_file.display().to_string()),
+        )
+        .replace(
+            "\"./switchboard-data/nats/jetstream\"",
+            &format!("{:?}", store_dir.display().to_string()),
+        );
+    format!("# Written by `switchboard dev` at every start from nats/server/dev.conf.\n{text}")
 }
 
 /// Stops a nats-server left behind by a `switchboard dev` that was killed
@@ -208,6 +213,26 @@ impl NatsServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dev_config_is_the_shipped_one_with_its_port_and_paths() {
+        let text = config_text(
+            4321,
+            Path::new("/data/nats/jetstream"),
+            Path::new("/data/nats/nats-server.pid"),
+        );
+        assert!(text.contains("listen: 127.0.0.1:4321\n"), "{text}");
+        assert!(
+            text.contains("store_dir: \"/data/nats/jetstream\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("pid_file: \"/data/nats/nats-server.pid\""),
+            "{text}"
+        );
+        assert!(text.contains("sync_interval: always"), "{text}");
+        assert!(!text.contains("switchboard-data"), "{text}");
+    }
 
     #[test]
     fn a_taken_port_is_refused_with_the_way_out() {

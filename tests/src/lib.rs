@@ -9,12 +9,14 @@
 //! Binaries: `SWITCHBOARD_NATS_SERVER` or `nats-server` on `PATH` or
 //! `.venv/bin/nats-server` in the workspace; the `switchboard` binary next
 //! to the test executable (`cargo build --bin switchboard` first; the
-//! README's test command does).
+//! README's test command does); `SWITCHBOARD_LOSSYFS` or `.tools/lossyfs`
+//! for the power-loss test ([`lossyfs`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cluster;
 pub mod cql;
 pub mod frames;
+pub mod lossyfs;
 pub mod proc;
 pub mod reliable;
 pub mod s3;

@@ -35,6 +35,7 @@ mod paused_worker;
 mod plugin_cli;
 mod plugin_host;
 mod plugins;
+mod power_loss;
 mod presence;
 mod push;
 mod receipts;

@@ -10,12 +10,12 @@ use switchboard_tests::{Cluster, ClusterSpec};
 
 use crate::support::*;
 
-fn in_ms(ms: i64) -> String {
+pub(crate) fn in_ms(ms: i64) -> String {
     Timestamp::from_unix_ms(Timestamp::now().unix_ms() + ms).to_rfc3339()
 }
 
 /// Schedules a text over the socket: the ack's (scheduled_id, send_at).
-async fn schedule(
+pub(crate) async fn schedule(
     ws: &mut switchboard_client::WsClient,
     conv: &str,
     id: &str,
