@@ -178,14 +178,15 @@ concurrent_writes: 8
 concurrent_counter_writes: 4
 concurrent_compactors: 1
 key_cache_size: 8MiB
-# A commit is one LOGGED batch (store-scylla/src/commit.rs): Cassandra's
-# default limit (50KiB) refuses those of large groups. ScyllaDB's default.
+# A commit is one batch (store-scylla/src/commit.rs): Cassandra's default
+# limit (50KiB) refuses those of large groups. ScyllaDB's default.
 batch_size_fail_threshold: 1024KiB
 batch_size_warn_threshold: 256KiB
-# A logged batch first writes its batch log to two other nodes, by default
-# chosen at random among the remote ones: with three nodes, always both
-# others, so one stopped node holds every batch up until gossip convicts
-# it. "dynamic" may use the coordinator itself and ranks nodes by latency.
+# A logged batch (the gateways' marks; a writer's commits go unlogged)
+# first writes its batch log to two other nodes, by default chosen at
+# random among the remote ones: with three nodes, always both others, so
+# one stopped node holds such batches up until gossip convicts it.
+# "dynamic" may use the coordinator itself and ranks nodes by latency.
 batchlog_endpoint_strategy: dynamic
 # Test keyspaces come and go by the hundred: no snapshot of each dropped one.
 auto_snapshot: false

@@ -12,6 +12,9 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
+use scylla::policies::speculative_execution::{
+    SimpleSpeculativeExecutionPolicy, SpeculativeExecutionPolicy,
+};
 use switchboard_protocol::{Message, MessageId, MessageVersion};
 use switchboard_store::{
     ArchivedBucket, BucketContents, BucketKey, ConversationKey, StoreError, StoreResult,
@@ -59,10 +62,17 @@ impl ScyllaStore {
                 .prefer_datacenter(dc.clone())
                 .permit_dc_failover(false);
         }
+        let speculative = config.speculative_after().map(|after| {
+            Arc::new(SimpleSpeculativeExecutionPolicy {
+                max_retry_count: 1,
+                retry_interval: after,
+            }) as Arc<dyn SpeculativeExecutionPolicy>
+        });
         let profile = ExecutionProfile::builder()
             .consistency(config.consistency_level()?)
             .request_timeout(Some(config.request_timeout()))
             .load_balancing_policy(policy.build())
+            .speculative_execution_policy(speculative)
             .build();
         let mut builder = SessionBuilder::new()
             .known_nodes(&config.nodes)

@@ -7,7 +7,9 @@
 //! per-commit cache), the CQL rows each write becomes, the day bucket a
 //! message lands in, and how the commit is sent. A refused commit writes nothing; otherwise every
 //! resulting row goes in one LOGGED batch: all of it or none of it lands,
-//! across partitions.
+//! across partitions. A partition writer's commit is decided first
+//! (`fence.rs`), and its decision serves as the batch log: its batch goes
+//! UNLOGGED, and is written whole again by the next claim if need be.
 //!
 //! The read-then-write is safe because every conversation has exactly one
 //! writer, the worker's sequencer holding the partition's lease. Scylla
@@ -497,7 +499,8 @@ impl<'a> Tx<'a> {
 
     /// Writes everything: one LOGGED batch, or, when the whole is too
     /// large, the side parts in UNLOGGED batches before and after it (see
-    /// the module documentation).
+    /// the module documentation). A writer's decided commit goes UNLOGGED
+    /// (see [`Tx::finish_as`]).
     pub(crate) async fn finish(&mut self) -> StoreResult<()> {
         self.finish_as(None).await
     }
@@ -514,9 +517,19 @@ impl<'a> Tx<'a> {
         self.store.clock.observe(last_ts);
         let total: usize = writes.iter().map(|w| w.bytes).sum();
         let max = self.store.max_batch_bytes;
+        // A decided commit needs no batch log: its decision (`pending`)
+        // is one, sent again here until it lands and by the partition's
+        // next claim if this writer stops. Cassandra's batch log would
+        // first write to two other nodes, and with one of them gone but
+        // not yet convicted by gossip (about 10 s), every commit waits.
+        let kind = if claim.is_some() {
+            BatchType::Unlogged
+        } else {
+            BatchType::Logged
+        };
         if total <= max {
             self.decide(claim, &writes, last_ts).await?;
-            return self.run(BatchType::Logged, &writes).await;
+            return self.run(kind, &writes).await;
         }
         let mut before = Vec::new();
         let mut core = Vec::new();
@@ -539,7 +552,7 @@ impl<'a> Tx<'a> {
             );
         }
         self.decide(claim, &core, last_ts).await?;
-        self.run(BatchType::Logged, &core).await?;
+        self.run(kind, &core).await?;
         self.run_chunked(after).await
     }
 

@@ -32,6 +32,12 @@ pub struct ScyllaConfig {
     pub inbox_ttl_secs: u32,
     /// Client-side limit of one request, retries included.
     pub request_timeout_ms: u64,
+    /// A read or write (each is idempotent) unanswered after this long is
+    /// sent to a second node as well, and the first answer wins: a node
+    /// that stopped without closing its connections (a frozen VM, a long
+    /// garbage-collection pause) then costs this long instead of
+    /// `request_timeout_ms`. 0 turns it off.
+    pub speculative_after_ms: u64,
     /// Create the keyspace and tables at start-up (idempotent). Off where
     /// an operator applies `deploy/scylla/schema.cql` instead.
     pub create_schema: bool,
@@ -59,6 +65,7 @@ impl Default for ScyllaConfig {
             password: None,
             inbox_ttl_secs: 30 * 24 * 3600,
             request_timeout_ms: 5_000,
+            speculative_after_ms: 1_000,
             create_schema: true,
             inbox_sweep: false,
             max_batch_bytes: 256 * 1024,
@@ -95,6 +102,11 @@ impl ScyllaConfig {
     /// The consistency level named by `consistency`.
     pub fn consistency_level(&self) -> StoreResult<Consistency> {
         parse_consistency(&self.consistency)
+    }
+
+    /// When a request is also sent to a second node; `None`: never.
+    pub fn speculative_after(&self) -> Option<Duration> {
+        (self.speculative_after_ms > 0).then(|| Duration::from_millis(self.speculative_after_ms))
     }
 
     pub fn request_timeout(&self) -> Duration {

@@ -18,7 +18,11 @@
 //!   `epoch` being the writer's own (`IF epoch = ?`), and `last_ts`, the
 //!   commit's last write timestamp. Refused: the commit is `Fenced`, and
 //!   nothing of it is written. Applied: the commit is decided, and its
-//!   LOGGED batch is sent (again until it lands, as every commit).
+//!   batch is sent (again until it lands, as every commit), UNLOGGED:
+//!   `pending` is its batch log. Should the writer stop with the batch
+//!   half written, the next claim writes it whole (below). Cassandra's
+//!   own batch log would cost a write to two more nodes first, and hold
+//!   every commit while one of those is gone but not yet convicted.
 //! - **Finish.** After its claim, a writer reads `pending` (a SERIAL read,
 //!   which also completes a half-done Paxos round) and writes it again,
 //!   with the recorded timestamps: the one commit its predecessor may have
@@ -446,14 +450,15 @@ pub(crate) fn decode(bytes: &[u8]) -> StoreResult<Vec<Recorded>> {
     Ok(out)
 }
 
-/// Writes a decided commit again, in one LOGGED batch, with its recorded
-/// values and timestamps.
+/// Writes a decided commit again, in one UNLOGGED batch (`pending` stays
+/// until the next decision: a claimer stopped half-way leaves it for the
+/// claim after), with its recorded values and timestamps.
 async fn replay(session: &Session, statements: &[Recorded]) -> StoreResult<()> {
     if statements.is_empty() {
         return Ok(());
     }
     let mut prepared: HashMap<&str, PreparedStatement> = HashMap::new();
-    let mut batch = Batch::new(BatchType::Logged);
+    let mut batch = Batch::new(BatchType::Unlogged);
     batch.set_is_idempotent(true);
     for s in statements {
         let ps = match prepared.get(s.cql.as_str()) {

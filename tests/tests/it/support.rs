@@ -473,3 +473,51 @@ pub fn first_acks_after(
         })
         .collect()
 }
+
+/// Waits until every ingest stream has all replicas current and no NATS
+/// node leads two more of them than another (`worker/src/balance.rs`).
+pub async fn wait_for_spread_leaders(cluster: &Cluster, partitions: u16, within: Duration) {
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let deadline = Instant::now() + within;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let mut load: HashMap<String, usize> = HashMap::new();
+        let mut settled = true;
+        for p in 0..partitions {
+            let info = match js.get_stream(format!("SB_INGEST_{p}")).await {
+                Ok(mut s) => s.info().await.ok().cloned(),
+                Err(_) => None,
+            };
+            let Some(cluster_info) = info.and_then(|i| i.cluster) else {
+                settled = false;
+                break;
+            };
+            let Some(leader) = cluster_info.leader.clone() else {
+                settled = false;
+                break;
+            };
+            if cluster_info
+                .replicas
+                .iter()
+                .any(|r| !r.current || r.offline)
+            {
+                settled = false;
+            }
+            for r in &cluster_info.replicas {
+                load.entry(r.name.clone()).or_default();
+            }
+            *load.entry(leader).or_default() += 1;
+        }
+        let high = load.values().max().copied().unwrap_or(0);
+        let low = load.values().min().copied().unwrap_or(0);
+        last = format!("{load:?}");
+        if settled && load.len() == cluster.nats.len() && high <= low + 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!(
+        "the ingest leaders did not spread: {last}\n{}",
+        cluster.logs()
+    );
+}
