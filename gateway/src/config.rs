@@ -139,6 +139,9 @@ pub struct Limits {
     pub jwks_max_bytes: usize,
     /// The most one key set fetch may take, connecting included.
     pub jwks_timeout_ms: u64,
+    /// Whether a key set's URL (or a redirect from it) may be a private
+    /// address: for an identity provider on the operator's own network.
+    pub jwks_allow_private_targets: bool,
     /// HTTP: the whole request head must arrive within this...
     pub http_header_timeout_ms: u64,
     /// ...the body may pause for at most this between chunks...
@@ -202,6 +205,10 @@ pub struct Limits {
     /// Exports (`GET /v1/me/export`) of one user per hour on this gateway
     /// (v1.2): each reads all they sent; past it 429 `rate_limited`.
     pub exports_per_hour: f64,
+    /// Wrong operator tokens one client address may give per minute on
+    /// this gateway; past it, every operator API request from that address
+    /// (the right token included) is answered 429 until the minute refills.
+    pub operator_failures_per_minute: u32,
     pub upload_bytes_per_hour_per_user: u64,
     pub upload_bytes_per_hour_per_tenant: u64,
     /// Members in `POST /v1/conversations` and member additions.
@@ -249,6 +256,7 @@ impl Default for Limits {
             jwks_min_refetch_secs: 30,
             jwks_max_bytes: 64 * 1024,
             jwks_timeout_ms: 5_000,
+            jwks_allow_private_targets: false,
             http_header_timeout_ms: 10_000,
             http_body_timeout_ms: 10_000,
             http_idle_timeout_ms: 60_000,
@@ -271,6 +279,7 @@ impl Default for Limits {
             uploads_per_minute: 30.0,
             reports_per_minute: 10.0,
             exports_per_hour: 4.0,
+            operator_failures_per_minute: 10,
             upload_bytes_per_hour_per_user: 2 << 30,
             upload_bytes_per_hour_per_tenant: 100 << 30,
             max_members_per_request: 1000,
@@ -387,6 +396,7 @@ impl Limits {
             min_refetch: Duration::from_secs(self.jwks_min_refetch_secs),
             max_bytes: self.jwks_max_bytes,
             timeout: Duration::from_millis(self.jwks_timeout_ms),
+            allow_private: self.jwks_allow_private_targets,
         }
     }
 }

@@ -20,6 +20,7 @@ use switchboard_protocol::{ErrorCode, TenantId, UserId};
 use crate::auth::Identity;
 use crate::config::Limits;
 use crate::error::ApiError;
+use crate::server::ClientKey;
 
 /// A token bucket: `rate` tokens per second up to `burst`.
 pub(crate) struct TokenBucket {
@@ -30,6 +31,15 @@ pub(crate) struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// Whether `n` tokens are there now (refilled), taking none.
+    pub(crate) fn has(&mut self, n: f64) -> bool {
+        let now = Instant::now();
+        self.tokens =
+            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
+        self.at = now;
+        self.tokens >= n
+    }
+
     pub(crate) fn new(rate: f64, burst: f64) -> Self {
         Self {
             rate,
@@ -59,11 +69,7 @@ impl TokenBucket {
 
     /// Takes `n` tokens at once, or none.
     pub(crate) fn take_n(&mut self, n: f64) -> bool {
-        let now = Instant::now();
-        self.tokens =
-            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst);
-        self.at = now;
-        if self.tokens >= n {
+        if self.has(n) {
             self.tokens -= n;
             true
         } else {
@@ -101,6 +107,18 @@ impl<K: std::hash::Hash + Eq + Clone> Buckets<K> {
             .or_insert_with(|| TokenBucket::new(rate, burst));
         bucket.set(rate, burst);
         bucket.take_n(n)
+    }
+
+    /// Whether `key`'s bucket holds `n` tokens now, taking none.
+    pub(crate) fn has(&self, key: &K, rate: f64, burst: f64, n: f64) -> bool {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get_mut(key) {
+            Some(bucket) => {
+                bucket.set(rate, burst);
+                bucket.has(n)
+            }
+            None => burst >= n,
+        }
     }
 }
 
@@ -192,9 +210,36 @@ pub(crate) struct Rates {
     /// Plugin replays over history, and the tenants with one running.
     replays: Buckets<TenantId>,
     replaying: Arc<Mutex<HashSet<TenantId>>>,
+    /// Wrong operator tokens, by client address.
+    operator_failures: Buckets<ClientKey>,
 }
 
 impl Rates {
+    /// Whether `client` may try the operator token now: not after
+    /// `operator_failures_per_minute` wrong ones within about a minute,
+    /// right token or not, so that guessing it stays slow.
+    pub(crate) fn operator_allowed(&self, client: ClientKey) -> Result<(), ApiError> {
+        let (rate, burst) = self.operator_rate();
+        if self.operator_failures.has(&client, rate, burst, 1.0) {
+            Ok(())
+        } else {
+            Err(limited(
+                "too many wrong operator tokens from this address; try again in a minute",
+            ))
+        }
+    }
+
+    /// A wrong operator token from `client`.
+    pub(crate) fn operator_failed(&self, client: ClientKey) {
+        let (rate, burst) = self.operator_rate();
+        self.operator_failures.take(&client, rate, burst, 1.0);
+    }
+
+    fn operator_rate(&self) -> (f64, f64) {
+        let per_minute = f64::from(self.limits.operator_failures_per_minute.max(1));
+        (per_minute / 60.0, per_minute)
+    }
+
     pub(crate) fn new(limits: Limits) -> Self {
         Self {
             limits,
@@ -211,6 +256,7 @@ impl Rates {
             exports: Buckets::default(),
             replays: Buckets::default(),
             replaying: Arc::default(),
+            operator_failures: Buckets::default(),
         }
     }
 

@@ -72,10 +72,10 @@ impl ServeLimits {
 /// `prefix_len` bits of an IPv6 address, since one IPv6 host is commonly
 /// given a whole /64 and may use any address of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct ClientKey(IpAddr);
+pub(crate) struct ClientKey(IpAddr);
 
 impl ClientKey {
-    fn of(ip: IpAddr, prefix_len: u8) -> Self {
+    pub(crate) fn of(ip: IpAddr, prefix_len: u8) -> Self {
         match ip.to_canonical() {
             IpAddr::V4(v4) => Self(IpAddr::V4(v4)),
             IpAddr::V6(v6) => {

@@ -148,6 +148,10 @@ pub struct CreateConversationCommand {
     pub members: Vec<UserId>,
     pub actor: UserId,
     pub device: DeviceId,
+    /// Whether the actor has the tenant's admin role: admins are not held
+    /// to the unsolicited-groups limit. Absent from older gateways' commands.
+    #[serde(default)]
+    pub actor_is_admin: bool,
     pub at: Timestamp,
 }
 

@@ -1212,7 +1212,7 @@ export interface paths {
         put?: never;
         /**
          * Create a conversation
-         * @description The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups and channels a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them.
+         * @description The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups and channels a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them; tenant admins are not limited.
          */
         post: {
             parameters: {

@@ -255,6 +255,7 @@ fn commands(ids: &Ids) -> Vec<Command> {
             members: vec![ids.alice.clone(), ids.bob.clone()],
             actor: ids.alice.clone(),
             device: ids.phone.clone(),
+            actor_is_admin: false,
             at: at(),
         }),
         Command::AddMembers(members.clone()),

@@ -30,6 +30,10 @@ pub struct JwksSettings {
     pub max_bytes: usize,
     /// The most a fetch may take, connecting included.
     pub timeout: Duration,
+    /// Whether a set's URL, or a redirect from it, may be a private
+    /// address (`switchboard_outbound`): only for an identity provider on
+    /// the operator's own network.
+    pub allow_private: bool,
 }
 
 impl Default for JwksSettings {
@@ -39,6 +43,7 @@ impl Default for JwksSettings {
             min_refetch: Duration::from_secs(30),
             max_bytes: 64 * 1024,
             timeout: Duration::from_secs(5),
+            allow_private: false,
         }
     }
 }
@@ -89,10 +94,10 @@ pub(super) struct JwksCache {
 
 impl JwksCache {
     pub(super) fn new(settings: JwksSettings) -> Self {
-        let client = reqwest::Client::builder()
+        let client = switchboard_outbound::client_builder(settings.allow_private, ALLOW_PRIVATE)
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout)
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(switchboard_outbound::redirects(3, settings.allow_private))
             .build()
             .map_err(|e| tracing::error!(error = %e, "no HTTP client for tenants' key sets: JWKS tenants cannot sign in"))
             .ok();
@@ -176,7 +181,12 @@ impl JwksCache {
         };
         let fetched = match tokio::time::timeout(
             self.settings.timeout,
-            download(client, &set.url, self.settings.max_bytes),
+            download(
+                client,
+                &set.url,
+                self.settings.max_bytes,
+                self.settings.allow_private,
+            ),
         )
         .await
         {
@@ -270,12 +280,23 @@ impl JwksCache {
     }
 }
 
-/// The document at `url`, refused past `max_bytes` (declared or read).
+/// The setting that lets key sets be fetched from private addresses.
+const ALLOW_PRIVATE: &str = "[limits] jwks_allow_private_targets";
+
+/// The document at `url`, refused past `max_bytes` (declared or read), or
+/// at a private address unless `allow_private`.
 async fn download(
     client: &reqwest::Client,
     url: &str,
     max_bytes: usize,
+    allow_private: bool,
 ) -> Result<Vec<u8>, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("the URL does not parse: {e}"))?;
+    if !allow_private && let Some(ip) = switchboard_outbound::private_literal(&parsed) {
+        return Err(format!(
+            "{ip} is a private address, which key sets may not be fetched from (see {ALLOW_PRIVATE})"
+        ));
+    }
     let mut answer = client
         .get(url)
         .header(

@@ -116,7 +116,7 @@ pub(super) fn done(reply: CommandReply) -> Result<bool, ApiError> {
 /// `POST /v1/conversations`
 pub(super) fn create_op() -> Operation {
     Operation::post("Create a conversation")
-        .describe("The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups and channels a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them.")
+        .describe("The caller is a member. A direct conversation has exactly one other member and is unique per pair: creating it again returns the existing one with 200. A user may be put into at most the tenant's `unsolicited_groups_per_day` groups and channels a day (20 by default) by people they have not spoken with: past it 403 `forbidden`, naming them; tenant admins are not limited.")
         .json_body::<CreateConversation>()
         .reply::<ConversationView>(201, "Created.")
         .reply::<ConversationView>(200, "Already existed (direct conversations).")
@@ -178,6 +178,7 @@ pub(super) async fn create(
             members: members.into_iter().collect(),
             actor: id.user.clone(),
             device: id.device.clone(),
+            actor_is_admin: id.admin,
             at: Timestamp::now(),
         }))
         .await?;

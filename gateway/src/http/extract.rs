@@ -11,9 +11,10 @@
 //! then closes the connection rather than read the rest of that body.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 
 use axum::Json;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Uri, header};
 use serde::de::DeserializeOwned;
@@ -23,6 +24,7 @@ use switchboard_nats::records::tenants::TenantRegistry;
 
 use crate::auth::{AuthError, Identity};
 use crate::error::ApiError;
+use crate::server::ClientKey;
 
 /// The state every handler is given.
 pub(super) type Shared = std::sync::Arc<crate::Gateway>;
@@ -133,14 +135,26 @@ impl FromRequestParts<Shared> for Operator {
                 "the operator API is off: set operator_token in the configuration",
             ));
         };
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| ClientKey::of(c.0.ip(), gw.config.limits.ipv6_prefix_len));
+        if let Some(client) = client {
+            gw.rates.operator_allowed(client)?;
+        }
         match bearer(&parts.headers) {
             Some(given) if same(given.as_bytes(), expected.as_bytes()) => {
                 Ok(Self(gw.tenant_registry.clone()))
             }
-            _ => Err(ApiError::new(
-                ErrorCode::Unauthorized,
-                "the operator API needs Authorization: Bearer <operator_token>",
-            )),
+            _ => {
+                if let Some(client) = client {
+                    gw.rates.operator_failed(client);
+                }
+                Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    "the operator API needs Authorization: Bearer <operator_token>",
+                ))
+            }
         }
     }
 }

@@ -14,10 +14,8 @@ use serde::Deserialize;
 use switchboard_nats::envelope::{Command, ReportCommand, ResolveCommand};
 use switchboard_plugin_host::{Hook, Moderation, ModerationInput};
 use switchboard_protocol::reports::{
-    Report, ReportAction, ReportCreated, ReportList, ReportReason, ReportRequest, ReportStatus,
-    ResolveReport,
+    Report, ReportAction, ReportCreated, ReportList, ReportRequest, ReportStatus, ResolveReport,
 };
-use switchboard_protocol::webhooks::{EventType, WebhookEvent};
 use switchboard_protocol::{ConversationId, ErrorCode, MessageId, UserId};
 
 use super::conversations::done;
@@ -59,52 +57,11 @@ pub(super) async fn create(
         reason: body.reason,
         note: body.note,
     });
-    let reason = body.reason;
+    // `report.created` for webhooks comes from the writer, with the
+    // stored report (`worker/src/writer/webhook_events.rs`).
     done(gw.run_command(command).await?)?;
-    report_event(&gw, &id, &conversation, report_id, message_id, reason).await;
     tokio::spawn(review(gw.clone(), id, report_id));
     Ok((StatusCode::CREATED, Json(ReportCreated { report_id })))
-}
-
-/// `report.created` (v1.2) for the tenant's webhooks that want it, once
-/// the writer stored the report. Best effort: a report whose event is not
-/// stored stays a report (logged).
-async fn report_event(
-    gw: &Shared,
-    reporter: &Identity,
-    conversation: &ConversationId,
-    report_id: MessageId,
-    message_id: MessageId,
-    reason: ReportReason,
-) {
-    let wanted = gw
-        .quotas
-        .book
-        .get(&reporter.tenant)
-        .is_some_and(|t| t.wants_events(EventType::ReportCreated));
-    if !wanted {
-        return;
-    }
-    let event = WebhookEvent {
-        id: format!("report-{report_id}"),
-        kind: EventType::ReportCreated,
-        tenant: reporter.tenant.clone(),
-        conversation_id: conversation.clone(),
-        created_at: switchboard_protocol::Timestamp::now(),
-        data: serde_json::json!({
-            "report_id": report_id,
-            "message_id": message_id,
-            "reporter": reporter.user,
-            "reason": reason,
-        }),
-    };
-    let stored = match switchboard_nats::events::publish(&gw.js, &event).await {
-        Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = stored {
-        tracing::warn!(error = %e, %report_id, "a report.created event was not stored");
-    }
 }
 
 /// Who resolves the reports the moderation plugin rejects: what a

@@ -6,7 +6,6 @@ pub mod fcm;
 pub(crate) mod test_server;
 pub mod webhook;
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use switchboard_nats::push_jobs::SendJob;
@@ -136,85 +135,25 @@ pub(crate) async fn answer(
     }
 }
 
-/// Whether an address is one a tenant's push settings may not reach
-/// unless the operator allows it: loopback, private (RFC 1918, unique
-/// local), link-local (cloud metadata services live there), shared
-/// (carrier-grade NAT), unspecified, broadcast, multicast or
-/// documentation ranges. A tenant's webhook could otherwise make the
-/// worker call the deployment's own services.
-pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8
-        }
-    }
-}
-
-/// Resolves provider host names, refusing the private addresses among
-/// the answers (`is_private`): checked on every connection, so a name
-/// that later points inside (DNS rebinding) is refused too.
-struct PublicOnly;
-
-impl reqwest::dns::Resolve for PublicOnly {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
-            let public: Vec<SocketAddr> = found.filter(|a| !is_private(a.ip())).collect();
-            if public.is_empty() {
-                let refused: Box<dyn std::error::Error + Send + Sync> = format!(
-                    "{host} resolves only to private addresses, which push targets may not be (see [push] allow_private_targets)"
-                )
-                .into();
-                return Err(refused);
-            }
-            let addrs: reqwest::dns::Addrs = Box::new(public.into_iter());
-            Ok(addrs)
-        })
-    }
-}
-
 /// Refuses a target URL whose host is a private address literal (names
-/// are checked when they resolve, by `PublicOnly`), unless `allow_private`.
+/// are checked when they resolve), unless `allow_private`
+/// (`switchboard_outbound`).
 pub(crate) fn check_target(url: &str, allow_private: bool) -> Result<(), Attempt> {
     if allow_private {
         return Ok(());
     }
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| Attempt::Fatal(format!("the target URL {url:?} does not parse: {e}")))?;
-    let literal = parsed
-        .host_str()
-        .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-        .and_then(|h| h.parse::<IpAddr>().ok());
-    match literal {
-        Some(ip) if is_private(ip) => Err(Attempt::Fatal(format!(
-            "the target {url} is a private address, which push targets may not be (see [push] allow_private_targets)"
+    match switchboard_outbound::private_literal(&parsed) {
+        Some(_) => Err(Attempt::Fatal(format!(
+            "the target {url} is a private address, which push targets may not be (see {ALLOW_PRIVATE})"
         ))),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
+
+/// The setting that lets push targets and webhooks be private addresses.
+const ALLOW_PRIVATE: &str = "[push] allow_private_targets";
 
 /// The HTTP clients the providers share, and how they read answers.
 pub struct Clients {
@@ -248,7 +187,8 @@ impl Clients {
     /// a private provider proxy or a test server.
     /// Redirects are never followed: a provider does not redirect, and a
     /// redirect could lead a tenant's webhook anywhere. Unless
-    /// `allow_private`, no target may be a private address.
+    /// `allow_private`, no target may be a private address; no proxy is
+    /// used (`switchboard_outbound`).
     pub fn new(
         timeouts: Timeouts,
         extra_root: Option<&[u8]>,
@@ -256,15 +196,12 @@ impl Clients {
         caps: AnswerCaps,
     ) -> Result<Self, reqwest::Error> {
         let build = |h2_only: bool| {
-            let mut b = reqwest::Client::builder()
+            let mut b = switchboard_outbound::client_builder(allow_private, ALLOW_PRIVATE)
                 .timeout(timeouts.call)
                 .connect_timeout(timeouts.connect.min(timeouts.call))
                 .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
                 .redirect(reqwest::redirect::Policy::none())
                 .user_agent("switchboard-push");
-            if !allow_private {
-                b = b.dns_resolver(std::sync::Arc::new(PublicOnly));
-            }
             if h2_only {
                 b = b.http2_prior_knowledge();
             }
@@ -298,30 +235,6 @@ pub(crate) fn app_data(job: &SendJob) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn private_addresses_are_told_apart() {
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            let ip: IpAddr = private.parse().unwrap();
-            assert!(is_private(ip), "{private}");
-        }
-        for public in ["8.8.8.8", "142.250.1.1", "2607:f8b0::1", "100.128.0.1"] {
-            let ip: IpAddr = public.parse().unwrap();
-            assert!(!is_private(ip), "{public}");
-        }
-    }
 
     #[test]
     fn literal_private_targets_are_refused_unless_allowed() {
@@ -391,12 +304,5 @@ mod tests {
             last = now;
         }
         assert!(last < 64 << 20, "{last} bytes went out");
-    }
-
-    #[tokio::test]
-    async fn names_resolving_inside_are_refused() {
-        use reqwest::dns::Resolve;
-        let name: reqwest::dns::Name = "localhost".parse().unwrap();
-        assert!(PublicOnly.resolve(name).await.is_err());
     }
 }

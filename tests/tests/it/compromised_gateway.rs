@@ -1,6 +1,7 @@
 //! A compromised gateway on the shipped secure backbone
 //! (`nats/server/secure/`): what the `gateway` NATS user tries beyond a
-//! gateway's job is refused by NATS or by the service it asks, and no
+//! gateway's job is refused by NATS or by the service it asks (a forged
+//! webhook event included), and no
 //! process crashes or stops answering. Each case is one a review ran
 //! against an earlier release, where it crash-looped every process,
 //! silently ate sends, or let the gateway write anything.
@@ -178,6 +179,33 @@ async fn a_compromised_gateway_is_refused_by_nats_or_the_services() {
         "a gateway must not purge plugin code"
     );
     assert!(admin_code.info("victim.sha256:00").await.is_ok());
+
+    // Events: a `report.created` (or any event) made up by the gateway
+    // would be signed by the dispatcher and delivered to the tenant's
+    // webhooks. Only workers publish on `sb.events.>`.
+    let made_up = serde_json::json!({
+        "id": "report-forged", "type": "report.created", "tenant": "acme",
+        "conversation_id": conv, "created_at": "2026-01-01T00:00:00Z",
+        "data": {"report_id": "forged", "reporter": "mallory"},
+    })
+    .to_string();
+    let subject = format!("sb.events.acme.{conv}");
+    let stored = match gjs.publish(subject.clone(), made_up.into()).await {
+        Ok(ack) => ack.await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(
+        stored.is_err(),
+        "a gateway must not publish events: {stored:?}"
+    );
+    let events = admin.get_stream("SB_EVENTS").await.unwrap();
+    assert!(
+        events
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .is_err(),
+        "nothing reached SB_EVENTS"
+    );
 
     // Replies: a gateway can neither read another process's (here a
     // worker's, on the workers' `_INBOX` prefix) nor forge one. Interest

@@ -98,7 +98,8 @@ async fn tokens_of_an_identity_providers_key_set_verify_and_follow_its_rotation(
     provider.serve(&["rsa-1", "ec-1"], None);
     let cluster = Cluster::start(ClusterSpec {
         extra_config: format!(
-            "[[tenants]]\nid = \"idp\"\njwks_url = \"{url}\"\n\n[limits]\njwks_min_refetch_secs = 1\njwks_max_bytes = {MAX_BYTES}\n"
+            "[[tenants]]\nid = \"idp\"\njwks_url = \"{url}\"\n\n[limits]\njwks_min_refetch_secs = 1\njwks_max_bytes = {MAX_BYTES}\n\
+             jwks_allow_private_targets = true\n"
         ),
         ..Default::default()
     })
@@ -159,4 +160,36 @@ async fn tokens_of_an_identity_providers_key_set_verify_and_follow_its_rotation(
     assert_eq!(list(token("rsa-2", "carol")).await.unwrap().status(), 401);
     assert_eq!(provider.fetches(), before + 1, "the set was asked for");
     assert_eq!(list(token("rsa-1", "alice")).await.unwrap().status(), 200);
+}
+
+/// A key set on a private address (here loopback, where a gateway's own
+/// NATS monitoring or an admin API could answer), directly or by a
+/// redirect, is never fetched unless `jwks_allow_private_targets`: the
+/// provider is not asked, and the tenant's tokens do not verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_set_on_a_private_address_is_not_fetched_by_default() {
+    let (provider, url) = Provider::start().await;
+    provider.serve(&["rsa-1"], None);
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "[[tenants]]\nid = \"idp\"\njwks_url = \"{url}\"\n\n[limits]\njwks_min_refetch_secs = 1\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    let base = cluster.gateways[0].http();
+    for _ in 0..3 {
+        let status = reqwest::Client::new()
+            .get(format!("{base}/v1/conversations"))
+            .bearer_auth(token("rsa-1", "alice"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 401);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    assert_eq!(provider.fetches(), 0, "a private address was called");
+    let log = cluster.gateways[0].log();
+    assert!(log.contains("is a private address"), "{log}");
 }

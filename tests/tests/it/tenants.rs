@@ -680,3 +680,44 @@ async fn a_tenant_command_without_nats_ends_within_its_timeout() {
         started.elapsed()
     );
 }
+
+/// Guessing the operator token is slow: past `operator_failures_per_minute`
+/// wrong tokens (10) from one address, the operator API answers 429 to
+/// that address, right token or not, while tenants' own requests go on.
+#[tokio::test]
+async fn wrong_operator_tokens_lock_the_address_out_for_a_minute() {
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
+    let path = "/v1/operator/tenants";
+    for i in 0..10 {
+        let (status, body) = cluster
+            .operator(
+                reqwest::Method::GET,
+                path,
+                None,
+                Some(&format!("guess-{i:02}-0123456789")),
+            )
+            .await;
+        assert_eq!(status, 401, "wrong token {i}: {body}");
+    }
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::GET,
+            path,
+            None,
+            Some("guess-10-0123456789"),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("rate_limited")),
+        "{body}"
+    );
+    let (status, _) = cluster
+        .operator(reqwest::Method::GET, path, None, Some(OPERATOR_TOKEN))
+        .await;
+    assert_eq!(
+        status, 429,
+        "the right token is refused too while locked out"
+    );
+    assert!(cluster.rest(0, "alice").conversations().await.is_ok());
+}

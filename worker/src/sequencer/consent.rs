@@ -31,7 +31,9 @@ fn added_by(
     states: &HashMap<ConversationKey, Option<SequencerState>>,
 ) -> Option<(Vec<UserId>, UserId)> {
     match cmd {
-        Command::CreateConversation(c) if c.kind != ConversationKind::Direct => {
+        Command::CreateConversation(c)
+            if c.kind != ConversationKind::Direct && !c.actor_is_admin =>
+        {
             Some((c.members.clone(), c.actor.clone()))
         }
         Command::AddMembers(c) if !c.actor_is_admin => {

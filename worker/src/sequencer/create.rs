@@ -36,7 +36,7 @@ impl Batch<'_> {
             self.refuse(reply_to, ErrorCode::QuotaExceeded, why);
             return Ok(());
         }
-        let unsolicited = if c.kind == ConversationKind::Direct {
+        let unsolicited = if c.kind == ConversationKind::Direct || c.actor_is_admin {
             None
         } else {
             let added: Vec<UserId> = members.iter().cloned().collect();

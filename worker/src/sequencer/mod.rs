@@ -115,6 +115,12 @@ pub enum Outcome {
         recipients: Vec<UserId>,
         route: Route,
     },
+    /// A report stored (v1.2): for the tenant's webhooks only
+    /// (`report.created`); its reporter gets the command's reply.
+    Reported {
+        tenant: TenantId,
+        report: Box<switchboard_protocol::reports::Report>,
+    },
 }
 
 /// The result of sequencing one batch.

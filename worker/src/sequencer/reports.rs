@@ -66,9 +66,13 @@ impl Batch<'_> {
             &key,
             Mutation::PutReport {
                 tenant: key.tenant.clone(),
-                report: Box::new(report),
+                report: Box::new(report.clone()),
             },
         );
+        self.outcomes.push(Outcome::Reported {
+            tenant: key.tenant.clone(),
+            report: Box::new(report),
+        });
         self.done(reply_to, &c.by.conversation_id, true);
         Ok(())
     }

@@ -43,6 +43,7 @@ fn create(conv: &str, kind: ConversationKind, members: &[&str], id: u64) -> Inco
             members: members.iter().map(|m| u(m)).collect(),
             actor: u(members[0]),
             device: DeviceId::default_device(),
+            actor_is_admin: false,
             at: Timestamp::from_unix_ms(1),
         }),
         reply_to: Some("reply".into()),
@@ -500,6 +501,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
                 Outcome::Update { .. } => "update",
                 Outcome::Listen { .. } => "listen",
                 Outcome::Event { .. } => "event",
+                Outcome::Reported { .. } => "reported",
             };
             (kind, i)
         })
@@ -594,6 +596,16 @@ async fn strangers_put_a_user_into_at_most_the_limit_of_groups() {
     }
     let out = run(&mut seq, &store, &ids, &[admin]).await;
     assert!(created(replies(&out)[0]));
+    // So does one who creates a group with them (as the docs always said).
+    let mut admin = create("g5", ConversationKind::Group, &["boss", "v"], 8);
+    if let Command::CreateConversation(c) = &mut admin.command {
+        c.actor_is_admin = true;
+    }
+    let out = run(&mut seq, &store, &ids, &[admin]).await;
+    assert!(
+        created(replies(&out)[0]),
+        "an admin's create is not limited"
+    );
 }
 
 #[tokio::test]

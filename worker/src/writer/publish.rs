@@ -261,6 +261,8 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                     .await
                     .map_err(cause)
             }
+            // Only for webhooks (`webhook_events.rs`).
+            Outcome::Reported { .. } => Ok(()),
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
                 Ok(body) => match out.flush().await {
                     Ok(()) => ctx

@@ -1,7 +1,9 @@
 //! A batch's outcomes as outbound events (v1.2), for tenants whose
 //! webhooks want them: published on `SB_EVENTS` after the commit and
 //! before the commands' acks (`publish.rs`), so an event never tells of
-//! what the store does not hold.
+//! what the store does not hold. Every event comes from here: no other
+//! process may publish on `sb.events.>` (a gateway could otherwise have
+//! the dispatcher sign what it made up).
 
 use serde_json::json;
 use switchboard_nats::records::tenants::TenantBook;
@@ -88,6 +90,21 @@ pub(super) fn events_of(
                     conversation_id: conversation_id.clone(),
                     created_at: Timestamp::now(),
                     data,
+                });
+            }
+            Outcome::Reported { tenant, report } if wants(tenant, EventType::ReportCreated) => {
+                events.push(WebhookEvent {
+                    id: format!("report-{}", report.report_id),
+                    kind: EventType::ReportCreated,
+                    tenant: tenant.clone(),
+                    conversation_id: report.conversation_id.clone(),
+                    created_at: report.created_at,
+                    data: json!({
+                        "report_id": report.report_id,
+                        "message_id": report.message_id,
+                        "reporter": report.reporter,
+                        "reason": report.reason,
+                    }),
                 });
             }
             _ => {}
