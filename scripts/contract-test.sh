@@ -29,6 +29,7 @@ members_added_per_minute = 1000000.0
 plugin_replays_per_minute = 1000000.0
 reports_per_minute = 1000000.0
 exports_per_hour = 1000000.0
+operator_failures_per_minute = 1000000
 TOML
 "$BIN" dev --config "$WORK/config.toml" --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
   --nats-port 0 --log warn > "$WORK/dev.log" 2>&1 &

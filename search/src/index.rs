@@ -12,7 +12,7 @@ use switchboard_nats::search::{IndexOp, SearchHit};
 use switchboard_protocol::{ConversationId, MessageId, TenantId};
 use tantivy::collector::TopDocs;
 use tantivy::query::{
-    BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery, TermSetQuery,
+    BooleanQuery, Occur, PhraseQuery, Query, QueryClone, RangeQuery, TermQuery, TermSetQuery,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TEXT, Value,
@@ -21,6 +21,7 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
 use crate::SearchError;
+use crate::query::{MAX_PREFIX_TERMS, Part, QueryError};
 
 /// The index's format: documents, fields and tokenizing. A change makes
 /// every replica rebuild its index from the store at its next start.
@@ -81,7 +82,6 @@ pub struct SearchIndex {
 /// The read side: queries run on it without waiting for the writer.
 #[derive(Clone)]
 pub struct Searching {
-    index: Index,
     reader: IndexReader,
     fields: Fields,
 }
@@ -128,11 +128,7 @@ pub fn open(dir: &Path, memory_bytes: usize) -> Result<(SearchIndex, bool), Sear
     Ok((
         SearchIndex {
             writer,
-            searching: Searching {
-                index,
-                reader,
-                fields,
-            },
+            searching: Searching { reader, fields },
             fields,
             applied,
             dirty: 0,
@@ -277,10 +273,35 @@ impl Searching {
         if conversations.is_empty() || q.trim().is_empty() {
             return Ok((Vec::new(), false));
         }
-        let mut parser = QueryParser::for_index(&self.index, vec![f.text]);
-        parser.set_conjunction_by_default();
-        // A query that does not parse is read as plain words.
-        let (text, _) = parser.parse_query_lenient(q);
+        let parts = crate::query::parse(q)?;
+        let searcher = self.reader.searcher();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let words = |ws: &[String]| -> Vec<Term> {
+                ws.iter()
+                    .map(|w| Term::from_field_text(f.text, w))
+                    .collect()
+            };
+            let clause: Box<dyn Query> = match part {
+                Part::Word(w) => Box::new(TermQuery::new(
+                    Term::from_field_text(f.text, w),
+                    IndexRecordOption::WithFreqs,
+                )),
+                Part::Phrase(ws) => Box::new(PhraseQuery::new(words(ws))),
+                Part::Prefix(p) => {
+                    let expanded = expand_prefix(&searcher, f.text, p)?;
+                    if expanded.is_empty() {
+                        return Ok((Vec::new(), false));
+                    }
+                    Box::new(TermSetQuery::new(expanded))
+                }
+            };
+            clauses.push((Occur::Must, clause));
+        }
+        if clauses.is_empty() {
+            return Ok((Vec::new(), false));
+        }
+        let text = BooleanQuery::new(clauses);
         let allowed = TermSetQuery::new(
             conversations
                 .iter()
@@ -290,11 +311,10 @@ impl Searching {
             (Occur::Must, text.box_clone()),
             (Occur::Must, Box::new(allowed)),
         ]);
-        let searcher = self.reader.searcher();
         // One more than asked: whether there is a next page.
         let top = searcher.search(&query, &TopDocs::with_limit(limit + 1).and_offset(offset))?;
         let more = top.len() > limit;
-        let mut snippets = SnippetGenerator::create(&searcher, &*text, f.text)?;
+        let mut snippets = SnippetGenerator::create(&searcher, &text, f.text)?;
         snippets.set_max_num_chars(160);
         let mut hits = Vec::with_capacity(top.len().min(limit));
         for (score, address) in top.into_iter().take(limit) {
@@ -331,6 +351,41 @@ impl Searching {
         }
         Ok((hits, more))
     }
+}
+
+/// The indexed words that start with `prefix`, across the segments, in
+/// the term dictionary's order: the walk stops at the first word past the
+/// prefix, or refuses past `MAX_PREFIX_TERMS` words.
+fn expand_prefix(
+    searcher: &tantivy::Searcher,
+    field: Field,
+    prefix: &str,
+) -> Result<Vec<Term>, SearchError> {
+    let mut found = std::collections::BTreeSet::new();
+    for segment in searcher.segment_readers() {
+        let index = segment.inverted_index(field)?;
+        let mut stream = index
+            .terms()
+            .range()
+            .ge(prefix.as_bytes())
+            .into_stream()
+            .map_err(tantivy::TantivyError::from)?;
+        while stream.advance() {
+            let key = stream.key();
+            if !key.starts_with(prefix.as_bytes()) {
+                break;
+            }
+            found.insert(key.to_vec());
+            if found.len() > MAX_PREFIX_TERMS {
+                return Err(QueryError::PrefixTooBroad(prefix.to_owned()).into());
+            }
+        }
+    }
+    Ok(found
+        .into_iter()
+        .filter_map(|k| String::from_utf8(k).ok())
+        .map(|w| Term::from_field_text(field, &w))
+        .collect())
 }
 
 fn term(field: Field, value: &str) -> Box<dyn Query> {
@@ -400,8 +455,64 @@ mod tests {
         assert_eq!(found(&index, "other", &["a", "b"], "lunch").len(), 1);
         // All the words, by default.
         assert_eq!(found(&index, "t", &["a", "b"], "lunch noon"), [1]);
-        // A query that does not parse is read as words.
-        assert_eq!(found(&index, "t", &["a"], "lunch AND (").len(), 1);
+        // Anything but letters and digits separates words.
+        assert_eq!(found(&index, "t", &["a"], "(lunch) +noon!").len(), 1);
+    }
+
+    #[test]
+    fn the_query_language_is_words_phrases_and_prefixes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut index, _) = open(dir.path(), 15_000_000).unwrap();
+        for op in [
+            put("t", "c", 1, "u", 1, "switchboard ships today"),
+            put("t", "c", 2, "u", 1, "today the board switches"),
+            put("t", "c", 3, "u", 1, "from a to z"),
+        ] {
+            index.apply(&op).unwrap();
+        }
+        index.commit(1).unwrap();
+        assert_eq!(found(&index, "t", &["c"], "\"ships today\""), [1]);
+        assert_eq!(
+            found(&index, "t", &["c"], "\"today ships\""),
+            Vec::<u64>::new()
+        );
+        assert_eq!(found(&index, "t", &["c"], "switch*"), [1, 2]);
+        assert_eq!(found(&index, "t", &["c"], "SWITCH* today"), [1, 2]);
+        assert_eq!(found(&index, "t", &["c"], "nothing*"), Vec::<u64>::new());
+        // The engine's range syntax is only words here: a range over
+        // every term is never walked.
+        assert_eq!(found(&index, "t", &["c"], "[a TO z]"), [3]);
+        assert_eq!(
+            found(&index, "t", &["c"], "text:[a TO z]"),
+            Vec::<u64>::new()
+        );
+        // A prefix standing for more than MAX_PREFIX_TERMS words, of any
+        // tenant on the shard, is refused; at the bound it is not.
+        for i in 0..MAX_PREFIX_TERMS as u64 {
+            let text = format!("wordy{i:03}");
+            index
+                .apply(&put("other", "c", 10 + i, "u", 1, &text))
+                .unwrap();
+        }
+        index.commit(2).unwrap();
+        let t = TenantId::new("t").unwrap();
+        let c = [ConversationId::new("c").unwrap()];
+        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0);
+        assert!(
+            search("wordy*").is_ok(),
+            "{} words is the bound",
+            MAX_PREFIX_TERMS
+        );
+        index
+            .apply(&put("other", "c", 1000, "u", 1, "wordy999"))
+            .unwrap();
+        index.commit(3).unwrap();
+        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0);
+        assert!(matches!(
+            search("wordy*"),
+            Err(SearchError::Query(QueryError::PrefixTooBroad(_)))
+        ));
+        assert!(search("wordy00*").is_ok());
     }
 
     #[test]

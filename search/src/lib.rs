@@ -10,6 +10,7 @@
 mod feed;
 mod index;
 pub mod metrics;
+pub mod query;
 mod rebuild;
 mod service;
 
@@ -28,6 +29,9 @@ pub use service::{MAX_CONVERSATIONS, MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS};
 pub enum SearchError {
     #[error("search index: {0}")]
     Index(#[from] tantivy::TantivyError),
+    /// A query refused for what it asks (the message is the user's).
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
     #[error("search index directory: {0}")]
     Dir(#[source] std::io::Error),
     #[error("search index commit record: {0}")]

@@ -86,6 +86,7 @@ async fn answer(searching: Searching, query: SearchRequest) -> SearchReply {
     .await;
     match found {
         Ok(Ok((hits, more))) => SearchReply::Hits { hits, more },
+        Ok(Err(SearchError::Query(e))) => refuse(e.to_string()),
         Ok(Err(e)) => refuse(format!("the search failed: {e}")),
         Err(e) => refuse(format!("the search failed: {e}")),
     }

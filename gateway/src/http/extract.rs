@@ -135,6 +135,16 @@ impl FromRequestParts<Shared> for Operator {
                 "the operator API is off: set operator_token in the configuration",
             ));
         };
+        let unauthorized = || {
+            ApiError::new(
+                ErrorCode::Unauthorized,
+                "the operator API needs Authorization: Bearer <operator_token>",
+            )
+        };
+        // No token is no guess: it is answered 401 whatever came before.
+        let Some(given) = bearer(&parts.headers) else {
+            return Err(unauthorized());
+        };
         let client = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
@@ -142,20 +152,13 @@ impl FromRequestParts<Shared> for Operator {
         if let Some(client) = client {
             gw.rates.operator_allowed(client)?;
         }
-        match bearer(&parts.headers) {
-            Some(given) if same(given.as_bytes(), expected.as_bytes()) => {
-                Ok(Self(gw.tenant_registry.clone()))
-            }
-            _ => {
-                if let Some(client) = client {
-                    gw.rates.operator_failed(client);
-                }
-                Err(ApiError::new(
-                    ErrorCode::Unauthorized,
-                    "the operator API needs Authorization: Bearer <operator_token>",
-                ))
-            }
+        if same(given.as_bytes(), expected.as_bytes()) {
+            return Ok(Self(gw.tenant_registry.clone()));
         }
+        if let Some(client) = client {
+            gw.rates.operator_failed(client);
+        }
+        Err(unauthorized())
     }
 }
 

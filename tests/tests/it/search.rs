@@ -175,6 +175,27 @@ async fn search_finds_members_messages_fresh_and_nothing_else() {
     );
     let (status, _) = search(&bob, &format!("q={}", "x".repeat(501))).await;
     assert_eq!(status, 400);
+    // The engine's own syntax is not ours: a range over the text field
+    // is words (none of these messages has "text"), a prefix needs 3
+    // letters, and 17 words are one too many.
+    let (status, body) = search(&bob, "q=text%3A%5Ba%20TO%20z%5D").await;
+    assert_eq!(
+        (status, texts(&body)),
+        (200, Vec::<String>::new()),
+        "{body}"
+    );
+    let (status, body) = search(&bob, "q=quarter*").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!texts(&body).is_empty(), "a prefix finds quarterly: {body}");
+    let (status, body) = search(&bob, "q=qu*").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_request")),
+        "{body}"
+    );
+    let many = vec!["w"; 17].join("%20");
+    let (status, _) = search(&bob, &format!("q={many}")).await;
+    assert_eq!(status, 400);
 
     // An edit and a deletion leave the results within 2 s.
     ann_ws

@@ -719,5 +719,9 @@ async fn wrong_operator_tokens_lock_the_address_out_for_a_minute() {
         status, 429,
         "the right token is refused too while locked out"
     );
+    let (status, _) = cluster
+        .operator(reqwest::Method::GET, path, None, None)
+        .await;
+    assert_eq!(status, 401, "no token is no guess: 401 as ever");
     assert!(cluster.rest(0, "alice").conversations().await.is_ok());
 }
