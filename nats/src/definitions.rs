@@ -10,6 +10,8 @@ use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use serde::Deserialize;
 
 use crate::BackboneError;
+use crate::subject::token;
+use switchboard_protocol::TenantId;
 
 pub const INGEST_STREAM_TEMPLATE_JSON: &str = include_str!("../streams/SB_INGEST.template.json");
 pub const PUSH_STREAM_JSON: &str = include_str!("../streams/SB_PUSH.json");
@@ -19,7 +21,8 @@ pub const SCHEDULED_STREAM_JSON: &str = include_str!("../streams/SB_SCHEDULED.js
 pub const SCHEDULER_CONSUMER_JSON: &str = include_str!("../consumers/scheduler.json");
 pub const EVENTS_STREAM_JSON: &str = include_str!("../streams/SB_EVENTS.json");
 pub const EVENTS_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_EVENTS_DEAD.json");
-pub const WEBHOOKS_CONSUMER_JSON: &str = include_str!("../consumers/webhooks.json");
+pub const WEBHOOKS_CONSUMER_TEMPLATE_JSON: &str =
+    include_str!("../consumers/webhooks.template.json");
 pub const INDEX_STREAM_JSON: &str = include_str!("../streams/SB_INDEX.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
 pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
@@ -248,10 +251,27 @@ pub fn index_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneE
     replicated("SB_INDEX.json", INDEX_STREAM_JSON, config)
 }
 
-/// The webhook dispatcher's consumer.
-pub fn webhooks_consumer() -> Result<consumer::pull::Config, BackboneError> {
-    parse("webhooks.json", WEBHOOKS_CONSUMER_JSON)
+/// The webhook dispatcher's consumer of one tenant's events.
+pub fn webhooks_consumer(tenant: &TenantId) -> Result<consumer::pull::Config, BackboneError> {
+    let json = WEBHOOKS_CONSUMER_TEMPLATE_JSON.replace("{tenant}", &token(tenant.as_str()));
+    pull_consumer("webhooks.template.json", &json)
 }
+
+/// The name of [`webhooks_consumer`]: `webhooks_<tenant>`.
+pub fn webhooks_consumer_name(tenant: &TenantId) -> String {
+    format!("{WEBHOOKS_CONSUMER_PREFIX}{}", token(tenant.as_str()))
+}
+
+/// Whose tenant's consumer `name` is, if it is one of the dispatcher's.
+pub fn webhooks_consumer_tenant(name: &str) -> Option<TenantId> {
+    let tenant = name.strip_prefix(WEBHOOKS_CONSUMER_PREFIX)?;
+    TenantId::new(tenant.replace("%2E", ".")).ok()
+}
+
+pub const WEBHOOKS_CONSUMER_PREFIX: &str = "webhooks_";
+/// The one consumer of every tenant's events of older releases: the
+/// dispatcher starts the tenants' consumers where it stood, then deletes it.
+pub const LEGACY_WEBHOOKS_CONSUMER: &str = "webhooks";
 
 /// The push stage's consumers: `push-msg` (delivery checks) and
 /// `push-send` (provider calls).
@@ -595,6 +615,19 @@ mod tests {
         assert_eq!(w.filter_subject, "sb.in.7.>");
         assert_eq!(w.ack_policy, consumer::AckPolicy::All);
         assert!(w.memory_storage);
+        let acme = TenantId::new("acme.eu").unwrap();
+        let hooks = webhooks_consumer(&acme).unwrap();
+        assert_eq!(hooks.durable_name.as_deref(), Some("webhooks_acme%2Eeu"));
+        assert_eq!(
+            hooks.filter_subjects,
+            ["sb.events.acme%2Eeu", "sb.events.acme%2Eeu.>"]
+        );
+        assert_eq!(webhooks_consumer_name(&acme), "webhooks_acme%2Eeu");
+        assert_eq!(webhooks_consumer_tenant("webhooks_acme%2Eeu"), Some(acme));
+        assert_eq!(webhooks_consumer_tenant(LEGACY_WEBHOOKS_CONSUMER), None);
+        let events = events_stream(&c).unwrap();
+        assert_eq!(events.discard, stream::DiscardPolicy::New);
+        assert!(events.max_messages_per_subject > 0, "bounded per tenant");
         assert_eq!(nodes_bucket(&c).unwrap().max_age, Duration::from_secs(30));
         let scheduled = scheduled_stream(&c).unwrap();
         assert!(scheduled.allow_message_schedules);

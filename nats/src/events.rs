@@ -4,8 +4,13 @@
 //!
 //! | subject | carries |
 //! |---|---|
-//! | `sb.events.<tenant>.<conversation>` | one [`WebhookEvent`], `Nats-Msg-Id` its id |
+//! | `sb.events.<tenant>` | one [`WebhookEvent`], `Nats-Msg-Id` its id |
 //! | `sb.eventsdead.<tenant>` | an event some endpoint never took, headers `Sb-Webhook-Url`, `Sb-Webhook-Error` |
+//!
+//! One subject per tenant, so the stream's `max_msgs_per_subject` bounds
+//! each tenant's events on its own: a tenant past it loses its own oldest,
+//! never another's. (Older releases added the conversation; the webhook
+//! consumers read both forms.)
 //!
 //! An event's id is made of what it is about (a message and its version,
 //! a reaction command), so an event published again after a writer's
@@ -14,8 +19,8 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, context::PublishAckFuture};
+use switchboard_protocol::TenantId;
 use switchboard_protocol::webhooks::WebhookEvent;
-use switchboard_protocol::{ConversationId, TenantId};
 
 use crate::BackboneError;
 use crate::subject::token;
@@ -25,12 +30,8 @@ pub const DEAD_PREFIX: &str = "sb.eventsdead";
 pub const HEADER_WEBHOOK_URL: &str = "Sb-Webhook-Url";
 pub const HEADER_WEBHOOK_ERROR: &str = "Sb-Webhook-Error";
 
-pub fn event_subject(tenant: &TenantId, conversation: &ConversationId) -> String {
-    format!(
-        "{EVENTS_PREFIX}.{}.{}",
-        token(tenant.as_str()),
-        token(conversation.as_str())
-    )
+pub fn event_subject(tenant: &TenantId) -> String {
+    format!("{EVENTS_PREFIX}.{}", token(tenant.as_str()))
 }
 
 pub fn dead_subject(tenant: &TenantId) -> String {
@@ -45,11 +46,7 @@ pub async fn publish(
     let body = serde_json::to_vec(event).map_err(BackboneError::encoding)?;
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", event.id.as_str());
-    js.publish_with_headers(
-        event_subject(&event.tenant, &event.conversation_id),
-        headers,
-        body.into(),
-    )
-    .await
-    .map_err(|e| BackboneError::nats("publishing an event", e))
+    js.publish_with_headers(event_subject(&event.tenant), headers, body.into())
+        .await
+        .map_err(|e| BackboneError::nats("publishing an event", e))
 }

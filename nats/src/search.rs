@@ -113,6 +113,10 @@ impl IndexOp {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchRequest {
     pub tenant: TenantId,
+    /// Who asks: the replica bounds each user's queries at once. Absent
+    /// from gateways of older releases.
+    #[serde(default)]
+    pub user: Option<UserId>,
     pub conversations: Vec<ConversationId>,
     pub q: String,
     pub limit: usize,
@@ -141,6 +145,16 @@ pub enum SearchReply {
         more: bool,
     },
     Refused {
+        message: String,
+    },
+    /// Too many queries of the asker (or its tenant) run already: ask
+    /// again in a moment (the gateway answers 429 `rate_limited`).
+    Busy {
+        message: String,
+    },
+    /// The query ran out of time, waiting for its turn or computing, and
+    /// stopped (the gateway answers 503 `unavailable`).
+    TimedOut {
         message: String,
     },
 }

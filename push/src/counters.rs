@@ -26,8 +26,9 @@ pub(crate) fn webhook_lag(seconds: f64) {
     metrics::histogram!(WEBHOOK_LAG).record(seconds);
 }
 
-pub(crate) fn webhook_held(events: usize) {
-    metrics::gauge!(WEBHOOK_HELD).set(events as f64);
+/// Events taken into (positive) or out of (negative) the lanes.
+pub(crate) fn webhook_held(change: f64) {
+    metrics::gauge!(WEBHOOK_HELD).increment(change);
 }
 
 /// Registers the descriptions (`# HELP` lines).

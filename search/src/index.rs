@@ -21,6 +21,7 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
 use crate::SearchError;
+use crate::deadline::{Deadline, Within};
 use crate::query::{MAX_PREFIX_TERMS, Part, QueryError};
 
 /// The index's format: documents, fields and tokenizing. A change makes
@@ -268,6 +269,23 @@ impl Searching {
         q: &str,
         limit: usize,
         offset: usize,
+        deadline: &Deadline,
+    ) -> Result<(Vec<SearchHit>, bool), SearchError> {
+        self.search_within(tenant, conversations, q, limit, offset, deadline)
+            .map_err(|e| match e {
+                SearchError::Index(_) if deadline.passed() => SearchError::TimedOut,
+                e => e,
+            })
+    }
+
+    fn search_within(
+        &self,
+        tenant: &TenantId,
+        conversations: &[ConversationId],
+        q: &str,
+        limit: usize,
+        offset: usize,
+        deadline: &Deadline,
     ) -> Result<(Vec<SearchHit>, bool), SearchError> {
         let f = &self.fields;
         if conversations.is_empty() || q.trim().is_empty() {
@@ -289,7 +307,7 @@ impl Searching {
                 )),
                 Part::Phrase(ws) => Box::new(PhraseQuery::new(words(ws))),
                 Part::Prefix(p) => {
-                    let expanded = expand_prefix(&searcher, f.text, p)?;
+                    let expanded = expand_prefix(&searcher, f.text, p, deadline)?;
                     if expanded.is_empty() {
                         return Ok((Vec::new(), false));
                     }
@@ -312,7 +330,13 @@ impl Searching {
             (Occur::Must, Box::new(allowed)),
         ]);
         // One more than asked: whether there is a next page.
-        let top = searcher.search(&query, &TopDocs::with_limit(limit + 1).and_offset(offset))?;
+        let top = searcher.search(
+            &query,
+            &Within {
+                inner: TopDocs::with_limit(limit + 1).and_offset(offset),
+                deadline,
+            },
+        )?;
         let more = top.len() > limit;
         let mut snippets = SnippetGenerator::create(&searcher, &text, f.text)?;
         snippets.set_max_num_chars(160);
@@ -360,9 +384,11 @@ fn expand_prefix(
     searcher: &tantivy::Searcher,
     field: Field,
     prefix: &str,
+    deadline: &Deadline,
 ) -> Result<Vec<Term>, SearchError> {
     let mut found = std::collections::BTreeSet::new();
     for segment in searcher.segment_readers() {
+        deadline.check()?;
         let index = segment.inverted_index(field)?;
         let mut stream = index
             .terms()
@@ -422,6 +448,10 @@ mod tests {
         }
     }
 
+    fn forever() -> Deadline {
+        Deadline::new(std::time::Instant::now() + std::time::Duration::from_secs(3600))
+    }
+
     fn found(index: &SearchIndex, tenant: &str, conversations: &[&str], q: &str) -> Vec<u64> {
         let conversations: Vec<_> = conversations
             .iter()
@@ -429,7 +459,14 @@ mod tests {
             .collect();
         let (hits, _) = index
             .searching()
-            .search(&TenantId::new(tenant).unwrap(), &conversations, q, 50, 0)
+            .search(
+                &TenantId::new(tenant).unwrap(),
+                &conversations,
+                q,
+                50,
+                0,
+                &forever(),
+            )
             .unwrap();
         let mut seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
         seqs.sort();
@@ -497,7 +534,7 @@ mod tests {
         index.commit(2).unwrap();
         let t = TenantId::new("t").unwrap();
         let c = [ConversationId::new("c").unwrap()];
-        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0);
+        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0, &forever());
         assert!(
             search("wordy*").is_ok(),
             "{} words is the bound",
@@ -507,12 +544,41 @@ mod tests {
             .apply(&put("other", "c", 1000, "u", 1, "wordy999"))
             .unwrap();
         index.commit(3).unwrap();
-        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0);
+        let search = |q: &str| index.searching().search(&t, &c, q, 50, 0, &forever());
         assert!(matches!(
             search("wordy*"),
             Err(SearchError::Query(QueryError::PrefixTooBroad(_)))
         ));
         assert!(search("wordy00*").is_ok());
+    }
+
+    #[test]
+    fn a_query_past_its_deadline_stops_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut index, _) = open(dir.path(), 15_000_000).unwrap();
+        for seq in 1..=3000 {
+            index
+                .apply(&put("t", "c", seq, "ann", 1, "common words here"))
+                .unwrap();
+        }
+        index.commit(1).unwrap();
+        let t = TenantId::new("t").unwrap();
+        let c = [ConversationId::new("c").unwrap()];
+        let gone = Deadline::new(std::time::Instant::now());
+        for q in ["common", "comm*", "\"common words\""] {
+            assert!(
+                matches!(
+                    index.searching().search(&t, &c, q, 50, 0, &gone),
+                    Err(SearchError::TimedOut)
+                ),
+                "{q}"
+            );
+        }
+        let (hits, more) = index
+            .searching()
+            .search(&t, &c, "common", 50, 0, &forever())
+            .unwrap();
+        assert_eq!((hits.len(), more), (50, true));
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! over NATS (`service.rs`); replicas of a shard share them, and tenants
 //! are spread over shards (`switchboard_nats::search::shard_of`).
 
+mod admission;
+mod deadline;
 mod feed;
 mod index;
 pub mod metrics;
@@ -21,9 +23,10 @@ use std::time::Duration;
 use switchboard_store::Store;
 use tokio::sync::Mutex;
 
+pub use deadline::Deadline;
 pub use feed::Shard;
 pub use index::{FORMAT, SearchIndex, Searching, open};
-pub use service::{MAX_CONVERSATIONS, MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS};
+pub use service::{MAX_CONVERSATIONS, MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS, QueryLimits};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -32,6 +35,9 @@ pub enum SearchError {
     /// A query refused for what it asks (the message is the user's).
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
+    /// The query's time ran out (waiting for its turn or computing).
+    #[error("the search took too long")]
+    TimedOut,
     #[error("search index directory: {0}")]
     Dir(#[source] std::io::Error),
     #[error("search index commit record: {0}")]
@@ -73,6 +79,8 @@ pub struct SearchConfig {
     pub commit_every: Duration,
     /// The index writer's memory.
     pub memory_bytes: usize,
+    /// Queries at once and their time.
+    pub queries: QueryLimits,
 }
 
 impl SearchConfig {
@@ -82,6 +90,7 @@ impl SearchConfig {
             shard: Shard { index: 0, count: 1 },
             commit_every: Duration::from_millis(500),
             memory_bytes: 64 << 20,
+            queries: QueryLimits::default(),
         }
     }
 }
@@ -106,6 +115,7 @@ pub async fn run(
         client.clone(),
         searching,
         config.shard.index,
+        config.queries.clone(),
     ));
     let keep = async {
         let mut rebuild = fresh;

@@ -410,6 +410,16 @@ pub struct SearchSection {
     pub commit_every_ms: Option<u64>,
     /// The index writer's memory (default 64 MiB).
     pub memory_bytes: Option<usize>,
+    /// Queries computing at once on a replica (default: its cores), of
+    /// one tenant (4) and of one user (2); past the last two a query is
+    /// answered 429, past the first it waits its turn.
+    pub max_concurrent_queries: Option<usize>,
+    pub tenant_concurrent_queries: Option<usize>,
+    pub user_concurrent_queries: Option<usize>,
+    /// A query's time on a replica, its wait included (default 4000 ms;
+    /// at most 4500, as gateways wait 5 s): past it, it stops computing
+    /// and is answered 503.
+    pub query_timeout_ms: Option<u64>,
 }
 
 impl SearchSection {
@@ -432,6 +442,23 @@ impl SearchSection {
         };
         if let Some(ms) = self.commit_every_ms {
             config.commit_every = std::time::Duration::from_millis(ms.clamp(10, 2_000));
+        }
+        if let Some(n) = self.max_concurrent_queries {
+            config.queries.concurrent = n.max(1);
+        }
+        if let Some(n) = self.tenant_concurrent_queries {
+            config.queries.per_tenant = n.max(1);
+        }
+        if let Some(n) = self.user_concurrent_queries {
+            config.queries.per_user = n.max(1);
+        }
+        if let Some(ms) = self.query_timeout_ms {
+            if !(1..=4500).contains(&ms) {
+                anyhow::bail!(
+                    "[search] query_timeout_ms must be 1 to 4500 (gateways wait 5 s), not {ms}"
+                );
+            }
+            config.queries.timeout = std::time::Duration::from_millis(ms);
         }
         if let Some(bytes) = self.memory_bytes {
             config.memory_bytes = bytes;
@@ -476,6 +503,21 @@ pub struct PushSection {
     pub webhook_max_attempts: Option<u32>,
     pub webhook_first_retry_ms: Option<u64>,
     pub webhook_max_retry_ms: Option<u64>,
+    /// Webhook calls in progress at once per worker (64) and per tenant
+    /// (8).
+    pub webhook_concurrency: Option<usize>,
+    pub webhook_tenant_concurrency: Option<usize>,
+    /// Events of one tenant handed to the dispatcher and not yet
+    /// delivered or dead-lettered (500): its consumer's
+    /// `max_ack_pending`, the share no other tenant waits behind.
+    pub webhook_tenant_in_flight: Option<i64>,
+    /// An endpoint is given up on for `webhook_cool_down_ms` (300000) when
+    /// at least `webhook_failure_ratio` (0.75) of its last
+    /// `webhook_failure_window` calls (20) failed, counted once half the
+    /// window has been tried.
+    pub webhook_failure_window: Option<u32>,
+    pub webhook_failure_ratio: Option<f64>,
+    pub webhook_cool_down_ms: Option<u64>,
 }
 
 fn default_archive_every() -> u64 {

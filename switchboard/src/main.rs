@@ -13,6 +13,7 @@ mod plugin_bench;
 mod plugin_cache;
 mod plugin_cli;
 mod plugin_template;
+mod push_settings;
 mod run;
 mod search_bench;
 mod search_role;

@@ -541,57 +541,13 @@ pub async fn push_stage(
     tenants: &TenantBook,
     file: &FileConfig,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let config = push_config(file)?;
+    let config = crate::push_settings::push_config(file)?;
     let js = jetstream::new(client.clone());
     settled("starting the push stage", || async {
         let (js, store, tenants) = (js.clone(), store.clone(), tenants.clone());
         Ok(switchboard_push::start(js, store, tenants, config.clone()).await?)
     })
     .await
-}
-
-/// The push stage's settings of `[push]`, its CA file read.
-pub fn push_config(file: &FileConfig) -> anyhow::Result<switchboard_push::PushConfig> {
-    let section = file.push.clone().unwrap_or_default();
-    let mut config = switchboard_push::PushConfig::default();
-    if let Some(ms) = section.timeout_ms {
-        config.timeouts.call = Duration::from_millis(ms.max(1));
-    }
-    if let Some(ms) = section.connect_timeout_ms {
-        config.timeouts.connect = Duration::from_millis(ms.max(1));
-    }
-    if let Some(n) = section.concurrency {
-        config.concurrency = n.max(1);
-    }
-    if let Some(n) = section.tenant_concurrency {
-        config.tenant_concurrency = n.max(1);
-    }
-    if let Some(n) = section.tenant_max_queued {
-        config.tenant_max_queued = n.max(1);
-    }
-    if let Some(n) = section.status_answer_max_bytes {
-        config.answer_caps.status_only = n;
-    }
-    if let Some(n) = section.parsed_answer_max_bytes {
-        config.answer_caps.parsed = n;
-    }
-    config.allow_private_targets = section.allow_private_targets;
-    if let Some(n) = section.webhook_max_attempts {
-        config.hooks.max_attempts = n.max(1);
-    }
-    if let Some(ms) = section.webhook_first_retry_ms {
-        config.hooks.first_retry = Duration::from_millis(ms.max(1));
-    }
-    if let Some(ms) = section.webhook_max_retry_ms {
-        config.hooks.max_retry = Duration::from_millis(ms.max(1));
-    }
-    if let Some(path) = &section.ca_file {
-        config.extra_root_pem = Some(
-            std::fs::read(path)
-                .with_context(|| format!("reading [push] ca_file {}", path.display()))?,
-        );
-    }
-    Ok(config)
 }
 
 /// The blob store of `[blobs]` as the archive's object store (F14).

@@ -5,11 +5,12 @@
 //! the indexing rate and the query latencies (p50, p99, max).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use switchboard_nats::search::IndexOp;
 use switchboard_protocol::{ConversationId, MessageId, TenantId, Timestamp, UserId};
+use switchboard_search::MAX_CONVERSATIONS;
 
 #[derive(clap::Args)]
 pub struct SearchBenchArgs {
@@ -74,6 +75,38 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// The most costly queries the query language lets a user write, beside
+/// a plain word: the most common words, all of them required; a phrase of
+/// them; and the widest prefixes (the 3-letter ones that stand for the
+/// most words), each at the bounds of `switchboard_search::query`.
+fn hardest(words: &[String]) -> Vec<(&'static str, String)> {
+    use switchboard_search::query::{MAX_PREFIX_TERMS, MAX_TERMS};
+    let common: Vec<&str> = words.iter().take(MAX_TERMS).map(String::as_str).collect();
+    let mut by_prefix: std::collections::BTreeMap<&str, usize> = Default::default();
+    for w in words {
+        if let Some(p) = w.get(..3) {
+            *by_prefix.entry(p).or_default() += 1;
+        }
+    }
+    let mut prefixes: Vec<(&str, usize)> = by_prefix
+        .into_iter()
+        .filter(|(_, n)| *n <= MAX_PREFIX_TERMS)
+        .collect();
+    prefixes.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let widest: Vec<String> = prefixes
+        .iter()
+        .take(MAX_TERMS)
+        .map(|(p, _)| format!("{p}*"))
+        .collect();
+    vec![
+        ("a plain word", words[10].clone()),
+        ("the 16 most common words", common.join(" ")),
+        ("a phrase of them", format!("\"{}\"", common.join(" "))),
+        ("16 of the widest prefixes", widest.join(" ")),
+        ("the widest prefix, alone", widest[0].clone()),
+    ]
+}
+
 pub fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
     let temp =
         std::env::temp_dir().join(format!("switchboard-search-bench-{}", std::process::id()));
@@ -122,7 +155,8 @@ pub fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
             format!("{a} {}", words[rng.zipf(500) as usize])
         };
         let t = Instant::now();
-        let (hits, _) = searching.search(&tenant, &member_of, &query, 20, 0)?;
+        let forever = switchboard_search::Deadline::new(t + Duration::from_secs(3600));
+        let (hits, _) = searching.search(&tenant, &member_of, &query, 20, 0, &forever)?;
         took.push(t.elapsed());
         found += hits.len();
     }
@@ -149,6 +183,31 @@ pub fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
         took.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
         found as f64 / took.len() as f64
     );
+    let everywhere: Vec<ConversationId> = (0..args.conversations.min(MAX_CONVERSATIONS as u64))
+        .map(conversation)
+        .collect::<Result<_, _>>()?;
+    for (label, query) in hardest(&words) {
+        for (scope, conversations) in [("member of", &member_of), ("every", &everywhere)] {
+            let mut took = Vec::with_capacity(20);
+            let mut outcome = String::new();
+            for _ in 0..20 {
+                let t = Instant::now();
+                let forever = switchboard_search::Deadline::new(t + Duration::from_secs(3600));
+                outcome = match searching.search(&tenant, conversations, &query, 50, 0, &forever) {
+                    Ok((hits, _)) => format!("{} hits", hits.len()),
+                    Err(e) => format!("refused: {e}"),
+                };
+                took.push(t.elapsed());
+            }
+            took.sort();
+            println!(
+                "{label}, {scope} ({} conversations): p50 {:.2} ms, max {:.2} ms ({outcome})",
+                conversations.len(),
+                took[took.len() / 2].as_secs_f64() * 1e3,
+                took[took.len() - 1].as_secs_f64() * 1e3,
+            );
+        }
+    }
     drop(index);
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&temp);

@@ -231,7 +231,7 @@ pub fn prepare(
         }
         Role::Worker => {
             note(run::worker_config(name.clone(), &backbone, &file).map(drop));
-            note(run::push_config(&file).map(drop));
+            note(crate::push_settings::push_config(&file).map(drop));
         }
         Role::Search => {
             if kind == StoreKind::Embedded {

@@ -2793,7 +2793,7 @@ export interface paths {
         };
         /**
          * Search messages
-         * @description Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 503 `unavailable` when no search replica answers.
+         * @description Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 429 `rate_limited` when the caller (2 at once) or the tenant (4) already has queries running; 503 `unavailable` when no search replica answers or the query ran past its time (4 s).
          */
         get: {
             parameters: {

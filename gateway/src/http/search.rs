@@ -23,7 +23,9 @@ use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
-/// How long a search shard has to answer.
+/// How long a search shard has to answer: a little longer than a
+/// replica lets a query run (`[search] query_timeout_ms`, 4 s), so that
+/// its own answer, `timed_out`, arrives first.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -45,10 +47,10 @@ pub(super) struct SearchParams {
 /// `GET /v1/search`
 pub(super) fn search_op() -> Operation {
     Operation::get("Search messages")
-        .describe("Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 503 `unavailable` when no search replica answers.")
+        .describe("Text and captions of the messages of the conversations the caller is a member of (or of `conversation_id` alone), best match first; never ciphertext. Pages through the first 1000 results at most. A message is findable within 2 s of its `ack`; edited, deleted, expired and erased ones are shown as they are now or not at all. 429 `rate_limited` when the caller (2 at once) or the tenant (4) already has queries running; 503 `unavailable` when no search replica answers or the query ran past its time (4 s).")
         .query_fields::<SearchParams>()
         .reply::<SearchResults>(200, "A page of results.")
-        .errors(&[400, 403, 404, 503])
+        .errors(&[400, 403, 404, 429, 503])
 }
 
 pub(super) async fn search(
@@ -98,6 +100,7 @@ pub(super) async fn search(
     }
     let request = SearchRequest {
         tenant: id.tenant.clone(),
+        user: Some(id.user.clone()),
         conversations,
         q,
         limit,
@@ -114,6 +117,10 @@ pub(super) async fn search(
     let (hits, more) = match serde_json::from_slice::<SearchReply>(&answer.payload) {
         Ok(SearchReply::Hits { hits, more }) => (hits, more),
         Ok(SearchReply::Refused { message }) => return Err(ApiError::invalid(message)),
+        Ok(SearchReply::Busy { message }) => {
+            return Err(ApiError::new(ErrorCode::RateLimited, message).retry_after(Some(1000)));
+        }
+        Ok(SearchReply::TimedOut { message }) => return Err(unavailable(message)),
         Err(e) => {
             return Err(ApiError::new(
                 ErrorCode::Internal,

@@ -1,8 +1,9 @@
 //! One conversation's events, delivered in their order: each to every
 //! endpoint of its tenant that wants it, retried with a growing delay,
 //! and dead-lettered after its last attempt; only then the next. Events
-//! waiting behind a retry are kept in progress on the consumer, so none
-//! is redelivered meanwhile.
+//! waiting behind a retry are kept in progress on the tenant's consumer,
+//! so none is redelivered meanwhile. A retry's wait holds no call: the
+//! tenant's other conversations, and other tenants, go on.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,7 +13,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use switchboard_nats::events::{HEADER_WEBHOOK_ERROR, HEADER_WEBHOOK_URL, dead_subject};
 use switchboard_protocol::webhooks::{WebhookEndpoint, WebhookEvent};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 
 use super::call::post;
 use super::shared::Shared;
@@ -26,9 +27,17 @@ pub(super) struct Lane {
     more: Notify,
 }
 
+/// An event as the consumer handed it, and as it reads.
+#[derive(Clone)]
+pub(super) struct Held {
+    pub(super) seq: u64,
+    pub(super) message: jetstream::Message,
+    pub(super) event: Arc<WebhookEvent>,
+}
+
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<(u64, jetstream::Message)>,
+    events: VecDeque<Held>,
     /// The lane's task ended (idle): it takes nothing more, and the
     /// dispatcher makes a new lane. Set under the same lock as a push, so
     /// no event is handed to a task that is gone.
@@ -41,39 +50,53 @@ pub(super) enum Pushed {
     /// Held already (a redelivery while it waits): nothing to do.
     Held,
     /// The lane ended: give the event to a new one.
-    Closed(Box<jetstream::Message>),
+    Closed(Box<Held>),
 }
 
 impl Lane {
-    pub(super) fn push(&self, message: jetstream::Message, seq: u64) -> Pushed {
+    pub(super) fn push(&self, held: Held) -> Pushed {
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if queue.closed {
-            return Pushed::Closed(Box::new(message));
+            return Pushed::Closed(Box::new(held));
         }
-        if queue.events.iter().any(|(held, _)| *held == seq) {
+        if queue.events.iter().any(|h| h.seq == held.seq) {
             return Pushed::Held;
         }
-        queue.events.push_back((seq, message));
+        queue.events.push_back(held);
         drop(queue);
+        crate::counters::webhook_held(1.0);
         self.more.notify_one();
         Pushed::Queued
     }
 
-    fn front(&self) -> Option<jetstream::Message> {
+    fn front(&self) -> Option<Held> {
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .events
             .front()
-            .map(|(_, m)| m.clone())
+            .cloned()
     }
 
     fn pop(&self) {
-        self.queue
+        let popped = self
+            .queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .events
             .pop_front();
+        if popped.is_some() {
+            crate::counters::webhook_held(-1.0);
+        }
+    }
+
+    /// Drops what the lane holds (its reader stops; the consumer hands
+    /// the events out again).
+    pub(super) fn clear(&self) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        crate::counters::webhook_held(-(queue.events.len() as f64));
+        queue.events.clear();
+        queue.closed = true;
     }
 
     /// Closes the lane if it holds nothing; whether it did.
@@ -85,14 +108,6 @@ impl Lane {
         queue.closed
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .events
-            .len()
-    }
-
     /// Tells the consumer that every queued event is still being worked
     /// on, so none is redelivered while it waits its turn.
     pub(super) async fn keep_in_progress(&self) {
@@ -102,7 +117,7 @@ impl Lane {
             .unwrap_or_else(PoisonError::into_inner)
             .events
             .iter()
-            .map(|(_, m)| m.clone())
+            .map(|h| h.message.clone())
             .collect();
         for m in held {
             let _ = m.ack_with(AckKind::Progress).await;
@@ -113,7 +128,7 @@ impl Lane {
 /// Delivers the lane's events until it has been empty for `idle`.
 pub(super) async fn run(shared: Arc<Shared>, lane: Arc<Lane>, idle: Duration) {
     loop {
-        let Some(message) = lane.front() else {
+        let Some(held) = lane.front() else {
             if tokio::time::timeout(idle, lane.more.notified())
                 .await
                 .is_err()
@@ -123,8 +138,8 @@ pub(super) async fn run(shared: Arc<Shared>, lane: Arc<Lane>, idle: Duration) {
             }
             continue;
         };
-        deliver(&shared, &message).await;
-        if let Err(e) = message.ack().await {
+        deliver(&shared, &held).await;
+        if let Err(e) = held.message.ack().await {
             tracing::warn!(error = %e, "an event's ack failed; it may be delivered again");
         }
         lane.pop();
@@ -132,14 +147,8 @@ pub(super) async fn run(shared: Arc<Shared>, lane: Arc<Lane>, idle: Duration) {
 }
 
 /// One event to every endpoint that wants it.
-async fn deliver(shared: &Shared, message: &jetstream::Message) {
-    let event: WebhookEvent = match serde_json::from_slice(&message.payload) {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::error!(error = %e, subject = %message.subject, "an event does not decode; skipped");
-            return;
-        }
-    };
+async fn deliver(shared: &Shared, held: &Held) {
+    let event = &held.event;
     let endpoints: Vec<WebhookEndpoint> = shared
         .tenants
         .get(&event.tenant)
@@ -154,9 +163,12 @@ async fn deliver(shared: &Shared, message: &jetstream::Message) {
     let lag = switchboard_protocol::Timestamp::now().unix_ms() - event.created_at.unix_ms();
     crate::counters::webhook_lag(lag.max(0) as f64 / 1000.0);
     for endpoint in endpoints {
-        to_endpoint(shared, message, &event, &endpoint).await;
+        to_endpoint(shared, &held.message, event, &endpoint).await;
     }
 }
+
+/// Why an event goes to the dead letters without a call.
+const GIVEN_UP: &str = "the endpoint failed too many of its last calls; its events go to SB_EVENTS_DEAD without a call until its cool-down passes";
 
 async fn to_endpoint(
     shared: &Shared,
@@ -165,52 +177,46 @@ async fn to_endpoint(
     endpoint: &WebhookEndpoint,
 ) {
     let (tenant, url) = (&event.tenant, endpoint.url.as_str());
-    if shared.breakers.is_open(tenant, url, Instant::now()) {
-        crate::counters::webhook_outcome("dead_letter");
-        let why = "the endpoint failed its last events for good; its events go to SB_EVENTS_DEAD without a call until its cool-down passes";
-        dead_letter(shared, message, event, endpoint, why).await;
-        return;
-    }
     let mut delay = shared.config.first_retry;
     let mut attempt = 1;
-    loop {
+    let why = loop {
+        // Checked before every attempt, retries too: an endpoint given up
+        // on stops costing calls and time at once.
+        if shared.breakers.is_open(tenant, url, Instant::now()) {
+            break GIVEN_UP.to_owned();
+        }
         let outcome = {
-            let _call = permit(&shared.calls).await;
-            let _tenant = permit(&shared.tenant_calls(&event.tenant)).await;
+            let _permits = shared.call_permits(tenant).await;
             post(&shared.clients, endpoint, event, &message.payload).await
         };
-        let why = match outcome {
+        let failed = !matches!(outcome, Attempt::Sent);
+        if shared
+            .breakers
+            .attempted(tenant, url, failed, Instant::now())
+        {
+            tracing::warn!(%tenant, url = %endpoint.url, "the endpoint is given up on for its cool-down");
+        }
+        let (why, again) = match outcome {
             Attempt::Sent => {
                 crate::counters::webhook_outcome("sent");
-                shared.breakers.succeeded(tenant, url);
                 return;
             }
-            Attempt::Fatal(why) => why,
-            Attempt::Retry(why) | Attempt::Gone(why) => {
-                if attempt < shared.config.max_attempts {
-                    crate::counters::webhook_outcome("retry");
-                    tracing::debug!(url = %endpoint.url, attempt, %why, "webhook failed; trying again");
-                    let _ = message.ack_with(AckKind::Progress).await;
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(shared.config.max_retry);
-                    attempt += 1;
-                    continue;
-                }
-                why
-            }
+            Attempt::Fatal(why) => (why, false),
+            Attempt::Retry(why) | Attempt::Gone(why) => (why, true),
         };
-        crate::counters::webhook_outcome("dead_letter");
-        tracing::warn!(url = %endpoint.url, id = %event.id, attempts = attempt, %why, "webhook failed for good; the event goes to SB_EVENTS_DEAD");
-        if shared.breakers.failed(tenant, url, Instant::now()) {
-            tracing::warn!(url = %endpoint.url, "the endpoint is given up on for its cool-down");
+        if !again || attempt >= shared.config.max_attempts {
+            break why;
         }
-        dead_letter(shared, message, event, endpoint, &why).await;
-        return;
-    }
-}
-
-async fn permit(semaphore: &Arc<Semaphore>) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    semaphore.clone().acquire_owned().await.ok()
+        crate::counters::webhook_outcome("retry");
+        tracing::debug!(url = %endpoint.url, attempt, %why, "webhook failed; trying again");
+        let _ = message.ack_with(AckKind::Progress).await;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(shared.config.max_retry);
+        attempt += 1;
+    };
+    crate::counters::webhook_outcome("dead_letter");
+    tracing::warn!(url = %endpoint.url, id = %event.id, attempts = attempt, %why, "webhook failed for good; the event goes to SB_EVENTS_DEAD");
+    dead_letter(shared, message, event, endpoint, &why).await;
 }
 
 async fn dead_letter(

@@ -2,46 +2,63 @@
 //! (`switchboard_nats::events`) POSTed to each tenant's endpoints.
 //!
 //! One worker at a time dispatches: the holder of the `webhooks` lease in
-//! `sb_workers`. It reads the shared consumer `webhooks` and gives each
-//! conversation a lane (`lane.rs`) that delivers its events in order,
-//! retrying one with a growing delay (1 s, 2 s ... up to a minute) for
-//! `max_attempts`, then keeping it in `SB_EVENTS_DEAD`, before the next.
-//! Lanes of different conversations run side by side, within a bound of
-//! calls in all and per tenant, so a slow or failing endpoint holds up its
-//! own conversations only. Memory is bounded by the consumer's
-//! `max_ack_pending`: the server hands out no more events than that until
-//! some are acked. A dispatcher that loses its lease stops; the next
-//! holder gets every event not acked, once its ack wait passes.
+//! `sb_workers`. It keeps one consumer per tenant with webhooks
+//! (`webhooks_<tenant>`, created when the tenant gets its first webhook,
+//! deleted when it has none) and one reader per consumer (`reader.rs`),
+//! which gives each conversation a lane (`lane.rs`) that delivers its
+//! events in order, retrying one with a growing delay (1 s, 2 s ... up to
+//! a minute) for `max_attempts`, then keeping it in `SB_EVENTS_DEAD`,
+//! before the next.
+//!
+//! Tenants share nothing they could exhaust for each other: each has its
+//! own events in progress (its consumer's `max_ack_pending`), its own
+//! calls at once (within a bound of all), its own bound on `SB_EVENTS`
+//! and the dead letters (per-subject limits), and an endpoint failing
+//! most of its calls is given up on for a while (`breaker.rs`). Memory is
+//! bounded by the tenants with webhooks times their events in progress.
+//! A dispatcher that loses its lease stops; the next holder gets every
+//! event not acked, once its ack wait passes.
 
 mod breaker;
 mod call;
 mod lane;
+mod reader;
 mod shared;
 
+pub use breaker::TripRule;
 pub use call::signature_header;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream::consumer::{DeliverPolicy, PullConsumer};
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
+use async_nats::jetstream::{self, stream::Stream};
 use bytes::Bytes;
-use futures::StreamExt;
-use switchboard_nats::definitions::{EVENTS_STREAM, WORKERS_BUCKET, webhooks_consumer};
+use futures::TryStreamExt;
+use switchboard_nats::definitions::{
+    EVENTS_STREAM, LEGACY_WEBHOOKS_CONSUMER, WORKERS_BUCKET, webhooks_consumer,
+    webhooks_consumer_name, webhooks_consumer_tenant,
+};
 use switchboard_nats::lease::Lease;
 use switchboard_nats::records::tenants::TenantBook;
-use tokio::sync::Semaphore;
+use switchboard_protocol::TenantId;
+use tokio::task::JoinHandle;
 
 use crate::providers::Clients;
-use lane::Lane;
 pub use shared::HooksConfig;
 use shared::Shared;
 
-/// How long a lane without events lives on.
-const LANE_IDLE: Duration = Duration::from_secs(30);
-/// How often events waiting in lanes are kept in progress: well within
-/// the consumer's ack wait (60 s).
-const KEEP_IN_PROGRESS: Duration = Duration::from_secs(15);
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How often the dispatcher compares its readers with the tenants that
+/// have webhooks (and restarts a reader that stopped).
+const RECONCILE: Duration = Duration::from_secs(2);
+/// How far back a new tenant consumer starts: the tenant's writers may
+/// have seen its first webhook, and stored events, a moment before the
+/// dispatcher did.
+const NEW_CONSUMER_LOOKBACK: Duration = Duration::from_secs(60);
 
 /// Dispatches while this process holds the `webhooks` lease, and waits
 /// for it otherwise; runs until aborted. `holder` names this process
@@ -53,15 +70,7 @@ pub async fn run(
     config: HooksConfig,
     holder: String,
 ) {
-    let shared = Arc::new(Shared {
-        calls: Arc::new(Semaphore::new(config.concurrency.max(1))),
-        per_tenant: Mutex::default(),
-        breakers: breaker::Breakers::new(config.give_up_after, config.cool_down),
-        js,
-        tenants,
-        clients,
-        config,
-    });
+    let shared = Arc::new(Shared::new(js, tenants, clients, config));
     loop {
         if let Err(e) = hold_and_dispatch(&shared, &holder).await {
             tracing::warn!(error = %e, "the webhook dispatcher stopped; starting again");
@@ -70,10 +79,7 @@ pub async fn run(
     }
 }
 
-async fn hold_and_dispatch(
-    shared: &Arc<Shared>,
-    holder: &str,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn hold_and_dispatch(shared: &Arc<Shared>, holder: &str) -> Result<(), BoxError> {
     let bucket = shared.js.get_key_value(WORKERS_BUCKET).await?;
     let ttl = bucket.status().await?.max_age();
     let Some(mut lease) =
@@ -83,39 +89,21 @@ async fn hold_and_dispatch(
     };
     tracing::info!("this worker dispatches the webhooks");
     let stream = shared.js.get_stream(EVENTS_STREAM).await?;
-    let config = webhooks_consumer()?;
-    let name = config.durable_name.clone().unwrap_or_default();
-    let consumer: consumer::PullConsumer = stream.get_or_create_consumer(&name, config).await?;
-    let mut events = consumer.messages().await?;
-    let mut lanes: HashMap<String, (Arc<Lane>, tokio::task::JoinHandle<()>)> = HashMap::new();
+    forget_stale_consumers(&stream, &shared.tenants).await?;
+    let mut readers = Readers::default();
     let mut renew = tokio::time::interval(lease.renew_interval());
-    let mut progress = tokio::time::interval(KEEP_IN_PROGRESS);
+    let mut reconcile = tokio::time::interval(RECONCILE);
     let result = loop {
         tokio::select! {
-            next = events.next() => {
-                let Some(next) = next else { break Ok(()) };
-                let message = next?;
-                let Ok(info) = message.info() else { continue };
-                let seq = info.stream_sequence;
-                let key = message.subject.to_string();
-                lanes.retain(|_, (_, task)| !task.is_finished());
-                let mut message = message;
-                loop {
-                    let (lane, _) = lanes.entry(key.clone()).or_insert_with(|| {
-                        let lane = Arc::new(Lane::default());
-                        let task = tokio::spawn(lane::run(shared.clone(), lane.clone(), LANE_IDLE));
-                        (lane, task)
-                    });
-                    match lane.push(message, seq) {
-                        lane::Pushed::Queued | lane::Pushed::Held => break,
-                        // It ended between the check above and now.
-                        lane::Pushed::Closed(back) => {
-                            message = *back;
-                            lanes.remove(&key);
-                        }
+            _ = reconcile.tick() => {
+                let (all_read, legacy) = readers.reconcile(shared, &stream).await;
+                if all_read && legacy {
+                    // Every tenant reads on from where it stood.
+                    match stream.delete_consumer(LEGACY_WEBHOOKS_CONSUMER).await {
+                        Ok(_) => tracing::info!("the shared webhooks consumer of older releases is replaced by one per tenant"),
+                        Err(e) => tracing::warn!(error = %e, "deleting the shared webhooks consumer"),
                     }
                 }
-                crate::counters::webhook_held(lanes.values().map(|(l, _)| l.len()).sum());
             }
             _ = renew.tick() => {
                 if let Err(e) = lease.renew().await {
@@ -123,18 +111,133 @@ async fn hold_and_dispatch(
                     break Ok(());
                 }
             }
-            _ = progress.tick() => {
-                for (lane, _) in lanes.values() {
-                    lane.keep_in_progress().await;
-                }
-            }
         }
     };
-    for (_, (_, task)) in lanes {
-        task.abort();
-    }
+    drop(readers);
     if lease.is_valid() {
         lease.release().await;
     }
     result
+}
+
+/// The running reader of each tenant with webhooks; aborted when dropped.
+#[derive(Default)]
+struct Readers(HashMap<TenantId, JoinHandle<()>>);
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        for task in self.0.values() {
+            task.abort();
+        }
+    }
+}
+
+impl Readers {
+    /// Starts a reader for each tenant with webhooks that has none
+    /// running, and stops (and deletes the consumer of) each tenant that
+    /// has no webhook any more. Answers whether every tenant has its
+    /// reader, and whether a new consumer started where the shared
+    /// consumer of older releases stood.
+    async fn reconcile(&mut self, shared: &Arc<Shared>, stream: &Stream) -> (bool, bool) {
+        let wanted: HashSet<TenantId> = shared.tenants.with_webhooks().into_iter().collect();
+        let gone: Vec<TenantId> = self
+            .0
+            .keys()
+            .filter(|t| !wanted.contains(*t))
+            .cloned()
+            .collect();
+        for tenant in gone {
+            if let Some(task) = self.0.remove(&tenant) {
+                task.abort();
+            }
+            if let Err(e) = stream
+                .delete_consumer(&webhooks_consumer_name(&tenant))
+                .await
+            {
+                tracing::warn!(%tenant, error = %e, "deleting the webhook consumer of a tenant without webhooks");
+            }
+        }
+        let (mut all_read, mut legacy) = (true, false);
+        for tenant in wanted {
+            if self.0.get(&tenant).is_some_and(|task| !task.is_finished()) {
+                continue;
+            }
+            match tenant_consumer(shared, stream, &tenant).await {
+                Ok((consumer, from_legacy)) => {
+                    legacy |= from_legacy;
+                    let task = tokio::spawn(reader::run(shared.clone(), consumer));
+                    self.0.insert(tenant, task);
+                }
+                Err(e) => {
+                    all_read = false;
+                    tracing::warn!(%tenant, error = %e, "the tenant's webhook consumer is not ready; trying again");
+                }
+            }
+        }
+        (all_read, legacy)
+    }
+}
+
+/// The tenant's consumer: the one it has, with the configured share of
+/// events in progress, or a new one, which starts where the shared
+/// consumer of older releases stood if there is one (then answered
+/// `true`), else a minute ago.
+async fn tenant_consumer(
+    shared: &Shared,
+    stream: &Stream,
+    tenant: &TenantId,
+) -> Result<(PullConsumer, bool), BoxError> {
+    let mut config = webhooks_consumer(tenant)?;
+    config.max_ack_pending = shared.config.tenant_in_flight.max(1);
+    let name = webhooks_consumer_name(tenant);
+    match stream.consumer_info(&name).await {
+        Ok(info) if info.config.max_ack_pending == config.max_ack_pending => {
+            Ok((stream.get_consumer(&name).await?, false))
+        }
+        Ok(info) => {
+            config.deliver_policy = info.config.deliver_policy;
+            Ok((stream.update_consumer(config).await?, false))
+        }
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => {
+            let legacy = legacy_floor(stream).await?;
+            config.deliver_policy = match legacy {
+                Some(floor) => DeliverPolicy::ByStartSequence {
+                    start_sequence: floor + 1,
+                },
+                None => DeliverPolicy::ByStartTime {
+                    start_time: time::OffsetDateTime::now_utc() - NEW_CONSUMER_LOOKBACK,
+                },
+            };
+            Ok((stream.create_consumer(config).await?, legacy.is_some()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where the shared consumer of older releases stood (its ack floor), if
+/// it is still there.
+async fn legacy_floor(stream: &Stream) -> Result<Option<u64>, BoxError> {
+    match stream.consumer_info(LEGACY_WEBHOOKS_CONSUMER).await {
+        Ok(info) => Ok(Some(info.ack_floor.stream_sequence)),
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes the consumers of tenants that lost their webhooks (or were
+/// deleted) while no dispatcher ran.
+async fn forget_stale_consumers(stream: &Stream, tenants: &TenantBook) -> Result<(), BoxError> {
+    let wanted: HashSet<TenantId> = tenants.with_webhooks().into_iter().collect();
+    let names: Vec<String> = stream.consumer_names().try_collect().await?;
+    for name in names {
+        let Some(tenant) = webhooks_consumer_tenant(&name) else {
+            continue;
+        };
+        if !wanted.contains(&tenant)
+            && let Err(e) = stream.delete_consumer(&name).await
+        {
+            tracing::warn!(consumer = %name, error = %e, "deleting a stale webhook consumer");
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
-//! What the dispatcher's lanes share: the backbone, the tenants' book,
-//! the HTTP clients, the settings, and the bounds on calls at once.
+//! What the dispatcher's readers and lanes share: the backbone, the
+//! tenants' book, the HTTP clients, the settings, and the bounds on calls
+//! at once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,8 +9,9 @@ use std::time::Duration;
 use async_nats::jetstream;
 use switchboard_nats::records::tenants::TenantBook;
 use switchboard_protocol::TenantId;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::breaker::{Breakers, TripRule};
 use crate::providers::Clients;
 
 /// How webhook deliveries retry and share the machine.
@@ -22,10 +24,12 @@ pub struct HooksConfig {
     /// Webhook calls in progress at once, in all and per tenant.
     pub concurrency: usize,
     pub tenant_concurrency: usize,
-    /// Events of one endpoint given up on in a row after which its next
-    /// ones are dead-lettered at once, without a call, for `cool_down`.
-    pub give_up_after: u32,
-    pub cool_down: Duration,
+    /// Events of one tenant handed to the dispatcher and not yet done
+    /// (its consumer's `max_ack_pending`): its share of the work in
+    /// progress, which no other tenant's events wait behind.
+    pub tenant_in_flight: i64,
+    /// When an endpoint is given up on for a while.
+    pub trip: TripRule,
 }
 
 impl Default for HooksConfig {
@@ -36,30 +40,61 @@ impl Default for HooksConfig {
             max_retry: Duration::from_secs(60),
             concurrency: 64,
             tenant_concurrency: 8,
-            give_up_after: 3,
-            cool_down: Duration::from_secs(300),
+            tenant_in_flight: 500,
+            trip: TripRule {
+                window: 20,
+                ratio: 0.75,
+                cool_down: Duration::from_secs(300),
+            },
         }
     }
 }
 
-/// What every lane shares.
+/// What every reader and lane shares.
 pub(crate) struct Shared {
     pub(super) js: jetstream::Context,
     pub(super) tenants: TenantBook,
     pub(super) clients: Clients,
     pub(super) config: HooksConfig,
-    pub(super) calls: Arc<Semaphore>,
-    pub(super) per_tenant: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
-    pub(super) breakers: super::breaker::Breakers,
+    calls: Arc<Semaphore>,
+    per_tenant: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    pub(super) breakers: Breakers,
 }
 
 impl Shared {
-    pub(super) fn tenant_calls(&self, tenant: &TenantId) -> Arc<Semaphore> {
-        self.per_tenant
+    pub(super) fn new(
+        js: jetstream::Context,
+        tenants: TenantBook,
+        clients: Clients,
+        config: HooksConfig,
+    ) -> Self {
+        Self {
+            calls: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            per_tenant: Mutex::default(),
+            breakers: Breakers::new(config.trip),
+            js,
+            tenants,
+            clients,
+            config,
+        }
+    }
+
+    /// Leave to make one call for `tenant`: first the tenant's own share,
+    /// then one of all. In that order, so a tenant whose calls are all
+    /// taken waits without holding any of the shared ones.
+    pub(super) async fn call_permits(
+        &self,
+        tenant: &TenantId,
+    ) -> (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>) {
+        let own = self
+            .per_tenant
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(tenant.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(self.config.tenant_concurrency.max(1))))
-            .clone()
+            .clone();
+        let own = own.acquire_owned().await.ok();
+        let all = self.calls.clone().acquire_owned().await.ok();
+        (own, all)
     }
 }

@@ -160,7 +160,7 @@ async fn write_one_of_each(cluster: &Cluster) -> Acked {
         claimed,
         group,
         scheduled_id,
-        event_subject: format!("sb.events.{POWERCO}.{conv}"),
+        event_subject: format!("sb.events.{POWERCO}"),
         event_message,
     }
 }
@@ -216,15 +216,26 @@ async fn losses(cluster: &Cluster, acked: &Acked) -> Vec<String> {
         lost.push("the scheduled message never went out".to_owned());
     }
     let js = async_nats::jetstream::new(cluster.nats.client().await);
-    let event = match js.get_stream("SB_EVENTS").await {
-        Ok(stream) => stream
-            .get_last_raw_message_by_subject(&acked.event_subject)
-            .await
-            .ok(),
-        Err(_) => None,
-    };
-    let payload = event.map(|m| String::from_utf8_lossy(&m.payload).into_owned());
-    if !payload.is_some_and(|p| p.contains(&acked.event_message)) {
+    // The tenant's events on the stream, the acked one among them (a
+    // scheduled message sent since may come after it).
+    let mut kept = false;
+    if let Ok(mut stream) = js.get_stream("SB_EVENTS").await
+        && let Ok(info) = stream.info().await
+    {
+        let (first, last) = (info.state.first_sequence, info.state.last_sequence);
+        for seq in first..=last {
+            let Ok(m) = stream.get_raw_message(seq).await else {
+                continue;
+            };
+            if m.subject.as_str() == acked.event_subject
+                && String::from_utf8_lossy(&m.payload).contains(&acked.event_message)
+            {
+                kept = true;
+                break;
+            }
+        }
+    }
+    if !kept {
         lost.push("the webhook event on SB_EVENTS".to_owned());
     }
     lost

@@ -292,3 +292,56 @@ async fn without_a_search_replica_search_is_unavailable() {
         "{body}"
     );
 }
+
+/// One user's burst of queries gets its bound at once (here 1) and 429
+/// `rate_limited` past it, never a queue that holds others up; another
+/// user of the tenant is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_burst_of_queries_is_bounded() {
+    let mut spec = ClusterSpec::default();
+    spec.extra_config
+        .push_str("\n[search]\nuser_concurrent_queries = 1\n");
+    let mut cluster = Cluster::start(spec).await;
+    cluster.add_search().await;
+    let group = cluster
+        .create(ConversationKind::Group, "sb_ann", &["sb_bob"])
+        .await;
+    let (ann, bob) = (cluster.rest(0, "sb_ann"), cluster.rest(0, "sb_bob"));
+    eventually(
+        "the search replica answers",
+        Duration::from_secs(20),
+        || async { (search(&ann, "q=anything").await.0 == 200).then_some(()) },
+    )
+    .await;
+    let mut ws = cluster.ws(0, "sb_ann", "phone").await;
+    send_in_bursts(&mut ws, &group, 300, 50, "common words in every message").await;
+    eventually("indexed", Duration::from_secs(20), || async {
+        let (_, body) = search(&ann, "q=common").await;
+        (body["results"].as_array().map(Vec::len) == Some(20)).then_some(())
+    })
+    .await;
+
+    let burst = (0..40).map(|_| {
+        let ann = ann.clone();
+        tokio::spawn(async move { search(&ann, "q=comm*&limit=50").await })
+    });
+    let mut statuses = Vec::new();
+    for answer in futures::future::join_all(burst).await {
+        let (status, body) = answer.unwrap();
+        if status == 429 {
+            assert_eq!(body["code"], "rate_limited", "{body}");
+            assert!(body["retry_after_ms"].as_u64().is_some(), "{body}");
+        }
+        statuses.push(status);
+    }
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    println!("40 queries at once from one user: {refused} answered 429");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+    assert!(refused > 0, "one at a time per user: {statuses:?}");
+    assert!(refused < 40, "the first is served: {statuses:?}");
+    let (status, _) = search(&bob, "q=common").await;
+    assert_eq!(status, 200, "another user of the tenant is served");
+}

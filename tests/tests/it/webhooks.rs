@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use switchboard_client::{RestClient, TokenSpec, mint_hs256};
-use switchboard_protocol::ConversationKind;
+use switchboard_protocol::{ConversationKind, ServerFrame};
 use switchboard_tests::cluster::OPERATOR_TOKEN;
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
@@ -119,7 +119,10 @@ fn verified(headers: &HeaderMap, body: &Bytes) -> Value {
 async fn webhooks_get_every_event_in_order_through_failures_and_slowness() {
     let mut spec = ClusterSpec::with_operator_api();
     spec.extra_config.push_str(
-        "\n[push]\nallow_private_targets = true\ntimeout_ms = 1000\nwebhook_first_retry_ms = 50\nwebhook_max_retry_ms = 200\nwebhook_max_attempts = 50\n",
+        "\n[push]\nallow_private_targets = true\ntimeout_ms = 1000\nwebhook_first_retry_ms = 50\nwebhook_max_retry_ms = 200\nwebhook_max_attempts = 50\n\
+         # A third of the calls fail here, by design: the endpoint must not\n\
+         # be given up on (the default gives up at three quarters).\n\
+         webhook_failure_ratio = 0.9\n",
     );
     let cluster = Cluster::start(spec).await;
     create_tenant(&cluster).await;
@@ -327,8 +330,8 @@ async fn webhooks_get_every_event_in_order_through_failures_and_slowness() {
         headers.contains("/refuses") && headers.contains("400"),
         "{headers}"
     );
-    // After three in a row the endpoint is given up on for a while: its
-    // next events are dead letters at once, without a call.
+    // Once most of its last calls failed, the endpoint is given up on for a
+    // while: its next events are dead letters at once, without a call.
     let last = dead.info().await.unwrap().state.last_sequence;
     let last_dead = dead.get_raw_message(last).await.unwrap();
     let headers = format!("{:?}", last_dead.headers);
@@ -396,4 +399,335 @@ async fn a_webhook_on_a_private_address_is_refused() {
         got.lock().unwrap().is_empty(),
         "nothing reached the private address"
     );
+}
+
+const FLOODCO: &str = "floodco";
+const FLOODCO_SECRET: &str = "floodco-secret-012345678";
+/// The longest a victim tenant's event may take from its send's ack to
+/// its webhook while another tenant's failing endpoint is flooded
+/// (deploy/README.md, "One tenant never slows another").
+const VICTIM_BOUND: Duration = Duration::from_secs(2);
+
+/// Calls of an endpoint: the arrival of each body that has `text` in it.
+type Arrivals = Arc<Mutex<Vec<(String, std::time::Instant)>>>;
+
+/// An endpoint answering `status` to every POST, noting when each came.
+async fn endpoint(status: StatusCode) -> (String, Arrivals) {
+    let got: Arrivals = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(move |State(got): State<Arrivals>, body: Bytes| async move {
+                let text = String::from_utf8_lossy(&body).into_owned();
+                got.lock().unwrap().push((text, std::time::Instant::now()));
+                status
+            }),
+        )
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
+
+fn floodco(cluster: &Cluster, user: &str, admin: bool) -> RestClient {
+    let mut spec = TokenSpec::new(FLOODCO, user, Some("d"), 600);
+    if admin {
+        spec = spec.admin();
+    }
+    RestClient::new(
+        &cluster.gateways[0].http(),
+        &mint_hs256(FLOODCO_SECRET, &spec).unwrap(),
+    )
+}
+
+/// Issue 40's case: a tenant admin points a webhook at an endpoint that
+/// answers 503, and one user floods 2,700 messages. Another tenant's
+/// webhook goes on within `VICTIM_BOUND`, and the failing endpoint is
+/// given up on after a few calls, not 8 per event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenants_failing_webhook_does_not_delay_another() {
+    let mut spec = ClusterSpec::with_operator_api();
+    spec.extra_config
+        .push_str("\n[push]\nallow_private_targets = true\n");
+    let cluster = Cluster::start(spec).await;
+    create_tenant(&cluster).await;
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": FLOODCO, "hs256_secrets": [FLOODCO_SECRET]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (failing, failing_calls) = endpoint(StatusCode::SERVICE_UNAVAILABLE).await;
+    let (healthy, arrivals) = endpoint(StatusCode::OK).await;
+    let hook = |url: &str| json!({"webhooks": [{"url": url, "secret": HOOK_SECRET, "events": ["message.created"]}]});
+    let attacker = eventually(
+        "the attacker tenant is usable",
+        Duration::from_secs(10),
+        || async {
+            let admin = floodco(&cluster, "boss", true);
+            let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hook(&failing))).await;
+            (status == 200).then_some(admin)
+        },
+    )
+    .await;
+    let (status, body) = call(
+        &rest(&cluster, "boss", true),
+        "PUT",
+        "/v1/admin/webhooks",
+        Some(hook(&healthy)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Each tenant reads through its own consumer, made by the dispatcher
+    // as it sees the tenant's first webhook.
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let events = js.get_stream("SB_EVENTS").await.unwrap();
+    for tenant in [TENANT, FLOODCO] {
+        let info = eventually("the tenant's consumer", Duration::from_secs(10), || {
+            let events = events.clone();
+            async move {
+                events
+                    .consumer_info(format!("webhooks_{tenant}"))
+                    .await
+                    .ok()
+            }
+        })
+        .await;
+        assert_eq!(info.config.max_ack_pending, 500);
+    }
+
+    // The flood: 2,700 messages over three conversations of three
+    // users, as fast as their rate limits let them through.
+    drop(attacker);
+    let mut floods = Vec::new();
+    for n in 0..3 {
+        let user = format!("mal{n}");
+        let (c, _) = floodco(&cluster, &user, false)
+            .create_conversation(ConversationKind::Group, &["mule"], None)
+            .await
+            .unwrap();
+        let conv = c.conversation_id.to_string();
+        let token = mint_hs256(
+            FLOODCO_SECRET,
+            &TokenSpec::new(FLOODCO, &user, Some("d"), 600),
+        )
+        .unwrap();
+        let ws_url = cluster.gateways[0].ws();
+        floods.push(tokio::spawn(async move {
+            let mut ws = switchboard_tests::connect_ws(&ws_url, &token)
+                .await
+                .unwrap();
+            let (mut acked, mut sent) = (0, 0);
+            while acked < 900 {
+                for _ in 0..50 {
+                    ws.send(&send_frame(&conv, &format!("f{sent}"), "flood"))
+                        .await
+                        .unwrap();
+                    sent += 1;
+                }
+                for _ in 0..50 {
+                    acked += expect(&mut ws, "an answer", |f| match f {
+                        ServerFrame::Ack { .. } => Some(1),
+                        ServerFrame::Error { .. } => Some(0),
+                        _ => None,
+                    })
+                    .await;
+                }
+            }
+        }));
+    }
+    let flood_started = std::time::Instant::now();
+    let flood = tokio::spawn(async move {
+        for f in floods {
+            f.await.unwrap();
+        }
+        flood_started.elapsed()
+    });
+
+    // The victim sends while the flood goes on, and for a while after.
+    let ann = rest(&cluster, "ann", false);
+    let (conv, _) = ann
+        .create_conversation(ConversationKind::Group, &["bob"], None)
+        .await
+        .unwrap();
+    let conv = conv.conversation_id.to_string();
+    let token = mint_hs256(SECRET, &TokenSpec::new(TENANT, "ann", Some("phone"), 600)).unwrap();
+    let mut ws = switchboard_tests::connect_ws(&cluster.gateways[0].ws(), &token)
+        .await
+        .unwrap();
+    let mut acked = Vec::new();
+    let started = std::time::Instant::now();
+    let mut i = 0;
+    while !flood.is_finished() || started.elapsed() < Duration::from_secs(15) {
+        let tag = format!("victim-{i}");
+        send_acked(&mut ws, &conv, &tag, &tag).await;
+        acked.push((tag, std::time::Instant::now()));
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let flood_took = flood.await.unwrap();
+    let last = acked.last().unwrap().0.clone();
+    eventually(
+        "the victim's last event",
+        Duration::from_secs(30),
+        || async {
+            let got = arrivals.lock().unwrap();
+            got.iter()
+                .any(|(b, _)| b.contains(&format!("\"{last}\"")))
+                .then_some(())
+        },
+    )
+    .await;
+    let got = arrivals.lock().unwrap().clone();
+    let mut waits: Vec<Duration> = acked
+        .iter()
+        .map(|(tag, at)| {
+            let needle = format!("\"{tag}\"");
+            let arrived = got
+                .iter()
+                .find(|(b, _)| b.contains(&needle))
+                .unwrap_or_else(|| panic!("{tag} never reached the victim's webhook"))
+                .1;
+            arrived.saturating_duration_since(*at)
+        })
+        .collect();
+    waits.sort();
+    let slowest = waits[waits.len() - 1];
+    println!(
+        "flood of 2,700 acked in {} ms; victim: {} events, median {} ms, slowest {} ms after its ack; \
+         the failing endpoint was called {} times",
+        flood_took.as_millis(),
+        waits.len(),
+        waits[waits.len() / 2].as_millis(),
+        slowest.as_millis(),
+        failing_calls.lock().unwrap().len()
+    );
+    assert!(
+        slowest <= VICTIM_BOUND,
+        "the victim's events waited up to {slowest:?}"
+    );
+
+    // The failing endpoint was given up on: its events are dead letters
+    // made without a call, far fewer calls than events.
+    let dead = js.get_stream("SB_EVENTS_DEAD").await.unwrap();
+    let letter = eventually(
+        "the attacker's dead letters",
+        Duration::from_secs(60),
+        || {
+            let dead = dead.clone();
+            async move {
+                dead.get_last_raw_message_by_subject(&format!("sb.eventsdead.{FLOODCO}"))
+                    .await
+                    .ok()
+            }
+        },
+    )
+    .await;
+    assert!(
+        format!("{:?}", letter.headers).contains("without a call"),
+        "{:?}",
+        letter.headers
+    );
+    let calls = failing_calls.lock().unwrap().len();
+    assert!(calls < 100, "the failing endpoint was called {calls} times");
+    drop(ws);
+}
+
+/// The dispatcher keeps one consumer per tenant with webhooks: made from
+/// where the shared consumer of older releases stood (which then goes),
+/// and deleted when the tenant has no webhook left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenant_with_webhooks_has_its_own_consumer() {
+    use async_nats::jetstream::consumer::{self, DeliverPolicy};
+
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
+    create_tenant(&cluster).await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let events = js.get_stream("SB_EVENTS").await.unwrap();
+    // An older release's shared consumer, which took three events.
+    let legacy: consumer::PullConsumer = events
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("webhooks".into()),
+            filter_subject: "sb.events.>".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..3 {
+        js.publish("sb.events.other", format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut taken = legacy.fetch().max_messages(3).messages().await.unwrap();
+    while let Some(m) = futures::StreamExt::next(&mut taken).await {
+        m.unwrap().double_ack().await.unwrap();
+    }
+
+    let admin = rest(&cluster, "boss", true);
+    let hooks = json!({"webhooks": [{"url": "https://hooks.example.com/x", "secret": HOOK_SECRET, "events": ["message.created"]}]});
+    let (status, body) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks)).await;
+    assert_eq!(status, 200, "{body}");
+    let info = eventually("the tenant's consumer", Duration::from_secs(10), || {
+        let events = events.clone();
+        async move {
+            events
+                .consumer_info(format!("webhooks_{TENANT}"))
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(
+        info.config.deliver_policy,
+        DeliverPolicy::ByStartSequence { start_sequence: 4 },
+        "on from where the shared consumer stood"
+    );
+    assert_eq!(
+        info.config.filter_subjects,
+        [
+            format!("sb.events.{TENANT}"),
+            format!("sb.events.{TENANT}.>")
+        ]
+    );
+    eventually("the shared consumer goes", Duration::from_secs(10), || {
+        let events = events.clone();
+        async move {
+            events
+                .consumer_info("webhooks")
+                .await
+                .is_err()
+                .then_some(())
+        }
+    })
+    .await;
+
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/webhooks",
+        Some(json!({"webhooks": []})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    eventually(
+        "the tenant's consumer goes",
+        Duration::from_secs(10),
+        || {
+            let events = events.clone();
+            async move {
+                events
+                    .consumer_info(format!("webhooks_{TENANT}"))
+                    .await
+                    .is_err()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
 }

@@ -27,6 +27,19 @@ impl TenantBook {
         self.tenants.read().ok()?.get(id).cloned()
     }
 
+    /// The tenants with at least one webhook.
+    pub fn with_webhooks(&self) -> Vec<TenantId> {
+        self.tenants
+            .read()
+            .map(|t| {
+                t.iter()
+                    .filter(|(_, r)| !r.webhooks.is_empty())
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The tenant's quotas (none for a tenant of the file only). Cheap:
     /// called on every send.
     pub fn quotas(&self, id: &TenantId) -> TenantQuotas {
