@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 # two modules of a crate that import each other.
 python3 scripts/check-layout.py
 scripts/install-nats.sh
+# The NATS CLI, pinned: the tests run the documented `nats` commands.
+scripts/install-nats-cli.sh
 # The blob tests run against a real S3-compatible server on loopback.
 scripts/install-s3s.sh
 # The tests load the example and hostile plugins as built components.

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod cql;
 pub mod frames;
 pub mod lossyfs;
+pub mod nats_cli;
 pub mod proc;
 pub mod reliable;
 pub mod s3;

@@ -29,6 +29,7 @@ mod limits;
 mod lists;
 mod media;
 mod metrics;
+mod nats_cli;
 mod ordering;
 mod overload;
 mod paused_worker;

@@ -1,0 +1,114 @@
+//! The real NATS CLI (`nats`, pinned, installed by
+//! `scripts/install-nats-cli.sh` into `.tools/`), run the way an operator
+//! types a command from our docs: as written, in a terminal (util-linux
+//! `script` gives it one, since `nats stream view` pages only on a
+//! terminal), with `NATS_URL` naming the server.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+/// The CLI: `SWITCHBOARD_NATS_CLI`, else `.tools/nats`.
+pub fn bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHBOARD_NATS_CLI") {
+        return PathBuf::from(p);
+    }
+    let installed = crate::workspace_root().join(".tools/nats");
+    assert!(
+        installed.is_file(),
+        "the NATS CLI is not installed: run scripts/install-nats-cli.sh, or set SWITCHBOARD_NATS_CLI"
+    );
+    installed
+}
+
+/// What a command printed (stdout and stderr together, as a terminal
+/// shows them) and whether it succeeded.
+#[derive(Debug)]
+pub struct Ran {
+    pub line: String,
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Runs `line`, a documented command starting with `nats`, against
+/// `server` (a `nats://` URL), with `env` added (credentials, say).
+pub async fn run(server: &str, line: &str, env: &[(&str, &str)]) -> Ran {
+    let cli = bin();
+    let dir = cli.parent().map(PathBuf::from).unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", line, "/dev/null"])
+        .env("PATH", path)
+        .env("SHELL", "/bin/bash")
+        .env("NATS_URL", server)
+        // No context of the machine's user may change what runs.
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("switchboard-nats-cli"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("`{line}` did not end within 30 s"))
+        .unwrap_or_else(|e| panic!("running `{line}` under script(1): {e}"));
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    Ran {
+        line: line.to_owned(),
+        ok: output.status.success(),
+        text: text.replace('\r', ""),
+    }
+}
+
+/// The `nats` command lines of the code blocks of one section of a
+/// markdown file of the repository (from its heading to the next heading
+/// of the same or a higher level), comments and trailing space removed.
+pub fn documented(file: &str, heading: &str) -> Vec<String> {
+    let path = crate::workspace_root().join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let mut inside = false;
+    let mut in_block = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if !in_block && line.starts_with('#') {
+            let this = line.chars().take_while(|c| *c == '#').count();
+            if line.trim_end() == heading {
+                inside = true;
+                continue;
+            }
+            if inside && this <= level {
+                break;
+            }
+        }
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if inside && in_block {
+            let command = line.split(" # ").next().unwrap_or("").trim_end();
+            if command.starts_with("nats ") {
+                lines.push(command.to_owned());
+            }
+        }
+    }
+    assert!(
+        !lines.is_empty(),
+        "no `nats` command under {heading:?} in {file}"
+    );
+    lines
+}

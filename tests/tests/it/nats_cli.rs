@@ -1,0 +1,127 @@
+//! The operator commands of our docs, run by the real NATS CLI as
+//! written (`switchboard_tests::nats_cli`), against a live deployment,
+//! each checked for what the docs say it shows or does. A command added
+//! to a checked section without a check here fails the test.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::json;
+use switchboard_tests::cluster::{OPERATOR_TOKEN, SECRET, TENANT};
+use switchboard_tests::nats_cli::{self, Ran};
+use switchboard_tests::{Cluster, ClusterSpec, eventually};
+
+use crate::support::*;
+
+const HOOK_SECRET: &str = "acme-webhook-secret-0123";
+
+fn expect(ran: &Ran, shows: &[&str]) {
+    assert!(ran.ok, "`{}` failed:\n{}", ran.line, ran.text);
+    for s in shows {
+        assert!(
+            ran.text.contains(s),
+            "`{}` does not show {s:?}:\n{}",
+            ran.line,
+            ran.text
+        );
+    }
+}
+
+/// nats/README.md, "Streams `SB_EVENTS` and `SB_EVENTS_DEAD`": a tenant
+/// with a webhook that refuses, a message, then every command of the
+/// section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_commands_of_the_docs_work_as_written() {
+    let mut spec = ClusterSpec::with_operator_api();
+    spec.extra_config
+        .push_str("\n[push]\nallow_private_targets = true\n");
+    let cluster = Cluster::start(spec).await;
+    // The docs' tenant, `acme`, with a record in sb_tenants (webhooks
+    // live there) beside the configuration file's.
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let refusing = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async { StatusCode::BAD_REQUEST }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, refusing).await });
+    let admin = cluster.rest_as(0, TENANT, "boss", true);
+    let hooks =
+        json!({"webhooks": [{"url": url, "secret": HOOK_SECRET, "events": ["message.created"]}]});
+    eventually("the webhook is set", Duration::from_secs(10), || async {
+        let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
+        (status == 200).then_some(())
+    })
+    .await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let events = js.get_stream("SB_EVENTS").await.unwrap();
+    eventually("the tenant's consumer", Duration::from_secs(10), || {
+        let events = events.clone();
+        async move { events.consumer_info("webhooks_acme").await.ok() }
+    })
+    .await;
+    let conv = cluster
+        .create(
+            switchboard_protocol::ConversationKind::Group,
+            "ann",
+            &["bob"],
+        )
+        .await;
+    let mut ws = cluster.ws(0, "ann", "phone").await;
+    send_acked(&mut ws, &conv, "cli-1", "hello operators").await;
+    let dead = js.get_stream("SB_EVENTS_DEAD").await.unwrap();
+    eventually("the dead letter", Duration::from_secs(20), || {
+        let dead = dead.clone();
+        async move {
+            dead.get_last_raw_message_by_subject("sb.eventsdead.acme")
+                .await
+                .ok()
+        }
+    })
+    .await;
+
+    let server = cluster.nats.url();
+    let commands = nats_cli::documented(
+        "nats/README.md",
+        "## Streams `SB_EVENTS` and `SB_EVENTS_DEAD`",
+    );
+    for line in &commands {
+        let ran = nats_cli::run(&server, line, &[]).await;
+        match line.as_str() {
+            "nats stream view SB_EVENTS"
+            | "nats stream view SB_EVENTS --subject sb.events.acme" => {
+                expect(
+                    &ran,
+                    &["sb.events.acme", "hello operators", "message.created"],
+                );
+            }
+            "nats consumer add SB_EVENTS mine --pull --filter sb.events.acme --deliver new --ack explicit --defaults" =>
+            {
+                expect(&ran, &["mine"]);
+                let info = events.consumer_info("mine").await.unwrap();
+                assert_eq!(info.config.filter_subject, "sb.events.acme");
+            }
+            "nats consumer info SB_EVENTS webhooks_acme" => {
+                expect(&ran, &["webhooks_acme", "sb.events.acme", "500"]);
+            }
+            "nats consumer ls SB_EVENTS" => expect(&ran, &["webhooks_acme"]),
+            "nats stream view SB_EVENTS_DEAD" => {
+                expect(
+                    &ran,
+                    &["sb.eventsdead.acme", "Sb-Webhook-Url", "hello operators"],
+                );
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    drop(ws);
+}
