@@ -35,6 +35,20 @@ pub struct Ran {
 /// Runs `line`, a documented command starting with `nats`, against
 /// `server` (a `nats://` URL), with `env` added (credentials, say).
 pub async fn run(server: &str, line: &str, env: &[(&str, &str)]) -> Ran {
+    run_in_terminal(server, line, line, env).await
+}
+
+/// Runs `line`, a command that goes on until stopped (`nats kv watch`),
+/// for `seconds`, then stops it as Ctrl-C would; it succeeded if it was
+/// still running then.
+pub async fn run_for(server: &str, line: &str, seconds: u32) -> Ran {
+    let shell = format!("timeout -s INT {seconds} {line}; test $? -eq 124");
+    let mut ran = run_in_terminal(server, line, &shell, &[]).await;
+    ran.line = line.to_owned();
+    ran
+}
+
+async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &str)]) -> Ran {
     let cli = bin();
     let dir = cli.parent().map(PathBuf::from).unwrap_or_default();
     let path = format!(
@@ -44,7 +58,7 @@ pub async fn run(server: &str, line: &str, env: &[(&str, &str)]) -> Ran {
     );
     let mut command = Command::new("script");
     command
-        .args(["-qec", line, "/dev/null"])
+        .args(["-qec", shell, "/dev/null"])
         .env("PATH", path)
         .env("SHELL", "/bin/bash")
         .env("NATS_URL", server)

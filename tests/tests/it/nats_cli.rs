@@ -125,3 +125,148 @@ async fn the_event_stream_commands_of_the_docs_work_as_written() {
     }
     drop(ws);
 }
+
+/// A documented `nats kv add` line run on an empty server: the bucket it
+/// makes has the settings Switchboard defines (`nats/kv/*.json`).
+async fn check_kv_add(line: &str, want: async_nats::jetstream::kv::Config) {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = switchboard_tests::proc::Nats::start(dir.path()).await;
+    let ran = nats_cli::run(&nats.url(), line, &[]).await;
+    expect(&ran, &[]);
+    let js = async_nats::jetstream::new(nats.client().await);
+    let mut made = js
+        .get_stream(format!("KV_{}", want.bucket))
+        .await
+        .unwrap_or_else(|e| panic!("`{line}` made no bucket: {e}"));
+    let made = made.info().await.unwrap().config.clone();
+    assert_eq!(
+        made.max_messages_per_subject, want.history,
+        "{line}: history"
+    );
+    assert_eq!(made.max_age, want.max_age, "{line}: ttl");
+    assert_eq!(
+        made.num_replicas,
+        want.num_replicas.max(1),
+        "{line}: replicas"
+    );
+    assert_eq!(
+        format!("{:?}", made.storage),
+        format!("{:?}", want.storage),
+        "{line}: storage"
+    );
+}
+
+/// nats/README.md, "Stream `SB_INDEX`", "KV bucket `sb_workers`" and
+/// "KV bucket `sb_tenants`": what a search replica reads, who writes each
+/// partition, and the tenants' records, each command as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
+    use switchboard_nats::definitions::{BackboneConfig, tenants_bucket, workers_bucket};
+
+    let mut cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
+    cluster.add_search().await;
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": "initech", "hs256_secrets": ["initech-secret-0123456789"]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let conv = cluster
+        .create(
+            switchboard_protocol::ConversationKind::Group,
+            "ann",
+            &["bob"],
+        )
+        .await;
+    let mut ws = cluster.ws(0, "ann", "phone").await;
+    send_acked(&mut ws, &conv, "cli-1", "lunch at noon").await;
+    cluster.wait_for_writers(8, Duration::from_secs(30)).await;
+    let server = cluster.nats.url();
+    let defaults = BackboneConfig::default();
+
+    let mut checked = 0;
+    for heading in [
+        "## Stream `SB_INDEX`",
+        "## KV bucket `sb_workers`",
+        "## KV bucket `sb_tenants`",
+    ] {
+        for line in nats_cli::documented("nats/README.md", heading) {
+            checked += 1;
+            match line.as_str() {
+                "nats stream info SB_INDEX" => {
+                    expect(
+                        &nats_cli::run(&server, &line, &[]).await,
+                        &["SB_INDEX", "Messages"],
+                    );
+                }
+                "nats stream view SB_INDEX --subject 'sb.index.>'" => {
+                    expect(
+                        &nats_cli::run(&server, &line, &[]).await,
+                        &["sb.index.", "lunch at noon"],
+                    );
+                }
+                "nats req sb.search.0 '{\"tenant\":\"acme\",\"conversations\":[\"c:1\"],\"q\":\"lunch\",\"limit\":5,\"offset\":0}'" =>
+                {
+                    expect(&nats_cli::run(&server, &line, &[]).await, &["\"hits\""]);
+                }
+                "nats kv ls sb_workers" => {
+                    expect(&nats_cli::run(&server, &line, &[]).await, &["p.3", "w."]);
+                }
+                "nats kv get sb_workers p.3" => {
+                    expect(
+                        &nats_cli::run(&server, &line, &[]).await,
+                        &["sb_workers", "p.3"],
+                    );
+                }
+                "nats kv watch sb_workers" => {
+                    expect(&nats_cli::run_for(&server, &line, 3).await, &["p.3"]);
+                }
+                "nats kv add sb_workers --history 1 --ttl 20s --storage file --replicas 1" => {
+                    check_kv_add(&line, workers_bucket(&defaults).unwrap()).await;
+                }
+                "nats kv ls sb_tenants" => {
+                    expect(&nats_cli::run(&server, &line, &[]).await, &["initech"]);
+                }
+                "nats kv get sb_tenants initech" => {
+                    expect(
+                        &nats_cli::run(&server, &line, &[]).await,
+                        &["\"id\":\"initech\""],
+                    );
+                }
+                "nats kv history sb_tenants initech" => {
+                    expect(
+                        &nats_cli::run(&server, &line, &[]).await,
+                        &["initech", "PUT"],
+                    );
+                }
+                "nats kv del sb_tenants initech -f" => {
+                    let ran = nats_cli::run(&server, &line, &[]).await;
+                    expect(&ran, &[]);
+                    // As `switchboard tenant delete`: the operator API no
+                    // longer knows it.
+                    eventually("the tenant is gone", Duration::from_secs(10), || async {
+                        let (status, _) = cluster
+                            .operator(
+                                reqwest::Method::GET,
+                                "/v1/operator/tenants/initech",
+                                None,
+                                Some(OPERATOR_TOKEN),
+                            )
+                            .await;
+                        (status == 404).then_some(())
+                    })
+                    .await;
+                }
+                "nats kv add sb_tenants --history 16 --storage file --replicas 1" => {
+                    check_kv_add(&line, tenants_bucket(&defaults).unwrap()).await;
+                }
+                other => panic!("{other:?} is documented but not checked here"),
+            }
+        }
+    }
+    assert_eq!(checked, 12);
+    drop(ws);
+}
