@@ -48,6 +48,73 @@ pub async fn run_for(server: &str, line: &str, seconds: u32) -> Ran {
     ran
 }
 
+/// Runs `line`, a command that asks a yes/no question in the terminal
+/// (`nats stream edit` of a KV bucket's stream asks even with `-f`), and
+/// answers yes as an operator would. Its prompts ask the terminal where
+/// the cursor is (`ESC [6n`); the answer says the first column.
+pub async fn run_answering_yes(server: &str, line: &str) -> Ran {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let cli = bin();
+    let dir = cli.parent().map(PathBuf::from).unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", line, "/dev/null"])
+        .env("PATH", path)
+        .env("SHELL", "/bin/bash")
+        .env("NATS_URL", server)
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("switchboard-nats-cli"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("running `{line}` under script(1): {e}"));
+    let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        panic!("no pipes to script(1)");
+    };
+    let talk = async {
+        let mut seen = Vec::new();
+        let (mut queries, mut answered) = (0, false);
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = stdout.read(&mut chunk).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            while text.matches("\x1b[6n").count() > queries {
+                queries += 1;
+                let _ = stdin.write_all(b"\x1b[1;1R").await;
+            }
+            if !answered && text.contains("(y/N)") {
+                answered = true;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let _ = stdin.write_all(b"y\r").await;
+            }
+            let _ = stdin.flush().await;
+        }
+        seen
+    };
+    let seen = tokio::time::timeout(Duration::from_secs(30), talk)
+        .await
+        .unwrap_or_else(|_| panic!("`{line}` did not end within 30 s"));
+    let status = child.wait().await.map(|s| s.success()).unwrap_or(false);
+    Ran {
+        line: line.to_owned(),
+        ok: status,
+        text: String::from_utf8_lossy(&seen).replace('\r', ""),
+    }
+}
+
 async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &str)]) -> Ran {
     let cli = bin();
     let dir = cli.parent().map(PathBuf::from).unwrap_or_default();

@@ -126,34 +126,51 @@ async fn the_event_stream_commands_of_the_docs_work_as_written() {
     drop(ws);
 }
 
-/// A documented `nats kv add` line run on an empty server: the bucket it
-/// makes has the settings Switchboard defines (`nats/kv/*.json`).
-async fn check_kv_add(line: &str, want: async_nats::jetstream::kv::Config) {
+/// A documented `nats kv add` line run on an empty server, with the
+/// `nats stream edit KV_<bucket>` lines that follow it in the docs: the
+/// bucket they make has the settings of the one Switchboard made on the
+/// live deployment (`live`), from `nats/kv/*.json`.
+async fn check_kv_add(lines: &[String], live: &async_nats::jetstream::Context) {
     let dir = tempfile::tempdir().unwrap();
     let nats = switchboard_tests::proc::Nats::start(dir.path()).await;
-    let ran = nats_cli::run(&nats.url(), line, &[]).await;
-    expect(&ran, &[]);
+    for line in lines {
+        let ran = if line.starts_with("nats stream edit KV_") {
+            nats_cli::run_answering_yes(&nats.url(), line).await
+        } else {
+            nats_cli::run(&nats.url(), line, &[]).await
+        };
+        expect(&ran, &[]);
+    }
+    let line = &lines[0];
+    let bucket = line
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or_else(|| panic!("no bucket in {line}"));
+    let stream = format!("KV_{bucket}");
     let js = async_nats::jetstream::new(nats.client().await);
     let mut made = js
-        .get_stream(format!("KV_{}", want.bucket))
+        .get_stream(&stream)
         .await
         .unwrap_or_else(|e| panic!("`{line}` made no bucket: {e}"));
     let made = made.info().await.unwrap().config.clone();
+    let mut ours = live.get_stream(&stream).await.unwrap();
+    let ours = ours.info().await.unwrap().config.clone();
     assert_eq!(
-        made.max_messages_per_subject, want.history,
+        made.max_messages_per_subject, ours.max_messages_per_subject,
         "{line}: history"
     );
-    assert_eq!(made.max_age, want.max_age, "{line}: ttl");
-    assert_eq!(
-        made.num_replicas,
-        want.num_replicas.max(1),
-        "{line}: replicas"
-    );
+    assert_eq!(made.max_age, ours.max_age, "{line}: ttl");
+    assert_eq!(made.num_replicas, ours.num_replicas, "{line}: replicas");
     assert_eq!(
         format!("{:?}", made.storage),
-        format!("{:?}", want.storage),
+        format!("{:?}", ours.storage),
         "{line}: storage"
     );
+    assert_eq!(
+        made.subject_delete_marker_ttl, ours.subject_delete_marker_ttl,
+        "{line}: limit markers"
+    );
+    assert_eq!(made.allow_rollup, ours.allow_rollup, "{lines:?}: rollups");
 }
 
 /// nats/README.md, "Stream `SB_INDEX`", "KV bucket `sb_workers`" and
@@ -161,8 +178,6 @@ async fn check_kv_add(line: &str, want: async_nats::jetstream::kv::Config) {
 /// partition, and the tenants' records, each command as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
-    use switchboard_nats::definitions::{BackboneConfig, tenants_bucket, workers_bucket};
-
     let mut cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     cluster.add_search().await;
     let (status, body) = cluster
@@ -185,7 +200,7 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
     send_acked(&mut ws, &conv, "cli-1", "lunch at noon").await;
     cluster.wait_for_writers(8, Duration::from_secs(30)).await;
     let server = cluster.nats.url();
-    let defaults = BackboneConfig::default();
+    let live = async_nats::jetstream::new(cluster.nats.client().await);
 
     let mut checked = 0;
     for heading in [
@@ -225,7 +240,7 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
                     expect(&nats_cli::run_for(&server, &line, 3).await, &["p.3"]);
                 }
                 "nats kv add sb_workers --history 1 --ttl 20s --storage file --replicas 1" => {
-                    check_kv_add(&line, workers_bucket(&defaults).unwrap()).await;
+                    check_kv_add(std::slice::from_ref(&line), &live).await;
                 }
                 "nats kv ls sb_tenants" => {
                     expect(&nats_cli::run(&server, &line, &[]).await, &["initech"]);
@@ -261,7 +276,7 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
                     .await;
                 }
                 "nats kv add sb_tenants --history 16 --storage file --replicas 1" => {
-                    check_kv_add(&line, tenants_bucket(&defaults).unwrap()).await;
+                    check_kv_add(std::slice::from_ref(&line), &live).await;
                 }
                 other => panic!("{other:?} is documented but not checked here"),
             }
@@ -269,4 +284,152 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
     }
     assert_eq!(checked, 12);
     drop(ws);
+}
+
+/// The lines of a section that start with `prefix`, in their order.
+fn starting(lines: &[String], prefix: &str) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+/// nats/README.md, the KV buckets gateways and workers keep per user and
+/// device: push tokens and collapse marks, node ids, presence and the
+/// key directory. An example value of the docs (`n137`) is replaced by
+/// one that exists here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let bob = switchboard_client::RestClient::new(
+        &cluster.gateways[0].http(),
+        &cluster.token("bob", "phone"),
+    );
+    let (status, body) = call(
+        &bob,
+        "PUT",
+        "/v1/devices/phone/push",
+        Some(json!({"provider": "fcm", "token": "bob-phone-token"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut account = vodozemac::olm::Account::new();
+    crate::e2ee::publish(&cluster, "bob", "phone", &mut account, 3).await;
+    let _ann = cluster.ws(0, "ann", "phone").await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let nodes = js.get_key_value("sb_nodes").await.unwrap();
+    let node: String = {
+        let mut keys = nodes.keys().await.unwrap();
+        futures::StreamExt::next(&mut keys).await.unwrap().unwrap()
+    };
+    let server = cluster.nats.url();
+    let run = |line: String| {
+        let server = server.clone();
+        async move { nats_cli::run(&server, &line, &[]).await }
+    };
+
+    let tokens = nats_cli::documented(
+        "nats/README.md",
+        "## KV buckets `sb_push_tokens` and `sb_push_collapse`",
+    );
+    for line in &tokens {
+        match line.as_str() {
+            "nats kv get sb_push_tokens acme.bob" => {
+                expect(&run(line.clone()).await, &["bob-phone-token", "fcm"]);
+            }
+            "nats kv del sb_push_tokens acme.bob -f" => {
+                expect(&run(line.clone()).await, &[]);
+                let kv = js.get_key_value("sb_push_tokens").await.unwrap();
+                assert!(kv.get("acme.bob").await.unwrap().is_none(), "{line}");
+            }
+            "nats kv ls sb_push_collapse" => {
+                let ran = run(line.clone()).await;
+                assert!(ran.ok || ran.text.contains("No keys found"), "{ran:?}");
+            }
+            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    check_kv_add(
+        &[
+            starting(&tokens, "nats kv add"),
+            starting(&tokens, "nats stream edit"),
+        ]
+        .concat(),
+        &js,
+    )
+    .await;
+
+    let node_lines = nats_cli::documented("nats/README.md", "## KV bucket `sb_nodes`");
+    for line in &node_lines {
+        match line.as_str() {
+            "nats kv ls sb_nodes" => expect(&run(line.clone()).await, &[node.as_str()]),
+            "nats kv get sb_nodes n137" => {
+                let line = line.replace("n137", &node);
+                expect(&run(line).await, &[node.as_str()]);
+            }
+            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    check_kv_add(
+        &[
+            starting(&node_lines, "nats kv add"),
+            starting(&node_lines, "nats stream edit"),
+        ]
+        .concat(),
+        &js,
+    )
+    .await;
+
+    let presence = nats_cli::documented("nats/README.md", "## KV bucket `sb_presence`");
+    for line in &presence {
+        match line.as_str() {
+            "nats kv ls sb_presence" => expect(&run(line.clone()).await, &["acme.ann."]),
+            "nats kv watch sb_presence" => {
+                expect(&nats_cli::run_for(&server, line, 3).await, &["acme.ann."]);
+            }
+            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    check_kv_add(
+        &[
+            starting(&presence, "nats kv add"),
+            starting(&presence, "nats stream edit"),
+        ]
+        .concat(),
+        &js,
+    )
+    .await;
+
+    let keys = nats_cli::documented("nats/README.md", "## KV bucket `sb_keys`");
+    for line in &keys {
+        match line.as_str() {
+            "nats kv get sb_keys acme.bob.phone --raw" => {
+                expect(
+                    &run(line.clone()).await,
+                    &["identity_key", "one_time_prekeys"],
+                );
+            }
+            "nats kv get sb_keys acme.bob" => expect(&run(line.clone()).await, &["phone"]),
+            "nats kv del sb_keys acme.bob.phone -f" => {
+                expect(&run(line.clone()).await, &[]);
+                let kv = js.get_key_value("sb_keys").await.unwrap();
+                assert!(kv.get("acme.bob.phone").await.unwrap().is_none(), "{line}");
+            }
+            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    check_kv_add(
+        &[
+            starting(&keys, "nats kv add"),
+            starting(&keys, "nats stream edit"),
+        ]
+        .concat(),
+        &js,
+    )
+    .await;
 }
