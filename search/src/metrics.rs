@@ -7,7 +7,8 @@ pub const SEARCH_LAG: &str = "switchboard_search_lag_seconds";
 pub const SEARCH_DOCUMENTS: &str = "switchboard_search_documents";
 /// The feed position this replica's index committed.
 pub const SEARCH_POSITION: &str = "switchboard_search_feed_position";
-/// Queries answered, by outcome (`ok`, `refused`, `failed`).
+/// Queries answered, by outcome (`ok`, `refused`, `busy`: the user or
+/// tenant had its bound running, `timed_out`: stopped at its deadline).
 pub const SEARCH_QUERIES: &str = "switchboard_search_queries_total";
 /// How long a query took here (seconds).
 pub const SEARCH_QUERY_SECONDS: &str = "switchboard_search_query_seconds";
@@ -25,7 +26,7 @@ pub fn describe() {
     );
     metrics::describe_counter!(
         SEARCH_QUERIES,
-        "Search queries by outcome: ok, refused, failed."
+        "Search queries by outcome: ok, refused, busy (the user or tenant had its bound running), timed_out."
     );
     metrics::describe_histogram!(
         SEARCH_QUERY_SECONDS,

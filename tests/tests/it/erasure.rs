@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use switchboard_protocol::{ClientFrame, ConversationKind, MessageId, ReactAction};
-use switchboard_tests::cluster::OTHER_TENANT;
+use switchboard_tests::cluster::{OPERATOR_TOKEN, OTHER_TENANT, SECRET, TENANT};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
 use crate::support::*;
@@ -150,10 +150,35 @@ async fn react(ws: &mut switchboard_client::WsClient, conv: &str, id: MessageId,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     let mut cluster = Cluster::start(ClusterSpec {
-        extra_config: "[media]\ngc_grace_secs = 3600\ngc_every_secs = 1\n".into(),
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[media]\ngc_grace_secs = 3600\ngc_every_secs = 1\n\
+             [push]\nallow_private_targets = true\n"
+        ),
         ..Default::default()
     })
     .await;
+    // A webhook, so that her messages are events on SB_EVENTS too.
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let taker = axum::Router::new().route("/hook", axum::routing::post(|| async { "" }));
+    tokio::spawn(async move { axum::serve(listener, taker).await });
+    let admin = cluster.rest_as(0, TENANT, "er_admin", true);
+    let hooks = json!({"webhooks": [{"url": hook, "secret": "erasure-webhook-secret", "events": ["message.created"]}]});
+    eventually("the webhook is set", Duration::from_secs(10), || async {
+        let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
+        (status == 200).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let group = cluster
         .create(ConversationKind::Group, ADA, &[BOB, CY])
         .await;
@@ -321,6 +346,10 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     assert!(
         before.iter().any(|m| m.starts_with("SB_SCHEDULED")),
         "the scheduled message is seen: {before:?}"
+    );
+    assert!(
+        before.iter().any(|m| m.starts_with("SB_EVENTS ")),
+        "her messages' events are seen: {before:?}"
     );
     assert!(!files_naming(&owner.join("blobs"), &allowed).is_empty());
 

@@ -42,6 +42,8 @@ pub(super) async fn purge(ctx: &Ctx, tenant: &TenantId, user: &UserId) -> Result
     let named = serde_json::to_string(user.as_str()).unwrap_or_default();
     let tenant = token(tenant.as_str());
     for (stream, subjects) in [
+        (EVENTS_STREAM, format!("{EVENTS_PREFIX}.{tenant}")),
+        // What older releases stored, per conversation.
         (EVENTS_STREAM, format!("{EVENTS_PREFIX}.{tenant}.>")),
         (EVENTS_DEAD_STREAM, format!("{DEAD_PREFIX}.{tenant}")),
     ] {
