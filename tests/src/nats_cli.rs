@@ -55,26 +55,10 @@ pub async fn run_for(server: &str, line: &str, seconds: u32) -> Ran {
 pub async fn run_answering_yes(server: &str, line: &str) -> Ran {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let cli = bin();
-    let dir = cli.parent().map(PathBuf::from).unwrap_or_default();
-    let path = format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut child = Command::new("script")
-        .args(["-qec", line, "/dev/null"])
-        .env("PATH", path)
-        .env("SHELL", "/bin/bash")
-        .env("NATS_URL", server)
-        .env(
-            "XDG_CONFIG_HOME",
-            std::env::temp_dir().join("switchboard-nats-cli"),
-        )
+    let mut child = terminal(server, line)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("running `{line}` under script(1): {e}"));
     let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -115,7 +99,9 @@ pub async fn run_answering_yes(server: &str, line: &str) -> Ran {
     }
 }
 
-async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &str)]) -> Ran {
+/// `shell` run by bash in a terminal of its own (script(1)), the CLI
+/// first on the `PATH` and `NATS_URL` naming `server`.
+fn terminal(server: &str, shell: &str) -> Command {
     let cli = bin();
     let dir = cli.parent().map(PathBuf::from).unwrap_or_default();
     let path = format!(
@@ -134,10 +120,16 @@ async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &s
             "XDG_CONFIG_HOME",
             std::env::temp_dir().join("switchboard-nats-cli"),
         )
+        .kill_on_drop(true);
+    command
+}
+
+async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &str)]) -> Ran {
+    let mut command = terminal(server, shell);
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     for (k, v) in env {
         command.env(k, v);
     }

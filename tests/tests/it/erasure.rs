@@ -158,19 +158,8 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     })
     .await;
     // A webhook, so that her messages are events on SB_EVENTS too.
-    let (status, body) = cluster
-        .operator(
-            reqwest::Method::POST,
-            "/v1/operator/tenants",
-            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
-            Some(OPERATOR_TOKEN),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
-    let taker = axum::Router::new().route("/hook", axum::routing::post(|| async { "" }));
-    tokio::spawn(async move { axum::serve(listener, taker).await });
+    create_tenant_record(&cluster, TENANT, SECRET).await;
+    let (hook, _) = hook_endpoint(axum::http::StatusCode::OK).await;
     let admin = cluster.rest_as(0, TENANT, "er_admin", true);
     let hooks = json!({"webhooks": [{"url": hook, "secret": "erasure-webhook-secret", "events": ["message.created"]}]});
     eventually("the webhook is set", Duration::from_secs(10), || async {

@@ -38,22 +38,8 @@ async fn the_event_stream_commands_of_the_docs_work_as_written() {
     let cluster = Cluster::start(spec).await;
     // The docs' tenant, `acme`, with a record in sb_tenants (webhooks
     // live there) beside the configuration file's.
-    let (status, body) = cluster
-        .operator(
-            reqwest::Method::POST,
-            "/v1/operator/tenants",
-            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
-            Some(OPERATOR_TOKEN),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let refusing = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(|| async { StatusCode::BAD_REQUEST }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, refusing).await });
+    create_tenant_record(&cluster, TENANT, SECRET).await;
+    let (url, _) = hook_endpoint(StatusCode::BAD_REQUEST).await;
     let admin = cluster.rest_as(0, TENANT, "boss", true);
     let hooks =
         json!({"webhooks": [{"url": url, "secret": HOOK_SECRET, "events": ["message.created"]}]});
@@ -126,14 +112,22 @@ async fn the_event_stream_commands_of_the_docs_work_as_written() {
     drop(ws);
 }
 
+/// Whether a documented line makes a bucket by hand: `nats kv add`, and
+/// the `nats stream edit KV_<bucket>` that follows it.
+fn recreates(line: &str) -> bool {
+    line.starts_with("nats kv add ") || line.starts_with("nats stream edit KV_")
+}
+
 /// A documented `nats kv add` line run on an empty server, with the
 /// `nats stream edit KV_<bucket>` lines that follow it in the docs: the
 /// bucket they make has the settings of the one Switchboard made on the
 /// live deployment (`live`), from `nats/kv/*.json`.
-async fn check_kv_add(lines: &[String], live: &async_nats::jetstream::Context) {
+async fn check_kv_add(section: &[String], live: &async_nats::jetstream::Context) {
+    let lines: Vec<&String> = section.iter().filter(|l| recreates(l)).collect();
+    assert!(!lines.is_empty(), "no `nats kv add` in {section:?}");
     let dir = tempfile::tempdir().unwrap();
     let nats = switchboard_tests::proc::Nats::start(dir.path()).await;
-    for line in lines {
+    for line in &lines {
         let ran = if line.starts_with("nats stream edit KV_") {
             nats_cli::run_answering_yes(&nats.url(), line).await
         } else {
@@ -180,15 +174,7 @@ async fn check_kv_add(lines: &[String], live: &async_nats::jetstream::Context) {
 async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
     let mut cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
     cluster.add_search().await;
-    let (status, body) = cluster
-        .operator(
-            reqwest::Method::POST,
-            "/v1/operator/tenants",
-            Some(json!({"id": "initech", "hs256_secrets": ["initech-secret-0123456789"]})),
-            Some(OPERATOR_TOKEN),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
+    create_tenant_record(&cluster, "initech", "initech-secret-0123456789").await;
     let conv = cluster
         .create(
             switchboard_protocol::ConversationKind::Group,
@@ -286,15 +272,6 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
     drop(ws);
 }
 
-/// The lines of a section that start with `prefix`, in their order.
-fn starting(lines: &[String], prefix: &str) -> Vec<String> {
-    lines
-        .iter()
-        .filter(|l| l.starts_with(prefix))
-        .cloned()
-        .collect()
-}
-
 /// nats/README.md, the KV buckets gateways and workers keep per user and
 /// device: push tokens and collapse marks, node ids, presence and the
 /// key directory. An example value of the docs (`n137`) is replaced by
@@ -347,19 +324,11 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
                 let ran = run(line.clone()).await;
                 assert!(ran.ok || ran.text.contains("No keys found"), "{ran:?}");
             }
-            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            l if recreates(l) => {}
             other => panic!("{other:?} is documented but not checked here"),
         }
     }
-    check_kv_add(
-        &[
-            starting(&tokens, "nats kv add"),
-            starting(&tokens, "nats stream edit"),
-        ]
-        .concat(),
-        &js,
-    )
-    .await;
+    check_kv_add(&tokens, &js).await;
 
     let node_lines = nats_cli::documented("nats/README.md", "## KV bucket `sb_nodes`");
     for line in &node_lines {
@@ -369,19 +338,11 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
                 let line = line.replace("n137", &node);
                 expect(&run(line).await, &[node.as_str()]);
             }
-            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            l if recreates(l) => {}
             other => panic!("{other:?} is documented but not checked here"),
         }
     }
-    check_kv_add(
-        &[
-            starting(&node_lines, "nats kv add"),
-            starting(&node_lines, "nats stream edit"),
-        ]
-        .concat(),
-        &js,
-    )
-    .await;
+    check_kv_add(&node_lines, &js).await;
 
     let presence = nats_cli::documented("nats/README.md", "## KV bucket `sb_presence`");
     for line in &presence {
@@ -390,19 +351,11 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
             "nats kv watch sb_presence" => {
                 expect(&nats_cli::run_for(&server, line, 3).await, &["acme.ann."]);
             }
-            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            l if recreates(l) => {}
             other => panic!("{other:?} is documented but not checked here"),
         }
     }
-    check_kv_add(
-        &[
-            starting(&presence, "nats kv add"),
-            starting(&presence, "nats stream edit"),
-        ]
-        .concat(),
-        &js,
-    )
-    .await;
+    check_kv_add(&presence, &js).await;
 
     let keys = nats_cli::documented("nats/README.md", "## KV bucket `sb_keys`");
     for line in &keys {
@@ -419,17 +372,9 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
                 let kv = js.get_key_value("sb_keys").await.unwrap();
                 assert!(kv.get("acme.bob.phone").await.unwrap().is_none(), "{line}");
             }
-            l if l.starts_with("nats kv add ") || l.starts_with("nats stream edit ") => {}
+            l if recreates(l) => {}
             other => panic!("{other:?} is documented but not checked here"),
         }
     }
-    check_kv_add(
-        &[
-            starting(&keys, "nats kv add"),
-            starting(&keys, "nats stream edit"),
-        ]
-        .concat(),
-        &js,
-    )
-    .await;
+    check_kv_add(&keys, &js).await;
 }

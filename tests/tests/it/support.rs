@@ -521,3 +521,51 @@ pub async fn wait_for_spread_leaders(cluster: &Cluster, partitions: u16, within:
         cluster.logs()
     );
 }
+
+/// Creates `tenant` in `sb_tenants` through the operator API (the
+/// cluster serves it: `ClusterSpec::with_operator_api`), its tokens
+/// signed with `secret`. A tenant of the configuration file may be
+/// created too: its record then holds what the file cannot (webhooks).
+pub async fn create_tenant_record(
+    cluster: &switchboard_tests::Cluster,
+    tenant: &str,
+    secret: &str,
+) {
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": tenant, "hs256_secrets": [secret]})),
+            Some(switchboard_tests::cluster::OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// What reached a [`hook_endpoint`]: each POST's body, and when.
+pub type Arrivals = std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>;
+
+/// A local endpoint answering `status` to every POST at `/hook`, for
+/// webhooks: its URL, and what reached it.
+pub async fn hook_endpoint(status: axum::http::StatusCode) -> (String, Arrivals) {
+    use axum::extract::State;
+    let got = Arrivals::default();
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(
+                move |State(got): State<Arrivals>, body: axum::body::Bytes| async move {
+                    let text = String::from_utf8_lossy(&body).into_owned();
+                    if let Ok(mut got) = got.lock() {
+                        got.push((text, std::time::Instant::now()));
+                    }
+                    status
+                },
+            ),
+        )
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}

@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use switchboard_client::{RestClient, TokenSpec, mint_hs256};
 use switchboard_protocol::{ConversationKind, ServerFrame};
-use switchboard_tests::cluster::OPERATOR_TOKEN;
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
 use crate::support::*;
@@ -77,15 +76,7 @@ fn rest(cluster: &Cluster, user: &str, admin: bool) -> RestClient {
 }
 
 async fn create_tenant(cluster: &Cluster) {
-    let (status, body) = cluster
-        .operator(
-            reqwest::Method::POST,
-            "/v1/operator/tenants",
-            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
-            Some(OPERATOR_TOKEN),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
+    create_tenant_record(cluster, TENANT, SECRET).await;
     eventually("the tenant is usable", Duration::from_secs(10), || async {
         rest(cluster, "ann", false).conversations().await.ok()
     })
@@ -408,28 +399,6 @@ const FLOODCO_SECRET: &str = "floodco-secret-012345678";
 /// (deploy/README.md, "One tenant never slows another").
 const VICTIM_BOUND: Duration = Duration::from_secs(2);
 
-/// Calls of an endpoint: the arrival of each body that has `text` in it.
-type Arrivals = Arc<Mutex<Vec<(String, std::time::Instant)>>>;
-
-/// An endpoint answering `status` to every POST, noting when each came.
-async fn endpoint(status: StatusCode) -> (String, Arrivals) {
-    let got: Arrivals = Arc::default();
-    let app = axum::Router::new()
-        .route(
-            "/hook",
-            axum::routing::post(move |State(got): State<Arrivals>, body: Bytes| async move {
-                let text = String::from_utf8_lossy(&body).into_owned();
-                got.lock().unwrap().push((text, std::time::Instant::now()));
-                status
-            }),
-        )
-        .with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
-}
-
 fn floodco(cluster: &Cluster, user: &str, admin: bool) -> RestClient {
     let mut spec = TokenSpec::new(FLOODCO, user, Some("d"), 600);
     if admin {
@@ -452,17 +421,9 @@ async fn one_tenants_failing_webhook_does_not_delay_another() {
         .push_str("\n[push]\nallow_private_targets = true\n");
     let cluster = Cluster::start(spec).await;
     create_tenant(&cluster).await;
-    let (status, body) = cluster
-        .operator(
-            reqwest::Method::POST,
-            "/v1/operator/tenants",
-            Some(json!({"id": FLOODCO, "hs256_secrets": [FLOODCO_SECRET]})),
-            Some(OPERATOR_TOKEN),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let (failing, failing_calls) = endpoint(StatusCode::SERVICE_UNAVAILABLE).await;
-    let (healthy, arrivals) = endpoint(StatusCode::OK).await;
+    create_tenant_record(&cluster, FLOODCO, FLOODCO_SECRET).await;
+    let (failing, failing_calls) = hook_endpoint(StatusCode::SERVICE_UNAVAILABLE).await;
+    let (healthy, arrivals) = hook_endpoint(StatusCode::OK).await;
     let hook = |url: &str| json!({"webhooks": [{"url": url, "secret": HOOK_SECRET, "events": ["message.created"]}]});
     let attacker = eventually(
         "the attacker tenant is usable",
