@@ -63,6 +63,12 @@ macro_rules! store_calls {
                     after_seq: [u64],
                     before_seq: [u64]
                 ) -> Vec<ArchivedBucket>;
+                sent_by(
+                    key: [&ConversationKey],
+                    sender: [&UserId],
+                    before_seq: [Option<u64>],
+                    limit: [usize]
+                ) -> Vec<SentBy>;
                 user_reactions(key: [&ConversationKey], user: [&UserId], seqs: [Vec<u64>]) -> Vec<Vec<String>>;
                 pins(key: [&ConversationKey]) -> Vec<PinRow>;
                 bans(key: [&ConversationKey]) -> Vec<Ban>;

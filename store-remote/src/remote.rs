@@ -16,7 +16,7 @@ use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
     InboxCursor, InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, PinRow,
-    PolicyScan, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 use crate::calls::store_calls;

@@ -17,14 +17,17 @@ use scylla::policies::speculative_execution::{
 };
 use switchboard_protocol::{Message, MessageId, MessageVersion};
 use switchboard_store::{
-    ArchivedBucket, BucketContents, BucketKey, ConversationKey, StoreError, StoreResult,
+    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, ConversationKey, StoreError,
+    StoreResult,
 };
 
 use crate::config::ScyllaConfig;
 use crate::cql::{Clock, unavailable};
+use crate::cursor::{cursor_decode, cursor_encode, page_size};
 use crate::fence::FenceStatements;
 use crate::rows::{
-    Bucket, Conv, bucket_last, day_db, decode, id_db, limit_db, marks, seq_db, seq_of,
+    Bucket, Conv, bucket_last, conversation_id, day_db, decode, id_db, limit_db, marks, seq_db,
+    seq_of, tenant_id,
 };
 use crate::schema;
 use crate::statements::Statements;
@@ -370,6 +373,38 @@ impl ScyllaStore {
         })
     }
 
+    /// A step of the archiver's scan: buckets older than `before_day` not
+    /// archived yet.
+    pub(crate) async fn unarchived_before(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_buckets
+            .page(&self.session, (), from, page_size(budget))
+            .await?;
+        let mut buckets = Vec::new();
+        for (t, c, day, object) in rows {
+            let day = crate::rows::day_of(day)?;
+            if day >= before_day || object.is_some() {
+                continue;
+            }
+            buckets.push(BucketKey {
+                tenant: tenant_id(t)?,
+                conversation_id: conversation_id(c)?,
+                day,
+            });
+        }
+        Ok(ArchiveScan {
+            buckets,
+            next: cursor_encode(next),
+        })
+    }
+
     /// The conversation's archived buckets that hold a seq in
     /// `after_seq < seq < before_seq`, newest first, as the buckets come.
     pub(crate) async fn archived_between(
@@ -378,9 +413,16 @@ impl ScyllaStore {
         after_seq: u64,
         before_seq: u64,
     ) -> StoreResult<Vec<ArchivedBucket>> {
-        let buckets = self
-            .bucket_rows(key.tenant.as_str(), key.conversation_id.as_str())
-            .await?;
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        let buckets = self.bucket_rows(t, c).await?;
+        let unindexed: Vec<u32> = if buckets.iter().any(|b| b.archived.is_some()) {
+            let days = self.st.unindexed_buckets.all(&self.session, (t, c)).await?;
+            days.into_iter()
+                .map(|(d,)| crate::rows::day_of(d))
+                .collect::<StoreResult<_>>()?
+        } else {
+            Vec::new()
+        };
         Ok(buckets
             .into_iter()
             .filter_map(|b| {
@@ -390,6 +432,7 @@ impl ScyllaStore {
                     first_seq: b.first,
                     last_seq: last,
                     object,
+                    senders_indexed: !unindexed.contains(&b.day),
                 })
             })
             .collect())

@@ -51,6 +51,7 @@ mod people;
 mod rows;
 mod safety;
 mod schema;
+mod senders;
 mod server;
 mod statements;
 mod states;

@@ -2,11 +2,15 @@
 //! start-up, so that the file operators read and the tables the store
 //! creates cannot drift apart.
 
+use futures::StreamExt;
 use scylla::client::session::Session;
 use switchboard_store::{StoreError, StoreResult};
 
 use crate::config::ScyllaConfig;
-use crate::cql::{Clock, unavailable};
+use crate::cql::{BigInt, Clock, Int, Read, Text, Write, unavailable};
+
+/// Index rows written at once while filling the per-sender index.
+const FILL_AT_ONCE: usize = 32;
 
 /// The schema file, the single source of truth.
 pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
@@ -14,7 +18,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -96,7 +100,25 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            pending blob, last_ts bigint, PRIMARY KEY (partition))",
         ],
     ),
+    (
+        // The per-sender index (`senders.rs`), filled from the live
+        // messages' idempotency keys once the tables exist
+        // (`index_past_senders`).
+        7,
+        &[
+            "CREATE TABLE IF NOT EXISTS sent_by (tenant text, sender_id text, \
+           conversation_id text, seq bigint, day int, \
+           PRIMARY KEY ((tenant, sender_id, conversation_id), seq)) \
+           WITH CLUSTERING ORDER BY (seq DESC)",
+            "CREATE TABLE IF NOT EXISTS unindexed_buckets (tenant text, conversation_id text, \
+           day int, PRIMARY KEY ((tenant, conversation_id), day))",
+        ],
+    ),
 ];
+
+/// The version whose tables are filled from older rows after they are
+/// made: the per-sender index.
+const FILLED_AT: i32 = 7;
 
 /// The row of `schema_version` this store owns.
 const COMPONENT: &str = "store";
@@ -211,12 +233,79 @@ pub(crate) async fn migrate(
                     for cql in *steps {
                         ddl(session, cql).await?;
                     }
+                    if *version == FILLED_AT {
+                        index_past_senders(session, clock).await?;
+                    }
                     record(session, clock, *version).await?;
                 }
             }
             record(session, clock, SCHEMA_VERSION).await
         }
     }
+}
+
+/// Fills the per-sender index (`senders.rs`) of a keyspace from before
+/// version 7: a row per live message, from its idempotency key, and the
+/// buckets archived by then listed in `unindexed_buckets` (the archive
+/// layer reads them whole to find a sender's messages). Safe to repeat
+/// (a migration interrupted before it recorded the version runs again):
+/// every row is the same on each run.
+async fn index_past_senders(session: &Session, clock: &Clock) -> StoreResult<()> {
+    let keys: Read<(), (String, String, String, i64, i32)> = Read::prepare(
+        session,
+        "SELECT tenant, conversation_id, sender_id, seq, day FROM sent",
+    )
+    .await?;
+    let insert: Write<(Text, Text, Text, BigInt, Int, BigInt)> = Write::prepare(
+        session,
+        "INSERT INTO sent_by (tenant, sender_id, conversation_id, seq, day) \
+         VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?",
+    )
+    .await?;
+    let mut written = 0usize;
+    let mut rows = keys
+        .stream(session, ())
+        .await?
+        .map(|row| {
+            let insert = &insert;
+            async move {
+                let (t, c, sender, seq, day) = row?;
+                insert
+                    .run(session, (t, sender, c, seq, day, clock.next()))
+                    .await
+            }
+        })
+        .buffer_unordered(FILL_AT_ONCE);
+    while let Some(done) = rows.next().await {
+        done?;
+        written += 1;
+    }
+    let buckets: Read<(), (String, String, i32, Option<String>)> = Read::prepare(
+        session,
+        "SELECT tenant, conversation_id, day, archive_object FROM buckets",
+    )
+    .await?;
+    let mark: Write<(Text, Text, Int, BigInt)> = Write::prepare(
+        session,
+        "INSERT INTO unindexed_buckets (tenant, conversation_id, day) VALUES (?, ?, ?) \
+         USING TIMESTAMP ?",
+    )
+    .await?;
+    let mut marked = 0usize;
+    let mut rows = buckets.stream(session, ()).await?;
+    while let Some(row) = rows.next().await {
+        let (t, c, day, object) = row?;
+        if object.is_some() {
+            mark.run(session, (t, c, day, clock.next())).await?;
+            marked += 1;
+        }
+    }
+    tracing::info!(
+        rows = written,
+        archived_buckets = marked,
+        "the per-sender index is filled"
+    );
+    Ok(())
 }
 
 async fn record(session: &Session, clock: &Clock, version: i32) -> StoreResult<()> {
@@ -357,9 +446,11 @@ mod tests {
                 "reports",
                 "schema_version",
                 "sent",
+                "sent_by",
                 "speakers",
                 "thread_marks",
                 "thread_replies",
+                "unindexed_buckets",
                 "unsolicited_adds",
                 "user_conversations",
                 "writer_fences",

@@ -281,6 +281,14 @@ statements! {
         "INSERT INTO sent (tenant, conversation_id, sender_id, client_msg_id, seq, day) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
     delete_sent: Write<(BigInt, Text, Text, Text, Text)> =
         "DELETE FROM sent USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND sender_id = ? AND client_msg_id = ?";
+    sent_by_before: Read<(Text, Text, Text, BigInt, Int), (i64, i32)> =
+        "SELECT seq, day FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ? AND seq < ? LIMIT ?";
+    insert_sent_by: Write<(Text, Text, Text, BigInt, Int, BigInt)> =
+        "INSERT INTO sent_by (tenant, sender_id, conversation_id, seq, day) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_sent_by_of: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM sent_by USING TIMESTAMP ? WHERE tenant = ? AND sender_id = ? AND conversation_id = ?";
+    unindexed_buckets: Read<(Text, Text), (i32,)> =
+        "SELECT day FROM unindexed_buckets WHERE tenant = ? AND conversation_id = ?";
     index: Read<(Text, Text, BigInt), (i64, i32)> =
         "SELECT seq, day FROM message_index WHERE tenant = ? AND conversation_id = ? AND message_id = ?";
     insert_index: Write<(Text, Text, BigInt, BigInt, Int, BigInt)> =

@@ -15,13 +15,13 @@ use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
     InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, PolicyScan,
-    SentKey, SequencerState, Store, StoreError, StoreResult, WriterClaim,
+    SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, WriterClaim,
 };
 
 use crate::client::ScyllaStore;
 use crate::commit::Tx;
 use crate::cursor::{cursor_decode, cursor_encode, page_size};
-use crate::rows::{conversation_id, day_db, limit_db, marks, seq_db, seq_of, tenant_id, user_id};
+use crate::rows::{day_db, limit_db, marks, seq_db, seq_of, user_id};
 use switchboard_store::rules;
 
 /// Inbox entries looked up per round of message reads.
@@ -519,28 +519,7 @@ impl Store for ScyllaStore {
         cursor: Option<String>,
         budget: usize,
     ) -> StoreResult<ArchiveScan> {
-        let from = cursor_decode(cursor)?;
-        let (rows, next) = self
-            .st
-            .scan_buckets
-            .page(&self.session, (), from, page_size(budget))
-            .await?;
-        let mut buckets = Vec::new();
-        for (t, c, day, object) in rows {
-            let day = crate::rows::day_of(day)?;
-            if day >= before_day || object.is_some() {
-                continue;
-            }
-            buckets.push(BucketKey {
-                tenant: tenant_id(t)?,
-                conversation_id: conversation_id(c)?,
-                day,
-            });
-        }
-        Ok(ArchiveScan {
-            buckets,
-            next: cursor_encode(next),
-        })
+        self.unarchived_before(before_day, cursor, budget).await
     }
 
     async fn bucket_contents(
@@ -559,6 +538,16 @@ impl Store for ScyllaStore {
         before_seq: u64,
     ) -> StoreResult<Vec<ArchivedBucket>> {
         self.archived_between(key, after_seq, before_seq).await
+    }
+
+    async fn sent_by(
+        &self,
+        key: &ConversationKey,
+        sender: &UserId,
+        before_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SentBy>> {
+        self.sent_by_rows(key, sender, before_seq, limit).await
     }
 
     async fn user_reactions(

@@ -151,6 +151,37 @@ async fn the_first_schema_migrates_to_the_current_one() {
         )
         .await
         .unwrap();
+    // A message it holds live (its idempotency key and row), and a bucket
+    // it archived: the per-sender index of version 7 is filled from them.
+    let live = switchboard_store::conformance::text_message("c", 7, "ann", "p", "m7");
+    for (cql, body) in [
+        (
+            format!(
+                "INSERT INTO {old}.sent (tenant, conversation_id, sender_id, client_msg_id, \
+                 seq, day) VALUES ('mig', 'c', 'ann', 'm7', 7, 20000)"
+            ),
+            None,
+        ),
+        (
+            format!(
+                "INSERT INTO {old}.messages (tenant, conversation_id, day, seq, body) \
+                 VALUES ('mig', 'c', 20000, 7, ?)"
+            ),
+            Some(serde_json::to_string(&live).unwrap()),
+        ),
+        (
+            format!(
+                "INSERT INTO {old}.buckets (tenant, conversation_id, day, first_seq, last_seq, \
+                 archive_object) VALUES ('mig', 'c', 19999, 1, 6, 'archive/mig/c/19999')"
+            ),
+            None,
+        ),
+    ] {
+        match body {
+            Some(body) => session.query_unpaged(cql, (body,)).await.unwrap(),
+            None => session.query_unpaged(cql, ()).await.unwrap(),
+        };
+    }
 
     let refused = ScyllaStore::connect(&ScyllaConfig {
         create_schema: false,
@@ -182,6 +213,17 @@ async fn the_first_schema_migrates_to_the_current_one() {
         columns(&migrated, &old).await,
         columns(&current, &new).await
     );
+
+    // The index was filled: the live message from its key; the archived
+    // bucket is marked for the archive layer to read whole.
+    let key = switchboard_store::conformance::key("mig", "c");
+    let ann = switchboard_store::conformance::user("ann");
+    let rows = migrated.sent_by(&key, &ann, None, 10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].seq, rows[0].message.as_ref()), (7, Some(&live)));
+    let buckets = migrated.archived_buckets(&key, 0, u64::MAX).await.unwrap();
+    assert_eq!(buckets.len(), 1);
+    assert!(!buckets[0].senders_indexed);
 
     // The store works on the migrated keyspace.
     let store: Arc<dyn Store> = migrated.clone();

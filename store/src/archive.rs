@@ -35,8 +35,8 @@ use switchboard_protocol::{
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentKey, SequencerState, Store,
-    StoreError, StoreResult, WriterClaim,
+    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentBy, SentKey, SequencerState,
+    Store, StoreError, StoreResult, WriterClaim,
 };
 
 mod commits;
@@ -45,6 +45,7 @@ mod expire;
 mod format;
 mod moving;
 mod objects;
+mod senders;
 pub use format::{MAX_OBJECT_BYTES, decode, encode, object_name};
 pub use moving::{archive_bucket, prepare_archive};
 pub use objects::{ArchiveObjects, MemoryObjects};
@@ -514,6 +515,16 @@ impl Store for Tiered {
         self.inner
             .archived_buckets(key, after_seq, before_seq)
             .await
+    }
+
+    async fn sent_by(
+        &self,
+        key: &ConversationKey,
+        sender: &UserId,
+        before_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SentBy>> {
+        self.sent_by_merged(key, sender, before_seq, limit).await
     }
 
     async fn user_reactions(

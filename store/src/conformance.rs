@@ -88,6 +88,7 @@ macro_rules! conformance_tests {
             reports_are_listed_by_status_newest_first_and_counted,
             expired_messages_go_as_deletions_and_leave_the_inboxes,
             erasure_leaves_tombstones_and_nothing_of_the_user,
+            a_senders_messages_are_listed_from_their_own_rows,
         );
     };
     (@checks $subject:path; $($check:ident),* $(,)?) => {

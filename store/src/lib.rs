@@ -55,6 +55,16 @@ pub struct WriterClaim {
     pub epoch: u64,
 }
 
+/// One row of a sender's index ([`crate::Store::sent_by`]): the seq of a
+/// message they sent, and the message when the backend holds it live
+/// (`None`: archived, which [`crate::archive::Tiered`] reads; from
+/// `Tiered`, `None` is a message gone since, skipped by a reader).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentBy {
+    pub seq: u64,
+    pub message: Option<Message>,
+}
+
 /// The store interface. All methods are cancel-safe in the sense that a
 /// dropped future leaves the store consistent (a commit either happened
 /// completely or not at all).
@@ -277,6 +287,20 @@ pub trait Store: Send + Sync + 'static {
         after_seq: u64,
         before_seq: u64,
     ) -> StoreResult<Vec<ArchivedBucket>>;
+
+    /// The messages `sender` sent in a conversation (system messages they
+    /// caused included), newest first, with `seq < before_seq`, at most
+    /// `limit`: read from a per-sender index, so the cost follows the
+    /// sender's own messages, not the conversation's (the export). Rows
+    /// outlive archiving and go with the user's erasure. No membership
+    /// check.
+    async fn sent_by(
+        &self,
+        key: &ConversationKey,
+        sender: &UserId,
+        before_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SentBy>>;
 
     /// The emoji `user` reacted with to each of the messages `seqs` of
     /// the conversation (v1.1), in order: what makes a reaction's `me`.

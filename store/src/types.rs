@@ -628,6 +628,10 @@ pub struct ArchivedBucket {
     pub last_seq: u64,
     /// The archive object that holds the bucket's [`BucketContents`].
     pub object: String,
+    /// Whether the per-sender index ([`crate::Store::sent_by`]) has its
+    /// messages: not if archived before the store had the index, when
+    /// [`crate::archive::Tiered`] reads it whole to find a sender's.
+    pub senders_indexed: bool,
 }
 
 /// Everything one bucket stores: what the archiver writes to one object.

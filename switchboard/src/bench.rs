@@ -13,6 +13,9 @@
 //!
 //! `bench plugin` measures one moderation hook call (`plugin_bench.rs`).
 //!
+//! `bench export` (`bench/export.rs`) measures finding one user's own
+//! messages among others' (the export).
+//!
 //! `bench backbone` (`bench/backbone.rs`) measures what JetStream keeps
 //! per conversation: it publishes one command to each of C distinct ingest
 //! subjects and reports the nats-server's memory before and after.
@@ -33,6 +36,7 @@ use switchboard_protocol::ConversationKind;
 use crate::config::DEFAULT_DEMO_SECRET;
 
 mod backbone;
+mod export;
 mod process;
 
 use backbone::{BackboneArgs, ingest_messages};
@@ -54,6 +58,8 @@ enum Mode {
     Plugin(crate::plugin_bench::PluginBenchArgs),
     /// The search index (v1.2) over N messages: size and query latency.
     Search(crate::search_bench::SearchBenchArgs),
+    /// Finding one user's own messages (the export) among others'.
+    Export(export::ExportBenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -121,6 +127,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Backbone(a) => backbone::run(a).await,
         Mode::Plugin(a) => crate::plugin_bench::run(a),
         Mode::Search(a) => crate::search_bench::run(a),
+        Mode::Export(a) => export::run(a).await,
     }
 }
 

@@ -3,7 +3,8 @@
 //! takes: a page of history at a time, through a bounded channel to the
 //! socket. What it holds: the profile (user, tenant, when), the blocks,
 //! each conversation the caller is a member of with their role, settings
-//! and marks, and every message they sent there, newest first.
+//! and marks, and every message they sent there, newest first, read
+//! from their own index so that others' messages cost nothing.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -12,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Serialize;
 use switchboard_protocol::{ConversationId, ConversationKind, Timestamp, UserId};
-use switchboard_store::HistoryQuery;
+use switchboard_store::ConversationKey;
 use tokio::sync::mpsc;
 
 use super::extract::Shared;
@@ -168,32 +169,29 @@ async fn write(
     out.raw("]}").await
 }
 
-/// Every message the caller sent in `conversation`, newest first, read a
-/// page at a time.
+/// Every message the caller sent in `conversation`, newest first, a page
+/// at a time from the caller's own index (`Store::sent_by`): what others
+/// wrote there is never read.
 async fn messages_of(
     gw: &Shared,
     id: &Identity,
     conversation: &ConversationId,
     out: &Out<'_>,
 ) -> Result<(), ApiError> {
+    let key = ConversationKey {
+        tenant: id.tenant.clone(),
+        conversation_id: conversation.clone(),
+    };
     let mut before = None;
     let mut first = true;
     loop {
-        let query = HistoryQuery {
-            before_seq: before,
-            after_seq: None,
-            limit: PAGE,
-            thread_root: None,
-        };
-        let mut page = gw
-            .store
-            .history(&id.tenant, conversation, &id.user, query)
-            .await?;
-        let Some(oldest) = page.last().map(|m| m.seq) else {
+        let rows = gw.store.sent_by(&key, &id.user, before, PAGE).await?;
+        let Some(oldest) = rows.last().map(|r| r.seq) else {
             return Ok(());
         };
-        let full = page.len() == PAGE;
-        page.retain(|m| m.sender_id == id.user);
+        // A row whose message is gone since (expired with its archived
+        // bucket) is passed over.
+        let mut page: Vec<_> = rows.into_iter().filter_map(|r| r.message).collect();
         switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut page)
             .await?;
         for m in &page {
@@ -202,9 +200,6 @@ async fn messages_of(
             }
             first = false;
             out.json(m).await?;
-        }
-        if !full || oldest <= 1 {
-            return Ok(());
         }
         before = Some(oldest);
     }

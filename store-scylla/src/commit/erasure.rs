@@ -16,6 +16,14 @@ use super::*;
 use crate::rows::user_id;
 
 impl Tx<'_> {
+    /// The row of a new message in its sender's index (`senders.rs`).
+    pub(super) fn index_sender(&mut self, k: &Ck, m: &Message, day: u32) {
+        let ts = self.ts();
+        let (sender, seq) = (m.sender_id.as_str().to_owned(), seq_db(m.seq));
+        let row = (k.0.clone(), sender, k.1.clone(), seq, day_db(day), ts);
+        self.push(&self.store.st.insert_sent_by, row);
+    }
+
     /// The key goes. A stored one still answers `sent_exists` within this
     /// commit, which no rule asks after erasing.
     pub(super) fn drop_sent(
@@ -97,15 +105,17 @@ impl Tx<'_> {
             &st.delete_user_conversation,
             (ts, t.clone(), u.clone(), c.clone()),
         );
-        // Their thread marks and mentions here: once the conversation is
-        // off both lists, the user's last step no longer finds them.
-        let ts = self.ts();
-        self.push(
+        // Their thread marks, mentions and messages sent here: once the
+        // conversation is off both lists, the user's last step no longer
+        // finds them.
+        for partition in [
             &st.delete_thread_marks_of,
-            (ts, t.clone(), u.clone(), c.clone()),
-        );
-        let ts = self.ts();
-        self.push(&st.delete_mentions_of, (ts, t, u, c));
+            &st.delete_mentions_of,
+            &st.delete_sent_by_of,
+        ] {
+            let ts = self.ts();
+            self.push(partition, (ts, t.clone(), u.clone(), c.clone()));
+        }
         Ok(())
     }
 
@@ -172,18 +182,18 @@ impl Tx<'_> {
             );
         }
         for c in conversations {
-            let ts = self.ts();
-            self.push_as(
+            for partition in [
                 &st.delete_thread_marks_of,
-                (ts, t.clone(), u.clone(), c.clone()),
-                Phase::Before,
-            );
-            let ts = self.ts();
-            self.push_as(
                 &st.delete_mentions_of,
-                (ts, t.clone(), u.clone(), c),
-                Phase::Before,
-            );
+                &st.delete_sent_by_of,
+            ] {
+                let ts = self.ts();
+                self.push_as(
+                    partition,
+                    (ts, t.clone(), u.clone(), c.clone()),
+                    Phase::Before,
+                );
+            }
         }
         for blocker in blockers {
             let ts = self.ts();

@@ -438,6 +438,7 @@ impl Commit for Tx<'_> {
                 ts,
             ),
         );
+        self.index_sender(&k, m, day);
         self.sent.insert((k, sender, client_msg_id));
         Ok(())
     }

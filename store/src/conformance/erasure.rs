@@ -102,6 +102,12 @@ pub async fn erasure_leaves_tombstones_and_nothing_of_the_user(store: &Arc<dyn S
         .unwrap();
     assert_eq!((rest.seqs.as_slice(), rest.done), (&[2][..], true));
 
+    // Her own index lists her messages, in the conversation she left too.
+    for c in ["g", "left"] {
+        let mine = store.sent_by(&key(t, c), &ann, None, 10).await.unwrap();
+        assert_eq!(mine.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1]);
+    }
+
     let at = Timestamp::from_unix_ms(50);
     for c in ["g", "left"] {
         store
@@ -171,6 +177,10 @@ pub async fn erasure_leaves_tombstones_and_nothing_of_the_user(store: &Arc<dyn S
         .await
         .unwrap();
     assert_eq!(sent, vec![None]);
+    for c in ["g", "left"] {
+        let mine = store.sent_by(&key(t, c), &ann, None, 10).await.unwrap();
+        assert!(mine.is_empty(), "{c}: her index went: {mine:?}");
+    }
     assert!(
         store
             .memberships(&tenant(t), &ann)

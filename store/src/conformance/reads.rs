@@ -232,3 +232,88 @@ pub async fn removing_a_member_takes_their_access_and_inbox(store: &Arc<dyn Stor
         .await;
     assert_eq!(missing, Err(StoreError::NotFound));
 }
+
+/// A sender's own messages come from their own rows: newest first, paged
+/// by seq, nobody else's, and per conversation and tenant.
+pub async fn a_senders_messages_are_listed_from_their_own_rows(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("sentby");
+    let other = &unique_tenant("sentby-other");
+    for (tn, c) in [(t, "c"), (t, "d"), (other, "c")] {
+        store
+            .commit(vec![create(
+                tn,
+                c,
+                ConversationKind::Group,
+                &["a", "b"],
+                10,
+            )])
+            .await
+            .unwrap();
+    }
+    // a sends the odd seqs of `c`, b the even ones; a sends once in `d`
+    // and in the other tenant.
+    let messages = (1..=9)
+        .map(|seq| {
+            let who = if seq % 2 == 1 { "a" } else { "b" };
+            text_message("c", seq, who, "phone", &format!("m{seq}"))
+        })
+        .collect();
+    let mut commits = vec![Mutation::Append {
+        key: key(t, "c"),
+        expected_last_seq: 0,
+        messages,
+        inbox: true,
+    }];
+    for (tn, c) in [(t, "d"), (other, "c")] {
+        commits.push(Mutation::Append {
+            key: key(tn, c),
+            expected_last_seq: 0,
+            messages: vec![text_message(c, 1, "a", "phone", "elsewhere")],
+            inbox: true,
+        });
+    }
+    store.commit(commits).await.unwrap();
+
+    let page = |c: &'static str, who: &'static str, before, limit| async move {
+        store
+            .sent_by(&key(t, c), &user(who), before, limit)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| {
+                let m = row.message.expect("a live message comes with its row");
+                assert_eq!((m.seq, m.sender_id.as_str()), (row.seq, who));
+                row.seq
+            })
+            .collect::<Vec<u64>>()
+    };
+    assert_eq!(page("c", "a", None, 100).await, vec![9, 7, 5, 3, 1]);
+    assert_eq!(page("c", "b", None, 100).await, vec![8, 6, 4, 2]);
+    assert_eq!(page("c", "a", None, 2).await, vec![9, 7]);
+    assert_eq!(page("c", "a", Some(7), 2).await, vec![5, 3]);
+    assert_eq!(page("c", "a", Some(1), 2).await, Vec::<u64>::new());
+    assert_eq!(page("c", "a", None, 0).await, Vec::<u64>::new());
+    assert_eq!(page("d", "a", None, 100).await, vec![1]);
+    assert_eq!(page("d", "b", None, 100).await, Vec::<u64>::new());
+    assert_eq!(page("c", "nobody", None, 100).await, Vec::<u64>::new());
+
+    // A deleted message stays listed, as the tombstone it is now.
+    store
+        .commit(vec![Mutation::Delete {
+            key: key(t, "c"),
+            seq: 5,
+            at: Timestamp::from_unix_ms(20),
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    let rows = store
+        .sent_by(&key(t, "c"), &user("a"), Some(6), 1)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let m = rows[0].message.as_ref().expect("live");
+    assert_eq!(m.seq, 5);
+    assert!(m.deleted_at.is_some());
+}

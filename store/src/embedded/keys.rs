@@ -50,6 +50,12 @@ pub(super) struct Spaces {
     pub sent: Keyspace,
     /// tenant, conversation, message id (u64) → seq.
     pub message_index: Keyspace,
+    /// tenant, sender, conversation, seq → (): the messages each user
+    /// sent, kept when their bucket is archived (the export reads them).
+    pub sent_by: Keyspace,
+    /// tenant, conversation, UTC day (u32) → (): buckets archived before
+    /// `sent_by` existed, whose messages it lacks.
+    pub unindexed_buckets: Keyspace,
     /// tenant, conversation, seq, version (u64) → `MessageVersion` JSON: the
     /// versions of edited messages.
     pub versions: Keyspace,
@@ -118,6 +124,8 @@ impl Spaces {
             messages: open("messages")?,
             sent: open("sent")?,
             message_index: open("message_index")?,
+            sent_by: open("sent_by")?,
+            unindexed_buckets: open("unindexed_buckets")?,
             versions: open("versions")?,
             inbox: open("inbox")?,
             devices: open("devices")?,

@@ -24,6 +24,7 @@ mod lookup;
 mod read;
 mod rows;
 mod safety;
+mod senders;
 mod states;
 
 use std::path::{Path, PathBuf};
@@ -47,7 +48,7 @@ use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
     InboxCursor, InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow, PolicyScan,
-    SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 /// Settings of the embedded store.
@@ -92,6 +93,7 @@ impl EmbeddedStore {
         check_schema(&db, &spaces)?;
         consent::record_past_speakers(&db, &spaces)?;
         erasure::record_joined(&db, &spaces)?;
+        senders::index_past_senders(&db, &spaces)?;
         let commits =
             group_commit::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
         Ok(Self {
@@ -424,6 +426,18 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<ArchivedBucket>> {
         let key = key.clone();
         self.read(move |r, s| read::archived_buckets(r, s, &key, after_seq, before_seq))
+            .await
+    }
+
+    async fn sent_by(
+        &self,
+        key: &ConversationKey,
+        sender: &UserId,
+        before_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SentBy>> {
+        let (key, sender) = (key.clone(), sender.clone());
+        self.read(move |r, s| senders::sent_by(r, s, &key, &sender, before_seq, limit))
             .await
     }
 

@@ -95,7 +95,7 @@ fn members<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreResult<Vec<
         .collect()
 }
 
-fn message<R: Readable>(
+pub(super) fn message<R: Readable>(
     r: &R,
     s: &Spaces,
     t: &str,
@@ -635,6 +635,8 @@ pub(super) fn archived_buckets<R: Readable>(
                 first_seq: row.first,
                 last_seq: last,
                 object,
+                // Archived before the per-sender index (`senders.rs`).
+                senders_indexed: !r.contains_key(&s.unindexed_buckets, &k).map_err(storage)?,
             });
         }
     }

@@ -96,8 +96,8 @@ pub(super) async fn erase_member<C: Commit>(
 }
 
 /// The user's own rows, wherever they are kept: devices, cursors and
-/// inboxes, blocks both ways, thread marks, mentions, unsolicited adds
-/// and the conversations they ever joined.
+/// inboxes, blocks both ways, thread marks, mentions, the index of what
+/// they sent, unsolicited adds and the conversations they ever joined.
 pub(super) async fn erase_user<C: Commit>(
     view: &mut C,
     tenant: &TenantId,

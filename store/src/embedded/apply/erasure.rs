@@ -26,6 +26,7 @@ impl GroupView<'_> {
             &self.s.device_cursors,
             &self.s.thread_marks,
             &self.s.mentions,
+            &self.s.sent_by,
             &self.s.blocks,
         ];
         for space in spaces {

@@ -488,13 +488,9 @@ impl Commit for GroupView<'_> {
     }
 
     async fn insert_sent(&mut self, key: &ConversationKey, m: &Message) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let sent_key = Key::new()
-            .s(t)
-            .s(c)
-            .s(m.sender_id.as_str())
-            .s(m.client_msg_id.as_str())
-            .bytes();
+        let ((t, c), sender) = (parts(key), m.sender_id.as_str());
+        let sent_key = Key::new().s(t).s(c).s(sender);
+        let sent_key = sent_key.s(m.client_msg_id.as_str()).bytes();
         self.batch
             .insert(&self.s.sent, sent_key.clone(), words([m.seq]));
         self.batch.insert(
@@ -502,6 +498,8 @@ impl Commit for GroupView<'_> {
             Key::new().s(t).s(c).n(m.message_id.as_u64()).bytes(),
             words([m.seq]),
         );
+        let by = Key::new().s(t).s(sender).s(c).n(m.seq);
+        self.batch.insert(&self.s.sent_by, by.bytes(), []);
         self.pending.sent.insert(sent_key);
         Ok(())
     }
