@@ -196,6 +196,12 @@ async fn check(ctx: &Arc<Ctx>, p: u16, h: &mut Held) -> Check {
     Check::Keep
 }
 
+/// The holder of partition 0 leads, while its lease is valid.
+fn lead(ctx: &Ctx, held: &BTreeMap<u16, Held>) {
+    ctx.leader
+        .set(held.get(&0).map(|h| Fence::new(h.valid_until.subscribe())));
+}
+
 /// Owns partitions until `shutdown` resolves, then stops its writers and
 /// releases every lease so that other workers take over at once.
 pub(crate) async fn run(
@@ -274,9 +280,7 @@ pub(crate) async fn run(
             }
         }
 
-        // The holder of partition 0 leads, while its lease is valid.
-        ctx.leader
-            .set(held.get(&0).map(|h| Fence::new(h.valid_until.subscribe())));
+        lead(&ctx, &held);
         ctx.config.status.ticked(liveness.is_some(), held.len());
         crate::metrics::partitions_held(held.len());
 
@@ -316,6 +320,11 @@ pub(crate) async fn run(
                                 writer,
                             },
                         );
+                        if p == 0 {
+                            // Lead at once, not a tick later: presence
+                            // changes in between would go unannounced.
+                            lead(&ctx, &held);
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => {
