@@ -330,8 +330,8 @@ def check_nats_users(docs, secrets):
     pods log in as, with the same passwords."""
     accounts = (ROOT / "nats" / "server" / "secure" / "accounts.conf").read_text()
     users = dict(re.findall(r"user:\s*(\w+)\s*\n\s*password:\s*\$(\w+)", accounts))
-    if set(users) != {"admin", "worker", "gateway"}:
-        problem("accounts.conf", f"users {sorted(users)}, not admin, worker and gateway")
+    if set(users) != {"admin", "worker", "gateway", "monitor"}:
+        problem("accounts.conf", f"users {sorted(users)}, not admin, worker, gateway and monitor")
     values = yaml.safe_load((KUBE / "nats-values.yaml").read_text())
     includes = [v for k, v in values.get("config", {}).get("merge", {}).items() if k.endswith("$include")]
     if "accounts.conf" not in includes:

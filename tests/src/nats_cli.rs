@@ -4,7 +4,7 @@
 //! `script` gives it one, since `nats stream view` pages only on a
 //! terminal), with `NATS_URL` naming the server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -32,10 +32,29 @@ pub struct Ran {
     pub text: String,
 }
 
+/// Fails the test unless `ran` succeeded and printed each of `shows`.
+pub fn expect(ran: &Ran, shows: &[&str]) {
+    assert!(ran.ok, "`{}` failed:\n{}", ran.line, ran.text);
+    for s in shows {
+        assert!(
+            ran.text.contains(s),
+            "`{}` does not show {s:?}:\n{}",
+            ran.line,
+            ran.text
+        );
+    }
+}
+
 /// Runs `line`, a documented command starting with `nats`, against
 /// `server` (a `nats://` URL), with `env` added (credentials, say).
 pub async fn run(server: &str, line: &str, env: &[(&str, &str)]) -> Ran {
-    run_in_terminal(server, line, line, env).await
+    run_in_terminal(server, line, line, env, None).await
+}
+
+/// Runs `line` as [`run`] does, in the folder `dir`: for the lines that
+/// write a file there (`> cmd.json`) or read one back.
+pub async fn run_at(dir: &Path, server: &str, line: &str) -> Ran {
+    run_in_terminal(server, line, line, &[], Some(dir)).await
 }
 
 /// Runs `line`, a command that goes on until stopped (`nats kv watch`),
@@ -43,7 +62,7 @@ pub async fn run(server: &str, line: &str, env: &[(&str, &str)]) -> Ran {
 /// still running then.
 pub async fn run_for(server: &str, line: &str, seconds: u32) -> Ran {
     let shell = format!("timeout -s INT {seconds} {line}; test $? -eq 124");
-    let mut ran = run_in_terminal(server, line, &shell, &[]).await;
+    let mut ran = run_in_terminal(server, line, &shell, &[], None).await;
     ran.line = line.to_owned();
     ran
 }
@@ -124,8 +143,17 @@ fn terminal(server: &str, shell: &str) -> Command {
     command
 }
 
-async fn run_in_terminal(server: &str, line: &str, shell: &str, env: &[(&str, &str)]) -> Ran {
+async fn run_in_terminal(
+    server: &str,
+    line: &str,
+    shell: &str,
+    env: &[(&str, &str)],
+    dir: Option<&Path>,
+) -> Ran {
     let mut command = terminal(server, shell);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -770,29 +770,9 @@ async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() 
     cluster
         .wait_for_writers_acked(1, Duration::from_secs(10))
         .await;
-    // The store-holding worker stops, and one conversation's row is
-    // damaged on disk: every command for it now fails the same way.
-    cluster.workers[0].kill9().await;
-    {
-        let path = cluster
-            .dir
-            .path()
-            .join("store-owner")
-            .join("store")
-            .join("db");
-        assert!(path.exists(), "the store is at {}", path.display());
-        let db = fjall::Database::builder(&path).open().unwrap();
-        let rows = db
-            .keyspace("conversations", fjall::KeyspaceCreateOptions::default)
-            .unwrap();
-        // The store's key: each part's bytes and a 0x00.
-        let key = [TENANT.as_bytes(), &[0], damaged.as_bytes(), &[0]].concat();
-        let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
-        batch.insert(&rows, key, b"{ not a row".to_vec());
-        batch.commit().unwrap();
-    }
-    cluster.workers[0].restart().await;
-    cluster.wait_for_writers(1, Duration::from_secs(30)).await;
+    // One conversation's row is damaged on disk (its worker stopped
+    // meanwhile): every command for it now fails the same way.
+    swap_conversation_row(&mut cluster, &damaged, b"{ not a row".to_vec()).await;
     // A send there is set aside, and its sender told...
     alice
         .send(&send_frame(&damaged, "d1", "after"))

@@ -40,6 +40,7 @@ mod power_loss;
 mod presence;
 mod push;
 mod receipts;
+mod runbooks;
 mod safety;
 mod scheduled;
 mod schema;

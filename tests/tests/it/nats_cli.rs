@@ -8,24 +8,12 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::json;
 use switchboard_tests::cluster::{OPERATOR_TOKEN, SECRET, TENANT};
-use switchboard_tests::nats_cli::{self, Ran};
+use switchboard_tests::nats_cli::{self, expect};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
 use crate::support::*;
 
 const HOOK_SECRET: &str = "acme-webhook-secret-0123";
-
-fn expect(ran: &Ran, shows: &[&str]) {
-    assert!(ran.ok, "`{}` failed:\n{}", ran.line, ran.text);
-    for s in shows {
-        assert!(
-            ran.text.contains(s),
-            "`{}` does not show {s:?}:\n{}",
-            ran.line,
-            ran.text
-        );
-    }
-}
 
 /// nats/README.md, "Streams `SB_EVENTS` and `SB_EVENTS_DEAD`": a tenant
 /// with a webhook that refuses, a message, then every command of the
@@ -377,4 +365,227 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
         }
     }
     check_kv_add(&keys, &js).await;
+}
+
+/// A `sed ... > /tmp/<file>` line of the docs, run by the shell in `dir`
+/// (its `/tmp/` made `dir`'s), and the file it wrote.
+fn run_sed(section: &str, file: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(switchboard_tests::workspace_root().join("nats/README.md"))
+        .unwrap();
+    let start = text.find(section).unwrap();
+    let line = text[start..]
+        .lines()
+        .find(|l| l.starts_with("sed ") && l.contains(file))
+        .unwrap_or_else(|| panic!("no sed line for {file} under {section}"));
+    let line = line.replace("/tmp/", &format!("{}/", dir.display()));
+    let status = std::process::Command::new("bash")
+        .args(["-c", &line])
+        .current_dir(switchboard_tests::workspace_root())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{line}");
+    dir.join(file)
+}
+
+/// nats/README.md, "Streams `SB_INGEST_<N>`", "Consumers `writer-p<N>`",
+/// "Stream `SB_SCHEDULED`" and "KV bucket `sb_last_seen`": commands that
+/// wait for a writer (its worker stopped meanwhile), a scheduled message,
+/// and a user gone offline. The stream and consumer made by hand from
+/// the repository's files, on an empty server, match the live ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ingest_writer_schedule_and_last_seen_commands_of_the_docs_work_as_written() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let partitions = 8;
+    cluster
+        .wait_for_writers_acked(partitions, Duration::from_secs(30))
+        .await;
+    let conv = conversation_on(&cluster, 3, partitions).await;
+    let mut ann = cluster.ws(0, "rb_ann", "phone").await;
+    send_acked(&mut ann, &conv, "i0", "before").await;
+    // A user who came (seen online) and went: his last-seen time is
+    // recorded. This is the worker's first half second as the leader: it
+    // leads as soon as it takes partition 0.
+    let bob = cluster.ws(0, "rb_bob", "laptop").await;
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let presence = js.get_key_value("sb_presence").await.unwrap();
+    eventually("bob online", Duration::from_secs(10), || {
+        let presence = presence.clone();
+        async move {
+            let mut keys = presence.keys().await.ok()?;
+            while let Some(k) = futures::StreamExt::next(&mut keys).await {
+                if k.ok()?.starts_with("acme.rb_bob.") {
+                    return Some(());
+                }
+            }
+            None
+        }
+    })
+    .await;
+    bob.close().await;
+    let last_seen = js.get_key_value("sb_last_seen").await.unwrap();
+    eventually("bob's last seen", Duration::from_secs(30), || {
+        let last_seen = last_seen.clone();
+        async move { last_seen.get("acme.rb_bob").await.ok().flatten() }
+    })
+    .await;
+    // A message scheduled an hour ahead.
+    let send_at = switchboard_protocol::Timestamp::from_unix_ms(
+        switchboard_protocol::Timestamp::now().unix_ms() + 3_600_000,
+    )
+    .to_rfc3339();
+    let (scheduled_id, _) =
+        crate::scheduled::schedule(&mut ann, &conv, "i-later", "in an hour", &send_at).await;
+
+    // The writer stops: two sends wait in partition 3's stream.
+    cluster.workers[0].pause();
+    for id in ["i1", "i2"] {
+        ann.send(&send_frame(&conv, id, "waiting for its writer"))
+            .await
+            .unwrap();
+    }
+    let mut ingest = js.get_stream("SB_INGEST_3").await.unwrap();
+    let waiting = eventually("commands waiting", Duration::from_secs(10), || {
+        let mut ingest = ingest.clone();
+        async move {
+            let state = ingest.info().await.ok()?.state.clone();
+            (state.messages >= 2).then_some(state.last_sequence)
+        }
+    })
+    .await;
+    let server = cluster.nats.url();
+    let root = switchboard_tests::workspace_root();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = switchboard_tests::proc::Nats::start(&dir.path().join("empty")).await;
+    let run = |line: &str| {
+        let (server, line) = (server.clone(), line.to_owned());
+        async move { nats_cli::run(&server, &line, &[]).await }
+    };
+
+    let section = "## Streams `SB_INGEST_<N>`";
+    let mut checked = 0;
+    for line in nats_cli::documented("nats/README.md", section) {
+        checked += 1;
+        match line.as_str() {
+            "nats stream ls" => expect(&run(&line).await, &["SB_INGEST_3", "SB_EVENTS"]),
+            "nats stream info SB_INGEST_3" => {
+                expect(&run(&line).await, &["SB_INGEST_3", "Messages"]);
+            }
+            "nats stream subjects SB_INGEST_3" => {
+                expect(&run(&line).await, &[&format!("sb.in.3.acme.{conv}")]);
+            }
+            "nats stream get SB_INGEST_3 <seq>" => {
+                let line = line.replace("<seq>", &waiting.to_string());
+                expect(&run(&line).await, &["waiting for its writer"]);
+            }
+            "nats stream add --config /tmp/SB_INGEST_3.json" => {
+                let file = run_sed(section, "SB_INGEST_3.json", dir.path());
+                let line = line.replace("/tmp/SB_INGEST_3.json", &file.display().to_string());
+                expect(&nats_cli::run(&empty.url(), &line, &[]).await, &[]);
+                let made = async_nats::jetstream::new(empty.client().await)
+                    .get_stream("SB_INGEST_3")
+                    .await
+                    .unwrap()
+                    .cached_info()
+                    .config
+                    .clone();
+                let live = ingest.info().await.unwrap().config.clone();
+                assert_eq!(made.subjects, live.subjects);
+                assert_eq!(
+                    format!("{:?}", made.retention),
+                    format!("{:?}", live.retention)
+                );
+                assert_eq!(format!("{:?}", made.discard), format!("{:?}", live.discard));
+                assert_eq!(made.max_bytes, live.max_bytes);
+                assert_eq!(made.duplicate_window, live.duplicate_window);
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    assert_eq!(checked, 5);
+
+    let section = "## Consumers `writer-p<N>`";
+    for line in nats_cli::documented("nats/README.md", section) {
+        match line.as_str() {
+            "nats consumer ls SB_INGEST_3" => expect(&run(&line).await, &["writer-p3"]),
+            "nats consumer info SB_INGEST_3 writer-p3" => {
+                expect(
+                    &run(&line).await,
+                    &["writer-p3", "sb.in.3.>", "Outstanding"],
+                );
+            }
+            "nats consumer add SB_INGEST_0 --config nats/consumers/writer-p0.json" => {
+                // On the empty server, beside its stream made as above.
+                let file = run_sed(section, "writer-p3.json", dir.path());
+                assert!(file.is_file());
+                let stream = dir.path().join("SB_INGEST_0.json");
+                let template =
+                    std::fs::read_to_string(root.join("nats/streams/SB_INGEST.template.json"))
+                        .unwrap();
+                std::fs::write(&stream, template.replace("{partition}", "0")).unwrap();
+                let add = format!("nats stream add --config {}", stream.display());
+                expect(&nats_cli::run(&empty.url(), &add, &[]).await, &[]);
+                expect(&nats_cli::run_at(&root, &empty.url(), &line).await, &[]);
+                let made = async_nats::jetstream::new(empty.client().await)
+                    .get_stream("SB_INGEST_0")
+                    .await
+                    .unwrap()
+                    .consumer_info("writer-p0")
+                    .await
+                    .unwrap()
+                    .config
+                    .clone();
+                assert_eq!(made.filter_subject, "sb.in.0.>");
+                assert!(made.memory_storage, "its state is in memory");
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+
+    // The writer goes on: both sends are acked.
+    cluster.workers[0].resume();
+    for id in ["i1", "i2"] {
+        expect_ack(&mut ann, id).await;
+    }
+
+    let section = "## Stream `SB_SCHEDULED`";
+    let sched = js.get_stream("SB_SCHEDULED").await.unwrap();
+    for line in nats_cli::documented("nats/README.md", section) {
+        let line = line
+            .replace("sb.sched.def.acme.ann.", "sb.sched.def.acme.rb_ann.")
+            .replace("<id>", &scheduled_id);
+        match line.as_str() {
+            "nats stream subjects SB_SCHEDULED 'sb.sched.def.acme.>'" => {
+                expect(&run(&line).await, &["sb.sched.def.acme.rb_ann."]);
+            }
+            "nats stream view SB_SCHEDULED --subject 'sb.sched.def.acme.rb_ann.>'" => {
+                expect(&run(&line).await, &["in an hour"]);
+            }
+            l if l.starts_with("nats stream purge SB_SCHEDULED --subject ") => {
+                expect(&run(&line).await, &[]);
+                let (status, body) =
+                    call(&cluster.rest(0, "rb_ann"), "GET", "/v1/scheduled", None).await;
+                assert_eq!(status, 200);
+                assert_eq!(body["scheduled"], json!([]), "cancelled: {body}");
+                assert!(sched.clone().info().await.is_ok());
+            }
+            "nats consumer info SB_SCHEDULED scheduler" => {
+                expect(&run(&line).await, &["scheduler", "sb.sched.due"]);
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+
+    let section = "## KV bucket `sb_last_seen`";
+    let lines = nats_cli::documented("nats/README.md", section);
+    for line in &lines {
+        match line.as_str() {
+            "nats kv get sb_last_seen demo.alice" => {
+                let line = line.replace("demo.alice", "acme.rb_bob");
+                expect(&run(&line).await, &["acme.rb_bob"]);
+            }
+            l if recreates(l) => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    check_kv_add(&lines, &js).await;
 }

@@ -16,10 +16,11 @@ use switchboard_tests::{Cluster, ClusterSpec, Nats, workspace_root};
 
 use crate::support::*;
 
-const PASSWORDS: [(&str, &str); 3] = [
+const PASSWORDS: [(&str, &str); 4] = [
     ("SB_NATS_ADMIN_PASSWORD", "admin-test-password"),
     ("SB_NATS_WORKER_PASSWORD", "worker-test-password"),
     ("SB_NATS_GATEWAY_PASSWORD", "gateway-test-password"),
+    ("SB_NATS_MONITOR_PASSWORD", "monitor-test-password"),
 ];
 
 fn fixture_str(name: &str) -> String {
@@ -423,4 +424,110 @@ async fn creds_file_authentication() {
     let bad_path = bad_file.display().to_string();
     let (ok, stderr) = tenant_list(&nats, &[("SWITCHBOARD_NATS_CREDS", &bad_path)]).await;
     assert!(!ok && stderr.contains("NATS refused"), "{stderr}");
+}
+
+/// The system account of the shipped secure configuration: its `monitor`
+/// user sees every server through the real CLI (`nats server ls`, `nats
+/// server report jetstream`, as deploy/README.md and the runbooks use
+/// them), and can change nothing: no reload, no kick, no lame-duck mode,
+/// no JetStream of its own, no Switchboard message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitoring_user_sees_every_server_and_changes_nothing() {
+    use switchboard_tests::nats_cli;
+
+    let cluster = shipped_secure_cluster().await;
+    let url = tls_url(&cluster.nats);
+    let (ca, cert, key) = (
+        fixture_str("nats-ca.pem"),
+        fixture_str("nats-client-cert.pem"),
+        fixture_str("nats-client-key.pem"),
+    );
+    let as_user = |user: &'static str, password: &'static str| {
+        vec![
+            ("NATS_USER", user.to_owned()),
+            ("NATS_PASSWORD", password.to_owned()),
+            ("NATS_CA", ca.clone()),
+            ("NATS_CERT", cert.clone()),
+            ("NATS_KEY", key.clone()),
+        ]
+    };
+    let monitor = as_user("monitor", PASSWORDS[3].1);
+    let run = |line: &str, env: Vec<(&'static str, String)>| {
+        let (url, line) = (url.clone(), line.to_owned());
+        async move {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            nats_cli::run(&url, &line, &env).await
+        }
+    };
+
+    // The docs' commands, as written: a context for the monitor, then
+    // the two views, in a home of the test's own.
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().display().to_string();
+    let docs_env = vec![
+        ("HOME", home.clone()),
+        ("XDG_CONFIG_HOME", home.clone()),
+        ("SB_NATS_MONITOR_PASSWORD", PASSWORDS[3].1.to_owned()),
+    ];
+    let section = "## The system account and its `monitor` user";
+    for line in nats_cli::documented("nats/server/secure/README.md", section) {
+        let line = line
+            .replace("tls://n1:4222,tls://n2:4222,tls://n3:4222", &url)
+            .replace("/etc/nats/tls/ca.pem", &ca)
+            .replace("client-cert.pem", &cert)
+            .replace("client-key.pem", &key);
+        let ran = run(&line, docs_env.clone()).await;
+        assert!(ran.ok, "{ran:?}");
+        let shows: &[&str] = match line.as_str() {
+            l if l.starts_with("nats context add sb-monitor ") => &["sb-monitor"],
+            "nats --context sb-monitor server report jetstream" => {
+                &["n1", "n2", "n3", "streams", "leader"]
+            }
+            "nats --context sb-monitor server ls" => &["n1", "n2", "n3"],
+            other => panic!("{other:?} is documented but not checked here"),
+        };
+        for s in shows {
+            assert!(
+                ran.text.to_lowercase().contains(s),
+                "{line}: {s}: {}",
+                ran.text
+            );
+        }
+    }
+
+    // Nothing that changes a server: each request is refused by the
+    // server's permissions, not merely unanswered.
+    let client = tls_client(&cluster.nats, "monitor", PASSWORDS[3].1).await;
+    let pong = client
+        .request("$SYS.REQ.SERVER.PING", "".into())
+        .await
+        .unwrap();
+    let pong: serde_json::Value = serde_json::from_slice(&pong.payload).unwrap();
+    let id = pong["server"]["id"].as_str().unwrap().to_owned();
+    for action in ["RELOAD", "KICK", "LDM", "PROFILEZ"] {
+        let line = format!("nats req '$SYS.REQ.SERVER.{id}.{action}' ''");
+        // The CLI reports the server's refusal, and exits 0 all the same.
+        let refused = run(&line, monitor.clone()).await;
+        assert!(
+            refused.text.contains("Permissions Violation"),
+            "{action}: {refused:?}"
+        );
+    }
+    // Another account: none of Switchboard's streams or subjects.
+    let streams = run("nats stream ls", monitor.clone()).await;
+    assert!(!streams.ok, "{streams:?}");
+    let sub = run("nats sub 'sb.>' --count 1 --timeout 1s", monitor.clone()).await;
+    assert!(
+        !sub.ok && sub.text.contains("Permissions Violation"),
+        "{sub:?}"
+    );
+
+    // The Switchboard admin is not in the system account: the report
+    // needs the monitor.
+    let report = run(
+        "nats server report jetstream",
+        as_user("admin", PASSWORDS[0].1),
+    )
+    .await;
+    assert!(!report.ok, "{report:?}");
 }

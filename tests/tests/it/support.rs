@@ -569,3 +569,71 @@ pub async fn hook_endpoint(status: axum::http::StatusCode) -> (String, Arrivals)
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, got)
 }
+
+/// A group of TENANT between `rb_ann` and `rb_bob` whose commands go to
+/// `partition` (of `partitions`).
+pub async fn conversation_on(
+    cluster: &switchboard_tests::Cluster,
+    partition: u16,
+    partitions: u16,
+) -> String {
+    let tenant = switchboard_protocol::TenantId::new(switchboard_tests::cluster::TENANT).unwrap();
+    for _ in 0..200 {
+        let conv = cluster
+            .create(
+                switchboard_protocol::ConversationKind::Group,
+                "rb_ann",
+                &["rb_bob"],
+            )
+            .await;
+        let id = switchboard_protocol::ConversationId::new(&conv).unwrap();
+        if switchboard_nats::subject::partition_of(&tenant, &id, partitions) == partition {
+            return conv;
+        }
+    }
+    panic!("no conversation on partition {partition}");
+}
+
+/// The embedded store's row of a conversation, replaced by `with` (its
+/// worker stopped meanwhile, since it holds the database); the row it
+/// had.
+pub async fn swap_conversation_row(
+    cluster: &mut switchboard_tests::Cluster,
+    conversation: &str,
+    with: Vec<u8>,
+) -> Vec<u8> {
+    cluster.workers[0].kill9().await;
+    let was = {
+        let path = cluster
+            .dir
+            .path()
+            .join("store-owner")
+            .join("store")
+            .join("db");
+        let db = fjall::Database::builder(&path).open().unwrap();
+        let rows = db
+            .keyspace("conversations", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
+        // The store's key: each part's bytes and a 0x00.
+        let key = [
+            switchboard_tests::cluster::TENANT.as_bytes(),
+            &[0],
+            conversation.as_bytes(),
+            &[0],
+        ]
+        .concat();
+        let was = fjall::Readable::get(&db.snapshot(), &rows, &key)
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        batch.insert(&rows, key, with);
+        batch.commit().unwrap();
+        was
+    };
+    cluster.workers[0].restart().await;
+    cluster
+        .wait_for_writers(1, std::time::Duration::from_secs(30))
+        .await;
+    was
+}
