@@ -14,6 +14,7 @@ mod conversation_features;
 mod cql_faults;
 mod crash;
 mod dev;
+mod doc_commands;
 mod e2ee;
 mod edge;
 mod edits;

@@ -437,18 +437,19 @@ async fn the_ingest_writer_schedule_and_last_seen_commands_of_the_docs_work_as_w
         crate::scheduled::schedule(&mut ann, &conv, "i-later", "in an hour", &send_at).await;
 
     // The writer stops: two sends wait in partition 3's stream.
+    let mut ingest = js.get_stream("SB_INGEST_3").await.unwrap();
+    let published = ingest.info().await.unwrap().state.last_sequence;
     cluster.workers[0].pause();
     for id in ["i1", "i2"] {
         ann.send(&send_frame(&conv, id, "waiting for its writer"))
             .await
             .unwrap();
     }
-    let mut ingest = js.get_stream("SB_INGEST_3").await.unwrap();
     let waiting = eventually("commands waiting", Duration::from_secs(10), || {
         let mut ingest = ingest.clone();
         async move {
-            let state = ingest.info().await.ok()?.state.clone();
-            (state.messages >= 2).then_some(state.last_sequence)
+            let last = ingest.info().await.ok()?.state.last_sequence;
+            (last > published).then_some(last)
         }
     })
     .await;
@@ -588,4 +589,202 @@ async fn the_ingest_writer_schedule_and_last_seen_commands_of_the_docs_work_as_w
         }
     }
     check_kv_add(&lines, &js).await;
+}
+
+/// A documented `nats object add` line run on an empty server: the
+/// bucket it makes has the settings of the one Switchboard made on the
+/// live deployment (`live`), from `nats/object/*.json`.
+async fn check_object_add(line: &str, live: &async_nats::jetstream::Context) {
+    let bucket = line
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or_else(|| panic!("no bucket in {line}"));
+    let dir = tempfile::tempdir().unwrap();
+    let nats = switchboard_tests::proc::Nats::start(dir.path()).await;
+    expect(&nats_cli::run(&nats.url(), line, &[]).await, &[]);
+    let stream = format!("OBJ_{bucket}");
+    let made = async_nats::jetstream::new(nats.client().await)
+        .get_stream(&stream)
+        .await
+        .unwrap_or_else(|e| panic!("`{line}` made no bucket: {e}"))
+        .info()
+        .await
+        .unwrap()
+        .config
+        .clone();
+    let ours = live
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .config
+        .clone();
+    assert_eq!(made.max_age, ours.max_age, "{line}: ttl");
+    assert_eq!(made.max_bytes, ours.max_bytes, "{line}: size");
+    assert_eq!(made.num_replicas, ours.num_replicas, "{line}: replicas");
+    assert_eq!(
+        format!("{:?} {:?}", made.storage, made.compression),
+        format!("{:?} {:?}", ours.storage, ours.compression),
+        "{line}: storage"
+    );
+}
+
+/// nats/README.md, "KV bucket `sb_plugins`" and the three object stores,
+/// and deploy/runbooks.md, "A plugin version to roll back without the
+/// admin API": a tenant with two moderation versions and a shadow; the
+/// bad version is rolled back with the CLI alone, then every command of
+/// the sections is run as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_commands_of_the_docs_and_their_rollback_work_as_written() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(
+            switchboard_protocol::ConversationKind::Group,
+            "alice",
+            &["bob"],
+        )
+        .await;
+    let admin = cluster.rest_as(0, TENANT, "root", true);
+    let component = switchboard_tests::plugin("word-list");
+    // The good version rejects the word, the bad one lets it through.
+    let good = admin
+        .deploy_plugin(
+            "moderation",
+            component.clone(),
+            &[("action", "reject")],
+            None,
+        )
+        .await
+        .unwrap();
+    let bad = admin
+        .deploy_plugin(
+            "moderation",
+            component.clone(),
+            &[("action", "allow")],
+            None,
+        )
+        .await
+        .unwrap();
+    admin
+        .deploy_shadow_plugin("moderation", component.clone(), &[("words", "heck")])
+        .await
+        .unwrap();
+    let running = |revision: u64| {
+        let admin = admin.clone();
+        async move {
+            let listing = admin.plugin_versions("moderation").await.ok()?;
+            (listing["running_here"].as_u64() == Some(revision)).then_some(listing)
+        }
+    };
+    let revision = |v: &serde_json::Value| v["revision"].as_u64().unwrap();
+    eventually("the bad version runs", Duration::from_secs(60), || {
+        running(revision(&bad))
+    })
+    .await;
+    let mut alice = cluster.ws(0, "alice", "phone").await;
+    send_acked(&mut alice, &conv, "p1", "darn").await;
+
+    let server = cluster.nats.url();
+    let js = async_nats::jetstream::new(cluster.nats.client().await);
+    let plugins = js.get_key_value("sb_plugins").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let section = "## A plugin version to roll back without the admin API";
+    for line in nats_cli::documented("deploy/runbooks.md", section) {
+        let line = line.replace("--revision 5", &format!("--revision {}", revision(&good)));
+        let ran = nats_cli::run_at(dir.path(), &server, &line).await;
+        match line.as_str() {
+            "nats kv history sb_plugins acme.moderation" => {
+                expect(
+                    &ran,
+                    &[&revision(&good).to_string(), &revision(&bad).to_string()],
+                );
+            }
+            l if l.starts_with("nats kv get sb_plugins acme.moderation --revision ") => {
+                expect(&ran, &[]);
+                let saved = std::fs::read_to_string(dir.path().join("good.json")).unwrap();
+                assert!(saved.contains("\"activation\":\"deploy\""), "{saved}");
+                assert!(saved.contains("reject"), "{saved}");
+            }
+            l if l.starts_with("nats kv put sb_plugins acme.moderation ") => {
+                expect(&ran, &[]);
+                let now = plugins.entry("acme.moderation").await.unwrap().unwrap();
+                let listing = eventually("the rollback runs", Duration::from_secs(30), || {
+                    running(now.revision)
+                })
+                .await;
+                assert_eq!(listing["active"]["revision"], now.revision, "{listing}");
+                assert_eq!(listing["active"]["activation"], "rollback", "{listing}");
+            }
+            l if l.starts_with("nats req sb.plugins.status.acme.moderation ") => {
+                let now = plugins.entry("acme.moderation").await.unwrap().unwrap();
+                expect(&ran, &[&format!("\"active_revision\":{}", now.revision)]);
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    // The good version answers again.
+    alice.send(&send_frame(&conv, "p2", "darn")).await.unwrap();
+    let (code, _, _, _) = expect_error(&mut alice).await;
+    assert_eq!(code, switchboard_protocol::ErrorCode::RejectedByPolicy);
+
+    let object = format!("{TENANT}.{}", good["digest"].as_str().unwrap());
+    for heading in [
+        "## KV bucket `sb_plugins`",
+        "## Object store `sb_plugin_code`",
+        "## Object store `sb_plugin_uploads`",
+        "## Object store `sb_plugin_compiled`",
+    ] {
+        for line in nats_cli::documented("nats/README.md", heading) {
+            let line = line.replace("acme.sha256:9f2c…", &object);
+            if line.starts_with("nats object add ") {
+                check_object_add(&line, &js).await;
+                continue;
+            }
+            if recreates(&line) {
+                check_kv_add(std::slice::from_ref(&line), &js).await;
+                continue;
+            }
+            if line == "nats kv watch sb_plugins" {
+                let watched = nats_cli::run_for(&server, &line, 3).await;
+                expect(&watched, &["acme.moderation"]);
+                continue;
+            }
+            let ran = nats_cli::run_at(dir.path(), &server, &line).await;
+            match line.as_str() {
+                "nats kv ls sb_plugins" => expect(&ran, &["acme.moderation"]),
+                "nats kv get sb_plugins acme.moderation --raw" => expect(&ran, &["rollback"]),
+                "nats kv history sb_plugins acme.moderation" => expect(&ran, &["PUT"]),
+                "nats kv del sb_plugins acme.moderation -f" => {
+                    expect(&ran, &[]);
+                    // The hook is off: the built-in default lets it through.
+                    send_acked(&mut alice, &conv, "p3", "darn").await;
+                }
+                "nats kv get sb_plugins acme.moderation.shadow --raw" => {
+                    expect(&ran, &["heck"]);
+                }
+                "nats req sb.plugins.status.acme.moderation '' --replies 0 --timeout 300ms" => {
+                    expect(&ran, &["shadow_revision"]);
+                }
+                "nats object ls sb_plugin_code" => expect(&ran, &[&object]),
+                l if l.starts_with("nats object info sb_plugin_code ") => {
+                    // The digest NATS computed is the one in the name.
+                    let hex = object.rsplit(':').next().unwrap();
+                    expect(&ran, &[&format!("SHA-256 {hex}")]);
+                }
+                l if l.starts_with("nats object get sb_plugin_code ") => {
+                    expect(&ran, &[]);
+                    let got = std::fs::read(dir.path().join("word-list.wasm")).unwrap();
+                    assert!(got == component, "the component, byte for byte");
+                }
+                "nats object ls sb_plugin_uploads" => {
+                    // Uploads are deleted once deployed.
+                    assert!(ran.ok || ran.text.contains("No entries"), "{ran:?}");
+                }
+                "nats object ls sb_plugin_compiled" => expect(&ran, &[&format!("{object}@")]),
+                other => panic!("{other:?} is documented but not checked here"),
+            }
+        }
+    }
 }

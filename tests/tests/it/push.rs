@@ -321,15 +321,47 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
         .unwrap_or_default();
     assert!(error.contains("HTTP 500"), "{error}");
 
-    // An operator replays it once the webhook works again.
+    // An operator replays it once the webhook works again, with the
+    // commands of nats/README.md as written (the real NATS CLI; the docs'
+    // tenant `acme` is this test's, their sequence 42 this one's).
     hook.status.store(200, Ordering::SeqCst);
-    js.publish(format!("sb.push.send.{TENANT}"), dead.payload.clone())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    hook.until(6).await;
-    assert_eq!(hook.verified(5)["body"], "will fail");
+    let server = cluster.nats.url();
+    let dir = tempfile::tempdir().unwrap();
+    let section = "## Streams `SB_PUSH` and `SB_PUSH_DEAD`, consumers `push-msg` and `push-send`";
+    let mut dead_stream = dead_stream.clone();
+    for line in switchboard_tests::nats_cli::documented("nats/README.md", section) {
+        let line = line
+            .replace(" 42", &format!(" {}", dead.sequence))
+            .replace("acme", TENANT);
+        let ran = switchboard_tests::nats_cli::run_at(dir.path(), &server, &line).await;
+        let shows: &[&str] = match line.as_str() {
+            "nats stream info SB_PUSH" => &["SB_PUSH"],
+            "nats consumer info SB_PUSH push-send" => &["push-send"],
+            "nats stream view SB_PUSH_DEAD" => &["Sb-Push-Error", "will fail"],
+            l if l.starts_with("nats stream get SB_PUSH_DEAD ") => &["will fail"],
+            l if l.starts_with("nats sub 'sb.pushdead.>' --stream SB_PUSH_DEAD ") => {
+                let job = std::fs::read_to_string(dir.path().join("job.json")).unwrap();
+                assert!(job.contains("will fail"), "{job}");
+                &[]
+            }
+            l if l.starts_with("nats pub sb.push.send.") => {
+                hook.until(6).await;
+                assert_eq!(hook.verified(5)["body"], "will fail");
+                &[]
+            }
+            l if l.starts_with("nats stream rmm SB_PUSH_DEAD ") => {
+                let gone = dead_stream.get_raw_message(dead.sequence).await;
+                assert!(gone.is_err(), "{line}");
+                &[]
+            }
+            l if l.starts_with("nats stream purge SB_PUSH_DEAD --subject ") => {
+                assert_eq!(dead_stream.info().await.unwrap().state.messages, 0);
+                &[]
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        };
+        switchboard_tests::nats_cli::expect(&ran, shows);
+    }
 
     // A dead token (410) is forgotten.
     tokio::time::sleep(Duration::from_millis(1600)).await;

@@ -85,6 +85,11 @@ async fn a_parked_command_is_given_back_once_its_cause_is_fixed() {
             panic!("{line:?} is documented but not checked here");
         }
     }
+    // nats/README.md's section says only where to look.
+    for line in nats_cli::documented("nats/README.md", "## Stream `SB_PARKED`") {
+        assert_eq!(line, "nats stream view SB_PARKED");
+        expect(&nats_cli::run(&server, &line, &[]).await, &[]);
+    }
     // The partition goes on as before.
     send_acked(&mut alice, &conv, "p2", "after").await;
 }
@@ -210,7 +215,34 @@ async fn a_stream_leader_is_stepped_down_and_the_partition_goes_on() {
         }
     }
     send_acked(&mut ann, &conv, "l1", "after the step-down").await;
-    assert_ne!(leader(ingest.info().await.unwrap()), Some(before));
+    assert_ne!(leader(ingest.info().await.unwrap()), Some(before.clone()));
+
+    // nats/README.md, "Clusters": the same, by hand.
+    for line in nats_cli::documented("nats/README.md", "## Clusters") {
+        match line.as_str() {
+            "nats stream report" => {
+                expect(&nats_cli::run(&server, &line, &[]).await, &["SB_INGEST_3"]);
+            }
+            "nats stream cluster step-down SB_INGEST_3" => {
+                let was = leader(ingest.info().await.unwrap()).expect("a leader");
+                expect(&nats_cli::run(&server, &line, &[]).await, &[]);
+                eventually("another leader again", Duration::from_secs(15), || {
+                    let (mut ingest, was) = (ingest.clone(), was.clone());
+                    async move {
+                        let now = leader(ingest.info().await.ok()?)?;
+                        (now != was).then_some(())
+                    }
+                })
+                .await;
+            }
+            // Needs the system account's user, which this unsecured
+            // cluster has not: run as written on the shipped secure
+            // cluster by secured_backbone.rs (the same line as its README).
+            "nats --context sb-monitor server report jetstream" => {}
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    send_acked(&mut ann, &conv, "l2", "after the second step-down").await;
 }
 
 /// "A KV record corrupted by hand": a tenant's record in `sb_tenants`

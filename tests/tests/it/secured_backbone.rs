@@ -495,6 +495,16 @@ async fn the_monitoring_user_sees_every_server_and_changes_nothing() {
         }
     }
 
+    // The views the README's table names besides.
+    for line in [
+        "nats server info",
+        "nats server report connections",
+        "nats server report accounts",
+    ] {
+        let ran = run(line, monitor.clone()).await;
+        assert!(ran.ok, "{ran:?}");
+    }
+
     // Nothing that changes a server: each request is refused by the
     // server's permissions, not merely unanswered.
     let client = tls_client(&cluster.nats, "monitor", PASSWORDS[3].1).await;
