@@ -4,6 +4,8 @@
 - Kubernetes manifests: valid YAML, the fields each kind needs, selectors
   that match the pods, probes on the health endpoints, resource requests,
   a non-root pod; `kubectl kustomize` renders them when kubectl is here.
+- The Helm chart: lint, rendered with each values file, validated against
+  the Kubernetes schemas, and checked as the manifests are.
 - docker-compose.yml: valid YAML, every service has an image or a build.
 - Dockerfile: a non-root runtime stage with an exec-form entrypoint.
 - Prometheus rules and the Grafana dashboard: valid, and every metric
@@ -115,6 +117,41 @@ def check_kubernetes():
         problem("with-monitoring", "renders no ServiceMonitor")
     if any(d.get("kind") == "ServiceMonitor" for _, d in docs):
         problem("kubernetes", "the default rendering needs the Prometheus operator's CRD")
+    check_workloads(docs)
+    validate_schemas("kustomization", yaml.safe_dump_all([d for _, d in docs]))
+    validate_schemas("with-monitoring", yaml.safe_dump_all(monitored))
+    if shutil.which("kubectl"):
+        for target in (KUBE, KUBE / "with-monitoring"):
+            run = subprocess.run(
+                ["kubectl", "kustomize", str(target)],
+                capture_output=True,
+                text=True,
+            )
+            if run.returncode != 0:
+                problem("kubectl kustomize", run.stderr.strip())
+                continue
+            theirs = sorted(
+                (d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(run.stdout) if d
+            )
+            rendered = [d for _, d in docs] if target == KUBE else monitored
+            ours = sorted((d["kind"], d["metadata"]["name"]) for d in rendered)
+            if theirs != ours:
+                problem("kubectl kustomize", f"{target.name}: renders {theirs}, this script {ours}")
+            print(f"kubernetes: kubectl kustomize {target.relative_to(DEPLOY)} rendered {len(theirs)} objects, as this script does")
+    else:
+        skipped.append("kubectl kustomize (no kubectl here; rendered by this script only)")
+    print(f"kubernetes: {len(docs)} rendered documents checked")
+    secrets = example_secrets()
+    for p in check_roles([d for _, d in docs], secrets):
+        problem("config check", p)
+    check_nats_users([d for _, d in docs], secrets)
+    self_test([d for _, d in docs], secrets)
+
+
+def check_workloads(docs):
+    """The fields each kind needs, selectors that match the pods, probes
+    on the health endpoints, resource requests, a non-root pod: on
+    `(source, document)` pairs, rendered by kustomize or by Helm."""
     workloads = []
     for name, doc in docs:
         kind = doc.get("kind")
@@ -173,32 +210,6 @@ def check_kubernetes():
             selector = doc.get("spec", {}).get("selector", {}).get("matchLabels")
             if not any(labels_match(selector, w) for w in workloads):
                 problem(where, "selects no pod")
-    if shutil.which("kubectl"):
-        for target in (KUBE, KUBE / "with-monitoring"):
-            run = subprocess.run(
-                ["kubectl", "kustomize", str(target)],
-                capture_output=True,
-                text=True,
-            )
-            if run.returncode != 0:
-                problem("kubectl kustomize", run.stderr.strip())
-                continue
-            theirs = sorted(
-                (d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(run.stdout) if d
-            )
-            rendered = [d for _, d in docs] if target == KUBE else monitored
-            ours = sorted((d["kind"], d["metadata"]["name"]) for d in rendered)
-            if theirs != ours:
-                problem("kubectl kustomize", f"{target.name}: renders {theirs}, this script {ours}")
-            print(f"kubernetes: kubectl kustomize {target.relative_to(DEPLOY)} rendered {len(theirs)} objects, as this script does")
-    else:
-        skipped.append("kubectl kustomize (no kubectl here; rendered by this script only)")
-    print(f"kubernetes: {len(docs)} rendered documents checked")
-    secrets = example_secrets()
-    for p in check_roles([d for _, d in docs], secrets):
-        problem("config check", p)
-    check_nats_users([d for _, d in docs], secrets)
-    self_test([d for _, d in docs], secrets)
 
 
 def example_secrets():
@@ -499,7 +510,126 @@ def check_systemd():
     print(f"systemd: {len(units)} units verified")
 
 
+
+HELM_CHART = DEPLOY / "helm" / "switchboard"
+# The values files CI renders the chart with, and values that must be
+# refused (a rendering that should fail).
+HELM_VALUES = {"default": [], "production": ["-f", str(HELM_CHART / "values-production.yaml")]}
+HELM_REFUSED = {
+    "an unknown store": ["--set", "store.kind=cassandra"],
+    "CQL without nodes": ["--set", "store.kind=scylla"],
+    "two gateways on local media": ["--set", "gateway.replicas=2"],
+}
+
+
+def validate_schemas(name, text):
+    """`text`'s objects against the Kubernetes API schemas
+    (kubernetes-validate, strict: no unknown field). The Prometheus
+    operator's kinds have no schema there and are passed over."""
+    validate = pathlib.Path(sys.executable).parent / "kubernetes-validate"
+    if not validate.is_file():
+        problem(name, "kubernetes-validate is not installed (scripts/test.sh installs it)")
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as rendered:
+        rendered.write(text)
+        rendered.flush()
+        check = subprocess.run([str(validate), "--strict", "--quiet", rendered.name], capture_output=True, text=True)
+    for line in (check.stdout + check.stderr).strip().splitlines():
+        if "Couldn't find schema for kind PrometheusRule" in line or "Couldn't find schema for kind ServiceMonitor" in line:
+            continue
+        problem(f"kubernetes-validate ({name})", line)
+    if check.returncode != 0:
+        problem(f"kubernetes-validate ({name})", f"exit {check.returncode}")
+
+
+def check_helm():
+    """deploy/helm/switchboard: `helm lint --strict` and `helm template`
+    with each values file; the rendered objects validated against the
+    Kubernetes schemas (kubernetes-validate, strict), checked as the
+    kustomize manifests are (workloads, `switchboard config check` of
+    each pod, NATS users); the alerts it ships the same as
+    deploy/monitoring's; bad values refused."""
+    helm = ROOT / ".tools" / "helm"
+    if not helm.is_file():
+        problem("helm", f"{helm} is not installed (scripts/install-helm.sh)")
+        return
+    chart = yaml.safe_load((HELM_CHART / "Chart.yaml").read_text())
+    if chart.get("appVersion") != VERSION:
+        problem("Chart.yaml", f"appVersion {chart.get('appVersion')} is not the release's {VERSION}")
+    if (HELM_CHART / "files" / "switchboard-rules.yml").read_text() != (DEPLOY / "monitoring" / "switchboard-rules.yml").read_text():
+        problem("helm", "files/switchboard-rules.yml is not deploy/monitoring/switchboard-rules.yml (copy it)")
+    secrets = example_secrets()
+    for name, args in HELM_VALUES.items():
+        lint = subprocess.run([str(helm), "lint", "--strict", str(HELM_CHART), *args], capture_output=True, text=True)
+        if lint.returncode != 0:
+            problem(f"helm lint ({name})", (lint.stdout + lint.stderr).strip())
+        run = subprocess.run(
+            [str(helm), "template", "switchboard", str(HELM_CHART), "--namespace", "switchboard", *args],
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode != 0:
+            problem(f"helm template ({name})", run.stderr.strip())
+            continue
+        validate_schemas(f"helm {name}", run.stdout)
+        docs = [d for d in yaml.safe_load_all(run.stdout) if d]
+        for d in docs:
+            d.setdefault("metadata", {})["namespace"] = "switchboard"
+        check_workloads([(f"helm ({name})", d) for d in docs])
+        for p in check_roles(docs, secrets, quiet=True):
+            problem(f"helm ({name}) config check", p)
+        check_nats_users(docs, secrets)
+        kinds = sorted({d["kind"] for d in docs})
+        print(f"helm ({name}): lint, {len(docs)} objects rendered ({', '.join(kinds)}), validated and checked")
+    for what, args in HELM_REFUSED.items():
+        run = subprocess.run([str(helm), "template", "switchboard", str(HELM_CHART), *args], capture_output=True, text=True)
+        if run.returncode == 0:
+            problem("helm", f"{what} is rendered, not refused")
+    skipped.append("the chart's ServiceMonitor and PrometheusRule against the Prometheus operator's CRDs (no schema here)")
+
+def check_nats_values():
+    """What nats-values.yaml merges into the official NATS chart's
+    nats-server configuration (`config.merge`, `config.jetstream.merge`,
+    the included accounts.conf with its passwords from the Secret),
+    assembled as a configuration file and checked by nats-server 2.15
+    itself (`nats-server -t`). The chart's own rendering is not checked:
+    the chart is not reachable from these machines' registries."""
+    server = ROOT / ".venv" / "bin" / "nats-server"
+    if not server.is_file():
+        problem("nats-values.yaml", f"{server} is not installed (scripts/test.sh installs it)")
+        return
+    values = yaml.safe_load((KUBE / "nats-values.yaml").read_text())
+    config = values.get("config", {})
+
+    def block(merge, indent):
+        lines = []
+        for key, value in merge.items():
+            if key.endswith("$include"):
+                lines.append(f"{indent}include ./{value}")
+            else:
+                lines.append(f"{indent}{key}: {value}")
+        return lines
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = ["port: 4222"] + block(config.get("merge", {}), "")
+        lines += ["jetstream {", f"  store_dir: {tmp}/js"] + block(config.get("jetstream", {}).get("merge", {}), "  ") + ["}"]
+        (pathlib.Path(tmp) / "nats.conf").write_text("\n".join(lines) + "\n")
+        shutil.copy(ROOT / "nats" / "server" / "secure" / "accounts.conf", pathlib.Path(tmp) / "accounts.conf")
+        env = dict(os.environ)
+        for doc in yaml.safe_load_all((KUBE / "secret.example.yaml").read_text()):
+            if doc and doc.get("metadata", {}).get("name") == "switchboard-nats-users":
+                env.update({k: str(v) for k, v in doc.get("stringData", {}).items()})
+        run = subprocess.run([str(server), "-t", "-c", str(pathlib.Path(tmp) / "nats.conf")], capture_output=True, text=True, env=env)
+        if run.returncode != 0:
+            problem("nats-values.yaml", f"nats-server refuses what it merges: {(run.stdout + run.stderr).strip()}")
+        else:
+            print("nats-values.yaml: its merges and accounts.conf pass nats-server -t")
+    skipped.append("the official NATS chart's rendering of nats-values.yaml (the chart is not reachable from here)")
+
+
 check_kubernetes()
+check_helm()
+check_nats_values()
 check_compose()
 check_dockerfile()
 check_monitoring()

@@ -49,5 +49,9 @@ scripts/test-js.sh
 scripts/contract-test.sh
 # What deploy/ ships, checked without containers or a cluster
 # (scripts/check-deploy.py says what it could not run here).
-.venv/bin/pip install --quiet --disable-pip-version-check "pyyaml==6.0.3"
+# The Helm chart too: Helm (pinned, built into .tools) lints and renders
+# it, kubernetes-validate (pinned; it carries the API schemas) validates
+# what it and kustomize render.
+scripts/install-helm.sh
+.venv/bin/pip install --quiet --disable-pip-version-check "pyyaml==6.0.3" "kubernetes-validate==1.37.0"
 .venv/bin/python scripts/check-deploy.py
