@@ -219,7 +219,7 @@ async fn the_index_worker_and_tenant_commands_of_the_docs_work_as_written() {
                 "nats kv ls sb_tenants" => {
                     expect(&nats_cli::run(&server, &line, &[]).await, &["initech"]);
                 }
-                "nats kv get sb_tenants initech" => {
+                "nats kv get sb_tenants initech --raw" => {
                     expect(
                         &nats_cli::run(&server, &line, &[]).await,
                         &["\"id\":\"initech\""],
@@ -300,7 +300,7 @@ async fn the_kv_bucket_commands_of_the_docs_work_as_written() {
     );
     for line in &tokens {
         match line.as_str() {
-            "nats kv get sb_push_tokens acme.bob" => {
+            "nats kv get sb_push_tokens acme.bob --raw" => {
                 expect(&run(line.clone()).await, &["bob-phone-token", "fcm"]);
             }
             "nats kv del sb_push_tokens acme.bob -f" => {
