@@ -34,6 +34,7 @@ mod archive;
 mod erasure;
 mod extras;
 mod safety;
+mod sent;
 mod view;
 
 /// One job for the commit thread.

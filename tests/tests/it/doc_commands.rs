@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use serde_json::json;
-use switchboard_tests::cluster::{SECRET, TENANT};
+use switchboard_tests::cluster::TENANT;
 use switchboard_tests::nats_cli::{self, expect};
 use switchboard_tests::{Cluster, ClusterSpec, eventually, workspace_root};
 
@@ -356,7 +355,7 @@ fn documented_commands() -> BTreeSet<(String, String)> {
 }
 
 /// The commands to run here, against a deployment with a message sent, a
-/// webhook, a dead push and an erasure done.
+/// webhook and an erasure done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_named_in_running_text_and_alerts_work_as_written() {
     let mut spec = ClusterSpec::with_operator_api();
@@ -366,15 +365,9 @@ async fn the_commands_named_in_running_text_and_alerts_work_as_written() {
     cluster
         .wait_for_writers_acked(8, Duration::from_secs(30))
         .await;
-    create_tenant_record(&cluster, TENANT, SECRET).await;
     let (url, _) = hook_endpoint(StatusCode::OK).await;
+    give_tenant_a_webhook(&cluster, &url).await;
     let admin = cluster.rest_as(0, TENANT, "root", true);
-    let hooks = json!({"webhooks": [{"url": url, "secret": "acme-webhook-secret-0123", "events": ["message.created"]}]});
-    eventually("the webhook is set", Duration::from_secs(10), || async {
-        let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
-        (status == 200).then_some(())
-    })
-    .await;
     let conv = conversation_on(&cluster, 3, 8).await;
     let mut ann = cluster.ws(0, "rb_ann", "phone").await;
     send_acked(&mut ann, &conv, "d0", "hello").await;

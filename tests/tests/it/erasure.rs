@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use switchboard_protocol::{ClientFrame, ConversationKind, MessageId, ReactAction};
-use switchboard_tests::cluster::{OPERATOR_TOKEN, OTHER_TENANT, SECRET, TENANT};
+use switchboard_tests::cluster::{OPERATOR_TOKEN, OTHER_TENANT};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
 use crate::support::*;
@@ -158,15 +158,8 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     })
     .await;
     // A webhook, so that her messages are events on SB_EVENTS too.
-    create_tenant_record(&cluster, TENANT, SECRET).await;
     let (hook, _) = hook_endpoint(axum::http::StatusCode::OK).await;
-    let admin = cluster.rest_as(0, TENANT, "er_admin", true);
-    let hooks = json!({"webhooks": [{"url": hook, "secret": "erasure-webhook-secret", "events": ["message.created"]}]});
-    eventually("the webhook is set", Duration::from_secs(10), || async {
-        let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
-        (status == 200).then_some(())
-    })
-    .await;
+    give_tenant_a_webhook(&cluster, &hook).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     let group = cluster
         .create(ConversationKind::Group, ADA, &[BOB, CY])

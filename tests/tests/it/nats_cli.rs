@@ -7,13 +7,11 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use switchboard_tests::cluster::{OPERATOR_TOKEN, SECRET, TENANT};
+use switchboard_tests::cluster::{OPERATOR_TOKEN, TENANT};
 use switchboard_tests::nats_cli::{self, expect};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
 use crate::support::*;
-
-const HOOK_SECRET: &str = "acme-webhook-secret-0123";
 
 /// nats/README.md, "Streams `SB_EVENTS` and `SB_EVENTS_DEAD`": a tenant
 /// with a webhook that refuses, a message, then every command of the
@@ -26,16 +24,8 @@ async fn the_event_stream_commands_of_the_docs_work_as_written() {
     let cluster = Cluster::start(spec).await;
     // The docs' tenant, `acme`, with a record in sb_tenants (webhooks
     // live there) beside the configuration file's.
-    create_tenant_record(&cluster, TENANT, SECRET).await;
     let (url, _) = hook_endpoint(StatusCode::BAD_REQUEST).await;
-    let admin = cluster.rest_as(0, TENANT, "boss", true);
-    let hooks =
-        json!({"webhooks": [{"url": url, "secret": HOOK_SECRET, "events": ["message.created"]}]});
-    eventually("the webhook is set", Duration::from_secs(10), || async {
-        let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
-        (status == 200).then_some(())
-    })
-    .await;
+    give_tenant_a_webhook(&cluster, &url).await;
     let js = async_nats::jetstream::new(cluster.nats.client().await);
     let events = js.get_stream("SB_EVENTS").await.unwrap();
     eventually("the tenant's consumer", Duration::from_secs(10), || {

@@ -542,6 +542,26 @@ pub async fn create_tenant_record(
     assert_eq!(status, 201, "{body}");
 }
 
+/// Gives TENANT a record in `sb_tenants` (webhooks live there) and a
+/// webhook to `url` for `message.created`, set through the admin API
+/// once the record has reached the gateway. The cluster serves the
+/// operator API and allows private webhook targets.
+pub async fn give_tenant_a_webhook(cluster: &switchboard_tests::Cluster, url: &str) {
+    use switchboard_tests::cluster::{SECRET, TENANT};
+    create_tenant_record(cluster, TENANT, SECRET).await;
+    let admin = cluster.rest_as(0, TENANT, "hook_admin", true);
+    let hooks = json!({"webhooks": [{"url": url, "secret": "acme-webhook-secret-0123", "events": ["message.created"]}]});
+    switchboard_tests::eventually(
+        "the webhook is set",
+        std::time::Duration::from_secs(10),
+        || async {
+            let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
+            (status == 200).then_some(())
+        },
+    )
+    .await;
+}
+
 /// What reached a [`hook_endpoint`]: each POST's body, and when.
 pub type Arrivals = std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>;
 

@@ -102,11 +102,4 @@ impl GroupView<'_> {
         }
         Ok(())
     }
-
-    pub(super) fn remove_sent_key(&mut self, key: &ConversationKey, sender: &str, id: &str) {
-        let (t, c) = parts(key);
-        let k = Key::new().s(t).s(c).s(sender).s(id).bytes();
-        self.pending.sent.remove(&k);
-        self.batch.remove(&self.s.sent, k);
-    }
 }

@@ -488,19 +488,7 @@ impl Commit for GroupView<'_> {
     }
 
     async fn insert_sent(&mut self, key: &ConversationKey, m: &Message) -> StoreResult<()> {
-        let ((t, c), sender) = (parts(key), m.sender_id.as_str());
-        let sent_key = Key::new().s(t).s(c).s(sender);
-        let sent_key = sent_key.s(m.client_msg_id.as_str()).bytes();
-        self.batch
-            .insert(&self.s.sent, sent_key.clone(), words([m.seq]));
-        self.batch.insert(
-            &self.s.message_index,
-            Key::new().s(t).s(c).n(m.message_id.as_u64()).bytes(),
-            words([m.seq]),
-        );
-        let by = Key::new().s(t).s(sender).s(c).n(m.seq);
-        self.batch.insert(&self.s.sent_by, by.bytes(), []);
-        self.pending.sent.insert(sent_key);
+        self.record_sent(key, m);
         Ok(())
     }
 
