@@ -598,6 +598,18 @@ pub async fn conversation_on(
     partitions: u16,
 ) -> String {
     let tenant = switchboard_protocol::TenantId::new(switchboard_tests::cluster::TENANT).unwrap();
+    // rb_bob writes to rb_ann first: a stranger may be put into at most
+    // 20 groups a day, and this may take more tries than that.
+    let first = cluster
+        .create(
+            switchboard_protocol::ConversationKind::Group,
+            "rb_ann",
+            &["rb_bob"],
+        )
+        .await;
+    let mut bob = cluster.ws(0, "rb_bob", "introduction").await;
+    send_acked(&mut bob, &first, "rb-hello", "hello").await;
+    drop(bob);
     for _ in 0..200 {
         let conv = cluster
             .create(
