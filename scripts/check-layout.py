@@ -3,12 +3,17 @@
 
 1. No non-test Rust source file is over 700 lines (a file whose name is
    `tests.rs`, or that lives under a `tests/` folder, is test code; so is
-   everything from a file's `#[cfg(test)]` module on).
+   the body of an inline `#[cfg(test)] mod name { ... }`; a declaration
+   `#[cfg(test)] mod tests;` is one line like any other).
 2. No two modules of a crate import each other, directly or in a loop.
    A module is one file. It imports another when it names it in a `use`
    or in a path (`crate::hub::Hub`, `super::Connection`,
    `self::session::prepare`); naming a child in `mod child;` is not an
    import. Each cycle found is printed with the files on it.
+
+Every crate of the repository is checked: each folder with a
+`Cargo.toml` and a `src/` (the plugins' workspace included), and the
+integration tests' binary (`tests/tests/it`).
 
 Exit status 1 on any violation. Run from the repository root:
 `scripts/check-layout.py` (CI runs it from scripts/test.sh).
@@ -19,10 +24,25 @@ import re
 import sys
 
 MAX_LINES = 700
-CRATES = [
-    "protocol", "store", "store-scylla", "store-remote", "blob", "nats",
-    "plugin-host", "push", "worker", "gateway", "client", "switchboard", "fuzz",
-]
+SKIP = {"target", "node_modules", ".git", ".tools", ".venv"}
+
+
+def crate_roots():
+    """The source trees to check: every crate's `src/`, and each folder
+    of `tests/` that is a test binary made of modules."""
+    roots = []
+    for root, dirs, names in os.walk("."):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP and not d.startswith("."))
+        if "Cargo.toml" in names:
+            for sub in ("src",):
+                if os.path.isdir(os.path.join(root, sub)):
+                    roots.append(os.path.normpath(os.path.join(root, sub)))
+            tests = os.path.join(root, "tests")
+            if os.path.isdir(tests):
+                for d in sorted(os.listdir(tests)):
+                    if os.path.isfile(os.path.join(tests, d, "main.rs")):
+                        roots.append(os.path.normpath(os.path.join(tests, d)))
+    return roots
 
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 BARE = re.compile(r"(?<![:\w])([a-z_][a-z0-9_]*)::")
@@ -49,7 +69,7 @@ def strip_comments_and_strings(text):
             j = text.find("\n", i)
             i = n if j < 0 else j
         elif text.startswith("/*", i):
-            depth, i = 1, i + 2
+            start, depth, i = i, 1, i + 2
             while i < n and depth:
                 if text.startswith("/*", i):
                     depth, i = depth + 1, i + 2
@@ -57,17 +77,19 @@ def strip_comments_and_strings(text):
                     depth, i = depth - 1, i + 2
                 else:
                     i += 1
+            out.append("\n" * text.count("\n", start, i))
         elif c == "r" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) and re.match(r'r#*"', text[i:]):
             hashes = len(re.match(r"r(#*)", text[i:]).group(1))
             end = text.find('"' + "#" * hashes, i + 2 + hashes)
-            out.append('""')
-            i = n if end < 0 else end + 1 + hashes
+            stop = n if end < 0 else end + 1 + hashes
+            out.append('""' + "\n" * text.count("\n", i, stop))
+            i = stop
         elif c == '"':
-            i += 1
+            start, i = i, i + 1
             while i < n and text[i] != '"':
                 i += 2 if text[i] == "\\" else 1
-            out.append('""')
             i += 1
+            out.append('""' + "\n" * text.count("\n", start, i))
         elif c == "'" and re.match(r"'(?:[^'\\]|\\.[^']*)'", text[i:]):
             m = re.match(r"'(?:[^'\\]|\\.[^']*)'", text[i:])
             out.append("' '")
@@ -78,14 +100,56 @@ def strip_comments_and_strings(text):
     return "".join(out)
 
 
+# `#[cfg(test)]` (or `all(test, ...)`/`any(test, ...)`), other attributes,
+# then an inline module: `mod name {`. A declaration `mod name;` does not
+# match: its file is read on its own.
+TEST_MODULE = re.compile(
+    r"#\[cfg\((?:test|(?:all|any)\(\s*test\b[^\]]*\))\)\]\s*(?:#\[[^\]]*\]\s*)*"
+    r"(?:pub(?:\([^)]*\))?\s+)?mod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{"
+)
+
+
+def test_module_spans(code):
+    """(start, end) of every inline test module in `code` (comments and
+    strings already emptied), attribute to closing brace."""
+    spans, at = [], 0
+    for m in TEST_MODULE.finditer(code):
+        if m.start() < at:
+            continue
+        depth, i = 1, m.end()
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        spans.append((m.start(), i))
+        at = i
+    return spans
+
+
+def without_test_modules(code):
+    """`code` with every inline test module blanked to its newlines."""
+    out, at = [], 0
+    for start, end in test_module_spans(code):
+        out.append(code[at:start])
+        out.append("\n" * code.count("\n", start, end))
+        at = end
+    out.append(code[at:])
+    return "".join(out)
+
+
+def non_test_lines(text):
+    """Lines of a file outside its inline test modules (the stripped
+    text keeps every newline, so its line numbers are the file's)."""
+    code = strip_comments_and_strings(text)
+    total = len(text.rstrip("\n").split("\n"))
+    inside = sum(code.count("\n", start, end) + 1 for start, end in test_module_spans(code))
+    return total - inside
+
+
 def code_of(text):
-    """The text without comments, strings and the test module; inside an
+    """The text without comments, strings and test modules; inside an
     inline module (`mod inner { ... }`), `super::` names the file's own
     module, so it is written `self::` there."""
-    cut = re.search(r"#\[cfg\(test\)\]\s*mod\s+tests\b", text)
-    if cut:
-        text = text[: cut.start()]
-    text = strip_comments_and_strings(text)
+    text = without_test_modules(strip_comments_and_strings(text))
     out, at = [], 0
     for m in re.finditer(r"\bmod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{", text):
         if m.start() < at:
@@ -202,10 +266,10 @@ def cycles(graph):
     return out
 
 
-def main():
+def check(roots):
+    """The problems of the source trees `roots`."""
     problems = []
-    for crate in CRATES:
-        src = os.path.join(crate, "src")
+    for src in roots:
         files = {}
         for root, _, names in os.walk(src):
             for name in names:
@@ -219,26 +283,68 @@ def main():
         graph = {}
         for module, path in sorted(files.items()):
             text = texts[module]
-            is_test = os.path.basename(path) == "tests.rs" or os.sep + "tests" + os.sep in path
+            is_test = os.path.basename(path) == "tests.rs" or "tests" in path.split(os.sep)[:-1]
             if not is_test:
-                lines = code_of_lines = text.split("\n")
-                cut = re.search(r"#\[cfg\(test\)\]\s*mod\s+tests\b", text)
-                counted = text[: cut.start()].count("\n") if cut else len(code_of_lines)
+                counted = non_test_lines(text)
                 if counted > MAX_LINES:
                     problems.append(f"{path}: {counted} lines of non-test code (at most {MAX_LINES})")
             graph[module] = imports(files, list(module), text, aliases)
         for group in cycles(graph):
             names = [files[m] for m in group]
-            problems.append(f"{crate}: modules that import each other: {', '.join(names)}")
+            problems.append(f"{src}: modules that import each other: {', '.join(names)}")
             if "--why" in sys.argv:
                 for m in group:
                     into = sorted(files[t] for t in graph[m] if t in group)
                     problems.append(f"    {files[m]} -> {', '.join(into)}")
+    return problems
+
+
+def self_test():
+    """The check on made-up trees: what it must find, and must not."""
+    import tempfile
+
+    def tree(files):
+        root = tempfile.mkdtemp()
+        for name, text in files.items():
+            path = os.path.join(root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return root
+
+    body = "fn f() {}\n" * MAX_LINES
+    cases = [
+        # A test declaration near the top hides nothing after it.
+        ("declaration", {"lib.rs": "#[cfg(test)]\nmod tests;\n" + body}, ["lines of non-test code"]),
+        # An inline test module's body is not counted, what follows it is.
+        ("inline", {"lib.rs": body[: len(body) // 2] + "#[cfg(test)]\nmod tests {\n" + body + "}\n"}, []),
+        ("after inline", {"lib.rs": "#[cfg(test)]\nmod tests {\n}\n" + body + "fn g() {}\n"}, ["lines of non-test code"]),
+        # Braces in strings and comments do not end a test module.
+        ("braces", {"lib.rs": '#[cfg(test)]\nmod tests {\n  const S: &str = "}";\n  // }\n' + body + "}\n"}, []),
+        # A child that globs its parent, which names the child.
+        ("glob", {"lib.rs": "mod a;\nfn f() { a::g() }\n", "a.rs": "use super::*;\npub fn g() {}\n"}, ["import each other"]),
+        # Through a re-export: lib.rs re-exports `b::B`, `a` names `crate::B`.
+        ("re-export", {"lib.rs": "mod a;\nmod b;\npub use b::B;\n", "a.rs": "use crate::B;\npub fn g() {}\n", "b.rs": "pub struct B;\nfn h() { crate::a::g() }\n"}, ["import each other"]),
+        ("one way", {"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\n", "b.rs": "pub struct B;\n"}, []),
+    ]
+    failed = []
+    for name, files, expected in cases:
+        found = check([tree(files)])
+        ok = all(any(e in p for p in found) for e in expected) and (expected or not found)
+        if not ok:
+            failed.append(f"self-test {name}: expected {expected}, found {found}")
+    return failed
+
+
+def main():
+    problems = self_test()
+    roots = crate_roots()
+    problems += check(roots)
     for p in problems:
         print(p)
     if problems:
         sys.exit(1)
-    print(f"layout: no file over {MAX_LINES} lines of non-test code, no import cycles")
+    print(f"layout: {len(roots)} source trees, no file over {MAX_LINES} lines of non-test code, no import cycles")
 
 
 if __name__ == "__main__":

@@ -387,20 +387,6 @@ pub struct GatewayConfig {
     pub allowed_hosts: Option<Vec<String>>,
 }
 
-impl Limits {
-    /// How the tenants' key sets are fetched and kept.
-    pub fn jwks(&self) -> crate::auth::JwksSettings {
-        use std::time::Duration;
-        crate::auth::JwksSettings {
-            refresh: Duration::from_secs(self.jwks_refresh_secs),
-            min_refetch: Duration::from_secs(self.jwks_min_refetch_secs),
-            max_bytes: self.jwks_max_bytes,
-            timeout: Duration::from_millis(self.jwks_timeout_ms),
-            allow_private: self.jwks_allow_private_targets,
-        }
-    }
-}
-
 /// The tenant whose tokens `POST /v1/dev/token` mints (dev mode only).
 #[derive(Debug, Clone)]
 pub struct DevTokens {

@@ -12,7 +12,7 @@ use switchboard_nats::definitions::INDEX_STREAM;
 use switchboard_nats::search::{IndexOp, shard_of};
 use tokio::sync::Mutex;
 
-use crate::SearchError;
+use crate::error::SearchError;
 use crate::index::SearchIndex;
 
 /// Which tenants this replica keeps.

@@ -20,8 +20,8 @@ use tantivy::schema::{
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
-use crate::SearchError;
 use crate::deadline::{Deadline, Within};
+use crate::error::SearchError;
 use crate::query::{MAX_PREFIX_TERMS, Part, QueryError};
 
 /// The index's format: documents, fields and tokenizing. A change makes

@@ -9,169 +9,18 @@
 
 mod admission;
 mod deadline;
+mod error;
 mod feed;
 mod index;
 pub mod metrics;
 pub mod query;
 mod rebuild;
+mod replica;
 mod service;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
-
-use switchboard_store::Store;
-use tokio::sync::Mutex;
-
 pub use deadline::Deadline;
+pub use error::SearchError;
 pub use feed::Shard;
 pub use index::{FORMAT, SearchIndex, Searching, open};
+pub use replica::{SearchConfig, run};
 pub use service::{MAX_CONVERSATIONS, MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS, QueryLimits};
-
-#[derive(Debug, thiserror::Error)]
-pub enum SearchError {
-    #[error("search index: {0}")]
-    Index(#[from] tantivy::TantivyError),
-    /// A query refused for what it asks (the message is the user's).
-    #[error(transparent)]
-    Query(#[from] crate::query::QueryError),
-    /// The query's time ran out (waiting for its turn or computing).
-    #[error("the search took too long")]
-    TimedOut,
-    #[error("search index directory: {0}")]
-    Dir(#[source] std::io::Error),
-    #[error("search index commit record: {0}")]
-    Payload(#[source] serde_json::Error),
-    #[error(transparent)]
-    Store(#[from] switchboard_store::StoreError),
-    #[error("the index feed skipped from {expected} to {got}: rebuilding")]
-    Gap { expected: u64, got: u64 },
-    #[error("{0} is not a search index, and not empty: refusing to replace it")]
-    NotAnIndex(String),
-    #[error("NATS: {context}: {source}")]
-    Nats {
-        context: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-impl SearchError {
-    pub(crate) fn nats(
-        context: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Self::Nats {
-            context: context.into(),
-            source: source.into(),
-        }
-    }
-}
-
-/// A search replica's settings.
-#[derive(Debug, Clone)]
-pub struct SearchConfig {
-    /// Where its index lives (its own: replicas share nothing).
-    pub dir: PathBuf,
-    pub shard: Shard,
-    /// At most this long between a change arriving and its commit (what
-    /// a query sees): under load, commits come this often.
-    pub commit_every: Duration,
-    /// The index writer's memory.
-    pub memory_bytes: usize,
-    /// Queries at once and their time.
-    pub queries: QueryLimits,
-}
-
-impl SearchConfig {
-    pub fn new(dir: PathBuf) -> Self {
-        Self {
-            dir,
-            shard: Shard { index: 0, count: 1 },
-            commit_every: Duration::from_millis(500),
-            memory_bytes: 64 << 20,
-            queries: QueryLimits::default(),
-        }
-    }
-}
-
-/// Runs a search replica until `shutdown` resolves: its index current,
-/// its queries answered.
-pub async fn run(
-    config: SearchConfig,
-    client: async_nats::Client,
-    store: Arc<dyn Store>,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), SearchError> {
-    let js = async_nats::jetstream::new(client.clone());
-    let dir = config.dir.clone();
-    let memory = config.memory_bytes;
-    let (index, fresh) = tokio::task::spawn_blocking(move || open(&dir, memory))
-        .await
-        .map_err(|e| SearchError::Dir(std::io::Error::other(e)))??;
-    let searching = index.searching();
-    let index = Arc::new(Mutex::new(index));
-    let service = tokio::spawn(service::serve(
-        client.clone(),
-        searching,
-        config.shard.index,
-        config.queries.clone(),
-    ));
-    let keep = async {
-        let mut rebuild = fresh;
-        loop {
-            match keep_current(&js, &store, &index, &config, rebuild).await {
-                Ok(()) => rebuild = false,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the search index stopped following; starting again");
-                    // What was applied since the last commit goes: the
-                    // next start is from the committed position.
-                    if let Err(e) = index.lock().await.rollback() {
-                        tracing::warn!(error = %e, "rolling the index back failed");
-                    }
-                    // A failed rebuild is made again; a failed feed goes
-                    // on from the index's position.
-                    rebuild = rebuild && index.lock().await.applied().position == 0;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    };
-    tokio::select! {
-        () = keep => {}
-        () = shutdown => {}
-    }
-    service.abort();
-    // What was applied and not committed is applied again at the next
-    // start (from the committed position).
-    Ok(())
-}
-
-/// Rebuilds the index from the store when asked, or when the feed no
-/// longer holds what comes after its position; then follows the feed
-/// until it ends.
-async fn keep_current(
-    js: &async_nats::jetstream::Context,
-    store: &Arc<dyn Store>,
-    index: &Mutex<SearchIndex>,
-    config: &SearchConfig,
-    rebuild: bool,
-) -> Result<(), SearchError> {
-    let position = index.lock().await.applied().position;
-    let from = if rebuild {
-        None
-    } else {
-        feed::resumable(js, position).await?
-    };
-    let from = match from {
-        Some(from) => from,
-        None => {
-            let start = feed::last_sequence(js).await?;
-            tracing::info!(position, "rebuilding the search index from the store");
-            let n = rebuild::from_store(store, index, config.shard, start).await?;
-            tracing::info!(messages = n, "search index rebuilt");
-            start + 1
-        }
-    };
-    feed::follow(js, index, config.shard, from, config.commit_every).await
-}

@@ -10,7 +10,7 @@ use switchboard_nats::search::IndexOp;
 use switchboard_store::Store;
 use tokio::sync::Mutex;
 
-use crate::SearchError;
+use crate::error::SearchError;
 use crate::feed::Shard;
 use crate::index::SearchIndex;
 

@@ -14,9 +14,9 @@ use std::time::Instant;
 use futures::StreamExt;
 use switchboard_nats::search::{SearchReply, SearchRequest, search_subject};
 
-use crate::SearchError;
 use crate::admission::{Admission, Refusal};
 use crate::deadline::Deadline;
+use crate::error::SearchError;
 use crate::index::Searching;
 
 pub use crate::admission::QueryLimits;

@@ -179,7 +179,9 @@ pub fn token_keys(config: &GatewayConfig) -> anyhow::Result<Arc<TenantDirectory>
     Ok(Arc::new(
         TenantDirectory::from_config(&config.tenants, leeway)?
             .with_max_lifetime(config.limits.max_token_lifetime_secs)
-            .with_jwks(config.limits.jwks()),
+            .with_jwks(switchboard_gateway::auth::JwksSettings::from_limits(
+                &config.limits,
+            )),
     ))
 }
 

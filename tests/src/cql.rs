@@ -40,7 +40,7 @@ impl CqlNodes {
             eprintln!("CQL fault test skipped: {VAR} is not 1 (scripts/test.sh sets it)");
             return None;
         }
-        let script = crate::workspace_root().join("scripts/cassandra.sh");
+        let script = crate::bins::workspace_root().join("scripts/cassandra.sh");
         let nodes = (1..=3).map(|i| format!("127.0.0.{i}:9042")).collect();
         let cluster = Self {
             nodes,

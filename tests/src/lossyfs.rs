@@ -23,7 +23,7 @@ fn bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SWITCHBOARD_LOSSYFS") {
         return PathBuf::from(p);
     }
-    let built = crate::workspace_root().join(".tools/lossyfs");
+    let built = crate::bins::workspace_root().join(".tools/lossyfs");
     assert!(
         built.is_file(),
         "lossyfs not found: scripts/test.sh builds it (go build in tests/lossyfs into .tools/), \

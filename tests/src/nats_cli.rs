@@ -15,7 +15,7 @@ pub fn bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SWITCHBOARD_NATS_CLI") {
         return PathBuf::from(p);
     }
-    let installed = crate::workspace_root().join(".tools/nats");
+    let installed = crate::bins::workspace_root().join(".tools/nats");
     assert!(
         installed.is_file(),
         "the NATS CLI is not installed: run scripts/install-nats-cli.sh, or set SWITCHBOARD_NATS_CLI"
@@ -178,7 +178,7 @@ async fn run_in_terminal(
 /// markdown file of the repository (from its heading to the next heading
 /// of the same or a higher level), comments and trailing space removed.
 pub fn documented(file: &str, heading: &str) -> Vec<String> {
-    let path = crate::workspace_root().join(file);
+    let path = crate::bins::workspace_root().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let level = heading.chars().take_while(|c| *c == '#').count();

@@ -86,7 +86,7 @@ impl Nats {
         env: Vec<(String, String)>,
         config: impl Fn(usize, &[NodePlace]) -> String,
     ) -> Self {
-        crate::repeat_panic_messages_last();
+        crate::run::repeat_panic_messages_last();
         let n = n.max(1);
         let places: Vec<NodePlace> = (0..n)
             .map(|i| NodePlace {
@@ -155,7 +155,7 @@ impl Nats {
             .unwrap();
         let conf = dir.join("nats-server.conf");
         std::fs::write(&conf, &node.conf).unwrap();
-        let child = Command::new(crate::nats_server_bin())
+        let child = Command::new(crate::bins::nats_server_bin())
             .arg("-c")
             .arg(&conf)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -294,7 +294,7 @@ impl Proc {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let mut command = Command::new(crate::switchboard_bin());
+        let mut command = Command::new(crate::bins::switchboard_bin());
         command
             .args(&self.args)
             .env(
@@ -435,7 +435,7 @@ pub async fn run_switchboard(
     envs: &[(&str, &str)],
     within: Duration,
 ) -> (Option<std::process::ExitStatus>, String) {
-    let mut command = Command::new(crate::switchboard_bin());
+    let mut command = Command::new(crate::bins::switchboard_bin());
     command
         .args(args)
         .env("NO_COLOR", "1")

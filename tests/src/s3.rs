@@ -16,7 +16,7 @@ pub struct S3Server {
 }
 
 fn s3s_bin() -> PathBuf {
-    if let Some(bin) = crate::find_bin("SWITCHBOARD_S3S_FS", "s3s-fs") {
+    if let Some(bin) = crate::bins::find_bin("SWITCHBOARD_S3S_FS", "s3s-fs") {
         return bin;
     }
     let home = std::env::var_os("CARGO_HOME")

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use switchboard_protocol::TenantId;
 
 use super::keys::{Key, keys_of_set};
+use crate::config::Limits;
 
 /// How key sets are fetched and kept (`[limits] jwks_*`).
 #[derive(Debug, Clone)]
@@ -34,6 +35,19 @@ pub struct JwksSettings {
     /// address (`switchboard_outbound`): only for an identity provider on
     /// the operator's own network.
     pub allow_private: bool,
+}
+
+impl JwksSettings {
+    /// The settings of the `[limits] jwks_*` keys.
+    pub fn from_limits(limits: &Limits) -> Self {
+        JwksSettings {
+            refresh: Duration::from_secs(limits.jwks_refresh_secs),
+            min_refetch: Duration::from_secs(limits.jwks_min_refetch_secs),
+            max_bytes: limits.jwks_max_bytes,
+            timeout: Duration::from_millis(limits.jwks_timeout_ms),
+            allow_private: limits.jwks_allow_private_targets,
+        }
+    }
 }
 
 impl Default for JwksSettings {

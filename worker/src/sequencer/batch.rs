@@ -4,7 +4,7 @@
 use switchboard_nats::envelope::Actor;
 use switchboard_protocol::message::SendOptions;
 
-use super::*;
+use super::prelude::*;
 
 /// Per-batch working state.
 pub(super) struct Batch<'a> {
@@ -25,11 +25,11 @@ pub(super) struct Batch<'a> {
     pub(super) touched: HashSet<ConversationKey>,
     /// What the store says of each (tenant, user added, actor) of the
     /// batch's creates and adds (`consent.rs`).
-    pub(super) consent: HashMap<consent::ConsentKey, switchboard_store::Consent>,
+    pub(super) consent: HashMap<ConsentKey, switchboard_store::Consent>,
     /// Unsolicited adds this batch made so far, per tenant and user.
     pub(super) unsolicited: HashMap<(TenantId, UserId), u32>,
     /// The reactors' own emoji on the messages of this batch's reactions.
-    pub(super) reactions: super::reactions::UserReactions,
+    pub(super) reactions: UserReactions,
     /// The pins of conversations this batch pins in or unpins from.
     pub(super) pins: HashMap<ConversationKey, Vec<switchboard_store::PinRow>>,
     /// The bans of conversations this batch adds members to, bans or
@@ -42,7 +42,7 @@ pub(super) struct Batch<'a> {
     /// The reports this batch resolves, as they are now.
     pub(super) reports: HashMap<MessageId, switchboard_protocol::reports::Report>,
     /// When members last sent where slow mode is on, as committed.
-    pub(super) last_sent: &'a super::LastSent,
+    pub(super) last_sent: &'a LastSent,
     /// This batch's sends that slow mode counts.
     pub(super) sent_at: HashMap<(ConversationKey, UserId), Timestamp>,
 }
@@ -287,5 +287,53 @@ impl Batch<'_> {
             })
             .cloned()
             .collect()
+    }
+}
+
+/// (tenant, user added, actor): whose consent a create or an add asks
+/// (`consent.rs`).
+pub(super) type ConsentKey = (TenantId, UserId, UserId);
+
+/// The reactors' own emoji, by (conversation, message seq, reactor)
+/// (`reactions.rs`).
+pub(super) type UserReactions = HashMap<(ConversationKey, u64, UserId), BTreeSet<String>>;
+
+/// Builds the batch's mutations in command order, merging consecutive
+/// appends to one conversation.
+#[derive(Default)]
+pub(super) struct MutationLog {
+    pub(super) mutations: Vec<Mutation>,
+    /// Index of the append a conversation's next message can join.
+    open_append: HashMap<ConversationKey, usize>,
+}
+
+impl MutationLog {
+    pub(super) fn push_other(&mut self, key: &ConversationKey, m: Mutation) {
+        self.open_append.remove(key);
+        self.mutations.push(m);
+    }
+
+    /// `inbox` is the conversation's fan-out; it only changes with a
+    /// membership change, which closes the open append.
+    pub(super) fn push_message(
+        &mut self,
+        key: &ConversationKey,
+        expected_last_seq: u64,
+        message: Message,
+        inbox: bool,
+    ) {
+        if let Some(&i) = self.open_append.get(key)
+            && let Some(Mutation::Append { messages, .. }) = self.mutations.get_mut(i)
+        {
+            messages.push(message);
+            return;
+        }
+        self.open_append.insert(key.clone(), self.mutations.len());
+        self.mutations.push(Mutation::Append {
+            key: key.clone(),
+            expected_last_seq,
+            messages: vec![message],
+            inbox,
+        });
     }
 }

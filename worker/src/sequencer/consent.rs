@@ -18,10 +18,8 @@ use switchboard_store::{
     Consent, ConsentQuery, SequencerState, UNSOLICITED_WINDOW_MS, UnsolicitedAdds,
 };
 
-use super::*;
-
-/// (tenant, user added, actor).
-pub(super) type ConsentKey = (TenantId, UserId, UserId);
+use super::batch::{Batch, ConsentKey};
+use super::prelude::*;
 
 /// The users a command may put into a group or channel unasked, with
 /// the actor: every user it names but the actor (the sequencer decides

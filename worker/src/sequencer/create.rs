@@ -1,6 +1,7 @@
 //! A new conversation.
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 impl Batch<'_> {
     pub(super) fn create(

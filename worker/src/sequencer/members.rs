@@ -3,7 +3,8 @@
 
 use switchboard_protocol::Role;
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 impl Batch<'_> {
     /// Checks shared by membership changes; the state if the change may go on.

@@ -14,136 +14,36 @@
 //! messages by their command id, and a conversation that exists is not
 //! created again.
 //!
-//! This file has the sequencer's inputs and outputs and `plan`, which
-//! reads what a batch needs and runs each command in order. `batch.rs` is
+//! This file has `plan`, which reads what a batch needs and runs each
+//! command in order; `plan.rs` has the sequencer's inputs and outputs,
+//! `keys.rs` the keys commands address rows by, and `prelude.rs` what
+//! every file of the sequencer imports. `batch.rs` is
 //! the working state of one batch and what every command shares (new ids,
 //! appends, replies); then one file per command: `send.rs`, `create.rs`,
 //! `members.rs` (adding and removing members) and `update.rs` (edits and
 //! deletes); `consent.rs` is who may be put into groups unasked.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+mod batch;
+mod consent;
+mod create;
+mod keys;
+mod members;
+mod pins;
+mod plan;
+mod prelude;
+mod reactions;
+mod reports;
+mod roles;
+mod safety;
+mod send;
+#[cfg(test)]
+mod tests;
+mod update;
 
-use switchboard_nats::envelope::{
-    Command, CommandReply, CreateConversationCommand, MembersCommand, Rejection, SendCommand,
-    UpdateCommand,
-};
-use switchboard_nats::node_id::IdSource;
-use switchboard_protocol::content::SystemEvent;
-use switchboard_protocol::frames::request_type;
-use switchboard_protocol::snowflake::decompose;
-use switchboard_protocol::{
-    ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, ErrorCode, Message,
-    MessageId, ServerFrame, TenantId, Timestamp, UserId,
-};
-use switchboard_store::{
-    ConversationKey, ConversationRecord, MessageKey, Mutation, SentKey, SequencerState, Store,
-    StoreError,
-};
+use batch::{Batch, MutationLog};
+use prelude::*;
 
-use crate::policy::{Action, Policies};
-use switchboard_plugin_host::fanout::FanOut;
-
-/// A command with the subject its outcome goes to (REST commands only),
-/// and the span of its trace (`Span::none()` when not traced), entered
-/// while it is sequenced.
-#[derive(Debug, Clone)]
-pub struct Incoming {
-    pub command: Command,
-    pub reply_to: Option<String>,
-    pub span: tracing::Span,
-}
-
-/// How a message reaches the connected members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// To each member's own event subject (fan-out on write).
-    Users,
-    /// Once, to the conversation's subject, which the gateways of connected
-    /// members listen to (fan-out on read).
-    Conversation,
-}
-
-/// What to publish after the batch is committed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// A new message to fan out: to every user in `recipients` (the
-    /// sender included, for their other devices), or to the
-    /// conversation's subject; its sending device gets its `ack`.
-    Deliver {
-        tenant: TenantId,
-        message: Message,
-        recipients: Vec<UserId>,
-        route: Route,
-        /// Who may get a push for it, by their settings (v1.1).
-        push_to: Vec<UserId>,
-    },
-    /// A send stored before (a resend): its `ack` again, for the device
-    /// that sent it, and nothing for anyone else.
-    Answer { tenant: TenantId, message: Message },
-    /// An edit or a deletion: the message as it is now, for every member.
-    Update {
-        tenant: TenantId,
-        message: Message,
-        recipients: Vec<UserId>,
-        route: Route,
-    },
-    /// Tells these users' gateways to listen (or stop listening) to the
-    /// conversation's subject for them.
-    Listen {
-        tenant: TenantId,
-        conversation_id: ConversationId,
-        users: Vec<UserId>,
-        listen: bool,
-    },
-    /// A command that was refused, for the device that sent it.
-    Reject {
-        tenant: TenantId,
-        sender: UserId,
-        rejection: Rejection,
-    },
-    /// The outcome of a REST command.
-    Reply {
-        subject: String,
-        reply: CommandReply,
-    },
-    /// A frame that is no message (a reaction, a pin, a member's own
-    /// settings) for these users, or the conversation's subject (v1.1).
-    Event {
-        tenant: TenantId,
-        conversation_id: ConversationId,
-        frame: Box<ServerFrame>,
-        recipients: Vec<UserId>,
-        route: Route,
-    },
-    /// A report stored (v1.2): for the tenant's webhooks only
-    /// (`report.created`); its reporter gets the command's reply.
-    Reported {
-        tenant: TenantId,
-        report: Box<switchboard_protocol::reports::Report>,
-    },
-}
-
-/// The result of sequencing one batch.
-#[derive(Debug, Default)]
-pub struct Plan {
-    pub mutations: Vec<Mutation>,
-    pub outcomes: Vec<Outcome>,
-    /// For each outcome, the index in the batch of the command it comes
-    /// from (whose trace it continues).
-    pub caused_by: Vec<usize>,
-    /// States to cache once the mutations are committed.
-    staged: HashMap<ConversationKey, SequencerState>,
-    /// Sends that slow mode counts, to remember once committed.
-    sent_at: HashMap<(ConversationKey, UserId), Timestamp>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SequenceError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("no message id available: {0}")]
-    Ids(#[from] switchboard_nats::BackboneError),
-}
+pub use plan::{Incoming, Outcome, Plan, Route, SequenceError};
 
 /// Sequencer state for one partition.
 pub struct Sequencer {
@@ -155,132 +55,6 @@ pub struct Sequencer {
     /// each member's next message through at once (ARCHITECTURE.md).
     last_sent: LastSent,
 }
-
-/// When each member last sent, per conversation with slow mode on.
-pub(crate) type LastSent = HashMap<ConversationKey, HashMap<UserId, Timestamp>>;
-
-fn key(tenant: &TenantId, conversation: &ConversationId) -> ConversationKey {
-    ConversationKey {
-        tenant: tenant.clone(),
-        conversation_id: conversation.clone(),
-    }
-}
-
-fn conversation_key(cmd: &Command) -> ConversationKey {
-    key(cmd.tenant(), cmd.conversation_id())
-}
-
-/// The users of `users` that `keep` accepts, sorted and without repeats.
-fn users_where(users: &[UserId], keep: impl Fn(&UserId) -> bool) -> Vec<UserId> {
-    users
-        .iter()
-        .filter(|u| keep(u))
-        .cloned()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
-fn system_client_msg_id(command_id: MessageId) -> Option<ClientMsgId> {
-    ClientMsgId::new(format!("cmd-{command_id}")).ok()
-}
-
-/// The idempotency key a command's message is stored under.
-fn sent_key(cmd: &Command) -> Option<SentKey> {
-    let (sender, client_msg_id) = match cmd {
-        Command::Send(c) => (c.sender.clone(), c.client_msg_id.clone()),
-        Command::AddMembers(c) | Command::RemoveMembers(c) => {
-            (c.actor.clone(), system_client_msg_id(c.command_id)?)
-        }
-        Command::SetRole(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
-        Command::Pin(c) | Command::Unpin(c) => {
-            (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
-        }
-        Command::Ban(c) | Command::Unban(c) => {
-            (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
-        }
-        Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
-        Command::Block(_)
-        | Command::Report(_)
-        | Command::ResolveReport(_)
-        | Command::CreateConversation(_)
-        | Command::Edit(_)
-        | Command::Delete(_)
-        | Command::Settings(_)
-        | Command::React(_) => return None,
-    };
-    Some(SentKey {
-        tenant: cmd.tenant().clone(),
-        conversation_id: cmd.conversation_id().clone(),
-        sender,
-        client_msg_id,
-    })
-}
-
-/// Builds the batch's mutations in command order, merging consecutive
-/// appends to one conversation.
-#[derive(Default)]
-struct MutationLog {
-    mutations: Vec<Mutation>,
-    /// Index of the append a conversation's next message can join.
-    open_append: HashMap<ConversationKey, usize>,
-}
-
-impl MutationLog {
-    fn push_other(&mut self, key: &ConversationKey, m: Mutation) {
-        self.open_append.remove(key);
-        self.mutations.push(m);
-    }
-
-    /// `inbox` is the conversation's fan-out; it only changes with a
-    /// membership change, which closes the open append.
-    fn push_message(
-        &mut self,
-        key: &ConversationKey,
-        expected_last_seq: u64,
-        message: Message,
-        inbox: bool,
-    ) {
-        if let Some(&i) = self.open_append.get(key)
-            && let Some(Mutation::Append { messages, .. }) = self.mutations.get_mut(i)
-        {
-            messages.push(message);
-            return;
-        }
-        self.open_append.insert(key.clone(), self.mutations.len());
-        self.mutations.push(Mutation::Append {
-            key: key.clone(),
-            expected_last_seq,
-            messages: vec![message],
-            inbox,
-        });
-    }
-}
-
-/// The message a v1.1 command names.
-fn message_key(by: &switchboard_nats::envelope::Actor, message_id: MessageId) -> MessageKey {
-    MessageKey {
-        tenant: by.tenant.clone(),
-        conversation_id: by.conversation_id.clone(),
-        message_id,
-    }
-}
-
-mod batch;
-mod consent;
-mod create;
-mod members;
-mod pins;
-mod reactions;
-mod reports;
-mod roles;
-mod safety;
-mod send;
-#[cfg(test)]
-mod tests;
-mod update;
-
-use batch::Batch;
 
 impl Sequencer {
     pub fn new(cache_limit: usize, policies: Policies) -> Self {

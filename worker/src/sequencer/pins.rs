@@ -9,7 +9,8 @@ use switchboard_protocol::conversation::MAX_PINS;
 use switchboard_protocol::frames::PinAction;
 use switchboard_store::PinRow;
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 impl Batch<'_> {
     pub(super) fn pin(

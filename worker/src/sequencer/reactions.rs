@@ -9,12 +9,9 @@ use switchboard_protocol::reaction::{
 };
 use switchboard_protocol::{ReactAction, ServerFrame};
 
+use super::batch::{Batch, UserReactions};
+use super::prelude::*;
 use super::safety::blocked_refusal;
-use super::*;
-
-/// What the batch knows of one user's emoji on one message: the store's,
-/// as this batch changes them.
-pub(super) type UserReactions = HashMap<(ConversationKey, u64, UserId), BTreeSet<String>>;
 
 impl Batch<'_> {
     fn refuse_react(&mut self, c: &ReactCommand, code: ErrorCode, message: impl Into<String>) {

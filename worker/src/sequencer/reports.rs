@@ -6,8 +6,9 @@
 use switchboard_nats::envelope::{BanCommand, ReportCommand, ResolveCommand};
 use switchboard_protocol::reports::{Report, ReportAction, ReportStatus};
 
+use super::batch::Batch;
+use super::prelude::*;
 use super::safety::ban_refusal;
-use super::*;
 use crate::policy::Action;
 
 impl Batch<'_> {

@@ -6,7 +6,8 @@ use switchboard_nats::envelope::{Actor, RoleCommand, SettingsCommand};
 use switchboard_protocol::{MemberSettings, Role};
 use switchboard_store::MemberState;
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 /// Why a role change is refused, if it is: the actor's role decides
 /// (tenant admins may do anything), and a group keeps an owner.

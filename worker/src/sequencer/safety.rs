@@ -13,7 +13,8 @@ use switchboard_protocol::Role;
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, BlockAction};
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 /// Bans one conversation keeps at most: the list is read whole when
 /// members are added.

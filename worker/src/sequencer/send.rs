@@ -1,7 +1,8 @@
 //! A message sent by a member's device.
 
+use super::batch::Batch;
+use super::prelude::*;
 use super::safety::blocked_refusal;
-use super::*;
 
 impl Batch<'_> {
     /// `reply_to`: a send over REST waits there for its outcome (a

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use switchboard_nats::envelope::UpdateCommand;
 use switchboard_protocol::snowflake::SnowflakeGenerator;
 use switchboard_protocol::{ConversationId, TenantId};
+use switchboard_store::StoreError;
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
 
 use super::*;

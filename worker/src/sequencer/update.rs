@@ -1,6 +1,7 @@
 //! Edits and deletes.
 
-use super::*;
+use super::batch::Batch;
+use super::prelude::*;
 
 impl Batch<'_> {
     fn refuse_update(
