@@ -33,7 +33,7 @@ pub enum Outbound {
     Close(u16, &'static str),
 }
 
-/// WebSocket close codes the gateway sends (PROTOCOL.md and the README's
+/// WebSocket close codes the gateway sends (docs/protocol.md and docs/limits.md's
 /// protocol details).
 pub mod close_code {
     /// The client did not read its frames: reconnect and pull the backlog.

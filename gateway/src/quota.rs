@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use switchboard_nats::records::tenants::{TenantBook, TenantQuotas};
-use switchboard_protocol::{ContentLimits, ErrorCode, TenantId, UserId};
+use switchboard_protocol::{ErrorCode, TenantId, UserId};
 
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -108,16 +108,4 @@ impl Quotas {
             user: id.user.clone(),
         })
     }
-}
-
-/// The content limits for a tenant with quotas `q`: the deployment's,
-/// lowered by its `max_message_bytes`.
-pub(crate) fn content_limits(q: &TenantQuotas, base: &ContentLimits) -> ContentLimits {
-    let mut limits = *base;
-    if let Some(max) = q.max_message_bytes {
-        let max = usize::try_from(max).unwrap_or(usize::MAX);
-        limits.max_text_bytes = limits.max_text_bytes.min(max);
-        limits.max_ciphertext_bytes = limits.max_ciphertext_bytes.min(max);
-    }
-    limits
 }

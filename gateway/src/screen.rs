@@ -1,34 +1,54 @@
-//! What every send passes before it is published, from a socket or over
-//! REST: one rule, so the two ways in cannot disagree. Rates are the
-//! caller's (`rates.rs`): a connection has its own bucket, REST has not.
+//! What a send or an edit passes before it is published, from a socket
+//! or over REST: the screening every way in shares
+//! (`switchboard_plugin_host::screen`: the tenant's content limits, then
+//! its moderator under the same limits), then the media of what will be
+//! stored. Rates are the caller's (`rates.rs`): a connection has its own
+//! bucket, REST has not.
 
-use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
-use switchboard_protocol::{Content, ConversationId};
+use switchboard_plugin_host::screen::{self, Refused, Screened, Submitted};
+use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::{Content, ConversationId, ErrorCode};
+use switchboard_store::StoreError;
 
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::quota;
-use crate::state::Moderated;
 
 impl Gateway {
-    /// Checks a send's content against the tenant's limits and its
-    /// mentions against theirs, runs the tenant's moderator, then checks
-    /// the media of what will be stored. Returns the content to store.
-    pub(crate) async fn screen_send(
+    /// Screens a send's content (or an edit's, with empty `options`),
+    /// then checks the media of what will be stored. Returns the content
+    /// to store.
+    pub(crate) async fn screen(
         &self,
         id: &Identity,
         conversation: &ConversationId,
         content: Content,
         options: &SendOptions,
-    ) -> Result<Moderated, ApiError> {
-        self.check_shape(id, &content, options)?;
-        let moderated = self.moderate(id, conversation, content, options).await?;
+    ) -> Result<Screened, ApiError> {
+        let limits = self
+            .quotas
+            .of(&id.tenant)
+            .content_limits(&self.config.limits.content);
+        let send = Submitted {
+            tenant: &id.tenant,
+            conversation_id: conversation,
+            sender: &id.user,
+            content,
+            options,
+            limits: &limits,
+        };
+        let shape = || {
+            self.shapes
+                .get(&*self.store, &id.tenant, conversation, &id.user)
+        };
+        let screened = screen::screen(Some(&self.plugins), send, shape)
+            .await
+            .map_err(refusal)?;
         // After moderation: what is checked is what will be stored.
-        if let Some(media) = moderated.content.media() {
+        if let Some(media) = screened.content.media() {
             self.check_media(id, media).await?;
         }
-        Ok(moderated)
+        Ok(screened)
     }
 
     /// What a send must be whenever it goes (now, or scheduled): content
@@ -39,14 +59,21 @@ impl Gateway {
         content: &Content,
         options: &SendOptions,
     ) -> Result<(), ApiError> {
-        let q = self.quotas.of(&id.tenant);
-        let limits = quota::content_limits(&q, &self.config.limits.content);
-        content.validate_from_client(&limits)?;
-        if options.mentions.len() > MAX_MENTIONS {
-            return Err(ApiError::invalid(format!(
-                "a message mentions at most {MAX_MENTIONS} members"
-            )));
-        }
-        Ok(())
+        let limits = self
+            .quotas
+            .of(&id.tenant)
+            .content_limits(&self.config.limits.content);
+        screen::check_shape::<StoreError>(content, options, &limits).map_err(refusal)
+    }
+}
+
+/// The answer to a screening's refusal.
+fn refusal(refused: Refused<StoreError>) -> ApiError {
+    match refused {
+        Refused::Shape(e) => e.into(),
+        other => ApiError::new(
+            other.code().unwrap_or(ErrorCode::Internal),
+            other.to_string(),
+        ),
     }
 }

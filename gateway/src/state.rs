@@ -14,11 +14,8 @@ use switchboard_nats::records::tenants::{TenantBook, TenantRegistry};
 use switchboard_nats::scheduled::Schedules;
 use switchboard_plugin_host::deploy_service::PluginAdmin;
 use switchboard_plugin_host::fanout::FanOut;
-use switchboard_plugin_host::{Hook, Moderation, ModerationInput, Plugins, ReactionInput};
-use switchboard_protocol::message::SendOptions;
-use switchboard_protocol::{
-    Content, ConversationId, ConversationKind, ErrorCode, MessageId, TenantId,
-};
+use switchboard_plugin_host::{Hook, Moderation, Plugins, ReactionInput};
+use switchboard_protocol::{ConversationId, ConversationKind, ErrorCode, MessageId, TenantId};
 use switchboard_store::Store;
 
 use crate::auth::{Identity, TenantDirectory};
@@ -88,13 +85,6 @@ pub struct GatewayParts {
     pub refusals: Refusals,
 }
 
-/// Content as the tenant's moderation plugin left it.
-pub(crate) struct Moderated {
-    pub content: Content,
-    /// The plugin changed it: its sender must be shown what was stored.
-    pub rewritten: bool,
-}
-
 impl Gateway {
     /// Assembles the parts, after checking the settings no gateway can
     /// work with.
@@ -142,49 +132,6 @@ impl Gateway {
             scheduling: crate::user_locks::UserLocks::default(),
             draining: tokio::sync::watch::Sender::new(false),
         }))
-    }
-
-    /// Runs the tenant's moderation plugin, if one is deployed, over
-    /// content a client sends or edits in: the content to store, or the
-    /// error to answer with (`rejected_by_policy`, or `unavailable` when
-    /// the plugin failed and moderation fails closed). Costs nothing for
-    /// tenants without one.
-    pub(crate) async fn moderate(
-        &self,
-        id: &Identity,
-        conversation: &ConversationId,
-        content: Content,
-        options: &SendOptions,
-    ) -> Result<Moderated, ApiError> {
-        let kept = |content| Moderated {
-            content,
-            rewritten: false,
-        };
-        if !self.plugins.wants(&id.tenant, Hook::Moderation) {
-            return Ok(kept(content));
-        }
-        let (kind, member_count) = self
-            .shapes
-            .get(&*self.store, &id.tenant, conversation, &id.user)
-            .await?;
-        let input = ModerationInput {
-            tenant: &id.tenant,
-            conversation_id: conversation,
-            kind,
-            member_count,
-            sender: &id.user,
-            content: &content,
-            options,
-        };
-        match self.plugins.moderate(&input, &self.config.limits.content) {
-            Moderation::Allow => Ok(kept(content)),
-            Moderation::Rewrite(rewritten) => Ok(Moderated {
-                rewritten: rewritten != content,
-                content: rewritten,
-            }),
-            Moderation::Reject(reason) => Err(ApiError::new(ErrorCode::RejectedByPolicy, reason)),
-            Moderation::Failed(why) => Err(ApiError::new(ErrorCode::Unavailable, why)),
-        }
     }
 
     /// Runs the tenant's moderation plugin over a reaction being added,

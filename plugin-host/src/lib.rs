@@ -44,6 +44,7 @@ mod quarantine;
 mod record;
 pub mod registry;
 mod retention;
+pub mod screen;
 pub mod shadow;
 mod version;
 mod wasi;

@@ -449,6 +449,7 @@ pub fn worker_config(
 ) -> anyhow::Result<WorkerConfig> {
     let mut config = WorkerConfig::new(worker_id, backbone.partitions);
     config.search_feed = file.search_enabled();
+    config.content = file.limits.clone().unwrap_or_default().content;
     config.lease_ttl = definitions::workers_bucket(backbone)?.max_age;
     if let Some(b) = file.worker_max_batch {
         config.max_batch = b.max(1);

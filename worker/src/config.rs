@@ -46,6 +46,10 @@ pub struct WorkerConfig {
     /// Whether writers feed the search index (`SB_INDEX`, v1.2): off for
     /// a deployment that runs no search, which then pays nothing for it.
     pub search_feed: bool,
+    /// The deployment's content limits (`[limits]`), which each tenant's
+    /// `max_message_bytes` lowers: what a scheduled send's moderator may
+    /// rewrite it to (`switchboard_plugin_host::screen`).
+    pub content: switchboard_protocol::ContentLimits,
 }
 
 /// Whether the worker can take its share of the partitions: its lease
@@ -87,6 +91,7 @@ impl WorkerConfig {
     pub fn new(worker_id: String, partitions: u16) -> Self {
         Self {
             search_feed: true,
+            content: switchboard_protocol::ContentLimits::default(),
             worker_id,
             partitions,
             lease_ttl: Duration::from_secs(10),

@@ -27,10 +27,10 @@ use switchboard_nats::envelope::{
 use switchboard_nats::records::refusals::SendKey;
 use switchboard_nats::scheduled::ScheduledSend;
 use switchboard_nats::subject::{ingest, partition_of};
-use switchboard_plugin_host::hook::{Hook, Moderation, ModerationInput};
+use switchboard_plugin_host::screen::{self, Submitted};
 use switchboard_protocol::frames::request_type;
-use switchboard_protocol::{ContentLimits, DeviceId, ErrorCode, Timestamp};
-use switchboard_store::SentKey;
+use switchboard_protocol::{DeviceId, ErrorCode, Timestamp};
+use switchboard_store::{SentKey, StoreError};
 
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
@@ -154,44 +154,47 @@ enum Refused {
     Later(String),
 }
 
-/// The content to send, as the tenant's moderator decides at send time.
+/// The content to send, as the screening every send passes decides at
+/// its time (`switchboard_plugin_host::screen`): the tenant's content
+/// limits, and its moderator under the same limits. A moderator that
+/// failed closed is asked again shortly.
 async fn moderate(
     ctx: &Ctx,
     send: &ScheduledSend,
 ) -> Result<switchboard_protocol::Content, Refused> {
-    let Some(plugins) = ctx
-        .plugins
-        .as_ref()
-        .filter(|p| p.wants(&send.tenant, Hook::Moderation))
-    else {
-        return Ok(send.content.clone());
-    };
-    let (kind, members) =
-        ctx.store
-            .members(&send.tenant, &send.conversation_id, &send.sender)
-            .await
-            .map_err(|e| match e {
-                switchboard_store::StoreError::NotAMember
-                | switchboard_store::StoreError::NotFound => Refused::ForGood(
-                    ErrorCode::NotAMember,
-                    "you are no longer a member of this conversation".into(),
-                ),
-                other => Refused::Later(other.to_string()),
-            })?;
-    let input = ModerationInput {
+    let limits = ctx
+        .tenants
+        .quotas(&send.tenant)
+        .content_limits(&ctx.config.content);
+    let submitted = Submitted {
         tenant: &send.tenant,
         conversation_id: &send.conversation_id,
-        kind,
-        member_count: members.len(),
         sender: &send.sender,
-        content: &send.content,
+        content: send.content.clone(),
         options: &send.options,
+        limits: &limits,
     };
-    match plugins.moderate(&input, &ContentLimits::default()) {
-        Moderation::Allow => Ok(send.content.clone()),
-        Moderation::Rewrite(content) => Ok(content),
-        Moderation::Reject(reason) => Err(Refused::ForGood(ErrorCode::RejectedByPolicy, reason)),
-        Moderation::Failed(why) => Err(Refused::Later(why)),
+    let shape = || async {
+        let (kind, members) = ctx
+            .store
+            .members(&send.tenant, &send.conversation_id, &send.sender)
+            .await?;
+        Ok::<_, StoreError>((kind, members.len()))
+    };
+    match screen::screen(ctx.plugins.as_deref(), submitted, shape).await {
+        Ok(screened) => Ok(screened.content),
+        Err(screen::Refused::Failed(why)) => Err(Refused::Later(why)),
+        Err(screen::Refused::Shape(StoreError::NotAMember | StoreError::NotFound)) => {
+            Err(Refused::ForGood(
+                ErrorCode::NotAMember,
+                "you are no longer a member of this conversation".into(),
+            ))
+        }
+        Err(screen::Refused::Shape(other)) => Err(Refused::Later(other.to_string())),
+        Err(other) => Err(Refused::ForGood(
+            other.code().unwrap_or(ErrorCode::Internal),
+            other.to_string(),
+        )),
     }
 }
 

@@ -45,7 +45,7 @@ impl Connection {
         }
         let screened = self
             .gw
-            .screen_send(&self.id, &conversation_id, content, &options)
+            .screen(&self.id, &conversation_id, content, &options)
             .await;
         let (content, rewritten) = match screened {
             Ok(moderated) => (moderated.content, moderated.rewritten),
@@ -274,11 +274,12 @@ impl Connection {
             self.reply(refuse(e));
             return;
         }
-        // An edit is new content: it is moderated like a send.
+        // An edit is new content: it is screened like a send (its media
+        // checked after moderation: what is checked is what is stored).
         let content = match content {
             Some(c) => match self
                 .gw
-                .moderate(&self.id, &conversation_id, c, &SendOptions::default())
+                .screen(&self.id, &conversation_id, c, &SendOptions::default())
                 .await
             {
                 Ok(moderated) => Some(moderated.content),
@@ -289,13 +290,6 @@ impl Connection {
             },
             None => None,
         };
-        // After moderation: what is checked is what will be stored.
-        if let Some(media) = content.as_ref().and_then(Content::media)
-            && let Err(e) = self.gw.check_media(&self.id, media).await
-        {
-            self.reply(refuse(e));
-            return;
-        }
         let command_id = match self.gw.ids.next_id() {
             Ok(id) => id,
             Err(e) => {

@@ -36,7 +36,7 @@ use crate::auth::{AuthError, Identity, KeyChange};
 use crate::error::ApiError;
 use crate::hub::Registration;
 use crate::outbox::{Outbound, Outbox, close_code};
-use crate::quota::{self, Admission};
+use crate::quota::Admission;
 use crate::rates::ConnectionRates;
 use crate::receipts::{self, PendingMarks};
 use crate::scheduling::ToSchedule;
@@ -344,7 +344,7 @@ impl Connection {
     fn admit_message(&mut self, content: Option<&Content>) -> Result<(), ApiError> {
         let q = self.gw.quotas.of(&self.id.tenant);
         if let Some(c) = content {
-            let content_limits = quota::content_limits(&q, &self.gw.config.limits.content);
+            let content_limits = q.content_limits(&self.gw.config.limits.content);
             c.validate_from_client(&content_limits)?;
         }
         self.gw.rates.message(&mut self.rates, &self.id, &q)

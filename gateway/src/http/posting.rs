@@ -66,7 +66,7 @@ pub(super) async fn post(
         }));
     }
     let screened = gw
-        .screen_send(&id, &conversation, body.content, &options)
+        .screen(&id, &conversation, body.content, &options)
         .await
         .map_err(body_error)?;
     let command = Command::Send(SendCommand {

@@ -45,6 +45,7 @@ mod runbooks;
 mod safety;
 mod scheduled;
 mod schema;
+mod screening;
 mod search;
 mod secured_backbone;
 mod server_api;

@@ -4,6 +4,7 @@
 //! records.
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::webhooks::{EventType, MAX_WEBHOOKS, WebhookEndpoint};
 use switchboard_protocol::{TenantId, Timestamp};
 
@@ -56,6 +57,19 @@ pub struct TenantQuotas {
 }
 
 impl TenantQuotas {
+    /// The tenant's content limits: the deployment's `base`, lowered by
+    /// its `max_message_bytes`. Every way a send comes in, and every
+    /// moderator's rewrite, is held to these.
+    pub fn content_limits(&self, base: &ContentLimits) -> ContentLimits {
+        let mut limits = *base;
+        if let Some(max) = self.max_message_bytes {
+            let max = usize::try_from(max).unwrap_or(usize::MAX);
+            limits.max_text_bytes = limits.max_text_bytes.min(max);
+            limits.max_ciphertext_bytes = limits.max_ciphertext_bytes.min(max);
+        }
+        limits
+    }
+
     /// Sets one quota from its name and a value (`none` removes it).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), TenantError> {
         let bad = || TenantError::Invalid(format!("{name} = {value:?} is not a number or none"));

@@ -1,0 +1,137 @@
+//! The screening every send passes, whichever way it comes in (a
+//! socket's send, a REST send, a scheduled send at its time) and every
+//! edit's new content: one rule, so that no way in lets through what
+//! another refuses.
+//!
+//! 1. The content is within the tenant's content limits (the
+//!    deployment's, lowered by the tenant's `max_message_bytes`), and
+//!    its mentions within theirs.
+//! 2. The tenant's moderator, if one is deployed, decides; a rewrite must
+//!    be within the same limits, or the call counts as failed and the
+//!    plugin's `on_failure` decides (`open`: the content as sent).
+//!
+//! What is not the content's (rates, membership, blocks, slow mode,
+//! media ownership) is checked by the way in and by the conversation's
+//! writer.
+
+use std::future::Future;
+
+use switchboard_protocol::content::{ContentError, ContentLimits};
+use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
+use switchboard_protocol::{
+    Content, ConversationId, ConversationKind, ErrorCode, TenantId, UserId,
+};
+
+use crate::hook::{Hook, Moderation, ModerationInput};
+use crate::registry::Plugins;
+
+/// A send (or an edit's content) to screen.
+#[derive(Debug)]
+pub struct Submitted<'a> {
+    pub tenant: &'a TenantId,
+    pub conversation_id: &'a ConversationId,
+    pub sender: &'a UserId,
+    pub content: Content,
+    /// Its reply, thread and mentions (an edit's are empty).
+    pub options: &'a SendOptions,
+    /// The tenant's content limits.
+    pub limits: &'a ContentLimits,
+}
+
+/// The content to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Screened {
+    pub content: Content,
+    /// The moderator changed it: the sender must be shown what is stored.
+    pub rewritten: bool,
+}
+
+/// Why a send does not pass. `E` is the error of looking up the
+/// conversation's shape (kind and member count), which only a tenant
+/// with a moderator needs.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused<E> {
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    #[error("a message mentions at most {MAX_MENTIONS} members")]
+    Mentions,
+    /// The moderator refused it; the reason is the plugin's.
+    #[error("{0}")]
+    Rejected(String),
+    /// The moderator failed and fails closed: a retry may pass.
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Shape(E),
+}
+
+impl<E> Refused<E> {
+    /// The protocol's code for it; `None` for a shape look-up's error,
+    /// which the way in maps itself.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Refused::Content(e) => Some(e.code()),
+            Refused::Mentions => Some(ErrorCode::InvalidRequest),
+            Refused::Rejected(_) => Some(ErrorCode::RejectedByPolicy),
+            Refused::Failed(_) => Some(ErrorCode::Unavailable),
+            Refused::Shape(_) => None,
+        }
+    }
+}
+
+/// What a send must be whenever it goes (now, or when it is scheduled):
+/// content within the tenant's limits, mentions within theirs.
+pub fn check_shape<E>(
+    content: &Content,
+    options: &SendOptions,
+    limits: &ContentLimits,
+) -> Result<(), Refused<E>> {
+    content.validate_from_client(limits)?;
+    if options.mentions.len() > MAX_MENTIONS {
+        return Err(Refused::Mentions);
+    }
+    Ok(())
+}
+
+/// Screens `send`: its shape, then the tenant's moderator. `shape` gives
+/// the conversation's kind and member count, asked only when the tenant
+/// has a moderator (it costs a read).
+pub async fn screen<E, F>(
+    plugins: Option<&Plugins>,
+    send: Submitted<'_>,
+    shape: impl FnOnce() -> F,
+) -> Result<Screened, Refused<E>>
+where
+    F: Future<Output = Result<(ConversationKind, usize), E>>,
+{
+    check_shape(&send.content, send.options, send.limits)?;
+    let Some(plugins) = plugins.filter(|p| p.wants(send.tenant, Hook::Moderation)) else {
+        return Ok(kept(send.content));
+    };
+    let (kind, member_count) = shape().await.map_err(Refused::Shape)?;
+    let input = ModerationInput {
+        tenant: send.tenant,
+        conversation_id: send.conversation_id,
+        kind,
+        member_count,
+        sender: send.sender,
+        content: &send.content,
+        options: send.options,
+    };
+    match plugins.moderate(&input, send.limits) {
+        Moderation::Allow => Ok(kept(send.content)),
+        Moderation::Rewrite(content) => Ok(Screened {
+            rewritten: content != send.content,
+            content,
+        }),
+        Moderation::Reject(reason) => Err(Refused::Rejected(reason)),
+        Moderation::Failed(why) => Err(Refused::Failed(why)),
+    }
+}
+
+fn kept(content: Content) -> Screened {
+    Screened {
+        content,
+        rewritten: false,
+    }
+}
