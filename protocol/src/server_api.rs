@@ -15,6 +15,8 @@ pub struct PostMessage {
     /// The sender's idempotency key: a retry with the same one is
     /// answered with the message first stored, and stores nothing.
     pub client_msg_id: ClientMsgId,
+    /// Any kind but `system`, which the server alone writes.
+    #[cfg_attr(feature = "schema", schemars(with = "SentContent"))]
     pub content: Content,
     /// A live message of the conversation this one replies to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,4 +73,25 @@ pub struct PostedMessage {
     /// With `"scheduled"`: when it will be sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_at: Option<Timestamp>,
+}
+
+/// The content a client may send: every kind but `system`, which only
+/// the server writes (a send of it is refused).
+// Only the schema uses it; the body is read as `Content`.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(dead_code)]
+enum SentContent {
+    Text {
+        text: String,
+    },
+    Image(crate::content::Media),
+    File(crate::content::Media),
+    Voice(crate::content::Media),
+    /// End-to-end encrypted: the server stores and forwards it, never reads it.
+    Ciphertext {
+        algorithm: String,
+        body: String,
+    },
 }

@@ -1,8 +1,7 @@
 //! Building the index from the store: every live day bucket of every
 //! conversation, read a page at a time (the archiver's scan). Messages
 //! already moved to the archive are not read back: they stay findable in
-//! an index that indexed them when they were sent, not in a rebuilt one
-//! (ARCHITECTURE.md, Search).
+//! an index that indexed them when they were sent, not in a rebuilt one.
 
 use std::sync::Arc;
 

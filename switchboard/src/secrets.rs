@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use crate::config::FileConfig;
 
 /// Every secret `apply` takes from the environment, with the setting it
-/// fills (the README's configuration table lists the same).
+/// fills (docs/operations.md's configuration table lists the same).
 pub const NATS_PASSWORD: &str = "SWITCHBOARD_NATS_PASSWORD";
 pub const NATS_TOKEN: &str = "SWITCHBOARD_NATS_TOKEN";
 /// Its `_FILE` is also the `--nats-nkey-seed-file` flag's variable.

@@ -18,7 +18,8 @@ pub struct Common {
     /// Configuration file (TOML); see deploy/switchboard.example.toml.
     #[arg(long, env = "SWITCHBOARD_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Log filter, e.g. `info` or `switchboard_worker=debug`.
+    /// Log filter, e.g. `info` or `switchboard_worker=debug` (default
+    /// `info`; `switchboard dev`: warnings and errors only).
     #[arg(long, env = "SWITCHBOARD_LOG")]
     pub log: Option<String>,
     /// Ingest partitions (fixed for a deployment; default 16).
@@ -33,7 +34,7 @@ pub struct Common {
     pub metrics_listen: Option<SocketAddr>,
     /// Export traces over OTLP/HTTP to this collector, e.g.
     /// `http://otel-collector:4318` (`/v1/traces` is added). Off when
-    /// unset; see README, "Traces".
+    /// unset; see docs/operations.md, "Traces".
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 }

@@ -89,8 +89,14 @@ impl Traces {
 /// commit, twice a second under load) only when asked for.
 pub const DEFAULT_FILTER: &str = "info,tantivy=warn";
 
+/// `switchboard dev`'s: its banner is the first screen, then only what
+/// went wrong (and its own start and stop). The parts' routine `info`
+/// (partitions taken, writers started, the store engine's ingestion)
+/// is for `--log info`.
+pub const DEV_FILTER: &str = "warn,switchboard::run=info";
+
 /// Installs the process's subscriber: logs filtered by `filter` (default
-/// [`DEFAULT_FILTER`]), and traces to `endpoint` when set. `process`
+/// [`DEV_FILTER`] for `dev`, else [`DEFAULT_FILTER`]), and traces to `endpoint` when set. `process`
 /// names the role in every span (`switchboard.process`). Must run inside
 /// the runtime: exports use it.
 pub fn init(
@@ -98,8 +104,13 @@ pub fn init(
     endpoint: Option<Endpoint>,
     process: &str,
 ) -> anyhow::Result<Traces> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or(DEFAULT_FILTER))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
+    let default = if process == "dev" {
+        DEV_FILTER
+    } else {
+        DEFAULT_FILTER
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or(default))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let json = std::env::var("SWITCHBOARD_LOG_FORMAT").is_ok_and(|f| f == "json");
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = if json {

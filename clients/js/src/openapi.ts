@@ -3823,7 +3823,8 @@ export interface components {
              *     answered with the message first stored, and stores nothing.
              */
             client_msg_id: components["schemas"]["ClientMsgId"];
-            content: components["schemas"]["Content"];
+            /** @description Any kind but `system`, which the server alone writes. */
+            content: components["schemas"]["SentContent"];
             /** @description Mention every member (owners and admins only). */
             mention_all?: boolean;
             /** @description Members to mention. */
@@ -4156,6 +4157,20 @@ export interface components {
         SearchResults: {
             next_cursor?: string | null;
             results: components["schemas"]["SearchResult"][];
+        };
+        /**
+         * @description The content a client may send: every kind but `system`, which only
+         *     the server writes (a send of it is refused).
+         */
+        SentContent: {
+            /** @constant */
+            kind: "text";
+            text: string;
+        } | components["schemas"]["Media"] | components["schemas"]["Media"] | components["schemas"]["Media"] | {
+            algorithm: string;
+            body: string;
+            /** @constant */
+            kind: "ciphertext";
         };
         /** @description A hook's shadow version and how it compares, as the admin API shows it. */
         ShadowListing: {

@@ -15,8 +15,14 @@ use switchboard_tests::{Cluster, ClusterSpec, eventually, workspace_root};
 use crate::support::*;
 
 /// The files whose running text is searched.
-const DOCS: [&str; 6] = [
+const DOCS: [&str; 12] = [
     "README.md",
+    "docs/operations.md",
+    "docs/tenants.md",
+    "docs/limits.md",
+    "docs/development.md",
+    "docs/status.md",
+    "docs/browser-client.md",
     "nats/README.md",
     "deploy/README.md",
     "deploy/runbooks.md",

@@ -52,7 +52,7 @@ pub struct Sequencer {
     policies: Policies,
     /// When each member last sent, in conversations with slow mode on.
     /// Kept in memory only: a writer that takes the partition over lets
-    /// each member's next message through at once (ARCHITECTURE.md).
+    /// each member's next message through at once.
     last_sent: LastSent,
 }
 
