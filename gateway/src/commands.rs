@@ -6,17 +6,19 @@ use std::time::Duration;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
+use switchboard_nats::BackboneError;
+use switchboard_nats::commands::{self, NoAnswer};
 use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY};
-use switchboard_nats::records::refusals::SendKey;
+use switchboard_nats::records::refusals::{Refusals, SendKey};
 use switchboard_nats::subject::partition_of;
 use switchboard_nats::trace;
 use switchboard_protocol::{ConversationId, ErrorCode, Timestamp};
-use switchboard_store::SentKey;
+use switchboard_store::{SentKey, Store, StoreError};
 
 use crate::Gateway;
 use crate::auth::Identity;
 use crate::error::ApiError;
-use crate::ingest::{self, PubAckWait};
+use crate::ingest::PubAckWait;
 
 /// Who does a v1.1 command, as the token says.
 pub(crate) fn actor(
@@ -47,10 +49,8 @@ impl Gateway {
     ) -> Result<PublishAckFuture, ApiError> {
         let traceparent = trace::traceparent(&tracing::Span::current());
         let (subject, mut headers) =
-            ingest::alone(self.partition_of(command), command, traceparent.as_deref());
-        let payload = command
-            .encode()
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+            commands::addressed(command, self.config.partitions, traceparent.as_deref());
+        let payload = command.encode()?;
         if let Some(reply) = reply_to {
             headers.insert(HEADER_REPLY, reply);
         }
@@ -58,7 +58,7 @@ impl Gateway {
         self.js
             .send_publish(subject, publish)
             .await
-            .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("backbone: {e}")))
+            .map_err(|e| ApiError::from(BackboneError::nats("publishing a command", e)))
     }
 
     /// Queues a send for its partition (`ingest.rs`). Returns once it is
@@ -67,52 +67,30 @@ impl Gateway {
     /// context of the span they are called in, when traced.
     pub(crate) fn submit_send(&self, command: Command) -> Result<PubAckWait, ApiError> {
         let traceparent = trace::traceparent(&tracing::Span::current());
-        self.ingest
-            .send(self.partition_of(&command), command, traceparent)
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
-    }
-
-    /// The ingest partition of the command's conversation.
-    fn partition_of(&self, command: &Command) -> u16 {
-        partition_of(
+        let partition = partition_of(
             command.tenant(),
             command.conversation_id(),
             self.config.partitions,
-        )
-    }
-
-    /// Publishes `command` with a reply subject its writer answers on:
-    /// the subscription to it (made first, so no answer is missed) and
-    /// JetStream's ack. `what` names the command in errors.
-    async fn publish_for_reply(
-        &self,
-        command: &Command,
-        what: &str,
-    ) -> Result<
-        (
-            async_nats::Subscriber,
-            async_nats::jetstream::publish::PublishAck,
-        ),
-        ApiError,
-    > {
-        let unavailable = |why: String| ApiError::new(ErrorCode::Unavailable, why);
-        let inbox = self.client.new_inbox();
-        let replies = self
-            .client
-            .subscribe(inbox.clone())
-            .await
-            .map_err(|e| unavailable(format!("backbone: {e}")))?;
-        let stored = self.publish_command(command, Some(&inbox)).await?;
-        let ack = stored
-            .await
-            .map_err(|e| unavailable(format!("backbone did not store the {what}: {e}")))?;
-        Ok((replies, ack))
+        );
+        self.ingest
+            .send(partition, command, traceparent)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
     }
 
     /// Runs a REST command and waits for its writer's answer.
     pub(crate) async fn run_command(&self, command: Command) -> Result<CommandReply, ApiError> {
         let unavailable = |what: String| ApiError::new(ErrorCode::Unavailable, what);
-        let (mut replies, _) = self.publish_for_reply(&command, "command").await?;
+        let inbox = self.client.new_inbox();
+        // Subscribed before publishing, so no answer is missed.
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| ApiError::from(BackboneError::nats("subscribing for an answer", e)))?;
+        let stored = self.publish_command(&command, Some(&inbox)).await?;
+        stored
+            .await
+            .map_err(|e| ApiError::from(BackboneError::nats("storing a command", e)))?;
         let wait = self.config.command_timeout;
         match tokio::time::timeout(wait, replies.next()).await {
             Ok(Some(msg)) => serde_json::from_slice(&msg.payload)
@@ -124,82 +102,69 @@ impl Gateway {
             ))),
         }
     }
-}
 
-impl Gateway {
-    /// Runs a send over REST. It is published as a socket's is (its
-    /// dedupe id makes a retry within the window a repeat that JetStream
-    /// drops), with a reply subject its writer answers on: the message
-    /// stored (now or before), or the refusal. A repeat JetStream dropped,
-    /// or an answer that does not come in time, is looked up in the store
-    /// and in the refusals writers remember, as a socket's send would be.
+    /// Runs a send over REST, answered as every waiting caller's send is
+    /// (`switchboard_nats::commands::answer`): by its writer on a reply
+    /// subject, or, for a repeat JetStream dropped or an answer not in
+    /// time, from the store and the refusals writers remember, as a
+    /// socket's send would be.
     pub(crate) async fn run_send(
         &self,
         command: &Command,
         sent: SentKey,
     ) -> Result<CommandReply, ApiError> {
         let deadline = tokio::time::Instant::now() + self.config.command_timeout;
-        let (mut replies, ack) = self.publish_for_reply(command, "send").await?;
-        if !ack.duplicate
-            && let Ok(Some(msg)) = tokio::time::timeout_at(deadline, replies.next()).await
-        {
-            return serde_json::from_slice(&msg.payload)
-                .map_err(|e| ApiError::new(ErrorCode::Internal, format!("bad send reply: {e}")));
-        }
-        drop(replies);
-        self.look_up_send(&sent, deadline).await
-    }
-
-    /// The answer to a send from what its writer left: the stored message
-    /// or a remembered refusal, asked for until `deadline` (a repeat may
-    /// arrive while the original is still on its way).
-    async fn look_up_send(
-        &self,
-        sent: &SentKey,
-        deadline: tokio::time::Instant,
-    ) -> Result<CommandReply, ApiError> {
-        let send = SendKey {
-            tenant: &sent.tenant,
-            conversation: &sent.conversation_id,
-            sender: &sent.sender,
-            client_msg_id: &sent.client_msg_id,
-        };
-        loop {
-            if let Some(message) = self
-                .store
-                .find_sent(vec![sent.clone()])
-                .await?
-                .pop()
-                .flatten()
-            {
-                return Ok(CommandReply::Sent {
-                    message: Box::new(message),
-                });
-            }
-            match self.refusals.find(&send).await {
-                Ok(Some(refusal)) => {
-                    return Ok(CommandReply::Refused {
-                        code: refusal.code,
-                        message: refusal.message,
-                        retry_after_ms: None,
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "reading sb_refused failed"),
-            }
-            if tokio::time::Instant::now() + LOOK_UP_AGAIN >= deadline {
-                return Err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    "the send is stored but not answered yet: retry with the same client_msg_id",
-                ));
-            }
-            tokio::time::sleep(LOOK_UP_AGAIN).await;
-        }
+        let look_up = || written_answer(&*self.store, &self.refusals, &sent);
+        commands::answer(
+            &self.client,
+            &self.js,
+            command,
+            self.config.partitions,
+            deadline,
+            look_up,
+        )
+        .await
+        .map_err(|e| match e {
+            NoAnswer::Backbone(e) => e.into(),
+            NoAnswer::LookUp(e) => e.into(),
+            NoAnswer::NotYet => ApiError::new(
+                ErrorCode::Unavailable,
+                "the send is stored but not answered yet: retry with the same client_msg_id",
+            ),
+        })
     }
 }
 
-/// How long a REST send waits before it looks its message up again.
-const LOOK_UP_AGAIN: Duration = Duration::from_millis(50);
+/// The answer a send's writer left: the stored message, or the refusal
+/// it remembered (a failed read of those is no answer yet).
+async fn written_answer(
+    store: &dyn Store,
+    refusals: &Refusals,
+    sent: &SentKey,
+) -> Result<Option<CommandReply>, StoreError> {
+    if let Some(message) = store.find_sent(vec![sent.clone()]).await?.pop().flatten() {
+        return Ok(Some(CommandReply::Sent {
+            message: Box::new(message),
+        }));
+    }
+    let send = SendKey {
+        tenant: &sent.tenant,
+        conversation: &sent.conversation_id,
+        sender: &sent.sender,
+        client_msg_id: &sent.client_msg_id,
+    };
+    match refusals.find(&send).await {
+        Ok(refusal) => Ok(refusal.map(|r| CommandReply::Refused {
+            code: r.code,
+            message: r.message,
+            retry_after_ms: None,
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading sb_refused failed");
+            Ok(None)
+        }
+    }
+}
 
 fn humanize(d: Duration) -> String {
     format!("{}s", d.as_secs_f32())

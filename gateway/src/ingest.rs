@@ -42,8 +42,9 @@ use async_nats::jetstream;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use bytes::Bytes;
+use switchboard_nats::commands::addressed_to;
 use switchboard_nats::envelope::{Command, HEADER_COMMANDS, encode_commands};
-use switchboard_nats::subject::{ingest, ingest_batch};
+use switchboard_nats::subject::ingest_batch;
 use switchboard_nats::trace;
 use switchboard_nats::{BackboneError, Cause, cause, connection_epoch, reconnected_since};
 use tokio::sync::{mpsc, oneshot};
@@ -290,24 +291,6 @@ fn take_batch(
     batch
 }
 
-/// The subject and headers of a message that carries `command` alone:
-/// its conversation's ingest subject, its `Nats-Msg-Id`, on which
-/// JetStream drops a retry inside the dedupe window, and its trace
-/// context if traced.
-pub(crate) fn alone(
-    partition: u16,
-    command: &Command,
-    traceparent: Option<&str>,
-) -> (String, HeaderMap) {
-    let mut headers = HeaderMap::new();
-    headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
-    if let Some(traceparent) = traceparent {
-        headers.insert(trace::HEADER_TRACEPARENT, traceparent);
-    }
-    let subject = ingest(partition, command.tenant(), command.conversation_id());
-    (subject, headers)
-}
-
 /// Publishes `batch` as one message; the future resolves once JetStream
 /// has stored it.
 async fn publish(
@@ -317,7 +300,8 @@ async fn publish(
 ) -> Result<PublishAckFuture, NotStored> {
     let (subject, headers, payload) = match batch {
         [one] => {
-            let (subject, headers) = alone(partition, &one.command, one.traceparent.as_deref());
+            let (subject, headers) =
+                addressed_to(partition, &one.command, one.traceparent.as_deref());
             (subject, headers, one.payload.clone())
         }
         several => {

@@ -22,7 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use async_nats::HeaderMap;
 use async_nats::jetstream;
+use switchboard_nats::BackboneError;
+use switchboard_nats::commands::publish_stored;
 use switchboard_nats::search::{IndexOp, index_subject};
 use tokio::sync::{mpsc, oneshot};
 
@@ -85,7 +88,7 @@ enum Queued {
     },
     Store {
         ops: Vec<IndexOp>,
-        stored: oneshot::Sender<Result<(), String>>,
+        stored: oneshot::Sender<Result<(), BackboneError>>,
     },
 }
 
@@ -120,8 +123,8 @@ impl IndexFeed {
 
     /// Stores `ops` behind everything queued before, and says whether
     /// they were stored: for the callers that must not go on without.
-    pub async fn store(&self, ops: Vec<IndexOp>) -> Result<(), String> {
-        let stopped = || "the index feed stopped".to_owned();
+    pub async fn store(&self, ops: Vec<IndexOp>) -> Result<(), BackboneError> {
+        let stopped = || BackboneError::Unavailable("the index feed stopped".into());
         let (stored, answer) = oneshot::channel();
         self.queue
             .send(Queued::Store { ops, stored })
@@ -206,7 +209,11 @@ async fn settle_round(js: &jetstream::Context, subject: &str, enabled: bool, rou
 
 /// Stores `ops` on the feed, in order, in messages of at most
 /// [`MAX_FEED_MESSAGE`] bytes.
-async fn store_ops(js: &jetstream::Context, subject: &str, ops: &[IndexOp]) -> Result<(), String> {
+async fn store_ops(
+    js: &jetstream::Context,
+    subject: &str,
+    ops: &[IndexOp],
+) -> Result<(), BackboneError> {
     let mut bodies = vec![String::new()];
     for op in ops {
         match serde_json::to_string(op) {
@@ -226,10 +233,14 @@ async fn store_ops(js: &jetstream::Context, subject: &str, ops: &[IndexOp]) -> R
     }
     for body in bodies {
         // One at a time: the feed's order is the index's.
-        let stored = match js.publish(subject.to_owned(), body.into()).await {
-            Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        let stored = publish_stored(
+            js,
+            subject.to_owned(),
+            HeaderMap::new(),
+            body.into(),
+            "index changes",
+        )
+        .await;
         if let Err(e) = stored {
             crate::metrics::index_ops_lost(ops.len());
             tracing::warn!(error = %e, ops = ops.len(), "index changes were not stored; the index gets them at its next rebuild");

@@ -17,16 +17,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer;
-use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
-use switchboard_nats::BackboneError;
+use switchboard_nats::commands::{self, NoAnswer};
 use switchboard_nats::definitions::{SCHEDULED_STREAM, scheduler_consumer};
-use switchboard_nats::envelope::{
-    Command, CommandReply, HEADER_REPLY, Rejection, SendCommand, rejection_event,
-};
+use switchboard_nats::envelope::{Command, CommandReply, Rejection, SendCommand, rejection_event};
 use switchboard_nats::records::refusals::SendKey;
 use switchboard_nats::scheduled::ScheduledSend;
-use switchboard_nats::subject::{ingest, partition_of};
 use switchboard_plugin_host::screen::{self, Submitted};
 use switchboard_protocol::frames::request_type;
 use switchboard_protocol::{DeviceId, ErrorCode, Timestamp};
@@ -198,46 +194,11 @@ async fn moderate(
     }
 }
 
-/// Publishes the send for its writer and waits for the answer.
+/// Publishes the send for its writer and waits for its answer, as every
+/// waiting caller does (`switchboard_nats::commands::answer`): a repeat
+/// inside the dedupe window (taken again after a crash) is answered from
+/// what its writer left.
 async fn through_writer(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerError> {
-    let inbox = ctx.client.new_inbox();
-    let mut replies = ctx
-        .client
-        .subscribe(inbox.clone())
-        .await
-        .map_err(|e| WorkerError::nats("subscribing for a writer's answer", e))?;
-    let partition = partition_of(
-        command.tenant(),
-        command.conversation_id(),
-        ctx.config.partitions,
-    );
-    let subject = ingest(partition, command.tenant(), command.conversation_id());
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
-    headers.insert(HEADER_REPLY, inbox.as_str());
-    let payload = command.encode()?;
-    let publish = PublishMessage::build().payload(payload).headers(headers);
-    let stored = ctx
-        .js
-        .send_publish(subject, publish)
-        .await
-        .map_err(|e| WorkerError::nats("publishing a scheduled send", e))?
-        .await
-        .map_err(|e| WorkerError::nats("publishing a scheduled send", e))?;
-    // A repeat inside the dedupe window (taken again after a crash): its
-    // writer answered the first attempt, so its outcome is looked up.
-    if !stored.duplicate
-        && let Ok(Some(reply)) = tokio::time::timeout(WRITER_ANSWER, replies.next()).await
-    {
-        return serde_json::from_slice(&reply.payload)
-            .map_err(|e| WorkerError::Backbone(BackboneError::encoding(e)));
-    }
-    looked_up(ctx, command).await
-}
-
-/// A send's outcome from what its writer left: the stored message, or
-/// the refusal it remembered; not known yet otherwise.
-async fn looked_up(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerError> {
     let Command::Send(send) = command else {
         return Err(WorkerError::StartOver("not a send".into()));
     };
@@ -247,27 +208,53 @@ async fn looked_up(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerE
         sender: send.sender.clone(),
         client_msg_id: send.client_msg_id.clone(),
     };
-    if let Some(message) = ctx.store.find_sent(vec![sent]).await?.pop().flatten() {
-        return Ok(CommandReply::Sent {
+    let deadline = tokio::time::Instant::now() + WRITER_ANSWER;
+    let look_up = || written_answer(ctx, &sent);
+    commands::answer(
+        &ctx.client,
+        &ctx.js,
+        command,
+        ctx.config.partitions,
+        deadline,
+        look_up,
+    )
+    .await
+    .map_err(|e| match e {
+        NoAnswer::Backbone(e) => WorkerError::Backbone(e),
+        NoAnswer::LookUp(e) => e,
+        NoAnswer::NotYet => WorkerError::StartOver("its writer has not answered yet".into()),
+    })
+}
+
+/// The answer a send's writer left: the stored message, or the refusal
+/// it remembered.
+async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Option<CommandReply>, WorkerError> {
+    if let Some(message) = ctx
+        .store
+        .find_sent(vec![sent.clone()])
+        .await?
+        .pop()
+        .flatten()
+    {
+        return Ok(Some(CommandReply::Sent {
             message: Box::new(message),
-        });
+        }));
     }
     let key = SendKey {
-        tenant: &send.tenant,
-        conversation: &send.conversation_id,
-        sender: &send.sender,
-        client_msg_id: &send.client_msg_id,
+        tenant: &sent.tenant,
+        conversation: &sent.conversation_id,
+        sender: &sent.sender,
+        client_msg_id: &sent.client_msg_id,
     };
-    match ctx.refusals.find(&key).await? {
-        Some(refusal) => Ok(CommandReply::Refused {
+    Ok(ctx
+        .refusals
+        .find(&key)
+        .await?
+        .map(|refusal| CommandReply::Refused {
             code: refusal.code,
             message: refusal.message,
             retry_after_ms: None,
-        }),
-        None => Err(WorkerError::StartOver(
-            "its writer has not answered yet".into(),
-        )),
-    }
+        }))
 }
 
 /// Tells the device that scheduled it that a send was refused at its

@@ -15,6 +15,7 @@ use switchboard_nats::records::erasures::{
 use switchboard_store::erasure::pseudonym;
 
 use crate::ctx::Ctx;
+use crate::error::WorkerError;
 
 pub(crate) async fn serve(ctx: Arc<Ctx>) {
     let erasures = match Erasures::open(&ctx.js).await {
@@ -60,7 +61,7 @@ async fn answer(ctx: &Ctx, erasures: &Erasures, r: &ErasureRequest) -> ErasureAn
     match known(ctx, r).await {
         Ok(true) => {}
         Ok(false) => return ErasureAnswer::UnknownUser,
-        Err(e) => return ErasureAnswer::Failed(e),
+        Err(e) => return ErasureAnswer::Failed(e.to_string()),
     }
     let name = match pseudonym(rand::random()) {
         Ok(name) => name,
@@ -77,12 +78,8 @@ async fn answer(ctx: &Ctx, erasures: &Erasures, r: &ErasureRequest) -> ErasureAn
 
 /// Whether the tenant knows the user: a conversation they joined, keys
 /// in the directory, or push tokens.
-async fn known(ctx: &Ctx, r: &ErasureRequest) -> Result<bool, String> {
-    let joined = ctx
-        .store
-        .joined(&r.tenant, &r.user, None, 1)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn known(ctx: &Ctx, r: &ErasureRequest) -> Result<bool, WorkerError> {
+    let joined = ctx.store.joined(&r.tenant, &r.user, None, 1).await?;
     if !joined.is_empty() {
         return Ok(true);
     }
@@ -92,8 +89,12 @@ async fn known(ctx: &Ctx, r: &ErasureRequest) -> Result<bool, String> {
             .js
             .get_key_value(bucket)
             .await
-            .map_err(|e| e.to_string())?;
-        if kv.get(&key).await.map_err(|e| e.to_string())?.is_some() {
+            .map_err(|e| WorkerError::nats(format!("bucket {bucket}"), e))?;
+        let entry = kv
+            .get(&key)
+            .await
+            .map_err(|e| WorkerError::nats(format!("reading {bucket}"), e))?;
+        if entry.is_some() {
             return Ok(true);
         }
     }
