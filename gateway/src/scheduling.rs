@@ -2,7 +2,7 @@
 //! is checked for what can be checked now and kept on `SB_SCHEDULED`
 //! (`switchboard_nats::scheduled`); a worker sends it at its time, when
 //! moderation, membership and its `seq` are decided
-//! (`worker/src/scheduler.rs`).
+//! (`worker/src/duties/scheduler.rs`).
 
 use switchboard_nats::scheduled::{ScheduledSend, scheduled_id};
 use switchboard_protocol::message::SendOptions;

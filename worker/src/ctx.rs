@@ -31,7 +31,7 @@ pub(crate) struct Ctx {
     pub sessions: Arc<switchboard_nats::sessions::Sessions>,
     pub config: WorkerConfig,
     /// The search index feed, which also acks the writers' batches.
-    pub index_feed: crate::index_feed::IndexFeed,
+    pub index_feed: crate::writer::index_feed::IndexFeed,
     /// Per conversation, the seq this worker's expiry got to (v1.2).
     pub expired_through:
         std::sync::Mutex<std::collections::HashMap<switchboard_store::ConversationKey, u64>>,

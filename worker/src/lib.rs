@@ -1,30 +1,25 @@
-//! Conversation writers.
+//! The worker: conversation writers, and the background duties.
 //!
 //! A worker owns some of the ingest partitions (`partitions`), runs one
-//! writer per owned partition (`writer`), and each writer sequences its
+//! writer per owned partition (`writer`, which also owns the commands'
+//! JetStream acks through its feed task), and each writer sequences its
 //! conversations (`sequencer`): it is the only place where `seq` is
 //! assigned, where membership is checked for a send, and where a message
-//! becomes durable. Gateways never write messages themselves. The leader
-//! worker also keeps the ingest path's NATS Raft leaders spread over the
-//! nodes (`balance`).
+//! becomes durable. Gateways never write messages themselves.
+//!
+//! Besides, every worker runs the background duties (`duties`): due
+//! scheduled messages and erasure requests on every worker; archiving,
+//! message expiry, inbox expiry, erasure jobs, the report count, presence
+//! notices and the ingest leaders' balance on the leader only.
 
-mod archive;
-mod balance;
 mod config;
 mod ctx;
-mod erasure;
+mod duties;
 mod error;
-mod expiry;
 mod fence;
-mod index_feed;
-mod maintenance;
 pub mod metrics;
 mod partitions;
 pub mod policy;
-mod presence;
-mod report_count;
-mod retention;
-pub mod scheduler;
 pub mod sequencer;
 mod writer;
 
@@ -79,7 +74,7 @@ pub async fn run(
     )
     .await?;
     let index_feed =
-        index_feed::IndexFeed::start(js.clone(), &config.worker_id, config.search_feed);
+        writer::index_feed::IndexFeed::start(js.clone(), &config.worker_id, config.search_feed);
     let ctx = Arc::new(Ctx {
         leader: Leadership::default(),
         index_feed,
@@ -96,125 +91,16 @@ pub async fn run(
         erased_through: Default::default(),
         archive_expired: Default::default(),
     });
-    let open = |name: &'static str| {
-        let js = ctx.js.clone();
-        async move {
-            js.get_key_value(name)
-                .await
-                .map_err(|e| WorkerError::nats(format!("bucket {name}"), e))
-        }
-    };
     let routing_table = ctx.sessions.routing_table().clone();
-    let last_seen = open(LAST_SEEN_BUCKET).await?;
-    let notifier = {
-        let ctx = ctx.clone();
-        supervised("presence notifier", move || {
-            presence::notify(ctx.clone(), routing_table.clone(), last_seen.clone())
-        })
-    };
+    let last_seen = ctx
+        .js
+        .get_key_value(LAST_SEEN_BUCKET)
+        .await
+        .map_err(|e| WorkerError::nats(format!("bucket {LAST_SEEN_BUCKET}"), e))?;
     tracing::info!(worker = %ctx.config.worker_id, partitions = ctx.config.partitions, "worker started");
-    let sweeper = {
-        let ctx = ctx.clone();
-        supervised("inbox expiry", move || expiry::run(ctx.clone()))
-    };
-    let archiver = {
-        let ctx = ctx.clone();
-        supervised("archiver", move || archive::run(ctx.clone()))
-    };
-    let expirer = {
-        let ctx = ctx.clone();
-        supervised("message expiry", move || retention::run(ctx.clone()))
-    };
-    let eraser = {
-        let ctx = ctx.clone();
-        supervised("erasure jobs", move || erasure::run(ctx.clone()))
-    };
-    let erasure_requests = {
-        let ctx = ctx.clone();
-        supervised("erasure requests", move || {
-            erasure::serve_gateways(ctx.clone())
-        })
-    };
-    let report_counter = {
-        let ctx = ctx.clone();
-        supervised("report counter", move || report_count::run(ctx.clone()))
-    };
-    let scheduler = {
-        let ctx = ctx.clone();
-        supervised("scheduler", move || scheduler::run(ctx.clone()))
-    };
-    let balancer = {
-        let ctx = ctx.clone();
-        supervised("leader balancer", move || balance::run(ctx.clone()))
-    };
+    let duties = duties::Duties::start(&ctx, routing_table, last_seen);
     let result = partitions::run(ctx.clone(), bucket, shutdown).await;
     ctx.sessions.withdraw().await;
-    notifier.abort();
-    sweeper.abort();
-    archiver.abort();
-    report_counter.abort();
-    eraser.abort();
-    erasure_requests.abort();
-    expirer.abort();
-    balancer.abort();
-    scheduler.abort();
+    duties.stop();
     result
-}
-
-/// Runs one background part of the worker, and starts it again after a
-/// second if it panics: a bug in one part must take neither the others
-/// nor the process down. Aborting the returned handle stops the part.
-fn supervised<F, Fut>(name: &'static str, make: F) -> tokio::task::JoinHandle<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    /// Aborts the running part when the supervisor itself is aborted.
-    struct AbortOnDrop(tokio::task::AbortHandle);
-    impl Drop for AbortOnDrop {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    tokio::spawn(async move {
-        loop {
-            let part = tokio::spawn(make());
-            let guard = AbortOnDrop(part.abort_handle());
-            let ended = part.await;
-            drop(guard);
-            match ended {
-                Err(e) if e.is_panic() => {
-                    tracing::error!(part = name, error = %e, "a worker part panicked; starting it again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                _ => return,
-            }
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::*;
-
-    #[tokio::test]
-    async fn a_part_that_panics_is_started_again() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counted = runs.clone();
-        let part = supervised("test part", move || {
-            let runs = counted.clone();
-            async move {
-                if runs.fetch_add(1, Ordering::SeqCst) == 0 {
-                    panic!("a bug in the first run");
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(10), part)
-            .await
-            .expect("the part ended")
-            .expect("the supervisor itself did not panic");
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-    }
 }

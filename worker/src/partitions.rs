@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
 use crate::fence::Fence;
-use crate::index_feed::IndexFeed;
 use crate::writer;
+use crate::writer::index_feed::IndexFeed;
 
 /// How often the loop renews leases and checks writers.
 const TICK: Duration = Duration::from_millis(500);

@@ -475,7 +475,7 @@ pub fn first_acks_after(
 }
 
 /// Waits until every ingest stream has all replicas current and no NATS
-/// node leads two more of them than another (`worker/src/balance.rs`).
+/// node leads two more of them than another (`worker/src/duties/balance.rs`).
 pub async fn wait_for_spread_leaders(cluster: &Cluster, partitions: u16, within: Duration) {
     let js = async_nats::jetstream::new(cluster.nats.client().await);
     let deadline = Instant::now() + within;

@@ -23,12 +23,12 @@ use switchboard_nats::trace;
 use tokio::sync::watch;
 
 use super::checks::{DeliveryChecks, Event, Group, Verdict, move_to};
-use crate::archive;
 use crate::ctx::Ctx;
+use crate::duties::archive;
 use crate::error::WorkerError;
 use crate::fence::Fence;
-use crate::index_feed::BatchAck;
 use crate::sequencer::Incoming;
+use crate::writer::index_feed::BatchAck;
 
 /// How often an idle writer consumer proves it is alive; two missed
 /// restart the writer.

@@ -26,6 +26,7 @@
 mod apply;
 mod checks;
 mod consume;
+pub(crate) mod index_feed;
 mod park;
 mod publish;
 mod retry;
@@ -39,8 +40,8 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::archive;
 use crate::ctx::Ctx;
+use crate::duties::archive;
 use crate::error::WorkerError;
 use crate::fence::Fence;
 use crate::policy::Policies;

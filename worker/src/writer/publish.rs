@@ -122,7 +122,7 @@ pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>) -> Vec<IndexOp> {
     let outbound = super::webhook_events::events_of(&ctx.tenants, &outcomes, || {
         ctx.ids.next_id().ok().map(|id| id.to_string())
     });
-    let indexed = crate::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
+    let indexed = crate::writer::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
     events(ctx, outcomes).await;
     publish_outbound(ctx, outbound).await;
     indexed

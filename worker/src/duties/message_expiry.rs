@@ -96,12 +96,12 @@ async fn request(
     ctx: &Ctx,
     key: &ConversationKey,
     pass_id: u128,
-) -> Result<(), crate::maintenance::RequestError> {
+) -> Result<(), crate::duties::maintenance::RequestError> {
     // One request per conversation and pass, however often a pass is
     // repeated inside the dedupe window.
     let id = format!("expire.{}.{}.{pass_id}", key.tenant, key.conversation_id);
     let payload = serde_json::to_vec(key)?;
-    crate::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload).await
+    crate::duties::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload).await
 }
 
 /// Expires what is due in one conversation: the messages whose
@@ -211,7 +211,8 @@ async fn feed(ctx: &Ctx, ops: Vec<switchboard_nats::search::IndexOp>) {
 /// back of the partition's queue, so the commands already waiting there
 /// go first and a writer never stops its partition for more than a step.
 async fn continue_later(ctx: &Ctx, key: &ConversationKey) {
-    if let Err(e) = crate::maintenance::continue_later(ctx, key, EXPIRE_REQUEST, key).await {
+    if let Err(e) = crate::duties::maintenance::continue_later(ctx, key, EXPIRE_REQUEST, key).await
+    {
         tracing::warn!(error = %e, "expiry: the rest waits for the next pass");
     }
 }

@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use crate::config::ArchiveConfig;
 use crate::ctx::Ctx;
-use crate::maintenance::{RequestError, publish_request};
+use crate::duties::maintenance::{RequestError, publish_request};
 
 /// Bucket rows one scan step looks at.
 const STEP: usize = 4096;
@@ -107,7 +107,7 @@ pub(crate) fn is_request(m: &async_nats::jetstream::Message) -> bool {
 }
 
 /// Serves the maintenance requests (archive moves, expiry:
-/// `retention.rs`, and erasure: `erasure/`), in order; the writer acks them
+/// `message_expiry.rs`, and erasure: `erasure/`), in order; the writer acks them
 /// with its batch. Runs in the partition's writer between batches. Whether one changed
 /// a conversation's members: the writer then reads its state again.
 pub(crate) async fn serve_requests(
@@ -128,17 +128,17 @@ pub(crate) async fn serve_requests(
                 Ok(bucket) => move_bucket(ctx, &bucket, &lease_valid).await,
                 Err(e) => tracing::error!(error = %e, "dropping an undecodable archive request"),
             },
-            crate::retention::EXPIRE_REQUEST => {
+            crate::duties::message_expiry::EXPIRE_REQUEST => {
                 match serde_json::from_slice::<ConversationKey>(&m.payload) {
-                    Ok(key) => crate::retention::expire(ctx, &key, &lease_valid).await,
+                    Ok(key) => crate::duties::message_expiry::expire(ctx, &key, &lease_valid).await,
                     Err(e) => tracing::error!(error = %e, "dropping an undecodable expiry request"),
                 }
             }
-            crate::erasure::ERASE_REQUEST => {
-                match serde_json::from_slice::<crate::erasure::EraseRequest>(&m.payload) {
+            crate::duties::erasure::ERASE_REQUEST => {
+                match serde_json::from_slice::<crate::duties::erasure::EraseRequest>(&m.payload) {
                     Ok(r) => {
                         members_changed |=
-                            crate::erasure::serve_request(ctx, &r, &lease_valid).await
+                            crate::duties::erasure::serve_request(ctx, &r, &lease_valid).await
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "dropping an undecodable erasure request")

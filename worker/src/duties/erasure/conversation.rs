@@ -41,7 +41,7 @@ pub(super) async fn request(
     key: &ConversationKey,
     record: &ErasureRecord,
     window: u128,
-) -> Result<(), crate::maintenance::RequestError> {
+) -> Result<(), crate::duties::maintenance::RequestError> {
     let (Some(user), Ok(pseudonym)) = (
         record.user.clone(),
         UserId::new(record.job.pseudonym.clone()),
@@ -58,7 +58,7 @@ pub(super) async fn request(
         user,
         pseudonym,
     })?;
-    crate::maintenance::publish_request(ctx, key, ERASE_REQUEST, &id, payload).await
+    crate::duties::maintenance::publish_request(ctx, key, ERASE_REQUEST, &id, payload).await
 }
 
 /// Serves one `erase` request. Whether it changed the conversation's
@@ -85,7 +85,8 @@ pub(crate) async fn serve(ctx: &Ctx, r: &EraseRequest, lease_valid: &impl Fn() -
 /// The rest of the conversation's erasure, asked for at the back of the
 /// partition's queue; if that fails, the job asks again (`ASK_AGAIN`).
 async fn continue_later(ctx: &Ctx, r: &EraseRequest) {
-    if let Err(e) = crate::maintenance::continue_later(ctx, &r.key, ERASE_REQUEST, r).await {
+    if let Err(e) = crate::duties::maintenance::continue_later(ctx, &r.key, ERASE_REQUEST, r).await
+    {
         tracing::warn!(error = %e, "erasure: the rest waits for the job's next request");
     }
 }

@@ -71,7 +71,7 @@ pub(crate) enum StepError {
     #[error(transparent)]
     Backbone(#[from] switchboard_nats::BackboneError),
     #[error(transparent)]
-    Request(#[from] crate::maintenance::RequestError),
+    Request(#[from] crate::duties::maintenance::RequestError),
     #[error("purging {subject}: {source}")]
     Purge {
         subject: String,
