@@ -24,15 +24,21 @@
 //! What a push shows is the tenant's `preview`: nothing but "New message",
 //! the sender, or the sender and the message's one-line preview (100
 //! characters at most). Ciphertext never shows more than the sender.
+//!
+//! **Outbound webhooks** (`webhooks/`, v1.2) are the crate's other
+//! delivery: the events on `SB_EVENTS` POSTed, signed, to the endpoints
+//! tenants set, through the same provider clients and private-address
+//! rule. (A "hook" elsewhere is a plugin's: moderation, edit policy,
+//! fan-out.)
 
 mod backlog;
 mod counters;
 mod deliver;
-pub mod hooks;
 pub mod providers;
 mod send;
 mod share;
 mod stage;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,7 +85,7 @@ pub struct PushConfig {
     /// webhook cannot reach the deployment's own network.
     pub allow_private_targets: bool,
     /// Outbound webhooks (v1.2): retries and shares of the machine.
-    pub hooks: hooks::HooksConfig,
+    pub webhooks: webhooks::WebhooksConfig,
 }
 
 impl Default for PushConfig {
@@ -95,7 +101,7 @@ impl Default for PushConfig {
             tenant_max_queued: 1000,
             answer_caps: AnswerCaps::default(),
             allow_private_targets: false,
-            hooks: hooks::HooksConfig::default(),
+            webhooks: webhooks::WebhooksConfig::default(),
         }
     }
 }
@@ -158,18 +164,18 @@ pub async fn start(
         store,
         tenants,
     });
-    let hook_clients = Clients::new(
+    let webhook_clients = Clients::new(
         config.timeouts,
         config.extra_root_pem.as_deref(),
         config.allow_private_targets,
         config.answer_caps,
     )?;
     let holder = format!("webhooks:{}:{}", std::process::id(), random_hex());
-    let dispatcher = tokio::spawn(hooks::run(
+    let dispatcher = tokio::spawn(webhooks::run(
         ctx.js.clone(),
         ctx.tenants.clone(),
-        hook_clients,
-        config.hooks.clone(),
+        webhook_clients,
+        config.webhooks.clone(),
         holder,
     ));
     let [deliver, send] = push_consumers()?;

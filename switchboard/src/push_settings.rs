@@ -34,25 +34,25 @@ pub fn push_config(file: &FileConfig) -> anyhow::Result<switchboard_push::PushCo
     }
     config.allow_private_targets = section.allow_private_targets;
     if let Some(n) = section.webhook_max_attempts {
-        config.hooks.max_attempts = n.max(1);
+        config.webhooks.max_attempts = n.max(1);
     }
     if let Some(ms) = section.webhook_first_retry_ms {
-        config.hooks.first_retry = Duration::from_millis(ms.max(1));
+        config.webhooks.first_retry = Duration::from_millis(ms.max(1));
     }
     if let Some(ms) = section.webhook_max_retry_ms {
-        config.hooks.max_retry = Duration::from_millis(ms.max(1));
+        config.webhooks.max_retry = Duration::from_millis(ms.max(1));
     }
     if let Some(n) = section.webhook_concurrency {
-        config.hooks.concurrency = n.max(1);
+        config.webhooks.concurrency = n.max(1);
     }
     if let Some(n) = section.webhook_tenant_concurrency {
-        config.hooks.tenant_concurrency = n.max(1);
+        config.webhooks.tenant_concurrency = n.max(1);
     }
     if let Some(n) = section.webhook_tenant_in_flight {
-        config.hooks.tenant_in_flight = n.max(1);
+        config.webhooks.tenant_in_flight = n.max(1);
     }
     if let Some(n) = section.webhook_failure_window {
-        config.hooks.trip.window = n.max(2);
+        config.webhooks.trip.window = n.max(2);
     }
     if let Some(ratio) = section.webhook_failure_ratio {
         if !(ratio > 0.0 && ratio <= 1.0) {
@@ -60,10 +60,10 @@ pub fn push_config(file: &FileConfig) -> anyhow::Result<switchboard_push::PushCo
                 "[push] webhook_failure_ratio must be above 0 and at most 1, not {ratio}"
             );
         }
-        config.hooks.trip.ratio = ratio;
+        config.webhooks.trip.ratio = ratio;
     }
     if let Some(ms) = section.webhook_cool_down_ms {
-        config.hooks.trip.cool_down = Duration::from_millis(ms);
+        config.webhooks.trip.cool_down = Duration::from_millis(ms);
     }
     if let Some(path) = &section.ca_file {
         config.extra_root_pem = Some(

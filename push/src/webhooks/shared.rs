@@ -16,7 +16,7 @@ use crate::providers::Clients;
 
 /// How webhook deliveries retry and share the machine.
 #[derive(Debug, Clone)]
-pub struct HooksConfig {
+pub struct WebhooksConfig {
     /// Attempts of one event at one endpoint before it is dead-lettered.
     pub max_attempts: u32,
     pub first_retry: Duration,
@@ -32,7 +32,7 @@ pub struct HooksConfig {
     pub trip: TripRule,
 }
 
-impl Default for HooksConfig {
+impl Default for WebhooksConfig {
     fn default() -> Self {
         Self {
             max_attempts: 8,
@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     pub(super) js: jetstream::Context,
     pub(super) tenants: TenantBook,
     pub(super) clients: Clients,
-    pub(super) config: HooksConfig,
+    pub(super) config: WebhooksConfig,
     calls: Arc<Semaphore>,
     per_tenant: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
     pub(super) breakers: Breakers,
@@ -66,7 +66,7 @@ impl Shared {
         js: jetstream::Context,
         tenants: TenantBook,
         clients: Clients,
-        config: HooksConfig,
+        config: WebhooksConfig,
     ) -> Self {
         Self {
             calls: Arc::new(Semaphore::new(config.concurrency.max(1))),

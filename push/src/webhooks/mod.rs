@@ -47,8 +47,8 @@ use switchboard_protocol::TenantId;
 use tokio::task::JoinHandle;
 
 use crate::providers::Clients;
-pub use shared::HooksConfig;
 use shared::Shared;
+pub use shared::WebhooksConfig;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -67,7 +67,7 @@ pub async fn run(
     js: jetstream::Context,
     tenants: TenantBook,
     clients: Clients,
-    config: HooksConfig,
+    config: WebhooksConfig,
     holder: String,
 ) {
     let shared = Arc::new(Shared::new(js, tenants, clients, config));

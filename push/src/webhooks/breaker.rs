@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_protocol::TenantId;
 
-/// When an endpoint is given up on (`HooksConfig`).
+/// When an endpoint is given up on (`WebhooksConfig`).
 #[derive(Debug, Clone, Copy)]
 pub struct TripRule {
     /// Attempts remembered per endpoint.
