@@ -293,7 +293,7 @@ pub enum ServerFrame {
         seq: Option<u64>,
         /// `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
         /// kept until then; it gets its `message_id` and `seq` when sent.
-        status: String,
+        status: AckStatus,
         /// What was stored, only when it differs from what was sent (a
         /// moderation plugin rewrote it): the sender shows this instead.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -420,6 +420,17 @@ pub enum PinAction {
     Unpin,
 }
 
+/// What an `ack` says became of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AckStatus {
+    /// Stored, with its `message_id` and `seq`.
+    Sent,
+    /// Kept until its `send_at` (v1.2).
+    Scheduled,
+}
+
 impl ServerFrame {
     pub fn ack(message: &Message) -> Self {
         Self::Ack {
@@ -427,7 +438,7 @@ impl ServerFrame {
             conversation_id: message.conversation_id.clone(),
             message_id: Some(message.message_id),
             seq: Some(message.seq),
-            status: "sent".to_owned(),
+            status: AckStatus::Sent,
             content: None,
             scheduled_id: None,
             send_at: None,
@@ -446,7 +457,7 @@ impl ServerFrame {
             conversation_id,
             message_id: None,
             seq: None,
-            status: "scheduled".to_owned(),
+            status: AckStatus::Scheduled,
             content: None,
             scheduled_id: Some(scheduled_id),
             send_at: Some(send_at),

@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::frames::AckStatus;
 use crate::message::SendOptions;
-use crate::{ClientMsgId, Content, ConversationId, MessageId, Timestamp, UserId};
+use crate::{ClientMsgId, Content, ConversationId, MessageId, ServerFrame, Timestamp, UserId};
 
 /// The body of `POST /v1/conversations/{id}/messages`: `send_message`'s
 /// fields but the conversation, which is the path's.
@@ -62,7 +63,7 @@ pub struct PostedMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// `"sent"`, or `"scheduled"` for a send with `send_at`.
-    pub status: String,
+    pub status: AckStatus,
     /// What was stored, only when it differs from what was sent (a
     /// moderation plugin rewrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +74,36 @@ pub struct PostedMessage {
     /// With `"scheduled"`: when it will be sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_at: Option<Timestamp>,
+}
+
+impl PostedMessage {
+    /// The REST answer of a send: the fields of its `ack`, which
+    /// `ServerFrame`'s constructors build for every way a send comes in.
+    /// `None` for any other frame.
+    pub fn from_ack(frame: ServerFrame) -> Option<Self> {
+        match frame {
+            ServerFrame::Ack {
+                client_msg_id,
+                conversation_id,
+                message_id,
+                seq,
+                status,
+                content,
+                scheduled_id,
+                send_at,
+            } => Some(Self {
+                client_msg_id,
+                conversation_id,
+                message_id,
+                seq,
+                status,
+                content,
+                scheduled_id,
+                send_at,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The content a client may send: every kind but `system`, which only

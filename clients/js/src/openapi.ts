@@ -3034,6 +3034,8 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description What an `ack` says became of a send. */
+        AckStatus: "sent" | "scheduled";
         /**
          * @description How a version became active.
          * @enum {string}
@@ -3863,7 +3865,7 @@ export interface components {
              */
             seq?: number | null;
             /** @description `"sent"`, or `"scheduled"` for a send with `send_at`. */
-            status: string;
+            status: components["schemas"]["AckStatus"];
         };
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md). */
         PresenceInfo: {

@@ -160,7 +160,7 @@ seq?: (number | null)
  * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
  * kept until then; it gets its `message_id` and `seq` when sent.
  */
-status: string
+status: ("sent" | "scheduled")
 type: "ack"
 } | {
 message: Message

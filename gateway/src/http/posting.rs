@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use switchboard_nats::envelope::{Command, CommandReply, SendCommand};
 use switchboard_protocol::server_api::{PostMessage, PostedMessage};
-use switchboard_protocol::{ConversationId, ErrorCode, Timestamp};
+use switchboard_protocol::{ConversationId, ErrorCode, ServerFrame, Timestamp};
 use switchboard_store::SentKey;
 
 use super::extract::{JsonBody, PathParams, Shared};
@@ -54,16 +54,8 @@ pub(super) async fn post(
             send_at,
         };
         let scheduled_id = gw.schedule_send(&id, send).await.map_err(body_error)?;
-        return Ok(Json(PostedMessage {
-            client_msg_id: body.client_msg_id,
-            conversation_id: conversation,
-            message_id: None,
-            seq: None,
-            status: "scheduled".to_owned(),
-            content: None,
-            scheduled_id: Some(scheduled_id),
-            send_at: Some(send_at),
-        }));
+        let ack = ServerFrame::scheduled(body.client_msg_id, conversation, scheduled_id, send_at);
+        return posted(ack);
     }
     let screened = gw
         .screen(&id, &conversation, body.content, &options)
@@ -87,20 +79,11 @@ pub(super) async fn post(
     };
     crate::metrics::send_accepted();
     match gw.run_send(&command, sent).await? {
-        CommandReply::Sent { message } => Ok(Json(PostedMessage {
-            client_msg_id: message.client_msg_id,
-            conversation_id: message.conversation_id,
-            message_id: Some(message.message_id),
-            seq: Some(message.seq),
-            status: "sent".to_owned(),
-            content: if screened.rewritten {
-                message.content
-            } else {
-                None
-            },
-            scheduled_id: None,
-            send_at: None,
-        })),
+        CommandReply::Sent { message } => posted(if screened.rewritten {
+            ServerFrame::ack_showing_content(&message)
+        } else {
+            ServerFrame::ack(&message)
+        }),
         CommandReply::Refused {
             code,
             message,
@@ -111,4 +94,11 @@ pub(super) async fn post(
             "the writer answered a send as another command",
         )),
     }
+}
+
+/// The answer of a send: its `ack`'s fields.
+fn posted(ack: ServerFrame) -> Result<Json<PostedMessage>, ApiError> {
+    PostedMessage::from_ack(ack)
+        .map(Json)
+        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "a send's answer is not an ack"))
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use switchboard_protocol::AckStatus;
 use switchboard_protocol::{ConversationKind, ServerFrame, Timestamp};
 use switchboard_tests::{Cluster, ClusterSpec};
 
@@ -37,7 +38,7 @@ pub(crate) async fn schedule(
             send_at: Some(at),
             ..
         } if client_msg_id.as_str() == id => {
-            assert_eq!(status, "scheduled");
+            assert_eq!(status, AckStatus::Scheduled);
             assert!(message_id.is_none() && seq.is_none(), "no seq until sent");
             Some((scheduled, at.to_rfc3339()))
         }

@@ -2,6 +2,7 @@
 //! checks and writer as a socket's send, idempotent by `client_msg_id`.
 
 use serde_json::json;
+use switchboard_protocol::AckStatus;
 use switchboard_protocol::server_api::PostMessage;
 use switchboard_protocol::{ClientMsgId, Content, ConversationKind, ErrorCode};
 use switchboard_tests::{Cluster, ClusterSpec};
@@ -39,7 +40,7 @@ async fn a_bot_sends_over_rest_once_per_client_msg_id() {
         .post_message(&group, &post("b-1", "deploy done"))
         .await
         .unwrap();
-    assert_eq!(posted.status, "sent");
+    assert_eq!(posted.status, AckStatus::Sent);
     assert_eq!(posted.client_msg_id.as_str(), "b-1");
     assert_eq!(posted.conversation_id.as_str(), group);
     assert!(posted.content.is_none(), "nothing rewrote it");

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchboard_client::rest::HistoryParams;
 use switchboard_client::{RestClient, WsClient};
+use switchboard_protocol::AckStatus;
 use switchboard_protocol::{
     ClientFrame, ClientMsgId, Content, ConversationId, ErrorCode, Message, MessageId, ServerFrame,
 };
@@ -99,7 +100,7 @@ pub async fn expect_ack(ws: &mut WsClient, client_msg_id: &str) -> (MessageId, u
             status,
             ..
         } if id.as_str() == client_msg_id => {
-            assert_eq!(status, "sent");
+            assert_eq!(status, AckStatus::Sent);
             Some((message_id, seq))
         }
         ServerFrame::Error {
