@@ -1,9 +1,8 @@
 //! Publishing a command to its conversation's writer, for every way a
 //! command is published: addressed to its partition's ingest subject
-//! with its dedupe id ([`addressed`]), stored by JetStream with the cause
-//! of a failure kept ([`publish_stored`]), and, for a caller that waits
-//! for the writer's answer (a REST send or command, a scheduled send),
-//! answered ([`answer`]).
+//! with its dedupe id ([`addressed`]), and, for a caller that waits for
+//! the writer's answer (a REST send, a scheduled send), answered
+//! ([`answer`]).
 //!
 //! An answer comes from the writer on the command's reply subject, or,
 //! when JetStream dropped the command as a repeat or the answer is late,
@@ -16,12 +15,11 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
-use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::publish::PublishAck;
 use futures::StreamExt;
 
 use crate::envelope::{Command, CommandReply, HEADER_REPLY};
 use crate::error::BackboneError;
+use crate::publish::publish_stored;
 use crate::subject::{ingest, partition_of};
 use crate::trace;
 
@@ -55,23 +53,6 @@ pub fn addressed_to(
         ingest(partition, command.tenant(), command.conversation_id()),
         headers,
     )
-}
-
-/// Publishes and waits until JetStream stored it; `what` names it in the
-/// error, whose source is the client's.
-pub async fn publish_stored(
-    js: &jetstream::Context,
-    subject: String,
-    headers: HeaderMap,
-    payload: bytes::Bytes,
-    what: &str,
-) -> Result<PublishAck, BackboneError> {
-    let message = PublishMessage::build().payload(payload).headers(headers);
-    js.send_publish(subject, message)
-        .await
-        .map_err(|e| BackboneError::nats(format!("publishing {what}"), e))?
-        .await
-        .map_err(|e| BackboneError::nats(format!("storing {what}"), e))
 }
 
 /// Why a waiting caller has no answer.

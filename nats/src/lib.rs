@@ -26,6 +26,7 @@ pub mod kv_cas;
 pub mod kv_key;
 pub mod lease;
 pub mod node_id;
+pub mod publish;
 pub mod push_jobs;
 pub mod records;
 pub mod scheduled;

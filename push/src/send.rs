@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
+use switchboard_nats::publish::publish_stored;
 use switchboard_nats::push_jobs::{HEADER_PUSH_ERROR, SendJob, dead_subject, send_subject};
 use switchboard_nats::records::tenants::PushSettings;
 use switchboard_protocol::Timestamp;
@@ -158,16 +159,16 @@ async fn retry_later(
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_PUSH_ATTEMPTS, tries.to_string().as_str());
     headers.insert(HEADER_PUSH_NOT_BEFORE, due.to_string().as_str());
-    let published = ctx
-        .js
-        .publish_with_headers(send_subject(&job.tenant), headers, m.payload.clone())
-        .await;
-    let stored = match published {
-        Ok(ack_future) => ack_future.await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+    let stored = publish_stored(
+        &ctx.js,
+        send_subject(&job.tenant),
+        headers,
+        m.payload.clone(),
+        "a push to retry",
+    )
+    .await;
     match stored {
-        Ok(()) => ack(m, AckKind::Ack).await,
+        Ok(_) => ack(m, AckKind::Ack).await,
         Err(e) => {
             tracing::warn!(tenant = %job.tenant, error = %e, "a push to retry was not republished; it comes back as it is");
             ack(m, AckKind::Nak(Some(delay))).await;
@@ -178,20 +179,18 @@ async fn retry_later(
 async fn dead_letter(ctx: &Ctx, m: &jetstream::Message, job: &SendJob, why: &str) {
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_PUSH_ERROR, why.replace(['\r', '\n'], " ").as_str());
-    let dead = ctx
-        .js
-        .publish_with_headers(dead_subject(&job.tenant), headers, m.payload.clone())
-        .await;
+    let dead = publish_stored(
+        &ctx.js,
+        dead_subject(&job.tenant),
+        headers,
+        m.payload.clone(),
+        "a dead letter",
+    )
+    .await;
     match dead {
-        Ok(ack_future) => match ack_future.await {
-            Ok(_) => ack(m, AckKind::Ack).await,
-            Err(e) => {
-                tracing::warn!(error = %e, "a dead letter was not stored; trying again");
-                ack(m, AckKind::Nak(Some(Duration::from_secs(5)))).await;
-            }
-        },
+        Ok(_) => ack(m, AckKind::Ack).await,
         Err(e) => {
-            tracing::warn!(error = %e, "a dead letter was not published; trying again");
+            tracing::warn!(error = %e, "a dead letter was not stored; trying again");
             ack(m, AckKind::Nak(Some(Duration::from_secs(5)))).await;
         }
     }

@@ -58,15 +58,15 @@ pub(crate) fn kind_of(text: &str) -> StoreResult<ConversationKind> {
 }
 
 pub(crate) fn user_id(raw: String) -> StoreResult<UserId> {
-    UserId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+    UserId::new(raw).map_err(StoreError::from)
 }
 
 pub(crate) fn conversation_id(raw: String) -> StoreResult<ConversationId> {
-    ConversationId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+    ConversationId::new(raw).map_err(StoreError::from)
 }
 
 pub(crate) fn tenant_id(raw: String) -> StoreResult<TenantId> {
-    TenantId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+    TenantId::new(raw).map_err(StoreError::from)
 }
 
 /// What a commit needs of a conversation row.

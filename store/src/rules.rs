@@ -561,7 +561,7 @@ async fn mark_change<C: Commit>(
         view.members(c)
             .await?
             .into_iter()
-            .map(|m| UserId::new(m).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .map(|m| UserId::new(m).map_err(StoreError::from))
             .collect::<StoreResult<Vec<_>>>()?
     } else {
         Vec::new()

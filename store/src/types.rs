@@ -56,6 +56,13 @@ pub enum StoreError {
     Fenced(String),
 }
 
+/// An id read back from a row that is not a valid id: the row is corrupt.
+impl From<switchboard_protocol::IdError> for StoreError {
+    fn from(e: switchboard_protocol::IdError) -> Self {
+        StoreError::Corrupt(e.to_string())
+    }
+}
+
 /// Identifies one conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ConversationKey {

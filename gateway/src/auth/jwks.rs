@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_protocol::TenantId;
 
-use super::keys::{Key, keys_of_set};
+use super::keys::{Key, SetError, keys_of_set};
 use crate::config::Limits;
 
 /// How key sets are fetched and kept (`[limits] jwks_*`).
@@ -204,9 +204,11 @@ impl JwksCache {
         )
         .await
         {
-            Ok(Ok(document)) => keys_of_set(&document).map(|keys| (keys, document)),
+            Ok(Ok(document)) => keys_of_set(&document)
+                .map(|keys| (keys, document))
+                .map_err(FetchError::from),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(format!("no answer within {:?}", self.settings.timeout)),
+            Err(_) => Err(FetchError::TimedOut(self.settings.timeout)),
         };
         let (next, outcome) = match fetched {
             Ok((keys, document)) => {
@@ -297,6 +299,28 @@ impl JwksCache {
 /// The setting that lets key sets be fetched from private addresses.
 const ALLOW_PRIVATE: &str = "[limits] jwks_allow_private_targets";
 
+/// Why a key set was not fetched. The tenant's keys so far stay; the
+/// error is logged.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FetchError {
+    #[error("the URL does not parse: {0}")]
+    Url(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error(
+        "{0} is a private address, which key sets may not be fetched from (see {ALLOW_PRIVATE})"
+    )]
+    Private(std::net::IpAddr),
+    #[error(transparent)]
+    Request(#[from] reqwest::Error),
+    #[error("answered {0}")]
+    Status(reqwest::StatusCode),
+    #[error("the key set is larger than {0} bytes (jwks_max_bytes)")]
+    TooLarge(usize),
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Set(#[from] SetError),
+}
+
 /// The document at `url`, refused past `max_bytes` (declared or read), or
 /// at a private address unless `allow_private`.
 async fn download(
@@ -304,12 +328,10 @@ async fn download(
     url: &str,
     max_bytes: usize,
     allow_private: bool,
-) -> Result<Vec<u8>, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("the URL does not parse: {e}"))?;
+) -> Result<Vec<u8>, FetchError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| FetchError::Url(Box::new(e)))?;
     if !allow_private && let Some(ip) = switchboard_outbound::private_literal(&parsed) {
-        return Err(format!(
-            "{ip} is a private address, which key sets may not be fetched from (see {ALLOW_PRIVATE})"
-        ));
+        return Err(FetchError::Private(ip));
     }
     let mut answer = client
         .get(url)
@@ -318,22 +340,20 @@ async fn download(
             "application/jwk-set+json, application/json",
         )
         .send()
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     if !answer.status().is_success() {
-        return Err(format!("answered {}", answer.status()));
+        return Err(FetchError::Status(answer.status()));
     }
-    let too_large = || format!("the key set is larger than {max_bytes} bytes (jwks_max_bytes)");
     if answer
         .content_length()
         .is_some_and(|n| n > max_bytes as u64)
     {
-        return Err(too_large());
+        return Err(FetchError::TooLarge(max_bytes));
     }
     let mut document = Vec::new();
-    while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = answer.chunk().await? {
         if document.len() + chunk.len() > max_bytes {
-            return Err(too_large());
+            return Err(FetchError::TooLarge(max_bytes));
         }
         document.extend_from_slice(&chunk);
     }

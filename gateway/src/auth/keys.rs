@@ -74,9 +74,8 @@ pub(super) const MAX_SET_KEYS: usize = 32;
 /// P-256 keys for ES256, Ed25519 keys for EdDSA. Keys for encryption,
 /// symmetric keys, other curves and algorithms are passed over; a
 /// document that is not a key set, or holds no usable key, is refused.
-pub(super) fn keys_of_set(document: &[u8]) -> Result<Vec<Key>, String> {
-    let set: JwkSet =
-        serde_json::from_slice(document).map_err(|e| format!("not a JSON Web Key Set: {e}"))?;
+pub(super) fn keys_of_set(document: &[u8]) -> Result<Vec<Key>, SetError> {
+    let set: JwkSet = serde_json::from_slice(document).map_err(SetError::NotASet)?;
     let mut out = Vec::new();
     for jwk in set.keys.iter().take(MAX_SET_KEYS) {
         if matches!(
@@ -107,9 +106,18 @@ pub(super) fn keys_of_set(document: &[u8]) -> Result<Vec<Key>, String> {
         });
     }
     if out.is_empty() {
-        return Err("the key set holds no RS256, ES256 or EdDSA signing key".into());
+        return Err(SetError::NoSigningKey);
     }
     Ok(out)
+}
+
+/// Why a key set document gave no keys.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SetError {
+    #[error("not a JSON Web Key Set: {0}")]
+    NotASet(#[source] serde_json::Error),
+    #[error("the key set holds no RS256, ES256 or EdDSA signing key")]
+    NoSigningKey,
 }
 
 /// What a token's header says of its signature.

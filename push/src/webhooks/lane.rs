@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use switchboard_nats::events::{HEADER_WEBHOOK_ERROR, HEADER_WEBHOOK_URL, dead_subject};
+use switchboard_nats::publish::publish_stored;
 use switchboard_protocol::webhooks::{WebhookEndpoint, WebhookEvent};
 use tokio::sync::Notify;
 
@@ -230,18 +231,14 @@ async fn dead_letter(
     headers.insert(HEADER_WEBHOOK_URL, endpoint.url.as_str());
     let why: String = why.chars().filter(|c| !c.is_control()).take(300).collect();
     headers.insert(HEADER_WEBHOOK_ERROR, why.as_str());
-    let stored = match shared
-        .js
-        .publish_with_headers(
-            dead_subject(&event.tenant),
-            headers,
-            message.payload.clone(),
-        )
-        .await
-    {
-        Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+    let stored = publish_stored(
+        &shared.js,
+        dead_subject(&event.tenant),
+        headers,
+        message.payload.clone(),
+        "a dead letter",
+    )
+    .await;
     if let Err(e) = stored {
         tracing::error!(error = %e, id = %event.id, "a dead letter was not stored");
     }

@@ -68,7 +68,7 @@ pub(super) fn conversation_page<R: Readable>(
         let Some(at) = last_activity(r, s, t, c)? else {
             continue;
         };
-        let id = ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let id = ConversationId::new(c).map_err(StoreError::from)?;
         if query.after.as_ref().is_none_or(|a| a.is_before(at, &id)) {
             positions.push((at, id));
         }

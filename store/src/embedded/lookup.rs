@@ -88,7 +88,7 @@ pub(super) fn member_row<R: Readable>(
 }
 
 pub(super) fn user_id(raw: &str) -> StoreResult<UserId> {
-    UserId::new(raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+    UserId::new(raw).map_err(StoreError::from)
 }
 
 /// Membership of `reader`, telling a missing conversation (`NotFound`)

@@ -124,8 +124,8 @@ pub(super) fn conversation_record<R: Readable>(
     let last_message = last_message(r, s, t, c)?;
     let state = StateRow::derive(last_message.as_ref(), meta.created_at);
     let key = ConversationKey {
-        tenant: TenantId::new(t).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        conversation_id: ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        tenant: TenantId::new(t).map_err(StoreError::from)?,
+        conversation_id: ConversationId::new(c).map_err(StoreError::from)?,
     };
     let mut record = meta.record(&key, state, last_message);
     record.policy = safety::policy(r, s, t, c)?;
@@ -360,7 +360,7 @@ pub(super) fn memberships<R: Readable>(
         };
         let kind = decode::<ConversationMeta>(&meta)?.kind;
         let count = scan(r, &s.members, Key::new().s(t).s(c).bytes()).count();
-        let id = ConversationId::new(c).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let id = ConversationId::new(c).map_err(StoreError::from)?;
         out.push((id, kind, count));
     }
     Ok(out)
@@ -550,10 +550,8 @@ pub(super) fn archive_candidates<R: Readable>(
             continue;
         }
         found.push(BucketKey {
-            tenant: TenantId::new(str_part(&k, 0)?)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            conversation_id: ConversationId::new(str_part(&k, 1)?)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            tenant: TenantId::new(str_part(&k, 0)?).map_err(StoreError::from)?,
+            conversation_id: ConversationId::new(str_part(&k, 1)?).map_err(StoreError::from)?,
             day,
         });
     }

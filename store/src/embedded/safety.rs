@@ -44,8 +44,7 @@ pub(super) fn blocks<R: Readable>(r: &R, s: &Spaces, t: &str, u: &str) -> StoreR
     let mut blocks = scan(r, &s.blocks, prefix.clone())
         .map(|kv| {
             let (k, v) = kv?;
-            let user_id = UserId::new(str_after(&k, &prefix)?)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let user_id = UserId::new(str_after(&k, &prefix)?).map_err(StoreError::from)?;
             let [at] = read_words::<1>(&v)?;
             Ok(Block {
                 user_id,
@@ -120,11 +119,7 @@ pub(super) fn open_reports<R: Readable>(r: &R, s: &Spaces) -> StoreResult<Vec<(T
     }
     counts
         .into_iter()
-        .map(|(t, n)| {
-            TenantId::new(t)
-                .map(|t| (t, n))
-                .map_err(|e| StoreError::Corrupt(e.to_string()))
-        })
+        .map(|(t, n)| TenantId::new(t).map(|t| (t, n)).map_err(StoreError::from))
         .collect()
 }
 
@@ -148,9 +143,8 @@ pub(super) fn expiring<R: Readable>(
             continue;
         }
         let key = ConversationKey::new(
-            TenantId::new(str_part(&k, 0)?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            ConversationId::new(str_part(&k, 1)?)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            TenantId::new(str_part(&k, 0)?).map_err(StoreError::from)?,
+            ConversationId::new(str_part(&k, 1)?).map_err(StoreError::from)?,
         );
         found.push((key, policy));
     }

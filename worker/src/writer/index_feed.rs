@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use switchboard_nats::BackboneError;
-use switchboard_nats::commands::publish_stored;
+use switchboard_nats::publish::publish_stored;
 use switchboard_nats::search::{IndexOp, index_subject};
 use tokio::sync::{mpsc, oneshot};
 
