@@ -26,6 +26,7 @@ pub mod archive;
 pub mod conformance;
 pub mod embedded;
 pub mod erasure;
+mod error;
 #[cfg(any(test, feature = "conformance"))]
 pub mod golden;
 pub mod metrics;
@@ -34,6 +35,7 @@ pub mod roles;
 pub mod rules;
 mod types;
 
+pub use error::{StoreError, StoreResult};
 pub use types::*;
 
 use async_trait::async_trait;
