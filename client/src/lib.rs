@@ -1,4 +1,4 @@
-//! A Rust client for Switchboard, built from PROTOCOL.md alone: the
+//! A Rust client for Switchboard, built from docs/protocol.md alone: the
 //! WebSocket data plane (`ws`), the REST control plane (`rest`) and token
 //! minting (`token`) for tests, the load generator and the CLI.
 

@@ -7,7 +7,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
 
-/// The claims of PROTOCOL.md.
+/// The claims of docs/protocol.md.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenSpec {
     pub tenant: String,

@@ -1,4 +1,4 @@
-//! A WebSocket connection speaking PROTOCOL.md's frames.
+//! A WebSocket connection speaking docs/protocol.md's frames.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The edge: WebSocket data plane and REST control plane (PROTOCOL.md).
+//! The edge: WebSocket data plane and REST control plane (docs/protocol.md).
 //!
 //! A gateway authenticates every request (`auth`), turns writes into
 //! commands on the conversation's ingest partition (`commands`), and

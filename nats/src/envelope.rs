@@ -223,7 +223,7 @@ impl Command {
 
     /// The `Nats-Msg-Id` JetStream deduplicates on: for a send, a digest
     /// of (tenant, conversation, sender, `client_msg_id`), the idempotency
-    /// key of PROTOCOL.md; for other commands their unique id.
+    /// key of docs/protocol.md; for other commands their unique id.
     pub fn dedupe_id(&self) -> String {
         match self {
             Self::Send(c) => {

@@ -1,4 +1,4 @@
-//! Message content (PROTOCOL.md, `content`): text, media references,
+//! Message content (docs/protocol.md, `content`): text, media references,
 //! end-to-end encrypted ciphertext, and server-generated system events.
 
 use serde::{Deserialize, Serialize};

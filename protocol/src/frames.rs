@@ -82,7 +82,7 @@ pub enum ClientFrame {
         limit: Option<u32>,
     },
     Ping {},
-    /// A fresh token for this session (an addition to PROTOCOL.md): the
+    /// A fresh token for this session (an addition to the base protocol): the
     /// session then lives until the new token's `exp`. It must name the
     /// same tenant, user and device.
     Refresh {
@@ -217,7 +217,7 @@ pub enum PresenceStatus {
     Offline,
 }
 
-/// Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md).
+/// Body of `GET /v1/users/{user}/presence` (an addition to the base protocol).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PresenceInfo {
@@ -321,7 +321,7 @@ pub enum ServerFrame {
         seq: u64,
     },
     /// Another member is typing. A `start` holds for `expires_in_ms`
-    /// unless refreshed (an addition to PROTOCOL.md).
+    /// unless refreshed (an addition to the base protocol).
     Typing {
         conversation_id: ConversationId,
         user_id: UserId,
@@ -341,7 +341,7 @@ pub enum ServerFrame {
         /// when there was nothing). Across conversations: 0; see `more`.
         last_seq: u64,
         /// Whether the `limit` cut the replay short (an addition to
-        /// PROTOCOL.md): pull again to get the rest.
+        /// the base protocol): pull again to get the rest.
         #[serde(default)]
         more: bool,
     },
@@ -355,7 +355,7 @@ pub enum ServerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation_id: Option<String>,
         /// The message the refused request named (an edit, a delete, a
-        /// reaction; an addition to PROTOCOL.md).
+        /// reaction; an addition to the base protocol).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
         /// With `rate_limited` from slow mode (v1.2): how long until a
@@ -364,12 +364,12 @@ pub enum ServerFrame {
         retry_after_ms: Option<u64>,
     },
     Pong {},
-    /// The answer to `refresh` (an addition to PROTOCOL.md): the session
+    /// The answer to `refresh` (an addition to the base protocol): the session
     /// now lives until `expires_at` (the new token's `exp`).
     Refreshed {
         expires_at: Timestamp,
     },
-    /// An addition to PROTOCOL.md (F17): one of the user's devices has few
+    /// An addition to the base protocol (F17): one of the user's devices has few
     /// unclaimed one-time prekeys left (or none); that device should
     /// upload more (`PUT /v1/devices/{device}/keys`). Sent to every
     /// connection of the user; the device named acts on it.
@@ -397,14 +397,14 @@ pub enum ServerFrame {
         by: UserId,
     },
     /// The user's own settings of a conversation changed (an addition to
-    /// PROTOCOL.md, for their other devices).
+    /// the base protocol, for their other devices).
     SettingsChanged {
         conversation_id: ConversationId,
         notifications: NotificationLevel,
         muted_until: Option<Timestamp>,
     },
     /// The user blocked or unblocked `user_id` (v1.2; the event's name is
-    /// an addition to PROTOCOL.md), for all of their devices.
+    /// an addition to the base protocol), for all of their devices.
     BlocksChanged {
         user_id: UserId,
         action: crate::safety::BlockAction,

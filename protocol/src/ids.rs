@@ -1,7 +1,7 @@
 //! Identifier newtypes.
 //!
 //! Tenant, user, device and conversation ids are 1-128 characters from
-//! `[A-Za-z0-9._:@-]` (PROTOCOL.md). They are validated once, when they enter
+//! `[A-Za-z0-9._:@-]` (docs/protocol.md). They are validated once, when they enter
 //! the system, so the rest of the code can trust them, for example when they
 //! are turned into NATS subject tokens or storage keys.
 //! Message ids are Snowflake ids: 64-bit integers sent as decimal strings.

@@ -2,7 +2,7 @@
 //! generator, message content, the message object, WebSocket frames, REST
 //! bodies and error codes.
 //!
-//! This crate owns what `PROTOCOL.md` says and nothing else. It does no IO,
+//! This crate owns what `docs/protocol.md` says and nothing else. It does no IO,
 //! knows no NATS subject and no storage layout; every other crate depends on
 //! it and it depends on none of them.
 

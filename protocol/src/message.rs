@@ -1,4 +1,4 @@
-//! The message object of PROTOCOL.md.
+//! The message object of docs/protocol.md.
 
 use serde::{Deserialize, Serialize};
 

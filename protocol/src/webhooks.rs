@@ -90,7 +90,7 @@ pub struct WebhookList {
     pub webhooks: Vec<WebhookEndpoint>,
 }
 
-/// `PUT /v1/admin/webhooks`'s body: the list as PROTOCOL.md writes it
+/// `PUT /v1/admin/webhooks`'s body: the list as docs/protocol.md writes it
 /// (`[{url, secret, events}]`), or as `GET` answers it
 /// (`{"webhooks": [...]}`). A `secret` that is the fingerprint `GET`
 /// showed keeps that endpoint's secret.

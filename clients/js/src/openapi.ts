@@ -3867,7 +3867,7 @@ export interface components {
             /** @description `"sent"`, or `"scheduled"` for a send with `send_at`. */
             status: components["schemas"]["AckStatus"];
         };
-        /** @description Body of `GET /v1/users/{user}/presence` (an addition to PROTOCOL.md). */
+        /** @description Body of `GET /v1/users/{user}/presence` (an addition to the base protocol). */
         PresenceInfo: {
             /**
              * @description Now while online; when the user was last connected otherwise; null
@@ -4415,7 +4415,7 @@ export interface components {
             };
             /**
              * @description The method and headers the upload must use, as they are (additions
-             *     to PROTOCOL.md): at least `content-type`; an S3 URL signs more.
+             *     to docs/protocol.md): at least `content-type`; an S3 URL signs more.
              * @constant
              */
             method: "PUT";
@@ -4481,7 +4481,7 @@ export interface components {
             url: string;
         };
         /**
-         * @description `PUT /v1/admin/webhooks`'s body: the list as PROTOCOL.md writes it
+         * @description `PUT /v1/admin/webhooks`'s body: the list as docs/protocol.md writes it
          *     (`[{url, secret, events}]`), or as `GET` answers it
          *     (`{"webhooks": [...]}`). A `secret` that is the fingerprint `GET`
          *     showed keeps that endpoint's secret.

@@ -194,7 +194,7 @@ conversation_id?: (ConversationId | null)
 last_seq: number
 /**
  * Whether the `limit` cut the replay short (an addition to
- * PROTOCOL.md): pull again to get the rest.
+ * the base protocol): pull again to get the rest.
  */
 more?: boolean
 type: "backlog_done"
@@ -205,7 +205,7 @@ conversation_id?: (string | null)
 message: string
 /**
  * The message the refused request named (an edit, a delete, a
- * reaction; an addition to PROTOCOL.md).
+ * reaction; an addition to the base protocol).
  */
 message_id?: (string | null)
 request_type?: (string | null)

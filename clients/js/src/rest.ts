@@ -156,7 +156,7 @@ export interface RestObserver {
   blocked?(user: string, action: "block" | "unblock", at: string): void;
 }
 
-/** The REST half of the API (PROTOCOL.md, "Control plane"): every call
+/** The REST half of the API (docs/protocol.md): every call
  * carries the session's token, and one refused as unauthorized is tried
  * once more with a fresh token when the token source can give one. */
 export class Rest {

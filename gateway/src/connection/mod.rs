@@ -1,4 +1,4 @@
-//! One WebSocket connection: the data plane of PROTOCOL.md.
+//! One WebSocket connection: the data plane of docs/protocol.md.
 //!
 //! A reader loop parses frames and acts on them; a writer task owns the
 //! socket's sending half and drains a bounded queue that the hub, the

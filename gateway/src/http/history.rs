@@ -30,7 +30,7 @@ pub(super) struct HistoryParams {
     thread_id: Option<MessageId>,
 }
 
-/// Default and largest page of `GET .../messages` (PROTOCOL.md).
+/// Default and largest page of `GET .../messages` (docs/protocol.md).
 const HISTORY_DEFAULT_LIMIT: usize = 50;
 const HISTORY_MAX_LIMIT: usize = 200;
 

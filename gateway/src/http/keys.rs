@@ -1,4 +1,4 @@
-//! The end-to-end encryption key directory API (F17, PROTOCOL.md): a
+//! The end-to-end encryption key directory API (F17, docs/protocol.md): a
 //! device publishes its public keys, anyone in the tenant lists a user's
 //! devices and claims a session's keys, each one-time prekey exactly once
 //! (`crate::key_directory`).

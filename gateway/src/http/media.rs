@@ -60,7 +60,7 @@ pub(super) struct UploadTicket {
     upload_url: String,
     expires_at: Timestamp,
     /// The method and headers the upload must use, as they are (additions
-    /// to PROTOCOL.md): at least `content-type`; an S3 URL signs more.
+    /// to docs/protocol.md): at least `content-type`; an S3 URL signs more.
     #[schemars(extend("const" = "PUT"))]
     method: &'static str,
     headers: std::collections::BTreeMap<String, String>,

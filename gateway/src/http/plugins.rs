@@ -1,4 +1,4 @@
-//! The tenant admin API for plugins (F22, PROTOCOL.md): list, remove and
+//! The tenant admin API for plugins (F22, docs/protocol.md): list, remove and
 //! roll back the tenant's plugin for each hook, its shadow, replays over
 //! history (deploys: `plugin_deploys.rs`). Only tokens with `role:
 //! "admin"` may call it (`Admin`, checked from the head before any

@@ -156,7 +156,7 @@ async fn webhooks_get_every_event_in_order_through_failures_and_slowness() {
     );
     let (_, listed) = call(&admin, "GET", "/v1/admin/webhooks", None).await;
     assert_eq!(listed, body);
-    // Saved back as read (a bare array, as PROTOCOL.md writes it), the
+    // Saved back as read (a bare array, as docs/protocol.md writes it), the
     // fingerprints keep the secrets: the signatures below still verify.
     let (status, again) = call(
         &admin,
