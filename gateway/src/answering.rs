@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::outbox::{Outbound, Outbox};
-use crate::sends::{Action, Found, PubAck, Refusal, SendLimits, Sends, Ticket};
+use switchboard_nats::answers::{Action, Found, PubAck, Refusal, SendLimits, Sends, Ticket};
 
 /// How long after a NATS reconnect the sends still unanswered are looked
 /// up in the store: the answers published after the reconnect come first.

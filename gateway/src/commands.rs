@@ -7,12 +7,13 @@ use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
 use switchboard_nats::BackboneError;
-use switchboard_nats::commands::{self, NoAnswer};
-use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY};
+use switchboard_nats::answers::Found;
+use switchboard_nats::commands::{self, Wait};
+use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY, SendCommand};
 use switchboard_nats::records::refusals::{Refusals, SendKey};
 use switchboard_nats::subject::partition_of;
 use switchboard_nats::trace;
-use switchboard_protocol::{ConversationId, ErrorCode, Timestamp};
+use switchboard_protocol::{Content, ConversationId, ErrorCode, ServerFrame, Timestamp};
 use switchboard_store::{SentKey, Store, StoreError};
 
 use crate::Gateway;
@@ -103,49 +104,56 @@ impl Gateway {
         }
     }
 
-    /// Runs a send over REST, answered as every waiting caller's send is
-    /// (`switchboard_nats::commands::answer`): by its writer on a reply
-    /// subject, or, for a repeat JetStream dropped or an answer not in
-    /// time, from the store and the refusals writers remember, as a
-    /// socket's send would be.
+    /// Runs a send over REST and answers it as a socket's send would be
+    /// answered, by the same state machine
+    /// (`switchboard_nats::commands::answer`): the writer's answer on a
+    /// reply subject, or, for a repeat JetStream dropped or an answer
+    /// overdue, what the writer left in the store and `sb_refused`;
+    /// `unavailable` after `command_timeout`. The frame is the `ack` or
+    /// `error` a socket would get.
     pub(crate) async fn run_send(
         &self,
-        command: &Command,
-        sent: SentKey,
-    ) -> Result<CommandReply, ApiError> {
-        let deadline = tokio::time::Instant::now() + self.config.command_timeout;
+        send: &SendCommand,
+        stored_as: Option<Content>,
+    ) -> Result<ServerFrame, ApiError> {
+        let sent = SentKey {
+            tenant: send.tenant.clone(),
+            conversation_id: send.conversation_id.clone(),
+            sender: send.sender.clone(),
+            client_msg_id: send.client_msg_id.clone(),
+        };
+        let wait = Wait {
+            overdue: LOOK_UP_AFTER,
+            give_up: self.config.command_timeout,
+        };
         let look_up = || written_answer(&*self.store, &self.refusals, &sent);
-        commands::answer(
+        let frame = commands::answer(
             &self.client,
             &self.js,
-            command,
+            send,
             self.config.partitions,
-            deadline,
+            wait,
+            stored_as,
             look_up,
         )
-        .await
-        .map_err(|e| match e {
-            NoAnswer::Backbone(e) => e.into(),
-            NoAnswer::LookUp(e) => e.into(),
-            NoAnswer::NotYet => ApiError::new(
-                ErrorCode::Unavailable,
-                "the send is stored but not answered yet: retry with the same client_msg_id",
-            ),
-        })
+        .await?;
+        Ok(frame)
     }
 }
 
-/// The answer a send's writer left: the stored message, or the refusal
-/// it remembered (a failed read of those is no answer yet).
+/// How long a REST send waits for its writer's answer before it looks
+/// in what the writer left, and then between look-ups.
+const LOOK_UP_AFTER: Duration = Duration::from_secs(1);
+
+/// What a send's writer left: the stored message, or the refusal it
+/// remembered (a failed read of `sb_refused` is no answer yet).
 async fn written_answer(
     store: &dyn Store,
     refusals: &Refusals,
     sent: &SentKey,
-) -> Result<Option<CommandReply>, StoreError> {
+) -> Result<Found, StoreError> {
     if let Some(message) = store.find_sent(vec![sent.clone()]).await?.pop().flatten() {
-        return Ok(Some(CommandReply::Sent {
-            message: Box::new(message),
-        }));
+        return Ok(Found::Stored(Box::new(message)));
     }
     let send = SendKey {
         tenant: &sent.tenant,
@@ -154,14 +162,14 @@ async fn written_answer(
         client_msg_id: &sent.client_msg_id,
     };
     match refusals.find(&send).await {
-        Ok(refusal) => Ok(refusal.map(|r| CommandReply::Refused {
+        Ok(Some(r)) => Ok(Found::Refused {
             code: r.code,
             message: r.message,
-            retry_after_ms: None,
-        })),
+        }),
+        Ok(None) => Ok(Found::Nothing),
         Err(e) => {
             tracing::warn!(error = %e, "reading sb_refused failed");
-            Ok(None)
+            Ok(Found::Nothing)
         }
     }
 }

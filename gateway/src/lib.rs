@@ -32,7 +32,6 @@ mod rates;
 mod receipts;
 mod scheduling;
 mod screen;
-mod sends;
 mod server;
 mod shapes;
 mod state;

@@ -1,30 +1,26 @@
 //! Publishing a command to its conversation's writer, for every way a
 //! command is published: addressed to its partition's ingest subject
 //! with its dedupe id ([`addressed`]), and, for a caller that waits for
-//! the writer's answer (a REST send, a scheduled send), answered
-//! ([`answer`]).
-//!
-//! An answer comes from the writer on the command's reply subject, or,
-//! when JetStream dropped the command as a repeat or the answer is late,
-//! from what the writer left: the caller's `look_up` (the stored message,
-//! or the refusal it remembered). A socket's sends are answered the same
-//! way by the gateway's `Sends`, many at a time.
+//! one send's answer (a REST send, a scheduled send at its time),
+//! answered by the state machine a socket's sends are answered by
+//! ([`answer`] over [`crate::answers::Sends`]).
 
+use std::collections::VecDeque;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use futures::StreamExt;
+use switchboard_protocol::frames::request_type;
+use switchboard_protocol::{Content, ErrorCode, ServerFrame};
 
-use crate::envelope::{Command, CommandReply, HEADER_REPLY};
+use crate::answers::{Action, Found, PubAck, SendLimits, Sends};
+use crate::envelope::{Command, CommandReply, HEADER_REPLY, SendCommand};
 use crate::error::BackboneError;
 use crate::publish::publish_stored;
 use crate::subject::{ingest, partition_of};
 use crate::trace;
-
-/// How long a waiting caller lets pass between two look-ups.
-pub const LOOK_UP_AGAIN: Duration = Duration::from_millis(50);
 
 /// The subject and headers of `command` published alone: its
 /// conversation's ingest subject, its dedupe id as `Nats-Msg-Id` (a
@@ -55,40 +51,57 @@ pub fn addressed_to(
     )
 }
 
-/// Why a waiting caller has no answer.
-#[derive(Debug, thiserror::Error)]
-pub enum NoAnswer<E: std::error::Error + 'static> {
-    #[error(transparent)]
-    Backbone(#[from] BackboneError),
-    /// The look-up failed.
-    #[error(transparent)]
-    LookUp(E),
-    /// Stored, but neither answered nor found by `deadline`: the writer
-    /// has it and will apply it; the caller may ask again with the same
-    /// idempotency key.
-    #[error("the command is stored but not answered yet")]
-    NotYet,
+/// How long one waiting caller's send may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    /// Without the writer's answer this long, the send is looked up in
+    /// what the writer left, and again every as long.
+    pub overdue: Duration,
+    /// Without an answer this long, the caller is answered `unavailable`
+    /// (its retry with the same `client_msg_id` is answered with what
+    /// became of the send).
+    pub give_up: Duration,
 }
 
-/// Publishes `command` with a reply subject its writer answers on, and
-/// waits for the answer until `deadline`; a repeat JetStream dropped, or
-/// an answer not in time, is asked of `look_up` every
-/// [`LOOK_UP_AGAIN`] until `deadline` (at least once). `look_up` gives
-/// the answer the writer left, if any.
+/// Publishes `send` with a reply subject its writer answers on, and
+/// answers it as a socket's send is answered, by the same state machine
+/// ([`Sends`], one send): with the frame a socket would get, an `ack`
+/// or an `error`. The writer's answer settles it; a repeat JetStream
+/// dropped, or an answer overdue, is asked of `look_up` (what the writer
+/// left: the stored message or the refusal it remembered); past
+/// `give_up` it is `unavailable`. `stored_as` is the content it is
+/// stored as when that is not what its sender sent (a moderator's
+/// rewrite): the `ack` carries it.
 pub async fn answer<E, F>(
     client: &async_nats::Client,
     js: &jetstream::Context,
-    command: &Command,
+    send: &SendCommand,
     partitions: u16,
-    deadline: tokio::time::Instant,
+    wait: Wait,
+    stored_as: Option<Content>,
     mut look_up: impl FnMut() -> F,
-) -> Result<CommandReply, NoAnswer<E>>
+) -> Result<ServerFrame, BackboneError>
 where
-    E: std::error::Error + 'static,
-    F: Future<Output = Result<Option<CommandReply>, E>>,
+    E: std::fmt::Display,
+    F: Future<Output = Result<Found, E>>,
 {
+    let id = &send.client_msg_id;
+    let mut sends = Sends::new(SendLimits {
+        max_waiting: 1,
+        max_unstored_bytes: usize::MAX,
+        overdue: wait.overdue,
+        give_up: wait.give_up,
+    });
+    let ticket = sends
+        .accept(id, &send.conversation_id, 0, 0, Instant::now())
+        .map_err(|r| BackboneError::Unavailable(r.message))?;
+    let rewritten = stored_as.is_some();
+    if let Some(content) = stored_as {
+        sends.show_stored(id, content);
+    }
+    let command = Command::Send(send.clone());
     let traceparent = trace::traceparent(&tracing::Span::current());
-    let (subject, mut headers) = addressed(command, partitions, traceparent.as_deref());
+    let (subject, mut headers) = addressed(&command, partitions, traceparent.as_deref());
     let inbox = client.new_inbox();
     // Subscribed before publishing, so no answer is missed.
     let mut replies = client
@@ -96,22 +109,81 @@ where
         .await
         .map_err(|e| BackboneError::nats("subscribing for a writer's answer", e))?;
     headers.insert(HEADER_REPLY, inbox.as_str());
-    let payload = command.encode()?;
-    let stored = publish_stored(js, subject, headers, payload, "a command").await?;
-    if !stored.duplicate
-        && let Ok(Some(reply)) = tokio::time::timeout_at(deadline, replies.next()).await
-    {
-        return serde_json::from_slice(&reply.payload)
-            .map_err(|e| NoAnswer::Backbone(BackboneError::encoding(e)));
-    }
-    drop(replies);
+    let mut actions: VecDeque<Action> =
+        match publish_stored(js, subject, headers, command.encode()?, "a send").await {
+            Ok(ack) => {
+                let ack = if ack.duplicate {
+                    PubAck::Duplicate
+                } else {
+                    PubAck::New
+                };
+                sends.pub_acked(id, ticket, ack).into()
+            }
+            Err(e) => sends
+                .publish_failed(id, ticket, &e.to_string(), Instant::now())
+                .into(),
+        };
+    let mut listening = true;
     loop {
-        if let Some(reply) = look_up().await.map_err(NoAnswer::LookUp)? {
-            return Ok(reply);
+        while let Some(action) = actions.pop_front() {
+            match action {
+                Action::Write(frame) => return Ok(*frame),
+                Action::LookUp(_) => match look_up().await {
+                    Ok(found) => actions.extend(sends.found(id, found, Instant::now())),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "looking a send's answer up failed");
+                        sends.lookup_failed(id, Instant::now());
+                    }
+                },
+                Action::Answered(_) => {}
+            }
         }
-        if tokio::time::Instant::now() + LOOK_UP_AGAIN >= deadline {
-            return Err(NoAnswer::NotYet);
+        let Some(next) = sends.next_tick() else {
+            return Err(BackboneError::Unavailable(
+                "a send settled without an answer".into(),
+            ));
+        };
+        let next = tokio::time::Instant::from_std(next);
+        tokio::select! {
+            reply = replies.next(), if listening => match reply {
+                Some(reply) => {
+                    let reply: CommandReply =
+                        serde_json::from_slice(&reply.payload).map_err(BackboneError::encoding)?;
+                    sends.answered(id, Instant::now());
+                    return Ok(frame_of(reply, send, rewritten));
+                }
+                // The subscription ended (NATS reconnected without it):
+                // the look-ups answer.
+                None => listening = false,
+            },
+            () = tokio::time::sleep_until(next) => actions.extend(sends.tick(Instant::now())),
         }
-        tokio::time::sleep(LOOK_UP_AGAIN).await;
+    }
+}
+
+/// The frame a socket would get for the writer's answer to `send`.
+fn frame_of(reply: CommandReply, send: &SendCommand, rewritten: bool) -> ServerFrame {
+    match reply {
+        CommandReply::Sent { message } if rewritten => ServerFrame::ack_showing_content(&message),
+        CommandReply::Sent { message } => ServerFrame::ack(&message),
+        CommandReply::Refused {
+            code,
+            message,
+            retry_after_ms,
+        } => ServerFrame::error_answering(
+            code,
+            message,
+            Some(request_type::SEND_MESSAGE),
+            Some(send.client_msg_id.as_str()),
+            Some(send.conversation_id.as_str()),
+        )
+        .retry_after(retry_after_ms),
+        CommandReply::Done { .. } => ServerFrame::error_answering(
+            ErrorCode::Internal,
+            "a send was answered as another command",
+            Some(request_type::SEND_MESSAGE),
+            Some(send.client_msg_id.as_str()),
+            Some(send.conversation_id.as_str()),
+        ),
     }
 }

@@ -16,6 +16,7 @@
 //! the E2EE key directory is the gateway's.
 
 pub mod admission;
+pub mod answers;
 pub mod commands;
 mod connection;
 pub mod definitions;

@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::ingest::{NotStored, Stored};
 use crate::outbox::Outbound;
 use crate::scheduling::ToSchedule;
-use crate::sends::PubAck;
+use switchboard_nats::answers::PubAck;
 
 impl Connection {
     /// A send: admitted (content, rates), moderated, its media checked,

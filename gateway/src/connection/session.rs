@@ -14,7 +14,7 @@ use crate::answering::{Answering, Lookups};
 use crate::auth::Identity;
 use crate::hub::Registration;
 use crate::outbox::{Outbox, OutboxReader, outbox};
-use crate::sends::SendLimits;
+use switchboard_nats::answers::SendLimits;
 
 /// A send unanswered this long is looked up in the store, and again as
 /// often: its writer's answer was lost without a reconnect to tell (a

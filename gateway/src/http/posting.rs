@@ -6,10 +6,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use switchboard_nats::envelope::{Command, CommandReply, SendCommand};
+use switchboard_nats::envelope::SendCommand;
 use switchboard_protocol::server_api::{PostMessage, PostedMessage};
 use switchboard_protocol::{ConversationId, ErrorCode, ServerFrame, Timestamp};
-use switchboard_store::SentKey;
 
 use super::extract::{JsonBody, PathParams, Shared};
 use super::openapi::Operation;
@@ -61,38 +60,26 @@ pub(super) async fn post(
         .screen(&id, &conversation, body.content, &options)
         .await
         .map_err(body_error)?;
-    let command = Command::Send(SendCommand {
-        tenant: id.tenant.clone(),
-        conversation_id: conversation.clone(),
-        sender: id.user.clone(),
-        device: id.device.clone(),
-        client_msg_id: body.client_msg_id.clone(),
-        content: screened.content,
-        received_at: Timestamp::now(),
-        options,
-    });
-    let sent = SentKey {
+    let stored_as = screened.rewritten.then(|| screened.content.clone());
+    let send = SendCommand {
         tenant: id.tenant.clone(),
         conversation_id: conversation,
         sender: id.user.clone(),
+        device: id.device.clone(),
         client_msg_id: body.client_msg_id,
+        content: screened.content,
+        received_at: Timestamp::now(),
+        options,
     };
     crate::metrics::send_accepted();
-    match gw.run_send(&command, sent).await? {
-        CommandReply::Sent { message } => posted(if screened.rewritten {
-            ServerFrame::ack_showing_content(&message)
-        } else {
-            ServerFrame::ack(&message)
-        }),
-        CommandReply::Refused {
+    match gw.run_send(&send, stored_as).await? {
+        ServerFrame::Error {
             code,
             message,
             retry_after_ms,
+            ..
         } => Err(ApiError::new(code, message).retry_after(retry_after_ms)),
-        CommandReply::Done { .. } => Err(ApiError::new(
-            ErrorCode::Internal,
-            "the writer answered a send as another command",
-        )),
+        ack => posted(ack),
     }
 }
 

@@ -18,14 +18,15 @@ use std::time::Duration;
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer;
 use futures::StreamExt;
-use switchboard_nats::commands::{self, NoAnswer};
+use switchboard_nats::answers::Found;
+use switchboard_nats::commands::{self, Wait};
 use switchboard_nats::definitions::{SCHEDULED_STREAM, scheduler_consumer};
-use switchboard_nats::envelope::{Command, CommandReply, Rejection, SendCommand, rejection_event};
+use switchboard_nats::envelope::{Rejection, SendCommand, rejection_event};
 use switchboard_nats::records::refusals::SendKey;
 use switchboard_nats::scheduled::ScheduledSend;
 use switchboard_plugin_host::screen::{self, Submitted};
 use switchboard_protocol::frames::request_type;
-use switchboard_protocol::{DeviceId, ErrorCode, Timestamp};
+use switchboard_protocol::{DeviceId, ErrorCode, ServerFrame, Timestamp};
 use switchboard_store::{SentKey, StoreError};
 
 use crate::ctx::Ctx;
@@ -35,6 +36,9 @@ use crate::error::WorkerError;
 pub const SCHEDULED_DEVICE: &str = "sb:scheduled";
 /// How long a due send waits for its writer before it is tried again.
 const WRITER_ANSWER: Duration = Duration::from_secs(10);
+/// How long it waits for its writer's answer before it looks in what the
+/// writer left, and then between look-ups.
+const LOOK_UP_AFTER: Duration = Duration::from_secs(1);
 /// When a due send is tried again after its moderator failed (it fails
 /// closed) or its writer did not answer.
 const AGAIN_AFTER: Duration = Duration::from_secs(5);
@@ -117,7 +121,7 @@ async fn send_due(ctx: &Ctx, send: &ScheduledSend) -> Done {
     let Ok(device) = DeviceId::new(SCHEDULED_DEVICE) else {
         return Done::Later;
     };
-    let command = Command::Send(SendCommand {
+    let command = SendCommand {
         tenant: send.tenant.clone(),
         conversation_id: send.conversation_id.clone(),
         sender: send.sender.clone(),
@@ -126,20 +130,31 @@ async fn send_due(ctx: &Ctx, send: &ScheduledSend) -> Done {
         content,
         received_at: Timestamp::now(),
         options: send.options.clone(),
-    });
+    };
     match through_writer(ctx, &command).await {
-        Ok(CommandReply::Sent { message }) => {
-            tracing::info!(seq = message.seq, message_id = %message.message_id, "scheduled message sent");
+        Ok(ServerFrame::Ack {
+            message_id, seq, ..
+        }) => {
+            tracing::info!(?seq, ?message_id, "scheduled message sent");
             crate::metrics::scheduled_sent();
             Done::Settled
         }
-        Ok(CommandReply::Refused { code, message, .. }) => {
+        // Not answered in time, or not stored: tried again.
+        Ok(ServerFrame::Error {
+            code: ErrorCode::Unavailable,
+            message,
+            ..
+        }) => {
+            tracing::warn!(%message, "a due send got no answer from its writer; tried again shortly");
+            Done::Later
+        }
+        Ok(ServerFrame::Error { code, message, .. }) => {
             refuse(ctx, send, code, message).await;
             Done::Settled
         }
-        Ok(CommandReply::Done { .. }) => Done::Settled,
+        Ok(_) => Done::Settled,
         Err(e) => {
-            tracing::warn!(error = %e, "a due send got no answer from its writer; tried again shortly");
+            tracing::warn!(error = %e, "a due send was not published; tried again shortly");
             Done::Later
         }
     }
@@ -194,41 +209,38 @@ async fn moderate(
     }
 }
 
-/// Publishes the send for its writer and waits for its answer, as every
-/// waiting caller does (`switchboard_nats::commands::answer`): a repeat
+/// Publishes the send for its writer and answers it as a socket's send
+/// would be answered (`switchboard_nats::commands::answer`): a repeat
 /// inside the dedupe window (taken again after a crash) is answered from
 /// what its writer left.
-async fn through_writer(ctx: &Ctx, command: &Command) -> Result<CommandReply, WorkerError> {
-    let Command::Send(send) = command else {
-        return Err(WorkerError::StartOver("not a send".into()));
-    };
+async fn through_writer(ctx: &Ctx, send: &SendCommand) -> Result<ServerFrame, WorkerError> {
     let sent = SentKey {
         tenant: send.tenant.clone(),
         conversation_id: send.conversation_id.clone(),
         sender: send.sender.clone(),
         client_msg_id: send.client_msg_id.clone(),
     };
-    let deadline = tokio::time::Instant::now() + WRITER_ANSWER;
+    let wait = Wait {
+        overdue: LOOK_UP_AFTER,
+        give_up: WRITER_ANSWER,
+    };
     let look_up = || written_answer(ctx, &sent);
-    commands::answer(
+    let frame = commands::answer(
         &ctx.client,
         &ctx.js,
-        command,
+        send,
         ctx.config.partitions,
-        deadline,
+        wait,
+        None,
         look_up,
     )
-    .await
-    .map_err(|e| match e {
-        NoAnswer::Backbone(e) => WorkerError::Backbone(e),
-        NoAnswer::LookUp(e) => e,
-        NoAnswer::NotYet => WorkerError::StartOver("its writer has not answered yet".into()),
-    })
+    .await?;
+    Ok(frame)
 }
 
-/// The answer a send's writer left: the stored message, or the refusal
-/// it remembered.
-async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Option<CommandReply>, WorkerError> {
+/// What a send's writer left: the stored message, or the refusal it
+/// remembered.
+async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Found, WorkerError> {
     if let Some(message) = ctx
         .store
         .find_sent(vec![sent.clone()])
@@ -236,9 +248,7 @@ async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Option<CommandReply
         .pop()
         .flatten()
     {
-        return Ok(Some(CommandReply::Sent {
-            message: Box::new(message),
-        }));
+        return Ok(Found::Stored(Box::new(message)));
     }
     let key = SendKey {
         tenant: &sent.tenant,
@@ -246,15 +256,13 @@ async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Option<CommandReply
         sender: &sent.sender,
         client_msg_id: &sent.client_msg_id,
     };
-    Ok(ctx
-        .refusals
-        .find(&key)
-        .await?
-        .map(|refusal| CommandReply::Refused {
+    Ok(match ctx.refusals.find(&key).await? {
+        Some(refusal) => Found::Refused {
             code: refusal.code,
             message: refusal.message,
-            retry_after_ms: None,
-        }))
+        },
+        None => Found::Nothing,
+    })
 }
 
 /// Tells the device that scheduled it that a send was refused at its

@@ -1,5 +1,8 @@
-//! A connection's sends, from the moment one is accepted to its answer:
-//! a state machine with no IO, no clock and no NATS. The connection feeds
+//! Sends, from the moment one is accepted to its answer: a state machine
+//! with no IO, no clock and no NATS, shared by every way a send comes in.
+//! A gateway's connection runs one for all its sends (`answering.rs`); a
+//! caller that waits for one send's answer (a REST send, a scheduled send
+//! at its time) runs one per send (`commands::answer`). The caller feeds
 //! it what happens ([`Sends`]' methods are the events) and carries out
 //! what it returns (the [`Action`]s: frames to write, sends to look up in
 //! the store).
@@ -29,7 +32,7 @@ use switchboard_protocol::{ClientMsgId, Content, ConversationId, ErrorCode, Mess
 
 /// How much a connection may have waiting.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SendLimits {
+pub struct SendLimits {
     /// Sends waiting for their answer (`max_inflight_sends`).
     pub max_waiting: usize,
     /// Bytes of content of sends JetStream has not stored yet
@@ -44,7 +47,7 @@ pub(crate) struct SendLimits {
 
 /// What JetStream said of a send it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PubAck {
+pub enum PubAck {
     /// Stored: its writer answers it.
     New,
     /// A copy of one stored before, dropped: the original answers it.
@@ -53,7 +56,7 @@ pub(crate) enum PubAck {
 
 /// What a look-up in the store found for a send.
 #[derive(Debug, Clone)]
-pub(crate) enum Found {
+pub enum Found {
     Stored(Box<Message>),
     /// Its writer refused it (`sb_refused`).
     Refused {
@@ -66,7 +69,7 @@ pub(crate) enum Found {
 
 /// Something for the connection to do.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Action {
+pub enum Action {
     /// Write this frame to the client.
     Write(Box<ServerFrame>),
     /// Look these sends up in the store (each answer comes back as
@@ -78,14 +81,14 @@ pub(crate) enum Action {
 
 /// Why a send was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     pub code: ErrorCode,
     pub message: String,
 }
 
 /// What became of an accepted send: the ticket its publish reports under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket(u64);
+pub struct Ticket(u64);
 
 #[derive(Debug)]
 struct Waiting {
@@ -110,7 +113,7 @@ struct Waiting {
 
 /// The sends of one connection.
 #[derive(Debug)]
-pub(crate) struct Sends {
+pub struct Sends {
     limits: SendLimits,
     waiting: HashMap<ClientMsgId, Waiting>,
     unstored: usize,
@@ -119,7 +122,7 @@ pub(crate) struct Sends {
 }
 
 impl Sends {
-    pub(crate) fn new(limits: SendLimits) -> Self {
+    pub fn new(limits: SendLimits) -> Self {
         Self {
             limits,
             waiting: HashMap::new(),
@@ -131,7 +134,7 @@ impl Sends {
 
     /// A send of `bytes` of content to `conversation` was read and
     /// passed every check: take it, or say why not.
-    pub(crate) fn accept(
+    pub fn accept(
         &mut self,
         id: &ClientMsgId,
         conversation: &ConversationId,
@@ -189,7 +192,7 @@ impl Sends {
 
     /// The accepted send is stored as `content`, not as its client sent
     /// it: its `ack` must say so.
-    pub(crate) fn show_stored(&mut self, id: &ClientMsgId, content: Content) {
+    pub fn show_stored(&mut self, id: &ClientMsgId, content: Content) {
         if let Some(w) = self.waiting.get_mut(id) {
             w.stored_content = Some(content);
         }
@@ -197,17 +200,12 @@ impl Sends {
 
     /// What the send's `ack` must carry as the stored content, if it was
     /// not stored as sent.
-    pub(crate) fn stored_content(&self, id: &ClientMsgId) -> Option<Content> {
+    pub fn stored_content(&self, id: &ClientMsgId) -> Option<Content> {
         self.waiting.get(id)?.stored_content.clone()
     }
 
     /// JetStream answered the publish of `ticket`.
-    pub(crate) fn pub_acked(
-        &mut self,
-        id: &ClientMsgId,
-        ticket: Ticket,
-        ack: PubAck,
-    ) -> Vec<Action> {
+    pub fn pub_acked(&mut self, id: &ClientMsgId, ticket: Ticket, ack: PubAck) -> Vec<Action> {
         let Some(w) = self.followed(id, ticket) else {
             return Vec::new();
         };
@@ -227,7 +225,7 @@ impl Sends {
 
     /// The publish of `ticket` failed: the send is not stored, and the
     /// client must send it again.
-    pub(crate) fn publish_failed(
+    pub fn publish_failed(
         &mut self,
         id: &ClientMsgId,
         ticket: Ticket,
@@ -253,7 +251,7 @@ impl Sends {
     /// or not the send is still followed here (a second `ack` carries the
     /// same `message_id`; a send of an earlier connection is answered on
     /// this one).
-    pub(crate) fn answered(&mut self, id: &ClientMsgId, now: Instant) -> Vec<Action> {
+    pub fn answered(&mut self, id: &ClientMsgId, now: Instant) -> Vec<Action> {
         self.settle(id, now)
     }
 
@@ -265,7 +263,7 @@ impl Sends {
     }
 
     /// A look-up of a send in the store came back.
-    pub(crate) fn found(&mut self, id: &ClientMsgId, found: Found, now: Instant) -> Vec<Action> {
+    pub fn found(&mut self, id: &ClientMsgId, found: Found, now: Instant) -> Vec<Action> {
         let Some(w) = self.waiting.get_mut(id) else {
             // Answered meanwhile.
             return Vec::new();
@@ -296,7 +294,7 @@ impl Sends {
 
     /// The look-up failed: the send waits on, and is looked up again when
     /// overdue.
-    pub(crate) fn lookup_failed(&mut self, id: &ClientMsgId, now: Instant) {
+    pub fn lookup_failed(&mut self, id: &ClientMsgId, now: Instant) {
         if let Some(w) = self.waiting.get_mut(id) {
             w.looking = false;
             w.checked_at = now;
@@ -305,7 +303,7 @@ impl Sends {
 
     /// NATS reconnected, to connection epoch `epoch`, a moment ago: the
     /// answers of sends accepted before it may be lost. Those are looked up.
-    pub(crate) fn reconnected(&mut self, epoch: u64) -> Vec<Action> {
+    pub fn reconnected(&mut self, epoch: u64) -> Vec<Action> {
         let lost: Vec<_> = self
             .waiting
             .iter_mut()
@@ -327,7 +325,7 @@ impl Sends {
     /// waiting (its writer is stalled, or the store is down), and its
     /// resend with the same `client_msg_id` is answered with what became
     /// of the send, as the contract says of `unavailable`.
-    pub(crate) fn tick(&mut self, now: Instant) -> Vec<Action> {
+    pub fn tick(&mut self, now: Instant) -> Vec<Action> {
         let give_up = self.limits.give_up;
         let gone: Vec<ClientMsgId> = self
             .waiting
@@ -373,7 +371,7 @@ impl Sends {
     }
 
     /// When [`Sends::tick`] has something to do next, if ever.
-    pub(crate) fn next_tick(&self) -> Option<Instant> {
+    pub fn next_tick(&self) -> Option<Instant> {
         self.waiting
             .values()
             .map(|w| {
@@ -389,12 +387,12 @@ impl Sends {
     }
 
     /// The gateway is shutting down: no new send is taken.
-    pub(crate) fn drain(&mut self) {
+    pub fn drain(&mut self) {
         self.draining = true;
     }
 
     /// Every accepted send is answered or given up on.
-    pub(crate) fn is_settled(&self) -> bool {
+    pub fn is_settled(&self) -> bool {
         self.waiting.is_empty()
     }
 
