@@ -176,11 +176,27 @@ pub(crate) async fn create(session: &Session, config: &ScyllaConfig) -> StoreRes
     Ok(())
 }
 
+/// Makes the keyspace the session's, on every node's connections. A node
+/// that joined the cluster after the keyspace was created may not know
+/// it yet (its schema arrives by gossip): the session then waits for the
+/// nodes to agree on the schema and tries again, a few times.
 pub(crate) async fn use_keyspace(session: &Session, config: &ScyllaConfig) -> StoreResult<()> {
-    session
-        .use_keyspace(config.keyspace.clone(), false)
-        .await
-        .map_err(unavailable)
+    const ATTEMPTS: u32 = 10;
+    let mut attempt = 1;
+    loop {
+        match session.use_keyspace(config.keyspace.clone(), false).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "a node does not know the keyspace yet; waiting for schema agreement");
+                if let Err(e) = session.await_schema_agreement().await {
+                    tracing::warn!(error = %e, "the nodes did not agree on the schema");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
 }
 
 async fn ddl(session: &Session, cql: &str) -> StoreResult<()> {
