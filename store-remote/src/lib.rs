@@ -9,10 +9,12 @@
 //! conformance suite through it, so both paths are held to the same
 //! contract.
 //!
-//! `calls.rs` is the one list of the store's calls, by who may make them:
-//! the requests on the wire (`wire.rs`), the service's dispatch
+//! The store's reads travel as they are (`switchboard_store::Read`, from
+//! the store's own list), so a new store read needs nothing here.
+//! `calls.rs` is the list of the store's other calls, by who may make
+//! them: the requests on the wire (`wire.rs`), the service's dispatch
 //! (`service.rs`) and `RemoteStore`'s methods (`remote.rs`) are all made
-//! from it, so a new store read is one line there. The files depend on
+//! from it. The files depend on
 //! each other one way: `calls` ← `wire` ← `service`, `remote`.
 //!
 //! [`Store`]: switchboard_store::Store
@@ -26,4 +28,4 @@ pub use remote::RemoteStore;
 pub use service::{SERVICE_NAME, ServeError, serve};
 /// The wire's decoders, for the fuzz targets.
 #[doc(hidden)]
-pub use wire::{Request, decode_reply, decode_request};
+pub use wire::{Request, decode_answer, decode_reply, decode_request};

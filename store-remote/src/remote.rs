@@ -1,26 +1,22 @@
 //! The calling side: [`RemoteStore`], its `Store` methods made from the
-//! list of calls, and the reads it asks for in parts.
+//! list of calls, its reads passed on as they are, and the reads it asks
+//! for in parts.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use switchboard_nats::{connection_epoch, reconnected_since};
-use switchboard_protocol::reports::{Report, ReportStatus};
-use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
-    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    Timestamp, UserId,
+    ConversationId, DeviceId, Message, MessageId, TenantId, Timestamp, UserId,
 };
 use switchboard_store::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
-    InboxCursor, InboxSweep, ListCursor, ListQuery, MarkChange, MessageKey, Mutation, PinRow,
-    PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    Answer, ConversationSummary, HistoryQuery, InboxCursor, InboxSweep, ListCursor, ListQuery,
+    MarkChange, Mutation, Read, Store, StoreError, StoreResult,
 };
 
 use crate::calls::store_calls;
-use crate::wire::{Request, decode_reply};
+use crate::wire::{Access, Call, Request, decode_answer, decode_reply};
 
 /// A [`Store`](switchboard_store::Store) in another process, reached over
 /// NATS. Its `Store` methods are made from the list in `calls.rs`.
@@ -36,8 +32,17 @@ impl RemoteStore {
     }
 
     async fn call<T: DeserializeOwned>(&self, request: Request) -> StoreResult<T> {
-        let subject = request.access().subject();
-        let payload = serde_json::to_vec(&request)
+        decode_reply(&self.ask(request.access(), &request).await?)
+    }
+
+    /// Sends `request` to the endpoint of `access`; the reply's payload.
+    async fn ask(
+        &self,
+        access: Access,
+        request: &impl serde::Serialize,
+    ) -> StoreResult<bytes::Bytes> {
+        let subject = access.subject();
+        let payload = serde_json::to_vec(request)
             .map_err(|e| StoreError::Corrupt(format!("encode store request: {e}")))?;
         let req = async_nats::Request::new()
             .payload(payload.into())
@@ -56,7 +61,7 @@ impl RemoteStore {
                 ));
             }
         };
-        decode_reply(&msg.payload)
+        Ok(msg.payload)
     }
 
     /// Newest first: each part continues below the oldest so far.
@@ -68,7 +73,7 @@ impl RemoteStore {
         query: HistoryQuery,
     ) -> StoreResult<Vec<Message>> {
         in_parts(query.limit, |after: Option<&Message>, limit| {
-            self.call(Request::history {
+            self.call(Request::Read(Read::History {
                 tenant: tenant.clone(),
                 conversation: conversation.clone(),
                 reader: reader.clone(),
@@ -77,7 +82,7 @@ impl RemoteStore {
                     limit,
                     ..query
                 },
-            })
+            }))
         })
         .await
     }
@@ -91,13 +96,13 @@ impl RemoteStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         in_parts(limit, |after: Option<&Message>, limit| {
-            self.call(Request::replay {
+            self.call(Request::Read(Read::Replay {
                 tenant: tenant.clone(),
                 conversation: conversation.clone(),
                 reader: reader.clone(),
                 after_seq: after.map_or(after_seq, |m| m.seq),
                 limit,
-            })
+            }))
         })
         .await
     }
@@ -113,7 +118,7 @@ impl RemoteStore {
         query: ListQuery,
     ) -> StoreResult<Vec<ConversationSummary>> {
         in_parts(query.limit, |last: Option<&ConversationSummary>, limit| {
-            self.call(Request::conversation_page {
+            self.call(Request::Read(Read::ConversationPage {
                 tenant: tenant.clone(),
                 user: user.clone(),
                 query: ListQuery {
@@ -122,7 +127,7 @@ impl RemoteStore {
                         .or_else(|| query.after.clone()),
                     limit,
                 },
-            })
+            }))
         })
         .await
     }
@@ -136,13 +141,13 @@ impl RemoteStore {
         limit: usize,
     ) -> StoreResult<Vec<Message>> {
         in_parts(limit, |last: Option<&Message>, limit| {
-            self.call(Request::inbox {
+            self.call(Request::Read(Read::Inbox {
                 tenant: tenant.clone(),
                 user: user.clone(),
                 device: device.clone(),
                 after: last.map(InboxCursor::of).or_else(|| after.clone()),
                 limit,
-            })
+            }))
         })
         .await
     }
@@ -158,45 +163,56 @@ macro_rules! own {
     };
 }
 
-/// `RemoteStore::<method>_in_parts`, named from the method.
-macro_rules! in_parts_of {
-    ($self:ident, history, $($arg:ident),*) => { $self.history_in_parts($($arg),*).await };
-    ($self:ident, replay, $($arg:ident),*) => { $self.replay_in_parts($($arg),*).await };
-    ($self:ident, inbox, $($arg:ident),*) => { $self.inbox_in_parts($($arg),*).await };
-    ($self:ident, conversation_page, $($arg:ident),*) => {
-        $self.conversation_page_in_parts($($arg),*).await
-    };
-}
-
 macro_rules! remote_store {
     (
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
         marks { $( $mark:ident ( $($marg:ident : [$($mty:tt)+]),* ) -> $mret:ty; )* }
         write { $( $write:ident ( $($warg:ident : [$($wty:tt)+]),* ) -> $wret:ty; )* }
-        paged { $( $paged:ident ( $($parg:ident : [$($pty:tt)+]),* ) -> $pret:ty; )* }
     ) => {
         #[async_trait]
         impl Store for RemoteStore {
             $(
                 async fn $read(&self, $($rarg: $($rty)+),*) -> StoreResult<$rret> {
-                    self.call(Request::$read { $($rarg: own!($rarg; $($rty)+)),* }).await
+                    self.call(Request::Call(Call::$read { $($rarg: own!($rarg; $($rty)+)),* })).await
                 }
             )*
             $(
                 async fn $mark(&self, $($marg: $($mty)+),*) -> StoreResult<$mret> {
-                    self.call(Request::$mark { $($marg: own!($marg; $($mty)+)),* }).await
+                    self.call(Request::Call(Call::$mark { $($marg: own!($marg; $($mty)+)),* })).await
                 }
             )*
             $(
                 async fn $write(&self, $($warg: $($wty)+),*) -> StoreResult<$wret> {
-                    self.call(Request::$write { $($warg: own!($warg; $($wty)+)),* }).await
+                    self.call(Request::Call(Call::$write { $($warg: own!($warg; $($wty)+)),* })).await
                 }
             )*
-            $(
-                async fn $paged(&self, $($parg: $($pty)+),*) -> StoreResult<$pret> {
-                    in_parts_of!(self, $paged, $($parg),*)
+
+            /// A read whose answer may not fit one NATS message is asked
+            /// in parts; every other read is asked as it is.
+            async fn read(&self, read: Read) -> StoreResult<Answer> {
+                match read {
+                    Read::History { tenant, conversation, reader, query } => self
+                        .history_in_parts(&tenant, &conversation, &reader, query)
+                        .await
+                        .map(Answer::History),
+                    Read::Replay { tenant, conversation, reader, after_seq, limit } => self
+                        .replay_in_parts(&tenant, &conversation, &reader, after_seq, limit)
+                        .await
+                        .map(Answer::Replay),
+                    Read::ConversationPage { tenant, user, query } => self
+                        .conversation_page_in_parts(&tenant, &user, query)
+                        .await
+                        .map(Answer::ConversationPage),
+                    Read::Inbox { tenant, user, device, after, limit } => self
+                        .inbox_in_parts(&tenant, &user, &device, after, limit)
+                        .await
+                        .map(Answer::Inbox),
+                    // A part too large for one NATS message comes back as
+                    // `AnswerTooLarge`: the archiver reads smaller parts
+                    // of a bucket then.
+                    read => decode_answer(&read, &self.ask(Access::Read, &read).await?),
                 }
-            )*
+            }
         }
     };
 }

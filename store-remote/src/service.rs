@@ -20,7 +20,7 @@ use switchboard_nats::subject::{STORE_LEGACY, STORE_QUEUE_GROUP};
 use switchboard_store::{Store, StoreError};
 
 use crate::calls::store_calls;
-use crate::wire::{Access, Request, decode_request, reply};
+use crate::wire::{Access, Call, Request, decode_request, reply};
 
 /// The micro service's name, as `nats micro ls` lists it.
 pub const SERVICE_NAME: &str = "switchboard-store";
@@ -40,15 +40,14 @@ macro_rules! dispatcher {
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
         marks { $( $mark:ident ( $($marg:ident : [$($mty:tt)+]),* ) -> $mret:ty; )* }
         write { $( $write:ident ( $($warg:ident : [$($wty:tt)+]),* ) -> $wret:ty; )* }
-        paged { $( $paged:ident ( $($parg:ident : [$($pty:tt)+]),* ) -> $pret:ty; )* }
     ) => {
         /// Runs `request` on `store`, and encodes the answer.
         async fn dispatch(store: &dyn Store, request: Request) -> Vec<u8> {
             match request {
-                $( Request::$read { $($rarg),* } => reply(store.$read($(lend!($rarg; $($rty)+)),*).await), )*
-                $( Request::$mark { $($marg),* } => reply(store.$mark($(lend!($marg; $($mty)+)),*).await), )*
-                $( Request::$write { $($warg),* } => reply(store.$write($(lend!($warg; $($wty)+)),*).await), )*
-                $( Request::$paged { $($parg),* } => reply(store.$paged($(lend!($parg; $($pty)+)),*).await), )*
+                Request::Read(read) => reply(store.read(read).await),
+                $( Request::Call(Call::$read { $($rarg),* }) => reply(store.$read($(lend!($rarg; $($rty)+)),*).await), )*
+                $( Request::Call(Call::$mark { $($marg),* }) => reply(store.$mark($(lend!($marg; $($mty)+)),*).await), )*
+                $( Request::Call(Call::$write { $($warg),* }) => reply(store.$write($(lend!($warg; $($wty)+)),*).await), )*
             }
         }
     };

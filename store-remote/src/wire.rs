@@ -1,16 +1,13 @@
-//! What travels on the wire: a [`Request`] for each call of `calls.rs`,
-//! the [`Access`] it needs (so the subject it goes to), and the
-//! [`Reply`].
+//! What travels on the wire: a [`Request`] (one of the store's reads,
+//! or a [`Call`] of `calls.rs`), the [`Access`] it needs (so the subject
+//! it goes to), and the [`Reply`].
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use switchboard_nats::subject::{STORE_MARKS, STORE_READ, STORE_WRITE};
-use switchboard_protocol::reports::ReportStatus;
 use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
-use switchboard_store::{
-    BucketKey, ConsentQuery, ConversationKey, HistoryQuery, InboxCursor, ListQuery, MessageKey,
-    Mutation, SentKey, StoreError, StoreResult,
-};
+use switchboard_store::{Answer, Mutation, Read, StoreError, StoreResult};
 
 use crate::calls::store_calls;
 
@@ -52,38 +49,59 @@ macro_rules! owned {
     ($($t:tt)+) => { $($t)+ };
 }
 
-macro_rules! requests {
+macro_rules! calls {
     (
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
         marks { $( $mark:ident ( $($marg:ident : [$($mty:tt)+]),* ) -> $mret:ty; )* }
         write { $( $write:ident ( $($warg:ident : [$($wty:tt)+]),* ) -> $wret:ty; )* }
-        paged { $( $paged:ident ( $($parg:ident : [$($pty:tt)+]),* ) -> $pret:ty; )* }
     ) => {
-        /// A call to the served store. Variants are named as the methods
-        /// (and so serialised as they were when written by hand).
+        /// A call to the served store other than a read. Variants are
+        /// named as the methods (and so serialised as they were when
+        /// written by hand).
         #[allow(non_camel_case_types)]
         #[derive(Debug, Serialize, Deserialize)]
         #[serde(tag = "op")]
-        pub enum Request {
+        pub enum Call {
             $( $read { $($rarg: owned!($($rty)+)),* }, )*
             $( $mark { $($marg: owned!($($mty)+)),* }, )*
             $( $write { $($warg: owned!($($wty)+)),* }, )*
-            $( $paged { $($parg: owned!($($pty)+)),* }, )*
         }
 
-        impl Request {
+        impl Call {
+            const NAMES: &[&str] = &[
+                $( stringify!($read), )* $( stringify!($mark), )* $( stringify!($write), )*
+            ];
+
             pub(crate) fn access(&self) -> Access {
                 match self {
-                    $( Request::$read { .. } )|* $( | Request::$paged { .. } )* => Access::Read,
-                    $( Request::$mark { .. } )|* => Access::Marks,
-                    $( Request::$write { .. } )|* => Access::Write,
+                    $( Call::$read { .. } )|* => Access::Read,
+                    $( Call::$mark { .. } )|* => Access::Marks,
+                    $( Call::$write { .. } )|* => Access::Write,
                 }
             }
         }
     };
 }
 
-store_calls!(requests);
+store_calls!(calls);
+
+/// A request to the served store: one of its reads, or another call.
+/// Both are `{"op": "<method>", <arguments>}` on the wire.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Request {
+    Read(Read),
+    Call(Call),
+}
+
+impl Request {
+    pub(crate) fn access(&self) -> Access {
+        match self {
+            Request::Read(_) => Access::Read,
+            Request::Call(call) => call.access(),
+        }
+    }
+}
 
 /// The answer on the wire: `{"ok": …}` or `{"err": StoreError}`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -93,9 +111,20 @@ pub(crate) enum Reply<T> {
     Err(StoreError),
 }
 
-/// A request as the service decodes it, whichever endpoint it came to.
+/// A request as the service decodes it, whichever endpoint it came to:
+/// its `op` says whether it is a read or another call.
 pub fn decode_request(payload: &[u8]) -> Result<Request, serde_json::Error> {
-    serde_json::from_slice(payload)
+    #[derive(Deserialize)]
+    struct Op<'a> {
+        #[serde(borrow)]
+        op: std::borrow::Cow<'a, str>,
+    }
+    let Op { op } = serde_json::from_slice(payload)?;
+    if Call::NAMES.contains(&op.as_ref()) {
+        serde_json::from_slice(payload).map(Request::Call)
+    } else {
+        serde_json::from_slice(payload).map(Request::Read)
+    }
 }
 
 /// A reply as the caller decodes it: the call's result.
@@ -104,6 +133,22 @@ pub fn decode_reply<T: DeserializeOwned>(payload: &[u8]) -> StoreResult<T> {
         Ok(Reply::Ok(v)) => Ok(v),
         Ok(Reply::Err(e)) => Err(e),
         Err(e) => Err(StoreError::Corrupt(format!("bad store reply: {e}"))),
+    }
+}
+
+/// The answer to `read` as the caller decodes it from its reply.
+pub fn decode_answer(read: &Read, payload: &[u8]) -> StoreResult<Answer> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum RawReply<'a> {
+        #[serde(borrow)]
+        Ok(&'a RawValue),
+        Err(StoreError),
+    }
+    let bad = |e: serde_json::Error| StoreError::Corrupt(format!("bad store reply: {e}"));
+    match serde_json::from_slice::<RawReply<'_>>(payload).map_err(bad)? {
+        RawReply::Ok(value) => read.answer_from(value).map_err(bad),
+        RawReply::Err(e) => Err(e),
     }
 }
 
@@ -131,28 +176,46 @@ mod tests {
     /// requests keep the shape they had when written by hand.
     #[test]
     fn requests_keep_their_wire_format() {
-        let ping = serde_json::to_value(Request::ping {}).unwrap();
+        let ping = serde_json::to_value(Request::Call(Call::ping {})).unwrap();
         assert_eq!(ping, json!({"op": "ping"}));
-        let referenced = Request::media_referenced {
+        let referenced = Request::Read(Read::MediaReferenced {
+            tenant: TenantId::new("acme").unwrap(),
+            blob_ref: "b1".into(),
+        });
+        let encoded = serde_json::to_vec(&referenced).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&encoded).unwrap(),
+            json!({"op": "media_referenced", "tenant": "acme", "blob_ref": "b1"})
+        );
+        assert!(matches!(
+            decode_request(&encoded).unwrap(),
+            Request::Read(Read::MediaReferenced { .. })
+        ));
+        let commit = decode_request(br#"{"op": "commit", "mutations": []}"#).unwrap();
+        assert!(matches!(commit, Request::Call(Call::commit { .. })));
+        // An unknown op, or a known one with bad arguments, is an error.
+        assert!(decode_request(br#"{"op": "drop_everything"}"#).is_err());
+        assert!(decode_request(br#"{"op": "commit"}"#).is_err());
+        assert!(decode_request(br#"{"op": "pins"}"#).is_err());
+    }
+
+    /// A read's answer is decoded as the read it answers.
+    #[test]
+    fn answers_are_decoded_by_their_read() {
+        let read = Read::MediaReferenced {
             tenant: TenantId::new("acme").unwrap(),
             blob_ref: "b1".into(),
         };
+        let ok = reply::<Answer>(Ok(Answer::MediaReferenced(true)));
         assert_eq!(
-            serde_json::to_value(referenced).unwrap(),
-            json!({"op": "media_referenced", "tenant": "acme", "blob_ref": "b1"})
+            decode_answer(&read, &ok).unwrap(),
+            Answer::MediaReferenced(true)
         );
-        // An inbox request without `after` (older callers) reads from the start.
-        let inbox: Request = serde_json::from_value(json!({
-            "op": "inbox", "tenant": "acme", "user": "u", "device": "d", "limit": 5
-        }))
-        .unwrap();
+        let refused = reply::<Answer>(Err(StoreError::NotFound));
+        assert_eq!(decode_answer(&read, &refused), Err(StoreError::NotFound));
         assert!(matches!(
-            inbox,
-            Request::inbox {
-                after: None,
-                limit: 5,
-                ..
-            }
+            decode_answer(&read, br#"{"ok": [1, 2]}"#),
+            Err(StoreError::Corrupt(_))
         ));
     }
 
@@ -160,24 +223,25 @@ mod tests {
     /// gateway's writes are its users' marks and devices.
     #[test]
     fn each_call_asks_where_its_callers_may() {
-        let commit = Request::commit { mutations: vec![] };
+        let decode = |v: serde_json::Value| decode_request(&serde_json::to_vec(&v).unwrap());
+        let commit = Request::Call(Call::commit { mutations: vec![] });
         assert_eq!(commit.access(), Access::Write);
-        let sweep: Request = serde_json::from_value(json!({
+        let sweep = decode(json!({
             "op": "expire_inbox", "before": "2026-01-01T00:00:00Z", "cursor": null, "budget": 1
         }))
         .unwrap();
         assert_eq!(sweep.access(), Access::Write);
-        let read: Request = serde_json::from_value(json!({
+        let read = decode(json!({
             "op": "ack_read", "tenant": "t", "user": "u", "conversation": "c", "seq": 1
         }))
         .unwrap();
         assert_eq!(read.access(), Access::Marks);
-        let history: Request = serde_json::from_value(json!({
+        let history = decode(json!({
             "op": "history", "tenant": "t", "conversation": "c", "reader": "u",
             "query": {"before_seq": null, "after_seq": null, "limit": 5}
         }))
         .unwrap();
         assert_eq!(history.access(), Access::Read);
-        assert_eq!(Request::ping {}.access(), Access::Read);
+        assert_eq!(Request::Call(Call::ping {}).access(), Access::Read);
     }
 }

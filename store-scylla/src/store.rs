@@ -22,7 +22,7 @@ use crate::client::ScyllaStore;
 use crate::commit::Tx;
 use crate::cursor::{cursor_decode, cursor_encode, page_size};
 use crate::rows::{day_db, limit_db, marks, seq_db, seq_of, user_id};
-use switchboard_store::rules;
+use switchboard_store::{Answer, Read, Reads, reads, rules};
 
 /// Inbox entries looked up per round of message reads.
 const INBOX_CHUNK: usize = 64;
@@ -49,6 +49,116 @@ impl Store for ScyllaStore {
         self.commit_fenced(Some(claim), mutations).await
     }
 
+    async fn read(&self, read: Read) -> StoreResult<Answer> {
+        reads::serve(self, read).await
+    }
+
+    async fn ack_delivered(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        let c = ConversationKey::new(tenant.clone(), conversation.clone());
+        let mut tx = Tx::new(self);
+        let change = rules::ack_delivered(&mut tx, &c, user, device, seq).await?;
+        tx.finish().await?;
+        Ok(change)
+    }
+
+    async fn ack_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> StoreResult<MarkChange> {
+        let c = ConversationKey::new(tenant.clone(), conversation.clone());
+        let mut tx = Tx::new(self);
+        let change = rules::ack_read(&mut tx, &c, user, seq).await?;
+        tx.finish().await?;
+        Ok(change)
+    }
+
+    /// Inbox entries expire by their TTL. With `inbox_sweep` on, one step
+    /// also deletes the entries of one page of a full scan that are older
+    /// than `before`, each with its own write time as the delete's
+    /// timestamp, so an entry refreshed meanwhile (an edit) survives.
+    async fn expire_inbox(
+        &self,
+        before: Timestamp,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<InboxSweep> {
+        if !self.inbox_sweep {
+            return Ok(InboxSweep::default());
+        }
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_inbox
+            .page(&self.session, (), from, page_size(budget))
+            .await?;
+        let cutoff = before.unix_ms();
+        let seen = rows.len();
+        let doomed: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.5.unwrap_or(0) < cutoff)
+            .collect();
+        let removed = doomed.len();
+        self.each(doomed, |(t, u, d, c, seq, _, written)| async move {
+            let ts = written.unwrap_or_else(|| self.clock.next());
+            self.st
+                .delete_inbox
+                .run(&self.session, (ts, t, u, d, c, seq))
+                .await
+        })
+        .await?;
+        Ok(InboxSweep {
+            seen: Some(seen),
+            removed,
+            next: cursor_encode(next),
+        })
+    }
+
+    async fn ack_thread_read(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversation: &ConversationId,
+        root: MessageId,
+        seq: u64,
+    ) -> StoreResult<()> {
+        self.thread_read(tenant, user, conversation, root, seq)
+            .await
+    }
+
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()> {
+        let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
+        if self
+            .st
+            .device
+            .one(&self.session, (t, u, d))
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mut tx = Tx::new(self);
+        tx.register_device(t, u, d);
+        tx.finish().await
+    }
+}
+
+#[async_trait]
+impl Reads for ScyllaStore {
     async fn sequencer_states(
         &self,
         keys: Vec<ConversationKey>,
@@ -433,76 +543,6 @@ impl Store for ScyllaStore {
         Ok(out)
     }
 
-    async fn ack_delivered(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        device: &DeviceId,
-        conversation: &ConversationId,
-        seq: u64,
-    ) -> StoreResult<MarkChange> {
-        let c = ConversationKey::new(tenant.clone(), conversation.clone());
-        let mut tx = Tx::new(self);
-        let change = rules::ack_delivered(&mut tx, &c, user, device, seq).await?;
-        tx.finish().await?;
-        Ok(change)
-    }
-
-    async fn ack_read(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        conversation: &ConversationId,
-        seq: u64,
-    ) -> StoreResult<MarkChange> {
-        let c = ConversationKey::new(tenant.clone(), conversation.clone());
-        let mut tx = Tx::new(self);
-        let change = rules::ack_read(&mut tx, &c, user, seq).await?;
-        tx.finish().await?;
-        Ok(change)
-    }
-
-    /// Inbox entries expire by their TTL. With `inbox_sweep` on, one step
-    /// also deletes the entries of one page of a full scan that are older
-    /// than `before`, each with its own write time as the delete's
-    /// timestamp, so an entry refreshed meanwhile (an edit) survives.
-    async fn expire_inbox(
-        &self,
-        before: Timestamp,
-        cursor: Option<String>,
-        budget: usize,
-    ) -> StoreResult<InboxSweep> {
-        if !self.inbox_sweep {
-            return Ok(InboxSweep::default());
-        }
-        let from = cursor_decode(cursor)?;
-        let (rows, next) = self
-            .st
-            .scan_inbox
-            .page(&self.session, (), from, page_size(budget))
-            .await?;
-        let cutoff = before.unix_ms();
-        let seen = rows.len();
-        let doomed: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.5.unwrap_or(0) < cutoff)
-            .collect();
-        let removed = doomed.len();
-        self.each(doomed, |(t, u, d, c, seq, _, written)| async move {
-            let ts = written.unwrap_or_else(|| self.clock.next());
-            self.st
-                .delete_inbox
-                .run(&self.session, (ts, t, u, d, c, seq))
-                .await
-        })
-        .await?;
-        Ok(InboxSweep {
-            seen: Some(seen),
-            removed,
-            next: cursor_encode(next),
-        })
-    }
-
     async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
         self.each(keys, |k| async move {
             self.seq_and_day(k.tenant.as_str(), k.conversation_id.as_str(), k.message_id)
@@ -557,18 +597,6 @@ impl Store for ScyllaStore {
         seqs: Vec<u64>,
     ) -> StoreResult<Vec<Vec<String>>> {
         self.user_reactions_of(key, user, seqs).await
-    }
-
-    async fn ack_thread_read(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        conversation: &ConversationId,
-        root: MessageId,
-        seq: u64,
-    ) -> StoreResult<()> {
-        self.thread_read(tenant, user, conversation, root, seq)
-            .await
     }
 
     async fn threads(
@@ -656,26 +684,5 @@ impl Store for ScyllaStore {
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<switchboard_store::PinRow>> {
         self.pins_newest_first(key.tenant.as_str(), key.conversation_id.as_str())
             .await
-    }
-
-    async fn register_device(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        device: &DeviceId,
-    ) -> StoreResult<()> {
-        let (t, u, d) = (tenant.as_str(), user.as_str(), device.as_str());
-        if self
-            .st
-            .device
-            .one(&self.session, (t, u, d))
-            .await?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let mut tx = Tx::new(self);
-        tx.register_device(t, u, d);
-        tx.finish().await
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
+use switchboard_store::Reads;
 
 use switchboard_store::Store;
 use switchboard_store::conformance::Subject;

@@ -28,15 +28,12 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use switchboard_protocol::{
-    ConversationId, ConversationKind, DeviceId, Message, MessageId, MessageVersion, TenantId,
-    Timestamp, UserId, reports::Report, reports::ReportStatus, safety::Ban, safety::Block,
+    ConversationId, DeviceId, Message, MessageId, MessageVersion, TenantId, Timestamp, UserId,
 };
 
 use crate::{
-    ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, HistoryQuery, InboxCursor,
-    InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, SentBy, SentKey, SequencerState,
-    Store, StoreError, StoreResult, WriterClaim,
+    Answer, ArchivedBucket, BucketContents, BucketKey, ConversationKey, HistoryQuery, InboxSweep,
+    MarkChange, MessageKey, Mutation, Read, Store, StoreError, StoreResult, WriterClaim,
 };
 
 mod commits;
@@ -233,38 +230,12 @@ fn merge(
     }
 }
 
-#[async_trait]
-impl Store for Tiered {
-    async fn ping(&self) -> StoreResult<()> {
-        self.inner.ping().await
-    }
-
-    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
-        self.commit_to(None, mutations).await
-    }
-
-    async fn claim_writer(&self, partition: u16) -> StoreResult<WriterClaim> {
-        self.inner.claim_writer(partition).await
-    }
-
-    async fn commit_as(&self, claim: WriterClaim, mutations: Vec<Mutation>) -> StoreResult<()> {
-        self.commit_to(Some(claim), mutations).await
-    }
-
-    async fn sequencer_states(
+/// The reads the archive changes.
+impl Tiered {
+    async fn find_messages_merged(
         &self,
-        keys: Vec<ConversationKey>,
-    ) -> StoreResult<Vec<Option<SequencerState>>> {
-        self.inner.sequencer_states(keys).await
-    }
-
-    /// Idempotency keys go with their bucket: a retry older than the
-    /// archive age is a new message.
-    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
-        self.inner.find_sent(keys).await
-    }
-
-    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        keys: Vec<MessageKey>,
+    ) -> StoreResult<Vec<Option<Message>>> {
         let mut found = self.inner.find_messages(keys.clone()).await?;
         let missing: Vec<usize> = (0..found.len()).filter(|i| found[*i].is_none()).collect();
         if missing.is_empty() {
@@ -285,7 +256,7 @@ impl Store for Tiered {
         Ok(found)
     }
 
-    async fn versions(
+    async fn versions_merged(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
@@ -327,64 +298,7 @@ impl Store for Tiered {
         })
     }
 
-    async fn conversation(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-    ) -> StoreResult<ConversationDetail> {
-        self.inner.conversation(tenant, conversation, reader).await
-    }
-
-    async fn members(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
-        self.inner.members(tenant, conversation, reader).await
-    }
-
-    async fn media_readable(
-        &self,
-        tenant: &TenantId,
-        blob_ref: &str,
-        reader: &UserId,
-    ) -> StoreResult<bool> {
-        self.inner.media_readable(tenant, blob_ref, reader).await
-    }
-
-    /// References are kept when buckets move to the archive.
-    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
-        self.inner.media_referenced(tenant, blob_ref).await
-    }
-
-    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
-        self.inner.contacts(tenant, user).await
-    }
-
-    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
-        self.inner.consent(queries).await
-    }
-
-    async fn memberships(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
-        self.inner.memberships(tenant, user).await
-    }
-
-    async fn conversation_page(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        query: ListQuery,
-    ) -> StoreResult<Vec<ConversationSummary>> {
-        self.inner.conversation_page(tenant, user, query).await
-    }
-
-    async fn history(
+    async fn history_merged(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
@@ -415,7 +329,7 @@ impl Store for Tiered {
         Ok(merge(live, archived, query.limit, true))
     }
 
-    async fn replay(
+    async fn replay_merged(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
@@ -436,18 +350,78 @@ impl Store for Tiered {
             .await?;
         Ok(merge(live, archived, limit, false))
     }
+}
 
-    /// Archiving removes the inbox entries of what it moves, so an inbox
-    /// only names live rows.
-    async fn inbox(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        device: &DeviceId,
-        after: Option<InboxCursor>,
-        limit: usize,
-    ) -> StoreResult<Vec<Message>> {
-        self.inner.inbox(tenant, user, device, after, limit).await
+#[async_trait]
+impl Store for Tiered {
+    async fn ping(&self) -> StoreResult<()> {
+        self.inner.ping().await
+    }
+
+    async fn commit(&self, mutations: Vec<Mutation>) -> StoreResult<()> {
+        self.commit_to(None, mutations).await
+    }
+
+    async fn claim_writer(&self, partition: u16) -> StoreResult<WriterClaim> {
+        self.inner.claim_writer(partition).await
+    }
+
+    async fn commit_as(&self, claim: WriterClaim, mutations: Vec<Mutation>) -> StoreResult<()> {
+        self.commit_to(Some(claim), mutations).await
+    }
+
+    /// The archive changes the reads of messages: those of old buckets
+    /// are read from their objects and merged with the live rows. Every
+    /// other read passes on: idempotency keys go with their bucket (a
+    /// retry older than the archive age is a new message), media
+    /// references, reactions and thread rows are kept when buckets move,
+    /// archiving removes the inbox entries of what it moves, and a thread
+    /// whose root moved to the archive is not listed.
+    async fn read(&self, read: Read) -> StoreResult<Answer> {
+        match read {
+            Read::FindMessages { keys } => self
+                .find_messages_merged(keys)
+                .await
+                .map(Answer::FindMessages),
+            Read::Versions {
+                tenant,
+                conversation,
+                reader,
+                message_id,
+            } => self
+                .versions_merged(&tenant, &conversation, &reader, message_id)
+                .await
+                .map(Answer::Versions),
+            Read::History {
+                tenant,
+                conversation,
+                reader,
+                query,
+            } => self
+                .history_merged(&tenant, &conversation, &reader, query)
+                .await
+                .map(Answer::History),
+            Read::Replay {
+                tenant,
+                conversation,
+                reader,
+                after_seq,
+                limit,
+            } => self
+                .replay_merged(&tenant, &conversation, &reader, after_seq, limit)
+                .await
+                .map(Answer::Replay),
+            Read::SentBy {
+                key,
+                sender,
+                before_seq,
+                limit,
+            } => self
+                .sent_by_merged(&key, &sender, before_seq, limit)
+                .await
+                .map(Answer::SentBy),
+            other => self.inner.read(other).await,
+        }
     }
 
     async fn ack_delivered(
@@ -482,60 +456,6 @@ impl Store for Tiered {
         self.inner.expire_inbox(before, cursor, budget).await
     }
 
-    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
-        self.inner.message_seqs(keys).await
-    }
-
-    async fn archive_candidates(
-        &self,
-        before_day: u32,
-        cursor: Option<String>,
-        budget: usize,
-    ) -> StoreResult<ArchiveScan> {
-        self.inner
-            .archive_candidates(before_day, cursor, budget)
-            .await
-    }
-
-    async fn bucket_contents(
-        &self,
-        bucket: &BucketKey,
-        after_seq: u64,
-        limit: usize,
-    ) -> StoreResult<BucketContents> {
-        self.inner.bucket_contents(bucket, after_seq, limit).await
-    }
-
-    async fn archived_buckets(
-        &self,
-        key: &ConversationKey,
-        after_seq: u64,
-        before_seq: u64,
-    ) -> StoreResult<Vec<ArchivedBucket>> {
-        self.inner
-            .archived_buckets(key, after_seq, before_seq)
-            .await
-    }
-
-    async fn sent_by(
-        &self,
-        key: &ConversationKey,
-        sender: &UserId,
-        before_seq: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<Vec<SentBy>> {
-        self.sent_by_merged(key, sender, before_seq, limit).await
-    }
-
-    async fn user_reactions(
-        &self,
-        key: &ConversationKey,
-        user: &UserId,
-        seqs: Vec<u64>,
-    ) -> StoreResult<Vec<Vec<String>>> {
-        self.inner.user_reactions(key, user, seqs).await
-    }
-
     async fn ack_thread_read(
         &self,
         tenant: &TenantId,
@@ -547,94 +467,6 @@ impl Store for Tiered {
         self.inner
             .ack_thread_read(tenant, user, conversation, root, seq)
             .await
-    }
-
-    /// Threads whose root moved to the archive are not listed: their
-    /// replies' index stays live, but the root is read from live rows.
-    async fn threads(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-    ) -> StoreResult<Vec<crate::ThreadEntry>> {
-        self.inner.threads(tenant, conversation, reader).await
-    }
-
-    async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<crate::PinRow>> {
-        self.inner.pins(key).await
-    }
-
-    async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
-        self.inner.bans(key).await
-    }
-
-    async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
-        self.inner.blocks(tenant, user).await
-    }
-
-    async fn reports(
-        &self,
-        tenant: &TenantId,
-        status: ReportStatus,
-        before: Option<MessageId>,
-        limit: usize,
-    ) -> StoreResult<Vec<Report>> {
-        self.inner.reports(tenant, status, before, limit).await
-    }
-
-    async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>> {
-        self.inner.report(tenant, id).await
-    }
-
-    async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
-        self.inner.open_reports().await
-    }
-
-    async fn expiring(
-        &self,
-        cursor: Option<String>,
-        budget: usize,
-    ) -> StoreResult<crate::PolicyScan> {
-        self.inner.expiring(cursor, budget).await
-    }
-
-    async fn due(
-        &self,
-        key: &ConversationKey,
-        now: Timestamp,
-        limit: usize,
-    ) -> StoreResult<Vec<(Timestamp, u64)>> {
-        self.inner.due(key, now, limit).await
-    }
-
-    async fn expired(
-        &self,
-        key: &ConversationKey,
-        after_seq: u64,
-        cutoff: Timestamp,
-        limit: usize,
-    ) -> StoreResult<crate::ExpiredScan> {
-        self.inner.expired(key, after_seq, cutoff, limit).await
-    }
-
-    async fn joined(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        after: Option<ConversationId>,
-        limit: usize,
-    ) -> StoreResult<Vec<ConversationId>> {
-        self.inner.joined(tenant, user, after, limit).await
-    }
-
-    async fn naming(
-        &self,
-        key: &ConversationKey,
-        user: &UserId,
-        after_seq: u64,
-        limit: usize,
-    ) -> StoreResult<crate::ExpiredScan> {
-        self.inner.naming(key, user, after_seq, limit).await
     }
 
     async fn register_device(

@@ -652,3 +652,13 @@ pub struct InboxSweep {
     /// inbox.
     pub next: Option<String>,
 }
+
+/// One row of a sender's index ([`crate::Read::SentBy`]): the seq of a
+/// message they sent, and the message when the backend holds it live
+/// (`None`: archived, which [`crate::archive::Tiered`] reads; from
+/// `Tiered`, `None` is a message gone since, skipped by a reader).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentBy {
+    pub seq: u64,
+    pub message: Option<Message>,
+}

@@ -17,9 +17,9 @@ use switchboard_protocol::{
 };
 use switchboard_store::{
     ArchiveScan, BucketContents, ConversationDetail, ConversationSummary, InboxSweep, MarkChange,
-    SequencerState, StoreError,
+    Read, SequencerState, StoreError,
 };
-use switchboard_store_remote::{decode_reply, decode_request};
+use switchboard_store_remote::{decode_answer, decode_reply, decode_request};
 
 use super::input::{first_line, lines};
 
@@ -126,6 +126,15 @@ pub(super) fn store_reply(data: &[u8]) {
     let _ = decode_reply::<BucketContents>(data);
     let _ = decode_reply::<ArchiveScan>(data);
     let _ = decode_reply::<InboxSweep>(data);
+    for read in [
+        Read::OpenReports {},
+        Read::Expiring {
+            cursor: None,
+            budget: 1,
+        },
+    ] {
+        let _ = decode_answer(&read, data);
+    }
 }
 
 /// The ids of the seeds.

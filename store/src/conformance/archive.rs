@@ -351,9 +351,9 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
     let before = everything_visible(store.as_ref(), t, "c").await;
 
     let objects = Arc::new(MemoryObjects::default());
-    let tiered = Tiered::new(store.clone(), objects.clone());
+    let tiered: Arc<dyn Store> = Arc::new(Tiered::new(store.clone(), objects.clone()));
     for day in [0, 1] {
-        archive_bucket(&tiered, objects.as_ref(), &bucket(t, "c", day))
+        archive_bucket(tiered.as_ref(), objects.as_ref(), &bucket(t, "c", day))
             .await
             .unwrap();
     }
@@ -372,7 +372,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(raw.len(), 3, "the old days left the live rows");
-    assert_eq!(everything_visible(&tiered, t, "c").await, before);
+    assert_eq!(everything_visible(tiered.as_ref(), t, "c").await, before);
 
     // The sender's index outlives archiving: the backend names the
     // archived seqs, the tier reads them, as history shows them.
@@ -508,7 +508,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
     // A lost object: a clear error naming it, not a shorter history.
     let object = crate::archive::object_name(&bucket(t, "c", 0));
     assert!(objects.remove(&object));
-    let cold = Tiered::new(store.clone(), objects.clone());
+    let cold: Arc<dyn Store> = Arc::new(Tiered::new(store.clone(), objects.clone()));
     match cold
         .history(
             &tt,
@@ -557,9 +557,9 @@ pub async fn expiry_rewrites_archived_buckets(store: &Arc<dyn Store>) {
     let t = &unique_tenant("archexp");
     seed_old_conversation(store.as_ref(), t, "c").await;
     let objects = Arc::new(MemoryObjects::default());
-    let tiered = Tiered::new(store.clone(), objects.clone());
+    let tiered: Arc<dyn Store> = Arc::new(Tiered::new(store.clone(), objects.clone()));
     for day in [0, 1] {
-        archive_bucket(&tiered, objects.as_ref(), &bucket(t, "c", day))
+        archive_bucket(tiered.as_ref(), objects.as_ref(), &bucket(t, "c", day))
             .await
             .unwrap();
     }

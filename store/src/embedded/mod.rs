@@ -44,6 +44,7 @@ use self::apply::{Applied, WriteOp};
 use self::codec::storage;
 use self::group_commit::Job;
 use self::keys::{SCHEMA_VERSION, Spaces, UPGRADABLE_VERSIONS};
+use crate::reads::{self, Answer, Read, Reads};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
@@ -120,7 +121,8 @@ impl EmbeddedStore {
         }
     }
 
-    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    /// Runs `f` on a snapshot, off the async threads.
+    async fn on_snapshot<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&fjall::Snapshot, &Spaces) -> StoreResult<T> + Send + 'static,
@@ -168,7 +170,7 @@ fn check_schema(db: &Database, spaces: &Spaces) -> StoreResult<()> {
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn ping(&self) -> StoreResult<()> {
-        self.read(|r, s| {
+        self.on_snapshot(|r, s| {
             fjall::Readable::contains_key(r, &s.meta, "schema_version")
                 .map(|_| ())
                 .map_err(storage)
@@ -183,140 +185,8 @@ impl Store for EmbeddedStore {
         self.write(WriteOp::Commit(mutations)).await.map(|_| ())
     }
 
-    async fn sequencer_states(
-        &self,
-        keys: Vec<ConversationKey>,
-    ) -> StoreResult<Vec<Option<SequencerState>>> {
-        self.read(move |r, s| read::sequencer_states(r, s, &keys))
-            .await
-    }
-
-    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
-        self.read(move |r, s| read::find_sent(r, s, &keys)).await
-    }
-
-    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
-        self.read(move |r, s| read::find_messages(r, s, &keys))
-            .await
-    }
-
-    async fn versions(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-        message_id: MessageId,
-    ) -> StoreResult<Vec<MessageVersion>> {
-        let (t, c, u) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |r, s| read::versions(r, s, &t, &c, &u, message_id))
-            .await
-    }
-
-    async fn conversation(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-    ) -> StoreResult<ConversationDetail> {
-        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn, s| read::conversation(txn, s, &t, &c, &r))
-            .await
-    }
-
-    async fn members(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
-        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn, s| read::members_of(txn, s, &t, &c, &r))
-            .await
-    }
-
-    async fn media_readable(
-        &self,
-        tenant: &TenantId,
-        blob_ref: &str,
-        reader: &UserId,
-    ) -> StoreResult<bool> {
-        let (t, b, r) = (tenant.clone(), blob_ref.to_owned(), reader.clone());
-        self.read(move |txn, s| read::media_readable(txn, s, &t, &b, &r))
-            .await
-    }
-
-    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
-        let (t, b) = (tenant.clone(), blob_ref.to_owned());
-        self.read(move |txn, s| read::media_referenced(txn, s, &t, &b))
-            .await
-    }
-
-    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
-        let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| consent::contacts(r, s, &t, &u)).await
-    }
-
-    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
-        self.read(move |r, s| consent::consent(r, s, &queries))
-            .await
-    }
-
-    async fn memberships(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
-        let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| read::memberships(r, s, &t, &u)).await
-    }
-
-    async fn conversation_page(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        query: ListQuery,
-    ) -> StoreResult<Vec<ConversationSummary>> {
-        let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| lists::conversation_page(r, s, &t, &u, &query))
-            .await
-    }
-
-    async fn history(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-        query: HistoryQuery,
-    ) -> StoreResult<Vec<Message>> {
-        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn, s| read::history(txn, s, &t, &c, &r, query))
-            .await
-    }
-
-    async fn replay(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        reader: &UserId,
-        after_seq: u64,
-        limit: usize,
-    ) -> StoreResult<Vec<Message>> {
-        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |txn, s| read::replay(txn, s, &t, &c, &r, after_seq, limit))
-            .await
-    }
-
-    async fn inbox(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        device: &DeviceId,
-        after: Option<InboxCursor>,
-        limit: usize,
-    ) -> StoreResult<Vec<Message>> {
-        let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        self.read(move |r, s| read::inbox(r, s, &t, &u, &d, after.as_ref(), limit))
-            .await
+    async fn read(&self, read: Read) -> StoreResult<Answer> {
+        reads::serve(self, read).await
     }
 
     async fn ack_delivered(
@@ -383,75 +253,6 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
-        self.read(move |r, s| read::message_seqs(r, s, &keys)).await
-    }
-
-    async fn archive_candidates(
-        &self,
-        before_day: u32,
-        cursor: Option<String>,
-        budget: usize,
-    ) -> StoreResult<ArchiveScan> {
-        let from = match cursor {
-            Some(c) => hex_decode(&c)
-                .ok_or_else(|| StoreError::Corrupt(format!("bad archive scan cursor {c:?}")))?,
-            None => Vec::new(),
-        };
-        let (buckets, next) = self
-            .read(move |r, s| read::archive_candidates(r, s, before_day, from, budget.max(1)))
-            .await?;
-        Ok(ArchiveScan {
-            buckets,
-            next: next.map(|k| hex_encode(&k)),
-        })
-    }
-
-    async fn bucket_contents(
-        &self,
-        bucket: &BucketKey,
-        after_seq: u64,
-        limit: usize,
-    ) -> StoreResult<BucketContents> {
-        let bucket = bucket.clone();
-        self.read(move |r, s| read::bucket_contents(r, s, &bucket, after_seq, limit))
-            .await
-    }
-
-    async fn archived_buckets(
-        &self,
-        key: &ConversationKey,
-        after_seq: u64,
-        before_seq: u64,
-    ) -> StoreResult<Vec<ArchivedBucket>> {
-        let key = key.clone();
-        self.read(move |r, s| read::archived_buckets(r, s, &key, after_seq, before_seq))
-            .await
-    }
-
-    async fn sent_by(
-        &self,
-        key: &ConversationKey,
-        sender: &UserId,
-        before_seq: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<Vec<SentBy>> {
-        let (key, sender) = (key.clone(), sender.clone());
-        self.read(move |r, s| senders::sent_by(r, s, &key, &sender, before_seq, limit))
-            .await
-    }
-
-    async fn user_reactions(
-        &self,
-        key: &ConversationKey,
-        user: &UserId,
-        seqs: Vec<u64>,
-    ) -> StoreResult<Vec<Vec<String>>> {
-        let (key, user) = (key.clone(), user.clone());
-        self.read(move |r, s| extras::user_reactions(r, s, &key, &user, &seqs))
-            .await
-    }
-
     async fn ack_thread_read(
         &self,
         tenant: &TenantId,
@@ -471,6 +272,243 @@ impl Store for EmbeddedStore {
         .map(drop)
     }
 
+    async fn register_device(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> StoreResult<()> {
+        let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
+        let known = self
+            .on_snapshot(move |r, s| read::device_known(r, s, &t, &u, &d))
+            .await?;
+        if known {
+            return Ok(());
+        }
+        self.write(WriteOp::RegisterDevice {
+            tenant: tenant.clone(),
+            user: user.clone(),
+            device: device.clone(),
+            at: Timestamp::now(),
+        })
+        .await
+        .map(|_| ())
+    }
+}
+
+#[async_trait]
+impl Reads for EmbeddedStore {
+    async fn sequencer_states(
+        &self,
+        keys: Vec<ConversationKey>,
+    ) -> StoreResult<Vec<Option<SequencerState>>> {
+        self.on_snapshot(move |r, s| read::sequencer_states(r, s, &keys))
+            .await
+    }
+
+    async fn find_sent(&self, keys: Vec<SentKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.on_snapshot(move |r, s| read::find_sent(r, s, &keys))
+            .await
+    }
+
+    async fn find_messages(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<Message>>> {
+        self.on_snapshot(move |r, s| read::find_messages(r, s, &keys))
+            .await
+    }
+
+    async fn versions(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        message_id: MessageId,
+    ) -> StoreResult<Vec<MessageVersion>> {
+        let (t, c, u) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.on_snapshot(move |r, s| read::versions(r, s, &t, &c, &u, message_id))
+            .await
+    }
+
+    async fn conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail> {
+        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.on_snapshot(move |txn, s| read::conversation(txn, s, &t, &c, &r))
+            .await
+    }
+
+    async fn members(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<(ConversationKind, Vec<UserId>)> {
+        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.on_snapshot(move |txn, s| read::members_of(txn, s, &t, &c, &r))
+            .await
+    }
+
+    async fn media_readable(
+        &self,
+        tenant: &TenantId,
+        blob_ref: &str,
+        reader: &UserId,
+    ) -> StoreResult<bool> {
+        let (t, b, r) = (tenant.clone(), blob_ref.to_owned(), reader.clone());
+        self.on_snapshot(move |txn, s| read::media_readable(txn, s, &t, &b, &r))
+            .await
+    }
+
+    async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
+        let (t, b) = (tenant.clone(), blob_ref.to_owned());
+        self.on_snapshot(move |txn, s| read::media_referenced(txn, s, &t, &b))
+            .await
+    }
+
+    async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.on_snapshot(move |r, s| consent::contacts(r, s, &t, &u))
+            .await
+    }
+
+    async fn consent(&self, queries: Vec<ConsentQuery>) -> StoreResult<Vec<Consent>> {
+        self.on_snapshot(move |r, s| consent::consent(r, s, &queries))
+            .await
+    }
+
+    async fn memberships(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> StoreResult<Vec<(ConversationId, ConversationKind, usize)>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.on_snapshot(move |r, s| read::memberships(r, s, &t, &u))
+            .await
+    }
+
+    async fn conversation_page(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        query: ListQuery,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.on_snapshot(move |r, s| lists::conversation_page(r, s, &t, &u, &query))
+            .await
+    }
+
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        query: HistoryQuery,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.on_snapshot(move |txn, s| read::history(txn, s, &t, &c, &r, query))
+            .await
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, c, r) = (tenant.clone(), conversation.clone(), reader.clone());
+        self.on_snapshot(move |txn, s| read::replay(txn, s, &t, &c, &r, after_seq, limit))
+            .await
+    }
+
+    async fn inbox(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        device: &DeviceId,
+        after: Option<InboxCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Message>> {
+        let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
+        self.on_snapshot(move |r, s| read::inbox(r, s, &t, &u, &d, after.as_ref(), limit))
+            .await
+    }
+
+    async fn message_seqs(&self, keys: Vec<MessageKey>) -> StoreResult<Vec<Option<u64>>> {
+        self.on_snapshot(move |r, s| read::message_seqs(r, s, &keys))
+            .await
+    }
+
+    async fn archive_candidates(
+        &self,
+        before_day: u32,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ArchiveScan> {
+        let from = match cursor {
+            Some(c) => hex_decode(&c)
+                .ok_or_else(|| StoreError::Corrupt(format!("bad archive scan cursor {c:?}")))?,
+            None => Vec::new(),
+        };
+        let (buckets, next) = self
+            .on_snapshot(move |r, s| {
+                read::archive_candidates(r, s, before_day, from, budget.max(1))
+            })
+            .await?;
+        Ok(ArchiveScan {
+            buckets,
+            next: next.map(|k| hex_encode(&k)),
+        })
+    }
+
+    async fn bucket_contents(
+        &self,
+        bucket: &BucketKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<BucketContents> {
+        let bucket = bucket.clone();
+        self.on_snapshot(move |r, s| read::bucket_contents(r, s, &bucket, after_seq, limit))
+            .await
+    }
+
+    async fn archived_buckets(
+        &self,
+        key: &ConversationKey,
+        after_seq: u64,
+        before_seq: u64,
+    ) -> StoreResult<Vec<ArchivedBucket>> {
+        let key = key.clone();
+        self.on_snapshot(move |r, s| read::archived_buckets(r, s, &key, after_seq, before_seq))
+            .await
+    }
+
+    async fn sent_by(
+        &self,
+        key: &ConversationKey,
+        sender: &UserId,
+        before_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<SentBy>> {
+        let (key, sender) = (key.clone(), sender.clone());
+        self.on_snapshot(move |r, s| senders::sent_by(r, s, &key, &sender, before_seq, limit))
+            .await
+    }
+
+    async fn user_reactions(
+        &self,
+        key: &ConversationKey,
+        user: &UserId,
+        seqs: Vec<u64>,
+    ) -> StoreResult<Vec<Vec<String>>> {
+        let (key, user) = (key.clone(), user.clone());
+        self.on_snapshot(move |r, s| extras::user_reactions(r, s, &key, &user, &seqs))
+            .await
+    }
+
     async fn threads(
         &self,
         tenant: &TenantId,
@@ -478,24 +516,26 @@ impl Store for EmbeddedStore {
         reader: &UserId,
     ) -> StoreResult<Vec<ThreadEntry>> {
         let (t, c, u) = (tenant.clone(), conversation.clone(), reader.clone());
-        self.read(move |r, s| extras::threads(r, s, &t, &c, &u))
+        self.on_snapshot(move |r, s| extras::threads(r, s, &t, &c, &u))
             .await
     }
 
     async fn pins(&self, key: &ConversationKey) -> StoreResult<Vec<PinRow>> {
         let key = key.clone();
-        self.read(move |r, s| extras::pins(r, s, &key)).await
+        self.on_snapshot(move |r, s| extras::pins(r, s, &key)).await
     }
 
     async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
         let key = key.clone();
-        self.read(move |r, s| safety::bans(r, s, key.tenant.as_str(), key.conversation_id.as_str()))
-            .await
+        self.on_snapshot(move |r, s| {
+            safety::bans(r, s, key.tenant.as_str(), key.conversation_id.as_str())
+        })
+        .await
     }
 
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| safety::blocks(r, s, t.as_str(), u.as_str()))
+        self.on_snapshot(move |r, s| safety::blocks(r, s, t.as_str(), u.as_str()))
             .await
     }
 
@@ -507,18 +547,18 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Report>> {
         let t = tenant.clone();
-        self.read(move |r, s| safety::reports(r, s, t.as_str(), status, before, limit))
+        self.on_snapshot(move |r, s| safety::reports(r, s, t.as_str(), status, before, limit))
             .await
     }
 
     async fn report(&self, tenant: &TenantId, id: MessageId) -> StoreResult<Option<Report>> {
         let t = tenant.clone();
-        self.read(move |r, s| safety::report(r, s, t.as_str(), id))
+        self.on_snapshot(move |r, s| safety::report(r, s, t.as_str(), id))
             .await
     }
 
     async fn open_reports(&self) -> StoreResult<Vec<(TenantId, u64)>> {
-        self.read(safety::open_reports).await
+        self.on_snapshot(safety::open_reports).await
     }
 
     async fn expiring(&self, cursor: Option<String>, budget: usize) -> StoreResult<PolicyScan> {
@@ -528,7 +568,7 @@ impl Store for EmbeddedStore {
             None => Vec::new(),
         };
         let (conversations, next) = self
-            .read(move |r, s| safety::expiring(r, s, from, budget.max(1)))
+            .on_snapshot(move |r, s| safety::expiring(r, s, from, budget.max(1)))
             .await?;
         Ok(PolicyScan {
             conversations,
@@ -543,7 +583,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<(Timestamp, u64)>> {
         let key = key.clone();
-        self.read(move |r, s| safety::due(r, s, &key, now, limit.max(1)))
+        self.on_snapshot(move |r, s| safety::due(r, s, &key, now, limit.max(1)))
             .await
     }
 
@@ -555,7 +595,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<ExpiredScan> {
         let key = key.clone();
-        self.read(move |r, s| safety::expired(r, s, &key, after_seq, cutoff, limit.max(1)))
+        self.on_snapshot(move |r, s| safety::expired(r, s, &key, after_seq, cutoff, limit.max(1)))
             .await
     }
 
@@ -567,8 +607,10 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<ConversationId>> {
         let (t, u) = (tenant.clone(), user.clone());
-        self.read(move |r, s| erasure::joined(r, s, t.as_str(), u.as_str(), after.as_ref(), limit))
-            .await
+        self.on_snapshot(move |r, s| {
+            erasure::joined(r, s, t.as_str(), u.as_str(), after.as_ref(), limit)
+        })
+        .await
     }
 
     async fn naming(
@@ -579,31 +621,8 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<ExpiredScan> {
         let (key, user) = (key.clone(), user.clone());
-        self.read(move |r, s| erasure::naming(r, s, &key, &user, after_seq, limit.max(1)))
+        self.on_snapshot(move |r, s| erasure::naming(r, s, &key, &user, after_seq, limit.max(1)))
             .await
-    }
-
-    async fn register_device(
-        &self,
-        tenant: &TenantId,
-        user: &UserId,
-        device: &DeviceId,
-    ) -> StoreResult<()> {
-        let (t, u, d) = (tenant.clone(), user.clone(), device.clone());
-        let known = self
-            .read(move |r, s| read::device_known(r, s, &t, &u, &d))
-            .await?;
-        if known {
-            return Ok(());
-        }
-        self.write(WriteOp::RegisterDevice {
-            tenant: tenant.clone(),
-            user: user.clone(),
-            device: device.clone(),
-            at: Timestamp::now(),
-        })
-        .await
-        .map(|_| ())
     }
 }
 

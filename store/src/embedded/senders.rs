@@ -159,7 +159,7 @@ mod tests {
                 }
             }
             store.spaces.meta.remove("senders_indexed").unwrap();
-            let rows = store.sent_by(&key("t", "c"), &user("a"), None, 10).await;
+            let rows = crate::Reads::sent_by(&store, &key("t", "c"), &user("a"), None, 10).await;
             assert!(rows.unwrap().is_empty());
         }
         let store: Arc<dyn Store> = Arc::new(reopen(&config).await);
@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(buckets.len(), 1);
         assert!(!buckets[0].senders_indexed);
         // Through the tier: the archived one too, and paged by seq.
-        let tiered = Tiered::new(store.clone(), objects.clone());
+        let tiered: Arc<dyn Store> = Arc::new(Tiered::new(store.clone(), objects.clone()));
         let all = tiered
             .sent_by(&key("t", "c"), &user("a"), None, 10)
             .await

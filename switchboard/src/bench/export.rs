@@ -20,7 +20,9 @@ use switchboard_protocol::{
     Timestamp, UserId,
 };
 use switchboard_store::embedded::{EmbeddedConfig, EmbeddedStore};
-use switchboard_store::{ConversationKey, ConversationRecord, HistoryQuery, Mutation, Store};
+use switchboard_store::{
+    ConversationKey, ConversationRecord, HistoryQuery, Mutation, Reads, Store,
+};
 
 /// Rows read per page, as the export reads them.
 const PAGE: usize = 200;

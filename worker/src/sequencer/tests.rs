@@ -209,13 +209,15 @@ async fn refuses_non_members_and_unknown_conversations() {
     .await;
     assert_eq!(code(&out[0]), ErrorCode::NotFound);
     assert_eq!(code(&out[2]), ErrorCode::NotAMember);
-    let state = store
-        .sequencer_states(vec![ConversationKey {
+    let state = switchboard_store::Reads::sequencer_states(
+        &store,
+        vec![ConversationKey {
             tenant: TenantId::new("t").unwrap(),
             conversation_id: ConversationId::new("c").unwrap(),
-        }])
-        .await
-        .unwrap();
+        }],
+    )
+    .await
+    .unwrap();
     assert_eq!(state[0].as_ref().unwrap().last_seq, 0, "nothing was stored");
 }
 
