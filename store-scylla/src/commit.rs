@@ -70,6 +70,7 @@ mod erasure;
 mod extras;
 mod safety;
 mod view;
+mod writes;
 
 /// A conversation: tenant and conversation id.
 type Ck = (String, String);

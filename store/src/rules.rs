@@ -24,11 +24,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use switchboard_protocol::{Content, DeviceId, Message, MessageVersion, Timestamp, UserId};
+use switchboard_protocol::{Content, Message, MessageVersion, Timestamp, UserId};
 
 use crate::erasure::Erasure;
 use crate::{
-    BucketKey, ConversationKey, ConversationRecord, MarkChange, Mutation, StoreError, StoreResult,
+    BucketKey, ConversationKey, ConversationRecord, Mutation, StoreError, StoreResult,
     UnsolicitedAdds,
 };
 
@@ -36,14 +36,16 @@ mod commit;
 mod consent;
 mod delete;
 mod erasure;
+mod marks;
 mod reactions;
 mod safety;
 mod steps;
 mod threads;
 
 use commit::conflict;
-pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement};
+pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement, Write};
 use delete::delete;
+pub use marks::{ack_delivered, ack_read};
 use steps::{check_not_archived_here, store_update};
 pub use threads::ack_thread_read;
 
@@ -76,9 +78,20 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             }
             for u in users {
                 let u = u.as_str();
-                view.remove_member(key, u).await?;
+                view.write(Write::Member {
+                    c: key,
+                    user: u,
+                    joined: None,
+                })
+                .await?;
                 for d in view.devices(&key.tenant, u).await? {
-                    view.remove_inbox(key, u, &d, InboxEntries::All).await?;
+                    view.write(Write::InboxGone {
+                        c: key,
+                        user: u,
+                        device: &d,
+                        which: InboxEntries::All,
+                    })
+                    .await?;
                 }
             }
             Ok(())
@@ -139,7 +152,12 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             if !view.is_member(key, user.as_str()).await? {
                 return Err(StoreError::NotAMember);
             }
-            view.put_member_state(key, user.as_str(), state).await
+            view.write(Write::MemberState {
+                c: key,
+                user: user.as_str(),
+                state,
+            })
+            .await
         }
         Mutation::SetPolicy { key, policy } => safety::set_policy(view, key, policy).await,
         Mutation::Ban { key, ban } => safety::ban(view, key, ban).await,
@@ -150,7 +168,9 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             target,
             at,
         } => safety::set_block(view, tenant, user, target, *at).await,
-        Mutation::PutReport { tenant, report } => view.put_report(tenant, report).await,
+        Mutation::PutReport { tenant, report } => {
+            view.write(Write::Report { tenant, report }).await
+        }
         Mutation::Expire {
             key,
             seqs,
@@ -193,7 +213,7 @@ async fn create<C: Commit>(
         return Err(conflict("conversation exists"));
     }
     consent::check(view, &key.tenant, unsolicited).await?;
-    view.insert_conversation(record).await?;
+    view.write(Write::Conversation { record }).await?;
     for u in members {
         add_member(view, &key, u.as_str(), record.created_at).await?;
     }
@@ -209,7 +229,12 @@ async fn add_member<C: Commit>(
     if view.is_member(c, user).await? {
         return Ok(());
     }
-    view.insert_member(c, user, at).await
+    view.write(Write::Member {
+        c,
+        user,
+        joined: Some(at),
+    })
+    .await
 }
 
 async fn append<C: Commit>(
@@ -263,13 +288,30 @@ async fn append<C: Commit>(
     // Per sender: the highest seq they sent here.
     let mut senders: HashMap<&str, u64> = HashMap::new();
     for m in messages {
-        view.put_message(c, m, Placement::New).await?;
-        view.insert_sent(c, m).await?;
+        view.write(Write::Message {
+            c,
+            m,
+            placement: Placement::New,
+        })
+        .await?;
+        view.write(Write::Sent { c, m }).await?;
         if let Some(at) = m.expires_at {
-            view.set_expiry(c, at, m.seq, true).await?;
+            view.write(Write::Expiry {
+                c,
+                at,
+                seq: m.seq,
+                present: true,
+            })
+            .await?;
         }
         if let Some(media) = m.content.as_ref().and_then(Content::media) {
-            view.reference_media(c, m.seq, &media.blob_ref).await?;
+            view.write(Write::MediaRef {
+                c,
+                seq: m.seq,
+                blob_ref: &media.blob_ref,
+                present: true,
+            })
+            .await?;
         }
         threads::mentions(view, c, m, !inbox).await?;
         for (user, devices) in &recipients {
@@ -277,8 +319,14 @@ async fn append<C: Commit>(
                 if user == m.sender_id.as_str() && device == m.sender_device.as_str() {
                     continue;
                 }
-                view.insert_inbox(c, user, device, m.seq, m.created_at)
-                    .await?;
+                view.write(Write::Inbox {
+                    c,
+                    user,
+                    device,
+                    seq: m.seq,
+                    at: m.created_at,
+                })
+                .await?;
             }
         }
         senders.insert(m.sender_id.as_str(), m.seq);
@@ -287,11 +335,17 @@ async fn append<C: Commit>(
     // speaking to the conversation's members.
     for (sender, seq) in senders {
         if view.is_member(c, sender).await? {
-            view.raise_marks(c, sender, Some(seq), Some(seq)).await?;
-            view.insert_speaker(c, sender).await?;
+            view.write(Write::Marks {
+                c,
+                user: sender,
+                delivered: Some(seq),
+                read: Some(seq),
+            })
+            .await?;
+            view.write(Write::Speaker { c, user: sender }).await?;
         }
     }
-    view.set_position(c, last).await
+    view.write(Write::Position { c, last }).await
 }
 
 async fn edit<C: Commit>(
@@ -323,7 +377,12 @@ async fn edit<C: Commit>(
             at: message.created_at,
             editor: message.sender_id.clone(),
         };
-        view.put_version(c, seq, &original).await?;
+        view.write(Write::Version {
+            c,
+            seq,
+            v: &original,
+        })
+        .await?;
         newest = Some(1);
     }
     let version = MessageVersion {
@@ -332,9 +391,20 @@ async fn edit<C: Commit>(
         at,
         editor: editor.clone(),
     };
-    view.put_version(c, seq, &version).await?;
+    view.write(Write::Version {
+        c,
+        seq,
+        v: &version,
+    })
+    .await?;
     if let Some(media) = content.media() {
-        view.reference_media(c, seq, &media.blob_ref).await?;
+        view.write(Write::MediaRef {
+            c,
+            seq,
+            blob_ref: &media.blob_ref,
+            present: true,
+        })
+        .await?;
     }
     message.content = Some(content.clone());
     message.edited_at = Some(at);
@@ -351,7 +421,13 @@ async fn expire<C: Commit>(
     unindex: &[(Timestamp, u64)],
 ) -> StoreResult<()> {
     for &(when, seq) in unindex {
-        view.set_expiry(c, when, seq, false).await?;
+        view.write(Write::Expiry {
+            c,
+            at: when,
+            seq,
+            present: false,
+        })
+        .await?;
     }
     let (Some(&from), Some(&to)) = (seqs.iter().min(), seqs.iter().max()) else {
         return Ok(());
@@ -367,12 +443,22 @@ async fn expire<C: Commit>(
     for (user, devices) in view.recipients(c).await? {
         for device in devices {
             if contiguous {
-                view.remove_inbox(c, &user, &device, InboxEntries::Through { from, to })
-                    .await?;
+                view.write(Write::InboxGone {
+                    c,
+                    user: &user,
+                    device: &device,
+                    which: InboxEntries::Through { from, to },
+                })
+                .await?;
             } else {
                 for &seq in seqs {
-                    view.remove_inbox(c, &user, &device, InboxEntries::One(seq))
-                        .await?;
+                    view.write(Write::InboxGone {
+                        c,
+                        user: &user,
+                        device: &device,
+                        which: InboxEntries::One(seq),
+                    })
+                    .await?;
                 }
             }
         }
@@ -393,11 +479,18 @@ async fn expired_from_archive<C: Commit>(
         return Ok(());
     }
     for m in gone {
-        view.remove_reactions(c, m.seq).await?;
+        view.write(Write::MessageReactionsGone { c, seq: m.seq })
+            .await?;
         threads::unmention(view, c, m).await?;
     }
     for (seq, blob_ref) in blobs {
-        view.unreference_media(c, *seq, blob_ref).await?;
+        view.write(Write::MediaRef {
+            c,
+            seq: *seq,
+            blob_ref,
+            present: false,
+        })
+        .await?;
     }
     Ok(())
 }
@@ -426,14 +519,26 @@ async fn archive<C: Commit>(
     // The newest message keeps its live row, versions and key: the
     // conversation's position and preview derive from it.
     let newest = view.last_seq(&c).await?.unwrap_or(0);
-    view.archive_rows(b, &span, newest, object).await?;
+    view.write(Write::Archived {
+        b,
+        span: &span,
+        newest,
+        object,
+    })
+    .await?;
     let which = InboxEntries::Through {
         from: span.first,
         to: span.last,
     };
     for (user, devices) in view.recipients(&c).await? {
         for device in devices {
-            view.remove_inbox(&c, &user, &device, which).await?;
+            view.write(Write::InboxGone {
+                c: &c,
+                user: &user,
+                device: &device,
+                which,
+            })
+            .await?;
         }
     }
     Ok(())
@@ -449,130 +554,32 @@ async fn restore<C: Commit>(
     if view.message(c, message.seq).await?.is_some() {
         return Ok(());
     }
-    view.put_message(c, message, Placement::Restored).await?;
+    view.write(Write::Message {
+        c,
+        m: message,
+        placement: Placement::Restored,
+    })
+    .await?;
     for v in versions {
-        view.put_version(c, message.seq, v).await?;
+        view.write(Write::Version {
+            c,
+            seq: message.seq,
+            v,
+        })
+        .await?;
     }
     // Back among the live rows, it expires from there (v1.2); an entry
     // still in the index is written again, which changes nothing.
     if let Some(at) = message.expires_at
         && message.deleted_at.is_none()
     {
-        view.set_expiry(c, at, message.seq, true).await?;
-    }
-    Ok(())
-}
-
-/// A device received everything up to `seq`: its cursor moves there and
-/// the inbox entries it covers go. An ack at or below the cursor confirms
-/// an update (an edit or a delete re-enters the inbox at the message's seq).
-pub async fn ack_delivered<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    user: &UserId,
-    device: &DeviceId,
-    seq: u64,
-) -> StoreResult<MarkChange> {
-    let (u, d) = (user.as_str(), device.as_str());
-    let (last_seq, marks, previous) = ack_context(view, c, u, Some(d)).await?;
-    // A mark past the end of the conversation would hide future messages.
-    let seq = seq.min(last_seq);
-    if seq <= previous {
-        view.remove_inbox(c, u, d, InboxEntries::One(seq)).await?;
-    } else {
-        view.set_cursor(c, u, d, seq).await?;
-        let covered = InboxEntries::Through {
-            from: previous + 1,
-            to: seq,
-        };
-        view.remove_inbox(c, u, d, covered).await?;
-    }
-    let moved = seq > marks.delivered;
-    if moved {
-        view.raise_marks(c, u, Some(seq), None).await?;
-    }
-    let after = Marks {
-        delivered: marks.delivered.max(seq),
-        ..marks
-    };
-    mark_change(view, c, after, moved, false).await
-}
-
-/// A user read everything up to `seq`; what was read was delivered.
-pub async fn ack_read<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    user: &UserId,
-    seq: u64,
-) -> StoreResult<MarkChange> {
-    let u = user.as_str();
-    let (last_seq, marks, _) = ack_context(view, c, u, None).await?;
-    let seq = seq.min(last_seq);
-    let read_moved = seq > marks.read;
-    let delivered_moved = seq > marks.delivered;
-    if read_moved || delivered_moved {
-        view.raise_marks(
+        view.write(Write::Expiry {
             c,
-            u,
-            delivered_moved.then_some(seq),
-            read_moved.then_some(seq),
-        )
+            at,
+            seq: message.seq,
+            present: true,
+        })
         .await?;
     }
-    let after = Marks {
-        delivered: marks.delivered.max(seq),
-        read: marks.read.max(seq),
-    };
-    mark_change(view, c, after, delivered_moved, read_moved).await
-}
-
-/// An ack's reads, refusing a missing conversation or a non-member.
-async fn ack_context<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    user: &str,
-    device: Option<&str>,
-) -> StoreResult<(u64, Marks, u64)> {
-    let reads = view.ack_reads(c, user, device).await?;
-    let Some(last_seq) = reads.last_seq else {
-        return Err(StoreError::NotFound);
-    };
-    let Some(marks) = reads.marks else {
-        return Err(StoreError::NotAMember);
-    };
-    Ok((last_seq, marks, reads.cursor))
-}
-
-/// What the caller needs to broadcast a mark that moved. The members
-/// come along only up to [`MarkChange::MEMBERS_INLINE`]: a large
-/// conversation usually fans out on read and broadcasts no marks, and
-/// copying thousands of ids for every ack of every member was most of
-/// what its acks cost.
-async fn mark_change<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    marks: Marks,
-    delivered_moved: bool,
-    read_moved: bool,
-) -> StoreResult<MarkChange> {
-    let kind = view.kind(c).await?;
-    let member_count = view.member_count(c).await?;
-    let members = if member_count <= MarkChange::MEMBERS_INLINE {
-        view.members(c)
-            .await?
-            .into_iter()
-            .map(|m| UserId::new(m).map_err(StoreError::from))
-            .collect::<StoreResult<Vec<_>>>()?
-    } else {
-        Vec::new()
-    };
-    Ok(MarkChange {
-        kind,
-        member_count,
-        members,
-        delivered_seq: marks.delivered,
-        read_seq: marks.read,
-        delivered_moved,
-        read_moved,
-    })
+    Ok(())
 }

@@ -36,6 +36,7 @@ mod extras;
 mod safety;
 mod sent;
 mod view;
+mod writes;
 
 /// One job for the commit thread.
 #[derive(Debug)]

@@ -3,9 +3,13 @@
 //! the plain types it speaks in. Imports neither the rules nor their
 //! submodules, so both can use it.
 
+use switchboard_protocol::reports::Report;
+use switchboard_protocol::safety::{Ban, ConversationPolicy};
 use switchboard_protocol::{
     ConversationKind, Message, MessageId, MessageVersion, TenantId, Timestamp,
 };
+
+use crate::erasure::Erasure;
 
 use crate::{
     BucketKey, ConversationKey, ConversationRecord, MemberState, PinRow, StoreError, StoreResult,
@@ -62,7 +66,223 @@ pub struct MarkReads {
     pub cursor: u64,
 }
 
-/// One commit in progress, as a backend provides it.
+/// One row change a commit makes: the rules compose them, the backend
+/// writes each in its own layout. A put and its removal are one kind
+/// (an `Option` or `present` says which), so a backend writes a row kind
+/// in one place. Ids are passed as `&str` where the rows store them as
+/// text.
+#[derive(Debug, Clone, Copy)]
+pub enum Write<'a> {
+    /// A new conversation row, with no members yet.
+    Conversation { record: &'a ConversationRecord },
+    /// A new member with marks at 0, listed among the user's
+    /// conversations (`joined`), or (`None`) the member gone: the member
+    /// row, the marks, the member's state, the record that the user spoke
+    /// there ([`Write::Speaker`]) and the user's listing of the
+    /// conversation.
+    Member {
+        c: &'a ConversationKey,
+        user: &'a str,
+        joined: Option<Timestamp>,
+    },
+    /// A member's v1.1 state; the default removes its row.
+    MemberState {
+        c: &'a ConversationKey,
+        user: &'a str,
+        state: &'a MemberState,
+    },
+    /// `user` reacted to message `seq` with `emoji` at `at`, or (`None`)
+    /// no more (v1.1).
+    Reaction {
+        c: &'a ConversationKey,
+        seq: u64,
+        user: &'a str,
+        emoji: &'a str,
+        at: Option<Timestamp>,
+    },
+    /// Every reaction row of message `seq` goes (it was deleted).
+    MessageReactionsGone { c: &'a ConversationKey, seq: u64 },
+    /// Every reaction row of `user` in the conversation goes, those on
+    /// archived messages included (erasure).
+    ReactionsOfGone {
+        c: &'a ConversationKey,
+        user: &'a str,
+    },
+    /// The pin of `message_id`, or (`None`) none (v1.1).
+    Pin {
+        c: &'a ConversationKey,
+        message_id: MessageId,
+        pin: Option<&'a PinRow>,
+    },
+    /// Lists reply `seq` in the thread of `root_seq` (v1.1).
+    ThreadReply {
+        c: &'a ConversationKey,
+        root_seq: u64,
+        seq: u64,
+    },
+    /// `user`'s read mark in the thread (the rules only raise it); `user`
+    /// takes part in the thread from then on.
+    ThreadMark {
+        c: &'a ConversationKey,
+        user: &'a str,
+        root_seq: u64,
+        seq: u64,
+    },
+    /// Message `seq` mentions `user` (or all), or no more (it was
+    /// deleted).
+    Mention {
+        c: &'a ConversationKey,
+        user: &'a str,
+        seq: u64,
+        present: bool,
+    },
+    /// Member `user` has sent in the conversation (a message or a
+    /// membership change): whom they have spoken to, which consent and
+    /// presence follow. Writing it again changes nothing.
+    Speaker {
+        c: &'a ConversationKey,
+        user: &'a str,
+    },
+    /// `actor` put `user` into `c` at `at` unsolicited. A backend may
+    /// forget records older than a day.
+    Unsolicited {
+        c: &'a ConversationKey,
+        user: &'a str,
+        actor: &'a str,
+        at: Timestamp,
+    },
+    /// A message row, placed as `placement` says.
+    Message {
+        c: &'a ConversationKey,
+        m: &'a Message,
+        placement: Placement,
+    },
+    /// The idempotency key and the message-id index of a new message
+    /// (written by [`Write::Message`] before).
+    Sent {
+        c: &'a ConversationKey,
+        m: &'a Message,
+    },
+    /// The idempotency key `(sender, client_msg_id)` goes (erasure).
+    SentGone {
+        c: &'a ConversationKey,
+        sender: &'a str,
+        client_msg_id: &'a str,
+    },
+    /// A stored version of message `seq`.
+    Version {
+        c: &'a ConversationKey,
+        seq: u64,
+        v: &'a MessageVersion,
+    },
+    /// Every stored version of message `seq` goes.
+    VersionsGone { c: &'a ConversationKey, seq: u64 },
+    /// Message `seq` of `c` references `blob_ref` (members of `c` may
+    /// download it, the blob collector keeps it), or no more (it was
+    /// deleted: once no message does, the blob collector removes it).
+    MediaRef {
+        c: &'a ConversationKey,
+        seq: u64,
+        blob_ref: &'a str,
+        present: bool,
+    },
+    /// An inbox entry valued with when it was written (for expiry).
+    Inbox {
+        c: &'a ConversationKey,
+        user: &'a str,
+        device: &'a str,
+        seq: u64,
+        at: Timestamp,
+    },
+    /// Inbox entries of one device go.
+    InboxGone {
+        c: &'a ConversationKey,
+        user: &'a str,
+        device: &'a str,
+        which: InboxEntries,
+    },
+    /// Moves the given marks up to the given seqs (never down).
+    Marks {
+        c: &'a ConversationKey,
+        user: &'a str,
+        delivered: Option<u64>,
+        read: Option<u64>,
+    },
+    /// A device's delivery cursor.
+    Cursor {
+        c: &'a ConversationKey,
+        user: &'a str,
+        device: &'a str,
+        seq: u64,
+    },
+    /// The conversation now ends with `last` (its seq, time and preview).
+    Position {
+        c: &'a ConversationKey,
+        last: &'a Message,
+    },
+    /// The conversation's policy (v1.2); the default removes it.
+    Policy {
+        c: &'a ConversationKey,
+        policy: &'a ConversationPolicy,
+    },
+    /// `user`'s ban row (v1.2), replacing their earlier one, or (`None`)
+    /// none.
+    Ban {
+        c: &'a ConversationKey,
+        user: &'a str,
+        ban: Option<&'a Ban>,
+    },
+    /// `user` blocks `target` since `at`, or (`None`) does not (v1.2).
+    Block {
+        tenant: &'a TenantId,
+        user: &'a str,
+        target: &'a str,
+        at: Option<Timestamp>,
+    },
+    /// Message `seq` expires at `at`: listed in (or, `present` false,
+    /// taken out of) the conversation's expiry index (v1.2).
+    Expiry {
+        c: &'a ConversationKey,
+        at: Timestamp,
+        seq: u64,
+        present: bool,
+    },
+    /// A report row as it is now (v1.2), listed among the open ones or
+    /// not.
+    Report {
+        tenant: &'a TenantId,
+        report: &'a Report,
+    },
+    /// The conversation's creator, if it is the erased user, becomes the
+    /// pseudonym.
+    AnonymisedCreator {
+        c: &'a ConversationKey,
+        e: Erasure<'a>,
+    },
+    /// The conversation leaves the user's list of conversations they ever
+    /// joined (erasure: it is done there).
+    JoinedGone {
+        c: &'a ConversationKey,
+        user: &'a str,
+    },
+    /// Every row kept under the user (erasure): their devices with their
+    /// cursors and inbox entries, their blocks and everyone's blocks of
+    /// them, their thread marks, mentions and unsolicited adds, and the
+    /// list of conversations they joined.
+    UserRowsGone { tenant: &'a TenantId, user: &'a str },
+    /// The bucket's rows replaced by the archive `object`: every message
+    /// row in `span` but `newest` goes with its versions and idempotency
+    /// key, and the bucket is marked archived.
+    Archived {
+        b: &'a BucketKey,
+        span: &'a BucketSpan,
+        newest: u64,
+        object: &'a str,
+    },
+}
+
+/// One commit in progress, as a backend provides it: the reads the rules
+/// need, and [`Commit::write`] for every row change.
 ///
 /// Reads see the committed rows overlaid with every write this commit made
 /// so far (a create then an append, an append then its edit). Writes take
@@ -132,79 +352,6 @@ pub trait Commit {
         root_seq: u64,
     ) -> StoreResult<Option<u64>>;
 
-    /// A new conversation row, with no members yet.
-    async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()>;
-    /// A new member with marks at 0, listed among the user's conversations.
-    async fn insert_member(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        at: Timestamp,
-    ) -> StoreResult<()>;
-    /// The member row, the marks, the member's state, the record that the
-    /// user spoke there (`insert_speaker`) and the user's listing of the
-    /// conversation.
-    async fn remove_member(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
-    /// Writes a member's v1.1 state; the default removes its row.
-    async fn put_member_state(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        state: &MemberState,
-    ) -> StoreResult<()>;
-    async fn insert_reaction(
-        &mut self,
-        c: &ConversationKey,
-        seq: u64,
-        user: &str,
-        emoji: &str,
-        at: Timestamp,
-    ) -> StoreResult<()>;
-    async fn remove_reaction(
-        &mut self,
-        c: &ConversationKey,
-        seq: u64,
-        user: &str,
-        emoji: &str,
-    ) -> StoreResult<()>;
-    /// Every reaction row of message `seq` (it was deleted).
-    async fn remove_reactions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()>;
-    async fn insert_pin(&mut self, c: &ConversationKey, pin: &PinRow) -> StoreResult<()>;
-    /// Lists reply `seq` in the thread of `root_seq`.
-    async fn insert_thread_reply(
-        &mut self,
-        c: &ConversationKey,
-        root_seq: u64,
-        seq: u64,
-    ) -> StoreResult<()>;
-    /// Sets `user`'s read mark in the thread (the rules only raise it);
-    /// `user` takes part in the thread from then on.
-    async fn set_thread_mark(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        root_seq: u64,
-        seq: u64,
-    ) -> StoreResult<()>;
-    /// Message `seq` mentions `user` (or all).
-    async fn insert_mention(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        seq: u64,
-    ) -> StoreResult<()>;
-    /// Message `seq` mentions `user` no more (it was deleted).
-    async fn remove_mention(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        seq: u64,
-    ) -> StoreResult<()>;
-    async fn remove_pin(&mut self, c: &ConversationKey, message_id: MessageId) -> StoreResult<()>;
-    /// Records that member `user` has sent in the conversation (a message
-    /// or a membership change): whom they have spoken to, which consent
-    /// and presence follow. Writing it again changes nothing.
-    async fn insert_speaker(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
     /// The unsolicited adds of `user` recorded since `since`, those of
     /// this commit included.
     async fn unsolicited_since(
@@ -213,156 +360,14 @@ pub trait Commit {
         user: &str,
         since: Timestamp,
     ) -> StoreResult<u32>;
-    /// Records that `actor` put `user` into `c` at `at` unsolicited. A
-    /// backend may forget records older than a day.
-    async fn insert_unsolicited(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        actor: &str,
-        at: Timestamp,
-    ) -> StoreResult<()>;
-    async fn put_message(
-        &mut self,
-        c: &ConversationKey,
-        m: &Message,
-        placement: Placement,
-    ) -> StoreResult<()>;
-    /// The idempotency key and the message-id index of a new message
-    /// (written by `put_message` before).
-    async fn insert_sent(&mut self, c: &ConversationKey, m: &Message) -> StoreResult<()>;
-    async fn put_version(
-        &mut self,
-        c: &ConversationKey,
-        seq: u64,
-        v: &MessageVersion,
-    ) -> StoreResult<()>;
-    async fn remove_versions(&mut self, c: &ConversationKey, seq: u64) -> StoreResult<()>;
-    /// Message `seq` of `c` references `blob_ref`: members of `c` may
-    /// download it, and the blob collector keeps it.
-    async fn reference_media(
-        &mut self,
-        c: &ConversationKey,
-        seq: u64,
-        blob_ref: &str,
-    ) -> StoreResult<()>;
-    /// Message `seq` of `c` references `blob_ref` no more (it was
-    /// deleted): once no message does, the blob collector removes it.
-    async fn unreference_media(
-        &mut self,
-        c: &ConversationKey,
-        seq: u64,
-        blob_ref: &str,
-    ) -> StoreResult<()>;
-    /// An inbox entry valued with when it was written (for expiry).
-    async fn insert_inbox(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        device: &str,
-        seq: u64,
-        at: Timestamp,
-    ) -> StoreResult<()>;
-    async fn remove_inbox(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        device: &str,
-        which: InboxEntries,
-    ) -> StoreResult<()>;
-    /// Moves the given marks up to the given seqs (never down).
-    async fn raise_marks(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        delivered: Option<u64>,
-        read: Option<u64>,
-    ) -> StoreResult<()>;
-    async fn set_cursor(
-        &mut self,
-        c: &ConversationKey,
-        user: &str,
-        device: &str,
-        seq: u64,
-    ) -> StoreResult<()>;
-    /// The conversation now ends with `last` (its seq, time and preview).
-    async fn set_position(&mut self, c: &ConversationKey, last: &Message) -> StoreResult<()>;
-    /// The conversation's policy (v1.2); the default removes it.
-    async fn put_policy(
-        &mut self,
-        c: &ConversationKey,
-        policy: &switchboard_protocol::safety::ConversationPolicy,
-    ) -> StoreResult<()>;
-    /// A ban row (v1.2), replacing the user's earlier one.
-    async fn put_ban(
-        &mut self,
-        c: &ConversationKey,
-        ban: &switchboard_protocol::safety::Ban,
-    ) -> StoreResult<()>;
-    async fn remove_ban(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
-    /// `user` blocks `target` since `at`, or (`None`) does not (v1.2).
-    async fn put_block(
-        &mut self,
-        tenant: &TenantId,
-        user: &str,
-        target: &str,
-        at: Option<Timestamp>,
-    ) -> StoreResult<()>;
-    /// Message `seq` expires at `at`: listed in (or, `present` false,
-    /// taken out of) the conversation's expiry index (v1.2).
-    async fn set_expiry(
-        &mut self,
-        c: &ConversationKey,
-        at: Timestamp,
-        seq: u64,
-        present: bool,
-    ) -> StoreResult<()>;
-    /// A report row as it is now (v1.2), listed among the open ones or not.
-    async fn put_report(
-        &mut self,
-        tenant: &TenantId,
-        report: &switchboard_protocol::reports::Report,
-    ) -> StoreResult<()>;
-    /// The idempotency key `(sender, client_msg_id)` goes (erasure).
-    async fn remove_sent(
-        &mut self,
-        c: &ConversationKey,
-        sender: &str,
-        client_msg_id: &str,
-    ) -> StoreResult<()>;
     /// The conversation's bans (v1.2).
     async fn bans(
         &mut self,
         c: &ConversationKey,
     ) -> StoreResult<Vec<switchboard_protocol::safety::Ban>>;
-    /// The conversation's creator, if it is the erased user, becomes the
-    /// pseudonym.
-    async fn anonymise_creator(
-        &mut self,
-        c: &ConversationKey,
-        e: crate::erasure::Erasure<'_>,
-    ) -> StoreResult<()>;
-    /// Every reaction row of `user` in the conversation, those on
-    /// archived messages included (erasure).
-    async fn remove_reactions_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
-    /// The conversation leaves the user's list of conversations they ever
-    /// joined (erasure: it is done there).
-    async fn remove_joined(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()>;
-    /// Every row kept under the user (erasure): their devices with their
-    /// cursors and inbox entries, their blocks and everyone's blocks of
-    /// them, their thread marks, mentions and unsolicited adds, and the
-    /// list of conversations they joined.
-    async fn erase_user_rows(&mut self, tenant: &TenantId, user: &str) -> StoreResult<()>;
-    /// Replaces the bucket's rows by the archive `object`: every message
-    /// row in `span` but `newest` goes with its versions and idempotency
-    /// key, and the bucket is marked archived.
-    async fn archive_rows(
-        &mut self,
-        b: &BucketKey,
-        span: &BucketSpan,
-        newest: u64,
-        object: &str,
-    ) -> StoreResult<()>;
+
+    /// Makes one row change (see [`Write`]).
+    async fn write(&mut self, write: Write<'_>) -> StoreResult<()>;
 }
 
 pub(super) fn conflict(why: impl Into<String>) -> StoreError {

@@ -5,7 +5,7 @@
 
 use switchboard_protocol::TenantId;
 
-use super::commit::{Commit, conflict};
+use super::commit::{Commit, Write, conflict};
 use crate::{ConversationKey, StoreResult, UnsolicitedAdds};
 
 /// Refuses unsolicited adds of a user who has had `limit` of them within
@@ -43,8 +43,13 @@ pub(super) async fn record<C: Commit>(
         return Ok(());
     };
     for u in &adds.users {
-        view.insert_unsolicited(c, u.as_str(), adds.actor.as_str(), adds.at)
-            .await?;
+        view.write(Write::Unsolicited {
+            c,
+            user: u.as_str(),
+            actor: adds.actor.as_str(),
+            at: adds.at,
+        })
+        .await?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use switchboard_protocol::{Content, Timestamp};
 
-use super::commit::Commit;
+use super::commit::{Commit, Write};
 use super::steps::{check_not_archived_here, store_update};
 use super::threads;
 use crate::{ConversationKey, StoreError, StoreResult};
@@ -36,13 +36,19 @@ pub(super) async fn delete<C: Commit>(
     blobs.dedup();
     let blobs: Vec<String> = blobs.into_iter().map(str::to_owned).collect();
     for blob_ref in &blobs {
-        view.unreference_media(c, seq, blob_ref).await?;
+        view.write(Write::MediaRef {
+            c,
+            seq,
+            blob_ref,
+            present: false,
+        })
+        .await?;
     }
-    view.remove_versions(c, seq).await?;
+    view.write(Write::VersionsGone { c, seq }).await?;
     // Nor reactions or mentions: a deleted message shows nothing of what
     // it was, and counts in nobody's mentions.
     if !message.reactions.is_empty() {
-        view.remove_reactions(c, seq).await?;
+        view.write(Write::MessageReactionsGone { c, seq }).await?;
     }
     threads::unmention(view, c, &message).await?;
     message.mark_deleted(at);

@@ -4,7 +4,7 @@
 
 use switchboard_protocol::{ReactAction, TenantId, Timestamp, UserId, reaction};
 
-use super::commit::{Commit, InboxEntries, Placement};
+use super::commit::{Commit, InboxEntries, Placement, Write};
 use super::delete::delete;
 use super::steps::check_not_archived_here;
 use crate::erasure::Erasure;
@@ -34,7 +34,12 @@ pub(super) async fn erase_messages<C: Commit>(
         let mut changed = false;
         if m.sender_id == *e.user {
             // Their idempotency key names them, a system message's too.
-            view.remove_sent(c, user, m.client_msg_id.as_str()).await?;
+            view.write(Write::SentGone {
+                c,
+                sender: user,
+                client_msg_id: m.client_msg_id.as_str(),
+            })
+            .await?;
         }
         if e.owns(&m) {
             if m.deleted_at.is_none() {
@@ -46,14 +51,26 @@ pub(super) async fn erase_messages<C: Commit>(
             m = deleted;
         } else {
             for emoji in view.reactions_of(c, seq, user).await? {
-                view.remove_reaction(c, seq, user, &emoji).await?;
+                view.write(Write::Reaction {
+                    c,
+                    seq,
+                    user,
+                    emoji: &emoji,
+                    at: None,
+                })
+                .await?;
                 reaction::apply(&mut m.reactions, &emoji, ReactAction::Remove);
                 changed = true;
             }
         }
         changed |= e.message(&mut m, at);
         if changed {
-            view.put_message(c, &m, Placement::Changed).await?;
+            view.write(Write::Message {
+                c,
+                m: &m,
+                placement: Placement::Changed,
+            })
+            .await?;
         }
     }
     Ok(())
@@ -69,30 +86,51 @@ pub(super) async fn erase_member<C: Commit>(
 ) -> StoreResult<()> {
     let user = e.user.as_str();
     if view.last_seq(c).await?.is_none() {
-        return view.remove_joined(c, user).await;
+        return view.write(Write::JoinedGone { c, user }).await;
     }
     if view.is_member(c, user).await? {
-        view.remove_member(c, user).await?;
+        view.write(Write::Member {
+            c,
+            user,
+            joined: None,
+        })
+        .await?;
     }
     for d in view.devices(&c.tenant, user).await? {
-        view.remove_inbox(c, user, &d, InboxEntries::All).await?;
+        view.write(Write::InboxGone {
+            c,
+            user,
+            device: &d,
+            which: InboxEntries::All,
+        })
+        .await?;
     }
-    view.remove_ban(c, user).await?;
+    view.write(Write::Ban { c, user, ban: None }).await?;
     for mut ban in view.bans(c).await? {
         if e.ban(&mut ban) {
-            view.put_ban(c, &ban).await?;
+            view.write(Write::Ban {
+                c,
+                user: ban.user_id.as_str(),
+                ban: Some(&ban),
+            })
+            .await?;
         }
     }
     for mut pin in view.pins(c).await? {
         if e.pin(&mut pin) {
-            view.insert_pin(c, &pin).await?;
+            view.write(Write::Pin {
+                c,
+                message_id: pin.message_id,
+                pin: Some(&pin),
+            })
+            .await?;
         }
     }
     // Reactions to messages no longer live (archived) have rows still.
-    view.remove_reactions_of(c, user).await?;
-    view.anonymise_creator(c, e).await?;
+    view.write(Write::ReactionsOfGone { c, user }).await?;
+    view.write(Write::AnonymisedCreator { c, e }).await?;
     // Last: the job takes a conversation gone from the list as done.
-    view.remove_joined(c, user).await
+    view.write(Write::JoinedGone { c, user }).await
 }
 
 /// The user's own rows, wherever they are kept: devices, cursors and
@@ -103,5 +141,9 @@ pub(super) async fn erase_user<C: Commit>(
     tenant: &TenantId,
     user: &UserId,
 ) -> StoreResult<()> {
-    view.erase_user_rows(tenant, user.as_str()).await
+    view.write(Write::UserRowsGone {
+        tenant,
+        user: user.as_str(),
+    })
+    .await
 }

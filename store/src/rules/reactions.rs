@@ -5,7 +5,7 @@ use switchboard_protocol::conversation::MAX_PINS;
 use switchboard_protocol::reaction::{self, MAX_EMOJI_PER_MESSAGE, MAX_REACTIONS_PER_USER};
 use switchboard_protocol::{MessageId, ReactAction, Timestamp, UserId};
 
-use super::commit::{Commit, conflict};
+use super::commit::{Commit, Write, conflict};
 use super::steps::{check_not_archived_here, store_update};
 use crate::{ConversationKey, PinRow, StoreError, StoreResult};
 
@@ -49,11 +49,24 @@ pub(super) async fn react<C: Commit>(
                     "a message carries at most {MAX_EMOJI_PER_MESSAGE} different emoji"
                 )));
             }
-            view.insert_reaction(c, seq, user.as_str(), emoji, at)
-                .await?;
+            view.write(Write::Reaction {
+                c,
+                seq,
+                user: user.as_str(),
+                emoji,
+                at: Some(at),
+            })
+            .await?;
         }
         ReactAction::Remove => {
-            view.remove_reaction(c, seq, user.as_str(), emoji).await?;
+            view.write(Write::Reaction {
+                c,
+                seq,
+                user: user.as_str(),
+                emoji,
+                at: None,
+            })
+            .await?;
         }
     }
     reaction::apply(&mut message.reactions, emoji, action);
@@ -79,7 +92,12 @@ pub(super) async fn pin<C: Commit>(
             "a conversation has at most {MAX_PINS} pinned messages: unpin one first"
         )));
     }
-    view.insert_pin(c, pin).await
+    view.write(Write::Pin {
+        c,
+        message_id: pin.message_id,
+        pin: Some(pin),
+    })
+    .await
 }
 
 pub(super) async fn unpin<C: Commit>(
@@ -90,5 +108,10 @@ pub(super) async fn unpin<C: Commit>(
     if view.last_seq(c).await?.is_none() {
         return Err(StoreError::NotFound);
     }
-    view.remove_pin(c, message_id).await
+    view.write(Write::Pin {
+        c,
+        message_id,
+        pin: None,
+    })
+    .await
 }

@@ -5,7 +5,7 @@
 use switchboard_protocol::safety::{Ban, ConversationPolicy};
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
-use super::commit::Commit;
+use super::commit::{Commit, Write};
 use crate::{ConversationKey, StoreError, StoreResult};
 
 async fn existing<C: Commit>(view: &mut C, key: &ConversationKey) -> StoreResult<()> {
@@ -21,7 +21,7 @@ pub(super) async fn set_policy<C: Commit>(
     policy: &ConversationPolicy,
 ) -> StoreResult<()> {
     existing(view, key).await?;
-    view.put_policy(key, policy).await
+    view.write(Write::Policy { c: key, policy }).await
 }
 
 pub(super) async fn ban<C: Commit>(
@@ -30,7 +30,12 @@ pub(super) async fn ban<C: Commit>(
     ban: &Ban,
 ) -> StoreResult<()> {
     existing(view, key).await?;
-    view.put_ban(key, ban).await
+    view.write(Write::Ban {
+        c: key,
+        user: ban.user_id.as_str(),
+        ban: Some(ban),
+    })
+    .await
 }
 
 pub(super) async fn unban<C: Commit>(
@@ -39,7 +44,12 @@ pub(super) async fn unban<C: Commit>(
     user: &UserId,
 ) -> StoreResult<()> {
     existing(view, key).await?;
-    view.remove_ban(key, user.as_str()).await
+    view.write(Write::Ban {
+        c: key,
+        user: user.as_str(),
+        ban: None,
+    })
+    .await
 }
 
 pub(super) async fn set_block<C: Commit>(
@@ -49,6 +59,11 @@ pub(super) async fn set_block<C: Commit>(
     target: &UserId,
     at: Option<Timestamp>,
 ) -> StoreResult<()> {
-    view.put_block(tenant, user.as_str(), target.as_str(), at)
-        .await
+    view.write(Write::Block {
+        tenant,
+        user: user.as_str(),
+        target: target.as_str(),
+        at,
+    })
+    .await
 }

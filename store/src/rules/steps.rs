@@ -4,7 +4,7 @@
 
 use switchboard_protocol::{Message, Timestamp};
 
-use super::commit::{Commit, Placement, conflict};
+use super::commit::{Commit, Placement, Write, conflict};
 use crate::{ConversationKey, StoreResult};
 
 /// Writes a changed message back, and into every member device's inbox,
@@ -16,11 +16,23 @@ pub(crate) async fn store_update<C: Commit>(
     inbox: bool,
     at: Timestamp,
 ) -> StoreResult<()> {
-    view.put_message(c, m, Placement::Changed).await?;
+    view.write(Write::Message {
+        c,
+        m,
+        placement: Placement::Changed,
+    })
+    .await?;
     if inbox {
         for (user, devices) in view.recipients(c).await? {
             for device in devices {
-                view.insert_inbox(c, &user, &device, m.seq, at).await?;
+                view.write(Write::Inbox {
+                    c,
+                    user: &user,
+                    device: &device,
+                    seq: m.seq,
+                    at,
+                })
+                .await?;
             }
         }
     }

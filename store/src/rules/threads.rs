@@ -5,7 +5,7 @@
 
 use switchboard_protocol::{Message, ThreadSummary, Timestamp, UserId};
 
-use super::commit::{Commit, Placement};
+use super::commit::{Commit, Placement, Write};
 use super::steps::check_not_archived_here;
 use crate::{ConversationKey, StoreError, StoreResult};
 
@@ -23,8 +23,13 @@ pub(super) async fn thread_reply<C: Commit>(
         return Err(StoreError::NotFound);
     };
     root.thread = Some(ThreadSummary::after_reply(root.thread.as_ref(), sender, at));
-    view.put_message(c, &root, Placement::Changed).await?;
-    view.insert_thread_reply(c, root_seq, seq).await?;
+    view.write(Write::Message {
+        c,
+        m: &root,
+        placement: Placement::Changed,
+    })
+    .await?;
+    view.write(Write::ThreadReply { c, root_seq, seq }).await?;
     // The replier has read the thread up to their reply; the root's
     // author takes part from the first reply on, reading nothing yet.
     let mark = view
@@ -32,14 +37,25 @@ pub(super) async fn thread_reply<C: Commit>(
         .await?
         .unwrap_or(0)
         .max(seq);
-    view.set_thread_mark(c, sender.as_str(), root_seq, mark)
-        .await?;
+    view.write(Write::ThreadMark {
+        c,
+        user: sender.as_str(),
+        root_seq,
+        seq: mark,
+    })
+    .await?;
     let author = root.sender_id.as_str();
     if author != sender.as_str()
         && view.is_member(c, author).await?
         && view.thread_mark(c, author, root_seq).await?.is_none()
     {
-        view.set_thread_mark(c, author, root_seq, root_seq).await?;
+        view.write(Write::ThreadMark {
+            c,
+            user: author,
+            root_seq,
+            seq: root_seq,
+        })
+        .await?;
     }
     Ok(())
 }
@@ -80,11 +96,23 @@ pub(super) async fn mentions<C: Commit>(
         return Ok(());
     }
     for user in named(view, c, m).await? {
-        view.insert_mention(c, &user, m.seq).await?;
+        view.write(Write::Mention {
+            c,
+            user: &user,
+            seq: m.seq,
+            present: true,
+        })
+        .await?;
         if to_inboxes {
             for device in view.devices(&c.tenant, &user).await? {
-                view.insert_inbox(c, &user, &device, m.seq, m.created_at)
-                    .await?;
+                view.write(Write::Inbox {
+                    c,
+                    user: &user,
+                    device: &device,
+                    seq: m.seq,
+                    at: m.created_at,
+                })
+                .await?;
             }
         }
     }
@@ -102,7 +130,13 @@ pub(super) async fn unmention<C: Commit>(
         return Ok(());
     }
     for user in named(view, c, m).await? {
-        view.remove_mention(c, &user, m.seq).await?;
+        view.write(Write::Mention {
+            c,
+            user: &user,
+            seq: m.seq,
+            present: false,
+        })
+        .await?;
     }
     Ok(())
 }
@@ -128,8 +162,13 @@ pub async fn ack_thread_read<C: Commit>(
     if let Some(mark) = view.thread_mark(c, user.as_str(), root_seq).await?
         && seq > mark
     {
-        view.set_thread_mark(c, user.as_str(), root_seq, seq)
-            .await?;
+        view.write(Write::ThreadMark {
+            c,
+            user: user.as_str(),
+            root_seq,
+            seq,
+        })
+        .await?;
     }
     Ok(())
 }
