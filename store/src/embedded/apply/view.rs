@@ -212,6 +212,6 @@ impl Commit for GroupView<'_> {
     }
 
     async fn write(&mut self, write: Write<'_>) -> StoreResult<()> {
-        self.apply_write(write).await
+        self.apply_write(write)
     }
 }

@@ -2,155 +2,166 @@
 //! fjall's key layout: each kind of row, put and removed. The reads are
 //! in `view.rs`.
 
+use fjall::Keyspace;
+
 use super::*;
-use crate::erasure::Erasure;
 use crate::rules::Write;
-use switchboard_protocol::reports::Report;
-use switchboard_protocol::safety::{Ban, ConversationPolicy as Policy};
 
 impl GroupView<'_> {
-    /// Makes one row change: each kind, and its put or removal, in
-    /// the methods below.
-    pub(super) async fn apply_write(&mut self, write: Write<'_>) -> StoreResult<()> {
+    /// Makes one row change. Every write goes to the group's batch (and
+    /// what later reads of the group need, to its pending rows), so none
+    /// waits.
+    pub(super) fn apply_write(&mut self, write: Write<'_>) -> StoreResult<()> {
         match write {
-            Write::Conversation { record } => self.insert_conversation(record).await,
-            Write::Member {
-                c,
-                user,
-                joined: Some(at),
-            } => self.insert_member(c, user, at).await,
-            Write::Member {
-                c,
-                user,
-                joined: None,
-            } => self.remove_member(c, user).await,
-            Write::MemberState { c, user, state } => self.put_member_state(c, user, state).await,
+            Write::Conversation { record } => self.insert_conversation(record)?,
+            Write::Member { c, user, joined } => match joined {
+                Some(at) => self.insert_member(c, user, at)?,
+                None => self.remove_member(c, user)?,
+            },
+            Write::MemberState { c, user, state } => self.put_member_state(c, user, state)?,
             Write::Reaction {
                 c,
                 seq,
                 user,
                 emoji,
-                at: Some(at),
-            } => self.insert_reaction(c, seq, user, emoji, at).await,
-            Write::Reaction {
-                c,
-                seq,
-                user,
-                emoji,
-                at: None,
-            } => self.remove_reaction(c, seq, user, emoji).await,
-            Write::MessageReactionsGone { c, seq } => self.remove_reactions(c, seq).await,
-            Write::ReactionsOfGone { c, user } => self.remove_reactions_of(c, user).await,
-            Write::Pin {
-                c, pin: Some(pin), ..
-            } => self.insert_pin(c, pin).await,
-            Write::Pin {
-                c,
-                message_id,
-                pin: None,
-            } => self.remove_pin(c, message_id).await,
+                at,
+            } => self.set_reaction(conversation(c).n(seq).s(user).s(emoji).bytes(), at),
+            Write::MessageReactionsGone { c, seq } => {
+                for k in self.reaction_keys(&conversation(c).n(seq).bytes())? {
+                    self.set_reaction(k, None);
+                }
+            }
+            Write::ReactionsOfGone { c, user } => self.remove_reaction_rows_of(c, user)?,
+            Write::Pin { c, message_id, pin } => {
+                self.set_pin(conversation(c).n(message_id.as_u64()).bytes(), pin)?
+            }
             Write::ThreadReply { c, root_seq, seq } => {
-                self.insert_thread_reply(c, root_seq, seq).await
+                let k = conversation(c).n(root_seq).n(seq).bytes();
+                flag(self.batch, &self.s.thread_replies, k, true)
             }
             Write::ThreadMark {
                 c,
                 user,
                 root_seq,
                 seq,
-            } => self.set_thread_mark(c, user, root_seq, seq).await,
-            Write::Mention {
-                c,
-                user,
-                seq,
-                present: true,
-            } => self.insert_mention(c, user, seq).await,
-            Write::Mention {
-                c,
-                user,
-                seq,
-                present: false,
-            } => self.remove_mention(c, user, seq).await,
-            Write::Speaker { c, user } => self.insert_speaker(c, user).await,
-            Write::Unsolicited { c, user, actor, at } => {
-                self.insert_unsolicited(c, user, actor, at).await
+            } => {
+                let k = by_user(c, user).n(root_seq).bytes();
+                self.batch
+                    .insert(&self.s.thread_marks, k.clone(), words([seq]));
+                self.pending.thread_marks.insert(k, seq);
             }
-            Write::Message { c, m, placement } => self.put_message(c, m, placement).await,
-            Write::Sent { c, m } => self.insert_sent(c, m).await,
+            Write::Mention {
+                c,
+                user,
+                seq,
+                present,
+            } => {
+                let k = by_user(c, user).n(seq).bytes();
+                flag(self.batch, &self.s.mentions, k, present)
+            }
+            Write::Speaker { c, user } => {
+                let k = conversation(c).s(user).bytes();
+                if self.cache.speakers.insert(k.clone()) {
+                    self.batch.insert(&self.s.speakers, k, []);
+                }
+            }
+            Write::Unsolicited { c, user, actor, at } => {
+                self.record_unsolicited(c, user, actor, at)?
+            }
+            Write::Message { c, m, placement } => self.put_message(c, m, placement)?,
+            Write::Sent { c, m } => self.record_sent(c, m),
             Write::SentGone {
                 c,
                 sender,
                 client_msg_id,
-            } => self.remove_sent(c, sender, client_msg_id).await,
-            Write::Version { c, seq, v } => self.put_version(c, seq, v).await,
-            Write::VersionsGone { c, seq } => self.remove_versions(c, seq).await,
+            } => self.remove_sent_key(c, sender, client_msg_id),
+            Write::Version { c, seq, v } => self.put_version(c, seq, v)?,
+            Write::VersionsGone { c, seq } => self.remove_versions(c, seq)?,
+            // A reference outlives the message's deletion: what a member
+            // could download stays downloadable (versions of edited media
+            // too). One row per referencing message: a blob stays
+            // referenced while any of them (or a version of one) carries it.
             Write::MediaRef {
                 c,
                 seq,
                 blob_ref,
-                present: true,
-            } => self.reference_media(c, seq, blob_ref).await,
-            Write::MediaRef {
-                c,
-                seq,
-                blob_ref,
-                present: false,
-            } => self.unreference_media(c, seq, blob_ref).await,
+                present,
+            } => {
+                let (t, cid) = parts(c);
+                let k = Key::new().s(t).s(blob_ref).s(cid).n(seq).bytes();
+                flag(self.batch, &self.s.media_refs, k, present)
+            }
             Write::Inbox {
                 c,
                 user,
                 device,
                 seq,
                 at,
-            } => self.insert_inbox(c, user, device, seq, at).await,
+            } => self.insert_inbox_key(by_device(c, user, device).n(seq).bytes(), at),
             Write::InboxGone {
                 c,
                 user,
                 device,
                 which,
-            } => self.remove_inbox(c, user, device, which).await,
+            } => self.remove_inbox(c, user, device, which)?,
             Write::Marks {
                 c,
                 user,
                 delivered,
                 read,
-            } => self.raise_marks(c, user, delivered, read).await,
+            } => self.raise_marks(c, user, delivered, read)?,
             Write::Cursor {
                 c,
                 user,
                 device,
                 seq,
-            } => self.set_cursor(c, user, device, seq).await,
-            Write::Position { c, last } => self.set_position(c, last).await,
-            Write::Policy { c, policy } => self.put_policy(c, policy).await,
-            Write::Ban {
-                c, ban: Some(ban), ..
-            } => self.put_ban(c, ban).await,
-            Write::Ban { c, user, ban: None } => self.remove_ban(c, user).await,
+            } => {
+                let k = by_device(c, user, device).bytes();
+                self.batch
+                    .insert(&self.s.device_cursors, k.clone(), words([seq]));
+                self.cache.cursors.insert(k, seq);
+            }
+            // The position is derived from the newest message on read:
+            // only the cache records it.
+            Write::Position { c, last } => {
+                let (t, cid) = parts(c);
+                let row = StateRow {
+                    last_seq: last.seq,
+                    last_activity: last.created_at.unix_ms(),
+                };
+                self.set_state(t, cid, row);
+            }
+            Write::Policy { c, policy } => self.write_policy(c, policy)?,
+            Write::Ban { c, user, ban } => self.write_ban(c, ban, user)?,
             Write::Block {
                 tenant,
                 user,
                 target,
                 at,
-            } => self.put_block(tenant, user, target, at).await,
+            } => self.write_block(tenant, user, target, at),
             Write::Expiry {
                 c,
                 at,
                 seq,
                 present,
-            } => self.set_expiry(c, at, seq, present).await,
-            Write::Report { tenant, report } => self.put_report(tenant, report).await,
-            Write::AnonymisedCreator { c, e } => self.anonymise_creator(c, e).await,
-            Write::JoinedGone { c, user } => self.remove_joined(c, user).await,
-            Write::UserRowsGone { tenant, user } => self.erase_user_rows(tenant, user).await,
+            } => self.write_expiry(c, at, seq, present),
+            Write::Report { tenant, report } => self.write_report(tenant, report)?,
+            Write::AnonymisedCreator { c, e } => self.anonymise_meta(c, e)?,
+            Write::JoinedGone { c, user } => {
+                self.batch.remove(&self.s.joined, by_user(c, user).bytes())
+            }
+            Write::UserRowsGone { tenant, user } => self.erase_user_keys(tenant, user)?,
             Write::Archived {
                 b,
                 span,
                 newest,
                 object,
-            } => self.archive_rows(b, span, newest, object).await,
+            } => self.replace_by_archive(b, span, newest, object)?,
         }
+        Ok(())
     }
-    async fn put_member_state(
+
+    fn put_member_state(
         &mut self,
         key: &ConversationKey,
         user: &str,
@@ -169,7 +180,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()> {
+    fn insert_conversation(&mut self, record: &ConversationRecord) -> StoreResult<()> {
         let (t, c) = (record.tenant.as_str(), record.conversation_id.as_str());
         let meta = encode(&ConversationMeta::of(record))?;
         self.batch
@@ -182,7 +193,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn insert_member(
+    fn insert_member(
         &mut self,
         key: &ConversationKey,
         user: &str,
@@ -207,7 +218,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn remove_member(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
+    fn remove_member(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
         let (t, c) = parts(key);
         let member_key = Key::new().s(t).s(c).s(user).bytes();
         self.batch.remove(&self.s.members, member_key.clone());
@@ -232,177 +243,10 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn insert_speaker(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let speaker_key = Key::new().s(t).s(c).s(user).bytes();
-        if self.cache.speakers.insert(speaker_key.clone()) {
-            self.batch.insert(&self.s.speakers, speaker_key, []);
-        }
-        Ok(())
-    }
-
-    async fn insert_unsolicited(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        actor: &str,
-        at: Timestamp,
-    ) -> StoreResult<()> {
-        self.record_unsolicited(key, user, actor, at)
-    }
-
-    async fn insert_reaction(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        user: &str,
-        emoji: &str,
-        at: Timestamp,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.set_reaction(
-            Key::new().s(t).s(c).n(seq).s(user).s(emoji).bytes(),
-            Some(at),
-        );
-        Ok(())
-    }
-
-    async fn remove_reaction(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        user: &str,
-        emoji: &str,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.set_reaction(Key::new().s(t).s(c).n(seq).s(user).s(emoji).bytes(), None);
-        Ok(())
-    }
-
-    async fn remove_reactions(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        for k in self.reaction_keys(&Key::new().s(t).s(c).n(seq).bytes())? {
-            self.set_reaction(k, None);
-        }
-        Ok(())
-    }
-
-    async fn insert_thread_reply(
-        &mut self,
-        key: &ConversationKey,
-        root_seq: u64,
-        seq: u64,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch.insert(
-            &self.s.thread_replies,
-            Key::new().s(t).s(c).n(root_seq).n(seq).bytes(),
-            [],
-        );
-        Ok(())
-    }
-
-    async fn set_thread_mark(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        root_seq: u64,
-        seq: u64,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let k = Key::new().s(t).s(user).s(c).n(root_seq).bytes();
-        self.batch
-            .insert(&self.s.thread_marks, k.clone(), words([seq]));
-        self.pending.thread_marks.insert(k, seq);
-        Ok(())
-    }
-
-    async fn insert_mention(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        seq: u64,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch.insert(
-            &self.s.mentions,
-            Key::new().s(t).s(user).s(c).n(seq).bytes(),
-            [],
-        );
-        Ok(())
-    }
-
-    async fn remove_mention(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        seq: u64,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch.remove(
-            &self.s.mentions,
-            Key::new().s(t).s(user).s(c).n(seq).bytes(),
-        );
-        Ok(())
-    }
-
-    async fn put_policy(&mut self, key: &ConversationKey, policy: &Policy) -> StoreResult<()> {
-        self.write_policy(key, policy)
-    }
-
-    async fn put_ban(&mut self, key: &ConversationKey, ban: &Ban) -> StoreResult<()> {
-        self.write_ban(key, Some(ban), ban.user_id.as_str())
-    }
-
-    async fn remove_ban(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
-        self.write_ban(key, None, user)
-    }
-
-    async fn put_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
-        self.write_report(tenant, report)
-    }
-
-    async fn set_expiry(
-        &mut self,
-        key: &ConversationKey,
-        at: Timestamp,
-        seq: u64,
-        present: bool,
-    ) -> StoreResult<()> {
-        self.write_expiry(key, at, seq, present);
-        Ok(())
-    }
-
-    async fn put_block(
-        &mut self,
-        tenant: &TenantId,
-        user: &str,
-        target: &str,
-        at: Option<Timestamp>,
-    ) -> StoreResult<()> {
-        self.write_block(tenant, user, target, at);
-        Ok(())
-    }
-
-    async fn insert_pin(&mut self, key: &ConversationKey, pin: &PinRow) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let k = Key::new().s(t).s(c).n(pin.message_id.as_u64()).bytes();
-        self.set_pin(k, Some(pin))
-    }
-
-    async fn remove_pin(
-        &mut self,
-        key: &ConversationKey,
-        message_id: MessageId,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.set_pin(Key::new().s(t).s(c).n(message_id.as_u64()).bytes(), None)
-    }
-
     /// Messages are keyed by seq alone. A day's bucket records the first
     /// seq stored that day; the last is the next bucket's first minus one
     /// (or the conversation's last).
-    async fn put_message(
+    fn put_message(
         &mut self,
         key: &ConversationKey,
         m: &Message,
@@ -430,12 +274,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn insert_sent(&mut self, key: &ConversationKey, m: &Message) -> StoreResult<()> {
-        self.record_sent(key, m);
-        Ok(())
-    }
-
-    async fn put_version(
+    fn put_version(
         &mut self,
         key: &ConversationKey,
         seq: u64,
@@ -450,7 +289,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn remove_versions(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<()> {
+    fn remove_versions(&mut self, key: &ConversationKey, seq: u64) -> StoreResult<()> {
         let (t, c) = parts(key);
         let doomed = std::mem::take(self.versions_with_keys(t, c, seq)?);
         for (k, _) in doomed {
@@ -459,57 +298,11 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    /// A reference outlives the message's deletion: what a member could
-    /// download stays downloadable (versions of edited media too).
-    /// One row per referencing message: a blob stays referenced while
-    /// any of them (or a version of one) carries it.
-    async fn reference_media(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        blob_ref: &str,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch.insert(
-            &self.s.media_refs,
-            Key::new().s(t).s(blob_ref).s(c).n(seq).bytes(),
-            [],
-        );
-        Ok(())
-    }
-
-    async fn unreference_media(
-        &mut self,
-        key: &ConversationKey,
-        seq: u64,
-        blob_ref: &str,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch.remove(
-            &self.s.media_refs,
-            Key::new().s(t).s(blob_ref).s(c).n(seq).bytes(),
-        );
-        Ok(())
-    }
-
-    async fn insert_inbox(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        device: &str,
-        seq: u64,
-        at: Timestamp,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.insert_inbox_key(Key::new().s(t).s(user).s(device).s(c).n(seq).bytes(), at);
-        Ok(())
-    }
-
     /// A span up to `MAX_POINT_DELETES` is deleted key by key: scanning
     /// would also walk every tombstone earlier acks left in the memtable,
     /// a cost that grows with the conversation. A device that catches up
     /// on a long backlog at once is rare enough to scan for.
-    async fn remove_inbox(
+    fn remove_inbox(
         &mut self,
         key: &ConversationKey,
         user: &str,
@@ -535,7 +328,7 @@ impl GroupView<'_> {
         Ok(())
     }
 
-    async fn raise_marks(
+    fn raise_marks(
         &mut self,
         key: &ConversationKey,
         user: &str,
@@ -550,74 +343,34 @@ impl GroupView<'_> {
         }
         Ok(())
     }
+}
 
-    async fn set_cursor(
-        &mut self,
-        key: &ConversationKey,
-        user: &str,
-        device: &str,
-        seq: u64,
-    ) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let cursor_key = Key::new().s(t).s(user).s(device).s(c).bytes();
-        self.batch
-            .insert(&self.s.device_cursors, cursor_key.clone(), words([seq]));
-        self.cache.cursors.insert(cursor_key, seq);
-        Ok(())
-    }
+/// A conversation's key prefix: tenant, conversation.
+fn conversation(c: &ConversationKey) -> Key {
+    let (t, cid) = parts(c);
+    Key::new().s(t).s(cid)
+}
 
-    /// The position is derived from the newest message on read: only the
-    /// cache records it.
-    async fn set_position(&mut self, key: &ConversationKey, last: &Message) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        let row = StateRow {
-            last_seq: last.seq,
-            last_activity: last.created_at.unix_ms(),
-        };
-        self.set_state(t, c, row);
-        Ok(())
-    }
+/// A user's key prefix in a conversation, for rows kept by user: tenant,
+/// user, conversation.
+fn by_user(c: &ConversationKey, user: &str) -> Key {
+    let (t, cid) = parts(c);
+    Key::new().s(t).s(user).s(cid)
+}
 
-    async fn remove_sent(
-        &mut self,
-        key: &ConversationKey,
-        sender: &str,
-        id: &str,
-    ) -> StoreResult<()> {
-        self.remove_sent_key(key, sender, id);
-        Ok(())
-    }
+/// A device's key prefix in a conversation, for its inbox and cursor:
+/// tenant, user, device, conversation.
+fn by_device(c: &ConversationKey, user: &str, device: &str) -> Key {
+    let (t, cid) = parts(c);
+    Key::new().s(t).s(user).s(device).s(cid)
+}
 
-    async fn anonymise_creator(
-        &mut self,
-        key: &ConversationKey,
-        e: Erasure<'_>,
-    ) -> StoreResult<()> {
-        self.anonymise_meta(key, e)
-    }
-
-    async fn remove_reactions_of(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
-        self.remove_reaction_rows_of(key, user)
-    }
-
-    async fn remove_joined(&mut self, key: &ConversationKey, user: &str) -> StoreResult<()> {
-        let (t, c) = parts(key);
-        self.batch
-            .remove(&self.s.joined, Key::new().s(t).s(user).s(c).bytes());
-        Ok(())
-    }
-
-    async fn erase_user_rows(&mut self, tenant: &TenantId, user: &str) -> StoreResult<()> {
-        self.erase_user_keys(tenant, user)
-    }
-
-    async fn archive_rows(
-        &mut self,
-        b: &BucketKey,
-        span: &BucketSpan,
-        newest: u64,
-        object: &str,
-    ) -> StoreResult<()> {
-        self.replace_by_archive(b, span, newest, object)
+/// Writes a row that is all key (a mention, a media reference, a thread
+/// reply), or removes it.
+fn flag(batch: &mut OwnedWriteBatch, space: &Keyspace, key: Vec<u8>, present: bool) {
+    if present {
+        batch.insert(space, key, []);
+    } else {
+        batch.remove(space, key);
     }
 }
