@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use switchboard_protocol::SendAck;
 
 use switchboard_nats::records::refusals::{Refusals, SendKey};
 use switchboard_protocol::{ClientMsgId, Content, ConversationId, ServerFrame, TenantId, UserId};
@@ -223,7 +224,7 @@ fn with_content(frame: Outbound, content: Content) -> Outbound {
         return frame;
     };
     match serde_json::from_str::<ServerFrame>(text.as_str()) {
-        Ok(ack @ ServerFrame::Ack { .. }) => Outbound::frame(&ack.showing_stored(content)),
+        Ok(ack @ ServerFrame::Ack(SendAck { .. })) => Outbound::frame(&ack.showing_stored(content)),
         _ => frame,
     }
 }

@@ -7,14 +7,12 @@ use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use futures::StreamExt;
 use switchboard_nats::BackboneError;
-use switchboard_nats::answers::Found;
-use switchboard_nats::commands::{self, Wait};
+use switchboard_nats::commands::{self, Backbone, Wait};
 use switchboard_nats::envelope::{Actor, Command, CommandReply, HEADER_REPLY, SendCommand};
-use switchboard_nats::records::refusals::{Refusals, SendKey};
 use switchboard_nats::subject::partition_of;
 use switchboard_nats::trace;
 use switchboard_protocol::{Content, ConversationId, ErrorCode, ServerFrame, Timestamp};
-use switchboard_store::{SentKey, Store, StoreError};
+use switchboard_store::{SentKey, StoreError};
 
 use crate::Gateway;
 use crate::auth::Identity;
@@ -126,17 +124,17 @@ impl Gateway {
             overdue: LOOK_UP_AFTER,
             give_up: self.config.command_timeout,
         };
-        let look_up = || written_answer(&*self.store, &self.refusals, &sent);
-        let frame = commands::answer(
-            &self.client,
-            &self.js,
-            send,
-            self.config.partitions,
-            wait,
-            stored_as,
-            look_up,
-        )
-        .await?;
+        let store = &*self.store;
+        let stored = || async {
+            Ok::<_, StoreError>(store.find_sent(vec![sent.clone()]).await?.pop().flatten())
+        };
+        let backbone = Backbone {
+            client: &self.client,
+            js: &self.js,
+            partitions: self.config.partitions,
+            refusals: &self.refusals,
+        };
+        let frame = commands::answer(&backbone, send, wait, stored_as, stored).await?;
         Ok(frame)
     }
 }
@@ -144,35 +142,6 @@ impl Gateway {
 /// How long a REST send waits for its writer's answer before it looks
 /// in what the writer left, and then between look-ups.
 const LOOK_UP_AFTER: Duration = Duration::from_secs(1);
-
-/// What a send's writer left: the stored message, or the refusal it
-/// remembered (a failed read of `sb_refused` is no answer yet).
-async fn written_answer(
-    store: &dyn Store,
-    refusals: &Refusals,
-    sent: &SentKey,
-) -> Result<Found, StoreError> {
-    if let Some(message) = store.find_sent(vec![sent.clone()]).await?.pop().flatten() {
-        return Ok(Found::Stored(Box::new(message)));
-    }
-    let send = SendKey {
-        tenant: &sent.tenant,
-        conversation: &sent.conversation_id,
-        sender: &sent.sender,
-        client_msg_id: &sent.client_msg_id,
-    };
-    match refusals.find(&send).await {
-        Ok(Some(r)) => Ok(Found::Refused {
-            code: r.code,
-            message: r.message,
-        }),
-        Ok(None) => Ok(Found::Nothing),
-        Err(e) => {
-            tracing::warn!(error = %e, "reading sb_refused failed");
-            Ok(Found::Nothing)
-        }
-    }
-}
 
 fn humanize(d: Duration) -> String {
     format!("{}s", d.as_secs_f32())

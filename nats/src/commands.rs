@@ -13,12 +13,13 @@ use async_nats::HeaderMap;
 use async_nats::jetstream;
 use futures::StreamExt;
 use switchboard_protocol::frames::request_type;
-use switchboard_protocol::{Content, ErrorCode, ServerFrame};
+use switchboard_protocol::{Content, ErrorCode, Message, ServerFrame};
 
 use crate::answers::{Action, Found, PubAck, SendLimits, Sends};
 use crate::envelope::{Command, CommandReply, HEADER_REPLY, SendCommand};
 use crate::error::BackboneError;
 use crate::publish::publish_stored;
+use crate::records::refusals::{Refusals, SendKey};
 use crate::subject::{ingest, partition_of};
 use crate::trace;
 
@@ -63,28 +64,43 @@ pub struct Wait {
     pub give_up: Duration,
 }
 
+/// What a waiting caller's send goes through: the connection and
+/// JetStream it is published on, the partitions it is addressed among,
+/// and where its writer remembers a refusal.
+#[derive(Clone, Copy)]
+pub struct Backbone<'a> {
+    pub client: &'a async_nats::Client,
+    pub js: &'a jetstream::Context,
+    pub partitions: u16,
+    pub refusals: &'a Refusals,
+}
+
 /// Publishes `send` with a reply subject its writer answers on, and
 /// answers it as a socket's send is answered, by the same state machine
 /// ([`Sends`], one send): with the frame a socket would get, an `ack`
 /// or an `error`. The writer's answer settles it; a repeat JetStream
-/// dropped, or an answer overdue, is asked of `look_up` (what the writer
-/// left: the stored message or the refusal it remembered); past
-/// `give_up` it is `unavailable`. `stored_as` is the content it is
+/// dropped, or an answer overdue, is looked up in what the writer left:
+/// the message `stored` finds in the store, else the refusal the writer
+/// remembered in `refusals`; past `give_up` it is `unavailable`. `stored_as` is the content it is
 /// stored as when that is not what its sender sent (a moderator's
 /// rewrite): the `ack` carries it.
 pub async fn answer<E, F>(
-    client: &async_nats::Client,
-    js: &jetstream::Context,
+    backbone: &Backbone<'_>,
     send: &SendCommand,
-    partitions: u16,
     wait: Wait,
     stored_as: Option<Content>,
-    mut look_up: impl FnMut() -> F,
+    mut stored: impl FnMut() -> F,
 ) -> Result<ServerFrame, BackboneError>
 where
     E: std::fmt::Display,
-    F: Future<Output = Result<Found, E>>,
+    F: Future<Output = Result<Option<Message>, E>>,
 {
+    let Backbone {
+        client,
+        js,
+        partitions,
+        refusals,
+    } = *backbone;
     let id = &send.client_msg_id;
     let mut sends = Sends::new(SendLimits {
         max_waiting: 1,
@@ -128,7 +144,7 @@ where
         while let Some(action) = actions.pop_front() {
             match action {
                 Action::Write(frame) => return Ok(*frame),
-                Action::LookUp(_) => match look_up().await {
+                Action::LookUp(_) => match left_by_writer(stored(), refusals, send).await {
                     Ok(found) => actions.extend(sends.found(id, found, Instant::now())),
                     Err(e) => {
                         tracing::warn!(error = %e, "looking a send's answer up failed");
@@ -159,6 +175,33 @@ where
             () = tokio::time::sleep_until(next) => actions.extend(sends.tick(Instant::now())),
         }
     }
+}
+
+/// What a send's writer left: the message the store holds (`stored`),
+/// else the refusal it remembered.
+async fn left_by_writer<E: std::fmt::Display>(
+    stored: impl Future<Output = Result<Option<Message>, E>>,
+    refusals: &Refusals,
+    send: &SendCommand,
+) -> Result<Found, String> {
+    if let Some(message) = stored.await.map_err(|e| e.to_string())? {
+        return Ok(Found::Stored(Box::new(message)));
+    }
+    let key = SendKey {
+        tenant: &send.tenant,
+        conversation: &send.conversation_id,
+        sender: &send.sender,
+        client_msg_id: &send.client_msg_id,
+    };
+    Ok(
+        match refusals.find(&key).await.map_err(|e| e.to_string())? {
+            Some(refusal) => Found::Refused {
+                code: refusal.code,
+                message: refusal.message,
+            },
+            None => Found::Nothing,
+        },
+    )
 }
 
 /// The frame a socket would get for the writer's answer to `send`.

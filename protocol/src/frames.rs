@@ -272,40 +272,8 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
-    /// A `sent` ack names the stored message; a `scheduled` one (v1.2)
-    /// names the schedule instead.
-    #[cfg_attr(
-        feature = "schema",
-        schemars(extend(
-            "if" = {"properties": {"status": {"const": "scheduled"}}},
-            "then" = {"required": ["scheduled_id", "send_at"]},
-            "else" = {"required": ["message_id", "seq"], "properties": {"status": {"const": "sent"}}}
-        ))
-    )]
-    Ack {
-        client_msg_id: ClientMsgId,
-        conversation_id: ConversationId,
-        /// The stored message's id: present when `status` is `"sent"`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        message_id: Option<MessageId>,
-        /// The stored message's `seq`: present when `status` is `"sent"`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        seq: Option<u64>,
-        /// `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
-        /// kept until then; it gets its `message_id` and `seq` when sent.
-        status: AckStatus,
-        /// What was stored, only when it differs from what was sent (a
-        /// moderation plugin rewrote it): the sender shows this instead.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        content: Option<Content>,
-        /// With `"scheduled"`: the id that lists and cancels it
-        /// (`/v1/scheduled`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        scheduled_id: Option<String>,
-        /// With `"scheduled"`: when it will be sent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        send_at: Option<Timestamp>,
-    },
+    /// A send's answer: what became of it.
+    Ack(SendAck),
     Message {
         message: Message,
     },
@@ -420,6 +388,45 @@ pub enum PinAction {
     Unpin,
 }
 
+/// What became of a send: the `ack` frame a socket gets, and the answer
+/// of a REST send (`PostedMessage`), one type for every way a send comes
+/// in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
+/// names the schedule instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend(
+        "if" = {"properties": {"status": {"const": "scheduled"}}},
+        "then" = {"required": ["scheduled_id", "send_at"]},
+        "else" = {"required": ["message_id", "seq"], "properties": {"status": {"const": "sent"}}}
+    ))
+)]
+pub struct SendAck {
+    pub client_msg_id: ClientMsgId,
+    pub conversation_id: ConversationId,
+    /// The stored message's id: present when `status` is `"sent"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
+    /// The stored message's `seq`: present when `status` is `"sent"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+    /// kept until then; it gets its `message_id` and `seq` when sent.
+    pub status: AckStatus,
+    /// What was stored, only when it differs from what was sent (a
+    /// moderation plugin rewrote it): the sender shows this instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+    /// With `"scheduled"`: the id that lists and cancels it
+    /// (`/v1/scheduled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_id: Option<String>,
+    /// With `"scheduled"`: when it will be sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<Timestamp>,
+}
+
 /// What an `ack` says became of a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -433,7 +440,7 @@ pub enum AckStatus {
 
 impl ServerFrame {
     pub fn ack(message: &Message) -> Self {
-        Self::Ack {
+        Self::Ack(SendAck {
             client_msg_id: message.client_msg_id.clone(),
             conversation_id: message.conversation_id.clone(),
             message_id: Some(message.message_id),
@@ -442,7 +449,7 @@ impl ServerFrame {
             content: None,
             scheduled_id: None,
             send_at: None,
-        }
+        })
     }
 
     /// The `ack` of a send kept until `send_at` (v1.2).
@@ -452,7 +459,7 @@ impl ServerFrame {
         scheduled_id: String,
         send_at: Timestamp,
     ) -> Self {
-        Self::Ack {
+        Self::Ack(SendAck {
             client_msg_id,
             conversation_id,
             message_id: None,
@@ -461,14 +468,14 @@ impl ServerFrame {
             content: None,
             scheduled_id: Some(scheduled_id),
             send_at: Some(send_at),
-        }
+        })
     }
 
     /// The `ack` of a send whose stored content is not what its sender
     /// sent: it carries the stored content.
     pub fn ack_showing_content(message: &Message) -> Self {
         let mut ack = Self::ack(message);
-        if let Self::Ack { content, .. } = &mut ack {
+        if let Self::Ack(SendAck { content, .. }) = &mut ack {
             content.clone_from(&message.content);
         }
         ack
@@ -478,10 +485,18 @@ impl ServerFrame {
     /// (the writer builds its `ack` without content: it never sees what
     /// was sent, only what was stored); any other frame unchanged.
     pub fn showing_stored(mut self, stored: Content) -> Self {
-        if let Self::Ack { content, .. } = &mut self {
+        if let Self::Ack(SendAck { content, .. }) = &mut self {
             *content = Some(stored);
         }
         self
+    }
+
+    /// The send's answer, if this is an `ack`.
+    pub fn into_ack(self) -> Option<SendAck> {
+        match self {
+            Self::Ack(ack) => Some(ack),
+            _ => None,
+        }
     }
 
     /// An `error` that answers no request in particular.

@@ -33,8 +33,8 @@ pub use content::{Content, ContentError, ContentLimits};
 pub use conversation::{ConversationKind, ConversationView, MemberView};
 pub use error::ErrorCode;
 pub use frames::{
-    AckStatus, ClientFrame, FrameError, PresenceInfo, PresenceStatus, ReceiptKind, ServerFrame,
-    TypingState,
+    AckStatus, ClientFrame, FrameError, PresenceInfo, PresenceStatus, ReceiptKind, SendAck,
+    ServerFrame, TypingState,
 };
 pub use ids::{ClientMsgId, ConversationId, DeviceId, IdError, MessageId, TenantId, UserId};
 pub use membership::{MemberSettings, NotificationLevel, Role};

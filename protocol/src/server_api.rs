@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::frames::AckStatus;
+use crate::frames::SendAck;
 use crate::message::SendOptions;
-use crate::{ClientMsgId, Content, ConversationId, MessageId, ServerFrame, Timestamp, UserId};
+use crate::{ClientMsgId, Content, MessageId, Timestamp, UserId};
 
 /// The body of `POST /v1/conversations/{id}/messages`: `send_message`'s
 /// fields but the conversation, which is the path's.
@@ -49,62 +49,9 @@ impl PostMessage {
     }
 }
 
-/// The answer to `POST /v1/conversations/{id}/messages`: the fields of
-/// the `ack` a socket's send gets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct PostedMessage {
-    pub client_msg_id: ClientMsgId,
-    pub conversation_id: ConversationId,
-    /// Present when `status` is `"sent"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<MessageId>,
-    /// Present when `status` is `"sent"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seq: Option<u64>,
-    /// `"sent"`, or `"scheduled"` for a send with `send_at`.
-    pub status: AckStatus,
-    /// What was stored, only when it differs from what was sent (a
-    /// moderation plugin rewrote it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<Content>,
-    /// With `"scheduled"`: the id that lists and cancels it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_id: Option<String>,
-    /// With `"scheduled"`: when it will be sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub send_at: Option<Timestamp>,
-}
-
-impl PostedMessage {
-    /// The REST answer of a send: the fields of its `ack`, which
-    /// `ServerFrame`'s constructors build for every way a send comes in.
-    /// `None` for any other frame.
-    pub fn from_ack(frame: ServerFrame) -> Option<Self> {
-        match frame {
-            ServerFrame::Ack {
-                client_msg_id,
-                conversation_id,
-                message_id,
-                seq,
-                status,
-                content,
-                scheduled_id,
-                send_at,
-            } => Some(Self {
-                client_msg_id,
-                conversation_id,
-                message_id,
-                seq,
-                status,
-                content,
-                scheduled_id,
-                send_at,
-            }),
-            _ => None,
-        }
-    }
-}
+/// The answer to `POST /v1/conversations/{id}/messages`: the `ack` a
+/// socket's send gets.
+pub type PostedMessage = SendAck;
 
 /// The content a client may send: every kind but `system`, which only
 /// the server writes (a send of it is refused).

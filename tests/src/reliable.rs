@@ -4,6 +4,7 @@
 //! to tell what the platform acked from what it merely received.
 
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_client::WsClient;
 use switchboard_protocol::{
@@ -92,12 +93,12 @@ impl Session {
                 }
                 let ws = self.ws.as_mut().expect("connected");
                 match ws.next_frame_within(left).await {
-                    Ok(ServerFrame::Ack {
+                    Ok(ServerFrame::Ack(SendAck {
                         client_msg_id: id,
                         message_id: Some(message_id),
                         seq: Some(seq),
                         ..
-                    }) if id.as_str() == client_msg_id => {
+                    })) if id.as_str() == client_msg_id => {
                         return Some(Acked { message_id, seq });
                     }
                     Ok(ServerFrame::Error {

@@ -1702,7 +1702,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["PostedMessage"];
+                        "application/json": components["schemas"]["SendAck"];
                     };
                 };
                 400: components["responses"]["Error"];
@@ -3841,32 +3841,6 @@ export interface components {
             /** @description The root of the thread this message goes into. */
             thread_id?: components["schemas"]["MessageId"] | null;
         };
-        /**
-         * @description The answer to `POST /v1/conversations/{id}/messages`: the fields of
-         *     the `ack` a socket's send gets.
-         */
-        PostedMessage: {
-            client_msg_id: components["schemas"]["ClientMsgId"];
-            /**
-             * @description What was stored, only when it differs from what was sent (a
-             *     moderation plugin rewrote it).
-             */
-            content?: components["schemas"]["Content"] | null;
-            conversation_id: components["schemas"]["ConversationId"];
-            /** @description Present when `status` is `"sent"`. */
-            message_id?: components["schemas"]["MessageId"] | null;
-            /** @description With `"scheduled"`: the id that lists and cancels it. */
-            scheduled_id?: string | null;
-            /** @description With `"scheduled"`: when it will be sent. */
-            send_at?: components["schemas"]["Timestamp"] | null;
-            /**
-             * Format: uint64
-             * @description Present when `status` is `"sent"`.
-             */
-            seq?: number | null;
-            /** @description `"sent"`, or `"scheduled"` for a send with `send_at`. */
-            status: components["schemas"]["AckStatus"];
-        };
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to the base protocol). */
         PresenceInfo: {
             /**
@@ -4159,6 +4133,40 @@ export interface components {
         SearchResults: {
             next_cursor?: string | null;
             results: components["schemas"]["SearchResult"][];
+        };
+        /**
+         * @description What became of a send: the `ack` frame a socket gets, and the answer
+         *     of a REST send (`PostedMessage`), one type for every way a send comes
+         *     in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
+         *     names the schedule instead.
+         */
+        SendAck: {
+            client_msg_id: components["schemas"]["ClientMsgId"];
+            /**
+             * @description What was stored, only when it differs from what was sent (a
+             *     moderation plugin rewrote it): the sender shows this instead.
+             */
+            content?: components["schemas"]["Content"] | null;
+            conversation_id: components["schemas"]["ConversationId"];
+            /** @description The stored message's id: present when `status` is `"sent"`. */
+            message_id?: components["schemas"]["MessageId"] | null;
+            /**
+             * @description With `"scheduled"`: the id that lists and cancels it
+             *     (`/v1/scheduled`).
+             */
+            scheduled_id?: string | null;
+            /** @description With `"scheduled"`: when it will be sent. */
+            send_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * Format: uint64
+             * @description The stored message's `seq`: present when `status` is `"sent"`.
+             */
+            seq?: number | null;
+            /**
+             * @description `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+             *     kept until then; it gets its `message_id` and `seq` when sent.
+             */
+            status: components["schemas"]["AckStatus"];
         };
         /**
          * @description The content a client may send: every kind but `system`, which only

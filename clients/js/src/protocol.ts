@@ -131,38 +131,9 @@ export type TypingState = ("start" | "stop")
 /**
  * Frames the server sends.
  */
-export type ServerFrame = ({
-client_msg_id: ClientMsgId
-/**
- * What was stored, only when it differs from what was sent (a
- * moderation plugin rewrote it): the sender shows this instead.
- */
-content?: (Content | null)
-conversation_id: ConversationId
-/**
- * The stored message's id: present when `status` is `"sent"`.
- */
-message_id?: (MessageId | null)
-/**
- * With `"scheduled"`: the id that lists and cancels it
- * (`/v1/scheduled`).
- */
-scheduled_id?: (string | null)
-/**
- * With `"scheduled"`: when it will be sent.
- */
-send_at?: (Timestamp | null)
-/**
- * The stored message's `seq`: present when `status` is `"sent"`.
- */
-seq?: (number | null)
-/**
- * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
- * kept until then; it gets its `message_id` and `seq` when sent.
- */
-status: ("sent" | "scheduled")
+export type ServerFrame = ((SendAck & {
 type: "ack"
-} | {
+}) | {
 message: Message
 type: "message"
 } | {
@@ -335,6 +306,43 @@ retention_days?: (number | null)
  * A plain member may send once per this many seconds; 0: off.
  */
 slow_mode_secs?: number
+}
+/**
+ * What became of a send: the `ack` frame a socket gets, and the answer
+ * of a REST send (`PostedMessage`), one type for every way a send comes
+ * in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
+ * names the schedule instead.
+ */
+export interface SendAck {
+client_msg_id: ClientMsgId
+/**
+ * What was stored, only when it differs from what was sent (a
+ * moderation plugin rewrote it): the sender shows this instead.
+ */
+content?: (Content | null)
+conversation_id: ConversationId
+/**
+ * The stored message's id: present when `status` is `"sent"`.
+ */
+message_id?: (MessageId | null)
+/**
+ * With `"scheduled"`: the id that lists and cancels it
+ * (`/v1/scheduled`).
+ */
+scheduled_id?: (string | null)
+/**
+ * With `"scheduled"`: when it will be sent.
+ */
+send_at?: (Timestamp | null)
+/**
+ * The stored message's `seq`: present when `status` is `"sent"`.
+ */
+seq?: (number | null)
+/**
+ * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+ * kept until then; it gets its `message_id` and `seq` when sent.
+ */
+status: ("sent" | "scheduled")
 }
 export interface Message {
 /**

@@ -85,7 +85,7 @@ pub(super) async fn post(
 
 /// The answer of a send: its `ack`'s fields.
 fn posted(ack: ServerFrame) -> Result<Json<PostedMessage>, ApiError> {
-    PostedMessage::from_ack(ack)
+    ack.into_ack()
         .map(Json)
         .ok_or_else(|| ApiError::new(ErrorCode::Internal, "a send's answer is not an ack"))
 }

@@ -3,6 +3,7 @@
 //! do about it.
 
 use super::*;
+use switchboard_protocol::SendAck;
 
 const LIMITS: SendLimits = SendLimits {
     max_waiting: 3,
@@ -39,7 +40,7 @@ fn effects(actions: &[Action]) -> Vec<String> {
         .iter()
         .map(|a| match a {
             Action::Write(frame) => match frame.as_ref() {
-                ServerFrame::Ack { client_msg_id, .. } => format!("ack {client_msg_id}"),
+                ServerFrame::Ack(SendAck { client_msg_id, .. }) => format!("ack {client_msg_id}"),
                 ServerFrame::Error {
                     code,
                     client_msg_id,
@@ -398,7 +399,7 @@ fn a_send_stored_other_than_sent_is_answered_with_what_was_stored() {
     let ack_content = |actions: Vec<Action>| {
         actions.into_iter().find_map(|a| match a {
             Action::Write(frame) => match *frame {
-                ServerFrame::Ack { content, .. } => Some(content),
+                ServerFrame::Ack(SendAck { content, .. }) => Some(content),
                 _ => None,
             },
             _ => None,

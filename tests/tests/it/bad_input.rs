@@ -4,6 +4,7 @@
 use switchboard_client::token::{TokenSpec, mint_eddsa, mint_hs256};
 use switchboard_client::{RestClient, WsClient, WsError};
 use switchboard_protocol::ConversationKind;
+use switchboard_protocol::SendAck;
 use switchboard_tests::cluster::{ED_SEED, OTHER_SECRET, OTHER_TENANT};
 use switchboard_tests::{Cluster, ClusterSpec, SECRET, TENANT};
 
@@ -300,7 +301,7 @@ async fn sends_over_the_rate_limit_are_refused_not_dropped() {
     let mut limited = 0;
     while acked + limited < 5 {
         match expect(&mut ws, "ack or error", |f| match f {
-            switchboard_protocol::ServerFrame::Ack { .. } => Some(true),
+            switchboard_protocol::ServerFrame::Ack(SendAck { .. }) => Some(true),
             switchboard_protocol::ServerFrame::Error { code, .. } => {
                 assert_eq!(code.as_str(), "rate_limited");
                 Some(false)

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_protocol::{ConversationKind, ServerFrame};
 use switchboard_tests::reliable::Session;
@@ -339,7 +340,7 @@ async fn a_drained_gateway_answers_in_flight_sends_then_closes_with_1012() {
     let mut acked = 0;
     let close = loop {
         match a.next_frame_within(Duration::from_secs(15)).await {
-            Ok(switchboard_protocol::ServerFrame::Ack { .. }) => acked += 1,
+            Ok(switchboard_protocol::ServerFrame::Ack(SendAck { .. })) => acked += 1,
             Ok(_) => {}
             Err(e) => break e,
         }
@@ -497,11 +498,11 @@ async fn a_gateway_whose_nats_node_dies_publishes_again_and_answers_from_the_sto
                 match ws.next_frame_within(Duration::from_secs(10)).await {
                     // A copy published again may be answered twice, with
                     // the same seq: the first answer counts.
-                    Ok(ServerFrame::Ack {
+                    Ok(ServerFrame::Ack(SendAck {
                         client_msg_id,
                         seq: Some(seq),
                         ..
-                    }) => {
+                    })) => {
                         unacked.remove(client_msg_id.as_str());
                         let first = acked
                             .entry(client_msg_id.to_string())

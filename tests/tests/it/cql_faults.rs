@@ -20,6 +20,7 @@
 //! landing after its successor's.
 
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_protocol::{ConversationKind, ErrorCode, ServerFrame};
 
@@ -303,7 +304,9 @@ async fn the_cluster_down_makes_readyz_fail_and_sends_unavailable(
                 client_msg_id: Some(id),
                 ..
             }) if id.as_str() == "down-1" => break code,
-            Ok(ServerFrame::Ack { client_msg_id, .. }) if client_msg_id.as_str() == "down-1" => {
+            Ok(ServerFrame::Ack(SendAck { client_msg_id, .. }))
+                if client_msg_id.as_str() == "down-1" =>
+            {
                 panic!("acked while every CQL node was stopped")
             }
             Ok(_) => {}
@@ -331,7 +334,9 @@ async fn the_cluster_down_makes_readyz_fail_and_sends_unavailable(
     let resumed = Instant::now();
     loop {
         match ws.next_frame_within(Duration::from_secs(60)).await {
-            Ok(ServerFrame::Ack { client_msg_id, .. }) if client_msg_id.as_str() == "down-1" => {
+            Ok(ServerFrame::Ack(SendAck { client_msg_id, .. }))
+                if client_msg_id.as_str() == "down-1" =>
+            {
                 break;
             }
             Ok(ServerFrame::Error {

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::reliable::{Acked, Session};
@@ -149,12 +150,12 @@ async fn a_kill9_inside_a_batch_of_several_loses_and_repeats_nothing() {
     let id = |n: usize| format!("m{n:04}");
     let mut acked: HashMap<String, Acked> = HashMap::new();
     let take = |acked: &mut HashMap<String, Acked>, frame: ServerFrame| match frame {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id,
             message_id: Some(message_id),
             seq: Some(seq),
             ..
-        } => {
+        }) => {
             let ack = Acked { message_id, seq };
             if let Some(earlier) = acked.insert(client_msg_id.as_str().to_owned(), ack) {
                 assert_eq!(earlier, ack, "{client_msg_id} answered twice, differently");

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use switchboard_protocol::SendAck;
 
 use serde_json::{Value, json};
 use switchboard_client::{TokenSpec, WsClient, WsError, mint_hs256};
@@ -808,7 +809,9 @@ async fn a_command_that_cannot_be_applied_is_parked_and_its_partition_goes_on() 
     let (mut refused, mut stored) = (Vec::new(), Vec::new());
     while refused.len() + stored.len() < 2 * burst {
         let answer = expect(&mut alice, "an answer to the burst", |f| match f {
-            ServerFrame::Ack { client_msg_id, .. } => Some(Ok(client_msg_id.as_str().to_owned())),
+            ServerFrame::Ack(SendAck { client_msg_id, .. }) => {
+                Some(Ok(client_msg_id.as_str().to_owned()))
+            }
             ServerFrame::Error {
                 code,
                 client_msg_id: Some(id),

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_client::rest::HistoryParams;
 use switchboard_protocol::{ConversationKind, MessageId, ServerFrame};
@@ -102,12 +103,12 @@ async fn burst_of_retries(batching: bool) {
     // `client_msg_id`). So: at least one ack per send, all alike, and
     // then whatever else comes within a quiet second.
     let ack_of = |f: ServerFrame| match f {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id,
             message_id: Some(message_id),
             seq: Some(seq),
             ..
-        } => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
+        }) => Some((client_msg_id.as_str().to_owned(), (message_id, seq))),
         ServerFrame::Error { code, message, .. } => panic!("{code:?}: {message}"),
         _ => None,
     };
@@ -217,11 +218,11 @@ async fn a_resend_is_answered_to_its_sender_alone() {
     }
     let mut answers = HashMap::new();
     while answers.len() < 3 {
-        if let ServerFrame::Ack {
+        if let ServerFrame::Ack(SendAck {
             client_msg_id,
             seq: Some(seq),
             ..
-        } = alice
+        }) = alice
             .next_frame_within(Duration::from_secs(10))
             .await
             .unwrap()

@@ -5,6 +5,7 @@
 //! the others needed.) The limit is set low so the burst passes it.
 
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::{Cluster, ClusterSpec};
@@ -37,7 +38,7 @@ async fn a_burst_beyond_the_in_flight_limit_is_all_acked() {
             let mut acked = 0;
             while acked < EACH {
                 match ws.next_frame_within(Duration::from_secs(60)).await {
-                    Ok(switchboard_protocol::ServerFrame::Ack { .. }) => acked += 1,
+                    Ok(switchboard_protocol::ServerFrame::Ack(SendAck { .. })) => acked += 1,
                     Ok(switchboard_protocol::ServerFrame::Error { code, message, .. }) => {
                         panic!("send refused: {code} {message}")
                     }

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
+use switchboard_protocol::SendAck;
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -118,11 +119,11 @@ async fn an_admin_deploys_replaces_rolls_back_and_removes_a_moderator_on_two_gat
         .await
         .unwrap();
     let shown = expect(&mut alice, "the ack of m1", |f| match f {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id,
             content,
             ..
-        } if client_msg_id.as_str() == "m1" => Some(content),
+        }) if client_msg_id.as_str() == "m1" => Some(content),
         _ => None,
     })
     .await;
@@ -456,7 +457,7 @@ async fn a_hot_swap_under_load_loses_nothing_and_applies_nothing_twice() {
         }
         for _ in 0..burst {
             expect(&mut alice, "an ack", |f| match f {
-                ServerFrame::Ack { .. } => Some(()),
+                ServerFrame::Ack(SendAck { .. }) => Some(()),
                 ServerFrame::Error { message, .. } => panic!("a send failed: {message}"),
                 _ => None,
             })

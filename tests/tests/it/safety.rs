@@ -4,6 +4,7 @@
 //! it.
 
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use serde_json::{Value, json};
 use switchboard_protocol::safety::BlockAction;
@@ -44,7 +45,7 @@ async fn send_refused(
             retry_after_ms,
             ..
         } if c == id => Some((code, retry_after_ms)),
-        ServerFrame::Ack { client_msg_id, .. } if client_msg_id.as_str() == id => {
+        ServerFrame::Ack(SendAck { client_msg_id, .. }) if client_msg_id.as_str() == id => {
             panic!("{id} was accepted")
         }
         _ => None,

@@ -3,6 +3,7 @@
 //! time with the next `seq`, and can be listed and cancelled.
 
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use serde_json::{Value, json};
 use switchboard_protocol::AckStatus;
@@ -29,7 +30,7 @@ pub(crate) async fn schedule(
     });
     ws.send_text(frame.to_string()).await.unwrap();
     expect(ws, &format!("the ack of {id}"), |f| match f {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id,
             status,
             message_id,
@@ -37,7 +38,7 @@ pub(crate) async fn schedule(
             scheduled_id: Some(scheduled),
             send_at: Some(at),
             ..
-        } if client_msg_id.as_str() == id => {
+        }) if client_msg_id.as_str() == id => {
             assert_eq!(status, AckStatus::Scheduled);
             assert!(message_id.is_none() && seq.is_none(), "no seq until sent");
             Some((scheduled, at.to_rfc3339()))

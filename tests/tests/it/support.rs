@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use serde_json::{Value, json};
 use switchboard_client::rest::HistoryParams;
@@ -93,13 +94,13 @@ pub async fn send_acked(
 
 pub async fn expect_ack(ws: &mut WsClient, client_msg_id: &str) -> (MessageId, u64) {
     expect(ws, &format!("ack of {client_msg_id}"), |f| match f {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id: id,
             message_id: Some(message_id),
             seq: Some(seq),
             status,
             ..
-        } if id.as_str() == client_msg_id => {
+        }) if id.as_str() == client_msg_id => {
             assert_eq!(status, AckStatus::Sent);
             Some((message_id, seq))
         }
@@ -293,7 +294,7 @@ pub async fn send_in_bursts(ws: &mut WsClient, conv: &str, n: usize, burst: usiz
         }
         for _ in 0..burst {
             expect(ws, "an ack", |f| match f {
-                ServerFrame::Ack { .. } => Some(()),
+                ServerFrame::Ack(SendAck { .. }) => Some(()),
                 ServerFrame::Error { message, .. } => panic!("send refused: {message}"),
                 _ => None,
             })
@@ -384,12 +385,12 @@ pub async fn send_with(
     }
     ws.send_text(frame.to_string()).await.unwrap();
     expect(ws, &format!("the answer to {id}"), |f| match f {
-        ServerFrame::Ack {
+        ServerFrame::Ack(SendAck {
             client_msg_id,
             message_id: Some(message_id),
             seq: Some(seq),
             ..
-        } if client_msg_id.as_str() == id => Some(Ok((message_id, seq))),
+        }) if client_msg_id.as_str() == id => Some(Ok((message_id, seq))),
         ServerFrame::Error {
             code,
             message,

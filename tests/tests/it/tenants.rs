@@ -4,6 +4,7 @@
 //! same user and conversation ids that never meet.
 
 use std::time::{Duration, Instant};
+use switchboard_protocol::SendAck;
 
 use serde_json::{Value, json};
 use switchboard_client::token::ed25519_public_key;
@@ -316,7 +317,7 @@ async fn tenant_quotas_hold_at_and_just_past_each_threshold() {
     let mut limited = 0;
     while acked + limited < 6 {
         match u2.next_frame_within(Duration::from_secs(10)).await.unwrap() {
-            ServerFrame::Ack { .. } => acked += 1,
+            ServerFrame::Ack(SendAck { .. }) => acked += 1,
             ServerFrame::Error {
                 code: ErrorCode::RateLimited,
                 ..
@@ -362,7 +363,7 @@ async fn tenant_quotas_hold_at_and_just_past_each_threshold() {
         for _ in 0..2 {
             loop {
                 match c.next_frame_within(Duration::from_secs(10)).await.unwrap() {
-                    ServerFrame::Ack { .. } => {
+                    ServerFrame::Ack(SendAck { .. }) => {
                         acked += 1;
                         break;
                     }
@@ -644,7 +645,7 @@ async fn attempt(alice: &mut WsClient, conv: &str, id: &str) -> Result<(), Error
             .await
             .unwrap()
         {
-            ServerFrame::Ack { .. } => return Ok(()),
+            ServerFrame::Ack(SendAck { .. }) => return Ok(()),
             ServerFrame::Error { code, .. } => return Err(code),
             _ => {}
         }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -492,7 +493,7 @@ async fn one_tenants_failing_webhook_does_not_delay_another() {
                 }
                 for _ in 0..50 {
                     acked += expect(&mut ws, "an answer", |f| match f {
-                        ServerFrame::Ack { .. } => Some(1),
+                        ServerFrame::Ack(SendAck { .. }) => Some(1),
                         ServerFrame::Error { .. } => Some(0),
                         _ => None,
                     })

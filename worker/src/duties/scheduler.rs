@@ -14,15 +14,14 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_protocol::SendAck;
 
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer;
 use futures::StreamExt;
-use switchboard_nats::answers::Found;
-use switchboard_nats::commands::{self, Wait};
+use switchboard_nats::commands::{self, Backbone, Wait};
 use switchboard_nats::definitions::{SCHEDULED_STREAM, scheduler_consumer};
 use switchboard_nats::envelope::{Rejection, SendCommand, rejection_event};
-use switchboard_nats::records::refusals::SendKey;
 use switchboard_nats::scheduled::ScheduledSend;
 use switchboard_plugin_host::screen::{self, Submitted};
 use switchboard_protocol::frames::request_type;
@@ -132,9 +131,9 @@ async fn send_due(ctx: &Ctx, send: &ScheduledSend) -> Done {
         options: send.options.clone(),
     };
     match through_writer(ctx, &command).await {
-        Ok(ServerFrame::Ack {
+        Ok(ServerFrame::Ack(SendAck {
             message_id, seq, ..
-        }) => {
+        })) => {
             tracing::info!(?seq, ?message_id, "scheduled message sent");
             crate::metrics::scheduled_sent();
             Done::Settled
@@ -224,45 +223,18 @@ async fn through_writer(ctx: &Ctx, send: &SendCommand) -> Result<ServerFrame, Wo
         overdue: LOOK_UP_AFTER,
         give_up: WRITER_ANSWER,
     };
-    let look_up = || written_answer(ctx, &sent);
-    let frame = commands::answer(
-        &ctx.client,
-        &ctx.js,
-        send,
-        ctx.config.partitions,
-        wait,
-        None,
-        look_up,
-    )
-    .await?;
-    Ok(frame)
-}
-
-/// What a send's writer left: the stored message, or the refusal it
-/// remembered.
-async fn written_answer(ctx: &Ctx, sent: &SentKey) -> Result<Found, WorkerError> {
-    if let Some(message) = ctx
-        .store
-        .find_sent(vec![sent.clone()])
-        .await?
-        .pop()
-        .flatten()
-    {
-        return Ok(Found::Stored(Box::new(message)));
-    }
-    let key = SendKey {
-        tenant: &sent.tenant,
-        conversation: &sent.conversation_id,
-        sender: &sent.sender,
-        client_msg_id: &sent.client_msg_id,
+    let store = &*ctx.store;
+    let stored = || async {
+        Ok::<_, StoreError>(store.find_sent(vec![sent.clone()]).await?.pop().flatten())
     };
-    Ok(match ctx.refusals.find(&key).await? {
-        Some(refusal) => Found::Refused {
-            code: refusal.code,
-            message: refusal.message,
-        },
-        None => Found::Nothing,
-    })
+    let backbone = Backbone {
+        client: &ctx.client,
+        js: &ctx.js,
+        partitions: ctx.config.partitions,
+        refusals: &ctx.refusals,
+    };
+    let frame = commands::answer(&backbone, send, wait, None, stored).await?;
+    Ok(frame)
 }
 
 /// Tells the device that scheduled it that a send was refused at its
