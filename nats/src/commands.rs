@@ -13,7 +13,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream;
 use futures::StreamExt;
 use switchboard_protocol::frames::request_type;
-use switchboard_protocol::{Content, ErrorCode, Message, ServerFrame};
+use switchboard_protocol::{Content, ConversationId, ErrorCode, Message, ServerFrame, TenantId};
 
 use crate::answers::{Action, Found, PubAck, SendLimits, Sends};
 use crate::envelope::{Command, CommandReply, HEADER_REPLY, SendCommand};
@@ -41,8 +41,7 @@ pub fn addressed_to(
     command: &Command,
     traceparent: Option<&str>,
 ) -> (String, HeaderMap) {
-    let mut headers = HeaderMap::new();
-    headers.insert("Nats-Msg-Id", command.dedupe_id().as_str());
+    let mut headers = dedupe_header(command.dedupe_id().as_str());
     if let Some(traceparent) = traceparent {
         headers.insert(trace::HEADER_TRACEPARENT, traceparent);
     }
@@ -50,6 +49,29 @@ pub fn addressed_to(
         ingest(partition, command.tenant(), command.conversation_id()),
         headers,
     )
+}
+
+/// The subject and headers of anything else a conversation's writer is
+/// asked on its ingest partition (a maintenance request): `dedupe_id` as
+/// `Nats-Msg-Id`, so the same request published again inside the window
+/// queues nothing twice.
+pub fn to_writer(
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    partitions: u16,
+    dedupe_id: &str,
+) -> (String, HeaderMap) {
+    let partition = partition_of(tenant, conversation, partitions);
+    (
+        ingest(partition, tenant, conversation),
+        dedupe_header(dedupe_id),
+    )
+}
+
+fn dedupe_header(dedupe_id: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", dedupe_id);
+    headers
 }
 
 /// How long one waiting caller's send may take.

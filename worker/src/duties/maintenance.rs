@@ -3,10 +3,10 @@
 //! serves between two batches of commands, so that nothing it changes
 //! races the conversation's edits (`archive::serve_requests`).
 
-use async_nats::HeaderMap;
-use async_nats::jetstream::message::PublishMessage;
+use switchboard_nats::BackboneError;
+use switchboard_nats::commands::to_writer;
 use switchboard_nats::envelope::HEADER_MAINTENANCE;
-use switchboard_nats::subject::{ingest, partition_of};
+use switchboard_nats::publish::publish_stored;
 use switchboard_store::ConversationKey;
 
 use crate::ctx::Ctx;
@@ -18,7 +18,7 @@ pub(crate) enum RequestError {
     #[error(transparent)]
     Encoding(#[from] serde_json::Error),
     #[error(transparent)]
-    Publish(#[from] async_nats::jetstream::context::PublishError),
+    Publish(#[from] BackboneError),
 }
 
 /// Publishes a maintenance request of `kind` (archive, expire) to the
@@ -32,20 +32,17 @@ pub(crate) async fn publish_request(
     id: &str,
     payload: Vec<u8>,
 ) -> Result<(), RequestError> {
-    let partition = partition_of(&key.tenant, &key.conversation_id, ctx.config.partitions);
-    let subject = ingest(partition, &key.tenant, &key.conversation_id);
-    let mut headers = HeaderMap::new();
+    let (subject, mut headers) =
+        to_writer(&key.tenant, &key.conversation_id, ctx.config.partitions, id);
     headers.insert(HEADER_MAINTENANCE, kind);
-    headers.insert("Nats-Msg-Id", id);
-    ctx.js
-        .send_publish(
-            subject,
-            PublishMessage::build()
-                .payload(payload.into())
-                .headers(headers),
-        )
-        .await?
-        .await?;
+    publish_stored(
+        &ctx.js,
+        subject,
+        headers,
+        payload.into(),
+        "a maintenance request",
+    )
+    .await?;
     Ok(())
 }
 
