@@ -271,6 +271,28 @@ impl SystemEvent {
     }
 }
 
+/// The content a client may send: every kind but `system`, which only
+/// the server writes (a send or an edit of it is refused). The schemas
+/// of the frames and requests that carry a client's content use it.
+// Only the schema uses it; the body is read as `Content`.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(crate) enum SentContent {
+    Text {
+        text: String,
+    },
+    Image(Media),
+    File(Media),
+    Voice(Media),
+    /// End-to-end encrypted: the server stores and forwards it, never reads it.
+    Ciphertext {
+        algorithm: String,
+        body: String,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

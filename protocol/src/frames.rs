@@ -20,6 +20,7 @@ pub enum ClientFrame {
     SendMessage {
         client_msg_id: ClientMsgId,
         conversation_id: ConversationId,
+        #[cfg_attr(feature = "schema", schemars(with = "crate::content::SentContent"))]
         content: Content,
         /// A live message of the conversation this one replies to (v1.1).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +43,7 @@ pub enum ClientFrame {
     EditMessage {
         conversation_id: ConversationId,
         message_id: MessageId,
+        #[cfg_attr(feature = "schema", schemars(with = "crate::content::SentContent"))]
         content: Content,
     },
     DeleteMessage {

@@ -17,7 +17,7 @@ pub struct PostMessage {
     /// answered with the message first stored, and stores nothing.
     pub client_msg_id: ClientMsgId,
     /// Any kind but `system`, which the server alone writes.
-    #[cfg_attr(feature = "schema", schemars(with = "SentContent"))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::content::SentContent"))]
     pub content: Content,
     /// A live message of the conversation this one replies to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,24 +52,3 @@ impl PostMessage {
 /// The answer to `POST /v1/conversations/{id}/messages`: the `ack` a
 /// socket's send gets.
 pub type PostedMessage = SendAck;
-
-/// The content a client may send: every kind but `system`, which only
-/// the server writes (a send of it is refused).
-// Only the schema uses it; the body is read as `Content`.
-#[cfg(feature = "schema")]
-#[derive(schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[allow(dead_code)]
-enum SentContent {
-    Text {
-        text: String,
-    },
-    Image(crate::content::Media),
-    File(crate::content::Media),
-    Voice(crate::content::Media),
-    /// End-to-end encrypted: the server stores and forwards it, never reads it.
-    Ciphertext {
-        algorithm: String,
-        body: String,
-    },
-}

@@ -6,7 +6,7 @@ import { ConversationList } from "./conversations.js";
 import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
-import type { BlockAction, Content, Message, ReactAction, ServerFrame, TypingState } from "./protocol.js";
+import type { BlockAction, Message, ReactAction, SentContent, ServerFrame, TypingState } from "./protocol.js";
 import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
 import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
@@ -226,7 +226,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
    * `failed`, to `retry()` or `discard()`). The third argument is the
    * `clientMsgId` (default: a fresh id; pass your own to resend after a
    * restart of the app), or `SendOptions`: a reply, a thread, mentions. */
-  send(conversationId: string, content: Content, options: string | SendOptions = {}): Promise<Sent> {
+  send(conversationId: string, content: SentContent, options: string | SendOptions = {}): Promise<Sent> {
     const o: SendOptions = typeof options === "string" ? { clientMsgId: options } : options;
     const extras: SendExtras = {
       ...(o.replyTo ? { reply_to: o.replyTo } : {}),
@@ -246,14 +246,14 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
    * `rest.scheduled()`, cancel one with `rest.cancelScheduled(id)`. */
   schedule(
     conversationId: string,
-    content: Content,
+    content: SentContent,
     sendAt: Date | string,
     options: string | SendOptions = {},
   ): Promise<PostedMessage> {
     const o: SendOptions = typeof options === "string" ? { clientMsgId: options } : options;
     return this.rest.postMessage(conversationId, {
       client_msg_id: o.clientMsgId ?? this.newClientMsgId(),
-      // The frames' Content and the REST schema's are the same JSON.
+      // The frames' SentContent and the REST schema's are the same JSON.
       content: content as PostMessage["content"],
       send_at: typeof sendAt === "string" ? sendAt : sendAt.toISOString(),
       ...(o.replyTo ? { reply_to: o.replyTo } : {}),
@@ -337,7 +337,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   }
 
   /** The sends to a conversation that wait for their ack, in order. */
-  pendingIn(conversationId: string): { client_msg_id: string; content: Content }[] {
+  pendingIn(conversationId: string): { client_msg_id: string; content: SentContent }[] {
     return this.outbox
       .all()
       .filter((o) => o.conversation_id === conversationId && o.status === "pending")
@@ -352,7 +352,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   /** Edits a message: resolves with it as the server now has it (its
    * `message_updated`), rejects with a `CommandError` (`forbidden`,
    * `conflict`, ...). Waits while there is no connection. */
-  edit(conversationId: string, messageId: string, content: Content): Promise<Message> {
+  edit(conversationId: string, messageId: string, content: SentContent): Promise<Message> {
     return this.commands.update("edit_message", conversationId, messageId, content);
   }
 

@@ -15,7 +15,7 @@
 // reactor's devices alone, and they get theirs uncoalesced), or with an
 // `error` that names the message but not the emoji.
 import { CommandError, onRefusal, type ErrorFrame } from "./errors.js";
-import type { ClientFrame, Content, Message, ReactAction, ServerFrame } from "./protocol.js";
+import type { ClientFrame, Message, ReactAction, SentContent, ServerFrame } from "./protocol.js";
 
 export type UpdateType = "edit_message" | "delete_message";
 export type MarkKind = "read" | "delivered";
@@ -43,7 +43,7 @@ export interface CommandEvent {
 /** A stored edit, delete, reaction or mark not yet carried out
  * (persist.ts). A mark with `thread_id` is a thread's read mark. */
 export type CommandRecord =
-  | { type: UpdateType; conversation_id: string; message_id: string; content?: Content; created_at: number }
+  | { type: UpdateType; conversation_id: string; message_id: string; content?: SentContent; created_at: number }
   | { type: "react"; conversation_id: string; message_id: string; emoji: string; action: ReactAction; created_at: number }
   | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number; thread_id?: string };
 
@@ -51,7 +51,7 @@ interface Update {
   type: UpdateType | "react";
   conversationId: string;
   messageId: string;
-  content: Content | undefined;
+  content: SentContent | undefined;
   /** A reaction's emoji and action. */
   emoji?: string;
   action?: ReactAction;
@@ -121,7 +121,7 @@ export class Commands {
     return n;
   }
 
-  update(type: UpdateType, conversationId: string, messageId: string, content?: Content): Promise<Message> {
+  update(type: UpdateType, conversationId: string, messageId: string, content?: SentContent): Promise<Message> {
     if (!this.host.hasRoom()) {
       return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
     }

@@ -4170,7 +4170,8 @@ export interface components {
         };
         /**
          * @description The content a client may send: every kind but `system`, which only
-         *     the server writes (a send of it is refused).
+         *     the server writes (a send or an edit of it is refused). The schemas
+         *     of the frames and requests that carry a client's content use it.
          */
         SentContent: {
             /** @constant */

@@ -10,7 +10,7 @@ export type SwitchboardWebSocketFrames = (ClientFrame | ServerFrame)
  */
 export type ClientFrame = ({
 client_msg_id: ClientMsgId
-content: Content
+content: SentContent
 conversation_id: ConversationId
 /**
  * Mention every member (v1.1; owners and admins only).
@@ -36,7 +36,7 @@ send_at?: (Timestamp | null)
 thread_id?: (MessageId | null)
 type: "send_message"
 } | {
-content: Content
+content: SentContent
 conversation_id: ConversationId
 message_id: MessageId
 type: "edit_message"
@@ -85,7 +85,12 @@ type: "refresh"
  * The sender's idempotency key for one message: 1-128 printable characters, no whitespace.
  */
 export type ClientMsgId = string
-export type Content = ({
+/**
+ * The content a client may send: every kind but `system`, which only
+ * the server writes (a send or an edit of it is refused). The schemas
+ * of the frames and requests that carry a client's content use it.
+ */
+export type SentContent = ({
 kind: "text"
 text: string
 } | (Media & {
@@ -98,31 +103,23 @@ kind: "voice"
 algorithm: string
 body: string
 kind: "ciphertext"
-} | (SystemEvent & {
-kind: "system"
-}))
+})
 /**
- * A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).
+ * A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
-export type MessageId = string
-/**
- * What a member may do (v1.1). Owners and admins may remove others,
- * pin, delete others' messages, change settings that affect everyone,
- * ban, and mention all; only an owner makes owners.
- */
-export type Role = ("owner" | "admin" | "member")
-/**
- * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
- */
-export type Timestamp = string
+export type ConversationId = string
 /**
  * A user, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
 export type UserId = string
 /**
- * A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
+ * A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).
  */
-export type ConversationId = string
+export type MessageId = string
+/**
+ * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
+ */
+export type Timestamp = string
 /**
  * What a `react` frame does.
  */
@@ -221,6 +218,28 @@ action: BlockAction
 type: "blocks_changed"
 user_id: UserId
 })
+export type Content = ({
+kind: "text"
+text: string
+} | (Media & {
+kind: "image"
+}) | (Media & {
+kind: "file"
+}) | (Media & {
+kind: "voice"
+}) | {
+algorithm: string
+body: string
+kind: "ciphertext"
+} | (SystemEvent & {
+kind: "system"
+}))
+/**
+ * What a member may do (v1.1). Owners and admins may remove others,
+ * pin, delete others' messages, change settings that affect everyone,
+ * ban, and mention all; only an owner makes owners.
+ */
+export type Role = ("owner" | "admin" | "member")
 /**
  * A device of a user (the token's `device` claim, default `default`): 1-128 characters of [A-Za-z0-9._:@-].
  */
@@ -254,11 +273,48 @@ mime: string
 size: number
 }
 /**
+ * What became of a send: the `ack` frame a socket gets, and the answer
+ * of a REST send (`PostedMessage`), one type for every way a send comes
+ * in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
+ * names the schedule instead.
+ */
+export interface SendAck {
+client_msg_id: ClientMsgId
+/**
+ * What was stored, only when it differs from what was sent (a
+ * moderation plugin rewrote it): the sender shows this instead.
+ */
+content?: (Content | null)
+conversation_id: ConversationId
+/**
+ * The stored message's id: present when `status` is `"sent"`.
+ */
+message_id?: (MessageId | null)
+/**
+ * With `"scheduled"`: the id that lists and cancels it
+ * (`/v1/scheduled`).
+ */
+scheduled_id?: (string | null)
+/**
+ * With `"scheduled"`: when it will be sent.
+ */
+send_at?: (Timestamp | null)
+/**
+ * The stored message's `seq`: present when `status` is `"sent"`.
+ */
+seq?: (number | null)
+/**
+ * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+ * kept until then; it gets its `message_id` and `seq` when sent.
+ */
+status: ("sent" | "scheduled")
+}
+/**
  * What a `system` message reports.
  */
 export interface SystemEvent {
 /**
- * The user who caused the event.
+ * A user, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
 actor: string
 /**
@@ -306,43 +362,6 @@ retention_days?: (number | null)
  * A plain member may send once per this many seconds; 0: off.
  */
 slow_mode_secs?: number
-}
-/**
- * What became of a send: the `ack` frame a socket gets, and the answer
- * of a REST send (`PostedMessage`), one type for every way a send comes
- * in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
- * names the schedule instead.
- */
-export interface SendAck {
-client_msg_id: ClientMsgId
-/**
- * What was stored, only when it differs from what was sent (a
- * moderation plugin rewrote it): the sender shows this instead.
- */
-content?: (Content | null)
-conversation_id: ConversationId
-/**
- * The stored message's id: present when `status` is `"sent"`.
- */
-message_id?: (MessageId | null)
-/**
- * With `"scheduled"`: the id that lists and cancels it
- * (`/v1/scheduled`).
- */
-scheduled_id?: (string | null)
-/**
- * With `"scheduled"`: when it will be sent.
- */
-send_at?: (Timestamp | null)
-/**
- * The stored message's `seq`: present when `status` is `"sent"`.
- */
-seq?: (number | null)
-/**
- * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
- * kept until then; it gets its `message_id` and `seq` when sent.
- */
-status: ("sent" | "scheduled")
 }
 export interface Message {
 /**

@@ -2,7 +2,7 @@
 // server stores it: its status (`pending`, then `sent` or `failed`),
 // resends with the same `client_msg_id`, and `retry()`.
 import { CommandError, SendError, isSlowMode, onRefusal, type ErrorFrame } from "./errors.js";
-import type { ClientFrame, Content, ServerFrame } from "./protocol.js";
+import type { ClientFrame, SentContent, ServerFrame } from "./protocol.js";
 
 /** Where a message this client sent stands: `pending` (not stored yet:
  * written, or waiting for a connection), `sent` (the server's durable
@@ -33,7 +33,7 @@ export interface SendExtras {
 export interface OutgoingMessage {
   readonly client_msg_id: string;
   readonly conversation_id: string;
-  readonly content: Content;
+  readonly content: SentContent;
   /** The message it replies to, or null. */
   readonly reply_to: string | null;
   /** The root of the thread it goes into, or null (the main timeline). */
@@ -62,7 +62,7 @@ export interface OutgoingMessage {
 export interface OutgoingRecord {
   client_msg_id: string;
   conversation_id: string;
-  content: Content;
+  content: SentContent;
   created_at: string;
   status: "pending" | "failed";
   error?: { code: string; message: string };
@@ -130,7 +130,7 @@ export class Outgoing implements OutgoingMessage {
     private readonly outbox: Outbox,
     readonly client_msg_id: string,
     readonly conversation_id: string,
-    readonly content: Content,
+    readonly content: SentContent,
     readonly created_at: string,
     extras: SendExtras = {},
   ) {
@@ -193,7 +193,7 @@ export class Outbox {
     return n;
   }
 
-  send(conversationId: string, content: Content, clientMsgId: string, extras: SendExtras = {}): Promise<Sent> {
+  send(conversationId: string, content: SentContent, clientMsgId: string, extras: SendExtras = {}): Promise<Sent> {
     const known = this.items.get(clientMsgId);
     if (known) return known.status === "failed" ? this.retry(known) : known.waiters.add();
     const room = this.host.hasRoom();
