@@ -6,10 +6,11 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use switchboard_protocol::SendAck;
 
 use switchboard_nats::records::refusals::{Refusals, SendKey};
-use switchboard_protocol::{ClientMsgId, Content, ConversationId, ServerFrame, TenantId, UserId};
+use switchboard_protocol::{
+    ClientMsgId, Content, ConversationId, SendAck, ServerFrame, TenantId, UserId,
+};
 use switchboard_store::{SentKey, Store};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -203,17 +204,14 @@ impl Answering {
             sender: &self.sender,
             client_msg_id: id,
         };
-        match self.lookups.refusals.find(&send).await {
-            Ok(Some(refusal)) => Found::Refused {
-                code: refusal.code,
-                message: refusal.message,
-            },
-            Ok(None) => Found::Nothing,
-            Err(e) => {
+        self.lookups
+            .refusals
+            .found(&send)
+            .await
+            .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "reading sb_refused failed");
                 Found::Nothing
-            }
-        }
+            })
     }
 }
 

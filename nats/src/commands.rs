@@ -103,9 +103,10 @@ pub struct Backbone<'a> {
 /// or an `error`. The writer's answer settles it; a repeat JetStream
 /// dropped, or an answer overdue, is looked up in what the writer left:
 /// the message `stored` finds in the store, else the refusal the writer
-/// remembered in `refusals`; past `give_up` it is `unavailable`. `stored_as` is the content it is
-/// stored as when that is not what its sender sent (a moderator's
-/// rewrite): the `ack` carries it.
+/// remembered in the backbone's `refusals`; past `give_up` it is
+/// `unavailable`. `stored_as` is the content it is stored as when that
+/// is not what its sender sent (a moderator's rewrite): the `ack`
+/// carries it.
 pub async fn answer<E, F>(
     backbone: &Backbone<'_>,
     send: &SendCommand,

@@ -10,7 +10,9 @@
 //! contract.
 //!
 //! The store's reads travel as they are (`switchboard_store::Read`, from
-//! the store's own list), so a new store read needs nothing here.
+//! the store's own list), so a new store read needs nothing here, unless
+//! its answer may not fit one NATS message: `RemoteStore::read` asks
+//! those in parts.
 //! `calls.rs` is the list of the store's other calls, by who may make
 //! them: the requests on the wire (`wire.rs`), the service's dispatch
 //! (`service.rs`) and `RemoteStore`'s methods (`remote.rs`) are all made

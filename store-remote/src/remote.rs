@@ -19,7 +19,8 @@ use crate::calls::store_calls;
 use crate::wire::{Access, Call, Request, decode_answer, decode_reply};
 
 /// A [`Store`](switchboard_store::Store) in another process, reached over
-/// NATS. Its `Store` methods are made from the list in `calls.rs`.
+/// NATS. Its `Store` methods are made from the list in `calls.rs`, but
+/// `read`, which forwards a [`Read`] (some in parts).
 #[derive(Clone)]
 pub struct RemoteStore {
     client: async_nats::Client,

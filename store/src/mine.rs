@@ -1,6 +1,6 @@
 //! A reader's own reactions on the messages they read (v1.1): stored
 //! messages carry the counts only; `me` is the reader's, filled in here
-//! from [`Store::user_reactions`] for every read that hands messages to
+//! from [`crate::Read::UserReactions`] for every read that hands messages to
 //! a member (history, replay, the inbox, threads, pins).
 
 use std::collections::BTreeMap;

@@ -273,7 +273,7 @@ pub struct MarkChange {
     #[serde(default)]
     pub member_count: usize,
     /// Every member, the acking user included; empty past
-    /// [`MarkChange::MEMBERS_INLINE`] members (ask [`crate::Store::members`]).
+    /// [`MarkChange::MEMBERS_INLINE`] members (ask [`crate::Read::Members`]).
     pub members: Vec<UserId>,
     /// The user's marks after the ack.
     pub delivered_seq: u64,
@@ -482,7 +482,7 @@ pub enum Mutation {
         seqs: Vec<u64>,
         at: Timestamp,
         /// Entries of the expiry index to remove: (`expires_at`, seq) of
-        /// messages found due ([`crate::Store::due`]), gone or not.
+        /// messages found due ([`crate::Read::Due`]), gone or not.
         #[serde(default)]
         unindex: Vec<(Timestamp, u64)>,
     },
@@ -536,7 +536,7 @@ pub enum Mutation {
         pseudonym: UserId,
     },
     /// Erasure, the last step: every row kept under the user
-    /// ([`crate::rules::Commit::erase_user_rows`]).
+    /// ([`crate::rules::Write::UserRowsGone`]).
     EraseUser { tenant: TenantId, user: UserId },
     /// Erasure in an archived bucket: [`crate::archive::Tiered`] rewrites
     /// its object as [`crate::erasure::Erasure::bucket`] has it (same
@@ -583,7 +583,7 @@ pub struct ArchivedBucket {
     pub last_seq: u64,
     /// The archive object that holds the bucket's [`BucketContents`].
     pub object: String,
-    /// Whether the per-sender index ([`crate::Store::sent_by`]) has its
+    /// Whether the per-sender index ([`crate::Read::SentBy`]) has its
     /// messages: not if archived before the store had the index, when
     /// [`crate::archive::Tiered`] reads it whole to find a sender's.
     pub senders_indexed: bool,

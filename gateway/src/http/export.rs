@@ -170,7 +170,7 @@ async fn write(
 }
 
 /// Every message the caller sent in `conversation`, newest first, a page
-/// at a time from the caller's own index (`Store::sent_by`): what others
+/// at a time from the caller's own index (`Read::SentBy`): what others
 /// wrote there is never read.
 async fn messages_of(
     gw: &Shared,

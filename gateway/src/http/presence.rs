@@ -20,7 +20,7 @@ pub(super) fn show_op() -> Operation {
 }
 
 /// Presence of oneself, or of a user whose presence concerns the caller:
-/// the same scope the `presence` frames have (`Store::contacts` of the
+/// the same scope the `presence` frames have (`Read::Contacts` of the
 /// user looked up, not of the caller).
 pub(super) async fn show(
     State(gw): State<Shared>,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use switchboard_protocol::{ClientMsgId, ConversationId, ErrorCode, TenantId, UserId};
 
 use crate::BackboneError;
+use crate::answers::Found;
 use crate::definitions::REFUSED_BUCKET;
 use crate::kv_key::part;
 
@@ -68,6 +69,18 @@ impl Refusals {
             .await
             .map_err(|e| BackboneError::nats("recording a refusal", e))?;
         Ok(())
+    }
+
+    /// What a waiting send's answer learns here: how its writer refused
+    /// it (within the dedupe window), or nothing.
+    pub async fn found(&self, send: &SendKey<'_>) -> Result<Found, BackboneError> {
+        Ok(match self.find(send).await? {
+            Some(refusal) => Found::Refused {
+                code: refusal.code,
+                message: refusal.message,
+            },
+            None => Found::Nothing,
+        })
     }
 
     pub async fn find(&self, send: &SendKey<'_>) -> Result<Option<Refusal>, BackboneError> {

@@ -9,6 +9,7 @@ impl Tx<'_> {
     /// Makes one row change: statements added to the commit's batch, and
     /// what later reads of the commit need, to its cache.
     pub(super) async fn apply_write(&mut self, write: RowWrite<'_>) -> StoreResult<()> {
+        debug_assert!(write.keys_agree(), "{write:?}");
         match write {
             RowWrite::Conversation { record } => self.insert_conversation(record)?,
             RowWrite::Member { c, user, joined } => match joined {

@@ -1,4 +1,4 @@
-//! A sender's messages through the archive ([`crate::Store::sent_by`]):
+//! A sender's messages through the archive ([`crate::Read::SentBy`]):
 //! the backend's index names every seq a user sent and carries the live
 //! messages; those archived since are read from their buckets, and so are
 //! the whole buckets archived before the index existed (the backend

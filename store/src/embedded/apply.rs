@@ -1,7 +1,7 @@
 //! The store's rules (`crate::rules`) over fjall. The commit thread
 //! applies a group of jobs to one write batch, committed at once: this
-//! file and `apply/view.rs` are the [`Commit`] view those jobs write
-//! through. Reads go to the cache first (which has every write of the
+//! file, `apply/view.rs` (its reads) and `apply/writes.rs` (its row
+//! changes) are the [`Commit`] view those jobs write through. Reads go to the cache first (which has every write of the
 //! group, see `cache.rs`), then to the snapshot of the last commit. Key
 //! layout and day buckets are decided here; what a mutation means is
 //! decided in `rules.rs`.

@@ -281,6 +281,27 @@ pub enum Write<'a> {
     },
 }
 
+impl Write<'_> {
+    /// Whether a row given whole names the key given beside it (a pin's
+    /// message, a ban's user): a backend keys the put by one and the
+    /// removal by the other, so they must agree. Backends assert it.
+    pub fn keys_agree(&self) -> bool {
+        match self {
+            Write::Pin {
+                message_id,
+                pin: Some(pin),
+                ..
+            } => pin.message_id == *message_id,
+            Write::Ban {
+                user,
+                ban: Some(ban),
+                ..
+            } => ban.user_id.as_str() == *user,
+            _ => true,
+        }
+    }
+}
+
 /// One commit in progress, as a backend provides it: the reads the rules
 /// need, and [`Commit::write`] for every row change.
 ///

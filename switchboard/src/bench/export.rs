@@ -6,7 +6,7 @@
 //! `--rounds` times each way, a page of 200 at a time:
 //! - `history`: the conversation's history, kept when the user sent it
 //!   (how the export read before its index);
-//! - `sent_by`: the user's own index (`Store::sent_by`), as it reads now.
+//! - `sent_by`: the user's own index (`Read::SentBy`), as it reads now.
 //!
 //! Reports the process's CPU time (user + system, `sys::cpu_time`) and
 //! the rows each way looked at, per export.

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use switchboard_protocol::SendAck;
 
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer;
@@ -25,7 +24,7 @@ use switchboard_nats::envelope::{Rejection, SendCommand, rejection_event};
 use switchboard_nats::scheduled::ScheduledSend;
 use switchboard_plugin_host::screen::{self, Submitted};
 use switchboard_protocol::frames::request_type;
-use switchboard_protocol::{DeviceId, ErrorCode, ServerFrame, Timestamp};
+use switchboard_protocol::{DeviceId, ErrorCode, SendAck, ServerFrame, Timestamp};
 use switchboard_store::{SentKey, StoreError};
 
 use crate::ctx::Ctx;

@@ -12,6 +12,7 @@ impl GroupView<'_> {
     /// what later reads of the group need, to its pending rows), so none
     /// waits.
     pub(super) fn apply_write(&mut self, write: Write<'_>) -> StoreResult<()> {
+        debug_assert!(write.keys_agree(), "{write:?}");
         match write {
             Write::Conversation { record } => self.insert_conversation(record)?,
             Write::Member { c, user, joined } => match joined {
