@@ -2516,7 +2516,7 @@ var SwitchboardClient = class extends Emitter {
     const o = typeof options === "string" ? { clientMsgId: options } : options;
     return this.rest.postMessage(conversationId, {
       client_msg_id: o.clientMsgId ?? this.newClientMsgId(),
-      // The frames' Content and the REST schema's are the same JSON.
+      // The frames' SentContent and the REST schema's are the same JSON.
       content,
       send_at: typeof sendAt === "string" ? sendAt : sendAt.toISOString(),
       ...o.replyTo ? { reply_to: o.replyTo } : {},
