@@ -9,28 +9,6 @@ pub const PUSH_JOBS: &str = "switchboard_push_jobs_total";
 /// `tenant_max_queued` sends waiting already (its endpoints are slow).
 pub const PUSH_MESSAGES_SHED: &str = "switchboard_push_messages_shed_total";
 
-/// Webhook deliveries of one event to one endpoint by outcome (v1.2):
-/// `sent`, `retry` (tried again later), `dead_letter` (kept in
-/// `SB_EVENTS_DEAD`).
-pub const WEBHOOK_DELIVERIES: &str = "switchboard_webhook_deliveries_total";
-/// How old events are when their delivery starts, in seconds.
-pub const WEBHOOK_LAG: &str = "switchboard_webhook_lag_seconds";
-/// Events the dispatcher holds, waiting in their conversation's lane.
-pub const WEBHOOK_HELD: &str = "switchboard_webhook_events_held";
-
-pub(crate) fn webhook_outcome(outcome: &'static str) {
-    metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => outcome).increment(1);
-}
-
-pub(crate) fn webhook_lag(seconds: f64) {
-    metrics::histogram!(WEBHOOK_LAG).record(seconds);
-}
-
-/// Events taken into (positive) or out of (negative) the lanes.
-pub(crate) fn webhook_held(change: f64) {
-    metrics::gauge!(WEBHOOK_HELD).increment(change);
-}
-
 /// Registers the descriptions (`# HELP` lines).
 pub fn describe_metrics() {
     metrics::describe_counter!(
@@ -47,20 +25,4 @@ pub fn describe_metrics() {
         "Stored messages that queued no push because their tenant had tenant_max_queued pushes waiting."
     );
     metrics::counter!(PUSH_MESSAGES_SHED).absolute(0);
-    metrics::describe_counter!(
-        WEBHOOK_DELIVERIES,
-        "Webhook deliveries (v1.2) of one event to one endpoint by outcome: sent, retry, dead_letter."
-    );
-    for outcome in ["sent", "retry", "dead_letter"] {
-        metrics::counter!(WEBHOOK_DELIVERIES, "outcome" => outcome).absolute(0);
-    }
-    metrics::describe_histogram!(
-        WEBHOOK_LAG,
-        metrics::Unit::Seconds,
-        "How old an event is when its webhook delivery starts (v1.2)."
-    );
-    metrics::describe_gauge!(
-        WEBHOOK_HELD,
-        "Events the webhook dispatcher holds, waiting in their conversation's lane (v1.2)."
-    );
 }

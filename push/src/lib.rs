@@ -19,17 +19,15 @@
 //! 2 s, 4 s ... up to a minute); after `max_attempts` the job goes to
 //! `SB_PUSH_DEAD` with the last error. A token the provider calls dead is
 //! removed from `sb_push_tokens`. Every answer is read within a bound
-//! (`providers::AnswerCaps`).
+//! (`switchboard_outbound::AnswerCaps`).
 //!
 //! What a push shows is the tenant's `preview`: nothing but "New message",
 //! the sender, or the sender and the message's one-line preview (100
 //! characters at most). Ciphertext never shows more than the sender.
 //!
-//! **Outbound webhooks** (`webhooks/`, v1.2) are the crate's other
-//! delivery: the events on `SB_EVENTS` POSTed, signed, to the endpoints
-//! tenants set, through the same provider clients and private-address
-//! rule. (A "hook" elsewhere is a plugin's: moderation, edit policy,
-//! fan-out.)
+//! Every provider call goes through `switchboard_outbound`'s clients: no
+//! private target unless the operator allows it, every answer read within
+//! a bound. The tenants' event webhooks are `switchboard-webhooks`.
 
 mod backlog;
 mod counters;
@@ -38,7 +36,6 @@ pub mod providers;
 mod send;
 mod share;
 mod stage;
-pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,25 +48,20 @@ use switchboard_nats::records::tenants::TenantBook;
 use switchboard_store::Store;
 use tokio::sync::Semaphore;
 
-pub use counters::{
-    PUSH_JOBS, PUSH_MESSAGES_SHED, WEBHOOK_DELIVERIES, WEBHOOK_HELD, WEBHOOK_LAG, describe_metrics,
-};
+pub use counters::{PUSH_JOBS, PUSH_MESSAGES_SHED, describe_metrics};
 pub use deliver::{collapsed, due, preview};
-pub use providers::{AnswerCaps, Timeouts};
 pub use send::{HEADER_PUSH_ATTEMPTS, HEADER_PUSH_NOT_BEFORE};
 
-use providers::Clients;
 use share::TenantShares;
 use stage::{Ctx, ack};
+use switchboard_outbound::{CallConfig, Clients};
 
 /// Settings of the push stage that are the deployment's, not a tenant's.
 #[derive(Debug, Clone)]
 pub struct PushConfig {
-    /// Bounds of one provider call in time.
-    pub timeouts: Timeouts,
-    /// A CA (PEM) to trust besides the public ones (a private proxy in
-    /// front of the providers, or a test server).
-    pub extra_root_pem: Option<Vec<u8>>,
+    /// How provider calls are bounded, which CA they trust besides the
+    /// public ones, and whether targets may be private addresses.
+    pub calls: CallConfig,
     /// Jobs of each stage in progress at once in this process.
     pub concurrency: usize,
     /// Provider calls of one tenant in progress at once in this process:
@@ -78,30 +70,15 @@ pub struct PushConfig {
     /// Sends of one tenant waiting in `SB_PUSH` past which its messages
     /// queue no more pushes (approximate, see `backlog.rs`).
     pub tenant_max_queued: u64,
-    /// How much of a provider's answer is read.
-    pub answer_caps: AnswerCaps,
-    /// Whether provider and webhook URLs may point at private addresses
-    /// (loopback, RFC 1918, link-local...): off by default, so a tenant's
-    /// webhook cannot reach the deployment's own network.
-    pub allow_private_targets: bool,
-    /// Outbound webhooks (v1.2): retries and shares of the machine.
-    pub webhooks: webhooks::WebhooksConfig,
 }
 
 impl Default for PushConfig {
     fn default() -> Self {
         Self {
-            timeouts: Timeouts {
-                call: Duration::from_secs(10),
-                connect: Duration::from_secs(5),
-            },
-            extra_root_pem: None,
+            calls: CallConfig::default(),
             concurrency: 64,
             tenant_concurrency: 8,
             tenant_max_queued: 1000,
-            answer_caps: AnswerCaps::default(),
-            allow_private_targets: false,
-            webhooks: webhooks::WebhooksConfig::default(),
         }
     }
 }
@@ -125,14 +102,6 @@ fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PushError {
     PushError::Backbone(switchboard_nats::cause(e))
 }
 
-/// 16 random hex digits: a process's webhook lease value names it alone.
-fn random_hex() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 8];
-    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Which stage a consumer feeds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -151,12 +120,7 @@ pub async fn start(
     let ctx = Arc::new(Ctx {
         tokens: PushTokens::open(&js).await?,
         collapse: js.get_key_value(PUSH_COLLAPSE_BUCKET).await.map_err(nats)?,
-        clients: Clients::new(
-            config.timeouts,
-            config.extra_root_pem.as_deref(),
-            config.allow_private_targets,
-            config.answer_caps,
-        )?,
+        clients: Clients::new(&config.calls, "switchboard-push")?,
         fcm: providers::fcm::Fcm::default(),
         apns: providers::apns::Apns::default(),
         backlogs: backlog::Backlogs::new(stream.clone(), config.tenant_max_queued.max(1)),
@@ -164,23 +128,9 @@ pub async fn start(
         store,
         tenants,
     });
-    let webhook_clients = Clients::new(
-        config.timeouts,
-        config.extra_root_pem.as_deref(),
-        config.allow_private_targets,
-        config.answer_caps,
-    )?;
-    let holder = format!("webhooks:{}:{}", std::process::id(), random_hex());
-    let dispatcher = tokio::spawn(webhooks::run(
-        ctx.js.clone(),
-        ctx.tenants.clone(),
-        webhook_clients,
-        config.webhooks.clone(),
-        holder,
-    ));
     let [deliver, send] = push_consumers()?;
     let shares = TenantShares::new(config.tenant_concurrency);
-    let mut tasks = vec![dispatcher];
+    let mut tasks = Vec::new();
     for (consumer_config, stage) in [(deliver, Stage::Deliver), (send, Stage::Send)] {
         let name = consumer_config.durable_name.clone().unwrap_or_default();
         let consumer: jetstream::consumer::PullConsumer = stream

@@ -110,11 +110,7 @@ pub(crate) async fn send_stage(ctx: &Ctx, m: jetstream::Message) {
 
 /// The provider call the job's token is for.
 async fn call(ctx: &Ctx, settings: &PushSettings, job: &SendJob) -> Attempt {
-    let allow_private = ctx.clients.allow_private;
-    let targets_ok = |urls: &[&str]| {
-        urls.iter()
-            .try_for_each(|u| providers::check_target(u, allow_private))
-    };
+    let targets_ok = |urls: &[&str]| urls.iter().try_for_each(|u| ctx.clients.check_target(u));
     match (job.provider, settings) {
         (
             PushProvider::Webhook,

@@ -536,21 +536,24 @@ pub fn gateway_config(
     config
 }
 
-/// Starts the push stage (F15) beside a worker: both of its steps, on the
-/// consumers every worker shares.
+/// Starts the outbound deliveries beside a worker: both steps of the push
+/// stage (F15), on the consumers every worker shares, and this process's
+/// webhook dispatcher (v1.2), which dispatches while it holds the lease.
 pub async fn push_stage(
     client: &async_nats::Client,
     store: Arc<dyn Store>,
     tenants: &TenantBook,
     file: &FileConfig,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let config = crate::push_settings::push_config(file)?;
+    let (push, webhooks) = crate::push_settings::outbound_config(file)?;
     let js = jetstream::new(client.clone());
-    settled("starting the push stage", || async {
+    let mut tasks = settled("starting the push stage", || async {
         let (js, store, tenants) = (js.clone(), store.clone(), tenants.clone());
-        Ok(switchboard_push::start(js, store, tenants, config.clone()).await?)
+        Ok(switchboard_push::start(js, store, tenants, push.clone()).await?)
     })
-    .await
+    .await?;
+    tasks.push(switchboard_webhooks::start(js, tenants.clone(), webhooks)?);
+    Ok(tasks)
 }
 
 /// The blob store of `[blobs]` as the archive's object store (F14).

@@ -232,7 +232,7 @@ pub fn prepare(
         }
         Role::Worker => {
             note(run::worker_config(name.clone(), &backbone, &file).map(drop));
-            note(crate::push_settings::push_config(&file).map(drop));
+            note(crate::push_settings::outbound_config(&file).map(drop));
         }
         Role::Search => {
             if kind == StoreKind::Embedded {

@@ -1,7 +1,7 @@
 //! `GET/PUT /v1/admin/webhooks` (v1.2): a tenant admin's outbound
 //! webhooks, kept in the tenant's record in `sb_tenants` (where the
 //! operator API sets them too). The workers deliver them
-//! (`switchboard_push::webhooks`); secrets are write-only.
+//! (`switchboard-webhooks`); secrets are write-only.
 
 use axum::Json;
 use axum::extract::State;

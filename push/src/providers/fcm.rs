@@ -202,7 +202,7 @@ impl Fcm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::{AnswerCaps, Timeouts, test_server};
+    use switchboard_outbound::{CallConfig, test_server};
 
     fn settings(token_url: String) -> FcmSettings {
         let key = concat!(
@@ -219,11 +219,11 @@ mod tests {
     }
 
     fn clients() -> Clients {
-        let timeouts = Timeouts {
-            call: Duration::from_secs(5),
-            connect: Duration::from_secs(1),
+        let config = CallConfig {
+            allow_private_targets: true,
+            ..CallConfig::default()
         };
-        Clients::new(timeouts, None, true, AnswerCaps::default()).unwrap()
+        Clients::new(&config, "switchboard-push").unwrap()
     }
 
     /// A token answer of exactly `len` bytes.

@@ -12,18 +12,9 @@
 use switchboard_nats::push_jobs::SendJob;
 use switchboard_nats::records::tenants::WebhookSettings;
 
-use super::{Attempt, Clients, answer, app_data, by_status};
+use switchboard_outbound::signature;
 
-pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    let mut ctx = ring::hmac::Context::with_key(&key);
-    ctx.update(timestamp.to_string().as_bytes());
-    ctx.update(b".");
-    ctx.update(body);
-    let tag = ctx.sign();
-    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("v1={hex}")
-}
+use super::{Attempt, Clients, answer, app_data, by_status};
 
 pub fn body(job: &SendJob) -> serde_json::Value {
     serde_json::json!({
@@ -59,19 +50,5 @@ pub async fn send(clients: &Clients, settings: &WebhookSettings, job: &SendJob) 
     match answer(response, clients.caps.status_only).await {
         Ok(a) => by_status(a.status, &a.text),
         Err(attempt) => attempt,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::signature;
-
-    #[test]
-    fn the_signature_covers_timestamp_and_body() {
-        let a = signature("webhook-secret-0123", 1_700_000_000, b"{}");
-        assert!(a.starts_with("v1=") && a.len() == 3 + 64);
-        assert_ne!(a, signature("webhook-secret-0123", 1_700_000_001, b"{}"));
-        assert_ne!(a, signature("webhook-secret-0123", 1_700_000_000, b"{ }"));
-        assert_ne!(a, signature("webhook-secret-0124", 1_700_000_000, b"{}"));
     }
 }

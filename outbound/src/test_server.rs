@@ -1,6 +1,8 @@
 //! A plain HTTP/1.1 server on loopback for the answer-reading tests: it
 //! answers every request with one status and body, or with a body that
-//! never ends.
+//! never ends. Built for tests only (this crate's, and others' through
+//! the `test-server` feature), so a failure to bind panics the test.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +38,7 @@ async fn read_request(s: &mut TcpStream) {
 }
 
 /// The URL of a server answering `status` with `body`.
-pub(crate) async fn answer_with(status: u16, body: Vec<u8>) -> String {
+pub async fn answer_with(status: u16, body: Vec<u8>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -58,7 +60,7 @@ pub(crate) async fn answer_with(status: u16, body: Vec<u8>) -> String {
 
 /// The URL of a server answering `status` with a chunked body that never
 /// ends, and how many bytes of it went out.
-pub(crate) async fn endless(status: u16) -> (String, Arc<AtomicU64>) {
+pub async fn endless(status: u16) -> (String, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let written = Arc::new(AtomicU64::new(0));

@@ -1,12 +1,11 @@
 //! One webhook POST: the event as its body, signed, bounded in time and
-//! in how much of the answer is read (`providers::Clients`, shared with
-//! the push providers, which also refuse private addresses unless the
-//! operator allows them).
+//! in how much of the answer is read (`switchboard_outbound::Clients`,
+//! shared with the push providers: no private address unless the operator
+//! allows them).
 
 use switchboard_protocol::webhooks::{WebhookEndpoint, WebhookEvent};
 
-use crate::providers::webhook::signature;
-use crate::providers::{Attempt, Clients, answer, by_status, check_target};
+use switchboard_outbound::{Attempt, Clients, answer, by_status, signature};
 
 /// `Switchboard-Signature`: `t=<unix seconds>,v1=<hex HMAC-SHA256 of
 /// "<t>.<body>">` keyed with the endpoint's secret.
@@ -20,7 +19,7 @@ pub(super) async fn post(
     event: &WebhookEvent,
     body: &[u8],
 ) -> Attempt {
-    if let Err(refused) = check_target(&endpoint.url, clients.allow_private) {
+    if let Err(refused) = clients.check_target(&endpoint.url) {
         return refused;
     }
     let unix = switchboard_protocol::Timestamp::now().unix_ms() / 1000;
@@ -58,10 +57,5 @@ mod tests {
         let (t, v1) = h.split_once(',').unwrap();
         assert_eq!(t, "t=1700000000");
         assert_eq!(v1, signature("webhook-secret-0123", 1_700_000_000, b"{}"));
-        // The HMAC of "t.body", checked by hand.
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"webhook-secret-0123");
-        let tag = ring::hmac::sign(&key, b"1700000000.{}");
-        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(v1, format!("v1={hex}"));
     }
 }

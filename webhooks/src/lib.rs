@@ -18,15 +18,22 @@
 //! bounded by the tenants with webhooks times their events in progress.
 //! A dispatcher that loses its lease stops; the next holder gets every
 //! event not acked, once its ack wait passes.
+//!
+//! Calls go through `switchboard_outbound`'s clients, as the push
+//! providers' do: no private target unless the operator allows it, every
+//! answer read within a bound. (A "hook" elsewhere is a plugin's:
+//! moderation, edit policy, fan-out.)
 
 mod breaker;
 mod call;
+mod counters;
 mod lane;
 mod reader;
 mod shared;
 
 pub use breaker::TripRule;
 pub use call::signature_header;
+pub use counters::{WEBHOOK_DELIVERIES, WEBHOOK_HELD, WEBHOOK_LAG, describe_metrics};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -46,9 +53,9 @@ use switchboard_nats::records::tenants::TenantBook;
 use switchboard_protocol::TenantId;
 use tokio::task::JoinHandle;
 
-use crate::providers::Clients;
 use shared::Shared;
 pub use shared::WebhooksConfig;
+use switchboard_outbound::Clients;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -60,10 +67,32 @@ const RECONCILE: Duration = Duration::from_secs(2);
 /// dispatcher did.
 const NEW_CONSUMER_LOOKBACK: Duration = Duration::from_secs(60);
 
+/// Starts this process's dispatcher: it dispatches while the process
+/// holds the `webhooks` lease and waits for it otherwise, until the task
+/// is aborted. Fails only if the HTTP clients cannot be built (a CA file
+/// that does not parse).
+pub fn start(
+    js: jetstream::Context,
+    tenants: TenantBook,
+    config: WebhooksConfig,
+) -> Result<JoinHandle<()>, reqwest::Error> {
+    let clients = Clients::new(&config.calls, "switchboard-webhooks")?;
+    let holder = format!("webhooks:{}:{}", std::process::id(), random_hex());
+    Ok(tokio::spawn(run(js, tenants, clients, config, holder)))
+}
+
+/// 16 random hex digits: a process's lease value names it alone.
+fn random_hex() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 8];
+    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Dispatches while this process holds the `webhooks` lease, and waits
 /// for it otherwise; runs until aborted. `holder` names this process
 /// uniquely.
-pub async fn run(
+async fn run(
     js: jetstream::Context,
     tenants: TenantBook,
     clients: Clients,

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use super::call::post;
 use super::shared::Shared;
-use crate::providers::Attempt;
+use switchboard_outbound::Attempt;
 
 /// The queue of one conversation's events, shared with the dispatcher
 /// that fills it.

@@ -12,11 +12,15 @@ use switchboard_protocol::TenantId;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::breaker::{Breakers, TripRule};
-use crate::providers::Clients;
+use switchboard_outbound::{CallConfig, Clients};
 
 /// How webhook deliveries retry and share the machine.
 #[derive(Debug, Clone)]
 pub struct WebhooksConfig {
+    /// How a call is bounded, which CA it trusts besides the public ones,
+    /// and whether endpoints may be private addresses (`[push]`, shared
+    /// with the push providers).
+    pub calls: CallConfig,
     /// Attempts of one event at one endpoint before it is dead-lettered.
     pub max_attempts: u32,
     pub first_retry: Duration,
@@ -35,6 +39,7 @@ pub struct WebhooksConfig {
 impl Default for WebhooksConfig {
     fn default() -> Self {
         Self {
+            calls: CallConfig::default(),
             max_attempts: 8,
             first_retry: Duration::from_secs(1),
             max_retry: Duration::from_secs(60),
@@ -56,7 +61,7 @@ pub(crate) struct Shared {
     pub(super) tenants: TenantBook,
     pub(super) clients: Clients,
     pub(super) config: WebhooksConfig,
-    calls: Arc<Semaphore>,
+    calls_at_once: Arc<Semaphore>,
     per_tenant: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
     pub(super) breakers: Breakers,
 }
@@ -69,7 +74,7 @@ impl Shared {
         config: WebhooksConfig,
     ) -> Self {
         Self {
-            calls: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            calls_at_once: Arc::new(Semaphore::new(config.concurrency.max(1))),
             per_tenant: Mutex::default(),
             breakers: Breakers::new(config.trip),
             js,
@@ -94,7 +99,7 @@ impl Shared {
             .or_insert_with(|| Arc::new(Semaphore::new(self.config.tenant_concurrency.max(1))))
             .clone();
         let own = own.acquire_owned().await.ok();
-        let all = self.calls.clone().acquire_owned().await.ok();
+        let all = self.calls_at_once.clone().acquire_owned().await.ok();
         (own, all)
     }
 }
