@@ -154,16 +154,6 @@ impl RemoteStore {
     }
 }
 
-/// An argument made owned, for the wire.
-macro_rules! own {
-    ($arg:ident; & $($t:tt)+) => {
-        $arg.to_owned()
-    };
-    ($arg:ident; $($t:tt)+) => {
-        $arg
-    };
-}
-
 macro_rules! remote_store {
     (
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
@@ -174,17 +164,17 @@ macro_rules! remote_store {
         impl Store for RemoteStore {
             $(
                 async fn $read(&self, $($rarg: $($rty)+),*) -> StoreResult<$rret> {
-                    self.call(Request::Call(Call::$read { $($rarg: own!($rarg; $($rty)+)),* })).await
+                    self.call(Request::Call(Call::$read { $($rarg: ::switchboard_store::arg_owned!($rarg; $($rty)+)),* })).await
                 }
             )*
             $(
                 async fn $mark(&self, $($marg: $($mty)+),*) -> StoreResult<$mret> {
-                    self.call(Request::Call(Call::$mark { $($marg: own!($marg; $($mty)+)),* })).await
+                    self.call(Request::Call(Call::$mark { $($marg: ::switchboard_store::arg_owned!($marg; $($mty)+)),* })).await
                 }
             )*
             $(
                 async fn $write(&self, $($warg: $($wty)+),*) -> StoreResult<$wret> {
-                    self.call(Request::Call(Call::$write { $($warg: own!($warg; $($wty)+)),* })).await
+                    self.call(Request::Call(Call::$write { $($warg: ::switchboard_store::arg_owned!($warg; $($wty)+)),* })).await
                 }
             )*
 

@@ -25,16 +25,6 @@ use crate::wire::{Access, Call, Request, decode_request, reply};
 /// The micro service's name, as `nats micro ls` lists it.
 pub const SERVICE_NAME: &str = "switchboard-store";
 
-/// An argument as the trait method takes it, from the owned value.
-macro_rules! lend {
-    ($arg:ident; & $($t:tt)+) => {
-        &$arg
-    };
-    ($arg:ident; $($t:tt)+) => {
-        $arg
-    };
-}
-
 macro_rules! dispatcher {
     (
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
@@ -45,9 +35,9 @@ macro_rules! dispatcher {
         async fn dispatch(store: &dyn Store, request: Request) -> Vec<u8> {
             match request {
                 Request::Read(read) => reply(store.read(read).await),
-                $( Request::Call(Call::$read { $($rarg),* }) => reply(store.$read($(lend!($rarg; $($rty)+)),*).await), )*
-                $( Request::Call(Call::$mark { $($marg),* }) => reply(store.$mark($(lend!($marg; $($mty)+)),*).await), )*
-                $( Request::Call(Call::$write { $($warg),* }) => reply(store.$write($(lend!($warg; $($wty)+)),*).await), )*
+                $( Request::Call(Call::$read { $($rarg),* }) => reply(store.$read($(::switchboard_store::arg_lent!($rarg; $($rty)+)),*).await), )*
+                $( Request::Call(Call::$mark { $($marg),* }) => reply(store.$mark($(::switchboard_store::arg_lent!($marg; $($mty)+)),*).await), )*
+                $( Request::Call(Call::$write { $($warg),* }) => reply(store.$write($(::switchboard_store::arg_lent!($warg; $($wty)+)),*).await), )*
             }
         }
     };

@@ -43,12 +43,6 @@ impl Access {
     }
 }
 
-/// The owned type an argument travels as.
-macro_rules! owned {
-    (& $($t:tt)+) => { <$($t)+ as ToOwned>::Owned };
-    ($($t:tt)+) => { $($t)+ };
-}
-
 macro_rules! calls {
     (
         read { $( $read:ident ( $($rarg:ident : [$($rty:tt)+]),* ) -> $rret:ty; )* }
@@ -62,9 +56,9 @@ macro_rules! calls {
         #[derive(Debug, Serialize, Deserialize)]
         #[serde(tag = "op")]
         pub enum Call {
-            $( $read { $($rarg: owned!($($rty)+)),* }, )*
-            $( $mark { $($marg: owned!($($mty)+)),* }, )*
-            $( $write { $($warg: owned!($($wty)+)),* }, )*
+            $( $read { $($rarg: ::switchboard_store::arg_type!($($rty)+)),* }, )*
+            $( $mark { $($marg: ::switchboard_store::arg_type!($($mty)+)),* }, )*
+            $( $write { $($warg: ::switchboard_store::arg_type!($($wty)+)),* }, )*
         }
 
         impl Call {

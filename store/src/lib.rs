@@ -22,6 +22,7 @@
 //! This crate knows nothing of NATS, HTTP or WebSockets.
 
 pub mod archive;
+mod args;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;

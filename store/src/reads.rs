@@ -35,22 +35,6 @@ use crate::types::{
     ThreadEntry,
 };
 
-/// The owned type an argument is kept as in a [`Read`].
-macro_rules! owned {
-    (& $($t:tt)+) => { <$($t)+ as ToOwned>::Owned };
-    ($($t:tt)+) => { $($t)+ };
-}
-
-/// An argument as a method takes it, from the owned value.
-macro_rules! lend {
-    ($arg:ident; & $($t:tt)+) => {
-        &$arg
-    };
-    ($arg:ident; $($t:tt)+) => {
-        $arg
-    };
-}
-
 macro_rules! reads_types {
     ($(
         $(#[doc = $doc:literal])*
@@ -61,7 +45,7 @@ macro_rules! reads_types {
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(tag = "op", rename_all = "snake_case")]
         pub enum Read {
-            $( $(#[doc = $doc])* $variant { $($arg: owned!($($ty)+)),* }, )*
+            $( $(#[doc = $doc])* $variant { $($arg: $crate::arg_type!($($ty)+)),* }, )*
         }
 
         /// The answer to a [`Read`], of the same variant. Serialised as
@@ -106,7 +90,7 @@ macro_rules! reads_types {
             match read {
                 $(
                     Read::$variant { $($arg),* } => backend
-                        .$method($(lend!($arg; $($ty)+)),*)
+                        .$method($($crate::arg_lent!($arg; $($ty)+)),*)
                         .await
                         .map(Answer::$variant),
                 )*

@@ -17,16 +17,6 @@ use crate::{
     StoreError, StoreResult, ThreadEntry,
 };
 
-/// An argument made owned, for a [`Read`].
-macro_rules! own {
-    ($arg:ident; & $($t:tt)+) => {
-        $arg.to_owned()
-    };
-    ($arg:ident; $($t:tt)+) => {
-        $arg
-    };
-}
-
 macro_rules! typed_reads {
     ($(
         $(#[doc = $doc:literal])*
@@ -37,7 +27,7 @@ macro_rules! typed_reads {
             $(
                 $(#[doc = $doc])*
                 pub async fn $method(&self, $($arg: $($ty)+),*) -> StoreResult<$ret> {
-                    match self.read(Read::$variant { $($arg: own!($arg; $($ty)+)),* }).await? {
+                    match self.read(Read::$variant { $($arg: $crate::arg_owned!($arg; $($ty)+)),* }).await? {
                         Answer::$variant(answer) => Ok(answer),
                         other => Err(mismatched(stringify!($method), &other)),
                     }
