@@ -48,7 +48,8 @@ pub fn frames_schema() -> Value {
 
 /// The AsyncAPI 3 document of `/v1/ws`.
 pub fn asyncapi() -> Value {
-    let schemas = definitions("/components/schemas");
+    let mut schemas = definitions("/components/schemas");
+    schemas.values_mut().for_each(refs_alone);
     let client = frame_messages(&schemas, "ClientFrame", "client");
     let server = frame_messages(&schemas, "ServerFrame", "server");
     let refs = |names: &[String]| -> Vec<Value> {
@@ -121,10 +122,12 @@ fn frame_messages(
                 .pointer("/properties/type/const")
                 .and_then(Value::as_str)?
                 .to_owned();
+            let mut payload = variant;
+            refs_alone(&mut payload);
             let mut message = json!({
                 "name": kind,
                 "title": kind,
-                "payload": variant,
+                "payload": payload,
             });
             if let Some(d) = message.pointer("/payload/description").cloned() {
                 message["summary"] = d;
@@ -132,6 +135,30 @@ fn frame_messages(
             Some((format!("{side}_{kind}"), message))
         })
         .collect()
+}
+
+/// Moves every `$ref` that has sibling keywords into an `allOf`: AsyncAPI's
+/// schemas are JSON Schema draft 07, where a `$ref`'s siblings are
+/// ignored, so `{"$ref": A, "required": [..]}` would lose the `required`
+/// (2020-12, the frames schema's draft, keeps them as they are).
+fn refs_alone(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.len() > 1
+                && let Some(target) = map.remove("$ref")
+            {
+                let all_of = map
+                    .entry("allOf")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(parts) = all_of {
+                    parts.insert(0, json!({ "$ref": target }));
+                }
+            }
+            map.values_mut().for_each(refs_alone);
+        }
+        Value::Array(items) => items.iter_mut().for_each(refs_alone),
+        _ => {}
+    }
 }
 
 /// One type's own schema, as readers of it must take it (for the tests
@@ -305,5 +332,32 @@ mod tests {
             messages.len(),
             crate::frames::request_type::ALL.len() + server.len()
         );
+    }
+
+    /// Draft 07 (AsyncAPI's schemas) ignores a `$ref`'s siblings: none has
+    /// any, and what they said is kept beside the reference.
+    #[test]
+    fn asyncapi_refs_stand_alone() {
+        fn check(v: &Value, at: &str) {
+            match v {
+                Value::Object(map) => {
+                    assert!(
+                        !(map.contains_key("$ref") && map.len() > 1),
+                        "{at} has a $ref with siblings"
+                    );
+                    map.iter().for_each(|(k, v)| check(v, &format!("{at}/{k}")));
+                }
+                Value::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, v)| check(v, &format!("{at}/{i}"))),
+                _ => {}
+            }
+        }
+        let doc = asyncapi();
+        check(&doc, "");
+        let status = &doc["components"]["schemas"]["SendAck"]["properties"]["status"];
+        assert_eq!(status["allOf"][0]["$ref"], "#/components/schemas/AckStatus");
+        assert!(status["description"].is_string());
     }
 }
