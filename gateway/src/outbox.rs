@@ -49,6 +49,9 @@ pub mod close_code {
     /// The tenant's key that signed the token was removed, or the tenant
     /// deleted: the token no longer verifies.
     pub const TOKEN_REVOKED: u16 = 4003;
+    /// The user was erased (v1.2): their data is gone; the client signs
+    /// out rather than reconnects.
+    pub const ERASED: u16 = 4004;
 }
 
 impl Outbound {

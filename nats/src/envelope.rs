@@ -393,6 +393,31 @@ pub enum Event {
         user_id: UserId,
         blocked: bool,
     },
+    /// For the gateway: close every connection of the user, for the
+    /// reason given (each reason has its WebSocket close code).
+    EndSessions(SessionsEnd),
+}
+
+/// Why a user's sessions are ended by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionsEnd {
+    /// The user was erased (v1.2): nothing of theirs is left to serve.
+    Erased,
+}
+
+#[derive(Serialize, Deserialize)]
+struct EndSessionsBody {
+    reason: SessionsEnd,
+}
+
+/// Tells a user's gateways to close every connection of the user.
+pub fn end_sessions_event(reason: SessionsEnd) -> Result<(HeaderMap, Bytes), BackboneError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_EVENT, "end_sessions");
+    let payload =
+        serde_json::to_vec(&EndSessionsBody { reason }).map_err(BackboneError::encoding)?;
+    Ok((headers, Bytes::from(payload)))
 }
 
 /// The `ack` of a stored message, for its sending device: a new send's
@@ -559,6 +584,9 @@ pub fn event_from(
                 blocked: b.action == BlockAction::Block,
                 frame: payload,
             })
+            .map_err(BackboneError::encoding),
+        Some("end_sessions") => serde_json::from_slice::<EndSessionsBody>(&payload)
+            .map(|b| Event::EndSessions(b.reason))
             .map_err(BackboneError::encoding),
         other => Err(BackboneError::UnknownEvent {
             kind: other.map(str::to_owned),
@@ -798,6 +826,16 @@ mod tests {
             Err(BackboneError::MalformedDelivery(_))
         ));
         assert!(decode_delivery(&Bytes::from_static(b"{oops")).all(|e| e.is_err()));
+
+        // The end of a user's sessions names its reason.
+        let end = end_sessions_event(SessionsEnd::Erased).unwrap();
+        let mut payload = Vec::new();
+        push_delivery(&mut payload, &tenant, [&bob], &end).unwrap();
+        let events: Vec<_> = decode_delivery(&Bytes::from(payload)).collect();
+        assert_eq!(
+            events[0].as_ref().unwrap().event,
+            Event::EndSessions(SessionsEnd::Erased)
+        );
 
         // A send's answer goes to its device, as the one `ack` frame.
         let ack = ack_event(&message);

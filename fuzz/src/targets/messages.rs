@@ -90,7 +90,7 @@ fn hand_over(event: &Event) {
         Event::Blocks { frame, .. } => {
             let _ = std::str::from_utf8(frame);
         }
-        Event::Listen { .. } => {}
+        Event::Listen { .. } | Event::EndSessions(_) => {}
     }
 }
 

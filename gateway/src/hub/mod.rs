@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axum::extract::ws::Utf8Bytes;
 use futures::StreamExt;
-use switchboard_nats::envelope::{Delivered, Event, decode_delivery};
+use switchboard_nats::envelope::{Delivered, Event, SessionsEnd, decode_delivery};
 use switchboard_nats::sessions::Sessions;
 use switchboard_nats::subject::conversation_events;
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::blocks::BlockSet;
-use crate::outbox::{Outbound, Outbox};
+use crate::outbox::{Outbound, Outbox, close_code};
 use crate::presence::Presence;
 
 mod conns;
@@ -564,6 +564,15 @@ async fn hand_over(
             for conn in conns.iter().filter(|c| c.device.as_str() == device) {
                 conn.answering
                     .writer_answered(client_msg_id, Outbound::Frame(text.clone()));
+            }
+        }
+        Event::EndSessions(why) => {
+            let (code, reason) = match why {
+                SessionsEnd::Erased => (close_code::ERASED, "the user was erased"),
+            };
+            tracing::info!(%tenant, %user, ?why, connections = conns.len(), "ending the user's sessions");
+            for conn in &conns {
+                conn.tx.close_now(code, reason);
             }
         }
         Event::Listen {

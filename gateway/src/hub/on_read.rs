@@ -126,7 +126,8 @@ pub(super) async fn dispatch_conversation(
             Event::Listen { .. }
             | Event::Rejected(_)
             | Event::Ack { .. }
-            | Event::Blocks { .. } => {}
+            | Event::Blocks { .. }
+            | Event::EndSessions(_) => {}
         }
     }
 }

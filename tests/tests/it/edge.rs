@@ -252,22 +252,6 @@ async fn sessions_end_with_their_token_unless_refreshed() {
     }
 }
 
-/// Waits (bounded) for the server to close `ws`; its close code.
-async fn closed_within(ws: &mut WsClient, within: Duration) -> u16 {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match ws
-            .next_frame_within(left.max(Duration::from_millis(1)))
-            .await
-        {
-            Ok(_) => {}
-            Err(WsError::ClosedBy { code, .. }) => return code,
-            Err(e) => panic!("expected a close within {within:?}, got {e}"),
-        }
-    }
-}
-
 #[tokio::test]
 async fn removing_a_key_or_the_tenant_closes_its_sessions() {
     let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;

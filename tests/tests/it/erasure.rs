@@ -466,3 +466,27 @@ async fn an_erased_user_leaves_nothing_but_anonymous_tombstones() {
     let blobs = files_naming(&cluster.blob_root(), &allowed);
     assert!(blobs.is_empty(), "{blobs:#?}");
 }
+
+/// The promise of v1.2 kept: an erased user's open connections, on every
+/// gateway and device, are closed (4004) while the job runs; another
+/// user's stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasure_closes_the_users_connections() {
+    let cluster = Cluster::start(ClusterSpec {
+        gateways: 2,
+        ..Default::default()
+    })
+    .await;
+    let group = cluster.create(ConversationKind::Group, ADA, &[BOB]).await;
+    let mut phone = cluster.ws(0, ADA, "phone").await;
+    let mut laptop = cluster.ws(1, ADA, "laptop").await;
+    let mut bob = cluster.ws(1, BOB, "b").await;
+    send_acked(&mut phone, &group, "a1", "before the erasure").await;
+    let admin = cluster.rest_as(0, switchboard_tests::cluster::TENANT, "root", true);
+    let (status, job) = call(&admin, "DELETE", &format!("/v1/admin/users/{ADA}"), None).await;
+    assert_eq!(status, 202, "{job}");
+    for ws in [&mut phone, &mut laptop] {
+        assert_eq!(closed_within(ws, Duration::from_secs(20)).await, 4004);
+    }
+    send_acked(&mut bob, &group, "b1", "still here").await;
+}

@@ -671,3 +671,19 @@ pub async fn swap_conversation_row(
         .await;
     was
 }
+
+/// Waits (bounded) for the server to close `ws`; its close code.
+pub async fn closed_within(ws: &mut WsClient, within: Duration) -> u16 {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match ws
+            .next_frame_within(left.max(Duration::from_millis(1)))
+            .await
+        {
+            Ok(_) => {}
+            Err(switchboard_client::WsError::ClosedBy { code, .. }) => return code,
+            Err(e) => panic!("expected a close within {within:?}, got {e}"),
+        }
+    }
+}

@@ -18,11 +18,14 @@
 //!    collapse marks and refused sends, each purged from its bucket's
 //!    stream with its history, so no revision of them stays.
 //!
-//! The job then keeps no user id, nor the pseudonym. An erasure does
-//! not end the user's sessions or stop their tokens (the tenant's to
-//! stop issuing): what they do meanwhile in a conversation already
-//! erased stays, and a conversation they are added to again is erased
-//! before the last step. Everything is driven from the record:
+//! The job then keeps no user id, nor the pseudonym. Every pass of a
+//! running job closes the user's open connections (close code 4004,
+//! through the session registry as any event of theirs), so a session
+//! opened meanwhile is closed too; their tokens are the tenant's to stop
+//! issuing: a connection opened after the job is done finds nothing of
+//! theirs. What they do meanwhile in a conversation already erased
+//! stays, and a conversation they are added to again is erased before
+//! the last step. Everything is driven from the record:
 //! kill -9 of any process at any point leaves a job that the next leader
 //! continues from its step, and every step finds what is left.
 //!
@@ -37,11 +40,12 @@ mod service;
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchboard_nats::envelope::{SessionsEnd, end_sessions_event};
 use switchboard_nats::kv_key::part;
 use switchboard_nats::records::erasures::{ErasureRecord, ErasureStep, Erasures};
 use switchboard_protocol::jobs::JobState;
 use switchboard_protocol::reports::ReportStatus;
-use switchboard_protocol::{Timestamp, UserId};
+use switchboard_protocol::{TenantId, Timestamp, UserId};
 use switchboard_store::erasure::Erasure;
 use switchboard_store::{ConversationKey, Mutation};
 use tracing::Instrument;
@@ -135,6 +139,7 @@ async fn advance(
         user: &user,
         pseudonym: &pseudonym,
     };
+    end_sessions(ctx, &record.tenant, &user).await;
     match record.step {
         ErasureStep::Conversations => {
             let left = ctx.store.joined(&record.tenant, &user, None, PAGE).await?;
@@ -191,6 +196,22 @@ async fn advance(
     // or a later one; the next pass reads it.
     erasures.put(&record, revision).await?;
     Ok(())
+}
+
+/// Closes the user's connections on every gateway. A failure is only
+/// logged: the next pass asks again.
+async fn end_sessions(ctx: &Ctx, tenant: &TenantId, user: &UserId) {
+    let event = match end_sessions_event(SessionsEnd::Erased) {
+        Ok(event) => event,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot encode the end of the user's sessions");
+            return;
+        }
+    };
+    let users = [user.clone()];
+    if let Err(e) = ctx.sessions.publish(tenant, &users, &event).await {
+        tracing::warn!(error = %e, "ending the user's sessions failed; the next pass tries again");
+    }
 }
 
 async fn fail(
