@@ -209,6 +209,14 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| DEFAULT_DEMO_SECRET.to_owned());
     file.tenants.retain(|t| t.id != config::DEMO_TENANT);
     file.tenants.push(demo_tenant(&secret));
+    // Local by design: a newcomer's webhook receiver runs on this machine
+    // too. A `[push]` section of the file decides for itself.
+    if file.push.is_none() {
+        file.push = Some(config::PushSection {
+            allow_private_targets: true,
+            ..Default::default()
+        });
+    }
 
     let locked = nats_server::DataDirLock::acquire(&data_dir)?;
     // Started here, on the main task: see `sys::die_with_parent`.
@@ -217,6 +225,15 @@ async fn dev(args: DevArgs) -> anyhow::Result<()> {
     nats.stop().await;
     traces.shutdown().await;
     result
+}
+
+/// The demo tenant's secret, as `dev` put it among the file's tenants.
+fn demo_secret(file: &FileConfig) -> Option<String> {
+    file.tenants
+        .iter()
+        .find(|t| t.id == config::DEMO_TENANT)
+        .and_then(|t| t.hs256_secrets.first())
+        .cloned()
 }
 
 async fn dev_inner(
@@ -242,6 +259,9 @@ async fn dev_inner(
         }
     };
     let ids = run::lease_ids(&client, &name, &backbone).await?;
+    if let Some(secret) = demo_secret(file) {
+        run::demo_tenant_record(&client, &secret).await?;
+    }
     let mut gateway_config = run::gateway_config(name.clone(), &backbone, file);
     let keys = run::token_keys(&gateway_config)?;
     let tenants = run::tenants(&client, Some(keys.clone())).await?;
@@ -292,15 +312,10 @@ async fn dev_inner(
     // otherwise call it: only loopback and configured names are answered.
     gateway_config.allowed_hosts = Some(file.allowed_hosts.clone().unwrap_or_default());
     gateway_config.serve_web_client = true;
-    gateway_config.dev_tokens = file
-        .tenants
-        .iter()
-        .find(|t| t.id == config::DEMO_TENANT)
-        .and_then(|t| t.hs256_secrets.first())
-        .map(|secret| switchboard_gateway::DevTokens {
-            tenant: config::DEMO_TENANT.to_owned(),
-            hs256_secret: secret.clone(),
-        });
+    gateway_config.dev_tokens = demo_secret(file).map(|secret| switchboard_gateway::DevTokens {
+        tenant: config::DEMO_TENANT.to_owned(),
+        hs256_secret: secret,
+    });
     let nats_url = nats.url.clone();
     let nats_dir = nats.data_dir.clone();
     let media = run::media_store(data_dir, file)?;

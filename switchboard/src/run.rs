@@ -171,6 +171,36 @@ pub async fn tenants(
     Ok(tenants)
 }
 
+/// `switchboard dev`'s demo tenant as a record in `sb_tenants`, so that it
+/// is a tenant like any other (its admins set webhooks; the operator API
+/// and `switchboard tenant` see it), its HS256 secret the one dev tokens
+/// are signed with. A record kept from an earlier run gets the secret if
+/// it lacks it (the secret changed: `SWITCHBOARD_DEMO_SECRET`); anything
+/// else in it stays.
+pub async fn demo_tenant_record(client: &async_nats::Client, secret: &str) -> anyhow::Result<()> {
+    use switchboard_nats::records::tenants::{TenantError, TenantRecord};
+    let registry = TenantRegistry::open(&jetstream::new(client.clone())).await?;
+    let id = switchboard_protocol::TenantId::new(crate::config::DEMO_TENANT)?;
+    let mut record = TenantRecord::new(id.clone());
+    record.hs256_secrets = vec![secret.to_owned()];
+    match registry.create(record).await {
+        Ok(_) => Ok(()),
+        Err(TenantError::Exists(_)) => {
+            let kept = registry.get(&id).await?;
+            if !kept.hs256_secrets.iter().any(|s| s == secret) {
+                registry
+                    .update(&id, |r| {
+                        r.hs256_secrets = vec![secret.to_owned()];
+                        Ok(())
+                    })
+                    .await?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The gateway's token keys: the configuration file's tenants, replaced
 /// by their `sb_tenants` records as `tenants` follows them.
 pub fn token_keys(config: &GatewayConfig) -> anyhow::Result<Arc<TenantDirectory>> {

@@ -124,6 +124,21 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
         .unwrap();
     assert_eq!(spec["openapi"], "3.1.0");
 
+    // The demo tenant is a record like any tenant's: its admin sets a
+    // webhook, which may be a loopback receiver here.
+    let (hook, arrivals) = hook_endpoint(axum::http::StatusCode::OK).await;
+    let admin = RestClient::new(
+        &dev.http(),
+        &mint_hs256(
+            DEMO_SECRET,
+            &TokenSpec::new("demo", "root", None, 3600).admin(),
+        )
+        .unwrap(),
+    );
+    let hooks = serde_json::json!({"webhooks": [{"url": hook, "secret": "demo-webhook-secret-0123", "events": ["message.created"]}]});
+    let (status, body) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks)).await;
+    assert_eq!(status, 200, "{body}");
+
     let rest = RestClient::new(&dev.http(), &token("alice"));
     let (view, _) = rest
         .create_conversation(ConversationKind::Direct, &["bob"], None)
@@ -137,6 +152,19 @@ async fn dev_keeps_acked_messages_across_kill9_and_restart() {
     for i in 0..20 {
         acked.push(send_acked(&mut alice, &conv, &format!("d{i}"), "durable").await);
     }
+    switchboard_tests::eventually(
+        "the demo tenant's webhook gets the messages",
+        Duration::from_secs(20),
+        || async {
+            let got = arrivals.lock().unwrap();
+            (got.iter()
+                .filter(|(body, _)| body.contains("message.created"))
+                .count()
+                >= 20)
+                .then_some(())
+        },
+    )
+    .await;
     let nats = nats_pid(&data).expect("dev wrote nats-server's pid");
 
     dev.kill9().await;
