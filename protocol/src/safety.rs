@@ -51,6 +51,16 @@ impl ConversationPolicy {
         }
     }
 
+    /// The policy as it applies in a tenant whose default retention is
+    /// `tenant_days`: the conversation's own `retention_days` if it has
+    /// one, else the tenant's.
+    pub fn with_tenant_retention(self, tenant_days: Option<u32>) -> Self {
+        Self {
+            retention_days: self.retention_days.or(tenant_days),
+            ..self
+        }
+    }
+
     /// The policy with `patch` applied: an absent field stays as it is.
     pub fn patched(mut self, patch: &ConversationPatch) -> Self {
         if let Some(secs) = patch.slow_mode_secs {

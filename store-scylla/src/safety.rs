@@ -8,7 +8,9 @@ use switchboard_protocol::Message;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 use switchboard_protocol::{ConversationKind, MessageId, Role, TenantId, Timestamp, UserId};
-use switchboard_store::{ConversationKey, ExpiredScan, PolicyScan, StoreResult, day_bucket};
+use switchboard_store::{
+    ConversationKey, ConversationScan, ExpiredScan, PolicyScan, StoreResult, day_bucket,
+};
 
 use crate::cursor::{cursor_decode, cursor_encode};
 
@@ -164,6 +166,32 @@ impl ScyllaStore {
             }
         }
         Ok(PolicyScan {
+            conversations,
+            next: cursor_encode(next),
+        })
+    }
+
+    /// One page of a tenant's conversations: a page of the whole table
+    /// (its partitions are keyed by tenant and conversation, so no query
+    /// reads one tenant's alone), the other tenants' rows passed over.
+    pub(crate) async fn tenant_conversation_scan(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<String>,
+        page: i32,
+    ) -> StoreResult<ConversationScan> {
+        let from = cursor_decode(cursor)?;
+        let (rows, next) = self
+            .st
+            .scan_conversations
+            .page(&self.session, (), from, page)
+            .await?;
+        let conversations = rows
+            .into_iter()
+            .filter(|(t, _)| t == tenant.as_str())
+            .map(|(_, c)| conversation_id(c))
+            .collect::<StoreResult<_>>()?;
+        Ok(ConversationScan {
             conversations,
             next: cursor_encode(next),
         })

@@ -189,6 +189,8 @@ statements! {
         "DELETE FROM message_expiries USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND expires_at = ? AND seq = ?";
     scan_policies: Read<(), (String, String, String)> =
         "SELECT tenant, conversation_id, policy FROM conversation_policies";
+    scan_conversations: Read<(), (String, String)> =
+        "SELECT tenant, conversation_id FROM conversations";
     report: Read<(Text, BigInt), (String,)> =
         "SELECT report FROM reports WHERE tenant = ? AND report_id = ?";
     reports_before: Read<(Text, BigInt, Int), (String,)> =

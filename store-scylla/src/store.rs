@@ -13,9 +13,10 @@ use switchboard_protocol::{
 };
 use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
-    InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey, Mutation, PolicyScan,
-    SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, WriterClaim,
+    ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
+    HistoryQuery, InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey,
+    Mutation, PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult,
+    WriterClaim,
 };
 
 use crate::client::ScyllaStore;
@@ -638,6 +639,16 @@ impl Reads for ScyllaStore {
 
     async fn expiring(&self, cursor: Option<String>, budget: usize) -> StoreResult<PolicyScan> {
         self.policy_scan(cursor, page_size(budget)).await
+    }
+
+    async fn tenant_conversations(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ConversationScan> {
+        self.tenant_conversation_scan(tenant, cursor, page_size(budget))
+            .await
     }
 
     async fn due(

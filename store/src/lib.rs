@@ -22,6 +22,7 @@
 //! This crate knows nothing of NATS, HTTP or WebSockets.
 
 pub mod archive;
+#[macro_use]
 mod args;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

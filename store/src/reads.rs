@@ -30,9 +30,9 @@ use switchboard_protocol::{
 use crate::error::StoreResult;
 use crate::types::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
-    InboxCursor, ListQuery, MessageKey, PinRow, PolicyScan, SentBy, SentKey, SequencerState,
-    ThreadEntry,
+    ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
+    HistoryQuery, InboxCursor, ListQuery, MessageKey, PinRow, PolicyScan, SentBy, SentKey,
+    SequencerState, ThreadEntry,
 };
 
 macro_rules! reads_types {
@@ -45,7 +45,7 @@ macro_rules! reads_types {
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(tag = "op", rename_all = "snake_case")]
         pub enum Read {
-            $( $(#[doc = $doc])* $variant { $($arg: $crate::arg_type!($($ty)+)),* }, )*
+            $( $(#[doc = $doc])* $variant { $($arg: arg_type!($($ty)+)),* }, )*
         }
 
         /// The answer to a [`Read`], of the same variant. Serialised as
@@ -90,7 +90,7 @@ macro_rules! reads_types {
             match read {
                 $(
                     Read::$variant { $($arg),* } => backend
-                        .$method($($crate::arg_lent!($arg; $($ty)+)),*)
+                        .$method($(arg_lent!($arg; $($ty)+)),*)
                         .await
                         .map(Answer::$variant),
                 )*
@@ -262,6 +262,14 @@ macro_rules! store_reads {
             /// disappearing time (v1.2), from `cursor` (a step's `next`), looking
             /// at about `budget` rows.
             Expiring expiring(cursor: [Option<String>], budget: [usize]) -> PolicyScan;
+            /// One step of the scan of a tenant's conversations, every one of
+            /// them (its default retention applies to those that set none, v1.2),
+            /// from `cursor` (a step's `next`), looking at about `budget` rows.
+            TenantConversations tenant_conversations(
+                tenant: [&TenantId],
+                cursor: [Option<String>],
+                budget: [usize]
+            ) -> ConversationScan;
             /// Messages of the conversation whose `expires_at` is at or before
             /// `now`, by that time, at most `limit` (v1.2): (`expires_at`, seq).
             Due due(key: [&ConversationKey], now: [Timestamp], limit: [usize]) -> Vec<(Timestamp, u64)>;

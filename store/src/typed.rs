@@ -12,9 +12,9 @@ use switchboard_protocol::{
 use crate::reads::{Answer, Read, store_reads};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
-    InboxCursor, ListQuery, MessageKey, PinRow, PolicyScan, SentBy, SentKey, SequencerState, Store,
-    StoreError, StoreResult, ThreadEntry,
+    ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
+    HistoryQuery, InboxCursor, ListQuery, MessageKey, PinRow, PolicyScan, SentBy, SentKey,
+    SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 macro_rules! typed_reads {
@@ -27,7 +27,7 @@ macro_rules! typed_reads {
             $(
                 $(#[doc = $doc])*
                 pub async fn $method(&self, $($arg: $($ty)+),*) -> StoreResult<$ret> {
-                    match self.read(Read::$variant { $($arg: $crate::arg_owned!($arg; $($ty)+)),* }).await? {
+                    match self.read(Read::$variant { $($arg: arg_owned!($arg; $($ty)+)),* }).await? {
                         Answer::$variant(answer) => Ok(answer),
                         other => Err(mismatched(stringify!($method), &other)),
                     }

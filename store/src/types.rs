@@ -625,6 +625,15 @@ pub struct PolicyScan {
     pub next: Option<String>,
 }
 
+/// One step of the scan of a tenant's conversations (v1.2: what its
+/// default retention applies to).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationScan {
+    pub conversations: Vec<ConversationId>,
+    /// Where the next step starts; `None` when the scan is complete.
+    pub next: Option<String>,
+}
+
 /// One step of the scan of a conversation's live messages for those past
 /// a time (v1.2).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

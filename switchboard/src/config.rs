@@ -88,6 +88,10 @@ pub struct FileConfig {
     /// disappearing time are expired, in seconds (default 60): the most a
     /// message outlives its time.
     pub expiry_pass_secs: Option<u64>,
+    /// How often every conversation of the tenants with a default
+    /// retention is visited, in seconds (default 3600): the most such a
+    /// message outlives its time.
+    pub tenant_retention_pass_secs: Option<u64>,
     /// On SIGTERM, how long a gateway's connections may take to see their
     /// in-flight sends answered before they are closed with 1012, in
     /// milliseconds (default 10000; at most 15000, inside the 20 s grace).

@@ -101,6 +101,16 @@ enum TenantAction {
         #[arg(long)]
         jwks_url: Option<String>,
     },
+    /// Set the tenant's default retention: messages of its conversations
+    /// that set none of their own go after DAYS days (1 to 36500);
+    /// `--off` keeps them.
+    SetRetention {
+        id: String,
+        #[arg(required_unless_present = "off")]
+        days: Option<u32>,
+        #[arg(long, conflicts_with = "days")]
+        off: bool,
+    },
     /// Delete a tenant: its tokens stop verifying at once (its data stays).
     Delete { id: String },
 }
@@ -264,6 +274,16 @@ async fn act(args: TenantArgs, nats: switchboard_nats::NatsConfig) -> anyhow::Re
                     if let Some(url) = &jwks_url {
                         r.jwks_url = Some(url.clone()).filter(|u| !u.is_empty());
                     }
+                    Ok(())
+                })
+                .await?;
+            print(&record)?;
+        }
+        TenantAction::SetRetention { id, days, off } => {
+            let days = if off { None } else { days };
+            let record = registry
+                .update(&tenant_id(&id)?, |r| {
+                    r.retention_days = days;
                     Ok(())
                 })
                 .await?;

@@ -33,6 +33,11 @@ pub struct WorkerConfig {
     /// their conversation's retention or disappearing time (v1.2): a
     /// message goes at most this long after its time.
     pub expiry_pass_every: Duration,
+    /// How often the leader asks the writers to expire messages of every
+    /// conversation of the tenants with a default retention (v1.2): such
+    /// a message goes at most this long after its time. Slower than
+    /// `expiry_pass_every`: it visits every conversation of the tenant.
+    pub tenant_retention_pass_every: Duration,
     /// Moving old buckets to the blob store (F14); `None` keeps everything
     /// in the store.
     pub archive: Option<ArchiveConfig>,
@@ -103,6 +108,7 @@ impl WorkerConfig {
             inbox_ttl: Duration::from_secs(30 * 24 * 3600),
             inbox_sweep_every: Duration::from_secs(3600),
             expiry_pass_every: Duration::from_secs(60),
+            tenant_retention_pass_every: Duration::from_secs(3600),
             archive: None,
             status: Arc::default(),
             services: Default::default(),

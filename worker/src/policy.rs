@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use switchboard_plugin_host::fanout::{FanOut, FanOutPolicy};
 use switchboard_plugin_host::{EditAction, EditRequest, Plugins};
+use switchboard_protocol::safety::ConversationPolicy;
 use switchboard_protocol::{Content, ConversationKind, Message, TenantId, Timestamp, UserId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,12 @@ impl Policies {
             .quotas(tenant)
             .unsolicited_groups_per_day
             .unwrap_or(self.consent.unsolicited_groups_per_day)
+    }
+
+    /// A conversation's policy as it applies now: with the tenant's
+    /// default retention where it sets none of its own.
+    pub fn effective(&self, tenant: &TenantId, policy: ConversationPolicy) -> ConversationPolicy {
+        policy.with_tenant_retention(self.tenants.retention_days(tenant))
     }
 
     /// A quota refusal if a conversation of `tenant` with `members` members

@@ -15,6 +15,7 @@ use switchboard_nats::records::tenants::{
     object, optional_object,
 };
 use switchboard_protocol::TenantId;
+use switchboard_protocol::safety::MAX_RETENTION_DAYS;
 use switchboard_protocol::webhooks::WebhookEndpoint;
 
 use super::extract::{JsonBody, Operator, PathParams};
@@ -84,6 +85,11 @@ pub(super) struct NewTenant {
     #[serde(default)]
     #[schemars(length(max = 10))]
     webhooks: Vec<WebhookEndpoint>,
+    /// The default retention in days (v1.2), where a conversation sets
+    /// none of its own (absent or null: messages are kept).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_RETENTION_DAYS))]
+    retention_days: Option<u32>,
 }
 
 /// Refuses anything but web origins, by the backbone's rule.
@@ -116,6 +122,7 @@ pub(super) async fn create(
     record.audience = body.audience;
     record.jwks_url = body.jwks_url;
     record.webhooks = body.webhooks;
+    record.retention_days = body.retention_days;
     let record = registry.create(record).await?;
     Ok((StatusCode::CREATED, Json(record.redacted())))
 }
@@ -189,6 +196,12 @@ pub(super) struct Change {
     #[serde(default)]
     #[schemars(length(max = 10))]
     webhooks: Option<Vec<WebhookEndpoint>>,
+    /// The default retention in days from now on (`null`: messages are
+    /// kept where a conversation sets none); absent: unchanged. Messages
+    /// already older go within an hour (`tenant_retention_pass_secs`).
+    #[serde(default, deserialize_with = "switchboard_protocol::fields::present")]
+    #[schemars(with = "Option<u32>", range(min = 1, max = MAX_RETENTION_DAYS))]
+    retention_days: Option<Option<u32>>,
 }
 
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -201,7 +214,7 @@ fn present<'de, D: serde::Deserializer<'de>>(
 /// `PATCH /v1/operator/tenants/{id}`
 pub(super) fn change_op() -> Operation {
     Operation::patch("Change a tenant's keys and quotas")
-        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
+        .describe("Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. retention_days (1 to 36500): the default retention of conversations that set none, null removes it. A compare-and-set: 409 if someone else changed the tenant meanwhile.")
         .for_operator()
         .path::<TenantId>("id", "The tenant.")
         .json_body::<Change>()
@@ -253,6 +266,9 @@ pub(super) async fn change(
             }
             if let Some(webhooks) = &body.webhooks {
                 r.webhooks = webhooks.clone();
+            }
+            if let Some(days) = body.retention_days {
+                r.retention_days = days;
             }
             for (name, value) in &body.quotas {
                 let value = value

@@ -468,4 +468,33 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
     assert_eq!(mine.len(), 1, "{mine:?}");
     assert_eq!(mine[0].0, key(t, "c"));
     assert_eq!(mine[0].1.lifetime_ms(), Some(60_000));
+
+    // What a tenant's default retention applies to: every conversation
+    // of the tenant, with a policy or not, and no other tenant's.
+    let other = &unique_tenant("expiry-other");
+    store
+        .commit(vec![create(
+            other,
+            "x",
+            ConversationKind::Group,
+            &["a"],
+            10,
+        )])
+        .await
+        .unwrap();
+    let mut listed = Vec::new();
+    let mut cursor = None;
+    loop {
+        let step = store
+            .tenant_conversations(&tt, cursor.take(), 1)
+            .await
+            .unwrap();
+        listed.extend(step.conversations);
+        match step.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    listed.sort();
+    assert_eq!(listed, vec![conv("c"), conv("slow")]);
 }

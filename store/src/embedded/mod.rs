@@ -47,9 +47,9 @@ use self::keys::{SCHEMA_VERSION, Spaces, UPGRADABLE_VERSIONS};
 use crate::reads::{self, Answer, Read, Reads};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
-    ConversationDetail, ConversationKey, ConversationSummary, ExpiredScan, HistoryQuery,
-    InboxCursor, InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow, PolicyScan,
-    SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
+    HistoryQuery, InboxCursor, InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow,
+    PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 
 /// Settings of the embedded store.
@@ -571,6 +571,28 @@ impl Reads for EmbeddedStore {
             .on_snapshot(move |r, s| safety::expiring(r, s, from, budget.max(1)))
             .await?;
         Ok(PolicyScan {
+            conversations,
+            next: next.map(|k| hex_encode(&k)),
+        })
+    }
+
+    async fn tenant_conversations(
+        &self,
+        tenant: &TenantId,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> StoreResult<ConversationScan> {
+        let from = match cursor {
+            Some(c) => hex_decode(&c).ok_or_else(|| {
+                StoreError::Corrupt(format!("bad conversation scan cursor {c:?}"))
+            })?,
+            None => Vec::new(),
+        };
+        let t = tenant.clone();
+        let (conversations, next) = self
+            .on_snapshot(move |r, s| safety::tenant_conversations(r, s, &t, from, budget.max(1)))
+            .await?;
+        Ok(ConversationScan {
             conversations,
             next: next.map(|k| hex_encode(&k)),
         })

@@ -151,6 +151,35 @@ pub(super) fn expiring<R: Readable>(
     Ok((found, None))
 }
 
+/// A tenant's conversations from `from` (a key; empty: the first),
+/// looking at `budget` rows; where the next step starts.
+pub(super) fn tenant_conversations<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    tenant: &TenantId,
+    from: Vec<u8>,
+    budget: usize,
+) -> StoreResult<(Vec<ConversationId>, Option<Vec<u8>>)> {
+    let prefix = Key::new().s(tenant.as_str()).bytes();
+    let start = if from.starts_with(&prefix) {
+        from
+    } else {
+        prefix.clone()
+    };
+    let mut found = Vec::new();
+    for (seen, g) in r.range(&s.conversations, start..).enumerate() {
+        let (k, _) = g.into_inner().map_err(storage)?;
+        if !k.starts_with(&prefix) {
+            break;
+        }
+        if seen == budget {
+            return Ok((found, Some(k.to_vec())));
+        }
+        found.push(ConversationId::new(str_part(&k, 1)?).map_err(StoreError::from)?);
+    }
+    Ok((found, None))
+}
+
 /// Live messages after `after_seq` created at or before `cutoff`.
 pub(super) fn expired<R: Readable>(
     r: &R,

@@ -805,3 +805,128 @@ async fn a_moderation_plugin_that_asks_reviews_reports() {
     let gone = history.iter().find(|m| m.message_id == scam).unwrap();
     assert!(gone.content.is_none() && gone.deleted_at.is_some());
 }
+
+/// The tenant default `retention_days` (v1.2, kept in its record): bounded
+/// like a conversation's; a message of a conversation without a retention
+/// of its own expires that many days after it was sent; and every
+/// conversation of such a tenant is visited, so a message whose time has
+/// come goes even where the conversation has no lifetime any more (here:
+/// sent while it disappeared after 5 s, which was then turned off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenant_default_retention_applies_where_a_conversation_sets_none() {
+    use switchboard_tests::cluster::{OPERATOR_TOKEN, SECRET, TENANT};
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\nexpiry_pass_secs = 3600\ntenant_retention_pass_secs = 1\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    create_tenant_record(&cluster, TENANT, SECRET).await;
+    let tenant = format!("/v1/operator/tenants/{TENANT}");
+    let patch = |body: Value| {
+        let (cluster, tenant) = (&cluster, tenant.clone());
+        async move {
+            cluster
+                .operator(
+                    reqwest::Method::PATCH,
+                    &tenant,
+                    Some(body),
+                    Some(OPERATOR_TOKEN),
+                )
+                .await
+        }
+    };
+    for bad in [0, 36501] {
+        let (status, body) = patch(json!({"retention_days": bad})).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, body) = patch(json!({"retention_days": 36500})).await;
+    assert_eq!((status, &body["retention_days"]), (200, &json!(36500)));
+    let (status, body) = patch(json!({"retention_days": null})).await;
+    assert_eq!((status, &body["retention_days"]), (200, &Value::Null));
+    let (status, body) = patch(json!({"retention_days": 1})).await;
+    assert_eq!((status, &body["retention_days"]), (200, &json!(1)));
+
+    let group = cluster
+        .create(ConversationKind::Group, "tr_own", &["tr_mem"])
+        .await;
+    let owner = cluster.rest(0, "tr_own");
+    let member = cluster.rest(0, "tr_mem");
+    let path = format!("/v1/conversations/{group}");
+    let mut own = cluster.ws(0, "tr_own", "o").await;
+    let mut mem = cluster.ws(0, "tr_mem", "m").await;
+    // The workers follow the record: a send carries a day's lifetime.
+    let day = 86_400_000;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for n in 0.. {
+        let (id, _) = send_acked(&mut own, &group, &format!("r{n}"), "a day").await;
+        let seen = expect(&mut mem, "the message", |f| match f {
+            ServerFrame::Message { message } if message.message_id == id => Some(message),
+            _ => None,
+        })
+        .await;
+        let lifetime = seen
+            .expires_at
+            .map(|at| at.unix_ms() - seen.created_at.unix_ms());
+        if lifetime == Some(day) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no message carries the tenant's retention: {lifetime:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A conversation's own retention wins over the tenant's.
+    let (status, _) = call(&owner, "PATCH", &path, Some(json!({"retention_days": 3}))).await;
+    assert_eq!(status, 200);
+    let (id, _) = send_acked(&mut own, &group, "own", "three days").await;
+    let seen = expect(&mut mem, "the message", |f| match f {
+        ServerFrame::Message { message } if message.message_id == id => Some(message),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        seen.expires_at
+            .map(|at| at.unix_ms() - seen.created_at.unix_ms()),
+        Some(3 * day)
+    );
+
+    // Sent while it disappeared after 5 s; then the conversation has no
+    // lifetime of its own, and only the tenant's pass visits it.
+    let (status, _) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"retention_days": null, "disappearing_secs": 5})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (doomed, _) = send_acked(&mut own, &group, "d1", "soon gone").await;
+    let (status, _) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"disappearing_secs": null})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let history = format!("/v1/conversations/{group}/messages");
+    switchboard_tests::eventually(
+        "the message goes at its time",
+        Duration::from_secs(20),
+        || async {
+            let (_, page) = call(&member, "GET", &history, None).await;
+            let gone = page["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["message_id"] == doomed.to_string())
+                .cloned()
+                .unwrap();
+            (!gone["deleted_at"].is_null() && gone["content"].is_null()).then_some(())
+        },
+    )
+    .await;
+}

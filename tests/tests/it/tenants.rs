@@ -104,6 +104,18 @@ async fn tenants_are_administered_live_through_the_cli_and_the_operator_api() {
         listed.contains("\"initech\"") && !listed.contains(second),
         "{listed}"
     );
+    // The default retention (v1.2): set, bounded, removed.
+    let set = cli(&cluster, &["set-retention", "initech", "30"]).await;
+    assert!(set.contains("\"retention_days\": 30"), "{set}");
+    let refused = tokio::process::Command::new(switchboard_tests::switchboard_bin())
+        .args(["tenant", "--nats-url", &cluster.nats.url()])
+        .args(["set-retention", "initech", "36501"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    let off = cli(&cluster, &["set-retention", "initech", "--off"]).await;
+    assert!(off.contains("\"retention_days\": null"), "{off}");
 
     // The operator API: only with the operator token.
     let path = "/v1/operator/tenants";

@@ -4,6 +4,9 @@
 //! a conversation with `retention_days` also once it is older than that,
 //! as a deletion does, its inbox entries with it.
 //!
+//! A tenant's default `retention_days` (its record, v1.2) applies to its
+//! conversations that set none: at send (`expires_at`), and by age.
+//!
 //! Every `expiry_pass_every` the leader scans the conversations that
 //! have a lifetime and publishes one `expire` request per conversation
 //! on the ingest stream, to its partition, as the archiver does: the
@@ -18,6 +21,10 @@
 //! meanwhile go first: expiry never holds a partition for more than one
 //! step, and a message is gone within one pass of its time plus the
 //! steps its conversation had queued before it.
+//!
+//! Every `tenant_retention_pass_every` (an hour), it asks the same for
+//! every conversation of each tenant with a default retention: those are
+//! not in the policy scan, and a pass visits all of them.
 //!
 //! Archived buckets (F14) expire too: a due message the index finds in
 //! one, and for retention every archived day at or before the cutoff's,
@@ -51,17 +58,106 @@ const ARCHIVED_STEPS: usize = 2;
 pub(crate) async fn run(ctx: Arc<Ctx>) {
     let mut every = tokio::time::interval(ctx.config.expiry_pass_every);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tenants_every = tokio::time::interval(ctx.config.tenant_retention_pass_every);
+    tenants_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        every.tick().await;
-        if ctx.leader.holds() {
-            pass(&ctx).await;
+        tokio::select! {
+            _ = every.tick() => {
+                if ctx.leader.holds() {
+                    pass(&ctx).await;
+                }
+            }
+            _ = tenants_every.tick() => {
+                if ctx.leader.holds() {
+                    tenants_pass(&ctx).await;
+                }
+            }
         }
     }
 }
 
+/// A conversation's retention in days: its own, else its tenant's.
+fn retention_days(ctx: &Ctx, key: &ConversationKey, own: Option<u32>) -> Option<u32> {
+    own.or_else(|| ctx.tenants.retention_days(&key.tenant))
+}
+
+/// Asks for an expiry step of every conversation of each tenant with a
+/// default retention: those without a policy of their own are not in the
+/// store's policy scan, yet their messages carry an `expires_at` and
+/// age.
+async fn tenants_pass(ctx: &Ctx) {
+    let pass_id = Pass::Tenants.id(ctx);
+    let mut requested = 0usize;
+    for (tenant, _) in ctx.tenants.with_retention() {
+        let mut cursor = None;
+        loop {
+            let step = match ctx
+                .store
+                .tenant_conversations(&tenant, cursor.take(), SCAN)
+                .await
+            {
+                Ok(step) => step,
+                Err(e) => {
+                    tracing::warn!(%tenant, error = %e, requested, "tenant retention pass stopped; the next one starts over");
+                    return;
+                }
+            };
+            for conversation in step.conversations {
+                let key = ConversationKey::new(tenant.clone(), conversation);
+                if let Err(e) = request(ctx, &key, pass_id).await {
+                    tracing::warn!(error = %e, "expiry request not published; the next pass retries");
+                    return;
+                }
+                requested += 1;
+            }
+            match step.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+            if !ctx.leader.holds() {
+                return;
+            }
+        }
+    }
+    if requested > 0 {
+        tracing::debug!(requested, "tenant retention pass done");
+    }
+}
+
+/// Which scan asks for an expiry step.
+#[derive(Clone, Copy)]
+enum Pass {
+    /// The conversations with a lifetime of their own.
+    Policies,
+    /// Every conversation of the tenants with a default retention.
+    Tenants,
+}
+
+impl Pass {
+    /// The request id of one pass of this scan for a conversation: one
+    /// request per conversation and pass, however often it is repeated
+    /// within the backbone's dedupe window.
+    fn id(self, ctx: &Ctx) -> PassId {
+        let (scan, every) = match self {
+            Pass::Policies => ("expire", ctx.config.expiry_pass_every),
+            Pass::Tenants => ("retain", ctx.config.tenant_retention_pass_every),
+        };
+        PassId {
+            scan,
+            n: Timestamp::now().unix_ms() as u128 / every.as_millis().max(1),
+        }
+    }
+}
+
+/// One pass of one scan: what its requests' ids are made of.
+#[derive(Clone, Copy)]
+struct PassId {
+    scan: &'static str,
+    n: u128,
+}
+
 async fn pass(ctx: &Ctx) {
-    let every_ms = ctx.config.expiry_pass_every.as_millis().max(1);
-    let pass_id = Timestamp::now().unix_ms() as u128 / every_ms;
+    let pass_id = Pass::Policies.id(ctx);
     let mut requested = 0usize;
     let mut cursor = None;
     loop {
@@ -95,11 +191,10 @@ async fn pass(ctx: &Ctx) {
 async fn request(
     ctx: &Ctx,
     key: &ConversationKey,
-    pass_id: u128,
+    pass: PassId,
 ) -> Result<(), crate::duties::maintenance::RequestError> {
-    // One request per conversation and pass, however often a pass is
-    // repeated inside the dedupe window.
-    let id = format!("expire.{}.{}.{pass_id}", key.tenant, key.conversation_id);
+    let PassId { scan, n } = pass;
+    let id = format!("{scan}.{}.{}.{n}", key.tenant, key.conversation_id);
     let payload = serde_json::to_vec(key)?;
     crate::duties::maintenance::publish_request(ctx, key, EXPIRE_REQUEST, &id, payload).await
 }
@@ -147,7 +242,7 @@ pub(crate) async fn expire(ctx: &Ctx, key: &ConversationKey, lease_valid: &impl 
     {
         return;
     }
-    if let Some(days) = state.policy.retention_days {
+    if let Some(days) = retention_days(ctx, key, state.policy.retention_days) {
         let cutoff =
             Timestamp::from_unix_ms(now.unix_ms().saturating_sub(i64::from(days) * 86_400_000));
         match expire_by_age(ctx, key, &archived, cutoff, now, lease_valid).await {

@@ -197,13 +197,14 @@ impl Batch<'_> {
         options: &SendOptions,
     ) -> Result<Option<Message>, SequenceError> {
         let (message_id, created_at) = self.new_id()?;
+        let policies = self.policies;
         let Some(Some(state)) = self.states.get_mut(key) else {
             return Ok(None);
         };
         let expected = state.last_seq;
         state.last_seq += 1;
-        let expires_at = state
-            .policy
+        let expires_at = policies
+            .effective(&key.tenant, state.policy)
             .lifetime_ms()
             .map(|ms| Timestamp::from_unix_ms(created_at.unix_ms().saturating_add(ms)));
         let message = Message {

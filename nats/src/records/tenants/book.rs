@@ -40,6 +40,23 @@ impl TenantBook {
             .unwrap_or_default()
     }
 
+    /// The tenants with a default retention, and it (v1.2).
+    pub fn with_retention(&self) -> Vec<(TenantId, u32)> {
+        self.tenants
+            .read()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(id, r)| Some((id.clone(), r.retention_days?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The tenant's default retention in days, if it has one.
+    pub fn retention_days(&self, id: &TenantId) -> Option<u32> {
+        self.get(id).and_then(|t| t.retention_days)
+    }
+
     /// The tenant's quotas (none for a tenant of the file only). Cheap:
     /// called on every send.
     pub fn quotas(&self, id: &TenantId) -> TenantQuotas {

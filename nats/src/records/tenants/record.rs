@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::safety::MAX_RETENTION_DAYS;
 use switchboard_protocol::webhooks::{EventType, MAX_WEBHOOKS, WebhookEndpoint};
 use switchboard_protocol::{TenantId, Timestamp};
 
@@ -303,6 +304,11 @@ pub struct TenantRecord {
     /// at most 10. Also set by tenant admins (`PUT /v1/admin/webhooks`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<WebhookEndpoint>,
+    /// The tenant's default retention (v1.2): messages of a conversation
+    /// that sets no `retention_days` of its own go after this many days.
+    /// `None`: kept unless the conversation says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -321,6 +327,7 @@ impl TenantRecord {
             audience: None,
             jwks_url: None,
             webhooks: Vec::new(),
+            retention_days: None,
             created_at: now,
             updated_at: now,
         }
@@ -367,6 +374,7 @@ impl TenantRecord {
             jwks_url: self.jwks_url.clone(),
             webhooks: self.redacted_webhooks(),
             push,
+            retention_days: self.retention_days,
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -399,6 +407,9 @@ pub struct RedactedTenant {
     pub webhooks: Vec<WebhookEndpoint>,
     /// Push notifications (`null`: none), secrets as fingerprints.
     pub push: Option<PushSettings>,
+    /// Days after which messages go where a conversation sets no
+    /// retention of its own (`null`: kept).
+    pub retention_days: Option<u32>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -493,6 +504,13 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
     }
     check_origins(&record.allowed_origins)?;
     check_webhooks(&record.webhooks)?;
+    if let Some(days) = record.retention_days
+        && !(1..=MAX_RETENTION_DAYS).contains(&days)
+    {
+        return Err(TenantError::Invalid(format!(
+            "retention_days is 1 to {MAX_RETENTION_DAYS}, or null for none"
+        )));
+    }
     if record.jwks_url.as_deref().is_some_and(|u| !is_http_url(u)) {
         return Err(TenantError::Invalid(
             "jwks_url must be an http(s) URL with a host name or IPv4 address".into(),
