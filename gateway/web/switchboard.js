@@ -457,6 +457,7 @@ function unref(timer) {
 }
 
 // src/connection.ts
+var FINAL_CLOSE_CODES = /* @__PURE__ */ new Set([4004]);
 var Connection = class {
   constructor(options, tokens, handlers) {
     __publicField(this, "options", options);
@@ -563,7 +564,14 @@ var Connection = class {
       }
       this.handlers.frame(frame);
     };
-    socket.onclose = () => this.dropped(socket);
+    socket.onclose = (event) => {
+      if (this.socket === socket && event.code !== void 0 && FINAL_CLOSE_CODES.has(event.code)) {
+        this.close();
+        this.handlers.ended(event.code, event.reason ?? "");
+        return;
+      }
+      this.dropped(socket);
+    };
     socket.onerror = () => {
     };
   }
@@ -2377,7 +2385,11 @@ var SwitchboardClient = class extends Emitter {
         this.outbox.lost();
         this.commands.lost();
       },
-      frame: (frame) => this.handle(frame)
+      frame: (frame) => this.handle(frame),
+      ended: (code, reason) => {
+        this.close();
+        this.emit("ended", { code, reason });
+      }
     });
     const timing = { resendAfterMs: options.resendAfterMs ?? 1e4, giveUpAfterMs: options.giveUpAfterMs };
     const hasRoom = () => this.queued < (options.maxQueued ?? 1e3);

@@ -174,9 +174,9 @@ pub async fn tenants(
 /// `switchboard dev`'s demo tenant as a record in `sb_tenants`, so that it
 /// is a tenant like any other (its admins set webhooks; the operator API
 /// and `switchboard tenant` see it), its HS256 secret the one dev tokens
-/// are signed with. A record kept from an earlier run gets the secret if
-/// it lacks it (the secret changed: `SWITCHBOARD_DEMO_SECRET`); anything
-/// else in it stays.
+/// are signed with. A record kept from an earlier run that lacks the
+/// secret (`SWITCHBOARD_DEMO_SECRET` changed) has its HS256 secrets
+/// replaced by it; anything else in it stays.
 pub async fn demo_tenant_record(client: &async_nats::Client, secret: &str) -> anyhow::Result<()> {
     use switchboard_nats::records::tenants::{TenantError, TenantRecord};
     let registry = TenantRegistry::open(&jetstream::new(client.clone())).await?;

@@ -98,6 +98,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         this.commands.lost();
       },
       frame: (frame) => this.handle(frame),
+      ended: (code, reason) => {
+        this.close();
+        this.emit("ended", { code, reason });
+      },
     });
     const timing = { resendAfterMs: options.resendAfterMs ?? 10_000, giveUpAfterMs: options.giveUpAfterMs };
     const hasRoom = () => this.queued < (options.maxQueued ?? 1000);

@@ -27,6 +27,10 @@ export type WebSocketLike = new (url: string, protocols?: string | string[]) => 
 
 export type Status = "connecting" | "open" | "reconnecting" | "closed";
 
+/** Close codes after which reconnecting is pointless: `4004`, the user
+ * is being erased. */
+export const FINAL_CLOSE_CODES: ReadonlySet<number> = new Set([4004]);
+
 export interface ConnectionOptions {
   url: string;
   WebSocket: WebSocketLike;
@@ -48,6 +52,9 @@ export interface ConnectionHandlers {
   /** The open connection ended (or was taken for dead). */
   lost(): void;
   frame(frame: ServerFrame): void;
+  /** The server closed the session for good ([`FINAL_CLOSE_CODES`]):
+   * the connection is closed and makes no new attempt. */
+  ended(code: number, reason: string): void;
 }
 
 export class Connection {
@@ -167,7 +174,14 @@ export class Connection {
       }
       this.handlers.frame(frame);
     };
-    socket.onclose = () => this.dropped(socket);
+    socket.onclose = (event: { code?: number; reason?: string }) => {
+      if (this.socket === socket && event.code !== undefined && FINAL_CLOSE_CODES.has(event.code)) {
+        this.close();
+        this.handlers.ended(event.code, event.reason ?? "");
+        return;
+      }
+      this.dropped(socket);
+    };
     socket.onerror = () => {
       // onclose follows and reconnects.
     };

@@ -102,4 +102,8 @@ export interface ClientEvents extends Record<string, unknown> {
    * a `blocks_changed` event, a `rest.block`/`unblock` answer or the
    * list read as a connection opens told it. */
   blocks_changed: { user_id: string; action: BlockAction };
+  /** The server ended the session for good (close code `4004`: the user
+   * is being erased): the client closed and will not reconnect; sign
+   * out. */
+  ended: { code: number; reason: string };
 }

@@ -1791,3 +1791,28 @@ test("search: a member finds a message within 2 s of its ack, with highlights, a
     close();
   }
 });
+
+test("an erased user's session ends for good: `ended` with 4004, the client closed, no reconnect", async () => {
+  const erin = await client("erased-erin");
+  const statuses = [];
+  erin.on("status", (s) => statuses.push(s));
+  try {
+    // Something of hers, so that the tenant has a trace of her.
+    await erin.rest.createConversation("group", ["bob"], "before the erasure");
+    const ended = waitFor(erin, "ended", (e) => e);
+    const res = await fetch(`${dev.url}/v1/admin/users/erased-erin`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${adminToken()}` },
+    });
+    assert.equal(res.status, 202);
+    const { code } = await ended;
+    assert.equal(code, 4004);
+    assert.equal(erin.status, "closed");
+    // It stays closed: no attempt is made again.
+    await new Promise((ok) => setTimeout(ok, 1_500));
+    assert.equal(erin.status, "closed");
+    assert.ok(!statuses.includes("reconnecting"), statuses.join(","));
+  } finally {
+    erin.close();
+  }
+});

@@ -88,7 +88,7 @@ fn retention_days(ctx: &Ctx, key: &ConversationKey, own: Option<u32>) -> Option<
 async fn tenants_pass(ctx: &Ctx) {
     let pass_id = Pass::Tenants.id(ctx);
     let mut requested = 0usize;
-    for (tenant, _) in ctx.tenants.with_retention() {
+    for tenant in ctx.tenants.with_retention() {
         let mut cursor = None;
         loop {
             let step = match ctx

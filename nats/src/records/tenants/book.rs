@@ -40,13 +40,14 @@ impl TenantBook {
             .unwrap_or_default()
     }
 
-    /// The tenants with a default retention, and it (v1.2).
-    pub fn with_retention(&self) -> Vec<(TenantId, u32)> {
+    /// The tenants with a default retention (v1.2).
+    pub fn with_retention(&self) -> Vec<TenantId> {
         self.tenants
             .read()
             .map(|t| {
                 t.iter()
-                    .filter_map(|(id, r)| Some((id.clone(), r.retention_days?)))
+                    .filter(|(_, r)| r.retention_days.is_some())
+                    .map(|(id, _)| id.clone())
                     .collect()
             })
             .unwrap_or_default()
