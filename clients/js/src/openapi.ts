@@ -2656,7 +2656,7 @@ export interface paths {
         head?: never;
         /**
          * Change a tenant's keys and quotas
-         * @description Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. A compare-and-set: 409 if someone else changed the tenant meanwhile.
+         * @description Keys to add and remove (an HS256 secret by value or fingerprint): during a rotation add the new key, move the token issuers over, then remove the old one. Quotas: name to value, null removes it. issuer and audience: the value tokens must carry, null stops checking it. jwks_url: the identity provider's key set, null drops it. retention_days (1 to 36500): the default retention of conversations that set none, null removes it. A compare-and-set: 409 if someone else changed the tenant meanwhile.
          */
         patch: {
             parameters: {
@@ -3190,6 +3190,14 @@ export interface components {
              * @default []
              */
             remove_hs256_secrets: string[];
+            /**
+             * Format: uint32
+             * @description The default retention in days from now on (`null`: messages are
+             *     kept where a conversation sets none); absent: unchanged. Messages
+             *     already older go within an hour (`tenant_retention_pass_secs`).
+             * @default null
+             */
+            retention_days: number | null;
             /**
              * @description The outbound webhooks from now on (the whole list, v1.2); absent:
              *     unchanged.
@@ -3773,6 +3781,13 @@ export interface components {
              */
             quotas: components["schemas"]["TenantQuotas"];
             /**
+             * Format: uint32
+             * @description The default retention in days (v1.2), where a conversation sets
+             *     none of its own (absent or null: messages are kept).
+             * @default null
+             */
+            retention_days: number | null;
+            /**
              * @description Outbound webhooks (v1.2): at most 10 endpoints.
              * @default []
              */
@@ -4277,6 +4292,12 @@ export interface components {
             /** @description Push notifications (`null`: none), secrets as fingerprints. */
             push?: components["schemas"]["PushSettings"] | null;
             quotas: components["schemas"]["TenantQuotas"];
+            /**
+             * Format: uint32
+             * @description Days after which messages go where a conversation sets no
+             *     retention of its own (`null`: kept).
+             */
+            retention_days?: number | null;
             updated_at: components["schemas"]["Timestamp"];
             /** @description Outbound webhooks (v1.2), secrets as fingerprints. */
             webhooks: components["schemas"]["WebhookEndpoint"][];
