@@ -102,13 +102,12 @@ async fn tenants_pass(ctx: &Ctx) {
                     return;
                 }
             };
-            for conversation in step.conversations {
-                let key = ConversationKey::new(tenant.clone(), conversation);
-                if let Err(e) = request(ctx, &key, pass_id).await {
-                    tracing::warn!(error = %e, "expiry request not published; the next pass retries");
-                    return;
-                }
-                requested += 1;
+            let keys = step
+                .conversations
+                .into_iter()
+                .map(|c| ConversationKey::new(tenant.clone(), c));
+            if !request_all(ctx, keys, pass_id, &mut requested).await {
+                return;
             }
             match step.next {
                 Some(next) => cursor = Some(next),
@@ -168,12 +167,9 @@ async fn pass(ctx: &Ctx) {
                 return;
             }
         };
-        for (key, _) in step.conversations {
-            if let Err(e) = request(ctx, &key, pass_id).await {
-                tracing::warn!(error = %e, "expiry request not published; the next pass retries");
-                return;
-            }
-            requested += 1;
+        let keys = step.conversations.into_iter().map(|(key, _)| key);
+        if !request_all(ctx, keys, pass_id, &mut requested).await {
+            return;
         }
         match step.next {
             Some(next) => cursor = Some(next),
@@ -186,6 +182,25 @@ async fn pass(ctx: &Ctx) {
     if requested > 0 {
         tracing::debug!(requested, "expiry pass done");
     }
+}
+
+/// Asks for one expiry step of each conversation, counting them; false
+/// when a request could not be published (the pass stops there, and the
+/// next one asks again).
+async fn request_all(
+    ctx: &Ctx,
+    keys: impl IntoIterator<Item = ConversationKey>,
+    pass: PassId,
+    requested: &mut usize,
+) -> bool {
+    for key in keys {
+        if let Err(e) = request(ctx, &key, pass).await {
+            tracing::warn!(error = %e, "expiry request not published; the next pass retries");
+            return false;
+        }
+        *requested += 1;
+    }
+    true
 }
 
 async fn request(
