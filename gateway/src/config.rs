@@ -202,6 +202,11 @@ pub struct Limits {
     /// Reports (`POST .../reports`) of one user per minute on this
     /// gateway (v1.2); past it 429 `rate_limited`.
     pub reports_per_minute: f64,
+    /// Profile changes (`PATCH /v1/me/profile`, and an admin's of
+    /// someone's `custom`) by one user per minute on this gateway (v1.3):
+    /// each is an event to everyone who shares a conversation with the
+    /// user; past it 429 `rate_limited`.
+    pub profile_updates_per_minute: f64,
     /// Exports (`GET /v1/me/export`) of one user per hour on this gateway
     /// (v1.2): each reads all they sent; past it 429 `rate_limited`.
     pub exports_per_hour: f64,
@@ -278,6 +283,7 @@ impl Default for Limits {
             plugin_replay_budget_ms: 10_000,
             uploads_per_minute: 30.0,
             reports_per_minute: 10.0,
+            profile_updates_per_minute: 10.0,
             exports_per_hour: 4.0,
             operator_failures_per_minute: 10,
             upload_bytes_per_hour_per_user: 2 << 30,

@@ -107,6 +107,9 @@ impl Gateway {
                             .store
                             .media_referenced(&m.tenant, m.blob_ref.as_str())
                             .await?
+                        && !self
+                            .is_avatar(&m.tenant, m.uploaded_by.as_ref(), &m.blob_ref)
+                            .await?
                 {
                     self.media
                         .blobs
@@ -137,8 +140,26 @@ impl Gateway {
         }
     }
 
-    /// The blob, if the caller uploaded it or is a member of a
-    /// conversation with a message that references it.
+    /// Whether the blob is its uploader's avatar (v1.3): kept, and
+    /// readable by every user of the tenant.
+    async fn is_avatar(
+        &self,
+        tenant: &switchboard_protocol::TenantId,
+        uploader: Option<&switchboard_protocol::UserId>,
+        blob_ref: &BlobRef,
+    ) -> Result<bool, ApiError> {
+        let Some(uploader) = uploader else {
+            return Ok(false);
+        };
+        let profiles = self.store.profiles(tenant, vec![uploader.clone()]).await?;
+        Ok(profiles
+            .into_iter()
+            .flatten()
+            .any(|p| p.avatar.as_deref() == Some(blob_ref.as_str())))
+    }
+
+    /// The blob, if the caller uploaded it, is a member of a conversation
+    /// with a message that references it, or it is its uploader's avatar.
     pub(crate) async fn readable(
         &self,
         id: &Identity,
@@ -151,6 +172,9 @@ impl Gateway {
             || self
                 .store
                 .media_readable(&id.tenant, blob_ref.as_str(), &id.user)
+                .await?
+            || self
+                .is_avatar(&id.tenant, Some(&info.uploaded_by), blob_ref)
                 .await?;
         Ok(readable.then_some(info))
     }

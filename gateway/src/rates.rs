@@ -206,6 +206,7 @@ pub(crate) struct Rates {
     tenant_upload_bytes: Buckets<TenantId>,
     key_claims: Buckets<UserKey>,
     reports: Buckets<UserKey>,
+    profile_updates: Buckets<UserKey>,
     exports: Buckets<UserKey>,
     /// Plugin replays over history, and the tenants with one running.
     replays: Buckets<TenantId>,
@@ -253,6 +254,7 @@ impl Rates {
             tenant_upload_bytes: Buckets::default(),
             key_claims: Buckets::default(),
             reports: Buckets::default(),
+            profile_updates: Buckets::default(),
             exports: Buckets::default(),
             replays: Buckets::default(),
             replaying: Arc::default(),
@@ -391,6 +393,20 @@ impl Rates {
         } else {
             Err(limited(format!(
                 "more than {per_minute} reports per minute by this user; retry later"
+            )))
+        }
+    }
+
+    /// One profile change by `id` (v1.3): each is an event to everyone
+    /// who shares a conversation with the user changed.
+    pub(crate) fn profile_update(&self, id: &Identity) -> Result<(), ApiError> {
+        let per_minute = self.limits.profile_updates_per_minute;
+        let (rate, burst) = self::per_minute(per_minute);
+        if self.profile_updates.take(&user_of(id), rate, burst, 1.0) {
+            Ok(())
+        } else {
+            Err(limited(format!(
+                "more than {per_minute} profile changes per minute by this user; retry later"
             )))
         }
     }

@@ -34,14 +34,14 @@ var BlockSet = class {
   replace(blocks, askedAt) {
     const listed = new Map(blocks.map((b) => [b.user_id, b.blocked_at]));
     const changed = [];
-    const newer = (user) => (this.seenAt.get(user) ?? -Infinity) >= askedAt;
+    const newer2 = (user) => (this.seenAt.get(user) ?? -Infinity) >= askedAt;
     for (const user of [...this.byUser.keys()]) {
-      if (listed.has(user) || newer(user)) continue;
+      if (listed.has(user) || newer2(user)) continue;
       this.byUser.delete(user);
       changed.push(user);
     }
     for (const [user, at] of listed) {
-      if (newer(user)) continue;
+      if (newer2(user)) continue;
       if (!this.byUser.has(user)) changed.push(user);
       this.byUser.set(user, at);
     }
@@ -1781,6 +1781,37 @@ var Rest = class {
     this.observer?.blocks?.(list, askedAt);
     return list;
   }
+  /** A user's profile (v1.3): any user of the caller's tenant; one who
+   * never set one has every field empty and `updated_at: null`. */
+  async user(user) {
+    const profile = await this.json("GET", `/v1/users/${enc(user)}`);
+    this.observer?.profiles?.([profile]);
+    return profile;
+  }
+  /** Several users' profiles (v1.3), in the order named (at most 100; a
+   * repeated id once). */
+  async users(ids) {
+    const q = new URLSearchParams({ ids: ids.join(",") });
+    const { users } = await this.json("GET", `/v1/users?${q}`);
+    this.observer?.profiles?.(users);
+    return users;
+  }
+  /** Changes the caller's own profile (v1.3): `display_name`, `avatar`
+   * (a `blob_ref` of an image the caller uploaded), `status`; `null`
+   * clears a field. Everyone who shares a conversation with the caller
+   * gets `profile_updated`. */
+  async updateProfile(patch) {
+    const profile = await this.json("PATCH", "/v1/me/profile", patch);
+    this.observer?.profiles?.([profile]);
+    return profile;
+  }
+  /** Sets a user's `custom` profile fields (v1.3; tenant admins): each
+   * key given is set, a key given `null` removed. */
+  async setCustomProfile(user, custom) {
+    const profile = await this.json("PATCH", `/v1/admin/users/${enc(user)}/profile`, { custom });
+    this.observer?.profiles?.([profile]);
+    return profile;
+  }
   /** Blocks a user (v1.2; idempotent: blocking again answers the block
    * as it is). From then on neither writes in their direct conversation,
    * nor opens one (`forbidden`); in groups their messages still come,
@@ -2032,6 +2063,82 @@ async function apiError(response) {
   }
 }
 
+// src/profiles.ts
+var PROFILES_PER_READ = 100;
+function newer(next, held) {
+  if (!held || !held.updated_at) return true;
+  if (!next.updated_at) return false;
+  return Date.parse(next.updated_at) >= Date.parse(held.updated_at);
+}
+var ProfileCache = class {
+  constructor(readProfiles, changed) {
+    __publicField(this, "readProfiles", readProfiles);
+    __publicField(this, "changed", changed);
+    __publicField(this, "byUser", /* @__PURE__ */ new Map());
+    /** Reads under way, by user: one read per user at a time. */
+    __publicField(this, "reading", /* @__PURE__ */ new Map());
+  }
+  /** The profile held for `user`, if any (no read). A status past its
+   * `expires_at` is left out, as the server would. */
+  get(user) {
+    const held = this.byUser.get(user);
+    if (!held?.status?.expires_at || Date.parse(held.status.expires_at) > Date.now()) return held;
+    return { ...held, status: null };
+  }
+  /** The name to show for `user`: their display name, else their id. */
+  displayName(user) {
+    return this.byUser.get(user)?.display_name ?? user;
+  }
+  get size() {
+    return this.byUser.size;
+  }
+  /** The users whose profiles are held. */
+  users() {
+    return [...this.byUser.keys()];
+  }
+  /** The profiles of `users`, read from the server for those not held
+   * (or all of them with `refresh`), 100 a request. */
+  async load(users, refresh = false) {
+    const wanted = [...new Set(users)];
+    const missing = wanted.filter((u) => refresh || !this.byUser.has(u) && !this.reading.has(u));
+    for (let i = 0; i < missing.length; i += PROFILES_PER_READ) {
+      const chunk = missing.slice(i, i + PROFILES_PER_READ);
+      const read = this.readProfiles(chunk).then((found) => {
+        for (const p of found) this.apply(p);
+      });
+      for (const u of chunk) {
+        const one = read.then(() => this.byUser.get(u));
+        this.reading.set(u, one);
+        one.finally(() => {
+          if (this.reading.get(u) === one) this.reading.delete(u);
+        }).catch(() => {
+        });
+      }
+    }
+    await Promise.all(wanted.map((u) => this.reading.get(u)));
+    return wanted.map((u) => this.get(u)).filter((p) => p !== void 0);
+  }
+  /** A profile as the server told it (an event, or a REST answer): held
+   * when newer than the one held; the app is told of a change. */
+  apply(profile) {
+    const held = this.byUser.get(profile.user_id);
+    if (!newer(profile, held)) return false;
+    this.byUser.set(profile.user_id, profile);
+    if (!held || JSON.stringify(held) !== JSON.stringify(profile)) {
+      this.changed(profile);
+      return true;
+    }
+    return false;
+  }
+  /** Reads every held profile again (as a connection opens after being
+   * away). A failure leaves what is held. */
+  refresh() {
+    if (this.byUser.size === 0) return;
+    this.load(this.users(), true).catch(() => {
+    });
+  }
+};
+
 // src/status.ts
 var Waiters = class {
   constructor() {
@@ -2235,10 +2342,10 @@ var Outbox = class {
   /** Takes back stored sends (before any made since: they came first). */
   restore(records) {
     const restored = [];
-    const newer = [...this.items.values()];
+    const newer2 = [...this.items.values()];
     this.items.clear();
     for (const r of records) {
-      if (newer.some((n) => n.client_msg_id === r.client_msg_id)) continue;
+      if (newer2.some((n) => n.client_msg_id === r.client_msg_id)) continue;
       const o = new Outgoing(this, r.client_msg_id, r.conversation_id, r.content, r.created_at, {
         reply_to: r.reply_to,
         thread_id: r.thread_id,
@@ -2255,7 +2362,7 @@ var Outbox = class {
       this.items.set(o.client_msg_id, o);
       restored.push(o);
     }
-    for (const n of newer) this.items.set(n.client_msg_id, n);
+    for (const n of newer2) this.items.set(n.client_msg_id, n);
     if (restored.some((o) => o.status === "pending")) this.host.busy();
     return restored;
   }
@@ -2354,6 +2461,10 @@ var SwitchboardClient = class extends Emitter {
      * (`GET /v1/blocks`), then kept by `blocks_changed` events and this
      * client's `rest.block` and `rest.unblock`. */
     __publicField(this, "blocked", new BlockSet());
+    /** Profiles (v1.3) of the users the app asked for (`profiles.load`),
+     * kept by `profile_updated` events and read again as each connection
+     * after the first opens. */
+    __publicField(this, "profiles");
     /** Resolves once the stored state (`persist`) is loaded; at once
      * without a store, or with one that answers at once. */
     __publicField(this, "ready");
@@ -2374,6 +2485,10 @@ var SwitchboardClient = class extends Emitter {
     this.tokens = new Tokens(options.token);
     const fetchImpl = options.fetch ?? globalThis.fetch?.bind(globalThis);
     this.rest = new Rest(options.url, this.tokens, fetchImpl);
+    this.profiles = new ProfileCache(
+      (ids) => this.rest.users(ids),
+      (profile) => this.emit("profile_updated", profile)
+    );
     const ws = options.WebSocket ?? globalThis.WebSocket;
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
     this.connection = new Connection({ ...options, WebSocket: ws }, this.tokens, {
@@ -2447,6 +2562,9 @@ var SwitchboardClient = class extends Emitter {
       },
       blocked: (user, action, at) => {
         if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
+      },
+      profiles: (list) => {
+        for (const profile of list) this.profiles.apply(profile);
       }
     };
     const store = this.storeOf(options);
@@ -2782,6 +2900,7 @@ var SwitchboardClient = class extends Emitter {
     this.commands.writeAll();
     this.busy();
     this.loadBlocks();
+    if (this.openedBefore) this.profiles.refresh();
     const list = this.conversationList;
     if (list.loaded && (this.openedBefore || !list.fetched)) {
       list.refresh().catch(() => {
@@ -2887,6 +3006,9 @@ var SwitchboardClient = class extends Emitter {
       }
       case "blocks_changed":
         if (this.blocked.change(frame.user_id, frame.action)) this.blockChanged(frame.user_id, frame.action);
+        return;
+      case "profile_updated":
+        this.profiles.apply(frame.profile);
         return;
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });
@@ -3016,6 +3138,8 @@ export {
   ConversationState,
   IndexedDbStore,
   MemoryStore,
+  PROFILES_PER_READ,
+  ProfileCache,
   Rest,
   SendError,
   SwitchboardClient,

@@ -92,6 +92,8 @@ pub enum Command {
     /// v1.2: a message is reported, or a report resolved.
     Report(ReportCommand),
     ResolveReport(ResolveCommand),
+    /// v1.3: a user's profile changes.
+    Profile(ProfileCommand),
 }
 
 /// An edit (with `content`) or a deletion (without) of one message.
@@ -171,6 +173,7 @@ impl Command {
             Self::SetPolicy(c) => &c.by.tenant,
             Self::Report(c) => &c.by.tenant,
             Self::ResolveReport(c) => &c.by.tenant,
+            Self::Profile(c) => &c.by.tenant,
         }
     }
 
@@ -186,6 +189,7 @@ impl Command {
             Self::SetPolicy(c) => Some(&c.by),
             Self::Report(c) => Some(&c.by),
             Self::ResolveReport(c) => Some(&c.by),
+            Self::Profile(c) => Some(&c.by),
             _ => None,
         }
     }
@@ -205,6 +209,7 @@ impl Command {
             Self::SetPolicy(c) => &c.by.conversation_id,
             Self::Report(c) => &c.by.conversation_id,
             Self::ResolveReport(c) => &c.by.conversation_id,
+            Self::Profile(c) => &c.by.conversation_id,
         }
     }
 
@@ -229,7 +234,8 @@ impl Command {
             | Self::Unban(_)
             | Self::SetPolicy(_)
             | Self::Report(_)
-            | Self::ResolveReport(_) => match self.actor() {
+            | Self::ResolveReport(_)
+            | Self::Profile(_) => match self.actor() {
                 Some(a) => format!("cmd-{}", a.command_id),
                 None => String::new(),
             },

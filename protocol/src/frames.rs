@@ -267,6 +267,7 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
     "pins_changed",
     "settings_changed",
     "blocks_changed",
+    "profile_updated",
 ];
 
 /// Frames the server sends.
@@ -378,6 +379,11 @@ pub enum ServerFrame {
     BlocksChanged {
         user_id: UserId,
         action: crate::safety::BlockAction,
+    },
+    /// A user's profile changed (v1.3), for everyone who shares a
+    /// conversation with them and for their own devices.
+    ProfileUpdated {
+        profile: crate::profile::Profile,
     },
 }
 

@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod keys;
 pub mod membership;
 pub mod message;
+pub mod profile;
 pub mod push;
 pub mod reaction;
 pub mod reports;

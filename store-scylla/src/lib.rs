@@ -46,6 +46,7 @@ mod cursor;
 mod erasure;
 mod extras;
 mod fence;
+mod media;
 pub mod metrics;
 mod people;
 mod rows;

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::TryStreamExt;
 use switchboard_protocol::Message;
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 use switchboard_protocol::{ConversationKind, MessageId, Role, TenantId, Timestamp, UserId};
@@ -297,6 +298,24 @@ impl ScyllaStore {
             }
         }
         Ok(out)
+    }
+
+    /// Each user's profile, in the order asked (v1.3): one partition
+    /// each, read at once.
+    pub(crate) async fn profile_rows(
+        &self,
+        t: &str,
+        users: &[UserId],
+    ) -> StoreResult<Vec<Option<Profile>>> {
+        futures::future::try_join_all(users.iter().map(|u| async move {
+            self.st
+                .profile
+                .one(&self.session, (t, u.as_str()))
+                .await?
+                .map(|(json,)| decode(&json))
+                .transpose()
+        }))
+        .await
     }
 
     pub(crate) async fn blocks_user(&self, t: &str, u: &str, target: &str) -> StoreResult<bool> {

@@ -18,7 +18,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -112,6 +112,15 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            WITH CLUSTERING ORDER BY (seq DESC)",
             "CREATE TABLE IF NOT EXISTS unindexed_buckets (tenant text, conversation_id text, \
            day int, PRIMARY KEY ((tenant, conversation_id), day))",
+        ],
+    ),
+    (
+        // v1.3 profiles: a new table, empty; a user without a row has the
+        // empty profile.
+        8,
+        &[
+            "CREATE TABLE IF NOT EXISTS profiles (tenant text, user_id text, profile text, \
+           PRIMARY KEY ((tenant, user_id)))",
         ],
     ),
 ];
@@ -458,6 +467,7 @@ mod tests {
                 "messages",
                 "open_reports",
                 "pins",
+                "profiles",
                 "reactions",
                 "reports",
                 "schema_version",

@@ -181,6 +181,14 @@ statements! {
     scan_blocks: Read<(), (String, String, String)> =
         "SELECT tenant, user_id, blocked_id FROM blocks";
 
+    // --- profiles (v1.3)
+    profile: Read<(Text, Text), (String,)> =
+        "SELECT profile FROM profiles WHERE tenant = ? AND user_id = ?";
+    insert_profile: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO profiles (tenant, user_id, profile) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_profile: Write<(BigInt, Text, Text)> =
+        "DELETE FROM profiles USING TIMESTAMP ? WHERE tenant = ? AND user_id = ?";
+
     due: Read<(Text, Text, BigInt, Int), (i64, i64)> =
         "SELECT expires_at, seq FROM message_expiries WHERE tenant = ? AND conversation_id = ? AND expires_at <= ? LIMIT ?";
     insert_expiry: Write<(Text, Text, BigInt, BigInt, BigInt)> =

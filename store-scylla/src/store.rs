@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
@@ -315,20 +316,8 @@ impl Reads for ScyllaStore {
         Ok((conv.kind, members))
     }
 
-    /// A reference of a message (`media_message_refs`), or one of schema
-    /// version 1 (`media_refs`, kept for good).
     async fn media_referenced(&self, tenant: &TenantId, blob_ref: &str) -> StoreResult<bool> {
-        for table in [&self.st.media_refs, &self.st.legacy_media_refs] {
-            let mut refs = std::pin::pin!(
-                table
-                    .stream(&self.session, (tenant.as_str(), blob_ref))
-                    .await?
-            );
-            if let Some(row) = refs.next().await {
-                return row.map(|_| true);
-            }
-        }
-        Ok(false)
+        self.media_is_referenced(tenant.as_str(), blob_ref).await
     }
 
     async fn media_readable(
@@ -337,29 +326,8 @@ impl Reads for ScyllaStore {
         blob_ref: &str,
         reader: &UserId,
     ) -> StoreResult<bool> {
-        let (t, u) = (tenant.as_str(), reader.as_str());
-        // Each conversation is asked once: the rows of one come together.
-        let mut asked: Option<String> = None;
-        for table in [&self.st.media_refs, &self.st.legacy_media_refs] {
-            let mut refs = std::pin::pin!(table.stream(&self.session, (t, blob_ref)).await?);
-            while let Some(row) = refs.next().await {
-                let (c,) = row?;
-                if asked.as_deref() == Some(c.as_str()) {
-                    continue;
-                }
-                if self
-                    .st
-                    .member
-                    .one(&self.session, (t, &c, u))
-                    .await?
-                    .is_some()
-                {
-                    return Ok(true);
-                }
-                asked = Some(c);
-            }
-        }
-        Ok(false)
+        self.media_is_readable(tenant.as_str(), blob_ref, reader.as_str())
+            .await
     }
 
     async fn contacts(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<UserId>> {
@@ -612,6 +580,14 @@ impl Reads for ScyllaStore {
     async fn bans(&self, key: &ConversationKey) -> StoreResult<Vec<Ban>> {
         self.ban_rows(key.tenant.as_str(), key.conversation_id.as_str())
             .await
+    }
+
+    async fn profiles(
+        &self,
+        tenant: &TenantId,
+        users: Vec<UserId>,
+    ) -> StoreResult<Vec<Option<Profile>>> {
+        self.profile_rows(tenant.as_str(), &users).await
     }
 
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {

@@ -20,6 +20,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize};
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
@@ -246,6 +247,10 @@ macro_rules! store_reads {
             Bans bans(key: [&ConversationKey]) -> Vec<Ban>;
             /// The users `user` blocks, newest first (v1.2).
             Blocks blocks(tenant: [&TenantId], user: [&UserId]) -> Vec<Block>;
+            /// The profile of each user, in the order asked: `None` for a user
+            /// who never set one (v1.3). No check: users of a tenant see each
+            /// other's.
+            Profiles profiles(tenant: [&TenantId], users: [Vec<UserId>]) -> Vec<Option<Profile>>;
             /// A tenant's reports with `status`, newest first, those with an id
             /// below `before` (v1.2). No check: tenant admins read them.
             Reports reports(

@@ -168,6 +168,9 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             target,
             at,
         } => safety::set_block(view, tenant, user, target, *at).await,
+        Mutation::PutProfile { tenant, profile } => {
+            view.write(Write::Profile { tenant, profile }).await
+        }
         Mutation::PutReport { tenant, report } => {
             view.write(Write::Report { tenant, report }).await
         }

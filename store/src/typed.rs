@@ -2,6 +2,7 @@
 //! [`Store::read`] with a [`Read::History`] and its answer unpacked.
 //! Made from the list in `reads.rs`.
 
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{

@@ -509,6 +509,11 @@ pub enum Mutation {
         gone: Vec<Message>,
         blobs: Vec<(u64, String)>,
     },
+    /// A user's profile as it is now (v1.3), replacing the one before.
+    PutProfile {
+        tenant: TenantId,
+        profile: Box<switchboard_protocol::profile::Profile>,
+    },
     /// A report as it is now (v1.2): a new one, or one resolved.
     PutReport {
         tenant: TenantId,

@@ -8,6 +8,7 @@ import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
 import type { BlockAction, Message, ReactAction, SentContent, ServerFrame, TypingState } from "./protocol.js";
 import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
+import { ProfileCache } from "./profiles.js";
 import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
 
@@ -63,6 +64,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
    * (`GET /v1/blocks`), then kept by `blocks_changed` events and this
    * client's `rest.block` and `rest.unblock`. */
   readonly blocked = new BlockSet();
+  /** Profiles (v1.3) of the users the app asked for (`profiles.load`),
+   * kept by `profile_updated` events and read again as each connection
+   * after the first opens. */
+  readonly profiles: ProfileCache;
   /** Resolves once the stored state (`persist`) is loaded; at once
    * without a store, or with one that answers at once. */
   readonly ready: Promise<void>;
@@ -86,6 +91,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.tokens = new Tokens(options.token);
     const fetchImpl = options.fetch ?? globalThis.fetch?.bind(globalThis);
     this.rest = new Rest(options.url, this.tokens, fetchImpl);
+    this.profiles = new ProfileCache(
+      (ids) => this.rest.users(ids),
+      (profile) => this.emit("profile_updated", profile),
+    );
     const ws = options.WebSocket ?? (globalThis.WebSocket as WebSocketLike | undefined);
     if (!ws) throw new Error("no WebSocket: pass options.WebSocket (e.g. the `ws` package under Node 20)");
     this.connection = new Connection({ ...options, WebSocket: ws }, this.tokens, {
@@ -163,6 +172,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       },
       blocked: (user, action, at) => {
         if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
+      },
+      profiles: (list) => {
+        for (const profile of list) this.profiles.apply(profile);
       },
     };
     const store = this.storeOf(options);
@@ -541,6 +553,8 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     this.commands.writeAll();
     this.busy();
     this.loadBlocks();
+    // Profile changes while away came to nobody here.
+    if (this.openedBefore) this.profiles.refresh();
     // What changed while away (on other devices too): the loaded pages
     // again. On the first connection only for a restored list that is
     // not being read already.
@@ -656,6 +670,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       }
       case "blocks_changed":
         if (this.blocked.change(frame.user_id, frame.action)) this.blockChanged(frame.user_id, frame.action);
+        return;
+      case "profile_updated":
+        this.profiles.apply(frame.profile);
         return;
       case "presence":
         this.presence.set(frame.user_id, { status: frame.status, last_seen: frame.last_seen ?? null });

@@ -11,6 +11,8 @@ export { ConversationState, mentionsUser, policyOf } from "./conversation.js";
 export type { ConversationSnapshot, PinInfo, PolicyInfo } from "./conversation.js";
 export { BlockSet } from "./blocks.js";
 export type { BlockInfo } from "./blocks.js";
+export { ProfileCache, PROFILES_PER_READ } from "./profiles.js";
+export type { Profile, ReadProfiles } from "./profiles.js";
 export { ConversationList, previewOf } from "./conversations.js";
 export type { ConversationListEvents, ConversationSettings } from "./conversations.js";
 export { IndexedDbStore, MemoryStore } from "./persist.js";
@@ -34,6 +36,8 @@ export type {
   HistoryPage,
   Job,
   MemberRole,
+  ProfilePatch,
+  UserProfile,
   MemberSettings,
   MemberView,
   MessageVersions,

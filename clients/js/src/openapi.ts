@@ -845,6 +845,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/users/{user}/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set a user's custom profile fields
+         * @description Tenant admins only (403 otherwise). Each key of `custom` is set, or removed where its value is null; the whole `custom` object is at most 4096 bytes of JSON (400 past it). The user cannot change these fields. Everyone who shares a conversation with the user gets `profile_updated`. Counts toward the admin's `profile_updates_per_minute`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CustomPatch"];
+                };
+            };
+            responses: {
+                /** @description The profile after the change. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Profile"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        trace?: never;
+    };
     "/v1/admin/webhooks": {
         parameters: {
             query?: never;
@@ -2333,7 +2385,7 @@ export interface paths {
         };
         /**
          * The caller's own data
-         * @description One JSON document, streamed: `profile` (`user_id`, `tenant`, `exported_at`), `blocks` (as `GET /v1/blocks`), and `conversations`: each conversation the caller is a member of with `kind`, `title`, `joined_at`, `role`, `settings`, `read_seq` and `messages`, every message the caller sent there (message objects, newest first). Conversations the caller left are not in it. A failure midway ends the body early (the JSON is then incomplete). At most `exports_per_hour` per user (4 by default; 429 past it).
+         * @description One JSON document, streamed: `profile` (`user_id`, `tenant`, `exported_at`, and the profile as stored: `display_name`, `avatar`, `status`, `custom`, `updated_at`), `blocks` (as `GET /v1/blocks`), and `conversations`: each conversation the caller is a member of with `kind`, `title`, `joined_at`, `role`, `settings`, `read_seq` and `messages`, every message the caller sent there (message objects, newest first). Conversations the caller left are not in it. A failure midway ends the body early (the JSON is then incomplete). At most `exports_per_hour` per user (4 by default; 429 past it).
          */
         get: {
             parameters: {
@@ -2365,6 +2417,56 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/me/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change one's own profile
+         * @description `display_name` (1 to 64 characters), `avatar` (the `blob_ref` of an image the caller uploaded: every user of the tenant may then download it) and `status` (`text` at most 140 characters, `emoji` at most 32 bytes, at least one of them; `expires_at` in the future or null). An absent field stays as it is; null clears it. `custom` is the tenant admins' (403). Everyone who shares a conversation with the caller, and the caller's own devices, get `profile_updated` when something changed. At most `profile_updates_per_minute` per user (10 by default; 429 past it).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ProfilePatch"];
+                };
+            };
+            responses: {
+                /** @description The profile after the change. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Profile"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         trace?: never;
     };
     "/v1/media": {
@@ -2425,7 +2527,7 @@ export interface paths {
         };
         /**
          * Download media
-         * @description For the uploader and members of a conversation with a message that references the blob: a redirect to a download URL valid for a few minutes (5 by default). Anyone else gets 404, as for a blob that does not exist.
+         * @description For the uploader, members of a conversation with a message that references the blob, and (for a blob that is its uploader's profile `avatar`, v1.3) every user of the tenant: a redirect to a download URL valid for a few minutes (5 by default). Anyone else gets 404, as for a blob that does not exist.
          */
         get: {
             parameters: {
@@ -2829,6 +2931,100 @@ export interface paths {
                 401: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Several users' profiles
+         * @description Profiles of the users named in `ids` (comma-separated, 1 to 100, a repeated id once), in the order named, users of the caller's tenant; as `GET /v1/users/{user}` has each.
+         */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Comma-separated user ids: 1 to 100 of them. */
+                    ids: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The profiles. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ProfileList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's profile
+         * @description Any user of the caller's tenant. A user who never set a profile has every field empty and `updated_at: null`; a status past its `expires_at` is null.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The profile. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Profile"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
                 429: components["responses"]["Error"];
                 503: components["responses"]["Error"];
             };
@@ -3384,6 +3580,16 @@ export interface components {
             /** @description Absent for none; `null` is refused like any other non-string. */
             title?: string;
         } & unknown;
+        /** @description Body of `PATCH /v1/admin/users/{user}/profile`. */
+        CustomPatch: {
+            /**
+             * @description Keys to set (a key with `null` is removed); the result is at most
+             *     4 KiB of JSON.
+             */
+            custom: {
+                [key: string]: unknown;
+            };
+        };
         /** @description A deploy's id in a path: 32 hexadecimal digits. */
         DeployId: string;
         /** @description A deploy's progress, as the admin API shows it. */
@@ -3899,6 +4105,47 @@ export interface components {
             shadow_revision?: number | null;
         };
         /**
+         * @description A user's profile, as `GET /v1/users/{user}` and `profile_updated` carry
+         *     it. A user who never set anything has every field empty and
+         *     `updated_at: null`.
+         */
+        Profile: {
+            /**
+             * @description A `blob_ref` of an image the user uploaded: `GET /v1/media/{avatar}`
+             *     serves it to every user of the tenant.
+             */
+            avatar?: string | null;
+            /**
+             * @description Set by the tenant's admins only; at most 4 KiB of JSON.
+             * @default {}
+             */
+            custom: {
+                [key: string]: unknown;
+            };
+            display_name?: string | null;
+            /** @description Shown until `expires_at`; null once past it. */
+            status?: components["schemas"]["Status"] | null;
+            /** @description When it last changed; null for a profile never set. */
+            updated_at?: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description The answer of `GET /v1/users?ids=`: the profiles in the order asked. */
+        ProfileList: {
+            users: components["schemas"]["Profile"][];
+        };
+        /**
+         * @description Body of `PATCH /v1/me/profile`: each field present changes, each
+         *     absent stays; `null` clears.
+         */
+        ProfilePatch: {
+            /** @description A `blob_ref` of an image the caller uploaded, or null. */
+            avatar?: string | null;
+            /** @description 1 to 64 characters, or null. */
+            display_name?: string | null;
+            /** @description The status, or null to clear it. */
+            status?: components["schemas"]["StatusChange"] | null;
+        };
+        /**
          * @description Which service delivers to the device. The tenant configures each
          *     provider's credentials; a device only names its own address there.
          */
@@ -4236,6 +4483,37 @@ export interface components {
              *     `public_key`, base64 (64 bytes).
              */
             signature: string;
+        };
+        /** @description A user's status line. */
+        Status: {
+            /**
+             * @description At most 32 bytes.
+             * @default null
+             */
+            emoji: string | null;
+            /**
+             * @description When the status clears by itself; null: it stays. Must be in the
+             *     future when set.
+             * @default null
+             */
+            expires_at: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description At most 140 characters; may be empty when there is an emoji.
+             * @default
+             */
+            text: string;
+        };
+        /**
+         * @description A [`Status`] as a request gives it, for the documents: each field may
+         *     be left out (a response has them all, null where unset).
+         */
+        StatusChange: {
+            /** @description At most 32 bytes, or null. */
+            emoji?: string | null;
+            /** @description When the status clears by itself: in the future, or null. */
+            expires_at?: components["schemas"]["Timestamp"] | null;
+            /** @description At most 140 characters; may be left out when there is an emoji. */
+            text?: string;
         };
         /** @description What a signed upload stored. */
         StoredBlob: {

@@ -3,7 +3,7 @@ import type { CommandEvent, ReactionEvent } from "./commands.js";
 import type { Status, WebSocketLike } from "./connection.js";
 import type { ErrorFrame } from "./errors.js";
 import type { PersistLimits, StateStore } from "./persist.js";
-import type { BlockAction, Message, NotificationLevel, PinAction } from "./protocol.js";
+import type { BlockAction, Message, NotificationLevel, PinAction, Profile } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 import type { TokenSource } from "./token.js";
 
@@ -102,6 +102,10 @@ export interface ClientEvents extends Record<string, unknown> {
    * a `blocks_changed` event, a `rest.block`/`unblock` answer or the
    * list read as a connection opens told it. */
   blocks_changed: { user_id: string; action: BlockAction };
+  /** A user's profile changed (v1.3), after `client.profiles` took it:
+   * a `profile_updated` event, a REST answer, or a profile read again as
+   * a connection opened after being away. */
+  profile_updated: Profile;
   /** The server ended the session for good (close code `4004`: the user
    * is being erased): the client closed and will not reconnect; sign
    * out. */

@@ -217,6 +217,9 @@ type: "settings_changed"
 action: BlockAction
 type: "blocks_changed"
 user_id: UserId
+} | {
+profile: Profile
+type: "profile_updated"
 })
 export type Content = ({
 kind: "text"
@@ -442,4 +445,50 @@ last_reply_at: Timestamp
  */
 participants: UserId[]
 reply_count: number
+}
+/**
+ * A user's profile, as `GET /v1/users/{user}` and `profile_updated` carry
+ * it. A user who never set anything has every field empty and
+ * `updated_at: null`.
+ */
+export interface Profile {
+/**
+ * A `blob_ref` of an image the user uploaded: `GET /v1/media/{avatar}`
+ * serves it to every user of the tenant.
+ */
+avatar?: (string | null)
+/**
+ * Set by the tenant's admins only; at most 4 KiB of JSON.
+ */
+custom?: {
+[k: string]: unknown
+}
+display_name?: (string | null)
+/**
+ * Shown until `expires_at`; null once past it.
+ */
+status?: (Status | null)
+/**
+ * When it last changed; null for a profile never set.
+ */
+updated_at?: (Timestamp | null)
+user_id: UserId
+}
+/**
+ * A user's status line.
+ */
+export interface Status {
+/**
+ * At most 32 bytes.
+ */
+emoji?: (string | null)
+/**
+ * When the status clears by itself; null: it stays. Must be in the
+ * future when set.
+ */
+expires_at?: (Timestamp | null)
+/**
+ * At most 140 characters; may be empty when there is an emoji.
+ */
+text?: string
 }

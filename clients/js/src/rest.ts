@@ -70,6 +70,10 @@ export type ThreadView = Schemas["ThreadView"];
 export type Block = Schemas["Block"];
 /** `GET /v1/blocks`: the caller's blocks, newest first. */
 export type BlockList = Answer<"/v1/blocks", "get">;
+/** A user's profile (v1.3): `GET /v1/users/{user}`. */
+export type UserProfile = Answer<"/v1/users/{user}", "get">;
+/** `PATCH /v1/me/profile`: each field given changes, `null` clears. */
+export type ProfilePatch = Schemas["ProfilePatch"];
 /** A user kept out of a conversation (v1.2): by whom, since when, and
  * until when (null: until lifted). */
 export type Ban = Schemas["Ban"];
@@ -154,6 +158,8 @@ export interface RestObserver {
   blocks?(list: BlockList, askedAt: number): void;
   /** The caller blocked or unblocked a user (v1.2). */
   blocked?(user: string, action: "block" | "unblock", at: string): void;
+  /** Profiles as the server answered them (v1.3). */
+  profiles?(profiles: UserProfile[]): void;
 }
 
 /** The REST half of the API (docs/protocol.md): every call
@@ -308,6 +314,41 @@ export class Rest {
     const list = await this.json<BlockList>("GET", "/v1/blocks");
     this.observer?.blocks?.(list, askedAt);
     return list;
+  }
+
+  /** A user's profile (v1.3): any user of the caller's tenant; one who
+   * never set one has every field empty and `updated_at: null`. */
+  async user(user: string): Promise<UserProfile> {
+    const profile = await this.json<UserProfile>("GET", `/v1/users/${enc(user)}`);
+    this.observer?.profiles?.([profile]);
+    return profile;
+  }
+
+  /** Several users' profiles (v1.3), in the order named (at most 100; a
+   * repeated id once). */
+  async users(ids: readonly string[]): Promise<UserProfile[]> {
+    const q = new URLSearchParams({ ids: ids.join(",") });
+    const { users } = await this.json<Answer<"/v1/users", "get">>("GET", `/v1/users?${q}`);
+    this.observer?.profiles?.(users);
+    return users;
+  }
+
+  /** Changes the caller's own profile (v1.3): `display_name`, `avatar`
+   * (a `blob_ref` of an image the caller uploaded), `status`; `null`
+   * clears a field. Everyone who shares a conversation with the caller
+   * gets `profile_updated`. */
+  async updateProfile(patch: ProfilePatch): Promise<UserProfile> {
+    const profile = await this.json<UserProfile>("PATCH", "/v1/me/profile", patch);
+    this.observer?.profiles?.([profile]);
+    return profile;
+  }
+
+  /** Sets a user's `custom` profile fields (v1.3; tenant admins): each
+   * key given is set, a key given `null` removed. */
+  async setCustomProfile(user: string, custom: Record<string, unknown>): Promise<UserProfile> {
+    const profile = await this.json<UserProfile>("PATCH", `/v1/admin/users/${enc(user)}/profile`, { custom });
+    this.observer?.profiles?.([profile]);
+    return profile;
   }
 
   /** Blocks a user (v1.2; idempotent: blocking again answers the block

@@ -1525,6 +1525,54 @@ test("erasure: a tenant admin erases a user; their messages stay as tombstones u
   }
 });
 
+test("profiles: set and read, the cache follows profile_updated on every member, a device away reads the changes it missed, custom is the admins'", async () => {
+  const { id, clients, close } = await group("ivy", ["jay"], "profiles");
+  const { ivy, jay } = clients;
+  const admin = new SwitchboardClient({ url: dev.url, token: adminToken("profiler"), WebSocket });
+  try {
+    assert.ok(id);
+    const [blank] = await jay.profiles.load(["ivy"]);
+    assert.equal(blank.display_name, null);
+    assert.equal(blank.updated_at, null);
+    assert.equal(jay.profiles.displayName("ivy"), "ivy");
+
+    // A change reaches the other member's cache as an event.
+    const heard = waitFor(jay, "profile_updated", (p) => p.user_id === "ivy" && p.display_name === "Ivy" && p);
+    const mine = await ivy.rest.updateProfile({ display_name: "Ivy", status: { text: "around", emoji: "🌿" } });
+    assert.equal(mine.display_name, "Ivy");
+    assert.equal((await heard).status.emoji, "🌿");
+    assert.equal(jay.profiles.displayName("ivy"), "Ivy");
+    assert.equal(ivy.profiles.get("ivy").display_name, "Ivy", "the answer fills the caller's own cache");
+
+    // Away while it changes: read again as the connection opens.
+    jay.close();
+    await ivy.rest.updateProfile({ display_name: "Ivy R.", status: null });
+    const caughtUp = waitFor(jay, "profile_updated", (p) => p.display_name === "Ivy R." && p);
+    jay.connect();
+    assert.equal((await caughtUp).status, null);
+    assert.equal(jay.profiles.get("ivy").display_name, "Ivy R.");
+
+    // custom: the tenant admins', refused to the user.
+    await assert.rejects(
+      ivy.rest.updateProfile({ custom: { team: "x" } }),
+      (e) => e instanceof ApiError && e.status === 403 && e.code === "forbidden",
+    );
+    const toJay = waitFor(jay, "profile_updated", (p) => p.custom?.team === "green" && p);
+    const set = await admin.rest.setCustomProfile("ivy", { team: "green" });
+    assert.deepEqual(set.custom, { team: "green" });
+    assert.equal((await toJay).display_name, "Ivy R.");
+    const [read] = await admin.rest.users(["ivy"]);
+    assert.deepEqual(read.custom, { team: "green" });
+    await assert.rejects(
+      ivy.rest.updateProfile({ display_name: "x".repeat(65) }),
+      (e) => e instanceof ApiError && e.status === 400 && e.code === "invalid_request",
+    );
+  } finally {
+    close();
+    admin.close();
+  }
+});
+
 test("reports are rate limited per user: past 10 a minute, 429", async () => {
   const { id, clients, close } = await group("rory", ["sage"], "report rate");
   try {

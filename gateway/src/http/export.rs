@@ -1,7 +1,8 @@
 //! `GET /v1/me/export` (v1.2): the caller's own data as one JSON document,
 //! written as it is read, so that its size does not decide the memory it
 //! takes: a page of history at a time, through a bounded channel to the
-//! socket. What it holds: the profile (user, tenant, when), the blocks,
+//! socket. What it holds: the profile (user, tenant, when, and the
+//! stored profile of v1.3), the blocks,
 //! each conversation the caller is a member of with their role, settings
 //! and marks, and every message they sent there, newest first, read
 //! from their own index so that others' messages cost nothing.
@@ -26,12 +27,18 @@ use crate::error::ApiError;
 const PAGE: usize = 200;
 const QUEUED_CHUNKS: usize = 4;
 
-/// The head of the document (its fields before `conversations`).
+/// The head of the document (its fields before `conversations`): who,
+/// and their profile as stored (v1.3).
 #[derive(Serialize)]
 struct Profile<'a> {
     user_id: &'a UserId,
     tenant: &'a str,
     exported_at: Timestamp,
+    display_name: Option<String>,
+    avatar: Option<String>,
+    status: Option<switchboard_protocol::profile::Status>,
+    custom: serde_json::Map<String, serde_json::Value>,
+    updated_at: Option<Timestamp>,
 }
 
 /// One conversation of the caller, before its messages.
@@ -49,7 +56,7 @@ struct Membership {
 /// `GET /v1/me/export`
 pub(super) fn export_op() -> Operation {
     Operation::get("The caller's own data")
-        .describe("One JSON document, streamed: `profile` (`user_id`, `tenant`, `exported_at`), `blocks` (as `GET /v1/blocks`), and `conversations`: each conversation the caller is a member of with `kind`, `title`, `joined_at`, `role`, `settings`, `read_seq` and `messages`, every message the caller sent there (message objects, newest first). Conversations the caller left are not in it. A failure midway ends the body early (the JSON is then incomplete). At most `exports_per_hour` per user (4 by default; 429 past it).")
+        .describe("One JSON document, streamed: `profile` (`user_id`, `tenant`, `exported_at`, and the profile as stored: `display_name`, `avatar`, `status`, `custom`, `updated_at`), `blocks` (as `GET /v1/blocks`), and `conversations`: each conversation the caller is a member of with `kind`, `title`, `joined_at`, `role`, `settings`, `read_seq` and `messages`, every message the caller sent there (message objects, newest first). Conversations the caller left are not in it. A failure midway ends the body early (the JSON is then incomplete). At most `exports_per_hour` per user (4 by default; 429 past it).")
         .reply::<serde_json::Value>(200, "The document.")
         .errors(&[429])
 }
@@ -59,10 +66,17 @@ pub(super) async fn export(State(gw): State<Shared>, id: Identity) -> Result<Res
     // The first reads happen before the answer starts: a store that is
     // down is a 503, not a cut body.
     let blocks = gw.store.blocks(&id.tenant, &id.user).await?;
+    let profile = gw
+        .store
+        .profiles(&id.tenant, vec![id.user.clone()])
+        .await?
+        .pop()
+        .flatten()
+        .unwrap_or_else(|| switchboard_protocol::profile::Profile::empty(id.user.clone()));
     let conversations = gw.store.memberships(&id.tenant, &id.user).await?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(QUEUED_CHUNKS);
     tokio::spawn(async move {
-        if let Err(e) = write(&gw, &id, blocks, conversations, &tx).await {
+        if let Err(e) = write(&gw, &id, profile, blocks, conversations, &tx).await {
             tracing::warn!(error = %e, "an export stopped midway");
             let _ = tx.send(Err(std::io::Error::other(e.message))).await;
         }
@@ -109,6 +123,7 @@ impl Out<'_> {
 async fn write(
     gw: &Shared,
     id: &Identity,
+    profile: switchboard_protocol::profile::Profile,
     blocks: Vec<switchboard_protocol::safety::Block>,
     conversations: Vec<(ConversationId, ConversationKind, usize)>,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
@@ -119,6 +134,11 @@ async fn write(
         user_id: &id.user,
         tenant: id.tenant.as_str(),
         exported_at: Timestamp::now(),
+        display_name: profile.display_name,
+        avatar: profile.avatar,
+        status: profile.status,
+        custom: profile.custom,
+        updated_at: profile.updated_at,
     })
     .await?;
     out.raw(r#","blocks":"#).await?;

@@ -1,7 +1,8 @@
 //! `/v1/media` (F13): `POST` grants an upload and answers with a signed URL
-//! for its bytes; `GET /v1/media/{blob_ref}` redirects the uploader, and
-//! members of a conversation with a message that references the blob, to a
-//! short-lived signed download URL. Anyone else gets 404, as for a blob
+//! for its bytes; `GET /v1/media/{blob_ref}` redirects the uploader,
+//! members of a conversation with a message that references the blob, and
+//! for an avatar every user of the tenant, to a short-lived signed
+//! download URL. Anyone else gets 404, as for a blob
 //! that does not exist: nothing tells them it does.
 
 use std::time::Duration;
@@ -157,7 +158,7 @@ pub(super) async fn grant_upload(
 /// `GET /v1/media/{blob_ref}`
 pub(super) fn download_op() -> Operation {
     Operation::get("Download media")
-        .describe("For the uploader and members of a conversation with a message that references the blob: a redirect to a download URL valid for a few minutes (5 by default). Anyone else gets 404, as for a blob that does not exist.")
+        .describe("For the uploader, members of a conversation with a message that references the blob, and (for a blob that is its uploader's profile `avatar`, v1.3) every user of the tenant: a redirect to a download URL valid for a few minutes (5 by default). Anyone else gets 404, as for a blob that does not exist.")
         .path::<String>("blob_ref", "The blob, as its grant named it.")
         .reply::<DownloadLink>(302, "Location: the download URL; the body repeats it.")
         .errors(&[404])

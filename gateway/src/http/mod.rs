@@ -23,6 +23,7 @@ mod plugin_deploys;
 mod plugins;
 mod posting;
 mod presence;
+mod profiles;
 mod public;
 mod push;
 mod reports;
@@ -201,6 +202,18 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/messages/{message_id}/versions",
             versions::list_op(),
             versions::list,
+        )
+        .route("/v1/users", profiles::list_op(), profiles::list)
+        .route("/v1/users/{user}", profiles::show_op(), profiles::show)
+        .route(
+            "/v1/me/profile",
+            profiles::patch_own_op(),
+            profiles::patch_own,
+        )
+        .route(
+            "/v1/admin/users/{user}/profile",
+            profiles::patch_custom_op(),
+            profiles::patch_custom,
         )
         .route(
             "/v1/users/{user}/presence",

@@ -2,6 +2,7 @@
 //! through REST or a frame: who acts, and on what.
 
 use serde::{Deserialize, Serialize};
+use switchboard_protocol::profile::ProfilePatch;
 use switchboard_protocol::reports::{ReportAction, ReportReason};
 use switchboard_protocol::safety::{BlockAction, ConversationPatch};
 use switchboard_protocol::{
@@ -62,6 +63,35 @@ pub struct BlockCommand {
     pub by: Actor,
     pub user: UserId,
     pub action: BlockAction,
+}
+
+/// A change of `user`'s profile (v1.3): their own (`PATCH
+/// /v1/me/profile`) or a tenant admin's of `custom`. Its conversation is
+/// the user's profile route ([`profile_route_id`]), so that one writer
+/// orders every change of one profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub user: UserId,
+    pub patch: ProfilePatch,
+}
+
+/// The conversation id a user's profile changes are addressed by: it
+/// names no conversation (none is ever made with it: a `profile:` id is
+/// not one the API gives out), only the partition whose writer keeps the
+/// profile.
+pub fn profile_route_id(user: &UserId) -> Option<ConversationId> {
+    ConversationId::new(format!("profile:{}", user.as_str()))
+        .or_else(|_| {
+            let digest = ring::digest::digest(&ring::digest::SHA256, user.as_str().as_bytes());
+            let hex: String = digest.as_ref()[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            ConversationId::new(format!("profile:{hex}"))
+        })
+        .ok()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -179,6 +179,9 @@ pub fn supersedes_key(frame: &switchboard_protocol::ServerFrame) -> Option<Strin
         switchboard_protocol::ServerFrame::Reaction { message_id, .. } => {
             Some(format!("reaction:{message_id}"))
         }
+        switchboard_protocol::ServerFrame::ProfileUpdated { profile } => {
+            Some(format!("profile:{}", profile.user_id))
+        }
         _ => None,
     }
 }

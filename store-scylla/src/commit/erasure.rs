@@ -209,6 +209,7 @@ impl Tx<'_> {
             &st.delete_user_conversations_of,
             &st.delete_unsolicited_of,
             &st.delete_blocks_of,
+            &st.delete_profile,
         ] {
             let ts = self.ts();
             self.push(partition, (ts, t.clone(), u.clone()));

@@ -69,6 +69,25 @@ impl Tx<'_> {
         }
     }
 
+    pub(super) fn write_profile(
+        &mut self,
+        tenant: &TenantId,
+        profile: &switchboard_protocol::profile::Profile,
+    ) -> StoreResult<()> {
+        let body = encode(profile)?;
+        let ts = self.ts();
+        self.push(
+            &self.store.st.insert_profile,
+            (
+                tenant.as_str().to_owned(),
+                profile.user_id.as_str().to_owned(),
+                body,
+                ts,
+            ),
+        );
+        Ok(())
+    }
+
     pub(super) fn write_report(&mut self, tenant: &TenantId, report: &Report) -> StoreResult<()> {
         let (t, id) = (tenant.as_str().to_owned(), id_db(report.report_id));
         let status = match report.status {

@@ -129,6 +129,7 @@ impl Tx<'_> {
                 present,
             } => self.write_expiry(c, at, seq, present),
             RowWrite::Report { tenant, report } => self.write_report(tenant, report)?,
+            RowWrite::Profile { tenant, profile } => self.write_profile(tenant, profile)?,
             RowWrite::AnonymisedCreator { c, e } => self.rename_creator(c, e).await?,
             RowWrite::JoinedGone { c, user } => self.drop_joined(c, user)?,
             RowWrite::UserRowsGone { tenant, user } => self.erase_user(tenant, user).await?,

@@ -326,3 +326,65 @@ pub async fn unsolicited_adds_are_recorded_within_their_limit(store: &Arc<dyn St
         .unwrap();
     assert!(exists("g4").await);
 }
+
+/// Profiles (v1.3): a put replaces the row, reads come in the order
+/// asked with `None` for users without one, tenants are apart, and the
+/// user's erasure removes theirs.
+pub async fn profiles_are_stored_replaced_and_erased(store: &Arc<dyn Store>) {
+    use switchboard_protocol::profile::{Profile, Status};
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("profiles");
+    let put = |p: Profile| Mutation::PutProfile {
+        tenant: tenant(t),
+        profile: Box::new(p),
+    };
+    let mut alice = Profile::empty(user("alice"));
+    alice.display_name = Some("Alice".into());
+    alice.status = Some(Status {
+        text: "at lunch".into(),
+        emoji: Some("🍜".into()),
+        expires_at: Some(Timestamp::from_unix_ms(5_000)),
+    });
+    alice
+        .custom
+        .insert("team".into(), serde_json::json!({"name": "blue"}));
+    alice.updated_at = Some(Timestamp::from_unix_ms(1_000));
+    store.commit(vec![put(alice.clone())]).await.unwrap();
+    let mut bob = Profile::empty(user("bob"));
+    bob.avatar = Some("avatar-ref".into());
+    bob.updated_at = Some(Timestamp::from_unix_ms(1_001));
+    store.commit(vec![put(bob.clone())]).await.unwrap();
+
+    let read = |users: &[&str]| {
+        let users = users.iter().map(|u| user(u)).collect();
+        async move { store.profiles(&tenant(t), users).await.unwrap() }
+    };
+    assert_eq!(
+        read(&["bob", "nobody", "alice"]).await,
+        vec![Some(bob.clone()), None, Some(alice.clone())]
+    );
+    assert_eq!(
+        store
+            .profiles(&tenant(&unique_tenant("other")), vec![user("alice")])
+            .await
+            .unwrap(),
+        vec![None],
+        "another tenant's alice is someone else"
+    );
+
+    // A later put replaces the whole row.
+    let mut renamed = Profile::empty(user("alice"));
+    renamed.display_name = Some("Alice B.".into());
+    renamed.updated_at = Some(Timestamp::from_unix_ms(2_000));
+    store.commit(vec![put(renamed.clone())]).await.unwrap();
+    assert_eq!(read(&["alice"]).await, vec![Some(renamed)]);
+
+    store
+        .commit(vec![Mutation::EraseUser {
+            tenant: tenant(t),
+            user: user("alice"),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(read(&["alice", "bob"]).await, vec![None, Some(bob)]);
+}

@@ -15,13 +15,13 @@ use crate::{StoreError, StoreResult};
 /// The layout's version. 2 added the keyspaces of v1.1 (member states,
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
 /// blocks, reports, expiries), 4 `joined` (erasure), filled from the
-/// current memberships as it opens (`erasure::record_joined`); an older
-/// store becomes version 4 as it opens, since the others start empty
-/// (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"4";
+/// current memberships as it opens (`erasure::record_joined`), 5
+/// `profiles` (v1.3); an older store becomes version 5 as it opens,
+/// since the others start empty (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"5";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4"];
 
 /// Every keyspace of the store.
 pub(super) struct Spaces {
@@ -98,6 +98,9 @@ pub(super) struct Spaces {
     pub blocks: Keyspace,
     /// tenant, report id (u64) → `Report` JSON (v1.2).
     pub reports: Keyspace,
+    /// tenant, user → `Profile` JSON (v1.3); no row for a user who never
+    /// set one.
+    pub profiles: Keyspace,
     /// tenant, report id (u64) → (): the open reports.
     pub open_reports: Keyspace,
     /// tenant, conversation, expires at (u64 Unix ms), seq → (): the
@@ -142,6 +145,7 @@ impl Spaces {
             bans: open("bans")?,
             blocks: open("blocks")?,
             reports: open("reports")?,
+            profiles: open("profiles")?,
             open_reports: open("open_reports")?,
             expiries: open("expiries")?,
             meta: open("meta")?,

@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fjall::Database;
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
 use switchboard_protocol::{
@@ -531,6 +532,16 @@ impl Reads for EmbeddedStore {
             safety::bans(r, s, key.tenant.as_str(), key.conversation_id.as_str())
         })
         .await
+    }
+
+    async fn profiles(
+        &self,
+        tenant: &TenantId,
+        users: Vec<UserId>,
+    ) -> StoreResult<Vec<Option<Profile>>> {
+        let t = tenant.clone();
+        self.on_snapshot(move |r, s| safety::profiles(r, s, t.as_str(), &users))
+            .await
     }
 
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {

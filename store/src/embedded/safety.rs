@@ -1,11 +1,12 @@
 //! The v1.2 safety rows in fjall: a conversation's policy and bans, a
-//! user's blocks. Reads here; the commit group writes them blindly
+//! user's blocks; and the profiles of v1.3, which are also kept per user. Reads here; the commit group writes them blindly
 //! (`apply/view.rs`), since no rule reads them back within a commit.
 
 use fjall::Readable;
 use std::collections::BTreeMap;
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 
+use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::{ConversationId, MessageId, TenantId, Timestamp, UserId};
 
@@ -37,6 +38,24 @@ pub(super) fn bans<R: Readable>(r: &R, s: &Spaces, t: &str, c: &str) -> StoreRes
             .then(a.user_id.cmp(&b.user_id))
     });
     Ok(bans)
+}
+
+/// Each user's profile, in the order asked (v1.3).
+pub(super) fn profiles<R: Readable>(
+    r: &R,
+    s: &Spaces,
+    t: &str,
+    users: &[UserId],
+) -> StoreResult<Vec<Option<Profile>>> {
+    users
+        .iter()
+        .map(|u| {
+            r.get(&s.profiles, Key::new().s(t).s(u.as_str()).bytes())
+                .map_err(storage)?
+                .map(|v| decode(&v))
+                .transpose()
+        })
+        .collect()
 }
 
 pub(super) fn blocks<R: Readable>(r: &R, s: &Spaces, t: &str, u: &str) -> StoreResult<Vec<Block>> {

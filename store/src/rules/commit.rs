@@ -247,6 +247,11 @@ pub enum Write<'a> {
         seq: u64,
         present: bool,
     },
+    /// A user's profile row as it is now (v1.3).
+    Profile {
+        tenant: &'a TenantId,
+        profile: &'a switchboard_protocol::profile::Profile,
+    },
     /// A report row as it is now (v1.2), listed among the open ones or
     /// not.
     Report {
@@ -267,8 +272,8 @@ pub enum Write<'a> {
     },
     /// Every row kept under the user (erasure): their devices with their
     /// cursors and inbox entries, their blocks and everyone's blocks of
-    /// them, their thread marks, mentions and unsolicited adds, and the
-    /// list of conversations they joined.
+    /// them, their thread marks, mentions and unsolicited adds, the list
+    /// of conversations they joined, and their profile.
     UserRowsGone { tenant: &'a TenantId, user: &'a str },
     /// The bucket's rows replaced by the archive `object`: every message
     /// row in `span` but `newest` goes with its versions and idempotency

@@ -39,6 +39,7 @@ mod plugin_host;
 mod plugins;
 mod power_loss;
 mod presence;
+mod profiles;
 mod push;
 mod receipts;
 mod runbooks;

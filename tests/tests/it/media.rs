@@ -631,3 +631,68 @@ async fn stored_media_is_bounded_per_user_and_per_tenant() {
         "{body}"
     );
 }
+
+/// Avatars (v1.3): an image the user uploaded, named in their profile,
+/// is served to every user of the tenant (and no other tenant's), and
+/// the collector keeps it though no message refers to it. Another's
+/// upload, or one that is no image, is no avatar.
+#[tokio::test]
+async fn an_avatar_is_everyones_to_see_in_the_tenant_and_kept() {
+    let media = MediaCluster::start(
+        Backend::Local,
+        1,
+        "[media]\ngc_grace_secs = 2\ngc_every_secs = 1\n",
+    )
+    .await;
+    let cluster = &media.cluster;
+    let upload = |rest: RestClient, mime: &'static str| async move {
+        let bytes = b"an avatar's bytes".to_vec();
+        let (status, ticket) = grant(&rest, mime, bytes.len() as u64).await;
+        assert_eq!(status, 201, "{ticket}");
+        let (status, body) = put(&ticket, None, bytes).await;
+        assert_eq!(status, 200, "{body}");
+        ticket["blob_ref"].as_str().unwrap().to_owned()
+    };
+    let alice = cluster.rest(0, "av_alice");
+    let bob = cluster.rest(0, "av_bob");
+    let avatar = upload(alice.clone(), "image/png").await;
+    let text = upload(alice.clone(), "text/plain").await;
+    let bobs = upload(bob.clone(), "image/png").await;
+
+    let set = |blob: &str| json!({ "avatar": blob });
+    for (blob, why) in [(&text, "not an image"), (&bobs, "someone else's")] {
+        let (status, body) = call(&alice, "PATCH", "/v1/me/profile", Some(set(blob))).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (404, Some("not_found")),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        download_url(&bob, &avatar).await.0,
+        404,
+        "not an avatar yet"
+    );
+    let (status, body) = call(&alice, "PATCH", "/v1/me/profile", Some(set(&avatar))).await;
+    assert_eq!(
+        (status, body["avatar"].as_str()),
+        (200, Some(avatar.as_str()))
+    );
+    assert_eq!(
+        download_url(&bob, &avatar).await.0,
+        302,
+        "shares nothing, same tenant"
+    );
+    let stranger = cluster.rest_as(0, OTHER_TENANT, "av_alice", false);
+    assert_eq!(download_url(&stranger, &avatar).await.0, 404);
+
+    // Past the grace the collector removes `text`, never the avatar.
+    eventually(
+        "the unreferenced upload is collected",
+        Duration::from_secs(15),
+        || async { (download_url(&alice, &text).await.0 == 404).then_some(()) },
+    )
+    .await;
+    assert_eq!(download_url(&bob, &avatar).await.0, 302);
+    assert!(media.bytes_path(&avatar).exists());
+}

@@ -41,10 +41,23 @@ pub(super) struct Batch<'a> {
     pub(super) blocking: HashSet<(TenantId, UserId, UserId)>,
     /// The reports this batch resolves, as they are now.
     pub(super) reports: HashMap<MessageId, switchboard_protocol::reports::Report>,
+    /// The profiles this batch changes, as they are now (v1.3).
+    pub(super) profiles: HashMap<(TenantId, UserId), switchboard_protocol::profile::Profile>,
+    /// Who hears of each of this batch's profile changes.
+    pub(super) audiences: HashMap<(TenantId, UserId), Audience>,
     /// When members last sent where slow mode is on, as committed.
     pub(super) last_sent: &'a LastSent,
     /// This batch's sends that slow mode counts.
     pub(super) sent_at: HashMap<(ConversationKey, UserId), Timestamp>,
+}
+
+/// Who hears of a change of one user's profile.
+#[derive(Debug, Default)]
+pub(super) struct Audience {
+    /// The user and every member of their small conversations.
+    pub users: Vec<UserId>,
+    /// Their large conversations: one event on each one's subject.
+    pub conversations: Vec<ConversationId>,
 }
 
 impl Batch<'_> {

@@ -49,6 +49,7 @@ pub(super) fn sent_key(cmd: &Command) -> Option<SentKey> {
         }
         Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
         Command::Block(_)
+        | Command::Profile(_)
         | Command::Report(_)
         | Command::ResolveReport(_)
         | Command::CreateConversation(_)

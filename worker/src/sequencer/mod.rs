@@ -31,6 +31,7 @@ mod members;
 mod pins;
 mod plan;
 mod prelude;
+mod profiles;
 mod reactions;
 mod reports;
 mod roles;
@@ -180,6 +181,10 @@ impl Sequencer {
             blocking,
             reports,
         } = safety::load(store, batch).await?;
+        let profiles::Reads {
+            profiles,
+            audiences,
+        } = profiles::load(store, batch, &self.policies).await?;
 
         let asked = consent::queries(batch, &states, &self.policies, now);
         let consent = if asked.is_empty() {
@@ -206,6 +211,8 @@ impl Sequencer {
             bans,
             blocking,
             reports,
+            profiles,
+            audiences,
             last_sent: &self.last_sent,
             sent_at: HashMap::new(),
         };
@@ -230,6 +237,7 @@ impl Sequencer {
                 Command::SetPolicy(c) => b.set_policy(c, incoming.reply_to.as_deref())?,
                 Command::Report(c) => b.report(c, incoming.reply_to.as_deref())?,
                 Command::ResolveReport(c) => b.resolve(c, incoming.reply_to.as_deref())?,
+                Command::Profile(c) => b.profile(c, incoming.reply_to.as_deref())?,
             }
             caused_by.resize(b.outcomes.len(), i);
         }

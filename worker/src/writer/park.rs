@@ -185,7 +185,8 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Unban(_)
         | Command::SetPolicy(_)
         | Command::Report(_)
-        | Command::ResolveReport(_) => Outcome::Reply {
+        | Command::ResolveReport(_)
+        | Command::Profile(_) => Outcome::Reply {
             subject: reply_to?,
             reply: refused(),
         },

@@ -28,6 +28,7 @@ impl GroupView<'_> {
             &self.s.mentions,
             &self.s.sent_by,
             &self.s.blocks,
+            &self.s.profiles,
         ];
         for space in spaces {
             for kv in scan(self.snap, space, prefix.clone()) {

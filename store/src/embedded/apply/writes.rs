@@ -147,6 +147,11 @@ impl GroupView<'_> {
                 present,
             } => self.write_expiry(c, at, seq, present),
             Write::Report { tenant, report } => self.write_report(tenant, report)?,
+            Write::Profile { tenant, profile } => {
+                let k = Key::new().s(tenant.as_str()).s(profile.user_id.as_str());
+                self.batch
+                    .insert(&self.s.profiles, k.bytes(), encode(profile)?)
+            }
             Write::AnonymisedCreator { c, e } => self.anonymise_meta(c, e)?,
             Write::JoinedGone { c, user } => {
                 self.batch.remove(&self.s.joined, by_user(c, user).bytes())
