@@ -39,6 +39,7 @@ const RESOLVED_AS = { dismiss: "Dismissed", delete_message: "Message deleted", b
 
 let client;
 let me;
+let whoSuffix = ""; // the device and role after the user's name in the header
 let tenantAdmin = false; // the token's `role` is `admin`: the reports are this user's to resolve
 let current = null;
 let details = new Map(); // conversation id -> detail (members and marks)
@@ -55,10 +56,10 @@ let pickerFor = null; // the message whose emoji picker is open
 // the results of a search); null when closed.
 let panel = null;
 /** The panels drawn without an open conversation. */
-const USER_PANELS = new Set(["blocked", "reports", "search"]);
+const USER_PANELS = new Set(["blocked", "reports", "search", "profile"]);
 /** The panels a change of the open conversation does not redraw: they
  * are not its, or hold fields being typed in. */
-const STEADY_PANELS = new Set(["blocked", "reports", "report", "search"]);
+const STEADY_PANELS = new Set(["blocked", "reports", "report", "search", "profile"]);
 // The reports list of a tenant admin: { status, reports (null while
 // read), next (the next page's cursor), told (what the last resolution
 // did) }.
@@ -178,7 +179,7 @@ function openSession(user, device, token, admin = false) {
   tenantAdmin = admin;
   $("login").hidden = true;
   $("app").hidden = false;
-  $("who").textContent = `${device ? `${user} (${device})` : user}${admin ? " · tenant admin" : ""}`;
+  whoSuffix = `${device ? ` (${device})` : ""}${admin ? " · tenant admin" : ""}`;
   $("show-reports").hidden = !admin;
   $("search").hidden = false;
   client = new SwitchboardClient({
@@ -217,6 +218,11 @@ function openSession(user, device, token, admin = false) {
     }
     if (panel && panel.kind !== "report") renderPanel();
   });
+  client.on("profile_updated", (p) => {
+    if (p.user_id === me) renderWho();
+    redrawForProfiles();
+  });
+  renderWho();
   client.on("outgoing", slowModeRefusal);
   client.on("typing", (t) => {
     if (t.conversation_id === current) renderTyping();
@@ -258,7 +264,7 @@ function showStatus(status) {
 function titleOf(c) {
   if (c.title) return c.title;
   const others = (c.members || []).map((m) => (typeof m === "string" ? m : m.user_id)).filter((u) => u !== me);
-  return others.join(", ") || c.conversation_id;
+  return others.map(nameOf).join(", ") || c.conversation_id;
 }
 
 function previewOf(c) {
@@ -501,7 +507,7 @@ function folded(m) {
 
 /** A message in one line, "sender: text", as quotes and lists show it. */
 function quoteText(m) {
-  return folded(m) ? FOLDED : `${m.sender_id}: ${describe(m.content)}`;
+  return folded(m) ? FOLDED : `${nameOf(m.sender_id)}: ${describe(m.content)}`;
 }
 
 /** The members of the open conversation (user ids), as best known. */
@@ -715,7 +721,7 @@ function messageNode(state, m, inThread = false) {
       ? bodyNode(m, m.content.text)
       : el("span", { class: "body", text: describe(m.content) });
   const meta = el("span", { class: "meta" });
-  if (!mine && !system) meta.append(el("span", { class: "sender", text: m.sender_id }));
+  if (!mine && !system) meta.append(avatarNode(m.sender_id), el("span", { class: "sender", title: m.sender_id, text: nameOf(m.sender_id) }));
   meta.append(el("time", { text: new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }));
   if (m.edited_at && !m.deleted_at) meta.append(el("span", { text: "edited" }));
   if (m.sender_device === SCHEDULED_DEVICE && !system) meta.append(el("span", { class: "scheduled-mark", title: "Sent at the time it was scheduled for", "aria-label": "scheduled", text: "🕒" }));
@@ -752,7 +758,7 @@ function messageNode(state, m, inThread = false) {
         type: "button",
         class: "thread-summary",
         "data-replies": String(replies),
-        text: `💬 ${replies} ${replies === 1 ? "reply" : "replies"} · ${m.thread.participants.slice(0, 3).join(", ")}`,
+        text: `💬 ${replies} ${replies === 1 ? "reply" : "replies"} · ${m.thread.participants.slice(0, 3).map(nameOf).join(", ")}`,
         onclick: () => openThread(m.message_id),
       }),
     );
@@ -851,6 +857,7 @@ function renderMessages(toBottom = false) {
  * and slow mode in the compose box. */
 function renderTools() {
   $("show-blocked").setAttribute("aria-pressed", panel?.kind === "blocked" ? "true" : "false");
+  $("show-profile").setAttribute("aria-pressed", panel?.kind === "profile" ? "true" : "false");
   $("show-reports").setAttribute("aria-pressed", panel?.kind === "reports" ? "true" : "false");
   if (!current) return;
   const state = client.conversation(current);
@@ -936,7 +943,7 @@ function renderTyping() {
   if (!current) return;
   const users = client.conversation(current).typingUsers().filter((u) => u !== me);
   $("typing").textContent =
-    users.length === 0 ? "" : users.length === 1 ? `${users[0]} is typing…` : `${users.join(", ")} are typing…`;
+    users.length === 0 ? "" : users.length === 1 ? `${nameOf(users[0])} is typing…` : `${users.map(nameOf).join(", ")} are typing…`;
 }
 
 async function renderPresence() {
@@ -980,6 +987,7 @@ const PANEL_TITLES = {
   reports: "Reports",
   search: "Search",
   scheduled: "Scheduled messages",
+  profile: "My profile",
 };
 
 function showPanel(next) {
@@ -1107,6 +1115,7 @@ function renderPanel() {
     reports: reportsPanel,
     search: searchPanel,
     scheduled: scheduledPanel,
+    profile: profilePanel,
   }[panel.kind];
   const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight < 40;
   if (panel.kind === "admin") panel.shows = adminSignature();
@@ -1203,7 +1212,7 @@ function membersPanel(state) {
         const row = el(
           "div",
           { class: "row" },
-          el("span", { text: user === me ? `${user} (you)` : user }),
+          el("span", { class: "person", title: user }, avatarNode(user), " ", user === me ? `${nameOf(user)} (you)` : nameOf(user), statusNode(user)),
           blocked ? el("span", { class: "blocked-tag", text: "blocked" }) : "",
           el("span", { class: "role", "data-role": role, text: role }),
         );
@@ -2121,7 +2130,7 @@ function startReply(message, inThread) {
   }
   if (editing) stopEdit();
   replyingTo = message;
-  $("replying-to").textContent = `Replying to ${message.sender_id}: ${describe(message.content)}`;
+  $("replying-to").textContent = `Replying to ${nameOf(message.sender_id)}: ${describe(message.content)}`;
   $("replying").hidden = false;
   $("text").focus();
 }
@@ -2258,6 +2267,152 @@ $("attach").addEventListener("change", async () => {
     showError("chat-error", e.message);
   }
 });
+
+// ---- Profiles (v1.3): names, avatars and statuses for user ids ----
+
+/** Users whose profiles were asked for (read a moment later, together). */
+const profilesWanted = new Set();
+let profilesTimer = null;
+let profilesRedraw = null;
+
+/** The name to show for a user: their display name once their profile
+ * is read (it is asked for the first time one is shown), else the id. */
+function nameOf(user) {
+  if (!user) return "";
+  if (!client.profiles.get(user) && !profilesWanted.has(user)) {
+    profilesWanted.add(user);
+    clearTimeout(profilesTimer);
+    profilesTimer = setTimeout(readWantedProfiles, 0);
+  }
+  return client.profiles.displayName(user);
+}
+
+function readWantedProfiles() {
+  const users = [...profilesWanted].filter((u) => !client.profiles.get(u));
+  if (!users.length) return;
+  client.profiles.load(users).catch(() => {
+    // Asked again after a while, not in a loop.
+    setTimeout(() => users.forEach((u) => profilesWanted.delete(u)), 30_000);
+  });
+}
+
+/** A round picture of the user: their avatar, else their initial. */
+function avatarNode(user, large = false) {
+  const p = client.profiles.get(user);
+  const node = el("span", { class: large ? "avatar large" : "avatar", "data-avatar": user, "aria-hidden": "true" });
+  if (p?.avatar) {
+    const img = el("img", { alt: "" });
+    const cached = blobUrls.get(p.avatar);
+    if (cached) img.src = cached;
+    else fetchBlob(p.avatar).then((url) => (img.src = url)).catch(() => img.remove());
+    node.append(img);
+  } else {
+    node.textContent = [...nameOf(user)][0]?.toUpperCase() ?? "?";
+  }
+  return node;
+}
+
+/** The user's status (emoji and text) while it lasts, or nothing. */
+function statusNode(user) {
+  const status = client.profiles.get(user)?.status;
+  if (!status) return "";
+  return el("span", { class: "status-line", "data-status": user, text: [status.emoji, status.text].filter(Boolean).join(" ") });
+}
+
+/** Profiles came in or changed: everything that shows names, once. */
+function redrawForProfiles() {
+  if (profilesRedraw) return;
+  profilesRedraw = setTimeout(() => {
+    profilesRedraw = null;
+    renderList();
+    if (current) {
+      const known = details.get(current) ?? client.conversationList.get(current);
+      if (known) $("chat-title").textContent = titleOf(known);
+      renderMessages();
+      renderTyping();
+    }
+    if (panel && !STEADY_PANELS.has(panel.kind)) renderPanel();
+  }, 50);
+}
+
+function renderWho() {
+  const who = $("who");
+  who.replaceChildren(avatarNode(me), " ", nameOf(me), whoSuffix, statusNode(me));
+}
+
+$("show-profile").addEventListener("click", () => {
+  if (panel?.kind === "profile") closePanel();
+  else showPanel({ kind: "profile", saved: "" });
+});
+
+/** When a status set now clears, by the choice of the form. */
+const STATUS_FOR = [["", "Don't clear"], ["3600", "1 hour"], ["14400", "4 hours"], ["today", "Today"]];
+
+function clearsAt(choice) {
+  if (!choice) return null;
+  if (choice === "today") {
+    const end = new Date();
+    end.setHours(23, 59, 59, 0);
+    return end.toISOString();
+  }
+  return new Date(Date.now() + Number(choice) * 1000).toISOString();
+}
+
+/** The user's own profile: name, picture and status. */
+function profilePanel() {
+  const p = client.profiles.get(me);
+  const name = el("input", { id: "profile-name", maxLength: 64, value: p?.display_name ?? "", placeholder: me, autocomplete: "off" });
+  const emoji = el("input", { id: "profile-emoji", maxLength: 8, value: p?.status?.emoji ?? "", placeholder: "🙂", autocomplete: "off" });
+  const text = el("input", { id: "profile-status", maxLength: 140, value: p?.status?.text ?? "", placeholder: "What's your status?", autocomplete: "off" });
+  const clears = el("select", { id: "profile-clears" }, ...STATUS_FOR.map(([v, label]) => el("option", { value: v, text: label })));
+  const picture = el("input", { type: "file", id: "profile-avatar", accept: "image/*" });
+  const save = async () => {
+    const status = text.value.trim() || emoji.value.trim()
+      ? { text: text.value.trim(), emoji: emoji.value.trim() || null, expires_at: clearsAt(clears.value) }
+      : null;
+    await updateProfile({ display_name: name.value.trim() || null, status });
+  };
+  picture.addEventListener("change", async () => {
+    const file = picture.files[0];
+    if (!file) return;
+    try {
+      const upload = await client.rest.upload(file, file.type || "image/png", "image");
+      await updateProfile({ avatar: upload.blob_ref });
+    } catch (e) {
+      showError("panel-error", e.message);
+    }
+  });
+  return [
+    el(
+      "form",
+      { id: "profile-form", "aria-label": "Your profile", onsubmit: (e) => (e.preventDefault(), save()) },
+      el("div", { class: "row" }, avatarNode(me, true), el("span", { class: "note", text: `Signed in as ${me}` })),
+      el("label", { htmlFor: "profile-avatar", text: "Picture" }),
+      picture,
+      p?.avatar ? el("button", { type: "button", id: "profile-avatar-remove", text: "Remove picture", onclick: () => updateProfile({ avatar: null }) }) : "",
+      el("label", { htmlFor: "profile-name", text: "Display name" }),
+      name,
+      el("label", { htmlFor: "profile-emoji", text: "Status" }),
+      el("div", { class: "status-row" }, emoji, text),
+      el("label", { htmlFor: "profile-clears", text: "Clear the status after" }),
+      clears,
+      el("div", { class: "row" }, el("button", { type: "submit", id: "profile-save", text: "Save" }), el("span", { class: "note", id: "profile-saved", role: "status", text: panel.saved ?? "" })),
+    ),
+  ];
+}
+
+async function updateProfile(patch) {
+  try {
+    await client.rest.updateProfile(patch);
+    showError("panel-error", "");
+    if (panel?.kind === "profile") {
+      panel.saved = "Saved: everyone you share a conversation with sees it.";
+      renderPanel();
+    }
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+}
 
 // A reload keeps the session (this browser's dev user, or this tab's
 // pasted token) and the open conversation.

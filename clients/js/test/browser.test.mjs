@@ -992,3 +992,58 @@ test("scheduling: a message scheduled a few seconds ahead is listed, one is canc
   }
   for (const page of [lise, mads]) await page.context().close();
 });
+
+test("profiles: a user sets a name, a picture and a status; the other member sees them on messages, in the list, the members and the header, live and after a reload", async () => {
+  const group = await groupOf("rosa", ["sam"], "Garden club");
+  const direct = await directOf("rosa", "sam");
+  const sam = await signIn("sam", FEATURE);
+  const rosa = await signIn("rosa", FEATURE);
+  await openChat(rosa, group);
+  await say(rosa, "the tulips are out");
+  await openChat(sam, group);
+  await bodies(sam, "the tulips are out").waitFor();
+  // No profile yet: the id stands for the name, the initial for the picture.
+  await sam.locator(".msg .sender", { hasText: "rosa" }).waitFor();
+  await sam.locator('.msg .avatar[data-avatar="rosa"]', { hasText: "R" }).waitFor();
+
+  // Rosa edits her profile: a name and a status, then a picture.
+  await rosa.click("#show-profile");
+  await rosa.fill("#profile-name", "Rosa Gardener");
+  await rosa.fill("#profile-emoji", "🌷");
+  await rosa.fill("#profile-status", "in the garden");
+  await rosa.selectOption("#profile-clears", "14400");
+  await rosa.click("#profile-save");
+  await rosa.locator("#profile-saved", { hasText: "Saved" }).waitFor();
+  await rosa.setInputFiles("#profile-avatar", { name: "me.png", mimeType: "image/png", buffer: PNG });
+  await rosa.locator("#who .avatar img").waitFor();
+  await rosa.locator("#who", { hasText: "Rosa Gardener" }).waitFor();
+  await rosa.locator("#who .status-line", { hasText: "🌷 in the garden" }).waitFor();
+  await rosa.screenshot({ path: `${screenshots}profile-edit.png` });
+
+  // Sam sees it live: the name on her message, her picture, the direct
+  // conversation's title in the list, the members with her status.
+  await sam.locator(".msg .sender", { hasText: "Rosa Gardener" }).waitFor();
+  await sam.waitForFunction(() => {
+    const img = document.querySelector('.msg .avatar[data-avatar="rosa"] img');
+    return img && img.complete && img.naturalWidth === 48;
+  });
+  await sam.locator(`#conversations button[data-conversation="${direct}"]`, { hasText: "Rosa Gardener" }).waitFor();
+  await sam.click("#show-members");
+  await sam.locator('#panel li[data-member="rosa"]', { hasText: "Rosa Gardener" }).waitFor();
+  await sam.locator('#panel li[data-member="rosa"] .status-line', { hasText: "in the garden" }).waitFor();
+  await sam.mouse.move(1, 1);
+  await sam.screenshot({ path: `${screenshots}profiles.png` });
+
+  // After a reload the names are read again.
+  await sam.reload();
+  await sam.waitForSelector("#login", { state: "hidden" });
+  await sam.locator(".msg .sender", { hasText: "Rosa Gardener" }).waitFor();
+
+  // The status is cleared from the form; the name stays.
+  await rosa.fill("#profile-emoji", "");
+  await rosa.fill("#profile-status", "");
+  await rosa.click("#profile-save");
+  await rosa.waitForFunction(() => !document.querySelector("#who .status-line"));
+  await rosa.locator("#who", { hasText: "Rosa Gardener" }).waitFor();
+  for (const page of [rosa, sam]) await page.context().close();
+});
