@@ -370,6 +370,38 @@ async fn slow_mode_holds_plain_members_to_one_message_per_period() {
     assert_eq!(view["disappearing_secs"], 3600);
 }
 
+/// A v1.2 promise: slow mode's clock is the senders' own rows, so a
+/// writer that takes the partition over (here: the only worker stopped
+/// and started again) holds a member to the wait their last message
+/// began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_mode_holds_across_a_writer_hand_over() {
+    let mut cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(ConversationKind::Group, "sh_own", &["sh_mem"])
+        .await;
+    let owner = cluster.rest(0, "sh_own");
+    let path = format!("/v1/conversations/{group}");
+    let (status, _) = call(&owner, "PATCH", &path, Some(json!({"slow_mode_secs": 120}))).await;
+    assert_eq!(status, 200);
+    let mut member = cluster.ws(0, "sh_mem", "m").await;
+    send_acked(&mut member, &group, "before", "before the hand-over").await;
+
+    cluster.workers[0].terminate().await;
+    cluster.workers[0].restart().await;
+    cluster
+        .wait_for_writers(ClusterSpec::default().partitions, Duration::from_secs(30))
+        .await;
+
+    let (code, wait) = send_refused(&mut member, &group, "after").await;
+    assert_eq!(code, ErrorCode::RateLimited);
+    let wait = wait.expect("retry_after_ms");
+    assert!(wait > 60_000 && wait <= 120_000, "{wait}");
+    // The owner is not held, and the member's refusal did not count as a send.
+    let mut own = cluster.ws(0, "sh_own", "o").await;
+    send_acked(&mut own, &group, "o1", "owners go").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_reach_tenant_admins_only_and_resolutions_act_through_the_writer() {
     let cluster = Cluster::start(ClusterSpec::default()).await;

@@ -51,9 +51,10 @@ pub struct Sequencer {
     cache: HashMap<ConversationKey, SequencerState>,
     cache_limit: usize,
     policies: Policies,
-    /// When each member last sent, in conversations with slow mode on.
-    /// Kept in memory only: a writer that takes the partition over lets
-    /// each member's next message through at once.
+    /// When each member last sent, in conversations with slow mode on:
+    /// what this writer saw, and what it read of the senders' own rows
+    /// where it saw nothing (`safety::recall_last_sends`), so a writer
+    /// that takes the partition over holds them to the same clock.
     last_sent: LastSent,
 }
 
@@ -121,6 +122,8 @@ impl Sequencer {
             let loaded = store.sequencer_states(missing.clone()).await?;
             states.extend(missing.into_iter().zip(loaded));
         }
+
+        safety::recall_last_sends(store, batch, &states, &mut self.last_sent).await?;
 
         let sent_keys: Vec<SentKey> = if check_sent {
             batch.iter().filter_map(|i| sent_key(&i.command)).collect()

@@ -71,6 +71,55 @@ pub(super) fn ban_refusal(
     }
 }
 
+/// Rows of a sender read to find their last send: system messages they
+/// caused (a pin, a member added) are passed over.
+const RECALLED_ROWS: usize = 4;
+
+/// Slow mode across a hand-over: a sender's last send in a conversation
+/// with slow mode, when this writer does not know it (it took the
+/// partition over, or its cache started over), is read from the sender's
+/// own rows (`sent_by`): their newest message there that is no system
+/// message. One read per sender and conversation per writer; a sender
+/// with none is remembered as having sent at the epoch.
+pub(super) async fn recall_last_sends(
+    store: &dyn Store,
+    batch: &[Incoming],
+    states: &HashMap<ConversationKey, Option<SequencerState>>,
+    last_sent: &mut LastSent,
+) -> Result<(), SequenceError> {
+    let mut asked = HashSet::new();
+    for incoming in batch {
+        let Command::Send(c) = &incoming.command else {
+            continue;
+        };
+        let key = key(&c.tenant, &c.conversation_id);
+        let Some(Some(state)) = states.get(&key) else {
+            continue;
+        };
+        let known = last_sent
+            .get(&key)
+            .is_some_and(|senders| senders.contains_key(&c.sender));
+        if state.policy.slow_mode_secs == 0
+            || state.role_of(&c.sender).moderates()
+            || known
+            || !asked.insert((key.clone(), c.sender.clone()))
+        {
+            continue;
+        }
+        let rows = store.sent_by(&key, &c.sender, None, RECALLED_ROWS).await?;
+        let at = rows
+            .into_iter()
+            .filter_map(|row| row.message)
+            .find(|m| !matches!(m.content, Some(Content::System(_))))
+            .map_or(Timestamp::from_unix_ms(0), |m| m.created_at);
+        last_sent
+            .entry(key)
+            .or_default()
+            .insert(c.sender.clone(), at);
+    }
+    Ok(())
+}
+
 /// What a batch's safety checks read: the bans of the conversations it
 /// adds members to, bans or unbans in (or resolves reports of), the blocks
 /// between the users of each direct conversation it creates, and the
