@@ -38,15 +38,54 @@ pub fn dead_subject(tenant: &TenantId) -> String {
     format!("{DEAD_PREFIX}.{}", token(tenant.as_str()))
 }
 
+/// When the message an event carries expires, if it does: the event
+/// leaves the stream then ([`crate::publish::HEADER_TTL`]).
+pub fn expires_at(event: &WebhookEvent) -> Option<switchboard_protocol::Timestamp> {
+    let at = event.data.get("message")?.get("expires_at")?;
+    serde_json::from_value(at.clone()).ok()
+}
+
+/// How long a stream keeps an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// As long as the stream's limits say.
+    AsLimited,
+    /// No longer than this [`crate::publish::HEADER_TTL`]: the message it
+    /// is about expires then.
+    For(String),
+    /// Not at all: the message it is about expired already.
+    Never,
+}
+
+/// How long an event is kept, by the message it is about.
+pub fn kept(event: &WebhookEvent) -> Kept {
+    match expires_at(event) {
+        None => Kept::AsLimited,
+        Some(at) => match crate::publish::ttl_until(at, switchboard_protocol::Timestamp::now()) {
+            Some(ttl) => Kept::For(ttl),
+            None => Kept::Never,
+        },
+    }
+}
+
 /// Publishes an event; the future resolves once JetStream stored it.
+/// `None`: the message it is about expired already, so it is not stored.
 pub async fn publish(
     js: &jetstream::Context,
     event: &WebhookEvent,
-) -> Result<PublishAckFuture, BackboneError> {
+) -> Result<Option<PublishAckFuture>, BackboneError> {
+    let kept = kept(event);
+    if kept == Kept::Never {
+        return Ok(None);
+    }
     let body = serde_json::to_vec(event).map_err(BackboneError::encoding)?;
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", event.id.as_str());
+    if let Kept::For(ttl) = kept {
+        headers.insert(crate::publish::HEADER_TTL, ttl.as_str());
+    }
     js.publish_with_headers(event_subject(&event.tenant), headers, body.into())
         .await
+        .map(Some)
         .map_err(|e| BackboneError::nats("publishing an event", e))
 }

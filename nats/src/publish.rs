@@ -9,6 +9,21 @@ use async_nats::jetstream::publish::PublishAck;
 
 use crate::error::BackboneError;
 
+/// Header of a message JetStream removes by itself when its time is up
+/// (on streams with `allow_msg_ttl`): copies of content that expires.
+pub const HEADER_TTL: &str = "Nats-TTL";
+
+/// The [`HEADER_TTL`] of a copy of content that expires at `expires_at`:
+/// the whole seconds left, at least one; `None` when the time is past,
+/// and the copy must not be stored at all.
+pub fn ttl_until(
+    expires_at: switchboard_protocol::Timestamp,
+    now: switchboard_protocol::Timestamp,
+) -> Option<String> {
+    let left = expires_at.unix_ms().saturating_sub(now.unix_ms());
+    (left > 0).then(|| format!("{}s", (left + 999) / 1000))
+}
+
 /// Publishes and waits until JetStream stored it; `what` names it in the
 /// error, whose source is the client's.
 pub async fn publish_stored(

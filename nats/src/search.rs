@@ -52,6 +52,10 @@ pub enum IndexOp {
         sender: UserId,
         created_at: Timestamp,
         text: String,
+        /// When the message expires (v1.2 retention and disappearing
+        /// messages): the feed keeps its text no longer than that.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_at: Option<Timestamp>,
     },
     /// Messages that went (deleted, expired, erased): by `seq`.
     Remove {
@@ -104,6 +108,7 @@ impl IndexOp {
             sender: message.sender_id.clone(),
             created_at: message.created_at,
             text,
+            expires_at: message.expires_at,
         })
     }
 }

@@ -168,6 +168,7 @@ impl SearchIndex {
                 sender,
                 created_at,
                 text,
+                ..
             } => {
                 let conversation = conversation_key(tenant, conversation_id);
                 let key = format!("{conversation}{SEP}{seq}");
@@ -445,6 +446,7 @@ mod tests {
             sender: UserId::new(sender).unwrap(),
             created_at: Timestamp::from_unix_ms(at),
             text: text.to_owned(),
+            expires_at: None,
         }
     }
 

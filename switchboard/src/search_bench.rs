@@ -132,6 +132,7 @@ pub fn run(args: SearchBenchArgs) -> anyhow::Result<()> {
             sender: sender.clone(),
             created_at: Timestamp::now(),
             text: text.join(" "),
+            expires_at: None,
         })?;
         if (n + 1) % 100_000 == 0 {
             index.commit(n + 1)?;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
-use switchboard_nats::events::{HEADER_WEBHOOK_ERROR, HEADER_WEBHOOK_URL, dead_subject};
+use switchboard_nats::events::{HEADER_WEBHOOK_ERROR, HEADER_WEBHOOK_URL, Kept, dead_subject};
 use switchboard_nats::publish::publish_stored;
 use switchboard_protocol::webhooks::{WebhookEndpoint, WebhookEvent};
 use tokio::sync::Notify;
@@ -228,6 +228,12 @@ async fn dead_letter(
     why: &str,
 ) {
     let mut headers = HeaderMap::new();
+    // A dead letter about a message that expired is not kept either.
+    match switchboard_nats::events::kept(event) {
+        Kept::For(ttl) => headers.insert(switchboard_nats::publish::HEADER_TTL, ttl.as_str()),
+        Kept::AsLimited => {}
+        Kept::Never => return,
+    }
     headers.insert(HEADER_WEBHOOK_URL, endpoint.url.as_str());
     let why: String = why.chars().filter(|c| !c.is_control()).take(300).collect();
     headers.insert(HEADER_WEBHOOK_ERROR, why.as_str());

@@ -402,6 +402,101 @@ async fn slow_mode_holds_across_a_writer_hand_over() {
     send_acked(&mut own, &group, "o1", "owners go").await;
 }
 
+/// The copies of an expiring message's text on the backbone: stream
+/// messages of `stream` holding `text`, each with its `Nats-TTL` if any.
+async fn copies(client: &async_nats::Client, stream: &str, text: &str) -> Vec<Option<String>> {
+    let js = async_nats::jetstream::new(client.clone());
+    let mut stream = js.get_stream(stream).await.unwrap();
+    let state = stream.info().await.unwrap().state.clone();
+    let mut found = Vec::new();
+    if state.messages == 0 {
+        return found;
+    }
+    for seq in state.first_sequence..=state.last_sequence {
+        let Ok(m) = stream.get_raw_message(seq).await else {
+            continue;
+        };
+        if String::from_utf8_lossy(&m.payload).contains(text) {
+            let ttl = m.headers.get("Nats-TTL").map(|v| v.as_str().to_owned());
+            found.push(ttl);
+        }
+    }
+    found
+}
+
+/// A v1.2 promise: a message past its disappearing time is gone for
+/// good, its copies on the search feed (`SB_INDEX`) and the outbound
+/// events (`SB_EVENTS`) too: they carry the message's time left as
+/// `Nats-TTL`, so JetStream drops them with it. A message that does not
+/// expire keeps its copies as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiring_messages_copies_leave_the_feeds_with_it() {
+    let mut spec = ClusterSpec::with_operator_api();
+    spec.extra_config
+        .push_str("\n[push]\nallow_private_targets = true\n");
+    let cluster = Cluster::start(spec).await;
+    let (url, _arrivals) = hook_endpoint(axum::http::StatusCode::OK).await;
+    give_tenant_a_webhook(&cluster, &url).await;
+    let fleeting = cluster
+        .create(ConversationKind::Group, "tt_own", &["tt_mem"])
+        .await;
+    let lasting = cluster
+        .create(ConversationKind::Group, "tt_own", &["tt_other"])
+        .await;
+    let owner = cluster.rest(0, "tt_own");
+    let path = format!("/v1/conversations/{fleeting}");
+    let (status, _) = call(
+        &owner,
+        "PATCH",
+        &path,
+        Some(json!({"disappearing_secs": 5})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut ws = cluster.ws(0, "tt_own", "d").await;
+    send_acked(&mut ws, &fleeting, "f1", "fleeting xyzzy words").await;
+    send_acked(&mut ws, &lasting, "l1", "lasting plugh words").await;
+
+    let client = cluster.nats.client().await;
+    for stream in ["SB_INDEX", "SB_EVENTS"] {
+        let held = switchboard_tests::eventually(
+            &format!("the copies on {stream}"),
+            Duration::from_secs(5),
+            || async {
+                let held = copies(&client, stream, "xyzzy").await;
+                let lasting = copies(&client, stream, "plugh").await;
+                (!held.is_empty() && !lasting.is_empty()).then_some((held, lasting))
+            },
+        )
+        .await;
+        let (fleeting_copies, lasting_copies) = held;
+        for ttl in fleeting_copies {
+            let secs: u64 = ttl.expect("a TTL").trim_end_matches('s').parse().unwrap();
+            assert!((1..=5).contains(&secs), "{stream}: {secs}");
+        }
+        assert!(lasting_copies.iter().all(Option::is_none), "{stream}");
+    }
+    // Past its time, no copy is left; the lasting message's stay.
+    switchboard_tests::eventually(
+        "the fleeting copies gone",
+        Duration::from_secs(15),
+        || async {
+            let mut left = 0;
+            for stream in ["SB_INDEX", "SB_EVENTS"] {
+                left += copies(&client, stream, "xyzzy").await.len();
+            }
+            (left == 0).then_some(())
+        },
+    )
+    .await;
+    for stream in ["SB_INDEX", "SB_EVENTS"] {
+        assert!(
+            !copies(&client, stream, "plugh").await.is_empty(),
+            "{stream}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_reach_tenant_admins_only_and_resolutions_act_through_the_writer() {
     let cluster = Cluster::start(ClusterSpec::default()).await;

@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use switchboard_nats::BackboneError;
-use switchboard_nats::publish::publish_stored;
+use switchboard_nats::publish::{HEADER_TTL, publish_stored, ttl_until};
 use switchboard_nats::search::{IndexOp, index_subject};
 use tokio::sync::{mpsc, oneshot};
 
@@ -208,35 +208,56 @@ async fn settle_round(js: &jetstream::Context, subject: &str, enabled: bool, rou
 }
 
 /// Stores `ops` on the feed, in order, in messages of at most
-/// [`MAX_FEED_MESSAGE`] bytes.
+/// [`MAX_FEED_MESSAGE`] bytes. The text of a message that expires
+/// (retention, disappearing messages) is kept no longer than the message
+/// lives: its put goes in a message of its own time to live (`Nats-TTL`;
+/// consecutive changes with the same one go together, so the order
+/// holds), and one whose time is past is not stored at all.
 async fn store_ops(
     js: &jetstream::Context,
     subject: &str,
     ops: &[IndexOp],
 ) -> Result<(), BackboneError> {
-    let mut bodies = vec![String::new()];
+    let now = switchboard_protocol::Timestamp::now();
+    let mut bodies: Vec<(Option<String>, String)> = Vec::new();
     for op in ops {
-        match serde_json::to_string(op) {
-            Ok(line) => {
-                if let Some(body) = bodies.last_mut()
-                    && !body.is_empty()
-                    && body.len() + line.len() + 1 > MAX_FEED_MESSAGE
-                {
-                    bodies.push(String::new());
-                }
-                if let Some(body) = bodies.last_mut() {
-                    let _ = writeln!(body, "{line}");
-                }
+        let ttl = match op {
+            IndexOp::Put {
+                expires_at: Some(at),
+                ..
+            } => match ttl_until(*at, now) {
+                Some(ttl) => Some(ttl),
+                None => continue,
+            },
+            _ => None,
+        };
+        let line = match serde_json::to_string(op) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!(error = %e, "an index change does not encode");
+                continue;
             }
-            Err(e) => tracing::warn!(error = %e, "an index change does not encode"),
+        };
+        let fits = bodies.last().is_some_and(|(same, body)| {
+            *same == ttl && body.len() + line.len() < MAX_FEED_MESSAGE
+        });
+        if !fits {
+            bodies.push((ttl, String::new()));
+        }
+        if let Some((_, body)) = bodies.last_mut() {
+            let _ = writeln!(body, "{line}");
         }
     }
-    for body in bodies {
+    for (ttl, body) in bodies {
+        let mut headers = HeaderMap::new();
+        if let Some(ttl) = ttl {
+            headers.insert(HEADER_TTL, ttl.as_str());
+        }
         // One at a time: the feed's order is the index's.
         let stored = publish_stored(
             js,
             subject.to_owned(),
-            HeaderMap::new(),
+            headers,
             body.into(),
             "index changes",
         )

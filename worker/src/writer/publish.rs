@@ -135,7 +135,9 @@ async fn publish_outbound(ctx: &Ctx, outbound: Vec<switchboard_protocol::webhook
     let mut stored = Vec::with_capacity(outbound.len());
     for event in &outbound {
         match switchboard_nats::events::publish(&ctx.js, event).await {
-            Ok(ack) => stored.push(ack),
+            Ok(Some(ack)) => stored.push(ack),
+            // About a message that expired already: never stored.
+            Ok(None) => {}
             Err(e) => {
                 crate::metrics::event_lost();
                 tracing::warn!(error = %e, id = %event.id, "an outbound event was not published");
