@@ -34,6 +34,29 @@ pub enum EventType {
     /// `data.reporter`, `data.reason`.
     #[serde(rename = "report.created")]
     ReportCreated,
+    /// A member's role changed (v1.3 of the stream): `data.user_ids` (the
+    /// member), `data.actor`, `data.message` (its system message, whose
+    /// `content.role` is the new role).
+    #[serde(rename = "member.role_changed")]
+    MemberRoleChanged,
+    /// A member was banned: `data.user_ids`, `data.actor`, `data.message`.
+    #[serde(rename = "member.banned")]
+    MemberBanned,
+    /// A ban was lifted: `data.user_ids`, `data.actor`, `data.message`.
+    #[serde(rename = "member.unbanned")]
+    MemberUnbanned,
+    /// A message was pinned: `data.actor`, `data.message` (the system
+    /// message, naming the pinned one).
+    #[serde(rename = "message.pinned")]
+    MessagePinned,
+    /// A message was unpinned: `data.actor`, `data.message`.
+    #[serde(rename = "message.unpinned")]
+    MessageUnpinned,
+    /// The settings that affect every member changed (slow mode,
+    /// retention, disappearing messages): `data.actor`, `data.message`
+    /// (its `content.policy` is what holds now).
+    #[serde(rename = "conversation.updated")]
+    ConversationUpdated,
 }
 
 impl EventType {
@@ -45,6 +68,12 @@ impl EventType {
             Self::MemberAdded => "member.added",
             Self::MemberRemoved => "member.removed",
             Self::ReportCreated => "report.created",
+            Self::MemberRoleChanged => "member.role_changed",
+            Self::MemberBanned => "member.banned",
+            Self::MemberUnbanned => "member.unbanned",
+            Self::MessagePinned => "message.pinned",
+            Self::MessageUnpinned => "message.unpinned",
+            Self::ConversationUpdated => "conversation.updated",
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct FileConfig {
     /// retention is visited, in seconds (default 3600): the most such a
     /// message outlives its time.
     pub tenant_retention_pass_secs: Option<u64>,
+    /// Which events go to `SB_EVENTS`: `"webhooks"` (the default: the
+    /// types some webhook of their tenant wants) or `"all"` (every event
+    /// of every tenant, for operators consuming the stream).
+    pub event_stream: Option<switchboard_worker::EventStream>,
     /// On SIGTERM, how long a gateway's connections may take to see their
     /// in-flight sends answered before they are closed with 1012, in
     /// milliseconds (default 10000; at most 15000, inside the 20 s grace).

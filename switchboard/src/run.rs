@@ -503,6 +503,9 @@ pub fn worker_config(
     if let Some(secs) = file.tenant_retention_pass_secs {
         config.tenant_retention_pass_every = Duration::from_secs(secs.max(1));
     }
+    if let Some(stream) = file.event_stream {
+        config.event_stream = stream;
+    }
     if let Some(archive) = &file.archive {
         if u64::from(archive.after_days) * 86_400 < config.inbox_ttl.as_secs() {
             tracing::warn!(

@@ -38,6 +38,8 @@ pub struct WorkerConfig {
     /// a message goes at most this long after its time. Slower than
     /// `expiry_pass_every`: it visits every conversation of the tenant.
     pub tenant_retention_pass_every: Duration,
+    /// Which events go to `SB_EVENTS` (file: `event_stream`).
+    pub event_stream: EventStream,
     /// Moving old buckets to the blob store (F14); `None` keeps everything
     /// in the store.
     pub archive: Option<ArchiveConfig>,
@@ -109,11 +111,25 @@ impl WorkerConfig {
             inbox_sweep_every: Duration::from_secs(3600),
             expiry_pass_every: Duration::from_secs(60),
             tenant_retention_pass_every: Duration::from_secs(3600),
+            event_stream: EventStream::default(),
             archive: None,
             status: Arc::default(),
             services: Default::default(),
         }
     }
+}
+
+/// Which events writers store on `SB_EVENTS`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStream {
+    /// Those of the types some webhook of their tenant wants (what the
+    /// webhooks need).
+    #[default]
+    Webhooks,
+    /// Every event of every tenant, for operators who consume the stream
+    /// themselves (`nats consumer add SB_EVENTS ...`).
+    All,
 }
 
 /// The archiver's settings.

@@ -30,7 +30,7 @@ use async_nats::jetstream;
 use switchboard_nats::definitions::{LAST_SEEN_BUCKET, PRESENCE_BUCKET, WORKERS_BUCKET};
 use switchboard_store::Store;
 
-pub use config::{ArchiveConfig, WorkerConfig, WorkerStatus};
+pub use config::{ArchiveConfig, EventStream, WorkerConfig, WorkerStatus};
 use ctx::Ctx;
 pub use error::WorkerError;
 use fence::Leadership;

@@ -3716,7 +3716,7 @@ export interface components {
         };
         ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
         /** @description What happened. */
-        EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created";
+        EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created" | "member.role_changed" | "member.banned" | "member.unbanned" | "message.pinned" | "message.unpinned" | "conversation.updated";
         /** @description Firebase Cloud Messaging, HTTP v1 API, with a service account. */
         FcmSettings: {
             /** @default https://fcm.googleapis.com */

@@ -693,3 +693,80 @@ async fn each_tenant_with_webhooks_has_its_own_consumer() {
     )
     .await;
 }
+
+/// The event stream an operator turns on (`event_stream = "all"`):
+/// every event of every tenant is on `SB_EVENTS`, webhooks or none, the
+/// pins, bans, roles and settings events among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_stream_holds_every_event_of_every_tenant() {
+    let mut spec = ClusterSpec::default();
+    spec.extra_config.push_str("event_stream = \"all\"\n");
+    let cluster = Cluster::start(spec).await;
+    // The cluster's own tenant, with no webhook at all.
+    let group = cluster
+        .create(ConversationKind::Group, "es_own", &["es_mem", "es_out"])
+        .await;
+    let owner = cluster.rest(0, "es_own");
+    let path = |rest: &str| format!("/v1/conversations/{group}{rest}");
+    let mut ws = cluster.ws(0, "es_own", "d").await;
+    let (message_id, _) = send_acked(&mut ws, &group, "e1", "for the stream").await;
+    let steps = [
+        ("PATCH", path("/members/es_mem"), json!({"role": "admin"})),
+        (
+            "POST",
+            path("/pins"),
+            json!({"message_id": message_id.to_string()}),
+        ),
+        ("DELETE", path(&format!("/pins/{message_id}")), Value::Null),
+        ("POST", path("/bans"), json!({"user_id": "es_out"})),
+        ("DELETE", path("/bans/es_out"), Value::Null),
+        ("PATCH", path(""), json!({"slow_mode_secs": 10})),
+    ];
+    for (method, at, body) in steps {
+        let body = (!body.is_null()).then_some(body);
+        let (status, answer) = call(&owner, method, &at, body).await;
+        assert!(
+            (200..300).contains(&status),
+            "{method} {at}: {status} {answer}"
+        );
+    }
+
+    let client = cluster.nats.client().await;
+    let js = async_nats::jetstream::new(client);
+    let wanted = [
+        "message.created",
+        "member.role_changed",
+        "message.pinned",
+        "message.unpinned",
+        "member.banned",
+        "member.unbanned",
+        "conversation.updated",
+    ];
+    let seen = eventually("every event on SB_EVENTS", Duration::from_secs(10), || {
+        let js = js.clone();
+        let group = group.clone();
+        async move {
+            let mut stream = js.get_stream("SB_EVENTS").await.ok()?;
+            let state = stream.info().await.ok()?.state.clone();
+            let mut types = Vec::new();
+            for seq in state.first_sequence..=state.last_sequence {
+                if let Ok(m) = stream.get_raw_message(seq).await {
+                    let event: Value = serde_json::from_slice(&m.payload).ok()?;
+                    if event["conversation_id"] == group.as_str() {
+                        types.push(event["type"].as_str().unwrap_or_default().to_owned());
+                    }
+                }
+            }
+            wanted
+                .iter()
+                .all(|w| types.iter().any(|t| t == w))
+                .then_some(types)
+        }
+    })
+    .await;
+    assert_eq!(
+        seen.iter().filter(|t| *t == "message.created").count(),
+        1,
+        "{seen:?}"
+    );
+}

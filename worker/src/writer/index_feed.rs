@@ -238,9 +238,9 @@ async fn store_ops(
                 continue;
             }
         };
-        let fits = bodies.last().is_some_and(|(same, body)| {
-            *same == ttl && body.len() + line.len() < MAX_FEED_MESSAGE
-        });
+        let fits = bodies
+            .last()
+            .is_some_and(|(same, body)| *same == ttl && body.len() + line.len() < MAX_FEED_MESSAGE);
         if !fits {
             bodies.push((ttl, String::new()));
         }

@@ -119,9 +119,10 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
 /// the command it comes from, if traced, and stores its outbound events;
 /// returns its index changes, which the batch's ack follows.
 pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>) -> Vec<IndexOp> {
-    let outbound = super::webhook_events::events_of(&ctx.tenants, &outcomes, || {
-        ctx.ids.next_id().ok().map(|id| id.to_string())
-    });
+    let outbound =
+        super::webhook_events::events_of(&ctx.tenants, ctx.config.event_stream, &outcomes, || {
+            ctx.ids.next_id().ok().map(|id| id.to_string())
+        });
     let indexed = crate::writer::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
     events(ctx, outcomes).await;
     publish_outbound(ctx, outbound).await;

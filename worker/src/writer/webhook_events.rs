@@ -12,20 +12,24 @@ use switchboard_protocol::webhooks::{EventType, WebhookEvent};
 use switchboard_protocol::{Content, Message, ServerFrame, TenantId, Timestamp};
 
 use super::apply::Traced;
+use crate::config::EventStream;
 use crate::sequencer::Outcome;
 
-/// The events of `outcomes` that some webhook of their tenant wants.
-/// `next_id` names the events that are not about a message's version (a
-/// reaction).
+/// The events of `outcomes` that some webhook of their tenant wants, or
+/// all of them where the operator stores every event (`event_stream =
+/// "all"`). `next_id` names the events that are not about a message's
+/// version (a reaction).
 pub(super) fn events_of(
     tenants: &TenantBook,
+    stream: EventStream,
     outcomes: &[Traced],
     mut next_id: impl FnMut() -> Option<String>,
 ) -> Vec<WebhookEvent> {
     let wants = |tenant: &TenantId, kind: EventType| {
-        tenants
-            .get(tenant)
-            .is_some_and(|record| record.wants_events(kind))
+        stream == EventStream::All
+            || tenants
+                .get(tenant)
+                .is_some_and(|record| record.wants_events(kind))
     };
     let mut events = Vec::new();
     for (outcome, _) in outcomes {
@@ -114,13 +118,20 @@ pub(super) fn events_of(
 }
 
 /// A new message's event: `message.created`, or for the system message
-/// of a membership change `member.added` / `member.removed`.
+/// of a change its own (`member.added`, `member.banned`,
+/// `message.pinned`, `conversation.updated`, ...).
 fn about_new_message(message: &Message) -> Option<(EventType, String, serde_json::Value)> {
     match &message.content {
         Some(Content::System(system)) => {
-            let kind = match system.event.as_str() {
-                SystemEvent::MEMBERS_ADDED => EventType::MemberAdded,
-                SystemEvent::MEMBERS_REMOVED => EventType::MemberRemoved,
+            let (kind, prefix) = match system.event.as_str() {
+                SystemEvent::MEMBERS_ADDED => (EventType::MemberAdded, "members"),
+                SystemEvent::MEMBERS_REMOVED => (EventType::MemberRemoved, "members"),
+                SystemEvent::ROLE_CHANGED => (EventType::MemberRoleChanged, "role"),
+                SystemEvent::MEMBER_BANNED => (EventType::MemberBanned, "ban"),
+                SystemEvent::MEMBER_UNBANNED => (EventType::MemberUnbanned, "ban"),
+                SystemEvent::MESSAGE_PINNED => (EventType::MessagePinned, "pin"),
+                SystemEvent::MESSAGE_UNPINNED => (EventType::MessageUnpinned, "pin"),
+                SystemEvent::CONVERSATION_UPDATED => (EventType::ConversationUpdated, "settings"),
                 _ => return None,
             };
             let data = json!({
@@ -128,7 +139,7 @@ fn about_new_message(message: &Message) -> Option<(EventType, String, serde_json
                 "actor": system.actor,
                 "message": message,
             });
-            Some((kind, format!("members-{}", message.message_id), data))
+            Some((kind, format!("{prefix}-{}", message.message_id), data))
         }
         Some(_) => Some((
             EventType::MessageCreated,
