@@ -223,6 +223,17 @@ function openSession(user, device, token, admin = false) {
     redrawForProfiles();
   });
   renderWho();
+  // The server ended the session for good (4004: the user is being
+  // erased): nothing is kept, and the sign-in form says why.
+  client.on("ended", ({ code, reason }) => {
+    localStorage.removeItem("switchboard.session");
+    sessionStorage.removeItem("switchboard.token");
+    showStatus("closed");
+    closePanel();
+    $("app").hidden = true;
+    $("login").hidden = false;
+    showError("login-error", `The server ended your session${reason ? ` (${reason})` : ""}, code ${code}. Sign in again.`);
+  });
   client.on("outgoing", slowModeRefusal);
   client.on("typing", (t) => {
     if (t.conversation_id === current) renderTyping();

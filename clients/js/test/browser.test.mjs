@@ -1047,3 +1047,20 @@ test("profiles: a user sets a name, a picture and a status; the other member see
   await rosa.locator("#who", { hasText: "Rosa Gardener" }).waitFor();
   for (const page of [rosa, sam]) await page.context().close();
 });
+
+test("a session the server ends for good (an erasure) returns to the sign-in form, saying why, and is not resumed on reload", async () => {
+  await groupOf("erin", ["fred"], "Soon gone");
+  const erin = await signIn("erin", FEATURE);
+  const response = await fetch(`${dev.url}/v1/admin/users/erin`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${adminToken("eraser")}` },
+  });
+  assert.equal(response.status, 202, await response.text());
+  await erin.locator("#login").waitFor({ state: "visible", timeout: 20_000 });
+  await erin.locator("#login-error", { hasText: "ended your session" }).waitFor();
+  assert.equal(await erin.locator("#app").isHidden(), true);
+  await erin.reload();
+  await erin.locator("#login").waitFor({ state: "visible" });
+  assert.equal(await erin.locator("#app").isHidden(), true, "not resumed");
+  await erin.context().close();
+});
