@@ -2375,11 +2375,14 @@ function profilePanel() {
   const name = el("input", { id: "profile-name", maxLength: 64, value: p?.display_name ?? "", placeholder: me, autocomplete: "off" });
   const emoji = el("input", { id: "profile-emoji", maxLength: 8, value: p?.status?.emoji ?? "", placeholder: "🙂", autocomplete: "off" });
   const text = el("input", { id: "profile-status", maxLength: 140, value: p?.status?.text ?? "", placeholder: "What's your status?", autocomplete: "off" });
-  const clears = el("select", { id: "profile-clears" }, ...STATUS_FOR.map(([v, label]) => el("option", { value: v, text: label })));
+  // A status that clears already keeps its time unless another is chosen.
+  const ends = p?.status?.expires_at;
+  const choices = ends ? [["keep", `At ${timeText(ends)}`], ...STATUS_FOR] : STATUS_FOR;
+  const clears = el("select", { id: "profile-clears" }, ...choices.map(([v, label]) => el("option", { value: v, text: label })));
   const picture = el("input", { type: "file", id: "profile-avatar", accept: "image/*" });
   const save = async () => {
     const status = text.value.trim() || emoji.value.trim()
-      ? { text: text.value.trim(), emoji: emoji.value.trim() || null, expires_at: clearsAt(clears.value) }
+      ? { text: text.value.trim(), emoji: emoji.value.trim() || null, expires_at: clears.value === "keep" ? ends : clearsAt(clears.value) }
       : null;
     await updateProfile({ display_name: name.value.trim() || null, status });
   };

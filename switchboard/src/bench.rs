@@ -16,6 +16,9 @@
 //! `bench export` (`bench/export.rs`) measures finding one user's own
 //! messages among others' (the export).
 //!
+//! `bench profiles` (`bench/profiles.rs`) measures profile look-ups
+//! (v1.3) through a running gateway.
+//!
 //! `bench backbone` (`bench/backbone.rs`) measures what JetStream keeps
 //! per conversation: it publishes one command to each of C distinct ingest
 //! subjects and reports the nats-server's memory before and after.
@@ -38,6 +41,7 @@ use crate::config::DEFAULT_DEMO_SECRET;
 mod backbone;
 mod export;
 mod process;
+mod profiles;
 
 use backbone::{BackboneArgs, ingest_messages};
 use process::{ProcessCpu, and_children, cpu_times, memory_of};
@@ -60,6 +64,8 @@ enum Mode {
     Search(crate::search_bench::SearchBenchArgs),
     /// Finding one user's own messages (the export) among others'.
     Export(export::ExportBenchArgs),
+    /// Profile look-ups (v1.3) through a running gateway.
+    Profiles(profiles::ProfilesBenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -128,6 +134,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Plugin(a) => crate::plugin_bench::run(a),
         Mode::Search(a) => crate::search_bench::run(a),
         Mode::Export(a) => export::run(a).await,
+        Mode::Profiles(a) => profiles::run(a).await,
     }
 }
 

@@ -43,12 +43,7 @@ pub(super) async fn show(
     id: Identity,
     path: PathParams<UserId>,
 ) -> Result<Json<Profile>, ApiError> {
-    let user = path.get()?;
-    let mut found = read(&gw, &id, vec![user]).await?;
-    found
-        .pop()
-        .map(Json)
-        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the store answered no profile"))
+    read_one(&gw, &id, path.get()?).await
 }
 
 /// `GET /v1/users?ids=`
@@ -93,6 +88,15 @@ async fn read(gw: &Shared, id: &Identity, users: Vec<UserId>) -> Result<Vec<Prof
         .zip(found)
         .map(|(user, p)| p.unwrap_or_else(|| Profile::empty(user)).seen_at(now))
         .collect())
+}
+
+/// One user's profile, as readers see it now.
+async fn read_one(gw: &Shared, id: &Identity, user: UserId) -> Result<Json<Profile>, ApiError> {
+    read(gw, id, vec![user])
+        .await?
+        .pop()
+        .map(Json)
+        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the store answered no profile"))
 }
 
 /// `PATCH /v1/me/profile`
@@ -166,11 +170,7 @@ async fn change(
         patch,
     });
     done(gw.run_command(command).await?)?;
-    let mut found = read(gw, id, vec![user]).await?;
-    found
-        .pop()
-        .map(Json)
-        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the store answered no profile"))
+    read_one(gw, id, user).await
 }
 
 /// An avatar is an image the caller uploaded.
