@@ -386,13 +386,23 @@ impl Cluster {
         self.gateways.iter().map(|g| g.ws()).collect()
     }
 
+    /// Creates a conversation through the first gateway. A command that
+    /// JetStream did not store (a stream's leader moving on a NATS
+    /// cluster: `503`, "storing a command") is sent again, as a client
+    /// would; nothing was created by it.
     pub async fn create(&self, kind: ConversationKind, creator: &str, members: &[&str]) -> String {
         let rest = self.rest(0, creator);
-        let (view, _) = rest
-            .create_conversation(kind, members, None)
-            .await
-            .unwrap_or_else(|e| panic!("creating a conversation: {e}\n{}", self.logs()));
-        view.conversation_id.as_str().to_owned()
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match rest.create_conversation(kind, members, None).await {
+                Ok((view, _)) => return view.conversation_id.as_str().to_owned(),
+                Err(e) if attempts < 10 && e.to_string().contains("storing a command") => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("creating a conversation: {e}\n{}", self.logs()),
+            }
+        }
     }
 
     /// The tail of every process log, for failure messages.
