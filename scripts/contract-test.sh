@@ -28,6 +28,7 @@ uploads_per_minute = 100000.0
 members_added_per_minute = 1000000.0
 plugin_replays_per_minute = 1000000.0
 reports_per_minute = 1000000.0
+profile_updates_per_minute = 1000000.0
 exports_per_hour = 1000000.0
 operator_failures_per_minute = 1000000
 TOML

@@ -47,7 +47,8 @@ pub struct Profile {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Status {
-    /// At most 140 characters; may be empty when there is an emoji.
+    /// At most 140 characters; a status with neither text nor emoji is
+    /// none (setting one clears it).
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(max = 140)))]
     pub text: String,
@@ -125,10 +126,10 @@ pub struct ProfilePatch {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<StatusChange>"))]
     pub status: Option<Option<Status>>,
-    /// Keys to set in `custom` (a key with `null` is removed): a merge,
-    /// for tenant admins only (`PATCH /v1/admin/users/{user}/profile`).
+    /// Keys to set in `custom` (a key with `null` is removed; at most 4096
+    /// bytes of JSON once merged): tenant admins only, 403 for anyone
+    /// else (`PATCH /v1/admin/users/{user}/profile` sets anyone's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(skip))]
     pub custom: Option<Map<String, Value>>,
 }
 
@@ -157,8 +158,6 @@ pub enum ProfileError {
     StatusText,
     #[error("status.emoji must be 1 to {MAX_STATUS_EMOJI_BYTES} bytes without control characters")]
     StatusEmoji,
-    #[error("a status needs a text or an emoji")]
-    EmptyStatus,
     #[error("status.expires_at must be in the future")]
     StatusExpired,
     #[error("custom must be at most {MAX_CUSTOM_BYTES} bytes of JSON")]
@@ -197,9 +196,6 @@ impl ProfilePatch {
             {
                 return Err(ProfileError::StatusEmoji);
             }
-            if status.text.trim().is_empty() && status.emoji.is_none() {
-                return Err(ProfileError::EmptyStatus);
-            }
             if status.expires_at.is_some_and(|at| at <= now) {
                 return Err(ProfileError::StatusExpired);
             }
@@ -233,7 +229,10 @@ impl Profile {
             next.avatar.clone_from(avatar);
         }
         if let Some(status) = &patch.status {
-            next.status.clone_from(status);
+            // A status with neither text nor emoji is none.
+            next.status = status
+                .clone()
+                .filter(|s| !s.text.trim().is_empty() || s.emoji.is_some());
         }
         if let Some(custom) = &patch.custom {
             for (k, v) in custom {
@@ -330,10 +329,13 @@ mod tests {
             patch(&emoji(MAX_STATUS_EMOJI_BYTES + 1)).check(now()),
             Err(ProfileError::StatusEmoji)
         );
-        assert_eq!(
-            patch(r#"{"status":{"text":""}}"#).check(now()),
-            Err(ProfileError::EmptyStatus)
-        );
+        // A status of nothing clears it.
+        let cleared = Profile::empty(UserId::new("a").unwrap())
+            .patched(&patch(r#"{"status":{"text":"x"}}"#), now())
+            .unwrap()
+            .patched(&patch(r#"{"status":{"text":" "}}"#), now())
+            .unwrap();
+        assert_eq!(cleared.status, None);
         assert_eq!(patch("{}").check(now()), Err(ProfileError::Empty));
         assert!(serde_json::from_str::<ProfilePatch>(r#"{"nick":"x"}"#).is_err());
     }

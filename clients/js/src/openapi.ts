@@ -2434,7 +2434,7 @@ export interface paths {
         head?: never;
         /**
          * Change one's own profile
-         * @description `display_name` (1 to 64 characters), `avatar` (the `blob_ref` of an image the caller uploaded: every user of the tenant may then download it) and `status` (`text` at most 140 characters, `emoji` at most 32 bytes, at least one of them; `expires_at` in the future or null). An absent field stays as it is; null clears it. `custom` is the tenant admins' (403). Everyone who shares a conversation with the caller, and the caller's own devices, get `profile_updated` when something changed. At most `profile_updates_per_minute` per user (10 by default; 429 past it).
+         * @description `display_name` (1 to 64 characters), `avatar` (the `blob_ref` of an image the caller uploaded: every user of the tenant may then download it) and `status` (`text` at most 140 characters, `emoji` at most 32 bytes; with neither it clears the status; `expires_at` in the future or null). An absent field stays as it is; null clears it. `custom` is the tenant admins' (403 for anyone else). Everyone who shares a conversation with the caller, and the caller's own devices, get `profile_updated` when something changed. At most `profile_updates_per_minute` per user (10 by default; 429 past it).
          */
         patch: {
             parameters: {
@@ -4140,6 +4140,14 @@ export interface components {
         ProfilePatch: {
             /** @description A `blob_ref` of an image the caller uploaded, or null. */
             avatar?: string | null;
+            /**
+             * @description Keys to set in `custom` (a key with `null` is removed; at most 4096
+             *     bytes of JSON once merged): tenant admins only, 403 for anyone
+             *     else (`PATCH /v1/admin/users/{user}/profile` sets anyone's).
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
             /** @description 1 to 64 characters, or null. */
             display_name?: string | null;
             /** @description The status, or null to clear it. */
@@ -4498,7 +4506,8 @@ export interface components {
              */
             expires_at: components["schemas"]["Timestamp"] | null;
             /**
-             * @description At most 140 characters; may be empty when there is an emoji.
+             * @description At most 140 characters; a status with neither text nor emoji is
+             *     none (setting one clears it).
              * @default
              */
             text: string;

@@ -488,7 +488,8 @@ emoji?: (string | null)
  */
 expires_at?: (Timestamp | null)
 /**
- * At most 140 characters; may be empty when there is an emoji.
+ * At most 140 characters; a status with neither text nor emoji is
+ * none (setting one clears it).
  */
 text?: string
 }

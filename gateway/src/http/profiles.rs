@@ -26,7 +26,7 @@ use crate::error::ApiError;
 #[derive(Deserialize, schemars::JsonSchema)]
 pub(super) struct UsersQuery {
     /// Comma-separated user ids: 1 to 100 of them.
-    #[schemars(length(min = 1, max = 13000))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._:@-]{1,128}(,[A-Za-z0-9._:@-]{1,128}){0,99}$"))]
     ids: String,
 }
 
@@ -102,7 +102,7 @@ async fn read_one(gw: &Shared, id: &Identity, user: UserId) -> Result<Json<Profi
 /// `PATCH /v1/me/profile`
 pub(super) fn patch_own_op() -> Operation {
     Operation::patch("Change one's own profile")
-        .describe("`display_name` (1 to 64 characters), `avatar` (the `blob_ref` of an image the caller uploaded: every user of the tenant may then download it) and `status` (`text` at most 140 characters, `emoji` at most 32 bytes, at least one of them; `expires_at` in the future or null). An absent field stays as it is; null clears it. `custom` is the tenant admins' (403). Everyone who shares a conversation with the caller, and the caller's own devices, get `profile_updated` when something changed. At most `profile_updates_per_minute` per user (10 by default; 429 past it).")
+        .describe("`display_name` (1 to 64 characters), `avatar` (the `blob_ref` of an image the caller uploaded: every user of the tenant may then download it) and `status` (`text` at most 140 characters, `emoji` at most 32 bytes; with neither it clears the status; `expires_at` in the future or null). An absent field stays as it is; null clears it. `custom` is the tenant admins' (403 for anyone else). Everyone who shares a conversation with the caller, and the caller's own devices, get `profile_updated` when something changed. At most `profile_updates_per_minute` per user (10 by default; 429 past it).")
         .json_body::<ProfilePatch>()
         .reply::<Profile>(200, "The profile after the change.")
         .errors(&[400, 403, 404, 429])
