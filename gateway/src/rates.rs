@@ -143,6 +143,24 @@ fn limited(what: impl Into<String>) -> ApiError {
 
 type UserKey = (TenantId, UserId);
 
+/// One of the user's `what` (a report, a profile change), at most
+/// `per_minute` of them a minute, counted in `buckets`.
+fn one_per_minute(
+    buckets: &Buckets<UserKey>,
+    id: &Identity,
+    per_minute: f64,
+    what: &str,
+) -> Result<(), ApiError> {
+    let (rate, burst) = self::per_minute(per_minute);
+    if buckets.take(&user_of(id), rate, burst, 1.0) {
+        Ok(())
+    } else {
+        Err(limited(format!(
+            "more than {per_minute} {what} per minute by this user; retry later"
+        )))
+    }
+}
+
 fn user_of(id: &Identity) -> UserKey {
     (id.tenant.clone(), id.user.clone())
 }
@@ -386,29 +404,14 @@ impl Rates {
 
     /// One report by `id`: a flood of them is refused.
     pub(crate) fn report(&self, id: &Identity) -> Result<(), ApiError> {
-        let per_minute = self.limits.reports_per_minute;
-        let (rate, burst) = self::per_minute(per_minute);
-        if self.reports.take(&user_of(id), rate, burst, 1.0) {
-            Ok(())
-        } else {
-            Err(limited(format!(
-                "more than {per_minute} reports per minute by this user; retry later"
-            )))
-        }
+        one_per_minute(&self.reports, id, self.limits.reports_per_minute, "reports")
     }
 
     /// One profile change by `id` (v1.3): each is an event to everyone
     /// who shares a conversation with the user changed.
     pub(crate) fn profile_update(&self, id: &Identity) -> Result<(), ApiError> {
         let per_minute = self.limits.profile_updates_per_minute;
-        let (rate, burst) = self::per_minute(per_minute);
-        if self.profile_updates.take(&user_of(id), rate, burst, 1.0) {
-            Ok(())
-        } else {
-            Err(limited(format!(
-                "more than {per_minute} profile changes per minute by this user; retry later"
-            )))
-        }
+        one_per_minute(&self.profile_updates, id, per_minute, "profile changes")
     }
 
     /// One export of `id`'s own data.
