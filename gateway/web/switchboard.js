@@ -1108,18 +1108,56 @@ function oneLine(text) {
   return chars.length > 100 ? `${line}\u2026` : line;
 }
 var activity = (c) => Date.parse(c.last_message?.created_at ?? c.created_at);
-var MAX_MENTIONS = 999;
+var MAX_COUNTED = 999;
+var Tally = class {
+  constructor(base, upTo) {
+    __publicField(this, "base", base);
+    __publicField(this, "upTo", upTo);
+    __publicField(this, "seqs", []);
+  }
+  get count() {
+    return Math.min(MAX_COUNTED, this.base + this.seqs.length);
+  }
+  /** The server's count `base` up to `upTo`, and what `before` (this
+   * count as it was) holds after that. */
+  resume(base, upTo, before) {
+    this.base = base;
+    this.upTo = upTo;
+    this.seqs = before ? before.seqs.filter((s) => s > upTo) : [];
+  }
+  /** A message after `upTo` that counts. */
+  add(seq) {
+    if (seq > this.upTo && !this.seqs.includes(seq)) this.seqs.push(seq);
+  }
+  /** Message `seq`, after the read mark `mark`, counts no more (deleted):
+   * one less, whether it was among `seqs` or the server's `base`. */
+  remove(seq, mark) {
+    if (seq <= mark) return;
+    const at = this.seqs.indexOf(seq);
+    if (at >= 0) this.seqs.splice(at, 1);
+    else if (seq <= this.upTo && this.base > 0) this.base -= 1;
+  }
+  /** The caller read up to `seq`. Which of the server's count come before
+   * it is not known, unless the mark reaches past all of them; those
+   * left are at most one per seq after it. */
+  read(seq) {
+    this.base = seq >= this.upTo ? 0 : Math.min(this.base, this.upTo - seq);
+    this.seqs = this.seqs.filter((s) => s > seq);
+  }
+};
+function countsAsUnread(m, me) {
+  return m.sender_id !== me && !m.thread_id && !m.deleted_at && m.content != null && m.content.kind !== "system" && m.blocked_sender !== true;
+}
 var ConversationList = class extends Emitter {
   constructor(source, me) {
     super();
     __publicField(this, "source", source);
     __publicField(this, "me", me);
     __publicField(this, "byId", /* @__PURE__ */ new Map());
-    /** The caller's read mark per conversation (`last_seq - unread_count`). */
+    /** The caller's read mark per conversation (`read_seq`). */
     __publicField(this, "readSeq", /* @__PURE__ */ new Map());
-    /** Per conversation, its unread mentions: `base` as the server counted
-     * them up to `upTo` (its `last_seq` then), and the `seqs` of those
-     * that came since. */
+    /** Per conversation, its unread messages and unread mentions. */
+    __publicField(this, "unread", /* @__PURE__ */ new Map());
     __publicField(this, "mentions", /* @__PURE__ */ new Map());
     /** Per conversation muted until a time: the timer that unmutes it. */
     __publicField(this, "unmute", /* @__PURE__ */ new Map());
@@ -1223,12 +1261,21 @@ var ConversationList = class extends Emitter {
       throw e;
     }
     const local = new Map(this.byId);
+    const tallies = { unread: new Map(this.unread), mentions: new Map(this.mentions) };
+    const marks = new Map(this.readSeq);
     this.byId.clear();
     for (const c of fresh) this.put(c);
     for (const id of this.touched) {
       const mine = local.get(id);
       const theirs = this.byId.get(id);
-      if (mine && (!theirs || mine.last_seq >= theirs.last_seq)) this.put(mine);
+      if (!mine || theirs && mine.last_seq < theirs.last_seq) continue;
+      this.put(mine);
+      if (!theirs) continue;
+      this.unread.get(id)?.resume(theirs.unread_count ?? 0, theirs.last_seq, tallies.unread.get(id));
+      this.mentions.get(id)?.resume(theirs.mention_count ?? 0, theirs.last_seq, tallies.mentions.get(id));
+      this.readSeq.set(id, Math.max(theirs.read_seq ?? 0, marks.get(id) ?? 0));
+      this.readCounts(id, this.readSeq.get(id) ?? 0);
+      this.replace(mine);
     }
     this.touched = /* @__PURE__ */ new Set();
     this.cursor = cursor;
@@ -1272,24 +1319,33 @@ var ConversationList = class extends Emitter {
     const me = this.me();
     const mine = m.sender_id === me;
     let next = c;
-    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0) && mentionsUser(m, me)) {
-      this.mentionsOf(c).seqs.push(m.seq);
+    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0)) {
+      if (countsAsUnread(m, me)) this.tallyOf(this.unread, c, "unread_count").add(m.seq);
+      if (mentionsUser(m, me)) this.tallyOf(this.mentions, c, "mention_count").add(m.seq);
     }
     if (m.seq >= c.last_seq) {
       next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
     }
     if (mine) {
       this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
-      this.readMentions(c.conversation_id, m.seq);
+      this.readCounts(c.conversation_id, m.seq);
     }
     const member = this.membership(next, m.content, m.seq >= c.last_seq);
     if (member) this.replace(member);
   }
-  /** A message edited or deleted: the preview follows its last message. */
+  /** A message edited or deleted: the preview follows its last message,
+   * and a deleted unread one counts no more. */
   updated(m) {
     const c = this.byId.get(m.conversation_id);
-    if (!c || c.last_message?.message_id !== m.message_id) return;
-    this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+    if (!c) return;
+    const me = this.me();
+    const uncounted = m.deleted_at != null && m.sender_id !== me && !m.thread_id && m.blocked_sender !== true;
+    if (uncounted) this.unread.get(c.conversation_id)?.remove(m.seq, this.readSeq.get(c.conversation_id) ?? 0);
+    if (c.last_message?.message_id === m.message_id) {
+      this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+    } else if (uncounted) {
+      this.replace(c);
+    }
   }
   /** The caller read up to `seq` (here, or on another device). */
   read(conversationId, seq) {
@@ -1298,7 +1354,7 @@ var ConversationList = class extends Emitter {
     const before = this.readSeq.get(conversationId) ?? 0;
     if (seq <= before) return;
     this.readSeq.set(conversationId, seq);
-    this.readMentions(conversationId, seq);
+    this.readCounts(conversationId, seq);
     this.replace(c);
   }
   /** The caller's settings of a conversation changed (here, through
@@ -1332,20 +1388,26 @@ var ConversationList = class extends Emitter {
       this.removed(detail.conversation_id);
       return;
     }
-    const mark = detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
+    const mark = detail.read_seq ?? detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
     const known = this.byId.get(detail.conversation_id);
     const { members: _members, ...rest } = detail;
     const summary = { ...rest, members, ...known ? pickNewer(known, detail) : {} };
-    if (known) summary.mention_count = known.mention_count;
-    else this.mentions.set(detail.conversation_id, { base: detail.mention_count ?? 0, upTo: detail.last_seq, seqs: [] });
+    if (known) {
+      summary.mention_count = known.mention_count;
+      summary.unread_count = known.unread_count;
+    } else {
+      this.unread.set(detail.conversation_id, new Tally(detail.unread_count ?? 0, detail.last_seq));
+      this.mentions.set(detail.conversation_id, new Tally(detail.mention_count ?? 0, detail.last_seq));
+    }
     this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
-    this.readMentions(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
+    this.readCounts(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
     this.replace(summary);
   }
   /** The caller left the conversation, or was removed. */
   removed(conversationId) {
     if (!this.byId.delete(conversationId)) return;
     this.readSeq.delete(conversationId);
+    this.unread.delete(conversationId);
     this.mentions.delete(conversationId);
     clearTimeout(this.unmute.get(conversationId));
     this.unmute.delete(conversationId);
@@ -1369,6 +1431,7 @@ var ConversationList = class extends Emitter {
   clear() {
     this.byId.clear();
     this.readSeq.clear();
+    this.unread.clear();
     this.mentions.clear();
     for (const timer of this.unmute.values()) clearTimeout(timer);
     this.unmute.clear();
@@ -1380,15 +1443,14 @@ var ConversationList = class extends Emitter {
   }
   put(c) {
     this.byId.set(c.conversation_id, c);
-    this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
-    this.mentions.set(c.conversation_id, { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] });
+    this.readSeq.set(c.conversation_id, c.read_seq ?? Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+    this.unread.set(c.conversation_id, new Tally(c.unread_count ?? 0, c.last_seq ?? 0));
+    this.mentions.set(c.conversation_id, new Tally(c.mention_count ?? 0, c.last_seq ?? 0));
   }
-  /** Stores a changed item with its unread count from the read mark, and
-   * its mention count from what is tracked. */
+  /** Stores a changed item with its counts from what is tracked. */
   replace(c) {
-    const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
-    const m = this.mentions.get(c.conversation_id);
-    const mentions = m ? Math.min(MAX_MENTIONS, m.base + m.seqs.length) : c.mention_count ?? 0;
+    const unread = this.unread.get(c.conversation_id)?.count ?? c.unread_count ?? 0;
+    const mentions = this.mentions.get(c.conversation_id)?.count ?? c.mention_count ?? 0;
     this.byId.set(
       c.conversation_id,
       unread === c.unread_count && mentions === c.mention_count ? c : { ...c, unread_count: unread, mention_count: mentions }
@@ -1396,22 +1458,18 @@ var ConversationList = class extends Emitter {
     this.touched.add(c.conversation_id);
     this.changed();
   }
-  mentionsOf(c) {
-    let m = this.mentions.get(c.conversation_id);
-    if (!m) {
-      m = { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] };
-      this.mentions.set(c.conversation_id, m);
+  tallyOf(tallies, c, field) {
+    let t = tallies.get(c.conversation_id);
+    if (!t) {
+      t = new Tally(c[field] ?? 0, c.last_seq ?? 0);
+      tallies.set(c.conversation_id, t);
     }
-    return m;
+    return t;
   }
-  /** The caller read up to `seq`: the mentions up to it are read. Which
-   * of the server's count are before it is not known, unless the mark
-   * reaches past all of them. */
-  readMentions(conversationId, seq) {
-    const m = this.mentions.get(conversationId);
-    if (!m) return;
-    if (seq >= m.upTo) m.base = 0;
-    m.seqs = m.seqs.filter((s) => s > seq);
+  /** The caller read up to `seq`: what it passed counts no more. */
+  readCounts(conversationId, seq) {
+    this.unread.get(conversationId)?.read(seq);
+    this.mentions.get(conversationId)?.read(seq);
   }
   /** A membership change applied to the item (a ban takes the user
    * out, v1.2), and a change of the settings that affect everyone;
@@ -2793,6 +2851,8 @@ var SwitchboardClient = class extends Emitter {
     for (const state of this.conversations.values()) {
       if (state.flagSender(user, action === "block")) this.changed(state.conversationId);
     }
+    if (this.conversationList.fetched) this.conversationList.refresh().catch(() => {
+    });
     this.emit("blocks_changed", { user_id: user, action });
   }
   /** Reads the blocks (as each connection opens: changes made while away

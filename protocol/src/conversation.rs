@@ -114,8 +114,14 @@ pub struct ConversationView {
     /// there is none, it was deleted, or it is ciphertext.
     #[serde(default)]
     pub preview: Option<String>,
-    /// For the caller: messages after the caller's read mark.
+    /// For the caller: what they would call unread after their read mark
+    /// (issue 43): messages of the main timeline from others they do not
+    /// block, neither system messages nor deleted ones, at most 999.
     pub unread_count: u64,
+    /// For the caller: their read mark (`ack_read`, or their own last
+    /// send), the seq `unread_count` counts after (v1.3 addition).
+    #[serde(default)]
+    pub read_seq: u64,
     /// For the caller: their notification level here (v1.1).
     #[serde(default)]
     pub notifications: NotificationLevel,

@@ -179,6 +179,51 @@ impl ScyllaStore {
         Ok(out)
     }
 
+    /// What `u` would call unread after `read` (`rules::unread`): counted
+    /// messages from others they do not block, at most 999; a read of at
+    /// most four times as many rows.
+    pub(crate) async fn unread_count(
+        &self,
+        t: &str,
+        u: &str,
+        c: &str,
+        read: u64,
+        blocked: &std::collections::HashSet<String>,
+    ) -> StoreResult<u64> {
+        let rows = self
+            .st
+            .counted_after
+            .all(
+                &self.session,
+                (
+                    t,
+                    c,
+                    seq_db(read),
+                    limit_db(4 * MAX_UNREAD_COUNTED as usize),
+                ),
+            )
+            .await?;
+        let n = rows
+            .iter()
+            .filter(|(sender,)| sender != u && !blocked.contains(sender))
+            .count() as u64;
+        Ok(n.min(MAX_UNREAD_COUNTED))
+    }
+
+    /// The users `u` blocks, as a set of ids (for unread counts).
+    pub(crate) async fn blocked_set(
+        &self,
+        t: &str,
+        u: &str,
+    ) -> StoreResult<std::collections::HashSet<String>> {
+        Ok(self
+            .block_rows(t, u)
+            .await?
+            .into_iter()
+            .map(|b| b.user_id.as_str().to_owned())
+            .collect())
+    }
+
     /// Messages after `read` that mention `user` in the conversation.
     pub(crate) async fn mention_count(
         &self,

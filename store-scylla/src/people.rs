@@ -79,10 +79,13 @@ impl ScyllaStore {
         // Entries whose rows went between the two reads are skipped, so a
         // page reads a few more than it returns.
         let mut out = Vec::with_capacity(query.limit.min(positions.len()));
+        let blocked = &self.blocked_set(tenant.as_str(), user.as_str()).await?;
         for chunk in positions.chunks(query.limit) {
             let ids: Vec<ConversationId> = chunk.iter().map(|(_, c)| c.clone()).collect();
             let found = self
-                .each(ids, |c| async move { self.summary(tenant, user, c).await })
+                .each(ids, |c| async move {
+                    self.summary(tenant, user, c, blocked).await
+                })
                 .await?;
             out.extend(found.into_iter().flatten());
             if out.len() >= query.limit {
@@ -99,6 +102,7 @@ impl ScyllaStore {
         tenant: &TenantId,
         user: &UserId,
         c: ConversationId,
+        blocked: &std::collections::HashSet<String>,
     ) -> StoreResult<Option<ConversationSummary>> {
         let (t, u, cs) = (tenant.as_str(), user.as_str(), c.as_str());
         let (member, conv, members, me, state, policy) = futures::try_join!(
@@ -110,6 +114,7 @@ impl ScyllaStore {
             self.policy_of(t, cs),
         )?;
         let mention_count = self.mention_count(t, u, cs, me.1).await?;
+        let unread_count = self.unread_count(t, u, cs, me.1, blocked).await?;
         let (Some((joined,)), Some(conv)) = (member, conv) else {
             return Ok(None);
         };
@@ -131,6 +136,7 @@ impl ScyllaStore {
                 settings: state.settings,
             },
             mention_count,
+            unread_count,
         }))
     }
 

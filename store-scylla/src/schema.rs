@@ -9,7 +9,7 @@ use switchboard_store::{StoreError, StoreResult};
 use crate::config::ScyllaConfig;
 use crate::cql::{BigInt, Clock, Int, Read, Text, Write, unavailable};
 
-/// Index rows written at once while filling the per-sender index.
+/// Index rows written at once while filling an index from older rows.
 const FILL_AT_ONCE: usize = 32;
 
 /// The schema file, the single source of truth.
@@ -18,7 +18,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -123,11 +123,27 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            PRIMARY KEY ((tenant, user_id)))",
         ],
     ),
+    (
+        // Unread counts that count what a member would (issue 43), filled
+        // from the live messages once the table exists
+        // (`count_past_messages`).
+        9,
+        &[
+            "CREATE TABLE IF NOT EXISTS counted (tenant text, conversation_id text, seq bigint, \
+           sender_id text, PRIMARY KEY ((tenant, conversation_id), seq))",
+        ],
+    ),
 ];
 
-/// The version whose tables are filled from older rows after they are
-/// made: the per-sender index.
-const FILLED_AT: i32 = 7;
+/// Fills the tables of `version` from older rows, once they are made:
+/// the per-sender index (7) and the unread counts' index (9).
+async fn fill(session: &Session, clock: &Clock, version: i32) -> StoreResult<()> {
+    match version {
+        7 => index_past_senders(session, clock).await,
+        9 => count_past_messages(session, clock).await,
+        _ => Ok(()),
+    }
+}
 
 /// The row of `schema_version` this store owns.
 const COMPONENT: &str = "store";
@@ -258,9 +274,7 @@ pub(crate) async fn migrate(
                     for cql in *steps {
                         ddl(session, cql).await?;
                     }
-                    if *version == FILLED_AT {
-                        index_past_senders(session, clock).await?;
-                    }
+                    fill(session, clock, *version).await?;
                     record(session, clock, *version).await?;
                 }
             }
@@ -330,6 +344,52 @@ async fn index_past_senders(session: &Session, clock: &Clock) -> StoreResult<()>
         archived_buckets = marked,
         "the per-sender index is filled"
     );
+    Ok(())
+}
+
+/// Fills the unread counts' index (`counted`) of a keyspace from before
+/// version 9 from its live messages: without it, the messages unread at
+/// the upgrade would stop counting. Archived messages are not read (days
+/// old; one unread since then no longer counts). Safe to repeat, like
+/// [`index_past_senders`].
+async fn count_past_messages(session: &Session, clock: &Clock) -> StoreResult<()> {
+    let messages: Read<(), (String, String, i64, String)> = Read::prepare(
+        session,
+        "SELECT tenant, conversation_id, seq, body FROM messages",
+    )
+    .await?;
+    let insert: Write<(Text, Text, BigInt, Text, BigInt)> = Write::prepare(
+        session,
+        "INSERT INTO counted (tenant, conversation_id, seq, sender_id) VALUES (?, ?, ?, ?) \
+         USING TIMESTAMP ?",
+    )
+    .await?;
+    let mut written = 0usize;
+    let mut rows = messages
+        .stream(session, ())
+        .await?
+        .map(|row| {
+            let insert = &insert;
+            async move {
+                let (t, c, seq, body) = row?;
+                let m: switchboard_protocol::Message = crate::rows::decode(&body)?;
+                if !switchboard_store::rules::unread::counts(&m) {
+                    return Ok(false);
+                }
+                let sender = m.sender_id.as_str().to_owned();
+                insert
+                    .run(session, (t, c, seq, sender, clock.next()))
+                    .await
+                    .map(|()| true)
+            }
+        })
+        .buffer_unordered(FILL_AT_ONCE);
+    while let Some(done) = rows.next().await {
+        if done? {
+            written += 1;
+        }
+    }
+    tracing::info!(rows = written, "the unread counts' index is filled");
     Ok(())
 }
 
@@ -451,6 +511,7 @@ mod tests {
                 "buckets",
                 "conversation_policies",
                 "conversations",
+                "counted",
                 "device_cursors",
                 "devices",
                 "inbox",

@@ -229,6 +229,12 @@ statements! {
         "INSERT INTO thread_marks (tenant, user_id, conversation_id, root_seq, read_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
     delete_thread_marks_of: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM thread_marks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
+    counted_after: Read<(Text, Text, BigInt, Int), (String,)> =
+        "SELECT sender_id FROM counted WHERE tenant = ? AND conversation_id = ? AND seq > ? LIMIT ?";
+    insert_counted: Write<(Text, Text, BigInt, Text, BigInt)> =
+        "INSERT INTO counted (tenant, conversation_id, seq, sender_id) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_counted: Write<(BigInt, Text, Text, BigInt)> =
+        "DELETE FROM counted USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND seq = ?";
     mentions_after: Read<(Text, Text, Text, BigInt, Int), (i64,)> =
         "SELECT seq FROM mentions WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq > ? LIMIT ?";
     insert_mention: Write<(Text, Text, Text, BigInt, BigInt)> =

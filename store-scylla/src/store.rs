@@ -292,10 +292,15 @@ impl Reads for ScyllaStore {
             .find(|m| &m.user_id == reader)
             .map_or(0, |m| m.read_seq);
         let reader_mention_count = self.mention_count(t, reader.as_str(), c, read).await?;
+        let blocked = self.blocked_set(t, reader.as_str()).await?;
+        let reader_unread_count = self
+            .unread_count(t, reader.as_str(), c, read, &blocked)
+            .await?;
         Ok(ConversationDetail {
             record,
             members,
             reader_mention_count,
+            reader_unread_count,
         })
     }
 

@@ -154,8 +154,24 @@ async fn the_first_schema_migrates_to_the_current_one() {
         .unwrap();
     // A message it holds live (its idempotency key and row), and a bucket
     // it archived: the per-sender index of version 7 is filled from them.
+    // A system message beside it: the unread counts' index of version 9
+    // holds the first only.
     let live = switchboard_store::conformance::text_message("c", 7, "ann", "p", "m7");
+    let mut system = switchboard_store::conformance::text_message("c", 8, "ann", "p", "m8");
+    system.content = Some(
+        serde_json::from_value(serde_json::json!({
+            "kind": "system", "event": "members_added", "actor": "ann", "user_ids": ["bob"]
+        }))
+        .unwrap(),
+    );
     for (cql, body) in [
+        (
+            format!(
+                "INSERT INTO {old}.messages (tenant, conversation_id, day, seq, body) \
+                 VALUES ('mig', 'c', 20000, 8, ?)"
+            ),
+            Some(serde_json::to_string(&system).unwrap()),
+        ),
         (
             format!(
                 "INSERT INTO {old}.sent (tenant, conversation_id, sender_id, client_msg_id, \
@@ -225,6 +241,24 @@ async fn the_first_schema_migrates_to_the_current_one() {
     let buckets = migrated.archived_buckets(&key, 0, u64::MAX).await.unwrap();
     assert_eq!(buckets.len(), 1);
     assert!(!buckets[0].senders_indexed);
+    let counted: Vec<(i64, String)> = migrated
+        .session()
+        .query_unpaged(
+            format!(
+                "SELECT seq, sender_id FROM {old}.counted \
+                 WHERE tenant = 'mig' AND conversation_id = 'c'"
+            ),
+            (),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .rows::<(i64, String)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(counted, vec![(7, "ann".to_owned())]);
 
     // The store works on the migrated keyspace.
     let store: Arc<dyn Store> = migrated.clone();

@@ -86,6 +86,7 @@ macro_rules! conformance_tests {
             mentions_are_counted_until_read_and_reach_those_without_inboxes,
             policies_bans_and_blocks_are_stored_and_shown,
             profiles_are_stored_replaced_and_erased,
+            unread_counts_count_what_a_member_would,
             reports_are_listed_by_status_newest_first_and_counted,
             expired_messages_go_as_deletions_and_leave_the_inboxes,
             erasure_leaves_tombstones_and_nothing_of_the_user,

@@ -41,6 +41,7 @@ mod reactions;
 mod safety;
 mod steps;
 mod threads;
+pub mod unread;
 
 use commit::conflict;
 pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement, Write};
@@ -317,6 +318,7 @@ async fn append<C: Commit>(
             .await?;
         }
         threads::mentions(view, c, m, !inbox).await?;
+        unread::count(view, c, m).await?;
         for (user, devices) in &recipients {
             for device in devices {
                 if user == m.sender_id.as_str() && device == m.sender_device.as_str() {
@@ -485,6 +487,7 @@ async fn expired_from_archive<C: Commit>(
         view.write(Write::MessageReactionsGone { c, seq: m.seq })
             .await?;
         threads::unmention(view, c, m).await?;
+        unread::uncount(view, c, m.seq).await?;
     }
     for (seq, blob_ref) in blobs {
         view.write(Write::MediaRef {

@@ -157,6 +157,10 @@ pub struct ConversationDetail {
     /// count its conversation list entry carries.
     #[serde(default)]
     pub reader_mention_count: u64,
+    /// What the reader would call unread (issue 43): the same count its
+    /// conversation list entry carries.
+    #[serde(default)]
+    pub reader_unread_count: u64,
 }
 
 /// One entry of a user's conversation list.
@@ -169,6 +173,11 @@ pub struct ConversationSummary {
     /// Unread messages that mention the listing user, or all (v1.1).
     #[serde(default)]
     pub mention_count: u64,
+    /// Messages after the listing user's read mark that count (not system,
+    /// not thread replies, not deleted), from others they do not block,
+    /// at most [`MAX_UNREAD_COUNTED`] (issue 43).
+    #[serde(default)]
+    pub unread_count: u64,
 }
 
 /// The order of a conversation list: most recent activity first, then

@@ -439,6 +439,10 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
     for (const state of this.conversations.values()) {
       if (state.flagSender(user, action === "block")) this.changed(state.conversationId);
     }
+    // Unread counts leave out a blocked user's messages, those before the
+    // block too: which of them the list's counts hold only the server
+    // knows (a failure is the list's `error` event).
+    if (this.conversationList.fetched) this.conversationList.refresh().catch(() => {});
     this.emit("blocks_changed", { user_id: user, action });
   }
 

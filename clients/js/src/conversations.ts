@@ -78,8 +78,69 @@ function oneLine(text: string): string {
 
 const activity = (c: ConversationSummary) => Date.parse(c.last_message?.created_at ?? c.created_at);
 
-/** `mention_count` is capped there by the server. */
-const MAX_MENTIONS = 999;
+/** `unread_count` and `mention_count` are capped there by the server. */
+const MAX_COUNTED = 999;
+
+/**
+ * A count the server made and the list keeps up to date from events:
+ * `base` as the server counted up to `upTo` (the item's `last_seq`
+ * then), and the `seqs` that counted since.
+ */
+class Tally {
+  private seqs: number[] = [];
+  constructor(
+    private base: number,
+    private upTo: number,
+  ) {}
+
+  get count(): number {
+    return Math.min(MAX_COUNTED, this.base + this.seqs.length);
+  }
+
+  /** The server's count `base` up to `upTo`, and what `before` (this
+   * count as it was) holds after that. */
+  resume(base: number, upTo: number, before: Tally | undefined): void {
+    this.base = base;
+    this.upTo = upTo;
+    this.seqs = before ? before.seqs.filter((s) => s > upTo) : [];
+  }
+
+  /** A message after `upTo` that counts. */
+  add(seq: number): void {
+    if (seq > this.upTo && !this.seqs.includes(seq)) this.seqs.push(seq);
+  }
+
+  /** Message `seq`, after the read mark `mark`, counts no more (deleted):
+   * one less, whether it was among `seqs` or the server's `base`. */
+  remove(seq: number, mark: number): void {
+    if (seq <= mark) return;
+    const at = this.seqs.indexOf(seq);
+    if (at >= 0) this.seqs.splice(at, 1);
+    else if (seq <= this.upTo && this.base > 0) this.base -= 1;
+  }
+
+  /** The caller read up to `seq`. Which of the server's count come before
+   * it is not known, unless the mark reaches past all of them; those
+   * left are at most one per seq after it. */
+  read(seq: number): void {
+    this.base = seq >= this.upTo ? 0 : Math.min(this.base, this.upTo - seq);
+    this.seqs = this.seqs.filter((s) => s > seq);
+  }
+}
+
+/** Whether `m` counts toward the caller's `unread_count` as the server
+ * counts it: the main timeline, neither a system message nor deleted,
+ * from someone else the caller does not block. */
+function countsAsUnread(m: Message, me: string | undefined): boolean {
+  return (
+    m.sender_id !== me &&
+    !m.thread_id &&
+    !m.deleted_at &&
+    m.content != null &&
+    m.content.kind !== "system" &&
+    m.blocked_sender !== true
+  );
+}
 
 /**
  * The caller's conversations, most recent activity first, each with its
@@ -91,10 +152,14 @@ const MAX_MENTIONS = 999;
  *   the pages loaded again. Nothing is read until the app asks (or a
  *   stored list is restored).
  * - A new message moves its conversation to the top, with its preview;
- *   it counts as unread unless the caller sent it (sending marks what
- *   came before as read). The caller's reads (`markRead`, on this
- *   device) set the count to what is after the mark. An edit or deletion
- *   of the last message changes the preview.
+ *   it counts as unread as the server counts (v1.3): not the caller's
+ *   own (sending marks what came before as read), not a system message
+ *   or a thread reply, not from a user the caller blocks. A deletion of
+ *   an unread message takes one off. The caller's reads (`markRead`, on
+ *   this device) take off what the mark passed (all of it when the mark
+ *   reaches the end; after a mark partway, at most one per message
+ *   after it, until the next read of the list). An edit or deletion of
+ *   the last message changes the preview.
  * - A new message from someone else that mentions the caller (or all)
  *   adds to `mention_count`; reading past it takes it off (reading to
  *   the end zeroes it). The caller's settings, changed through
@@ -109,12 +174,11 @@ const MAX_MENTIONS = 999;
  */
 export class ConversationList extends Emitter<ConversationListEvents> {
   private readonly byId = new Map<string, ConversationSummary>();
-  /** The caller's read mark per conversation (`last_seq - unread_count`). */
+  /** The caller's read mark per conversation (`read_seq`). */
   private readonly readSeq = new Map<string, number>();
-  /** Per conversation, its unread mentions: `base` as the server counted
-   * them up to `upTo` (its `last_seq` then), and the `seqs` of those
-   * that came since. */
-  private readonly mentions = new Map<string, { base: number; upTo: number; seqs: number[] }>();
+  /** Per conversation, its unread messages and unread mentions. */
+  private readonly unread = new Map<string, Tally>();
+  private readonly mentions = new Map<string, Tally>();
   /** Per conversation muted until a time: the timer that unmutes it. */
   private readonly unmute = new Map<string, ReturnType<typeof setTimeout>>();
   private sorted: ConversationSummary[] | undefined;
@@ -234,13 +298,23 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       throw e;
     }
     const local = new Map(this.byId);
+    const tallies = { unread: new Map(this.unread), mentions: new Map(this.mentions) };
+    const marks = new Map(this.readSeq);
     this.byId.clear();
     for (const c of fresh) this.put(c);
-    // What events changed meanwhile is newer than the page.
+    // What events changed meanwhile is newer than the page: the item as
+    // they left it, counted from the page's counts and what came after.
     for (const id of this.touched) {
       const mine = local.get(id);
       const theirs = this.byId.get(id);
-      if (mine && (!theirs || mine.last_seq >= theirs.last_seq)) this.put(mine);
+      if (!mine || (theirs && mine.last_seq < theirs.last_seq)) continue;
+      this.put(mine);
+      if (!theirs) continue;
+      this.unread.get(id)?.resume(theirs.unread_count ?? 0, theirs.last_seq, tallies.unread.get(id));
+      this.mentions.get(id)?.resume(theirs.mention_count ?? 0, theirs.last_seq, tallies.mentions.get(id));
+      this.readSeq.set(id, Math.max(theirs.read_seq ?? 0, marks.get(id) ?? 0));
+      this.readCounts(id, this.readSeq.get(id) ?? 0);
+      this.replace(mine);
     }
     this.touched = new Set();
     this.cursor = cursor;
@@ -291,26 +365,36 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     const me = this.me();
     const mine = m.sender_id === me;
     let next = c;
-    // Newer than what the item counts: a mention of the caller adds one.
-    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0) && mentionsUser(m, me)) {
-      this.mentionsOf(c).seqs.push(m.seq);
+    // Newer than what the item counts: one more unread, and a mention of
+    // the caller one more mention.
+    if (!mine && m.seq > c.last_seq && m.seq > (this.readSeq.get(c.conversation_id) ?? 0)) {
+      if (countsAsUnread(m, me)) this.tallyOf(this.unread, c, "unread_count").add(m.seq);
+      if (mentionsUser(m, me)) this.tallyOf(this.mentions, c, "mention_count").add(m.seq);
     }
     if (m.seq >= c.last_seq) {
       next = { ...c, last_seq: m.seq, last_message: asListed(m), preview: previewOf(m.content) };
     }
     if (mine) {
       this.readSeq.set(c.conversation_id, Math.max(this.readSeq.get(c.conversation_id) ?? 0, m.seq));
-      this.readMentions(c.conversation_id, m.seq);
+      this.readCounts(c.conversation_id, m.seq);
     }
     const member = this.membership(next, m.content, m.seq >= c.last_seq);
     if (member) this.replace(member);
   }
 
-  /** A message edited or deleted: the preview follows its last message. */
+  /** A message edited or deleted: the preview follows its last message,
+   * and a deleted unread one counts no more. */
   updated(m: Message): void {
     const c = this.byId.get(m.conversation_id);
-    if (!c || c.last_message?.message_id !== m.message_id) return;
-    this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+    if (!c) return;
+    const me = this.me();
+    const uncounted = m.deleted_at != null && m.sender_id !== me && !m.thread_id && m.blocked_sender !== true;
+    if (uncounted) this.unread.get(c.conversation_id)?.remove(m.seq, this.readSeq.get(c.conversation_id) ?? 0);
+    if (c.last_message?.message_id === m.message_id) {
+      this.replace({ ...c, last_message: asListed(m), preview: previewOf(m.content) });
+    } else if (uncounted) {
+      this.replace(c);
+    }
   }
 
   /** The caller read up to `seq` (here, or on another device). */
@@ -320,7 +404,7 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     const before = this.readSeq.get(conversationId) ?? 0;
     if (seq <= before) return;
     this.readSeq.set(conversationId, seq);
-    this.readMentions(conversationId, seq);
+    this.readCounts(conversationId, seq);
     this.replace(c);
   }
 
@@ -357,16 +441,21 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       this.removed(detail.conversation_id);
       return;
     }
-    const mark = detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
+    const mark = detail.read_seq ?? detail.members.find((m) => m.user_id === me)?.read_seq ?? 0;
     const known = this.byId.get(detail.conversation_id);
     const { members: _members, ...rest } = detail;
     const summary: ConversationSummary = { ...rest, members, ...(known ? pickNewer(known, detail) : {}) };
-    // Mentions are the list's count (a single conversation's answer may
-    // not count them): kept, less what the read mark passed.
-    if (known) summary.mention_count = known.mention_count;
-    else this.mentions.set(detail.conversation_id, { base: detail.mention_count ?? 0, upTo: detail.last_seq, seqs: [] });
+    // The counts of an item already here are kept (it may know of
+    // messages newer than the answer), less what the read mark passed.
+    if (known) {
+      summary.mention_count = known.mention_count;
+      summary.unread_count = known.unread_count;
+    } else {
+      this.unread.set(detail.conversation_id, new Tally(detail.unread_count ?? 0, detail.last_seq));
+      this.mentions.set(detail.conversation_id, new Tally(detail.mention_count ?? 0, detail.last_seq));
+    }
     this.readSeq.set(detail.conversation_id, Math.max(this.readSeq.get(detail.conversation_id) ?? 0, mark));
-    this.readMentions(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
+    this.readCounts(detail.conversation_id, this.readSeq.get(detail.conversation_id) ?? 0);
     this.replace(summary);
   }
 
@@ -374,6 +463,7 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   removed(conversationId: string): void {
     if (!this.byId.delete(conversationId)) return;
     this.readSeq.delete(conversationId);
+    this.unread.delete(conversationId);
     this.mentions.delete(conversationId);
     clearTimeout(this.unmute.get(conversationId));
     this.unmute.delete(conversationId);
@@ -400,6 +490,7 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   clear(): void {
     this.byId.clear();
     this.readSeq.clear();
+    this.unread.clear();
     this.mentions.clear();
     for (const timer of this.unmute.values()) clearTimeout(timer);
     this.unmute.clear();
@@ -412,16 +503,17 @@ export class ConversationList extends Emitter<ConversationListEvents> {
 
   private put(c: ConversationSummary): void {
     this.byId.set(c.conversation_id, c);
-    this.readSeq.set(c.conversation_id, Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
-    this.mentions.set(c.conversation_id, { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] });
+    // A server before v1.3 sends no `read_seq`: its count was everything
+    // after the mark.
+    this.readSeq.set(c.conversation_id, c.read_seq ?? Math.max(0, (c.last_seq ?? 0) - (c.unread_count ?? 0)));
+    this.unread.set(c.conversation_id, new Tally(c.unread_count ?? 0, c.last_seq ?? 0));
+    this.mentions.set(c.conversation_id, new Tally(c.mention_count ?? 0, c.last_seq ?? 0));
   }
 
-  /** Stores a changed item with its unread count from the read mark, and
-   * its mention count from what is tracked. */
+  /** Stores a changed item with its counts from what is tracked. */
   private replace(c: ConversationSummary): void {
-    const unread = Math.max(0, (c.last_seq ?? 0) - (this.readSeq.get(c.conversation_id) ?? 0));
-    const m = this.mentions.get(c.conversation_id);
-    const mentions = m ? Math.min(MAX_MENTIONS, m.base + m.seqs.length) : (c.mention_count ?? 0);
+    const unread = this.unread.get(c.conversation_id)?.count ?? c.unread_count ?? 0;
+    const mentions = this.mentions.get(c.conversation_id)?.count ?? c.mention_count ?? 0;
     this.byId.set(
       c.conversation_id,
       unread === c.unread_count && mentions === c.mention_count ? c : { ...c, unread_count: unread, mention_count: mentions },
@@ -430,23 +522,19 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     this.changed();
   }
 
-  private mentionsOf(c: ConversationSummary): { base: number; upTo: number; seqs: number[] } {
-    let m = this.mentions.get(c.conversation_id);
-    if (!m) {
-      m = { base: c.mention_count ?? 0, upTo: c.last_seq ?? 0, seqs: [] };
-      this.mentions.set(c.conversation_id, m);
+  private tallyOf(tallies: Map<string, Tally>, c: ConversationSummary, field: "unread_count" | "mention_count"): Tally {
+    let t = tallies.get(c.conversation_id);
+    if (!t) {
+      t = new Tally(c[field] ?? 0, c.last_seq ?? 0);
+      tallies.set(c.conversation_id, t);
     }
-    return m;
+    return t;
   }
 
-  /** The caller read up to `seq`: the mentions up to it are read. Which
-   * of the server's count are before it is not known, unless the mark
-   * reaches past all of them. */
-  private readMentions(conversationId: string, seq: number): void {
-    const m = this.mentions.get(conversationId);
-    if (!m) return;
-    if (seq >= m.upTo) m.base = 0;
-    m.seqs = m.seqs.filter((s) => s > seq);
+  /** The caller read up to `seq`: what it passed counts no more. */
+  private readCounts(conversationId: string, seq: number): void {
+    this.unread.get(conversationId)?.read(seq);
+    this.mentions.get(conversationId)?.read(seq);
   }
 
   /** A membership change applied to the item (a ban takes the user

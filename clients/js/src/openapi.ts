@@ -3531,6 +3531,13 @@ export interface components {
              */
             preview: string | null;
             /**
+             * Format: uint64
+             * @description For the caller: their read mark (`ack_read`, or their own last
+             *     send), the seq `unread_count` counts after (v1.3 addition).
+             * @default 0
+             */
+            read_seq: number;
+            /**
              * Format: uint32
              * @description Messages older than this many days are erased; null: kept (or the
              *     tenant's default applies).
@@ -3546,7 +3553,9 @@ export interface components {
             title?: string | null;
             /**
              * Format: uint64
-             * @description For the caller: messages after the caller's read mark.
+             * @description For the caller: what they would call unread after their read mark
+             *     (issue 43): messages of the main timeline from others they do not
+             *     block, neither system messages nor deleted ones, at most 999.
              */
             unread_count: number;
         };

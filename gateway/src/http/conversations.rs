@@ -43,12 +43,13 @@ fn member_views(d: &ConversationDetail) -> Vec<MemberView> {
 /// A conversation with every member's marks, as `caller` sees it.
 pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> ConversationView {
     let me = d.members.iter().find(|m| &m.user_id == caller);
-    let read = me.map_or(0, |m| m.read_seq);
+    let read_seq = me.map_or(0, |m| m.read_seq);
     let settings = me.map(|m| m.settings.clone()).unwrap_or_default();
     let members = Members::Detailed(member_views(&d));
     let r = d.record;
     ConversationView {
-        unread_count: r.last_seq.saturating_sub(read),
+        unread_count: d.reader_unread_count,
+        read_seq,
         notifications: settings.notifications,
         muted: muted(&settings),
         mention_count: d.reader_mention_count,
@@ -80,7 +81,8 @@ fn muted(settings: &MemberSettings) -> bool {
 fn summary_view(s: ConversationSummary) -> ConversationView {
     let r = s.record;
     ConversationView {
-        unread_count: r.last_seq.saturating_sub(s.me.read_seq),
+        unread_count: s.unread_count,
+        read_seq: s.me.read_seq,
         notifications: s.me.settings.notifications,
         muted: muted(&s.me.settings),
         mention_count: s.mention_count,

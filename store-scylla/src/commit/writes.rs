@@ -44,6 +44,7 @@ impl Tx<'_> {
                 root_seq,
                 seq,
             } => self.write_thread_mark(c, user, root_seq, seq).await?,
+            RowWrite::Counted { c, seq, sender } => self.write_counted(c, seq, sender),
             RowWrite::Mention {
                 c,
                 user,

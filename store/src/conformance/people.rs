@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use switchboard_protocol::{ConversationKind, Timestamp};
 
-use super::support::{create, key, seed_more, tenant, text_message, unique_tenant, user};
+use super::support::{conv, create, key, seed_more, tenant, text_message, unique_tenant, user};
 use crate::{
     ConsentQuery, ConversationSummary, ListCursor, ListQuery, Mutation, Store, StoreError,
     UnsolicitedAdds,
@@ -387,4 +387,97 @@ pub async fn profiles_are_stored_replaced_and_erased(store: &Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(read(&["alice", "bob"]).await, vec![None, Some(bob)]);
+}
+
+/// Unread counts (issue 43): only what a member would call unread counts,
+/// from the `counted` rows: not their own messages, not system messages,
+/// not thread replies, not deleted ones, not those of a user they block;
+/// and nothing at or before their read mark.
+pub async fn unread_counts_count_what_a_member_would(store: &Arc<dyn Store>) {
+    use switchboard_protocol::{Content, MessageId};
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("unread");
+    store
+        .commit(vec![create(
+            t,
+            "g",
+            ConversationKind::Group,
+            &["ann", "bob", "eve", "cal"],
+            100,
+        )])
+        .await
+        .unwrap();
+    let mut ms = Vec::new();
+    // Read by cal, who never sends (a sender's own send marks what came
+    // before it read): 1 ann's, 2 bob's, 3 a system message, 4 a reply in
+    // 1's thread, 5 ann's, deleted below, 6 eve's, whom cal blocks, 7
+    // ann's again.
+    for (seq, sender) in [
+        (1, "ann"),
+        (2, "bob"),
+        (3, "ann"),
+        (4, "ann"),
+        (5, "ann"),
+        (6, "eve"),
+        (7, "ann"),
+    ] {
+        let mut m = text_message("g", seq, sender, "d", &format!("u-{seq}"));
+        if seq == 3 {
+            m.content = Some(
+                serde_json::from_value::<Content>(serde_json::json!({
+                    "kind": "system", "event": "members_added", "actor": "ann", "user_ids": ["eve"]
+                }))
+                .unwrap(),
+            );
+        }
+        if seq == 4 {
+            m.thread_id = Some(MessageId::from_u64(1_000_001));
+        }
+        ms.push(m);
+    }
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "g"),
+            expected_last_seq: 0,
+            messages: ms,
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    store
+        .commit(vec![
+            Mutation::Delete {
+                key: key(t, "g"),
+                seq: 5,
+                at: Timestamp::from_unix_ms(1_780_000_001_000),
+                inbox: true,
+            },
+            Mutation::SetBlock {
+                tenant: tenant(t),
+                user: user("cal"),
+                target: user("eve"),
+                at: Some(Timestamp::from_unix_ms(1_780_000_001_000)),
+            },
+        ])
+        .await
+        .unwrap();
+    let unread = |who: &'static str| async move {
+        let listed = page(store, t, who, None, 10).await[0].unread_count;
+        let detail = store
+            .conversation(&tenant(t), &conv("g"), &user(who))
+            .await
+            .unwrap()
+            .reader_unread_count;
+        assert_eq!(listed, detail, "{who}: the list and the conversation agree");
+        listed
+    };
+    assert_eq!(unread("cal").await, 3, "1, 2 and 7");
+    // Bob read through his own 2: ann's 7 and eve's 6 are left.
+    assert_eq!(unread("bob").await, 2);
+    // After a read mark at 6, only 7 is left for cal.
+    store
+        .ack_read(&tenant(t), &user("cal"), &conv("g"), 6)
+        .await
+        .unwrap();
+    assert_eq!(unread("cal").await, 1);
 }

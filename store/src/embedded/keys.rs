@@ -16,12 +16,12 @@ use crate::{StoreError, StoreResult};
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
 /// blocks, reports, expiries), 4 `joined` (erasure), filled from the
 /// current memberships as it opens (`erasure::record_joined`), 5
-/// `profiles` (v1.3); an older store becomes version 5 as it opens,
-/// since the others start empty (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"5";
+/// `profiles` (v1.3), 6 `counted` (unread counts); an older store becomes
+/// version 6 as it opens, since the others start empty (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"6";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5"];
 
 /// Every keyspace of the store.
 pub(super) struct Spaces {
@@ -101,6 +101,9 @@ pub(super) struct Spaces {
     /// tenant, user → `Profile` JSON (v1.3); no row for a user who never
     /// set one.
     pub profiles: Keyspace,
+    /// tenant, conversation, seq → sender: the messages that count toward
+    /// unread counts (`rules::unread`).
+    pub counted: Keyspace,
     /// tenant, report id (u64) → (): the open reports.
     pub open_reports: Keyspace,
     /// tenant, conversation, expires at (u64 Unix ms), seq → (): the
@@ -146,6 +149,7 @@ impl Spaces {
             blocks: open("blocks")?,
             reports: open("reports")?,
             profiles: open("profiles")?,
+            counted: open("counted")?,
             open_reports: open("open_reports")?,
             expiries: open("expiries")?,
             meta: open("meta")?,

@@ -76,6 +76,7 @@ pub(super) fn conversation_page<R: Readable>(
     // `list_order`: most recent activity first, then id.
     positions.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut out = Vec::with_capacity(query.limit.min(positions.len()));
+    let blocked = super::unread::blocked_set(r, s, t, u)?;
     for (_, id) in positions {
         let c = id.as_str();
         let Some(me) = member_row(r, s, t, c, u)? else {
@@ -91,11 +92,13 @@ pub(super) fn conversation_page<R: Readable>(
         let mut me = me.record(user.clone());
         me.settings = member_state(r, s, t, c, u)?.settings;
         let mention_count = super::extras::mention_count(r, s, t, u, c, me.read_seq)?;
+        let unread_count = super::unread::unread_count(r, s, t, u, c, me.read_seq, &blocked)?;
         out.push(ConversationSummary {
             record,
             member_ids,
             me,
             mention_count,
+            unread_count,
         });
         if out.len() == query.limit {
             break;

@@ -26,6 +26,7 @@ mod rows;
 mod safety;
 mod senders;
 mod states;
+mod unread;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +97,7 @@ impl EmbeddedStore {
         consent::record_past_speakers(&db, &spaces)?;
         erasure::record_joined(&db, &spaces)?;
         senders::index_past_senders(&db, &spaces)?;
+        unread::count_past_messages(&db, &spaces)?;
         let commits =
             group_commit::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
         Ok(Self {

@@ -275,10 +275,14 @@ pub(super) fn conversation<R: Readable>(
         .find(|m| &m.user_id == reader)
         .map_or(0, |m| m.read_seq);
     let reader_mention_count = super::extras::mention_count(r, s, t, reader.as_str(), c, read)?;
+    let blocked = super::unread::blocked_set(r, s, t, reader.as_str())?;
+    let reader_unread_count =
+        super::unread::unread_count(r, s, t, reader.as_str(), c, read, &blocked)?;
     Ok(ConversationDetail {
         record,
         members,
         reader_mention_count,
+        reader_unread_count,
     })
 }
 

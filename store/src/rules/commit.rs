@@ -136,6 +136,13 @@ pub enum Write<'a> {
         seq: u64,
         present: bool,
     },
+    /// Message `seq` counts toward unread counts, sent by `sender`, or
+    /// (`None`) no more (issue 43).
+    Counted {
+        c: &'a ConversationKey,
+        seq: u64,
+        sender: Option<&'a str>,
+    },
     /// Member `user` has sent in the conversation (a message or a
     /// membership change): whom they have spoken to, which consent and
     /// presence follow. Writing it again changes nothing.

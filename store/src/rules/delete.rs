@@ -51,6 +51,7 @@ pub(super) async fn delete<C: Commit>(
         view.write(Write::MessageReactionsGone { c, seq }).await?;
     }
     threads::unmention(view, c, &message).await?;
+    super::unread::uncount(view, c, seq).await?;
     message.mark_deleted(at);
     store_update(view, c, &message, inbox, at).await
 }

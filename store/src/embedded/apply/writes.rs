@@ -147,6 +147,13 @@ impl GroupView<'_> {
                 present,
             } => self.write_expiry(c, at, seq, present),
             Write::Report { tenant, report } => self.write_report(tenant, report)?,
+            Write::Counted { c, seq, sender } => {
+                let k = conversation(c).n(seq).bytes();
+                match sender {
+                    Some(sender) => self.batch.insert(&self.s.counted, k, sender.as_bytes()),
+                    None => self.batch.remove(&self.s.counted, k),
+                }
+            }
             Write::Profile { tenant, profile } => {
                 let k = Key::new().s(tenant.as_str()).s(profile.user_id.as_str());
                 self.batch
