@@ -476,6 +476,10 @@ function describe(content) {
       return `📄 ${content.caption || content.mime}`;
     case "ciphertext":
       return "(encrypted)";
+    case "custom":
+      // An app's own kind (v1.3): this client knows none, so it shows
+      // what the sender wrote for clients like it.
+      return content.fallback_text ?? `[${content.type}]`;
     case "system":
       return previewOfContent(content) ?? String(content.event);
     default:
@@ -730,7 +734,9 @@ function messageNode(state, m, inThread = false) {
     ? mediaNode(m.content)
     : m.content?.kind === "text"
       ? bodyNode(m, m.content.text)
-      : el("span", { class: "body", text: describe(m.content) });
+      : m.content?.kind === "custom"
+        ? el("span", { class: "body custom", title: m.content.type, text: describe(m.content) })
+        : el("span", { class: "body", text: describe(m.content) });
   const meta = el("span", { class: "meta" });
   if (!mine && !system) meta.append(avatarNode(m.sender_id), el("span", { class: "sender", title: m.sender_id, text: nameOf(m.sender_id) }));
   meta.append(el("time", { text: new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }));

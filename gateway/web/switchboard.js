@@ -1083,6 +1083,8 @@ function previewOf(content) {
       return content.caption ? `[${content.kind}] ${oneLine(content.caption)}` : `[${content.kind}]`;
     case "ciphertext":
       return null;
+    case "custom":
+      return oneLine(content.fallback_text ?? `[${content.type}]`);
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
       if (content.event === "members_added") return `${content.actor} added ${users}`;

@@ -88,8 +88,9 @@ impl IndexOp {
         }
     }
 
-    /// What of a message is searched: a text, or a media caption; never
-    /// ciphertext or a system message. `None` for a deleted message.
+    /// What of a message is searched: a text, a media caption, or a
+    /// custom message's `fallback_text` (v1.3); never ciphertext or a
+    /// system message. `None` for a deleted message.
     pub fn put_of(tenant: &TenantId, message: &Message) -> Option<Self> {
         use switchboard_protocol::Content;
         if message.deleted_at.is_some() {
@@ -98,6 +99,7 @@ impl IndexOp {
         let text = match message.content.as_ref()? {
             Content::Text { text } => text.clone(),
             Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.clone()?,
+            Content::Custom(c) => c.fallback_text.clone()?,
             Content::Ciphertext { .. } | Content::System(_) => return None,
         };
         Some(Self::Put {

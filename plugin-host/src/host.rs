@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::content::{ContentLimits, CustomContent};
 use switchboard_protocol::message::SendOptions;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
 use wasmtime::{Engine, Store, Trap};
@@ -239,7 +239,7 @@ impl PluginHost {
                 match verdict {
                     m::Verdict::Allow => Verdict::Allow,
                     m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
-                    m::Verdict::Rewrite(c) => Verdict::Rewrite($from(c)),
+                    m::Verdict::Rewrite(c) => Verdict::Rewrite(rewritten(input.content, $from(c))),
                 }
             }};
         }
@@ -520,6 +520,21 @@ fn cut(mut reason: String) -> String {
         reason.truncate(at);
     }
     reason
+}
+
+/// What a moderator's rewrite of `original` stores. A custom message
+/// (v1.3) was shown as its text: a new text becomes its `fallback_text`
+/// (`type` and `data` stay), the same text leaves it as sent; any other
+/// content replaces it.
+fn rewritten(original: &Content, rewrite: Content) -> Content {
+    match (original, rewrite) {
+        (Content::Custom(c), Content::Text { text }) if text == c.text() => original.clone(),
+        (Content::Custom(c), Content::Text { text }) => Content::Custom(CustomContent {
+            fallback_text: Some(text),
+            ..c.clone()
+        }),
+        (_, rewrite) => rewrite,
+    }
 }
 
 /// The made-up input of an upload's trial call.

@@ -255,7 +255,9 @@ macro_rules! conversions {
         }
 
         /// Content a plugin may see; `None` for ciphertext and system
-        /// content, which are never passed to plugins.
+        /// content, which are never passed to plugins. A custom message
+        /// (v1.3) is its text (`fallback_text`, or `[type]`): these
+        /// packages have no kind for it.
         pub(crate) fn $to(content: &Content) -> Option<$($types)::+::Content> {
             use $($types)::+::{Content as C, Media as M};
             let media = |m: &Media| M {
@@ -269,6 +271,7 @@ macro_rules! conversions {
                 Content::Image(m) => C::Image(media(m)),
                 Content::File(m) => C::File(media(m)),
                 Content::Voice(m) => C::Voice(media(m)),
+                Content::Custom(c) => C::Text(c.text()),
                 Content::Ciphertext { .. } | Content::System(_) => return None,
             })
         }

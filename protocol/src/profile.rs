@@ -17,8 +17,7 @@ pub const MAX_STATUS_TEXT_CHARS: usize = 140;
 /// The longest status emoji, in bytes (one emoji may be several code
 /// points joined).
 pub const MAX_STATUS_EMOJI_BYTES: usize = 32;
-/// The largest `custom` object, as compact JSON, in bytes.
-pub const MAX_CUSTOM_BYTES: usize = 4096;
+pub use crate::content::MAX_CUSTOM_BYTES;
 /// The most profiles one `GET /v1/users?ids=` reads.
 pub const MAX_PROFILE_IDS: usize = 100;
 
@@ -242,7 +241,7 @@ impl Profile {
                     next.custom.insert(k.clone(), v.clone());
                 }
             }
-            if custom_len(&next.custom) > MAX_CUSTOM_BYTES {
+            if crate::content::json_len(&next.custom) > MAX_CUSTOM_BYTES {
                 return Err(ProfileError::CustomTooLarge);
             }
         }
@@ -265,11 +264,6 @@ impl Profile {
         }
         self
     }
-}
-
-/// The size of a `custom` object as compact JSON.
-pub fn custom_len(custom: &Map<String, Value>) -> usize {
-    serde_json::to_vec(custom).map_or(usize::MAX, |v| v.len())
 }
 
 #[cfg(test)]

@@ -268,5 +268,23 @@ mod tests {
             preview(PreviewMode::Text, &secret),
             ("alice".into(), Some("New message".into()))
         );
+        // A custom message (v1.3) by its fallback text, else its type.
+        let custom = |fallback: Option<&str>| {
+            message(Content::Custom(
+                switchboard_protocol::content::CustomContent {
+                    custom_type: "shop.order".into(),
+                    data: serde_json::Map::new(),
+                    fallback_text: fallback.map(str::to_owned),
+                },
+            ))
+        };
+        assert_eq!(
+            preview(PreviewMode::Text, &custom(Some("Order #7"))).1,
+            Some("Order #7".into())
+        );
+        assert_eq!(
+            preview(PreviewMode::Text, &custom(None)).1,
+            Some("[shop.order]".into())
+        );
     }
 }

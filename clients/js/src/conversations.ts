@@ -34,7 +34,8 @@ export interface ConversationSettings {
 }
 
 /** How a message reads in one line, as the server's `preview` does: text
- * cut at 100 characters, media by kind and caption, membership, role,
+ * cut at 100 characters, media by kind and caption, a custom message
+ * (v1.3) by its `fallback_text` (or `[type]`), membership, role,
  * pin, ban and settings changes in words; null for none, a deleted
  * message, or ciphertext. */
 export function previewOf(content: Content | null | undefined): string | null {
@@ -48,6 +49,8 @@ export function previewOf(content: Content | null | undefined): string | null {
       return content.caption ? `[${content.kind}] ${oneLine(content.caption)}` : `[${content.kind}]`;
     case "ciphertext":
       return null;
+    case "custom":
+      return oneLine(content.fallback_text ?? `[${content.type}]`);
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
       if (content.event === "members_added") return `${content.actor} added ${users}`;

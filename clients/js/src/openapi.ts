@@ -3429,7 +3429,7 @@ export interface components {
             body: string;
             /** @constant */
             kind: "ciphertext";
-        } | components["schemas"]["SystemEvent"];
+        } | components["schemas"]["CustomContent"] | components["schemas"]["SystemEvent"];
         /** @description A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-]. */
         ConversationId: string;
         ConversationKind: ("group" | "channel") | "direct";
@@ -3589,6 +3589,24 @@ export interface components {
             /** @description Absent for none; `null` is refused like any other non-string. */
             title?: string;
         } & unknown;
+        /**
+         * @description A `custom` message (v1.3): an order card, a location, a form. The
+         *     server reads only `fallback_text`, what clients that do not know
+         *     `type` show, and what search, pushes and previews use.
+         */
+        CustomContent: {
+            /**
+             * @description The app's fields, at most the text limit (16 KiB) as compact JSON.
+             * @default {}
+             */
+            data: {
+                [key: string]: unknown;
+            };
+            /** @description What to show where `type` is unknown; absent shows `[type]`. */
+            fallback_text?: string | null;
+            /** @description The app's name for it: 1 to 64 of `A-Z a-z 0-9 . _ - : /`. */
+            type: string;
+        };
         /** @description Body of `PATCH /v1/admin/users/{user}/profile`. */
         CustomPatch: {
             /**
@@ -4461,7 +4479,7 @@ export interface components {
             body: string;
             /** @constant */
             kind: "ciphertext";
-        };
+        } | components["schemas"]["CustomContent"];
         /** @description A hook's shadow version and how it compares, as the admin API shows it. */
         ShadowListing: {
             /**

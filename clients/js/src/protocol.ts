@@ -103,7 +103,9 @@ kind: "voice"
 algorithm: string
 body: string
 kind: "ciphertext"
-})
+} | (CustomContent & {
+kind: "custom"
+}))
 /**
  * A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
@@ -234,7 +236,9 @@ kind: "voice"
 algorithm: string
 body: string
 kind: "ciphertext"
-} | (SystemEvent & {
+} | (CustomContent & {
+kind: "custom"
+}) | (SystemEvent & {
 kind: "system"
 }))
 /**
@@ -274,6 +278,27 @@ blob_ref: string
 caption?: (string | null)
 mime: string
 size: number
+}
+/**
+ * A `custom` message (v1.3): an order card, a location, a form. The
+ * server reads only `fallback_text`, what clients that do not know
+ * `type` show, and what search, pushes and previews use.
+ */
+export interface CustomContent {
+/**
+ * The app's fields, at most the text limit (16 KiB) as compact JSON.
+ */
+data?: {
+[k: string]: unknown
+}
+/**
+ * What to show where `type` is unknown; absent shows `[type]`.
+ */
+fallback_text?: (string | null)
+/**
+ * The app's name for it: 1 to 64 of `A-Z a-z 0-9 . _ - : /`.
+ */
+type: string
 }
 /**
  * What became of a send: the `ack` frame a socket gets, and the answer

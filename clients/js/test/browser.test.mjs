@@ -851,6 +851,23 @@ async function sdkClient(user) {
   return client;
 }
 
+test("custom messages (v1.3): an app's own kind shows its fallback text, or its type, in the timeline and the list", async () => {
+  const id = await groupOf("cass", ["dara"], "Orders");
+  const cass = await sdkClient("cass");
+  const dara = await signIn("dara", FEATURE);
+  await openChat(dara, id);
+  await cass.send(id, { kind: "custom", type: "shop.order", data: { order: 7, items: ["tea"] }, fallback_text: "Order #7: one tea" });
+  await cass.send(id, { kind: "custom", type: "location", data: { lat: 52.37, lon: 4.9 } });
+  await dara.locator("#messages .msg .body.custom", { hasText: "Order #7: one tea" }).waitFor();
+  const bare = dara.locator("#messages .msg .body.custom", { hasText: "[location]" });
+  await bare.waitFor();
+  assert.equal(await bare.getAttribute("title"), "location");
+  await dara.locator(`#conversations button[data-conversation="${id}"]`, { hasText: "[location]" }).waitFor();
+  await dara.screenshot({ path: `${screenshots}custom-messages.png` });
+  cass.close();
+  await dara.context().close();
+});
+
 test("search: a member types in the search box, sees the highlighted result, clicks it and lands on the message", async () => {
   const id = await groupOf("nell", ["oren"], "Field trip");
   // The message to find, then 55 more: it is older than the first page

@@ -13,6 +13,7 @@ mod consent;
 mod conversation_features;
 mod cql_faults;
 mod crash;
+mod custom;
 mod dev;
 mod doc_commands;
 mod e2ee;

@@ -1,0 +1,147 @@
+//! Custom messages (v1.3): content kind `custom` stored and delivered as
+//! sent, bounded, moderated through its `fallback_text` by a plugin of
+//! an earlier package, previewed and searched by it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard_client::RestClient;
+use switchboard_protocol::{Content, ConversationKind, ErrorCode, SendAck, ServerFrame};
+use switchboard_tests::{Cluster, ClusterSpec, TENANT, eventually, plugin};
+
+use crate::support::*;
+
+fn order(fallback: &str) -> Value {
+    json!({
+        "kind": "custom",
+        "type": "shop.order/v1",
+        "data": {"order": 7, "items": [{"sku": "tea", "qty": 2}], "paid": true},
+        "fallback_text": fallback,
+    })
+}
+
+async fn send_custom(
+    ws: &mut switchboard_client::WsClient,
+    conv: &str,
+    id: &str,
+    content: Value,
+) -> Result<(u64, Option<Content>), (ErrorCode, String)> {
+    let frame = json!({
+        "type": "send_message", "client_msg_id": id, "conversation_id": conv, "content": content,
+    });
+    ws.send_text(frame.to_string()).await.unwrap();
+    expect(ws, &format!("the answer to {id}"), |f| match f {
+        ServerFrame::Ack(SendAck {
+            client_msg_id,
+            seq: Some(seq),
+            content,
+            ..
+        }) if client_msg_id.as_str() == id => Some(Ok((seq, content))),
+        ServerFrame::Error {
+            code,
+            message,
+            client_msg_id: Some(c),
+            ..
+        } if c == id => Some(Err((code, message))),
+        _ => None,
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_message_arrives_as_sent_bounded_moderated_previewed_and_searched() {
+    let mut cluster = Cluster::start(ClusterSpec::default()).await;
+    cluster.add_search().await;
+    let conv = cluster
+        .create(ConversationKind::Group, "cu_ann", &["cu_bob"])
+        .await;
+    let mut ann = cluster.ws(0, "cu_ann", "phone").await;
+    let mut bob = cluster.ws(0, "cu_bob", "phone").await;
+
+    // Stored and delivered as it is: the other member's copy is the JSON
+    // that was sent.
+    let sent = order("Order 7: two teas");
+    let (seq, shown) = send_custom(&mut ann, &conv, "o1", sent.clone())
+        .await
+        .unwrap();
+    assert_eq!(shown, None, "stored as sent: the ack carries no content");
+    let got = expect_message(&mut bob).await;
+    assert_eq!(got.seq, seq);
+    assert_eq!(serde_json::to_value(&got.content).unwrap(), sent);
+
+    // Bounds: the type's alphabet and length, the fallback's length
+    // (16 KiB, the text limit), data that is not an object.
+    for (id, content, code) in [
+        (
+            "b1",
+            json!({"kind": "custom", "type": "a b"}),
+            ErrorCode::InvalidFrame,
+        ),
+        (
+            "b2",
+            json!({"kind": "custom", "type": "t".repeat(65)}),
+            ErrorCode::InvalidFrame,
+        ),
+        (
+            "b3",
+            json!({"kind": "custom", "type": "t", "data": [1]}),
+            ErrorCode::InvalidFrame,
+        ),
+        ("b4", order(&"f".repeat(16 * 1024 + 1)), ErrorCode::TooLarge),
+    ] {
+        let (got, why) = send_custom(&mut ann, &conv, id, content).await.unwrap_err();
+        assert_eq!(got, code, "{id}: {why}");
+    }
+    let at_the_limit = send_custom(&mut ann, &conv, "b5", order(&"f".repeat(16 * 1024))).await;
+    assert!(at_the_limit.is_ok(), "{at_the_limit:?}");
+    let typed = send_custom(
+        &mut ann,
+        &conv,
+        "b6",
+        json!({"kind": "custom", "type": "t".repeat(64)}),
+    )
+    .await;
+    assert!(typed.is_ok(), "{typed:?}");
+
+    // The conversation list previews its fallback text (the last message
+    // now is b6, which has none: `[type]`).
+    let list = cluster.rest(0, "cu_bob").conversations().await.unwrap();
+    assert_eq!(
+        list.conversations[0].preview,
+        Some(format!("[{}]", "t".repeat(64)))
+    );
+
+    // Found by its fallback text.
+    let bob_rest = cluster.rest(0, "cu_bob");
+    let found = eventually("the order in search", Duration::from_secs(20), || async {
+        let (status, body) = call(&bob_rest, "GET", "/v1/search?q=teas", None).await;
+        (status == 200 && body["results"].as_array().is_some_and(|r| r.len() == 1)).then_some(body)
+    })
+    .await;
+    assert_eq!(found["results"][0]["message"]["content"], sent);
+
+    // A moderator of an earlier package sees the fallback text: its
+    // rewrite masks the text, the type and data stay.
+    let admin: RestClient = cluster.rest_as(0, TENANT, "root", true);
+    let v = admin
+        .deploy_plugin("moderation", plugin("word-list"), &[], None)
+        .await
+        .unwrap();
+    let revision = v["revision"].as_u64();
+    eventually("the moderator runs", Duration::from_secs(10), || async {
+        let listing = admin.plugin_versions("moderation").await.unwrap();
+        (listing["running_here"].as_u64() == revision).then_some(())
+    })
+    .await;
+    let (_, shown) = send_custom(&mut ann, &conv, "m1", order("darn, out of tea"))
+        .await
+        .unwrap();
+    let masked = order("****, out of tea");
+    assert_eq!(serde_json::to_value(&shown).unwrap(), masked);
+    let stored = expect(&mut bob, "the moderated order", |f| match f {
+        ServerFrame::Message { message } if message.client_msg_id.as_str() == "m1" => Some(message),
+        _ => None,
+    })
+    .await;
+    assert_eq!(serde_json::to_value(&stored.content).unwrap(), masked);
+}
