@@ -146,7 +146,7 @@ var Commands = class {
     for (const lane of this.lanes.values()) n += lane.length;
     return n;
   }
-  update(type, conversationId, messageId, content) {
+  update(type, conversationId, messageId, content, custom) {
     if (!this.host.hasRoom()) {
       return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
     }
@@ -156,6 +156,7 @@ var Commands = class {
         conversationId,
         messageId,
         content,
+        ...custom ? { custom } : {},
         createdAt: Date.now(),
         writtenAt: 0,
         answers: 0,
@@ -325,6 +326,7 @@ var Commands = class {
           conversation_id: u.conversationId,
           message_id: u.messageId,
           ...u.content ? { content: u.content } : {},
+          ...u.custom ? { custom: u.custom } : {},
           created_at: u.createdAt
         });
       }
@@ -354,6 +356,7 @@ var Commands = class {
         conversationId: r.conversation_id,
         messageId: r.message_id,
         content: r.type === "react" ? void 0 : r.content,
+        ...r.type !== "react" && r.custom ? { custom: r.custom } : {},
         ...r.type === "react" ? { emoji: r.emoji, action: r.action } : {},
         createdAt: r.created_at,
         writtenAt: 0,
@@ -379,7 +382,13 @@ var Commands = class {
     if (!lane) this.writeUpdate(u);
   }
   writeUpdate(u) {
-    const frame = u.type === "edit_message" ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content } : u.type === "delete_message" ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId } : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji, action: u.action };
+    const frame = u.type === "edit_message" ? {
+      type: "edit_message",
+      conversation_id: u.conversationId,
+      message_id: u.messageId,
+      content: u.content,
+      ...u.custom ? { custom: u.custom } : {}
+    } : u.type === "delete_message" ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId } : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji, action: u.action };
     if (this.host.write(frame)) u.writtenAt = Date.now();
   }
   writeMark(k) {
@@ -2238,10 +2247,12 @@ var Outgoing = class {
     __publicField(this, "thread_id");
     __publicField(this, "mentions");
     __publicField(this, "mention_all");
+    __publicField(this, "custom");
     this.reply_to = extras.reply_to ?? null;
     this.thread_id = extras.thread_id ?? null;
     this.mentions = extras.mentions ?? [];
     this.mention_all = extras.mention_all ?? false;
+    this.custom = extras.custom ?? null;
   }
   /** What it carries besides its content, as sent (absent fields left out). */
   get extras() {
@@ -2249,7 +2260,8 @@ var Outgoing = class {
       ...this.reply_to ? { reply_to: this.reply_to } : {},
       ...this.thread_id ? { thread_id: this.thread_id } : {},
       ...this.mentions.length ? { mentions: [...this.mentions] } : {},
-      ...this.mention_all ? { mention_all: true } : {}
+      ...this.mention_all ? { mention_all: true } : {},
+      ...this.custom ? { custom: this.custom } : {}
     };
   }
   get frame() {
@@ -2410,7 +2422,8 @@ var Outbox = class {
         reply_to: r.reply_to,
         thread_id: r.thread_id,
         mentions: r.mentions,
-        mention_all: r.mention_all
+        mention_all: r.mention_all,
+        custom: r.custom
       });
       if (r.status === "failed") {
         o.status = "failed";
@@ -2691,7 +2704,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.replyTo ? { reply_to: o.replyTo } : {},
       ...o.threadId ? { thread_id: o.threadId } : {},
       ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
-      ...o.mentionAll ? { mention_all: true } : {}
+      ...o.mentionAll ? { mention_all: true } : {},
+      ...o.custom ? { custom: o.custom } : {}
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
@@ -2712,7 +2726,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.replyTo ? { reply_to: o.replyTo } : {},
       ...o.threadId ? { thread_id: o.threadId } : {},
       ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
-      ...o.mentionAll ? { mention_all: true } : {}
+      ...o.mentionAll ? { mention_all: true } : {},
+      ...o.custom ? { custom: o.custom } : {}
     });
   }
   /** Sends a text message (with `SendOptions`: a reply, into a thread,
@@ -2752,7 +2767,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.reply_to ? { replyTo: o.reply_to } : {},
       ...o.thread_id ? { threadId: o.thread_id } : {},
       ...o.mentions.length ? { mentions: [...o.mentions] } : {},
-      ...o.mention_all ? { mentionAll: true } : {}
+      ...o.mention_all ? { mentionAll: true } : {},
+      ...o.custom ? { custom: o.custom } : {}
     });
   }
   /** Whether this user blocks `user` (v1.2), as `blocked` knows it. */
@@ -2789,9 +2805,11 @@ var SwitchboardClient = class extends Emitter {
   }
   /** Edits a message: resolves with it as the server now has it (its
    * `message_updated`), rejects with a `CommandError` (`forbidden`,
-   * `conflict`, ...). Waits while there is no connection. */
-  edit(conversationId, messageId, content) {
-    return this.commands.update("edit_message", conversationId, messageId, content);
+   * `conflict`, ...). Waits while there is no connection. `custom`
+   * (v1.3) replaces the message's own fields (`{}` removes them);
+   * without it they stay. */
+  edit(conversationId, messageId, content, options = {}) {
+    return this.commands.update("edit_message", conversationId, messageId, content, options.custom);
   }
   /** Deletes a message: as `edit`, resolving with the deleted message. */
   delete(conversationId, messageId) {
@@ -3006,7 +3024,8 @@ var SwitchboardClient = class extends Emitter {
               thread_id: o.thread_id,
               reactions: [],
               mentions: [...o.mentions],
-              mention_all: o.mention_all
+              mention_all: o.mention_all,
+              ...o.custom && Object.keys(o.custom).length ? { custom: o.custom } : {}
             },
             true
           );

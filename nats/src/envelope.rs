@@ -108,6 +108,10 @@ pub struct UpdateCommand {
     pub actor_is_admin: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
+    /// An edit's new `custom` fields (v1.3): absent keeps the message's,
+    /// an object replaces them (`{}` removes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

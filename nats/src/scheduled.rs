@@ -63,6 +63,7 @@ impl ScheduledSend {
             thread_id: self.options.thread_id,
             mentions: self.options.mentions.clone(),
             mention_all: self.options.mention_all,
+            custom: self.options.custom.clone(),
         }
     }
 }

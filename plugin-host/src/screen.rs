@@ -4,8 +4,8 @@
 //! another refuses.
 //!
 //! 1. The content is within the tenant's content limits (the
-//!    deployment's, lowered by the tenant's `max_message_bytes`), and
-//!    its mentions within theirs.
+//!    deployment's, lowered by the tenant's `max_message_bytes`), its
+//!    mentions within theirs, its `custom` fields within 4096 bytes.
 //! 2. The tenant's moderator, if one is deployed, decides; a rewrite must
 //!    be within the same limits, or the call counts as failed and the
 //!    plugin's `on_failure` decides (`open`: the content as sent).
@@ -16,7 +16,7 @@
 
 use std::future::Future;
 
-use switchboard_protocol::content::{ContentError, ContentLimits};
+use switchboard_protocol::content::{ContentError, ContentLimits, MAX_CUSTOM_BYTES, json_len};
 use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
 use switchboard_protocol::{
     Content, ConversationId, ConversationKind, ErrorCode, TenantId, UserId,
@@ -55,6 +55,8 @@ pub enum Refused<E> {
     Content(#[from] ContentError),
     #[error("a message mentions at most {MAX_MENTIONS} members")]
     Mentions,
+    #[error("a message's custom fields are at most {MAX_CUSTOM_BYTES} bytes of JSON")]
+    Custom,
     /// The moderator refused it; the reason is the plugin's.
     #[error("{0}")]
     Rejected(String),
@@ -72,6 +74,7 @@ impl<E> Refused<E> {
         match self {
             Refused::Content(e) => Some(e.code()),
             Refused::Mentions => Some(ErrorCode::InvalidRequest),
+            Refused::Custom => Some(ErrorCode::TooLarge),
             Refused::Rejected(_) => Some(ErrorCode::RejectedByPolicy),
             Refused::Failed(_) => Some(ErrorCode::Unavailable),
             Refused::Shape(_) => None,
@@ -89,6 +92,13 @@ pub fn check_shape<E>(
     content.validate_from_client(limits)?;
     if options.mentions.len() > MAX_MENTIONS {
         return Err(Refused::Mentions);
+    }
+    if options
+        .custom
+        .as_ref()
+        .is_some_and(|c| json_len(c) > MAX_CUSTOM_BYTES)
+    {
+        return Err(Refused::Custom);
     }
     Ok(())
 }

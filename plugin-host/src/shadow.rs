@@ -40,7 +40,7 @@ pub(crate) enum Input {
         member_count: usize,
         sender: UserId,
         content: Content,
-        options: SendOptions,
+        options: Box<SendOptions>,
         limits: ContentLimits,
     },
     Reaction {
@@ -72,7 +72,7 @@ impl Input {
             member_count: input.member_count,
             sender: input.sender.clone(),
             content: input.content.clone(),
-            options: input.options.clone(),
+            options: Box::new(input.options.clone()),
             limits: *limits,
         }
     }

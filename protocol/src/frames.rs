@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::content::Content;
 use crate::error::ErrorCode;
@@ -39,12 +40,20 @@ pub enum ClientFrame {
         /// decided when it is sent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         send_at: Option<Timestamp>,
+        /// The app's own fields on the message (v1.3): a JSON object of
+        /// at most 4096 bytes as compact JSON.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        custom: Option<Map<String, Value>>,
     },
     EditMessage {
         conversation_id: ConversationId,
         message_id: MessageId,
         #[cfg_attr(feature = "schema", schemars(with = "crate::content::SentContent"))]
         content: Content,
+        /// The message's new `custom` fields (v1.3): absent keeps them,
+        /// an object replaces them (`{}` removes them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        custom: Option<Map<String, Value>>,
     },
     DeleteMessage {
         conversation_id: ConversationId,
@@ -138,6 +147,7 @@ impl ClientFrame {
             mentions: Vec::new(),
             mention_all: false,
             send_at: None,
+            custom: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The message object of docs/protocol.md.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::content::Content;
 use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
@@ -71,6 +72,11 @@ pub struct Message {
     /// absent (or null) when it stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
+    /// The app's own fields (v1.3): a JSON object of at most
+    /// [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+    /// send and changed only by an edit; absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<Map<String, Value>>,
 }
 
 impl Message {
@@ -106,6 +112,7 @@ impl Message {
             mention_all: false,
             blocked_sender: false,
             expires_at: None,
+            custom: None,
         }
     }
 
@@ -133,12 +140,14 @@ impl Message {
             thread_id: self.thread_id,
             mentions: self.mentions.clone(),
             mention_all: self.mention_all,
+            custom: self.custom.clone(),
         }
     }
 }
 
 /// What a send may say beyond its content (v1.1): the message it
-/// replies to, the thread it goes into, whom it mentions.
+/// replies to, the thread it goes into, whom it mentions, and (v1.3) its
+/// `custom` fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +158,9 @@ pub struct SendOptions {
     pub mentions: Vec<UserId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mention_all: bool,
+    /// The message's `custom` fields (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<Map<String, Value>>,
 }
 
 impl SendOptions {

@@ -45,6 +45,9 @@ pub struct ScheduledMessage {
     pub mentions: Vec<UserId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mention_all: bool,
+    /// The message's `custom` fields (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `GET /v1/scheduled`: the caller's waiting messages, soonest first.

@@ -35,6 +35,10 @@ pub struct PostMessage {
     /// `"status": "scheduled"` and its `scheduled_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_at: Option<Timestamp>,
+    /// The message's own fields (v1.3): a JSON object of at most 4096
+    /// bytes as compact JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl PostMessage {
@@ -45,6 +49,7 @@ impl PostMessage {
             thread_id: self.thread_id,
             mentions: self.mentions.clone(),
             mention_all: self.mention_all,
+            custom: self.custom.clone(),
         }
     }
 }

@@ -110,7 +110,16 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             editor,
             at,
             inbox,
-        } => edit(view, key, *seq, content, editor, *at, *inbox).await,
+            custom,
+        } => {
+            let change = Change {
+                content,
+                custom: custom.as_ref(),
+                editor,
+                at: *at,
+            };
+            edit(view, key, *seq, change, *inbox).await
+        }
         Mutation::Delete {
             key,
             seq,
@@ -353,15 +362,28 @@ async fn append<C: Commit>(
     view.write(Write::Position { c, last }).await
 }
 
+/// What an edit changes: the content, and (v1.3) the `custom` fields
+/// when given (an empty object removes them).
+struct Change<'a> {
+    content: &'a Content,
+    custom: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    editor: &'a UserId,
+    at: Timestamp,
+}
+
 async fn edit<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
     seq: u64,
-    content: &Content,
-    editor: &UserId,
-    at: Timestamp,
+    change: Change<'_>,
     inbox: bool,
 ) -> StoreResult<()> {
+    let Change {
+        content,
+        custom,
+        editor,
+        at,
+    } = change;
     check_not_archived_here(view, c)?;
     // An edit only follows the sequencer's checks, so the message exists
     // unless it was archived since.
@@ -412,6 +434,9 @@ async fn edit<C: Commit>(
         .await?;
     }
     message.content = Some(content.clone());
+    if let Some(custom) = custom {
+        message.custom = (!custom.is_empty()).then(|| custom.clone());
+    }
     message.edited_at = Some(at);
     store_update(view, c, &message, inbox, at).await
 }

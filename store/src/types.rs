@@ -392,6 +392,10 @@ pub enum Mutation {
         editor: UserId,
         at: Timestamp,
         inbox: bool,
+        /// The message's new `custom` fields (v1.3): `None` keeps them,
+        /// an object replaces them (an empty one removes them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        custom: Option<serde_json::Map<String, serde_json::Value>>,
     },
     /// Soft delete of message `seq`: no content anywhere from now on, its
     /// versions included.

@@ -467,6 +467,7 @@ fn decide(
                 thread_id: s.thread_id,
                 mentions: s.mentions,
                 mention_all: s.mention_all,
+                custom: None,
             };
             let input = ModerationInput {
                 tenant: &tenant,

@@ -9,7 +9,7 @@ import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, t
 import type { BlockAction, Message, ReactAction, SentContent, ServerFrame, TypingState } from "./protocol.js";
 import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
 import { ProfileCache } from "./profiles.js";
-import { Outbox, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
+import { Outbox, type Custom, type Outgoing, type OutgoingMessage, type SendExtras, type Sent } from "./status.js";
 import { Tokens, identityOf } from "./token.js";
 
 export type { ClientEvents, ClientOptions } from "./options.js";
@@ -30,6 +30,10 @@ export interface SendOptions {
   /** Mention every member (owners and admins only: `forbidden`
    * otherwise). */
   mentionAll?: boolean;
+  /** The message's own fields (v1.3): a JSON object of at most 4096
+   * bytes (`too_large` past it), carried as `custom` and changed only by
+   * an edit. */
+  custom?: Custom;
 }
 
 /**
@@ -249,6 +253,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.threadId ? { thread_id: o.threadId } : {}),
       ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
       ...(o.mentionAll ? { mention_all: true } : {}),
+      ...(o.custom ? { custom: o.custom } : {}),
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
@@ -276,6 +281,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.threadId ? { thread_id: o.threadId } : {}),
       ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
       ...(o.mentionAll ? { mention_all: true } : {}),
+      ...(o.custom ? { custom: o.custom } : {}),
     });
   }
 
@@ -320,6 +326,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.thread_id ? { threadId: o.thread_id } : {}),
       ...(o.mentions.length ? { mentions: [...o.mentions] } : {}),
       ...(o.mention_all ? { mentionAll: true } : {}),
+      ...(o.custom ? { custom: o.custom } : {}),
     });
   }
 
@@ -367,9 +374,11 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
 
   /** Edits a message: resolves with it as the server now has it (its
    * `message_updated`), rejects with a `CommandError` (`forbidden`,
-   * `conflict`, ...). Waits while there is no connection. */
-  edit(conversationId: string, messageId: string, content: SentContent): Promise<Message> {
-    return this.commands.update("edit_message", conversationId, messageId, content);
+   * `conflict`, ...). Waits while there is no connection. `custom`
+   * (v1.3) replaces the message's own fields (`{}` removes them);
+   * without it they stay. */
+  edit(conversationId: string, messageId: string, content: SentContent, options: { custom?: Custom } = {}): Promise<Message> {
+    return this.commands.update("edit_message", conversationId, messageId, content, options.custom);
   }
 
   /** Deletes a message: as `edit`, resolving with the deleted message. */
@@ -612,6 +621,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
               reactions: [],
               mentions: [...o.mentions],
               mention_all: o.mention_all,
+              ...(o.custom && Object.keys(o.custom).length ? { custom: o.custom } : {}),
             },
             true,
           );

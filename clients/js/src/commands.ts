@@ -16,6 +16,7 @@
 // `error` that names the message but not the emoji.
 import { CommandError, onRefusal, type ErrorFrame } from "./errors.js";
 import type { ClientFrame, Message, ReactAction, SentContent, ServerFrame } from "./protocol.js";
+import type { Custom } from "./status.js";
 
 export type UpdateType = "edit_message" | "delete_message";
 export type MarkKind = "read" | "delivered";
@@ -43,7 +44,7 @@ export interface CommandEvent {
 /** A stored edit, delete, reaction or mark not yet carried out
  * (persist.ts). A mark with `thread_id` is a thread's read mark. */
 export type CommandRecord =
-  | { type: UpdateType; conversation_id: string; message_id: string; content?: SentContent; created_at: number }
+  | { type: UpdateType; conversation_id: string; message_id: string; content?: SentContent; custom?: Custom; created_at: number }
   | { type: "react"; conversation_id: string; message_id: string; emoji: string; action: ReactAction; created_at: number }
   | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number; thread_id?: string };
 
@@ -52,6 +53,8 @@ interface Update {
   conversationId: string;
   messageId: string;
   content: SentContent | undefined;
+  /** An edit's new `custom` fields (v1.3); undefined keeps them. */
+  custom?: Custom;
   /** A reaction's emoji and action. */
   emoji?: string;
   action?: ReactAction;
@@ -121,7 +124,7 @@ export class Commands {
     return n;
   }
 
-  update(type: UpdateType, conversationId: string, messageId: string, content?: SentContent): Promise<Message> {
+  update(type: UpdateType, conversationId: string, messageId: string, content?: SentContent, custom?: Custom): Promise<Message> {
     if (!this.host.hasRoom()) {
       return Promise.reject(new CommandError(type, conversationId, "queue_full", "too many commands wait for a connection"));
     }
@@ -131,6 +134,7 @@ export class Commands {
         conversationId,
         messageId,
         content,
+        ...(custom ? { custom } : {}),
         createdAt: Date.now(),
         writtenAt: 0,
         answers: 0,
@@ -321,6 +325,7 @@ export class Commands {
           conversation_id: u.conversationId,
           message_id: u.messageId,
           ...(u.content ? { content: u.content } : {}),
+          ...(u.custom ? { custom: u.custom } : {}),
           created_at: u.createdAt,
         });
       }
@@ -351,6 +356,7 @@ export class Commands {
         conversationId: r.conversation_id,
         messageId: r.message_id,
         content: r.type === "react" ? undefined : r.content,
+        ...(r.type !== "react" && r.custom ? { custom: r.custom } : {}),
         ...(r.type === "react" ? { emoji: r.emoji, action: r.action } : {}),
         createdAt: r.created_at,
         writtenAt: 0,
@@ -381,7 +387,13 @@ export class Commands {
   private writeUpdate(u: Update): void {
     const frame: ClientFrame =
       u.type === "edit_message"
-        ? { type: "edit_message", conversation_id: u.conversationId, message_id: u.messageId, content: u.content! }
+        ? {
+            type: "edit_message",
+            conversation_id: u.conversationId,
+            message_id: u.messageId,
+            content: u.content!,
+            ...(u.custom ? { custom: u.custom } : {}),
+          }
         : u.type === "delete_message"
           ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId }
           : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji!, action: u.action! };

@@ -5,7 +5,7 @@ export type { ClientOptions, ClientEvents } from "./options.js";
 export type { SocketLike, Status, WebSocketLike } from "./connection.js";
 export { CommandError, SendError, isSlowMode } from "./errors.js";
 export type { CommandType, ErrorFrame, LocalErrorCode } from "./errors.js";
-export type { MessageStatus, OutgoingMessage, SendExtras, Sent } from "./status.js";
+export type { Custom, MessageStatus, OutgoingMessage, SendExtras, Sent } from "./status.js";
 export type { CommandEvent, ReactionEvent } from "./commands.js";
 export { ConversationState, mentionsUser, policyOf } from "./conversation.js";
 export type { ConversationSnapshot, PinInfo, PolicyInfo } from "./conversation.js";

@@ -3895,6 +3895,14 @@ export interface components {
             content?: components["schemas"]["Content"] | null;
             conversation_id: components["schemas"]["ConversationId"];
             created_at: components["schemas"]["Timestamp"];
+            /**
+             * @description The app's own fields (v1.3): a JSON object of at most
+             *     [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+             *     send and changed only by an edit; absent when there are none.
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
             deleted_at?: components["schemas"]["Timestamp"] | null;
             edited_at?: components["schemas"]["Timestamp"] | null;
             /**
@@ -4075,6 +4083,13 @@ export interface components {
             client_msg_id: components["schemas"]["ClientMsgId"];
             /** @description Any kind but `system`, which the server alone writes. */
             content: components["schemas"]["SentContent"];
+            /**
+             * @description The message's own fields (v1.3): a JSON object of at most 4096
+             *     bytes as compact JSON.
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
             /** @description Mention every member (owners and admins only). */
             mention_all?: boolean;
             /** @description Members to mention. */
@@ -4407,6 +4422,10 @@ export interface components {
             conversation_id: components["schemas"]["ConversationId"];
             /** @description When it was scheduled. */
             created_at: components["schemas"]["Timestamp"];
+            /** @description The message's `custom` fields (v1.3). */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
             mention_all?: boolean;
             mentions?: components["schemas"]["UserId"][];
             reply_to?: components["schemas"]["MessageId"] | null;

@@ -13,6 +13,13 @@ client_msg_id: ClientMsgId
 content: SentContent
 conversation_id: ConversationId
 /**
+ * The app's own fields on the message (v1.3): a JSON object of
+ * at most 4096 bytes as compact JSON.
+ */
+custom?: ({
+[k: string]: unknown
+} | null)
+/**
  * Mention every member (v1.1; owners and admins only).
  */
 mention_all?: boolean
@@ -38,6 +45,13 @@ type: "send_message"
 } | {
 content: SentContent
 conversation_id: ConversationId
+/**
+ * The message's new `custom` fields (v1.3): absent keeps them,
+ * an object replaces them (`{}` removes them).
+ */
+custom?: ({
+[k: string]: unknown
+} | null)
 message_id: MessageId
 type: "edit_message"
 } | {
@@ -404,6 +418,14 @@ client_msg_id: ClientMsgId
 content?: (Content | null)
 conversation_id: ConversationId
 created_at: Timestamp
+/**
+ * The app's own fields (v1.3): a JSON object of at most
+ * [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+ * send and changed only by an edit; absent when there are none.
+ */
+custom?: ({
+[k: string]: unknown
+} | null)
 deleted_at?: (Timestamp | null)
 edited_at?: (Timestamp | null)
 /**

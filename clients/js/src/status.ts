@@ -18,15 +18,20 @@ export interface Sent {
   seq: number;
 }
 
+/** A message's own fields (v1.3): a JSON object, at most 4096 bytes. */
+export type Custom = { [key: string]: unknown };
+
 /** What a send carries besides its content (v1.1), as the
  * `send_message` frame names it: the message it replies to (quoted in
  * the main timeline), the root of the thread it goes into, the members
- * it mentions, and whether it mentions everyone (owners and admins). */
+ * it mentions, whether it mentions everyone (owners and admins), and
+ * (v1.3) its `custom` fields. */
 export interface SendExtras {
   reply_to?: string;
   thread_id?: string;
   mentions?: string[];
   mention_all?: boolean;
+  custom?: Custom;
 }
 
 /** A message this client sent (or is sending). */
@@ -42,6 +47,8 @@ export interface OutgoingMessage {
   readonly mentions: readonly string[];
   /** Whether it mentions everyone. */
   readonly mention_all: boolean;
+  /** Its `custom` fields (v1.3), or null. */
+  readonly custom: Custom | null;
   /** When the app made it (this device's clock). */
   readonly created_at: string;
   readonly status: MessageStatus;
@@ -70,6 +77,7 @@ export interface OutgoingRecord {
   thread_id?: string;
   mentions?: string[];
   mention_all?: boolean;
+  custom?: Custom;
 }
 
 type SendFrame = Extract<ClientFrame, { type: "send_message" }>;
@@ -125,6 +133,7 @@ export class Outgoing implements OutgoingMessage {
   readonly thread_id: string | null;
   readonly mentions: readonly string[];
   readonly mention_all: boolean;
+  readonly custom: Custom | null;
 
   constructor(
     private readonly outbox: Outbox,
@@ -138,6 +147,7 @@ export class Outgoing implements OutgoingMessage {
     this.thread_id = extras.thread_id ?? null;
     this.mentions = extras.mentions ?? [];
     this.mention_all = extras.mention_all ?? false;
+    this.custom = extras.custom ?? null;
   }
 
   /** What it carries besides its content, as sent (absent fields left out). */
@@ -147,6 +157,7 @@ export class Outgoing implements OutgoingMessage {
       ...(this.thread_id ? { thread_id: this.thread_id } : {}),
       ...(this.mentions.length ? { mentions: [...this.mentions] } : {}),
       ...(this.mention_all ? { mention_all: true } : {}),
+      ...(this.custom ? { custom: this.custom } : {}),
     };
   }
 
@@ -333,6 +344,7 @@ export class Outbox {
         thread_id: r.thread_id,
         mentions: r.mentions,
         mention_all: r.mention_all,
+        custom: r.custom,
       });
       if (r.status === "failed") {
         o.status = "failed";

@@ -1000,6 +1000,34 @@ test("reactions wait without a connection, go one at a time per message, and eac
   }
 });
 
+test("custom messages and custom fields (v1.3): sent, received and edited as typed, kept in the outbox and the state", async () => {
+  const { id, clients, close } = await group("kira", ["liam"], "custom");
+  const { kira, liam } = clients;
+  try {
+    await liam.conversationList.load();
+    const order = { kind: "custom", type: "shop.order", data: { order: 7 }, fallback_text: "Order #7" };
+    const seen = waitFor(liam, "message", (m) => m.client_msg_id === "order-7" && m);
+    const sent = await kira.send(id, order, { clientMsgId: "order-7", custom: { priority: "high" } });
+    const got = await seen;
+    assert.deepEqual(got.content, order);
+    assert.deepEqual(got.custom, { priority: "high" });
+    assert.deepEqual(kira.conversation(id).get(sent.message_id).custom, { priority: "high" });
+    await until(() => liam.conversationList.get(id)?.preview === "Order #7", 10_000, "the preview");
+
+    // An edit keeps the fields unless it names them; {} removes them.
+    const edited = await kira.edit(id, sent.message_id, { ...order, fallback_text: "Order #7 (paid)" });
+    assert.deepEqual(edited.custom, { priority: "high" });
+    const cleared = await kira.edit(id, sent.message_id, order, { custom: {} });
+    assert.equal(cleared.custom, undefined);
+    await until(() => liam.conversation(id).get(sent.message_id)?.custom === undefined, 10_000, "liam's copy");
+
+    // Past 4096 bytes: refused for good.
+    await assert.rejects(kira.sendText(id, "too much", { custom: { k: "x".repeat(4100) } }), (e) => e instanceof SendError && e.code === "too_large");
+  } finally {
+    close();
+  }
+});
+
 test("replies and threads: a quoted reply, thread replies kept out of the timeline and counted on their root, thread history, the threads list and its read mark", async () => {
   const { id, clients, close } = await group("tara", ["umar"], "threads");
   const { tara, umar } = clients;

@@ -188,6 +188,7 @@ fn message(ids: &Ids) -> Message {
         mention_all: false,
         blocked_sender: false,
         expires_at: Some(at()),
+        custom: None,
     }
 }
 
@@ -236,6 +237,7 @@ fn commands(ids: &Ids) -> Vec<Command> {
         device: ids.phone.clone(),
         actor_is_admin: true,
         content: Some(Content::Text { text: "x".into() }),
+        custom: None,
     };
     vec![
         Command::Send(SendCommand {
@@ -253,6 +255,7 @@ fn commands(ids: &Ids) -> Vec<Command> {
                 thread_id: Some(MessageId::from_u64(40)),
                 mentions: vec![ids.bob.clone()],
                 mention_all: true,
+                custom: None,
             },
         }),
         Command::CreateConversation(CreateConversationCommand {

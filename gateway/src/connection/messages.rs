@@ -1,6 +1,7 @@
 //! A connection's writes: sends, edits and deletes, checked here and
 //! published as commands for their conversation's writer.
 
+use serde_json::{Map, Value};
 use switchboard_nats::envelope::{Command, ReactCommand, SendCommand, UpdateCommand};
 use switchboard_nats::trace;
 use switchboard_protocol::message::SendOptions;
@@ -255,14 +256,15 @@ impl Connection {
         }
     }
 
-    /// An edit (with content) or a deletion. The writer answers every
-    /// member with `message_updated`, or this device with an `error`.
+    /// An edit (with content, and `custom` fields to replace, v1.3) or
+    /// a deletion (`None`). The writer answers every member with
+    /// `message_updated`, or this device with an `error`.
     pub(super) async fn update(
         &mut self,
         request: &'static str,
         conversation_id: ConversationId,
         message_id: MessageId,
-        content: Option<Content>,
+        edit: Option<(Content, Option<Map<String, Value>>)>,
     ) {
         let refuse = |e: ApiError| {
             Outbound::frame(
@@ -270,16 +272,25 @@ impl Connection {
                     .about_message(message_id),
             )
         };
+        let (content, custom) = match edit {
+            Some((content, custom)) => (Some(content), custom),
+            None => (None, None),
+        };
         if let Err(e) = self.admit_message(content.as_ref()) {
             self.reply(refuse(e));
             return;
         }
         // An edit is new content: it is screened like a send (its media
-        // checked after moderation: what is checked is what is stored).
+        // checked after moderation: what is checked is what is stored),
+        // its `custom` fields with it.
+        let options = SendOptions {
+            custom,
+            ..SendOptions::default()
+        };
         let content = match content {
             Some(c) => match self
                 .gw
-                .screen(&self.id, &conversation_id, c, &SendOptions::default())
+                .screen(&self.id, &conversation_id, c, &options)
                 .await
             {
                 Ok(moderated) => Some(moderated.content),
@@ -306,6 +317,7 @@ impl Connection {
             device: self.id.device.clone(),
             actor_is_admin: self.id.admin,
             content: content.clone(),
+            custom: options.custom,
         };
         let command = if content.is_some() {
             Command::Edit(update)

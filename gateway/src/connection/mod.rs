@@ -405,6 +405,7 @@ impl Connection {
                 mentions,
                 mention_all,
                 send_at,
+                custom,
             } => {
                 let span = receive_span(request, &self.id.tenant, &conversation_id);
                 let options = SendOptions {
@@ -412,6 +413,7 @@ impl Connection {
                     thread_id,
                     mentions,
                     mention_all,
+                    custom,
                 };
                 if let Some(send_at) = send_at {
                     let send = ToSchedule {
@@ -449,11 +451,17 @@ impl Connection {
                 conversation_id,
                 message_id,
                 content,
+                custom,
             } => {
                 let span = receive_span(request, &self.id.tenant, &conversation_id);
-                self.update(request, conversation_id, message_id, Some(content))
-                    .instrument(span)
-                    .await
+                self.update(
+                    request,
+                    conversation_id,
+                    message_id,
+                    Some((content, custom)),
+                )
+                .instrument(span)
+                .await
             }
             ClientFrame::DeleteMessage {
                 conversation_id,

@@ -51,6 +51,7 @@ async fn seed_old_conversation(store: &dyn Store, t: &str, c: &str) {
         editor: user("a"),
         at: Timestamp::from_unix_ms(start + 90_000_000 + seq as i64),
         inbox: true,
+        custom: None,
     };
     let delete = |seq| Mutation::Delete {
         key: key(t, c),
@@ -448,6 +449,7 @@ pub async fn tiered_reads_are_unchanged(store: &Arc<dyn Store>) {
                 editor: user("a"),
                 at,
                 inbox: true,
+                custom: None,
             },
             Mutation::Delete {
                 key: key(t, "c"),

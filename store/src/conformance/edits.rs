@@ -41,6 +41,7 @@ pub async fn edits_and_deletes(store: &Arc<dyn Store>) {
         editor: user("a"),
         at: Timestamp::from_unix_ms(at),
         inbox: true,
+        custom: None,
     };
     store
         .commit(vec![edit(2, "edited", 2_000_000_000_000)])

@@ -198,6 +198,7 @@ pub async fn old_inbox_entries_expire(store: &Arc<dyn Store>) {
             editor: user("a"),
             at: Timestamp::from_unix_ms(2_100_000_000_000),
             inbox: true,
+            custom: None,
         }])
         .await
         .unwrap();

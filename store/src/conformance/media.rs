@@ -76,6 +76,7 @@ pub async fn media_is_readable_by_members_of_conversations_that_reference_it(
             editor: user("c"),
             at: Timestamp::from_unix_ms(1_780_000_000_100),
             inbox: true,
+            custom: None,
         }])
         .await
         .unwrap();
@@ -151,6 +152,7 @@ pub async fn a_deleted_messages_media_is_referenced_no_more(store: &Arc<dyn Stor
                 editor: user("a"),
                 at: Timestamp::from_unix_ms(1_780_000_000_500),
                 inbox: true,
+                custom: None,
             },
             append("d", 1, vec![with("d", 2, "m4")]),
         ])

@@ -294,6 +294,7 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
             editor: user("a"),
             at: Timestamp::from_unix_ms(1_780_000_100_000),
             inbox: false,
+            custom: None,
         }])
         .await
         .unwrap();

@@ -855,6 +855,7 @@ mod tests {
                     editor: m.sender_id.clone(),
                     at: Timestamp::from_unix_ms(1_780_000_000_500),
                     inbox: false,
+                    custom: None,
                 },
             ])
             .await

@@ -145,3 +145,102 @@ async fn a_custom_message_arrives_as_sent_bounded_moderated_previewed_and_search
     .await;
     assert_eq!(serde_json::to_value(&stored.content).unwrap(), masked);
 }
+
+/// `custom` fields on a message (v1.3): sent with it over a socket or
+/// REST, bounded at 4096 bytes, carried in events and history, changed
+/// only by an edit (absent keeps them, `{}` removes them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_messages_custom_fields_travel_with_it_and_change_only_by_an_edit() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "cf_ann", &["cf_bob"])
+        .await;
+    let mut ann = cluster.ws(0, "cf_ann", "phone").await;
+    let mut bob = cluster.ws(0, "cf_bob", "phone").await;
+    let fields = json!({"priority": "high", "ticket": 42});
+
+    let (id, _) = send_with(
+        &mut ann,
+        &conv,
+        "c1",
+        "about the ticket",
+        json!({"custom": fields}),
+    )
+    .await
+    .unwrap();
+    let got = expect_message(&mut bob).await;
+    assert_eq!(serde_json::to_value(&got.custom).unwrap(), fields);
+
+    // 4096 bytes of JSON pass, 4097 do not.
+    let sized = |n: usize| json!({"custom": {"k": "x".repeat(n - 8)}});
+    assert!(
+        send_with(&mut ann, &conv, "c2", "at", sized(4096))
+            .await
+            .is_ok()
+    );
+    let (code, _) = send_with(&mut ann, &conv, "c3", "past", sized(4097))
+        .await
+        .unwrap_err();
+    assert_eq!(code, ErrorCode::TooLarge);
+    // Not an object: a bad frame.
+    let (code, _) = send_with(&mut ann, &conv, "c4", "list", json!({"custom": [1]}))
+        .await
+        .unwrap_err();
+    assert_eq!(code, ErrorCode::InvalidFrame);
+    // Over REST too.
+    let (status, body) = call(
+        &cluster.rest(0, "cf_ann"),
+        "POST",
+        &format!("/v1/conversations/{conv}/messages"),
+        Some(json!({"client_msg_id": "r1", "content": {"kind": "text", "text": "rest"}, "custom": {"via": "rest"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // An edit without `custom` keeps them; with an object replaces them;
+    // `{}` removes them.
+    let edit = |custom: Option<Value>, text: &str| {
+        let mut frame = json!({
+            "type": "edit_message", "conversation_id": conv, "message_id": id.to_string(),
+            "content": {"kind": "text", "text": text},
+        });
+        if let Some(c) = custom {
+            frame["custom"] = c;
+        }
+        frame.to_string()
+    };
+    ann.send_text(edit(None, "about the ticket (edited)"))
+        .await
+        .unwrap();
+    let m = expect_update(&mut bob).await;
+    assert_eq!(serde_json::to_value(&m.custom).unwrap(), fields);
+    ann.send_text(edit(
+        Some(json!({"priority": "low"})),
+        "about the ticket (edited)",
+    ))
+    .await
+    .unwrap();
+    let m = expect_update(&mut bob).await;
+    assert_eq!(
+        serde_json::to_value(&m.custom).unwrap(),
+        json!({"priority": "low"})
+    );
+    ann.send_text(edit(Some(json!({})), "about the ticket (edited)"))
+        .await
+        .unwrap();
+    let m = expect_update(&mut bob).await;
+    assert_eq!(m.custom, None);
+
+    // History (what a device away reads) carries them as they are now.
+    let history = full_history(&cluster, &conv, "cf_bob").await;
+    let rest = history
+        .iter()
+        .find(|m| m.client_msg_id.as_str() == "r1")
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&rest.custom).unwrap(),
+        json!({"via": "rest"})
+    );
+    let edited = history.iter().find(|m| m.message_id == id).unwrap();
+    assert_eq!(edited.custom, None);
+}

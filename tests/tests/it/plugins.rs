@@ -162,6 +162,7 @@ async fn an_admin_deploys_replaces_rolls_back_and_removes_a_moderator_on_two_gat
             content: Content::Text {
                 text: "heck".into(),
             },
+            custom: None,
         })
         .await
         .unwrap();

@@ -1045,6 +1045,7 @@ async fn send_mentioning(
             .collect(),
         mention_all,
         send_at: None,
+        custom: None,
     })
     .await
     .unwrap();

@@ -20,6 +20,7 @@ fn post(id: &str, text: &str) -> PostMessage {
         mentions: Vec::new(),
         mention_all: false,
         send_at: None,
+        custom: None,
     }
 }
 

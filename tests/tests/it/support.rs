@@ -33,6 +33,7 @@ pub fn edit_frame(conversation: &str, id: MessageId, text: &str) -> ClientFrame 
         conversation_id: ConversationId::new(conversation).unwrap(),
         message_id: id,
         content: Content::Text { text: text.into() },
+        custom: None,
     }
 }
 

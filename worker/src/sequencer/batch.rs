@@ -239,6 +239,7 @@ impl Batch<'_> {
             mention_all: options.mention_all,
             blocked_sender: false,
             expires_at,
+            custom: options.custom.clone().filter(|c| !c.is_empty()),
         };
         self.touched.insert(key.clone());
         self.sent.insert(

@@ -125,6 +125,7 @@ impl Batch<'_> {
                         device: c.by.device.clone(),
                         actor_is_admin: true,
                         content: None,
+                        custom: None,
                     };
                     self.update(&delete, Action::Delete)?;
                 }

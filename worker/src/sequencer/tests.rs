@@ -375,6 +375,7 @@ fn update(
         device: DeviceId::default_device(),
         actor_is_admin: false,
         content: content.map(|t| Content::Text { text: t.into() }),
+        custom: None,
     };
     Incoming {
         command: if content.is_some() {

@@ -88,7 +88,12 @@ impl Batch<'_> {
                 self.refuse_update(c, action, ErrorCode::Conflict, "the message is deleted");
                 return Ok(());
             }
-            (Action::Edit, Some(content)) if current.content.as_ref() != Some(content) => {
+            (Action::Edit, Some(content))
+                if current.content.as_ref() != Some(content)
+                    || c.custom.as_ref().is_some_and(|to| {
+                        current.custom.as_ref().unwrap_or(&Default::default()) != to
+                    }) =>
+            {
                 self.log.push_other(
                     &key,
                     Mutation::Edit {
@@ -98,9 +103,13 @@ impl Batch<'_> {
                         editor: c.actor.clone(),
                         at: now,
                         inbox,
+                        custom: c.custom.clone(),
                     },
                 );
                 updated.content = Some(content.clone());
+                if let Some(custom) = &c.custom {
+                    updated.custom = (!custom.is_empty()).then(|| custom.clone());
+                }
                 updated.edited_at = Some(now);
             }
             (Action::Delete, _) if current.deleted_at.is_none() => {
