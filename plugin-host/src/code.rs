@@ -117,24 +117,34 @@ impl PluginHost {
         crate::wasi::link_the_rest_to_traps(&mut linker, component, self.engine())
             .map_err(wrong)?;
         let pre = linker.instantiate_pre(component).map_err(wrong)?;
-        // The newest package first; a component built against 0.1.0
-        // still loads as that.
+        // The newest package first; a component built against an older
+        // one still loads as that. What is refused says why the newest
+        // did not fit.
         let pre = match hook {
-            Hook::Moderation => match wit::v2::ModeratorPre::new(pre.clone()) {
-                Ok(newest) => Pre::ModerationV2(newest),
-                Err(e) => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(|_| wrong(e))?),
+            Hook::Moderation => match wit::v3::ModeratorPre::new(pre.clone()) {
+                Ok(v3) => Pre::ModerationV3(v3),
+                Err(e) => match wit::v2::ModeratorPre::new(pre.clone()) {
+                    Ok(v2) => Pre::ModerationV2(v2),
+                    Err(_) => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(|_| wrong(e))?),
+                },
             },
-            Hook::EditPolicy => match wit::v2::edit::EditPolicyPluginPre::new(pre.clone()) {
-                Ok(newest) => Pre::EditPolicyV2(newest),
-                Err(e) => {
-                    Pre::EditPolicy(wit::edit::EditPolicyPluginPre::new(pre).map_err(|_| wrong(e))?)
-                }
+            Hook::EditPolicy => match wit::v3::edit::EditPolicyPluginPre::new(pre.clone()) {
+                Ok(v3) => Pre::EditPolicyV3(v3),
+                Err(e) => match wit::v2::edit::EditPolicyPluginPre::new(pre.clone()) {
+                    Ok(v2) => Pre::EditPolicyV2(v2),
+                    Err(_) => Pre::EditPolicy(
+                        wit::edit::EditPolicyPluginPre::new(pre).map_err(|_| wrong(e))?,
+                    ),
+                },
             },
-            Hook::FanOut => match wit::v2::fan_out::FanOutPluginPre::new(pre.clone()) {
-                Ok(newest) => Pre::FanOutV2(newest),
-                Err(e) => {
-                    Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(|_| wrong(e))?)
-                }
+            Hook::FanOut => match wit::v3::fan_out::FanOutPluginPre::new(pre.clone()) {
+                Ok(v3) => Pre::FanOutV3(v3),
+                Err(e) => match wit::v2::fan_out::FanOutPluginPre::new(pre.clone()) {
+                    Ok(v2) => Pre::FanOutV2(v2),
+                    Err(_) => {
+                        Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(|_| wrong(e))?)
+                    }
+                },
             },
         };
         let image = component.image_range();

@@ -25,10 +25,11 @@ pub struct Compiled {
 impl Compiled {
     /// The WIT world the component targets.
     pub fn world(&self) -> &'static str {
-        let [newest, older] = self.hook.worlds();
+        let [v3, v2, v1] = self.hook.worlds();
         match self.pre {
-            Pre::ModerationV2(_) | Pre::EditPolicyV2(_) | Pre::FanOutV2(_) => newest,
-            Pre::Moderation(_) | Pre::EditPolicy(_) | Pre::FanOut(_) => older,
+            Pre::ModerationV3(_) | Pre::EditPolicyV3(_) | Pre::FanOutV3(_) => v3,
+            Pre::ModerationV2(_) | Pre::EditPolicyV2(_) | Pre::FanOutV2(_) => v2,
+            Pre::Moderation(_) | Pre::EditPolicy(_) | Pre::FanOut(_) => v1,
         }
     }
 }
@@ -48,10 +49,15 @@ pub(crate) enum Pre {
     /// A `switchboard:plugin@0.2.0` moderator: messages with their reply,
     /// thread and mentions, and reactions.
     ModerationV2(wit::v2::ModeratorPre<CallState>),
+    /// A `switchboard:plugin@0.3.0` moderator: also custom messages and
+    /// a message's `custom` fields (v1.3).
+    ModerationV3(wit::v3::ModeratorPre<CallState>),
     EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
     EditPolicyV2(wit::v2::edit::EditPolicyPluginPre<CallState>),
+    EditPolicyV3(wit::v3::edit::EditPolicyPluginPre<CallState>),
     FanOut(wit::fan_out::FanOutPluginPre<CallState>),
     FanOutV2(wit::v2::fan_out::FanOutPluginPre<CallState>),
+    FanOutV3(wit::v3::fan_out::FanOutPluginPre<CallState>),
 }
 
 /// Why a component is refused.

@@ -42,17 +42,20 @@ impl Hook {
     }
 
     /// Every world the host loads for this hook, newest first.
-    pub fn worlds(self) -> [&'static str; 2] {
+    pub fn worlds(self) -> [&'static str; 3] {
         match self {
             Hook::Moderation => [
+                "switchboard:plugin/moderator@0.3.0",
                 "switchboard:plugin/moderator@0.2.0",
                 "switchboard:plugin/moderator@0.1.0",
             ],
             Hook::EditPolicy => [
+                "switchboard:plugin/edit-policy-plugin@0.3.0",
                 "switchboard:plugin/edit-policy-plugin@0.2.0",
                 "switchboard:plugin/edit-policy-plugin@0.1.0",
             ],
             Hook::FanOut => [
+                "switchboard:plugin/fan-out-plugin@0.3.0",
                 "switchboard:plugin/fan-out-plugin@0.2.0",
                 "switchboard:plugin/fan-out-plugin@0.1.0",
             ],

@@ -214,7 +214,8 @@ impl PluginHost {
         limits: &ContentLimits,
     ) -> Result<Option<Verdict>, CallError> {
         // The message record differs between the packages (0.2.0 adds
-        // reply, thread and mentions); the call and the verdict do not.
+        // reply, thread and mentions, 0.3.0 the `custom` fields); the
+        // call and the verdict do not.
         macro_rules! moderate {
             ($pre:expr, $to:path, $from:path, $kind:path, $($m:ident)::+ { $($extra:tt)* }) => {{
                 let Some(content) = $to(input.content) else {
@@ -239,12 +240,32 @@ impl PluginHost {
                 match verdict {
                     m::Verdict::Allow => Verdict::Allow,
                     m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
-                    m::Verdict::Rewrite(c) => Verdict::Rewrite(rewritten(input.content, $from(c))),
+                    m::Verdict::Rewrite(c) => {
+                        let c = $from(c).map_err(|e| CallError::Output(format!("rewritten content: {e}")))?;
+                        Verdict::Rewrite(rewritten(input.content, c))
+                    }
                 }
             }};
         }
         let o = input.options;
         let verdict = match &compiled.pre {
+            Pre::ModerationV3(pre) => moderate!(
+                pre,
+                wit::content_to_wit_v3,
+                wit::content_from_wit_v3,
+                wit::kind_v3,
+                wit::v3::exports::switchboard::plugin::moderation {
+                    reply_to: o.reply_to.map(|id| id.to_string()),
+                    thread_id: o.thread_id.map(|id| id.to_string()),
+                    mentions: o.mentions.iter().map(|u| u.as_str().to_owned()).collect(),
+                    mention_all: o.mention_all,
+                    custom: o
+                        .custom
+                        .as_ref()
+                        .filter(|c| !c.is_empty())
+                        .map(|c| serde_json::Value::Object(c.clone()).to_string()),
+                }
+            ),
             Pre::ModerationV2(pre) => moderate!(
                 pre,
                 wit::content_to_wit_v2,
@@ -283,30 +304,44 @@ impl PluginHost {
         config: &Arc<BTreeMap<String, String>>,
         input: &ReactionInput<'_>,
     ) -> Result<Option<Result<(), String>>, CallError> {
-        let pre = match &compiled.pre {
-            Pre::ModerationV2(pre) => pre,
+        // The same record and call in 0.2.0 and 0.3.0, each its bindings.
+        macro_rules! react {
+            ($pre:expr, $kind:path, $($m:ident)::+) => {{
+                use $($m)::+ as m;
+                let reaction = m::Reaction {
+                    tenant: input.tenant.as_str().to_owned(),
+                    conversation_id: input.conversation_id.as_str().to_owned(),
+                    conversation_kind: $kind(input.kind),
+                    member_count: count(input.member_count),
+                    sender: input.sender.as_str().to_owned(),
+                    message_id: input.message_id.to_string(),
+                    emoji: input.emoji.to_owned(),
+                };
+                let verdict = self.call(compiled, input.tenant, config, |store| {
+                    let instance = $pre.instantiate(&mut *store)?;
+                    instance
+                        .switchboard_plugin_moderation()
+                        .call_moderate_reaction(&mut *store, &reaction)
+                })?;
+                match verdict {
+                    m::ReactionVerdict::Allow => Ok(()),
+                    m::ReactionVerdict::Reject(reason) => Err(cut(reason)),
+                }
+            }};
+        }
+        Ok(Some(match &compiled.pre {
+            Pre::ModerationV3(pre) => react!(
+                pre,
+                wit::kind_v3,
+                wit::v3::exports::switchboard::plugin::moderation
+            ),
+            Pre::ModerationV2(pre) => react!(
+                pre,
+                wit::kind_v2,
+                wit::v2::exports::switchboard::plugin::moderation
+            ),
             Pre::Moderation(_) => return Ok(None),
             _ => return Err(CallError::Instantiate("not a moderation plugin".into())),
-        };
-        use wit::v2::exports::switchboard::plugin::moderation as m;
-        let reaction = m::Reaction {
-            tenant: input.tenant.as_str().to_owned(),
-            conversation_id: input.conversation_id.as_str().to_owned(),
-            conversation_kind: wit::kind_v2(input.kind),
-            member_count: count(input.member_count),
-            sender: input.sender.as_str().to_owned(),
-            message_id: input.message_id.to_string(),
-            emoji: input.emoji.to_owned(),
-        };
-        let verdict = self.call(compiled, input.tenant, config, |store| {
-            let instance = pre.instantiate(&mut *store)?;
-            instance
-                .switchboard_plugin_moderation()
-                .call_moderate_reaction(&mut *store, &reaction)
-        })?;
-        Ok(Some(match verdict {
-            m::ReactionVerdict::Allow => Ok(()),
-            m::ReactionVerdict::Reject(reason) => Err(cut(reason)),
         }))
     }
 
@@ -351,6 +386,10 @@ impl PluginHost {
             }};
         }
         Ok(match &compiled.pre {
+            Pre::EditPolicyV3(pre) => decide!(
+                pre,
+                wit::v3::edit::exports::switchboard::plugin::edit_policy
+            ),
             Pre::EditPolicyV2(pre) => decide!(
                 pre,
                 wit::v2::edit::exports::switchboard::plugin::edit_policy
@@ -393,6 +432,11 @@ impl PluginHost {
             }};
         }
         Ok(match &compiled.pre {
+            Pre::FanOutV3(pre) => choose!(
+                pre,
+                wit::kind_v3(kind),
+                wit::v3::fan_out::exports::switchboard::plugin::fan_out
+            ),
             Pre::FanOutV2(pre) => choose!(
                 pre,
                 wit::kind_v2(kind),

@@ -2,7 +2,7 @@
 //! registry that deploys them.
 //!
 //! A plugin is a WebAssembly component built against the WIT package in
-//! `wit/` (`switchboard:plugin@0.2.0`, or 0.1.0, which the host keeps loading), exporting one hook: moderation,
+//! `wit/` (`switchboard:plugin@0.3.0`, or 0.2.0 or 0.1.0, which the host keeps loading), exporting one hook: moderation,
 //! edit policy or fan-out policy. [`host::PluginHost`] compiles each
 //! component once per content digest and calls it synchronously in a fresh
 //! store per call, under a deadline (epoch interruption), a fuel budget, a

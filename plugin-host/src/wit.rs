@@ -1,12 +1,13 @@
-//! The WIT packages' bindings (`wit/0.1.0`, and `wit/0.2.0` for the
-//! moderator that sees replies, threads, mentions and reactions), the
-//! host imports a plugin gets, and conversions between the WIT types and
-//! Switchboard's.
+//! The WIT packages' bindings (`wit/0.1.0`; `wit/0.2.0` for the
+//! moderator that sees replies, threads, mentions and reactions;
+//! `wit/0.3.0` for the one that also sees custom messages and fields),
+//! the host imports a plugin gets, and conversions between the WIT types
+//! and Switchboard's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use switchboard_protocol::content::Media;
+use switchboard_protocol::content::{CustomContent, Media};
 use switchboard_protocol::{Content, ConversationKind, TenantId};
 
 use crate::hook::Hook;
@@ -58,6 +59,37 @@ pub(crate) mod v2 {
     pub(crate) mod fan_out {
         wasmtime::component::bindgen!({
             path: "../wit/0.2.0",
+            world: "fan-out-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+                "switchboard:plugin/types": super::switchboard::plugin::types,
+            },
+        });
+    }
+}
+
+/// `switchboard:plugin@0.3.0`: the moderator that also sees custom
+/// messages and a message's `custom` fields (v1.3); edit policy and
+/// fan-out as before.
+pub(crate) mod v3 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.3.0",
+        world: "moderator",
+    });
+
+    pub(crate) mod edit {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.3.0",
+            world: "edit-policy-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+            },
+        });
+    }
+
+    pub(crate) mod fan_out {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.3.0",
             world: "fan-out-plugin",
             with: {
                 "switchboard:plugin/host": super::switchboard::plugin::host,
@@ -133,23 +165,32 @@ impl wasmtime::ResourceLimiter for CallLimiter {
 
 impl types::Host for CallState {}
 impl v2::switchboard::plugin::types::Host for CallState {}
+impl v3::switchboard::plugin::types::Host for CallState {}
 
-impl v2::switchboard::plugin::host::Host for CallState {
-    fn log(&mut self, level: v2::switchboard::plugin::host::Level, message: String) {
-        use v2::switchboard::plugin::host::Level;
-        let level = match level {
-            Level::Debug => host::Level::Debug,
-            Level::Info => host::Level::Info,
-            Level::Warn => host::Level::Warn,
-            Level::Error => host::Level::Error,
-        };
-        host::Host::log(self, level, message);
-    }
+/// Each later package's `host` interface is 0.1.0's, under its own names.
+macro_rules! same_host {
+    ($($v:ident)::+) => {
+        impl $($v)::+::Host for CallState {
+            fn log(&mut self, level: $($v)::+::Level, message: String) {
+                use $($v)::+::Level;
+                let level = match level {
+                    Level::Debug => host::Level::Debug,
+                    Level::Info => host::Level::Info,
+                    Level::Warn => host::Level::Warn,
+                    Level::Error => host::Level::Error,
+                };
+                host::Host::log(self, level, message);
+            }
 
-    fn config(&mut self, key: String) -> Option<String> {
-        host::Host::config(self, key)
-    }
+            fn config(&mut self, key: String) -> Option<String> {
+                host::Host::config(self, key)
+            }
+        }
+    };
 }
+
+same_host!(v2::switchboard::plugin::host);
+same_host!(v3::switchboard::plugin::host);
 
 impl host::Host for CallState {
     fn log(&mut self, level: host::Level, message: String) {
@@ -238,13 +279,23 @@ pub(crate) fn add_host_to_linker(
     types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     v2::switchboard::plugin::host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     v2::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v3::switchboard::plugin::host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v3::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     Ok(())
 }
 
 /// The conversions of one WIT package version's shared types: its
 /// `conversation-kind` and `content` are the same in every version.
 macro_rules! conversions {
-    ($($types:ident)::+, $kind:ident, $to:ident, $from:ident) => {
+    // How a custom message reaches a package: as its own kind where it
+    // has one, else as its text.
+    (@custom $c:ident, $C:ident, $custom_to:ident) => {
+        $C::Custom($custom_to($c))
+    };
+    (@custom $c:ident, $C:ident) => {
+        $C::Text($c.text())
+    };
+    ($($types:ident)::+, $kind:ident, $to:ident, $from:ident $(, custom: $custom_to:ident, $custom_from:ident)?) => {
         pub(crate) fn $kind(kind: ConversationKind) -> $($types)::+::ConversationKind {
             use $($types)::+::ConversationKind as K;
             match kind {
@@ -271,12 +322,14 @@ macro_rules! conversions {
                 Content::Image(m) => C::Image(media(m)),
                 Content::File(m) => C::File(media(m)),
                 Content::Voice(m) => C::Voice(media(m)),
-                Content::Custom(c) => C::Text(c.text()),
+                Content::Custom(c) => conversions!(@custom c, C $(, $custom_to)?),
                 Content::Ciphertext { .. } | Content::System(_) => return None,
             })
         }
 
-        pub(crate) fn $from(content: $($types)::+::Content) -> Content {
+        /// A rewrite's content as Switchboard's; `Err` says why it is
+        /// none (a custom message's `data` that is no JSON object).
+        pub(crate) fn $from(content: $($types)::+::Content) -> Result<Content, String> {
             use $($types)::+::{Content as C, Media as M};
             let media = |m: M| Media {
                 blob_ref: m.blob_ref,
@@ -284,12 +337,13 @@ macro_rules! conversions {
                 size: m.size,
                 caption: m.caption,
             };
-            match content {
+            Ok(match content {
                 C::Text(text) => Content::Text { text },
                 C::Image(m) => Content::Image(media(m)),
                 C::File(m) => Content::File(media(m)),
                 C::Voice(m) => Content::Voice(media(m)),
-            }
+                $(C::Custom(c) => $custom_from(c)?,)?
+            })
         }
     };
 }
@@ -301,6 +355,35 @@ conversions!(
     content_to_wit_v2,
     content_from_wit_v2
 );
+conversions!(
+    v3::switchboard::plugin::types,
+    kind_v3,
+    content_to_wit_v3,
+    content_from_wit_v3,
+    custom: custom_to_v3,
+    custom_from_v3
+);
+
+/// A custom message as a 0.3.0 plugin sees it: `data` as JSON text.
+fn custom_to_v3(c: &CustomContent) -> v3::switchboard::plugin::types::CustomContent {
+    v3::switchboard::plugin::types::CustomContent {
+        custom_type: c.custom_type.clone(),
+        data: serde_json::Value::Object(c.data.clone()).to_string(),
+        fallback_text: c.fallback_text.clone(),
+    }
+}
+
+/// A 0.3.0 plugin's custom content as Switchboard's: its `data` must be
+/// a JSON object.
+fn custom_from_v3(c: v3::switchboard::plugin::types::CustomContent) -> Result<Content, String> {
+    let data = serde_json::from_str(&c.data)
+        .map_err(|e| format!("the custom content's data is no JSON object: {e}"))?;
+    Ok(Content::Custom(CustomContent {
+        custom_type: c.custom_type,
+        data,
+        fallback_text: c.fallback_text,
+    }))
+}
 
 #[cfg(test)]
 mod tests {

@@ -4,9 +4,10 @@
 //   (default `darn,heck`);
 // - `action`: `mask` (default) replaces each letter of a listed word with
 //   `*`; `reject` refuses the message.
-// Text and media captions are checked; everything else is allowed. A
-// reaction whose emoji is a listed word (as `:darn:`) is refused.
-import { config, log } from 'switchboard:plugin/host@0.2.0';
+// Text, media captions and custom messages' fallback texts are checked;
+// everything else is allowed. A reaction whose emoji is a listed word (as
+// `:darn:`) is refused.
+import { config, log } from 'switchboard:plugin/host@0.3.0';
 
 function listed() {
   return (config('words') ?? 'darn,heck')
@@ -26,11 +27,12 @@ function mask(text, words) {
   );
 }
 
-/** @type {typeof import('switchboard:plugin/moderation@0.2.0')} */
+/** @type {typeof import('switchboard:plugin/moderation@0.3.0')} */
 export const moderation = {
   moderate(message) {
     const content = message.content;
-    const text = content.tag === 'text' ? content.val : content.val.caption;
+    const text =
+      content.tag === 'text' ? content.val : content.tag === 'custom' ? content.val.fallbackText : content.val.caption;
     if (text === undefined) return { tag: 'allow' };
     const masked = mask(text, listed());
     if (masked === text) return { tag: 'allow' };
@@ -39,6 +41,7 @@ export const moderation = {
       return { tag: 'reject', val: 'the message contains a word this community does not allow' };
     }
     if (content.tag === 'text') return { tag: 'rewrite', val: { tag: 'text', val: masked } };
+    if (content.tag === 'custom') return { tag: 'rewrite', val: { tag: 'custom', val: { ...content.val, fallbackText: masked } } };
     return { tag: 'rewrite', val: { tag: content.tag, val: { ...content.val, caption: masked } } };
   },
   moderateReaction(reaction) {

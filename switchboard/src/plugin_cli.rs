@@ -280,8 +280,8 @@ fn check(args: &CheckArgs) -> anyhow::Result<(Value, bool)> {
     Ok((report, true))
 }
 
-/// `moderation`'s sample: a message's content (with its reply, thread
-/// and mentions), or a reaction's `emoji` (with the `message_id` it is
+/// `moderation`'s sample: a message's content (with its reply, thread,
+/// mentions and, v1.3, its `custom` fields), or a reaction's `emoji` (with the `message_id` it is
 /// on); the rest as it would be in a group of three unless given.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -300,6 +300,7 @@ struct ModerationSample {
     mentions: Vec<UserId>,
     #[serde(default)]
     mention_all: bool,
+    custom: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `edit_policy`'s sample: who does what to which message, and when.
@@ -467,7 +468,7 @@ fn decide(
                 thread_id: s.thread_id,
                 mentions: s.mentions,
                 mention_all: s.mention_all,
-                custom: None,
+                custom: s.custom,
             };
             let input = ModerationInput {
                 tenant: &tenant,

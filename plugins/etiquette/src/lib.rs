@@ -5,9 +5,15 @@
 //! - `max_mentions`: the most members one message may mention (default
 //!   10);
 //! - `all_up_to`: the largest conversation in which a message may
-//!   mention everyone (default 50): past it, `@all` is refused.
+//!   mention everyone (default 50): past it, `@all` is refused;
+//! - `custom_types`: comma-separated custom message types the community
+//!   uses (default: any); another type is refused;
+//! - `max_custom_bytes`: the most bytes of a message's own `custom`
+//!   fields as JSON (default 4096, the server's own bound).
 
-use switchboard_plugin::moderation::{Message, Moderator, Reaction, ReactionVerdict, Verdict};
+use switchboard_plugin::moderation::{
+    Content, Message, Moderator, Reaction, ReactionVerdict, Verdict,
+};
 use switchboard_plugin::{config_or, config_parse};
 
 struct Etiquette;
@@ -24,6 +30,22 @@ impl Moderator for Etiquette {
         if message.mention_all && message.member_count > all_up_to {
             return Verdict::reject(format!(
                 "mentioning everyone is for conversations of at most {all_up_to} members"
+            ));
+        }
+        if let Content::Custom(custom) = &message.content {
+            let allowed = config_or("custom_types", "");
+            let listed = allowed.split(',').map(str::trim).filter(|t| !t.is_empty());
+            if !allowed.trim().is_empty() && !listed.clone().any(|t| t == custom.custom_type) {
+                return Verdict::reject(format!(
+                    "custom messages here are of the types {}",
+                    listed.collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let max_custom = config_parse("max_custom_bytes").unwrap_or(4096);
+        if message.custom.as_ref().is_some_and(|c| c.len() > max_custom) {
+            return Verdict::reject(format!(
+                "a message's custom fields here are at most {max_custom} bytes"
             ));
         }
         Verdict::Allow

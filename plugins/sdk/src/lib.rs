@@ -26,10 +26,11 @@
 //!
 //! A moderator may also decide reactions (`Moderator::moderate_reaction`;
 //! without it every reaction is allowed), and sees a message's reply,
-//! thread and mentions.
+//! thread and mentions, custom messages (`Content::Custom`) and the
+//! message's own `custom` fields (JSON text).
 //!
 //! The bindings are generated from `wit/plugin.wit`, a copy of the host's
-//! `switchboard:plugin@0.2.0` package. Build for `wasm32-wasip2`; the
+//! `switchboard:plugin@0.3.0` package. Build for `wasm32-wasip2`; the
 //! result is the component to deploy. `config`, `config_or`,
 //! `config_parse` and the log functions are the host's two imports.
 
@@ -60,7 +61,7 @@ pub mod moderation {
     pub use exports::switchboard::plugin::moderation::{
         Guest, Message, Reaction, ReactionVerdict, Verdict,
     };
-    pub use switchboard::plugin::types::{Content, ConversationKind, Media};
+    pub use switchboard::plugin::types::{Content, ConversationKind, CustomContent, Media};
 
     /// A moderator: decides each message before it is stored and, if it
     /// wants to, each reaction being added.
@@ -76,11 +77,13 @@ pub mod moderation {
     }
 
     impl Message {
-        /// The text, or a media item's caption.
+        /// The text, a media item's caption, or a custom message's
+        /// fallback text: what people read.
         pub fn text(&self) -> Option<&str> {
             match &self.content {
                 Content::Text(t) => Some(t),
                 Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.as_deref(),
+                Content::Custom(c) => c.fallback_text.as_deref(),
             }
         }
 
@@ -103,7 +106,8 @@ pub mod moderation {
             Verdict::Reject(reason.into())
         }
 
-        /// Store `text` instead (for media, as the caption).
+        /// Store `text` instead (for media, as the caption; for a custom
+        /// message, as its fallback text).
         pub fn rewrite_text(message: &Message, text: impl Into<String>) -> Self {
             let text = text.into();
             let media = |m: &Media| Media {
@@ -115,6 +119,10 @@ pub mod moderation {
                 Content::Image(m) => Content::Image(media(m)),
                 Content::File(m) => Content::File(media(m)),
                 Content::Voice(m) => Content::Voice(media(m)),
+                Content::Custom(c) => Content::Custom(CustomContent {
+                    fallback_text: Some(text.clone()),
+                    ..c.clone()
+                }),
             })
         }
     }

@@ -53,12 +53,12 @@ fn limits_file(limits: &str) -> tempfile::NamedTempFile {
 #[test]
 fn check_finds_each_examples_hook_and_says_how_its_imports_are_linked() {
     // The world each targets: the word-list is built against 0.1.0,
-    // which the host keeps loading; the SDK's examples against 0.2.0.
+    // which the host keeps loading; the SDK's examples against 0.3.0.
     for (name, hook, world) in [
         ("word-list", "moderation", "moderator@0.1.0"),
-        ("etiquette", "moderation", "moderator@0.2.0"),
-        ("edit-window", "edit_policy", "edit-policy-plugin@0.2.0"),
-        ("member-count", "fan_out", "fan-out-plugin@0.2.0"),
+        ("etiquette", "moderation", "moderator@0.3.0"),
+        ("edit-window", "edit_policy", "edit-policy-plugin@0.3.0"),
+        ("member-count", "fan_out", "fan-out-plugin@0.3.0"),
     ] {
         let (ok, report) = harness(&["check", &dist(name)], "");
         assert!(ok, "{name}: {report}");
@@ -159,7 +159,7 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
             r#"{"member_count": 5000, "kind": "channel"}"#,
             serde_json::json!({ "mode": "on_write" }),
         ),
-        // A reaction sample (a 0.2.0 moderator), and a message's mentions.
+        // A reaction sample (a moderator of 0.2.0 or later), and a message's mentions.
         (
             vec!["--hook", "moderation", &etiquette],
             r#"{"emoji": "🖕", "message_id": "42"}"#,

@@ -407,17 +407,17 @@ fn react_with(
     )
 }
 
-/// v1.1 in the plugin package (0.2.0): a moderator sees a message's
-/// mentions and the conversation's size, and decides reactions as their
-/// own kind; components built against 0.1.0 load as before, and see no
-/// reactions.
+/// v1.1 in the plugin package (0.2.0, and 0.3.0 after it): a moderator
+/// sees a message's mentions and the conversation's size, and decides
+/// reactions as their own kind; components built against 0.1.0 load as
+/// before, and see no reactions.
 #[test]
 fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
     let host = PluginHost::new(PluginLimits::default()).unwrap();
     let etiquette = host
         .compile(Hook::Moderation, &plugin("etiquette"))
         .unwrap();
-    assert_eq!(etiquette.world(), "switchboard:plugin/moderator@0.2.0");
+    assert_eq!(etiquette.world(), "switchboard:plugin/moderator@0.3.0");
     let blocked = react_with(&host, &etiquette, &[], "🖕").unwrap();
     assert_eq!(blocked, Some(Err("that emoji is not allowed here".into())));
     assert_eq!(
@@ -484,27 +484,126 @@ fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
         .unwrap();
     assert_eq!(older.world(), "switchboard:plugin/moderator@0.1.0");
     assert_eq!(react_with(&host, &older, &[], "🖕").unwrap(), None);
-    // The JavaScript word-list targets 0.2.0 and refuses a listed word
+    // The JavaScript word-list targets 0.3.0 and refuses a listed word
     // as a reaction.
     let js = host
         .compile(Hook::Moderation, &plugin("js-word-list"))
         .unwrap();
-    assert_eq!(js.world(), "switchboard:plugin/moderator@0.2.0");
+    assert_eq!(js.world(), "switchboard:plugin/moderator@0.3.0");
     assert!(matches!(
         react_with(&host, &js, &[], ":darn:").unwrap(),
         Some(Err(_))
     ));
     assert_eq!(react_with(&host, &js, &[], "👍").unwrap(), Some(Ok(())));
-    // Edit policy and fan-out in 0.2.0 (the SDK's examples).
+    // Edit policy and fan-out in 0.3.0 (the SDK's examples).
     for (hook, name) in [
         (Hook::EditPolicy, "edit-window"),
         (Hook::FanOut, "member-count"),
     ] {
         let compiled = host.compile(hook, &plugin(name)).unwrap();
         assert!(
-            compiled.world().ends_with("@0.2.0"),
+            compiled.world().ends_with("@0.3.0"),
             "{name}: {}",
             compiled.world()
         );
     }
+}
+
+/// v1.3 in the plugin package (0.3.0): a moderator sees a custom message
+/// as its own kind (type, data, fallback text) and a message's `custom`
+/// fields; its rewrite of a custom message keeps what it names. An older
+/// moderator sees the fallback text, and its rewrite of that text becomes
+/// the new fallback text.
+#[test]
+fn a_moderator_sees_custom_messages_and_fields_and_older_ones_their_text() {
+    let host = PluginHost::new(PluginLimits::default()).unwrap();
+    let ids = ids();
+    let order = |fallback: &str| -> Content {
+        serde_json::from_value(serde_json::json!({
+            "kind": "custom", "type": "shop.order", "data": {"order": 7}, "fallback_text": fallback,
+        }))
+        .unwrap()
+    };
+    let moderate =
+        |name: &str, config: &[(&str, &str)], content: &Content, options: &SendOptions| {
+            let compiled = host.compile(Hook::Moderation, &plugin(name)).unwrap();
+            let config = config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            host.moderate(
+                &compiled,
+                &Arc::new(config),
+                &ModerationInput {
+                    tenant: &ids.tenant,
+                    conversation_id: &ids.conversation,
+                    kind: ConversationKind::Group,
+                    member_count: 3,
+                    sender: &ids.sender,
+                    content,
+                    options,
+                },
+                &ContentLimits::default(),
+            )
+            .unwrap()
+        };
+    let plain = SendOptions::default();
+
+    // The type: etiquette allows the listed ones only.
+    let only_orders = [("custom_types", "shop.order, shop.refund")];
+    assert_eq!(
+        moderate("etiquette", &only_orders, &order("Order #7"), &plain),
+        Some(Verdict::Allow)
+    );
+    let location: Content =
+        serde_json::from_value(serde_json::json!({"kind": "custom", "type": "location"})).unwrap();
+    assert!(matches!(
+        moderate("etiquette", &only_orders, &location, &plain),
+        Some(Verdict::Reject(r)) if r.contains("shop.order, shop.refund")
+    ));
+    assert_eq!(
+        moderate("etiquette", &[], &location, &plain),
+        Some(Verdict::Allow)
+    );
+    // The message's own fields: etiquette bounds them.
+    let fields = SendOptions {
+        custom: serde_json::from_value(serde_json::json!({"ticket": 42})).unwrap(),
+        ..SendOptions::default()
+    };
+    // {"ticket":42} is 13 bytes.
+    assert_eq!(
+        moderate(
+            "etiquette",
+            &[("max_custom_bytes", "13")],
+            &text("hi"),
+            &fields
+        ),
+        Some(Verdict::Allow)
+    );
+    assert!(matches!(
+        moderate(
+            "etiquette",
+            &[("max_custom_bytes", "12")],
+            &text("hi"),
+            &fields
+        ),
+        Some(Verdict::Reject(_))
+    ));
+
+    // The JavaScript word-list (0.3.0) masks the fallback text; type and
+    // data stay.
+    assert_eq!(
+        moderate("js-word-list", &[], &order("darn late"), &plain),
+        Some(Verdict::Rewrite(order("**** late")))
+    );
+    // The Rust word-list (0.1.0) sees the text alone; its rewrite is the
+    // new fallback text.
+    assert_eq!(
+        moderate("word-list", &[], &order("darn late"), &plain),
+        Some(Verdict::Rewrite(order("**** late")))
+    );
+    assert_eq!(
+        moderate("word-list", &[], &order("on time"), &plain),
+        Some(Verdict::Allow)
+    );
 }

@@ -1,4 +1,4 @@
-declare module 'switchboard:plugin/types@0.2.0' {
+declare module 'switchboard:plugin/types@0.3.0' {
   /**
    * # Variants
    * 
@@ -20,10 +20,28 @@ declare module 'switchboard:plugin/types@0.2.0' {
     caption?: string,
   }
   /**
+   * An app's own message kind (v1.3): the server never reads it.
+   */
+  export interface CustomContent {
+    /**
+     * The app's name for it: 1 to 64 of `A-Z a-z 0-9 . _ - : /`.
+     */
+    customType: string,
+    /**
+     * The app's fields: a JSON object, as compact JSON text.
+     */
+    data: string,
+    /**
+     * What clients that do not know the type show; what search and
+     * pushes read.
+     */
+    fallbackText?: string,
+  }
+  /**
    * Message content a plugin may see. End-to-end encrypted content is
    * never passed to a plugin.
    */
-  export type Content = ContentText | ContentImage | ContentFile | ContentVoice;
+  export type Content = ContentText | ContentImage | ContentFile | ContentVoice | ContentCustom;
   export interface ContentText {
     tag: 'text',
     val: string,
@@ -39,5 +57,9 @@ declare module 'switchboard:plugin/types@0.2.0' {
   export interface ContentVoice {
     tag: 'voice',
     val: Media,
+  }
+  export interface ContentCustom {
+    tag: 'custom',
+    val: CustomContent,
   }
 }

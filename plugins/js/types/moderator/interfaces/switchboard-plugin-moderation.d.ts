@@ -1,9 +1,9 @@
 /// <reference path="./switchboard-plugin-types.d.ts" />
-declare module 'switchboard:plugin/moderation@0.2.0' {
+declare module 'switchboard:plugin/moderation@0.3.0' {
   export function moderate(message: Message): Verdict;
   export function moderateReaction(reaction: Reaction): ReactionVerdict;
-  export type Content = import('switchboard:plugin/types@0.2.0').Content;
-  export type ConversationKind = import('switchboard:plugin/types@0.2.0').ConversationKind;
+  export type Content = import('switchboard:plugin/types@0.3.0').Content;
+  export type ConversationKind = import('switchboard:plugin/types@0.3.0').ConversationKind;
   export interface Message {
     tenant: string,
     conversationId: string,
@@ -25,6 +25,11 @@ declare module 'switchboard:plugin/moderation@0.2.0' {
      */
     mentions: Array<string>,
     mentionAll: boolean,
+    /**
+     * The message's own `custom` fields, a JSON object as compact
+     * JSON text, if it has any.
+     */
+    custom?: string,
   }
   export type Verdict = VerdictAllow | VerdictReject | VerdictRewrite;
   /**
@@ -41,7 +46,9 @@ declare module 'switchboard:plugin/moderation@0.2.0' {
     val: string,
   }
   /**
-   * Store this content instead (reply, thread and mentions stay).
+   * Store this content instead (reply, thread, mentions and the
+   * `custom` fields stay). A custom content's `data` must be a JSON
+   * object, or the call counts as failed.
    */
   export interface VerdictRewrite {
     tag: 'rewrite',
