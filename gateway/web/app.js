@@ -696,10 +696,12 @@ function toolbarOf(m, inThread, mine, pinned) {
     );
   }
   if (mine) {
-    bar.append(
-      el("button", { type: "button", text: "Edit", "aria-label": "Edit message", onclick: () => startEdit(m) }),
-      el("button", { type: "button", text: "Delete", "aria-label": "Delete message", onclick: () => remove(m) }),
-    );
+    // Only a text is edited here: a media item or an app's own kind
+    // (custom, v1.3) would become a text.
+    if (m.content?.kind === "text") {
+      bar.append(el("button", { type: "button", text: "Edit", "aria-label": "Edit message", onclick: () => startEdit(m) }));
+    }
+    bar.append(el("button", { type: "button", text: "Delete", "aria-label": "Delete message", onclick: () => remove(m) }));
   } else {
     bar.append(el("button", { type: "button", text: "Report", "aria-label": "Report message", title: "Report it to the admins", onclick: () => openReport(m) }));
   }

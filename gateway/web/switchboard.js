@@ -1493,7 +1493,12 @@ var ConversationList = class extends Emitter {
       return { ...c, members: [.../* @__PURE__ */ new Set([...c.members, ...users])] };
     }
     if (content.event === "conversation_updated") {
-      return content.policy && newest ? { ...c, ...policyOf(content.policy) } : c;
+      if (!newest) return c;
+      return {
+        ...c,
+        ...content.policy ? policyOf(content.policy) : {},
+        ...content.custom ? { custom: content.custom } : {}
+      };
     }
     if (content.event === "members_removed" || content.event === "member_banned") {
       const me = this.me();
@@ -1836,8 +1841,10 @@ var Rest = class {
    * `disappearing_secs` (5 to 31536000, or null); what is left out
    * stays. Owners and admins (`403 forbidden` otherwise), either member
    * of a direct conversation. Every member gets a `conversation_updated`
-   * message with the settings as they are now. Answers the conversation
-   * after the change (which carries the three). */
+   * message with the settings as they are now. `custom` (v1.3): the
+   * conversation's own fields, merged key by key (null removes one; at
+   * most 4096 bytes of JSON after it). Answers the conversation after
+   * the change (which carries them). */
   updateConversation(id, patch) {
     return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}`, patch));
   }

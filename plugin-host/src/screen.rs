@@ -16,7 +16,8 @@
 
 use std::future::Future;
 
-use switchboard_protocol::content::{ContentError, ContentLimits, MAX_CUSTOM_BYTES, json_len};
+use switchboard_protocol::content::{ContentError, ContentLimits};
+use switchboard_protocol::custom::{MAX_CUSTOM_BYTES, json_len};
 use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
 use switchboard_protocol::{
     Content, ConversationId, ConversationKind, ErrorCode, TenantId, UserId,

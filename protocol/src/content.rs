@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::custom::json_len;
 use crate::error::ErrorCode;
 use crate::ids::{MessageId, UserId};
 use crate::membership::Role;
@@ -63,16 +64,6 @@ impl CustomContent {
     }
 }
 
-/// The largest `custom` object (of a profile, a conversation or a
-/// message, v1.3), as compact JSON, in bytes.
-pub const MAX_CUSTOM_BYTES: usize = 4096;
-
-/// The size of a JSON object as compact JSON, in bytes (the `custom`
-/// fields' and a custom message's `data` limits count this).
-pub fn json_len(object: &Map<String, Value>) -> usize {
-    serde_json::to_vec(object).map_or(usize::MAX, |v| v.len())
-}
-
 /// A reference to a blob uploaded through `POST /v1/media`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -108,6 +99,10 @@ pub struct SystemEvent {
     /// as they are now (v1.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ConversationPolicy>,
+    /// With `conversation_updated`: the conversation's `custom` fields as
+    /// they are now, when the change was to them (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<Map<String, Value>>,
 }
 
 /// Size limits on content a client sends. Configurable; see the gateway's
@@ -305,6 +300,7 @@ impl SystemEvent {
             message_id: None,
             until: None,
             policy: None,
+            custom: None,
         }
     }
 

@@ -134,6 +134,10 @@ pub struct ConversationView {
     /// Slow mode, retention and disappearing messages (v1.2).
     #[serde(flatten)]
     pub policy: crate::safety::ConversationPolicy,
+    /// The conversation's own fields (v1.3): a JSON object of at most
+    /// 4096 bytes, set by owners and admins (`PATCH`); `{}` for none.
+    #[serde(default)]
+    pub custom: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Body of `POST /v1/conversations`. The caller is a member; a direct

@@ -8,6 +8,7 @@
 
 pub mod content;
 pub mod conversation;
+pub mod custom;
 pub mod error;
 pub mod fields;
 pub mod frames;

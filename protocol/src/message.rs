@@ -73,7 +73,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
     /// The app's own fields (v1.3): a JSON object of at most
-    /// [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+    /// [`crate::custom::MAX_CUSTOM_BYTES`] as compact JSON, set by the
     /// send and changed only by an edit; absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,

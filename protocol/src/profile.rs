@@ -17,7 +17,7 @@ pub const MAX_STATUS_TEXT_CHARS: usize = 140;
 /// The longest status emoji, in bytes (one emoji may be several code
 /// points joined).
 pub const MAX_STATUS_EMOJI_BYTES: usize = 32;
-pub use crate::content::MAX_CUSTOM_BYTES;
+pub use crate::custom::MAX_CUSTOM_BYTES;
 /// The most profiles one `GET /v1/users?ids=` reads.
 pub const MAX_PROFILE_IDS: usize = 100;
 
@@ -234,16 +234,8 @@ impl Profile {
                 .filter(|s| !s.text.trim().is_empty() || s.emoji.is_some());
         }
         if let Some(custom) = &patch.custom {
-            for (k, v) in custom {
-                if v.is_null() {
-                    next.custom.remove(k);
-                } else {
-                    next.custom.insert(k.clone(), v.clone());
-                }
-            }
-            if crate::content::json_len(&next.custom) > MAX_CUSTOM_BYTES {
-                return Err(ProfileError::CustomTooLarge);
-            }
+            next.custom =
+                crate::custom::merged(&next.custom, custom).ok_or(ProfileError::CustomTooLarge)?;
         }
         if next != *self {
             next.updated_at = Some(at);

@@ -4,6 +4,7 @@
 //! may do what is the writer's to decide.
 
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
 
 use crate::ids::UserId;
 use crate::timestamp::Timestamp;
@@ -114,6 +115,11 @@ pub struct ConversationPatch {
         schemars(with = "Option<u32>", range(min = 5, max = 31536000))
     )]
     pub disappearing_secs: Option<Option<u32>>,
+    /// The conversation's own fields to set (v1.3): each key given is set,
+    /// a key given as `null` is removed, the others stay; at most 4096
+    /// bytes of JSON as a whole after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<Map<String, Value>>,
 }
 
 /// A field that, when present, is a number (`null` is refused).
@@ -158,7 +164,8 @@ impl ConversationPatch {
         }
         if self.is_empty() {
             return Err(
-                "name at least one of slow_mode_secs, retention_days, disappearing_secs".into(),
+                "name at least one of slow_mode_secs, retention_days, disappearing_secs, custom"
+                    .into(),
             );
         }
         Ok(())

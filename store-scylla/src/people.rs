@@ -105,13 +105,13 @@ impl ScyllaStore {
         blocked: &std::collections::HashSet<String>,
     ) -> StoreResult<Option<ConversationSummary>> {
         let (t, u, cs) = (tenant.as_str(), user.as_str(), c.as_str());
-        let (member, conv, members, me, state, policy) = futures::try_join!(
+        let (member, conv, members, me, state, settings) = futures::try_join!(
             self.st.member.one(&self.session, (t, cs, u)),
             self.conv_row(t, cs),
             self.member_ids(t, cs),
             self.my_marks(t, cs, u),
             self.state_of(t, cs, u),
-            self.policy_of(t, cs),
+            self.settings_of(t, cs),
         )?;
         let mention_count = self.mention_count(t, u, cs, me.1).await?;
         let unread_count = self.unread_count(t, u, cs, me.1, blocked).await?;
@@ -120,7 +120,8 @@ impl ScyllaStore {
         };
         let key = ConversationKey::new(tenant.clone(), c);
         let mut record = conv.record(&key)?;
-        record.policy = policy;
+        record.policy = settings.policy;
+        record.custom = settings.custom;
         Ok(Some(ConversationSummary {
             record,
             member_ids: members

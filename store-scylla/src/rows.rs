@@ -119,6 +119,7 @@ impl Conv {
             last_message: self.last_message,
             last_activity: Timestamp::from_unix_ms(self.last_activity),
             policy: Default::default(),
+            custom: Default::default(),
         })
     }
 }

@@ -10,7 +10,8 @@ use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block, ConversationPolicy};
 use switchboard_protocol::{ConversationKind, MessageId, Role, TenantId, Timestamp, UserId};
 use switchboard_store::{
-    ConversationKey, ConversationScan, ExpiredScan, PolicyScan, StoreResult, day_bucket,
+    ConversationKey, ConversationScan, ConversationSettings, ExpiredScan, PolicyScan, StoreResult,
+    day_bucket,
 };
 
 use crate::cursor::{cursor_decode, cursor_encode};
@@ -21,10 +22,11 @@ use crate::rows::{
 };
 
 impl ScyllaStore {
-    pub(crate) async fn policy_of(&self, t: &str, c: &str) -> StoreResult<ConversationPolicy> {
+    /// The conversation's settings: its policy and custom fields.
+    pub(crate) async fn settings_of(&self, t: &str, c: &str) -> StoreResult<ConversationSettings> {
         match self.st.policy.one(&self.session, (t, c)).await? {
-            Some((policy,)) => decode(&policy),
-            None => Ok(ConversationPolicy::default()),
+            Some((settings,)) => decode(&settings),
+            None => Ok(ConversationSettings::default()),
         }
     }
 

@@ -301,6 +301,8 @@ statements! {
         "SELECT seq, day FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ? AND seq < ? LIMIT ?";
     insert_sent_by: Write<(Text, Text, Text, BigInt, Int, BigInt)> =
         "INSERT INTO sent_by (tenant, sender_id, conversation_id, seq, day) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    sent_by_seqs: Read<(Text, Text, Text), (i64,)> =
+        "SELECT seq FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ?";
     delete_sent_by_of: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM sent_by USING TIMESTAMP ? WHERE tenant = ? AND sender_id = ? AND conversation_id = ?";
     unindexed_buckets: Read<(Text, Text), (i32,)> =

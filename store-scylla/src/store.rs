@@ -167,10 +167,10 @@ impl Reads for ScyllaStore {
     ) -> StoreResult<Vec<Option<SequencerState>>> {
         self.each(keys, |k| async move {
             let (t, c) = (k.tenant.as_str(), k.conversation_id.as_str());
-            let (conv, states, policy) = futures::try_join!(
+            let (conv, states, settings) = futures::try_join!(
                 self.conv_row(t, c),
                 self.states_of(t, c),
-                self.policy_of(t, c)
+                self.settings_of(t, c)
             )?;
             let Some(conv) = conv else {
                 return Ok(None);
@@ -188,7 +188,8 @@ impl Reads for ScyllaStore {
                     .into_iter()
                     .map(|(u, state)| Ok((user_id(u)?, state)))
                     .collect::<StoreResult<_>>()?,
-                policy,
+                policy: settings.policy,
+                custom: settings.custom,
                 blocked_by,
             }))
         })
@@ -283,8 +284,9 @@ impl Reads for ScyllaStore {
             conversation_id: conversation.clone(),
         };
         let mut record = conv.record(&key)?;
-        let (states, policy) = futures::try_join!(self.states_of(t, c), self.policy_of(t, c))?;
-        record.policy = policy;
+        let (states, settings) = futures::try_join!(self.states_of(t, c), self.settings_of(t, c))?;
+        record.policy = settings.policy;
+        record.custom = settings.custom;
         let mut members = members;
         switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
         let read = members

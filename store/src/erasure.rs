@@ -246,6 +246,7 @@ mod tests {
             message_id: None,
             until: None,
             policy: None,
+            custom: None,
         }));
         assert!(e.names(&system));
         assert!(e.message(&mut system, Timestamp::from_unix_ms(9)));
@@ -262,6 +263,7 @@ mod tests {
             message_id: None,
             until: None,
             policy: None,
+            custom: None,
         }));
         assert!(e.names(&theirs) && !e.owns(&theirs));
         assert!(e.message(&mut theirs, Timestamp::from_unix_ms(9)));

@@ -36,11 +36,13 @@ pub mod mine;
 pub mod reads;
 pub mod roles;
 pub mod rules;
+mod settings;
 mod typed;
 mod types;
 
 pub use error::{StoreError, StoreResult};
 pub use reads::{Answer, Read, Reads};
+pub use settings::ConversationSettings;
 pub use types::*;
 
 use async_trait::async_trait;

@@ -169,7 +169,11 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             })
             .await
         }
-        Mutation::SetPolicy { key, policy } => safety::set_policy(view, key, policy).await,
+        Mutation::SetPolicy {
+            key,
+            policy,
+            custom,
+        } => safety::set_policy(view, key, policy, custom).await,
         Mutation::Ban { key, ban } => safety::ban(view, key, ban).await,
         Mutation::Unban { key, user } => safety::unban(view, key, user).await,
         Mutation::SetBlock {

@@ -61,6 +61,9 @@ pub struct ConversationRecord {
     /// Slow mode, retention and disappearing messages (v1.2).
     #[serde(default, skip_serializing_if = "ConversationPolicy::is_default")]
     pub policy: ConversationPolicy,
+    /// The conversation's own fields (v1.3).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub custom: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ConversationRecord {
@@ -127,6 +130,9 @@ pub struct SequencerState {
     /// Slow mode, retention and disappearing messages (v1.2).
     #[serde(default)]
     pub policy: ConversationPolicy,
+    /// The conversation's own fields (v1.3).
+    #[serde(default)]
+    pub custom: serde_json::Map<String, serde_json::Value>,
     /// In a direct conversation, the members who block the other one
     /// (v1.2); empty elsewhere.
     #[serde(default)]
@@ -465,11 +471,14 @@ pub enum Mutation {
         user: UserId,
         state: MemberState,
     },
-    /// The settings that affect every member (v1.2). `NotFound` when the
+    /// The settings that affect every member (v1.2), and (v1.3) the
+    /// conversation's `custom` fields, whole. `NotFound` when the
     /// conversation does not exist.
     SetPolicy {
         key: ConversationKey,
         policy: ConversationPolicy,
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        custom: serde_json::Map<String, serde_json::Value>,
     },
     /// Keeps `ban.user_id` out of the conversation (v1.2), replacing an
     /// earlier ban of them. Removing them, if they are a member, is a

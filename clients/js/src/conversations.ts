@@ -551,7 +551,14 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       return { ...c, members: [...new Set([...c.members, ...users])] };
     }
     if (content.event === "conversation_updated") {
-      return content.policy && newest ? { ...c, ...policyOf(content.policy) } : c;
+      if (!newest) return c;
+      // The settings as they are now, and (v1.3) the custom fields when
+      // the change was to them.
+      return {
+        ...c,
+        ...(content.policy ? policyOf(content.policy) : {}),
+        ...(content.custom ? { custom: content.custom } : {}),
+      };
     }
     if (content.event === "members_removed" || content.event === "member_banned") {
       const me = this.me();

@@ -1356,7 +1356,7 @@ export interface paths {
         head?: never;
         /**
          * Change the settings that affect every member
-         * @description Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now.
+         * @description Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).
          */
         patch: {
             parameters: {
@@ -3451,6 +3451,14 @@ export interface components {
          */
         ConversationPatch: {
             /**
+             * @description The conversation's own fields to set (v1.3): each key given is set,
+             *     a key given as `null` is removed, the others stay; at most 4096
+             *     bytes of JSON as a whole after the change.
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
+            /**
              * Format: uint32
              * @description 5 to 31536000, or null.
              */
@@ -3496,6 +3504,14 @@ export interface components {
         ConversationView: {
             conversation_id: components["schemas"]["ConversationId"];
             created_at: components["schemas"]["Timestamp"];
+            /**
+             * @description The conversation's own fields (v1.3): a JSON object of at most
+             *     4096 bytes, set by owners and admins (`PATCH`); `{}` for none.
+             * @default {}
+             */
+            custom: {
+                [key: string]: unknown;
+            };
             /**
              * Format: uint32
              * @description Each message is erased this many seconds after it was sent; null:
@@ -3897,7 +3913,7 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /**
              * @description The app's own fields (v1.3): a JSON object of at most
-             *     [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+             *     [`crate::custom::MAX_CUSTOM_BYTES`] as compact JSON, set by the
              *     send and changed only by an edit; absent when there are none.
              */
             custom?: {
@@ -4580,6 +4596,13 @@ export interface components {
         SystemEvent: {
             /** @description The user who caused the event. */
             actor: components["schemas"]["UserId"];
+            /**
+             * @description With `conversation_updated`: the conversation's `custom` fields as
+             *     they are now, when the change was to them (v1.3).
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
             /** @description [`SystemEvent::MEMBERS_ADDED`] or [`SystemEvent::MEMBERS_REMOVED`]. */
             event: string;
             /** @description With `message_pinned` and `message_unpinned`: the message (v1.1). */

@@ -360,6 +360,13 @@ export interface SystemEvent {
  */
 actor: string
 /**
+ * With `conversation_updated`: the conversation's `custom` fields as
+ * they are now, when the change was to them (v1.3).
+ */
+custom?: ({
+[k: string]: unknown
+} | null)
+/**
  * [`SystemEvent::MEMBERS_ADDED`] or [`SystemEvent::MEMBERS_REMOVED`].
  */
 event: string
@@ -420,7 +427,7 @@ conversation_id: ConversationId
 created_at: Timestamp
 /**
  * The app's own fields (v1.3): a JSON object of at most
- * [`crate::content::MAX_CUSTOM_BYTES`] as compact JSON, set by the
+ * [`crate::custom::MAX_CUSTOM_BYTES`] as compact JSON, set by the
  * send and changed only by an edit; absent when there are none.
  */
 custom?: ({

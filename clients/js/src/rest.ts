@@ -81,7 +81,8 @@ export type Ban = Schemas["Ban"];
 export type BanList = Answer<"/v1/conversations/{id}/bans", "get">;
 /** The body of `PATCH /v1/conversations/{id}` (v1.2): each field given
  * changes, each left out stays; null turns retention or disappearing
- * messages off, 0 slow mode. */
+ * messages off, 0 slow mode; `custom` (v1.3) sets the keys it names, a
+ * null one removed. */
 export type ConversationPatch = Schemas["ConversationPatch"];
 /** Why a message is reported (v1.2): `spam`, `abuse`, `illegal` or
  * `other`. */
@@ -300,8 +301,10 @@ export class Rest {
    * `disappearing_secs` (5 to 31536000, or null); what is left out
    * stays. Owners and admins (`403 forbidden` otherwise), either member
    * of a direct conversation. Every member gets a `conversation_updated`
-   * message with the settings as they are now. Answers the conversation
-   * after the change (which carries the three). */
+   * message with the settings as they are now. `custom` (v1.3): the
+   * conversation's own fields, merged key by key (null removes one; at
+   * most 4096 bytes of JSON after it). Answers the conversation after
+   * the change (which carries them). */
   updateConversation(id: string, patch: ConversationPatch): Promise<ConversationDetail> {
     return this.told(this.json("PATCH", `/v1/conversations/${enc(id)}`, patch));
   }

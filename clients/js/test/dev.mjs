@@ -108,9 +108,18 @@ export class Dev {
 
   async stop() {
     if (this.frozen) this.thaw();
-    if (this.child && this.child.exitCode === null) await this.kill();
+    if (this.child && this.child.exitCode === null) {
+      // Stopped as an operator would, so that it stops its nats-server
+      // too (a killed one leaves it writing into the folder); killed if
+      // it takes more than 5 s.
+      const exited = new Promise((r) => this.child.once("exit", r));
+      this.child.kill("SIGTERM");
+      const late = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(late);
+    }
     // Its nats-server may write its last files while it goes: retried.
-    rmSync(this.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+    rmSync(this.dir, { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
   }
 }
 

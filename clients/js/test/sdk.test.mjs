@@ -1023,6 +1023,16 @@ test("custom messages and custom fields (v1.3): sent, received and edited as typ
 
     // Past 4096 bytes: refused for good.
     await assert.rejects(kira.sendText(id, "too much", { custom: { k: "x".repeat(4100) } }), (e) => e instanceof SendError && e.code === "too_large");
+
+    // The conversation's own fields: the owner sets them, the other
+    // member's list follows the `conversation_updated` message.
+    const updated = await kira.rest.updateConversation(id, { custom: { topic: "orders", color: 3 } });
+    assert.deepEqual(updated.custom, { topic: "orders", color: 3 });
+    await until(() => liam.conversationList.get(id)?.custom?.topic === "orders", 10_000, "liam's list item");
+    await kira.rest.updateConversation(id, { custom: { color: null } });
+    await until(() => liam.conversationList.get(id)?.custom?.color === undefined, 10_000, "a key removed");
+    assert.deepEqual(liam.conversationList.get(id).custom, { topic: "orders" });
+    await assert.rejects(liam.rest.updateConversation(id, { custom: { topic: "mine" } }), (e) => e.status === 403);
   } finally {
     close();
   }

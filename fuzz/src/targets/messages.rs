@@ -310,6 +310,7 @@ fn commands(ids: &Ids) -> Vec<Command> {
                 slow_mode_secs: Some(30),
                 retention_days: Some(None),
                 disappearing_secs: Some(Some(60)),
+                custom: None,
             },
         }),
         Command::Block(switchboard_nats::envelope::BlockCommand {

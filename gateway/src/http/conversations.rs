@@ -62,6 +62,7 @@ pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> Conversatio
         preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
         policy: r.policy,
+        custom: r.custom,
     }
 }
 
@@ -95,6 +96,7 @@ fn summary_view(s: ConversationSummary) -> ConversationView {
         preview: preview(r.last_message.as_ref()),
         last_message: r.last_message,
         policy: r.policy,
+        custom: r.custom,
     }
 }
 

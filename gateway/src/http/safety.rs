@@ -224,7 +224,7 @@ pub(super) async fn unban(
 /// `PATCH /v1/conversations/{id}`
 pub(super) fn patch_op() -> Operation {
     Operation::patch("Change the settings that affect every member")
-        .describe("Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now.")
+        .describe("Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).")
         .path::<ConversationId>("id", "The conversation.")
         .json_body::<ConversationPatch>()
         .reply::<ConversationView>(200, "The conversation after the change.")

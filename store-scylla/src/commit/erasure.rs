@@ -119,6 +119,31 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// The unread index's rows of `user`'s messages in the conversation,
+    /// archived ones included: found through the user's `sent_by`
+    /// partition here (one read), which archiving keeps.
+    pub(super) async fn drop_counted_of(
+        &mut self,
+        c: &ConversationKey,
+        user: &str,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let store = self.store;
+        let seqs = store
+            .st
+            .sent_by_seqs
+            .all(&store.session, (k.0.as_str(), user, k.1.as_str()))
+            .await?;
+        for (seq,) in seqs {
+            let ts = self.ts();
+            self.push(
+                &store.st.delete_counted,
+                (ts, k.0.clone(), k.1.clone(), seq),
+            );
+        }
+        Ok(())
+    }
+
     /// Every reaction row of `user` in the conversation, day by day (the
     /// reactions' partition), archived days included: one read of each
     /// day's reactions.

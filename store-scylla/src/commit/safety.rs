@@ -4,23 +4,24 @@
 //! which the commit remembers.
 
 use switchboard_protocol::reports::{Report, ReportStatus};
-use switchboard_protocol::safety::{Ban, ConversationPolicy};
+use switchboard_protocol::safety::Ban;
+use switchboard_store::ConversationSettings;
 
 use super::*;
 
 impl Tx<'_> {
-    /// The default policy deletes the row.
+    /// The default settings delete the row.
     pub(super) fn write_policy(
         &mut self,
         c: &ConversationKey,
-        policy: &ConversationPolicy,
+        settings: &ConversationSettings,
     ) -> StoreResult<()> {
         let k = ck(c);
         let ts = self.ts();
-        if policy.is_default() {
+        if settings.is_default() {
             self.push(&self.store.st.delete_policy, (ts, k.0, k.1));
         } else {
-            let body = encode(policy)?;
+            let body = encode(settings)?;
             self.push(&self.store.st.insert_policy, (k.0, k.1, body, ts));
         }
         Ok(())

@@ -115,7 +115,7 @@ impl Tx<'_> {
                 seq,
             } => self.set_cursor(c, user, device, seq)?,
             RowWrite::Position { c, last } => self.set_position(c, last).await?,
-            RowWrite::Policy { c, policy } => self.write_policy(c, policy)?,
+            RowWrite::Policy { c, settings } => self.write_policy(c, settings)?,
             RowWrite::Ban { c, user, ban } => self.write_ban(c, ban, user)?,
             RowWrite::Block {
                 tenant,
@@ -134,6 +134,7 @@ impl Tx<'_> {
             RowWrite::AnonymisedCreator { c, e } => self.rename_creator(c, e).await?,
             RowWrite::JoinedGone { c, user } => self.drop_joined(c, user)?,
             RowWrite::UserRowsGone { tenant, user } => self.erase_user(tenant, user).await?,
+            RowWrite::CountedOfGone { c, user } => self.drop_counted_of(c, user).await?,
             RowWrite::Archived {
                 b,
                 span,

@@ -24,17 +24,21 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .await
         .unwrap();
 
-    // A policy shows in the record, the list and the sequencer's state;
-    // the default removes it.
+    // A policy, and the conversation's custom fields (v1.3), show in the
+    // record, the list and the sequencer's state; the defaults remove
+    // them.
     let policy = ConversationPolicy {
         slow_mode_secs: 30,
         retention_days: Some(7),
         disappearing_secs: None,
     };
+    let custom: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r#"{"topic":"release","color":3}"#).unwrap();
     store
         .commit(vec![Mutation::SetPolicy {
             key: key(t, "g"),
             policy,
+            custom: custom.clone(),
         }])
         .await
         .unwrap();
@@ -42,7 +46,10 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .conversation(&tenant(t), &conv("g"), &user("bob"))
         .await
         .unwrap();
-    assert_eq!(detail.record.policy, policy);
+    assert_eq!(
+        (detail.record.policy, &detail.record.custom),
+        (policy, &custom)
+    );
     let listed = store
         .conversation_page(&tenant(t), &user("bob"), everything())
         .await
@@ -51,17 +58,31 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .iter()
         .find(|s| s.record.conversation_id == conv("g"))
         .unwrap();
-    assert_eq!(g.record.policy, policy);
+    assert_eq!((g.record.policy, &g.record.custom), (policy, &custom));
     let states = store
         .sequencer_states(vec![key(t, "g"), key(t, "d")])
         .await
         .unwrap();
     assert_eq!(states[0].as_ref().unwrap().policy, policy);
+    assert_eq!(states[0].as_ref().unwrap().custom, custom);
     assert!(states[1].as_ref().unwrap().policy.is_default());
+    assert!(states[1].as_ref().unwrap().custom.is_empty());
+    // Custom fields alone keep the row.
     store
         .commit(vec![Mutation::SetPolicy {
             key: key(t, "g"),
             policy: ConversationPolicy::default(),
+            custom: custom.clone(),
+        }])
+        .await
+        .unwrap();
+    let states = store.sequencer_states(vec![key(t, "g")]).await.unwrap();
+    assert_eq!(states[0].as_ref().unwrap().custom, custom);
+    store
+        .commit(vec![Mutation::SetPolicy {
+            key: key(t, "g"),
+            policy: ConversationPolicy::default(),
+            custom: Default::default(),
         }])
         .await
         .unwrap();
@@ -70,11 +91,13 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .await
         .unwrap();
     assert!(detail.record.policy.is_default());
+    assert!(detail.record.custom.is_empty());
     // A policy of a conversation that does not exist is refused.
     let missing = store
         .commit(vec![Mutation::SetPolicy {
             key: key(t, "nope"),
             policy,
+            custom: Default::default(),
         }])
         .await;
     assert_eq!(missing, Err(StoreError::NotFound));
@@ -443,6 +466,7 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                     retention_days: Some(3),
                     disappearing_secs: Some(60),
                 },
+                custom: Default::default(),
             },
             create(t, "slow", ConversationKind::Group, &["a"], 10),
             Mutation::SetPolicy {
@@ -451,6 +475,9 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                     slow_mode_secs: 5,
                     ..Default::default()
                 },
+                // A conversation's own fields (v1.3) share the row: no
+                // lifetime either.
+                custom: serde_json::from_str(r#"{"topic":"x"}"#).unwrap(),
             },
         ])
         .await

@@ -681,6 +681,19 @@ mod tests {
     use super::*;
     use crate::conformance;
 
+    /// Opens the store at `config` again, once the previous one's commit
+    /// thread has let go of the database.
+    pub(super) async fn reopen(config: &EmbeddedConfig) -> EmbeddedStore {
+        loop {
+            match EmbeddedStore::open(config) {
+                Ok(s) => break s,
+                Err(StoreError::Corrupt(e)) => panic!("{e}"),
+                // The commit thread holds the database until it stops.
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    }
+
     /// A fresh store in a temporary directory for each check.
     async fn subject() -> Option<conformance::Subject> {
         let dir = tempfile::tempdir().unwrap();

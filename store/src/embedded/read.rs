@@ -128,7 +128,9 @@ pub(super) fn conversation_record<R: Readable>(
         conversation_id: ConversationId::new(c).map_err(StoreError::from)?,
     };
     let mut record = meta.record(&key, state, last_message);
-    record.policy = safety::policy(r, s, t, c)?;
+    let settings = safety::settings(r, s, t, c)?;
+    record.policy = settings.policy;
+    record.custom = settings.custom;
     Ok(Some(record))
 }
 
@@ -164,6 +166,7 @@ pub(super) fn sequencer_states<R: Readable>(
                     }
                 }
             }
+            let settings = safety::settings(r, s, t, c)?;
             Ok(Some(SequencerState {
                 kind: meta.kind,
                 created_by: meta.created_by,
@@ -171,7 +174,8 @@ pub(super) fn sequencer_states<R: Readable>(
                 members,
                 roles,
                 states,
-                policy: safety::policy(r, s, t, c)?,
+                policy: settings.policy,
+                custom: settings.custom,
                 blocked_by,
             }))
         })

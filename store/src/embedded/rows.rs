@@ -47,6 +47,7 @@ impl ConversationMeta {
             last_message,
             last_activity: Timestamp::from_unix_ms(last_activity),
             policy: Default::default(),
+            custom: Default::default(),
         }
     }
 }

@@ -13,14 +13,14 @@ use switchboard_protocol::{ConversationId, MessageId, TenantId, Timestamp, UserI
 use super::codec::{decode, storage};
 use super::keys::{Key, Spaces, read_words, str_after, str_part, trailing_u64};
 use super::lookup::{Visit, scan, walk_messages};
-use crate::{ConversationKey, ExpiredScan, StoreError, StoreResult};
+use crate::{ConversationKey, ConversationSettings, ExpiredScan, StoreError, StoreResult};
 
-pub(super) fn policy<R: Readable>(
+pub(super) fn settings<R: Readable>(
     r: &R,
     s: &Spaces,
     t: &str,
     c: &str,
-) -> StoreResult<ConversationPolicy> {
+) -> StoreResult<ConversationSettings> {
     r.get(&s.policies, Key::new().s(t).s(c).bytes())
         .map_err(storage)?
         .map(|v| decode(&v))

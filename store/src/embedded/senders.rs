@@ -82,21 +82,11 @@ mod tests {
     use fjall::Readable;
     use switchboard_protocol::{ConversationKind, Timestamp};
 
+    use super::super::tests::reopen;
     use super::super::{EmbeddedConfig, EmbeddedStore};
     use crate::archive::{MemoryObjects, Tiered, archive_bucket};
     use crate::conformance::{create, key, text_message, user};
-    use crate::{BucketKey, Mutation, Store, StoreError};
-
-    async fn reopen(config: &EmbeddedConfig) -> EmbeddedStore {
-        loop {
-            match EmbeddedStore::open(config) {
-                Ok(s) => break s,
-                Err(StoreError::Corrupt(e)) => panic!("{e}"),
-                // The commit thread holds the database until it stops.
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            }
-        }
-    }
+    use crate::{BucketKey, Mutation, Store};
 
     /// A store from before the index gets it at open: its live messages
     /// from their rows, an archived bucket read whole through the tier.

@@ -31,22 +31,10 @@ pub(super) fn unread_count<R: Readable>(
     blocked: &HashSet<String>,
 ) -> StoreResult<u64> {
     let prefix = Key::new().s(t).s(c).bytes();
-    let mut low = prefix.clone();
-    low.extend_from_slice(&read.saturating_add(1).to_be_bytes());
-    let mut high = prefix;
-    high.extend_from_slice(&u64::MAX.to_be_bytes());
-    let mut n = 0;
-    for g in r.range(&s.counted, low..=high).take(MAX_LOOKED_AT) {
-        let (_, sender) = g.into_inner().map_err(storage)?;
-        let sender = std::str::from_utf8(&sender).unwrap_or_default();
-        if sender != u && !blocked.contains(sender) {
-            n += 1;
-            if n == MAX_UNREAD_COUNTED {
-                break;
-            }
-        }
-    }
-    Ok(n)
+    super::extras::count_after_where(r, &s.counted, prefix, read, MAX_LOOKED_AT, |sender| {
+        let sender = std::str::from_utf8(sender).unwrap_or_default();
+        sender != u && !blocked.contains(sender)
+    })
 }
 
 /// The users `u` blocks, as a set of ids: read once for a page of counts.
@@ -104,20 +92,10 @@ mod tests {
     use fjall::Readable;
     use switchboard_protocol::ConversationKind;
 
+    use super::super::tests::reopen;
     use super::super::{EmbeddedConfig, EmbeddedStore};
     use crate::conformance::{conv, create, key, tenant, text_message, user};
-    use crate::{MAX_UNREAD_COUNTED, Mutation, Reads, Store, StoreError};
-
-    async fn reopen(config: &EmbeddedConfig) -> EmbeddedStore {
-        loop {
-            match EmbeddedStore::open(config) {
-                Ok(s) => break s,
-                Err(StoreError::Corrupt(e)) => panic!("{e}"),
-                // The commit thread holds the database until it stops.
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            }
-        }
-    }
+    use crate::{MAX_UNREAD_COUNTED, Mutation, Reads, Store};
 
     /// A store from before the index gets it at open: the messages unread
     /// then still count, a system message does not.

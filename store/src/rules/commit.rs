@@ -4,7 +4,7 @@
 //! submodules, so both can use it.
 
 use switchboard_protocol::reports::Report;
-use switchboard_protocol::safety::{Ban, ConversationPolicy};
+use switchboard_protocol::safety::Ban;
 use switchboard_protocol::{
     ConversationKind, Message, MessageId, MessageVersion, TenantId, Timestamp,
 };
@@ -136,6 +136,13 @@ pub enum Write<'a> {
         seq: u64,
         present: bool,
     },
+    /// The unread index's rows of `user`'s messages in the conversation,
+    /// archived ones included (erasure: the live ones went with their
+    /// deletion).
+    CountedOfGone {
+        c: &'a ConversationKey,
+        user: &'a str,
+    },
     /// Message `seq` counts toward unread counts, sent by `sender`, or
     /// (`None`) no more (issue 43).
     Counted {
@@ -227,10 +234,11 @@ pub enum Write<'a> {
         c: &'a ConversationKey,
         last: &'a Message,
     },
-    /// The conversation's policy (v1.2); the default removes it.
+    /// The conversation's settings: its policy (v1.2) and custom fields
+    /// (v1.3); the default removes the row.
     Policy {
         c: &'a ConversationKey,
-        policy: &'a ConversationPolicy,
+        settings: &'a crate::ConversationSettings,
     },
     /// `user`'s ban row (v1.2), replacing their earlier one, or (`None`)
     /// none.

@@ -19,9 +19,18 @@ pub(super) async fn set_policy<C: Commit>(
     view: &mut C,
     key: &ConversationKey,
     policy: &ConversationPolicy,
+    custom: &serde_json::Map<String, serde_json::Value>,
 ) -> StoreResult<()> {
     existing(view, key).await?;
-    view.write(Write::Policy { c: key, policy }).await
+    let settings = crate::ConversationSettings {
+        policy: *policy,
+        custom: custom.clone(),
+    };
+    view.write(Write::Policy {
+        c: key,
+        settings: &settings,
+    })
+    .await
 }
 
 pub(super) async fn ban<C: Commit>(

@@ -120,6 +120,7 @@ async fn fill(
                 last_message: None,
                 last_activity: now,
                 policy: Default::default(),
+                custom: Default::default(),
             }),
             members: vec![other.clone(), me.clone()],
             unsolicited: None,

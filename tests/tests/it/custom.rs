@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard_client::RestClient;
-use switchboard_protocol::{Content, ConversationKind, ErrorCode, SendAck, ServerFrame};
+use switchboard_protocol::{Content, ConversationKind, ErrorCode, ServerFrame};
 use switchboard_tests::{Cluster, ClusterSpec, TENANT, eventually, plugin};
 
 use crate::support::*;
@@ -29,23 +29,8 @@ async fn send_custom(
     let frame = json!({
         "type": "send_message", "client_msg_id": id, "conversation_id": conv, "content": content,
     });
-    ws.send_text(frame.to_string()).await.unwrap();
-    expect(ws, &format!("the answer to {id}"), |f| match f {
-        ServerFrame::Ack(SendAck {
-            client_msg_id,
-            seq: Some(seq),
-            content,
-            ..
-        }) if client_msg_id.as_str() == id => Some(Ok((seq, content))),
-        ServerFrame::Error {
-            code,
-            message,
-            client_msg_id: Some(c),
-            ..
-        } if c == id => Some(Err((code, message))),
-        _ => None,
-    })
-    .await
+    let ack = send_json(ws, frame).await?;
+    Ok((ack.seq.unwrap(), ack.content))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,4 +228,78 @@ async fn a_messages_custom_fields_travel_with_it_and_change_only_by_an_edit() {
     );
     let edited = history.iter().find(|m| m.message_id == id).unwrap();
     assert_eq!(edited.custom, None);
+}
+
+/// A conversation's `custom` fields (v1.3): owners and admins merge them
+/// key by key with `PATCH`, bounded at 4096 bytes; every member learns a
+/// change as `conversation_updated` (live, and in history for a device
+/// away); the list and the conversation carry them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_custom_fields_are_merged_by_its_admins_and_reach_every_member() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let conv = cluster
+        .create(ConversationKind::Group, "cc_ann", &["cc_bob"])
+        .await;
+    let (ann, bob) = (cluster.rest(0, "cc_ann"), cluster.rest(0, "cc_bob"));
+    let mut bob_ws = cluster.ws(0, "cc_bob", "phone").await;
+    let patch = |rest: &RestClient, body: Value| {
+        let (rest, path) = (rest.clone(), format!("/v1/conversations/{conv}"));
+        async move { call(&rest, "PATCH", &path, Some(body)).await }
+    };
+
+    let (status, body) = patch(&ann, json!({"custom": {"topic": "release", "color": 3}})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["custom"], json!({"topic": "release", "color": 3}));
+    let told = expect_message(&mut bob_ws).await;
+    let Some(Content::System(event)) = &told.content else {
+        panic!("{told:?}")
+    };
+    assert_eq!(event.event, "conversation_updated");
+    assert_eq!(
+        serde_json::to_value(&event.custom).unwrap(),
+        json!({"topic": "release", "color": 3})
+    );
+
+    // A plain member may not; a key given as null goes, the others stay.
+    let (status, _) = patch(&bob, json!({"custom": {"topic": "mine"}})).await;
+    assert_eq!(status, 403);
+    let (status, body) = patch(&ann, json!({"custom": {"color": null}})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["custom"], json!({"topic": "release"}));
+    // 4096 bytes as a whole after the merge, not one more.
+    let room = 4096 - r#"{"pad":"","topic":"release"}"#.len();
+    let (status, body) = patch(&ann, json!({"custom": {"pad": "x".repeat(room)}})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = patch(&ann, json!({"custom": {"pad": "x".repeat(room + 1)}})).await;
+    assert_eq!(status, 400, "{body}");
+    let (_, body) = patch(&ann, json!({"custom": {"pad": null}})).await;
+    assert_eq!(body["custom"], json!({"topic": "release"}));
+    // The same again changes nothing and tells nobody.
+    let last = body["last_seq"].as_u64().unwrap();
+    let (_, body) = patch(&ann, json!({"custom": {"topic": "release"}})).await;
+    assert_eq!(body["last_seq"].as_u64().unwrap(), last);
+
+    // The list and the conversation carry them; a device away reads each
+    // change in history.
+    let (_, listed) = call(&bob, "GET", "/v1/conversations", None).await;
+    assert_eq!(
+        listed["conversations"][0]["custom"],
+        json!({"topic": "release"})
+    );
+    let (_, one) = call(&bob, "GET", &format!("/v1/conversations/{conv}"), None).await;
+    assert_eq!(one["custom"], json!({"topic": "release"}));
+    let history = full_history(&cluster, &conv, "cc_bob").await;
+    let changes: Vec<Value> = history
+        .iter()
+        .filter_map(|m| match &m.content {
+            Some(Content::System(e)) if e.event == "conversation_updated" => {
+                Some(serde_json::to_value(&e.custom).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    // Set, a key removed, padded, the pad removed: four changes, in order.
+    assert_eq!(changes.len(), 4);
+    assert_eq!(changes[0], json!({"topic": "release", "color": 3}));
+    assert_eq!(changes[3], json!({"topic": "release"}));
 }

@@ -50,6 +50,18 @@ fn moderate_with(
     config: &[(&str, &str)],
     content: &Content,
 ) -> Result<Option<Verdict>, CallError> {
+    moderate_with_options(host, compiled, config, content, &SendOptions::default())
+}
+
+/// One moderation call of a message with `options` (its reply, thread,
+/// mentions and custom fields).
+fn moderate_with_options(
+    host: &PluginHost,
+    compiled: &switchboard_plugin_host::host::Compiled,
+    config: &[(&str, &str)],
+    content: &Content,
+    options: &SendOptions,
+) -> Result<Option<Verdict>, CallError> {
     let config: BTreeMap<String, String> = config
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -65,7 +77,7 @@ fn moderate_with(
             member_count: 3,
             sender: &ids.sender,
             content,
-            options: &SendOptions::default(),
+            options,
         },
         &ContentLimits::default(),
     )
@@ -517,7 +529,6 @@ fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
 #[test]
 fn a_moderator_sees_custom_messages_and_fields_and_older_ones_their_text() {
     let host = PluginHost::new(PluginLimits::default()).unwrap();
-    let ids = ids();
     let order = |fallback: &str| -> Content {
         serde_json::from_value(serde_json::json!({
             "kind": "custom", "type": "shop.order", "data": {"order": 7}, "fallback_text": fallback,
@@ -527,25 +538,7 @@ fn a_moderator_sees_custom_messages_and_fields_and_older_ones_their_text() {
     let moderate =
         |name: &str, config: &[(&str, &str)], content: &Content, options: &SendOptions| {
             let compiled = host.compile(Hook::Moderation, &plugin(name)).unwrap();
-            let config = config
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect();
-            host.moderate(
-                &compiled,
-                &Arc::new(config),
-                &ModerationInput {
-                    tenant: &ids.tenant,
-                    conversation_id: &ids.conversation,
-                    kind: ConversationKind::Group,
-                    member_count: 3,
-                    sender: &ids.sender,
-                    content,
-                    options,
-                },
-                &ContentLimits::default(),
-            )
-            .unwrap()
+            moderate_with_options(&host, &compiled, config, content, options).unwrap()
         };
     let plain = SendOptions::default();
 

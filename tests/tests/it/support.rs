@@ -384,14 +384,17 @@ pub async fn send_with(
     for (k, v) in extra.as_object().unwrap() {
         frame[k] = v.clone();
     }
+    let ack = send_json(ws, frame).await?;
+    Ok((ack.message_id.unwrap(), ack.seq.unwrap()))
+}
+
+/// Sends `frame` (a `send_message` as JSON, any fields); waits for its
+/// ack or error.
+pub async fn send_json(ws: &mut WsClient, frame: Value) -> Result<SendAck, (ErrorCode, String)> {
+    let id = frame["client_msg_id"].as_str().unwrap().to_owned();
     ws.send_text(frame.to_string()).await.unwrap();
     expect(ws, &format!("the answer to {id}"), |f| match f {
-        ServerFrame::Ack(SendAck {
-            client_msg_id,
-            message_id: Some(message_id),
-            seq: Some(seq),
-            ..
-        }) if client_msg_id.as_str() == id => Some(Ok((message_id, seq))),
+        ServerFrame::Ack(ack) if ack.client_msg_id.as_str() == id => Some(Ok(ack)),
         ServerFrame::Error {
             code,
             message,

@@ -60,6 +60,7 @@ impl Batch<'_> {
             last_message: None,
             last_activity: c.at,
             policy: Default::default(),
+            custom: Default::default(),
         };
         self.log.push_other(
             &key,
@@ -92,6 +93,7 @@ impl Batch<'_> {
                 members,
                 states: Default::default(),
                 policy: Default::default(),
+                custom: Default::default(),
                 blocked_by: Default::default(),
             }),
         );

@@ -10,6 +10,7 @@ use switchboard_nats::envelope::{
     Actor, BanCommand, BlockCommand, PolicyCommand, direct_conversation_id,
 };
 use switchboard_protocol::Role;
+use switchboard_protocol::custom::{MAX_CUSTOM_BYTES, merged};
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, BlockAction};
 
@@ -440,7 +441,22 @@ impl Batch<'_> {
             return Ok(());
         }
         let policy = state.policy.patched(&c.patch);
-        if policy == state.policy {
+        let custom = match &c.patch.custom {
+            Some(patch) => match merged(&state.custom, patch) {
+                Some(custom) => custom,
+                None => {
+                    self.refuse(
+                        reply_to,
+                        ErrorCode::InvalidRequest,
+                        format!("custom is at most {MAX_CUSTOM_BYTES} bytes of JSON"),
+                    );
+                    return Ok(());
+                }
+            },
+            None => state.custom.clone(),
+        };
+        let custom_changed = custom != state.custom;
+        if policy == state.policy && !custom_changed {
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
         }
@@ -449,10 +465,12 @@ impl Batch<'_> {
             Mutation::SetPolicy {
                 key: key.clone(),
                 policy,
+                custom: custom.clone(),
             },
         );
         if let Some(Some(s)) = self.states.get_mut(&key) {
             s.policy = policy;
+            s.custom = custom.clone();
         }
         self.touched.insert(key.clone());
         let mut event = SystemEvent::about(
@@ -461,6 +479,7 @@ impl Batch<'_> {
             Vec::new(),
         );
         event.policy = Some(policy);
+        event.custom = custom_changed.then_some(custom);
         let audience = state.members.iter().cloned().collect();
         self.announce(&c.by, &key, event, audience, reply_to)
     }

@@ -7,7 +7,7 @@
 
 use switchboard_protocol::safety::Ban;
 
-use super::super::keys::str_part;
+use super::super::keys::{str_part, trailing_u64};
 use super::*;
 use crate::erasure::Erasure;
 
@@ -56,6 +56,23 @@ impl GroupView<'_> {
             .thread_marks
             .retain(|k, _| !k.starts_with(&prefix));
         self.pending.unsolicited.remove(&prefix);
+        Ok(())
+    }
+
+    /// The unread index's rows of `user`'s messages in the conversation,
+    /// archived ones included: found through the user's `sent_by` rows,
+    /// which archiving keeps.
+    pub(super) fn drop_counted_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+        let (t, cid) = parts(c);
+        for kv in scan(
+            self.snap,
+            &self.s.sent_by,
+            Key::new().s(t).s(user).s(cid).bytes(),
+        ) {
+            let seq = trailing_u64(&kv?.0)?;
+            self.batch
+                .remove(&self.s.counted, Key::new().s(t).s(cid).n(seq).bytes());
+        }
         Ok(())
     }
 

@@ -2,7 +2,9 @@
 //! reads them back within a commit.
 
 use switchboard_protocol::reports::{Report, ReportStatus};
-use switchboard_protocol::safety::{Ban, ConversationPolicy};
+use switchboard_protocol::safety::Ban;
+
+use crate::ConversationSettings;
 
 use super::*;
 
@@ -11,14 +13,14 @@ impl GroupView<'_> {
     pub(super) fn write_policy(
         &mut self,
         key: &ConversationKey,
-        policy: &ConversationPolicy,
+        settings: &ConversationSettings,
     ) -> StoreResult<()> {
         let (t, c) = parts(key);
         let k = Key::new().s(t).s(c).bytes();
-        if policy.is_default() {
+        if settings.is_default() {
             self.batch.remove(&self.s.policies, k);
         } else {
-            self.batch.insert(&self.s.policies, k, encode(policy)?);
+            self.batch.insert(&self.s.policies, k, encode(settings)?);
         }
         Ok(())
     }

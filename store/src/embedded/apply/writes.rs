@@ -132,7 +132,7 @@ impl GroupView<'_> {
                 };
                 self.set_state(t, cid, row);
             }
-            Write::Policy { c, policy } => self.write_policy(c, policy)?,
+            Write::Policy { c, settings } => self.write_policy(c, settings)?,
             Write::Ban { c, user, ban } => self.write_ban(c, ban, user)?,
             Write::Block {
                 tenant,
@@ -164,6 +164,7 @@ impl GroupView<'_> {
                 self.batch.remove(&self.s.joined, by_user(c, user).bytes())
             }
             Write::UserRowsGone { tenant, user } => self.erase_user_keys(tenant, user)?,
+            Write::CountedOfGone { c, user } => self.drop_counted_of(c, user)?,
             Write::Archived {
                 b,
                 span,
