@@ -11,7 +11,7 @@ use fjall::{Database, Readable};
 use switchboard_protocol::{ConversationKind, TenantId, UserId};
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces, str_part, trailing_u64};
+use super::keys::{BACKFILL_BATCH, Key, Spaces, str_part, trailing_u64};
 use super::lookup::{member_row, scan, user_id};
 use super::read::member_ids;
 use super::rows::ConversationMeta;
@@ -123,9 +123,6 @@ pub(super) fn consent<R: Readable>(
         })
         .collect()
 }
-
-/// Rows written per batch while recording past speakers.
-const BACKFILL_BATCH: usize = 10_000;
 
 /// Stores made before speakers were recorded: every member with an
 /// idempotency key in a conversation has sent there. Runs once per store

@@ -6,13 +6,10 @@ use fjall::{Database, Readable};
 use switchboard_protocol::{ConversationId, UserId};
 
 use super::codec::storage;
-use super::keys::{Key, Spaces, str_part};
+use super::keys::{BACKFILL_BATCH, Key, Spaces, str_part};
 use super::lookup::{Visit, walk_messages};
 use crate::erasure::Erasure;
 use crate::{ConversationKey, ExpiredScan, StoreResult};
-
-/// Rows written per batch while filling the index.
-const BACKFILL_BATCH: usize = 10_000;
 
 /// Fills `joined` from the current memberships, once: a store of an
 /// earlier layout never recorded the conversations its users left, so an

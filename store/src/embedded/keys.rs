@@ -23,6 +23,10 @@ pub(super) const SCHEMA_VERSION: &[u8] = b"6";
 /// The versions a store of this release upgrades as it opens.
 pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5"];
 
+/// Rows written per batch while an index of a new layout is filled from
+/// older rows as the store opens.
+pub(super) const BACKFILL_BATCH: usize = 10_000;
+
 /// Every keyspace of the store.
 pub(super) struct Spaces {
     /// tenant, conversation → `ConversationMeta` JSON (what rarely changes).

@@ -12,13 +12,10 @@ use fjall::{Database, Readable};
 use switchboard_protocol::{Message, UserId};
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces, str_part, trailing_u64};
+use super::keys::{BACKFILL_BATCH, Key, Spaces, str_part, trailing_u64};
 use super::read::message;
 use super::rows::BucketRow;
 use crate::{ConversationKey, SentBy, StoreResult};
-
-/// Rows written per batch while filling the index.
-const BACKFILL_BATCH: usize = 10_000;
 
 pub(super) fn sent_by<R: Readable>(
     r: &R,

@@ -8,16 +8,13 @@ use fjall::{Database, Readable};
 use switchboard_protocol::Message;
 
 use super::codec::{decode, storage};
-use super::keys::{Key, Spaces};
+use super::keys::{BACKFILL_BATCH, Key, Spaces};
 use crate::{MAX_UNREAD_COUNTED, StoreResult};
 
 /// Rows of the `counted` index looked at for one unread count at most:
 /// the reader's own messages and those of users they block are passed
 /// over, so a count may look past [`MAX_UNREAD_COUNTED`] rows.
 const MAX_LOOKED_AT: usize = 4 * MAX_UNREAD_COUNTED as usize;
-
-/// Rows written per batch while filling the index.
-const FILL_BATCH: usize = 10_000;
 
 /// What `u` would call unread in conversation `c` after `read`: counted
 /// messages from others, not from one of `blocked`.
@@ -70,7 +67,7 @@ pub(super) fn count_past_messages(db: &Database, s: &Spaces) -> StoreResult<()> 
             batch.insert(&s.counted, k.to_vec(), m.sender_id.as_str().as_bytes());
             rows += 1;
         }
-        if batch.len() >= FILL_BATCH {
+        if batch.len() >= BACKFILL_BATCH {
             batch.commit().map_err(storage)?;
             batch = db.batch();
         }
