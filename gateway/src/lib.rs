@@ -19,6 +19,7 @@ mod commands;
 pub mod config;
 mod connection;
 pub mod error;
+mod floors;
 mod http;
 pub mod hub;
 mod ingest;

@@ -94,6 +94,10 @@ pub enum Command {
     ResolveReport(ResolveCommand),
     /// v1.3: a user's profile changes.
     Profile(ProfileCommand),
+    /// v1.3: a user joins by themselves (a public channel, or an invite).
+    Join(JoinCommand),
+    /// v1.3: an invite is made or revoked.
+    Invite(InviteCommand),
 }
 
 /// An edit (with `content`) or a deletion (without) of one message.
@@ -178,6 +182,8 @@ impl Command {
             Self::Report(c) => &c.by.tenant,
             Self::ResolveReport(c) => &c.by.tenant,
             Self::Profile(c) => &c.by.tenant,
+            Self::Join(c) => &c.by.tenant,
+            Self::Invite(c) => &c.by.tenant,
         }
     }
 
@@ -194,6 +200,8 @@ impl Command {
             Self::Report(c) => Some(&c.by),
             Self::ResolveReport(c) => Some(&c.by),
             Self::Profile(c) => Some(&c.by),
+            Self::Join(c) => Some(&c.by),
+            Self::Invite(c) => Some(&c.by),
             _ => None,
         }
     }
@@ -214,6 +222,8 @@ impl Command {
             Self::Report(c) => &c.by.conversation_id,
             Self::ResolveReport(c) => &c.by.conversation_id,
             Self::Profile(c) => &c.by.conversation_id,
+            Self::Join(c) => &c.by.conversation_id,
+            Self::Invite(c) => &c.by.conversation_id,
         }
     }
 
@@ -239,7 +249,9 @@ impl Command {
             | Self::SetPolicy(_)
             | Self::Report(_)
             | Self::ResolveReport(_)
-            | Self::Profile(_) => match self.actor() {
+            | Self::Profile(_)
+            | Self::Join(_)
+            | Self::Invite(_) => match self.actor() {
                 Some(a) => format!("cmd-{}", a.command_id),
                 None => String::new(),
             },

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::channels::ChannelSettings;
 use crate::custom::json_len;
 use crate::error::ErrorCode;
 use crate::ids::{MessageId, UserId};
@@ -103,6 +104,10 @@ pub struct SystemEvent {
     /// they are now, when the change was to them (v1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,
+    /// With `conversation_updated`: `visibility`, `posting`, `topic` and
+    /// `history_visible_to_new_members` as they are now (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelSettings>,
 }
 
 /// Size limits on content a client sends. Configurable; see the gateway's
@@ -301,6 +306,7 @@ impl SystemEvent {
             until: None,
             policy: None,
             custom: None,
+            channel: None,
         }
     }
 

@@ -138,6 +138,10 @@ pub struct ConversationView {
     /// 4096 bytes, set by owners and admins (`PATCH`); `{}` for none.
     #[serde(default)]
     pub custom: serde_json::Map<String, serde_json::Value>,
+    /// `visibility`, `posting`, `topic` and
+    /// `history_visible_to_new_members` (v1.3).
+    #[serde(flatten)]
+    pub channel: crate::channels::ChannelSettings,
 }
 
 /// Body of `POST /v1/conversations`. The caller is a member; a direct

@@ -6,6 +6,7 @@
 //! knows no NATS subject and no storage layout; every other crate depends on
 //! it and it depends on none of them.
 
+pub mod channels;
 pub mod content;
 pub mod conversation;
 pub mod custom;

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::channels::{ChannelSettings, Posting, Visibility, topic_refusal};
 use crate::ids::UserId;
 use crate::timestamp::Timestamp;
 
@@ -120,17 +121,55 @@ pub struct ConversationPatch {
     /// bytes of JSON as a whole after the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,
+    /// `"private"` or `"public"` (v1.3; groups and channels).
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Visibility"))]
+    pub visibility: Option<Visibility>,
+    /// `"everyone"` or `"admins"` (v1.3; groups and channels).
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Posting"))]
+    pub posting: Option<Posting>,
+    /// At most 250 characters, or null for none (v1.3).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", length(max = 250))
+    )]
+    pub topic: Option<Option<String>>,
+    /// Whether users who join from now on read the history from before
+    /// their join (v1.3).
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "bool"))]
+    pub history_visible_to_new_members: Option<bool>,
 }
 
-/// A field that, when present, is a number (`null` is refused).
-fn not_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    u32::deserialize(d).map(Some)
+/// A field that, when present, is a value (`null` is refused).
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// A field that is present, `null` or not: `Some(None)` for `null`, where
 /// an absent field stays `None` (serde's `default`).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u32>>, D::Error> {
-    Option::<u32>::deserialize(d).map(Some)
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 impl ConversationPatch {
@@ -162,13 +201,48 @@ impl ConversationPatch {
                 "disappearing_secs is {MIN_DISAPPEARING_SECS} to {MAX_DISAPPEARING_SECS}, or null for off"
             ));
         }
+        if let Some(Some(topic)) = &self.topic
+            && let Some(why) = topic_refusal(topic)
+        {
+            return Err(why);
+        }
         if self.is_empty() {
             return Err(
-                "name at least one of slow_mode_secs, retention_days, disappearing_secs, custom"
+                "name at least one of slow_mode_secs, retention_days, disappearing_secs, \
+                 custom, visibility, posting, topic, history_visible_to_new_members"
                     .into(),
             );
         }
         Ok(())
+    }
+
+    /// Whether it changes a channel setting (v1.3), which only groups and
+    /// channels have.
+    pub fn names_channel_settings(&self) -> bool {
+        self.visibility.is_some()
+            || self.posting.is_some()
+            || self.topic.is_some()
+            || self.history_visible_to_new_members.is_some()
+    }
+}
+
+impl ChannelSettings {
+    /// The settings with `patch` applied: an absent field stays as it is;
+    /// an empty topic is none.
+    pub fn patched(mut self, patch: &ConversationPatch) -> Self {
+        if let Some(v) = patch.visibility {
+            self.visibility = v;
+        }
+        if let Some(p) = patch.posting {
+            self.posting = p;
+        }
+        if let Some(topic) = &patch.topic {
+            self.topic = topic.clone().filter(|t| !t.trim().is_empty());
+        }
+        if let Some(h) = patch.history_visible_to_new_members {
+            self.history_visible_to_new_members = h;
+        }
+        self
     }
 }
 

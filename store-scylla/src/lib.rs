@@ -38,6 +38,7 @@
 //! `last_seq` back, and a datacenter keeps serving when another is cut
 //! off. See `deploy/scylla/README.md`.
 
+mod channels;
 mod client;
 mod commit;
 mod config;

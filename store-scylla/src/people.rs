@@ -9,15 +9,17 @@
 
 use std::collections::BTreeSet;
 
+use std::collections::BTreeMap;
+
 use futures::{StreamExt, TryStreamExt};
 use switchboard_protocol::{ConversationId, ConversationKind, TenantId, Timestamp, UserId};
 use switchboard_store::{
-    Consent, ConsentQuery, ConversationKey, ConversationSummary, ListQuery, MemberRecord,
-    StoreResult,
+    Consent, ConsentQuery, ConversationDetail, ConversationKey, ConversationSummary, ListQuery,
+    MemberRecord, StoreError, StoreResult,
 };
 
 use crate::client::ScyllaStore;
-use crate::rows::{conversation_id, kind_of, user_id};
+use crate::rows::{conversation_id, kind_of, marks, user_id};
 
 impl ScyllaStore {
     /// The kind and creator of a conversation, if it exists (without its
@@ -119,9 +121,7 @@ impl ScyllaStore {
             return Ok(None);
         };
         let key = ConversationKey::new(tenant.clone(), c);
-        let mut record = conv.record(&key)?;
-        record.policy = settings.policy;
-        record.custom = settings.custom;
+        let record = conv.record(&key)?.with_settings(settings);
         Ok(Some(ConversationSummary {
             record,
             member_ids: members
@@ -249,5 +249,77 @@ impl ScyllaStore {
             })
             .await?;
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// One conversation with all its members, for a member.
+    pub(crate) async fn conversation_detail(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        reader: &UserId,
+    ) -> StoreResult<ConversationDetail> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        self.check_membership(t, c, reader.as_str()).await?;
+        let (conv, members, all_marks) = futures::try_join!(
+            self.conv_row(t, c),
+            async {
+                self.st
+                    .members
+                    .stream(&self.session, (t, c))
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            },
+            async {
+                self.st
+                    .all_marks
+                    .stream(&self.session, (t, c))
+                    .await?
+                    .try_collect::<Vec<_>>()
+                    .await
+            },
+        )?;
+        let conv = conv.ok_or(StoreError::NotFound)?;
+        let mut by_user: BTreeMap<String, Vec<(i8, i64)>> = BTreeMap::new();
+        for (u, mark, seq) in all_marks {
+            by_user.entry(u).or_default().push((mark, seq));
+        }
+        let members = members
+            .into_iter()
+            .map(|(u, joined)| {
+                let (delivered_seq, read_seq) = marks(by_user.remove(&u).unwrap_or_default())?;
+                Ok(MemberRecord {
+                    user_id: user_id(u)?,
+                    joined_at: Timestamp::from_unix_ms(joined),
+                    delivered_seq,
+                    read_seq,
+                    role: Default::default(),
+                    settings: Default::default(),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let key = ConversationKey {
+            tenant: tenant.clone(),
+            conversation_id: conversation.clone(),
+        };
+        let (states, settings) = futures::try_join!(self.states_of(t, c), self.settings_of(t, c))?;
+        let record = conv.record(&key)?.with_settings(settings);
+        let mut members = members;
+        switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
+        let read = members
+            .iter()
+            .find(|m| &m.user_id == reader)
+            .map_or(0, |m| m.read_seq);
+        let reader_mention_count = self.mention_count(t, reader.as_str(), c, read).await?;
+        let blocked = self.blocked_set(t, reader.as_str()).await?;
+        let reader_unread_count = self
+            .unread_count(t, reader.as_str(), c, read, &blocked)
+            .await?;
+        Ok(ConversationDetail {
+            record,
+            members,
+            reader_mention_count,
+            reader_unread_count,
+        })
     }
 }

@@ -120,6 +120,7 @@ impl Conv {
             last_activity: Timestamp::from_unix_ms(self.last_activity),
             policy: Default::default(),
             custom: Default::default(),
+            channel: Default::default(),
         })
     }
 }

@@ -18,7 +18,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -131,6 +131,19 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
         &[
             "CREATE TABLE IF NOT EXISTS counted (tenant text, conversation_id text, seq bigint, \
            sender_id text, PRIMARY KEY ((tenant, conversation_id), seq))",
+        ],
+    ),
+    (
+        // v1.3 open channels: the directory and invites. New tables, empty:
+        // no conversation was public before them.
+        10,
+        &[
+            "CREATE TABLE IF NOT EXISTS directory (tenant text, conversation_id text, \
+           listing text, PRIMARY KEY ((tenant), conversation_id))",
+            "CREATE TABLE IF NOT EXISTS invites (tenant text, conversation_id text, code text, \
+           invite text, PRIMARY KEY ((tenant, conversation_id), code))",
+            "CREATE TABLE IF NOT EXISTS invite_codes (tenant text, code text, \
+           conversation_id text, PRIMARY KEY ((tenant, code)))",
         ],
     ),
 ];
@@ -514,7 +527,10 @@ mod tests {
                 "counted",
                 "device_cursors",
                 "devices",
+                "directory",
                 "inbox",
+                "invite_codes",
+                "invites",
                 "joined",
                 "media_message_refs",
                 "media_refs",

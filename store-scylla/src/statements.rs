@@ -181,6 +181,28 @@ statements! {
     scan_blocks: Read<(), (String, String, String)> =
         "SELECT tenant, user_id, blocked_id FROM blocks";
 
+    // --- open channels (v1.3)
+    directory: Read<(Text, Text, Int), (String, String)> =
+        "SELECT conversation_id, listing FROM directory WHERE tenant = ? AND conversation_id > ? LIMIT ?";
+    insert_listing: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO directory (tenant, conversation_id, listing) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_listing: Write<(BigInt, Text, Text)> =
+        "DELETE FROM directory USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ?";
+    invites: Read<(Text, Text), (String,)> =
+        "SELECT invite FROM invites WHERE tenant = ? AND conversation_id = ?";
+    invite: Read<(Text, Text, Text), (String,)> =
+        "SELECT invite FROM invites WHERE tenant = ? AND conversation_id = ? AND code = ?";
+    insert_invite: Write<(Text, Text, Text, Text, BigInt)> =
+        "INSERT INTO invites (tenant, conversation_id, code, invite) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
+    delete_invite: Write<(BigInt, Text, Text, Text)> =
+        "DELETE FROM invites USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND code = ?";
+    invite_code: Read<(Text, Text), (String,)> =
+        "SELECT conversation_id FROM invite_codes WHERE tenant = ? AND code = ?";
+    insert_invite_code: Write<(Text, Text, Text, BigInt)> =
+        "INSERT INTO invite_codes (tenant, code, conversation_id) VALUES (?, ?, ?) USING TIMESTAMP ?";
+    delete_invite_code: Write<(BigInt, Text, Text)> =
+        "DELETE FROM invite_codes USING TIMESTAMP ? WHERE tenant = ? AND code = ?";
+
     // --- profiles (v1.3)
     profile: Read<(Text, Text), (String,)> =
         "SELECT profile FROM profiles WHERE tenant = ? AND user_id = ?";

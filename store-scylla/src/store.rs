@@ -1,10 +1,11 @@
 //! The [`Store`] trait on ScyllaDB, over the handle in `client.rs`; a
 //! commit's checks and writes are in `commit.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
+use switchboard_protocol::channels::Invite;
 use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
@@ -15,15 +16,14 @@ use switchboard_protocol::{
 use switchboard_store::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
-    HistoryQuery, InboxCursor, InboxSweep, ListQuery, MarkChange, MemberRecord, MessageKey,
-    Mutation, PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult,
-    WriterClaim,
+    HistoryQuery, InboxCursor, InboxSweep, ListQuery, Listing, MarkChange, MessageKey, Mutation,
+    PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, WriterClaim,
 };
 
 use crate::client::ScyllaStore;
 use crate::commit::Tx;
 use crate::cursor::{cursor_decode, cursor_encode, page_size};
-use crate::rows::{day_db, limit_db, marks, seq_db, seq_of, user_id};
+use crate::rows::{day_db, limit_db, seq_db, seq_of, user_id};
 use switchboard_store::{Answer, Read, Reads, reads, rules};
 
 /// Inbox entries looked up per round of message reads.
@@ -180,6 +180,7 @@ impl Reads for ScyllaStore {
             let blocked_by = self.blocked_by(t, conv.kind, &roles).await?;
             Ok(Some(SequencerState {
                 kind: conv.kind,
+                title: conv.title,
                 members: roles.keys().cloned().collect::<BTreeSet<_>>(),
                 created_by,
                 last_seq: conv.last_seq,
@@ -190,6 +191,7 @@ impl Reads for ScyllaStore {
                     .collect::<StoreResult<_>>()?,
                 policy: settings.policy,
                 custom: settings.custom,
+                channel: settings.channel,
                 blocked_by,
             }))
         })
@@ -239,71 +241,7 @@ impl Reads for ScyllaStore {
         conversation: &ConversationId,
         reader: &UserId,
     ) -> StoreResult<ConversationDetail> {
-        let (t, c) = (tenant.as_str(), conversation.as_str());
-        self.check_membership(t, c, reader.as_str()).await?;
-        let (conv, members, all_marks) = futures::try_join!(
-            self.conv_row(t, c),
-            async {
-                self.st
-                    .members
-                    .stream(&self.session, (t, c))
-                    .await?
-                    .try_collect::<Vec<_>>()
-                    .await
-            },
-            async {
-                self.st
-                    .all_marks
-                    .stream(&self.session, (t, c))
-                    .await?
-                    .try_collect::<Vec<_>>()
-                    .await
-            },
-        )?;
-        let conv = conv.ok_or(StoreError::NotFound)?;
-        let mut by_user: BTreeMap<String, Vec<(i8, i64)>> = BTreeMap::new();
-        for (u, mark, seq) in all_marks {
-            by_user.entry(u).or_default().push((mark, seq));
-        }
-        let members = members
-            .into_iter()
-            .map(|(u, joined)| {
-                let (delivered_seq, read_seq) = marks(by_user.remove(&u).unwrap_or_default())?;
-                Ok(MemberRecord {
-                    user_id: user_id(u)?,
-                    joined_at: Timestamp::from_unix_ms(joined),
-                    delivered_seq,
-                    read_seq,
-                    role: Default::default(),
-                    settings: Default::default(),
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        let key = ConversationKey {
-            tenant: tenant.clone(),
-            conversation_id: conversation.clone(),
-        };
-        let mut record = conv.record(&key)?;
-        let (states, settings) = futures::try_join!(self.states_of(t, c), self.settings_of(t, c))?;
-        record.policy = settings.policy;
-        record.custom = settings.custom;
-        let mut members = members;
-        switchboard_store::roles::fill_in(record.kind, &record.created_by, &mut members, &states);
-        let read = members
-            .iter()
-            .find(|m| &m.user_id == reader)
-            .map_or(0, |m| m.read_seq);
-        let reader_mention_count = self.mention_count(t, reader.as_str(), c, read).await?;
-        let blocked = self.blocked_set(t, reader.as_str()).await?;
-        let reader_unread_count = self
-            .unread_count(t, reader.as_str(), c, read, &blocked)
-            .await?;
-        Ok(ConversationDetail {
-            record,
-            members,
-            reader_mention_count,
-            reader_unread_count,
-        })
+        self.conversation_detail(tenant, conversation, reader).await
     }
 
     async fn members(
@@ -595,6 +533,37 @@ impl Reads for ScyllaStore {
         users: Vec<UserId>,
     ) -> StoreResult<Vec<Option<Profile>>> {
         self.profile_rows(tenant.as_str(), &users).await
+    }
+
+    async fn directory(
+        &self,
+        tenant: &TenantId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<(ConversationId, Listing)>> {
+        self.directory_rows(tenant, after.as_ref(), limit).await
+    }
+
+    async fn member_counts(&self, keys: Vec<ConversationKey>) -> StoreResult<Vec<u64>> {
+        self.member_count_rows(keys).await
+    }
+
+    async fn invites(&self, key: &ConversationKey) -> StoreResult<Vec<Invite>> {
+        let (t, c) = (key.tenant.as_str(), key.conversation_id.as_str());
+        self.invite_rows(t, c).await
+    }
+
+    async fn invite_by_code(&self, tenant: &TenantId, code: &str) -> StoreResult<Option<Invite>> {
+        self.invite_row(tenant, code).await
+    }
+
+    async fn history_floors(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversations: Vec<ConversationId>,
+    ) -> StoreResult<Vec<u64>> {
+        self.floors(tenant, user, conversations).await
     }
 
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod archive;
+mod channels;
 mod commits;
 mod edits;
 mod erasure;
@@ -23,6 +24,7 @@ mod support;
 mod threads;
 
 pub use archive::*;
+pub use channels::*;
 pub use commits::*;
 pub use edits::*;
 pub use erasure::*;
@@ -86,6 +88,7 @@ macro_rules! conformance_tests {
             mentions_are_counted_until_read_and_reach_those_without_inboxes,
             policies_bans_and_blocks_are_stored_and_shown,
             profiles_are_stored_replaced_and_erased,
+            public_channels_are_listed_joined_and_invited_to,
             unread_counts_count_what_a_member_would,
             reports_are_listed_by_status_newest_first_and_counted,
             expired_messages_go_as_deletions_and_leave_the_inboxes,

@@ -247,6 +247,7 @@ mod tests {
             until: None,
             policy: None,
             custom: None,
+            channel: None,
         }));
         assert!(e.names(&system));
         assert!(e.message(&mut system, Timestamp::from_unix_ms(9)));
@@ -264,6 +265,7 @@ mod tests {
             until: None,
             policy: None,
             custom: None,
+            channel: None,
         }));
         assert!(e.names(&theirs) && !e.owns(&theirs));
         assert!(e.message(&mut theirs, Timestamp::from_unix_ms(9)));

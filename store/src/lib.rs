@@ -33,6 +33,7 @@ mod error;
 pub mod golden;
 pub mod metrics;
 pub mod mine;
+mod mutation;
 pub mod reads;
 pub mod roles;
 pub mod rules;
@@ -41,8 +42,9 @@ mod typed;
 mod types;
 
 pub use error::{StoreError, StoreResult};
+pub use mutation::Mutation;
 pub use reads::{Answer, Read, Reads};
-pub use settings::ConversationSettings;
+pub use settings::{ConversationSettings, Listing};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -20,6 +20,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize};
+use switchboard_protocol::channels::Invite;
 use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
@@ -29,6 +30,7 @@ use switchboard_protocol::{
 };
 
 use crate::error::StoreResult;
+use crate::settings::Listing;
 use crate::types::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
@@ -251,6 +253,28 @@ macro_rules! store_reads {
             /// who never set one (v1.3). No check: users of a tenant see each
             /// other's.
             Profiles profiles(tenant: [&TenantId], users: [Vec<UserId>]) -> Vec<Option<Profile>>;
+            /// One step of the tenant's directory of public channels (v1.3): the
+            /// rows after `after` in conversation id order, at most `limit`.
+            Directory directory(
+                tenant: [&TenantId],
+                after: [Option<ConversationId>],
+                limit: [usize]
+            ) -> Vec<(ConversationId, Listing)>;
+            /// How many members each conversation has (0 for one that does not
+            /// exist).
+            MemberCounts member_counts(keys: [Vec<ConversationKey>]) -> Vec<u64>;
+            /// The conversation's invites, newest first (v1.3). No check.
+            Invites invites(key: [&ConversationKey]) -> Vec<Invite>;
+            /// The invite with `code` in the tenant, if there is one (v1.3).
+            InviteByCode invite_by_code(tenant: [&TenantId], code: [&str]) -> Option<Invite>;
+            /// The first seq `user` reads in each conversation (v1.3: they joined
+            /// one whose history is not for newcomers), 0 for all of it. No
+            /// membership check.
+            HistoryFloors history_floors(
+                tenant: [&TenantId],
+                user: [&UserId],
+                conversations: [Vec<ConversationId>]
+            ) -> Vec<u64>;
             /// A tenant's reports with `status`, newest first, those with an id
             /// below `before` (v1.2). No check: tenant admins read them.
             Reports reports(

@@ -32,6 +32,7 @@ use crate::{
     UnsolicitedAdds,
 };
 
+mod channels;
 mod commit;
 mod consent;
 mod delete;
@@ -47,7 +48,7 @@ use commit::conflict;
 pub use commit::{BucketSpan, Commit, InboxEntries, MarkReads, Marks, Placement, Write};
 use delete::delete;
 pub use marks::{ack_delivered, ack_read};
-use steps::{check_not_archived_here, store_update};
+use steps::{add_member, check_not_archived_here, store_update};
 pub use threads::ack_thread_read;
 
 /// Applies one mutation of a commit.
@@ -173,7 +174,35 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             key,
             policy,
             custom,
-        } => safety::set_policy(view, key, policy, custom).await,
+            channel,
+        } => {
+            let settings = crate::ConversationSettings {
+                policy: *policy,
+                custom: custom.clone(),
+                channel: channel.clone(),
+            };
+            safety::set_policy(view, key, &settings).await
+        }
+        Mutation::Join {
+            key,
+            user,
+            at,
+            read_to,
+            history_from,
+            invite,
+        } => {
+            let joining = channels::Joining {
+                user: user.as_str(),
+                at: *at,
+                read_to: *read_to,
+                history_from: *history_from,
+                invite: invite.as_ref(),
+            };
+            channels::join(view, key, joining).await
+        }
+        Mutation::SetInvite { key, code, invite } => {
+            channels::set_invite(view, key, code, invite.as_ref()).await
+        }
         Mutation::Ban { key, ban } => safety::ban(view, key, ban).await,
         Mutation::Unban { key, user } => safety::unban(view, key, user).await,
         Mutation::SetBlock {
@@ -235,23 +264,6 @@ async fn create<C: Commit>(
         add_member(view, &key, u.as_str(), record.created_at).await?;
     }
     consent::record(view, &key, unsolicited).await
-}
-
-async fn add_member<C: Commit>(
-    view: &mut C,
-    c: &ConversationKey,
-    user: &str,
-    at: Timestamp,
-) -> StoreResult<()> {
-    if view.is_member(c, user).await? {
-        return Ok(());
-    }
-    view.write(Write::Member {
-        c,
-        user,
-        joined: Some(at),
-    })
-    .await
 }
 
 async fn append<C: Commit>(

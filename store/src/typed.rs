@@ -2,6 +2,7 @@
 //! [`Store::read`] with a [`Read::History`] and its answer unpacked.
 //! Made from the list in `reads.rs`.
 
+use switchboard_protocol::channels::Invite;
 use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
@@ -14,7 +15,7 @@ use crate::reads::{Answer, Read, store_reads};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
-    HistoryQuery, InboxCursor, ListQuery, MessageKey, PinRow, PolicyScan, SentBy, SentKey,
+    HistoryQuery, InboxCursor, ListQuery, Listing, MessageKey, PinRow, PolicyScan, SentBy, SentKey,
     SequencerState, Store, StoreError, StoreResult, ThreadEntry,
 };
 

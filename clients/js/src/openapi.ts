@@ -1216,6 +1216,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's public channels
+         * @description Groups and channels whose `visibility` is `public`, oldest first, each with `conversation_id`, `title`, `topic` and `member_count`. `q` keeps those whose title or topic contains it, ignoring case. A page looks at 2000 channels at most: with `q`, a page may hold fewer than `limit` (even none) and still have a `next_cursor`; follow it until it is null.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The `next_cursor` of the page before. */
+                    cursor?: components["schemas"]["ConversationId"] | null;
+                    /** @description Channels per page: 20 when absent, at most 50. */
+                    limit?: number;
+                    /**
+                     * @description Only channels whose title or topic contains this, ignoring case (at
+                     *     most 100 characters).
+                     */
+                    q?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the directory. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ChannelDirectory"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/conversations": {
         parameters: {
             query?: never;
@@ -1524,6 +1578,188 @@ export interface paths {
                 503: components["responses"]["Error"];
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The conversation's invites
+         * @description Owners and admins (and tenant admins) only (403 otherwise). Newest first, used-up and expired ones included (with their `uses` and `expires_at`) until revoked.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The invites. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["InviteList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        /**
+         * Make an invite
+         * @description Owners and admins (and tenant admins) of a group or channel, private or public (403 otherwise; 409 in a direct conversation). `max_uses` (1 to 100000) and `expires_at` (at most 365 days ahead) bound it; absent, it works until revoked. The `code` is 12 letters and digits. A conversation keeps at most 100 invites (used-up and expired ones count until revoked; 429 `quota_exceeded` past it).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateInvite"];
+                };
+            };
+            responses: {
+                /** @description The invite. */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Invite"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/invites/{code}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an invite
+         * @description Owners and admins (and tenant admins). From then on the code lets nobody in (404); those who joined with it stay.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The invite's code. */
+                    code: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Revoked. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/join": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join a public channel
+         * @description Any user of the tenant joins a group or channel whose `visibility` is `public` (403 `forbidden` when it is private: an invite lets them in; 403 when they are banned). Joining again changes nothing. A `members_added` system message whose `actor` is the user who joined tells the members. The newcomer reads the history from that message on, unless the channel's `history_visible_to_new_members` is true; nothing from before counts as unread.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The conversation, joined. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConversationView"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2371,6 +2607,102 @@ export interface paths {
                 503: components["responses"]["Error"];
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/invites/{code}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What an invite leads to
+         * @description Any user of the tenant: the conversation's id, title, topic and member count, for the page that asks whether to accept. 404 for a code that was never made, was revoked, has expired or is used up.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The invite's code. */
+                    code: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The invite. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["InvitePreview"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/invites/{code}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join with an invite
+         * @description Any user of the tenant joins the invite's conversation, private or public, as `join` does (history from the join on unless the channel says otherwise). 404 for a code that was never made or was revoked; 403 when it has expired or is used up, when the caller is banned there, or when the invite's creator blocks the caller. Each user who joins with it counts one use; a member already is answered without counting one.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The invite's code. */
+                    code: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The conversation, joined. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ConversationView"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -3406,6 +3738,44 @@ export interface components {
             role: components["schemas"]["Role"];
         };
         /**
+         * @description Body of `GET /v1/channels`: one page of the tenant's public channels,
+         *     oldest first.
+         */
+        ChannelDirectory: {
+            channels: components["schemas"]["ChannelEntry"][];
+            /** @description Pass as `cursor` for the next page; null on the last. */
+            next_cursor?: string | null;
+        };
+        /** @description One public channel of `GET /v1/channels`. */
+        ChannelEntry: {
+            conversation_id: components["schemas"]["ConversationId"];
+            /** Format: uint64 */
+            member_count: number;
+            title?: string | null;
+            topic?: string | null;
+        };
+        /**
+         * @description A conversation's channel settings (v1.3), as the conversation object
+         *     carries them (each field at its default when never set).
+         */
+        ChannelSettings: {
+            /**
+             * @description Whether a user who joins (`join`, or an invite) reads the history
+             *     from before they joined; false: from their join on.
+             * @default false
+             */
+            history_visible_to_new_members: boolean;
+            /** @default everyone */
+            posting: components["schemas"]["Posting"];
+            /**
+             * @description What the conversation is about, shown in the directory; null: none.
+             * @default null
+             */
+            topic: string | null;
+            /** @default private */
+            visibility: components["schemas"]["Visibility"];
+        };
+        /**
          * @description `POST /v1/users/{user}/devices/{device}/claim`: what a session needs.
          *     `one_time_prekey` is `null` when the device has none left; the session
          *     then starts from the signed prekey alone.
@@ -3464,6 +3834,13 @@ export interface components {
              */
             disappearing_secs?: number | null;
             /**
+             * @description Whether users who join from now on read the history from before
+             *     their join (v1.3).
+             */
+            history_visible_to_new_members?: boolean;
+            /** @description `"everyone"` or `"admins"` (v1.3; groups and channels). */
+            posting?: components["schemas"]["Posting"];
+            /**
              * Format: uint32
              * @description 1 to 36500, or null.
              */
@@ -3473,6 +3850,10 @@ export interface components {
              * @description 0 to 21600; 0 turns slow mode off (not null: absent leaves it).
              */
             slow_mode_secs?: number;
+            /** @description At most 250 characters, or null for none (v1.3). */
+            topic?: string | null;
+            /** @description `"private"` or `"public"` (v1.3; groups and channels). */
+            visibility?: components["schemas"]["Visibility"];
         };
         /**
          * @description The settings of a conversation that affect every member (v1.2), as
@@ -3519,6 +3900,12 @@ export interface components {
              * @default null
              */
             disappearing_secs: number | null;
+            /**
+             * @description Whether a user who joins (`join`, or an invite) reads the history
+             *     from before they joined; false: from their join on.
+             * @default false
+             */
+            history_visible_to_new_members: boolean;
             kind: components["schemas"]["ConversationKind"];
             last_message?: components["schemas"]["Message"] | null;
             /** Format: uint64 */
@@ -3540,6 +3927,8 @@ export interface components {
              * @default all
              */
             notifications: components["schemas"]["NotificationLevel"];
+            /** @default everyone */
+            posting: components["schemas"]["Posting"];
             /**
              * @description `last_message` in one line ([`crate::Content::preview`]); null when
              *     there is none, it was deleted, or it is ciphertext.
@@ -3568,12 +3957,19 @@ export interface components {
             slow_mode_secs: number;
             title?: string | null;
             /**
+             * @description What the conversation is about, shown in the directory; null: none.
+             * @default null
+             */
+            topic: string | null;
+            /**
              * Format: uint64
              * @description For the caller: what they would call unread after their read mark
              *     (issue 43): messages of the main timeline from others they do not
              *     block, neither system messages nor deleted ones, at most 999.
              */
             unread_count: number;
+            /** @default private */
+            visibility: components["schemas"]["Visibility"];
         };
         /** @description Calls and failures of one hook in this process, since it started. */
         Counts: {
@@ -3605,6 +4001,22 @@ export interface components {
             /** @description Absent for none; `null` is refused like any other non-string. */
             title?: string;
         } & unknown;
+        /** @description Body of `POST /v1/conversations/{id}/invites`. */
+        CreateInvite: {
+            /**
+             * @description When it stops working (in the future, at most 365 days ahead);
+             *     absent or null: never.
+             * @default null
+             */
+            expires_at: components["schemas"]["Timestamp"] | null;
+            /**
+             * Format: uint32
+             * @description How many users may join with it (1 to 100000); absent or null: no
+             *     limit.
+             * @default null
+             */
+            max_uses: number | null;
+        };
         /**
          * @description A `custom` message (v1.3): an order card, a location, a form. The
          *     server reads only `fallback_text`, what clients that do not know
@@ -3787,6 +4199,38 @@ export interface components {
         };
         /** @enum {string} */
         Hook: "moderation" | "edit_policy" | "fan_out";
+        /** @description An invite code (v1.3). */
+        Invite: {
+            code: string;
+            conversation_id: components["schemas"]["ConversationId"];
+            created_at: components["schemas"]["Timestamp"];
+            created_by: components["schemas"]["UserId"];
+            /** @description Null: never. */
+            expires_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * Format: uint32
+             * @description Null: no limit.
+             */
+            max_uses?: number | null;
+            /**
+             * Format: uint32
+             * @description How many users joined with it.
+             */
+            uses: number;
+        };
+        /** @description Body of `GET /v1/conversations/{id}/invites`: newest first. */
+        InviteList: {
+            invites: components["schemas"]["Invite"][];
+        };
+        /**
+         * @description Body of `GET /v1/invites/{code}`: what an invite leads to, for the
+         *     user about to accept it.
+         */
+        InvitePreview: {
+            channel: components["schemas"]["ChannelEntry"];
+            code: string;
+            expires_at?: components["schemas"]["Timestamp"] | null;
+        };
         /**
          * @description A job as the admin API shows it. A finished erasure says nothing of
          *     whom it erased: the record keeps no trace of them.
@@ -4120,6 +4564,8 @@ export interface components {
             /** @description The root of the thread this message goes into. */
             thread_id?: components["schemas"]["MessageId"] | null;
         };
+        /** @description Who posts in the main timeline. */
+        Posting: "everyone" | "admins";
         /** @description Body of `GET /v1/users/{user}/presence` (an addition to the base protocol). */
         PresenceInfo: {
             /**
@@ -4597,6 +5043,11 @@ export interface components {
             /** @description The user who caused the event. */
             actor: components["schemas"]["UserId"];
             /**
+             * @description With `conversation_updated`: `visibility`, `posting`, `topic` and
+             *     `history_visible_to_new_members` as they are now (v1.3).
+             */
+            channel?: components["schemas"]["ChannelSettings"] | null;
+            /**
              * @description With `conversation_updated`: the conversation's `custom` fields as
              *     they are now, when the change was to them (v1.3).
              */
@@ -4836,6 +5287,8 @@ export interface components {
             /** Format: uint64 */
             size?: number;
         };
+        /** @description Who finds and joins a group or channel. */
+        Visibility: "private" | "public";
         /** @description One of a tenant's endpoints. */
         WebhookEndpoint: {
             /** @description The events it gets; at least one. */

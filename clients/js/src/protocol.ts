@@ -256,6 +256,14 @@ kind: "custom"
 kind: "system"
 }))
 /**
+ * Who posts in the main timeline.
+ */
+export type Posting = ("everyone" | "admins")
+/**
+ * Who finds and joins a group or channel.
+ */
+export type Visibility = ("private" | "public")
+/**
  * What a member may do (v1.1). Owners and admins may remove others,
  * pin, delete others' messages, change settings that affect everyone,
  * ban, and mention all; only an owner makes owners.
@@ -360,6 +368,11 @@ export interface SystemEvent {
  */
 actor: string
 /**
+ * With `conversation_updated`: `visibility`, `posting`, `topic` and
+ * `history_visible_to_new_members` as they are now (v1.3).
+ */
+channel?: (ChannelSettings | null)
+/**
  * With `conversation_updated`: the conversation's `custom` fields as
  * they are now, when the change was to them (v1.3).
  */
@@ -391,6 +404,23 @@ until?: (Timestamp | null)
  * The users the event is about.
  */
 user_ids?: UserId[]
+}
+/**
+ * A conversation's channel settings (v1.3), as the conversation object
+ * carries them (each field at its default when never set).
+ */
+export interface ChannelSettings {
+/**
+ * Whether a user who joins (`join`, or an invite) reads the history
+ * from before they joined; false: from their join on.
+ */
+history_visible_to_new_members?: boolean
+posting?: (Posting & string)
+/**
+ * What the conversation is about, shown in the directory; null: none.
+ */
+topic?: (string | null)
+visibility?: (Visibility & string)
 }
 /**
  * The settings of a conversation that affect every member (v1.2), as

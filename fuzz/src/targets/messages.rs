@@ -310,8 +310,23 @@ fn commands(ids: &Ids) -> Vec<Command> {
                 slow_mode_secs: Some(30),
                 retention_days: Some(None),
                 disappearing_secs: Some(Some(60)),
-                custom: None,
+                visibility: Some(switchboard_protocol::channels::Visibility::Public),
+                posting: Some(switchboard_protocol::channels::Posting::Admins),
+                topic: Some(Some("releases".into())),
+                ..Default::default()
             },
+        }),
+        Command::Join(switchboard_nats::envelope::JoinCommand {
+            by: by.clone(),
+            invite: Some("AbC123xyz789".into()),
+        }),
+        Command::Invite(switchboard_nats::envelope::InviteCommand {
+            by: by.clone(),
+            code: "AbC123xyz789".into(),
+            create: Some(switchboard_protocol::channels::CreateInvite {
+                max_uses: Some(5),
+                expires_at: None,
+            }),
         }),
         Command::Block(switchboard_nats::envelope::BlockCommand {
             by,

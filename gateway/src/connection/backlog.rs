@@ -53,7 +53,22 @@ impl Connection {
                 ))
             };
             let mut sent = 0usize;
-            let mut last_seq = since;
+            // A conversation's replay starts at the reader's first seq
+            // (v1.3: nothing from before they joined).
+            let first = match &conversation_id {
+                Some(c) => {
+                    match crate::floors::first_seq(gw.store.as_ref(), &id.tenant, &id.user, c).await
+                    {
+                        Ok(first) => first,
+                        Err(e) => {
+                            let _ = tx.send(fail(e)).await;
+                            return;
+                        }
+                    }
+                }
+                None => 1,
+            };
+            let mut last_seq = since.max(first - 1);
             let mut cursor: Option<InboxCursor> = None;
             let more = loop {
                 // The last page asks for one more than it needs: whether the

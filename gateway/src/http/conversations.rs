@@ -63,6 +63,7 @@ pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> Conversatio
         last_message: r.last_message,
         policy: r.policy,
         custom: r.custom,
+        channel: r.channel,
     }
 }
 
@@ -97,6 +98,7 @@ fn summary_view(s: ConversationSummary) -> ConversationView {
         last_message: r.last_message,
         policy: r.policy,
         custom: r.custom,
+        channel: r.channel,
     }
 }
 

@@ -73,9 +73,16 @@ pub(super) async fn page(
             })?)
         }
     };
+    // Nothing before the reader's first seq (v1.3: they joined after it).
+    let first =
+        crate::floors::first_seq(gw.store.as_ref(), &id.tenant, &id.user, &conversation).await?;
+    let after_seq = match params.after_seq {
+        Some(after) => Some(after.max(first - 1)),
+        None => (first > 1).then_some(first - 1),
+    };
     let query = HistoryQuery {
         before_seq: params.before_seq,
-        after_seq: params.after_seq,
+        after_seq,
         limit,
         thread_root,
     };
@@ -84,7 +91,7 @@ pub(super) async fn page(
         .history(&id.tenant, &conversation, &id.user, query)
         .await?;
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut messages).await?;
-    let floor = params.after_seq.unwrap_or(0).saturating_add(1);
+    let floor = after_seq.unwrap_or(0).saturating_add(1);
     let next_before_seq = match messages.last() {
         Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),
         _ => None,

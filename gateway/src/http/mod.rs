@@ -6,6 +6,7 @@
 
 mod blobs;
 mod browser;
+mod channels;
 mod conversations;
 mod dev_token;
 mod erasure;
@@ -146,6 +147,41 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             safety::list_bans,
         )
         .route("/v1/conversations/{id}/bans", safety::ban_op(), safety::ban)
+        .route(
+            "/v1/channels",
+            channels::directory_op(),
+            channels::directory,
+        )
+        .route(
+            "/v1/conversations/{id}/join",
+            channels::join_op(),
+            channels::join,
+        )
+        .route(
+            "/v1/conversations/{id}/invites",
+            channels::create_invite_op(),
+            channels::create_invite,
+        )
+        .route(
+            "/v1/conversations/{id}/invites",
+            channels::list_invites_op(),
+            channels::list_invites,
+        )
+        .route(
+            "/v1/conversations/{id}/invites/{code}",
+            channels::revoke_invite_op(),
+            channels::revoke_invite,
+        )
+        .route(
+            "/v1/invites/{code}",
+            channels::preview_invite_op(),
+            channels::preview_invite,
+        )
+        .route(
+            "/v1/invites/{code}/accept",
+            channels::accept_invite_op(),
+            channels::accept_invite,
+        )
         .route(
             "/v1/conversations/{id}/bans/{user}",
             safety::unban_op(),

@@ -56,9 +56,13 @@ pub(super) async fn list(
             m.clone_from(marked);
         }
     }
+    // Not the pins of messages from before the caller joined (v1.3).
+    let first =
+        crate::floors::first_seq(gw.store.as_ref(), &id.tenant, &id.user, &conversation).await?;
     let pins = rows
         .into_iter()
         .zip(messages)
+        .filter(|(_, message)| message.as_ref().is_none_or(|m| m.seq >= first))
         .map(|(p, message)| Pin {
             message_id: p.message_id,
             by: p.by,

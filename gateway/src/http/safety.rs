@@ -135,22 +135,13 @@ pub(super) async fn list_bans(
     path: PathParams<ConversationId>,
 ) -> Result<Json<BanList>, ApiError> {
     let conversation = path.get()?;
-    if !id.admin {
-        let detail = gw
-            .store
-            .conversation(&id.tenant, &conversation, &id.user)
-            .await?;
-        let moderates = detail
-            .members
-            .iter()
-            .any(|m| m.user_id == id.user && m.role.moderates());
-        if !moderates {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "only owners and admins see the bans",
-            ));
-        }
-    }
+    require_moderator(
+        &gw,
+        &id,
+        &conversation,
+        "only owners and admins see the bans",
+    )
+    .await?;
     let key = ConversationKey::new(id.tenant.clone(), conversation);
     let now = Timestamp::now();
     let bans = gw
@@ -161,6 +152,32 @@ pub(super) async fn list_bans(
         .filter(|b| b.holds_at(now))
         .collect();
     Ok(Json(BanList { bans }))
+}
+
+/// Refuses (`refusal`) a caller who is neither an owner or admin of the
+/// conversation nor a tenant admin.
+pub(super) async fn require_moderator(
+    gw: &Shared,
+    id: &Identity,
+    conversation: &ConversationId,
+    refusal: &'static str,
+) -> Result<(), ApiError> {
+    if id.admin {
+        return Ok(());
+    }
+    let detail = gw
+        .store
+        .conversation(&id.tenant, conversation, &id.user)
+        .await?;
+    let moderates = detail
+        .members
+        .iter()
+        .any(|m| m.user_id == id.user && m.role.moderates());
+    if moderates {
+        Ok(())
+    } else {
+        Err(ApiError::new(ErrorCode::Forbidden, refusal))
+    }
 }
 
 /// `POST /v1/conversations/{id}/bans`

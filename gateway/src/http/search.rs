@@ -152,6 +152,16 @@ pub(super) async fn search(
             highlights.push(hit.highlights);
         }
     }
+    // Nothing from before the caller joined where that history is not
+    // theirs (v1.3).
+    let readable =
+        crate::floors::readable(gw.store.as_ref(), &id.tenant, &id.user, &messages).await?;
+    let (mut messages, highlights): (Vec<_>, Vec<_>) = messages
+        .into_iter()
+        .zip(highlights)
+        .zip(readable)
+        .filter_map(|(pair, keep)| keep.then_some(pair))
+        .unzip();
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut messages).await?;
     let results = messages
         .into_iter()

@@ -29,10 +29,14 @@ pub(super) async fn list(
     path: PathParams<ConversationId>,
 ) -> Result<Json<ThreadList>, ApiError> {
     let conversation = path.get()?;
-    let entries = gw
+    let mut entries = gw
         .store
         .threads(&id.tenant, &conversation, &id.user)
         .await?;
+    // Not the threads of roots from before the caller joined (v1.3).
+    let first =
+        crate::floors::first_seq(gw.store.as_ref(), &id.tenant, &id.user, &conversation).await?;
+    entries.retain(|e| e.root.seq >= first);
     let mut roots: Vec<_> = entries.iter().map(|e| e.root.clone()).collect();
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut roots).await?;
     let threads = entries

@@ -111,6 +111,28 @@ pub struct PolicyCommand {
     pub patch: ConversationPatch,
 }
 
+/// v1.3: the actor joins by themselves: a public conversation, or
+/// (`invite`) any with one of its invite codes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite: Option<String>,
+}
+
+/// v1.3: an owner or admin makes an invite (its code chosen by the
+/// gateway, so that a retried command makes the same one) or revokes one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InviteCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub code: String,
+    /// `None`: revoke it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create: Option<switchboard_protocol::channels::CreateInvite>,
+}
+
 /// v1.2: a member reports a message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportCommand {

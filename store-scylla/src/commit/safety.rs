@@ -70,6 +70,50 @@ impl Tx<'_> {
         }
     }
 
+    /// A public channel's directory row, or none.
+    pub(super) fn write_listing(
+        &mut self,
+        c: &ConversationKey,
+        listing: Option<&switchboard_store::Listing>,
+    ) -> StoreResult<()> {
+        let k = ck(c);
+        let ts = self.ts();
+        match listing {
+            Some(l) => {
+                let body = encode(l)?;
+                self.push(&self.store.st.insert_listing, (k.0, k.1, body, ts));
+            }
+            None => self.push(&self.store.st.delete_listing, (ts, k.0, k.1)),
+        }
+        Ok(())
+    }
+
+    /// An invite and its code's row, or (revoked) neither.
+    pub(super) fn write_invite(
+        &mut self,
+        c: &ConversationKey,
+        code: &str,
+        invite: Option<&switchboard_protocol::channels::Invite>,
+    ) -> StoreResult<()> {
+        let (t, cid) = ck(c);
+        let ts = self.ts();
+        let code = code.to_owned();
+        match invite {
+            Some(i) => {
+                let body = encode(i)?;
+                let row = (t.clone(), cid.clone(), code.clone(), body, ts);
+                self.push(&self.store.st.insert_invite, row);
+                self.push(&self.store.st.insert_invite_code, (t, code, cid, ts));
+            }
+            None => {
+                let row = (ts, t.clone(), cid, code.clone());
+                self.push(&self.store.st.delete_invite, row);
+                self.push(&self.store.st.delete_invite_code, (ts, t, code));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn write_profile(
         &mut self,
         tenant: &TenantId,

@@ -20,6 +20,22 @@ impl Commit for Tx<'_> {
         }
     }
 
+    async fn title(&mut self, c: &ConversationKey) -> StoreResult<Option<String>> {
+        match self.conv(&ck(c)).await? {
+            Some(conv) => Ok(conv.title),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn invites(
+        &mut self,
+        c: &ConversationKey,
+    ) -> StoreResult<Vec<switchboard_protocol::channels::Invite>> {
+        self.store
+            .invite_rows(c.tenant.as_str(), c.conversation_id.as_str())
+            .await
+    }
+
     async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>> {
         Ok(self.member_set(&ck(c)).await?.iter().cloned().collect())
     }

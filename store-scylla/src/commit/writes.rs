@@ -117,6 +117,8 @@ impl Tx<'_> {
             RowWrite::Position { c, last } => self.set_position(c, last).await?,
             RowWrite::Policy { c, settings } => self.write_policy(c, settings)?,
             RowWrite::Ban { c, user, ban } => self.write_ban(c, ban, user)?,
+            RowWrite::Listing { c, listing } => self.write_listing(c, listing)?,
+            RowWrite::Invite { c, code, invite } => self.write_invite(c, code, invite)?,
             RowWrite::Block {
                 tenant,
                 user,

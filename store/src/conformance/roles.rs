@@ -24,6 +24,7 @@ fn state(role: Option<Role>) -> MemberState {
     MemberState {
         role,
         settings: MemberSettings::default(),
+        history_from: None,
     }
 }
 
@@ -140,6 +141,7 @@ pub async fn a_members_own_settings_are_theirs_and_listed(store: &Arc<dyn Store>
             state: MemberState {
                 role: None,
                 settings: quiet.clone(),
+                history_from: None,
             },
         }])
         .await

@@ -39,6 +39,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             key: key(t, "g"),
             policy,
             custom: custom.clone(),
+            channel: Default::default(),
         }])
         .await
         .unwrap();
@@ -73,6 +74,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             key: key(t, "g"),
             policy: ConversationPolicy::default(),
             custom: custom.clone(),
+            channel: Default::default(),
         }])
         .await
         .unwrap();
@@ -83,6 +85,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             key: key(t, "g"),
             policy: ConversationPolicy::default(),
             custom: Default::default(),
+            channel: Default::default(),
         }])
         .await
         .unwrap();
@@ -98,6 +101,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             key: key(t, "nope"),
             policy,
             custom: Default::default(),
+            channel: Default::default(),
         }])
         .await;
     assert_eq!(missing, Err(StoreError::NotFound));
@@ -467,6 +471,7 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                     disappearing_secs: Some(60),
                 },
                 custom: Default::default(),
+                channel: Default::default(),
             },
             create(t, "slow", ConversationKind::Group, &["a"], 10),
             Mutation::SetPolicy {
@@ -478,6 +483,7 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                 // A conversation's own fields (v1.3) share the row: no
                 // lifetime either.
                 custom: serde_json::from_str(r#"{"topic":"x"}"#).unwrap(),
+                channel: Default::default(),
             },
         ])
         .await

@@ -63,6 +63,7 @@ pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i6
             last_activity: Timestamp::from_unix_ms(at),
             policy: Default::default(),
             custom: Default::default(),
+            channel: Default::default(),
         }),
         members: members.iter().map(|m| user(m)).collect(),
         unsolicited: None,

@@ -16,12 +16,14 @@ use crate::{StoreError, StoreResult};
 /// reactions, pins, threads, mentions), 3 those of v1.2 (policies, bans,
 /// blocks, reports, expiries), 4 `joined` (erasure), filled from the
 /// current memberships as it opens (`erasure::record_joined`), 5
-/// `profiles` (v1.3), 6 `counted` (unread counts); an older store becomes
-/// version 6 as it opens, since the others start empty (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"6";
+/// `profiles` (v1.3), 6 `counted` (unread counts), 7 `directory`,
+/// `invites` and `invite_codes` (v1.3 open channels); an older store
+/// becomes version 7 as it opens, since the others start empty
+/// (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"7";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5", b"6"];
 
 /// Rows written per batch while an index of a new layout is filled from
 /// older rows as the store opens.
@@ -108,6 +110,13 @@ pub(super) struct Spaces {
     /// tenant, conversation, seq → sender: the messages that count toward
     /// unread counts (`rules::unread`).
     pub counted: Keyspace,
+    /// tenant, conversation → `Listing` JSON: the tenant's public
+    /// channels (v1.3).
+    pub directory: Keyspace,
+    /// tenant, conversation, code → `Invite` JSON (v1.3).
+    pub invites: Keyspace,
+    /// tenant, code → conversation: finds an invite by its code (v1.3).
+    pub invite_codes: Keyspace,
     /// tenant, report id (u64) → (): the open reports.
     pub open_reports: Keyspace,
     /// tenant, conversation, expires at (u64 Unix ms), seq → (): the
@@ -154,10 +163,46 @@ impl Spaces {
             reports: open("reports")?,
             profiles: open("profiles")?,
             counted: open("counted")?,
+            directory: open("directory")?,
+            invites: open("invites")?,
+            invite_codes: open("invite_codes")?,
             open_reports: open("open_reports")?,
             expiries: open("expiries")?,
             meta: open("meta")?,
         })
+    }
+}
+
+/// Records the schema version in a new store and refuses an unknown one.
+pub(super) fn check_schema(db: &fjall::Database, spaces: &Spaces) -> StoreResult<()> {
+    match spaces.meta.get("schema_version").map_err(storage)? {
+        Some(v) if v.as_ref() == SCHEMA_VERSION => Ok(()),
+        // Every layout change so far added keyspaces, which start empty:
+        // the upgrade is the new version number.
+        Some(v) if UPGRADABLE_VERSIONS.contains(&v.as_ref()) => {
+            tracing::info!(
+                from = %String::from_utf8_lossy(&v),
+                to = %String::from_utf8_lossy(SCHEMA_VERSION),
+                "upgrading the embedded store's layout"
+            );
+            spaces
+                .meta
+                .insert("schema_version", SCHEMA_VERSION)
+                .map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
+        }
+        Some(v) => Err(StoreError::Corrupt(format!(
+            "store schema version {} is not {}",
+            String::from_utf8_lossy(&v),
+            String::from_utf8_lossy(SCHEMA_VERSION)
+        ))),
+        None => {
+            spaces
+                .meta
+                .insert("schema_version", SCHEMA_VERSION)
+                .map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod apply;
 mod cache;
+mod channels;
 mod codec;
 mod consent;
 mod erasure;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fjall::Database;
+use switchboard_protocol::channels::Invite;
 use switchboard_protocol::profile::Profile;
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::{Ban, Block};
@@ -45,13 +47,14 @@ use tokio::sync::{mpsc, oneshot};
 use self::apply::{Applied, WriteOp};
 use self::codec::storage;
 use self::group_commit::Job;
-use self::keys::{SCHEMA_VERSION, Spaces, UPGRADABLE_VERSIONS};
+use self::keys::{Spaces, check_schema};
 use crate::reads::{self, Answer, Read, Reads};
 use crate::{
     ArchiveScan, ArchivedBucket, BucketContents, BucketKey, Consent, ConsentQuery,
     ConversationDetail, ConversationKey, ConversationScan, ConversationSummary, ExpiredScan,
-    HistoryQuery, InboxCursor, InboxSweep, ListQuery, MarkChange, MessageKey, Mutation, PinRow,
-    PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult, ThreadEntry,
+    HistoryQuery, InboxCursor, InboxSweep, ListQuery, Listing, MarkChange, MessageKey, Mutation,
+    PinRow, PolicyScan, SentBy, SentKey, SequencerState, Store, StoreError, StoreResult,
+    ThreadEntry,
 };
 
 /// Settings of the embedded store.
@@ -134,39 +137,6 @@ impl EmbeddedStore {
         tokio::task::spawn_blocking(move || f(&db.snapshot(), &spaces))
             .await
             .map_err(|e| StoreError::Unavailable(format!("store read task failed: {e}")))?
-    }
-}
-
-/// Records the schema version in a new store and refuses an unknown one.
-fn check_schema(db: &Database, spaces: &Spaces) -> StoreResult<()> {
-    match spaces.meta.get("schema_version").map_err(storage)? {
-        Some(v) if v.as_ref() == SCHEMA_VERSION => Ok(()),
-        // Every layout change so far added keyspaces, which start empty:
-        // the upgrade is the new version number.
-        Some(v) if UPGRADABLE_VERSIONS.contains(&v.as_ref()) => {
-            tracing::info!(
-                from = %String::from_utf8_lossy(&v),
-                to = %String::from_utf8_lossy(SCHEMA_VERSION),
-                "upgrading the embedded store's layout"
-            );
-            spaces
-                .meta
-                .insert("schema_version", SCHEMA_VERSION)
-                .map_err(storage)?;
-            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
-        }
-        Some(v) => Err(StoreError::Corrupt(format!(
-            "store schema version {} is not {}",
-            String::from_utf8_lossy(&v),
-            String::from_utf8_lossy(SCHEMA_VERSION)
-        ))),
-        None => {
-            spaces
-                .meta
-                .insert("schema_version", SCHEMA_VERSION)
-                .map_err(storage)?;
-            db.persist(fjall::PersistMode::SyncAll).map_err(storage)
-        }
     }
 }
 
@@ -546,6 +516,47 @@ impl Reads for EmbeddedStore {
             .await
     }
 
+    async fn directory(
+        &self,
+        tenant: &TenantId,
+        after: Option<ConversationId>,
+        limit: usize,
+    ) -> StoreResult<Vec<(ConversationId, Listing)>> {
+        let t = tenant.clone();
+        self.on_snapshot(move |r, s| channels::directory(r, s, t.as_str(), after.as_ref(), limit))
+            .await
+    }
+
+    async fn member_counts(&self, keys: Vec<ConversationKey>) -> StoreResult<Vec<u64>> {
+        self.on_snapshot(move |r, s| channels::member_counts(r, s, &keys))
+            .await
+    }
+
+    async fn invites(&self, key: &ConversationKey) -> StoreResult<Vec<Invite>> {
+        let key = key.clone();
+        self.on_snapshot(move |r, s| channels::invites(r, s, &key))
+            .await
+    }
+
+    async fn invite_by_code(&self, tenant: &TenantId, code: &str) -> StoreResult<Option<Invite>> {
+        let (t, code) = (tenant.clone(), code.to_owned());
+        self.on_snapshot(move |r, s| channels::invite_by_code(r, s, &t, &code))
+            .await
+    }
+
+    async fn history_floors(
+        &self,
+        tenant: &TenantId,
+        user: &UserId,
+        conversations: Vec<ConversationId>,
+    ) -> StoreResult<Vec<u64>> {
+        let (t, u) = (tenant.clone(), user.clone());
+        self.on_snapshot(move |r, s| {
+            channels::history_floors(r, s, t.as_str(), u.as_str(), &conversations)
+        })
+        .await
+    }
+
     async fn blocks(&self, tenant: &TenantId, user: &UserId) -> StoreResult<Vec<Block>> {
         let (t, u) = (tenant.clone(), user.clone());
         self.on_snapshot(move |r, s| safety::blocks(r, s, t.as_str(), u.as_str()))
@@ -680,6 +691,7 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::conformance;
+    use crate::embedded::keys::SCHEMA_VERSION;
 
     /// Opens the store at `config` again, once the previous one's commit
     /// thread has let go of the database.

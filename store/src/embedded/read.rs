@@ -127,11 +127,8 @@ pub(super) fn conversation_record<R: Readable>(
         tenant: TenantId::new(t).map_err(StoreError::from)?,
         conversation_id: ConversationId::new(c).map_err(StoreError::from)?,
     };
-    let mut record = meta.record(&key, state, last_message);
-    let settings = safety::settings(r, s, t, c)?;
-    record.policy = settings.policy;
-    record.custom = settings.custom;
-    Ok(Some(record))
+    let record = meta.record(&key, state, last_message);
+    Ok(Some(record.with_settings(safety::settings(r, s, t, c)?)))
 }
 
 pub(super) fn sequencer_states<R: Readable>(
@@ -169,6 +166,7 @@ pub(super) fn sequencer_states<R: Readable>(
             let settings = safety::settings(r, s, t, c)?;
             Ok(Some(SequencerState {
                 kind: meta.kind,
+                title: meta.title,
                 created_by: meta.created_by,
                 last_seq: state.last_seq,
                 members,
@@ -176,6 +174,7 @@ pub(super) fn sequencer_states<R: Readable>(
                 states,
                 policy: settings.policy,
                 custom: settings.custom,
+                channel: settings.channel,
                 blocked_by,
             }))
         })

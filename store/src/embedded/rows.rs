@@ -48,6 +48,7 @@ impl ConversationMeta {
             last_activity: Timestamp::from_unix_ms(last_activity),
             policy: Default::default(),
             custom: Default::default(),
+            channel: Default::default(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the plain types it speaks in. Imports neither the rules nor their
 //! submodules, so both can use it.
 
+use switchboard_protocol::channels::Invite;
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::Ban;
 use switchboard_protocol::{
@@ -240,6 +241,19 @@ pub enum Write<'a> {
         c: &'a ConversationKey,
         settings: &'a crate::ConversationSettings,
     },
+    /// The conversation's row in its tenant's directory of public
+    /// channels, or (`None`) none (v1.3).
+    Listing {
+        c: &'a ConversationKey,
+        listing: Option<&'a crate::Listing>,
+    },
+    /// Invite `code` of the conversation as it is now, findable by its
+    /// code, or (`None`) revoked (v1.3).
+    Invite {
+        c: &'a ConversationKey,
+        code: &'a str,
+        invite: Option<&'a Invite>,
+    },
     /// `user`'s ban row (v1.2), replacing their earlier one, or (`None`)
     /// none.
     Ban {
@@ -317,6 +331,11 @@ impl Write<'_> {
                 ban: Some(ban),
                 ..
             } => ban.user_id.as_str() == *user,
+            Write::Invite {
+                c,
+                code,
+                invite: Some(invite),
+            } => invite.code == *code && invite.conversation_id == c.conversation_id,
             _ => true,
         }
     }
@@ -338,6 +357,10 @@ pub trait Commit {
     async fn last_seq(&mut self, c: &ConversationKey) -> StoreResult<Option<u64>>;
     /// The kind of an existing conversation.
     async fn kind(&mut self, c: &ConversationKey) -> StoreResult<ConversationKind>;
+    /// The title of an existing conversation (v1.3: its directory row).
+    async fn title(&mut self, c: &ConversationKey) -> StoreResult<Option<String>>;
+    /// The conversation's invites (v1.3), in no particular order.
+    async fn invites(&mut self, c: &ConversationKey) -> StoreResult<Vec<Invite>>;
     /// Every member's user id.
     async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>>;
     /// How many members the conversation has (the embedded store counts

@@ -126,6 +126,16 @@ pub(super) async fn erase_member<C: Commit>(
             .await?;
         }
     }
+    for invite in view.invites(c).await? {
+        if invite.created_by == *e.user {
+            view.write(Write::Invite {
+                c,
+                code: &invite.code,
+                invite: None,
+            })
+            .await?;
+        }
+    }
     // Reactions to messages no longer live (archived) have rows still,
     // and so do those messages' rows in the unread index.
     view.write(Write::ReactionsOfGone { c, user }).await?;

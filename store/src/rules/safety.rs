@@ -2,11 +2,11 @@
 //! the blocks between users. Who may set them is the writer's decision;
 //! here a conversation must exist, and the rows are written.
 
-use switchboard_protocol::safety::{Ban, ConversationPolicy};
+use switchboard_protocol::safety::Ban;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use super::commit::{Commit, Write};
-use crate::{ConversationKey, StoreError, StoreResult};
+use crate::{ConversationKey, ConversationSettings, Listing, StoreError, StoreResult};
 
 async fn existing<C: Commit>(view: &mut C, key: &ConversationKey) -> StoreResult<()> {
     match view.last_seq(key).await? {
@@ -15,20 +15,25 @@ async fn existing<C: Commit>(view: &mut C, key: &ConversationKey) -> StoreResult
     }
 }
 
+/// The settings row, and the directory row that follows from it: a
+/// public conversation is listed with its title and topic.
 pub(super) async fn set_policy<C: Commit>(
     view: &mut C,
     key: &ConversationKey,
-    policy: &ConversationPolicy,
-    custom: &serde_json::Map<String, serde_json::Value>,
+    settings: &ConversationSettings,
 ) -> StoreResult<()> {
     existing(view, key).await?;
-    let settings = crate::ConversationSettings {
-        policy: *policy,
-        custom: custom.clone(),
+    view.write(Write::Policy { c: key, settings }).await?;
+    let listing = match settings.listed() {
+        true => Some(Listing {
+            title: view.title(key).await?,
+            topic: settings.channel.topic.clone(),
+        }),
+        false => None,
     };
-    view.write(Write::Policy {
+    view.write(Write::Listing {
         c: key,
-        settings: &settings,
+        listing: listing.as_ref(),
     })
     .await
 }

@@ -48,3 +48,21 @@ pub(crate) fn check_not_archived_here<C: Commit>(view: &C, c: &ConversationKey) 
     }
     Ok(())
 }
+
+/// `user` a member from `at`; nothing changes for a member already.
+pub(super) async fn add_member<C: Commit>(
+    view: &mut C,
+    c: &ConversationKey,
+    user: &str,
+    at: Timestamp,
+) -> StoreResult<()> {
+    if view.is_member(c, user).await? {
+        return Ok(());
+    }
+    view.write(Write::Member {
+        c,
+        user,
+        joined: Some(at),
+    })
+    .await
+}

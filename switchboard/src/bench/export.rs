@@ -121,6 +121,7 @@ async fn fill(
                 last_activity: now,
                 policy: Default::default(),
                 custom: Default::default(),
+                channel: Default::default(),
             }),
             members: vec![other.clone(), me.clone()],
             unsolicited: None,

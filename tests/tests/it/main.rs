@@ -5,6 +5,7 @@
 mod archive;
 mod backlog;
 mod bad_input;
+mod channels;
 mod chat;
 mod cluster_faults;
 mod compromised_gateway;

@@ -39,6 +39,9 @@ pub(super) struct Batch<'a> {
     /// direct conversations that do not exist yet, as this batch changes
     /// them (v1.2).
     pub(super) blocking: HashSet<(TenantId, UserId, UserId)>,
+    /// The invites of the conversations this batch joins with one, or
+    /// makes or revokes one of, as this batch changes them (v1.3).
+    pub(super) invites: HashMap<ConversationKey, Vec<switchboard_protocol::channels::Invite>>,
     /// The reports this batch resolves, as they are now.
     pub(super) reports: HashMap<MessageId, switchboard_protocol::reports::Report>,
     /// The profiles this batch changes, as they are now (v1.3).

@@ -61,6 +61,7 @@ impl Batch<'_> {
             last_activity: c.at,
             policy: Default::default(),
             custom: Default::default(),
+            channel: Default::default(),
         };
         self.log.push_other(
             &key,
@@ -74,6 +75,7 @@ impl Batch<'_> {
             key.clone(),
             Some(SequencerState {
                 kind: c.kind,
+                title: c.title.clone(),
                 created_by: c.actor.clone(),
                 last_seq: 0,
                 // The rule every reader applies: the creator of a group
@@ -94,6 +96,7 @@ impl Batch<'_> {
                 states: Default::default(),
                 policy: Default::default(),
                 custom: Default::default(),
+                channel: Default::default(),
                 blocked_by: Default::default(),
             }),
         );

@@ -48,7 +48,9 @@ pub(super) fn sent_key(cmd: &Command) -> Option<SentKey> {
             (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?)
         }
         Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
+        Command::Join(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
         Command::Block(_)
+        | Command::Invite(_)
         | Command::Profile(_)
         | Command::Report(_)
         | Command::ResolveReport(_)

@@ -112,24 +112,37 @@ impl Batch<'_> {
                 unsolicited,
             },
         );
-        let before = self.mode(&key);
+        let members = self.admit(&key, &state, &new);
+        let event = system_event(SystemEvent::MEMBERS_ADDED, &c.actor, new);
+        self.system_message(c, &key, event, members.into_iter().collect(), reply_to)
+    }
+
+    /// `new` (none a member yet) are members from now on in the batch's
+    /// view, and their gateways listen where the conversation fans out on
+    /// read. Returns every member.
+    pub(super) fn admit(
+        &mut self,
+        key: &ConversationKey,
+        state: &SequencerState,
+        new: &[UserId],
+    ) -> BTreeSet<UserId> {
+        let before = self.mode(key);
         let mut members = state.members.clone();
         members.extend(new.iter().cloned());
-        if let Some(Some(s)) = self.states.get_mut(&key) {
+        if let Some(Some(s)) = self.states.get_mut(key) {
             s.members = members.clone();
         }
         // Crossing the threshold: everyone's gateways start listening; past
         // it already: the newcomers'.
-        match (before, self.mode(&key)) {
+        match (before, self.mode(key)) {
             (FanOut::Write, FanOut::Read) => {
-                self.listen(&key, members.iter().cloned().collect(), true)
+                self.listen(key, members.iter().cloned().collect(), true)
             }
-            (FanOut::Read, FanOut::Read) => self.listen(&key, new.clone(), true),
+            (FanOut::Read, FanOut::Read) => self.listen(key, new.to_vec(), true),
             _ => {}
         }
         self.touched.insert(key.clone());
-        let event = system_event(SystemEvent::MEMBERS_ADDED, &c.actor, new);
-        self.system_message(c, &key, event, members.into_iter().collect(), reply_to)
+        members
     }
 
     pub(super) fn remove_members(

@@ -24,6 +24,7 @@
 //! deletes); `consent.rs` is who may be put into groups unasked.
 
 mod batch;
+mod channels;
 mod consent;
 mod create;
 mod keys;
@@ -181,9 +182,10 @@ impl Sequencer {
         let pins = pins::load(store, batch).await?;
         let safety::Reads {
             bans,
-            blocking,
+            mut blocking,
             reports,
         } = safety::load(store, batch).await?;
+        let invites = channels::load(store, batch, &mut blocking).await?;
         let profiles::Reads {
             profiles,
             audiences,
@@ -213,6 +215,7 @@ impl Sequencer {
             pins,
             bans,
             blocking,
+            invites,
             reports,
             profiles,
             audiences,
@@ -241,6 +244,8 @@ impl Sequencer {
                 Command::Report(c) => b.report(c, incoming.reply_to.as_deref())?,
                 Command::ResolveReport(c) => b.resolve(c, incoming.reply_to.as_deref())?,
                 Command::Profile(c) => b.profile(c, incoming.reply_to.as_deref())?,
+                Command::Join(c) => b.join(c, incoming.reply_to.as_deref())?,
+                Command::Invite(c) => b.invite(c, incoming.reply_to.as_deref())?,
             }
             caused_by.resize(b.outcomes.len(), i);
         }

@@ -146,6 +146,7 @@ pub(super) async fn load(store: &dyn Store, batch: &[Incoming]) -> Result<Reads,
         }
         match &incoming.command {
             Command::AddMembers(_)
+            | Command::Join(_)
             | Command::Ban(_)
             | Command::Unban(_)
             | Command::ResolveReport(_) => {
@@ -405,7 +406,8 @@ impl Batch<'_> {
     }
 
     /// `PATCH /v1/conversations/{id}`: slow mode, retention, disappearing
-    /// messages; a `conversation_updated` system message with the result.
+    /// messages, custom fields and (v1.3) the channel settings; a
+    /// `conversation_updated` system message with the result.
     /// In a direct conversation either member sets retention and
     /// disappearing messages; there is no slow mode there.
     pub(super) fn set_policy(
@@ -424,6 +426,14 @@ impl Batch<'_> {
             return Ok(());
         }
         if state.kind == ConversationKind::Direct {
+            if c.patch.names_channel_settings() {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Conflict,
+                    "a direct conversation has no visibility, posting, topic or history setting",
+                );
+                return Ok(());
+            }
             if c.patch.slow_mode_secs.is_some_and(|s| s > 0) {
                 self.refuse(
                     reply_to,
@@ -456,7 +466,8 @@ impl Batch<'_> {
             None => state.custom.clone(),
         };
         let custom_changed = custom != state.custom;
-        if policy == state.policy && !custom_changed {
+        let channel = state.channel.clone().patched(&c.patch);
+        if policy == state.policy && !custom_changed && channel == state.channel {
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
         }
@@ -466,11 +477,13 @@ impl Batch<'_> {
                 key: key.clone(),
                 policy,
                 custom: custom.clone(),
+                channel: channel.clone(),
             },
         );
         if let Some(Some(s)) = self.states.get_mut(&key) {
             s.policy = policy;
             s.custom = custom.clone();
+            s.channel = channel.clone();
         }
         self.touched.insert(key.clone());
         let mut event = SystemEvent::about(
@@ -480,6 +493,7 @@ impl Batch<'_> {
         );
         event.policy = Some(policy);
         event.custom = custom_changed.then_some(custom);
+        event.channel = Some(channel);
         let audience = state.members.iter().cloned().collect();
         self.announce(&c.by, &key, event, audience, reply_to)
     }

@@ -1,6 +1,7 @@
 //! A message sent by a member's device.
 
 use super::batch::Batch;
+use super::channels::posting_refusal;
 use super::prelude::*;
 use super::safety::blocked_refusal;
 
@@ -44,7 +45,10 @@ impl Batch<'_> {
                 "you are not a member of this conversation".to_owned(),
             )),
             Some(Some(s)) => {
-                if let Some(why) = blocked_refusal(s, &c.sender) {
+                let in_thread = c.options.thread_id.is_some();
+                if let Some(why) = blocked_refusal(s, &c.sender)
+                    .or_else(|| posting_refusal(s, &c.sender, in_thread))
+                {
                     Some((ErrorCode::Forbidden, why.to_owned()))
                 } else if let Some(wait) = self.slow_mode_wait(&key, s, &c.sender) {
                     retry_after_ms = Some(wait);

@@ -186,7 +186,9 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::SetPolicy(_)
         | Command::Report(_)
         | Command::ResolveReport(_)
-        | Command::Profile(_) => Outcome::Reply {
+        | Command::Profile(_)
+        | Command::Join(_)
+        | Command::Invite(_) => Outcome::Reply {
             subject: reply_to?,
             reply: refused(),
         },

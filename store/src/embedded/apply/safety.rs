@@ -4,7 +4,9 @@
 use switchboard_protocol::reports::{Report, ReportStatus};
 use switchboard_protocol::safety::Ban;
 
-use crate::ConversationSettings;
+use switchboard_protocol::channels::Invite;
+
+use crate::{ConversationSettings, Listing};
 
 use super::*;
 
@@ -39,6 +41,52 @@ impl GroupView<'_> {
             None => self.batch.remove(&self.s.bans, k),
         }
         Ok(())
+    }
+
+    /// A public channel's directory row, or none.
+    pub(super) fn write_listing(
+        &mut self,
+        key: &ConversationKey,
+        listing: Option<&Listing>,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let k = Key::new().s(t).s(c).bytes();
+        match listing {
+            Some(l) => self.batch.insert(&self.s.directory, k, encode(l)?),
+            None => self.batch.remove(&self.s.directory, k),
+        }
+        Ok(())
+    }
+
+    /// An invite and its code's row, or (revoked) neither.
+    pub(super) fn write_invite(
+        &mut self,
+        key: &ConversationKey,
+        code: &str,
+        invite: Option<&Invite>,
+    ) -> StoreResult<()> {
+        let (t, c) = parts(key);
+        let row = Key::new().s(t).s(c).s(code).bytes();
+        let by_code = Key::new().s(t).s(code).bytes();
+        match invite {
+            Some(i) => {
+                self.batch.insert(&self.s.invites, row, encode(i)?);
+                self.batch
+                    .insert(&self.s.invite_codes, by_code, c.as_bytes());
+            }
+            None => {
+                self.batch.remove(&self.s.invites, row);
+                self.batch.remove(&self.s.invite_codes, by_code);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn invite_rows(&self, key: &ConversationKey) -> StoreResult<Vec<Invite>> {
+        let (t, c) = parts(key);
+        scan(self.snap, &self.s.invites, Key::new().s(t).s(c).bytes())
+            .map(|kv| kv.and_then(|(_, v)| decode(&v)))
+            .collect()
     }
 
     /// `None` lifts the block.

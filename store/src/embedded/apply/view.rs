@@ -31,6 +31,23 @@ impl Commit for GroupView<'_> {
         Ok(kind)
     }
 
+    async fn title(&mut self, key: &ConversationKey) -> StoreResult<Option<String>> {
+        let (t, c) = parts(key);
+        let meta = self
+            .snap
+            .get(&self.s.conversations, Key::new().s(t).s(c).bytes())
+            .map_err(storage)?
+            .ok_or(StoreError::NotFound)?;
+        Ok(decode::<ConversationMeta>(&meta)?.title)
+    }
+
+    async fn invites(
+        &mut self,
+        key: &ConversationKey,
+    ) -> StoreResult<Vec<switchboard_protocol::channels::Invite>> {
+        self.invite_rows(key)
+    }
+
     async fn members(&mut self, c: &ConversationKey) -> StoreResult<Vec<String>> {
         let (t, c) = parts(c);
         Ok(self.member_list(t, c)?.clone())

@@ -134,6 +134,8 @@ impl GroupView<'_> {
             }
             Write::Policy { c, settings } => self.write_policy(c, settings)?,
             Write::Ban { c, user, ban } => self.write_ban(c, ban, user)?,
+            Write::Listing { c, listing } => self.write_listing(c, listing)?,
+            Write::Invite { c, code, invite } => self.write_invite(c, code, invite)?,
             Write::Block {
                 tenant,
                 user,
