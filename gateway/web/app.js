@@ -56,10 +56,10 @@ let pickerFor = null; // the message whose emoji picker is open
 // the results of a search); null when closed.
 let panel = null;
 /** The panels drawn without an open conversation. */
-const USER_PANELS = new Set(["blocked", "reports", "search", "profile"]);
+const USER_PANELS = new Set(["blocked", "reports", "search", "profile", "channels", "invite"]);
 /** The panels a change of the open conversation does not redraw: they
  * are not its, or hold fields being typed in. */
-const STEADY_PANELS = new Set(["blocked", "reports", "report", "search", "profile"]);
+const STEADY_PANELS = new Set(["blocked", "reports", "report", "search", "profile", "channels", "invite"]);
 // The reports list of a tenant admin: { status, reports (null while
 // read), next (the next page's cursor), told (what the last resolution
 // did) }.
@@ -258,6 +258,9 @@ function openSession(user, device, token, admin = false) {
     renderList();
     const fromHash = decodeURIComponent(location.hash.slice(1));
     if (fromHash && current === null) open(fromHash);
+    // An invite link (`?invite=CODE`, v1.3) asks whether to join.
+    const code = new URLSearchParams(location.search).get("invite");
+    if (code) showInvite(code);
   });
   client.connect();
   list.load().then(() => showError("new-error", ""), () => {});
@@ -878,6 +881,7 @@ function renderTools() {
   $("show-blocked").setAttribute("aria-pressed", panel?.kind === "blocked" ? "true" : "false");
   $("show-profile").setAttribute("aria-pressed", panel?.kind === "profile" ? "true" : "false");
   $("show-reports").setAttribute("aria-pressed", panel?.kind === "reports" ? "true" : "false");
+  $("show-channels").setAttribute("aria-pressed", panel?.kind === "channels" ? "true" : "false");
   if (!current) return;
   const state = client.conversation(current);
   $("pin-count").textContent = String(state.pins.length);
@@ -898,10 +902,19 @@ function renderTools() {
   }
   $("blocked-note").hidden = !blocked;
   $("blocked-note").textContent = blocked ? `You blocked ${other}: neither of you can write here until you unblock them.` : "";
-  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = blocked;
-  if (blocked) showSchedulePicker(false);
+  // An announcement channel (v1.3): plain members react and reply in
+  // threads; the main composer is read-only for them.
+  const readOnly = channelOf(current).posting === "admins" && !canModerate();
+  $("posting-note").hidden = !readOnly;
+  $("posting-note").textContent = readOnly ? "Only owners and admins post here: react to messages, or reply in a thread." : "";
+  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = blocked || readOnly;
+  if (blocked || readOnly) showSchedulePicker(false);
   const slow = (state.policy ?? client.conversationList.get(current))?.slow_mode_secs ?? 0;
-  $("text").placeholder = slow > 0 && !canModerate() ? `Message (slow mode: one every ${durationText(slow)})` : "Message";
+  $("text").placeholder = readOnly
+    ? "Only owners and admins post here"
+    : slow > 0 && !canModerate()
+      ? `Message (slow mode: one every ${durationText(slow)})`
+      : "Message";
 }
 
 /** Seconds in words: "45 s", "5 min", "2 h", "3 days". */
@@ -1007,6 +1020,8 @@ const PANEL_TITLES = {
   search: "Search",
   scheduled: "Scheduled messages",
   profile: "My profile",
+  channels: "Public channels",
+  invite: "Invitation",
 };
 
 function showPanel(next) {
@@ -1064,11 +1079,24 @@ panelButton("show-notifications", "notifications", async (id) => {
 });
 panelButton("show-scheduled", "scheduled", () => refreshScheduled());
 panelButton("show-admin", "admin", async (id) => {
-  // The conversation (its policy and roles: the SDK's state takes them)
-  // and its bans.
-  const [detail, bans] = await Promise.all([client.rest.conversation(id), client.rest.bans(id)]);
+  // The conversation (its policy and roles: the SDK's state takes them),
+  // its bans and its invites.
+  const [detail, bans, invites] = await Promise.all([client.rest.conversation(id), client.rest.bans(id), client.rest.invites(id)]);
   details.set(id, detail);
   bansOf.set(id, bans.bans);
+  invitesOf.set(id, invites.invites);
+});
+
+// The public channels are the tenant's: the panel opens without a
+// conversation, read afresh each time.
+$("show-channels").addEventListener("click", () => {
+  if (panel?.kind === "channels") {
+    closePanel();
+    return;
+  }
+  channelsView = { q: "", channels: null, next: null };
+  showPanel({ kind: "channels" });
+  loadChannels("");
 });
 
 // The blocked users are the user's own, not the open conversation's: the
@@ -1135,6 +1163,8 @@ function renderPanel() {
     search: searchPanel,
     scheduled: scheduledPanel,
     profile: profilePanel,
+    channels: channelsPanel,
+    invite: invitePanel,
   }[panel.kind];
   const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight < 40;
   if (panel.kind === "admin") panel.shows = adminSignature();
@@ -1323,7 +1353,8 @@ function notificationsPanel() {
  * when this changes. */
 function adminSignature() {
   const state = client.conversation(current);
-  return JSON.stringify([state.policy ?? null, bansOf.get(current) ?? null, [...state.roles], myRole() ?? null]);
+  const channel = channelOf(current);
+  return JSON.stringify([state.policy ?? null, bansOf.get(current) ?? null, [...state.roles], myRole() ?? null, channel, invitesOf.get(current) ?? null]);
 }
 
 /** The members the caller may ban: not themselves, never an owner, and
@@ -1409,7 +1440,7 @@ function adminPanel(state) {
             ),
           ),
         );
-  return [settings, banForm, el("strong", { text: "Banned" }), list];
+  return [settings, channelFieldset(), invitesFieldset(), banForm, el("strong", { text: "Banned" }), list];
 }
 
 function mineIsAdmin() {
@@ -2434,6 +2465,277 @@ async function updateProfile(patch) {
   } catch (e) {
     showError("panel-error", e.message);
   }
+}
+
+// ---- Public channels and invites (v1.3) ----
+
+let channelsView = null; // the directory panel: { q, channels (null while read), next (the next page's cursor) }
+let channelsAsked = 0; // which read of the directory is the latest
+let channelsTimer = null; // the directory search starts once typing pauses
+let inviteView = null; // the invitation panel: { code, preview (null while read), error }
+const invitesOf = new Map(); // conversation id -> its invites (owners and admins), as `GET .../invites` answered
+let channelDraft = {}; // the admin panel's channel settings as typed, not saved yet
+
+/** The channel settings of a conversation, as best known. */
+function channelOf(id) {
+  const c = (id && (details.get(id) ?? client.conversationList.get(id))) || {};
+  return {
+    visibility: c.visibility ?? "private",
+    posting: c.posting ?? "everyone",
+    topic: c.topic ?? null,
+    history_visible_to_new_members: c.history_visible_to_new_members ?? false,
+  };
+}
+
+async function loadChannels(q, more = false) {
+  const asked = ++channelsAsked;
+  const cursor = more ? channelsView?.next : null;
+  if (!more) channelsView = { q, channels: null, next: null };
+  renderChannelList();
+  try {
+    const page = await client.rest.channels({ q: q || undefined, cursor: cursor ?? undefined });
+    if (asked !== channelsAsked) return;
+    const before = more ? (channelsView.channels ?? []) : [];
+    channelsView = { q, channels: [...before, ...page.channels], next: page.next_cursor ?? null };
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  renderChannelList();
+}
+
+function channelsPanel() {
+  const q = el("input", {
+    type: "search",
+    id: "channel-q",
+    placeholder: "Search by name or topic",
+    "aria-label": "Search public channels",
+    maxLength: 100,
+    autocomplete: "off",
+    value: channelsView?.q ?? "",
+    oninput: (event) => {
+      clearTimeout(channelsTimer);
+      const typed = event.target.value.trim();
+      channelsTimer = setTimeout(() => loadChannels(typed), 250);
+    },
+  });
+  const code = el("input", { id: "invite-code", placeholder: "Invite code", "aria-label": "Invite code", autocomplete: "off", maxLength: 64 });
+  const form = el(
+    "form",
+    { id: "invite-form", "aria-label": "Open an invite", onsubmit: (e) => (e.preventDefault(), code.value.trim() && showInvite(code.value.trim())) },
+    code,
+    el("button", { type: "submit", text: "Open invite" }),
+  );
+  return [q, el("div", { id: "channel-list" }, ...channelListNodes()), el("strong", { text: "Have an invite?" }), form];
+}
+
+function renderChannelList() {
+  if (panel?.kind === "channels") $("channel-list")?.replaceChildren(...channelListNodes());
+}
+
+function channelListNodes() {
+  if (!channelsView || channelsView.channels === null) return [el("p", { class: "note", text: "Reading the channels…" })];
+  if (!channelsView.channels.length) {
+    const none = channelsView.q ? `No public channel matches “${channelsView.q}”.` : "No public channels yet.";
+    return [el("p", { class: "note", id: "no-channels", text: none }), channelsView.next ? moreChannelsButton() : ""];
+  }
+  const items = channelsView.channels.map((c) => {
+    const name = c.title || c.conversation_id;
+    const member = Boolean(client.conversationList.get(c.conversation_id));
+    const action = member
+      ? el("button", { type: "button", text: "Open", "aria-label": `Open ${name}`, onclick: () => (closePanel(), open(c.conversation_id)) })
+      : el("button", { type: "button", text: "Join", "aria-label": `Join ${name}`, onclick: () => joinChannel(c.conversation_id) });
+    return el(
+      "li",
+      { "data-channel": c.conversation_id },
+      el("div", { class: "row" }, el("strong", { text: name }), action),
+      c.topic ? el("span", { class: "topic", text: c.topic }) : "",
+      el("span", { class: "note", text: `${c.member_count} member${c.member_count === 1 ? "" : "s"}` }),
+    );
+  });
+  return [el("ul", { "aria-label": "Public channels" }, ...items), channelsView.next ? moreChannelsButton() : ""];
+}
+
+function moreChannelsButton() {
+  return el("button", { type: "button", id: "more-channels", text: "More channels", onclick: () => loadChannels(channelsView.q, true) });
+}
+
+async function joinChannel(id) {
+  try {
+    // The SDK's list takes the conversation the answer carries.
+    details.set(id, await client.rest.join(id));
+    closePanel();
+    open(id);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+}
+
+async function showInvite(code) {
+  inviteView = { code, preview: null, error: "" };
+  showPanel({ kind: "invite" });
+  try {
+    inviteView.preview = await client.rest.invite(code);
+  } catch (e) {
+    inviteView.error = e.status === 404 ? "This invite does not work: it was revoked, has expired or has been used up." : e.message;
+  }
+  if (panel?.kind === "invite" && inviteView.code === code) renderPanel();
+}
+
+function invitePanel() {
+  if (inviteView.error) return [el("p", { class: "note", id: "invite-error", text: inviteView.error })];
+  if (!inviteView.preview) return [el("p", { class: "note", text: "Reading the invite…" })];
+  const { channel, expires_at } = inviteView.preview;
+  const member = Boolean(client.conversationList.get(channel.conversation_id));
+  return [
+    el("span", { class: "note", text: "You are invited to" }),
+    el("strong", { id: "invite-title", text: channel.title || channel.conversation_id }),
+    channel.topic ? el("span", { class: "topic", text: channel.topic }) : "",
+    el("span", { class: "note", text: `${channel.member_count} member${channel.member_count === 1 ? "" : "s"}${expires_at ? ` · valid until ${timeText(expires_at)}` : ""}` }),
+    el("button", { type: "button", id: "accept-invite", text: member ? "Open" : "Accept and join", onclick: acceptInvite }),
+  ];
+}
+
+async function acceptInvite() {
+  try {
+    const detail = await client.rest.acceptInvite(inviteView.code);
+    details.set(detail.conversation_id, detail);
+    const url = new URL(location.href);
+    url.searchParams.delete("invite");
+    history.replaceState(null, "", url);
+    closePanel();
+    open(detail.conversation_id);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+}
+
+/** The admin panel's channel settings (groups and channels). */
+function channelFieldset() {
+  const now = channelOf(current);
+  const shown = (key) => (key in channelDraft ? channelDraft[key] : now[key]);
+  const select = (key, label, options) =>
+    el(
+      "label",
+      {},
+      label,
+      el(
+        "select",
+        { id: key, onchange: (e) => (channelDraft[key] = e.target.value) },
+        ...options.map(([value, text]) => el("option", { value, text, selected: shown(key) === value })),
+      ),
+    );
+  return el(
+    "fieldset",
+    { "aria-label": "Channel" },
+    el("legend", { text: "Channel" }),
+    select("visibility", "Who finds it", [["private", "Private: by invite"], ["public", "Public: in the directory"]]),
+    select("posting", "Who posts", [["everyone", "Everyone"], ["admins", "Owners and admins"]]),
+    el(
+      "label",
+      {},
+      "Topic",
+      el("input", { type: "text", id: "topic", maxLength: 250, value: shown("topic") ?? "", placeholder: "What it is about", oninput: (e) => (channelDraft.topic = e.target.value) }),
+    ),
+    el(
+      "label",
+      { class: "check" },
+      el("input", { type: "checkbox", id: "history-visible", checked: Boolean(shown("history_visible_to_new_members")), onchange: (e) => (channelDraft.history_visible_to_new_members = e.target.checked) }),
+      "Newcomers read the earlier history",
+    ),
+    el("button", { type: "button", id: "save-channel", text: "Save channel settings", onclick: saveChannel }),
+  );
+}
+
+async function saveChannel() {
+  showError("panel-error", "");
+  const conversation = current;
+  const now = channelOf(conversation);
+  const patch = {};
+  for (const [key, value] of Object.entries(channelDraft)) {
+    const next = key === "topic" ? value.trim() || null : value;
+    if (next !== now[key]) patch[key] = next;
+  }
+  if (!Object.keys(patch).length) {
+    showError("panel-error", "Nothing changed.");
+    return;
+  }
+  try {
+    details.set(conversation, await client.rest.updateConversation(conversation, patch));
+    channelDraft = {};
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === conversation && panel?.kind === "admin") renderPanel();
+  renderTools();
+}
+
+const INVITE_FOR = [["", "never expires"], ["3600", "expires in 1 hour"], ["86400", "expires in 1 day"], ["604800", "expires in 7 days"]];
+
+function inviteLink(code) {
+  return `${location.origin}/?invite=${encodeURIComponent(code)}`;
+}
+
+/** The admin panel's invites: make one, copy its link, revoke. */
+function invitesFieldset() {
+  const invites = invitesOf.get(current);
+  const uses = el("input", { type: "number", id: "invite-uses", min: "1", max: "100000", placeholder: "uses: any", "aria-label": "Uses" });
+  const expires = el("select", { id: "invite-expires", "aria-label": "Expiry" }, ...INVITE_FOR.map(([v, text]) => el("option", { value: v, text })));
+  const list = !invites
+    ? el("p", { class: "note", text: "Reading the invites…" })
+    : !invites.length
+      ? el("p", { class: "note", id: "no-invites", text: "No invites." })
+      : el(
+          "ul",
+          { "aria-label": "Invites" },
+          ...invites.map((i) =>
+            el(
+              "li",
+              { "data-invite": i.code },
+              el(
+                "div",
+                { class: "row" },
+                el("span", { class: "invite-link", title: inviteLink(i.code), text: i.code }),
+                el("button", { type: "button", text: "Copy link", "aria-label": `Copy the link of invite ${i.code}`, onclick: () => navigator.clipboard?.writeText(inviteLink(i.code)).catch(() => {}) }),
+                el("button", { type: "button", text: "Revoke", "aria-label": `Revoke invite ${i.code}`, onclick: () => revokeInvite(i.code) }),
+              ),
+              el("span", { class: "note", text: `${i.uses}${i.max_uses ? ` of ${i.max_uses}` : ""} used · ${i.expires_at ? `until ${timeText(i.expires_at)}` : "no expiry"}` }),
+            ),
+          ),
+        );
+  return el(
+    "fieldset",
+    { "aria-label": "Invites" },
+    el("legend", { text: "Invites" }),
+    el("div", { class: "row" }, uses, expires),
+    el("button", { type: "button", id: "make-invite", text: "Make an invite link", onclick: () => makeInvite(uses.value, expires.value) }),
+    list,
+  );
+}
+
+async function makeInvite(uses, forSecs) {
+  showError("panel-error", "");
+  const conversation = current;
+  const opts = {};
+  if (uses.trim()) opts.max_uses = Number(uses);
+  if (forSecs) opts.expires_at = new Date(Date.now() + Number(forSecs) * 1000);
+  try {
+    await client.rest.createInvite(conversation, opts);
+    invitesOf.set(conversation, (await client.rest.invites(conversation)).invites);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === conversation && panel?.kind === "admin") renderPanel();
+}
+
+async function revokeInvite(code) {
+  const conversation = current;
+  try {
+    await client.rest.revokeInvite(conversation, code);
+    invitesOf.set(conversation, (await client.rest.invites(conversation)).invites);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === conversation && panel?.kind === "admin") renderPanel();
 }
 
 // A reload keeps the session (this browser's dev user, or this tab's

@@ -1096,7 +1096,10 @@ function previewOf(content) {
       return oneLine(content.fallback_text ?? `[${content.type}]`);
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
-      if (content.event === "members_added") return `${content.actor} added ${users}`;
+      if (content.event === "members_added") {
+        const joined = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
+        return joined ? `${content.actor} joined` : `${content.actor} added ${users}`;
+      }
       if (content.event === "members_removed") {
         const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
         return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
@@ -1497,7 +1500,8 @@ var ConversationList = class extends Emitter {
       return {
         ...c,
         ...content.policy ? policyOf(content.policy) : {},
-        ...content.custom ? { custom: content.custom } : {}
+        ...content.custom ? { custom: content.custom } : {},
+        ...content.channel ?? {}
       };
     }
     if (content.event === "members_removed" || content.event === "member_banned") {
@@ -1903,6 +1907,53 @@ var Rest = class {
   async unblock(user) {
     await this.empty("DELETE", `/v1/blocks/${enc(user)}`);
     this.observer?.blocked?.(user, "unblock", (/* @__PURE__ */ new Date()).toISOString());
+  }
+  /** A page of the tenant's public groups and channels (v1.3), oldest
+   * first: `q` keeps those whose title or topic contains it, ignoring
+   * case. With `q` a page may hold fewer than `limit` (even none) and
+   * still have a `next_cursor`: follow it until it is null. */
+  channels(page = {}) {
+    const query = new URLSearchParams();
+    if (page.q) query.set("q", page.q);
+    if (page.cursor) query.set("cursor", page.cursor);
+    if (page.limit !== void 0) query.set("limit", String(page.limit));
+    const qs = query.toString();
+    return this.json("GET", `/v1/channels${qs ? `?${qs}` : ""}`);
+  }
+  /** Joins a public group or channel (v1.3; a private one is `403
+   * forbidden`, as is a ban). The members get `members_added` with the
+   * caller as actor; the caller reads the history from there on unless
+   * the channel opens it to newcomers. Answers the conversation, which
+   * the client's list takes. */
+  join(id) {
+    return this.told(this.json("POST", `/v1/conversations/${enc(id)}/join`));
+  }
+  /** Makes an invite (v1.3; owners and admins): at most `max_uses`
+   * joins, until `expires_at` (at most 365 days ahead); without either
+   * it works until revoked. */
+  createInvite(id, opts = {}) {
+    const expires = opts.expires_at instanceof Date ? opts.expires_at.toISOString() : opts.expires_at;
+    const body = { ...opts.max_uses !== void 0 ? { max_uses: opts.max_uses } : {}, ...expires ? { expires_at: expires } : {} };
+    return this.json("POST", `/v1/conversations/${enc(id)}/invites`, body);
+  }
+  /** A conversation's invites (v1.3; owners and admins), newest first. */
+  invites(id) {
+    return this.json("GET", `/v1/conversations/${enc(id)}/invites`);
+  }
+  /** Revokes an invite (v1.3; owners and admins): it lets nobody in from
+   * now on. */
+  revokeInvite(id, code) {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/invites/${enc(code)}`);
+  }
+  /** What an invite leads to (v1.3): `404` once revoked, expired or used
+   * up. */
+  invite(code) {
+    return this.json("GET", `/v1/invites/${enc(code)}`);
+  }
+  /** Joins the invite's conversation (v1.3), as `join` does. Answers the
+   * conversation, which the client's list takes. */
+  acceptInvite(code) {
+    return this.told(this.json("POST", `/v1/invites/${enc(code)}/accept`));
   }
   /** The bans in force in a conversation (v1.2), newest first (owners
    * and admins only: `403 forbidden` otherwise). */

@@ -320,6 +320,9 @@ impl SystemEvent {
             .join(", ");
         let actor = self.actor.as_str();
         match self.event.as_str() {
+            Self::MEMBERS_ADDED if self.user_ids == [self.actor.clone()] => {
+                format!("{actor} joined")
+            }
             Self::MEMBERS_ADDED => format!("{actor} added {users}"),
             Self::MEMBERS_REMOVED if self.user_ids == [self.actor.clone()] => {
                 format!("{actor} left")

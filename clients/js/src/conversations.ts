@@ -53,7 +53,10 @@ export function previewOf(content: Content | null | undefined): string | null {
       return oneLine(content.fallback_text ?? `[${content.type}]`);
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
-      if (content.event === "members_added") return `${content.actor} added ${users}`;
+      if (content.event === "members_added") {
+        const joined = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
+        return joined ? `${content.actor} joined` : `${content.actor} added ${users}`;
+      }
       if (content.event === "members_removed") {
         const left = content.user_ids?.length === 1 && content.user_ids[0] === content.actor;
         return left ? `${content.actor} left` : `${content.actor} removed ${users}`;
@@ -552,12 +555,13 @@ export class ConversationList extends Emitter<ConversationListEvents> {
     }
     if (content.event === "conversation_updated") {
       if (!newest) return c;
-      // The settings as they are now, and (v1.3) the custom fields when
-      // the change was to them.
+      // The settings as they are now, (v1.3) the custom fields when the
+      // change was to them, and the channel settings.
       return {
         ...c,
         ...(content.policy ? policyOf(content.policy) : {}),
         ...(content.custom ? { custom: content.custom } : {}),
+        ...(content.channel ?? {}),
       };
     }
     if (content.event === "members_removed" || content.event === "member_banned") {

@@ -66,6 +66,16 @@ export type Pin = Schemas["Pin"];
  * and the caller's `unread_count`. */
 export type ThreadList = Answer<"/v1/conversations/{id}/threads", "get">;
 export type ThreadView = Schemas["ThreadView"];
+/** One page of the tenant's public channels (v1.3): `GET /v1/channels`. */
+export type ChannelDirectory = Answer<"/v1/channels", "get">;
+/** A public channel as the directory lists it. */
+export type ChannelEntry = Schemas["ChannelEntry"];
+/** An invite code of a conversation (v1.3). */
+export type Invite = Schemas["Invite"];
+/** `GET /v1/conversations/{id}/invites`: newest first. */
+export type InviteList = Answer<"/v1/conversations/{id}/invites", "get">;
+/** What an invite leads to: `GET /v1/invites/{code}`. */
+export type InvitePreview = Answer<"/v1/invites/{code}", "get">;
 /** A user the caller blocks (v1.2), and since when. */
 export type Block = Schemas["Block"];
 /** `GET /v1/blocks`: the caller's blocks, newest first. */
@@ -370,6 +380,60 @@ export class Rest {
   async unblock(user: string): Promise<void> {
     await this.empty("DELETE", `/v1/blocks/${enc(user)}`);
     this.observer?.blocked?.(user, "unblock", new Date().toISOString());
+  }
+
+  /** A page of the tenant's public groups and channels (v1.3), oldest
+   * first: `q` keeps those whose title or topic contains it, ignoring
+   * case. With `q` a page may hold fewer than `limit` (even none) and
+   * still have a `next_cursor`: follow it until it is null. */
+  channels(page: { q?: string; cursor?: string; limit?: number } = {}): Promise<ChannelDirectory> {
+    const query = new URLSearchParams();
+    if (page.q) query.set("q", page.q);
+    if (page.cursor) query.set("cursor", page.cursor);
+    if (page.limit !== undefined) query.set("limit", String(page.limit));
+    const qs = query.toString();
+    return this.json("GET", `/v1/channels${qs ? `?${qs}` : ""}`);
+  }
+
+  /** Joins a public group or channel (v1.3; a private one is `403
+   * forbidden`, as is a ban). The members get `members_added` with the
+   * caller as actor; the caller reads the history from there on unless
+   * the channel opens it to newcomers. Answers the conversation, which
+   * the client's list takes. */
+  join(id: string): Promise<ConversationDetail> {
+    return this.told(this.json("POST", `/v1/conversations/${enc(id)}/join`));
+  }
+
+  /** Makes an invite (v1.3; owners and admins): at most `max_uses`
+   * joins, until `expires_at` (at most 365 days ahead); without either
+   * it works until revoked. */
+  createInvite(id: string, opts: { max_uses?: number; expires_at?: string | Date } = {}): Promise<Invite> {
+    const expires = opts.expires_at instanceof Date ? opts.expires_at.toISOString() : opts.expires_at;
+    const body = { ...(opts.max_uses !== undefined ? { max_uses: opts.max_uses } : {}), ...(expires ? { expires_at: expires } : {}) };
+    return this.json("POST", `/v1/conversations/${enc(id)}/invites`, body);
+  }
+
+  /** A conversation's invites (v1.3; owners and admins), newest first. */
+  invites(id: string): Promise<InviteList> {
+    return this.json("GET", `/v1/conversations/${enc(id)}/invites`);
+  }
+
+  /** Revokes an invite (v1.3; owners and admins): it lets nobody in from
+   * now on. */
+  revokeInvite(id: string, code: string): Promise<void> {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/invites/${enc(code)}`);
+  }
+
+  /** What an invite leads to (v1.3): `404` once revoked, expired or used
+   * up. */
+  invite(code: string): Promise<InvitePreview> {
+    return this.json("GET", `/v1/invites/${enc(code)}`);
+  }
+
+  /** Joins the invite's conversation (v1.3), as `join` does. Answers the
+   * conversation, which the client's list takes. */
+  acceptInvite(code: string): Promise<ConversationDetail> {
+    return this.told(this.json("POST", `/v1/invites/${enc(code)}/accept`));
   }
 
   /** The bans in force in a conversation (v1.2), newest first (owners

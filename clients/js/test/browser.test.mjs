@@ -1081,3 +1081,82 @@ test("a session the server ends for good (an erasure) returns to the sign-in for
   assert.equal(await erin.locator("#app").isHidden(), true, "not resumed");
   await erin.context().close();
 });
+
+test("public channels and invites (v1.3): an owner opens a channel with a topic and announcement posting; a user finds it in the directory, joins, reads from the join on and may only react; an invite link lets another user into a private group", async () => {
+  const id = await groupOf("nora", ["otto"], "Launch news");
+  const privy = await groupOf("nora", [], "Inner circle");
+  const nora = await signIn("nora", FEATURE);
+  await openChat(nora, id);
+  await say(nora, "Before anyone came");
+
+  // The owner opens it: public, a topic, only admins post.
+  await nora.click("#show-admin");
+  const admin = nora.locator("#panel");
+  await admin.locator("#no-invites").waitFor();
+  await nora.selectOption("#visibility", "public");
+  await nora.selectOption("#posting", "admins");
+  await nora.fill("#topic", "Release notes and launch dates");
+  await admin.getByRole("button", { name: "Save channel settings" }).click();
+  await nora.locator("#messages .msg.system", { hasText: "nora changed the conversation's settings" }).waitFor();
+  await say(nora, "v3 ships Monday");
+
+  // Pablo finds it by its topic and joins.
+  const pablo = await signIn("pablo", FEATURE);
+  await pablo.click("#show-channels");
+  const panel = pablo.locator("#panel");
+  await panel.locator('li[data-channel]', { hasText: "Launch news" }).waitFor();
+  await pablo.fill("#channel-q", "no such thing");
+  await panel.locator("#no-channels").waitFor();
+  await pablo.fill("#channel-q", "LAUNCH DATES");
+  const entry = panel.locator(`li[data-channel="${id}"]`);
+  await entry.locator(".topic", { hasText: "Release notes and launch dates" }).waitFor();
+  await entry.locator(".note", { hasText: "2 members" }).waitFor();
+  await pablo.screenshot({ path: `${screenshots}channel-directory.png` });
+  await entry.getByRole("button", { name: "Join Launch news" }).click();
+  await pablo.waitForSelector("#chat-tools:not([hidden])");
+  await nora.locator("#messages .msg.system", { hasText: "pablo joined" }).waitFor();
+
+  // He reads from his join on, and the composer is read-only for him;
+  // he reacts, and the owner posts.
+  await pablo.locator("#messages .msg.system", { hasText: "pablo joined" }).waitFor();
+  assert.equal(await bodies(pablo, "v3 ships Monday").count(), 0);
+  assert.equal(await bodies(pablo, "Before anyone came").count(), 0);
+  await pablo.locator("#posting-note", { hasText: "Only owners and admins post here" }).waitFor();
+  assert.equal(await pablo.locator("#text").isDisabled(), true);
+  await say(nora, "Doors open at nine");
+  const news = timelineMsg(pablo, "Doors open at nine");
+  await news.waitFor();
+  await news.getByRole("button", { name: "Add reaction" }).click();
+  await news.getByRole("button", { name: "React with 🎉" }).click();
+  await chip(timelineMsg(nora, "Doors open at nine"), "🎉").filter({ hasText: "🎉 1" }).waitFor();
+  await pablo.screenshot({ path: `${screenshots}announcement-channel.png` });
+
+  // An invite link into the private group, for one use.
+  await openChat(nora, privy);
+  await nora.click("#show-admin");
+  await nora.locator("#panel #no-invites").waitFor();
+  await nora.fill("#invite-uses", "1");
+  await nora.getByRole("button", { name: "Make an invite link" }).click();
+  const link = nora.locator("#panel li[data-invite] .invite-link");
+  await link.waitFor();
+  const url = await link.getAttribute("title");
+  await nora.locator("#panel li[data-invite] .note", { hasText: "0 of 1 used" }).waitFor();
+  await nora.screenshot({ path: `${screenshots}invites.png` });
+
+  const quinn = await signIn("quinn", FEATURE);
+  await quinn.goto(url);
+  await quinn.waitForSelector('#connection[data-status="open"]');
+  await quinn.locator("#invite-title", { hasText: "Inner circle" }).waitFor();
+  await quinn.screenshot({ path: `${screenshots}invite.png` });
+  await quinn.getByRole("button", { name: "Accept and join" }).click();
+  await quinn.waitForSelector("#chat-tools:not([hidden])");
+  await quinn.locator("#messages .msg.system", { hasText: "quinn joined" }).waitFor();
+  assert.equal(new URL(quinn.url()).searchParams.get("invite"), null, "the link is used up in the address bar");
+
+  // Used up: the next user is told so.
+  const rhea = await signIn("rhea", FEATURE);
+  await rhea.goto(url);
+  await rhea.waitForSelector('#connection[data-status="open"]');
+  await rhea.locator("#invite-error", { hasText: "does not work" }).waitFor();
+  for (const page of [nora, pablo, quinn, rhea]) await page.context().close();
+});

@@ -1038,6 +1038,45 @@ test("custom messages and custom fields (v1.3): sent, received and edited as typ
   }
 });
 
+test("public channels and invites (v1.3): found in the directory, joined into the list, settings followed, invites made, accepted and revoked", async () => {
+  const { id, clients, close } = await group("vera", ["walt"], "SDK channel");
+  const { vera, walt } = clients;
+  const xena = await client("xena");
+  try {
+    await walt.conversationList.load();
+    await xena.conversationList.load();
+    const opened = await vera.rest.updateConversation(id, { visibility: "public", topic: "sdk things", posting: "admins" });
+    assert.equal(opened.visibility, "public");
+    // The other member's list follows the settings.
+    await until(() => walt.conversationList.get(id)?.posting === "admins", 10_000, "walt's list item");
+    assert.equal(walt.conversationList.get(id).topic, "sdk things");
+
+    // Found by its topic; joined: the list takes it.
+    const page = await xena.rest.channels({ q: "SDK THINGS" });
+    assert.deepEqual(page.channels.map((c) => c.conversation_id), [id]);
+    assert.equal(page.channels[0].member_count, 2);
+    const joined = await xena.rest.join(id);
+    assert.equal(joined.conversation_id, id);
+    await until(() => xena.conversationList.get(id), 10_000, "xena's list item");
+    // A plain member does not post here; a thread reply goes.
+    const root = await vera.sendText(id, "announcement");
+    await assert.rejects(xena.sendText(id, "me too"), (e) => e instanceof SendError && e.code === "forbidden");
+    await xena.sendText(id, "nice", { threadId: root.message_id });
+
+    // Invites: made, previewed, accepted once, revoked.
+    const invite = await vera.rest.createInvite(id, { max_uses: 1, expires_at: new Date(Date.now() + 3_600_000) });
+    assert.equal(invite.code.length, 12);
+    const preview = await walt.rest.invite(invite.code);
+    assert.equal(preview.channel.title, "SDK channel");
+    await vera.rest.revokeInvite(id, invite.code);
+    await assert.rejects(walt.rest.invite(invite.code), (e) => e.status === 404);
+    assert.deepEqual((await vera.rest.invites(id)).invites, []);
+  } finally {
+    close();
+    xena.close();
+  }
+});
+
 test("replies and threads: a quoted reply, thread replies kept out of the timeline and counted on their root, thread history, the threads list and its read mark", async () => {
   const { id, clients, close } = await group("tara", ["umar"], "threads");
   const { tara, umar } = clients;
