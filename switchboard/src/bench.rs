@@ -16,6 +16,8 @@
 //! `bench export` (`bench/export.rs`) measures finding one user's own
 //! messages among others' (the export).
 //!
+//! `bench channels` (`bench/channels.rs`) measures the channel
+//! directory and joins (v1.3).
 //! `bench profiles` (`bench/profiles.rs`) measures profile look-ups
 //! (v1.3) through a running gateway.
 //!
@@ -39,6 +41,7 @@ use switchboard_protocol::ConversationKind;
 use crate::config::DEFAULT_DEMO_SECRET;
 
 mod backbone;
+mod channels;
 mod export;
 mod process;
 mod profiles;
@@ -66,6 +69,8 @@ enum Mode {
     Export(export::ExportBenchArgs),
     /// Profile look-ups (v1.3) through a running gateway.
     Profiles(profiles::ProfilesBenchArgs),
+    /// The channel directory and joins (v1.3) through a running gateway.
+    Channels(channels::ChannelsBenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -135,6 +140,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Search(a) => crate::search_bench::run(a),
         Mode::Export(a) => export::run(a).await,
         Mode::Profiles(a) => profiles::run(a).await,
+        Mode::Channels(a) => channels::run(a).await,
     }
 }
 

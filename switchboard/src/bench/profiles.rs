@@ -129,7 +129,7 @@ pub async fn run(a: ProfilesBenchArgs) -> anyhow::Result<()> {
 
 /// Asks every path, `concurrency` at once: each answer's latency (µs)
 /// and the seconds it all took.
-async fn measure(
+pub(super) async fn measure(
     reader: &RestClient,
     paths: Vec<String>,
     concurrency: usize,

@@ -286,3 +286,32 @@ async fn a_scheduled_message_is_moderated_at_its_time() {
         "the refused one never reached bob"
     );
 }
+
+/// `posting: "admins"` (v1.3) holds for a scheduled send as for any:
+/// decided by the writer when it comes due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_message_of_a_plain_member_is_refused_once_only_admins_post() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let channel = cluster
+        .create(ConversationKind::Channel, "sp_ann", &["sp_bob"])
+        .await;
+    let mut bob = cluster.ws(0, "sp_bob", "phone").await;
+    schedule(&mut bob, &channel, "later-1", "my take", &in_ms(3_000)).await;
+    let (status, body) = call(
+        &cluster.rest(0, "sp_ann"),
+        "PATCH",
+        &format!("/v1/conversations/{channel}"),
+        Some(json!({"posting": "admins"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (code, request_type, client_msg_id, _) = expect_error(&mut bob).await;
+    assert_eq!(
+        (
+            code.as_str(),
+            request_type.as_deref(),
+            client_msg_id.as_deref()
+        ),
+        ("forbidden", Some("send_message"), Some("later-1"))
+    );
+}
