@@ -109,6 +109,16 @@ async fn a_public_channel_is_found_joined_and_read_from_the_join_on() {
     assert_eq!(status, 400);
     let (status, _) = call(&cat, "GET", "/v1/channels?limit=51", None).await;
     assert_eq!(status, 400);
+    let (status, _) = call(&cat, "GET", "/v1/channels?limit=50", None).await;
+    assert_eq!(status, 200);
+    let (status, _) = call(
+        &cat,
+        "GET",
+        &format!("/v1/channels?q={}", "x".repeat(100)),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
 
     // A private one is not joined without an invite.
     let (status, body) = call(
@@ -337,6 +347,23 @@ async fn invites_let_users_in_within_their_uses_until_revoked_and_bans_and_block
     assert_eq!(status, 200);
     let (status, _) = call(&fay, "GET", "/v1/invites/no.such", None).await;
     assert_eq!(status, 404);
+
+    // At most 100 invites a conversation: the 100th is made, the 101st
+    // refused until one is revoked.
+    let (_, list) = call(&ann, "GET", &invites, None).await;
+    let kept = list["invites"].as_array().unwrap().len();
+    let mut last = String::new();
+    for _ in kept..100 {
+        let (status, made) = call(&ann, "POST", &invites, Some(json!({}))).await;
+        assert_eq!(status, 201, "{made}");
+        last = made["code"].as_str().unwrap().to_owned();
+    }
+    let (status, body) = call(&ann, "POST", &invites, Some(json!({}))).await;
+    assert_eq!(status, 429, "{body}");
+    let (status, _) = call(&ann, "DELETE", &format!("{invites}/{last}"), None).await;
+    assert_eq!(status, 204);
+    let (status, _) = call(&ann, "POST", &invites, Some(json!({}))).await;
+    assert_eq!(status, 201);
 }
 
 /// `posting: "admins"`: plain members react and reply in threads but do
