@@ -194,6 +194,25 @@ async fn a_public_channel_is_found_joined_and_read_from_the_join_on() {
     assert_eq!(status, 200);
     let history = full_history(&cluster, &rust, "pc_dan").await;
     assert_eq!(history.first().map(|m| m.seq), Some(1));
+    // Cat leaves and comes back: now the history is open to her too.
+    let (status, _) = call(
+        &cat,
+        "DELETE",
+        &format!("/v1/conversations/{rust}/members/pc_cat"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _) = call(
+        &cat,
+        "POST",
+        &format!("/v1/conversations/{rust}/join"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let history = full_history(&cluster, &rust, "pc_cat").await;
+    assert_eq!(history.first().map(|m| m.seq), Some(1));
 
     // Private again: out of the directory, closed to joins.
     let (status, _) = patch(&ann, &rust, json!({"visibility": "private"})).await;

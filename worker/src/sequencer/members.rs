@@ -210,8 +210,13 @@ impl Batch<'_> {
         );
         let before = self.mode(key);
         if let Some(Some(s)) = self.states.get_mut(key) {
+            // The store drops their rows (member state included): someone
+            // who comes back starts over, with no old role, settings or
+            // history floor (v1.3 joins make coming back common).
             for u in gone {
                 s.members.remove(u);
+                s.roles.remove(u);
+                s.states.remove(u);
             }
         }
         if before == FanOut::Read {
