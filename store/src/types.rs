@@ -166,6 +166,15 @@ impl SequencerState {
         self.roles.get(user).copied().unwrap_or_default()
     }
 
+    /// Whether `user` reads message `seq` (v1.3: not one from before
+    /// they joined, where that history is not for newcomers).
+    pub fn reads(&self, user: &UserId, seq: u64) -> bool {
+        self.states
+            .get(user)
+            .and_then(|s| s.history_from)
+            .is_none_or(|first| seq >= first)
+    }
+
     /// A member's settings.
     pub fn settings_of(&self, user: &UserId) -> MemberSettings {
         self.states

@@ -49,7 +49,7 @@ async fn a_public_channel_is_found_joined_and_read_from_the_join_on() {
     let rust = make(&ann, "channel", "Rust lovers", &["pc_bob"]).await;
     let quiet = make(&ann, "group", "Quiet corner", &[]).await;
     let mut ann_ws = cluster.ws(0, "pc_ann", "phone").await;
-    send_with(&mut ann_ws, &rust, "early", "the early plans", json!({}))
+    let (early, _) = send_with(&mut ann_ws, &rust, "early", "the early plans", json!({}))
         .await
         .unwrap();
 
@@ -173,6 +173,18 @@ async fn a_public_channel_is_found_joined_and_read_from_the_join_on() {
     let mut cat_ws = cluster.ws(0, "pc_cat", "phone").await;
     let (backlog, _, _) = pull(&mut cat_ws, Some(&rust), Some(0), None).await;
     assert!(backlog.iter().all(|m| m.seq >= told.seq), "{backlog:?}");
+    // Nor does she reply in the thread of, or react to, what came before.
+    let thread = json!({"thread_id": early.to_string()});
+    let refused = send_with(&mut cat_ws, &rust, "c-th", "hi", thread).await;
+    assert!(
+        matches!(refused, Err((ErrorCode::InvalidRequest, _))),
+        "{refused:?}"
+    );
+    let react = json!({"type": "react", "conversation_id": rust, "message_id": early.to_string(),
+                       "emoji": "👍", "action": "add"});
+    cat_ws.send_text(react.to_string()).await.unwrap();
+    let (code, _, _, _) = expect_error(&mut cat_ws).await;
+    assert_eq!(code.as_str(), "not_found");
     send_with(&mut ann_ws, &rust, "late", "the late plans", json!({}))
         .await
         .unwrap();

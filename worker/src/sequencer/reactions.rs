@@ -58,7 +58,17 @@ impl Batch<'_> {
             self.refuse_react(c, ErrorCode::InvalidRequest, e.to_string());
             return Ok(());
         }
-        let Some(mut message) = self.messages.get(&(key.clone(), c.message_id)).cloned() else {
+        // A message from before the reactor joined is none of theirs (v1.3).
+        let readable = |m: &Message| match self.states.get(&key) {
+            Some(Some(s)) => s.reads(&c.by.actor, m.seq),
+            _ => false,
+        };
+        let found = self
+            .messages
+            .get(&(key.clone(), c.message_id))
+            .filter(|m| readable(m))
+            .cloned();
+        let Some(mut message) = found else {
             self.refuse_react(
                 c,
                 ErrorCode::NotFound,

@@ -150,10 +150,12 @@ impl Batch<'_> {
         c: &SendCommand,
     ) -> Option<(ErrorCode, String)> {
         let invalid = |why: String| Some((ErrorCode::InvalidRequest, why));
+        // A message from before the sender joined is none of theirs to
+        // quote or reply to (v1.3): as if it did not exist.
         let live = |id: MessageId| {
             self.messages
                 .get(&(key.clone(), id))
-                .filter(|m| m.deleted_at.is_none())
+                .filter(|m| m.deleted_at.is_none() && state.reads(&c.sender, m.seq))
         };
         if let Some(id) = c.options.reply_to
             && live(id).is_none()
