@@ -49,8 +49,8 @@ pub(super) async fn load(
     Ok(invites)
 }
 
-/// Why `sender` may not post `thread_root`-less in the main timeline, if
-/// only owners and admins post there.
+/// Why `sender` may not post this message, if only owners and admins
+/// post in the main timeline and it is not a thread reply (`in_thread`).
 pub(super) fn posting_refusal(
     state: &SequencerState,
     sender: &UserId,
