@@ -290,7 +290,13 @@ async fn a_compromised_gateway_is_refused_by_nats_or_the_services() {
         })
         .await
         .unwrap();
-    scratch.put("kept", "1".into()).await.unwrap();
+    // A stream just made may not take a publish at once on a cluster
+    // (StreamNotFound while its placement settles): retry a while.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(e) = scratch.put("kept", "1".into()).await {
+        assert!(tokio::time::Instant::now() < deadline, "rollup_probe: {e}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     admin
         .publish_with_headers("$KV.rollup_probe.other", rollup, "".into())
         .await
