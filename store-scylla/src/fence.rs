@@ -582,6 +582,19 @@ mod tests {
         Some((config, keyspace))
     }
 
+    /// Drops a test's keyspace. Only tidying: a schema change can outlast
+    /// the request timeout on a loaded node, which says nothing about the
+    /// test.
+    async fn drop_keyspace(store: &ScyllaStore, keyspace: &str) {
+        let dropped = store
+            .session()
+            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
+            .await;
+        if let Err(e) = dropped {
+            eprintln!("could not drop keyspace {keyspace}: {e}");
+        }
+    }
+
     /// A writer stopped between deciding a commit and writing it: the next
     /// claim writes it, and the stopped writer's later commits are
     /// refused. On the node named by `SWITCHBOARD_TEST_SCYLLA` (the
@@ -630,11 +643,7 @@ mod tests {
         second.commit_as(new, vec![late]).await.unwrap();
         check_seeded_conversation(&second, t, c, 4).await;
 
-        second
-            .session()
-            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
-            .await
-            .unwrap();
+        drop_keyspace(&second, &keyspace).await;
     }
 
     /// The host of the last writer had its clock a minute ahead: its
@@ -680,10 +689,6 @@ mod tests {
         behind.commit_as(new, vec![append(2, "m3")]).await.unwrap();
         check_seeded_conversation(&behind, t, c, 3).await;
 
-        behind
-            .session()
-            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
-            .await
-            .unwrap();
+        drop_keyspace(&behind, &keyspace).await;
     }
 }
