@@ -179,35 +179,47 @@ impl ScyllaStore {
         Ok(out)
     }
 
-    /// What `u` would call unread after `read` (`rules::unread`): counted
-    /// messages from others they do not block, at most 999; a read of at
-    /// most four times as many rows.
+    /// What `u` would call unread after `read` in a conversation whose
+    /// last seq is `last` (`rules::unread`): the `uncounted` rows and the
+    /// `sent_by` rows of `u` and of each user they block in between, each
+    /// read at most `LOOKED_AT` rows.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn unread_count(
         &self,
         t: &str,
         u: &str,
         c: &str,
         read: u64,
+        last: u64,
         blocked: &std::collections::HashSet<String>,
     ) -> StoreResult<u64> {
-        let rows = self
+        use switchboard_store::rules::unread::{LOOKED_AT, unread};
+        if last <= read {
+            return Ok(0);
+        }
+        let span = (seq_db(read), seq_db(last), limit_db(LOOKED_AT));
+        let uncounted = self
             .st
-            .counted_after
-            .all(
-                &self.session,
-                (
-                    t,
-                    c,
-                    seq_db(read),
-                    limit_db(4 * MAX_UNREAD_COUNTED as usize),
-                ),
-            )
-            .await?;
-        let n = rows
-            .iter()
-            .filter(|(sender,)| sender != u && !blocked.contains(sender))
-            .count() as u64;
-        Ok(n.min(MAX_UNREAD_COUNTED))
+            .uncounted_between
+            .all(&self.session, (t, c, span.0, span.1, span.2));
+        let senders = std::iter::once(u).chain(blocked.iter().map(String::as_str));
+        let passed_over = futures::future::try_join_all(senders.map(|sender| {
+            self.st
+                .sent_by_between
+                .all(&self.session, (t, sender, c, span.0, span.1, span.2))
+        }));
+        let (uncounted, passed_over) = futures::try_join!(uncounted, passed_over)?;
+        let mut uncounted = uncounted
+            .into_iter()
+            .map(|(s,)| seq_of(s))
+            .collect::<StoreResult<Vec<u64>>>()?;
+        uncounted.sort_unstable();
+        let passed_over = passed_over
+            .into_iter()
+            .flatten()
+            .map(|(s,)| seq_of(s))
+            .collect::<StoreResult<Vec<u64>>>()?;
+        Ok(unread(read, last, &uncounted, passed_over))
     }
 
     /// The users `u` blocks, as a set of ids (for unread counts).

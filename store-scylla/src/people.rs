@@ -116,10 +116,12 @@ impl ScyllaStore {
             self.settings_of(t, cs),
         )?;
         let mention_count = self.mention_count(t, u, cs, me.1).await?;
-        let unread_count = self.unread_count(t, u, cs, me.1, blocked).await?;
         let (Some((joined,)), Some(conv)) = (member, conv) else {
             return Ok(None);
         };
+        let unread_count = self
+            .unread_count(t, u, cs, me.1, conv.last_seq, blocked)
+            .await?;
         let key = ConversationKey::new(tenant.clone(), c);
         let record = conv.record(&key)?.with_settings(settings);
         Ok(Some(ConversationSummary {
@@ -313,7 +315,7 @@ impl ScyllaStore {
         let reader_mention_count = self.mention_count(t, reader.as_str(), c, read).await?;
         let blocked = self.blocked_set(t, reader.as_str()).await?;
         let reader_unread_count = self
-            .unread_count(t, reader.as_str(), c, read, &blocked)
+            .unread_count(t, reader.as_str(), c, read, record.last_seq, &blocked)
             .await?;
         Ok(ConversationDetail {
             record,

@@ -18,7 +18,7 @@ pub const SCHEMA_CQL: &str = include_str!("../../deploy/scylla/schema.cql");
 /// The version `SCHEMA_CQL` describes. A later schema change bumps it and
 /// adds the statements that take a keyspace from the previous version to
 /// the new one to [`MIGRATIONS`].
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 /// `(version, statements)`: what takes a keyspace at `version - 1` to
 /// `version`. Tables that are new in a version also appear (as `CREATE
@@ -124,9 +124,10 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
         ],
     ),
     (
-        // Unread counts that count what a member would (issue 43), filled
-        // from the live messages once the table exists
-        // (`count_past_messages`).
+        // Unread counts that count what a member would (issue 43): a row
+        // per message that counts. Unused since version 11 (its rows cost
+        // every send a write), kept while processes of an earlier release
+        // may still write it.
         9,
         &[
             "CREATE TABLE IF NOT EXISTS counted (tenant text, conversation_id text, seq bigint, \
@@ -146,14 +147,24 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
            conversation_id text, PRIMARY KEY ((tenant, code)))",
         ],
     ),
+    (
+        // Unread counts from the exceptions (issue 43): a row per message
+        // that does not count, filled from the live messages once the
+        // table exists (`index_uncounted`).
+        11,
+        &[
+            "CREATE TABLE IF NOT EXISTS uncounted (tenant text, conversation_id text, \
+           seq bigint, PRIMARY KEY ((tenant, conversation_id), seq))",
+        ],
+    ),
 ];
 
 /// Fills the tables of `version` from older rows, once they are made:
-/// the per-sender index (7) and the unread counts' index (9).
+/// the per-sender index (7) and the unread counts' index (11).
 async fn fill(session: &Session, clock: &Clock, version: i32) -> StoreResult<()> {
     match version {
         7 => index_past_senders(session, clock).await,
-        9 => count_past_messages(session, clock).await,
+        11 => index_uncounted(session, clock).await,
         _ => Ok(()),
     }
 }
@@ -360,20 +371,21 @@ async fn index_past_senders(session: &Session, clock: &Clock) -> StoreResult<()>
     Ok(())
 }
 
-/// Fills the unread counts' index (`counted`) of a keyspace from before
-/// version 9 from its live messages: without it, the messages unread at
-/// the upgrade would stop counting. Archived messages are not read (days
-/// old; one unread since then no longer counts). Safe to repeat, like
+/// Fills the unread counts' index (`uncounted`) of a keyspace from before
+/// version 11 from its live messages: without it, their system messages
+/// and thread replies would count. Messages archived or expired before
+/// the upgrade are not looked for: they count as every message did
+/// before unread counts were exact. Safe to repeat, like
 /// [`index_past_senders`].
-async fn count_past_messages(session: &Session, clock: &Clock) -> StoreResult<()> {
+async fn index_uncounted(session: &Session, clock: &Clock) -> StoreResult<()> {
     let messages: Read<(), (String, String, i64, String)> = Read::prepare(
         session,
         "SELECT tenant, conversation_id, seq, body FROM messages",
     )
     .await?;
-    let insert: Write<(Text, Text, BigInt, Text, BigInt)> = Write::prepare(
+    let insert: Write<(Text, Text, BigInt, BigInt)> = Write::prepare(
         session,
-        "INSERT INTO counted (tenant, conversation_id, seq, sender_id) VALUES (?, ?, ?, ?) \
+        "INSERT INTO uncounted (tenant, conversation_id, seq) VALUES (?, ?, ?) \
          USING TIMESTAMP ?",
     )
     .await?;
@@ -386,12 +398,11 @@ async fn count_past_messages(session: &Session, clock: &Clock) -> StoreResult<()
             async move {
                 let (t, c, seq, body) = row?;
                 let m: switchboard_protocol::Message = crate::rows::decode(&body)?;
-                if !switchboard_store::rules::unread::counts(&m) {
+                if switchboard_store::rules::unread::counts(&m) {
                     return Ok(false);
                 }
-                let sender = m.sender_id.as_str().to_owned();
                 insert
-                    .run(session, (t, c, seq, sender, clock.next()))
+                    .run(session, (t, c, seq, clock.next()))
                     .await
                     .map(|()| true)
             }
@@ -553,6 +564,7 @@ mod tests {
                 "speakers",
                 "thread_marks",
                 "thread_replies",
+                "uncounted",
                 "unindexed_buckets",
                 "unsolicited_adds",
                 "user_conversations",

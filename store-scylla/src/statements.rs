@@ -251,12 +251,10 @@ statements! {
         "INSERT INTO thread_marks (tenant, user_id, conversation_id, root_seq, read_seq) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
     delete_thread_marks_of: Write<(BigInt, Text, Text, Text)> =
         "DELETE FROM thread_marks USING TIMESTAMP ? WHERE tenant = ? AND user_id = ? AND conversation_id = ?";
-    counted_after: Read<(Text, Text, BigInt, Int), (String,)> =
-        "SELECT sender_id FROM counted WHERE tenant = ? AND conversation_id = ? AND seq > ? LIMIT ?";
-    insert_counted: Write<(Text, Text, BigInt, Text, BigInt)> =
-        "INSERT INTO counted (tenant, conversation_id, seq, sender_id) VALUES (?, ?, ?, ?) USING TIMESTAMP ?";
-    delete_counted: Write<(BigInt, Text, Text, BigInt)> =
-        "DELETE FROM counted USING TIMESTAMP ? WHERE tenant = ? AND conversation_id = ? AND seq = ?";
+    uncounted_between: Read<(Text, Text, BigInt, BigInt, Int), (i64,)> =
+        "SELECT seq FROM uncounted WHERE tenant = ? AND conversation_id = ? AND seq > ? AND seq <= ? LIMIT ?";
+    insert_uncounted: Write<(Text, Text, BigInt, BigInt)> =
+        "INSERT INTO uncounted (tenant, conversation_id, seq) VALUES (?, ?, ?) USING TIMESTAMP ?";
     mentions_after: Read<(Text, Text, Text, BigInt, Int), (i64,)> =
         "SELECT seq FROM mentions WHERE tenant = ? AND user_id = ? AND conversation_id = ? AND seq > ? LIMIT ?";
     insert_mention: Write<(Text, Text, Text, BigInt, BigInt)> =
@@ -323,6 +321,8 @@ statements! {
         "SELECT seq, day FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ? AND seq < ? LIMIT ?";
     insert_sent_by: Write<(Text, Text, Text, BigInt, Int, BigInt)> =
         "INSERT INTO sent_by (tenant, sender_id, conversation_id, seq, day) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?";
+    sent_by_between: Read<(Text, Text, Text, BigInt, BigInt, Int), (i64,)> =
+        "SELECT seq FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ? AND seq > ? AND seq <= ? ORDER BY seq ASC LIMIT ?";
     sent_by_seqs: Read<(Text, Text, Text), (i64,)> =
         "SELECT seq FROM sent_by WHERE tenant = ? AND sender_id = ? AND conversation_id = ?";
     delete_sent_by_of: Write<(BigInt, Text, Text, Text)> =

@@ -119,10 +119,10 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// The unread index's rows of `user`'s messages in the conversation,
-    /// archived ones included: found through the user's `sent_by`
-    /// partition here (one read), which archiving keeps.
-    pub(super) async fn drop_counted_of(
+    /// `user`'s messages in the conversation, archived ones included, in
+    /// the unread index as not counting: found through the user's
+    /// `sent_by` partition here (one read), which archiving keeps.
+    pub(super) async fn uncount_all_of(
         &mut self,
         c: &ConversationKey,
         user: &str,
@@ -137,8 +137,8 @@ impl Tx<'_> {
         for (seq,) in seqs {
             let ts = self.ts();
             self.push(
-                &store.st.delete_counted,
-                (ts, k.0.clone(), k.1.clone(), seq),
+                &store.st.insert_uncounted,
+                (k.0.clone(), k.1.clone(), seq, ts),
             );
         }
         Ok(())

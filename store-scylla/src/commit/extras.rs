@@ -72,17 +72,11 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Message `seq` counts toward unread counts, or no more.
-    pub(super) fn write_counted(&mut self, c: &ConversationKey, seq: u64, sender: Option<&str>) {
+    /// Message `seq` does not count toward unread counts.
+    pub(super) fn write_uncounted(&mut self, c: &ConversationKey, seq: u64) {
         let (t, c) = ck(c);
         let ts = self.ts();
-        match sender {
-            Some(sender) => self.push(
-                &self.store.st.insert_counted,
-                (t, c, seq_db(seq), sender.to_owned(), ts),
-            ),
-            None => self.push(&self.store.st.delete_counted, (ts, t, c, seq_db(seq))),
-        }
+        self.push(&self.store.st.insert_uncounted, (t, c, seq_db(seq), ts));
     }
 
     pub(super) async fn add_mention(

@@ -44,7 +44,7 @@ impl Tx<'_> {
                 root_seq,
                 seq,
             } => self.write_thread_mark(c, user, root_seq, seq).await?,
-            RowWrite::Counted { c, seq, sender } => self.write_counted(c, seq, sender),
+            RowWrite::Uncounted { c, seq } => self.write_uncounted(c, seq),
             RowWrite::Mention {
                 c,
                 user,
@@ -136,7 +136,7 @@ impl Tx<'_> {
             RowWrite::AnonymisedCreator { c, e } => self.rename_creator(c, e).await?,
             RowWrite::JoinedGone { c, user } => self.drop_joined(c, user)?,
             RowWrite::UserRowsGone { tenant, user } => self.erase_user(tenant, user).await?,
-            RowWrite::CountedOfGone { c, user } => self.drop_counted_of(c, user).await?,
+            RowWrite::UncountedOf { c, user } => self.uncount_all_of(c, user).await?,
             RowWrite::Archived {
                 b,
                 span,

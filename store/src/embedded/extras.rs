@@ -98,32 +98,14 @@ fn count_after<R: Readable>(
     prefix: Vec<u8>,
     after: u64,
 ) -> StoreResult<u64> {
-    count_after_where(r, space, prefix, after, usize::MAX, |_| true)
-}
-
-/// As [`count_after`], counting only the rows whose value `counts`, and
-/// looking at `look_at` rows at most.
-pub(super) fn count_after_where<R: Readable>(
-    r: &R,
-    space: &fjall::Keyspace,
-    prefix: Vec<u8>,
-    after: u64,
-    look_at: usize,
-    counts: impl Fn(&[u8]) -> bool,
-) -> StoreResult<u64> {
     let mut low = prefix.clone();
     low.extend_from_slice(&after.saturating_add(1).to_be_bytes());
     let mut high = prefix;
     high.extend_from_slice(&u64::MAX.to_be_bytes());
     let mut n = 0;
-    for g in r.range(space, low..=high).take(look_at) {
-        let (_, v) = g.into_inner().map_err(storage)?;
-        if counts(&v) {
-            n += 1;
-            if n == MAX_UNREAD_COUNTED {
-                break;
-            }
-        }
+    for g in r.range(space, low..=high).take(MAX_UNREAD_COUNTED as usize) {
+        g.key().map_err(storage)?;
+        n += 1;
     }
     Ok(n)
 }

@@ -17,13 +17,14 @@ use crate::{StoreError, StoreResult};
 /// blocks, reports, expiries), 4 `joined` (erasure), filled from the
 /// current memberships as it opens (`erasure::record_joined`), 5
 /// `profiles` (v1.3), 6 `counted` (unread counts), 7 `directory`,
-/// `invites` and `invite_codes` (v1.3 open channels); an older store
-/// becomes version 7 as it opens, since the others start empty
-/// (`check_schema`).
-pub(super) const SCHEMA_VERSION: &[u8] = b"7";
+/// `invites` and `invite_codes` (v1.3 open channels), 8 `uncounted` in
+/// place of `counted` (filled as it opens, `unread::fill_uncounted`); an
+/// older store becomes version 8 as it opens, since the others start
+/// empty (`check_schema`).
+pub(super) const SCHEMA_VERSION: &[u8] = b"8";
 
 /// The versions a store of this release upgrades as it opens.
-pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5", b"6"];
+pub(super) const UPGRADABLE_VERSIONS: &[&[u8]] = &[b"1", b"2", b"3", b"4", b"5", b"6", b"7"];
 
 /// Rows written per batch while an index of a new layout is filled from
 /// older rows as the store opens.
@@ -107,9 +108,9 @@ pub(super) struct Spaces {
     /// tenant, user → `Profile` JSON (v1.3); no row for a user who never
     /// set one.
     pub profiles: Keyspace,
-    /// tenant, conversation, seq → sender: the messages that count toward
-    /// unread counts (`rules::unread`).
-    pub counted: Keyspace,
+    /// tenant, conversation, seq → (): the messages that do not count
+    /// toward unread counts (`rules::unread`).
+    pub uncounted: Keyspace,
     /// tenant, conversation → `Listing` JSON: the tenant's public
     /// channels (v1.3).
     pub directory: Keyspace,
@@ -162,7 +163,7 @@ impl Spaces {
             blocks: open("blocks")?,
             reports: open("reports")?,
             profiles: open("profiles")?,
-            counted: open("counted")?,
+            uncounted: open("uncounted")?,
             directory: open("directory")?,
             invites: open("invites")?,
             invite_codes: open("invite_codes")?,
@@ -207,7 +208,7 @@ pub(super) fn check_schema(db: &fjall::Database, spaces: &Spaces) -> StoreResult
 }
 
 /// Builds an encoded key.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Key(Vec<u8>);
 
 impl Key {

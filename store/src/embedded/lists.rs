@@ -92,7 +92,8 @@ pub(super) fn conversation_page<R: Readable>(
         let mut me = me.record(user.clone());
         me.settings = member_state(r, s, t, c, u)?.settings;
         let mention_count = super::extras::mention_count(r, s, t, u, c, me.read_seq)?;
-        let unread_count = super::unread::unread_count(r, s, t, u, c, me.read_seq, &blocked)?;
+        let unread_count =
+            super::unread::unread_count(r, s, t, u, c, me.read_seq, record.last_seq, &blocked)?;
         out.push(ConversationSummary {
             record,
             member_ids,

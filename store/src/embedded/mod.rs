@@ -100,7 +100,7 @@ impl EmbeddedStore {
         consent::record_past_speakers(&db, &spaces)?;
         erasure::record_joined(&db, &spaces)?;
         senders::index_past_senders(&db, &spaces)?;
-        unread::count_past_messages(&db, &spaces)?;
+        unread::fill_uncounted(&db, &spaces)?;
         let commits =
             group_commit::spawn(db.clone(), spaces.clone(), config.queue_depth).map_err(storage)?;
         Ok(Self {

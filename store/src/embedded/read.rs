@@ -280,7 +280,7 @@ pub(super) fn conversation<R: Readable>(
     let reader_mention_count = super::extras::mention_count(r, s, t, reader.as_str(), c, read)?;
     let blocked = super::unread::blocked_set(r, s, t, reader.as_str())?;
     let reader_unread_count =
-        super::unread::unread_count(r, s, t, reader.as_str(), c, read, &blocked)?;
+        super::unread::unread_count(r, s, t, reader.as_str(), c, read, record.last_seq, &blocked)?;
     Ok(ConversationDetail {
         record,
         members,

@@ -1,6 +1,7 @@
-//! Unread counts over fjall (issue 43): the `counted` index read after a
-//! member's read mark (`rules::unread` writes it), and filled once from
-//! the messages a store of an earlier layout holds.
+//! Unread counts over fjall (issue 43): the `uncounted` index and each
+//! sender's `sent_by` rows read after a member's read mark, counted by
+//! `rules::unread::unread`; the index filled once from the messages a
+//! store of an earlier layout holds.
 
 use std::collections::HashSet;
 
@@ -8,16 +9,14 @@ use fjall::{Database, Readable};
 use switchboard_protocol::Message;
 
 use super::codec::{decode, storage};
-use super::keys::{BACKFILL_BATCH, Key, Spaces};
-use crate::{MAX_UNREAD_COUNTED, StoreResult};
+use super::keys::{BACKFILL_BATCH, Key, Spaces, trailing_u64};
+use crate::StoreResult;
+use crate::rules::unread::{LOOKED_AT, unread};
 
-/// Rows of the `counted` index looked at for one unread count at most:
-/// the reader's own messages and those of users they block are passed
-/// over, so a count may look past [`MAX_UNREAD_COUNTED`] rows.
-const MAX_LOOKED_AT: usize = 4 * MAX_UNREAD_COUNTED as usize;
-
-/// What `u` would call unread in conversation `c` after `read`: counted
-/// messages from others, not from one of `blocked`.
+/// What `u` would call unread in conversation `c`, whose last seq is
+/// `last`, after `read`: messages that count, from others, not from one
+/// of `blocked`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn unread_count<R: Readable>(
     r: &R,
     s: &Spaces,
@@ -25,13 +24,36 @@ pub(super) fn unread_count<R: Readable>(
     u: &str,
     c: &str,
     read: u64,
+    last: u64,
     blocked: &HashSet<String>,
 ) -> StoreResult<u64> {
-    let prefix = Key::new().s(t).s(c).bytes();
-    super::extras::count_after_where(r, &s.counted, prefix, read, MAX_LOOKED_AT, |sender| {
-        let sender = std::str::from_utf8(sender).unwrap_or_default();
-        sender != u && !blocked.contains(sender)
-    })
+    if last <= read {
+        return Ok(0);
+    }
+    let uncounted = seqs_between(r, &s.uncounted, Key::new().s(t).s(c), read, last)?;
+    let mut passed_over = Vec::new();
+    for sender in std::iter::once(u).chain(blocked.iter().map(String::as_str)) {
+        let theirs = Key::new().s(t).s(sender).s(c);
+        passed_over.extend(seqs_between(r, &s.sent_by, theirs, read, last)?);
+    }
+    Ok(unread(read, last, &uncounted, passed_over))
+}
+
+/// The trailing seqs of the keys under `prefix` in `(after, to]`,
+/// ascending, at most [`LOOKED_AT`].
+fn seqs_between<R: Readable>(
+    r: &R,
+    space: &fjall::Keyspace,
+    prefix: Key,
+    after: u64,
+    to: u64,
+) -> StoreResult<Vec<u64>> {
+    let low = prefix.clone().n(after.saturating_add(1)).bytes();
+    let high = prefix.n(to).bytes();
+    r.range(space, low..=high)
+        .take(LOOKED_AT)
+        .map(|g| trailing_u64(&g.key().map_err(storage)?))
+        .collect()
 }
 
 /// The users `u` blocks, as a set of ids: read once for a page of counts.
@@ -47,13 +69,23 @@ pub(super) fn blocked_set<R: Readable>(
         .collect())
 }
 
-/// Fills `counted` from the live messages, once: a store of an earlier
-/// layout never wrote it, and its unread messages would otherwise stop
-/// counting at the upgrade. A message's row has the message's own key
-/// (tenant, conversation, seq). Archived messages are not read (they are
-/// days old; one unread since then no longer counts).
-pub(super) fn count_past_messages(db: &Database, s: &Spaces) -> StoreResult<()> {
-    const DONE: &str = "unread_counted";
+/// Fills `uncounted` from the live messages, once: a store of an earlier
+/// layout never wrote it, and its system messages and thread replies
+/// would otherwise count. A message's row has the message's own key
+/// (tenant, conversation, seq). Messages archived or expired before the
+/// upgrade are not looked for: they count as every message did before
+/// unread counts were exact. The index of layouts 6 and 7 (`counted`, a
+/// row per message that counts) goes.
+pub(super) fn fill_uncounted(db: &Database, s: &Spaces) -> StoreResult<()> {
+    const OLD_INDEX: &str = "counted";
+    if db.keyspace_exists(OLD_INDEX) {
+        let old = db
+            .keyspace(OLD_INDEX, fjall::KeyspaceCreateOptions::default)
+            .map_err(storage)?;
+        db.delete_keyspace(old).map_err(storage)?;
+        s.meta.remove("unread_counted").map_err(storage)?;
+    }
+    const DONE: &str = "unread_uncounted";
     if s.meta.contains_key(DONE).map_err(storage)? {
         return Ok(());
     }
@@ -63,8 +95,8 @@ pub(super) fn count_past_messages(db: &Database, s: &Spaces) -> StoreResult<()> 
     for g in snap.iter(&s.messages) {
         let (k, v) = g.into_inner().map_err(storage)?;
         let m: Message = decode(&v)?;
-        if crate::rules::unread::counts(&m) {
-            batch.insert(&s.counted, k.to_vec(), m.sender_id.as_str().as_bytes());
+        if !crate::rules::unread::counts(&m) {
+            batch.insert(&s.uncounted, k.to_vec(), []);
             rows += 1;
         }
         if batch.len() >= BACKFILL_BATCH {
@@ -76,7 +108,7 @@ pub(super) fn count_past_messages(db: &Database, s: &Spaces) -> StoreResult<()> 
     batch.commit().map_err(storage)?;
     db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
     if rows > 0 {
-        tracing::info!(rows, "unread counts filled from the stored messages");
+        tracing::info!(rows, "the messages that do not count as unread are indexed");
     }
     Ok(())
 }
@@ -95,14 +127,14 @@ mod tests {
     use crate::{MAX_UNREAD_COUNTED, Mutation, Reads, Store};
 
     /// A store from before the index gets it at open: the messages unread
-    /// then still count, a system message does not.
+    /// then still count, a system message no more.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_store_from_before_the_index_counts_its_unread_messages() {
         let dir = tempfile::tempdir().unwrap();
         let config = EmbeddedConfig::in_dir(dir.path());
         let unread = |store: &EmbeddedStore| {
             let (snap, s) = (store.db.snapshot(), store.spaces.clone());
-            super::unread_count(&snap, &s, "t", "bob", "c", 0, &Default::default()).unwrap()
+            super::unread_count(&snap, &s, "t", "bob", "c", 0, 3, &Default::default()).unwrap()
         };
         {
             let store = EmbeddedStore::open(&config).unwrap();
@@ -133,15 +165,22 @@ mod tests {
             // As an older release left it: no index, no flag.
             let store = reopen(&config).await;
             let snap = store.db.snapshot();
-            for g in snap.iter(&store.spaces.counted) {
+            for g in snap.iter(&store.spaces.uncounted) {
                 let (k, _) = g.into_inner().unwrap();
-                store.spaces.counted.remove(k).unwrap();
+                store.spaces.uncounted.remove(k).unwrap();
             }
-            store.spaces.meta.remove("unread_counted").unwrap();
-            assert_eq!(unread(&store), 0);
+            store.spaces.meta.remove("unread_uncounted").unwrap();
+            assert_eq!(unread(&store), 3, "the system message counts");
+            // Layouts 6 and 7 kept a row per message that counts.
+            let old = store
+                .db
+                .keyspace("counted", fjall::KeyspaceCreateOptions::default)
+                .unwrap();
+            old.insert("t\0c\0", "ann").unwrap();
         }
         let store = Arc::new(reopen(&config).await);
         assert_eq!(unread(&store), 2);
+        assert!(!store.db.keyspace_exists("counted"), "the old index went");
         let detail = store
             .conversation(&tenant("t"), &conv("c"), &user("bob"))
             .await
@@ -170,7 +209,7 @@ mod tests {
             ])
             .await
             .unwrap();
-        let unread = |read: u64| {
+        let unread = |read: u64, last: u64| {
             let snap = store.db.snapshot();
             super::unread_count(
                 &snap,
@@ -179,17 +218,19 @@ mod tests {
                 "bob",
                 "c",
                 read,
+                last,
                 &Default::default(),
             )
             .unwrap()
         };
-        assert_eq!(unread(0), 999);
+        assert_eq!(unread(0, MAX_UNREAD_COUNTED), 999);
         store
             .commit(vec![send(MAX_UNREAD_COUNTED + 1, MAX_UNREAD_COUNTED + 1)])
             .await
             .unwrap();
-        assert_eq!(unread(0), 999);
-        assert_eq!(unread(1), 999);
-        assert_eq!(unread(2), 998);
+        let last = MAX_UNREAD_COUNTED + 1;
+        assert_eq!(unread(0, last), 999);
+        assert_eq!(unread(1, last), 999);
+        assert_eq!(unread(2, last), 998);
     }
 }

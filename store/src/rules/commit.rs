@@ -137,20 +137,16 @@ pub enum Write<'a> {
         seq: u64,
         present: bool,
     },
-    /// The unread index's rows of `user`'s messages in the conversation,
-    /// archived ones included (erasure: the live ones went with their
-    /// deletion).
-    CountedOfGone {
+    /// Every message `user` sent in the conversation, archived ones
+    /// included, counts toward nobody's unread count (erasure: the live
+    /// ones are tombstones by now, which count no more either).
+    UncountedOf {
         c: &'a ConversationKey,
         user: &'a str,
     },
-    /// Message `seq` counts toward unread counts, sent by `sender`, or
-    /// (`None`) no more (issue 43).
-    Counted {
-        c: &'a ConversationKey,
-        seq: u64,
-        sender: Option<&'a str>,
-    },
+    /// Message `seq` does not count toward unread counts (issue 43): a
+    /// system message or thread reply, or one deleted, expired or erased.
+    Uncounted { c: &'a ConversationKey, seq: u64 },
     /// Member `user` has sent in the conversation (a message or a
     /// membership change): whom they have spoken to, which consent and
     /// presence follow. Writing it again changes nothing.

@@ -137,9 +137,9 @@ pub(super) async fn erase_member<C: Commit>(
         }
     }
     // Reactions to messages no longer live (archived) have rows still,
-    // and so do those messages' rows in the unread index.
+    // and those messages would still count as unread.
     view.write(Write::ReactionsOfGone { c, user }).await?;
-    view.write(Write::CountedOfGone { c, user }).await?;
+    view.write(Write::UncountedOf { c, user }).await?;
     view.write(Write::AnonymisedCreator { c, e }).await?;
     // Last: the job takes a conversation gone from the list as done.
     view.write(Write::JoinedGone { c, user }).await

@@ -62,7 +62,7 @@ impl GroupView<'_> {
     /// The unread index's rows of `user`'s messages in the conversation,
     /// archived ones included: found through the user's `sent_by` rows,
     /// which archiving keeps.
-    pub(super) fn drop_counted_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
+    pub(super) fn uncount_all_of(&mut self, c: &ConversationKey, user: &str) -> StoreResult<()> {
         let (t, cid) = parts(c);
         for kv in scan(
             self.snap,
@@ -71,7 +71,7 @@ impl GroupView<'_> {
         ) {
             let seq = trailing_u64(&kv?.0)?;
             self.batch
-                .remove(&self.s.counted, Key::new().s(t).s(cid).n(seq).bytes());
+                .insert(&self.s.uncounted, Key::new().s(t).s(cid).n(seq).bytes(), []);
         }
         Ok(())
     }

@@ -149,12 +149,9 @@ impl GroupView<'_> {
                 present,
             } => self.write_expiry(c, at, seq, present),
             Write::Report { tenant, report } => self.write_report(tenant, report)?,
-            Write::Counted { c, seq, sender } => {
-                let k = conversation(c).n(seq).bytes();
-                match sender {
-                    Some(sender) => self.batch.insert(&self.s.counted, k, sender.as_bytes()),
-                    None => self.batch.remove(&self.s.counted, k),
-                }
+            Write::Uncounted { c, seq } => {
+                self.batch
+                    .insert(&self.s.uncounted, conversation(c).n(seq).bytes(), [])
             }
             Write::Profile { tenant, profile } => {
                 let k = Key::new().s(tenant.as_str()).s(profile.user_id.as_str());
@@ -166,7 +163,7 @@ impl GroupView<'_> {
                 self.batch.remove(&self.s.joined, by_user(c, user).bytes())
             }
             Write::UserRowsGone { tenant, user } => self.erase_user_keys(tenant, user)?,
-            Write::CountedOfGone { c, user } => self.drop_counted_of(c, user)?,
+            Write::UncountedOf { c, user } => self.uncount_all_of(c, user)?,
             Write::Archived {
                 b,
                 span,
