@@ -390,7 +390,7 @@ pub async fn profiles_are_stored_replaced_and_erased(store: &Arc<dyn Store>) {
 }
 
 /// Unread counts (issue 43): only what a member would call unread counts,
-/// from the `counted` rows: not their own messages, not system messages,
+/// from rows: not their own messages, not system messages,
 /// not thread replies, not deleted ones, not those of a user they block;
 /// and nothing at or before their read mark.
 pub async fn unread_counts_count_what_a_member_would(store: &Arc<dyn Store>) {
