@@ -1,9 +1,9 @@
 //! What a send or an edit passes before it is published, from a socket
 //! or over REST: the screening every way in shares
-//! (`switchboard_plugin_host::screen`: the tenant's content limits, then
-//! its moderator under the same limits), then the media of what will be
-//! stored. Rates are the caller's (`rates.rs`): a connection has its own
-//! bucket, REST has not.
+//! (`switchboard_plugin_host::screen`: the tenant's content limits, its
+//! word list, then its moderator under the same limits), then the media
+//! of what will be stored. Rates are the caller's (`rates.rs`): a
+//! connection has its own bucket, REST has not.
 
 use switchboard_plugin_host::screen::{self, Refused, Screened, Submitted};
 use switchboard_protocol::message::SendOptions;
@@ -29,6 +29,7 @@ impl Gateway {
             .quotas
             .of(&id.tenant)
             .content_limits(&self.config.limits.content);
+        let record = self.quotas.book.get(&id.tenant);
         let send = Submitted {
             tenant: &id.tenant,
             conversation_id: conversation,
@@ -36,6 +37,7 @@ impl Gateway {
             content,
             options,
             limits: &limits,
+            blocklist: record.as_ref().and_then(|r| r.blocklist.as_ref()),
         };
         let shape = || {
             self.shapes

@@ -6,9 +6,12 @@
 //! 1. The content is within the tenant's content limits (the
 //!    deployment's, lowered by the tenant's `max_message_bytes`), its
 //!    mentions within theirs, its `custom` fields within 4096 bytes.
-//! 2. The tenant's moderator, if one is deployed, decides; a rewrite must
-//!    be within the same limits, or the call counts as failed and the
-//!    plugin's `on_failure` decides (`open`: the content as sent).
+//! 2. The tenant's word list (v1.3, moderation without code), if it has
+//!    one, refuses the content or masks its words.
+//! 3. The tenant's moderator, if one is deployed, decides on what the
+//!    list left; a rewrite must be within the same limits, or the call
+//!    counts as failed and the plugin's `on_failure` decides (`open`:
+//!    the content as it came).
 //!
 //! What is not the content's (rates, membership, blocks, slow mode,
 //! media ownership) is checked by the way in and by the conversation's
@@ -19,6 +22,7 @@ use std::future::Future;
 use switchboard_protocol::content::{ContentError, ContentLimits};
 use switchboard_protocol::custom::{MAX_CUSTOM_BYTES, json_len};
 use switchboard_protocol::message::{MAX_MENTIONS, SendOptions};
+use switchboard_protocol::moderation::{Applied, Blocklist};
 use switchboard_protocol::{
     Content, ConversationId, ConversationKind, ErrorCode, TenantId, UserId,
 };
@@ -37,13 +41,16 @@ pub struct Submitted<'a> {
     pub options: &'a SendOptions,
     /// The tenant's content limits.
     pub limits: &'a ContentLimits,
+    /// The tenant's word list, if it has one.
+    pub blocklist: Option<&'a Blocklist>,
 }
 
 /// The content to store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Screened {
     pub content: Content,
-    /// The moderator changed it: the sender must be shown what is stored.
+    /// The word list or the moderator changed it: the sender must be
+    /// shown what is stored.
     pub rewritten: bool,
 }
 
@@ -58,6 +65,9 @@ pub enum Refused<E> {
     Mentions,
     #[error("a message's custom fields are at most {MAX_CUSTOM_BYTES} bytes of JSON")]
     Custom,
+    /// The tenant's word list refused it.
+    #[error("the message contains a word this app does not allow")]
+    Blocked,
     /// The moderator refused it; the reason is the plugin's.
     #[error("{0}")]
     Rejected(String),
@@ -76,7 +86,7 @@ impl<E> Refused<E> {
             Refused::Content(e) => Some(e.code()),
             Refused::Mentions => Some(ErrorCode::InvalidRequest),
             Refused::Custom => Some(ErrorCode::TooLarge),
-            Refused::Rejected(_) => Some(ErrorCode::RejectedByPolicy),
+            Refused::Blocked | Refused::Rejected(_) => Some(ErrorCode::RejectedByPolicy),
             Refused::Failed(_) => Some(ErrorCode::Unavailable),
             Refused::Shape(_) => None,
         }
@@ -104,20 +114,28 @@ pub fn check_shape<E>(
     Ok(())
 }
 
-/// Screens `send`: its shape, then the tenant's moderator. `shape` gives
-/// the conversation's kind and member count, asked only when the tenant
-/// has a moderator (it costs a read).
+/// Screens `send`: its shape, the tenant's word list, then its
+/// moderator. `shape` gives the conversation's kind and member count,
+/// asked only when the tenant has a moderator (it costs a read).
 pub async fn screen<E, F>(
     plugins: Option<&Plugins>,
-    send: Submitted<'_>,
+    mut send: Submitted<'_>,
     shape: impl FnOnce() -> F,
 ) -> Result<Screened, Refused<E>>
 where
     F: Future<Output = Result<(ConversationKind, usize), E>>,
 {
     check_shape(&send.content, send.options, send.limits)?;
+    let listed = match send.blocklist.map(|list| list.apply(&mut send.content)) {
+        Some(Applied::Rejected) => return Err(Refused::Blocked),
+        Some(Applied::Masked) => true,
+        Some(Applied::Unchanged) | None => false,
+    };
     let Some(plugins) = plugins.filter(|p| p.wants(send.tenant, Hook::Moderation)) else {
-        return Ok(kept(send.content));
+        return Ok(Screened {
+            content: send.content,
+            rewritten: listed,
+        });
     };
     let (kind, member_count) = shape().await.map_err(Refused::Shape)?;
     let input = ModerationInput {
@@ -130,19 +148,15 @@ where
         options: send.options,
     };
     match plugins.moderate(&input, send.limits) {
-        Moderation::Allow => Ok(kept(send.content)),
+        Moderation::Allow => Ok(Screened {
+            content: send.content,
+            rewritten: listed,
+        }),
         Moderation::Rewrite(content) => Ok(Screened {
-            rewritten: content != send.content,
+            rewritten: listed || content != send.content,
             content,
         }),
         Moderation::Reject(reason) => Err(Refused::Rejected(reason)),
         Moderation::Failed(why) => Err(Refused::Failed(why)),
-    }
-}
-
-fn kept(content: Content) -> Screened {
-    Screened {
-        content,
-        rewritten: false,
     }
 }

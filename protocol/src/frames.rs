@@ -433,7 +433,8 @@ pub struct SendAck {
     /// kept until then; it gets its `message_id` and `seq` when sent.
     pub status: AckStatus,
     /// What was stored, only when it differs from what was sent (a
-    /// moderation plugin rewrote it): the sender shows this instead.
+    /// moderation plugin rewrote it, or the tenant's word list masked
+    /// it): the sender shows this instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
     /// With `"scheduled"`: the id that lists and cancels it

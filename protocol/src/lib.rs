@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod keys;
 pub mod membership;
 pub mod message;
+pub mod moderation;
 pub mod profile;
 pub mod push;
 pub mod reaction;

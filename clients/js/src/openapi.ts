@@ -132,6 +132,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/blocklist": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's word list
+         * @description The words every text, caption and custom message's `fallback_text` is checked against before the tenant's plugin, in lower case and sorted, and the `mode`: `reject` (`rejected_by_policy`) or `mask` (each listed word's characters become `*`; the sender's ack carries what was stored). No list: `{"words": [], "mode": "reject"}`. Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The list. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Blocklist"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        /**
+         * Set the tenant's word list
+         * @description Replaces the list: at most 1000 `words`, each 1 to 64 letters and digits (Unicode), matched as whole words ignoring case ("darn" matches "Darn!", not "darned"), and the `mode`, `reject` (the default) or `mask`. Applies to every send and edit from then on, over the socket, REST and scheduled sends alike, before the tenant's plugin (which sees the masked text); never to ciphertext or a custom message's `data`. An empty list turns it off. Answers the list as stored (lower case, sorted, each word once). Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["Blocklist"];
+                };
+            };
+            responses: {
+                /** @description The list now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Blocklist"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -3661,6 +3738,18 @@ export interface components {
         BlockList: {
             blocks: components["schemas"]["Block"][];
         };
+        /** @description A tenant's word list (`PUT /v1/admin/blocklist`). */
+        Blocklist: {
+            /** @default reject */
+            mode: components["schemas"]["BlocklistMode"];
+            /**
+             * @description At most 1000 words of letters and digits, each at most 64
+             *     characters; matched ignoring case. An empty list turns it off.
+             */
+            words: string[];
+        };
+        /** @description What a text with a listed word gets. */
+        BlocklistMode: "reject" | "mask";
         /**
          * @description A change: keys to add and remove (an HS256 secret by its value or its
          *     fingerprint), quotas to set (`null` removes one).
@@ -4922,7 +5011,8 @@ export interface components {
             client_msg_id: components["schemas"]["ClientMsgId"];
             /**
              * @description What was stored, only when it differs from what was sent (a
-             *     moderation plugin rewrote it): the sender shows this instead.
+             *     moderation plugin rewrote it, or the tenant's word list masked
+             *     it): the sender shows this instead.
              */
             content?: components["schemas"]["Content"] | null;
             conversation_id: components["schemas"]["ConversationId"];
@@ -5086,6 +5176,8 @@ export interface components {
              *     checked).
              */
             audience?: string | null;
+            /** @description The tenant's word list (`null`: none). */
+            blocklist?: components["schemas"]["Blocklist"] | null;
             created_at: components["schemas"]["Timestamp"];
             /** @description Ed25519 public keys, base64 (32 bytes). */
             ed25519_public_keys: string[];

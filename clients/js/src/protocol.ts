@@ -332,7 +332,8 @@ export interface SendAck {
 client_msg_id: ClientMsgId
 /**
  * What was stored, only when it differs from what was sent (a
- * moderation plugin rewrote it): the sender shows this instead.
+ * moderation plugin rewrote it, or the tenant's word list masked
+ * it): the sender shows this instead.
  */
 content?: (Content | null)
 conversation_id: ConversationId

@@ -18,6 +18,7 @@ mod keys;
 mod media;
 mod members;
 mod metered;
+mod moderation;
 mod openapi;
 mod pins;
 mod plugin_deploys;
@@ -206,6 +207,16 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
         .route("/v1/admin/jobs/{job_id}", erasure::job_op(), erasure::job)
         .route("/v1/admin/webhooks", webhooks::list_op(), webhooks::list)
         .route("/v1/admin/webhooks", webhooks::put_op(), webhooks::put)
+        .route(
+            "/v1/admin/blocklist",
+            moderation::blocklist_op(),
+            moderation::blocklist,
+        )
+        .route(
+            "/v1/admin/blocklist",
+            moderation::set_blocklist_op(),
+            moderation::set_blocklist,
+        )
         .route("/v1/me/export", export::export_op(), export::export)
         .route("/v1/search", search::search_op(), search::search)
         .route("/v1/scheduled", scheduled::list_op(), scheduled::list)

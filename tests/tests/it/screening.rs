@@ -180,3 +180,181 @@ async fn stored_texts(cluster: &Cluster, conv: &str, n: usize) -> Vec<String> {
     )
     .await
 }
+
+/// Moderation without code (v1.3): the tenant's word list, set by its
+/// admins, holds on every way in (socket, REST, scheduled, edits) and
+/// comes before the tenant's plugin; `reject` refuses, `mask` stores the
+/// text with the words starred; its bounds are tested at and past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenants_word_list_holds_on_every_way_in() {
+    use crate::support::{call, edit_frame};
+    let cluster = Cluster::start(ClusterSpec::with_operator_api()).await;
+    let (status, body) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({"id": TENANT, "hs256_secrets": [SECRET]})),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let conv = cluster
+        .create(ConversationKind::Group, "wl_ann", &["sc_bob"])
+        .await;
+    let admin = cluster.rest_as(0, TENANT, "wl_root", true);
+    let ann_rest = cluster.rest(0, "wl_ann");
+
+    let (status, body) = call(
+        &ann_rest,
+        "PUT",
+        "/v1/admin/blocklist",
+        Some(json!({"words": ["darn"]})),
+    )
+    .await;
+    assert_eq!(status, 403, "tenant admins only: {body}");
+    let (_, none) = call(&admin, "GET", "/v1/admin/blocklist", None).await;
+    assert_eq!(none, json!({"words": [], "mode": "reject"}));
+    // At and past its bounds: 1000 words, 64 characters each.
+    let words = |n: usize, w: &str| json!({"words": vec![w; n]});
+    for (list, ok) in [
+        (words(1000, "w"), true),
+        (words(1001, "w"), false),
+        (words(1, &"é".repeat(64)), true),
+        (words(1, &"é".repeat(65)), false),
+        (words(1, "two words"), false),
+        (json!({"words": ["w"], "mode": "shout"}), false),
+    ] {
+        let (status, body) = call(&admin, "PUT", "/v1/admin/blocklist", Some(list)).await;
+        if ok {
+            assert_eq!(status, 200, "{body}");
+        } else {
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (400, Some("invalid_request")),
+                "{body}"
+            );
+        }
+    }
+    let (status, set) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/blocklist",
+        Some(json!({"words": ["Darn", "heck", "darn"], "mode": "reject"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set, json!({"words": ["darn", "heck"], "mode": "reject"}));
+    let (_, got) = call(&admin, "GET", "/v1/admin/blocklist", None).await;
+    assert_eq!(got, set);
+
+    // Reject: refused over REST and the socket, as whole words only.
+    eventually(
+        "the gateway holds the list",
+        Duration::from_secs(10),
+        || async {
+            let refused = ann_rest
+                .post_message(
+                    &conv,
+                    &post(&switchboard_tests::unique("probe"), "oh DARN", None),
+                )
+                .await;
+            matches!(refused, Err(e) if e.code() == Some("rejected_by_policy")).then_some(())
+        },
+    )
+    .await;
+    let mut ann = cluster.ws(0, "wl_ann", "phone").await;
+    ann.send(&send_frame(&conv, "ws-1", "well, heck."))
+        .await
+        .unwrap();
+    let (code, _, id, _) = expect_error(&mut ann).await;
+    assert_eq!(
+        (code.as_str(), id.as_deref()),
+        ("rejected_by_policy", Some("ws-1"))
+    );
+    ann.send(&send_frame(&conv, "ws-2", "darned hecks"))
+        .await
+        .unwrap();
+    let (first, _) = expect_ack(&mut ann, "ws-2").await;
+    // An edit is screened like a send.
+    ann.send(&edit_frame(&conv, first, "darn")).await.unwrap();
+    let (code, _, _, _) = expect_error(&mut ann).await;
+    assert_eq!(code.as_str(), "rejected_by_policy");
+
+    // Mask: stored with the words starred, whichever way in.
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/blocklist",
+        Some(json!({"words": ["darn", "heck"], "mode": "mask"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    eventually("the gateway masks", Duration::from_secs(10), || async {
+        let sent = ann_rest
+            .post_message(
+                &conv,
+                &post(&switchboard_tests::unique("mask"), "HECK yes", None),
+            )
+            .await
+            .ok()?;
+        let text = match &sent.content {
+            Some(Content::Text { text }) => text.clone(),
+            _ => return None,
+        };
+        (text == "**** yes").then_some(())
+    })
+    .await;
+    ann.send(&send_frame(&conv, "ws-3", "well darn it"))
+        .await
+        .unwrap();
+    expect_ack(&mut ann, "ws-3").await;
+    schedule(&mut ann, &conv, "sched-1", "darn, later", &in_ms(1_000)).await;
+    ann.send(&edit_frame(&conv, first, "edited, heck"))
+        .await
+        .unwrap();
+    let history = eventually(
+        "the masked texts stored",
+        Duration::from_secs(20),
+        || async {
+            let history = full_history(&cluster, &conv, "sc_bob").await;
+            let edited = history
+                .iter()
+                .any(|m| m.message_id == first && text_of(m) == "edited, ****");
+            let scheduled = history.iter().any(|m| text_of(m) == "****, later");
+            (edited && scheduled).then_some(history)
+        },
+    )
+    .await;
+    let texts: Vec<&str> = history.iter().map(text_of).collect();
+    assert!(texts.contains(&"well **** it"), "{texts:?}");
+    let listed = |t: &str| {
+        t.split(|c: char| !c.is_alphanumeric())
+            .any(|w| ["darn", "heck"].contains(&w.to_lowercase().as_str()))
+    };
+    assert!(
+        !texts.iter().any(|t| listed(t)),
+        "nothing listed is stored: {texts:?}"
+    );
+
+    // An empty list turns it off.
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/blocklist",
+        Some(json!({"words": [], "mode": "mask"})),
+    )
+    .await;
+    assert_eq!((status, &body["words"]), (200, &json!([])), "{body}");
+    eventually("the list is off", Duration::from_secs(10), || async {
+        let sent = ann_rest
+            .post_message(
+                &conv,
+                &post(&switchboard_tests::unique("off"), "darn", None),
+            )
+            .await
+            .ok()?;
+        // Stored as sent: the ack carries no content.
+        sent.content.is_none().then_some(())
+    })
+    .await;
+}

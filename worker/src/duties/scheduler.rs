@@ -165,7 +165,7 @@ enum Refused {
 
 /// The content to send, as the screening every send passes decides at
 /// its time (`switchboard_plugin_host::screen`): the tenant's content
-/// limits, and its moderator under the same limits. A moderator that
+/// limits, its word list, and its moderator under the same limits. A moderator that
 /// failed closed is asked again shortly.
 async fn moderate(
     ctx: &Ctx,
@@ -175,6 +175,7 @@ async fn moderate(
         .tenants
         .quotas(&send.tenant)
         .content_limits(&ctx.config.content);
+    let record = ctx.tenants.get(&send.tenant);
     let submitted = Submitted {
         tenant: &send.tenant,
         conversation_id: &send.conversation_id,
@@ -182,6 +183,7 @@ async fn moderate(
         content: send.content.clone(),
         options: &send.options,
         limits: &limits,
+        blocklist: record.as_ref().and_then(|r| r.blocklist.as_ref()),
     };
     let shape = || async {
         let (kind, members) = ctx

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::moderation::Blocklist;
 use switchboard_protocol::safety::MAX_RETENTION_DAYS;
 use switchboard_protocol::webhooks::{EventType, MAX_WEBHOOKS, WebhookEndpoint};
 use switchboard_protocol::{TenantId, Timestamp};
@@ -309,6 +310,11 @@ pub struct TenantRecord {
     /// `None`: kept unless the conversation says otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
+    /// The tenant's word list (v1.3), applied to every text before its
+    /// plugin; set by tenant admins (`PUT /v1/admin/blocklist`). Stored
+    /// normalized (`Blocklist::normalized`); `None`: no list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocklist: Option<Blocklist>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -328,6 +334,7 @@ impl TenantRecord {
             jwks_url: None,
             webhooks: Vec::new(),
             retention_days: None,
+            blocklist: None,
             created_at: now,
             updated_at: now,
         }
@@ -375,6 +382,7 @@ impl TenantRecord {
             webhooks: self.redacted_webhooks(),
             push,
             retention_days: self.retention_days,
+            blocklist: self.blocklist.clone(),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -410,6 +418,8 @@ pub struct RedactedTenant {
     /// Days after which messages go where a conversation sets no
     /// retention of its own (`null`: kept).
     pub retention_days: Option<u32>,
+    /// The tenant's word list (`null`: none).
+    pub blocklist: Option<Blocklist>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -510,6 +520,17 @@ pub fn validate(record: &TenantRecord) -> Result<(), TenantError> {
         return Err(TenantError::Invalid(format!(
             "retention_days is 1 to {MAX_RETENTION_DAYS}, or null for none"
         )));
+    }
+    if let Some(list) = &record.blocklist {
+        let normalized = list
+            .clone()
+            .normalized()
+            .map_err(|e| TenantError::Invalid(format!("blocklist: {e}")))?;
+        if normalized != *list {
+            return Err(TenantError::Invalid(
+                "blocklist: words are kept in lower case, sorted, each once (PUT /v1/admin/blocklist stores them so)".into(),
+            ));
+        }
     }
     if record.jwks_url.as_deref().is_some_and(|u| !is_http_url(u)) {
         return Err(TenantError::Invalid(

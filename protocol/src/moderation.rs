@@ -1,0 +1,280 @@
+//! Moderation without code (v1.3): the tenant's word list. Its shape,
+//! its bounds and how it reads a text; where it applies (every send and
+//! edit, before the tenant's plugin) is the screening's
+//! (`switchboard_plugin_host::screen`).
+//!
+//! A text is read as words: runs of letters and digits (Unicode), each
+//! compared with the list ignoring case. So a listed word matches itself
+//! anywhere in a text, between spaces or punctuation, and never inside a
+//! longer word ("ass" does not match "class"). A listed word is therefore
+//! letters and digits only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::Content;
+
+/// The most words one tenant's list holds.
+pub const MAX_BLOCKED_WORDS: usize = 1000;
+/// The longest listed word, in characters.
+pub const MAX_BLOCKED_WORD_CHARS: usize = 64;
+
+/// What a text with a listed word gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BlocklistMode {
+    /// Refused (`rejected_by_policy`); the sender is told why.
+    #[default]
+    Reject,
+    /// Stored with each listed word's characters replaced by `*`; the
+    /// sender's ack carries what was stored.
+    Mask,
+}
+
+/// A tenant's word list (`PUT /v1/admin/blocklist`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Blocklist {
+    /// At most 1000 words of letters and digits, each at most 64
+    /// characters; matched ignoring case. An empty list turns it off.
+    pub words: Vec<String>,
+    #[serde(default)]
+    pub mode: BlocklistMode,
+}
+
+/// Why a list is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlocklistError {
+    #[error("a blocklist holds at most {MAX_BLOCKED_WORDS} words")]
+    TooMany,
+    #[error("a blocked word is 1 to {MAX_BLOCKED_WORD_CHARS} characters")]
+    Length,
+    #[error("a blocked word is letters and digits only: {0:?}")]
+    NotAWord(String),
+}
+
+/// What the list makes of one text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listed {
+    /// No listed word.
+    Clean,
+    /// A listed word, in `Reject` mode.
+    Rejected,
+    /// The text with its listed words masked.
+    Masked(String),
+}
+
+/// What the list did to a message's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Unchanged,
+    Masked,
+    /// A listed word, in `Reject` mode: the content is not to be stored.
+    Rejected,
+}
+
+impl Blocklist {
+    /// The list as stored: checked, each word in lower case, sorted, each
+    /// once.
+    pub fn normalized(self) -> Result<Self, BlocklistError> {
+        if self.words.len() > MAX_BLOCKED_WORDS {
+            return Err(BlocklistError::TooMany);
+        }
+        let mut words = Vec::with_capacity(self.words.len());
+        for word in self.words {
+            let chars = word.chars().count();
+            if chars == 0 || chars > MAX_BLOCKED_WORD_CHARS {
+                return Err(BlocklistError::Length);
+            }
+            // In lower case too: a few letters lower to a letter and a
+            // combining mark ('İ'), which no word of a text contains.
+            let lower = word.to_lowercase();
+            if !lower.chars().all(char::is_alphanumeric) {
+                return Err(BlocklistError::NotAWord(word));
+            }
+            words.push(lower);
+        }
+        words.sort_unstable();
+        words.dedup();
+        Ok(Self {
+            words,
+            mode: self.mode,
+        })
+    }
+
+    /// Whether it lists nothing (and so changes nothing).
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// What the list makes of `text`. Expects a [`Self::normalized`]
+    /// list: the words are looked up by binary search.
+    pub fn read(&self, text: &str) -> Listed {
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        let mut start = None;
+        for (i, ch) in text
+            .char_indices()
+            .chain(std::iter::once((text.len(), ' ')))
+        {
+            match (ch.is_alphanumeric(), start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    if self.lists(&text[s..i]) {
+                        if self.mode == BlocklistMode::Reject {
+                            return Listed::Rejected;
+                        }
+                        hits.push((s, i));
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if hits.is_empty() {
+            return Listed::Clean;
+        }
+        let mut masked = String::with_capacity(text.len());
+        let mut at = 0;
+        for (s, e) in hits {
+            masked.push_str(&text[at..s]);
+            masked.extend(text[s..e].chars().map(|_| '*'));
+            at = e;
+        }
+        masked.push_str(&text[at..]);
+        Listed::Masked(masked)
+    }
+
+    fn lists(&self, word: &str) -> bool {
+        if word.chars().count() > MAX_BLOCKED_WORD_CHARS {
+            return false;
+        }
+        let lower = word.to_lowercase();
+        self.words.binary_search(&lower).is_ok()
+    }
+
+    /// What the list makes of a message's content, masking it in place:
+    /// its text, a media caption, or a custom message's `fallback_text`
+    /// (never ciphertext, nor a custom message's `data`, which is the
+    /// app's).
+    pub fn apply(&self, content: &mut Content) -> Applied {
+        if self.is_empty() {
+            return Applied::Unchanged;
+        }
+        let text = match content {
+            Content::Text { text } => Some(text),
+            Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.as_mut(),
+            Content::Custom(c) => c.fallback_text.as_mut(),
+            Content::Ciphertext { .. } | Content::System(_) => None,
+        };
+        let Some(text) = text else {
+            return Applied::Unchanged;
+        };
+        match self.read(text) {
+            Listed::Clean => Applied::Unchanged,
+            Listed::Rejected => Applied::Rejected,
+            Listed::Masked(masked) => {
+                *text = masked;
+                Applied::Masked
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(words: &[&str], mode: BlocklistMode) -> Blocklist {
+        Blocklist {
+            words: words.iter().map(|w| (*w).to_owned()).collect(),
+            mode,
+        }
+        .normalized()
+        .unwrap()
+    }
+
+    #[test]
+    fn words_match_whole_and_ignoring_case() {
+        let l = list(&["Darn", "heck"], BlocklistMode::Mask);
+        assert_eq!(l.words, ["darn", "heck"]);
+        assert_eq!(l.read("oh DARN it"), Listed::Masked("oh **** it".into()));
+        assert_eq!(
+            l.read("heck,darn!heck"),
+            Listed::Masked("****,****!****".into())
+        );
+        assert_eq!(l.read("darned hecks"), Listed::Clean, "never inside a word");
+        assert_eq!(l.read(""), Listed::Clean);
+        let r = list(&["darn"], BlocklistMode::Reject);
+        assert_eq!(r.read("well, Darn."), Listed::Rejected);
+        assert_eq!(r.read("darning"), Listed::Clean);
+    }
+
+    #[test]
+    fn letters_of_any_script_are_words_and_masks_keep_their_length() {
+        let l = list(&["Straße", "ковер"], BlocklistMode::Mask);
+        assert_eq!(
+            l.read("STRASSE straße Ковер"),
+            Listed::Masked("STRASSE ****** *****".into())
+        );
+    }
+
+    #[test]
+    fn the_list_is_bounded_at_its_limits() {
+        let words = |n: usize, w: &str| Blocklist {
+            words: vec![w.to_owned(); n],
+            mode: BlocklistMode::Reject,
+        };
+        assert!(words(MAX_BLOCKED_WORDS, "a").normalized().is_ok());
+        assert_eq!(
+            words(MAX_BLOCKED_WORDS + 1, "a").normalized(),
+            Err(BlocklistError::TooMany)
+        );
+        let long = "é".repeat(MAX_BLOCKED_WORD_CHARS);
+        assert!(words(1, &long).normalized().is_ok());
+        assert_eq!(
+            words(1, &format!("{long}e")).normalized(),
+            Err(BlocklistError::Length)
+        );
+        assert_eq!(words(1, "").normalized(), Err(BlocklistError::Length));
+        assert!(matches!(
+            words(1, "two words").normalized(),
+            Err(BlocklistError::NotAWord(_))
+        ));
+        assert_eq!(words(3, "Same").normalized().unwrap().words, ["same"]);
+        assert!(matches!(
+            words(1, "İ").normalized(),
+            Err(BlocklistError::NotAWord(_))
+        ));
+    }
+
+    #[test]
+    fn content_is_read_where_people_read_it() {
+        let l = list(&["darn"], BlocklistMode::Mask);
+        let mut text: Content = serde_json::from_str(r#"{"kind":"text","text":"darn"}"#).unwrap();
+        assert_eq!(l.apply(&mut text), Applied::Masked);
+        assert_eq!(
+            text,
+            serde_json::from_str(r#"{"kind":"text","text":"****"}"#).unwrap()
+        );
+        let mut custom: Content = serde_json::from_str(
+            r#"{"kind":"custom","type":"t","data":{"x":"darn"},"fallback_text":"darn"}"#,
+        )
+        .unwrap();
+        assert_eq!(l.apply(&mut custom), Applied::Masked);
+        let Content::Custom(c) = &custom else {
+            panic!("{custom:?}")
+        };
+        assert_eq!(c.fallback_text.as_deref(), Some("****"));
+        assert_eq!(c.data["x"], "darn", "the app's data is the app's");
+        let mut sealed: Content =
+            serde_json::from_str(r#"{"kind":"ciphertext","algorithm":"x","body":"darn"}"#).unwrap();
+        assert_eq!(l.apply(&mut sealed), Applied::Unchanged);
+        let reject = list(&["darn"], BlocklistMode::Reject);
+        let mut caption: Content = serde_json::from_str(
+            r#"{"kind":"image","blob_ref":"b","mime":"image/png","size":3,"caption":"Darn cat"}"#,
+        )
+        .unwrap();
+        assert_eq!(reject.apply(&mut caption), Applied::Rejected);
+    }
+}
