@@ -59,13 +59,7 @@ pub(super) async fn set_blocklist(
             Ok(())
         })
         .await
-        .map_err(|e| match e {
-            TenantError::NotFound(_) => ApiError::new(
-                ErrorCode::Conflict,
-                "this tenant is defined in the configuration file only: create it in sb_tenants (switchboard tenant create, or the operator API) to set its word list",
-            ),
-            other => other.into(),
-        })?;
+        .map_err(|e| super::webhooks::record_unchanged(e, "word list"))?;
     tracing::info!(tenant = %id.tenant, by = %id.user, words, "word list set");
     Ok(Json(updated.blocklist.unwrap_or_default()))
 }

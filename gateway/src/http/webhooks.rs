@@ -5,7 +5,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use switchboard_nats::records::tenants::fingerprint;
+use switchboard_nats::records::tenants::{TenantError, fingerprint};
 use switchboard_protocol::ErrorCode;
 use switchboard_protocol::webhooks::{WebhookList, WebhooksBody};
 
@@ -27,7 +27,7 @@ pub(super) async fn list(
 ) -> Result<Json<WebhookList>, ApiError> {
     let webhooks = match gw.tenant_registry.get(&id.tenant).await {
         Ok(record) => record.redacted_webhooks(),
-        Err(switchboard_nats::records::tenants::TenantError::NotFound(_)) => Vec::new(),
+        Err(TenantError::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e.into()),
     };
     Ok(Json(WebhookList { webhooks }))
@@ -68,15 +68,24 @@ pub(super) async fn put(
             Ok(())
         })
         .await
-        .map_err(|e| match e {
-            switchboard_nats::records::tenants::TenantError::NotFound(_) => ApiError::new(
-                ErrorCode::Conflict,
-                "this tenant is defined in the configuration file only: create it in sb_tenants (switchboard tenant create, or the operator API) to set its webhooks",
-            ),
-            other => other.into(),
-        })?;
+        .map_err(|e| record_unchanged(e, "webhooks"))?;
     tracing::info!(tenant = %id.tenant, by = %id.user, endpoints = updated.webhooks.len(), "webhooks set");
     Ok(Json(WebhookList {
         webhooks: updated.redacted_webhooks(),
     }))
+}
+
+/// The answer to a tenant admin's change of their tenant's record (its
+/// webhooks, its word list) that did not happen: a tenant of the
+/// configuration file only has no record to change (409).
+pub(super) fn record_unchanged(e: TenantError, what: &str) -> ApiError {
+    match e {
+        TenantError::NotFound(_) => ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "this tenant is defined in the configuration file only: create it in sb_tenants (switchboard tenant create, or the operator API) to set its {what}"
+            ),
+        ),
+        other => other.into(),
+    }
 }
