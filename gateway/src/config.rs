@@ -207,6 +207,10 @@ pub struct Limits {
     /// each is an event to everyone who shares a conversation with the
     /// user; past it 429 `rate_limited`.
     pub profile_updates_per_minute: f64,
+    /// Tenant-wide bans in force one tenant keeps (v1.3, `PUT
+    /// /v1/admin/bans/{user}`): every gateway holds them all in memory;
+    /// past it 409 `conflict`.
+    pub max_tenant_bans: usize,
     /// Exports (`GET /v1/me/export`) of one user per hour on this gateway
     /// (v1.2): each reads all they sent; past it 429 `rate_limited`.
     pub exports_per_hour: f64,
@@ -285,6 +289,7 @@ impl Default for Limits {
             reports_per_minute: 10.0,
             profile_updates_per_minute: 10.0,
             exports_per_hour: 4.0,
+            max_tenant_bans: 100_000,
             operator_failures_per_minute: 10,
             upload_bytes_per_hour_per_user: 2 << 30,
             upload_bytes_per_hour_per_tenant: 100 << 30,

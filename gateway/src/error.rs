@@ -127,7 +127,11 @@ impl From<StoreError> for ApiError {
 /// A token that is missing or does not verify.
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
-        Self::new(ErrorCode::Unauthorized, e.to_string())
+        let code = match e {
+            AuthError::Banned { .. } => ErrorCode::Banned,
+            _ => ErrorCode::Unauthorized,
+        };
+        Self::new(code, e.to_string())
     }
 }
 

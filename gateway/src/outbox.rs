@@ -52,6 +52,9 @@ pub mod close_code {
     /// The user was erased (v1.2): their data is gone; the client signs
     /// out rather than reconnects.
     pub const ERASED: u16 = 4004;
+    /// The user was banned from the tenant (v1.3): a new connection is
+    /// refused (`banned`) until the ban ends or is lifted.
+    pub const BANNED: u16 = 4005;
 }
 
 impl Outbound {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use switchboard_nats::node_id::IdSource;
+use switchboard_nats::records::bans::TenantBans;
 use switchboard_nats::records::push_tokens::PushTokens;
 use switchboard_nats::records::refusals::Refusals;
 use switchboard_nats::records::tenants::{TenantBook, TenantRegistry};
@@ -50,6 +51,9 @@ pub struct Gateway {
     pub(crate) media: MediaStore,
     pub(crate) keys: KeyDirectory,
     pub(crate) tenant_registry: TenantRegistry,
+    /// Tenant-wide bans are written here; the token check reads them from
+    /// `tenants` (`auth`).
+    pub(crate) tenant_bans: TenantBans,
     pub(crate) push_tokens: PushTokens,
     pub(crate) refusals: Refusals,
     /// Scheduled sends (v1.2) on `SB_SCHEDULED`, and the per-user order
@@ -81,6 +85,7 @@ pub struct GatewayParts {
     pub media: MediaStore,
     pub keys: KeyDirectory,
     pub tenant_registry: TenantRegistry,
+    pub tenant_bans: TenantBans,
     pub push_tokens: PushTokens,
     pub refusals: Refusals,
 }
@@ -104,6 +109,7 @@ impl Gateway {
             media,
             keys,
             tenant_registry,
+            tenant_bans,
             push_tokens,
             refusals,
         } = parts;
@@ -126,6 +132,7 @@ impl Gateway {
             media,
             keys,
             tenant_registry,
+            tenant_bans,
             push_tokens,
             refusals,
             schedules,

@@ -37,6 +37,7 @@ pub const LAST_SEEN_BUCKET_JSON: &str = include_str!("../kv/sb_last_seen.json");
 pub const PLUGINS_BUCKET_JSON: &str = include_str!("../kv/sb_plugins.json");
 pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
+pub const TENANT_BANS_BUCKET_JSON: &str = include_str!("../kv/sb_tenant_bans.json");
 pub const ERASURES_BUCKET_JSON: &str = include_str!("../kv/sb_erasures.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 pub const PLUGIN_UPLOADS_STORE_JSON: &str = include_str!("../objects/sb_plugin_uploads.json");
@@ -62,6 +63,7 @@ pub const LAST_SEEN_BUCKET: &str = "sb_last_seen";
 pub const PLUGINS_BUCKET: &str = "sb_plugins";
 pub const KEYS_BUCKET: &str = "sb_keys";
 pub const TENANTS_BUCKET: &str = "sb_tenants";
+pub const TENANT_BANS_BUCKET: &str = "sb_tenant_bans";
 pub const ERASURES_BUCKET: &str = "sb_erasures";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 pub const PLUGIN_UPLOADS_STORE: &str = "sb_plugin_uploads";
@@ -413,6 +415,11 @@ pub fn tenants_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneErr
     bucket("sb_tenants.json", TENANTS_BUCKET_JSON, config)
 }
 
+/// Tenant-wide bans (v1.3, `records::bans`).
+pub fn tenant_bans_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_tenant_bans.json", TENANT_BANS_BUCKET_JSON, config)
+}
+
 /// The shape of the object store files: the settings of `nats object add`.
 #[derive(Debug, Deserialize)]
 struct ObjectStoreFile {
@@ -508,6 +515,7 @@ async fn check_defined(
         PLUGINS_BUCKET,
         KEYS_BUCKET,
         TENANTS_BUCKET,
+        TENANT_BANS_BUCKET,
         PUSH_TOKENS_BUCKET,
         PUSH_COLLAPSE_BUCKET,
         REFUSED_BUCKET,
@@ -563,6 +571,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         (plugins_bucket(config)?, PLUGINS_BUCKET_JSON),
         (keys_bucket(config)?, KEYS_BUCKET_JSON),
         (tenants_bucket(config)?, TENANTS_BUCKET_JSON),
+        (tenant_bans_bucket(config)?, TENANT_BANS_BUCKET_JSON),
         (push_tokens_bucket(config)?, PUSH_TOKENS_BUCKET_JSON),
         (push_collapse_bucket(config)?, PUSH_COLLAPSE_BUCKET_JSON),
         (refused_bucket(config)?, REFUSED_BUCKET_JSON),
@@ -659,6 +668,7 @@ mod tests {
             ("sb_presence", PRESENCE_BUCKET_JSON, false),
             ("sb_nodes", NODES_BUCKET_JSON, false),
             ("sb_push_tokens", PUSH_TOKENS_BUCKET_JSON, false),
+            ("sb_tenant_bans", TENANT_BANS_BUCKET_JSON, false),
             ("sb_tenants", TENANTS_BUCKET_JSON, true),
             ("sb_plugins", PLUGINS_BUCKET_JSON, true),
         ] {

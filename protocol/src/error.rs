@@ -18,6 +18,9 @@ pub enum ErrorCode {
     Unauthorized,
     /// Authenticated, but not allowed to do this.
     Forbidden,
+    /// The user is banned from the tenant (v1.3): their tokens are
+    /// refused until the ban ends or is lifted.
+    Banned,
     /// The caller is not a member of the conversation.
     NotAMember,
     /// No such conversation, message or other resource (for this caller).
@@ -45,6 +48,7 @@ impl ErrorCode {
             Self::TooLarge => "too_large",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
+            Self::Banned => "banned",
             Self::NotAMember => "not_a_member",
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
@@ -61,7 +65,7 @@ impl ErrorCode {
         match self {
             Self::InvalidFrame | Self::InvalidRequest => 400,
             Self::Unauthorized => 401,
-            Self::Forbidden | Self::NotAMember | Self::RejectedByPolicy => 403,
+            Self::Forbidden | Self::Banned | Self::NotAMember | Self::RejectedByPolicy => 403,
             Self::NotFound => 404,
             Self::Conflict => 409,
             Self::TooLarge => 413,

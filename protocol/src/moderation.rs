@@ -1,7 +1,9 @@
-//! Moderation without code (v1.3): the tenant's word list. Its shape,
-//! its bounds and how it reads a text; where it applies (every send and
-//! edit, before the tenant's plugin) is the screening's
-//! (`switchboard_plugin_host::screen`).
+//! Moderation without code (v1.3): the tenant's word list and its
+//! tenant-wide bans.
+//!
+//! The word list: its shape, its bounds and how it reads a text; where it
+//! applies (every send and edit, before the tenant's plugin) is the
+//! screening's (`switchboard_plugin_host::screen`).
 //!
 //! A text is read as words: runs of letters and digits (Unicode), each
 //! compared with the list ignoring case. So a listed word matches itself
@@ -12,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::content::Content;
+use crate::{Timestamp, UserId};
 
 /// The most words one tenant's list holds.
 pub const MAX_BLOCKED_WORDS: usize = 1000;
@@ -181,6 +184,94 @@ impl Blocklist {
     }
 }
 
+/// The longest reason a tenant ban carries, in characters.
+pub const MAX_BAN_REASON_CHARS: usize = 500;
+
+/// `PUT /v1/admin/bans/{user}`: a tenant-wide ban, until a time or until
+/// lifted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TenantBanRequest {
+    /// When the ban ends by itself (in the future); absent or null: until
+    /// lifted.
+    #[serde(default)]
+    pub until: Option<Timestamp>,
+    /// Why, for the tenant's admins (at most 500 characters); never shown
+    /// to the banned user.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Why a tenant ban is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TenantBanError {
+    #[error("a ban's reason is at most {MAX_BAN_REASON_CHARS} characters")]
+    ReasonTooLong,
+    #[error("a ban's until is in the future: leave it out for a ban until lifted")]
+    UntilPassed,
+}
+
+impl TenantBanRequest {
+    /// The ban it asks for, by `by` at `now`, if it is one.
+    pub fn ban(
+        self,
+        user_id: UserId,
+        by: UserId,
+        now: Timestamp,
+    ) -> Result<TenantBan, TenantBanError> {
+        if self
+            .reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > MAX_BAN_REASON_CHARS)
+        {
+            return Err(TenantBanError::ReasonTooLong);
+        }
+        if self.until.is_some_and(|until| until <= now) {
+            return Err(TenantBanError::UntilPassed);
+        }
+        Ok(TenantBan {
+            user_id,
+            by,
+            banned_at: now,
+            until: self.until,
+            reason: self.reason.filter(|r| !r.is_empty()),
+        })
+    }
+}
+
+/// A user banned from the whole tenant: their tokens are refused
+/// (`banned`) and their connections closed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TenantBan {
+    pub user_id: UserId,
+    /// The tenant admin who banned them.
+    pub by: UserId,
+    pub banned_at: Timestamp,
+    /// When it ends by itself; null: until lifted.
+    pub until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl TenantBan {
+    /// Whether the ban keeps its user out at `now`.
+    pub fn holds_at(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|until| until > now)
+    }
+}
+
+/// `GET /v1/admin/bans`: the tenant's bans in force, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TenantBanList {
+    pub bans: Vec<TenantBan>,
+    /// Where the next page starts (`?cursor=`); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +367,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reject.apply(&mut caption), Applied::Rejected);
+    }
+
+    #[test]
+    fn a_ban_request_is_checked_at_its_bounds() {
+        let now = Timestamp::from_unix_ms(1_000_000);
+        let user = UserId::new("mallory").unwrap();
+        let admin = UserId::new("root").unwrap();
+        let ask = |until: Option<i64>, reason: Option<String>| {
+            TenantBanRequest {
+                until: until.map(Timestamp::from_unix_ms),
+                reason,
+            }
+            .ban(user.clone(), admin.clone(), now)
+        };
+        let longest = "é".repeat(MAX_BAN_REASON_CHARS);
+        let ban = ask(Some(1_000_001), Some(longest.clone())).unwrap();
+        assert_eq!(ban.reason.as_deref(), Some(longest.as_str()));
+        assert!(ban.holds_at(now));
+        assert!(!ban.holds_at(Timestamp::from_unix_ms(1_000_001)));
+        assert_eq!(
+            ask(None, Some(format!("{longest}x"))),
+            Err(TenantBanError::ReasonTooLong)
+        );
+        assert_eq!(ask(Some(1_000_000), None), Err(TenantBanError::UntilPassed));
+        let forever = ask(None, Some(String::new())).unwrap();
+        assert_eq!(forever.reason, None, "an empty reason is none");
+        assert!(forever.holds_at(Timestamp::from_unix_ms(i64::MAX)));
     }
 }

@@ -18,6 +18,7 @@ use switchboard_gateway::{
 use switchboard_nats::definitions::{self, BackboneConfig, NODES_BUCKET};
 use switchboard_nats::node_id::IdGenerator;
 use switchboard_nats::node_id::IdSource;
+use switchboard_nats::records::bans::TenantBans;
 use switchboard_nats::records::push_tokens::PushTokens;
 use switchboard_nats::records::refusals::Refusals;
 use switchboard_nats::records::tenants::{OnChange, TenantBook, TenantRegistry};
@@ -152,22 +153,32 @@ where
 /// The process's view of `sb_tenants` (F21), following changes for as long
 /// as the process runs: its one follower, shared by its worker, push
 /// stage, plugin host and gateway. A gateway's token keys (`keys`) take
-/// every change too.
+/// every change too, and the tenant-wide bans of `sb_tenant_bans`.
 pub async fn tenants(
     client: &async_nats::Client,
     keys: Option<Arc<TenantDirectory>>,
 ) -> anyhow::Result<TenantBook> {
     let tenants = TenantBook::default();
-    let on_change: OnChange = match keys {
-        Some(keys) => Arc::new(move |id, record| keys.apply_record(id, record)),
+    let js = jetstream::new(client.clone());
+    let on_change: OnChange = match &keys {
+        Some(keys) => {
+            let keys = keys.clone();
+            Arc::new(move |id, record| keys.apply_record(id, record))
+        }
         None => Arc::new(|_, _| {}),
     };
-    // The follower runs as long as the process; its handle is not needed.
-    let js = jetstream::new(client.clone());
+    // The followers run as long as the process; their handles are not
+    // needed.
     let _follower = settled("loading tenants", || async {
         Ok(tenants.follow(&js, on_change.clone()).await?)
     })
     .await?;
+    if let Some(keys) = keys {
+        settled("loading tenant bans", || async {
+            Ok(TenantDirectory::follow_bans(&keys, &js).await?)
+        })
+        .await?;
+    }
     Ok(tenants)
 }
 
@@ -315,6 +326,7 @@ pub async fn gateway_parts(inputs: GatewayInputs) -> anyhow::Result<Arc<Gateway>
     tokio::spawn(TenantDirectory::follow_key_sets(Arc::downgrade(&keys)));
     let gateway = Gateway::new(GatewayParts {
         tenant_registry: TenantRegistry::open(&js).await?,
+        tenant_bans: TenantBans::open(&js).await?,
         push_tokens: PushTokens::open(&js).await?,
         refusals: Refusals::open(&js).await?,
         keys: KeyDirectory::new(key_bucket),

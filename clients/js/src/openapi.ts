@@ -132,6 +132,140 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/bans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's bans
+         * @description The tenant-wide bans in force, newest first (then by user), `limit` per page (100 by default, at most 1000), the next page from `next_cursor`. A ban whose `until` passed is not listed. Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Where the previous page ended (its `next_cursor`). */
+                    cursor?: string;
+                    /**
+                     * @description Bans per page: 100 when absent; at least 1, larger values are
+                     *     capped at 1000.
+                     */
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of bans. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TenantBanList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/bans/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Ban a user from the tenant
+         * @description From then on every token of the user is refused, on REST and at the WebSocket upgrade, with 403 `banned`; their open connections close with code 4005, on every gateway within moments. `until` (in the future) ends it by itself; without it, it lasts until lifted. `reason` (at most 500 characters) is for the tenant's admins. Banning again replaces the ban (its time and admin with it). Their conversations, messages and memberships stay. Nobody bans themselves (403). At most `max_tenant_bans` bans in force per tenant (100,000 by default; 409 past it). Tenant admins only.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to ban. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["TenantBanRequest"];
+                };
+            };
+            responses: {
+                /** @description The ban. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TenantBan"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        /**
+         * Lift a user's tenant ban
+         * @description Their tokens work again at once. Idempotent. Tenant admins only.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to let back. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Lifted (or was not banned). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/blocklist": {
         parameters: {
             query?: never;
@@ -4258,7 +4392,7 @@ export interface components {
              */
             retry_after_ms?: number | null;
         };
-        ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
+        ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "banned" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
         /** @description What happened. */
         EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created" | "member.role_changed" | "member.banned" | "member.unbanned" | "message.pinned" | "message.unpinned" | "conversation.updated";
         /** @description Firebase Cloud Messaging, HTTP v1 API, with a service account. */
@@ -5200,6 +5334,43 @@ export interface components {
             updated_at: components["schemas"]["Timestamp"];
             /** @description Outbound webhooks (v1.2), secrets as fingerprints. */
             webhooks: components["schemas"]["WebhookEndpoint"][];
+        };
+        /**
+         * @description A user banned from the whole tenant: their tokens are refused
+         *     (`banned`) and their connections closed.
+         */
+        TenantBan: {
+            banned_at: components["schemas"]["Timestamp"];
+            /** @description The tenant admin who banned them. */
+            by: components["schemas"]["UserId"];
+            reason?: string | null;
+            /** @description When it ends by itself; null: until lifted. */
+            until?: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description `GET /v1/admin/bans`: the tenant's bans in force, newest first. */
+        TenantBanList: {
+            bans: components["schemas"]["TenantBan"][];
+            /** @description Where the next page starts (`?cursor=`); absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /**
+         * @description `PUT /v1/admin/bans/{user}`: a tenant-wide ban, until a time or until
+         *     lifted.
+         */
+        TenantBanRequest: {
+            /**
+             * @description Why, for the tenant's admins (at most 500 characters); never shown
+             *     to the banned user.
+             * @default null
+             */
+            reason: string | null;
+            /**
+             * @description When the ban ends by itself (in the future); absent or null: until
+             *     lifted.
+             * @default null
+             */
+            until: components["schemas"]["Timestamp"] | null;
         };
         /** @description A tenant: 1-128 characters of [A-Za-z0-9._:@-]. */
         TenantId: string;

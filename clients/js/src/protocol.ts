@@ -278,7 +278,7 @@ export type DeviceId = string
  */
 export type ReceiptKind = ("delivered" | "read")
 export type PresenceStatus = ("online" | "offline")
-export type ErrorCode = ("invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal")
+export type ErrorCode = ("invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "banned" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal")
 /**
  * What a `pins_changed` event reports.
  */

@@ -1,6 +1,6 @@
 //! Why a token or a tenant's keys were refused.
 
-use switchboard_protocol::{IdError, TenantId};
+use switchboard_protocol::{IdError, TenantId, Timestamp};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -33,6 +33,16 @@ pub enum AuthError {
     /// A tenant, user or device claim that is not a valid id.
     #[error("invalid token claims: {0}")]
     ClaimId(#[source] IdError),
+    /// A valid token of a user banned from the tenant (v1.3).
+    #[error("{}", banned_message(*until))]
+    Banned { until: Option<Timestamp> },
+}
+
+fn banned_message(until: Option<Timestamp>) -> String {
+    match until {
+        Some(until) => format!("banned from this tenant until {until}"),
+        None => "banned from this tenant".to_owned(),
+    }
 }
 
 /// A tenant of the configuration file whose id or keys are not usable.

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::Validation;
-use switchboard_protocol::TenantId;
+use switchboard_protocol::{TenantId, Timestamp, UserId};
 
+use switchboard_nats::records::bans::{BanBook, OnBanChange};
 use switchboard_nats::records::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
@@ -41,21 +42,26 @@ pub use claims::Identity;
 pub use error::{AuthError, KeyError};
 pub use jwks::JwksSettings;
 
-/// The latest change of the tenants' keys.
+/// The latest change of the tenants' keys or bans.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyChange {
     /// Changes so far.
     pub count: u64,
     /// The tenant of the latest.
     pub tenant: Option<TenantId>,
+    /// The one user it concerns (a ban), if only one.
+    pub user: Option<UserId>,
 }
 
 impl KeyChange {
-    /// Whether a session of `tenant` that saw change `seen` last must check
-    /// its token again: its tenant changed, or changes were coalesced and
-    /// one of the missed ones may have been its tenant's.
-    pub fn concerns(&self, tenant: &TenantId, seen: u64) -> bool {
-        self.count != seen.wrapping_add(1) || self.tenant.as_ref().is_none_or(|t| t == tenant)
+    /// Whether a session of `user` in `tenant` that saw change `seen` last
+    /// must check its token again: its tenant's keys or its user's ban
+    /// changed, or changes were coalesced and one of the missed ones may
+    /// have concerned it.
+    pub fn concerns(&self, tenant: &TenantId, user: &UserId, seen: u64) -> bool {
+        self.count != seen.wrapping_add(1)
+            || (self.tenant.as_ref().is_none_or(|t| t == tenant)
+                && self.user.as_ref().is_none_or(|u| u == user))
     }
 }
 
@@ -107,8 +113,11 @@ pub struct TenantDirectory {
     max_lifetime_secs: u64,
     /// Counts key changes, with the tenant of the latest: open sessions
     /// of that tenant re-check their token, so a removed key or a deleted
-    /// tenant ends them within moments.
+    /// tenant ends them within moments. A ban is a change of one user.
     changes: tokio::sync::watch::Sender<KeyChange>,
+    /// Tenant-wide bans (v1.3): a banned user's token is refused however
+    /// well it is signed.
+    bans: BanBook,
 }
 
 impl TenantDirectory {
@@ -156,6 +165,7 @@ impl TenantDirectory {
             leeway_secs,
             max_lifetime_secs: crate::config::Limits::default().max_token_lifetime_secs,
             changes: tokio::sync::watch::Sender::new(KeyChange::default()),
+            bans: BanBook::default(),
         };
         for (tenant, url) in &directory.jwks_from_file {
             directory.jwks.point(tenant, Some(url));
@@ -167,6 +177,37 @@ impl TenantDirectory {
     pub fn with_max_lifetime(mut self, secs: u64) -> Self {
         self.max_lifetime_secs = secs;
         self
+    }
+
+    /// The bans tokens are checked against: the process's follower of
+    /// `sb_tenant_bans` fills it (and calls `ban_changed`).
+    pub fn bans(&self) -> &BanBook {
+        &self.bans
+    }
+
+    /// Loads the tenant-wide bans of `sb_tenant_bans` into `bans` and
+    /// follows their changes for as long as the process runs; returns
+    /// once the bans of the moment are loaded.
+    pub async fn follow_bans(
+        directory: &Arc<Self>,
+        js: &async_nats::jetstream::Context,
+    ) -> Result<(), switchboard_nats::BackboneError> {
+        let d = directory.clone();
+        let on_change: OnBanChange = Arc::new(move |tenant, user| d.ban_changed(tenant, user));
+        // The follower runs as long as the process; its handle is not
+        // needed.
+        let _follower = directory.bans.follow(js, on_change).await?;
+        Ok(())
+    }
+
+    /// `user`'s ban in `tenant` changed (`bans` has the change): their
+    /// open sessions check their token again, and a banned one ends.
+    pub fn ban_changed(&self, tenant: &TenantId, user: &UserId) {
+        self.changes.send_modify(|c| {
+            c.count = c.count.wrapping_add(1);
+            c.tenant = Some(tenant.clone());
+            c.user = Some(user.clone());
+        });
     }
 
     /// Key sets are fetched and kept as `settings` say.
@@ -221,6 +262,7 @@ impl TenantDirectory {
         self.changes.send_modify(|c| {
             c.count = c.count.wrapping_add(1);
             c.tenant = Some(id.clone());
+            c.user = None;
         });
     }
 
@@ -368,7 +410,14 @@ impl TenantDirectory {
                     data.claims
                         .check_lifetime(self.max_lifetime_secs, self.leeway_secs)?;
                     access.rules.check(&data.claims)?;
-                    return data.claims.identity(&tenant);
+                    let identity = data.claims.identity(&tenant)?;
+                    // After the signature: only a verified token learns
+                    // that its user is banned.
+                    if let Some(ban) = self.bans.holding(&tenant, &identity.user, Timestamp::now())
+                    {
+                        return Err(AuthError::Banned { until: ban.until });
+                    }
+                    return Ok(identity);
                 }
                 Err(e) => match e.kind() {
                     ErrorKind::ExpiredSignature => expired = true,

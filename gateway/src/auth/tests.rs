@@ -154,13 +154,34 @@ fn origins_from_the_configuration_file_meet_the_records_rule() {
 fn sessions_check_their_token_when_their_tenant_or_an_unseen_change_may_concern_them() {
     let acme = TenantId::new("acme").unwrap();
     let globex = TenantId::new("globex").unwrap();
-    let change = |count, tenant: &TenantId| KeyChange {
+    let ann = UserId::new("ann").unwrap();
+    let bob = UserId::new("bob").unwrap();
+    let change = |count, tenant: &TenantId, user: Option<&UserId>| KeyChange {
         count,
         tenant: Some(tenant.clone()),
+        user: user.cloned(),
     };
-    assert!(change(5, &acme).concerns(&acme, 4));
-    assert!(!change(5, &globex).concerns(&acme, 4), "another tenant's");
-    assert!(change(6, &globex).concerns(&acme, 4), "one was missed");
+    assert!(change(5, &acme, None).concerns(&acme, &ann, 4));
+    assert!(
+        !change(5, &globex, None).concerns(&acme, &ann, 4),
+        "another tenant's"
+    );
+    assert!(
+        change(6, &globex, None).concerns(&acme, &ann, 4),
+        "one was missed"
+    );
+    assert!(
+        change(5, &acme, Some(&ann)).concerns(&acme, &ann, 4),
+        "ann's ban"
+    );
+    assert!(
+        !change(5, &acme, Some(&bob)).concerns(&acme, &ann, 4),
+        "bob's ban"
+    );
+    assert!(
+        !change(5, &globex, Some(&ann)).concerns(&acme, &ann, 4),
+        "another tenant's ann"
+    );
 }
 
 #[test]
@@ -449,4 +470,55 @@ fn a_key_set_is_due_when_new_after_its_refresh_and_not_before_its_retry() {
             .due(now + std::time::Duration::from_secs(600))
             .is_empty()
     );
+}
+
+#[test]
+fn a_banned_users_valid_token_is_refused_and_only_theirs() {
+    use switchboard_protocol::moderation::TenantBan;
+    let d = directory();
+    let bans = d.bans().clone();
+    let acme = TenantId::new("acme").unwrap();
+    let mallory = UserId::new("mallory").unwrap();
+    let token = |sub: &str| {
+        hs256(
+            serde_json::json!({"tenant":"acme","sub":sub,"exp":now()+60}),
+            SECRET,
+        )
+    };
+    let mut changes = d.subscribe();
+    let ban = |until: Option<i64>| TenantBan {
+        user_id: mallory.clone(),
+        by: UserId::new("root").unwrap(),
+        banned_at: Timestamp::now(),
+        until: until.map(Timestamp::from_unix_ms),
+        reason: Some("spam".into()),
+    };
+    let soon = Timestamp::now().unix_ms() + 60_000;
+    bans.set(&acme, &mallory, Some(ban(Some(soon))));
+    d.ban_changed(&acme, &mallory);
+    assert!(changes.has_changed().unwrap());
+    assert_eq!(changes.borrow_and_update().user.as_ref(), Some(&mallory));
+    assert_eq!(
+        d.verify(&token("mallory")),
+        Err(AuthError::Banned {
+            until: Some(Timestamp::from_unix_ms(soon))
+        })
+    );
+    assert!(d.verify(&token("ann")).is_ok(), "only the banned user");
+    // A badly signed token is a bad signature, banned user or not.
+    let forged = hs256(
+        serde_json::json!({"tenant":"acme","sub":"mallory","exp":now()+60}),
+        "another secret of at least 32 bytes!!",
+    );
+    assert_eq!(d.verify(&forged), Err(AuthError::BadSignature));
+    // A ban that ended admits again, as does a lifted one.
+    bans.set(&acme, &mallory, Some(ban(Some(1))));
+    assert!(d.verify(&token("mallory")).is_ok());
+    bans.set(&acme, &mallory, Some(ban(None)));
+    assert!(matches!(
+        d.verify(&token("mallory")),
+        Err(AuthError::Banned { until: None })
+    ));
+    bans.set(&acme, &mallory, None);
+    assert!(d.verify(&token("mallory")).is_ok());
 }

@@ -268,14 +268,18 @@ impl Live {
                 }
                 Ok(()) = self.key_changes.changed() => {
                     let change = self.key_changes.borrow_and_update().clone();
-                    let concerned = change.concerns(&conn.id.tenant, self.seen_change);
+                    let concerned = change.concerns(&conn.id.tenant, &conn.id.user, self.seen_change);
                     self.seen_change = change.count;
                     if concerned
                         && let Err(e) = conn.gw.tenants.verify(&conn.token)
                         && e != AuthError::Expired
                     {
                         tracing::info!(error = %e, "the session's token no longer verifies; closing the connection");
-                        conn.tx.close_now(close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token");
+                        let (code, reason) = match e {
+                            AuthError::Banned { .. } => (close_code::BANNED, "banned from this tenant"),
+                            _ => (close_code::TOKEN_REVOKED, "token revoked; reconnect with a valid token"),
+                        };
+                        conn.tx.close_now(code, reason);
                         let _ = tokio::time::timeout(Duration::from_secs(1), &mut *writer).await;
                         break;
                     }

@@ -217,6 +217,21 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             moderation::set_blocklist_op(),
             moderation::set_blocklist,
         )
+        .route(
+            "/v1/admin/bans",
+            moderation::list_bans_op(),
+            moderation::list_bans,
+        )
+        .route(
+            "/v1/admin/bans/{user}",
+            moderation::ban_op(),
+            moderation::ban,
+        )
+        .route(
+            "/v1/admin/bans/{user}",
+            moderation::unban_op(),
+            moderation::unban,
+        )
         .route("/v1/me/export", export::export_op(), export::export)
         .route("/v1/search", search::search_op(), search::search)
         .route("/v1/scheduled", scheduled::list_op(), scheduled::list)

@@ -1,17 +1,33 @@
-//! Moderation without code (v1.3), a tenant admin's tools kept in the
-//! tenant's record in `sb_tenants`, which every gateway and worker
-//! follows: `GET/PUT /v1/admin/blocklist`, the word list every send and
-//! edit passes before the tenant's plugin (`screen.rs`).
+//! Moderation without code (v1.3), a tenant admin's tools:
+//! - `GET/PUT /v1/admin/blocklist`, the word list every send and edit
+//!   passes before the tenant's plugin (`screen.rs`), kept in the
+//!   tenant's record in `sb_tenants`, which every gateway and worker
+//!   follows;
+//! - `GET /v1/admin/bans`, `PUT/DELETE /v1/admin/bans/{user}`, tenant-wide
+//!   bans, kept in `sb_tenant_bans`, which every gateway follows: the
+//!   token check (`auth`) refuses a banned user, and their open sessions
+//!   close (`connection`).
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use switchboard_nats::records::tenants::TenantError;
-use switchboard_protocol::ErrorCode;
-use switchboard_protocol::moderation::Blocklist;
+use switchboard_protocol::moderation::{Blocklist, TenantBan, TenantBanList, TenantBanRequest};
+use switchboard_protocol::{ErrorCode, Timestamp, UserId};
 
-use super::extract::{Admin, JsonBody, Shared};
+use super::extract::{Admin, JsonBody, PathParams, Shared};
 use super::openapi::Operation;
 use crate::error::ApiError;
+
+/// Bans per page of `GET /v1/admin/bans` by default, and at most.
+const BANS_PAGE: usize = 100;
+const MAX_BANS_PAGE: usize = 1000;
+/// Ended bans deleted from the bucket at each ban: the bucket keeps no
+/// more than the bans in force for long, at a bounded cost per request.
+const ENDED_SWEPT_PER_BAN: usize = 100;
 
 /// `GET /v1/admin/blocklist`
 pub(super) fn blocklist_op() -> Operation {
@@ -62,4 +78,140 @@ pub(super) async fn set_blocklist(
         .map_err(|e| super::webhooks::record_unchanged(e, "word list"))?;
     tracing::info!(tenant = %id.tenant, by = %id.user, words, "word list set");
     Ok(Json(updated.blocklist.unwrap_or_default()))
+}
+
+/// The query of `GET /v1/admin/bans`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(super) struct BansQuery {
+    /// Bans per page: 100 when absent; at least 1, larger values are
+    /// capped at 1000.
+    limit: Option<usize>,
+    /// Where the previous page ended (its `next_cursor`).
+    cursor: Option<String>,
+}
+
+/// Where a page of bans ends: the last ban's time and user, in the
+/// list's order (newest first, then by user).
+fn ban_cursor(ban: &TenantBan) -> String {
+    format!("{}:{}", ban.banned_at.unix_ms(), ban.user_id)
+}
+
+fn after_cursor(cursor: &str) -> Result<(i64, UserId), ApiError> {
+    let bad = || ApiError::invalid("cursor is not one this list gave");
+    let (ms, user) = cursor.split_once(':').ok_or_else(bad)?;
+    let ms = ms.parse::<i64>().map_err(|_| bad())?;
+    Ok((ms, UserId::new(user).map_err(|_| bad())?))
+}
+
+/// `GET /v1/admin/bans`
+pub(super) fn list_bans_op() -> Operation {
+    Operation::get("The tenant's bans")
+        .describe("The tenant-wide bans in force, newest first (then by user), `limit` per page (100 by default, at most 1000), the next page from `next_cursor`. A ban whose `until` passed is not listed. Tenant admins only.")
+        .query_fields::<BansQuery>()
+        .reply::<TenantBanList>(200, "A page of bans.")
+        .errors(&[400, 403])
+}
+
+pub(super) async fn list_bans(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    query: Result<Query<BansQuery>, QueryRejection>,
+) -> Result<Json<TenantBanList>, ApiError> {
+    let Query(query) = query?;
+    let limit = query.limit.unwrap_or(BANS_PAGE).clamp(1, MAX_BANS_PAGE);
+    let after = query.cursor.as_deref().map(after_cursor).transpose()?;
+    let all = gw.tenants.bans().in_force(&id.tenant, Timestamp::now());
+    let start = match &after {
+        Some((ms, user)) => all.partition_point(|b| {
+            let at = b.banned_at.unix_ms();
+            at > *ms || (at == *ms && b.user_id <= *user)
+        }),
+        None => 0,
+    };
+    let bans: Vec<TenantBan> = all.into_iter().skip(start).take(limit + 1).collect();
+    let (bans, next_cursor) = if bans.len() > limit {
+        let page = bans[..limit].to_vec();
+        let cursor = page.last().map(ban_cursor);
+        (page, cursor)
+    } else {
+        (bans, None)
+    };
+    Ok(Json(TenantBanList { bans, next_cursor }))
+}
+
+/// `PUT /v1/admin/bans/{user}`
+pub(super) fn ban_op() -> Operation {
+    Operation::put("Ban a user from the tenant")
+        .describe("From then on every token of the user is refused, on REST and at the WebSocket upgrade, with 403 `banned`; their open connections close with code 4005, on every gateway within moments. `until` (in the future) ends it by itself; without it, it lasts until lifted. `reason` (at most 500 characters) is for the tenant's admins. Banning again replaces the ban (its time and admin with it). Their conversations, messages and memberships stay. Nobody bans themselves (403). At most `max_tenant_bans` bans in force per tenant (100,000 by default; 409 past it). Tenant admins only.")
+        .path::<UserId>("user", "The user to ban.")
+        .json_body::<TenantBanRequest>()
+        .reply::<TenantBan>(200, "The ban.")
+        .errors(&[400, 403, 409])
+}
+
+pub(super) async fn ban(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    path: PathParams<UserId>,
+    JsonBody(request): JsonBody<TenantBanRequest>,
+) -> Result<Json<TenantBan>, ApiError> {
+    let user = path.get()?;
+    if user == id.user {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "nobody bans themselves",
+        ));
+    }
+    let now = Timestamp::now();
+    let ban = request
+        .ban(user.clone(), id.user.clone(), now)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let book = gw.tenants.bans();
+    let max = gw.config.limits.max_tenant_bans;
+    if book.holding(&id.tenant, &user, now).is_none() && book.count(&id.tenant, now) >= max {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("a tenant has at most {max} bans in force: lift one first"),
+        ));
+    }
+    gw.tenant_bans.put(&id.tenant, &ban).await?;
+    // This gateway's sessions and tokens at once; the others as the
+    // change reaches them.
+    book.set(&id.tenant, &user, Some(ban.clone()));
+    gw.tenants.ban_changed(&id.tenant, &user);
+    tracing::info!(tenant = %id.tenant, by = %id.user, banned = %user, until = ?ban.until, "user banned from the tenant");
+    for ended in book
+        .ended(&id.tenant, now)
+        .into_iter()
+        .take(ENDED_SWEPT_PER_BAN)
+    {
+        if let Err(e) = gw.tenant_bans.delete(&id.tenant, &ended).await {
+            tracing::debug!(error = %e, "deleting an ended ban");
+            break;
+        }
+        book.set(&id.tenant, &ended, None);
+    }
+    Ok(Json(ban))
+}
+
+/// `DELETE /v1/admin/bans/{user}`
+pub(super) fn unban_op() -> Operation {
+    Operation::delete("Lift a user's tenant ban")
+        .describe("Their tokens work again at once. Idempotent. Tenant admins only.")
+        .path::<UserId>("user", "The user to let back.")
+        .reply_empty(204, "Lifted (or was not banned).")
+        .errors(&[403])
+}
+
+pub(super) async fn unban(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    path: PathParams<UserId>,
+) -> Result<StatusCode, ApiError> {
+    let user = path.get()?;
+    gw.tenant_bans.delete(&id.tenant, &user).await?;
+    gw.tenants.bans().set(&id.tenant, &user, None);
+    gw.tenants.ban_changed(&id.tenant, &user);
+    tracing::info!(tenant = %id.tenant, by = %id.user, lifted = %user, "tenant ban lifted");
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -7,6 +7,7 @@
 //! (subjects, streams, envelopes, leases, in the crate root), and state
 //! only one component uses (the E2EE key directory is the gateway's).
 
+pub mod bans;
 pub mod erasures;
 pub mod presence;
 pub mod push_tokens;

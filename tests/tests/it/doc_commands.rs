@@ -219,6 +219,11 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "nats/README.md",
+        "## KV bucket `sb_tenant_bans`",
+        "moderation::a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywhere",
+    ),
+    (
+        "nats/README.md",
         "## KV bucket `sb_keys`",
         "nats_cli::the_kv_bucket_commands_of_the_docs_work_as_written",
     ),

@@ -32,6 +32,7 @@ mod limits;
 mod lists;
 mod media;
 mod metrics;
+mod moderation;
 mod nats_cli;
 mod ordering;
 mod overload;

@@ -100,7 +100,7 @@ fn recreates(line: &str) -> bool {
 /// `nats stream edit KV_<bucket>` lines that follow it in the docs: the
 /// bucket they make has the settings of the one Switchboard made on the
 /// live deployment (`live`), from `nats/kv/*.json`.
-async fn check_kv_add(section: &[String], live: &async_nats::jetstream::Context) {
+pub(crate) async fn check_kv_add(section: &[String], live: &async_nats::jetstream::Context) {
     let lines: Vec<&String> = section.iter().filter(|l| recreates(l)).collect();
     assert!(!lines.is_empty(), "no `nats kv add` in {section:?}");
     let dir = tempfile::tempdir().unwrap();
