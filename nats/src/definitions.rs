@@ -24,6 +24,8 @@ pub const EVENTS_DEAD_STREAM_JSON: &str = include_str!("../streams/SB_EVENTS_DEA
 pub const WEBHOOKS_CONSUMER_TEMPLATE_JSON: &str =
     include_str!("../consumers/webhooks.template.json");
 pub const INDEX_STREAM_JSON: &str = include_str!("../streams/SB_INDEX.json");
+pub const AUDIT_STREAM_JSON: &str = include_str!("../streams/SB_AUDIT.json");
+pub const AUDIT_EVENTS_CONSUMER_JSON: &str = include_str!("../consumers/audit-events.json");
 pub const PUSH_MSG_CONSUMER_JSON: &str = include_str!("../consumers/push-msg.json");
 pub const PUSH_SEND_CONSUMER_JSON: &str = include_str!("../consumers/push-send.json");
 pub const PUSH_TOKENS_BUCKET_JSON: &str = include_str!("../kv/sb_push_tokens.json");
@@ -53,6 +55,7 @@ pub const SCHEDULED_STREAM: &str = "SB_SCHEDULED";
 pub const EVENTS_STREAM: &str = "SB_EVENTS";
 pub const EVENTS_DEAD_STREAM: &str = "SB_EVENTS_DEAD";
 pub const INDEX_STREAM: &str = "SB_INDEX";
+pub const AUDIT_STREAM: &str = "SB_AUDIT";
 pub const PUSH_TOKENS_BUCKET: &str = "sb_push_tokens";
 pub const PUSH_COLLAPSE_BUCKET: &str = "sb_push_collapse";
 pub const REFUSED_BUCKET: &str = "sb_refused";
@@ -251,6 +254,16 @@ pub fn events_dead_stream(config: &BackboneConfig) -> Result<stream::Config, Bac
 /// The search index feed (v1.2, `search.rs`).
 pub fn index_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
     replicated("SB_INDEX.json", INDEX_STREAM_JSON, config)
+}
+
+/// Tenants' moderation audit logs (v1.3, `audit.rs`).
+pub fn audit_stream(config: &BackboneConfig) -> Result<stream::Config, BackboneError> {
+    replicated("SB_AUDIT.json", AUDIT_STREAM_JSON, config)
+}
+
+/// The workers' relay of audit entries to webhook events.
+pub fn audit_events_consumer() -> Result<consumer::pull::Config, BackboneError> {
+    parse("audit-events.json", AUDIT_EVENTS_CONSUMER_JSON)
 }
 
 /// The webhook dispatcher's consumer of one tenant's events.
@@ -502,6 +515,7 @@ async fn check_defined(
         EVENTS_STREAM,
         EVENTS_DEAD_STREAM,
         INDEX_STREAM,
+        AUDIT_STREAM,
     ] {
         js.get_stream(name)
             .await
@@ -556,6 +570,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         events_stream(config)?,
         events_dead_stream(config)?,
         index_stream(config)?,
+        audit_stream(config)?,
     ]);
     for s in streams {
         let name = s.name.clone();
@@ -691,6 +706,14 @@ mod tests {
         assert_eq!(
             push_dead_stream(&c).unwrap().max_age,
             Duration::from_secs(14 * 86_400)
+        );
+        let audit = audit_stream(&c).unwrap();
+        assert_eq!(audit.subjects, ["sb.audit.>"]);
+        assert!(audit.max_messages_per_subject > 0, "bounded per tenant");
+        assert_eq!(audit.discard, stream::DiscardPolicy::Old);
+        assert_eq!(
+            audit_events_consumer().unwrap().filter_subject,
+            "sb.audit.>"
         );
         let [msg, send] = push_consumers().unwrap();
         assert_eq!(msg.filter_subject, "sb.push.msg.>");

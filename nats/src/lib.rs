@@ -17,6 +17,7 @@
 
 pub mod admission;
 pub mod answers;
+pub mod audit;
 pub mod commands;
 mod connection;
 pub mod definitions;

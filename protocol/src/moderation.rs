@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::content::Content;
-use crate::{Timestamp, UserId};
+use crate::{ConversationId, Timestamp, UserId};
 
 /// The most words one tenant's list holds.
 pub const MAX_BLOCKED_WORDS: usize = 1000;
@@ -268,6 +268,57 @@ impl TenantBan {
 pub struct TenantBanList {
     pub bans: Vec<TenantBan>,
     /// Where the next page starts (`?cursor=`); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// What a moderation change was (the audit log, v1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AuditAction {
+    /// The word list was replaced: `details.words` (how many),
+    /// `details.mode`.
+    BlocklistSet,
+    /// `user_id` was banned from the tenant: `details.until`,
+    /// `details.reason`.
+    UserBanned,
+    /// `user_id`'s tenant ban was lifted.
+    UserUnbanned,
+}
+
+/// One moderation change: who did what to whom, and when
+/// (`GET /v1/admin/audit`, the `moderation.audit` webhook event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AuditEntry {
+    /// The entry's place in the tenant's log: later entries have larger
+    /// ids (decimal digits).
+    #[serde(default)]
+    pub id: String,
+    pub at: Timestamp,
+    /// The tenant admin (or owner, for a conversation's change) who made
+    /// it.
+    pub actor: UserId,
+    pub action: AuditAction,
+    /// The user it was done to, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<UserId>,
+    /// The conversation it was done in, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<ConversationId>,
+    /// What the action says.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub details: serde_json::Value,
+}
+
+/// `GET /v1/admin/audit`: a page of the tenant's audit log, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AuditList {
+    pub entries: Vec<AuditEntry>,
+    /// Where the next (older) page starts (`?cursor=`); absent on the
+    /// last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }

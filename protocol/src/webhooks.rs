@@ -57,6 +57,11 @@ pub enum EventType {
     /// (its `content.policy` is what holds now).
     #[serde(rename = "conversation.updated")]
     ConversationUpdated,
+    /// A moderation change (v1.3): `data.entry`, as `GET
+    /// /v1/admin/audit` lists it; `conversation_id` when it was made in
+    /// one.
+    #[serde(rename = "moderation.audit")]
+    ModerationAudit,
 }
 
 impl EventType {
@@ -74,6 +79,7 @@ impl EventType {
             Self::MessagePinned => "message.pinned",
             Self::MessageUnpinned => "message.unpinned",
             Self::ConversationUpdated => "conversation.updated",
+            Self::ModerationAudit => "moderation.audit",
         }
     }
 }
@@ -153,7 +159,10 @@ pub struct WebhookEvent {
     #[serde(rename = "type")]
     pub kind: EventType,
     pub tenant: TenantId,
-    pub conversation_id: ConversationId,
+    /// The conversation it happened in; absent for a tenant-wide
+    /// `moderation.audit` event (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<ConversationId>,
     /// When it happened.
     pub created_at: Timestamp,
     /// What the type says.

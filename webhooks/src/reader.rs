@@ -23,10 +23,11 @@ const LANE_IDLE: Duration = Duration::from_secs(30);
 /// the consumer's ack wait (60 s).
 const KEEP_IN_PROGRESS: Duration = Duration::from_secs(15);
 
-/// The tenant's lanes by conversation. Dropped with the reader, whether
-/// it returns or is aborted, and ends every lane with it.
+/// The tenant's lanes by conversation (`None`: its tenant-wide events).
+/// Dropped with the reader, whether it returns or is aborted, and ends
+/// every lane with it.
 #[derive(Default)]
-struct Lanes(HashMap<ConversationId, (Arc<Lane>, tokio::task::JoinHandle<()>)>);
+struct Lanes(HashMap<Option<ConversationId>, (Arc<Lane>, tokio::task::JoinHandle<()>)>);
 
 impl Drop for Lanes {
     fn drop(&mut self) {

@@ -132,6 +132,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's moderation audit log
+         * @description Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`) or `user_unbanned`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Where the previous page ended (its `next_cursor`). */
+                    cursor?: string;
+                    /**
+                     * @description Entries per page: 50 when absent; at least 1, larger values are
+                     *     capped at 200.
+                     */
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the log. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuditList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/bans": {
         parameters: {
             query?: never;
@@ -1145,7 +1197,7 @@ export interface paths {
         };
         /**
          * Set the tenant's webhooks
-         * @description Replaces the list (a JSON array, or `{"webhooks": [...]}` as GET answers): at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`; the fingerprint GET showed keeps the stored one) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`. An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).
+         * @description Replaces the list (a JSON array, or `{"webhooks": [...]}` as GET answers): at most 10 endpoints, each an http(s) `url`, a `secret` of at least 16 characters (the key of `Switchboard-Signature`; the fingerprint GET showed keeps the stored one) and the `events` it gets: `message.created`, `message.updated`, `reaction`, `member.added`, `member.removed`, `report.created`, `member.role_changed`, `member.banned`, `member.unbanned`, `message.pinned`, `message.unpinned`, `conversation.updated`, `moderation.audit` (v1.3: each entry of the tenant's audit log). An empty list turns them off. Events that happen from then on are delivered; answers the list, secrets as fingerprints. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first (`switchboard tenant create`, the operator API).
          */
         put: {
             parameters: {
@@ -3841,6 +3893,42 @@ export interface components {
             /** @description The app's bundle id (`apns-topic`). */
             topic: string;
         };
+        /** @description What a moderation change was (the audit log, v1.3). */
+        AuditAction: "blocklist_set" | "user_banned" | "user_unbanned";
+        /**
+         * @description One moderation change: who did what to whom, and when
+         *     (`GET /v1/admin/audit`, the `moderation.audit` webhook event).
+         */
+        AuditEntry: {
+            action: components["schemas"]["AuditAction"];
+            /**
+             * @description The tenant admin (or owner, for a conversation's change) who made
+             *     it.
+             */
+            actor: components["schemas"]["UserId"];
+            at: components["schemas"]["Timestamp"];
+            /** @description The conversation it was done in, if one. */
+            conversation_id?: components["schemas"]["ConversationId"] | null;
+            /** @description What the action says. */
+            details?: unknown;
+            /**
+             * @description The entry's place in the tenant's log: later entries have larger
+             *     ids (decimal digits).
+             * @default
+             */
+            id: string;
+            /** @description The user it was done to, if one. */
+            user_id?: components["schemas"]["UserId"] | null;
+        };
+        /** @description `GET /v1/admin/audit`: a page of the tenant's audit log, newest first. */
+        AuditList: {
+            entries: components["schemas"]["AuditEntry"][];
+            /**
+             * @description Where the next (older) page starts (`?cursor=`); absent on the
+             *     last page.
+             */
+            next_cursor?: string | null;
+        };
         /** @description A user kept out of a conversation (v1.2). */
         Ban: {
             banned_at: components["schemas"]["Timestamp"];
@@ -4394,7 +4482,7 @@ export interface components {
         };
         ErrorCode: "invalid_frame" | "invalid_request" | "too_large" | "unauthorized" | "forbidden" | "banned" | "not_a_member" | "not_found" | "conflict" | "rejected_by_policy" | "rate_limited" | "quota_exceeded" | "unavailable" | "internal";
         /** @description What happened. */
-        EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created" | "member.role_changed" | "member.banned" | "member.unbanned" | "message.pinned" | "message.unpinned" | "conversation.updated";
+        EventType: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created" | "member.role_changed" | "member.banned" | "member.unbanned" | "message.pinned" | "message.unpinned" | "conversation.updated" | "moderation.audit";
         /** @description Firebase Cloud Messaging, HTTP v1 API, with a service account. */
         FcmSettings: {
             /** @default https://fcm.googleapis.com */

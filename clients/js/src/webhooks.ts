@@ -13,9 +13,23 @@ export interface VerifyOptions {
 /** The event a webhook POST carries. */
 export interface WebhookEvent {
   id: string;
-  type: "message.created" | "message.updated" | "reaction" | "member.added" | "member.removed" | "report.created";
+  type:
+    | "message.created"
+    | "message.updated"
+    | "reaction"
+    | "member.added"
+    | "member.removed"
+    | "report.created"
+    | "member.role_changed"
+    | "member.banned"
+    | "member.unbanned"
+    | "message.pinned"
+    | "message.unpinned"
+    | "conversation.updated"
+    | "moderation.audit";
   tenant: string;
-  conversation_id: string;
+  /** Absent for a tenant-wide `moderation.audit` event (v1.3). */
+  conversation_id?: string;
   created_at: string;
   data: Record<string, unknown>;
 }

@@ -232,6 +232,11 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             moderation::unban_op(),
             moderation::unban,
         )
+        .route(
+            "/v1/admin/audit",
+            moderation::audit_op(),
+            moderation::audit_log,
+        )
         .route("/v1/me/export", export::export_op(), export::export)
         .route("/v1/search", search::search_op(), search::search)
         .route("/v1/scheduled", scheduled::list_op(), scheduled::list)

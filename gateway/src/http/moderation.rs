@@ -6,7 +6,9 @@
 //! - `GET /v1/admin/bans`, `PUT/DELETE /v1/admin/bans/{user}`, tenant-wide
 //!   bans, kept in `sb_tenant_bans`, which every gateway follows: the
 //!   token check (`auth`) refuses a banned user, and their open sessions
-//!   close (`connection`).
+//!   close (`connection`);
+//! - `GET /v1/admin/audit`, the log of those changes (`SB_AUDIT`), each
+//!   recorded once it is made.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -14,13 +16,19 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
+use switchboard_nats::audit::{self, Cursor};
 use switchboard_nats::records::tenants::TenantError;
-use switchboard_protocol::moderation::{Blocklist, TenantBan, TenantBanList, TenantBanRequest};
+use switchboard_protocol::moderation::{
+    AuditAction, AuditEntry, AuditList, Blocklist, TenantBan, TenantBanList, TenantBanRequest,
+};
 use switchboard_protocol::{ErrorCode, Timestamp, UserId};
 
 use super::extract::{Admin, JsonBody, PathParams, Shared};
 use super::openapi::Operation;
+use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::state::Gateway;
 
 /// Bans per page of `GET /v1/admin/bans` by default, and at most.
 const BANS_PAGE: usize = 100;
@@ -28,6 +36,41 @@ const MAX_BANS_PAGE: usize = 1000;
 /// Ended bans deleted from the bucket at each ban: the bucket keeps no
 /// more than the bans in force for long, at a bounded cost per request.
 const ENDED_SWEPT_PER_BAN: usize = 100;
+/// Audit entries per page of `GET /v1/admin/audit` by default, and at
+/// most.
+const AUDIT_PAGE: usize = 50;
+const MAX_AUDIT_PAGE: usize = 200;
+
+/// Records a change `id`'s caller made, once it is made. A change whose
+/// entry could not be recorded is answered `unavailable`: every change
+/// here is idempotent, and the client's retry records it.
+async fn audited(
+    gw: &Gateway,
+    id: &Identity,
+    action: AuditAction,
+    user_id: Option<UserId>,
+    details: serde_json::Value,
+) -> Result<(), ApiError> {
+    let entry = AuditEntry {
+        id: String::new(),
+        at: Timestamp::now(),
+        actor: id.user.clone(),
+        action,
+        user_id,
+        conversation_id: None,
+        details,
+    };
+    match audit::record(&gw.js, &id.tenant, entry).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::error!(tenant = %id.tenant, ?action, error = %e, "a moderation change was made but not audited");
+            Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "the change was made but its audit entry was not recorded: repeat the request",
+            ))
+        }
+    }
+}
 
 /// `GET /v1/admin/blocklist`
 pub(super) fn blocklist_op() -> Operation {
@@ -77,7 +120,10 @@ pub(super) async fn set_blocklist(
         .await
         .map_err(|e| super::webhooks::record_unchanged(e, "word list"))?;
     tracing::info!(tenant = %id.tenant, by = %id.user, words, "word list set");
-    Ok(Json(updated.blocklist.unwrap_or_default()))
+    let list = updated.blocklist.unwrap_or_default();
+    let details = json!({"words": list.words.len(), "mode": list.mode});
+    audited(&gw, &id, AuditAction::BlocklistSet, None, details).await?;
+    Ok(Json(list))
 }
 
 /// The query of `GET /v1/admin/bans`.
@@ -191,6 +237,8 @@ pub(super) async fn ban(
         }
         book.set(&id.tenant, &ended, None);
     }
+    let details = json!({"until": ban.until, "reason": ban.reason});
+    audited(&gw, &id, AuditAction::UserBanned, Some(user), details).await?;
     Ok(Json(ban))
 }
 
@@ -213,5 +261,54 @@ pub(super) async fn unban(
     gw.tenants.bans().set(&id.tenant, &user, None);
     gw.tenants.ban_changed(&id.tenant, &user);
     tracing::info!(tenant = %id.tenant, by = %id.user, lifted = %user, "tenant ban lifted");
+    audited(
+        &gw,
+        &id,
+        AuditAction::UserUnbanned,
+        Some(user),
+        serde_json::Value::Null,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The query of `GET /v1/admin/audit`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(super) struct AuditQuery {
+    /// Entries per page: 50 when absent; at least 1, larger values are
+    /// capped at 200.
+    limit: Option<usize>,
+    /// Where the previous page ended (its `next_cursor`).
+    #[schemars(regex(pattern = r"^[0-9]{1,20}-[0-9]{1,19}$"))]
+    cursor: Option<String>,
+}
+
+/// `GET /v1/admin/audit`
+pub(super) fn audit_op() -> Operation {
+    Operation::get("The tenant's moderation audit log")
+        .describe("Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`) or `user_unbanned`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.")
+        .query_fields::<AuditQuery>()
+        .reply::<AuditList>(200, "A page of the log.")
+        .errors(&[400, 403, 503])
+}
+
+pub(super) async fn audit_log(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<AuditList>, ApiError> {
+    let Query(query) = query?;
+    let limit = query.limit.unwrap_or(AUDIT_PAGE).clamp(1, MAX_AUDIT_PAGE);
+    let before = match query.cursor.as_deref() {
+        Some(c) => Some(
+            Cursor::decode(c)
+                .ok_or_else(|| ApiError::invalid("cursor is not one this log gave"))?,
+        ),
+        None => None,
+    };
+    let (entries, next) = audit::page(&gw.js, &id.tenant, before, limit).await?;
+    Ok(Json(AuditList {
+        entries,
+        next_cursor: next.map(Cursor::encode),
+    }))
 }

@@ -219,6 +219,11 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "nats/README.md",
+        "## Stream `SB_AUDIT` and consumer `audit-events`",
+        "moderation::every_moderation_change_is_audited_and_sent_as_an_event",
+    ),
+    (
+        "nats/README.md",
         "## KV bucket `sb_tenant_bans`",
         "moderation::a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywhere",
     ),

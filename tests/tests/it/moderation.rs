@@ -1,18 +1,21 @@
 //! Moderation without code (v1.3), from outside: a tenant admin's
 //! tenant-wide bans refuse the user's tokens on every gateway and close
 //! their open connections, within the documented bounds, and the NATS
-//! commands of the bans' bucket work as written.
+//! commands of the bans' bucket work as written; every change is in the
+//! tenant's audit log and sent to its webhooks.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::extract::State;
 use serde_json::{Value, json};
-use switchboard_client::{RestClient, WsError};
+use switchboard_client::{RestClient, TokenSpec, WsError, mint_hs256};
 use switchboard_protocol::ConversationKind;
 use switchboard_tests::cluster::TENANT;
 use switchboard_tests::nats_cli::{self, expect};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
-use crate::support::{call, closed_within, send_acked};
+use crate::support::{call, closed_within, create_tenant_record, send_acked};
 
 const ADMIN: &str = "root";
 const MALLORY: &str = "mallory";
@@ -246,4 +249,186 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
     until_status(&cluster.rest(1, "eve"), 200).await;
     let mut back = cluster.ws(0, MALLORY, "phone").await;
     send_acked(&mut back, &group, "m2", "back again").await;
+}
+
+const HOOKED: &str = "auditco";
+const HOOKED_SECRET: &str = "auditco-secret-0123456789";
+
+/// A webhook endpoint that keeps every body it is POSTed.
+async fn event_sink() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/events",
+            axum::routing::post(
+                |State(got): State<Arc<Mutex<Vec<Value>>>>, body: axum::body::Bytes| async move {
+                    if let Ok(event) = serde_json::from_slice(&body) {
+                        got.lock().unwrap().push(event);
+                    }
+                    axum::http::StatusCode::OK
+                },
+            ),
+        )
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/events", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
+
+/// Every change of the word list and the bans is in the tenant's audit
+/// log, newest first and in pages, for its admins only, and reaches the
+/// webhooks that take `moderation.audit`; another tenant's log holds
+/// none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_moderation_change_is_audited_and_sent_as_an_event() {
+    let mut spec = ClusterSpec::with_operator_api();
+    spec.extra_config
+        .push_str("\n[push]\nallow_private_targets = true\n");
+    let cluster = Cluster::start(spec).await;
+    create_tenant_record(&cluster, HOOKED, HOOKED_SECRET).await;
+    let as_user = |user: &str, admin: bool| {
+        let mut spec = TokenSpec::new(HOOKED, user, Some("d"), 600);
+        if admin {
+            spec = spec.admin();
+        }
+        RestClient::new(
+            &cluster.gateways[0].http(),
+            &mint_hs256(HOOKED_SECRET, &spec).unwrap(),
+        )
+    };
+    let admin = as_user(ADMIN, true);
+    let (url, events) = event_sink().await;
+    let hooks = json!({"webhooks": [{"url": url, "secret": "auditco-hook-secret-0123", "events": ["moderation.audit"]}]});
+    eventually(
+        "the tenant takes webhooks",
+        Duration::from_secs(10),
+        || async {
+            let (status, _) = call(&admin, "PUT", "/v1/admin/webhooks", Some(hooks.clone())).await;
+            (status == 200).then_some(())
+        },
+    )
+    .await;
+
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/blocklist",
+        Some(json!({"words": ["darn", "heck"], "mode": "mask"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/bans/mallory",
+        Some(json!({"reason": "spam"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = call(&admin, "DELETE", "/v1/admin/bans/mallory", None).await;
+    assert_eq!(status, 204);
+
+    let (status, log) = call(&admin, "GET", "/v1/admin/audit", None).await;
+    assert_eq!(status, 200, "{log}");
+    let entries = log["entries"].as_array().unwrap();
+    let actions: Vec<&str> = entries
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["user_unbanned", "user_banned", "blocklist_set"],
+        "{log}"
+    );
+    for e in entries {
+        assert_eq!(e["actor"], ADMIN, "{e}");
+        assert!(e["at"].is_string() && e["id"].is_string(), "{e}");
+    }
+    assert_eq!(entries[1]["user_id"], "mallory");
+    assert_eq!(entries[1]["details"]["reason"], "spam");
+    assert_eq!(entries[2]["details"], json!({"words": 2, "mode": "mask"}));
+    assert!(entries[2].get("user_id").is_none(), "{log}");
+    assert!(log.get("next_cursor").is_none(), "{log}");
+
+    // Pages.
+    let (_, first) = call(&admin, "GET", "/v1/admin/audit?limit=2", None).await;
+    assert_eq!(first["entries"].as_array().unwrap().len(), 2, "{first}");
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let (_, rest) = call(
+        &admin,
+        "GET",
+        &format!("/v1/admin/audit?limit=2&cursor={cursor}"),
+        None,
+    )
+    .await;
+    assert_eq!(rest["entries"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["entries"][0], entries[2]);
+    assert!(rest.get("next_cursor").is_none(), "{rest}");
+    let (status, _) = call(&admin, "GET", "/v1/admin/audit?cursor=12", None).await;
+    assert_eq!(status, 400);
+
+    // Admins only; another tenant's log is its own.
+    let (status, _) = call(&as_user("ann", false), "GET", "/v1/admin/audit", None).await;
+    assert_eq!(status, 403);
+    let (status, other) = call(
+        &cluster.rest_as(0, TENANT, ADMIN, true),
+        "GET",
+        "/v1/admin/audit",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{other}");
+    assert_eq!(other["entries"], json!([]), "{other}");
+
+    // Each entry as a webhook event, as the log has it.
+    let got = eventually("three audit events", Duration::from_secs(20), || async {
+        let got = events.lock().unwrap().clone();
+        (got.len() >= 3).then_some(got)
+    })
+    .await;
+    let mut sent: Vec<Value> = got
+        .iter()
+        .inspect(|e| {
+            assert_eq!(e["type"], "moderation.audit", "{e}");
+            assert_eq!(e["tenant"], HOOKED, "{e}");
+            assert!(e.get("conversation_id").is_none(), "{e}");
+        })
+        .map(|e| e["data"]["entry"].clone())
+        .collect();
+    sent.sort_by_key(|e| std::cmp::Reverse(e["id"].as_str().unwrap().parse::<u64>().unwrap()));
+    sent.dedup();
+    assert_eq!(&sent[..], &entries[..]);
+
+    // The stream as the operator sees it, with the commands of
+    // nats/README.md (the docs' tenant is acme: its subject here is
+    // auditco's).
+    let server = cluster.nats.url();
+    let mut checked = 0;
+    for line in nats_cli::documented(
+        "nats/README.md",
+        "## Stream `SB_AUDIT` and consumer `audit-events`",
+    ) {
+        checked += 1;
+        match line.as_str() {
+            "nats stream view SB_AUDIT --subject sb.audit.acme" => {
+                let ours = line.replace("sb.audit.acme", "sb.audit.auditco");
+                expect(
+                    &nats_cli::run(&server, &ours, &[]).await,
+                    &["blocklist_set", "user_banned", "user_unbanned"],
+                );
+            }
+            "nats consumer info SB_AUDIT audit-events" => {
+                expect(
+                    &nats_cli::run(&server, &line, &[]).await,
+                    &["audit-events", "sb.audit.>"],
+                );
+            }
+            other => panic!("{other:?} is documented but not checked here"),
+        }
+    }
+    assert_eq!(checked, 2);
 }

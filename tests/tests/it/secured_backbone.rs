@@ -173,6 +173,30 @@ async fn the_shipped_secure_cluster_serves_with_tls_and_role_users() {
     send_acked(&mut a, &conv, "over-tls", "secured").await;
     assert_eq!(text_of(&expect_message(&mut b).await), "secured");
 
+    // A tenant admin's ban and its audit entry, through a gateway that
+    // runs as the `gateway` user: it may write `sb_tenant_bans`, record
+    // on `sb.audit.>` and read `SB_AUDIT`.
+    let root = cluster.rest_as(0, switchboard_tests::TENANT, "root", true);
+    let (status, body) = call(
+        &root,
+        "PUT",
+        "/v1/admin/bans/tlsb",
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&cluster.rest(0, "tlsb"), "GET", "/v1/conversations", None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("banned")),
+        "{body}"
+    );
+    let (status, log) = call(&root, "GET", "/v1/admin/audit", None).await;
+    assert_eq!(status, 200, "{log}");
+    assert_eq!(log["entries"][0]["action"], "user_banned", "{log}");
+    let (status, _) = call(&root, "DELETE", "/v1/admin/bans/tlsb", None).await;
+    assert_eq!(status, 204);
+
     // The gateway's user cannot write tenants; the admin's can.
     let gateway = tls_client(&cluster.nats, "gateway", PASSWORDS[2].1).await;
     let js = async_nats::jetstream::new(gateway);

@@ -2,8 +2,9 @@
 //! that [`Duties`] starts, restarts after a panic, and stops.
 //!
 //! On every worker: `scheduler` (its share of the scheduled messages
-//! that came due) and the erasure requests of gateways
-//! (`erasure::serve_gateways`). On the leader only (the holder of
+//! that came due), `audit_events` (its share of the moderation audit
+//! entries, relayed as webhook events) and the erasure requests of
+//! gateways (`erasure::serve_gateways`). On the leader only (the holder of
 //! partition 0; each part waits for leadership itself): `archive` (old
 //! day buckets to the blob store), `message_expiry` (messages past their
 //! retention or disappearing time), `inbox_expiry` (undelivered inbox
@@ -16,6 +17,7 @@
 //! serves the request between batches (`archive::serve`).
 
 pub(crate) mod archive;
+mod audit_events;
 mod balance;
 pub(crate) mod erasure;
 mod inbox_expiry;
@@ -60,6 +62,7 @@ impl Duties {
             part("erasure requests", |c| Box::pin(erasure::serve_gateways(c))),
             part("report counter", |c| Box::pin(report_count::run(c))),
             part("scheduler", |c| Box::pin(scheduler::run(c))),
+            part("audit relay", |c| Box::pin(audit_events::run(c))),
             part("leader balancer", |c| Box::pin(balance::run(c))),
         ])
     }

@@ -1,9 +1,10 @@
 //! A batch's outcomes as outbound events (v1.2), for tenants whose
 //! webhooks want them: published on `SB_EVENTS` after the commit and
 //! before the commands' acks (`publish.rs`), so an event never tells of
-//! what the store does not hold. Every event comes from here: no other
-//! process may publish on `sb.events.>` (a gateway could otherwise have
-//! the dispatcher sign what it made up).
+//! what the store does not hold. Every event comes from here or from the
+//! audit relay (`duties::audit_events`): no other process may publish on
+//! `sb.events.>` (a gateway could otherwise have the dispatcher sign what
+//! it made up).
 
 use serde_json::json;
 use switchboard_nats::records::tenants::TenantBook;
@@ -91,7 +92,7 @@ pub(super) fn events_of(
                     id: format!("reaction-{id}"),
                     kind: EventType::Reaction,
                     tenant: tenant.clone(),
-                    conversation_id: conversation_id.clone(),
+                    conversation_id: Some(conversation_id.clone()),
                     created_at: Timestamp::now(),
                     data,
                 });
@@ -101,7 +102,7 @@ pub(super) fn events_of(
                     id: format!("report-{}", report.report_id),
                     kind: EventType::ReportCreated,
                     tenant: tenant.clone(),
-                    conversation_id: report.conversation_id.clone(),
+                    conversation_id: Some(report.conversation_id.clone()),
                     created_at: report.created_at,
                     data: json!({
                         "report_id": report.report_id,
@@ -173,7 +174,7 @@ fn event(
         id,
         kind,
         tenant: tenant.clone(),
-        conversation_id: message.conversation_id.clone(),
+        conversation_id: Some(message.conversation_id.clone()),
         created_at: at,
         data,
     }
