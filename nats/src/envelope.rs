@@ -87,6 +87,10 @@ pub enum Command {
     /// v1.2: a user is kept out of a conversation, or let back in.
     Ban(BanCommand),
     Unban(BanCommand),
+    /// v1.3: a member may no longer post, react or reply (until
+    /// `until`), or may again.
+    Mute(BanCommand),
+    Unmute(BanCommand),
     /// v1.2: settings that affect every member change.
     SetPolicy(PolicyCommand),
     /// v1.2: a message is reported, or a report resolved.
@@ -177,7 +181,7 @@ impl Command {
             Self::React(c) => &c.by.tenant,
             Self::Pin(c) | Self::Unpin(c) => &c.by.tenant,
             Self::Block(c) => &c.by.tenant,
-            Self::Ban(c) | Self::Unban(c) => &c.by.tenant,
+            Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => &c.by.tenant,
             Self::SetPolicy(c) => &c.by.tenant,
             Self::Report(c) => &c.by.tenant,
             Self::ResolveReport(c) => &c.by.tenant,
@@ -195,7 +199,7 @@ impl Command {
             Self::React(c) => Some(&c.by),
             Self::Pin(c) | Self::Unpin(c) => Some(&c.by),
             Self::Block(c) => Some(&c.by),
-            Self::Ban(c) | Self::Unban(c) => Some(&c.by),
+            Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => Some(&c.by),
             Self::SetPolicy(c) => Some(&c.by),
             Self::Report(c) => Some(&c.by),
             Self::ResolveReport(c) => Some(&c.by),
@@ -217,7 +221,9 @@ impl Command {
             Self::React(c) => &c.by.conversation_id,
             Self::Pin(c) | Self::Unpin(c) => &c.by.conversation_id,
             Self::Block(c) => &c.by.conversation_id,
-            Self::Ban(c) | Self::Unban(c) => &c.by.conversation_id,
+            Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => {
+                &c.by.conversation_id
+            }
             Self::SetPolicy(c) => &c.by.conversation_id,
             Self::Report(c) => &c.by.conversation_id,
             Self::ResolveReport(c) => &c.by.conversation_id,
@@ -245,6 +251,8 @@ impl Command {
             | Self::Unpin(_)
             | Self::Block(_)
             | Self::Ban(_)
+            | Self::Mute(_)
+            | Self::Unmute(_)
             | Self::Unban(_)
             | Self::SetPolicy(_)
             | Self::Report(_)

@@ -272,6 +272,48 @@ pub struct TenantBanList {
     pub next_cursor: Option<String>,
 }
 
+/// The most mutes one conversation keeps.
+pub const MAX_MUTES: usize = 1000;
+
+/// `POST /v1/conversations/{id}/mutes`: a member who stays but may not
+/// post, react or reply, until a time or until lifted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MuteRequest {
+    pub user_id: UserId,
+    /// When the mute ends by itself (in the future); absent or null:
+    /// until lifted.
+    #[serde(default)]
+    pub until: Option<Timestamp>,
+}
+
+/// A muted member of a conversation (v1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Mute {
+    pub user_id: UserId,
+    /// The owner or admin who muted them.
+    pub by: UserId,
+    pub muted_at: Timestamp,
+    /// When it ends by itself; null: until lifted.
+    pub until: Option<Timestamp>,
+}
+
+impl Mute {
+    /// Whether the mute holds at `now`.
+    pub fn holds_at(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|until| until > now)
+    }
+}
+
+/// `GET /v1/conversations/{id}/mutes`: the mutes in force, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MuteList {
+    pub mutes: Vec<Mute>,
+}
+
 /// What a moderation change was (the audit log, v1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -285,6 +327,14 @@ pub enum AuditAction {
     UserBanned,
     /// `user_id`'s tenant ban was lifted.
     UserUnbanned,
+    /// `user_id` was muted in `conversation_id`: `details.until`.
+    MemberMuted,
+    /// `user_id`'s mute in `conversation_id` was lifted.
+    MemberUnmuted,
+    /// `conversation_id` was frozen.
+    ConversationFrozen,
+    /// `conversation_id` was thawed.
+    ConversationThawed,
 }
 
 /// One moderation change: who did what to whom, and when

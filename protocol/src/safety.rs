@@ -35,6 +35,10 @@ pub struct ConversationPolicy {
     /// off.
     #[serde(default)]
     pub disappearing_secs: Option<u32>,
+    /// Frozen (v1.3): no post, reaction, edit or member change but by
+    /// owners and admins.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 impl ConversationPolicy {
@@ -73,6 +77,9 @@ impl ConversationPolicy {
         }
         if let Some(secs) = patch.disappearing_secs {
             self.disappearing_secs = secs;
+        }
+        if let Some(frozen) = patch.frozen {
+            self.frozen = frozen;
         }
         self
     }
@@ -157,6 +164,15 @@ pub struct ConversationPatch {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "bool"))]
     pub history_visible_to_new_members: Option<bool>,
+    /// `true` freezes the conversation, `false` thaws it (v1.3; groups
+    /// and channels).
+    #[serde(
+        default,
+        deserialize_with = "not_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "bool"))]
+    pub frozen: Option<bool>,
 }
 
 /// A field that, when present, is a value (`null` is refused).
@@ -320,6 +336,7 @@ mod tests {
             slow_mode_secs: 10,
             retention_days: Some(30),
             disappearing_secs: Some(60),
+            frozen: false,
         };
         let after = before.patched(&p);
         assert_eq!(after.retention_days, None);

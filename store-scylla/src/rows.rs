@@ -121,6 +121,7 @@ impl Conv {
             policy: Default::default(),
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         })
     }
 }

@@ -193,6 +193,7 @@ impl Reads for ScyllaStore {
                 custom: settings.custom,
                 channel: settings.channel,
                 blocked_by,
+                mutes: settings.mutes,
             }))
         })
         .await

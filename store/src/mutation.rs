@@ -145,6 +145,9 @@ pub enum Mutation {
         /// public one is listed in the tenant's directory.
         #[serde(default, skip_serializing_if = "ChannelSettings::is_default")]
         channel: ChannelSettings,
+        /// The members muted here (v1.3), whole.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        mutes: Vec<switchboard_protocol::moderation::Mute>,
     },
     /// `user` joins by themselves (v1.3: a public channel, or an invite):
     /// a member from `at`, with their read and delivery marks at `read_to`

@@ -175,11 +175,13 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             policy,
             custom,
             channel,
+            mutes,
         } => {
             let settings = crate::ConversationSettings {
                 policy: *policy,
                 custom: custom.clone(),
                 channel: channel.clone(),
+                mutes: mutes.clone(),
             };
             safety::set_policy(view, key, &settings).await
         }

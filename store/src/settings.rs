@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_protocol::channels::ChannelSettings;
+use switchboard_protocol::moderation::Mute;
 use switchboard_protocol::safety::ConversationPolicy;
 
 /// The policy (v1.2, as its own fields, so rows written before v1.3 read
@@ -17,12 +18,18 @@ pub struct ConversationSettings {
     pub custom: Map<String, Value>,
     #[serde(flatten)]
     pub channel: ChannelSettings,
+    /// The members muted here (v1.3), ended mutes included until lifted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutes: Vec<Mute>,
 }
 
 impl ConversationSettings {
     /// Whether there is nothing to keep (the row goes).
     pub fn is_default(&self) -> bool {
-        self.policy.is_default() && self.custom.is_empty() && self.channel.is_default()
+        self.policy.is_default()
+            && self.custom.is_empty()
+            && self.channel.is_default()
+            && self.mutes.is_empty()
     }
 
     /// Whether the conversation is in its tenant's directory.

@@ -67,6 +67,10 @@ pub struct ConversationRecord {
     /// Visibility, posting, topic, history for newcomers (v1.3).
     #[serde(default, skip_serializing_if = "ChannelSettings::is_default")]
     pub channel: ChannelSettings,
+    /// The members muted here (v1.3), ended mutes included until lifted:
+    /// for owners and admins (`GET .../mutes`), never in the view.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutes: Vec<switchboard_protocol::moderation::Mute>,
 }
 
 impl ConversationRecord {
@@ -79,6 +83,7 @@ impl ConversationRecord {
         self.policy = settings.policy;
         self.custom = settings.custom;
         self.channel = settings.channel;
+        self.mutes = settings.mutes;
         self
     }
 }
@@ -158,6 +163,9 @@ pub struct SequencerState {
     /// (v1.2); empty elsewhere.
     #[serde(default)]
     pub blocked_by: BTreeSet<UserId>,
+    /// The members muted here (v1.3), ended mutes included until lifted.
+    #[serde(default)]
+    pub mutes: Vec<switchboard_protocol::moderation::Mute>,
 }
 
 impl SequencerState {

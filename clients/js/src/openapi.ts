@@ -141,7 +141,7 @@ export interface paths {
         };
         /**
          * The tenant's moderation audit log
-         * @description Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`) or `user_unbanned`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.
+         * @description Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.
          */
         get: {
             parameters: {
@@ -1673,7 +1673,7 @@ export interface paths {
         head?: never;
         /**
          * Change the settings that affect every member
-         * @description Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).
+         * @description Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). `frozen` (v1.3; not in direct conversations, 409): `true` stops every post, reply, reaction, edit and member change but by owners and admins (403 `forbidden`), `false` thaws; audited. An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).
          */
         patch: {
             parameters: {
@@ -2372,6 +2372,141 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/mutes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A conversation's mutes
+         * @description The mutes in force, newest first. Owners and admins (and tenant admins) only.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The mutes. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MuteList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        /**
+         * Mute a member
+         * @description Owners and admins (and tenant admins). The member stays and reads, but every post, thread reply, reaction and edit of theirs is refused with 403 `forbidden`, whichever way it comes (socket, REST, a scheduled send at its time), until `until` (in the future; 400 otherwise) or until lifted. Muting again replaces the mute. Not an owner or admin (403), not a non-member (404), not in a direct conversation (409: block instead). At most 1000 mutes in force per conversation (409 past it). Audited (`member_muted`).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["MuteRequest"];
+                };
+            };
+            responses: {
+                /** @description The mute. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Mute"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/mutes/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Lift a mute
+         * @description Owners and admins (and tenant admins). The member posts again at once. Idempotent. Audited (`member_unmuted`) when there was a mute.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The muted member. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Lifted (or there was none). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -3894,7 +4029,7 @@ export interface components {
             topic: string;
         };
         /** @description What a moderation change was (the audit log, v1.3). */
-        AuditAction: "blocklist_set" | "user_banned" | "user_unbanned";
+        AuditAction: "blocklist_set" | "user_banned" | "user_unbanned" | "member_muted" | "member_unmuted" | "conversation_frozen" | "conversation_thawed";
         /**
          * @description One moderation change: who did what to whom, and when
          *     (`GET /v1/admin/audit`, the `moderation.audit` webhook event).
@@ -4145,6 +4280,11 @@ export interface components {
              */
             disappearing_secs?: number | null;
             /**
+             * @description `true` freezes the conversation, `false` thaws it (v1.3; groups
+             *     and channels).
+             */
+            frozen?: boolean;
+            /**
              * @description Whether users who join from now on read the history from before
              *     their join (v1.3).
              */
@@ -4179,6 +4319,11 @@ export interface components {
              */
             disappearing_secs: number | null;
             /**
+             * @description Frozen (v1.3): no post, reaction, edit or member change but by
+             *     owners and admins.
+             */
+            frozen?: boolean;
+            /**
              * Format: uint32
              * @description Messages older than this many days are erased; null: kept (or the
              *     tenant's default applies).
@@ -4211,6 +4356,11 @@ export interface components {
              * @default null
              */
             disappearing_secs: number | null;
+            /**
+             * @description Frozen (v1.3): no post, reaction, edit or member change but by
+             *     owners and admins.
+             */
+            frozen?: boolean;
             /**
              * @description Whether a user who joins (`join`, or an invite) reads the history
              *     from before they joined; false: from their join on.
@@ -4739,6 +4889,32 @@ export interface components {
         MessageVersions: {
             message_id: components["schemas"]["MessageId"];
             versions: components["schemas"]["MessageVersion"][];
+        };
+        /** @description A muted member of a conversation (v1.3). */
+        Mute: {
+            /** @description The owner or admin who muted them. */
+            by: components["schemas"]["UserId"];
+            muted_at: components["schemas"]["Timestamp"];
+            /** @description When it ends by itself; null: until lifted. */
+            until?: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
+        };
+        /** @description `GET /v1/conversations/{id}/mutes`: the mutes in force, newest first. */
+        MuteList: {
+            mutes: components["schemas"]["Mute"][];
+        };
+        /**
+         * @description `POST /v1/conversations/{id}/mutes`: a member who stays but may not
+         *     post, react or reply, until a time or until lifted.
+         */
+        MuteRequest: {
+            /**
+             * @description When the mute ends by itself (in the future); absent or null:
+             *     until lifted.
+             * @default null
+             */
+            until: components["schemas"]["Timestamp"] | null;
+            user_id: components["schemas"]["UserId"];
         };
         NewTenant: {
             /**

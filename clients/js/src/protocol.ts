@@ -434,6 +434,11 @@ export interface ConversationPolicy {
  */
 disappearing_secs?: (number | null)
 /**
+ * Frozen (v1.3): no post, reaction, edit or member change but by
+ * owners and admins.
+ */
+frozen?: boolean
+/**
  * Messages older than this many days are erased; null: kept (or the
  * tenant's default applies).
  */

@@ -19,6 +19,7 @@ mod media;
 mod members;
 mod metered;
 mod moderation;
+mod mutes;
 mod openapi;
 mod pins;
 mod plugin_deploys;
@@ -187,6 +188,21 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/bans/{user}",
             safety::unban_op(),
             safety::unban,
+        )
+        .route(
+            "/v1/conversations/{id}/mutes",
+            mutes::list_op(),
+            mutes::list,
+        )
+        .route(
+            "/v1/conversations/{id}/mutes",
+            mutes::mute_op(),
+            mutes::mute,
+        )
+        .route(
+            "/v1/conversations/{id}/mutes/{user}",
+            mutes::unmute_op(),
+            mutes::unmute,
         )
         .route(
             "/v1/conversations/{id}/messages/{message_id}/reports",

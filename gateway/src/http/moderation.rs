@@ -22,7 +22,7 @@ use switchboard_nats::records::tenants::TenantError;
 use switchboard_protocol::moderation::{
     AuditAction, AuditEntry, AuditList, Blocklist, TenantBan, TenantBanList, TenantBanRequest,
 };
-use switchboard_protocol::{ErrorCode, Timestamp, UserId};
+use switchboard_protocol::{ConversationId, ErrorCode, Timestamp, UserId};
 
 use super::extract::{Admin, JsonBody, PathParams, Shared};
 use super::openapi::Operation;
@@ -41,14 +41,15 @@ const ENDED_SWEPT_PER_BAN: usize = 100;
 const AUDIT_PAGE: usize = 50;
 const MAX_AUDIT_PAGE: usize = 200;
 
-/// Records a change `id`'s caller made, once it is made. A change whose
-/// entry could not be recorded is answered `unavailable`: every change
-/// here is idempotent, and the client's retry records it.
-async fn audited(
+/// Records a change `id`'s caller made (in `conversation`, if in one),
+/// once it is made. A change whose entry could not be recorded is
+/// answered `unavailable`: every change audited is idempotent, and the
+/// client's retry records it.
+pub(super) async fn audited(
     gw: &Gateway,
     id: &Identity,
     action: AuditAction,
-    user_id: Option<UserId>,
+    (user_id, conversation_id): (Option<UserId>, Option<ConversationId>),
     details: serde_json::Value,
 ) -> Result<(), ApiError> {
     let entry = AuditEntry {
@@ -57,7 +58,7 @@ async fn audited(
         actor: id.user.clone(),
         action,
         user_id,
-        conversation_id: None,
+        conversation_id,
         details,
     };
     match audit::record(&gw.js, &id.tenant, entry).await {
@@ -122,7 +123,7 @@ pub(super) async fn set_blocklist(
     tracing::info!(tenant = %id.tenant, by = %id.user, words, "word list set");
     let list = updated.blocklist.unwrap_or_default();
     let details = json!({"words": list.words.len(), "mode": list.mode});
-    audited(&gw, &id, AuditAction::BlocklistSet, None, details).await?;
+    audited(&gw, &id, AuditAction::BlocklistSet, (None, None), details).await?;
     Ok(Json(list))
 }
 
@@ -238,7 +239,14 @@ pub(super) async fn ban(
         book.set(&id.tenant, &ended, None);
     }
     let details = json!({"until": ban.until, "reason": ban.reason});
-    audited(&gw, &id, AuditAction::UserBanned, Some(user), details).await?;
+    audited(
+        &gw,
+        &id,
+        AuditAction::UserBanned,
+        (Some(user), None),
+        details,
+    )
+    .await?;
     Ok(Json(ban))
 }
 
@@ -265,7 +273,7 @@ pub(super) async fn unban(
         &gw,
         &id,
         AuditAction::UserUnbanned,
-        Some(user),
+        (Some(user), None),
         serde_json::Value::Null,
     )
     .await?;
@@ -286,7 +294,7 @@ pub(super) struct AuditQuery {
 /// `GET /v1/admin/audit`
 pub(super) fn audit_op() -> Operation {
     Operation::get("The tenant's moderation audit log")
-        .describe("Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`) or `user_unbanned`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.")
+        .describe("Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.")
         .query_fields::<AuditQuery>()
         .reply::<AuditList>(200, "A page of the log.")
         .errors(&[400, 403, 503])

@@ -20,10 +20,12 @@ use switchboard_store::ConversationKey;
 
 use super::conversations::{detail_view, done};
 use super::extract::{JsonBody, PathParams, Shared};
+use super::moderation::audited;
 use super::openapi::Operation;
 use super::roles::actor;
 use crate::auth::Identity;
 use crate::error::ApiError;
+use switchboard_protocol::moderation::AuditAction;
 
 /// Blocks one user keeps at most: the list is read whole at every
 /// history page and connection.
@@ -241,7 +243,7 @@ pub(super) async fn unban(
 /// `PATCH /v1/conversations/{id}`
 pub(super) fn patch_op() -> Operation {
     Operation::patch("Change the settings that affect every member")
-        .describe("Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).")
+        .describe("Owners and admins (and tenant admins; in a direct conversation, either member). `slow_mode_secs` (0 to 21600, 0 = off): a plain member sends once per that many seconds, an early send gets `rate_limited` with `retry_after_ms`; not in direct conversations (409). `retention_days` (1 to 36500, or null) and `disappearing_secs` (5 to 31536000, or null): how long messages live. `custom` (v1.3): the conversation's own fields, each key given set, a key given as null removed, the others kept; at most 4096 bytes of JSON as a whole after the change (400 past it). `frozen` (v1.3; not in direct conversations, 409): `true` stops every post, reply, reaction, edit and member change but by owners and admins (403 `forbidden`), `false` thaws; audited. An absent field stays as it is. A `conversation_updated` system message carries the settings as they are now (and `custom`, when it changed).")
         .path::<ConversationId>("id", "The conversation.")
         .json_body::<ConversationPatch>()
         .reply::<ConversationView>(200, "The conversation after the change.")
@@ -256,11 +258,21 @@ pub(super) async fn patch(
 ) -> Result<Json<ConversationView>, ApiError> {
     let conversation = path.get()?;
     body.check().map_err(ApiError::invalid)?;
+    let frozen = body.frozen;
     let command = Command::SetPolicy(PolicyCommand {
         by: actor(&gw, &id, conversation.clone())?,
         patch: body,
     });
-    done(gw.run_command(command).await?)?;
+    let changed = done(gw.run_command(command).await?)?;
+    if let (true, Some(frozen)) = (changed, frozen) {
+        let action = if frozen {
+            AuditAction::ConversationFrozen
+        } else {
+            AuditAction::ConversationThawed
+        };
+        let whom = (None, Some(conversation.clone()));
+        audited(&gw, &id, action, whom, serde_json::Value::Null).await?;
+    }
     let detail = gw
         .store
         .conversation(&id.tenant, &conversation, &id.user)

@@ -25,6 +25,7 @@ fn settings(t: &str, c: &str, channel: ChannelSettings) -> Mutation {
         policy: Default::default(),
         custom: Default::default(),
         channel,
+        mutes: Vec::new(),
     }
 }
 

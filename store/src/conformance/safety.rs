@@ -31,7 +31,16 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         slow_mode_secs: 30,
         retention_days: Some(7),
         disappearing_secs: None,
+        frozen: true,
     };
+    // And (v1.3) the conversation's mutes, which its owners and admins
+    // read from the record and its writer from the state.
+    let mutes = vec![switchboard_protocol::moderation::Mute {
+        user_id: user("bob"),
+        by: user("ann"),
+        muted_at: Timestamp::from_unix_ms(10),
+        until: Some(Timestamp::from_unix_ms(5_000)),
+    }];
     let custom: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(r#"{"topic":"release","color":3}"#).unwrap();
     store
@@ -40,6 +49,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             policy,
             custom: custom.clone(),
             channel: Default::default(),
+            mutes: mutes.clone(),
         }])
         .await
         .unwrap();
@@ -51,6 +61,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         (detail.record.policy, &detail.record.custom),
         (policy, &custom)
     );
+    assert_eq!(detail.record.mutes, mutes);
     let listed = store
         .conversation_page(&tenant(t), &user("bob"), everything())
         .await
@@ -66,6 +77,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
         .unwrap();
     assert_eq!(states[0].as_ref().unwrap().policy, policy);
     assert_eq!(states[0].as_ref().unwrap().custom, custom);
+    assert_eq!(states[0].as_ref().unwrap().mutes, mutes);
     assert!(states[1].as_ref().unwrap().policy.is_default());
     assert!(states[1].as_ref().unwrap().custom.is_empty());
     // Custom fields alone keep the row.
@@ -75,17 +87,20 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             policy: ConversationPolicy::default(),
             custom: custom.clone(),
             channel: Default::default(),
+            mutes: Vec::new(),
         }])
         .await
         .unwrap();
     let states = store.sequencer_states(vec![key(t, "g")]).await.unwrap();
     assert_eq!(states[0].as_ref().unwrap().custom, custom);
+    assert!(states[0].as_ref().unwrap().mutes.is_empty());
     store
         .commit(vec![Mutation::SetPolicy {
             key: key(t, "g"),
             policy: ConversationPolicy::default(),
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         }])
         .await
         .unwrap();
@@ -102,6 +117,7 @@ pub async fn policies_bans_and_blocks_are_stored_and_shown(store: &Arc<dyn Store
             policy,
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         }])
         .await;
     assert_eq!(missing, Err(StoreError::NotFound));
@@ -469,9 +485,11 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                     slow_mode_secs: 0,
                     retention_days: Some(3),
                     disappearing_secs: Some(60),
+                    frozen: false,
                 },
                 custom: Default::default(),
                 channel: Default::default(),
+                mutes: Vec::new(),
             },
             create(t, "slow", ConversationKind::Group, &["a"], 10),
             Mutation::SetPolicy {
@@ -484,6 +502,7 @@ pub async fn expired_messages_go_as_deletions_and_leave_the_inboxes(store: &Arc<
                 // lifetime either.
                 custom: serde_json::from_str(r#"{"topic":"x"}"#).unwrap(),
                 channel: Default::default(),
+                mutes: Vec::new(),
             },
         ])
         .await

@@ -64,6 +64,7 @@ pub fn create(t: &str, c: &str, kind: ConversationKind, members: &[&str], at: i6
             policy: Default::default(),
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         }),
         members: members.iter().map(|m| user(m)).collect(),
         unsolicited: None,

@@ -176,6 +176,7 @@ pub(super) fn sequencer_states<R: Readable>(
                 custom: settings.custom,
                 channel: settings.channel,
                 blocked_by,
+                mutes: settings.mutes,
             }))
         })
         .collect()

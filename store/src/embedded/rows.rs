@@ -49,6 +49,7 @@ impl ConversationMeta {
             policy: Default::default(),
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         }
     }
 }

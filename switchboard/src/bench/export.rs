@@ -122,6 +122,7 @@ async fn fill(
                 policy: Default::default(),
                 custom: Default::default(),
                 channel: Default::default(),
+                mutes: Vec::new(),
             }),
             members: vec![other.clone(), me.clone()],
             unsolicited: None,

@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use axum::extract::State;
 use serde_json::{Value, json};
-use switchboard_client::{RestClient, TokenSpec, WsError, mint_hs256};
-use switchboard_protocol::ConversationKind;
+use switchboard_client::{RestClient, TokenSpec, WsClient, WsError, mint_hs256};
+use switchboard_protocol::{ConversationKind, ErrorCode};
 use switchboard_tests::cluster::TENANT;
 use switchboard_tests::nats_cli::{self, expect};
 use switchboard_tests::{Cluster, ClusterSpec, eventually};
 
-use crate::support::{call, closed_within, create_tenant_record, send_acked};
+use crate::support::{
+    call, closed_within, create_tenant_record, expect_error, full_history, send_acked,
+};
 
 const ADMIN: &str = "root";
 const MALLORY: &str = "mallory";
@@ -431,4 +433,253 @@ async fn every_moderation_change_is_audited_and_sent_as_an_event() {
         }
     }
     assert_eq!(checked, 2);
+}
+
+/// Sends `frame` on `ws` and returns the code of the `error` it gets.
+async fn refused(ws: &mut WsClient, frame: Value) -> ErrorCode {
+    ws.send_text(frame.to_string()).await.unwrap();
+    expect_error(ws).await.0
+}
+
+fn text(conv: &str, id: &str, text: &str) -> Value {
+    json!({"type": "send_message", "client_msg_id": id, "conversation_id": conv,
+           "content": {"kind": "text", "text": text}})
+}
+
+/// A muted member and, in a frozen conversation, everyone but its owners
+/// and admins, are refused by the conversation's writer on every way in:
+/// a send over the socket and REST, a thread reply, a reaction, an edit,
+/// a scheduled send at its time, and (frozen) a member change and a
+/// join. Each change is audited with its conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutes_and_freezing_hold_on_every_way_in() {
+    let cluster = Cluster::start(ClusterSpec::default()).await;
+    let group = cluster
+        .create(ConversationKind::Group, "olga", &["ann", "bob"])
+        .await;
+    let olga = cluster.rest(0, "olga");
+    let mut owner = cluster.ws(0, "olga", "o").await;
+    let mut ann = cluster.ws(0, "ann", "a").await;
+    let mut bob = cluster.ws(0, "bob", "b").await;
+    let (root, _) = send_acked(&mut owner, &group, "root", "a thread starts here").await;
+    let (mine, _) = send_acked(&mut bob, &group, "mine", "bob's own").await;
+    // Due after the mute below.
+    crate::scheduled::schedule(
+        &mut bob,
+        &group,
+        "later",
+        "from the past",
+        &crate::scheduled::in_ms(3000),
+    )
+    .await;
+    let mutes = format!("/v1/conversations/{group}/mutes");
+
+    // Who may mute whom.
+    let (status, _) = call(
+        &cluster.rest(0, "ann"),
+        "POST",
+        &mutes,
+        Some(json!({"user_id": "bob"})),
+    )
+    .await;
+    assert_eq!(status, 403, "a plain member mutes nobody");
+    let (status, _) = call(&olga, "POST", &mutes, Some(json!({"user_id": "olga"}))).await;
+    assert_eq!(status, 403, "nor is an owner muted");
+    let (status, _) = call(&olga, "POST", &mutes, Some(json!({"user_id": "zed"}))).await;
+    assert_eq!(status, 404, "only members are muted");
+    let (status, _) = call(
+        &olga,
+        "POST",
+        &mutes,
+        Some(json!({"user_id": "bob", "until": "2020-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, mute) = call(&olga, "POST", &mutes, Some(json!({"user_id": "bob"}))).await;
+    assert_eq!(status, 200, "{mute}");
+    assert_eq!(
+        (mute["user_id"].as_str(), mute["by"].as_str()),
+        (Some("bob"), Some("olga"))
+    );
+
+    // Every way bob posts is refused; deleting his own message is not.
+    let g = group.as_str();
+    assert_eq!(
+        refused(&mut bob, text(g, "m1", "hello?")).await,
+        ErrorCode::Forbidden
+    );
+    let mut reply = text(g, "m2", "in the thread");
+    reply["thread_id"] = json!(root.to_string());
+    assert_eq!(refused(&mut bob, reply).await, ErrorCode::Forbidden);
+    let react = json!({"type": "react", "conversation_id": g, "message_id": root.to_string(), "emoji": "👍", "action": "add"});
+    assert_eq!(refused(&mut bob, react.clone()).await, ErrorCode::Forbidden);
+    let edit = json!({"type": "edit_message", "conversation_id": g, "message_id": mine.to_string(),
+                      "content": {"kind": "text", "text": "edited"}});
+    assert_eq!(refused(&mut bob, edit).await, ErrorCode::Forbidden);
+    let (status, body) = call(
+        &cluster.rest(0, "bob"),
+        "POST",
+        &format!("/v1/conversations/{g}/messages"),
+        Some(json!({"client_msg_id": "m3", "content": {"kind": "text", "text": "over REST"}})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    let (code, _, id, _) = expect_error(&mut bob).await;
+    assert_eq!(
+        (code, id.as_deref()),
+        (ErrorCode::Forbidden, Some("later")),
+        "the scheduled send at its time"
+    );
+    // Ann is not muted.
+    send_acked(&mut ann, g, "a1", "I still talk").await;
+    // The list, for owners and admins.
+    let (status, _) = call(&cluster.rest(0, "ann"), "GET", &mutes, None).await;
+    assert_eq!(status, 403);
+    let (_, list) = call(&olga, "GET", &mutes, None).await;
+    assert_eq!(list["mutes"][0]["user_id"], "bob", "{list}");
+    // Lifted: bob posts again; lifting twice is fine.
+    for _ in 0..2 {
+        let (status, _) = call(&olga, "DELETE", &format!("{mutes}/bob"), None).await;
+        assert_eq!(status, 204);
+    }
+    send_acked(&mut bob, g, "b2", "back").await;
+    // A mute that ends by itself.
+    let until = crate::scheduled::in_ms(1500);
+    let (status, _) = call(
+        &olga,
+        "POST",
+        &mutes,
+        Some(json!({"user_id": "bob", "until": until})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        refused(&mut bob, text(g, "b3", "too soon")).await,
+        ErrorCode::Forbidden
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    send_acked(&mut bob, g, "b4", "the mute ended").await;
+
+    // Frozen: only owners and admins post, react or change members.
+    let settings = format!("/v1/conversations/{g}");
+    let (status, _) = call(
+        &cluster.rest(0, "ann"),
+        "PATCH",
+        &settings,
+        Some(json!({"frozen": true})),
+    )
+    .await;
+    assert_eq!(status, 403, "a plain member freezes nothing");
+    let (status, _) = call(
+        &olga,
+        "PATCH",
+        &settings,
+        Some(json!({"visibility": "public"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, view) = call(&olga, "PATCH", &settings, Some(json!({"frozen": true}))).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["frozen"], true, "{view}");
+    assert_eq!(
+        refused(&mut ann, text(g, "a2", "anyone?")).await,
+        ErrorCode::Forbidden
+    );
+    assert_eq!(refused(&mut ann, react).await, ErrorCode::Forbidden);
+    let (status, _) = call(
+        &cluster.rest(0, "ann"),
+        "DELETE",
+        &format!("{settings}/members/ann"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "no member change");
+    let (status, _) = call(
+        &cluster.rest(0, "dan"),
+        "POST",
+        &format!("{settings}/join"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "no join");
+    send_acked(&mut owner, g, "o1", "the owner still posts").await;
+    let (status, _) = call(
+        &olga,
+        "POST",
+        &format!("{settings}/members"),
+        Some(json!({"members": ["cat"]})),
+    )
+    .await;
+    assert!(status < 300, "the owner still adds: {status}");
+    let (status, view) = call(&olga, "PATCH", &settings, Some(json!({"frozen": false}))).await;
+    assert_eq!(status, 200);
+    assert!(view.get("frozen").is_none(), "{view}");
+    send_acked(&mut ann, g, "a3", "thawed").await;
+    let history = full_history(&cluster, g, "olga").await;
+    assert!(
+        !history.iter().any(|m| matches!(&m.content, Some(switchboard_protocol::Content::Text { text }) if text == "from the past")),
+        "the scheduled send was not stored"
+    );
+
+    // A direct conversation is neither frozen nor has mutes.
+    let direct = cluster
+        .create(ConversationKind::Direct, "ann", &["bob"])
+        .await;
+    let ann_rest = cluster.rest(0, "ann");
+    let (status, _) = call(
+        &ann_rest,
+        "PATCH",
+        &format!("/v1/conversations/{direct}"),
+        Some(json!({"frozen": true})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, _) = call(
+        &ann_rest,
+        "POST",
+        &format!("/v1/conversations/{direct}/mutes"),
+        Some(json!({"user_id": "bob"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+
+    // The audit log names each change and its conversation.
+    let (_, log) = call(
+        &cluster.rest_as(0, TENANT, ADMIN, true),
+        "GET",
+        "/v1/admin/audit",
+        None,
+    )
+    .await;
+    let seen: Vec<(String, Option<String>)> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["user_id"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let expected = [
+        ("conversation_thawed", None),
+        ("conversation_frozen", None),
+        ("member_muted", Some("bob")),
+        ("member_unmuted", Some("bob")),
+        ("member_muted", Some("bob")),
+    ];
+    let expected: Vec<(String, Option<String>)> = expected
+        .iter()
+        .map(|(a, u)| ((*a).to_owned(), u.map(str::to_owned)))
+        .collect();
+    assert_eq!(seen, expected, "{log}");
+    for e in log["entries"].as_array().unwrap() {
+        assert_eq!(e["conversation_id"], g, "{e}");
+        assert_eq!(e["actor"], "olga", "{e}");
+    }
 }

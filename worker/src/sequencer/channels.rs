@@ -9,6 +9,7 @@ use switchboard_nats::envelope::{InviteCommand, JoinCommand};
 use switchboard_protocol::channels::{Invite, MAX_INVITES, Posting, Visibility};
 
 use super::batch::Batch;
+use super::moderation::frozen_refusal;
 use super::prelude::*;
 
 /// The invites of the conversations this batch joins with an invite or
@@ -161,6 +162,9 @@ impl Batch<'_> {
                 ErrorCode::Forbidden,
                 "a direct conversation has no joins".into(),
             ));
+        }
+        if let Some(why) = frozen_refusal(state, &by.actor, false) {
+            return Err((ErrorCode::Forbidden, why.into()));
         }
         let Some(code) = &c.invite else {
             if state.channel.visibility != Visibility::Public {

@@ -62,6 +62,7 @@ impl Batch<'_> {
             policy: Default::default(),
             custom: Default::default(),
             channel: Default::default(),
+            mutes: Vec::new(),
         };
         self.log.push_other(
             &key,
@@ -98,6 +99,7 @@ impl Batch<'_> {
                 custom: Default::default(),
                 channel: Default::default(),
                 blocked_by: Default::default(),
+                mutes: Vec::new(),
             }),
         );
         if self.mode(&key) == FanOut::Read {

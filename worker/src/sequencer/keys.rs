@@ -50,6 +50,8 @@ pub(super) fn sent_key(cmd: &Command) -> Option<SentKey> {
         Command::SetPolicy(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
         Command::Join(c) => (c.by.actor.clone(), system_client_msg_id(c.by.command_id)?),
         Command::Block(_)
+        | Command::Mute(_)
+        | Command::Unmute(_)
         | Command::Invite(_)
         | Command::Profile(_)
         | Command::Report(_)

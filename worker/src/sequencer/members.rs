@@ -4,6 +4,7 @@
 use switchboard_protocol::Role;
 
 use super::batch::Batch;
+use super::moderation::frozen_refusal;
 use super::prelude::*;
 
 impl Batch<'_> {
@@ -73,6 +74,10 @@ impl Batch<'_> {
         let new = users_where(&c.users, |u| !state.members.contains(u));
         if new.is_empty() {
             self.done(reply_to, &c.conversation_id, false);
+            return Ok(());
+        }
+        if let Some(why) = frozen_refusal(&state, &c.actor, c.actor_is_admin) {
+            self.refuse(reply_to, ErrorCode::Forbidden, why);
             return Ok(());
         }
         if let Some(banned) = self.banned_among(&key(&c.tenant, &c.conversation_id), &new) {
@@ -156,6 +161,10 @@ impl Batch<'_> {
         let Some(state) = self.membership_state(c, reply_to) else {
             return Ok(());
         };
+        if let Some(why) = frozen_refusal(&state, &c.actor, c.actor_is_admin) {
+            self.refuse(reply_to, ErrorCode::Forbidden, why);
+            return Ok(());
+        }
         let leaving_only_self = c.users.iter().all(|u| *u == c.actor);
         if !leaving_only_self && !c.actor_is_admin {
             let actor = state.role_of(&c.actor);

@@ -29,6 +29,7 @@ mod consent;
 mod create;
 mod keys;
 mod members;
+mod moderation;
 mod pins;
 mod plan;
 mod prelude;
@@ -239,6 +240,8 @@ impl Sequencer {
                 Command::Unpin(c) => b.pin(c, false, incoming.reply_to.as_deref())?,
                 Command::Block(c) => b.block(c, incoming.reply_to.as_deref())?,
                 Command::Ban(c) => b.ban(c, incoming.reply_to.as_deref())?,
+                Command::Mute(c) => b.mute(c, true, incoming.reply_to.as_deref())?,
+                Command::Unmute(c) => b.mute(c, false, incoming.reply_to.as_deref())?,
                 Command::Unban(c) => b.unban(c, incoming.reply_to.as_deref())?,
                 Command::SetPolicy(c) => b.set_policy(c, incoming.reply_to.as_deref())?,
                 Command::Report(c) => b.report(c, incoming.reply_to.as_deref())?,

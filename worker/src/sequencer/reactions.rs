@@ -10,6 +10,7 @@ use switchboard_protocol::reaction::{
 use switchboard_protocol::{ReactAction, ServerFrame};
 
 use super::batch::{Batch, UserReactions};
+use super::moderation::silenced;
 use super::prelude::*;
 use super::safety::blocked_refusal;
 
@@ -49,7 +50,8 @@ impl Batch<'_> {
             }
         };
         if let Some(Some(s)) = self.states.get(&key)
-            && let Some(why) = blocked_refusal(s, &c.by.actor)
+            && let Some(why) = silenced(s, &c.by.actor, c.by.actor_is_admin, self.now)
+                .or_else(|| blocked_refusal(s, &c.by.actor).map(str::to_owned))
         {
             self.refuse_react(c, ErrorCode::Forbidden, why);
             return Ok(());

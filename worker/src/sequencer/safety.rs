@@ -442,6 +442,14 @@ impl Batch<'_> {
                 );
                 return Ok(());
             }
+            if c.patch.frozen == Some(true) {
+                self.refuse(
+                    reply_to,
+                    ErrorCode::Conflict,
+                    "a direct conversation is not frozen: block the user instead",
+                );
+                return Ok(());
+            }
         } else if !c.by.actor_is_admin && !state.role_of(&c.by.actor).moderates() {
             self.refuse(
                 reply_to,
@@ -478,6 +486,7 @@ impl Batch<'_> {
                 policy,
                 custom: custom.clone(),
                 channel: channel.clone(),
+                mutes: state.mutes.clone(),
             },
         );
         if let Some(Some(s)) = self.states.get_mut(&key) {

@@ -2,6 +2,7 @@
 
 use super::batch::Batch;
 use super::channels::posting_refusal;
+use super::moderation::silenced;
 use super::prelude::*;
 use super::safety::blocked_refusal;
 
@@ -46,7 +47,9 @@ impl Batch<'_> {
             )),
             Some(Some(s)) => {
                 let in_thread = c.options.thread_id.is_some();
-                if let Some(why) = blocked_refusal(s, &c.sender)
+                if let Some(why) = silenced(s, &c.sender, false, self.now) {
+                    Some((ErrorCode::Forbidden, why))
+                } else if let Some(why) = blocked_refusal(s, &c.sender)
                     .or_else(|| posting_refusal(s, &c.sender, in_thread))
                 {
                     Some((ErrorCode::Forbidden, why.to_owned()))

@@ -1,6 +1,7 @@
 //! Edits and deletes.
 
 use super::batch::Batch;
+use super::moderation::silenced;
 use super::prelude::*;
 
 impl Batch<'_> {
@@ -41,6 +42,15 @@ impl Batch<'_> {
     ) -> Result<(), SequenceError> {
         let key = key(&c.tenant, &c.conversation_id);
         let (members, moderates): (Vec<UserId>, bool) = match self.states.get(&key) {
+            // A muted member, or anyone but an owner or admin of a frozen
+            // conversation, edits nothing (deleting stays theirs).
+            Some(Some(s))
+                if action == Action::Edit
+                    && let Some(why) = silenced(s, &c.actor, c.actor_is_admin, self.now) =>
+            {
+                self.refuse_update(c, action, ErrorCode::Forbidden, why);
+                return Ok(());
+            }
             // Tenant admins act where they are not members too.
             Some(Some(s)) if s.members.contains(&c.actor) || c.actor_is_admin => (
                 s.members.iter().cloned().collect(),

@@ -183,6 +183,8 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Block(_)
         | Command::Ban(_)
         | Command::Unban(_)
+        | Command::Mute(_)
+        | Command::Unmute(_)
         | Command::SetPolicy(_)
         | Command::Report(_)
         | Command::ResolveReport(_)
