@@ -870,7 +870,12 @@ function renderMessages(toBottom = false) {
   for (const o of state.outgoing) if (!o.thread_id) nodes.push(outgoingNode(state, o));
   if (!nodes.length) nodes.push(el("p", { class: "empty", text: "No messages yet." }));
   box.replaceChildren(...nodes);
-  if (atBottom) box.scrollTop = box.scrollHeight;
+  // A message just revealed stays in view while it flashes, through the
+  // redraws that follow (profiles and receipts arriving change the
+  // heights above it); otherwise the view follows the newest message.
+  const flashed = flashing && !toBottom && box.querySelector(`[data-message-id="${CSS.escape(flashing.id)}"]`);
+  if (flashed) flashed.scrollIntoView({ block: "center" });
+  else if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
 /** The header's buttons: which panel is open, how many pins, the admin

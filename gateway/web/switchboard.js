@@ -2011,6 +2011,55 @@ var Rest = class {
   resolveReport(reportId, action) {
     return this.json("POST", `/v1/admin/reports/${enc(reportId)}/resolve`, { action });
   }
+  /** The tenant's word list (v1.3; tenant admins). */
+  blocklist() {
+    return this.json("GET", "/v1/admin/blocklist");
+  }
+  /** Replaces the tenant's word list (v1.3; tenant admins): at most 1000
+   * words of letters and digits, `reject` or `mask`; `[]` turns it off.
+   * Answers it as stored (lower case, sorted, each word once). */
+  setBlocklist(words, mode = "reject") {
+    return this.json("PUT", "/v1/admin/blocklist", { words, mode });
+  }
+  /** Bans `user` from the whole tenant (v1.3; tenant admins): their
+   * tokens are refused (`ApiError` code `banned`) and their connections
+   * closed (code 4005) until `until` (RFC 3339) or until lifted. */
+  banUser(user, opts = {}) {
+    return this.json("PUT", `/v1/admin/bans/${enc(user)}`, opts);
+  }
+  /** Lifts `user`'s tenant ban (v1.3; idempotent). */
+  unbanUser(user) {
+    return this.empty("DELETE", `/v1/admin/bans/${enc(user)}`);
+  }
+  /** A page of the tenant's bans in force, newest first (v1.3); pass
+   * `next_cursor` back as `cursor`. */
+  tenantBans(page = {}) {
+    return this.json("GET", `/v1/admin/bans${pageQuery(page)}`);
+  }
+  /** Mutes a member of `id` (v1.3; owners and admins): they stay, but
+   * their posts, replies, reactions and edits are refused (`forbidden`)
+   * until `until` or until lifted. */
+  mute(id, user, until) {
+    return this.json("POST", `/v1/conversations/${enc(id)}/mutes`, { user_id: user, ...until ? { until } : {} });
+  }
+  /** Lifts a member's mute (v1.3; idempotent). */
+  unmute(id, user) {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/mutes/${enc(user)}`);
+  }
+  /** The mutes in force in `id`, newest first (v1.3; owners and admins). */
+  async mutes(id) {
+    return (await this.json("GET", `/v1/conversations/${enc(id)}/mutes`)).mutes;
+  }
+  /** Freezes (`true`) or thaws `id` (v1.3; owners and admins): while
+   * frozen only they post, react or change its members. */
+  freeze(id, frozen = true) {
+    return this.updateConversation(id, { frozen });
+  }
+  /** A page of the tenant's moderation audit log, newest first (v1.3;
+   * tenant admins); pass `next_cursor` back as `cursor`. */
+  auditLog(page = {}) {
+    return this.json("GET", `/v1/admin/audit${pageQuery(page)}`);
+  }
   /** Erases a user of the tenant (v1.2; tenant admins, `403`
    * otherwise; `404` for a user the tenant has no trace of): their
    * messages become tombstones under a pseudonym, live and archived,
@@ -2178,6 +2227,12 @@ var Rest = class {
 };
 function enc(part) {
   return encodeURIComponent(part);
+}
+function pageQuery(page) {
+  const query = new URLSearchParams();
+  if (page.limit !== void 0) query.set("limit", String(page.limit));
+  if (page.cursor) query.set("cursor", page.cursor);
+  return query.size ? `?${query}` : "";
 }
 async function apiError(response) {
   const header = response.headers.get("retry-after")?.trim();

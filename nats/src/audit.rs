@@ -127,13 +127,13 @@ async fn read(
     let nats = |e: Box<dyn std::error::Error + Send + Sync>| {
         BackboneError::nats(format!("reading {AUDIT_STREAM}"), e)
     };
-    let deliver_policy = match from {
-        Some(at) => consumer::DeliverPolicy::ByStartTime {
-            start_time: time::OffsetDateTime::from_unix_timestamp_nanos(
-                i128::from(at.unix_ms()) * 1_000_000,
-            )
-            .map_err(|e| nats(e.into()))?,
-        },
+    // A time past what a date holds (a cursor's, say) reads from the
+    // start: the page is then made of what comes before `before`.
+    let start = from.and_then(|at| {
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.unix_ms()) * 1_000_000).ok()
+    });
+    let deliver_policy = match start {
+        Some(start_time) => consumer::DeliverPolicy::ByStartTime { start_time },
         None => consumer::DeliverPolicy::All,
     };
     let stream = js

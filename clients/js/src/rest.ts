@@ -131,6 +131,14 @@ export type Job = Schemas["Job"];
 /** One page of `GET /v1/admin/reports`, newest first; `next_cursor` is
  * the `cursor` of the next page, null on the last. */
 export type ReportList = Answer<"/v1/admin/reports", "get">;
+/** Moderation without code (v1.3): the tenant's word list, its bans,
+ * a conversation's mutes, and the audit log of their changes. */
+export type Blocklist = Schemas["Blocklist"];
+export type TenantBan = Schemas["TenantBan"];
+export type TenantBanList = Answer<"/v1/admin/bans", "get">;
+export type Mute = Schemas["Mute"];
+export type AuditEntry = Schemas["AuditEntry"];
+export type AuditList = Answer<"/v1/admin/audit", "get">;
 /** One conversation of the caller in their export (v1.2), with every
  * message they sent there, newest first. */
 export interface ExportedConversation {
@@ -498,6 +506,65 @@ export class Rest {
     return this.json("POST", `/v1/admin/reports/${enc(reportId)}/resolve`, { action });
   }
 
+  /** The tenant's word list (v1.3; tenant admins). */
+  blocklist(): Promise<Blocklist> {
+    return this.json("GET", "/v1/admin/blocklist");
+  }
+
+  /** Replaces the tenant's word list (v1.3; tenant admins): at most 1000
+   * words of letters and digits, `reject` or `mask`; `[]` turns it off.
+   * Answers it as stored (lower case, sorted, each word once). */
+  setBlocklist(words: string[], mode: Blocklist["mode"] = "reject"): Promise<Blocklist> {
+    return this.json("PUT", "/v1/admin/blocklist", { words, mode });
+  }
+
+  /** Bans `user` from the whole tenant (v1.3; tenant admins): their
+   * tokens are refused (`ApiError` code `banned`) and their connections
+   * closed (code 4005) until `until` (RFC 3339) or until lifted. */
+  banUser(user: string, opts: { until?: string; reason?: string } = {}): Promise<TenantBan> {
+    return this.json("PUT", `/v1/admin/bans/${enc(user)}`, opts);
+  }
+
+  /** Lifts `user`'s tenant ban (v1.3; idempotent). */
+  unbanUser(user: string): Promise<void> {
+    return this.empty("DELETE", `/v1/admin/bans/${enc(user)}`);
+  }
+
+  /** A page of the tenant's bans in force, newest first (v1.3); pass
+   * `next_cursor` back as `cursor`. */
+  tenantBans(page: { limit?: number; cursor?: string } = {}): Promise<TenantBanList> {
+    return this.json("GET", `/v1/admin/bans${pageQuery(page)}`);
+  }
+
+  /** Mutes a member of `id` (v1.3; owners and admins): they stay, but
+   * their posts, replies, reactions and edits are refused (`forbidden`)
+   * until `until` or until lifted. */
+  mute(id: string, user: string, until?: string): Promise<Mute> {
+    return this.json("POST", `/v1/conversations/${enc(id)}/mutes`, { user_id: user, ...(until ? { until } : {}) });
+  }
+
+  /** Lifts a member's mute (v1.3; idempotent). */
+  unmute(id: string, user: string): Promise<void> {
+    return this.empty("DELETE", `/v1/conversations/${enc(id)}/mutes/${enc(user)}`);
+  }
+
+  /** The mutes in force in `id`, newest first (v1.3; owners and admins). */
+  async mutes(id: string): Promise<Mute[]> {
+    return (await this.json<{ mutes: Mute[] }>("GET", `/v1/conversations/${enc(id)}/mutes`)).mutes;
+  }
+
+  /** Freezes (`true`) or thaws `id` (v1.3; owners and admins): while
+   * frozen only they post, react or change its members. */
+  freeze(id: string, frozen = true): Promise<ConversationDetail> {
+    return this.updateConversation(id, { frozen });
+  }
+
+  /** A page of the tenant's moderation audit log, newest first (v1.3;
+   * tenant admins); pass `next_cursor` back as `cursor`. */
+  auditLog(page: { limit?: number; cursor?: string } = {}): Promise<AuditList> {
+    return this.json("GET", `/v1/admin/audit${pageQuery(page)}`);
+  }
+
   /** Erases a user of the tenant (v1.2; tenant admins, `403`
    * otherwise; `404` for a user the tenant has no trace of): their
    * messages become tombstones under a pseudonym, live and archived,
@@ -698,6 +765,14 @@ export class Rest {
 
 function enc(part: string): string {
   return encodeURIComponent(part);
+}
+
+/** `?limit=&cursor=` of the fields given. */
+function pageQuery(page: { limit?: number; cursor?: string }): string {
+  const query = new URLSearchParams();
+  if (page.limit !== undefined) query.set("limit", String(page.limit));
+  if (page.cursor) query.set("cursor", page.cursor);
+  return query.size ? `?${query}` : "";
 }
 
 async function apiError(response: Response): Promise<ApiError> {

@@ -1965,3 +1965,57 @@ test("an erased user's session ends for good: `ended` with 4004, the client clos
     erin.close();
   }
 });
+
+test("moderation without code (v1.3): a tenant admin's word list and tenant ban (tokens refused as `banned`), an owner's mute and freeze, each in the audit log", async () => {
+  const { id, clients, close } = await group("vera", ["walt"], "moderation");
+  const { vera, walt } = clients;
+  const admin = new SwitchboardClient({ url: dev.url, token: adminToken("mod-admin"), WebSocket });
+  const outcast = new SwitchboardClient({ url: dev.url, token: token("mod-outcast"), WebSocket });
+  try {
+    // The word list, stored normalized; an empty one turns it off.
+    assert.deepEqual(await admin.rest.setBlocklist(["Gosh", "gosh"], "mask"), { words: ["gosh"], mode: "mask" });
+    assert.deepEqual(await admin.rest.blocklist(), { words: ["gosh"], mode: "mask" });
+    await admin.rest.setBlocklist([]);
+    await assert.rejects(walt.rest.blocklist(), (e) => e instanceof ApiError && e.status === 403);
+
+    // A mute: walt's sends are refused until it is lifted.
+    const mute = await vera.rest.mute(id, "walt");
+    assert.equal(mute.user_id, "walt");
+    assert.deepEqual((await vera.rest.mutes(id)).map((m) => m.user_id), ["walt"]);
+    await assert.rejects(walt.sendText(id, "can I speak?"), (e) => e instanceof SendError && e.code === "forbidden");
+    await vera.rest.unmute(id, "walt");
+    await walt.sendText(id, "I can speak");
+
+    // Frozen: walt may not post; thawed, he may.
+    assert.equal((await vera.rest.freeze(id)).frozen, true);
+    await assert.rejects(walt.sendText(id, "frozen?"), (e) => e instanceof SendError && e.code === "forbidden");
+    assert.equal((await vera.rest.freeze(id, false)).frozen, undefined);
+    await walt.sendText(id, "thawed");
+
+    // A tenant ban refuses the user's tokens everywhere, until lifted.
+    const ban = await admin.rest.banUser("mod-outcast", { reason: "spam" });
+    assert.deepEqual([ban.user_id, ban.by, ban.reason], ["mod-outcast", "mod-admin", "spam"]);
+    await assert.rejects(outcast.rest.conversations(), (e) => e instanceof ApiError && e.status === 403 && e.code === "banned");
+    assert.ok((await admin.rest.tenantBans({ limit: 1000 })).bans.some((b) => b.user_id === "mod-outcast"));
+    await admin.rest.unbanUser("mod-outcast");
+    await outcast.rest.conversations();
+
+    // Every change, newest first.
+    const log = await admin.rest.auditLog({ limit: 200 });
+    const ours = log.entries.filter((e) => e.conversation_id === id || ["mod-admin"].includes(e.actor)).map((e) => e.action);
+    assert.deepEqual(ours.slice(0, 8), [
+      "user_unbanned",
+      "user_banned",
+      "conversation_thawed",
+      "conversation_frozen",
+      "member_unmuted",
+      "member_muted",
+      "blocklist_set",
+      "blocklist_set",
+    ]);
+  } finally {
+    admin.close();
+    outcast.close();
+    close();
+  }
+});
