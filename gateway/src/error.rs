@@ -257,9 +257,7 @@ impl From<TenantError> for ApiError {
             TenantError::Invalid(_) => ErrorCode::InvalidRequest,
             TenantError::NotFound(_) => ErrorCode::NotFound,
             TenantError::Exists(_) | TenantError::Conflict(_) => ErrorCode::Conflict,
-            TenantError::Backbone(_)
-            | TenantError::Undecodable { .. }
-            | TenantError::WatchEnded => ErrorCode::Unavailable,
+            TenantError::Backbone(_) | TenantError::Undecodable { .. } => ErrorCode::Unavailable,
         };
         Self::new(code, e.to_string())
     }

@@ -10,16 +10,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use futures::StreamExt;
 use switchboard_protocol::moderation::TenantBan;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
 use crate::BackboneError;
 use crate::definitions::TENANT_BANS_BUCKET;
 use crate::kv_key::{id, part};
+use crate::records::follow::follow_bucket;
 
 /// The key of `user`'s ban in `tenant`.
 fn ban_key(tenant: &TenantId, user: &UserId) -> String {
@@ -141,58 +140,19 @@ impl BanBook {
         on_change(&tenant, &user);
     }
 
-    /// Loads every ban, then follows changes in the background (watching
-    /// again if the watch ends). Returns once the bans of the moment are
-    /// loaded, so a gateway never admits a user banned before it started.
+    /// Loads every ban, then follows changes in the background. Returns
+    /// once the bans of the moment are loaded, so a gateway never admits
+    /// a user banned before it started.
     pub async fn follow(
         &self,
         js: &jetstream::Context,
         on_change: OnBanChange,
     ) -> Result<tokio::task::JoinHandle<()>, BackboneError> {
-        let nats = |what: &str, e: Box<dyn std::error::Error + Send + Sync>| {
-            BackboneError::nats(format!("{what} {TENANT_BANS_BUCKET}"), e)
-        };
-        let bucket = js
-            .get_key_value(TENANT_BANS_BUCKET)
-            .await
-            .map_err(|e| nats("opening", e.into()))?;
-        let mut pending = bucket
-            .status()
-            .await
-            .map_err(|e| nats("reading", e.into()))?
-            .values();
-        let mut watch = bucket
-            .watch_with_history(">")
-            .await
-            .map_err(|e| nats("watching", e.into()))?;
-        while pending > 0 {
-            let Some(entry) = watch.next().await else {
-                return Err(BackboneError::nats(
-                    format!("loading {TENANT_BANS_BUCKET}"),
-                    "the watch ended",
-                ));
-            };
-            let entry = entry.map_err(|e| nats("loading", e.into()))?;
-            pending = entry.delta;
-            self.apply(&entry, &on_change);
-        }
         let book = self.clone();
-        Ok(tokio::spawn(async move {
-            loop {
-                while let Some(entry) = watch.next().await {
-                    match entry {
-                        Ok(entry) => book.apply(&entry, &on_change),
-                        Err(e) => tracing::warn!(error = %e, "watching sb_tenant_bans"),
-                    }
-                }
-                tracing::warn!("the watch of sb_tenant_bans ended; watching again");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                match bucket.watch_with_history(">").await {
-                    Ok(w) => watch = w,
-                    Err(e) => tracing::warn!(error = %e, "watching sb_tenant_bans again"),
-                }
-            }
-        }))
+        follow_bucket(js, TENANT_BANS_BUCKET, move |entry| {
+            book.apply(entry, &on_change)
+        })
+        .await
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod bans;
 pub mod erasures;
+pub mod follow;
 pub mod presence;
 pub mod push_tokens;
 pub mod refusals;

@@ -7,6 +7,8 @@
 use switchboard_nats::envelope::BanCommand;
 use switchboard_protocol::moderation::{MAX_MUTES, Mute};
 
+use switchboard_store::ConversationSettings;
+
 use super::batch::Batch;
 use super::prelude::*;
 
@@ -89,20 +91,15 @@ impl Batch<'_> {
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
         }
-        self.log.push_other(
+        self.set_settings(
             &key,
-            Mutation::SetPolicy {
-                key: key.clone(),
+            ConversationSettings {
                 policy: state.policy,
-                custom: state.custom.clone(),
-                channel: state.channel.clone(),
-                mutes: mutes.clone(),
+                custom: state.custom,
+                channel: state.channel,
+                mutes,
             },
         );
-        if let Some(Some(s)) = self.states.get_mut(&key) {
-            s.mutes = mutes;
-        }
-        self.touched.insert(key);
         self.done(reply_to, &c.by.conversation_id, true);
         Ok(())
     }

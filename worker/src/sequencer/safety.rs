@@ -13,6 +13,7 @@ use switchboard_protocol::Role;
 use switchboard_protocol::custom::{MAX_CUSTOM_BYTES, merged};
 use switchboard_protocol::reports::Report;
 use switchboard_protocol::safety::{Ban, BlockAction};
+use switchboard_store::ConversationSettings;
 
 use super::batch::Batch;
 use super::prelude::*;
@@ -479,22 +480,15 @@ impl Batch<'_> {
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
         }
-        self.log.push_other(
+        self.set_settings(
             &key,
-            Mutation::SetPolicy {
-                key: key.clone(),
+            ConversationSettings {
                 policy,
                 custom: custom.clone(),
                 channel: channel.clone(),
                 mutes: state.mutes.clone(),
             },
         );
-        if let Some(Some(s)) = self.states.get_mut(&key) {
-            s.policy = policy;
-            s.custom = custom.clone();
-            s.channel = channel.clone();
-        }
-        self.touched.insert(key.clone());
         let mut event = SystemEvent::about(
             SystemEvent::CONVERSATION_UPDATED,
             c.by.actor.clone(),
@@ -505,6 +499,36 @@ impl Batch<'_> {
         event.channel = Some(channel);
         let audience = state.members.iter().cloned().collect();
         self.announce(&c.by, &key, event, audience, reply_to)
+    }
+
+    /// The conversation's settings (its policy, custom fields, channel
+    /// settings and mutes) are `settings` from now on: written by the
+    /// batch's commit, and kept in the writer's state for the commands
+    /// after.
+    pub(super) fn set_settings(&mut self, key: &ConversationKey, settings: ConversationSettings) {
+        if let Some(Some(s)) = self.states.get_mut(key) {
+            s.policy = settings.policy;
+            s.custom = settings.custom.clone();
+            s.channel = settings.channel.clone();
+            s.mutes = settings.mutes.clone();
+        }
+        let ConversationSettings {
+            policy,
+            custom,
+            channel,
+            mutes,
+        } = settings;
+        self.log.push_other(
+            key,
+            Mutation::SetPolicy {
+                key: key.clone(),
+                policy,
+                custom,
+                channel,
+                mutes,
+            },
+        );
+        self.touched.insert(key.clone());
     }
 
     /// A v1.2 command's system message (keyed by the command's id, which

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use async_nats::jetstream::{self, kv};
-use futures::StreamExt;
 use switchboard_protocol::TenantId;
 
 use crate::definitions::TENANTS_BUCKET;
+use crate::records::follow::follow_bucket;
 
 use super::error::{TenantError, nats};
 use super::record::{TenantQuotas, TenantRecord, decode_record, tenant_of_key};
@@ -96,41 +96,19 @@ impl TenantBook {
         on_change(&id, record.as_ref());
     }
 
-    /// Loads every tenant, then follows changes in the background
-    /// (watching again if the watch ends). Returns once the tenants of the
-    /// moment are loaded, so a process never serves with an old view.
+    /// Loads every tenant, then follows changes in the background.
+    /// Returns once the tenants of the moment are loaded, so a process
+    /// never serves with an old view.
     pub async fn follow(
         &self,
         js: &jetstream::Context,
         on_change: OnChange,
     ) -> Result<tokio::task::JoinHandle<()>, TenantError> {
-        let bucket = js.get_key_value(TENANTS_BUCKET).await.map_err(nats)?;
-        let mut pending = bucket.status().await.map_err(nats)?.values();
-        let mut watch = bucket.watch_with_history(">").await.map_err(nats)?;
-        while pending > 0 {
-            let Some(entry) = watch.next().await else {
-                return Err(TenantError::WatchEnded);
-            };
-            let entry = entry.map_err(nats)?;
-            pending = entry.delta;
-            self.apply(&entry, &on_change);
-        }
         let book = self.clone();
-        Ok(tokio::spawn(async move {
-            loop {
-                while let Some(entry) = watch.next().await {
-                    match entry {
-                        Ok(entry) => book.apply(&entry, &on_change),
-                        Err(e) => tracing::warn!(error = %e, "watching sb_tenants"),
-                    }
-                }
-                tracing::warn!("the watch of sb_tenants ended; watching again");
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                match bucket.watch_with_history(">").await {
-                    Ok(w) => watch = w,
-                    Err(e) => tracing::warn!(error = %e, "watching sb_tenants again"),
-                }
-            }
-        }))
+        follow_bucket(js, TENANTS_BUCKET, move |entry| {
+            book.apply(entry, &on_change)
+        })
+        .await
+        .map_err(nats)
     }
 }

@@ -20,9 +20,6 @@ pub enum TenantError {
         #[source]
         source: serde_json::Error,
     },
-    /// The watch that loads the tenants ended before they were all read.
-    #[error("tenants: the watch of sb_tenants ended")]
-    WatchEnded,
 }
 
 pub(super) fn nats(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TenantError {
