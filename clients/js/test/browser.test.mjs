@@ -923,12 +923,24 @@ test("search: a member types in the search box, sees the highlighted result, cli
   await oren.waitForSelector("#chat-title:text('Field trip')");
   const found = oren.locator("#messages .msg.flash", { has: oren.locator(".body", { hasText: "Bring the zeppelin tickets on Friday" }) });
   await found.waitFor({ timeout: 10_000 });
-  const inView = await timelineMsg(oren, "Bring the zeppelin tickets on Friday").evaluate((node) => {
+  // In view once the jump settles: the redraws right after it (profiles
+  // and receipts arriving) may still move it for a moment.
+  const zeppelin = "Bring the zeppelin tickets on Friday";
+  const where = (text) => {
     const box = document.getElementById("messages").getBoundingClientRect();
-    const at = node.getBoundingClientRect();
-    return at.top >= box.top && at.bottom <= box.bottom;
-  });
-  assert.ok(inView, "the message is scrolled into view");
+    const node = [...document.querySelectorAll("#messages .msg")].find((m) => m.querySelector(".body")?.textContent.includes(text));
+    const at = node?.getBoundingClientRect();
+    return { inView: !!at && at.top >= box.top && at.bottom <= box.bottom, box: [box.top, box.bottom], at: at && [at.top, at.bottom] };
+  };
+  const settled = await oren
+    .waitForFunction((text) => {
+      const box = document.getElementById("messages").getBoundingClientRect();
+      const node = [...document.querySelectorAll("#messages .msg")].find((m) => m.querySelector(".body")?.textContent.includes(text));
+      const at = node?.getBoundingClientRect();
+      return !!at && at.top >= box.top && at.bottom <= box.bottom;
+    }, zeppelin, { timeout: 3000 })
+    .then(() => true, () => false);
+  assert.ok(settled, `the message is scrolled into view: ${JSON.stringify(await oren.evaluate(where, zeppelin))}`);
   await oren.mouse.move(1, 1);
   await oren.screenshot({ path: `${screenshots}search.png` });
 
