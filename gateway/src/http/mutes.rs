@@ -10,14 +10,14 @@ use axum::http::StatusCode;
 use serde_json::json;
 use switchboard_nats::envelope::{BanCommand, Command};
 use switchboard_protocol::moderation::{AuditAction, Mute, MuteList, MuteRequest};
-use switchboard_protocol::{ConversationId, Timestamp, UserId};
+use switchboard_protocol::{ConversationId, ErrorCode, Timestamp, UserId};
 
 use super::conversations::done;
 use super::extract::{JsonBody, PathParams, Shared};
 use super::moderation::audited;
 use super::openapi::Operation;
 use super::roles::actor;
-use super::safety::require_moderator;
+use super::safety::moderates;
 use crate::auth::Identity;
 use crate::error::ApiError;
 
@@ -36,17 +36,17 @@ pub(super) async fn list(
     path: PathParams<ConversationId>,
 ) -> Result<Json<MuteList>, ApiError> {
     let conversation = path.get()?;
-    require_moderator(
-        &gw,
-        &id,
-        &conversation,
-        "only owners and admins see the mutes",
-    )
-    .await?;
+    // One read: the members (who may see the mutes) and the mutes.
     let detail = gw
         .store
         .conversation(&id.tenant, &conversation, &id.user)
         .await?;
+    if !moderates(&id, &detail) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "only owners and admins see the mutes",
+        ));
+    }
     let now = Timestamp::now();
     let mutes = detail
         .record

@@ -171,15 +171,21 @@ pub(super) async fn require_moderator(
         .store
         .conversation(&id.tenant, conversation, &id.user)
         .await?;
-    let moderates = detail
-        .members
-        .iter()
-        .any(|m| m.user_id == id.user && m.role.moderates());
-    if moderates {
+    if moderates(id, &detail) {
         Ok(())
     } else {
         Err(ApiError::new(ErrorCode::Forbidden, refusal))
     }
+}
+
+/// Whether `id` moderates the conversation `detail` shows: a tenant
+/// admin, or one of its owners and admins.
+pub(super) fn moderates(id: &Identity, detail: &switchboard_store::ConversationDetail) -> bool {
+    id.admin
+        || detail
+            .members
+            .iter()
+            .any(|m| m.user_id == id.user && m.role.moderates())
 }
 
 /// `POST /v1/conversations/{id}/bans`
