@@ -9,11 +9,18 @@
 //! again after a crash is dropped by JetStream within its dedupe window
 //! and by the receiver after. An entry is acked once its event is stored
 //! (or it is not wanted), so none is lost to a crash.
+//!
+//! An entry whose event is refused comes again after [`AGAIN_AFTER`], at
+//! most the consumer's `max_deliver` times in all; then it is dropped and
+//! counted as a lost event (`switchboard_webhook_events_lost_total`), as
+//! the writers count theirs. The consumer is shared by every tenant, so
+//! an entry retried for ever would hold one of its acks pending for ever:
+//! enough of them, from one tenant, would stall every tenant's events.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer;
+use async_nats::jetstream::{AckKind, consumer};
 use futures::StreamExt;
 use serde_json::json;
 use switchboard_nats::audit::tenant_of_subject;
@@ -24,6 +31,9 @@ use switchboard_protocol::webhooks::{EventType, WebhookEvent};
 use crate::config::EventStream;
 use crate::ctx::Ctx;
 use crate::error::WorkerError;
+
+/// How long a refused entry waits before it comes again.
+const AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(ctx: Arc<Ctx>) {
     loop {
@@ -42,28 +52,55 @@ async fn serve(ctx: &Ctx) -> Result<(), WorkerError> {
         .map_err(|e| WorkerError::nats(format!("stream {AUDIT_STREAM}"), e))?;
     let config = audit_events_consumer()?;
     let name = config.durable_name.clone().unwrap_or_default();
+    let shipped = config.max_deliver;
     let consumer: consumer::PullConsumer = stream
         .get_or_create_consumer(&name, config)
         .await
         .map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
+    // The server's bound, as an operator may have edited it; the file's
+    // when the consumer was made by a release without one (-1).
+    let attempts = match consumer.cached_info().config.max_deliver {
+        n if n >= 1 => n,
+        _ => shipped,
+    };
     let mut entries = consumer
         .messages()
         .await
         .map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
     while let Some(message) = entries.next().await {
         let message = message.map_err(|e| WorkerError::nats(format!("consumer {name}"), e))?;
-        let seq = message.info().map(|i| i.stream_sequence).unwrap_or(0);
-        if let Some(event) = event_of(ctx, &message.subject, seq, &message.payload)
-            && !relayed(ctx, seq, &event).await
-        {
-            // Not acked: the entry comes again.
-            continue;
-        }
-        if let Err(e) = message.ack().await {
-            tracing::debug!(seq, error = %e, "acking an audit entry");
+        let (seq, delivered) = message
+            .info()
+            .map(|i| (i.stream_sequence, i.delivered))
+            .unwrap_or((0, 1));
+        let done = match event_of(ctx, &message.subject, seq, &message.payload) {
+            None => AckKind::Ack,
+            Some(event) if relayed(ctx, seq, &event).await => AckKind::Ack,
+            Some(_) => match after_refusal(delivered, attempts) {
+                Some(again) => AckKind::Nak(Some(again)),
+                None => {
+                    crate::metrics::event_lost();
+                    tracing::warn!(
+                        seq,
+                        delivered,
+                        "an audit event was refused every time; dropped"
+                    );
+                    AckKind::Term
+                }
+            },
+        };
+        if let Err(e) = message.ack_with(done).await {
+            tracing::debug!(seq, error = %e, "answering an audit entry");
         }
     }
     Ok(())
+}
+
+/// When an entry whose event was refused at its `delivered`th delivery
+/// comes again; `None` when that was its last of `attempts` (a number
+/// below 1 means no bound, as JetStream reads `max_deliver`).
+fn after_refusal(delivered: i64, attempts: i64) -> Option<Duration> {
+    (attempts < 1 || delivered < attempts).then_some(AGAIN_AFTER)
 }
 
 /// Whether `event` is stored on `SB_EVENTS` (or needs no storing: the
@@ -113,4 +150,25 @@ fn event_of(ctx: &Ctx, subject: &str, seq: u64, payload: &[u8]) -> Option<Webhoo
         created_at: entry.at,
         data: json!({ "entry": entry }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_entry_comes_again_until_its_last_delivery() {
+        assert_eq!(after_refusal(1, 5), Some(AGAIN_AFTER));
+        assert_eq!(after_refusal(4, 5), Some(AGAIN_AFTER));
+        assert_eq!(after_refusal(5, 5), None);
+        assert_eq!(after_refusal(6, 5), None);
+        assert_eq!(after_refusal(100, -1), Some(AGAIN_AFTER));
+    }
+
+    #[test]
+    fn the_shipped_consumer_bounds_its_deliveries() {
+        let config = audit_events_consumer().expect("the shipped consumer parses");
+        assert!(config.max_deliver >= 2, "{}", config.max_deliver);
+        assert!(config.max_deliver <= 10, "{}", config.max_deliver);
+    }
 }
