@@ -92,14 +92,20 @@ impl BlockSet {
     }
 }
 
-/// Messages as `reader` sees them: `me` on the reactions that are theirs,
-/// `blocked_sender` on those of users they block.
+/// Messages as `reader` sees them: without shadow-banned senders'
+/// messages not theirs (v1.3, [`Message::seen_by`]), `me` on the
+/// reactions that are theirs, `blocked_sender` on those of users they
+/// block. Every read that lists messages to a client passes here.
 pub(crate) async fn as_seen_by(
     store: &dyn Store,
     tenant: &TenantId,
     reader: &UserId,
-    messages: &mut [Message],
+    messages: &mut Vec<Message>,
 ) -> StoreResult<()> {
+    messages.retain(|m| m.seen_by(reader));
+    for m in messages.iter_mut() {
+        m.shadow = false;
+    }
     switchboard_store::mine::mark_mine(store, tenant, reader, messages).await?;
     if messages.is_empty() {
         return Ok(());

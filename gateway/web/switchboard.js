@@ -2036,6 +2036,21 @@ var Rest = class {
   tenantBans(page = {}) {
     return this.json("GET", `/v1/admin/bans${pageQuery(page)}`);
   }
+  /** Shadow-bans `user` (v1.3; tenant admins): their new messages are
+   * acked and reach their own devices only, never anyone else's; they
+   * are not told. Until `until` (RFC 3339) or until lifted. */
+  shadowBanUser(user, opts = {}) {
+    return this.json("PUT", `/v1/admin/shadow_bans/${enc(user)}`, opts);
+  }
+  /** Lifts `user`'s shadow ban (v1.3; idempotent): their later messages
+   * reach everyone again. */
+  unshadowBanUser(user) {
+    return this.empty("DELETE", `/v1/admin/shadow_bans/${enc(user)}`);
+  }
+  /** A page of the tenant's shadow bans in force, newest first (v1.3). */
+  shadowBans(page = {}) {
+    return this.json("GET", `/v1/admin/shadow_bans${pageQuery(page)}`);
+  }
   /** Mutes a member of `id` (v1.3; owners and admins): they stay, but
    * their posts, replies, reactions and edits are refused (`forbidden`)
    * until `until` or until lifted. */

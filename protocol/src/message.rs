@@ -77,6 +77,14 @@ pub struct Message {
     /// send and changed only by an edit; absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,
+    /// Stored, never shown (v1.3): the sender was shadow-banned when they
+    /// sent it, so it is their devices' alone. Every way a message leaves
+    /// for a client drops the messages others may not see and clears the
+    /// flag on the rest ([`Message::seen_by`], [`Message::for_client`]),
+    /// so that the sender never learns of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub shadow: bool,
 }
 
 impl Message {
@@ -113,7 +121,25 @@ impl Message {
             blocked_sender: false,
             expires_at: None,
             custom: None,
+            shadow: false,
         }
+    }
+
+    /// Whether `viewer` may see this message: anyone, unless it is a
+    /// shadow-banned sender's, which only they see.
+    pub fn seen_by(&self, viewer: &UserId) -> bool {
+        self.shadow_reaches(viewer.as_str())
+    }
+
+    /// [`Message::seen_by`] for a user id as the stores keep it.
+    pub fn shadow_reaches(&self, user: &str) -> bool {
+        !self.shadow || self.sender_id.as_str() == user
+    }
+
+    /// The message as a client gets it: the stored-only flag cleared.
+    pub fn for_client(mut self) -> Self {
+        self.shadow = false;
+        self
     }
 
     /// The message as its deletion at `at` leaves it: it shows nothing of

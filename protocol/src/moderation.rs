@@ -327,6 +327,10 @@ pub enum AuditAction {
     UserBanned,
     /// `user_id`'s tenant ban was lifted.
     UserUnbanned,
+    /// `user_id` was shadow-banned: `details.until`, `details.reason`.
+    UserShadowBanned,
+    /// `user_id`'s shadow ban was lifted.
+    UserShadowUnbanned,
     /// `user_id` was muted in `conversation_id`: `details.until`.
     MemberMuted,
     /// `user_id`'s mute in `conversation_id` was lifted.

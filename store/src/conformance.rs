@@ -90,6 +90,7 @@ macro_rules! conformance_tests {
             profiles_are_stored_replaced_and_erased,
             public_channels_are_listed_joined_and_invited_to,
             unread_counts_count_what_a_member_would,
+            a_shadow_message_is_its_senders_alone,
             reports_are_listed_by_status_newest_first_and_counted,
             expired_messages_go_as_deletions_and_leave_the_inboxes,
             erasure_leaves_tombstones_and_nothing_of_the_user,

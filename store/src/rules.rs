@@ -310,7 +310,8 @@ async fn append<C: Commit>(
     };
 
     // Every device of every member gets an inbox entry, except the device
-    // that sent the message (it has it already).
+    // that sent the message (it has it already); a shadow-banned sender's
+    // message, their own devices alone (v1.3).
     let recipients = if inbox {
         view.recipients(c).await?
     } else {
@@ -347,6 +348,9 @@ async fn append<C: Commit>(
         threads::mentions(view, c, m, !inbox).await?;
         unread::count(view, c, m).await?;
         for (user, devices) in &recipients {
+            if !m.shadow_reaches(user) {
+                continue;
+            }
             for device in devices {
                 if user == m.sender_id.as_str() && device == m.sender_device.as_str() {
                     continue;

@@ -25,6 +25,8 @@ pub(crate) struct Ctx {
     pub plugins: Option<Arc<switchboard_plugin_host::Plugins>>,
     /// Tenants' quotas, following `sb_tenants`.
     pub tenants: switchboard_nats::records::tenants::TenantBook,
+    /// Tenants' shadow bans (v1.3), following `sb_tenant_bans`.
+    pub bans: switchboard_nats::records::bans::BanBook,
     /// Refused sends, for the gateways to answer resends with.
     pub refusals: switchboard_nats::records::refusals::Refusals,
     /// The session registry: which gateways hold the users events are for.

@@ -75,6 +75,12 @@ pub async fn run(
     .await?;
     let index_feed =
         writer::index_feed::IndexFeed::start(js.clone(), &config.worker_id, config.search_feed);
+    // Shadow bans (v1.3), which the writers apply at each send. Loaded
+    // before any partition is taken, so no writer stores a message of a
+    // user shadow-banned before it started for all to see; followed for
+    // as long as the process runs.
+    let bans = switchboard_nats::records::bans::BanBook::default();
+    let _follower = bans.follow(&js, Arc::new(|_, _, _| {})).await?;
     let ctx = Arc::new(Ctx {
         leader: Leadership::default(),
         index_feed,
@@ -86,6 +92,7 @@ pub async fn run(
         ids,
         plugins,
         tenants,
+        bans,
         config,
         expired_through: Default::default(),
         erased_through: Default::default(),

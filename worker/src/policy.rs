@@ -101,6 +101,8 @@ pub struct Policies {
     /// Tenants' quotas (members per conversation, unsolicited groups), as
     /// `sb_tenants` says now.
     pub tenants: switchboard_nats::records::tenants::TenantBook,
+    /// Tenants' shadow bans (v1.3), as `sb_tenant_bans` says now.
+    pub bans: switchboard_nats::records::bans::BanBook,
 }
 
 impl Policies {

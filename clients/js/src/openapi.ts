@@ -141,7 +141,7 @@ export interface paths {
         };
         /**
          * The tenant's moderation audit log
-         * @description Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.
+         * @description Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, `user_shadow_banned` (`details.until`, `details.reason`), `user_shadow_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.
          */
         get: {
             parameters: {
@@ -1055,6 +1055,140 @@ export interface paths {
             };
         };
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/shadow_bans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's shadow bans
+         * @description The shadow bans in force, newest first (then by user), `limit` per page (100 by default, at most 1000), the next page from `next_cursor`, as `GET /v1/admin/bans` lists bans. Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Where the previous page ended (its `next_cursor`). */
+                    cursor?: string;
+                    /**
+                     * @description Bans per page: 100 when absent; at least 1, larger values are
+                     *     capped at 1000.
+                     */
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of shadow bans. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TenantBanList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/shadow_bans/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Shadow-ban a user
+         * @description From then on the user's new messages (over the socket, REST, scheduled, in threads) are acked and stored as usual but shown to their own devices alone: the other members get no event, push or unread count for them and never see them in history, backlog, threads, pins, the conversation list or search, and webhooks get no event. The user is not told; their tokens keep working. Messages sent before stay as they were; lifting it shows the user's later messages to everyone, not the hidden ones. The body may be left out; `until` (in the future) ends it by itself, `reason` (at most 500 characters) is for the tenant's admins. Shadow-banning again replaces it. Nobody shadow-bans themselves (403). At most `max_tenant_bans` shadow bans in force per tenant (409 past it). Tenant admins only.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to shadow-ban. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["TenantBanRequest"];
+                };
+            };
+            responses: {
+                /** @description The shadow ban. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TenantBan"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        /**
+         * Lift a user's shadow ban
+         * @description Their messages from then on reach everyone again; those sent while it held stay their own. Idempotent. Tenant admins only.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The user to let be heard. */
+                    user: components["schemas"]["UserId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Lifted (or was not shadow-banned). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -4029,7 +4163,7 @@ export interface components {
             topic: string;
         };
         /** @description What a moderation change was (the audit log, v1.3). */
-        AuditAction: "blocklist_set" | "user_banned" | "user_unbanned" | "member_muted" | "member_unmuted" | "conversation_frozen" | "conversation_thawed";
+        AuditAction: "blocklist_set" | "user_banned" | "user_unbanned" | "user_shadow_banned" | "user_shadow_unbanned" | "member_muted" | "member_unmuted" | "conversation_frozen" | "conversation_thawed";
         /**
          * @description One moderation change: who did what to whom, and when
          *     (`GET /v1/admin/audit`, the `moderation.audit` webhook event).

@@ -1966,7 +1966,7 @@ test("an erased user's session ends for good: `ended` with 4004, the client clos
   }
 });
 
-test("moderation without code (v1.3): a tenant admin's word list and tenant ban (tokens refused as `banned`), an owner's mute and freeze, each in the audit log", async () => {
+test("moderation without code (v1.3): a tenant admin's word list, tenant ban (tokens refused as `banned`) and shadow ban, an owner's mute and freeze, each in the audit log", async () => {
   const { id, clients, close } = await group("vera", ["walt"], "moderation");
   const { vera, walt } = clients;
   const admin = new SwitchboardClient({ url: dev.url, token: adminToken("mod-admin"), WebSocket });
@@ -2000,10 +2000,28 @@ test("moderation without code (v1.3): a tenant admin's word list and tenant ban 
     await admin.rest.unbanUser("mod-outcast");
     await outcast.rest.conversations();
 
+    // A shadow ban: walt's message is acked and his, not vera's to read.
+    const shadow = await admin.rest.shadowBanUser("walt");
+    assert.equal(shadow.user_id, "walt");
+    assert.deepEqual((await admin.rest.shadowBans({ limit: 1000 })).bans.map((b) => b.user_id).filter((u) => u === "walt"), ["walt"]);
+    const seen = async (who, sent) => (await who.rest.history(id)).messages.some((m) => m.message_id === sent.message_id);
+    // The writers learn of it from the bans' bucket within moments.
+    let hidden;
+    for (let i = 0; i < 50; i++) {
+      hidden = await walt.sendText(id, `only mine ${i}`);
+      if (!(await seen(vera, hidden))) break;
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    assert.equal(await seen(walt, hidden), true);
+    assert.equal(await seen(vera, hidden), false);
+    await admin.rest.unshadowBanUser("walt");
+
     // Every change, newest first.
     const log = await admin.rest.auditLog({ limit: 200 });
     const ours = log.entries.filter((e) => e.conversation_id === id || ["mod-admin"].includes(e.actor)).map((e) => e.action);
-    assert.deepEqual(ours.slice(0, 8), [
+    assert.deepEqual(ours.slice(0, 10), [
+      "user_shadow_unbanned",
+      "user_shadow_banned",
       "user_unbanned",
       "user_banned",
       "conversation_thawed",

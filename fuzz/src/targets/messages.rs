@@ -189,6 +189,7 @@ fn message(ids: &Ids) -> Message {
         blocked_sender: false,
         expires_at: Some(at()),
         custom: None,
+        shadow: false,
     }
 }
 

@@ -30,7 +30,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::Validation;
 use switchboard_protocol::{TenantId, Timestamp, UserId};
 
-use switchboard_nats::records::bans::{BanBook, OnBanChange};
+use switchboard_nats::records::bans::{BanBook, BanKind, OnBanChange};
 use switchboard_nats::records::tenants::TenantRecord;
 
 use crate::config::TenantConfig;
@@ -193,7 +193,13 @@ impl TenantDirectory {
         js: &async_nats::jetstream::Context,
     ) -> Result<(), switchboard_nats::BackboneError> {
         let d = directory.clone();
-        let on_change: OnBanChange = Arc::new(move |tenant, user| d.ban_changed(tenant, user));
+        // A shadow ban changes nothing a session does: its user's writers
+        // follow the bucket themselves.
+        let on_change: OnBanChange = Arc::new(move |kind, tenant, user| {
+            if kind == BanKind::Tenant {
+                d.ban_changed(tenant, user)
+            }
+        });
         // The follower runs as long as the process; its handle is not
         // needed.
         let _follower = directory.bans.follow(js, on_change).await?;
@@ -413,8 +419,12 @@ impl TenantDirectory {
                     let identity = data.claims.identity(&tenant)?;
                     // After the signature: only a verified token learns
                     // that its user is banned.
-                    if let Some(ban) = self.bans.holding(&tenant, &identity.user, Timestamp::now())
-                    {
+                    if let Some(ban) = self.bans.holding(
+                        BanKind::Tenant,
+                        &tenant,
+                        &identity.user,
+                        Timestamp::now(),
+                    ) {
                         return Err(AuthError::Banned { until: ban.until });
                     }
                     return Ok(identity);

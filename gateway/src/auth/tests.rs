@@ -494,7 +494,12 @@ fn a_banned_users_valid_token_is_refused_and_only_theirs() {
         reason: Some("spam".into()),
     };
     let soon = Timestamp::now().unix_ms() + 60_000;
-    bans.set(&acme, &mallory, Some(ban(Some(soon))));
+    bans.set(
+        switchboard_nats::records::bans::BanKind::Tenant,
+        &acme,
+        &mallory,
+        Some(ban(Some(soon))),
+    );
     d.ban_changed(&acme, &mallory);
     assert!(changes.has_changed().unwrap());
     assert_eq!(changes.borrow_and_update().user.as_ref(), Some(&mallory));
@@ -512,13 +517,28 @@ fn a_banned_users_valid_token_is_refused_and_only_theirs() {
     );
     assert_eq!(d.verify(&forged), Err(AuthError::BadSignature));
     // A ban that ended admits again, as does a lifted one.
-    bans.set(&acme, &mallory, Some(ban(Some(1))));
+    bans.set(
+        switchboard_nats::records::bans::BanKind::Tenant,
+        &acme,
+        &mallory,
+        Some(ban(Some(1))),
+    );
     assert!(d.verify(&token("mallory")).is_ok());
-    bans.set(&acme, &mallory, Some(ban(None)));
+    bans.set(
+        switchboard_nats::records::bans::BanKind::Tenant,
+        &acme,
+        &mallory,
+        Some(ban(None)),
+    );
     assert!(matches!(
         d.verify(&token("mallory")),
         Err(AuthError::Banned { until: None })
     ));
-    bans.set(&acme, &mallory, None);
+    bans.set(
+        switchboard_nats::records::bans::BanKind::Tenant,
+        &acme,
+        &mallory,
+        None,
+    );
     assert!(d.verify(&token("mallory")).is_ok());
 }

@@ -97,6 +97,9 @@ impl Connection {
                 let exhausted = messages.len() < want;
                 let cut = messages.len() > room;
                 messages.truncate(room);
+                // Where the page ends, shown or not: the next read starts
+                // after the messages the reader may not see too.
+                let page_end = messages.last().map(|m| (m.seq, InboxCursor::of(m)));
                 if let Err(e) = crate::blocks::as_seen_by(
                     gw.store.as_ref(),
                     &id.tenant,
@@ -109,13 +112,15 @@ impl Connection {
                     return;
                 }
                 for m in messages {
-                    last_seq = m.seq;
-                    cursor = Some(InboxCursor::of(&m));
                     sent += 1;
                     let out = Outbound::frame(&ServerFrame::Message { message: m });
                     if tx.send_paced(out).await.is_err() {
                         return;
                     }
+                }
+                if let Some((seq, end)) = page_end {
+                    last_seq = seq;
+                    cursor = Some(end);
                 }
                 if cut {
                     break true;

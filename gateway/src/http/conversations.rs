@@ -27,6 +27,7 @@ use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::state::Gateway;
 
 fn member_views(d: &ConversationDetail) -> Vec<MemberView> {
     d.members
@@ -46,7 +47,8 @@ pub(super) fn detail_view(d: ConversationDetail, caller: &UserId) -> Conversatio
     let read_seq = me.map_or(0, |m| m.read_seq);
     let settings = me.map(|m| m.settings.clone()).unwrap_or_default();
     let members = Members::Detailed(member_views(&d));
-    let r = d.record;
+    let mut r = d.record;
+    r.last_message = last_seen_by(r.last_message, caller);
     ConversationView {
         unread_count: d.reader_unread_count,
         read_seq,
@@ -80,8 +82,17 @@ fn muted(settings: &MemberSettings) -> bool {
         .is_some_and(|until| until > Timestamp::now())
 }
 
+/// The conversation's last message as `caller` may see it: none when it
+/// is a shadow-banned sender's not theirs (v1.3). The list and the
+/// conversation's own read put the one before in its place
+/// ([`visible_last`]); the answers of changes leave it out.
+fn last_seen_by(last: Option<Message>, caller: &UserId) -> Option<Message> {
+    last.filter(|m| m.seen_by(caller)).map(Message::for_client)
+}
+
 fn summary_view(s: ConversationSummary) -> ConversationView {
-    let r = s.record;
+    let mut r = s.record;
+    r.last_message = last_seen_by(r.last_message, &s.me.user_id);
     ConversationView {
         unread_count: s.unread_count,
         read_seq: s.me.read_seq,
@@ -282,6 +293,9 @@ pub(super) async fn list(
     } else {
         None
     };
+    for s in &mut page {
+        visible_last(&gw, &id, &mut s.record).await?;
+    }
     Ok(Json(ConversationList {
         conversations: page.into_iter().map(summary_view).collect(),
         next_cursor,
@@ -302,11 +316,48 @@ pub(super) async fn show(
     path: PathParams<ConversationId>,
 ) -> Result<Json<ConversationView>, ApiError> {
     let conversation = path.get()?;
-    let detail = gw
+    let mut detail = gw
         .store
         .conversation(&id.tenant, &conversation, &id.user)
         .await?;
+    visible_last(&gw, &id, &mut detail.record).await?;
     Ok(Json(detail_view(detail, &id.user)))
+}
+
+/// Newest messages read back for a conversation's last message the
+/// caller may see, when its last is a shadow-banned sender's (v1.3).
+const LOOK_BACK_FOR_LAST: usize = 20;
+
+/// `record`'s last message the caller's way: where it is a shadow-banned
+/// sender's not theirs, the newest before it that they may see (among
+/// the [`LOOK_BACK_FOR_LAST`] newest), so the list's preview does not go
+/// blank. Costs a history read only for such a conversation.
+async fn visible_last(
+    gw: &Gateway,
+    id: &Identity,
+    record: &mut switchboard_store::ConversationRecord,
+) -> Result<(), ApiError> {
+    if record
+        .last_message
+        .as_ref()
+        .is_none_or(|m| m.seen_by(&id.user))
+    {
+        return Ok(());
+    }
+    let query = switchboard_store::HistoryQuery {
+        before_seq: None,
+        after_seq: None,
+        limit: LOOK_BACK_FOR_LAST,
+        thread_root: None,
+    };
+    let newest = gw
+        .store
+        .history(&id.tenant, &record.conversation_id, &id.user, query)
+        .await?;
+    record.last_message = newest
+        .into_iter()
+        .find(|m| m.thread_id.is_none() && m.seen_by(&id.user));
+    Ok(())
 }
 
 #[cfg(test)]

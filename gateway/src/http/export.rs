@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Serialize;
-use switchboard_protocol::{ConversationId, ConversationKind, Timestamp, UserId};
+use switchboard_protocol::{ConversationId, ConversationKind, Message, Timestamp, UserId};
 use switchboard_store::ConversationKey;
 use tokio::sync::mpsc;
 
@@ -211,7 +211,10 @@ async fn messages_of(
         };
         // A row whose message is gone since (expired with its archived
         // bucket) is passed over.
-        let mut page: Vec<_> = rows.into_iter().filter_map(|r| r.message).collect();
+        let mut page: Vec<_> = rows
+            .into_iter()
+            .filter_map(|r| r.message.map(Message::for_client))
+            .collect();
         switchboard_store::mine::mark_mine(gw.store.as_ref(), &id.tenant, &id.user, &mut page)
             .await?;
         for m in &page {

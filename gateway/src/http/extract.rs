@@ -185,6 +185,28 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// A JSON body that may be left out: a request without one (no
+/// `Content-Type`, no bytes) reads as `T::default()`; one with a body is
+/// read as [`JsonBody`] reads it.
+pub(super) struct OptionalJsonBody<T>(pub(super) T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let headers = req.headers();
+        let no_body = headers.get(axum::http::header::CONTENT_TYPE).is_none()
+            && headers.get(axum::http::header::TRANSFER_ENCODING).is_none()
+            && headers
+                .get(axum::http::header::CONTENT_LENGTH)
+                .is_none_or(|n| n.as_bytes() == b"0");
+        if no_body {
+            return Ok(Self(T::default()));
+        }
+        read_json(req, state, false).await.map(Self)
+    }
+}
+
 /// A JSON body that may also be an array (a list the protocol writes
 /// bare, such as `PUT /v1/admin/webhooks`'s), its rejections protocol
 /// errors.

@@ -90,10 +90,13 @@ pub(super) async fn page(
         .store
         .history(&id.tenant, &conversation, &id.user, query)
         .await?;
+    // Where the page read ends, whether the caller may see all of it or
+    // not: a page of others' shadow messages is no last page.
+    let (read, oldest) = (messages.len(), messages.last().map(|m| m.seq));
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut messages).await?;
     let floor = after_seq.unwrap_or(0).saturating_add(1);
-    let next_before_seq = match messages.last() {
-        Some(oldest) if messages.len() == limit && oldest.seq > floor => Some(oldest.seq),
+    let next_before_seq = match oldest {
+        Some(oldest) if read == limit && oldest > floor => Some(oldest),
         _ => None,
     };
     Ok(Json(HistoryPage {

@@ -249,6 +249,21 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             moderation::unban,
         )
         .route(
+            "/v1/admin/shadow_bans",
+            moderation::list_shadow_bans_op(),
+            moderation::list_shadow_bans,
+        )
+        .route(
+            "/v1/admin/shadow_bans/{user}",
+            moderation::shadow_ban_op(),
+            moderation::shadow_ban,
+        )
+        .route(
+            "/v1/admin/shadow_bans/{user}",
+            moderation::shadow_unban_op(),
+            moderation::shadow_unban,
+        )
+        .route(
             "/v1/admin/audit",
             moderation::audit_op(),
             moderation::audit_log,

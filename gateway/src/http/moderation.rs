@@ -7,6 +7,10 @@
 //!   bans, kept in `sb_tenant_bans`, which every gateway follows: the
 //!   token check (`auth`) refuses a banned user, and their open sessions
 //!   close (`connection`);
+//! - `GET /v1/admin/shadow_bans`, `PUT/DELETE /v1/admin/shadow_bans/{user}`,
+//!   shadow bans, in the same bucket, which every worker follows too: a
+//!   conversation's writer stores a shadow-banned user's messages for
+//!   their own devices alone (`Message::shadow`);
 //! - `GET /v1/admin/audit`, the log of those changes (`SB_AUDIT`), each
 //!   recorded once it is made.
 
@@ -18,13 +22,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use switchboard_nats::audit::{self, Cursor};
+use switchboard_nats::records::bans::BanKind;
 use switchboard_nats::records::tenants::TenantError;
 use switchboard_protocol::moderation::{
     AuditAction, AuditEntry, AuditList, Blocklist, TenantBan, TenantBanList, TenantBanRequest,
 };
 use switchboard_protocol::{ConversationId, ErrorCode, Timestamp, UserId};
 
-use super::extract::{Admin, JsonBody, PathParams, Shared};
+use super::extract::{Admin, JsonBody, OptionalJsonBody, PathParams, Shared};
 use super::openapi::Operation;
 use crate::auth::Identity;
 use crate::error::ApiError;
@@ -167,10 +172,40 @@ pub(super) async fn list_bans(
     Admin(id): Admin,
     query: Result<Query<BansQuery>, QueryRejection>,
 ) -> Result<Json<TenantBanList>, ApiError> {
+    list_of(&gw, &id, BanKind::Tenant, query).await
+}
+
+/// `GET /v1/admin/shadow_bans`
+pub(super) fn list_shadow_bans_op() -> Operation {
+    Operation::get("The tenant's shadow bans")
+        .describe("The shadow bans in force, newest first (then by user), `limit` per page (100 by default, at most 1000), the next page from `next_cursor`, as `GET /v1/admin/bans` lists bans. Tenant admins only.")
+        .query_fields::<BansQuery>()
+        .reply::<TenantBanList>(200, "A page of shadow bans.")
+        .errors(&[400, 403])
+}
+
+pub(super) async fn list_shadow_bans(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    query: Result<Query<BansQuery>, QueryRejection>,
+) -> Result<Json<TenantBanList>, ApiError> {
+    list_of(&gw, &id, BanKind::Shadow, query).await
+}
+
+/// A page of the tenant's bans of `kind` in force.
+async fn list_of(
+    gw: &Gateway,
+    id: &Identity,
+    kind: BanKind,
+    query: Result<Query<BansQuery>, QueryRejection>,
+) -> Result<Json<TenantBanList>, ApiError> {
     let Query(query) = query?;
     let limit = query.limit.unwrap_or(BANS_PAGE).clamp(1, MAX_BANS_PAGE);
     let after = query.cursor.as_deref().map(after_cursor).transpose()?;
-    let all = gw.tenants.bans().in_force(&id.tenant, Timestamp::now());
+    let all = gw
+        .tenants
+        .bans()
+        .in_force(kind, &id.tenant, Timestamp::now());
     let start = match &after {
         Some((ms, user)) => all.partition_point(|b| {
             let at = b.banned_at.unix_ms();
@@ -205,7 +240,36 @@ pub(super) async fn ban(
     path: PathParams<UserId>,
     JsonBody(request): JsonBody<TenantBanRequest>,
 ) -> Result<Json<TenantBan>, ApiError> {
-    let user = path.get()?;
+    put_ban(&gw, &id, BanKind::Tenant, path.get()?, request).await
+}
+
+/// `PUT /v1/admin/shadow_bans/{user}`
+pub(super) fn shadow_ban_op() -> Operation {
+    Operation::put("Shadow-ban a user")
+        .describe("From then on the user's new messages (over the socket, REST, scheduled, in threads) are acked and stored as usual but shown to their own devices alone: the other members get no event, push or unread count for them and never see them in history, backlog, threads, pins, the conversation list or search, and webhooks get no event. The user is not told; their tokens keep working. Messages sent before stay as they were; lifting it shows the user's later messages to everyone, not the hidden ones. The body may be left out; `until` (in the future) ends it by itself, `reason` (at most 500 characters) is for the tenant's admins. Shadow-banning again replaces it. Nobody shadow-bans themselves (403). At most `max_tenant_bans` shadow bans in force per tenant (409 past it). Tenant admins only.")
+        .path::<UserId>("user", "The user to shadow-ban.")
+        .optional_json_body::<TenantBanRequest>()
+        .reply::<TenantBan>(200, "The shadow ban.")
+        .errors(&[400, 403, 409])
+}
+
+pub(super) async fn shadow_ban(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    path: PathParams<UserId>,
+    OptionalJsonBody(request): OptionalJsonBody<TenantBanRequest>,
+) -> Result<Json<TenantBan>, ApiError> {
+    put_ban(&gw, &id, BanKind::Shadow, path.get()?, request).await
+}
+
+/// Bans `user` (of `kind`) as `id`'s caller asks, and audits it.
+async fn put_ban(
+    gw: &Gateway,
+    id: &Identity,
+    kind: BanKind,
+    user: UserId,
+    request: TenantBanRequest,
+) -> Result<Json<TenantBan>, ApiError> {
     if user == id.user {
         return Err(ApiError::new(
             ErrorCode::Forbidden,
@@ -218,38 +282,39 @@ pub(super) async fn ban(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let book = gw.tenants.bans();
     let max = gw.config.limits.max_tenant_bans;
-    if book.holding(&id.tenant, &user, now).is_none() && book.count(&id.tenant, now) >= max {
+    if book.holding(kind, &id.tenant, &user, now).is_none()
+        && book.count(kind, &id.tenant, now) >= max
+    {
         return Err(ApiError::new(
             ErrorCode::Conflict,
-            format!("a tenant has at most {max} bans in force: lift one first"),
+            format!("a tenant has at most {max} bans of a kind in force: lift one first"),
         ));
     }
-    gw.tenant_bans.put(&id.tenant, &ban).await?;
-    // This gateway's sessions and tokens at once; the others as the
-    // change reaches them.
-    book.set(&id.tenant, &user, Some(ban.clone()));
-    gw.tenants.ban_changed(&id.tenant, &user);
-    tracing::info!(tenant = %id.tenant, by = %id.user, banned = %user, until = ?ban.until, "user banned from the tenant");
+    gw.tenant_bans.put(kind, &id.tenant, &ban).await?;
+    // This gateway's sessions and tokens at once; the others (and the
+    // writers, for a shadow ban) as the change reaches them.
+    book.set(kind, &id.tenant, &user, Some(ban.clone()));
+    if kind == BanKind::Tenant {
+        gw.tenants.ban_changed(&id.tenant, &user);
+    }
+    tracing::info!(tenant = %id.tenant, by = %id.user, banned = %user, ?kind, until = ?ban.until, "user banned");
     for ended in book
-        .ended(&id.tenant, now)
+        .ended(kind, &id.tenant, now)
         .into_iter()
         .take(ENDED_SWEPT_PER_BAN)
     {
-        if let Err(e) = gw.tenant_bans.delete(&id.tenant, &ended).await {
+        if let Err(e) = gw.tenant_bans.delete(kind, &id.tenant, &ended).await {
             tracing::debug!(error = %e, "deleting an ended ban");
             break;
         }
-        book.set(&id.tenant, &ended, None);
+        book.set(kind, &id.tenant, &ended, None);
     }
+    let action = match kind {
+        BanKind::Tenant => AuditAction::UserBanned,
+        BanKind::Shadow => AuditAction::UserShadowBanned,
+    };
     let details = json!({"until": ban.until, "reason": ban.reason});
-    audited(
-        &gw,
-        &id,
-        AuditAction::UserBanned,
-        (Some(user), None),
-        details,
-    )
-    .await?;
+    audited(gw, id, action, (Some(user), None), details).await?;
     Ok(Json(ban))
 }
 
@@ -267,19 +332,44 @@ pub(super) async fn unban(
     Admin(id): Admin,
     path: PathParams<UserId>,
 ) -> Result<StatusCode, ApiError> {
-    let user = path.get()?;
-    gw.tenant_bans.delete(&id.tenant, &user).await?;
-    gw.tenants.bans().set(&id.tenant, &user, None);
-    gw.tenants.ban_changed(&id.tenant, &user);
-    tracing::info!(tenant = %id.tenant, by = %id.user, lifted = %user, "tenant ban lifted");
-    audited(
-        &gw,
-        &id,
-        AuditAction::UserUnbanned,
-        (Some(user), None),
-        serde_json::Value::Null,
-    )
-    .await?;
+    lift(&gw, &id, BanKind::Tenant, path.get()?).await
+}
+
+/// `DELETE /v1/admin/shadow_bans/{user}`
+pub(super) fn shadow_unban_op() -> Operation {
+    Operation::delete("Lift a user's shadow ban")
+        .describe("Their messages from then on reach everyone again; those sent while it held stay their own. Idempotent. Tenant admins only.")
+        .path::<UserId>("user", "The user to let be heard.")
+        .reply_empty(204, "Lifted (or was not shadow-banned).")
+        .errors(&[403])
+}
+
+pub(super) async fn shadow_unban(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    path: PathParams<UserId>,
+) -> Result<StatusCode, ApiError> {
+    lift(&gw, &id, BanKind::Shadow, path.get()?).await
+}
+
+/// Lifts `user`'s ban of `kind`, and audits it.
+async fn lift(
+    gw: &Gateway,
+    id: &Identity,
+    kind: BanKind,
+    user: UserId,
+) -> Result<StatusCode, ApiError> {
+    gw.tenant_bans.delete(kind, &id.tenant, &user).await?;
+    gw.tenants.bans().set(kind, &id.tenant, &user, None);
+    if kind == BanKind::Tenant {
+        gw.tenants.ban_changed(&id.tenant, &user);
+    }
+    tracing::info!(tenant = %id.tenant, by = %id.user, lifted = %user, ?kind, "ban lifted");
+    let action = match kind {
+        BanKind::Tenant => AuditAction::UserUnbanned,
+        BanKind::Shadow => AuditAction::UserShadowUnbanned,
+    };
+    audited(gw, id, action, (Some(user), None), serde_json::Value::Null).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -297,7 +387,7 @@ pub(super) struct AuditQuery {
 /// `GET /v1/admin/audit`
 pub(super) fn audit_op() -> Operation {
     Operation::get("The tenant's moderation audit log")
-        .describe("Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.")
+        .describe("Every moderation change, newest first: `{id, at, actor, action, user_id, conversation_id, details}`, where `action` is `blocklist_set` (`details.words`, how many, and `details.mode`), `user_banned` (`details.until`, `details.reason`), `user_unbanned`, `user_shadow_banned` (`details.until`, `details.reason`), `user_shadow_unbanned`, and in a conversation (with its `conversation_id`) `member_muted` (`details.until`), `member_unmuted`, `conversation_frozen` and `conversation_thawed`. `limit` per page (50 by default, at most 200), the next page from `next_cursor`. The log keeps the tenant's last 10,000 changes for 400 days. Webhooks that take `moderation.audit` get each entry as it is recorded. Tenant admins only.")
         .query_fields::<AuditQuery>()
         .reply::<AuditList>(200, "A page of the log.")
         .errors(&[400, 403, 503])

@@ -124,6 +124,8 @@ pub(super) struct Operation {
     caller: Caller,
     parameters: Vec<Parameter>,
     body: Vec<(&'static str, SchemaFn)>,
+    /// Whether the body may be left out ([`super::extract::OptionalJsonBody`]).
+    body_optional: bool,
     replies: Vec<Reply>,
     errors: Vec<u16>,
 }
@@ -137,6 +139,7 @@ impl Operation {
             caller: Caller::Tenant,
             parameters: Vec::new(),
             body: Vec::new(),
+            body_optional: false,
             replies: Vec::new(),
             errors: Vec::new(),
         }
@@ -222,6 +225,13 @@ impl Operation {
     pub(super) fn json_body<T: JsonSchema>(mut self) -> Self {
         self.body.push(("application/json", schema_of::<T>));
         self
+    }
+
+    /// A JSON body read as a `T`, which may be left out (then `T`'s
+    /// default).
+    pub(super) fn optional_json_body<T: JsonSchema>(mut self) -> Self {
+        self.body_optional = true;
+        self.json_body::<T>()
     }
 
     /// A body of raw bytes of `content_type`.
@@ -359,7 +369,7 @@ impl Operation {
                 .collect();
             op.insert(
                 "requestBody".into(),
-                json!({ "required": true, "content": content }),
+                json!({ "required": !self.body_optional, "content": content }),
             );
         }
         let mut responses = Map::new();

@@ -51,10 +51,11 @@ pub(super) async fn list(
     let mut messages: Vec<_> = gw.store.find_messages(keys).await?.into_iter().collect();
     let mut live: Vec<_> = messages.iter().flatten().cloned().collect();
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut live).await?;
-    for m in messages.iter_mut().flatten() {
-        if let Some(marked) = live.iter().find(|l| l.seq == m.seq) {
-            m.clone_from(marked);
-        }
+    // Each message as the caller sees it, none where they may not.
+    for m in messages.iter_mut() {
+        *m = m
+            .take()
+            .and_then(|m| live.iter().find(|l| l.seq == m.seq).cloned());
     }
     // Not the pins of messages from before the caller joined (v1.3).
     let first =

@@ -33,22 +33,25 @@ pub(super) async fn list(
         .store
         .versions(&id.tenant, &conversation, &id.user, message_id)
         .await?;
-    // A message from before the caller joined is none of theirs (v1.3).
+    // A message from before the caller joined is none of theirs, nor a
+    // shadow-banned sender's not theirs (v1.3).
     let first =
         crate::floors::first_seq(gw.store.as_ref(), &id.tenant, &id.user, &conversation).await?;
-    if first > 1 {
-        let key = switchboard_store::MessageKey {
-            tenant: id.tenant.clone(),
-            conversation_id: conversation.clone(),
-            message_id,
-        };
-        let seq = gw.store.message_seqs(vec![key]).await?.pop().flatten();
-        if seq.is_none_or(|s| s < first) {
-            return Err(ApiError::new(
-                switchboard_protocol::ErrorCode::NotFound,
-                "no such message",
-            ));
-        }
+    let key = switchboard_store::MessageKey {
+        tenant: id.tenant.clone(),
+        conversation_id: conversation.clone(),
+        message_id,
+    };
+    let message = gw.store.find_messages(vec![key]).await?.pop().flatten();
+    let hidden = match &message {
+        Some(m) => m.seq < first || !m.seen_by(&id.user),
+        None => first > 1,
+    };
+    if hidden {
+        return Err(ApiError::new(
+            switchboard_protocol::ErrorCode::NotFound,
+            "no such message",
+        ));
     }
     Ok(Json(MessageVersions {
         message_id,

@@ -1,12 +1,15 @@
-//! Tenant-wide bans (v1.3) in `sb_tenant_bans`: key `<tenant>.<user>`
+//! Tenant-wide bans and shadow bans (v1.3) in `sb_tenant_bans`: key
+//! `<tenant>.<user>` for a ban, `<tenant>.<user>.shadow` for a shadow ban
 //! (escaped key parts), value a [`TenantBan`].
 //!
 //! Tenant admins ban and lift through a gateway ([`TenantBans`]); every
-//! gateway follows the bucket ([`BanBook::follow`]) and refuses a banned
-//! user's tokens from the moment the change arrives. The book is read
-//! at every token check, so it is a map in memory; a bucket of its own
-//! (not the tenant's record) so that tenants of the configuration file
-//! ban too, and a ban is one small write, not a rewrite of the record.
+//! gateway and worker follows the bucket ([`BanBook::follow`]). A gateway
+//! refuses a banned user's tokens from the moment the change arrives; a
+//! conversation's writer stores a shadow-banned user's new messages for
+//! their own devices alone. The book is read at every token check and
+//! every send, so it is a map in memory; a bucket of its own (not the
+//! tenant's record) so that tenants of the configuration file ban too,
+//! and a ban is one small write, not a rewrite of the record.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -20,23 +23,45 @@ use crate::definitions::TENANT_BANS_BUCKET;
 use crate::kv_key::{id, part};
 use crate::records::follow::follow_bucket;
 
-/// The key of `user`'s ban in `tenant`.
-fn ban_key(tenant: &TenantId, user: &UserId) -> String {
-    format!("{}.{}", part(tenant.as_str()), part(user.as_str()))
+/// What a ban does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BanKind {
+    /// The user's tokens are refused and their connections closed.
+    Tenant,
+    /// The user's messages are shown to their own devices alone.
+    Shadow,
 }
 
-/// The tenant and user a key names, if it names them.
-fn of_key(key: &str) -> Option<(TenantId, UserId)> {
-    let (tenant, user) = key.split_once('.')?;
-    let tenant = TenantId::new(id(tenant)?).ok()?;
-    let user = UserId::new(id(user)?).ok()?;
-    Some((tenant, user))
+/// The last token of a shadow ban's key: no escaped key part ends a key
+/// with it, since escaped parts hold no dot.
+const SHADOW_SUFFIX: &str = "shadow";
+
+/// The key of `user`'s ban of `kind` in `tenant`.
+fn ban_key(kind: BanKind, tenant: &TenantId, user: &UserId) -> String {
+    let key = format!("{}.{}", part(tenant.as_str()), part(user.as_str()));
+    match kind {
+        BanKind::Tenant => key,
+        BanKind::Shadow => format!("{key}.{SHADOW_SUFFIX}"),
+    }
 }
 
-type Bans = HashMap<TenantId, HashMap<UserId, TenantBan>>;
+/// The kind, tenant and user a key names, if it names them.
+fn of_key(key: &str) -> Option<(BanKind, TenantId, UserId)> {
+    let mut tokens = key.split('.');
+    let tenant = TenantId::new(id(tokens.next()?)?).ok()?;
+    let user = UserId::new(id(tokens.next()?)?).ok()?;
+    let kind = match tokens.next() {
+        None => BanKind::Tenant,
+        Some(SHADOW_SUFFIX) => BanKind::Shadow,
+        Some(_) => return None,
+    };
+    tokens.next().is_none().then_some((kind, tenant, user))
+}
 
-/// Called with the tenant and user whose ban changed.
-pub type OnBanChange = Arc<dyn Fn(&TenantId, &UserId) + Send + Sync>;
+type Bans = HashMap<(BanKind, TenantId), HashMap<UserId, TenantBan>>;
+
+/// Called with the kind, tenant and user of a ban that changed.
+pub type OnBanChange = Arc<dyn Fn(BanKind, &TenantId, &UserId) + Send + Sync>;
 
 /// Every ban as this process knows it now.
 #[derive(Clone, Default)]
@@ -45,19 +70,34 @@ pub struct BanBook {
 }
 
 impl BanBook {
-    /// The ban that keeps `user` out of `tenant` at `now`, if one does.
-    /// Cheap: called at every token check.
-    pub fn holding(&self, tenant: &TenantId, user: &UserId, now: Timestamp) -> Option<TenantBan> {
+    /// The ban of `kind` on `user` in `tenant` at `now`, if one holds.
+    /// Cheap: called at every token check and every send.
+    pub fn holding(
+        &self,
+        kind: BanKind,
+        tenant: &TenantId,
+        user: &UserId,
+        now: Timestamp,
+    ) -> Option<TenantBan> {
         let bans = self.read();
-        let ban = bans.get(tenant)?.get(user)?;
+        let ban = bans.get(&(kind, tenant.clone()))?.get(user)?;
         ban.holds_at(now).then(|| ban.clone())
     }
 
-    /// The tenant's bans in force at `now`, newest first (then by user).
-    pub fn in_force(&self, tenant: &TenantId, now: Timestamp) -> Vec<TenantBan> {
+    /// Whether `user`'s messages in `tenant` are theirs alone at `now`.
+    pub fn shadowed(&self, tenant: &TenantId, user: &UserId, now: Timestamp) -> bool {
+        let bans = self.read();
+        bans.get(&(BanKind::Shadow, tenant.clone()))
+            .and_then(|b| b.get(user))
+            .is_some_and(|b| b.holds_at(now))
+    }
+
+    /// The tenant's bans of `kind` in force at `now`, newest first (then
+    /// by user).
+    pub fn in_force(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> Vec<TenantBan> {
         let mut bans: Vec<TenantBan> = self
             .read()
-            .get(tenant)
+            .get(&(kind, tenant.clone()))
             .map(|b| b.values().filter(|b| b.holds_at(now)).cloned().collect())
             .unwrap_or_default();
         bans.sort_unstable_by(|a, b| {
@@ -68,11 +108,11 @@ impl BanBook {
         bans
     }
 
-    /// The tenant's bans that ended by themselves before `now`: kept in
-    /// the bucket until someone deletes them.
-    pub fn ended(&self, tenant: &TenantId, now: Timestamp) -> Vec<UserId> {
+    /// The tenant's bans of `kind` that ended by themselves before `now`:
+    /// kept in the bucket until someone deletes them.
+    pub fn ended(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> Vec<UserId> {
         self.read()
-            .get(tenant)
+            .get(&(kind, tenant.clone()))
             .map(|b| {
                 b.values()
                     .filter(|b| !b.holds_at(now))
@@ -82,28 +122,27 @@ impl BanBook {
             .unwrap_or_default()
     }
 
-    /// How many bans the tenant has in force at `now`.
-    pub fn count(&self, tenant: &TenantId, now: Timestamp) -> usize {
+    /// How many bans of `kind` the tenant has in force at `now`.
+    pub fn count(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> usize {
         self.read()
-            .get(tenant)
+            .get(&(kind, tenant.clone()))
             .map(|b| b.values().filter(|b| b.holds_at(now)).count())
             .unwrap_or(0)
     }
 
     /// Takes a change: `Some` bans, `None` lifts.
-    pub fn set(&self, tenant: &TenantId, user: &UserId, ban: Option<TenantBan>) {
+    pub fn set(&self, kind: BanKind, tenant: &TenantId, user: &UserId, ban: Option<TenantBan>) {
         let mut bans = self.bans.write().unwrap_or_else(|e| e.into_inner());
+        let at = (kind, tenant.clone());
         match ban {
             Some(ban) => {
-                bans.entry(tenant.clone())
-                    .or_default()
-                    .insert(user.clone(), ban);
+                bans.entry(at).or_default().insert(user.clone(), ban);
             }
             None => {
-                if let Some(of_tenant) = bans.get_mut(tenant) {
+                if let Some(of_tenant) = bans.get_mut(&at) {
                     of_tenant.remove(user);
                     if of_tenant.is_empty() {
-                        bans.remove(tenant);
+                        bans.remove(&at);
                     }
                 }
             }
@@ -117,7 +156,7 @@ impl BanBook {
     }
 
     fn apply(&self, entry: &kv::Entry, on_change: &OnBanChange) {
-        let Some((tenant, user)) = of_key(&entry.key) else {
+        let Some((kind, tenant, user)) = of_key(&entry.key) else {
             tracing::warn!(key = %entry.key, "ignoring an sb_tenant_bans key that names no tenant and user");
             return;
         };
@@ -136,8 +175,8 @@ impl BanBook {
         } else {
             None
         };
-        self.set(&tenant, &user, ban);
-        on_change(&tenant, &user);
+        self.set(kind, &tenant, &user, ban);
+        on_change(kind, &tenant, &user);
     }
 
     /// Loads every ban, then follows changes in the background. Returns
@@ -171,18 +210,28 @@ impl TenantBans {
         Ok(Self { kv: Arc::new(kv) })
     }
 
-    pub async fn put(&self, tenant: &TenantId, ban: &TenantBan) -> Result<(), BackboneError> {
+    pub async fn put(
+        &self,
+        kind: BanKind,
+        tenant: &TenantId,
+        ban: &TenantBan,
+    ) -> Result<(), BackboneError> {
         let body = serde_json::to_vec(ban).map_err(BackboneError::encoding)?;
         self.kv
-            .put(ban_key(tenant, &ban.user_id), body.into())
+            .put(ban_key(kind, tenant, &ban.user_id), body.into())
             .await
             .map_err(|e| BackboneError::nats("writing a ban", e))?;
         Ok(())
     }
 
-    pub async fn delete(&self, tenant: &TenantId, user: &UserId) -> Result<(), BackboneError> {
+    pub async fn delete(
+        &self,
+        kind: BanKind,
+        tenant: &TenantId,
+        user: &UserId,
+    ) -> Result<(), BackboneError> {
         self.kv
-            .delete(ban_key(tenant, user))
+            .delete(ban_key(kind, tenant, user))
             .await
             .map_err(|e| BackboneError::nats("lifting a ban", e))?;
         Ok(())
@@ -207,10 +256,23 @@ mod tests {
     fn keys_name_their_tenant_and_user_whatever_the_ids_hold() {
         let tenant = TenantId::new("acme.eu").unwrap();
         let user = UserId::new("ann@acme.eu").unwrap();
-        let key = ban_key(&tenant, &user);
+        let key = ban_key(BanKind::Tenant, &tenant, &user);
         assert_eq!(key.matches('.').count(), 1, "{key}");
-        assert_eq!(of_key(&key), Some((tenant, user)));
+        assert_eq!(
+            of_key(&key),
+            Some((BanKind::Tenant, tenant.clone(), user.clone()))
+        );
+        let shadow = ban_key(BanKind::Shadow, &tenant, &user);
+        assert_eq!(shadow.matches('.').count(), 2, "{shadow}");
+        assert_eq!(of_key(&shadow), Some((BanKind::Shadow, tenant, user)));
+        // A user named `shadow` is a ban, not a shadow ban of nobody.
+        assert_eq!(
+            of_key("acme.shadow").map(|(k, _, u)| (k, u.to_string())),
+            Some((BanKind::Tenant, "shadow".into()))
+        );
         assert_eq!(of_key("nodot"), None);
+        assert_eq!(of_key("acme.ann.other"), None);
+        assert_eq!(of_key("acme.ann.shadow.more"), None);
     }
 
     #[test]
@@ -224,26 +286,38 @@ mod tests {
             ban("b", 20, Some(50)),
             ban("c", 30, Some(200)),
         ] {
-            book.set(&acme, &b.user_id.clone(), Some(b));
+            book.set(BanKind::Tenant, &acme, &b.user_id.clone(), Some(b));
         }
         let a = UserId::new("a").unwrap();
-        assert!(book.holding(&acme, &a, now).is_some());
+        let tenant = BanKind::Tenant;
+        assert!(book.holding(tenant, &acme, &a, now).is_some());
         assert!(
-            book.holding(&other, &a, now).is_none(),
+            book.holding(tenant, &other, &a, now).is_none(),
             "bans are per tenant"
         );
+        assert!(!book.shadowed(&acme, &a, now), "a ban is no shadow ban");
+        book.set(BanKind::Shadow, &acme, &a, Some(ban("a", 40, None)));
+        assert!(book.shadowed(&acme, &a, now));
+        assert_eq!(book.count(BanKind::Shadow, &acme, now), 1);
         let b = UserId::new("b").unwrap();
-        assert!(book.holding(&acme, &b, now).is_none(), "ended by itself");
-        assert_eq!(book.ended(&acme, now), [b]);
+        assert!(
+            book.holding(tenant, &acme, &b, now).is_none(),
+            "ended by itself"
+        );
+        assert_eq!(book.ended(tenant, &acme, now), [b]);
         let listed: Vec<_> = book
-            .in_force(&acme, now)
+            .in_force(tenant, &acme, now)
             .into_iter()
             .map(|b| b.user_id.to_string())
             .collect();
         assert_eq!(listed, ["c", "a"]);
-        assert_eq!(book.count(&acme, now), 2);
-        book.set(&acme, &a, None);
-        assert!(book.holding(&acme, &a, now).is_none());
-        assert_eq!(book.count(&acme, now), 1);
+        assert_eq!(book.count(tenant, &acme, now), 2);
+        book.set(tenant, &acme, &a, None);
+        assert!(book.holding(tenant, &acme, &a, now).is_none());
+        assert_eq!(book.count(tenant, &acme, now), 1);
+        assert!(
+            book.shadowed(&acme, &a, now),
+            "lifting a ban leaves the shadow ban"
+        );
     }
 }

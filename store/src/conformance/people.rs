@@ -481,3 +481,125 @@ pub async fn unread_counts_count_what_a_member_would(store: &Arc<dyn Store>) {
         .unwrap();
     assert_eq!(unread("cal").await, 1);
 }
+
+/// Shadow bans (v1.3): a message stored `shadow` keeps the flag through
+/// reads and edits, reaches its sender's other devices' inboxes and no one
+/// else's, counts toward nobody's unread count and mentions nobody. (Who
+/// may see it is the gateway's to decide from the flag.)
+pub async fn a_shadow_message_is_its_senders_alone(store: &Arc<dyn Store>) {
+    use switchboard_protocol::Content;
+
+    use super::support::device;
+    use crate::HistoryQuery;
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("shadow");
+    let tt = tenant(t);
+    for (u, d) in [("ann", "phone"), ("ann", "tablet"), ("bob", "phone")] {
+        store
+            .register_device(&tt, &user(u), &device(d))
+            .await
+            .unwrap();
+    }
+    store
+        .commit(vec![create(
+            t,
+            "g",
+            ConversationKind::Group,
+            &["ann", "bob", "cal"],
+            100,
+        )])
+        .await
+        .unwrap();
+    // 1 and 3 bob's from his laptop; 2 ann's from her phone, shadow,
+    // mentioning bob.
+    let mut ms = Vec::new();
+    for (seq, sender, dev) in [
+        (1, "bob", "laptop"),
+        (2, "ann", "phone"),
+        (3, "bob", "laptop"),
+    ] {
+        let mut m = text_message("g", seq, sender, dev, &format!("s-{seq}"));
+        if seq == 2 {
+            m.shadow = true;
+            m.mentions = vec![user("bob")];
+        }
+        ms.push(m);
+    }
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "g"),
+            expected_last_seq: 0,
+            messages: ms,
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    let inbox = |u: &'static str, d: &'static str| {
+        let tt = tt.clone();
+        async move {
+            store
+                .inbox(&tt, &user(u), &device(d), None, 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.seq)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        inbox("ann", "tablet").await,
+        vec![1, 2, 3],
+        "the sender's other device"
+    );
+    assert_eq!(inbox("bob", "phone").await, vec![1, 3], "nobody else's");
+    let listed = page(store, t, "cal", None, 10).await;
+    assert_eq!(
+        listed[0].unread_count, 2,
+        "1 and 3 count for cal, 2 does not"
+    );
+    let listed = page(store, t, "bob", None, 10).await;
+    assert_eq!(
+        listed[0].mention_count, 0,
+        "the shadow message names nobody"
+    );
+
+    store
+        .commit(vec![Mutation::Edit {
+            key: key(t, "g"),
+            seq: 2,
+            content: Content::Text {
+                text: "edited".into(),
+            },
+            editor: user("ann"),
+            at: Timestamp::from_unix_ms(1_780_000_002_000),
+            inbox: true,
+            custom: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(inbox("bob", "phone").await, vec![1, 3], "nor after an edit");
+    let query = HistoryQuery {
+        before_seq: None,
+        after_seq: None,
+        limit: 10,
+        thread_root: None,
+    };
+    let history = store
+        .history(&tt, &conv("g"), &user("cal"), query)
+        .await
+        .unwrap();
+    let flags: Vec<(u64, bool)> = history.iter().map(|m| (m.seq, m.shadow)).collect();
+    assert_eq!(
+        flags,
+        [(3, false), (2, true), (1, false)],
+        "kept through the edit"
+    );
+    assert_eq!(
+        history[1].content,
+        Some(Content::Text {
+            text: "edited".into()
+        })
+    );
+    let listed = page(store, t, "cal", None, 10).await;
+    assert_eq!(listed[0].unread_count, 2, "still");
+}

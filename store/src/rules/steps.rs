@@ -7,8 +7,9 @@ use switchboard_protocol::{Message, Timestamp};
 use super::commit::{Commit, Placement, Write, conflict};
 use crate::{ConversationKey, StoreResult};
 
-/// Writes a changed message back, and into every member device's inbox,
-/// the entry as fresh as the change (`at`), for expiry.
+/// Writes a changed message back, and into every member device's inbox
+/// (its sender's alone for a shadow-banned sender's), the entry as fresh
+/// as the change (`at`), for expiry.
 pub(crate) async fn store_update<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
@@ -24,6 +25,9 @@ pub(crate) async fn store_update<C: Commit>(
     .await?;
     if inbox {
         for (user, devices) in view.recipients(c).await? {
+            if !m.shadow_reaches(&user) {
+                continue;
+            }
             for device in devices {
                 view.write(Write::Inbox {
                     c,

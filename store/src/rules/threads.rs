@@ -92,7 +92,8 @@ pub(super) async fn mentions<C: Commit>(
     m: &Message,
     to_inboxes: bool,
 ) -> StoreResult<()> {
-    if m.mentions.is_empty() && !m.mention_all {
+    // A shadow-banned sender's message names nobody: only they see it.
+    if m.shadow || (m.mentions.is_empty() && !m.mention_all) {
         return Ok(());
     }
     for user in named(view, c, m).await? {

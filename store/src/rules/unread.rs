@@ -3,8 +3,8 @@
 //! deleted, from others they do not block.
 //!
 //! Most messages count, so the index keeps the exceptions: a row per seq
-//! that does not count (`uncounted`: a system message or thread reply as
-//! it is stored; any message as it is deleted, expires or is erased). A
+//! that does not count (`uncounted`: a system message, thread reply or
+//! shadow-banned sender's message (v1.3) as it is stored; any message as it is deleted, expires or is erased). A
 //! plain message writes nothing more than it did before unread counts
 //! (a row per message cost the embedded store's commit thread about a
 //! tenth more work and the 1:1 benchmark a millisecond). A member's count
@@ -26,6 +26,7 @@ pub const LOOKED_AT: usize = 4 * MAX_UNREAD_COUNTED as usize;
 pub fn counts(m: &Message) -> bool {
     m.thread_id.is_none()
         && m.deleted_at.is_none()
+        && !m.shadow
         && !matches!(m.content, Some(Content::System(_)) | None)
 }
 

@@ -64,6 +64,9 @@ fn fate(command: &str) -> Option<Fate> {
         "nats kv ls sb_erasures" => Run(&["erase."]),
         "nats kv get sb_erasures erase.<job_id> --raw" => Run(&["erase_user", "finished_at"]),
         "nats stream view SB_PUSH_DEAD" => Run(&[]),
+        "nats consumer edit SB_AUDIT audit-events --max-deliver N -f" => {
+            Run(&["audit-events", "Maximum Deliveries: 6"])
+        }
         "nats stream view SB_EVENTS"
         | "nats stream view SB_EVENTS --subject sb.events.acme"
         | "nats consumer info SB_EVENTS webhooks_acme"
@@ -421,6 +424,8 @@ async fn the_commands_named_in_running_text_and_alerts_work_as_written() {
         };
         let line = command
             .replace("p.<N>", "p.3")
+            // A change (the shipped 5 again is "No difference").
+            .replace("--max-deliver N", "--max-deliver 6")
             .replace("erase.<job_id>", &format!("erase.{job_id}"))
             .replace("sb.gw.gw-1", &format!("sb.gw.{gateway}"));
         let result = if line.starts_with("nats sub ") {

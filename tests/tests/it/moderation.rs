@@ -192,6 +192,14 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
     // The bucket as the operator sees it, with the commands of
     // nats/README.md.
     let server = cluster.nats.url();
+    let (status, body) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/shadow_bans/mallory",
+        Some(json!({"reason": "shadowed"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
     let mut checked = 0;
     for line in nats_cli::documented("nats/README.md", "## KV bucket `sb_tenant_bans`") {
         checked += 1;
@@ -208,6 +216,12 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
                     &["spam, again", "\"by\":\"root\""],
                 );
             }
+            "nats kv get sb_tenant_bans acme.mallory.shadow --raw" => {
+                expect(
+                    &nats_cli::run(&server, &line, &[]).await,
+                    &["shadowed", "\"user_id\":\"mallory\""],
+                );
+            }
             // Lifted by the operator: her tokens work again everywhere.
             "nats kv del sb_tenant_bans acme.mallory -f" => {
                 expect(&nats_cli::run(&server, &line, &[]).await, &[]);
@@ -219,7 +233,9 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
             other => panic!("{other:?} is documented but not checked here"),
         }
     }
-    assert_eq!(checked, 5);
+    assert_eq!(checked, 6);
+    let (status, _) = call(&admin, "DELETE", "/v1/admin/shadow_bans/mallory", None).await;
+    assert_eq!(status, 204);
     let section = nats_cli::documented("nats/README.md", "## KV bucket `sb_tenant_bans`");
     crate::nats_cli::check_kv_add(
         &section,
@@ -682,4 +698,259 @@ async fn mutes_and_freezing_hold_on_every_way_in() {
         assert_eq!(e["conversation_id"], g, "{e}");
         assert_eq!(e["actor"], "olga", "{e}");
     }
+}
+
+/// Sends `text` from `ws` until `visible` says whether `bob` sees it in
+/// his history as the writers' view of the shadow bans settles; returns
+/// how many probes it took.
+async fn until_probe(
+    cluster: &Cluster,
+    ws: &mut WsClient,
+    group: &str,
+    tag: &str,
+    visible: bool,
+) -> usize {
+    for i in 0..50 {
+        let id = format!("{tag}-{i}");
+        let (message_id, _) = send_acked(ws, group, &id, &id).await;
+        let seen = full_history(cluster, group, "bob")
+            .await
+            .iter()
+            .any(|m| m.message_id == message_id);
+        if seen == visible {
+            return i;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{tag}: the shadow ban's change never reached the writer");
+}
+
+/// A shadow-banned user's messages (v1.3) are acked and reach their own
+/// devices, and nobody else's: not as events, not in history, backlog or
+/// the conversation list, not to webhooks; others cannot react to them.
+/// The user sees no sign of it. Lifting it shows their later messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_banned_users_messages_are_theirs_alone() {
+    let mut spec = ClusterSpec::with_operator_api();
+    spec.extra_config
+        .push_str("\n[push]\nallow_private_targets = true\n");
+    let cluster = Cluster::start(spec).await;
+    let (url, events) = event_sink().await;
+    crate::support::give_tenant_a_webhook(&cluster, &url).await;
+    let group = cluster
+        .create(ConversationKind::Group, "bob", &[MALLORY, "cal"])
+        .await;
+    let mut phone = cluster.ws(0, MALLORY, "phone").await;
+    let mut tablet = cluster.ws(0, MALLORY, "tablet").await;
+    let mut bob = cluster.ws(0, "bob", "b").await;
+    let admin = cluster.rest_as(0, TENANT, ADMIN, true);
+
+    // Tenant admins only; the body may be left out.
+    let (status, _) = call(
+        &cluster.rest(0, "bob"),
+        "PUT",
+        "/v1/admin/shadow_bans/mallory",
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, ban) = call(&admin, "PUT", "/v1/admin/shadow_bans/mallory", None).await;
+    assert_eq!(status, 200, "{ban}");
+    assert_eq!(
+        (&ban["user_id"], &ban["by"]),
+        (&json!(MALLORY), &json!(ADMIN))
+    );
+    let (_, listed) = call(&admin, "GET", "/v1/admin/shadow_bans", None).await;
+    assert_eq!(listed["bans"], json!([ban]), "{listed}");
+    let (_, bans) = call(&admin, "GET", "/v1/admin/bans", None).await;
+    assert_eq!(bans["bans"], json!([]), "a shadow ban is no ban: {bans}");
+    until_probe(&cluster, &mut phone, &group, "probe", false).await;
+    // Her tokens still work.
+    let (status, _) = call(&cluster.rest(0, MALLORY), "GET", "/v1/conversations", None).await;
+    assert_eq!(status, 200);
+
+    // Over the socket, REST and in a thread: acked, on her other device
+    // with no sign of the ban, nowhere else.
+    let (hidden, _) = send_acked(&mut phone, &group, "s1", "buy now").await;
+    let on_tablet = crate::support::expect(&mut tablet, "her own message", |f| match f {
+        switchboard_protocol::ServerFrame::Message { message } if message.message_id == hidden => {
+            Some(message)
+        }
+        _ => None,
+    })
+    .await;
+    assert!(!on_tablet.shadow);
+    let (status, body) = call(
+        &cluster.rest(0, MALLORY),
+        "POST",
+        &format!("/v1/conversations/{group}/messages"),
+        Some(json!({"client_msg_id": "s2", "content": {"kind": "text", "text": "cheap pills"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("shadow").is_none(), "{body}");
+    let (root, _) = send_acked(&mut bob, &group, "b1", "a thread").await;
+    let (status, body) = call(
+        &cluster.rest(0, MALLORY),
+        "POST",
+        &format!("/v1/conversations/{group}/messages"),
+        Some(json!({"client_msg_id": "s3", "thread_id": root.to_string(),
+            "content": {"kind": "text", "text": "in the thread"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Bob's next message event is cal's, sent after all of hers.
+    let (visible, _) =
+        send_acked(&mut cluster.ws(0, "cal", "c").await, &group, "c1", "hello").await;
+    let next = crate::support::expect(&mut bob, "cal's message", |f| match f {
+        switchboard_protocol::ServerFrame::Message { message }
+            if message.sender_id.as_str() != "bob" =>
+        {
+            Some(message)
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(next.message_id, visible, "bob got {next:?}");
+
+    // Others cannot react to, reply to or see a version of hers.
+    bob.send(&switchboard_protocol::ClientFrame::React {
+        conversation_id: group.parse().unwrap(),
+        message_id: hidden,
+        emoji: "👍".into(),
+        action: switchboard_protocol::ReactAction::Add,
+    })
+    .await
+    .unwrap();
+    let (code, ..) = expect_error(&mut bob).await;
+    assert_eq!(code, ErrorCode::NotFound);
+    let (status, _) = call(
+        &cluster.rest(0, "bob"),
+        "GET",
+        &format!("/v1/conversations/{group}/messages/{hidden}/versions"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // History, the thread and the backlog: hers for her, not for others.
+    let texts = |history: Vec<switchboard_protocol::Message>| -> Vec<String> {
+        history
+            .iter()
+            .filter_map(|m| match &m.content {
+                Some(switchboard_protocol::Content::Text { text })
+                    if m.thread_id.is_none()
+                        && !text.starts_with("probe")
+                        && !text.starts_with("again") =>
+                {
+                    assert!(!m.shadow);
+                    Some(text.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        texts(full_history(&cluster, &group, MALLORY).await),
+        ["buy now", "cheap pills", "a thread", "hello"]
+    );
+    assert_eq!(
+        texts(full_history(&cluster, &group, "bob").await),
+        ["a thread", "hello"]
+    );
+    let (_, thread) = call(
+        &cluster.rest(0, "bob"),
+        "GET",
+        &format!("/v1/conversations/{group}/messages?thread_id={root}"),
+        None,
+    )
+    .await;
+    let thread_of = |page: &Value| -> Vec<String> {
+        page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"]["text"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(thread_of(&thread), ["a thread"], "{thread}");
+    assert!(
+        thread["messages"][0].get("thread").is_none(),
+        "no reply counted: {thread}"
+    );
+    let (pulled, _, _) = crate::support::pull(
+        &mut cluster.ws(0, "cal", "fresh").await,
+        Some(&group),
+        None,
+        None,
+    )
+    .await;
+    assert!(
+        pulled.iter().all(|m| m.sender_id.as_str() != MALLORY),
+        "{pulled:?}"
+    );
+
+    // Her message last: bob's list shows cal's, not hers, and counts it not.
+    send_acked(&mut phone, &group, "s4", "last word").await;
+    let (_, list) = call(&cluster.rest(0, "cal"), "GET", "/v1/conversations", None).await;
+    let entry = &list["conversations"][0];
+    assert_eq!(
+        entry["last_message"]["message_id"],
+        visible.to_string(),
+        "{entry}"
+    );
+    assert_eq!(entry["preview"], "hello", "{entry}");
+    let (_, mine) = call(
+        &cluster.rest(0, MALLORY),
+        "GET",
+        &format!("/v1/conversations/{group}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        mine["last_message"]["content"]["text"], "last word",
+        "{mine}"
+    );
+    assert!(mine["last_message"].get("shadow").is_none(), "{mine}");
+
+    // Lifted: her later messages reach everyone; the hidden stay hidden.
+    let (status, _) = call(&admin, "DELETE", "/v1/admin/shadow_bans/mallory", None).await;
+    assert_eq!(status, 204);
+    until_probe(&cluster, &mut phone, &group, "again", true).await;
+    assert_eq!(
+        texts(full_history(&cluster, &group, "bob").await),
+        ["a thread", "hello"]
+    );
+
+    // Webhooks heard of cal's and bob's messages, none of her hidden ones.
+    let heard = eventually("cal's message.created", Duration::from_secs(20), || async {
+        let got = events.lock().unwrap().clone();
+        got.iter()
+            .any(|e| e["data"]["message"]["message_id"] == visible.to_string())
+            .then_some(got)
+    })
+    .await;
+    for e in &heard {
+        let text = e["data"]["message"]["content"]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            !["buy now", "cheap pills", "in the thread", "last word"].contains(&text),
+            "{e}"
+        );
+    }
+
+    // Audited.
+    let (_, log) = call(&admin, "GET", "/v1/admin/audit", None).await;
+    let actions: Vec<&str> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["user_shadow_unbanned", "user_shadow_banned"],
+        "{log}"
+    );
 }

@@ -214,6 +214,10 @@ impl Batch<'_> {
     ) -> Result<Option<Message>, SequenceError> {
         let (message_id, created_at) = self.new_id()?;
         let policies = self.policies;
+        // A shadow-banned sender's message is theirs alone (v1.3): stored
+        // flagged, delivered to their own devices, pushed to nobody.
+        let shadow = !matches!(content, Content::System(_))
+            && policies.bans.shadowed(&key.tenant, sender, created_at);
         let Some(Some(state)) = self.states.get_mut(key) else {
             return Ok(None);
         };
@@ -243,6 +247,7 @@ impl Batch<'_> {
             blocked_sender: false,
             expires_at,
             custom: options.custom.clone().filter(|c| !c.is_empty()),
+            shadow,
         };
         self.touched.insert(key.clone());
         self.sent.insert(
@@ -266,7 +271,12 @@ impl Batch<'_> {
         } else {
             self.route(key)
         };
-        let push_to = self.push_to(key, &message, &recipients, route);
+        let (recipients, route, push_to) = if shadow {
+            (vec![sender.clone()], Route::Users, Vec::new())
+        } else {
+            let push_to = self.push_to(key, &message, &recipients, route);
+            (recipients, route, push_to)
+        };
         self.outcomes.push(Outcome::Deliver {
             tenant: key.tenant.clone(),
             message: message.clone(),

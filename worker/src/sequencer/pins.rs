@@ -42,7 +42,9 @@ impl Batch<'_> {
             let live = self
                 .messages
                 .get(&(key.clone(), c.message_id))
-                .is_some_and(|m| m.deleted_at.is_none());
+                // A shadow-banned sender's message is seen by them
+                // alone: nothing to show everyone as pinned.
+                .is_some_and(|m| m.deleted_at.is_none() && !m.shadow);
             if !live {
                 self.refuse(
                     reply_to,

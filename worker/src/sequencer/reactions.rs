@@ -60,9 +60,10 @@ impl Batch<'_> {
             self.refuse_react(c, ErrorCode::InvalidRequest, e.to_string());
             return Ok(());
         }
-        // A message from before the reactor joined is none of theirs (v1.3).
+        // A message from before the reactor joined is none of theirs, nor
+        // is a shadow-banned sender's, unless theirs (v1.3).
         let readable = |m: &Message| match self.states.get(&key) {
-            Some(Some(s)) => s.reads(&c.by.actor, m.seq),
+            Some(Some(s)) => s.reads(&c.by.actor, m.seq) && m.seen_by(&c.by.actor),
             _ => false,
         };
         let found = self
@@ -148,6 +149,13 @@ impl Batch<'_> {
         // events of a message may be coalesced; the reactor's devices then
         // get their own uncoalesced).
         let everyone = if changes { members } else { Vec::new() };
+        // Only its sender sees a shadow-banned sender's message, so only
+        // they hear of its reactions (theirs: nobody else can react).
+        let (everyone, route) = if message.shadow {
+            (vec![c.by.actor.clone()], Route::Users)
+        } else {
+            (everyone, route)
+        };
         if route == Route::Conversation || !changes {
             self.outcomes.push(Outcome::Event {
                 tenant: key.tenant.clone(),

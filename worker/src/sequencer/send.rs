@@ -109,7 +109,9 @@ impl Batch<'_> {
         }
         // A reply in a thread counts on its root (the root's summary, the
         // thread's index, who takes part): right after its append.
-        if let (Some(m), Some(root_id)) = (stored, options.thread_id)
+        // A shadow-banned sender's reply leaves the root as the others
+        // see it.
+        if let (Some(m), Some(root_id)) = (stored.filter(|m| !m.shadow), options.thread_id)
             && let Some(root) = self.messages.get(&(key.clone(), root_id)).cloned()
         {
             self.log.push_other(
@@ -137,7 +139,7 @@ impl Batch<'_> {
         self.reply(
             reply_to,
             CommandReply::Sent {
-                message: Box::new(message.clone()),
+                message: Box::new(message.clone().for_client()),
             },
         );
     }
@@ -156,9 +158,9 @@ impl Batch<'_> {
         // A message from before the sender joined is none of theirs to
         // quote or reply to (v1.3): as if it did not exist.
         let live = |id: MessageId| {
-            self.messages
-                .get(&(key.clone(), id))
-                .filter(|m| m.deleted_at.is_none() && state.reads(&c.sender, m.seq))
+            self.messages.get(&(key.clone(), id)).filter(|m| {
+                m.deleted_at.is_none() && state.reads(&c.sender, m.seq) && m.seen_by(&c.sender)
+            })
         };
         if let Some(id) = c.options.reply_to
             && live(id).is_none()

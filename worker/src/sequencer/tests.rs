@@ -677,3 +677,77 @@ async fn the_store_catches_adds_another_writer_committed_meanwhile() {
     let out = run(&mut two, &store, &ids, &second).await;
     assert_eq!(code(replies(&out)[0]), ErrorCode::Forbidden);
 }
+
+/// A shadow-banned sender's message (v1.3) is stored flagged and goes to
+/// its sender alone, with no push; others cannot react to it; once the
+/// shadow ban is lifted their next message goes to everyone.
+#[tokio::test]
+async fn a_shadow_banned_senders_message_is_theirs_alone() {
+    use switchboard_nats::records::bans::BanKind;
+    use switchboard_protocol::moderation::TenantBan;
+    let (_dir, store) = open();
+    let ids = ids();
+    let policies = Policies::default();
+    let bans = policies.bans.clone();
+    let tenant = TenantId::new("t").unwrap();
+    bans.set(
+        BanKind::Shadow,
+        &tenant,
+        &u("a"),
+        Some(TenantBan {
+            user_id: u("a"),
+            by: u("root"),
+            banned_at: Timestamp::from_unix_ms(1),
+            until: None,
+            reason: None,
+        }),
+    );
+    let mut seq = Sequencer::new(1000, policies);
+    let out = run(
+        &mut seq,
+        &store,
+        &ids,
+        &[
+            create("c", ConversationKind::Group, &["a", "b"], 1),
+            send("c", "a", "m1"),
+            send("c", "b", "m2"),
+        ],
+    )
+    .await;
+    let Outcome::Deliver {
+        message, push_to, ..
+    } = &out[1]
+    else {
+        panic!("{:?}", out[1]);
+    };
+    assert!(message.shadow);
+    assert!(push_to.is_empty());
+    assert_eq!(delivered(&out[1]), (1, vec!["a"]));
+    assert_eq!(delivered(&out[2]), (2, vec!["a", "b"]));
+    let hidden = message.message_id;
+
+    let react = |by: &str| Incoming {
+        command: Command::React(switchboard_nats::envelope::ReactCommand {
+            by: switchboard_nats::envelope::Actor {
+                command_id: MessageId::from_u64(99),
+                tenant: tenant.clone(),
+                conversation_id: ConversationId::new("c").unwrap(),
+                actor: u(by),
+                device: DeviceId::default_device(),
+                actor_is_admin: false,
+                at: Timestamp::from_unix_ms(3),
+            },
+            message_id: hidden,
+            emoji: "👍".into(),
+            action: switchboard_protocol::ReactAction::Add,
+        }),
+        reply_to: None,
+        span: tracing::Span::none(),
+    };
+    let out = run(&mut seq, &store, &ids, &[react("b")]).await;
+    assert_eq!(code(&out[0]), ErrorCode::NotFound);
+
+    bans.set(BanKind::Shadow, &tenant, &u("a"), None);
+    let out = run(&mut seq, &store, &ids, &[send("c", "a", "m3")]).await;
+    assert_eq!(delivered(&out[0]), (3, vec!["a", "b"]));
+}

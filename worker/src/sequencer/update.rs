@@ -70,7 +70,14 @@ impl Batch<'_> {
                 return Ok(());
             }
         };
-        let Some(current) = self.messages.get(&(key.clone(), c.message_id)).cloned() else {
+        // A shadow-banned sender's message is nobody else's to see, so
+        // nobody else's to change.
+        let Some(current) = self
+            .messages
+            .get(&(key.clone(), c.message_id))
+            .filter(|m| m.seen_by(&c.actor))
+            .cloned()
+        else {
             self.refuse_update(
                 c,
                 action,
@@ -139,10 +146,15 @@ impl Batch<'_> {
             _ => {}
         }
         self.messages.insert((key, c.message_id), updated.clone());
+        let (recipients, route) = if updated.shadow {
+            (vec![updated.sender_id.clone()], Route::Users)
+        } else {
+            (members, route)
+        };
         self.outcomes.push(Outcome::Update {
             tenant: c.tenant.clone(),
             message: updated,
-            recipients: members,
+            recipients,
             route,
         });
         Ok(())

@@ -70,6 +70,7 @@ pub(crate) async fn run_partition(
             consent: ctx.config.consent,
             plugins: ctx.plugins.clone(),
             tenants: ctx.tenants.clone(),
+            bans: ctx.bans.clone(),
         },
     );
     tracing::info!(partition, "writer started");

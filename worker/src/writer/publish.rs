@@ -170,6 +170,9 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                 route,
                 push_to,
             } => {
+                // Routed to its sender alone when shadow; they never see
+                // the flag.
+                let message = message.for_client();
                 tracing::debug!(
                     %tenant,
                     conversation = %message.conversation_id,
@@ -200,6 +203,7 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                 }
             }
             Outcome::Answer { tenant, message } => {
+                let message = message.for_client();
                 let ack = traced(ack_event(&message));
                 out.deliveries.add(&tenant, [&message.sender_id], &ack);
                 Ok(())
@@ -218,6 +222,7 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                     "message updated"
                 );
                 let conversation = message.conversation_id.clone();
+                let message = message.for_client();
                 let event = traced(frame_event(&ServerFrame::MessageUpdated { message }));
                 out.fan_out(&tenant, &conversation, &recipients, route, event)
                     .await

@@ -35,6 +35,12 @@ pub(super) fn events_of(
     let mut events = Vec::new();
     for (outcome, _) in outcomes {
         match outcome {
+            // A shadow-banned sender's message (v1.3) is the sender's
+            // alone: webhooks hear nothing of it.
+            Outcome::Deliver { message, .. }
+            | Outcome::Answer { message, .. }
+            | Outcome::Update { message, .. }
+                if message.shadow => {}
             // A send answered as a retry: its event again, under the same
             // id (dropped by JetStream within its window, by the receiver
             // after), in case a crash after the commit lost the first.
