@@ -2021,6 +2021,17 @@ var Rest = class {
   setBlocklist(words, mode = "reject") {
     return this.json("PUT", "/v1/admin/blocklist", { words, mode });
   }
+  /** The tenant's push templates (v1.3; tenant admins); `{}` for none. */
+  pushTemplates() {
+    return this.json("GET", "/v1/admin/push/templates");
+  }
+  /** Replaces the tenant's push templates (v1.3; tenant admins): per
+   * kind (`message`, `mention`, `reply`, `reaction`) a `title` and an
+   * optional `body` with `{sender}`, `{conversation}` and `{text}`; `{}`
+   * goes back to the default wording. Answers them as stored. */
+  setPushTemplates(templates) {
+    return this.json("PUT", "/v1/admin/push/templates", templates);
+  }
   /** Bans `user` from the whole tenant (v1.3; tenant admins): their
    * tokens are refused (`ApiError` code `banned`) and their connections
    * closed (code 4005) until `until` (RFC 3339) or until lifted. */

@@ -62,4 +62,8 @@ pub struct SendJob {
     /// `None` where the tenant's preview mode or the content allows none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// The user's unread total when the push was made (v1.3); `None` when
+    /// it could not be read (or in jobs of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub badge: Option<u64>,
 }

@@ -21,6 +21,7 @@ pub mod message;
 pub mod moderation;
 pub mod profile;
 pub mod push;
+pub mod push_templates;
 pub mod reaction;
 pub mod reports;
 pub mod safety;

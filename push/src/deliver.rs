@@ -8,13 +8,13 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind, kv};
 use switchboard_nats::kv_key::part;
 use switchboard_nats::push_jobs::{MessageJob, SendJob, send_subject};
-use switchboard_nats::records::tenants::PreviewMode;
-use switchboard_protocol::{Content, DeviceId, Message, Timestamp, UserId};
+use switchboard_protocol::{DeviceId, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey};
 use tracing::Instrument;
 
 use crate::counters::PUSH_MESSAGES_SHED;
 use crate::stage::{Ctx, ack, with_push};
+use crate::wording::{self, Wording};
 
 /// Why checking a message's push deliveries failed; logged, and the job
 /// comes again. Each cause reads as its own error did.
@@ -105,11 +105,14 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     if message.deleted_at.is_some() {
         return Ok(0);
     }
-    let (title, body) = preview(settings.preview, &message);
+    let wording = Wording::of(ctx.store.as_ref(), &record, settings.preview, &message).await?;
     let mut sent = 0;
     let mut room_checked = false;
     for user in job.recipients.iter().filter(|u| **u != job.sender) {
         let devices = ctx.tokens.devices(&job.tenant, user).await?;
+        let (title, body) = wording.for_user(&message, user);
+        // Read once per user, and only for one whose device gets a push.
+        let mut badge = None;
         for (device, token) in devices {
             if !undelivered(ctx, job, user, &device).await? {
                 continue;
@@ -127,6 +130,18 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
             if !first_in_window(ctx, job, user, &device, settings.collapse_ms).await? {
                 continue;
             }
+            if badge.is_none() {
+                badge = Some(
+                    match wording::badge(ctx.store.as_ref(), &job.tenant, user).await {
+                        Ok(n) => Some(n),
+                        // A push without its badge rather than none.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reading a push's badge failed; sent without one");
+                            None
+                        }
+                    },
+                );
+            }
             let send = SendJob {
                 tenant: job.tenant.clone(),
                 user: user.clone(),
@@ -139,6 +154,7 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
                 sender: job.sender.clone(),
                 title: title.clone(),
                 body: body.clone(),
+                badge: badge.flatten(),
             };
             let bytes = serde_json::to_vec(&send)?;
             ctx.js
@@ -149,23 +165,6 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
         }
     }
     Ok(sent)
-}
-
-/// What a push shows.
-pub fn preview(mode: PreviewMode, message: &Message) -> (String, Option<String>) {
-    let generic = "New message".to_owned();
-    match mode {
-        PreviewMode::Off => (generic, None),
-        PreviewMode::Sender => (message.sender_id.to_string(), Some(generic)),
-        PreviewMode::Text => {
-            let text = match &message.content {
-                // The server cannot read it, and must not pretend to.
-                Some(Content::Ciphertext { .. }) | None => None,
-                Some(c) => c.preview(),
-            };
-            (message.sender_id.to_string(), Some(text.unwrap_or(generic)))
-        }
-    }
 }
 
 /// Whether the device's inbox still holds the message.
@@ -223,68 +222,5 @@ async fn first_in_window(
                 .is_ok())
         }
         _ => Ok(ctx.collapse.create(&key, value.into()).await.is_ok()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use switchboard_protocol::{ClientMsgId, ConversationId, MessageId};
-
-    fn message(content: Content) -> Message {
-        Message::plain(
-            MessageId::from_u64(7),
-            ConversationId::new("c1").unwrap(),
-            1,
-            UserId::new("alice").unwrap(),
-            DeviceId::new("a").unwrap(),
-            ClientMsgId::new("m1").unwrap(),
-            Some(content),
-            Timestamp::now(),
-        )
-    }
-
-    #[test]
-    fn previews_follow_the_mode_and_never_show_ciphertext() {
-        let long = "x".repeat(300);
-        let text = message(Content::Text { text: long });
-        assert_eq!(
-            preview(PreviewMode::Off, &text),
-            ("New message".into(), None)
-        );
-        assert_eq!(
-            preview(PreviewMode::Sender, &text),
-            ("alice".into(), Some("New message".into()))
-        );
-        let (_, body) = preview(PreviewMode::Text, &text);
-        let body = body.unwrap();
-        assert_eq!(body.chars().count(), 101, "100 characters and an ellipsis");
-        let secret = message(Content::Ciphertext {
-            algorithm: "olm".into(),
-            body: "c2VjcmV0".into(),
-        });
-        assert_eq!(
-            preview(PreviewMode::Text, &secret),
-            ("alice".into(), Some("New message".into()))
-        );
-        // A custom message (v1.3) by its fallback text, else its type.
-        let custom = |fallback: Option<&str>| {
-            message(Content::Custom(
-                switchboard_protocol::content::CustomContent {
-                    custom_type: "shop.order".into(),
-                    data: serde_json::Map::new(),
-                    fallback_text: fallback.map(str::to_owned),
-                },
-            ))
-        };
-        assert_eq!(
-            preview(PreviewMode::Text, &custom(Some("Order #7"))).1,
-            Some("Order #7".into())
-        );
-        assert_eq!(
-            preview(PreviewMode::Text, &custom(None)).1,
-            Some("[shop.order]".into())
-        );
     }
 }

@@ -23,7 +23,9 @@
 //!
 //! What a push shows is the tenant's `preview`: nothing but "New message",
 //! the sender, or the sender and the message's one-line preview (100
-//! characters at most). Ciphertext never shows more than the sender.
+//! characters at most), worded by the tenant's templates per kind where
+//! it set them (v1.3), with the recipient's unread total as its badge
+//! (`wording.rs`). Ciphertext never shows more than the sender.
 //!
 //! Every provider call goes through `switchboard_outbound`'s clients: no
 //! private target unless the operator allows it, every answer read within
@@ -36,6 +38,7 @@ pub mod providers;
 mod send;
 mod share;
 mod stage;
+mod wording;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,8 +52,9 @@ use switchboard_store::Store;
 use tokio::sync::Semaphore;
 
 pub use counters::{PUSH_JOBS, PUSH_MESSAGES_SHED, describe_metrics};
-pub use deliver::{collapsed, due, preview};
+pub use deliver::{collapsed, due};
 pub use send::{HEADER_PUSH_ATTEMPTS, HEADER_PUSH_NOT_BEFORE};
+pub use wording::{BADGE_CONVERSATIONS, kind_for, preview};
 
 use share::TenantShares;
 use stage::{Ctx, ack};

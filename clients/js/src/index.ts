@@ -62,6 +62,7 @@ export type {
   ReportList,
   Blocklist,
   TenantBan,
+  PushTemplates,
   TenantBanList,
   Mute,
   AuditEntry,

@@ -953,6 +953,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/push/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's push templates
+         * @description What the tenant's pushes say per kind (`message`, `mention`, `reply`, `reaction`): `{title, body}` with the placeholders `{sender}`, `{conversation}` and `{text}`. A kind left out keeps the default wording. No templates: `{}`. Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The templates. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PushTemplates"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        /**
+         * Set the tenant's push templates
+         * @description Replaces every template: per kind (`message`, `mention`, `reply`, `reaction`), a `title` of 1 to 100 characters and an optional `body` of at most 500, where `{sender}` is the sender's display name (else their id), `{conversation}` the conversation's title (else the sender's name) and `{text}` the message's one-line preview; `{{` and `}}` are a literal brace, and anything else in braces is refused (400). Each recipient's push uses the first kind that applies: a mention of them (or of all), a reply to their message (or in their thread), else a message; `reaction` is for reactions to their message. The tenant's `preview` still decides what the placeholders may show: with `sender`, `{text}` is "New message"; with `off`, `{sender}` is "Someone" and `{conversation}` empty too; ciphertext is never previewed. `{}` goes back to the default wording. Answers the templates. 409 for a tenant defined only in the configuration file. Tenant admins only.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PushTemplates"];
+                };
+            };
+            responses: {
+                /** @description The templates now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PushTemplates"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/reports": {
         parameters: {
             query?: never;
@@ -5323,6 +5400,23 @@ export interface components {
             preview: components["schemas"]["PreviewMode"];
             /** @default null */
             webhook: components["schemas"]["WebhookSettings"] | null;
+        };
+        /** @description One kind's title and body. */
+        PushTemplate: {
+            /** @description At most 500 characters; absent: a push with a title only. */
+            body?: string | null;
+            /** @description 1 to 100 characters. */
+            title: string;
+        };
+        /**
+         * @description A tenant's templates; a kind without one keeps the default wording
+         *     (the sender as the title, the tenant's preview as the body).
+         */
+        PushTemplates: {
+            mention?: components["schemas"]["PushTemplate"] | null;
+            message?: components["schemas"]["PushTemplate"] | null;
+            reaction?: components["schemas"]["PushTemplate"] | null;
+            reply?: components["schemas"]["PushTemplate"] | null;
         };
         /** @description One emoji's reactions to a message. */
         Reaction: {

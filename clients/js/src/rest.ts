@@ -135,6 +135,8 @@ export type ReportList = Answer<"/v1/admin/reports", "get">;
  * a conversation's mutes, and the audit log of their changes. */
 export type Blocklist = Schemas["Blocklist"];
 export type TenantBan = Schemas["TenantBan"];
+/** A tenant's push templates per kind (v1.3). */
+export type PushTemplates = Schemas["PushTemplates"];
 export type TenantBanList = Answer<"/v1/admin/bans", "get">;
 export type Mute = Schemas["Mute"];
 export type AuditEntry = Schemas["AuditEntry"];
@@ -516,6 +518,19 @@ export class Rest {
    * Answers it as stored (lower case, sorted, each word once). */
   setBlocklist(words: string[], mode: Blocklist["mode"] = "reject"): Promise<Blocklist> {
     return this.json("PUT", "/v1/admin/blocklist", { words, mode });
+  }
+
+  /** The tenant's push templates (v1.3; tenant admins); `{}` for none. */
+  pushTemplates(): Promise<PushTemplates> {
+    return this.json("GET", "/v1/admin/push/templates");
+  }
+
+  /** Replaces the tenant's push templates (v1.3; tenant admins): per
+   * kind (`message`, `mention`, `reply`, `reaction`) a `title` and an
+   * optional `body` with `{sender}`, `{conversation}` and `{text}`; `{}`
+   * goes back to the default wording. Answers them as stored. */
+  setPushTemplates(templates: PushTemplates): Promise<PushTemplates> {
+    return this.json("PUT", "/v1/admin/push/templates", templates);
   }
 
   /** Bans `user` from the whole tenant (v1.3; tenant admins): their

@@ -1976,6 +1976,12 @@ test("moderation without code (v1.3): a tenant admin's word list, tenant ban (to
     assert.deepEqual(await admin.rest.setBlocklist(["Gosh", "gosh"], "mask"), { words: ["gosh"], mode: "mask" });
     assert.deepEqual(await admin.rest.blocklist(), { words: ["gosh"], mode: "mask" });
     await admin.rest.setBlocklist([]);
+    // Push templates (v1.3): stored as given, `{}` for none.
+    const worded = { mention: { title: "{sender} mentioned you", body: "{text}" } };
+    assert.deepEqual(await admin.rest.setPushTemplates(worded), worded);
+    assert.deepEqual(await admin.rest.pushTemplates(), worded);
+    await assert.rejects(admin.rest.setPushTemplates({ message: { title: "{name}" } }), (e) => e instanceof ApiError && e.status === 400);
+    assert.deepEqual(await admin.rest.setPushTemplates({}), {});
     await assert.rejects(walt.rest.blocklist(), (e) => e instanceof ApiError && e.status === 403);
 
     // A mute: walt's sends are refused until it is lifted.

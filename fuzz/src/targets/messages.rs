@@ -485,6 +485,7 @@ pub(super) fn push_job_seeds() -> Vec<Vec<u8>> {
         sender: ids.alice,
         title: "alice".into(),
         body: Some("hi".into()),
+        badge: Some(3),
     };
     let mut seeds: Vec<Vec<u8>> = serde_json::to_vec(&job).into_iter().collect();
     seeds.extend(serde_json::to_vec(&send));

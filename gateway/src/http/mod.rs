@@ -224,6 +224,16 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
         .route("/v1/admin/webhooks", webhooks::list_op(), webhooks::list)
         .route("/v1/admin/webhooks", webhooks::put_op(), webhooks::put)
         .route(
+            "/v1/admin/push/templates",
+            push::templates_op(),
+            push::templates,
+        )
+        .route(
+            "/v1/admin/push/templates",
+            push::set_templates_op(),
+            push::set_templates,
+        )
+        .route(
             "/v1/admin/blocklist",
             moderation::blocklist_op(),
             moderation::blocklist,

@@ -3,16 +3,19 @@
 //! records the device (as connecting does), so messages get inbox entries
 //! for it, and those entries are what the push stage checks: a message the
 //! device has not acknowledged a few seconds after it was stored gets a
-//! push.
+//! push. Tenant admins word the pushes (`GET/PUT
+//! /v1/admin/push/templates`, v1.3), kept in the tenant's record.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use switchboard_nats::records::push_tokens::checked_registration;
+use switchboard_nats::records::tenants::TenantError;
 use switchboard_protocol::push::PushRegistration;
+use switchboard_protocol::push_templates::PushTemplates;
 use switchboard_protocol::{DeviceId, ErrorCode};
 
-use super::extract::Shared;
+use super::extract::{Admin, Shared};
 use super::extract::{JsonBody, PathParams};
 use super::openapi::Operation;
 use crate::auth::Identity;
@@ -87,4 +90,54 @@ pub(super) async fn unregister(
         .unregister(&id.tenant, &id.user, &device, None)
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/admin/push/templates`
+pub(super) fn templates_op() -> Operation {
+    Operation::get("The tenant's push templates")
+        .describe("What the tenant's pushes say per kind (`message`, `mention`, `reply`, `reaction`): `{title, body}` with the placeholders `{sender}`, `{conversation}` and `{text}`. A kind left out keeps the default wording. No templates: `{}`. Tenant admins only.")
+        .reply::<PushTemplates>(200, "The templates.")
+        .errors(&[403])
+}
+
+pub(super) async fn templates(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+) -> Result<Json<PushTemplates>, ApiError> {
+    let templates = match gw.tenant_registry.get(&id.tenant).await {
+        Ok(record) => record.push_templates.unwrap_or_default(),
+        Err(TenantError::NotFound(_)) => PushTemplates::default(),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Json(templates))
+}
+
+/// `PUT /v1/admin/push/templates`
+pub(super) fn set_templates_op() -> Operation {
+    Operation::put("Set the tenant's push templates")
+        .describe("Replaces every template: per kind (`message`, `mention`, `reply`, `reaction`), a `title` of 1 to 100 characters and an optional `body` of at most 500, where `{sender}` is the sender's display name (else their id), `{conversation}` the conversation's title (else the sender's name) and `{text}` the message's one-line preview; `{{` and `}}` are a literal brace, and anything else in braces is refused (400). Each recipient's push uses the first kind that applies: a mention of them (or of all), a reply to their message (or in their thread), else a message; `reaction` is for reactions to their message. The tenant's `preview` still decides what the placeholders may show: with `sender`, `{text}` is \"New message\"; with `off`, `{sender}` is \"Someone\" and `{conversation}` empty too; ciphertext is never previewed. `{}` goes back to the default wording. Answers the templates. 409 for a tenant defined only in the configuration file. Tenant admins only.")
+        .json_body::<PushTemplates>()
+        .reply::<PushTemplates>(200, "The templates now.")
+        .errors(&[400, 403, 409])
+}
+
+pub(super) async fn set_templates(
+    State(gw): State<Shared>,
+    Admin(id): Admin,
+    JsonBody(templates): JsonBody<PushTemplates>,
+) -> Result<Json<PushTemplates>, ApiError> {
+    templates
+        .check()
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let stored = (!templates.is_empty()).then_some(templates);
+    let updated = gw
+        .tenant_registry
+        .update(&id.tenant, |record| {
+            record.push_templates = stored;
+            Ok(())
+        })
+        .await
+        .map_err(|e| super::webhooks::record_unchanged(e, "push templates"))?;
+    tracing::info!(tenant = %id.tenant, by = %id.user, "push templates set");
+    Ok(Json(updated.push_templates.unwrap_or_default()))
 }

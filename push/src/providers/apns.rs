@@ -49,12 +49,16 @@ pub fn payload(job: &SendJob) -> serde_json::Value {
     if let Some(body) = &job.body {
         alert["body"] = serde_json::json!(body);
     }
+    let mut aps = serde_json::json!({
+        "alert": alert,
+        "sound": "default",
+        "thread-id": job.conversation_id,
+    });
+    if let Some(badge) = job.badge {
+        aps["badge"] = serde_json::json!(badge);
+    }
     serde_json::json!({
-        "aps": {
-            "alert": alert,
-            "sound": "default",
-            "thread-id": job.conversation_id,
-        },
+        "aps": aps,
         "conversation_id": job.conversation_id,
         "message_id": job.message_id,
         "seq": job.seq,

@@ -64,13 +64,20 @@ pub fn message(job: &SendJob) -> serde_json::Value {
     if let Some(body) = &job.body {
         notification["body"] = serde_json::json!(body);
     }
+    let mut android =
+        serde_json::json!({ "collapse_key": job.conversation_id, "priority": "high" });
+    let mut aps = serde_json::json!({ "thread-id": job.conversation_id });
+    if let Some(badge) = job.badge {
+        android["notification"] = serde_json::json!({ "notification_count": badge });
+        aps["badge"] = serde_json::json!(badge);
+    }
     serde_json::json!({
         "message": {
             "token": job.token,
             "notification": notification,
             "data": app_data(job),
-            "android": { "collapse_key": job.conversation_id, "priority": "high" },
-            "apns": { "payload": { "aps": { "thread-id": job.conversation_id } } },
+            "android": android,
+            "apns": { "payload": { "aps": aps } },
         }
     })
 }

@@ -25,6 +25,7 @@ pub fn body(job: &SendJob) -> serde_json::Value {
         "token": job.token,
         "title": job.title,
         "body": job.body,
+        "badge": job.badge,
         "data": app_data(job),
     })
 }

@@ -277,6 +277,9 @@ async fn pushes_reach_a_webhook_signed_collapsed_retried_and_dead_lettered() {
         "the push previews a message of the burst, with its seq: {previewed:?}"
     );
     assert_eq!(push["data"]["conversation_id"], json!(conv));
+    // Bob's unread total when it was made: the burst so far.
+    let badge = push["badge"].as_u64().unwrap();
+    assert!((1..=3).contains(&badge), "{push}");
 
     // Ciphertext: never previewed.
     send(
@@ -569,8 +572,8 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
             "token": "fcm-device-token",
             "notification": {"title": "alice", "body": "New message"},
             "data": {"conversation_id": conv, "message_id": message_id.to_string(), "seq": "1", "sender_id": "alice"},
-            "android": {"collapse_key": conv, "priority": "high"},
-            "apns": {"payload": {"aps": {"thread-id": conv}}},
+            "android": {"collapse_key": conv, "priority": "high", "notification": {"notification_count": 1}},
+            "apns": {"payload": {"aps": {"thread-id": conv, "badge": 1}}},
         }})
     );
 
@@ -609,7 +612,7 @@ async fn fcm_and_apns_get_exactly_the_requests_their_apis_expect() {
     assert_eq!(
         body,
         json!({
-            "aps": {"alert": {"title": "alice", "body": "New message"}, "sound": "default", "thread-id": conv},
+            "aps": {"alert": {"title": "alice", "body": "New message"}, "sound": "default", "thread-id": conv, "badge": 1},
             "conversation_id": conv, "message_id": message_id.to_string(), "seq": 1, "sender_id": "alice",
         })
     );
@@ -1137,4 +1140,158 @@ async fn notification_levels_mutes_and_mentions_decide_who_is_pushed() {
     send_mentioning(&mut ws, &channel, "loud", &[], false).await;
     send_mentioning(&mut ws, &channel, "erin?", &["erin"], false).await;
     assert_eq!(pushed_since(5, 1).await, ["erin"]);
+}
+
+/// v1.3: a tenant admin's templates word each kind of push (a message, a
+/// mention of the recipient, a reply to their message), their
+/// placeholders filled within the tenant's preview mode, and every push
+/// carries the recipient's unread total as its `badge`.
+#[tokio::test]
+async fn templates_word_each_kind_and_every_push_carries_the_unread_total() {
+    const WORDCO: Tenant = Tenant("wordco", "wordco-secret-0123456789");
+    let hook = receiver().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "operator_token = \"{OPERATOR_TOKEN}\"\n[push]\nallow_private_targets = true\n"
+        ),
+        ..Default::default()
+    })
+    .await;
+    let (status, _) = cluster
+        .operator(
+            reqwest::Method::POST,
+            "/v1/operator/tenants",
+            Some(json!({
+                "id": WORDCO.0,
+                "hs256_secrets": [WORDCO.1],
+                "push": {"preview": "text", "delay_ms": 0, "collapse_ms": 0, "max_attempts": 3,
+                         "webhook": {"url": hook.url, "secret": HOOK_SECRET}},
+            })),
+            Some(OPERATOR_TOKEN),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let admin = {
+        let spec = TokenSpec::new(WORDCO.0, "boss", Some("d"), 600).admin();
+        RestClient::new(
+            &cluster.gateways[0].http(),
+            &mint_hs256(WORDCO.1, &spec).unwrap(),
+        )
+    };
+    let templates = json!({
+        "message": {"title": "{sender} in {conversation}", "body": "{text}"},
+        "mention": {"title": "{sender} mentioned you", "body": "{text}"},
+        "reply": {"title": "{sender} replied {{!}}"},
+    });
+    let set = eventually(
+        "the tenant reaches the gateway",
+        Duration::from_secs(10),
+        || async {
+            let (status, body) = call(
+                &admin,
+                "PUT",
+                "/v1/admin/push/templates",
+                Some(templates.clone()),
+            )
+            .await;
+            (status == 200).then_some(body)
+        },
+    )
+    .await;
+    assert_eq!(set, templates);
+    let (_, shown) = call(&admin, "GET", "/v1/admin/push/templates", None).await;
+    assert_eq!(shown, templates);
+    // Admins only; an unknown placeholder and a title past 100
+    // characters are refused, and the templates stay.
+    let alice = rest_in(&cluster, WORDCO, "alice", "a");
+    let (status, _) = call(&alice, "PUT", "/v1/admin/push/templates", Some(json!({}))).await;
+    assert_eq!(status, 403);
+    for bad in [
+        json!({"message": {"title": "{name}"}}),
+        json!({"message": {"title": "t".repeat(101)}}),
+        json!({"message": {"title": "t", "body": "b".repeat(501)}}),
+        json!({"gossip": {"title": "t"}}),
+    ] {
+        let (status, body) = call(&admin, "PUT", "/v1/admin/push/templates", Some(bad)).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{body}"
+        );
+    }
+    let (status, _) = call(
+        &admin,
+        "PUT",
+        "/v1/admin/push/templates",
+        Some(json!({"message": {"title": "t".repeat(100), "body": "b".repeat(500)}})),
+    )
+    .await;
+    assert_eq!(status, 200, "at the bounds");
+    let (status, _) = call(&admin, "PUT", "/v1/admin/push/templates", Some(templates)).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (status, body) = call(
+        &alice,
+        "PATCH",
+        "/v1/me/profile",
+        Some(json!({"display_name": "Alice A."})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (group, _) = alice
+        .create_conversation(ConversationKind::Group, &["bob"], Some("Trip"))
+        .await
+        .unwrap();
+    let conv = group.conversation_id.as_str().to_owned();
+    register_push_in(&cluster, WORDCO, "bob", "phone", "webhook", "bob-token").await;
+    let mut alice_ws = ws_in(&cluster, WORDCO, "alice", "a").await;
+
+    let pushed = |i: usize| {
+        let push = hook.verified(i);
+        (
+            push["title"].as_str().unwrap_or_default().to_owned(),
+            push["body"].as_str().map(str::to_owned),
+            push["badge"].as_u64(),
+        )
+    };
+    send(&mut alice_ws, &conv, "m1", text("hello")).await;
+    hook.until(1).await;
+    assert_eq!(
+        pushed(0),
+        ("Alice A. in Trip".into(), Some("hello".into()), Some(1))
+    );
+    send_mentioning(&mut alice_ws, &conv, "m2", &["bob"], false).await;
+    hook.until(2).await;
+    assert_eq!(
+        pushed(1),
+        ("Alice A. mentioned you".into(), Some("m2".into()), Some(2))
+    );
+    // Bob writes from his laptop (which reads everything before), and
+    // Alice replies to him.
+    let (status, mine) = call(
+        &rest_in(&cluster, WORDCO, "bob", "laptop"),
+        "POST",
+        &format!("/v1/conversations/{conv}/messages"),
+        Some(json!({"client_msg_id": "b1", "content": {"kind": "text", "text": "mine"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{mine}");
+    alice_ws
+        .send(&ClientFrame::SendMessage {
+            client_msg_id: ClientMsgId::new("m3").unwrap(),
+            conversation_id: ConversationId::new(&conv).unwrap(),
+            content: text("yes"),
+            reply_to: Some(mine["message_id"].as_str().unwrap().parse().unwrap()),
+            thread_id: None,
+            mentions: Vec::new(),
+            mention_all: false,
+            send_at: None,
+            custom: None,
+        })
+        .await
+        .unwrap();
+    expect_ack(&mut alice_ws, "m3").await;
+    hook.until(3).await;
+    assert_eq!(pushed(2), ("Alice A. replied {!}".into(), None, Some(1)));
 }

@@ -315,6 +315,11 @@ pub struct TenantRecord {
     /// normalized (`Blocklist::normalized`); `None`: no list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocklist: Option<Blocklist>,
+    /// What the tenant's pushes say, per kind (v1.3); set by tenant
+    /// admins (`PUT /v1/admin/push/templates`), checked when set
+    /// (`PushTemplates::check`); `None`: the default wording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_templates: Option<switchboard_protocol::push_templates::PushTemplates>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -335,6 +340,7 @@ impl TenantRecord {
             webhooks: Vec::new(),
             retention_days: None,
             blocklist: None,
+            push_templates: None,
             created_at: now,
             updated_at: now,
         }
