@@ -44,6 +44,11 @@ pub struct MessageJob {
     pub recipients: Vec<UserId>,
     /// When it was stored: the delay counts from here.
     pub stored_at: Timestamp,
+    /// A reaction to the message (v1.3), not the message: the emoji, with
+    /// `sender` the reactor, `recipients` the message's author and
+    /// `stored_at` the reaction's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaction: Option<String>,
 }
 
 /// One push to one device, ready to send.
@@ -66,4 +71,7 @@ pub struct SendJob {
     /// it could not be read (or in jobs of earlier releases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub badge: Option<u64>,
+    /// For a reaction's push (v1.3): its emoji; `sender` is the reactor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaction: Option<String>,
 }

@@ -1,7 +1,8 @@
 //! The deliver stage: a message job, once its tenant's delay has passed,
 //! becomes a send job for every recipient device whose inbox still holds
 //! the message and that got no push for the conversation within the
-//! collapse window.
+//! collapse window. A reaction's job (v1.3) pushes its message's author's
+//! devices, collapsed apart from messages.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use tracing::Instrument;
 
 use crate::counters::PUSH_MESSAGES_SHED;
 use crate::stage::{Ctx, ack, with_push};
-use crate::wording::{self, Wording};
+use crate::wording::{self, About, Wording};
 
 /// Why checking a message's push deliveries failed; logged, and the job
 /// comes again. Each cause reads as its own error did.
@@ -105,7 +106,21 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     if message.deleted_at.is_some() {
         return Ok(0);
     }
-    let wording = Wording::of(ctx.store.as_ref(), &record, settings.preview, &message).await?;
+    let about = match &job.reaction {
+        Some(emoji) => About::Reaction {
+            by: &job.sender,
+            emoji,
+        },
+        None => About::Message,
+    };
+    let wording = Wording::of(
+        ctx.store.as_ref(),
+        &record,
+        settings.preview,
+        &message,
+        about,
+    )
+    .await?;
     let mut sent = 0;
     let mut room_checked = false;
     for user in job.recipients.iter().filter(|u| **u != job.sender) {
@@ -114,7 +129,9 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
         // Read once per user, and only for one whose device gets a push.
         let mut badge = None;
         for (device, token) in devices {
-            if !undelivered(ctx, job, user, &device).await? {
+            // A reaction puts no new message in an inbox to wait for: it
+            // pushes whether the device is connected or not.
+            if job.reaction.is_none() && !undelivered(ctx, job, user, &device).await? {
                 continue;
             }
             // Before any collapse mark is taken: a shed message must not
@@ -155,6 +172,7 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
                 title: title.clone(),
                 body: body.clone(),
                 badge: badge.flatten(),
+                reaction: job.reaction.clone(),
             };
             let bytes = serde_json::to_vec(&send)?;
             ctx.js
@@ -201,13 +219,18 @@ async fn first_in_window(
     device: &DeviceId,
     window_ms: u64,
 ) -> Result<bool, DeliverError> {
-    let key = format!(
+    let mut key = format!(
         "{}.{}.{}.{}",
         part(job.tenant.as_str()),
         part(user.as_str()),
         part(device.as_str()),
         part(job.conversation_id.as_str())
     );
+    // Reactions collapse apart: a burst of them never holds back the
+    // push of a message.
+    if job.reaction.is_some() {
+        key.push_str(".reactions");
+    }
     let now = Timestamp::now().unix_ms();
     let value = now.to_string();
     match ctx.collapse.entry(&key).await? {

@@ -1,6 +1,7 @@
 //! What one push says (F15, v1.3): its title and body, from the tenant's
-//! preview mode and, where it set them, its templates per kind; and its
-//! badge, the recipient's unread total.
+//! preview mode and, where it set them, its templates per kind (a
+//! reaction's push is of kind `reaction`, its `{sender}` the reactor and
+//! its `{text}` the emoji); and its badge, the recipient's unread total.
 
 use switchboard_nats::records::tenants::{PreviewMode, TenantRecord};
 use switchboard_protocol::push_templates::{PushKind, PushTemplates, PushValues};
@@ -16,6 +17,25 @@ pub const BADGE_CONVERSATIONS: usize = 100;
 const GENERIC: &str = "New message";
 /// `{sender}` where the preview shows no sender.
 const SOMEONE: &str = "Someone";
+
+/// What a push is about: its message, or a reaction to it by `by`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum About<'a> {
+    Message,
+    Reaction { by: &'a UserId, emoji: &'a str },
+}
+
+/// What a reaction's push shows by default: the reactor and the emoji
+/// (v1.3), within the preview mode.
+pub fn reaction_preview(mode: PreviewMode, by: &UserId, emoji: &str) -> (String, Option<String>) {
+    match mode {
+        PreviewMode::Off => ("New reaction".to_owned(), None),
+        PreviewMode::Sender | PreviewMode::Text => (
+            by.to_string(),
+            Some(format!("reacted {emoji} to your message")),
+        ),
+    }
+}
 
 /// What a push shows by default (no template for its kind).
 pub fn preview(mode: PreviewMode, message: &Message) -> (String, Option<String>) {
@@ -50,6 +70,8 @@ struct Templated {
     values: PushValues,
     /// The author of the message it replies to, and of its thread's root.
     answers: Vec<UserId>,
+    /// A reaction's push: of kind `reaction` whoever gets it.
+    reaction: bool,
 }
 
 impl Wording {
@@ -61,8 +83,12 @@ impl Wording {
         record: &TenantRecord,
         mode: PreviewMode,
         message: &Message,
+        about: About<'_>,
     ) -> StoreResult<Self> {
-        let default = preview(mode, message);
+        let (default, from, emoji) = match about {
+            About::Message => (preview(mode, message), &message.sender_id, None),
+            About::Reaction { by, emoji } => (reaction_preview(mode, by, emoji), by, Some(emoji)),
+        };
         let Some(templates) = record.push_templates.clone().filter(|t| !t.is_empty()) else {
             return Ok(Self {
                 default,
@@ -72,12 +98,12 @@ impl Wording {
         let tenant = &record.id;
         let key = ConversationKey::new(tenant.clone(), message.conversation_id.clone());
         let sender = store
-            .profiles(tenant, vec![message.sender_id.clone()])
+            .profiles(tenant, vec![from.clone()])
             .await?
             .into_iter()
             .flatten()
             .find_map(|p| p.display_name)
-            .unwrap_or_else(|| message.sender_id.to_string());
+            .unwrap_or_else(|| from.to_string());
         let title = store
             .sequencer_states(vec![key])
             .await?
@@ -85,7 +111,10 @@ impl Wording {
             .flatten()
             .find(|s| s.kind != ConversationKind::Direct)
             .and_then(|s| s.title);
-        let answers = authors(store, tenant, message).await?;
+        let answers = match emoji {
+            Some(_) => Vec::new(),
+            None => authors(store, tenant, message).await?,
+        };
         let values = match mode {
             PreviewMode::Off => PushValues {
                 sender: SOMEONE.into(),
@@ -95,10 +124,11 @@ impl Wording {
             PreviewMode::Sender | PreviewMode::Text => PushValues {
                 conversation: title.unwrap_or_else(|| sender.clone()),
                 sender,
-                text: if mode == PreviewMode::Text {
-                    text_of(message)
-                } else {
-                    GENERIC.into()
+                text: match emoji {
+                    // A reaction's text is its emoji.
+                    Some(emoji) => emoji.to_owned(),
+                    None if mode == PreviewMode::Text => text_of(message),
+                    None => GENERIC.into(),
                 },
             },
         };
@@ -108,6 +138,7 @@ impl Wording {
                 templates,
                 values,
                 answers,
+                reaction: emoji.is_some(),
             }),
         })
     }
@@ -117,7 +148,11 @@ impl Wording {
         let Some(t) = &self.templated else {
             return self.default.clone();
         };
-        let kind = kind_for(message, user, &t.answers);
+        let kind = if t.reaction {
+            PushKind::Reaction
+        } else {
+            kind_for(message, user, &t.answers)
+        };
         match t.templates.of(kind) {
             Some(template) => template.render(&t.values),
             None => self.default.clone(),
@@ -243,6 +278,19 @@ mod tests {
         assert_eq!(
             preview(PreviewMode::Text, &custom(None)).1,
             Some("[shop.order]".into())
+        );
+    }
+
+    #[test]
+    fn a_reaction_shows_its_reactor_and_emoji_within_the_mode() {
+        let bob = UserId::new("bob").unwrap();
+        assert_eq!(
+            reaction_preview(PreviewMode::Off, &bob, "👍"),
+            ("New reaction".into(), None)
+        );
+        assert_eq!(
+            reaction_preview(PreviewMode::Text, &bob, "👍"),
+            ("bob".into(), Some("reacted 👍 to your message".into()))
         );
     }
 

@@ -472,6 +472,7 @@ pub(super) fn push_job_seeds() -> Vec<Vec<u8>> {
         sender: ids.alice.clone(),
         recipients: vec![ids.alice.clone(), ids.bob.clone()],
         stored_at: at(),
+        reaction: None,
     };
     let send = SendJob {
         tenant: ids.tenant,
@@ -486,6 +487,7 @@ pub(super) fn push_job_seeds() -> Vec<Vec<u8>> {
         title: "alice".into(),
         body: Some("hi".into()),
         badge: Some(3),
+        reaction: None,
     };
     let mut seeds: Vec<Vec<u8>> = serde_json::to_vec(&job).into_iter().collect();
     seeds.extend(serde_json::to_vec(&send));

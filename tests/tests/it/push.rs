@@ -1143,7 +1143,8 @@ async fn notification_levels_mutes_and_mentions_decide_who_is_pushed() {
 }
 
 /// v1.3: a tenant admin's templates word each kind of push (a message, a
-/// mention of the recipient, a reply to their message), their
+/// mention of the recipient, a reply to their message, a reaction to it),
+/// their
 /// placeholders filled within the tenant's preview mode, and every push
 /// carries the recipient's unread total as its `badge`.
 #[tokio::test]
@@ -1182,6 +1183,7 @@ async fn templates_word_each_kind_and_every_push_carries_the_unread_total() {
         "message": {"title": "{sender} in {conversation}", "body": "{text}"},
         "mention": {"title": "{sender} mentioned you", "body": "{text}"},
         "reply": {"title": "{sender} replied {{!}}"},
+        "reaction": {"title": "{sender} reacted", "body": "{text} in {conversation}"},
     });
     let set = eventually(
         "the tenant reaches the gateway",
@@ -1294,4 +1296,25 @@ async fn templates_word_each_kind_and_every_push_carries_the_unread_total() {
     expect_ack(&mut alice_ws, "m3").await;
     hook.until(3).await;
     assert_eq!(pushed(2), ("Alice A. replied {!}".into(), None, Some(1)));
+    // A reaction to Bob's message pushes him, as its own kind.
+    alice_ws
+        .send(&ClientFrame::React {
+            conversation_id: ConversationId::new(&conv).unwrap(),
+            message_id: mine["message_id"].as_str().unwrap().parse().unwrap(),
+            emoji: "👍".into(),
+            action: switchboard_protocol::ReactAction::Add,
+        })
+        .await
+        .unwrap();
+    hook.until(4).await;
+    assert_eq!(
+        pushed(3),
+        (
+            "Alice A. reacted".into(),
+            Some("👍 in Trip".into()),
+            Some(1)
+        )
+    );
+    assert_eq!(hook.verified(3)["data"]["reaction"], "👍");
+    assert_eq!(hook.verified(3)["data"]["sender_id"], "alice");
 }

@@ -80,6 +80,18 @@ pub enum Outcome {
         recipients: Vec<UserId>,
         route: Route,
     },
+    /// A reaction added to `author`'s message, whose settings let it push
+    /// (v1.3): a push job for their devices.
+    ReactionPush {
+        tenant: TenantId,
+        conversation_id: ConversationId,
+        message_id: switchboard_protocol::MessageId,
+        seq: u64,
+        author: UserId,
+        by: UserId,
+        emoji: String,
+        at: Timestamp,
+    },
     /// A report stored (v1.2): for the tenant's webhooks only
     /// (`report.created`); its reporter gets the command's reply.
     Reported {

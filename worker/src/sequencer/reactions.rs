@@ -173,8 +173,41 @@ impl Batch<'_> {
                 recipients: everyone,
                 route,
             });
+            if c.action == ReactAction::Add {
+                self.reaction_push(&key, &message, c, route);
+            }
         }
         Ok(())
+    }
+
+    /// A push for the author of the message `c` reacted to, where their
+    /// settings let a message that names them push (a reaction is about
+    /// them), and the conversation pushes at all (fan-out on write).
+    fn reaction_push(
+        &mut self,
+        key: &ConversationKey,
+        message: &Message,
+        c: &ReactCommand,
+        route: Route,
+    ) {
+        let author = &message.sender_id;
+        let pushes = route == Route::Users
+            && author != &c.by.actor
+            && !message.shadow
+            && matches!(self.states.get(key), Some(Some(s))
+                if s.members.contains(author) && s.settings_of(author).pushes(self.now, true));
+        if pushes {
+            self.outcomes.push(Outcome::ReactionPush {
+                tenant: key.tenant.clone(),
+                conversation_id: key.conversation_id.clone(),
+                message_id: message.message_id,
+                seq: message.seq,
+                author: author.clone(),
+                by: c.by.actor.clone(),
+                emoji: c.emoji.clone(),
+                at: self.now,
+            });
+        }
     }
 }
 

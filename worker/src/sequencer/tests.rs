@@ -506,6 +506,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
                 Outcome::Listen { .. } => "listen",
                 Outcome::Event { .. } => "event",
                 Outcome::Reported { .. } => "reported",
+                Outcome::ReactionPush { .. } => "reaction push",
             };
             (kind, i)
         })

@@ -106,11 +106,29 @@ async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &
         sender: message.sender_id.clone(),
         recipients: recipients.to_vec(),
         stored_at: message.created_at,
+        reaction: None,
     };
-    let Ok(body) = serde_json::to_vec(&job) else {
+    publish_push_job(ctx, &job).await;
+}
+
+/// Publishes a push job of a tenant with push configured (at most once,
+/// as [`push_job`] says).
+async fn publish_push_job(ctx: &Ctx, job: &MessageJob) {
+    if ctx
+        .tenants
+        .get(&job.tenant)
+        .is_none_or(|t| t.push.is_none())
+    {
+        return;
+    }
+    let Ok(body) = serde_json::to_vec(job) else {
         return;
     };
-    if let Err(e) = ctx.js.publish(message_subject(tenant), body.into()).await {
+    if let Err(e) = ctx
+        .js
+        .publish(message_subject(&job.tenant), body.into())
+        .await
+    {
         tracing::warn!(error = %e, "a push job was not published");
     }
 }
@@ -271,6 +289,29 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
             }
             // Only for webhooks (`webhook_events.rs`).
             Outcome::Reported { .. } => Ok(()),
+            Outcome::ReactionPush {
+                tenant,
+                conversation_id,
+                message_id,
+                seq,
+                author,
+                by,
+                emoji,
+                at,
+            } => {
+                let job = MessageJob {
+                    tenant,
+                    conversation_id,
+                    message_id,
+                    seq,
+                    sender: by,
+                    recipients: vec![author],
+                    stored_at: at,
+                    reaction: Some(emoji),
+                };
+                publish_push_job(ctx, &job).await;
+                Ok(())
+            }
             Outcome::Reply { subject, reply } => match serde_json::to_vec(&reply) {
                 Ok(body) => match out.flush().await {
                     Ok(()) => ctx
