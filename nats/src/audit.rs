@@ -43,12 +43,28 @@ pub fn tenant_of_subject(subject: &str) -> Option<TenantId> {
 pub async fn record(
     js: &jetstream::Context,
     tenant: &TenantId,
+    entry: AuditEntry,
+) -> Result<AuditEntry, BackboneError> {
+    record_once(js, tenant, entry, None).await
+}
+
+/// As [`record`]; with `id`, JetStream stores an entry of that id once
+/// within its dedupe window (a writer's replayed command records its
+/// change once).
+pub async fn record_once(
+    js: &jetstream::Context,
+    tenant: &TenantId,
     mut entry: AuditEntry,
+    id: Option<&str>,
 ) -> Result<AuditEntry, BackboneError> {
     entry.id.clear();
     let body = serde_json::to_vec(&entry).map_err(BackboneError::encoding)?;
+    let mut headers = async_nats::HeaderMap::new();
+    if let Some(id) = id {
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+    }
     let ack = js
-        .publish(audit_subject(tenant), body.into())
+        .publish_with_headers(audit_subject(tenant), headers, body.into())
         .await
         .map_err(|e| BackboneError::nats("recording an audit entry", e))?
         .await

@@ -7,14 +7,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::json;
 use switchboard_nats::envelope::{BanCommand, Command};
-use switchboard_protocol::moderation::{AuditAction, Mute, MuteList, MuteRequest};
+use switchboard_protocol::moderation::{Mute, MuteList, MuteRequest};
 use switchboard_protocol::{ConversationId, ErrorCode, Timestamp, UserId};
 
 use super::conversations::done;
 use super::extract::{JsonBody, PathParams, Shared};
-use super::moderation::audited;
 use super::openapi::Operation;
 use super::roles::actor;
 use super::safety::moderates;
@@ -86,10 +84,8 @@ pub(super) async fn mute(
         user: body.user_id.clone(),
         until: body.until,
     });
+    // The writer records it in the audit log, before it answers.
     done(gw.run_command(command).await?)?;
-    let whom = (Some(body.user_id), Some(conversation));
-    let details = json!({"until": body.until});
-    audited(&gw, &id, AuditAction::MemberMuted, whom, details).await?;
     Ok(Json(mute))
 }
 
@@ -114,16 +110,6 @@ pub(super) async fn unmute(
         user: user.clone(),
         until: None,
     });
-    if done(gw.run_command(command).await?)? {
-        let whom = (Some(user), Some(conversation));
-        audited(
-            &gw,
-            &id,
-            AuditAction::MemberUnmuted,
-            whom,
-            serde_json::Value::Null,
-        )
-        .await?;
-    }
+    done(gw.run_command(command).await?)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -20,12 +20,10 @@ use switchboard_store::ConversationKey;
 
 use super::conversations::{detail_view, done};
 use super::extract::{JsonBody, PathParams, Shared};
-use super::moderation::audited;
 use super::openapi::Operation;
 use super::roles::actor;
 use crate::auth::Identity;
 use crate::error::ApiError;
-use switchboard_protocol::moderation::AuditAction;
 
 /// Blocks one user keeps at most: the list is read whole at every
 /// history page and connection.
@@ -264,21 +262,12 @@ pub(super) async fn patch(
 ) -> Result<Json<ConversationView>, ApiError> {
     let conversation = path.get()?;
     body.check().map_err(ApiError::invalid)?;
-    let frozen = body.frozen;
     let command = Command::SetPolicy(PolicyCommand {
         by: actor(&gw, &id, conversation.clone())?,
         patch: body,
     });
-    let changed = done(gw.run_command(command).await?)?;
-    if let (true, Some(frozen)) = (changed, frozen) {
-        let action = if frozen {
-            AuditAction::ConversationFrozen
-        } else {
-            AuditAction::ConversationThawed
-        };
-        let whom = (None, Some(conversation.clone()));
-        audited(&gw, &id, action, whom, serde_json::Value::Null).await?;
-    }
+    // Freezing and thawing: the writer records them in the audit log.
+    done(gw.run_command(command).await?)?;
     let detail = gw
         .store
         .conversation(&id.tenant, &conversation, &id.user)

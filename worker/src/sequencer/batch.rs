@@ -11,6 +11,11 @@ pub(super) struct Batch<'a> {
     pub(super) ids: &'a dyn IdSource,
     /// When this batch's edits and deletes happen.
     pub(super) now: Timestamp,
+    /// Whether the batch may have been planned and committed before (it
+    /// checks idempotency keys): a command that finds its change already
+    /// made then records its audit entry again, in case a crash lost it
+    /// (JetStream drops the repeat by its id).
+    pub(super) replayed: bool,
     pub(super) policies: &'a Policies,
     /// Messages edits and deletes of this batch refer to, as they are now
     /// (from the store, and as this batch stores or changes them).

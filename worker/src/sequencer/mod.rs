@@ -203,6 +203,7 @@ impl Sequencer {
         let mut b = Batch {
             ids,
             now,
+            replayed: check_sent,
             policies: &self.policies,
             messages,
             states,

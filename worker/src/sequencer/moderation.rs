@@ -2,10 +2,12 @@
 //! checked here, by the conversation's writer, on every way in: a send
 //! (socket, REST, scheduled, a thread reply), a reaction, an edit, a
 //! member change and a join. Freezing is a field of the policy
-//! (`PATCH`, `safety.rs`); a mute is a command of its own.
+//! (`PATCH`, `safety.rs`); a mute is a command of its own. Each change is
+//! audited from here, after the commit ([`Batch::audit`]).
 
-use switchboard_nats::envelope::BanCommand;
-use switchboard_protocol::moderation::{MAX_MUTES, Mute};
+use serde_json::{Value, json};
+use switchboard_nats::envelope::{Actor, BanCommand};
+use switchboard_protocol::moderation::{AuditAction, AuditEntry, MAX_MUTES, Mute};
 
 use switchboard_store::ConversationSettings;
 
@@ -88,6 +90,14 @@ impl Batch<'_> {
                 },
             );
         } else if !state.mutes.iter().any(|m| m.user_id == c.user) {
+            if self.replayed {
+                self.audit(
+                    &c.by,
+                    AuditAction::MemberUnmuted,
+                    Some(&c.user),
+                    Value::Null,
+                );
+            }
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
         }
@@ -100,6 +110,17 @@ impl Batch<'_> {
                 mutes,
             },
         );
+        if mute {
+            let details = json!({ "until": c.until });
+            self.audit(&c.by, AuditAction::MemberMuted, Some(&c.user), details);
+        } else {
+            self.audit(
+                &c.by,
+                AuditAction::MemberUnmuted,
+                Some(&c.user),
+                Value::Null,
+            );
+        }
         self.done(reply_to, &c.by.conversation_id, true);
         Ok(())
     }
@@ -137,4 +158,32 @@ fn mute_refusal(
         return Some((ErrorCode::InvalidRequest, "until is in the past"));
     }
     None
+}
+
+impl Batch<'_> {
+    /// Records a moderation change `by` made in their conversation (to
+    /// `user`, if to someone) in the tenant's audit log, once the batch is
+    /// committed. Its id is the command's, so a replay records it once.
+    pub(super) fn audit(
+        &mut self,
+        by: &Actor,
+        action: AuditAction,
+        user: Option<&UserId>,
+        details: Value,
+    ) {
+        let entry = AuditEntry {
+            id: String::new(),
+            at: by.at,
+            actor: by.actor.clone(),
+            action,
+            user_id: user.cloned(),
+            conversation_id: Some(by.conversation_id.clone()),
+            details,
+        };
+        self.outcomes.push(Outcome::Audited {
+            tenant: by.tenant.clone(),
+            entry: Box::new(entry),
+            id: format!("audit-{}", by.command_id),
+        });
+    }
 }

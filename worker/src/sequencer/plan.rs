@@ -92,6 +92,14 @@ pub enum Outcome {
         emoji: String,
         at: Timestamp,
     },
+    /// A moderation change made (v1.3: mutes, freezing), for the tenant's
+    /// audit log; `id` names it for JetStream's dedupe, so a replayed
+    /// command records it once.
+    Audited {
+        tenant: TenantId,
+        entry: Box<switchboard_protocol::moderation::AuditEntry>,
+        id: String,
+    },
     /// A report stored (v1.2): for the tenant's webhooks only
     /// (`report.created`); its reporter gets the command's reply.
     Reported {

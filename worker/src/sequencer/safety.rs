@@ -420,6 +420,11 @@ impl Batch<'_> {
             return Ok(());
         };
         if self.answered_as_retry(&c.by, reply_to) {
+            // Made before (a replay): its freezing or thawing is audited
+            // again, in case a crash lost the entry.
+            if let Some(frozen) = c.patch.frozen.filter(|f| *f == state.policy.frozen) {
+                self.audit(&c.by, frozen_action(frozen), None, serde_json::Value::Null);
+            }
             return Ok(());
         }
         if let Err(why) = c.patch.check() {
@@ -489,6 +494,10 @@ impl Batch<'_> {
                 mutes: state.mutes.clone(),
             },
         );
+        if policy.frozen != state.policy.frozen {
+            let action = frozen_action(policy.frozen);
+            self.audit(&c.by, action, None, serde_json::Value::Null);
+        }
         let mut event = SystemEvent::about(
             SystemEvent::CONVERSATION_UPDATED,
             c.by.actor.clone(),
@@ -553,5 +562,15 @@ impl Batch<'_> {
         }
         self.done(reply_to, &by.conversation_id, true);
         Ok(())
+    }
+}
+
+/// The audit action of freezing (`true`) or thawing.
+fn frozen_action(frozen: bool) -> switchboard_protocol::moderation::AuditAction {
+    use switchboard_protocol::moderation::AuditAction;
+    if frozen {
+        AuditAction::ConversationFrozen
+    } else {
+        AuditAction::ConversationThawed
     }
 }

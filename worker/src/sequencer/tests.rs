@@ -507,6 +507,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
                 Outcome::Event { .. } => "event",
                 Outcome::Reported { .. } => "reported",
                 Outcome::ReactionPush { .. } => "reaction push",
+                Outcome::Audited { .. } => "audited",
             };
             (kind, i)
         })
@@ -751,4 +752,94 @@ async fn a_shadow_banned_senders_message_is_theirs_alone() {
     bans.set(BanKind::Shadow, &tenant, &u("a"), None);
     let out = run(&mut seq, &store, &ids, &[send("c", "a", "m3")]).await;
     assert_eq!(delivered(&out[0]), (3, vec!["a", "b"]));
+}
+
+/// Mutes and freezing (v1.3) are audited by the writer once made, under
+/// the command's id; a replayed command that finds its change made
+/// records it again under the same id (JetStream keeps one), and a
+/// change that changes nothing records nothing.
+#[tokio::test]
+async fn mutes_and_freezing_are_audited_once_made_and_again_when_replayed() {
+    use switchboard_nats::envelope::{Actor, BanCommand, PolicyCommand};
+    use switchboard_protocol::moderation::AuditAction;
+    let (_dir, store) = open();
+    let ids = ids();
+    let mut seq = Sequencer::new(1000, Policies::default());
+    let by = |id: u64| Actor {
+        command_id: MessageId::from_u64(id),
+        tenant: TenantId::new("t").unwrap(),
+        conversation_id: ConversationId::new("c").unwrap(),
+        actor: u("a"),
+        device: DeviceId::default_device(),
+        actor_is_admin: false,
+        at: Timestamp::from_unix_ms(5),
+    };
+    let incoming = |command: Command| Incoming {
+        command,
+        reply_to: Some("reply".into()),
+        span: tracing::Span::none(),
+    };
+    let mute = |id: u64, on: bool| {
+        let c = BanCommand {
+            by: by(id),
+            user: u("b"),
+            until: None,
+        };
+        incoming(if on {
+            Command::Mute(c)
+        } else {
+            Command::Unmute(c)
+        })
+    };
+    let freeze = |id: u64| {
+        incoming(Command::SetPolicy(PolicyCommand {
+            by: by(id),
+            patch: switchboard_protocol::safety::ConversationPatch {
+                frozen: Some(true),
+                ..Default::default()
+            },
+        }))
+    };
+    let audited = |out: &[Outcome]| -> Vec<(AuditAction, String)> {
+        out.iter()
+            .filter_map(|o| match o {
+                Outcome::Audited { entry, id, .. } => Some((entry.action, id.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    run(
+        &mut seq,
+        &store,
+        &ids,
+        &[create("c", ConversationKind::Group, &["a", "b"], 1)],
+    )
+    .await;
+    let out = run(&mut seq, &store, &ids, &[mute(10, true), mute(11, false)]).await;
+    assert_eq!(
+        audited(&out),
+        [
+            (AuditAction::MemberMuted, "audit-10".into()),
+            (AuditAction::MemberUnmuted, "audit-11".into())
+        ]
+    );
+    // The unmute again, as after a crash: recorded again, same id.
+    let out = run(&mut seq, &store, &ids, &[mute(11, false)]).await;
+    assert_eq!(
+        audited(&out),
+        [(AuditAction::MemberUnmuted, "audit-11".into())]
+    );
+    let out = run(&mut seq, &store, &ids, &[freeze(20)]).await;
+    assert_eq!(
+        audited(&out),
+        [(AuditAction::ConversationFrozen, "audit-20".into())]
+    );
+    let out = run(&mut seq, &store, &ids, &[freeze(20)]).await;
+    assert_eq!(
+        audited(&out),
+        [(AuditAction::ConversationFrozen, "audit-20".into())],
+        "replayed"
+    );
+    let out = run(&mut seq, &store, &ids, &[freeze(21)]).await;
+    assert_eq!(audited(&out), [], "already frozen: nothing changed");
 }

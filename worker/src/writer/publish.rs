@@ -142,6 +142,8 @@ pub(super) async fn publish(ctx: &Ctx, outcomes: Vec<Traced>) -> Vec<IndexOp> {
             ctx.ids.next_id().ok().map(|id| id.to_string())
         });
     let indexed = crate::writer::index_feed::ops_of(outcomes.iter().map(|(o, _)| o));
+    // Before the events: whoever hears of a change finds it in the log.
+    audit_entries(ctx, &outcomes).await;
     events(ctx, outcomes).await;
     publish_outbound(ctx, outbound).await;
     indexed
@@ -167,6 +169,24 @@ async fn publish_outbound(ctx: &Ctx, outbound: Vec<switchboard_protocol::webhook
         if let Err(e) = ack.await {
             crate::metrics::event_lost();
             tracing::warn!(error = %e, "an outbound event was not stored");
+        }
+    }
+}
+
+/// The batch's moderation changes (v1.3), each stored in its tenant's
+/// audit log before the commands are acked; one that is not stored is
+/// logged and counted as a lost event (a crash before this point replays
+/// the command, which records it then).
+async fn audit_entries(ctx: &Ctx, outcomes: &[Traced]) {
+    for (outcome, _) in outcomes {
+        if let Outcome::Audited { tenant, entry, id } = outcome {
+            let recorded =
+                switchboard_nats::audit::record_once(&ctx.js, tenant, (**entry).clone(), Some(id))
+                    .await;
+            if let Err(e) = recorded {
+                crate::metrics::event_lost();
+                tracing::warn!(%tenant, %id, error = %e, "a moderation change was not audited");
+            }
         }
     }
 }
@@ -287,8 +307,9 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                     .await
                     .map_err(cause)
             }
-            // Only for webhooks (`webhook_events.rs`).
-            Outcome::Reported { .. } => Ok(()),
+            // Only for webhooks (`webhook_events.rs`), and the audit log
+            // (above).
+            Outcome::Reported { .. } | Outcome::Audited { .. } => Ok(()),
             Outcome::ReactionPush {
                 tenant,
                 conversation_id,
