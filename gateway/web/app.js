@@ -56,7 +56,7 @@ let pickerFor = null; // the message whose emoji picker is open
 // the results of a search); null when closed.
 let panel = null;
 /** The panels drawn without an open conversation. */
-const USER_PANELS = new Set(["blocked", "reports", "search", "profile", "channels", "invite"]);
+const USER_PANELS = new Set(["blocked", "reports", "search", "profile", "channels", "invite", "moderation"]);
 /** The panels a change of the open conversation does not redraw: they
  * are not its, or hold fields being typed in. */
 const STEADY_PANELS = new Set(["blocked", "reports", "report", "search", "profile", "channels", "invite"]);
@@ -79,6 +79,8 @@ const pinnedMessages = new Map(); // message id -> the message, as `GET .../pins
 let threadList = null; // the open conversation's `GET .../threads` answer
 const threadsRead = new Set(); // `${conversation}\u0000${root}` whose thread history was read
 const bansOf = new Map(); // conversation id -> the bans in force, as `GET .../bans` answered them
+const mutesOf = new Map(); // conversation id -> the mutes in force (v1.3), as `GET .../mutes` answered them
+let moderationView = null; // a tenant admin's moderation panel (v1.3): { list, bans, shadow, audit (each null while read), told }
 let policyDraft = {}; // the admin panel's settings as typed, not saved yet
 const unfolded = new Set(); // ids of messages from blocked users the user chose to see
 const resendAt = new Map(); // client_msg_id -> when (ms) a send slow mode refused goes again, as a new message
@@ -181,6 +183,7 @@ function openSession(user, device, token, admin = false) {
   $("app").hidden = false;
   whoSuffix = `${device ? ` (${device})` : ""}${admin ? " · tenant admin" : ""}`;
   $("show-reports").hidden = !admin;
+  $("show-moderation").hidden = !admin;
   $("search").hidden = false;
   client = new SwitchboardClient({
     url: location.origin,
@@ -886,6 +889,7 @@ function renderTools() {
   $("show-blocked").setAttribute("aria-pressed", panel?.kind === "blocked" ? "true" : "false");
   $("show-profile").setAttribute("aria-pressed", panel?.kind === "profile" ? "true" : "false");
   $("show-reports").setAttribute("aria-pressed", panel?.kind === "reports" ? "true" : "false");
+  $("show-moderation").setAttribute("aria-pressed", panel?.kind === "moderation" ? "true" : "false");
   $("show-channels").setAttribute("aria-pressed", panel?.kind === "channels" ? "true" : "false");
   if (!current) return;
   const state = client.conversation(current);
@@ -1027,6 +1031,7 @@ const PANEL_TITLES = {
   profile: "My profile",
   channels: "Public channels",
   invite: "Invitation",
+  moderation: "Moderation",
 };
 
 function showPanel(next) {
@@ -1086,10 +1091,27 @@ panelButton("show-scheduled", "scheduled", () => refreshScheduled());
 panelButton("show-admin", "admin", async (id) => {
   // The conversation (its policy and roles: the SDK's state takes them),
   // its bans and its invites.
-  const [detail, bans, invites] = await Promise.all([client.rest.conversation(id), client.rest.bans(id), client.rest.invites(id)]);
+  const [detail, bans, invites, mutes] = await Promise.all([
+    client.rest.conversation(id),
+    client.rest.bans(id),
+    client.rest.invites(id),
+    client.rest.mutes(id),
+  ]);
   details.set(id, detail);
   bansOf.set(id, bans.bans);
   invitesOf.set(id, invites.invites);
+  mutesOf.set(id, mutes);
+});
+
+// A tenant admin's moderation tools (v1.3), read afresh each time.
+$("show-moderation").addEventListener("click", () => {
+  if (panel?.kind === "moderation") {
+    closePanel();
+    return;
+  }
+  moderationView = { list: null, bans: null, shadow: null, audit: null, told: "" };
+  showPanel({ kind: "moderation" });
+  loadModeration();
 });
 
 // The public channels are the tenant's: the panel opens without a
@@ -1170,6 +1192,7 @@ function renderPanel() {
     profile: profilePanel,
     channels: channelsPanel,
     invite: invitePanel,
+    moderation: moderationPanel,
   }[panel.kind];
   const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight < 40;
   if (panel.kind === "admin") panel.shows = adminSignature();
@@ -1359,7 +1382,15 @@ function notificationsPanel() {
 function adminSignature() {
   const state = client.conversation(current);
   const channel = channelOf(current);
-  return JSON.stringify([state.policy ?? null, bansOf.get(current) ?? null, [...state.roles], myRole() ?? null, channel, invitesOf.get(current) ?? null]);
+  return JSON.stringify([
+    state.policy ?? null,
+    bansOf.get(current) ?? null,
+    [...state.roles],
+    myRole() ?? null,
+    channel,
+    invitesOf.get(current) ?? null,
+    mutesOf.get(current) ?? null,
+  ]);
 }
 
 /** The members the caller may ban: not themselves, never an owner, and
@@ -1445,7 +1476,267 @@ function adminPanel(state) {
             ),
           ),
         );
-  return [settings, channelFieldset(), invitesFieldset(), banForm, el("strong", { text: "Banned" }), list];
+  return [settings, freezeFieldset(policy), muteFieldset(state), channelFieldset(), invitesFieldset(), banForm, el("strong", { text: "Banned" }), list];
+}
+
+// ---- Mutes and freezing (v1.3): owners' and admins' tools ----
+
+/** Freezing: while frozen, only owners and admins post, react or change
+ * the members. */
+function freezeFieldset(policy) {
+  const frozen = policy.frozen === true;
+  return el(
+    "fieldset",
+    { "aria-label": "Freeze" },
+    el("legend", { text: "Freeze" }),
+    el("span", {
+      class: "note",
+      id: "frozen-state",
+      "data-frozen": String(frozen),
+      text: frozen ? "Frozen: only owners and admins post, react or change the members." : "Open: everyone posts as usual.",
+    }),
+    el("button", { type: "button", id: "toggle-freeze", text: frozen ? "Thaw conversation" : "Freeze conversation", onclick: () => setFrozen(!frozen) }),
+  );
+}
+
+async function setFrozen(frozen) {
+  showError("panel-error", "");
+  const conversation = current;
+  try {
+    // The SDK's state takes the answer (every member gets the change).
+    details.set(conversation, await client.rest.freeze(conversation, frozen));
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === conversation && panel?.kind === "admin") renderPanel();
+  renderTools();
+}
+
+/** The members who may be muted: plain members, not the caller. */
+function mutable(state) {
+  return memberIds()
+    .filter((u) => u !== me && (state.roleOf(u) ?? "member") === "member")
+    .sort();
+}
+
+function muteFieldset(state) {
+  const mutes = mutesOf.get(current);
+  const muted = new Set((mutes ?? []).map((m) => m.user_id));
+  const candidates = mutable(state).filter((u) => !muted.has(u));
+  const who = el("select", { id: "mute-user", "aria-label": "Member to mute" }, ...candidates.map((u) => el("option", { value: u, text: u })));
+  const howLong = el("select", { id: "mute-for", "aria-label": "Mute length" }, ...BAN_FOR.map(([secs, label]) => el("option", { value: secs, text: label })));
+  const list = !mutes
+    ? el("p", { class: "note", text: "Loading the mutes…" })
+    : !mutes.length
+      ? el("p", { class: "note", id: "no-mutes", text: "Nobody is muted." })
+      : el(
+          "ul",
+          { "aria-label": "Mutes" },
+          ...mutes.map((m) =>
+            el(
+              "li",
+              { "data-mute": m.user_id },
+              el(
+                "div",
+                { class: "row" },
+                el("span", { text: m.user_id }),
+                el("button", { type: "button", text: "Unmute", "aria-label": `Unmute ${m.user_id}`, onclick: () => unmuteMember(m.user_id) }),
+              ),
+              el("span", { class: "note", text: `by ${m.by}, ${m.until ? `until ${timeText(m.until)}` : "until lifted"}` }),
+            ),
+          ),
+        );
+  return el(
+    "fieldset",
+    { "aria-label": "Mute a member" },
+    el("legend", { text: "Mute a member" }),
+    candidates.length ? el("div", { class: "row" }, who, howLong) : el("span", { class: "note", text: "No plain member to mute." }),
+    candidates.length ? el("button", { type: "button", id: "mute", text: "Mute", onclick: () => muteMember(who.value, howLong.value) }) : "",
+    el("span", { class: "note", text: "A muted member stays and reads, but cannot post, reply, react or edit." }),
+    list,
+  );
+}
+
+async function refreshMutes(id) {
+  try {
+    mutesOf.set(id, await client.rest.mutes(id));
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (current === id && panel?.kind === "admin") renderPanel();
+}
+
+async function muteMember(user, forSecs) {
+  showError("panel-error", "");
+  if (!user) return;
+  const conversation = current;
+  try {
+    await client.rest.mute(conversation, user, forSecs ? new Date(Date.now() + Number(forSecs) * 1000).toISOString() : undefined);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  await refreshMutes(conversation);
+}
+
+async function unmuteMember(user) {
+  showError("panel-error", "");
+  const conversation = current;
+  try {
+    await client.rest.unmute(conversation, user);
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  await refreshMutes(conversation);
+}
+
+// ---- A tenant admin's moderation (v1.3): the word list, bans from the
+// whole app, shadow bans and the audit log ----
+
+const AUDITED = {
+  blocklist_set: "set the word list",
+  user_banned: "banned",
+  user_unbanned: "lifted the ban on",
+  user_shadow_banned: "shadow-banned",
+  user_shadow_unbanned: "lifted the shadow ban on",
+  member_muted: "muted",
+  member_unmuted: "unmuted",
+  conversation_frozen: "froze",
+  conversation_thawed: "thawed",
+};
+
+async function loadModeration(told = "") {
+  const view = moderationView;
+  try {
+    const [list, bans, shadow, audit] = await Promise.all([
+      client.rest.blocklist(),
+      client.rest.tenantBans({ limit: 100 }),
+      client.rest.shadowBans({ limit: 100 }),
+      client.rest.auditLog({ limit: 20 }),
+    ]);
+    if (moderationView !== view) return;
+    Object.assign(view, { list, bans: bans.bans, shadow: shadow.bans, audit: audit.entries, told });
+  } catch (e) {
+    showError("panel-error", e.message);
+  }
+  if (panel?.kind === "moderation") renderPanel();
+}
+
+/** Runs a tenant admin's change, then reads the panel again saying
+ * `told` (or the error). */
+async function moderate(change, told) {
+  showError("panel-error", "");
+  try {
+    await change();
+  } catch (e) {
+    showError("panel-error", e.message);
+    return;
+  }
+  await loadModeration(told);
+}
+
+function moderationPanel() {
+  const view = moderationView;
+  const nodes = [];
+  if (view.told) nodes.push(el("p", { class: "confirm", id: "moderation-state", role: "status", text: view.told }));
+  if (!view.list) return [...nodes, el("p", { class: "note", text: "Loading…" })];
+  const words = el("textarea", {
+    id: "blocklist-words",
+    rows: "3",
+    "aria-label": "Words, separated by commas or lines",
+    placeholder: "words, separated by commas or lines",
+  });
+  words.value = view.list.words.join(", ");
+  const mode = el(
+    "select",
+    { id: "blocklist-mode", "aria-label": "What a listed word does" },
+    el("option", { value: "reject", text: "refuse the message" }),
+    el("option", { value: "mask", text: "mask the word (****)" }),
+  );
+  mode.value = view.list.mode;
+  nodes.push(
+    el(
+      "fieldset",
+      { "aria-label": "Word list" },
+      el("legend", { text: "Word list" }),
+      words,
+      mode,
+      el("button", {
+        type: "button",
+        text: "Save word list",
+        onclick: () => {
+          const list = words.value.split(/[\s,]+/).filter(Boolean);
+          moderate(() => client.rest.setBlocklist(list, mode.value), list.length ? "Word list saved." : "Word list off.");
+        },
+      }),
+      el("span", { class: "note", text: "Checked in every message and edit, before your app's own plugin." }),
+    ),
+  );
+  nodes.push(banSection(view.bans, "tenant", "Ban from the app", "Their sign-ins are refused and their open sessions end."));
+  nodes.push(banSection(view.shadow, "shadow", "Shadow ban", "Their messages seem to go, but only they see them."));
+  nodes.push(
+    el("strong", { text: "Recent changes" }),
+    !view.audit.length
+      ? el("p", { class: "note", id: "no-audit", text: "No changes yet." })
+      : el(
+          "ul",
+          { "aria-label": "Audit log" },
+          ...view.audit.map((e) =>
+            el(
+              "li",
+              { "data-audit-action": e.action },
+              el("span", { text: `${e.actor} ${AUDITED[e.action] ?? e.action}${e.user_id ? ` ${e.user_id}` : ""}` }),
+              el("span", { class: "note", text: `${timeText(e.at)}${e.conversation_id ? ` · ${client.conversationList.get(e.conversation_id)?.title ?? e.conversation_id}` : ""}` }),
+            ),
+          ),
+        ),
+  );
+  return nodes;
+}
+
+/** A ban form and list, of the whole app (`tenant`) or a shadow one. */
+function banSection(bans, kind, legend, note) {
+  const user = el("input", { type: "text", id: `${kind}-ban-user`, placeholder: "user id", "aria-label": `${legend}: user`, autocomplete: "off" });
+  const reason = el("input", { type: "text", id: `${kind}-ban-reason`, placeholder: "reason (for admins)", "aria-label": `${legend}: reason`, maxLength: 500 });
+  const howLong = el("select", { id: `${kind}-ban-for`, "aria-label": `${legend}: length` }, ...BAN_FOR.map(([secs, label]) => el("option", { value: secs, text: label })));
+  const put = kind === "tenant" ? (u, opts) => client.rest.banUser(u, opts) : (u, opts) => client.rest.shadowBanUser(u, opts);
+  const lift = kind === "tenant" ? (u) => client.rest.unbanUser(u) : (u) => client.rest.unshadowBanUser(u);
+  const liftLabel = kind === "tenant" ? "Lift app ban on" : "Lift shadow ban on";
+  const submit = () => {
+    const who = user.value.trim();
+    if (!who) return;
+    const opts = {};
+    if (reason.value.trim()) opts.reason = reason.value.trim();
+    if (howLong.value) opts.until = new Date(Date.now() + Number(howLong.value) * 1000).toISOString();
+    moderate(() => put(who, opts), `${who}: ${legend.toLowerCase()} in force.`);
+  };
+  return el(
+    "fieldset",
+    { "aria-label": legend },
+    el("legend", { text: legend }),
+    el("div", { class: "row" }, user, howLong),
+    reason,
+    el("button", { type: "button", text: kind === "tenant" ? "Ban user" : "Shadow-ban user", onclick: submit }),
+    el("span", { class: "note", text: note }),
+    !bans.length
+      ? el("p", { class: "note", id: `no-${kind}-bans`, text: "Nobody." })
+      : el(
+          "ul",
+          { "aria-label": legend },
+          ...bans.map((b) =>
+            el(
+              "li",
+              { [`data-${kind}-ban`]: b.user_id },
+              el(
+                "div",
+                { class: "row" },
+                el("span", { text: b.user_id }),
+                el("button", { type: "button", text: "Lift", "aria-label": `${liftLabel} ${b.user_id}`, onclick: () => moderate(() => lift(b.user_id), `${b.user_id}: lifted.`) }),
+              ),
+              el("span", { class: "note", text: `by ${b.by}, ${b.until ? `until ${timeText(b.until)}` : "until lifted"}${b.reason ? ` · ${b.reason}` : ""}` }),
+            ),
+          ),
+        ),
+  );
 }
 
 function mineIsAdmin() {

@@ -655,7 +655,8 @@ function policyOf(p) {
   return {
     slow_mode_secs: p.slow_mode_secs ?? 0,
     retention_days: p.retention_days ?? null,
-    disappearing_secs: p.disappearing_secs ?? null
+    disappearing_secs: p.disappearing_secs ?? null,
+    frozen: p.frozen === true
   };
 }
 function mentionsUser(message, user) {
@@ -1024,7 +1025,7 @@ var ConversationState = class {
   }
 };
 function samePolicy(a, b) {
-  return a.slow_mode_secs === b.slow_mode_secs && a.retention_days === b.retention_days && a.disappearing_secs === b.disappearing_secs;
+  return a.slow_mode_secs === b.slow_mode_secs && a.retention_days === b.retention_days && a.disappearing_secs === b.disappearing_secs && a.frozen === b.frozen;
 }
 function withBlockedFlag(m, blocked) {
   const { blocked_sender: _flag, ...rest } = m;

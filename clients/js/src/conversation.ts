@@ -18,15 +18,23 @@ export interface PolicyInfo {
   slow_mode_secs: number;
   retention_days: number | null;
   disappearing_secs: number | null;
+  /** v1.3: only owners and admins post, react or change the members. */
+  frozen: boolean;
 }
 
 /** A conversation object's (or a `conversation_updated` message's)
  * policy, with what it leaves out as the defaults. */
-export function policyOf(p: { slow_mode_secs?: number | null; retention_days?: number | null; disappearing_secs?: number | null }): PolicyInfo {
+export function policyOf(p: {
+  slow_mode_secs?: number | null;
+  retention_days?: number | null;
+  disappearing_secs?: number | null;
+  frozen?: boolean | null;
+}): PolicyInfo {
   return {
     slow_mode_secs: p.slow_mode_secs ?? 0,
     retention_days: p.retention_days ?? null,
     disappearing_secs: p.disappearing_secs ?? null,
+    frozen: p.frozen === true,
   };
 }
 
@@ -467,7 +475,12 @@ export class ConversationState {
 }
 
 function samePolicy(a: PolicyInfo, b: PolicyInfo): boolean {
-  return a.slow_mode_secs === b.slow_mode_secs && a.retention_days === b.retention_days && a.disappearing_secs === b.disappearing_secs;
+  return (
+    a.slow_mode_secs === b.slow_mode_secs &&
+    a.retention_days === b.retention_days &&
+    a.disappearing_secs === b.disappearing_secs &&
+    a.frozen === b.frozen
+  );
 }
 
 /** A message with `blocked_sender` set, or left out (as the server

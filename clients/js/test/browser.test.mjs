@@ -773,6 +773,76 @@ async function signInWithToken(jwt, viewport) {
   return page;
 }
 
+test("moderation without code (v1.3): an owner mutes a member and freezes the conversation; a tenant admin sets a word list, bans and shadow-bans users and reads the audit log", async () => {
+  const id = await groupOf("rhea", ["sol", "tess"], "Town square");
+  const rhea = await signIn("rhea", FEATURE);
+  const sol = await signIn("sol", FEATURE);
+  await openChat(rhea, id);
+  await openChat(sol, id);
+
+  // Sol muted for an hour: listed, and his message is refused.
+  await rhea.click("#show-admin");
+  const panel = rhea.locator("#panel");
+  await panel.locator("#no-mutes").waitFor();
+  await rhea.selectOption("#mute-user", "sol");
+  await rhea.selectOption("#mute-for", "3600");
+  await panel.getByRole("button", { name: "Mute", exact: true }).click();
+  await panel.locator('li[data-mute="sol"]', { hasText: "by rhea, until" }).waitFor();
+  await sol.fill("#text", "can anyone hear me");
+  await sol.press("#text", "Enter");
+  await sol.locator('.msg.failed .tick[data-state="failed"][title*="muted"]').waitFor();
+
+  // Frozen: Tess may not post; the owner still does.
+  await panel.getByRole("button", { name: "Freeze conversation" }).click();
+  await panel.locator('#frozen-state[data-frozen="true"]').waitFor();
+  await rhea.screenshot({ path: `${screenshots}mutes-freeze.png` });
+  await say(rhea, "Closed for the night");
+  await panel.getByRole("button", { name: "Unmute sol" }).click();
+  await panel.locator("#no-mutes").waitFor();
+  await panel.getByRole("button", { name: "Thaw conversation" }).click();
+  await panel.locator('#frozen-state[data-frozen="false"]').waitFor();
+
+  // A tenant admin: the word list, a ban from the app and a shadow ban,
+  // each in the audit log.
+  const warden = await signInWithToken(adminToken("warden"), FEATURE);
+  assert.equal(await rhea.locator("#show-moderation").isHidden(), true, "tenant admins only");
+  await warden.click("#show-moderation");
+  const tools = warden.locator("#panel");
+  await tools.locator("#panel-title", { hasText: "Moderation" }).waitFor();
+  await warden.fill("#blocklist-words", "gosh, heck");
+  await warden.selectOption("#blocklist-mode", "mask");
+  await tools.getByRole("button", { name: "Save word list" }).click();
+  await tools.locator("#moderation-state", { hasText: "Word list saved" }).waitFor();
+  await warden.fill("#tenant-ban-user", "mallory");
+  await warden.fill("#tenant-ban-reason", "spam links");
+  await tools.getByRole("button", { name: "Ban user", exact: true }).click();
+  await tools.locator('li[data-tenant-ban="mallory"]', { hasText: "spam links" }).waitFor();
+  await warden.fill("#shadow-ban-user", "tess");
+  await tools.getByRole("button", { name: "Shadow-ban user" }).click();
+  await tools.locator('li[data-shadow-ban="tess"]').waitFor();
+  for (const action of ["blocklist_set", "user_banned", "user_shadow_banned", "member_muted", "conversation_frozen"]) {
+    await tools.locator(`li[data-audit-action="${action}"]`).first().waitFor();
+  }
+  await warden.screenshot({ path: `${screenshots}moderation.png` });
+
+  // The word list masks Sol's word, for him too (his ack carries the
+  // stored text).
+  await sol.fill("#text", "oh gosh it works");
+  await sol.press("#text", "Enter");
+  await bodies(rhea, "oh **** it works").waitFor();
+  await sol.locator(".msg.mine:not(.pending)", { hasText: "oh **** it works" }).waitFor();
+
+  // Lifted again, for the other tests of this tenant.
+  await tools.getByRole("button", { name: "Lift app ban on mallory" }).click();
+  await tools.locator("#no-tenant-bans").waitFor();
+  await tools.getByRole("button", { name: "Lift shadow ban on tess" }).click();
+  await tools.locator("#no-shadow-bans").waitFor();
+  await warden.fill("#blocklist-words", "");
+  await tools.getByRole("button", { name: "Save word list" }).click();
+  await tools.locator("#moderation-state", { hasText: "Word list off" }).waitFor();
+  for (const page of [rhea, sol, warden]) await page.context().close();
+});
+
 test("reports: a member reports a message with a reason and a note; a tenant admin deletes it from the Reports panel and the members see it deleted; the resolved ones on request; the member downloads their data", async () => {
   const id = await groupOf("faye", ["gabe"], "Marketplace");
   const faye = await signIn("faye", FEATURE);

@@ -1450,7 +1450,7 @@ test("policy: an owner sets slow mode, retention and disappearing messages; ever
     await until(() => noah.conversation(id).messages.length > 0, 10_000, "noah's copy");
     await noah.rest.conversation(id);
     await noah.conversationList.load();
-    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 0, retention_days: null, disappearing_secs: null });
+    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 0, retention_days: null, disappearing_secs: null, frozen: false });
     assert.equal(noah.conversationList.get(id).slow_mode_secs, 0);
 
     // A member may not; bounds are checked; a direct conversation has no slow mode.
@@ -1466,7 +1466,7 @@ test("policy: an owner sets slow mode, retention and disappearing messages; ever
     const m = await updated;
     assert.deepEqual(m.content.policy, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600 });
     // Noah's state and list follow the message, with no REST call.
-    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600 });
+    assert.deepEqual(noah.conversation(id).policy, { slow_mode_secs: 2, retention_days: 30, disappearing_secs: 3600, frozen: false });
     const item = noah.conversationList.get(id);
     assert.deepEqual([item.slow_mode_secs, item.retention_days, item.disappearing_secs], [2, 30, 3600]);
     assert.equal(item.preview, "mina changed the conversation's settings");
