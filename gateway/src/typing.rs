@@ -3,7 +3,8 @@
 //! connected subscribe, so only connected members hear it; the others never
 //! will. The server keeps no state: a `start` carries `expires_in_ms`, and a
 //! client that keeps typing sends `start` again before it runs out.
-//! Conversations that fan out on read get no typing indicators.
+//! Conversations that fan out on read get no typing indicators, nor does
+//! anyone from a shadow-banned user.
 
 use std::sync::Arc;
 
@@ -36,6 +37,15 @@ pub(crate) async fn relay(
         }
     };
     if gw.fan_out(&id.tenant, kind, members.len()) == FanOut::Read {
+        return;
+    }
+    // A shadow-banned user's typing (v1.3) would tell the others of
+    // messages they never get.
+    if gw
+        .tenants
+        .bans()
+        .shadowed(&id.tenant, &id.user, switchboard_protocol::Timestamp::now())
+    {
         return;
     }
     let event = frame_event(&ServerFrame::Typing {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind, kv};
 use switchboard_nats::kv_key::part;
 use switchboard_nats::push_jobs::{MessageJob, SendJob, send_subject};
+use switchboard_nats::records::bans::BanKind;
 use switchboard_protocol::{DeviceId, Timestamp, UserId};
 use switchboard_store::{InboxCursor, MessageKey};
 use tracing::Instrument;
@@ -123,7 +124,18 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
     .await?;
     let mut sent = 0;
     let mut room_checked = false;
-    for user in job.recipients.iter().filter(|u| **u != job.sender) {
+    let now = Timestamp::now();
+    // Nobody banned from the tenant (v1.3) gets a preview of its messages.
+    let banned = |u: &UserId| {
+        ctx.bans
+            .holding(BanKind::Tenant, &job.tenant, u, now)
+            .is_some()
+    };
+    for user in job
+        .recipients
+        .iter()
+        .filter(|u| **u != job.sender && !banned(u))
+    {
         let devices = ctx.tokens.devices(&job.tenant, user).await?;
         let (title, body) = wording.for_user(&message, user);
         // Read once per user, and only for one whose device gets a push.

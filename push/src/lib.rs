@@ -121,7 +121,12 @@ pub async fn start(
     config: PushConfig,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, PushError> {
     let stream = js.get_stream(PUSH_STREAM).await.map_err(nats)?;
+    // Tenant bans (v1.3): a banned user's devices get no pushes. Loaded
+    // before the first job, followed for as long as the process runs.
+    let bans = switchboard_nats::records::bans::BanBook::default();
+    let _follower = bans.follow(&js, Arc::new(|_, _, _| {})).await?;
     let ctx = Arc::new(Ctx {
+        bans,
         tokens: PushTokens::open(&js).await?,
         collapse: js.get_key_value(PUSH_COLLAPSE_BUCKET).await.map_err(nats)?,
         clients: Clients::new(&config.calls, "switchboard-push")?,

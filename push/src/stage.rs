@@ -22,6 +22,8 @@ pub(crate) struct Ctx {
     pub(crate) fcm: providers::fcm::Fcm,
     pub(crate) apns: providers::apns::Apns,
     pub(crate) backlogs: backlog::Backlogs,
+    /// Tenant bans (v1.3), as `sb_tenant_bans` says now.
+    pub(crate) bans: switchboard_nats::records::bans::BanBook,
 }
 
 pub(crate) async fn ack(m: &jetstream::Message, kind: AckKind) {

@@ -47,6 +47,15 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
     let mut laptop = cluster.ws(1, MALLORY, "laptop").await;
     let mut bob = cluster.ws(1, "bob", "b").await;
     send_acked(&mut phone, &group, "m1", "before the ban").await;
+    // Due after the ban below: it does not go.
+    crate::scheduled::schedule(
+        &mut phone,
+        &group,
+        "queued",
+        "scheduled before the ban",
+        &crate::scheduled::in_ms(3000),
+    )
+    .await;
     let admin = cluster.rest_as(0, TENANT, ADMIN, true);
     let far_admin = cluster.rest_as(1, TENANT, ADMIN, true);
 
@@ -102,8 +111,23 @@ async fn a_tenant_ban_refuses_the_users_tokens_and_ends_their_sessions_everywher
             Ok(_) => panic!("a banned user connected"),
         }
     }
-    // Everyone else goes on.
+    // Everyone else goes on; her scheduled message, due now, is refused
+    // by the conversation's writer.
     send_acked(&mut bob, &group, "b1", "still here").await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    send_acked(&mut bob, &group, "b2", "after her scheduled time").await;
+    let texts: Vec<String> = full_history(&cluster, &group, "bob")
+        .await
+        .iter()
+        .filter_map(|m| match &m.content {
+            Some(switchboard_protocol::Content::Text { text }) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !texts.iter().any(|t| t == "scheduled before the ban"),
+        "{texts:?}"
+    );
 
     // The list, for admins only; the far gateway has it too.
     let (status, _) = call(&cluster.rest(0, "bob"), "GET", "/v1/admin/bans", None).await;
@@ -812,6 +836,22 @@ async fn a_shadow_banned_users_messages_are_theirs_alone() {
     })
     .await;
     assert_eq!(next.message_id, visible, "bob got {next:?}");
+
+    // Her typing reaches nobody: Bob's next typing indicator is Cal's.
+    let typing = |conversation: &str| switchboard_protocol::ClientFrame::Typing {
+        conversation_id: conversation.parse().unwrap(),
+        state: switchboard_protocol::TypingState::Start,
+    };
+    phone.send(&typing(&group)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut cal = cluster.ws(0, "cal", "typing").await;
+    cal.send(&typing(&group)).await.unwrap();
+    let typist = crate::support::expect(&mut bob, "a typing indicator", |f| match f {
+        switchboard_protocol::ServerFrame::Typing { user_id, .. } => Some(user_id),
+        _ => None,
+    })
+    .await;
+    assert_eq!(typist.as_str(), "cal");
 
     // Others cannot react to, reply to or see a version of hers.
     bob.send(&switchboard_protocol::ClientFrame::React {

@@ -1317,4 +1317,12 @@ async fn templates_word_each_kind_and_every_push_carries_the_unread_total() {
     );
     assert_eq!(hook.verified(3)["data"]["reaction"], "👍");
     assert_eq!(hook.verified(3)["data"]["sender_id"], "alice");
+
+    // Banned from the app, Bob's devices get no preview of its messages.
+    let (status, _) = call(&admin, "PUT", "/v1/admin/bans/bob", Some(json!({}))).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    send(&mut alice_ws, &conv, "m4", text("are you there")).await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(hook.count(), 4, "no push for a banned user");
 }

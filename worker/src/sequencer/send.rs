@@ -5,6 +5,7 @@ use super::channels::posting_refusal;
 use super::moderation::silenced;
 use super::prelude::*;
 use super::safety::blocked_refusal;
+use switchboard_nats::records::bans::BanKind;
 
 impl Batch<'_> {
     /// `reply_to`: a send over REST waits there for its outcome (a
@@ -45,6 +46,17 @@ impl Batch<'_> {
                 ErrorCode::NotAMember,
                 "you are not a member of this conversation".to_owned(),
             )),
+            // Banned from the tenant (v1.3): their tokens are refused, so
+            // this is a send scheduled before the ban, or in flight.
+            Some(Some(_))
+                if self
+                    .policies
+                    .bans
+                    .holding(BanKind::Tenant, &c.tenant, &c.sender, self.now)
+                    .is_some() =>
+            {
+                Some((ErrorCode::Banned, "you are banned from this app".to_owned()))
+            }
             Some(Some(s)) => {
                 let in_thread = c.options.thread_id.is_some();
                 if let Some(why) = silenced(s, &c.sender, false, self.now) {
