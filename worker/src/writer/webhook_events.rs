@@ -85,8 +85,10 @@ pub(super) fn events_of(
                 tenant,
                 conversation_id,
                 frame,
-                ..
+                recipients,
+                route,
             } if matches!(**frame, ServerFrame::Reaction { .. })
+                && !reactors_own(frame, recipients, *route)
                 && wants(tenant, EventType::Reaction) =>
             {
                 let Some(id) = next_id() else { continue };
@@ -122,6 +124,23 @@ pub(super) fn events_of(
         }
     }
     events
+}
+
+/// Whether a reaction frame goes to its reactor alone: a repeat that
+/// changed nothing, the reactor's uncoalesced copy of a change the
+/// conversation's subject carries too, or a reaction on a shadow-banned
+/// sender's message (v1.3), which nobody else sees. None of them is a
+/// change for the webhooks. (So is a change in a conversation whose only
+/// member is the reactor, which nobody else could hear of either.)
+fn reactors_own(
+    frame: &ServerFrame,
+    recipients: &[switchboard_protocol::UserId],
+    route: crate::sequencer::Route,
+) -> bool {
+    let ServerFrame::Reaction { user_id, .. } = frame else {
+        return false;
+    };
+    route == crate::sequencer::Route::Users && recipients == std::slice::from_ref(user_id)
 }
 
 /// A new message's event: `message.created`, or for the system message
@@ -183,5 +202,62 @@ fn event(
         conversation_id: Some(message.conversation_id.clone()),
         created_at: at,
         data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sequencer::Route;
+    use switchboard_protocol::{ConversationId, MessageId, ReactAction, UserId};
+
+    fn reaction(recipients: &[&str], route: Route) -> Traced {
+        let frame = ServerFrame::Reaction {
+            conversation_id: ConversationId::new("c").unwrap(),
+            message_id: MessageId::from_u64(7),
+            user_id: UserId::new("ann").unwrap(),
+            emoji: "👍".into(),
+            action: ReactAction::Add,
+            counts: Default::default(),
+        };
+        (
+            Outcome::Event {
+                tenant: TenantId::new("t").unwrap(),
+                conversation_id: ConversationId::new("c").unwrap(),
+                frame: Box::new(frame),
+                recipients: recipients
+                    .iter()
+                    .map(|u| UserId::new(*u).unwrap())
+                    .collect(),
+                route,
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn a_reaction_reaches_the_webhooks_once_per_change_others_hear_of() {
+        let mut n = 0;
+        let mut ids = || {
+            n += 1;
+            Some(n.to_string())
+        };
+        let book = TenantBook::default();
+        let count = |outcomes: &[Traced], ids: &mut dyn FnMut() -> Option<String>| {
+            events_of(&book, EventStream::All, outcomes, ids).len()
+        };
+        // A change to every member: one event.
+        assert_eq!(
+            count(&[reaction(&["ann", "bob"], Route::Users)], &mut ids),
+            1
+        );
+        // A channel's change: the reactor's own copy and the subject's.
+        let channel = [
+            reaction(&["ann"], Route::Users),
+            reaction(&[], Route::Conversation),
+        ];
+        assert_eq!(count(&channel, &mut ids), 1);
+        // A repeat, or a reaction on a shadow message: the reactor alone.
+        assert_eq!(count(&[reaction(&["ann"], Route::Users)], &mut ids), 0);
     }
 }
