@@ -330,8 +330,10 @@ const LOOK_BACK_FOR_LAST: usize = 20;
 
 /// `record`'s last message the caller's way: where it is a shadow-banned
 /// sender's not theirs, the newest before it that they may see (among
-/// the [`LOOK_BACK_FOR_LAST`] newest), so the list's preview does not go
-/// blank. Costs a history read only for such a conversation.
+/// the [`LOOK_BACK_FOR_LAST`] newest, none from before the caller joined
+/// where that history is not theirs), so the list's preview does not go
+/// blank. Costs two reads (the floor, the history) only for such a
+/// conversation.
 async fn visible_last(
     gw: &Gateway,
     id: &Identity,
@@ -344,9 +346,17 @@ async fn visible_last(
     {
         return Ok(());
     }
+    // Nothing from before the caller joined, where that is not theirs.
+    let first = crate::floors::first_seq(
+        gw.store.as_ref(),
+        &id.tenant,
+        &id.user,
+        &record.conversation_id,
+    )
+    .await?;
     let query = switchboard_store::HistoryQuery {
         before_seq: None,
-        after_seq: None,
+        after_seq: Some(first - 1),
         limit: LOOK_BACK_FOR_LAST,
         thread_root: None,
     };
