@@ -93,6 +93,16 @@ pub(super) async fn page(
     // Where the page read ends, whether the caller may see all of it or
     // not: a page of others' shadow messages is no last page.
     let (read, oldest) = (messages.len(), messages.last().map(|m| m.seq));
+    if let Some(root) = params.thread_id
+        && gw
+            .tenants
+            .bans()
+            .shadowed(&id.tenant, &id.user, switchboard_protocol::Timestamp::now())
+    {
+        let oldest = oldest.filter(|_| read == limit);
+        let window = (oldest, params.before_seq);
+        own_shadow_replies(&gw, &id, &conversation, root, window, &mut messages).await?;
+    }
     crate::blocks::as_seen_by(gw.store.as_ref(), &id.tenant, &id.user, &mut messages).await?;
     let floor = after_seq.unwrap_or(0).saturating_add(1);
     let next_before_seq = match oldest {
@@ -103,4 +113,36 @@ pub(super) async fn page(
         messages,
         next_before_seq,
     }))
+}
+
+/// Own messages read back for a shadow-banned reader's thread view.
+const OWN_REPLIES_READ: usize = 100;
+
+/// A shadow-banned reader's own replies in a thread (v1.3), merged into
+/// its page: the thread's index leaves them out (there they would count
+/// as unread replies for the others), so they are found among the
+/// reader's own newest messages, within the page's `(oldest, before)`
+/// seqs (no lower end on the last page).
+async fn own_shadow_replies(
+    gw: &Shared,
+    id: &Identity,
+    conversation: &ConversationId,
+    root: MessageId,
+    (oldest, before): (Option<u64>, Option<u64>),
+    page: &mut Vec<switchboard_protocol::Message>,
+) -> Result<(), ApiError> {
+    let key = switchboard_store::ConversationKey::new(id.tenant.clone(), conversation.clone());
+    let mine = gw
+        .store
+        .sent_by(&key, &id.user, before, OWN_REPLIES_READ)
+        .await?;
+    let known: std::collections::HashSet<u64> = page.iter().map(|m| m.seq).collect();
+    page.extend(mine.into_iter().filter_map(|r| r.message).filter(|m| {
+        m.shadow
+            && m.thread_id == Some(root)
+            && oldest.is_none_or(|o| m.seq > o)
+            && !known.contains(&m.seq)
+    }));
+    page.sort_unstable_by_key(|m| std::cmp::Reverse(m.seq));
+    Ok(())
 }

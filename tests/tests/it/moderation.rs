@@ -918,6 +918,16 @@ async fn a_shadow_banned_users_messages_are_theirs_alone() {
         thread["messages"][0].get("thread").is_none(),
         "no reply counted: {thread}"
     );
+    // Her own thread shows her reply (the thread's index leaves it out).
+    let (_, hers) = call(
+        &cluster.rest(0, MALLORY),
+        "GET",
+        &format!("/v1/conversations/{group}/messages?thread_id={root}"),
+        None,
+    )
+    .await;
+    assert_eq!(thread_of(&hers), ["in the thread", "a thread"], "{hers}");
+    assert!(hers["messages"][0].get("shadow").is_none(), "{hers}");
     let (pulled, _, _) = crate::support::pull(
         &mut cluster.ws(0, "cal", "fresh").await,
         Some(&group),
