@@ -114,14 +114,9 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
         },
         None => About::Message,
     };
-    let wording = Wording::of(
-        ctx.store.as_ref(),
-        &record,
-        settings.preview,
-        &message,
-        about,
-    )
-    .await?;
+    // Read (the templates' values) only once a device gets a push: most
+    // jobs find every recipient connected.
+    let mut wording: Option<Wording> = None;
     let mut sent = 0;
     let mut room_checked = false;
     let now = Timestamp::now();
@@ -137,7 +132,6 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
         .filter(|u| **u != job.sender && !banned(u))
     {
         let devices = ctx.tokens.devices(&job.tenant, user).await?;
-        let (title, body) = wording.for_user(&message, user);
         // Read once per user, and only for one whose device gets a push.
         let mut badge = None;
         for (device, token) in devices {
@@ -159,6 +153,20 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
             if !first_in_window(ctx, job, user, &device, settings.collapse_ms).await? {
                 continue;
             }
+            let wording = match &mut wording {
+                Some(w) => w,
+                None => wording.insert(
+                    Wording::of(
+                        ctx.store.as_ref(),
+                        &record,
+                        settings.preview,
+                        &message,
+                        about,
+                    )
+                    .await?,
+                ),
+            };
+            let (title, body) = wording.for_user(&message, user);
             if badge.is_none() {
                 badge = Some(
                     match wording::badge(ctx.store.as_ref(), &job.tenant, user).await {
@@ -181,8 +189,8 @@ async fn deliver(ctx: &Ctx, job: &MessageJob) -> Result<usize, DeliverError> {
                 message_id: job.message_id,
                 seq: job.seq,
                 sender: job.sender.clone(),
-                title: title.clone(),
-                body: body.clone(),
+                title,
+                body,
                 badge: badge.flatten(),
                 reaction: job.reaction.clone(),
             };

@@ -27,7 +27,7 @@ use switchboard_nats::records::tenants::TenantError;
 use switchboard_protocol::moderation::{
     AuditAction, AuditEntry, AuditList, Blocklist, TenantBan, TenantBanList, TenantBanRequest,
 };
-use switchboard_protocol::{ConversationId, ErrorCode, Timestamp, UserId};
+use switchboard_protocol::{ErrorCode, Timestamp, UserId};
 
 use super::extract::{Admin, JsonBody, OptionalJsonBody, PathParams, Shared};
 use super::openapi::Operation;
@@ -46,15 +46,16 @@ const ENDED_SWEPT_PER_BAN: usize = 100;
 const AUDIT_PAGE: usize = 50;
 const MAX_AUDIT_PAGE: usize = 200;
 
-/// Records a change `id`'s caller made (in `conversation`, if in one),
-/// once it is made. A change whose entry could not be recorded is
-/// answered `unavailable`: every change audited is idempotent, and the
-/// client's retry records it.
-pub(super) async fn audited(
+/// Records a tenant-wide change `id`'s caller made (to `user_id`, if to
+/// someone), once it is made; a conversation's writer records the
+/// changes made in it. A change whose entry could not be recorded is
+/// answered `unavailable`: every change audited here is idempotent, and
+/// the client's retry records it.
+async fn audited(
     gw: &Gateway,
     id: &Identity,
     action: AuditAction,
-    (user_id, conversation_id): (Option<UserId>, Option<ConversationId>),
+    user_id: Option<UserId>,
     details: serde_json::Value,
 ) -> Result<(), ApiError> {
     let entry = AuditEntry {
@@ -63,7 +64,7 @@ pub(super) async fn audited(
         actor: id.user.clone(),
         action,
         user_id,
-        conversation_id,
+        conversation_id: None,
         details,
     };
     match audit::record(&gw.js, &id.tenant, entry).await {
@@ -128,7 +129,7 @@ pub(super) async fn set_blocklist(
     tracing::info!(tenant = %id.tenant, by = %id.user, words, "word list set");
     let list = updated.blocklist.unwrap_or_default();
     let details = json!({"words": list.words.len(), "mode": list.mode});
-    audited(&gw, &id, AuditAction::BlocklistSet, (None, None), details).await?;
+    audited(&gw, &id, AuditAction::BlocklistSet, None, details).await?;
     Ok(Json(list))
 }
 
@@ -314,7 +315,7 @@ async fn put_ban(
         BanKind::Shadow => AuditAction::UserShadowBanned,
     };
     let details = json!({"until": ban.until, "reason": ban.reason});
-    audited(gw, id, action, (Some(user), None), details).await?;
+    audited(gw, id, action, Some(user), details).await?;
     Ok(Json(ban))
 }
 
@@ -369,7 +370,7 @@ async fn lift(
         BanKind::Tenant => AuditAction::UserUnbanned,
         BanKind::Shadow => AuditAction::UserShadowUnbanned,
     };
-    audited(gw, id, action, (Some(user), None), serde_json::Value::Null).await?;
+    audited(gw, id, action, Some(user), serde_json::Value::Null).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -58,7 +58,40 @@ fn of_key(key: &str) -> Option<(BanKind, TenantId, UserId)> {
     tokens.next().is_none().then_some((kind, tenant, user))
 }
 
-type Bans = HashMap<(BanKind, TenantId), HashMap<UserId, TenantBan>>;
+/// One kind's bans, by tenant, then user.
+type Bans = HashMap<TenantId, HashMap<UserId, TenantBan>>;
+
+/// Both kinds of ban: looked up by reference (no key is built per
+/// lookup: a token check and a send each make one).
+#[derive(Default)]
+struct Books {
+    tenant: Bans,
+    shadow: Bans,
+}
+
+impl Books {
+    fn of(&self, kind: BanKind) -> &Bans {
+        match kind {
+            BanKind::Tenant => &self.tenant,
+            BanKind::Shadow => &self.shadow,
+        }
+    }
+
+    fn of_mut(&mut self, kind: BanKind) -> &mut Bans {
+        match kind {
+            BanKind::Tenant => &mut self.tenant,
+            BanKind::Shadow => &mut self.shadow,
+        }
+    }
+
+    /// The tenant's bans of `kind`, any time.
+    fn all(&self, kind: BanKind, tenant: &TenantId) -> impl Iterator<Item = &TenantBan> {
+        self.of(kind)
+            .get(tenant)
+            .into_iter()
+            .flat_map(|b| b.values())
+    }
+}
 
 /// Called with the kind, tenant and user of a ban that changed.
 pub type OnBanChange = Arc<dyn Fn(BanKind, &TenantId, &UserId) + Send + Sync>;
@@ -66,7 +99,7 @@ pub type OnBanChange = Arc<dyn Fn(BanKind, &TenantId, &UserId) + Send + Sync>;
 /// Every ban as this process knows it now.
 #[derive(Clone, Default)]
 pub struct BanBook {
-    bans: Arc<RwLock<Bans>>,
+    bans: Arc<RwLock<Books>>,
 }
 
 impl BanBook {
@@ -80,14 +113,15 @@ impl BanBook {
         now: Timestamp,
     ) -> Option<TenantBan> {
         let bans = self.read();
-        let ban = bans.get(&(kind, tenant.clone()))?.get(user)?;
+        let ban = bans.of(kind).get(tenant)?.get(user)?;
         ban.holds_at(now).then(|| ban.clone())
     }
 
     /// Whether `user`'s messages in `tenant` are theirs alone at `now`.
     pub fn shadowed(&self, tenant: &TenantId, user: &UserId, now: Timestamp) -> bool {
         let bans = self.read();
-        bans.get(&(BanKind::Shadow, tenant.clone()))
+        bans.of(BanKind::Shadow)
+            .get(tenant)
             .and_then(|b| b.get(user))
             .is_some_and(|b| b.holds_at(now))
     }
@@ -97,9 +131,10 @@ impl BanBook {
     pub fn in_force(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> Vec<TenantBan> {
         let mut bans: Vec<TenantBan> = self
             .read()
-            .get(&(kind, tenant.clone()))
-            .map(|b| b.values().filter(|b| b.holds_at(now)).cloned().collect())
-            .unwrap_or_default();
+            .all(kind, tenant)
+            .filter(|b| b.holds_at(now))
+            .cloned()
+            .collect();
         bans.sort_unstable_by(|a, b| {
             b.banned_at
                 .cmp(&a.banned_at)
@@ -112,37 +147,35 @@ impl BanBook {
     /// kept in the bucket until someone deletes them.
     pub fn ended(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> Vec<UserId> {
         self.read()
-            .get(&(kind, tenant.clone()))
-            .map(|b| {
-                b.values()
-                    .filter(|b| !b.holds_at(now))
-                    .map(|b| b.user_id.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .all(kind, tenant)
+            .filter(|b| !b.holds_at(now))
+            .map(|b| b.user_id.clone())
+            .collect()
     }
 
     /// How many bans of `kind` the tenant has in force at `now`.
     pub fn count(&self, kind: BanKind, tenant: &TenantId, now: Timestamp) -> usize {
         self.read()
-            .get(&(kind, tenant.clone()))
-            .map(|b| b.values().filter(|b| b.holds_at(now)).count())
-            .unwrap_or(0)
+            .all(kind, tenant)
+            .filter(|b| b.holds_at(now))
+            .count()
     }
 
     /// Takes a change: `Some` bans, `None` lifts.
     pub fn set(&self, kind: BanKind, tenant: &TenantId, user: &UserId, ban: Option<TenantBan>) {
-        let mut bans = self.bans.write().unwrap_or_else(|e| e.into_inner());
-        let at = (kind, tenant.clone());
+        let mut books = self.bans.write().unwrap_or_else(|e| e.into_inner());
+        let bans = books.of_mut(kind);
         match ban {
             Some(ban) => {
-                bans.entry(at).or_default().insert(user.clone(), ban);
+                bans.entry(tenant.clone())
+                    .or_default()
+                    .insert(user.clone(), ban);
             }
             None => {
-                if let Some(of_tenant) = bans.get_mut(&at) {
+                if let Some(of_tenant) = bans.get_mut(tenant) {
                     of_tenant.remove(user);
                     if of_tenant.is_empty() {
-                        bans.remove(&at);
+                        bans.remove(tenant);
                     }
                 }
             }
@@ -151,7 +184,7 @@ impl BanBook {
 
     /// Every change under the lock is one insert or removal, so a
     /// poisoned lock is read as it is.
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Bans> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Books> {
         self.bans.read().unwrap_or_else(|e| e.into_inner())
     }
 

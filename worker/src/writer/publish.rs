@@ -93,9 +93,7 @@ impl<'a> OutgoingEvents<'a> {
 /// publish is not awaited for JetStream's ack, and a push is a courtesy,
 /// never the message itself.
 async fn push_job(ctx: &Ctx, tenant: &TenantId, message: &Message, recipients: &[UserId]) {
-    if matches!(message.content, Some(Content::System(_)) | None)
-        || ctx.tenants.get(tenant).is_none_or(|t| t.push.is_none())
-    {
+    if matches!(message.content, Some(Content::System(_)) | None) {
         return;
     }
     let job = MessageJob {
