@@ -37,6 +37,12 @@ impl Gateway {
             return Err(ApiError::invalid(why));
         }
         self.check_shape(id, &send.content, &send.options)?;
+        // A poll scheduled must still take votes when it goes (v1.3).
+        if let Content::Poll(poll) = &send.content
+            && let Err(e) = poll.check_closes_at(send.send_at)
+        {
+            return Err(ApiError::invalid(format!("{e} (after send_at)")));
+        }
         self.store
             .members(&id.tenant, &send.conversation, &id.user)
             .await?;

@@ -77,6 +77,10 @@ pub enum Command {
     Settings(SettingsCommand),
     /// v1.1: a reaction is added or removed.
     React(ReactCommand),
+    /// v1.3: a member's vote in a poll is replaced.
+    Vote(VoteCommand),
+    /// v1.3: a poll is closed by hand.
+    ClosePoll(PinCommand),
     /// v1.1: a message is pinned, or unpinned.
     Pin(PinCommand),
     Unpin(PinCommand),
@@ -179,6 +183,8 @@ impl Command {
             Self::SetRole(c) => &c.by.tenant,
             Self::Settings(c) => &c.by.tenant,
             Self::React(c) => &c.by.tenant,
+            Self::Vote(c) => &c.by.tenant,
+            Self::ClosePoll(c) => &c.by.tenant,
             Self::Pin(c) | Self::Unpin(c) => &c.by.tenant,
             Self::Block(c) => &c.by.tenant,
             Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => &c.by.tenant,
@@ -197,6 +203,8 @@ impl Command {
             Self::SetRole(c) => Some(&c.by),
             Self::Settings(c) => Some(&c.by),
             Self::React(c) => Some(&c.by),
+            Self::Vote(c) => Some(&c.by),
+            Self::ClosePoll(c) => Some(&c.by),
             Self::Pin(c) | Self::Unpin(c) => Some(&c.by),
             Self::Block(c) => Some(&c.by),
             Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => Some(&c.by),
@@ -219,6 +227,8 @@ impl Command {
             Self::SetRole(c) => &c.by.conversation_id,
             Self::Settings(c) => &c.by.conversation_id,
             Self::React(c) => &c.by.conversation_id,
+            Self::Vote(c) => &c.by.conversation_id,
+            Self::ClosePoll(c) => &c.by.conversation_id,
             Self::Pin(c) | Self::Unpin(c) => &c.by.conversation_id,
             Self::Block(c) => &c.by.conversation_id,
             Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => {
@@ -247,6 +257,8 @@ impl Command {
             Self::SetRole(_)
             | Self::Settings(_)
             | Self::React(_)
+            | Self::Vote(_)
+            | Self::ClosePoll(_)
             | Self::Pin(_)
             | Self::Unpin(_)
             | Self::Block(_)

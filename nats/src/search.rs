@@ -88,8 +88,9 @@ impl IndexOp {
         }
     }
 
-    /// What of a message is searched: a text, a media caption, or a
-    /// custom message's `fallback_text` (v1.3); never ciphertext or a
+    /// What of a message is searched: a text, a media caption, a custom
+    /// message's `fallback_text` or a poll's question and options (v1.3);
+    /// never ciphertext or a
     /// system message. `None` for a deleted message.
     pub fn put_of(tenant: &TenantId, message: &Message) -> Option<Self> {
         use switchboard_protocol::Content;
@@ -100,6 +101,7 @@ impl IndexOp {
             Content::Text { text } => text.clone(),
             Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.clone()?,
             Content::Custom(c) => c.fallback_text.clone()?,
+            Content::Poll(p) => p.text(),
             Content::Ciphertext { .. } | Content::System(_) => return None,
         };
         Some(Self::Put {

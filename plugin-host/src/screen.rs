@@ -5,7 +5,8 @@
 //!
 //! 1. The content is within the tenant's content limits (the
 //!    deployment's, lowered by the tenant's `max_message_bytes`), its
-//!    mentions within theirs, its `custom` fields within 4096 bytes.
+//!    mentions within theirs, its `custom` fields within 4096 bytes; a
+//!    poll closes after it goes.
 //! 2. The tenant's word list (v1.3, moderation without code), if it has
 //!    one, refuses the content or masks its words.
 //! 3. The tenant's moderator, if one is deployed, decides on what the
@@ -101,6 +102,11 @@ pub fn check_shape<E>(
     limits: &ContentLimits,
 ) -> Result<(), Refused<E>> {
     content.validate_from_client(limits)?;
+    // A poll goes out taking votes (v1.3).
+    if let Content::Poll(poll) = content {
+        poll.check_closes_at(switchboard_protocol::Timestamp::now())
+            .map_err(ContentError::from)?;
+    }
     if options.mentions.len() > MAX_MENTIONS {
         return Err(Refused::Mentions);
     }

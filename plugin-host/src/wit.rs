@@ -307,8 +307,9 @@ macro_rules! conversions {
 
         /// Content a plugin may see; `None` for ciphertext and system
         /// content, which are never passed to plugins. A custom message
-        /// (v1.3) is its text (`fallback_text`, or `[type]`): these
-        /// packages have no kind for it.
+        /// (v1.3) is its text (`fallback_text`, or `[type]`) where the
+        /// package has no kind for it; a poll is its text in every
+        /// package (the question, then a `- ` line per option).
         pub(crate) fn $to(content: &Content) -> Option<$($types)::+::Content> {
             use $($types)::+::{Content as C, Media as M};
             let media = |m: &Media| M {
@@ -323,6 +324,7 @@ macro_rules! conversions {
                 Content::File(m) => C::File(media(m)),
                 Content::Voice(m) => C::Voice(media(m)),
                 Content::Custom(c) => conversions!(@custom c, C $(, $custom_to)?),
+                Content::Poll(p) => C::Text(p.text()),
                 Content::Ciphertext { .. } | Content::System(_) => return None,
             })
         }

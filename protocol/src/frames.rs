@@ -80,6 +80,13 @@ pub enum ClientFrame {
         emoji: String,
         action: ReactAction,
     },
+    /// Replaces the sender's vote in a poll (v1.3): the option ids they
+    /// choose now, in any order; empty retracts the vote. Idempotent.
+    Vote {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        option_ids: Vec<String>,
+    },
     Typing {
         conversation_id: ConversationId,
         state: TypingState,
@@ -115,6 +122,7 @@ pub mod request_type {
     pub const PING: &str = "ping";
     pub const REFRESH: &str = "refresh";
     pub const REACT: &str = "react";
+    pub const VOTE: &str = "vote";
 
     /// Every client frame type.
     pub const ALL: &[&str] = &[
@@ -128,6 +136,7 @@ pub mod request_type {
         PING,
         REFRESH,
         REACT,
+        VOTE,
     ];
 }
 
@@ -164,6 +173,7 @@ impl ClientFrame {
             Self::Ping {} => PING,
             Self::Refresh { .. } => REFRESH,
             Self::React { .. } => REACT,
+            Self::Vote { .. } => VOTE,
         }
     }
 
@@ -274,6 +284,7 @@ pub const SERVER_FRAME_TYPES: &[&str] = &[
     "refreshed",
     "prekeys_low",
     "reaction",
+    "poll_updated",
     "pins_changed",
     "settings_changed",
     "blocks_changed",
@@ -369,6 +380,18 @@ pub enum ServerFrame {
         emoji: String,
         action: ReactAction,
         counts: BTreeMap<String, u64>,
+    },
+    /// A poll's results changed (v1.3): a vote, or its closing. `voters`
+    /// (each option's latest, at most 100) unless the poll is anonymous.
+    /// In a conversation that fans out on read, members may get one per
+    /// poll per moment, with the results after every vote of it.
+    PollUpdated {
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        counts: BTreeMap<String, u64>,
+        closed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        voters: Option<BTreeMap<String, Vec<UserId>>>,
     },
     /// A message was pinned or unpinned (v1.1).
     PinsChanged {

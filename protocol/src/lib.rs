@@ -19,6 +19,7 @@ pub mod keys;
 pub mod membership;
 pub mod message;
 pub mod moderation;
+pub mod poll;
 pub mod profile;
 pub mod push;
 pub mod push_templates;

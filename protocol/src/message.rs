@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::content::Content;
 use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
+use crate::poll::{PollContent, PollResults};
 use crate::timestamp::Timestamp;
 
 /// One version of an edited message (`GET .../versions`).
@@ -77,6 +78,10 @@ pub struct Message {
     /// send and changed only by an edit; absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,
+    /// On a poll (v1.3): its counts, whether it is closed, its latest
+    /// voters unless anonymous, and the reader's own choice (`me`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_results: Option<PollResults>,
     /// Stored, never shown (v1.3): the sender was shadow-banned when they
     /// sent it, so it is their devices' alone. Every way a message leaves
     /// for a client drops the messages others may not see and clears the
@@ -121,6 +126,7 @@ impl Message {
             blocked_sender: false,
             expires_at: None,
             custom: None,
+            poll_results: None,
             shadow: false,
         }
     }
@@ -149,9 +155,18 @@ impl Message {
     pub fn mark_deleted(&mut self, at: Timestamp) {
         self.content = None;
         self.reactions.clear();
+        self.poll_results = None;
         self.mentions.clear();
         self.mention_all = false;
         self.deleted_at = Some(at);
+    }
+
+    /// The poll this message is, if it is one.
+    pub fn poll(&self) -> Option<&PollContent> {
+        match &self.content {
+            Some(Content::Poll(p)) => Some(p),
+            _ => None,
+        }
     }
 
     /// Whether `user` is named by this message: mentioned, or everyone is.

@@ -157,29 +157,41 @@ impl Blocklist {
     }
 
     /// What the list makes of a message's content, masking it in place:
-    /// its text, a media caption, or a custom message's `fallback_text`
-    /// (never ciphertext, nor a custom message's `data`, which is the
-    /// app's).
+    /// its text, a media caption, a custom message's `fallback_text`, or
+    /// a poll's question and options (never ciphertext, nor a custom
+    /// message's `data`, which is the app's).
     pub fn apply(&self, content: &mut Content) -> Applied {
         if self.is_empty() {
             return Applied::Unchanged;
         }
-        let text = match content {
-            Content::Text { text } => Some(text),
-            Content::Image(m) | Content::File(m) | Content::Voice(m) => m.caption.as_mut(),
-            Content::Custom(c) => c.fallback_text.as_mut(),
-            Content::Ciphertext { .. } | Content::System(_) => None,
-        };
-        let Some(text) = text else {
-            return Applied::Unchanged;
-        };
-        match self.read(text) {
-            Listed::Clean => Applied::Unchanged,
-            Listed::Rejected => Applied::Rejected,
-            Listed::Masked(masked) => {
-                *text = masked;
-                Applied::Masked
+        let texts: Vec<&mut String> = match content {
+            Content::Text { text } => vec![text],
+            Content::Image(m) | Content::File(m) | Content::Voice(m) => {
+                m.caption.as_mut().into_iter().collect()
             }
+            Content::Custom(c) => c.fallback_text.as_mut().into_iter().collect(),
+            Content::Poll(p) => p.texts_mut().collect(),
+            Content::Ciphertext { .. } | Content::System(_) => Vec::new(),
+        };
+        let mut masked_any = false;
+        let mut masks = Vec::new();
+        for text in texts {
+            match self.read(text) {
+                Listed::Clean => {}
+                Listed::Rejected => return Applied::Rejected,
+                Listed::Masked(masked) => masks.push((text, masked)),
+            }
+        }
+        // Nothing is masked until every text passed: a rejection leaves
+        // the content as it came.
+        for (text, masked) in masks {
+            *text = masked;
+            masked_any = true;
+        }
+        if masked_any {
+            Applied::Masked
+        } else {
+            Applied::Unchanged
         }
     }
 }
@@ -442,6 +454,23 @@ mod tests {
             words(1, "İ").normalized(),
             Err(BlocklistError::NotAWord(_))
         ));
+    }
+
+    #[test]
+    fn a_polls_question_and_options_are_read() {
+        let poll = r#"{"kind":"poll","question":"Darn lunch?","options":[{"id":"a","text":"pizza"},{"id":"b","text":"darn salad"}]}"#;
+        let mut masked: Content = serde_json::from_str(poll).unwrap();
+        let l = list(&["darn"], BlocklistMode::Mask);
+        assert_eq!(l.apply(&mut masked), Applied::Masked);
+        let Content::Poll(p) = &masked else {
+            panic!("{masked:?}")
+        };
+        assert_eq!(p.question, "**** lunch?");
+        assert_eq!(p.options[0].text, "pizza");
+        assert_eq!(p.options[1].text, "**** salad");
+        let mut rejected: Content = serde_json::from_str(poll).unwrap();
+        let l = list(&["salad"], BlocklistMode::Reject);
+        assert_eq!(l.apply(&mut rejected), Applied::Rejected);
     }
 
     #[test]

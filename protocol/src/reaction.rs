@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::Reaction;
+use crate::ids::UserId;
+use crate::message::{Message, Reaction};
+use crate::poll::split_marks;
 
 /// What a `react` frame does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -66,6 +68,23 @@ pub fn apply(reactions: &mut Vec<Reaction>, emoji: &str, action: ReactAction) {
         }
         (ReactAction::Remove, None) => {}
     }
+}
+
+/// Takes back what `user`'s marks on message `m` counted (their
+/// reaction emoji and their poll vote, as the store keeps them:
+/// [`crate::poll::vote_mark`]) when the marks go without the message
+/// (erasure). Whether anything changed.
+pub fn forget_marks(m: &mut Message, user: &UserId, marks: &[String]) -> bool {
+    let (emoji, votes) = split_marks(marks);
+    for e in &emoji {
+        apply(&mut m.reactions, e, ReactAction::Remove);
+    }
+    if let Some(results) = m.poll_results.as_mut()
+        && !votes.is_empty()
+    {
+        results.apply(user, &votes, &[]);
+    }
+    !marks.is_empty()
 }
 
 /// `{emoji: count}` of a message's reactions, as the `reaction` event

@@ -83,6 +83,7 @@ macro_rules! conformance_tests {
             roles_follow_the_creator_what_was_given_and_who_is_left,
             a_members_own_settings_are_theirs_and_listed,
             reactions_are_idempotent_bounded_and_the_readers_own,
+            votes_are_one_per_member_counted_once_and_the_readers_own,
             pins_are_bounded_listed_newest_first_and_unpinned,
             threads_count_their_replies_and_each_members_unread,
             mentions_are_counted_until_read_and_reach_those_without_inboxes,

@@ -107,6 +107,29 @@ pub enum Mutation {
         at: Timestamp,
         inbox: bool,
     },
+    /// `user`'s vote in poll `seq` becomes `options` (v1.3; option ids,
+    /// checked against the poll; empty retracts): their vote rows (kept
+    /// among their marks on the message, [`switchboard_protocol::poll::vote_mark`]),
+    /// the poll's results, and with `inbox` every member device's inbox.
+    /// Idempotent; `NotFound` for a message not stored, `Conflict` for a
+    /// deleted one, one that is no poll or a closed poll, `NotAMember`.
+    Vote {
+        key: ConversationKey,
+        seq: u64,
+        user: UserId,
+        options: Vec<String>,
+        at: Timestamp,
+        inbox: bool,
+    },
+    /// Poll `seq` takes no more votes (v1.3); closing a closed poll
+    /// changes nothing. `NotFound`, or `Conflict` for a deleted message or
+    /// one that is no poll.
+    ClosePoll {
+        key: ConversationKey,
+        seq: u64,
+        at: Timestamp,
+        inbox: bool,
+    },
     /// Message `seq` is a reply in the thread of message `root_seq`
     /// (v1.1): the root's summary counts it, the thread's index lists it,
     /// and its sender (and the root's) take part in the thread from now

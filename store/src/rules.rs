@@ -38,6 +38,7 @@ mod consent;
 mod delete;
 mod erasure;
 mod marks;
+mod polls;
 mod reactions;
 mod safety;
 mod steps;
@@ -147,6 +148,20 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             at,
             inbox,
         } => reactions::react(view, key, *seq, user, emoji, *action, *at, *inbox).await,
+        Mutation::Vote {
+            key,
+            seq,
+            user,
+            options,
+            at,
+            inbox,
+        } => polls::vote(view, key, *seq, user, options, *at, *inbox).await,
+        Mutation::ClosePoll {
+            key,
+            seq,
+            at,
+            inbox,
+        } => polls::close(view, key, *seq, *at, *inbox).await,
         Mutation::ThreadReply {
             key,
             root_seq,

@@ -189,6 +189,7 @@ fn message(ids: &Ids) -> Message {
         blocked_sender: false,
         expires_at: Some(at()),
         custom: None,
+        poll_results: None,
         shadow: false,
     }
 }
@@ -295,6 +296,15 @@ fn commands(ids: &Ids) -> Vec<Command> {
             message_id: MessageId::from_u64(42),
             emoji: "👍".into(),
             action: switchboard_protocol::ReactAction::Add,
+        }),
+        Command::Vote(switchboard_nats::envelope::VoteCommand {
+            by: by.clone(),
+            message_id: MessageId::from_u64(42),
+            option_ids: vec!["a".into(), "b".into()],
+        }),
+        Command::ClosePoll(PinCommand {
+            by: by.clone(),
+            message_id: MessageId::from_u64(42),
         }),
         Command::Pin(PinCommand {
             by: by.clone(),

@@ -2,9 +2,10 @@
 //! published as commands for their conversation's writer.
 
 use serde_json::{Map, Value};
-use switchboard_nats::envelope::{Command, ReactCommand, SendCommand, UpdateCommand};
+use switchboard_nats::envelope::{Command, ReactCommand, SendCommand, UpdateCommand, VoteCommand};
 use switchboard_nats::trace;
 use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::poll::MAX_OPTIONS;
 use switchboard_protocol::reaction::check_emoji;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ErrorCode, MessageId, ReactAction, ServerFrame, Timestamp,
@@ -201,6 +202,50 @@ impl Connection {
             refuse,
         )
         .await;
+    }
+
+    /// A vote in a poll (v1.3): bounded here, counted against the
+    /// connection's message rate, then a command for the poll's writer,
+    /// which checks it against the poll and answers every member with a
+    /// `poll_updated` (or this device with an `error` naming the message).
+    pub(super) async fn vote(
+        &mut self,
+        request: &'static str,
+        conversation_id: ConversationId,
+        message_id: MessageId,
+        option_ids: Vec<String>,
+    ) {
+        let refuse = |e: ApiError| {
+            Outbound::frame(
+                &e.answering(request, None, Some(conversation_id.as_str()))
+                    .about_message(message_id),
+            )
+        };
+        if option_ids.len() > MAX_OPTIONS {
+            self.reply(refuse(ApiError::new(
+                ErrorCode::InvalidFrame,
+                format!("a vote names at most {MAX_OPTIONS} options"),
+            )));
+            return;
+        }
+        if let Err(e) = self.admit_message(None) {
+            self.reply(refuse(e));
+            return;
+        }
+        let by = match crate::commands::actor(&self.gw, &self.id, conversation_id.clone()) {
+            Ok(by) => by,
+            Err(e) => {
+                self.reply(refuse(e));
+                return;
+            }
+        };
+        let command = Command::Vote(VoteCommand {
+            by,
+            message_id,
+            option_ids,
+        });
+        self.publish_answered_by_writer(command, "backbone did not store the vote; retry", refuse)
+            .await;
     }
 
     /// A thread read mark (`ack_read` with `thread_id`).

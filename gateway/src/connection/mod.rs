@@ -451,6 +451,16 @@ impl Connection {
                     .instrument(span)
                     .await
             }
+            ClientFrame::Vote {
+                conversation_id,
+                message_id,
+                option_ids,
+            } => {
+                let span = receive_span(request, &self.id.tenant, &conversation_id);
+                self.vote(request, conversation_id, message_id, option_ids)
+                    .instrument(span)
+                    .await
+            }
             ClientFrame::EditMessage {
                 conversation_id,
                 message_id,

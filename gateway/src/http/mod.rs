@@ -24,6 +24,7 @@ mod openapi;
 mod pins;
 mod plugin_deploys;
 mod plugins;
+mod polls;
 mod posting;
 mod presence;
 mod profiles;
@@ -203,6 +204,16 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             "/v1/conversations/{id}/mutes/{user}",
             mutes::unmute_op(),
             mutes::unmute,
+        )
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/votes",
+            polls::vote_op(),
+            polls::vote,
+        )
+        .route(
+            "/v1/conversations/{id}/messages/{message_id}/close",
+            polls::close_op(),
+            polls::close,
         )
         .route(
             "/v1/conversations/{id}/messages/{message_id}/reports",

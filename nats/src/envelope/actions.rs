@@ -50,6 +50,18 @@ pub struct ReactCommand {
     pub action: ReactAction,
 }
 
+/// A member's vote in poll `message_id` (v1.3): the option ids they
+/// choose now (empty retracts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VoteCommand {
+    #[serde(flatten)]
+    pub by: Actor,
+    pub message_id: MessageId,
+    pub option_ids: Vec<String>,
+}
+
+/// A command about one message of the conversation: a pin, an unpin,
+/// a poll's closing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinCommand {
     #[serde(flatten)]

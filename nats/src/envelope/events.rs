@@ -172,12 +172,16 @@ pub fn frame_event(frame: &switchboard_protocol::ServerFrame) -> (HeaderMap, Byt
 }
 
 /// What a frame is the latest state of, where a later one with the same
-/// key makes it stale ([`HEADER_SUPERSEDES`]): a `reaction` event carries
-/// every count of its message, so only the newest of a burst matters.
+/// key makes it stale ([`HEADER_SUPERSEDES`]): a `reaction` or
+/// `poll_updated` event carries every count of its message, so only the
+/// newest of a burst matters.
 pub fn supersedes_key(frame: &switchboard_protocol::ServerFrame) -> Option<String> {
     match frame {
         switchboard_protocol::ServerFrame::Reaction { message_id, .. } => {
             Some(format!("reaction:{message_id}"))
+        }
+        switchboard_protocol::ServerFrame::PollUpdated { message_id, .. } => {
+            Some(format!("poll:{message_id}"))
         }
         switchboard_protocol::ServerFrame::ProfileUpdated { profile } => {
             Some(format!("profile:{}", profile.user_id))

@@ -1,6 +1,6 @@
 //! A commit through [`Tiered`]: a change of the archive alone (moving,
 //! erasing, expiring a bucket), or live mutations, with the archived
-//! message each edit, delete or reaction of an archived message needs
+//! message each edit, delete, reaction or vote of an archived message needs
 //! restored first.
 
 use super::Tiered;
@@ -59,7 +59,9 @@ impl Tiered {
         for m in mutations {
             if let Mutation::Edit { key, seq, .. }
             | Mutation::Delete { key, seq, .. }
-            | Mutation::React { key, seq, .. } = &m
+            | Mutation::React { key, seq, .. }
+            | Mutation::Vote { key, seq, .. }
+            | Mutation::ClosePoll { key, seq, .. } = &m
                 && let Some((message, versions)) = self.archived_message(key, *seq).await?
             {
                 out.push(Mutation::Restore {

@@ -6,7 +6,7 @@
 //! reader sees the old object or the new one, never a part. The seq
 //! range and the bucket row stay as they are.
 
-use switchboard_protocol::{ReactAction, Timestamp, UserId, reaction};
+use switchboard_protocol::{Timestamp, UserId, reaction};
 
 use super::format::{decode, encode};
 use super::objects::ArchiveObjects;
@@ -14,7 +14,7 @@ use crate::erasure::Erasure;
 use crate::{ArchivedBucket, ConversationKey, Store, StoreResult};
 
 /// Rewrites the bucket's object if it names `user`; whether it did.
-/// The user's reactions still have rows in the store (the erasure takes
+/// The user's reactions and votes still have rows in the store (the erasure takes
 /// them after the archive): the counts they made in the object go down
 /// by them. Safe to repeat but for one window: an object rewritten
 /// already names nobody erased, and counts no reaction whose row is
@@ -36,11 +36,8 @@ pub(super) async fn erase_bucket(
     let seqs: Vec<u64> = contents.messages.iter().map(|m| m.seq).collect();
     let reacted = store.user_reactions(key, user, seqs).await?;
     let mut changed = false;
-    for (m, emojis) in contents.messages.iter_mut().zip(reacted) {
-        for emoji in emojis {
-            reaction::apply(&mut m.reactions, &emoji, ReactAction::Remove);
-            changed = true;
-        }
+    for (m, marks) in contents.messages.iter_mut().zip(reacted) {
+        changed |= reaction::forget_marks(m, user, &marks);
     }
     let e = Erasure { user, pseudonym };
     if !(e.bucket(&mut contents, at) || changed) {

@@ -1,5 +1,6 @@
-//! Checks of reactions and pins (v1.1): idempotent, within their limits,
-//! gone with a deleted message, and readable as the reader's own.
+//! Checks of reactions and pins (v1.1) and poll votes (v1.3): idempotent,
+//! within their limits, gone with a deleted message, and readable as the
+//! reader's own.
 
 use std::sync::Arc;
 
@@ -214,4 +215,177 @@ pub async fn pins_are_bounded_listed_newest_first_and_unpinned(store: &Arc<dyn S
     assert_eq!(pins.len(), MAX_PINS);
     assert_eq!(pins[0], 999);
     assert!(!pins.contains(&2));
+}
+
+fn poll_message(c: &str, seq: u64, sender: &str, multiple: bool) -> switchboard_protocol::Message {
+    use switchboard_protocol::Content;
+    use switchboard_protocol::poll::{PollContent, PollOption};
+    let mut m = super::support::text_message(c, seq, sender, "phone", &format!("poll-{seq}"));
+    let poll = PollContent {
+        question: "Lunch?".into(),
+        options: ["a", "b", "c"]
+            .iter()
+            .map(|id| PollOption {
+                id: (*id).into(),
+                text: format!("option {id}"),
+            })
+            .collect(),
+        multiple,
+        anonymous: false,
+        closes_at: None,
+    };
+    m.poll_results = Some(poll.fresh_results());
+    m.content = Some(Content::Poll(poll));
+    m
+}
+
+fn vote(t: &str, seq: u64, who: &str, options: &[&str]) -> Mutation {
+    Mutation::Vote {
+        key: key(t, "c"),
+        seq,
+        user: user(who),
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
+        at: Timestamp::from_unix_ms(1_780_000_001_000),
+        inbox: true,
+    }
+}
+
+fn results(m: &switchboard_protocol::Message) -> (Vec<(String, u64)>, Vec<String>, bool) {
+    let r = m.poll_results.as_ref().expect("a poll has results");
+    (
+        r.counts.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        r.me.clone(),
+        r.closed,
+    )
+}
+
+/// Polls (v1.3): one vote per member, replaced by the next, retracted
+/// by an empty one; the counts, the latest voters and the reader's own
+/// `me`; a closed poll takes no vote; a vote leaves the voter's
+/// reactions and their limit alone, and goes with the voter's erasure.
+pub async fn votes_are_one_per_member_counted_once_and_the_readers_own(store: &Arc<dyn Store>) {
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("poll");
+    seed_conversation(store, t, "c", &["alice", "bob", "carol"], 1).await;
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 1,
+            messages: vec![
+                poll_message("c", 2, "alice", false),
+                poll_message("c", 3, "alice", true),
+            ],
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    for m in [
+        vote(t, 2, "alice", &["a"]),
+        vote(t, 2, "bob", &["a"]),
+        // A repeat changes nothing; a new choice replaces the old.
+        vote(t, 2, "bob", &["a"]),
+        vote(t, 2, "carol", &["b"]),
+        vote(t, 2, "carol", &["c"]),
+        react(t, 2, "bob", "👍", ReactAction::Add),
+    ] {
+        store.commit(vec![m]).await.unwrap();
+    }
+    let seen = read_as(store, t, 2, "carol").await;
+    assert_eq!(
+        results(&seen),
+        (
+            vec![("a".into(), 2), ("b".into(), 0), ("c".into(), 1)],
+            vec!["c".into()],
+            false
+        )
+    );
+    let voters = seen.poll_results.as_ref().unwrap().voters.clone().unwrap();
+    assert_eq!(voters["a"], vec![user("bob"), user("alice")]);
+    assert!(voters["b"].is_empty());
+    // Bob's vote is not one of his emoji.
+    assert_eq!(
+        counts(&read_as(store, t, 2, "bob").await),
+        [("👍".into(), 1, true)]
+    );
+    assert_eq!(
+        results(&read_as(store, t, 2, "bob").await).1,
+        vec!["a".to_string()]
+    );
+
+    // More than one option only where the poll allows it, and only its own.
+    for refused in [vote(t, 2, "bob", &["a", "b"]), vote(t, 2, "bob", &["x"])] {
+        assert!(matches!(
+            store.commit(vec![refused]).await,
+            Err(StoreError::Conflict(_))
+        ));
+    }
+    store
+        .commit(vec![vote(t, 3, "bob", &["c", "a"])])
+        .await
+        .unwrap();
+    assert_eq!(
+        results(&read_as(store, t, 3, "bob").await).1,
+        vec!["a".to_string(), "c".to_string()]
+    );
+    // An empty vote retracts.
+    store.commit(vec![vote(t, 3, "bob", &[])]).await.unwrap();
+    let (counts3, me, _) = results(&read_as(store, t, 3, "bob").await);
+    assert!(me.is_empty());
+    assert!(counts3.iter().all(|(_, n)| *n == 0));
+
+    // Not a member's; not a message that is no poll.
+    assert!(matches!(
+        store.commit(vec![vote(t, 2, "dave", &["a"])]).await,
+        Err(StoreError::NotAMember)
+    ));
+    assert!(matches!(
+        store.commit(vec![vote(t, 1, "bob", &["a"])]).await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    // Closed: no more votes; closing again changes nothing.
+    let close = || Mutation::ClosePoll {
+        key: key(t, "c"),
+        seq: 2,
+        at: Timestamp::from_unix_ms(1_780_000_002_000),
+        inbox: true,
+    };
+    store.commit(vec![close()]).await.unwrap();
+    store.commit(vec![close()]).await.unwrap();
+    assert!(results(&read_as(store, t, 2, "alice").await).2);
+    assert!(matches!(
+        store.commit(vec![vote(t, 2, "alice", &["b"])]).await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    // Carol's erasure takes her vote and what it counted.
+    let pseudonym = switchboard_protocol::UserId::new("erased-7").unwrap();
+    store
+        .commit(vec![Mutation::EraseMessages {
+            key: key(t, "c"),
+            user: user("carol"),
+            pseudonym,
+            seqs: vec![2],
+            at: Timestamp::from_unix_ms(1_780_000_003_000),
+        }])
+        .await
+        .unwrap();
+    let seen = read_as(store, t, 2, "alice").await;
+    assert_eq!(
+        results(&seen).0,
+        vec![("a".into(), 2), ("b".into(), 0), ("c".into(), 0)]
+    );
+    assert!(seen.poll_results.unwrap().voters.unwrap()["c"].is_empty());
+
+    // A deleted poll shows no results.
+    store
+        .commit(vec![Mutation::Delete {
+            key: key(t, "c"),
+            seq: 3,
+            at: Timestamp::from_unix_ms(1_780_000_004_000),
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(read_as(store, t, 3, "bob").await.poll_results, None);
 }

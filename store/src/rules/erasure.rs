@@ -2,7 +2,7 @@
 //! user, its membership, and the user's own rows. What each row becomes
 //! is `crate::erasure`'s; here is which rows a step visits.
 
-use switchboard_protocol::{ReactAction, TenantId, Timestamp, UserId, reaction};
+use switchboard_protocol::{TenantId, Timestamp, UserId, reaction};
 
 use super::commit::{Commit, InboxEntries, Placement, Write};
 use super::delete::delete;
@@ -50,18 +50,19 @@ pub(super) async fn erase_messages<C: Commit>(
             };
             m = deleted;
         } else {
-            for emoji in view.reactions_of(c, seq, user).await? {
+            // Their reactions and their vote go, with what they counted.
+            let marks = view.reactions_of(c, seq, user).await?;
+            for mark in &marks {
                 view.write(Write::Reaction {
                     c,
                     seq,
                     user,
-                    emoji: &emoji,
+                    emoji: mark,
                     at: None,
                 })
                 .await?;
-                reaction::apply(&mut m.reactions, &emoji, ReactAction::Remove);
-                changed = true;
             }
+            changed |= reaction::forget_marks(&mut m, e.user, &marks);
         }
         changed |= e.message(&mut m, at);
         if changed {

@@ -2,6 +2,7 @@
 //! rows it writes.
 
 use switchboard_protocol::conversation::MAX_PINS;
+use switchboard_protocol::poll::split_marks;
 use switchboard_protocol::reaction::{self, MAX_EMOJI_PER_MESSAGE, MAX_REACTIONS_PER_USER};
 use switchboard_protocol::{MessageId, ReactAction, Timestamp, UserId};
 
@@ -32,7 +33,8 @@ pub(super) async fn react<C: Commit>(
     if !view.is_member(c, user.as_str()).await? {
         return Err(StoreError::NotAMember);
     }
-    let mine = view.reactions_of(c, seq, user.as_str()).await?;
+    // A voter's marks on a poll are theirs too; only emoji count here.
+    let (mine, _) = split_marks(&view.reactions_of(c, seq, user.as_str()).await?);
     let has = mine.iter().any(|e| e == emoji);
     match action {
         ReactAction::Add if has => return Ok(()),

@@ -40,6 +40,7 @@ mod paused_worker;
 mod plugin_cli;
 mod plugin_host;
 mod plugins;
+mod polls;
 mod power_loss;
 mod presence;
 mod profiles;

@@ -232,6 +232,11 @@ impl Batch<'_> {
             .effective(&key.tenant, state.policy)
             .lifetime_ms()
             .map(|ms| Timestamp::from_unix_ms(created_at.unix_ms().saturating_add(ms)));
+        // A poll starts with its results: every count at 0 (v1.3).
+        let poll_results = match &content {
+            Content::Poll(p) => Some(p.fresh_results()),
+            _ => None,
+        };
         let message = Message {
             message_id,
             conversation_id: key.conversation_id.clone(),
@@ -252,6 +257,7 @@ impl Batch<'_> {
             blocked_sender: false,
             expires_at,
             custom: options.custom.clone().filter(|c| !c.is_empty()),
+            poll_results,
             shadow,
         };
         self.touched.insert(key.clone());

@@ -60,7 +60,9 @@ pub(super) fn sent_key(cmd: &Command) -> Option<SentKey> {
         | Command::Edit(_)
         | Command::Delete(_)
         | Command::Settings(_)
-        | Command::React(_) => return None,
+        | Command::React(_)
+        | Command::Vote(_)
+        | Command::ClosePoll(_) => return None,
     };
     Some(SentKey {
         tenant: cmd.tenant().clone(),

@@ -32,6 +32,7 @@ mod members;
 mod moderation;
 mod pins;
 mod plan;
+mod polls;
 mod prelude;
 mod profiles;
 mod reactions;
@@ -153,6 +154,8 @@ impl Sequencer {
                     message_id: c.message_id,
                 }],
                 Command::React(c) => vec![message_key(&c.by, c.message_id)],
+                Command::Vote(c) => vec![message_key(&c.by, c.message_id)],
+                Command::ClosePoll(c) => vec![message_key(&c.by, c.message_id)],
                 // What a send replies to and the thread it goes into.
                 Command::Send(c) => [c.options.reply_to, c.options.thread_id]
                     .into_iter()
@@ -237,6 +240,8 @@ impl Sequencer {
                 Command::SetRole(c) => b.set_role(c, incoming.reply_to.as_deref())?,
                 Command::Settings(c) => b.settings(c, incoming.reply_to.as_deref())?,
                 Command::React(c) => b.react(c)?,
+                Command::Vote(c) => b.vote(c, incoming.reply_to.as_deref())?,
+                Command::ClosePoll(c) => b.close_poll(c, incoming.reply_to.as_deref())?,
                 Command::Pin(c) => b.pin(c, true, incoming.reply_to.as_deref())?,
                 Command::Unpin(c) => b.pin(c, false, incoming.reply_to.as_deref())?,
                 Command::Block(c) => b.block(c, incoming.reply_to.as_deref())?,

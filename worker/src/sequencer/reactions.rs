@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use switchboard_nats::envelope::ReactCommand;
+use switchboard_protocol::poll::VOTE_MARK_PREFIX;
 use switchboard_protocol::reaction::{
     self, MAX_EMOJI_PER_MESSAGE, MAX_REACTIONS_PER_USER, check_emoji,
 };
@@ -86,12 +87,17 @@ impl Batch<'_> {
         let mine_key = (key.clone(), message.seq, c.by.actor.clone());
         let mine = self.reactions.get(&mine_key).cloned().unwrap_or_default();
         let has = mine.contains(&c.emoji);
+        // A vote is kept among the voter's marks; only emoji count here.
+        let emoji_count = mine
+            .iter()
+            .filter(|m| !m.starts_with(VOTE_MARK_PREFIX))
+            .count();
         let changes = match c.action {
             ReactAction::Add => !has,
             ReactAction::Remove => has,
         };
         if changes && c.action == ReactAction::Add {
-            if mine.len() >= MAX_REACTIONS_PER_USER {
+            if emoji_count >= MAX_REACTIONS_PER_USER {
                 self.refuse_react(
                     c,
                     ErrorCode::Conflict,
@@ -211,7 +217,8 @@ impl Batch<'_> {
     }
 }
 
-/// The reactors' own emoji on the messages the batch's reactions name.
+/// The reactors' and voters' own marks (emoji and votes) on the
+/// messages the batch's reactions and votes name.
 pub(super) async fn load(
     store: &dyn Store,
     batch: &[Incoming],
@@ -219,11 +226,14 @@ pub(super) async fn load(
 ) -> Result<UserReactions, SequenceError> {
     let mut asked: BTreeSet<(ConversationKey, UserId, u64)> = BTreeSet::new();
     for i in batch {
-        if let Command::React(c) = &i.command {
-            let k = key(&c.by.tenant, &c.by.conversation_id);
-            if let Some(m) = messages.get(&(k.clone(), c.message_id)) {
-                asked.insert((k, c.by.actor.clone(), m.seq));
-            }
+        let (by, message_id) = match &i.command {
+            Command::React(c) => (&c.by, c.message_id),
+            Command::Vote(c) => (&c.by, c.message_id),
+            _ => continue,
+        };
+        let k = key(&by.tenant, &by.conversation_id);
+        if let Some(m) = messages.get(&(k.clone(), message_id)) {
+            asked.insert((k, by.actor.clone(), m.seq));
         }
     }
     let mut out = UserReactions::new();

@@ -105,6 +105,20 @@ impl Batch<'_> {
                 self.refuse_update(c, action, ErrorCode::Conflict, "the message is deleted");
                 return Ok(());
             }
+            // A poll's question and options are what its voters chose
+            // among (v1.3): no edit changes them, nor makes a poll.
+            (Action::Edit, Some(content))
+                if current.content.as_ref() != Some(content)
+                    && (current.poll().is_some() || matches!(content, Content::Poll(_))) =>
+            {
+                self.refuse_update(
+                    c,
+                    action,
+                    ErrorCode::Conflict,
+                    "a poll is not edited: its question and options stay as sent",
+                );
+                return Ok(());
+            }
             (Action::Edit, Some(content))
                 if current.content.as_ref() != Some(content)
                     || c.custom.as_ref().is_some_and(|to| {

@@ -133,8 +133,9 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         message: message.clone(),
         retry_after_ms: None,
     };
-    // A send over REST waits on its reply subject, not on a session.
-    if let (Command::Send(_), Some(subject)) = (&command, &reply_to) {
+    // A send or a vote over REST waits on its reply subject, not on a
+    // session.
+    if let (Command::Send(_) | Command::Vote(_), Some(subject)) = (&command, &reply_to) {
         return Some(Outcome::Reply {
             subject: subject.clone(),
             reply: refused(),
@@ -173,6 +174,14 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
             None,
             c.by.conversation_id,
         ),
+        Command::Vote(c) => rejection(
+            c.by.tenant,
+            c.by.actor,
+            c.by.device,
+            request_type::VOTE,
+            None,
+            c.by.conversation_id,
+        ),
         Command::CreateConversation(_)
         | Command::AddMembers(_)
         | Command::RemoveMembers(_)
@@ -180,6 +189,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Settings(_)
         | Command::Pin(_)
         | Command::Unpin(_)
+        | Command::ClosePoll(_)
         | Command::Block(_)
         | Command::Ban(_)
         | Command::Unban(_)
