@@ -380,13 +380,14 @@ async function open(id, keepSearch = false) {
   $("editing").hidden = true;
   $("replying").hidden = true;
   showSchedulePicker(false);
+  showPollForm(false);
   if (!keepSearch || panel?.kind !== "search") closePanel();
   history.replaceState(null, "", `#${encodeURIComponent(id)}`);
   $("app").classList.add("in-chat");
   for (const b of $("conversations").querySelectorAll("button")) {
     b.setAttribute("aria-current", b.dataset.conversation === id ? "true" : "false");
   }
-  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = false;
+  for (const input of [$("text"), $("send"), $("attach"), $("schedule"), $("poll")]) input.disabled = false;
   $("chat-tools").hidden = false;
   showError("chat-error", "");
   renderSlowMode();
@@ -442,6 +443,7 @@ async function loadPins(id) {
 $("back").addEventListener("click", () => {
   current = null;
   showSchedulePicker(false);
+  showPollForm(false);
   closePanel();
   renderScheduled();
   $("app").classList.remove("in-chat");
@@ -486,6 +488,8 @@ function describe(content) {
       // An app's own kind (v1.3): this client knows none, so it shows
       // what the sender wrote for clients like it.
       return content.fallback_text ?? `[${content.type}]`;
+    case "poll":
+      return `📊 ${content.question}`;
     case "system":
       return previewOfContent(content) ?? String(content.event);
     default:
@@ -678,6 +682,110 @@ function togglePicker(m) {
   if (panel?.kind === "thread") renderPanel();
 }
 
+// ---- Polls (v1.3): a card with the options, their counts, bars and
+// voters; a click votes, and the author, owners and admins close it ----
+
+/** How many voters an option names; the rest show as "+n". */
+const VOTERS_SHOWN = 3;
+
+/** Whether a poll takes no more votes: closed by hand, or its
+ * `closes_at` passed (the server sends nothing then: the page looks). */
+function pollClosed(m) {
+  const closes = m.content?.closes_at;
+  return m.poll_results?.closed === true || (typeof closes === "string" && Date.parse(closes) <= Date.now());
+}
+
+/** Whether the user may close a poll: its author, an owner or admin of
+ * the conversation, or a tenant admin. */
+function mayClosePoll(m) {
+  return m.sender_id === me || canModerate() || tenantAdmin;
+}
+
+/** A poll message's body: the question, how it is answered and until
+ * when, each option as a button (count, bar, its latest voters unless
+ * anonymous; mine pressed), the number of votes, Retract and Close. */
+function pollNode(m) {
+  const poll = m.content;
+  const results = m.poll_results ?? { counts: {}, closed: false, me: [] };
+  const closed = pollClosed(m);
+  const mine = new Set(results.me ?? []);
+  const counts = poll.options.map((o) => results.counts?.[o.id] ?? 0);
+  const total = counts.reduce((sum, n) => sum + n, 0);
+  const options = poll.options.map((o, i) => {
+    const count = counts[i];
+    const chosen = mine.has(o.id);
+    const fill = el("span");
+    fill.style.width = `${total ? Math.round((count / total) * 100) : 0}%`;
+    const button = el(
+      "button",
+      {
+        type: "button",
+        class: "poll-option",
+        "data-option": o.id,
+        "aria-pressed": chosen ? "true" : "false",
+        "aria-label": `${o.text}: ${count} ${count === 1 ? "vote" : "votes"}${chosen ? ", your choice" : ""}`,
+        title: closed ? "The poll is closed" : chosen ? "Take your vote back" : poll.multiple ? "Vote for this too" : "Vote for this",
+        disabled: closed,
+        onclick: () => votePoll(m, o.id),
+      },
+      el("span", { class: "poll-text", text: o.text }),
+      el("span", { class: "poll-count", text: String(count) }),
+      el("span", { class: "poll-bar", "aria-hidden": "true" }, fill),
+    );
+    const voters = results.voters?.[o.id] ?? [];
+    if (voters.length) {
+      const names = voters.map((u) => (u === me ? "you" : nameOf(u)));
+      const more = count - Math.min(VOTERS_SHOWN, names.length);
+      button.append(
+        el("span", { class: "poll-voters", title: names.join(", "), text: `${names.slice(0, VOTERS_SHOWN).join(", ")}${more > 0 ? ` +${more}` : ""}` }),
+      );
+    }
+    return el("li", {}, button);
+  });
+  const note = el("div", { class: "poll-note" }, poll.multiple ? "Choose any" : "Choose one");
+  if (poll.anonymous) note.append(" · anonymous");
+  if (closed) note.append(" · ", el("span", { class: "closed", text: "Closed" }));
+  else if (poll.closes_at) note.append(` · closes ${whenText(poll.closes_at)}`);
+  const foot = el("div", { class: "poll-foot" }, el("span", { class: "poll-total", text: `${total} ${total === 1 ? "vote" : "votes"}` }));
+  if (!closed && mine.size) {
+    foot.append(el("button", { type: "button", text: "Retract", "aria-label": "Retract your vote", onclick: () => retractVote(m) }));
+  }
+  if (!closed && mayClosePoll(m)) {
+    foot.append(el("button", { type: "button", text: "Close poll", "aria-label": "Close poll", title: "End the voting", onclick: () => closePoll(m) }));
+  }
+  return el(
+    "div",
+    { class: "body poll", role: "group", "aria-label": `Poll: ${poll.question}`, "data-poll": m.message_id, "data-closed": closed ? "true" : "false" },
+    el("div", { class: "poll-question", text: poll.question }),
+    note,
+    el("ul", { class: "poll-options" }, ...options),
+    foot,
+  );
+}
+
+/** A click on an option: in a single-choice poll it becomes the vote
+ * (or, mine already, is taken back); in a multiple one it joins or
+ * leaves the vote. Waits while offline; the card changes once the
+ * server answers. */
+function votePoll(m, optionId) {
+  showError("chat-error", "");
+  client.toggleVote(m.conversation_id, m.message_id, optionId).catch((e) => showError("chat-error", e.message));
+}
+
+function retractVote(m) {
+  showError("chat-error", "");
+  client.vote(m.conversation_id, m.message_id, []).catch((e) => showError("chat-error", e.message));
+}
+
+async function closePoll(m) {
+  showError("chat-error", "");
+  try {
+    await client.closePoll(m.conversation_id, m.message_id);
+  } catch (e) {
+    showError("chat-error", e.message);
+  }
+}
+
 /** A message's toolbar: react, reply, thread (`inThread`: not in the
  * thread panel), pin (who may), edit and delete (mine), report (another
  * user's). */
@@ -744,7 +852,9 @@ function messageNode(state, m, inThread = false) {
       ? bodyNode(m, m.content.text)
       : m.content?.kind === "custom"
         ? el("span", { class: "body custom", title: m.content.type, text: describe(m.content) })
-        : el("span", { class: "body", text: describe(m.content) });
+        : m.content?.kind === "poll"
+          ? pollNode(m)
+          : el("span", { class: "body", text: describe(m.content) });
   const meta = el("span", { class: "meta" });
   if (!mine && !system) meta.append(avatarNode(m.sender_id), el("span", { class: "sender", title: m.sender_id, text: nameOf(m.sender_id) }));
   meta.append(el("time", { text: new Date(m.created_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }));
@@ -827,15 +937,19 @@ function outgoingNode(state, o) {
 }
 
 // Disappearing messages leave the open conversation when their time
-// comes: checked every second, redrawn only when one more is due.
+// comes, and polls close at theirs: checked every second, redrawn only
+// when one more is due.
 const expiredOut = new Set();
+const pollsClosedAt = new Set(); // polls drawn closed by their closes_at
 setInterval(() => {
   if (!current) return;
   const now = Date.now();
-  const due = client
-    .conversation(current)
-    .timeline.some((m) => m.expires_at && Date.parse(m.expires_at) <= now && !expiredOut.has(m.message_id));
-  if (due) renderMessages();
+  const timeline = client.conversation(current).timeline;
+  const due = timeline.some((m) => m.expires_at && Date.parse(m.expires_at) <= now && !expiredOut.has(m.message_id));
+  const closing = timeline.filter((m) => m.content?.kind === "poll" && m.content.closes_at && Date.parse(m.content.closes_at) <= now && !pollsClosedAt.has(m.message_id));
+  for (const m of closing) pollsClosedAt.add(m.message_id);
+  if (due || closing.length) renderMessages();
+  if (closing.length && panel?.kind === "thread") renderPanel();
 }, 1000);
 
 function renderMessages(toBottom = false) {
@@ -916,8 +1030,11 @@ function renderTools() {
   const readOnly = channelOf(current).posting === "admins" && !canModerate();
   $("posting-note").hidden = !readOnly;
   $("posting-note").textContent = readOnly ? "Only owners and admins post here: react to messages, or reply in a thread." : "";
-  for (const input of [$("text"), $("send"), $("attach"), $("schedule")]) input.disabled = blocked || readOnly;
-  if (blocked || readOnly) showSchedulePicker(false);
+  for (const input of [$("text"), $("send"), $("attach"), $("schedule"), $("poll")]) input.disabled = blocked || readOnly;
+  if (blocked || readOnly) {
+    showSchedulePicker(false);
+    showPollForm(false);
+  }
   const slow = (state.policy ?? client.conversationList.get(current))?.slow_mode_secs ?? 0;
   $("text").placeholder = readOnly
     ? "Only owners and admins post here"
@@ -2224,6 +2341,7 @@ function showSchedulePicker(show) {
   $("schedule-picker").hidden = !show;
   $("schedule").setAttribute("aria-expanded", show ? "true" : "false");
   if (!show || wasShown) return;
+  showPollForm(false);
   const at = new Date(Date.now() + 3_600_000);
   at.setSeconds(0, 0);
   $("schedule-at").value = localInput(at);
@@ -2311,6 +2429,128 @@ async function scheduleMessage() {
   }
   await refreshScheduled();
 }
+
+// ---- Creating a poll (v1.3): the composer's Poll button opens a small
+// form: the question, 2 to 10 options, multiple answers, anonymous, and
+// an optional closing time ----
+
+const MIN_POLL_OPTIONS = 2;
+const MAX_POLL_OPTIONS = 10;
+
+/** Shows (empty, with two options) or hides the poll form. */
+function showPollForm(show) {
+  const wasShown = !$("poll-form").hidden;
+  $("poll-form").hidden = !show;
+  $("poll").setAttribute("aria-expanded", show ? "true" : "false");
+  if (!show || wasShown) return;
+  showSchedulePicker(false);
+  $("poll-question").value = "";
+  $("poll-multiple").checked = false;
+  $("poll-anonymous").checked = false;
+  $("poll-closes").value = "";
+  // Whole minutes: the field's steps count from its `min`.
+  const now = new Date();
+  now.setSeconds(0, 0);
+  $("poll-closes").min = localInput(now);
+  $("poll-options").replaceChildren();
+  for (let i = 0; i < MIN_POLL_OPTIONS; i++) addPollOption();
+}
+
+/** One more option field (with its Remove button), at most ten. */
+function addPollOption() {
+  const box = $("poll-options");
+  if (box.children.length >= MAX_POLL_OPTIONS) return;
+  const input = el("input", { type: "text", class: "poll-option-text", maxLength: 100, autocomplete: "off" });
+  const row = el(
+    "div",
+    { class: "row" },
+    input,
+    el("button", {
+      type: "button",
+      class: "poll-remove",
+      text: "✕",
+      title: "Remove this option",
+      onclick: () => {
+        row.remove();
+        numberPollOptions();
+      },
+    }),
+  );
+  box.append(row);
+  numberPollOptions();
+  return input;
+}
+
+/** The option fields' names and placeholders follow their order; Remove
+ * goes at two, Add at ten. */
+function numberPollOptions() {
+  const rows = [...$("poll-options").children];
+  rows.forEach((row, i) => {
+    const input = row.querySelector("input");
+    input.placeholder = `Option ${i + 1}`;
+    input.setAttribute("aria-label", `Option ${i + 1}`);
+    const remove = row.querySelector("button");
+    remove.setAttribute("aria-label", `Remove option ${i + 1}`);
+    remove.disabled = rows.length <= MIN_POLL_OPTIONS;
+  });
+  $("poll-add").disabled = rows.length >= MAX_POLL_OPTIONS;
+}
+
+$("poll").addEventListener("click", () => {
+  showPollForm($("poll-form").hidden);
+  if (!$("poll-form").hidden) $("poll-question").focus();
+});
+
+$("poll-add").addEventListener("click", () => addPollOption()?.focus());
+
+$("poll-cancel").addEventListener("click", () => {
+  showPollForm(false);
+  $("text").focus();
+});
+
+$("poll-form").addEventListener("keydown", (event) => {
+  if (event.key !== "Escape") return;
+  showPollForm(false);
+  $("text").focus();
+});
+
+/** Sends the poll the form holds (the options left empty are left
+ * out); the form closes at once, and the poll waits like any message
+ * while offline. */
+$("poll-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  showError("chat-error", "");
+  if (!current) return;
+  const question = $("poll-question").value.trim();
+  const options = [...$("poll-options").querySelectorAll("input")].map((i) => i.value.trim()).filter(Boolean);
+  if (!question) {
+    showError("chat-error", "Write the poll's question first.");
+    $("poll-question").focus();
+    return;
+  }
+  if (options.length < MIN_POLL_OPTIONS) {
+    showError("chat-error", `A poll needs at least ${MIN_POLL_OPTIONS} options.`);
+    return;
+  }
+  let closesAt;
+  if ($("poll-closes").value) {
+    closesAt = new Date($("poll-closes").value);
+    if (Number.isNaN(closesAt.getTime()) || closesAt.getTime() <= Date.now()) {
+      showError("chat-error", "Pick a closing time in the future, or none.");
+      return;
+    }
+  }
+  const poll = {
+    question,
+    options,
+    multiple: $("poll-multiple").checked,
+    anonymous: $("poll-anonymous").checked,
+    ...(closesAt ? { closesAt } : {}),
+  };
+  showPollForm(false);
+  client.sendPoll(current, poll).catch((e) => showError("chat-error", e.message));
+  $("text").focus();
+});
 
 /** Reads the user's scheduled messages afresh (the indicator and the
  * panel follow). */

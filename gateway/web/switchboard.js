@@ -119,6 +119,70 @@ function onRefusal(code, answers) {
   return { final: false, delayMs: Math.min(3e4, 1e3 * 2 ** Math.max(0, answers - 1)) };
 }
 
+// src/polls.ts
+function pollContent(poll) {
+  const taken = new Set(poll.options.flatMap((o) => typeof o === "string" ? [] : [o.id]));
+  let next = 0;
+  const freshId = () => {
+    let id;
+    do {
+      next += 1;
+      id = `o${next}`;
+    } while (taken.has(id));
+    taken.add(id);
+    return id;
+  };
+  const closes = poll.closesAt instanceof Date ? poll.closesAt.toISOString() : poll.closesAt;
+  return {
+    kind: "poll",
+    question: poll.question,
+    options: poll.options.map((o) => typeof o === "string" ? { id: freshId(), text: o } : { id: o.id, text: o.text }),
+    multiple: poll.multiple ?? false,
+    anonymous: poll.anonymous ?? false,
+    ...closes ? { closes_at: closes } : {}
+  };
+}
+function freshResults(poll) {
+  return {
+    counts: Object.fromEntries(poll.options.map((o) => [o.id, 0])),
+    closed: false,
+    ...poll.anonymous ? {} : { voters: Object.fromEntries(poll.options.map((o) => [o.id, []])) },
+    me: []
+  };
+}
+function inPollOrder(poll, optionIds) {
+  const unique = [...new Set(optionIds)];
+  if (!poll) return unique;
+  const order = new Map(poll.options.map((o, i) => [o.id, i]));
+  return unique.sort((a, b) => (order.get(a) ?? Infinity) - (order.get(b) ?? Infinity));
+}
+var complete = (event, id, listed) => listed.length >= (event.counts[id] ?? 0);
+function choiceAfter(poll, event, user, known) {
+  const ids = poll ? poll.options.map((o) => o.id) : Object.keys(event.counts);
+  const voters = event.voters;
+  if (!voters || user === void 0) return ids.filter((id) => known.includes(id) && (event.counts[id] ?? 0) > 0);
+  const listed = ids.filter((id) => voters[id]?.includes(user));
+  if (listed.length && poll && !poll.multiple) return listed;
+  return ids.filter((id) => {
+    const users = voters[id] ?? [];
+    if (users.includes(user)) return true;
+    return known.includes(id) && !complete(event, id, users);
+  });
+}
+function answersVote(event, optionIds, user) {
+  if (event.closed) return false;
+  if (optionIds.some((id) => (event.counts[id] ?? 0) < 1)) return false;
+  const voters = event.voters;
+  if (!voters || user === void 0) return true;
+  for (const [id, users] of Object.entries(voters)) {
+    const listed = users.includes(user);
+    const chosen = optionIds.includes(id);
+    if (listed && !chosen) return false;
+    if (chosen && !listed && complete(event, id, users)) return false;
+  }
+  return true;
+}
+
 // src/commands.ts
 var MARK_WINDOW_MS = 2e3;
 var key = (kind, conversationId, threadId) => `${kind}\0${conversationId}\0${threadId ?? ""}`;
@@ -126,13 +190,13 @@ function parts(k) {
   const [kind, conversationId, threadId] = k.split("\0");
   return [kind, conversationId, threadId || void 0];
 }
-var laneOf = (u) => u.type === "react" ? `${u.conversationId}\0${u.messageId}` : u.conversationId;
+var laneOf = (u) => u.type === "react" ? `${u.conversationId}\0${u.messageId}` : u.type === "vote" ? `${u.conversationId}\0${u.messageId}\0vote` : u.conversationId;
 var Commands = class {
   constructor(host, options) {
     __publicField(this, "host", host);
     __publicField(this, "options", options);
-    /** Per conversation (edits and deletes) or message (reactions), in
-     * order; the first is in flight once written. */
+    /** Per conversation (edits and deletes), message (reactions) or poll
+     * (votes), in order; the first is in flight once written. */
     __publicField(this, "lanes", /* @__PURE__ */ new Map());
     /** Per kind and conversation (or thread), the highest mark not yet
      * written. */
@@ -140,7 +204,7 @@ var Commands = class {
     /** Per kind and conversation (or thread), the highest mark written, and when. */
     __publicField(this, "written", /* @__PURE__ */ new Map());
   }
-  /** Edits, deletes and reactions waiting or in flight. */
+  /** Edits, deletes, reactions and votes waiting or in flight. */
   get size() {
     let n = 0;
     for (const lane of this.lanes.values()) n += lane.length;
@@ -187,6 +251,28 @@ var Commands = class {
       });
     });
   }
+  /** Replaces the user's vote in a poll (v1.3; empty retracts it):
+   * resolves with the `poll_updated` that answers it (a repeat is
+   * answered too: votes are idempotent). */
+  vote(conversationId, messageId, optionIds) {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError("vote", conversationId, "queue_full", "too many commands wait for a connection"));
+    }
+    return new Promise((resolve, reject) => {
+      this.enqueue({
+        type: "vote",
+        conversationId,
+        messageId,
+        content: void 0,
+        optionIds,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }]
+      });
+    });
+  }
   /** Moves a mark (with `threadId`, the read mark of that thread):
    * resolves once it is written (or one at least as high was); while
    * there is no connection only the highest waits. */
@@ -223,6 +309,19 @@ var Commands = class {
     if (head.emoji !== event.emoji || head.action !== event.action) return;
     this.settle(head, event);
   }
+  /** The choice of the vote in flight on that poll that a `poll_updated`
+   * answers (`me`: this client's user), if one does. */
+  voteAnswered(event, me) {
+    const head = this.lanes.get(`${event.conversation_id}\0${event.message_id}\0vote`)?.[0];
+    if (!head || head.writtenAt === 0 || !answersVote(event, head.optionIds, me)) return void 0;
+    return head.optionIds;
+  }
+  /** A `poll_updated` event: the answer of the vote in flight on that
+   * poll, if it can be (`voteAnswered`). */
+  polled(event, me) {
+    if (!this.voteAnswered(event, me)) return;
+    this.settle(this.lanes.get(`${event.conversation_id}\0${event.message_id}\0vote`)[0], event);
+  }
   /** An `error` frame: whether it answered a command here, and if so
    * whether that command is `settled` (refused for good) or `retrying`. */
   refused(frame) {
@@ -237,7 +336,8 @@ var Commands = class {
       this.host.busy();
       return "retrying";
     }
-    const lane = frame.request_type === "react" ? frame.message_id ? `${conversationId}\0${frame.message_id}` : void 0 : conversationId;
+    const perMessage = frame.request_type === "react" || frame.request_type === "vote";
+    const lane = perMessage ? frame.message_id ? laneOf({ type: frame.request_type, conversationId, messageId: frame.message_id }) : void 0 : conversationId;
     const head = lane === void 0 ? void 0 : this.lanes.get(lane)?.[0];
     if (!head || head.type !== frame.request_type) return void 0;
     head.answers += 1;
@@ -250,8 +350,8 @@ var Commands = class {
     return "retrying";
   }
   /** A connection opened: the first edit or delete of each
-   * conversation, the first reaction of each message, and every waiting
-   * mark go. */
+   * conversation, the first reaction of each message, the first vote of
+   * each poll, and every waiting mark go. */
   writeAll() {
     for (const lane of this.lanes.values()) {
       lane[0].retryAt = 0;
@@ -321,6 +421,16 @@ var Commands = class {
           });
           continue;
         }
+        if (u.type === "vote") {
+          out.push({
+            type: "vote",
+            conversation_id: u.conversationId,
+            message_id: u.messageId,
+            option_ids: [...u.optionIds],
+            created_at: u.createdAt
+          });
+          continue;
+        }
         out.push({
           type: u.type,
           conversation_id: u.conversationId,
@@ -350,14 +460,15 @@ var Commands = class {
         void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq, r.thread_id);
         continue;
       }
-      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react") continue;
+      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react" && r.type !== "vote") continue;
       this.enqueue({
         type: r.type,
         conversationId: r.conversation_id,
         messageId: r.message_id,
-        content: r.type === "react" ? void 0 : r.content,
-        ...r.type !== "react" && r.custom ? { custom: r.custom } : {},
+        content: r.type === "react" || r.type === "vote" ? void 0 : r.content,
+        ...r.type !== "react" && r.type !== "vote" && r.custom ? { custom: r.custom } : {},
         ...r.type === "react" ? { emoji: r.emoji, action: r.action } : {},
+        ...r.type === "vote" ? { optionIds: [...r.option_ids] } : {},
         createdAt: r.created_at,
         writtenAt: 0,
         answers: 0,
@@ -388,7 +499,7 @@ var Commands = class {
       message_id: u.messageId,
       content: u.content,
       ...u.custom ? { custom: u.custom } : {}
-    } : u.type === "delete_message" ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId } : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji, action: u.action };
+    } : u.type === "delete_message" ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId } : u.type === "react" ? { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji, action: u.action } : { type: "vote", conversation_id: u.conversationId, message_id: u.messageId, option_ids: [...u.optionIds] };
     if (this.host.write(frame)) u.writtenAt = Date.now();
   }
   writeMark(k) {
@@ -420,7 +531,7 @@ var Commands = class {
       conversation_id: u.conversationId,
       message_id: u.messageId,
       outcome: failed ? "failed" : "done",
-      ...failed ? { error: outcome } : u.type === "react" ? { reaction: outcome } : { message: outcome }
+      ...failed ? { error: outcome } : u.type === "react" ? { reaction: outcome } : u.type === "vote" ? { poll: outcome } : { message: outcome }
     });
     if (lane.length) this.writeUpdate(lane[0]);
   }
@@ -806,6 +917,47 @@ var ConversationState = class {
   reactedWith(messageId, emoji) {
     return this.byId.get(messageId)?.reactions?.some((r) => r.emoji === emoji && r.me) ?? false;
   }
+  /** Applies a `poll_updated` event to its poll (v1.3, if known here):
+   * `counts`, `closed` and `voters` as the event says. `me` (the
+   * reader's own choice; the event has none) is `mine` when the event
+   * answers this user's vote (`user`), else what the poll's voters show
+   * of `user`, else what was known. Says whether anything changed. */
+  pollUpdated(event, user, mine) {
+    const m = this.byId.get(event.message_id);
+    const poll = pollOf(m);
+    if (!m || !poll || m.deleted_at) return false;
+    const known = m.poll_results ?? freshResults(poll);
+    const me = mine ? inPollOrder(poll, mine) : choiceAfter(poll, event, user, known.me ?? []);
+    const next = {
+      counts: { ...event.counts },
+      closed: event.closed,
+      ...event.voters ? { voters: event.voters } : {},
+      me
+    };
+    if (JSON.stringify(next) === JSON.stringify(m.poll_results ?? null)) return false;
+    this.byId.set(m.message_id, { ...m, poll_results: next });
+    this.changed();
+    return true;
+  }
+  /** Sets this user's own choice in a poll (v1.3): the client does this
+   * for a vote sent over REST (`rest.vote`), whose results come as
+   * `poll_updated`. Says whether it changed. */
+  setVote(messageId, optionIds) {
+    const m = this.byId.get(messageId);
+    const poll = pollOf(m);
+    if (!m || !poll || m.deleted_at) return false;
+    const results = m.poll_results ?? freshResults(poll);
+    const me = inPollOrder(poll, optionIds);
+    if (JSON.stringify(me) === JSON.stringify(results.me ?? [])) return false;
+    this.byId.set(m.message_id, { ...m, poll_results: { ...results, me } });
+    this.changed();
+    return true;
+  }
+  /** The options this client's user chose in a poll (v1.3), in the
+   * poll's order; empty when they have not voted (or it is no poll). */
+  votedFor(messageId) {
+    return this.byId.get(messageId)?.poll_results?.me ?? [];
+  }
   /** The pinned messages, newest pin first. */
   get pins() {
     return this.pinList;
@@ -1031,6 +1183,9 @@ function withBlockedFlag(m, blocked) {
   const { blocked_sender: _flag, ...rest } = m;
   return blocked ? { ...rest, blocked_sender: true } : rest;
 }
+function pollOf(m) {
+  return m?.content?.kind === "poll" ? m.content : void 0;
+}
 function merge(known, message, from) {
   if (message.deleted_at) return { ...message, reactions: [] };
   let reactions = message.reactions ?? known.reactions;
@@ -1044,14 +1199,19 @@ function merge(known, message, from) {
   if (message.thread && known.thread && Date.parse(known.thread.last_reply_at) > Date.parse(message.thread.last_reply_at)) {
     thread = known.thread;
   }
+  let poll_results = message.poll_results ?? known.poll_results;
+  if (from === "event" && message.poll_results) {
+    poll_results = { ...message.poll_results, me: known.poll_results?.me ?? [] };
+  }
   return {
     ...message,
     ...reactions !== void 0 ? { reactions } : {},
-    ...thread ? { thread } : {}
+    ...thread ? { thread } : {},
+    ...poll_results ? { poll_results } : {}
   };
 }
 function sameVersion(a, b) {
-  return a.blocked_sender === true === (b.blocked_sender === true) && (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
+  return a.blocked_sender === true === (b.blocked_sender === true) && (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.poll_results ?? null) === JSON.stringify(b.poll_results ?? null) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
 }
 
 // src/emitter.ts
@@ -1095,6 +1255,8 @@ function previewOf(content) {
       return null;
     case "custom":
       return oneLine(content.fallback_text ?? `[${content.type}]`);
+    case "poll":
+      return `[poll] ${oneLine(content.question)}`;
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
       if (content.event === "members_added") {
@@ -1839,6 +2001,25 @@ var Rest = class {
   async unpin(id, messageId) {
     await this.empty("DELETE", `/v1/conversations/${enc(id)}/pins/${enc(messageId)}`);
     this.observer?.pinned?.(id, messageId, "unpin");
+  }
+  /** Votes in a poll (v1.3), as the `vote` frame does (`client.vote`),
+   * for a client without a socket: replaces the caller's vote with
+   * `optionIds` (one unless the poll is `multiple`); empty retracts it.
+   * Idempotent. `400` for an option the poll lacks or two in a
+   * single-choice poll, `403` while muted, `404` for a poll from before
+   * the caller joined, `409` for a closed poll or a deleted message.
+   * Every member gets `poll_updated`. */
+  async vote(id, messageId, optionIds) {
+    const option_ids = [...optionIds];
+    await this.empty("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/votes`, { option_ids });
+    this.observer?.voted?.(id, messageId, option_ids);
+  }
+  /** Closes a poll (v1.3): its author, an owner or admin of the
+   * conversation, or a tenant admin (`403 forbidden` for anyone else);
+   * closing a closed poll changes nothing. Every member gets
+   * `poll_updated` with `closed: true`. */
+  closePoll(id, messageId) {
+    return this.empty("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/close`);
   }
   /** Changes the settings that affect every member (v1.2): any of
    * `slow_mode_secs` (0 to 21600, 0 turns it off; not in a direct
@@ -2776,6 +2957,9 @@ var SwitchboardClient = class extends Emitter {
       blocked: (user, action, at) => {
         if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
       },
+      voted: (id, messageId, optionIds) => {
+        if (this.conversations.get(id)?.setVote(messageId, optionIds)) this.changed(id);
+      },
       profiles: (list) => {
         for (const profile of list) this.profiles.apply(profile);
       }
@@ -2874,6 +3058,45 @@ var SwitchboardClient = class extends Emitter {
    * with mentions). */
   sendText(conversationId, text, options = {}) {
     return this.send(conversationId, { kind: "text", text }, options);
+  }
+  /** Sends a poll (v1.3): `send` with the `poll` content that
+   * `pollContent(poll)` makes (options given as texts get the ids `o1`,
+   * `o2`, ...), with its status, resends and `SendError`s (bounds broken:
+   * `invalid_request`). Members vote with `vote`; the message carries
+   * `poll_results`. */
+  sendPoll(conversationId, poll, options = {}) {
+    return this.send(conversationId, pollContent(poll), options);
+  }
+  /** Replaces this user's vote in a poll (v1.3) with `optionIds` (one
+   * unless the poll is `multiple`; empty retracts it): resolves with the
+   * `poll_updated` event that answers it (the poll's results after it;
+   * the conversation's state has applied them, and its `me` is this
+   * choice), rejects with a `CommandError` (`not_found`, `conflict` for a
+   * closed poll or a deleted message, `invalid_request` for an option the
+   * poll lacks or two in a single-choice poll, `forbidden` while muted,
+   * ...). Idempotent: the same vote again is answered as once. Waits
+   * while there is no connection, as reactions do; votes in one poll go
+   * one at a time. */
+  vote(conversationId, messageId, optionIds) {
+    return this.commands.vote(conversationId, messageId, [...new Set(optionIds)]);
+  }
+  /** Votes for `optionId`, or takes it back if this user chose it (as
+   * the conversation's state knows it): in a `multiple` poll it joins or
+   * leaves the user's choice, in another it replaces it. */
+  toggleVote(conversationId, messageId, optionId) {
+    const state = this.conversation(conversationId);
+    const mine = state.votedFor(messageId);
+    const content = state.get(messageId)?.content;
+    const multiple = content?.kind === "poll" && content.multiple === true;
+    const next = mine.includes(optionId) ? mine.filter((id) => id !== optionId) : multiple ? [...mine, optionId] : [optionId];
+    return this.vote(conversationId, messageId, next);
+  }
+  /** Ends the voting of a poll (v1.3) over REST: its author, an owner or
+   * admin of the conversation, or a tenant admin (`ApiError` 403 for
+   * anyone else); closing a closed poll changes nothing. Every member
+   * gets `poll_updated` with `closed: true`. */
+  closePoll(conversationId, messageId) {
+    return this.rest.closePoll(conversationId, messageId);
   }
   /** Adds (or with `"remove"`, takes back) this user's reaction to a
    * message (v1.1): resolves with the `reaction` event that answers it
@@ -3148,6 +3371,7 @@ var SwitchboardClient = class extends Emitter {
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
         if (o && me && frame.message_id != null && frame.seq != null) {
+          const content = frame.content ?? o.content;
           this.received(
             {
               message_id: frame.message_id,
@@ -3156,7 +3380,7 @@ var SwitchboardClient = class extends Emitter {
               sender_id: me.user,
               sender_device: me.device,
               client_msg_id: frame.client_msg_id,
-              content: frame.content ?? o.content,
+              content,
               created_at: (/* @__PURE__ */ new Date()).toISOString(),
               edited_at: null,
               deleted_at: null,
@@ -3165,7 +3389,9 @@ var SwitchboardClient = class extends Emitter {
               reactions: [],
               mentions: [...o.mentions],
               mention_all: o.mention_all,
-              ...o.custom && Object.keys(o.custom).length ? { custom: o.custom } : {}
+              ...o.custom && Object.keys(o.custom).length ? { custom: o.custom } : {},
+              // A poll (v1.3) starts with nobody's vote.
+              ...content.kind === "poll" ? { poll_results: freshResults(content) } : {}
             },
             true
           );
@@ -3211,6 +3437,16 @@ var SwitchboardClient = class extends Emitter {
         if (state?.reacted(event, me)) this.changed(state.conversationId);
         this.commands.reacted(event, me);
         this.emit("reaction", event);
+        return;
+      }
+      case "poll_updated": {
+        const { type: _type, ...event } = frame;
+        const me = this.tokens.identity()?.user;
+        const mine = this.commands.voteAnswered(event, me);
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.pollUpdated(event, me, mine)) this.changed(state.conversationId);
+        this.commands.polled(event, me);
+        this.emit("poll_updated", event);
         return;
       }
       case "pins_changed": {
@@ -3369,6 +3605,7 @@ export {
   isSlowMode,
   mentionsUser,
   policyOf,
+  pollContent,
   previewOf,
   verifyWebhook
 };

@@ -6,6 +6,7 @@ import { ConversationList } from "./conversations.js";
 import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
+import { freshResults, pollContent, type NewPoll, type PollUpdatedEvent } from "./polls.js";
 import type { BlockAction, Message, ReactAction, SentContent, ServerFrame, TypingState } from "./protocol.js";
 import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
 import { ProfileCache } from "./profiles.js";
@@ -45,13 +46,14 @@ export interface SendOptions {
  *   `client_msg_id`, on each connection, and on an open one when the ack
  *   is overdue; the server's idempotency makes a resend of a stored
  *   message return the original.
- * - Edits, deletes, reactions and marks return promises, and wait
+ * - Edits, deletes, reactions, votes and marks return promises, and wait
  *   (bounded, `maxQueued`) while there is no connection.
  * - Pulls the backlog on every (re)connect (this device's undelivered
  *   messages, and each known conversation since its last contiguous
  *   `seq`) and whenever a `seq` gap shows.
  * - Keeps per-conversation state: messages in `seq` order, de-duplicated
- *   by `message_id`, with their reactions and thread summaries; receipts;
+ *   by `message_id`, with their reactions, thread summaries and (v1.3)
+ *   poll results with the reader's own choice; receipts;
  *   typing with expiry; roles and pins; the policy (slow mode, retention,
  *   disappearing messages). And presence, the users this user blocks
  *   (`blocked`), and the live conversation list (`conversationList`),
@@ -177,6 +179,9 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       blocked: (user, action, at) => {
         if (this.blocked.change(user, action, at)) this.blockChanged(user, action);
       },
+      voted: (id, messageId, optionIds) => {
+        if (this.conversations.get(id)?.setVote(messageId, optionIds)) this.changed(id);
+      },
       profiles: (list) => {
         for (const profile of list) this.profiles.apply(profile);
       },
@@ -289,6 +294,55 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
    * with mentions). */
   sendText(conversationId: string, text: string, options: SendOptions = {}): Promise<Sent> {
     return this.send(conversationId, { kind: "text", text }, options);
+  }
+
+  /** Sends a poll (v1.3): `send` with the `poll` content that
+   * `pollContent(poll)` makes (options given as texts get the ids `o1`,
+   * `o2`, ...), with its status, resends and `SendError`s (bounds broken:
+   * `invalid_request`). Members vote with `vote`; the message carries
+   * `poll_results`. */
+  sendPoll(conversationId: string, poll: NewPoll, options: SendOptions = {}): Promise<Sent> {
+    // The server takes a poll wherever content goes; the schema's
+    // `SentContent` (the generated type) does not list the kind yet.
+    return this.send(conversationId, pollContent(poll) as unknown as SentContent, options);
+  }
+
+  /** Replaces this user's vote in a poll (v1.3) with `optionIds` (one
+   * unless the poll is `multiple`; empty retracts it): resolves with the
+   * `poll_updated` event that answers it (the poll's results after it;
+   * the conversation's state has applied them, and its `me` is this
+   * choice), rejects with a `CommandError` (`not_found`, `conflict` for a
+   * closed poll or a deleted message, `invalid_request` for an option the
+   * poll lacks or two in a single-choice poll, `forbidden` while muted,
+   * ...). Idempotent: the same vote again is answered as once. Waits
+   * while there is no connection, as reactions do; votes in one poll go
+   * one at a time. */
+  vote(conversationId: string, messageId: string, optionIds: readonly string[]): Promise<PollUpdatedEvent> {
+    return this.commands.vote(conversationId, messageId, [...new Set(optionIds)]);
+  }
+
+  /** Votes for `optionId`, or takes it back if this user chose it (as
+   * the conversation's state knows it): in a `multiple` poll it joins or
+   * leaves the user's choice, in another it replaces it. */
+  toggleVote(conversationId: string, messageId: string, optionId: string): Promise<PollUpdatedEvent> {
+    const state = this.conversation(conversationId);
+    const mine = state.votedFor(messageId);
+    const content = state.get(messageId)?.content;
+    const multiple = content?.kind === "poll" && content.multiple === true;
+    const next = mine.includes(optionId)
+      ? mine.filter((id) => id !== optionId)
+      : multiple
+        ? [...mine, optionId]
+        : [optionId];
+    return this.vote(conversationId, messageId, next);
+  }
+
+  /** Ends the voting of a poll (v1.3) over REST: its author, an owner or
+   * admin of the conversation, or a tenant admin (`ApiError` 403 for
+   * anyone else); closing a closed poll changes nothing. Every member
+   * gets `poll_updated` with `closed: true`. */
+  closePoll(conversationId: string, messageId: string): Promise<void> {
+    return this.rest.closePoll(conversationId, messageId);
   }
 
   /** Adds (or with `"remove"`, takes back) this user's reaction to a
@@ -604,6 +658,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         const o = this.outbox.get(frame.client_msg_id);
         const me = this.tokens.identity();
         if (o && me && frame.message_id != null && frame.seq != null) {
+          const content = frame.content ?? o.content;
           this.received(
             {
               message_id: frame.message_id,
@@ -612,7 +667,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
               sender_id: me.user,
               sender_device: me.device,
               client_msg_id: frame.client_msg_id,
-              content: frame.content ?? o.content,
+              content,
               created_at: new Date().toISOString(),
               edited_at: null,
               deleted_at: null,
@@ -622,6 +677,8 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
               mentions: [...o.mentions],
               mention_all: o.mention_all,
               ...(o.custom && Object.keys(o.custom).length ? { custom: o.custom } : {}),
+              // A poll (v1.3) starts with nobody's vote.
+              ...(content.kind === "poll" ? { poll_results: freshResults(content) } : {}),
             },
             true,
           );
@@ -668,6 +725,18 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
         if (state?.reacted(event, me)) this.changed(state.conversationId);
         this.commands.reacted(event, me);
         this.emit("reaction", event);
+        return;
+      }
+      case "poll_updated": {
+        const { type: _type, ...event } = frame;
+        const me = this.tokens.identity()?.user;
+        // The answer to this user's vote says what they chose (the event
+        // names no voter); the state has it before the vote settles.
+        const mine = this.commands.voteAnswered(event, me);
+        const state = this.conversations.get(frame.conversation_id);
+        if (state?.pollUpdated(event, me, mine)) this.changed(state.conversationId);
+        this.commands.polled(event, me);
+        this.emit("poll_updated", event);
         return;
       }
       case "pins_changed": {

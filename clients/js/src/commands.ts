@@ -1,4 +1,4 @@
-// The commands besides sends: edits, deletes and reactions, whose
+// The commands besides sends: edits, deletes, reactions and votes, whose
 // promise settles with the server's answer, and read and delivered marks
 // (of a conversation, or of one thread in it), which have no answer. All
 // of them wait while there is no connection and go when one opens: none
@@ -14,7 +14,13 @@
 // with a `reaction` event from the reactor (a repeat is answered to the
 // reactor's devices alone, and they get theirs uncoalesced), or with an
 // `error` that names the message but not the emoji.
+//
+// So do votes in one poll (v1.3). The server answers one with a
+// `poll_updated` to the voter (a repeat too), or with an `error` naming
+// the message. The event names no voter: the vote in flight takes the
+// first one of its poll that can be its answer (`answersVote`).
 import { CommandError, onRefusal, type ErrorFrame } from "./errors.js";
+import { answersVote, type PollUpdatedEvent } from "./polls.js";
 import type { ClientFrame, Message, ReactAction, SentContent, ServerFrame } from "./protocol.js";
 import type { Custom } from "./status.js";
 
@@ -28,16 +34,17 @@ export type MarkKind = "read" | "delivered";
  * the counts after every one. */
 export type ReactionEvent = Omit<Extract<ServerFrame, { type: "reaction" }>, "type">;
 
-/** An edit, delete or reaction answered, for the `command` event: done
- * (the message as it now is; for a reaction, the `reaction` event that
- * answered it) or failed. */
+/** An edit, delete, reaction or vote answered, for the `command` event:
+ * done (the message as it now is; for a reaction, the `reaction` event
+ * that answered it; for a vote, the `poll_updated`) or failed. */
 export interface CommandEvent {
-  type: UpdateType | "react";
+  type: UpdateType | "react" | "vote";
   conversation_id: string;
   message_id: string;
   outcome: "done" | "failed";
   message?: Message;
   reaction?: ReactionEvent;
+  poll?: PollUpdatedEvent;
   error?: CommandError;
 }
 
@@ -46,10 +53,11 @@ export interface CommandEvent {
 export type CommandRecord =
   | { type: UpdateType; conversation_id: string; message_id: string; content?: SentContent; custom?: Custom; created_at: number }
   | { type: "react"; conversation_id: string; message_id: string; emoji: string; action: ReactAction; created_at: number }
+  | { type: "vote"; conversation_id: string; message_id: string; option_ids: string[]; created_at: number }
   | { type: "ack_read" | "ack_delivered"; conversation_id: string; seq: number; thread_id?: string };
 
 interface Update {
-  type: UpdateType | "react";
+  type: UpdateType | "react" | "vote";
   conversationId: string;
   messageId: string;
   content: SentContent | undefined;
@@ -58,6 +66,8 @@ interface Update {
   /** A reaction's emoji and action. */
   emoji?: string;
   action?: ReactAction;
+  /** A vote's choice (v1.3). */
+  optionIds?: string[];
   createdAt: number;
   writtenAt: number;
   answers: number;
@@ -98,13 +108,18 @@ function parts(k: string): [MarkKind, string, string | undefined] {
   return [kind, conversationId, threadId || undefined];
 }
 
-/** Edits and deletes queue per conversation, reactions per message. */
+/** Edits and deletes queue per conversation, reactions per message,
+ * votes per poll. */
 const laneOf = (u: { type: Update["type"]; conversationId: string; messageId: string }) =>
-  u.type === "react" ? `${u.conversationId}\u0000${u.messageId}` : u.conversationId;
+  u.type === "react"
+    ? `${u.conversationId}\u0000${u.messageId}`
+    : u.type === "vote"
+      ? `${u.conversationId}\u0000${u.messageId}\u0000vote`
+      : u.conversationId;
 
 export class Commands {
-  /** Per conversation (edits and deletes) or message (reactions), in
-   * order; the first is in flight once written. */
+  /** Per conversation (edits and deletes), message (reactions) or poll
+   * (votes), in order; the first is in flight once written. */
   private readonly lanes = new Map<string, Update[]>();
   /** Per kind and conversation (or thread), the highest mark not yet
    * written. */
@@ -117,7 +132,7 @@ export class Commands {
     private readonly options: CommandsOptions,
   ) {}
 
-  /** Edits, deletes and reactions waiting or in flight. */
+  /** Edits, deletes, reactions and votes waiting or in flight. */
   get size(): number {
     let n = 0;
     for (const lane of this.lanes.values()) n += lane.length;
@@ -158,6 +173,29 @@ export class Commands {
         content: undefined,
         emoji,
         action,
+        createdAt: Date.now(),
+        writtenAt: 0,
+        answers: 0,
+        retryAt: 0,
+        waiters: [{ resolve, reject }],
+      });
+    });
+  }
+
+  /** Replaces the user's vote in a poll (v1.3; empty retracts it):
+   * resolves with the `poll_updated` that answers it (a repeat is
+   * answered too: votes are idempotent). */
+  vote(conversationId: string, messageId: string, optionIds: string[]): Promise<PollUpdatedEvent> {
+    if (!this.host.hasRoom()) {
+      return Promise.reject(new CommandError("vote", conversationId, "queue_full", "too many commands wait for a connection"));
+    }
+    return new Promise<PollUpdatedEvent>((resolve, reject) => {
+      this.enqueue({
+        type: "vote",
+        conversationId,
+        messageId,
+        content: undefined,
+        optionIds,
         createdAt: Date.now(),
         writtenAt: 0,
         answers: 0,
@@ -208,6 +246,21 @@ export class Commands {
     this.settle(head, event);
   }
 
+  /** The choice of the vote in flight on that poll that a `poll_updated`
+   * answers (`me`: this client's user), if one does. */
+  voteAnswered(event: PollUpdatedEvent, me: string | undefined): readonly string[] | undefined {
+    const head = this.lanes.get(`${event.conversation_id}\u0000${event.message_id}\u0000vote`)?.[0];
+    if (!head || head.writtenAt === 0 || !answersVote(event, head.optionIds!, me)) return undefined;
+    return head.optionIds;
+  }
+
+  /** A `poll_updated` event: the answer of the vote in flight on that
+   * poll, if it can be (`voteAnswered`). */
+  polled(event: PollUpdatedEvent, me: string | undefined): void {
+    if (!this.voteAnswered(event, me)) return;
+    this.settle(this.lanes.get(`${event.conversation_id}\u0000${event.message_id}\u0000vote`)![0], event);
+  }
+
   /** An `error` frame: whether it answered a command here, and if so
    * whether that command is `settled` (refused for good) or `retrying`. */
   refused(frame: ErrorFrame): "settled" | "retrying" | undefined {
@@ -224,12 +277,12 @@ export class Commands {
       this.host.busy();
       return "retrying";
     }
-    const lane =
-      frame.request_type === "react"
-        ? frame.message_id
-          ? `${conversationId}\u0000${frame.message_id}`
-          : undefined
-        : conversationId;
+    const perMessage = frame.request_type === "react" || frame.request_type === "vote";
+    const lane = perMessage
+      ? frame.message_id
+        ? laneOf({ type: frame.request_type as "react" | "vote", conversationId, messageId: frame.message_id })
+        : undefined
+      : conversationId;
     const head = lane === undefined ? undefined : this.lanes.get(lane)?.[0];
     if (!head || head.type !== frame.request_type) return undefined;
     head.answers += 1;
@@ -243,8 +296,8 @@ export class Commands {
   }
 
   /** A connection opened: the first edit or delete of each
-   * conversation, the first reaction of each message, and every waiting
-   * mark go. */
+   * conversation, the first reaction of each message, the first vote of
+   * each poll, and every waiting mark go. */
   writeAll(): void {
     for (const lane of this.lanes.values()) {
       lane[0].retryAt = 0;
@@ -287,7 +340,7 @@ export class Commands {
         }
       } else if (head.writtenAt <= now - this.options.resendAfterMs) {
         // The answer can be lost with the connection up (live delivery
-        // is at most once); an edit, delete or reaction again is a
+        // is at most once); an edit, delete, reaction or vote again is a
         // repeat the server answers with things as they stand.
         this.writeUpdate(head);
       }
@@ -316,6 +369,16 @@ export class Commands {
             message_id: u.messageId,
             emoji: u.emoji!,
             action: u.action!,
+            created_at: u.createdAt,
+          });
+          continue;
+        }
+        if (u.type === "vote") {
+          out.push({
+            type: "vote",
+            conversation_id: u.conversationId,
+            message_id: u.messageId,
+            option_ids: [...u.optionIds!],
             created_at: u.createdAt,
           });
           continue;
@@ -350,14 +413,15 @@ export class Commands {
         void this.mark(r.type === "ack_read" ? "read" : "delivered", r.conversation_id, r.seq, r.thread_id);
         continue;
       }
-      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react") continue;
+      if (r.type !== "edit_message" && r.type !== "delete_message" && r.type !== "react" && r.type !== "vote") continue;
       this.enqueue({
         type: r.type,
         conversationId: r.conversation_id,
         messageId: r.message_id,
-        content: r.type === "react" ? undefined : r.content,
-        ...(r.type !== "react" && r.custom ? { custom: r.custom } : {}),
+        content: r.type === "react" || r.type === "vote" ? undefined : r.content,
+        ...(r.type !== "react" && r.type !== "vote" && r.custom ? { custom: r.custom } : {}),
         ...(r.type === "react" ? { emoji: r.emoji, action: r.action } : {}),
+        ...(r.type === "vote" ? { optionIds: [...r.option_ids] } : {}),
         createdAt: r.created_at,
         writtenAt: 0,
         answers: 0,
@@ -396,7 +460,9 @@ export class Commands {
           }
         : u.type === "delete_message"
           ? { type: "delete_message", conversation_id: u.conversationId, message_id: u.messageId }
-          : { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji!, action: u.action! };
+          : u.type === "react"
+            ? { type: "react", conversation_id: u.conversationId, message_id: u.messageId, emoji: u.emoji!, action: u.action! }
+            : { type: "vote", conversation_id: u.conversationId, message_id: u.messageId, option_ids: [...u.optionIds!] };
     if (this.host.write(frame)) u.writtenAt = Date.now();
   }
 
@@ -416,7 +482,7 @@ export class Commands {
     for (const resolve of m.waiters) resolve();
   }
 
-  private settle(u: Update, outcome: Message | ReactionEvent | CommandError): void {
+  private settle(u: Update, outcome: Message | ReactionEvent | PollUpdatedEvent | CommandError): void {
     const name = laneOf(u);
     const lane = this.lanes.get(name);
     if (!lane || lane[0] !== u) return;
@@ -433,7 +499,13 @@ export class Commands {
       conversation_id: u.conversationId,
       message_id: u.messageId,
       outcome: failed ? "failed" : "done",
-      ...(failed ? { error: outcome } : u.type === "react" ? { reaction: outcome as ReactionEvent } : { message: outcome as Message }),
+      ...(failed
+        ? { error: outcome }
+        : u.type === "react"
+          ? { reaction: outcome as ReactionEvent }
+          : u.type === "vote"
+            ? { poll: outcome as PollUpdatedEvent }
+            : { message: outcome as Message }),
     });
     // The next one of the conversation goes now.
     if (lane.length) this.writeUpdate(lane[0]);

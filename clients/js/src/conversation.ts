@@ -1,6 +1,7 @@
 import type { ReactionEvent } from "./commands.js";
 import type { components } from "./openapi.js";
-import type { Message, PinAction, Reaction, ReceiptKind, Role, TypingState } from "./protocol.js";
+import { choiceAfter, freshResults, inPollOrder, type PollUpdatedEvent } from "./polls.js";
+import type { Message, PinAction, PollContent, Reaction, ReceiptKind, Role, TypingState } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 
 /** A pinned message of a conversation (v1.1): which, by whom, when. */
@@ -67,7 +68,8 @@ const PARTICIPANTS = 10;
  * every member's receipts, who is typing now, (v1.1) each message's
  * reactions and thread summary, the members' roles and the pins, and
  * (v1.2) the settings that affect every member (`policy`) and which
- * messages come from a user the reader blocks (`blocked_sender`).
+ * messages come from a user the reader blocks (`blocked_sender`), and
+ * (v1.3) each poll's results with the reader's own choice.
  *
  * Thread replies take their `seq` in the conversation like any other
  * message, so `messages` holds them too (the store's order, without
@@ -229,6 +231,50 @@ export class ConversationState {
   /** Whether this client's user reacted to a message with `emoji`. */
   reactedWith(messageId: string, emoji: string): boolean {
     return this.byId.get(messageId)?.reactions?.some((r) => r.emoji === emoji && r.me) ?? false;
+  }
+
+  /** Applies a `poll_updated` event to its poll (v1.3, if known here):
+   * `counts`, `closed` and `voters` as the event says. `me` (the
+   * reader's own choice; the event has none) is `mine` when the event
+   * answers this user's vote (`user`), else what the poll's voters show
+   * of `user`, else what was known. Says whether anything changed. */
+  pollUpdated(event: PollUpdatedEvent, user: string | undefined, mine?: readonly string[]): boolean {
+    const m = this.byId.get(event.message_id);
+    const poll = pollOf(m);
+    if (!m || !poll || m.deleted_at) return false;
+    const known = m.poll_results ?? freshResults(poll);
+    const me = mine ? inPollOrder(poll, mine) : choiceAfter(poll, event, user, known.me ?? []);
+    const next = {
+      counts: { ...event.counts },
+      closed: event.closed,
+      ...(event.voters ? { voters: event.voters } : {}),
+      me,
+    };
+    if (JSON.stringify(next) === JSON.stringify(m.poll_results ?? null)) return false;
+    this.byId.set(m.message_id, { ...m, poll_results: next });
+    this.changed();
+    return true;
+  }
+
+  /** Sets this user's own choice in a poll (v1.3): the client does this
+   * for a vote sent over REST (`rest.vote`), whose results come as
+   * `poll_updated`. Says whether it changed. */
+  setVote(messageId: string, optionIds: readonly string[]): boolean {
+    const m = this.byId.get(messageId);
+    const poll = pollOf(m);
+    if (!m || !poll || m.deleted_at) return false;
+    const results = m.poll_results ?? freshResults(poll);
+    const me = inPollOrder(poll, optionIds);
+    if (JSON.stringify(me) === JSON.stringify(results.me ?? [])) return false;
+    this.byId.set(m.message_id, { ...m, poll_results: { ...results, me } });
+    this.changed();
+    return true;
+  }
+
+  /** The options this client's user chose in a poll (v1.3), in the
+   * poll's order; empty when they have not voted (or it is no poll). */
+  votedFor(messageId: string): readonly string[] {
+    return this.byId.get(messageId)?.poll_results?.me ?? [];
   }
 
   /** The pinned messages, newest pin first. */
@@ -490,9 +536,15 @@ export function withBlockedFlag(m: Message, blocked: boolean): Message {
   return blocked ? { ...rest, blocked_sender: true } : rest;
 }
 
-/** A message as known here, updated by `message` (reactions, thread). */
+/** The poll a message is (v1.3), if it is one. */
+function pollOf(m: Message | undefined): PollContent | undefined {
+  return m?.content?.kind === "poll" ? m.content : undefined;
+}
+
+/** A message as known here, updated by `message` (reactions, thread,
+ * a poll's results). */
 function merge(known: Message, message: Message, from: "store" | "event"): Message {
-  // A deleted message keeps no reactions.
+  // A deleted message keeps no reactions (and no poll results).
   if (message.deleted_at) return { ...message, reactions: [] };
   let reactions = message.reactions ?? known.reactions;
   if (from === "event" && message.reactions) {
@@ -508,10 +560,17 @@ function merge(known: Message, message: Message, from: "store" | "event"): Messa
   if (message.thread && known.thread && Date.parse(known.thread.last_reply_at) > Date.parse(message.thread.last_reply_at)) {
     thread = known.thread;
   }
+  // A poll's results: the store's copy has the reader's `me`; an event's
+  // is everyone's, so the `me` known here stays.
+  let poll_results = message.poll_results ?? known.poll_results;
+  if (from === "event" && message.poll_results) {
+    poll_results = { ...message.poll_results, me: known.poll_results?.me ?? [] };
+  }
   return {
     ...message,
     ...(reactions !== undefined ? { reactions } : {}),
     ...(thread ? { thread } : {}),
+    ...(poll_results ? { poll_results } : {}),
   };
 }
 
@@ -522,6 +581,7 @@ function sameVersion(a: Message, b: Message): boolean {
     (a.deleted_at ?? null) === (b.deleted_at ?? null) &&
     JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) &&
     JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) &&
+    JSON.stringify(a.poll_results ?? null) === JSON.stringify(b.poll_results ?? null) &&
     JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null)
   );
 }

@@ -35,7 +35,8 @@ export interface ConversationSettings {
 
 /** How a message reads in one line, as the server's `preview` does: text
  * cut at 100 characters, media by kind and caption, a custom message
- * (v1.3) by its `fallback_text` (or `[type]`), membership, role,
+ * (v1.3) by its `fallback_text` (or `[type]`), a poll (v1.3) as
+ * `[poll] question`, membership, role,
  * pin, ban and settings changes in words; null for none, a deleted
  * message, or ciphertext. */
 export function previewOf(content: Content | null | undefined): string | null {
@@ -51,6 +52,8 @@ export function previewOf(content: Content | null | undefined): string | null {
       return null;
     case "custom":
       return oneLine(content.fallback_text ?? `[${content.type}]`);
+    case "poll":
+      return `[poll] ${oneLine(content.question)}`;
     case "system": {
       const users = (content.user_ids ?? []).join(", ");
       if (content.event === "members_added") {

@@ -7,6 +7,8 @@ export { CommandError, SendError, isSlowMode } from "./errors.js";
 export type { CommandType, ErrorFrame, LocalErrorCode } from "./errors.js";
 export type { Custom, MessageStatus, OutgoingMessage, SendExtras, Sent } from "./status.js";
 export type { CommandEvent, ReactionEvent } from "./commands.js";
+export { pollContent } from "./polls.js";
+export type { NewPoll, PollUpdatedEvent } from "./polls.js";
 export { ConversationState, mentionsUser, policyOf } from "./conversation.js";
 export type { ConversationSnapshot, PinInfo, PolicyInfo } from "./conversation.js";
 export { BlockSet } from "./blocks.js";

@@ -2482,6 +2482,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/conversations/{id}/messages/{message_id}/close": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Close a poll
+         * @description Its author, an owner or admin of the conversation, or a tenant admin ends the voting early (403 for anyone else); closing a closed poll changes nothing. Sends `poll_updated` with `closed: true`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The poll message. */
+                    message_id: components["schemas"]["MessageId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Closed (or was). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/conversations/{id}/messages/{message_id}/reports": {
         parameters: {
             query?: never;
@@ -2582,6 +2631,60 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{id}/messages/{message_id}/votes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Vote in a poll
+         * @description Replaces the caller's vote: `option_ids` in any order (one unless the poll is `multiple`); empty retracts it. Idempotent. Members only; refused while muted, in a frozen conversation (but for owners and admins), on a poll from before the caller joined (404), on a deleted message or a closed poll (409). Sends `poll_updated` to the members.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The conversation. */
+                    id: components["schemas"]["ConversationId"];
+                    /** @description The poll message. */
+                    message_id: components["schemas"]["MessageId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["VoteRequest"];
+                };
+            };
+            responses: {
+                /** @description The vote is stored (or was already). */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -4456,7 +4559,7 @@ export interface components {
             body: string;
             /** @constant */
             kind: "ciphertext";
-        } | components["schemas"]["CustomContent"] | components["schemas"]["SystemEvent"];
+        } | components["schemas"]["CustomContent"] | components["schemas"]["PollContent"] | components["schemas"]["SystemEvent"];
         /** @description A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-]. */
         ConversationId: string;
         ConversationKind: ("group" | "channel") | "direct";
@@ -5055,6 +5158,11 @@ export interface components {
             mentions: components["schemas"]["UserId"][];
             message_id: components["schemas"]["MessageId"];
             /**
+             * @description On a poll (v1.3): its counts, whether it is closed, its latest
+             *     voters unless anonymous, and the reader's own choice (`me`).
+             */
+            poll_results?: components["schemas"]["PollResults"] | null;
+            /**
              * @description The reactions, one entry per emoji, in the order they first came
              *     (v1.1); `me` says whether the reader reacted.
              * @default []
@@ -5228,6 +5336,57 @@ export interface components {
         /** @description Body of `POST /v1/conversations/{id}/pins`. */
         PinMessage: {
             message_id: components["schemas"]["MessageId"];
+        };
+        /** @description Content kind `poll`. */
+        PollContent: {
+            /**
+             * @description Whether the results hide who chose what (`voters` absent).
+             * @default false
+             */
+            anonymous: boolean;
+            /**
+             * @description When voting ends by itself (in the future when sent); absent or
+             *     null: when closed by hand.
+             */
+            closes_at?: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description Whether a voter may choose more than one option.
+             * @default false
+             */
+            multiple: boolean;
+            /** @description 2 to 10, ids unique within the poll. */
+            options: components["schemas"]["PollOption"][];
+            /** @description 1 to 300 characters. */
+            question: string;
+        };
+        /** @description One choice of a poll. */
+        PollOption: {
+            /** @description 1 to 32 of `A-Z a-z 0-9 _ -`, chosen by the sender. */
+            id: string;
+            /** @description 1 to 100 characters. */
+            text: string;
+        };
+        /** @description A poll message's `poll_results`. */
+        PollResults: {
+            /** @description Whether voting has ended: closed by hand, or `closes_at` passed. */
+            closed: boolean;
+            /** @description Voters per option id, every option present. */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * @description The reader's own choice: option ids, empty when they have not
+             *     voted.
+             * @default []
+             */
+            me: string[];
+            /**
+             * @description Unless the poll is anonymous: per option id, its latest voters
+             *     (at most 100, the latest first).
+             */
+            voters?: {
+                [key: string]: components["schemas"]["UserId"][];
+            } | null;
         };
         /**
          * @description The body of `POST /v1/conversations/{id}/messages`: `send_message`'s
@@ -6044,6 +6203,14 @@ export interface components {
         };
         /** @description Who finds and joins a group or channel. */
         Visibility: "private" | "public";
+        /**
+         * @description `POST /v1/conversations/{id}/messages/{message_id}/votes`: the
+         *     caller's vote, as the `vote` frame's `option_ids`.
+         */
+        VoteRequest: {
+            /** @description The options chosen (at most 10); empty retracts the vote. */
+            option_ids: string[];
+        };
         /** @description One of a tenant's endpoints. */
         WebhookEndpoint: {
             /** @description The events it gets; at least one. */

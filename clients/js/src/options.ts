@@ -3,6 +3,7 @@ import type { CommandEvent, ReactionEvent } from "./commands.js";
 import type { Status, WebSocketLike } from "./connection.js";
 import type { ErrorFrame } from "./errors.js";
 import type { PersistLimits, StateStore } from "./persist.js";
+import type { PollUpdatedEvent } from "./polls.js";
 import type { BlockAction, Message, NotificationLevel, PinAction, Profile } from "./protocol.js";
 import type { OutgoingMessage } from "./status.js";
 import type { TokenSource } from "./token.js";
@@ -84,12 +85,15 @@ export interface ClientEvents extends Record<string, unknown> {
   /** One of this client's messages changed status (`pending` when made
    * or retried, `sent`, `failed`), or a failed one was discarded. */
   outgoing: OutgoingMessage;
-  /** An edit, delete or reaction was answered (done or failed); also
-   * one restored from the store, whose promise nobody holds. */
+  /** An edit, delete, reaction or vote was answered (done or failed);
+   * also one restored from the store, whose promise nobody holds. */
   command: CommandEvent;
   /** A member's reaction changed (v1.1), after the conversation's state
    * applied it; `counts` are absolute. */
   reaction: ReactionEvent;
+  /** A poll's results changed (v1.3: a vote, or its closing), after
+   * the conversation's state applied them; `counts` are absolute. */
+  poll_updated: PollUpdatedEvent;
   /** A message was pinned or unpinned (v1.1), after the conversation's
    * state applied it (`conversation(id).pins`). */
   pins_changed: { conversation_id: string; message_id: string; action: PinAction; by: string };

@@ -82,6 +82,11 @@ message_id: MessageId
 type: "react"
 } | {
 conversation_id: ConversationId
+message_id: MessageId
+option_ids: string[]
+type: "vote"
+} | {
+conversation_id: ConversationId
 state: TypingState
 type: "typing"
 } | {
@@ -219,6 +224,17 @@ message_id: MessageId
 type: "reaction"
 user_id: UserId
 } | {
+closed: boolean
+conversation_id: ConversationId
+counts: {
+[k: string]: number
+}
+message_id: MessageId
+type: "poll_updated"
+voters?: ({
+[k: string]: UserId[]
+} | null)
+} | {
 action: PinAction
 by: UserId
 conversation_id: ConversationId
@@ -252,6 +268,8 @@ body: string
 kind: "ciphertext"
 } | (CustomContent & {
 kind: "custom"
+}) | (PollContent & {
+kind: "poll"
 }) | (SystemEvent & {
 kind: "system"
 }))
@@ -359,6 +377,45 @@ seq?: (number | null)
  * kept until then; it gets its `message_id` and `seq` when sent.
  */
 status: ("sent" | "scheduled")
+}
+/**
+ * Content kind `poll`.
+ */
+export interface PollContent {
+/**
+ * Whether the results hide who chose what (`voters` absent).
+ */
+anonymous?: boolean
+/**
+ * When voting ends by itself (in the future when sent); absent or
+ * null: when closed by hand.
+ */
+closes_at?: (Timestamp | null)
+/**
+ * Whether a voter may choose more than one option.
+ */
+multiple?: boolean
+/**
+ * 2 to 10, ids unique within the poll.
+ */
+options: PollOption[]
+/**
+ * 1 to 300 characters.
+ */
+question: string
+}
+/**
+ * One choice of a poll.
+ */
+export interface PollOption {
+/**
+ * 1 to 32 of `A-Z a-z 0-9 _ -`, chosen by the sender.
+ */
+id: string
+/**
+ * 1 to 100 characters.
+ */
+text: string
 }
 /**
  * What a `system` message reports.
@@ -487,6 +544,11 @@ mention_all?: boolean
 mentions?: UserId[]
 message_id: MessageId
 /**
+ * On a poll (v1.3): its counts, whether it is closed, its latest
+ * voters unless anonymous, and the reader's own choice (`me`).
+ */
+poll_results?: (PollResults | null)
+/**
  * The reactions, one entry per emoji, in the order they first came
  * (v1.1); `me` says whether the reader reacted.
  */
@@ -511,6 +573,33 @@ thread?: (ThreadSummary | null)
  * it is in the main timeline.
  */
 thread_id?: (MessageId | null)
+}
+/**
+ * A poll message's `poll_results`.
+ */
+export interface PollResults {
+/**
+ * Whether voting has ended: closed by hand, or `closes_at` passed.
+ */
+closed: boolean
+/**
+ * Voters per option id, every option present.
+ */
+counts: {
+[k: string]: number
+}
+/**
+ * The reader's own choice: option ids, empty when they have not
+ * voted.
+ */
+me?: string[]
+/**
+ * Unless the poll is anonymous: per option id, its latest voters
+ * (at most 100, the latest first).
+ */
+voters?: ({
+[k: string]: UserId[]
+} | null)
 }
 /**
  * One emoji's reactions to a message.

@@ -181,6 +181,8 @@ export interface RestObserver {
   blocked?(user: string, action: "block" | "unblock", at: string): void;
   /** Profiles as the server answered them (v1.3). */
   profiles?(profiles: UserProfile[]): void;
+  /** The caller's vote in a poll was stored (v1.3). */
+  voted?(conversationId: string, messageId: string, optionIds: string[]): void;
 }
 
 /** The REST half of the API (docs/protocol.md): every call
@@ -313,6 +315,27 @@ export class Rest {
   async unpin(id: string, messageId: string): Promise<void> {
     await this.empty("DELETE", `/v1/conversations/${enc(id)}/pins/${enc(messageId)}`);
     this.observer?.pinned?.(id, messageId, "unpin");
+  }
+
+  /** Votes in a poll (v1.3), as the `vote` frame does (`client.vote`),
+   * for a client without a socket: replaces the caller's vote with
+   * `optionIds` (one unless the poll is `multiple`); empty retracts it.
+   * Idempotent. `400` for an option the poll lacks or two in a
+   * single-choice poll, `403` while muted, `404` for a poll from before
+   * the caller joined, `409` for a closed poll or a deleted message.
+   * Every member gets `poll_updated`. */
+  async vote(id: string, messageId: string, optionIds: readonly string[]): Promise<void> {
+    const option_ids = [...optionIds];
+    await this.empty("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/votes`, { option_ids });
+    this.observer?.voted?.(id, messageId, option_ids);
+  }
+
+  /** Closes a poll (v1.3): its author, an owner or admin of the
+   * conversation, or a tenant admin (`403 forbidden` for anyone else);
+   * closing a closed poll changes nothing. Every member gets
+   * `poll_updated` with `closed: true`. */
+  closePoll(id: string, messageId: string): Promise<void> {
+    return this.empty("POST", `/v1/conversations/${enc(id)}/messages/${enc(messageId)}/close`);
   }
 
   /** Changes the settings that affect every member (v1.2): any of

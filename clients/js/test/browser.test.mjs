@@ -5,8 +5,9 @@
 // the README's two (wide and narrow), one of each v1.1 feature
 // (reactions, replies and threads, mentions, pins, roles, notification
 // settings), of each v1.2 safety screen (blocks, the admin screen,
-// reports), and of search and scheduled messages to docs/screenshots/, so
-// the README shows what the last run saw.
+// reports), of search and scheduled messages, and of the v1.3 screens
+// (polls among them) to docs/screenshots/, so the README shows what the
+// last run saw.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
@@ -936,6 +937,126 @@ test("custom messages (v1.3): an app's own kind shows its fallback text, or its 
   await dara.screenshot({ path: `${screenshots}custom-messages.png` });
   cass.close();
   await dara.context().close();
+});
+
+// ---- Polls (v1.3) ----
+
+/** The poll card of the main timeline that asks `question`. */
+const pollCard = (page, question) => page.locator("#messages .poll", { has: page.locator(".poll-question", { hasText: question }) });
+/** One option's button on a poll card (options made in the form are `o1`, `o2`, ...). */
+const option = (card, id) => card.locator(`.poll-option[data-option="${id}"]`);
+
+test("polls (v1.3): a member creates a poll from the composer, another votes, both see counts and voters follow, a vote is changed and retracted, the author closes it; a multiple anonymous one toggles", async () => {
+  const id = await groupOf("petra", ["kofi"], "Offsite");
+  const petra = await signIn("petra", FEATURE);
+  const kofi = await signIn("kofi", FEATURE);
+  await openChat(petra, id);
+  await openChat(kofi, id);
+
+  // Petra's form starts with two options (never fewer), takes up to ten,
+  // and leaves out the ones left empty.
+  await petra.getByRole("button", { name: "Create a poll" }).click();
+  await petra.locator("#poll-form").waitFor();
+  assert.equal(await petra.locator("#poll-options input").count(), 2);
+  assert.equal(await petra.getByRole("button", { name: "Remove option 1" }).isDisabled(), true);
+  await petra.fill("#poll-question", "Where shall we go for the offsite?");
+  await petra.getByRole("textbox", { name: "Option 1" }).fill("Lisbon");
+  await petra.getByRole("textbox", { name: "Option 2" }).fill("Berlin");
+  await petra.click("#poll-add");
+  await petra.getByRole("textbox", { name: "Option 3" }).fill("The Moon");
+  await petra.click("#poll-add");
+  await petra.getByRole("textbox", { name: "Option 4" }).fill("Oslo");
+  await petra.getByRole("button", { name: "Remove option 3" }).click();
+  assert.equal(await petra.getByRole("textbox", { name: "Option 3" }).inputValue(), "Oslo", "the options renumber");
+  while (!(await petra.locator("#poll-add").isDisabled())) await petra.click("#poll-add");
+  assert.equal(await petra.locator("#poll-options input").count(), 10);
+  const closes = await petra.evaluate(() => {
+    const pad = (n) => String(n).padStart(2, "0");
+    const d = new Date(Date.now() + 86_400_000);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T17:00`;
+  });
+  await petra.fill("#poll-closes", closes);
+  await petra.screenshot({ path: `${artifacts}poll-form.png` });
+  await petra.click("#poll-send");
+  await petra.locator("#poll-form").waitFor({ state: "hidden" });
+
+  const onPetra = pollCard(petra, "Where shall we go");
+  const onKofi = pollCard(kofi, "Where shall we go");
+  await onKofi.waitFor();
+  assert.deepEqual(await onKofi.locator(".poll-text").allTextContents(), ["Lisbon", "Berlin", "Oslo"]);
+  await onKofi.locator(".poll-note", { hasText: "Choose one · closes" }).waitFor();
+  await kofi.locator(`#conversations button[data-conversation="${id}"]`, { hasText: "[poll] Where shall we go" }).waitFor();
+  await onPetra.getByRole("button", { name: "Close poll" }).waitFor();
+  assert.equal(await onKofi.getByRole("button", { name: "Close poll" }).count(), 0, "a plain member does not close another's poll");
+
+  // Kofi votes Lisbon: his choice pressed, the count and his name on
+  // Petra's side.
+  await option(onKofi, "o1").click();
+  await option(onKofi, "o1").and(kofi.locator('[aria-pressed="true"]')).filter({ hasText: "1" }).waitFor();
+  await option(onPetra, "o1").locator(".poll-count", { hasText: "1" }).waitFor();
+  await option(onPetra, "o1").locator(".poll-voters", { hasText: "kofi" }).waitFor();
+  assert.equal(await option(onPetra, "o1").getAttribute("aria-pressed"), "false");
+  await onKofi.getByRole("button", { name: "Retract your vote" }).waitFor();
+
+  // Petra votes Berlin; Kofi moves to Berlin too (one choice: his vote
+  // is replaced).
+  await option(onPetra, "o2").click();
+  await option(onKofi, "o2").locator(".poll-count", { hasText: "1" }).waitFor();
+  await option(onKofi, "o2").click();
+  await option(onKofi, "o2").and(kofi.locator('[aria-pressed="true"]')).filter({ hasText: "2" }).waitFor();
+  assert.equal(await option(onKofi, "o1").getAttribute("aria-pressed"), "false");
+  await option(onPetra, "o1").locator(".poll-count", { hasText: "0" }).waitFor();
+  await option(onPetra, "o2").locator(".poll-voters", { hasText: "kofi, you" }).waitFor();
+  await onPetra.locator(".poll-total", { hasText: "2 votes" }).waitFor();
+  // (The message's toolbar shows on hover and focus: away from it.)
+  await petra.mouse.move(400, 600);
+  await petra.locator("#text").focus();
+  await petra.screenshot({ path: `${screenshots}polls.png` });
+
+  // A reload shows Kofi's choice as the server keeps it.
+  await kofi.reload();
+  const again = pollCard(kofi, "Where shall we go");
+  await option(again, "o2").and(kofi.locator('[aria-pressed="true"]')).waitFor();
+
+  // He retracts it.
+  await again.getByRole("button", { name: "Retract your vote" }).click();
+  await option(onPetra, "o2").locator(".poll-count", { hasText: "1" }).waitFor();
+  await option(again, "o2").and(kofi.locator('[aria-pressed="false"]')).waitFor();
+  assert.equal(await again.getByRole("button", { name: "Retract your vote" }).count(), 0);
+
+  // Petra closes it: closed on both sides, no more voting.
+  await onPetra.getByRole("button", { name: "Close poll" }).click();
+  await again.locator(".poll-note .closed", { hasText: "Closed" }).waitFor();
+  await onPetra.locator(".poll-note .closed", { hasText: "Closed" }).waitFor();
+  assert.equal(await option(again, "o1").isDisabled(), true);
+  assert.equal(await onPetra.getByRole("button", { name: "Close poll" }).count(), 0);
+  assert.equal(await onPetra.getByRole("button", { name: "Retract your vote" }).count(), 0);
+  await onPetra.locator(".poll-total", { hasText: "1 vote" }).waitFor();
+
+  // Multiple answers, anonymous: a click adds or takes back one choice,
+  // and nobody is named.
+  await petra.getByRole("button", { name: "Create a poll" }).click();
+  await petra.fill("#poll-question", "Which snacks?");
+  await petra.getByRole("textbox", { name: "Option 1" }).fill("Crisps");
+  await petra.getByRole("textbox", { name: "Option 2" }).fill("Fruit");
+  await petra.check("#poll-multiple");
+  await petra.check("#poll-anonymous");
+  await petra.click("#poll-send");
+  const snacks = pollCard(kofi, "Which snacks?");
+  await snacks.locator(".poll-note", { hasText: "Choose any · anonymous" }).waitFor();
+  await option(snacks, "o1").click();
+  await option(snacks, "o1").and(kofi.locator('[aria-pressed="true"]')).waitFor();
+  await option(snacks, "o2").click();
+  await option(snacks, "o2").and(kofi.locator('[aria-pressed="true"]')).waitFor();
+  assert.equal(await option(snacks, "o1").getAttribute("aria-pressed"), "true", "both chosen");
+  await option(snacks, "o1").click();
+  await option(snacks, "o1").and(kofi.locator('[aria-pressed="false"]')).waitFor();
+  const petraSnacks = pollCard(petra, "Which snacks?");
+  await option(petraSnacks, "o2").locator(".poll-count", { hasText: "1" }).waitFor();
+  await option(petraSnacks, "o1").locator(".poll-count", { hasText: "0" }).waitFor();
+  assert.equal(await petraSnacks.locator(".poll-voters").count(), 0);
+  assert.equal(await snacks.locator(".poll-voters").count(), 0);
+  for (const page of [petra, kofi]) await page.context().close();
 });
 
 test("search: a member types in the search box, sees the highlighted result, clicks it and lands on the message", async () => {

@@ -1038,6 +1038,217 @@ test("custom messages and custom fields (v1.3): sent, received and edited as typ
   }
 });
 
+const pollOf = (c, id, messageId) => c.conversation(id).get(messageId)?.poll_results;
+
+test("polls (v1.3): sent and previewed, votes over the socket and REST answered by poll_updated, `me` kept per member, history per reader, closed by hand and by time, refusals as CommandErrors", async () => {
+  const { id, clients, close } = await group("polly", ["quill", "rowan"], "polls");
+  const { polly, quill, rowan } = clients;
+  try {
+    await quill.conversationList.load();
+    const arrived = waitFor(quill, "message", (m) => m.content?.kind === "poll" && m);
+    const sent = await polly.sendPoll(id, { question: "Lunch?", options: ["Pizza", "Sushi", "Tacos"] });
+    const poll = sent.message_id;
+    const got = await arrived;
+    assert.deepEqual(got.content, {
+      kind: "poll",
+      question: "Lunch?",
+      options: [{ id: "o1", text: "Pizza" }, { id: "o2", text: "Sushi" }, { id: "o3", text: "Tacos" }],
+      multiple: false,
+      anonymous: false,
+    });
+    const fresh = { counts: { o1: 0, o2: 0, o3: 0 }, closed: false, voters: { o1: [], o2: [], o3: [] }, me: [] };
+    assert.deepEqual(got.poll_results, fresh);
+    assert.deepEqual(pollOf(polly, id, poll), fresh, "the sender's copy, made from the ack, has fresh results");
+    await until(() => quill.conversationList.get(id)?.preview === "[poll] Lunch?", 10_000, "the preview");
+
+    // Quill votes: his promise settles on the answer, his `me` is his
+    // choice; Polly's state takes the counts, with no `me`.
+    const seenByPolly = [];
+    polly.on("poll_updated", (e) => seenByPolly.push(e));
+    const toPolly = waitFor(polly, "poll_updated", (e) => e.counts.o2 === 1 && e);
+    const answer = await quill.vote(id, poll, ["o2"]);
+    assert.deepEqual([answer.message_id, answer.counts, answer.closed, answer.voters], [poll, { o1: 0, o2: 1, o3: 0 }, false, { o1: [], o2: ["quill"], o3: [] }]);
+    assert.deepEqual(quill.conversation(id).votedFor(poll), ["o2"]);
+    await toPolly;
+    assert.deepEqual(pollOf(polly, id, poll), { counts: { o1: 0, o2: 1, o3: 0 }, closed: false, voters: { o1: [], o2: ["quill"], o3: [] }, me: [] });
+
+    // A single-choice poll: toggling another option replaces the vote.
+    const moved = await quill.toggleVote(id, poll, "o1");
+    assert.deepEqual(moved.counts, { o1: 1, o2: 0, o3: 0 });
+    assert.deepEqual(quill.conversation(id).votedFor(poll), ["o1"]);
+    // Polly votes over REST: her `me` follows the 204, her counts the event.
+    await polly.rest.vote(id, poll, ["o1"]);
+    await until(() => pollOf(polly, id, poll)?.counts.o1 === 2, 10_000, "polly's own vote counted");
+    assert.deepEqual(polly.conversation(id).votedFor(poll), ["o1"]);
+    assert.deepEqual(pollOf(quill, id, poll).voters.o1, ["polly", "quill"], "the latest voter first");
+    assert.deepEqual(quill.conversation(id).votedFor(poll), ["o1"], "another's vote leaves quill's own");
+
+    // The same vote again is answered, to the voter alone.
+    const before = seenByPolly.length;
+    assert.deepEqual((await quill.vote(id, poll, ["o1"])).counts, { o1: 2, o2: 0, o3: 0 });
+    const retracted = await rowan.vote(id, poll, ["o3"]).then(() => rowan.vote(id, poll, []));
+    assert.deepEqual(retracted.counts, { o1: 2, o2: 0, o3: 0 });
+    assert.deepEqual(rowan.conversation(id).votedFor(poll), []);
+    await until(() => seenByPolly.length >= before + 2, 10_000, "polly hearing rowan's vote and retraction");
+    assert.deepEqual(seenByPolly.slice(before).map((e) => e.counts.o3), [1, 0], "quill's repeat went to quill alone");
+
+    // History has `me` per reader.
+    for (const [c, me] of [[quill, ["o1"]], [polly, ["o1"]], [rowan, []]]) {
+      const page = await c.rest.history(id, { limit: 10 });
+      const stored = page.messages.find((m) => m.message_id === poll);
+      assert.deepEqual(stored.poll_results.me, me);
+      assert.deepEqual(stored.poll_results.counts, { o1: 2, o2: 0, o3: 0 });
+    }
+
+    // Refusals reject with the server's code, naming the poll.
+    await assert.rejects(quill.vote(id, poll, ["o1", "o2"]), (e) => {
+      assert.ok(e instanceof CommandError);
+      assert.equal(e.request, "vote");
+      assert.equal(e.code, "invalid_request");
+      assert.equal(e.frame.message_id, poll);
+      return true;
+    });
+    await assert.rejects(quill.vote(id, poll, ["nope"]), (e) => e.code === "invalid_request");
+    await assert.rejects(quill.vote(id, "1234567", ["o1"]), (e) => e.code === "not_found");
+    const text = await polly.sendText(id, "not a poll");
+    await assert.rejects(quill.vote(id, text.message_id, ["o1"]), (e) => e.code === "invalid_request");
+    await assert.rejects(polly.edit(id, poll, { kind: "text", text: "Dinner?" }), (e) => e.request === "edit_message" && e.code === "conflict");
+    assert.deepEqual(quill.conversation(id).votedFor(poll), ["o1"], "a refusal changes no choice");
+
+    // Multiple choice, anonymous, options with their own ids.
+    const days = (
+      await polly.sendPoll(id, {
+        question: "Which days?",
+        options: [{ id: "mon", text: "Monday" }, { id: "tue", text: "Tuesday" }, { id: "wed", text: "Wednesday" }],
+        multiple: true,
+        anonymous: true,
+      })
+    ).message_id;
+    await until(() => quill.conversation(id).get(days), 10_000, "quill receiving the second poll");
+    await quill.toggleVote(id, days, "wed");
+    const both = await quill.toggleVote(id, days, "mon");
+    assert.deepEqual(both.counts, { mon: 1, tue: 0, wed: 1 });
+    assert.equal(both.voters, undefined, "an anonymous poll names nobody");
+    assert.deepEqual(quill.conversation(id).votedFor(days), ["mon", "wed"], "in the poll's order");
+    assert.deepEqual((await quill.toggleVote(id, days, "wed")).counts, { mon: 1, tue: 0, wed: 0 });
+    assert.deepEqual(quill.conversation(id).votedFor(days), ["mon"]);
+    await until(() => pollOf(polly, id, days)?.counts.mon === 1 && pollOf(polly, id, days)?.counts.wed === 0, 10_000, "polly's counts");
+    assert.deepEqual(pollOf(polly, id, days).me, []);
+
+    // Made without a connection, a vote waits, then goes.
+    quill.close();
+    const later = quill.vote(id, days, ["tue"]);
+    assert.equal(quill.queued, 1);
+    quill.connect();
+    assert.deepEqual((await later).counts, { mon: 0, tue: 1, wed: 0 });
+    assert.deepEqual(quill.conversation(id).votedFor(days), ["tue"]);
+
+    // Closing: not by a plain member; by the author, then every member
+    // reads it closed and votes are refused.
+    await assert.rejects(quill.closePoll(id, poll), (e) => e instanceof ApiError && e.status === 403);
+    const closed = waitFor(quill, "poll_updated", (e) => e.message_id === poll && e.closed && e);
+    await polly.closePoll(id, poll);
+    assert.deepEqual((await closed).counts, { o1: 2, o2: 0, o3: 0 });
+    assert.equal(pollOf(quill, id, poll).closed, true);
+    assert.deepEqual(quill.conversation(id).votedFor(poll), ["o1"], "closing keeps the choice");
+    await polly.closePoll(id, poll); // closing again changes nothing
+    await assert.rejects(quill.vote(id, poll, ["o2"]), (e) => e.code === "conflict");
+    await assert.rejects(quill.rest.vote(id, poll, ["o2"]), (e) => e instanceof ApiError && e.status === 409);
+
+    // Closed by time: past its closes_at, refused and read as closed.
+    const closesAt = Date.now() + 3_000;
+    const soon = (await polly.sendPoll(id, { question: "Quick one?", options: ["Yes", "No"], closesAt: new Date(closesAt) })).message_id;
+    await until(() => quill.conversation(id).get(soon), 10_000, "quill receiving the quick poll");
+    assert.equal(Date.parse(quill.conversation(id).get(soon).content.closes_at), closesAt);
+    await quill.vote(id, soon, ["o1"]);
+    await new Promise((r) => setTimeout(r, closesAt - Date.now() + 200));
+    await assert.rejects(quill.vote(id, soon, ["o2"]), (e) => e.code === "conflict");
+    const page = await quill.rest.history(id, { limit: 10 });
+    const stored = page.messages.find((m) => m.message_id === soon);
+    assert.deepEqual([stored.poll_results.closed, stored.poll_results.me], [true, ["o1"]]);
+    quill.conversation(id).update(stored);
+    assert.equal(pollOf(quill, id, soon).closed, true);
+
+    // A deleted poll has no results and takes no vote.
+    await polly.delete(id, days);
+    await until(() => quill.conversation(id).get(days)?.deleted_at, 10_000, "quill seeing the delete");
+    assert.equal(pollOf(quill, id, days), undefined);
+    await assert.rejects(quill.vote(id, days, ["mon"]), (e) => e.code === "conflict");
+  } finally {
+    close();
+  }
+});
+
+test("votes wait without a connection, go one at a time per poll, kept in the store, and settle by the poll_updated that can answer them (stand-in)", { timeout: 10_000 }, async () => {
+  // The stand-in answers each vote on poll 1 with another member's
+  // update first (xavi voted for `a`; zoe's choice as it was before: it
+  // cannot be the answer), then 50 ms later with zoe's own; a vote on
+  // poll 2 is refused.
+  const inFlight = new Map();
+  let overlapped = 0;
+  let zoe = [];
+  const server = await standIn((frame, socket) => {
+    if (frame.type !== "vote") return;
+    const n = inFlight.get(frame.message_id) ?? 0;
+    if (n > 0) overlapped += 1;
+    inFlight.set(frame.message_id, n + 1);
+    const update = (choice) => {
+      const voters = { a: [...(choice.includes("a") ? ["zoe"] : []), "xavi"], b: choice.includes("b") ? ["zoe"] : [] };
+      const counts = { a: voters.a.length, b: voters.b.length };
+      return { type: "poll_updated", conversation_id: frame.conversation_id, message_id: frame.message_id, counts, closed: false, voters };
+    };
+    if (frame.message_id === "1") server.reply(socket, update(zoe));
+    setTimeout(() => {
+      inFlight.set(frame.message_id, inFlight.get(frame.message_id) - 1);
+      if (frame.message_id === "2") {
+        server.reply(socket, { type: "error", code: "conflict", message: "the poll is closed", request_type: "vote", conversation_id: frame.conversation_id, message_id: "2" });
+        return;
+      }
+      zoe = frame.option_ids;
+      server.reply(socket, update(zoe));
+    }, 50);
+  });
+  const store = new MemoryStore();
+  const c = new SwitchboardClient({ url: server.url, token: fakeToken("zoe"), WebSocket, persist: store });
+  try {
+    const content = { kind: "poll", question: "A or B?", options: [{ id: "a", text: "A" }, { id: "b", text: "B" }], multiple: true, anonymous: false };
+    c.conversation("c1").add(message({ message_id: "1", conversation_id: "c1", seq: 1, content, poll_results: { counts: { a: 0, b: 0 }, closed: false, voters: { a: [], b: [] }, me: [] } }));
+    const first = c.vote("c1", "1", ["b", "a"]);
+    const second = c.vote("c1", "1", ["b"]);
+    const refused = c.vote("c1", "2", ["a"]).then(
+      () => undefined,
+      (e) => e,
+    );
+    assert.equal(c.queued, 3);
+    await c.flush();
+    assert.deepEqual(
+      store.records.get("outbox").commands.map((r) => [r.type, r.message_id, r.option_ids]),
+      [["vote", "1", ["b", "a"]], ["vote", "1", ["b"]], ["vote", "2", ["a"]]],
+      "kept in the store while they wait",
+    );
+    const settled = [];
+    c.on("command", (e) => settled.push([e.type, e.outcome, e.poll?.counts ?? e.error?.code]));
+    c.connect();
+    assert.deepEqual((await first).voters, { a: ["zoe", "xavi"], b: ["zoe"] }, "the other member's update is not the answer");
+    assert.deepEqual((await second).counts, { a: 1, b: 1 });
+    assert.deepEqual(c.conversation("c1").votedFor("1"), ["b"]);
+    assert.deepEqual(c.conversation("c1").get("1").poll_results.counts, { a: 1, b: 1 });
+    const error = await refused;
+    assert.ok(error instanceof CommandError && error.code === "conflict" && error.request === "vote", String(error));
+    assert.equal(overlapped, 0, "never two votes in flight on one poll");
+    assert.deepEqual(
+      server.frames.filter((f) => f.type === "vote").map((f) => [f.message_id, f.option_ids]),
+      [["1", ["b", "a"]], ["2", ["a"]], ["1", ["b"]]],
+    );
+    assert.deepEqual(settled.filter(([, outcome]) => outcome === "done"), [["vote", "done", { a: 2, b: 1 }], ["vote", "done", { a: 1, b: 1 }]]);
+    assert.deepEqual(settled.filter(([, outcome]) => outcome === "failed"), [["vote", "failed", "conflict"]]);
+    assert.equal(c.queued, 0);
+  } finally {
+    c.close();
+    server.close();
+  }
+});
+
 test("public channels and invites (v1.3): found in the directory, joined into the list, settings followed, invites made, accepted and revoked", async () => {
   const { id, clients, close } = await group("vera", ["walt"], "SDK channel");
   const { vera, walt } = clients;
