@@ -211,6 +211,17 @@ pub trait BlobStore: Send + Sync + 'static {
         blob_ref: &BlobRef,
     ) -> Result<Option<BlobInfo>, BlobError>;
 
+    /// Stores a media blob Switchboard itself fetched (a link preview's
+    /// image, v1.3) under a fresh `blob_ref`, as an upload by `uploader`
+    /// would have: it is read, counted and collected like any upload.
+    async fn put_media(
+        &self,
+        tenant: &TenantId,
+        uploader: &UserId,
+        mime: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(BlobRef, BlobInfo), BlobError>;
+
     /// Writes (or overwrites) an object Switchboard itself makes, such as
     /// a message archive, under `name` (checked by [`object_name_ok`]).
     /// One over the store's maximum object size is refused: it could not

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use switchboard_protocol::{TenantId, Timestamp};
+use switchboard_protocol::{TenantId, Timestamp, UserId};
 use tokio::io::AsyncWriteExt;
 
 use crate::token::{Claims, Op, Signer};
@@ -455,6 +455,32 @@ impl BlobStore for LocalBlobs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(e)),
         }
+    }
+
+    async fn put_media(
+        &self,
+        tenant: &TenantId,
+        uploader: &UserId,
+        mime: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(BlobRef, BlobInfo), BlobError> {
+        let blob_ref = BlobRef::generate()?;
+        let (data, meta) = self.paths(tenant, &blob_ref);
+        if let Some(parent) = data.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(io)?;
+        }
+        let info = BlobInfo {
+            mime: mime.to_owned(),
+            size: bytes.len() as u64,
+            uploaded_by: uploader.clone(),
+            uploaded_at: Timestamp::now(),
+        };
+        // The bytes first, then the metadata that makes it a blob: a
+        // crash between them leaves a file the sweep removes.
+        write_synced(&data, &bytes).await?;
+        let json = serde_json::to_vec(&info).map_err(BlobError::backend)?;
+        write_synced(&meta, &json).await?;
+        Ok((blob_ref, info))
     }
 
     /// Objects live under `archive/` in the directory, beside the tenants'

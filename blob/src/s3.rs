@@ -244,6 +244,35 @@ impl BlobStore for S3Blobs {
         }))
     }
 
+    async fn put_media(
+        &self,
+        tenant: &TenantId,
+        uploader: &UserId,
+        mime: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(BlobRef, BlobInfo), BlobError> {
+        let blob_ref = BlobRef::generate()?;
+        let size = bytes.len() as u64;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(Self::key(tenant, &blob_ref))
+            .content_type(mime)
+            .metadata(UPLOADED_BY, uploader.as_str())
+            .if_none_match("*")
+            .body(aws_sdk_s3::primitives::ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(sdk)?;
+        let info = BlobInfo {
+            mime: mime.to_owned(),
+            size,
+            uploaded_by: uploader.clone(),
+            uploaded_at: Timestamp::now(),
+        };
+        Ok((blob_ref, info))
+    }
+
     async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         crate::check_object_name(name)?;
         if bytes.len() as u64 > self.max_object_bytes {

@@ -41,6 +41,8 @@ pub const KEYS_BUCKET_JSON: &str = include_str!("../kv/sb_keys.json");
 pub const TENANTS_BUCKET_JSON: &str = include_str!("../kv/sb_tenants.json");
 pub const TENANT_BANS_BUCKET_JSON: &str = include_str!("../kv/sb_tenant_bans.json");
 pub const ERASURES_BUCKET_JSON: &str = include_str!("../kv/sb_erasures.json");
+pub const PREVIEWS_BUCKET_JSON: &str = include_str!("../kv/sb_previews.json");
+pub const PREVIEWS_CONSUMER_JSON: &str = include_str!("../consumers/previews.json");
 pub const PLUGIN_CODE_STORE_JSON: &str = include_str!("../objects/sb_plugin_code.json");
 pub const PLUGIN_UPLOADS_STORE_JSON: &str = include_str!("../objects/sb_plugin_uploads.json");
 pub const PLUGIN_COMPILED_STORE_JSON: &str = include_str!("../objects/sb_plugin_compiled.json");
@@ -68,6 +70,7 @@ pub const KEYS_BUCKET: &str = "sb_keys";
 pub const TENANTS_BUCKET: &str = "sb_tenants";
 pub const TENANT_BANS_BUCKET: &str = "sb_tenant_bans";
 pub const ERASURES_BUCKET: &str = "sb_erasures";
+pub const PREVIEWS_BUCKET: &str = "sb_previews";
 pub const PLUGIN_CODE_STORE: &str = "sb_plugin_code";
 pub const PLUGIN_UPLOADS_STORE: &str = "sb_plugin_uploads";
 pub const PLUGIN_COMPILED_STORE: &str = "sb_plugin_compiled";
@@ -117,6 +120,13 @@ struct BucketFile {
     /// watchers see expiries); absent for buckets that need none.
     #[serde(default)]
     limit_markers: Option<u64>,
+    /// Bytes the bucket holds at most (a cache's bound); absent (0): no
+    /// bound.
+    #[serde(default)]
+    max_bytes: i64,
+    /// The largest value; absent (0): the server's.
+    #[serde(default)]
+    max_value_size: i32,
     /// Whether the bucket's stream takes `Nats-Rollup` headers (`nats kv
     /// add` turns them on; `nats stream edit KV_<bucket> --no-allow-rollup`
     /// turns them off). Off for the buckets gateways write: a rollup of
@@ -297,6 +307,15 @@ pub fn push_consumers() -> Result<[consumer::pull::Config; 2], BackboneError> {
     ])
 }
 
+/// The link previews stage's consumer (v1.3), on `SB_PUSH`.
+pub fn previews_consumer() -> Result<consumer::pull::Config, BackboneError> {
+    parse("previews.json", PREVIEWS_CONSUMER_JSON)
+}
+
+pub fn previews_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
+    bucket("sb_previews.json", PREVIEWS_BUCKET_JSON, config)
+}
+
 pub fn push_tokens_bucket(config: &BackboneConfig) -> Result<kv::Config, BackboneError> {
     bucket("sb_push_tokens.json", PUSH_TOKENS_BUCKET_JSON, config)
 }
@@ -387,6 +406,8 @@ fn bucket(name: &str, json: &str, config: &BackboneConfig) -> Result<kv::Config,
         storage: f.storage,
         num_replicas: config.replicas.max(f.num_replicas),
         limit_markers: f.limit_markers.map(Duration::from_nanos),
+        max_bytes: f.max_bytes,
+        max_value_size: f.max_value_size,
         ..Default::default()
     })
 }
@@ -534,6 +555,7 @@ async fn check_defined(
         PUSH_COLLAPSE_BUCKET,
         REFUSED_BUCKET,
         ERASURES_BUCKET,
+        PREVIEWS_BUCKET,
     ] {
         js.get_key_value(name)
             .await
@@ -591,6 +613,7 @@ pub async fn ensure(js: &jetstream::Context, config: &BackboneConfig) -> Result<
         (push_collapse_bucket(config)?, PUSH_COLLAPSE_BUCKET_JSON),
         (refused_bucket(config)?, REFUSED_BUCKET_JSON),
         (erasures_bucket(config)?, ERASURES_BUCKET_JSON),
+        (previews_bucket(config)?, PREVIEWS_BUCKET_JSON),
     ];
     for (b, json) in buckets {
         let name = b.bucket.clone();
@@ -718,6 +741,13 @@ mod tests {
         let [msg, send] = push_consumers().unwrap();
         assert_eq!(msg.filter_subject, "sb.push.msg.>");
         assert_eq!(send.filter_subject, "sb.push.send.>");
+        assert_eq!(
+            previews_consumer().unwrap().filter_subject,
+            "sb.push.preview.>"
+        );
+        let previews = previews_bucket(&c).unwrap();
+        assert_eq!(previews.max_age, Duration::from_secs(86_400));
+        assert!(previews.max_bytes > 0, "a cache: it is bounded");
         assert_eq!(
             push_collapse_bucket(&c).unwrap().max_age,
             Duration::from_secs(3600)

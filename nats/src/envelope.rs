@@ -81,6 +81,8 @@ pub enum Command {
     Vote(VoteCommand),
     /// v1.3: a poll is closed by hand.
     ClosePoll(PinCommand),
+    /// v1.3: a message's link previews, unfurled by the previews stage.
+    Previews(PreviewsCommand),
     /// v1.1: a message is pinned, or unpinned.
     Pin(PinCommand),
     Unpin(PinCommand),
@@ -185,6 +187,7 @@ impl Command {
             Self::React(c) => &c.by.tenant,
             Self::Vote(c) => &c.by.tenant,
             Self::ClosePoll(c) => &c.by.tenant,
+            Self::Previews(c) => &c.tenant,
             Self::Pin(c) | Self::Unpin(c) => &c.by.tenant,
             Self::Block(c) => &c.by.tenant,
             Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => &c.by.tenant,
@@ -229,6 +232,7 @@ impl Command {
             Self::React(c) => &c.by.conversation_id,
             Self::Vote(c) => &c.by.conversation_id,
             Self::ClosePoll(c) => &c.by.conversation_id,
+            Self::Previews(c) => &c.conversation_id,
             Self::Pin(c) | Self::Unpin(c) => &c.by.conversation_id,
             Self::Block(c) => &c.by.conversation_id,
             Self::Ban(c) | Self::Unban(c) | Self::Mute(c) | Self::Unmute(c) => {
@@ -254,6 +258,9 @@ impl Command {
             Self::CreateConversation(c) => format!("cmd-{}", c.command_id),
             Self::AddMembers(c) | Self::RemoveMembers(c) => format!("cmd-{}", c.command_id),
             Self::Edit(c) | Self::Delete(c) => format!("cmd-{}", c.command_id),
+            // One unfurling per message: a job handled twice (redelivered
+            // after a crash) is one command.
+            Self::Previews(c) => format!("previews-{}", c.message_id),
             Self::SetRole(_)
             | Self::Settings(_)
             | Self::React(_)

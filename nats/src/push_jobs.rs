@@ -1,4 +1,5 @@
-//! The jobs of the push pipeline (F15) on the `SB_PUSH` stream.
+//! The jobs of the push pipeline (F15) on the `SB_PUSH` stream, and
+//! (v1.3) the link previews' jobs beside them.
 //!
 //! 1. A writer publishes a [`MessageJob`] for each stored message of a
 //!    tenant with pushes, in a conversation that fans out on write.
@@ -28,6 +29,11 @@ pub fn send_subject(tenant: &TenantId) -> String {
     format!("sb.push.send.{}", token(tenant.as_str()))
 }
 
+/// Where a stored message's links wait to be unfurled (v1.3).
+pub fn preview_subject(tenant: &TenantId) -> String {
+    format!("sb.push.preview.{}", token(tenant.as_str()))
+}
+
 pub fn dead_subject(tenant: &TenantId) -> String {
     format!("sb.pushdead.{}", token(tenant.as_str()))
 }
@@ -49,6 +55,19 @@ pub struct MessageJob {
     /// `stored_at` the reaction's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reaction: Option<String>,
+}
+
+/// A stored text message whose links are to be unfurled (v1.3),
+/// published by its writer after the commit; the previews stage fetches
+/// them and sends the cards back to the writer
+/// ([`crate::envelope::PreviewsCommand`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewJob {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
+    /// The text's first links (`previews::links`), in order.
+    pub urls: Vec<String>,
 }
 
 /// One push to one device, ready to send.

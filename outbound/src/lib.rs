@@ -1,6 +1,8 @@
 //! Calls to addresses a tenant names: push providers
 //! (`switchboard-push`), event webhooks (`switchboard-webhooks`),
-//! identity providers' key sets (the gateway).
+//! identity providers' key sets (the gateway); and fetches of the links
+//! users post (link previews, `fetch.rs`: redirects checked hop by hop,
+//! private networks allowed one by one).
 //!
 //! A tenant could otherwise point them at the deployment's own services
 //! (a metadata endpoint, NATS's monitoring port, an admin API on
@@ -20,6 +22,7 @@
 //! [`Attempt`]) and how they sign a body (`signing.rs`).
 
 mod calls;
+mod fetch;
 mod private;
 mod signing;
 #[cfg(any(test, feature = "test-server"))]
@@ -29,5 +32,6 @@ pub use calls::{
     ALLOW_PRIVATE, Answer, AnswerCaps, Attempt, CallConfig, Clients, Timeouts, answer, by_status,
     read_capped, transport,
 };
+pub use fetch::{FetchConfig, FetchError, FetchPolicy, Fetched, Fetcher, Network};
 pub use private::{PublicOnly, client_builder, is_private, private_literal, redirects};
 pub use signing::signature;

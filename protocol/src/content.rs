@@ -372,6 +372,8 @@ pub(crate) enum SentContent {
     },
     /// An app's own message type (v1.3).
     Custom(CustomContent),
+    /// A poll (v1.3).
+    Poll(PollContent),
 }
 
 #[cfg(test)]

@@ -44,6 +44,9 @@ pub enum ClientFrame {
         /// at most 4096 bytes as compact JSON.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         custom: Option<Map<String, Value>>,
+        /// `false`: no link previews for this message (v1.3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previews: Option<bool>,
     },
     EditMessage {
         conversation_id: ConversationId,
@@ -157,6 +160,7 @@ impl ClientFrame {
             mention_all: false,
             send_at: None,
             custom: None,
+            previews: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub mod membership;
 pub mod message;
 pub mod moderation;
 pub mod poll;
+pub mod previews;
 pub mod profile;
 pub mod push;
 pub mod push_templates;

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use crate::content::Content;
 use crate::ids::{ClientMsgId, ConversationId, DeviceId, MessageId, UserId};
 use crate::poll::{PollContent, PollResults};
+use crate::previews::LinkPreview;
 use crate::timestamp::Timestamp;
 
 /// One version of an edited message (`GET .../versions`).
@@ -82,6 +83,10 @@ pub struct Message {
     /// voters unless anonymous, and the reader's own choice (`me`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_results: Option<PollResults>,
+    /// Cards of the text's first links (v1.3), added by the server after
+    /// the send (members get `message_updated`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previews: Vec<LinkPreview>,
     /// Stored, never shown (v1.3): the sender was shadow-banned when they
     /// sent it, so it is their devices' alone. Every way a message leaves
     /// for a client drops the messages others may not see and clears the
@@ -127,6 +132,7 @@ impl Message {
             expires_at: None,
             custom: None,
             poll_results: None,
+            previews: Vec::new(),
             shadow: false,
         }
     }
@@ -156,9 +162,45 @@ impl Message {
         self.content = None;
         self.reactions.clear();
         self.poll_results = None;
+        self.previews.clear();
         self.mentions.clear();
         self.mention_all = false;
         self.deleted_at = Some(at);
+    }
+
+    /// Every blob this message references: its media, and its previews'
+    /// images (v1.3).
+    pub fn blob_refs(&self) -> Vec<&str> {
+        self.content
+            .as_ref()
+            .and_then(Content::media)
+            .map(|m| m.blob_ref.as_str())
+            .into_iter()
+            .chain(
+                self.previews
+                    .iter()
+                    .filter_map(|p| p.image.as_ref())
+                    .map(|i| i.blob_ref.as_str()),
+            )
+            .collect()
+    }
+
+    /// Keeps the link previews whose link its content still has (v1.3;
+    /// an edit may take one away, or the text); the images of those that
+    /// went, whose references go too.
+    pub fn keep_linked_previews(&mut self) -> Vec<String> {
+        let links = match &self.content {
+            Some(Content::Text { text }) => crate::previews::links(text),
+            _ => Vec::new(),
+        };
+        let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.previews)
+            .into_iter()
+            .partition(|p| links.contains(&p.url));
+        self.previews = kept;
+        gone.into_iter()
+            .filter_map(|p| p.image.map(|i| i.blob_ref))
+            .filter(|b| !self.blob_refs().contains(&b.as_str()))
+            .collect()
     }
 
     /// The poll this message is, if it is one.
@@ -182,6 +224,7 @@ impl Message {
             mentions: self.mentions.clone(),
             mention_all: self.mention_all,
             custom: self.custom.clone(),
+            previews: None,
         }
     }
 }
@@ -202,6 +245,10 @@ pub struct SendOptions {
     /// The message's `custom` fields (v1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<Map<String, Value>>,
+    /// `false`: no link previews for this message (v1.3); absent or
+    /// `true`: the tenant's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previews: Option<bool>,
 }
 
 impl SendOptions {

@@ -39,6 +39,9 @@ pub struct PostMessage {
     /// bytes as compact JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `false`: no link previews for this message (v1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previews: Option<bool>,
 }
 
 impl PostMessage {
@@ -50,6 +53,7 @@ impl PostMessage {
             mentions: self.mentions.clone(),
             mention_all: self.mention_all,
             custom: self.custom.clone(),
+            previews: self.previews,
         }
     }
 }

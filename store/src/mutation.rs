@@ -130,6 +130,18 @@ pub enum Mutation {
         at: Timestamp,
         inbox: bool,
     },
+    /// Message `seq`'s link previews become `previews` (v1.3): those whose
+    /// link its text still has (an edit may have taken one away), with
+    /// the references of their images (members may download them, the
+    /// collector keeps them) and with `inbox` every member device's
+    /// inbox. A message deleted (or gone) meanwhile takes none: no error.
+    SetPreviews {
+        key: ConversationKey,
+        seq: u64,
+        previews: Vec<switchboard_protocol::previews::LinkPreview>,
+        at: Timestamp,
+        inbox: bool,
+    },
     /// Message `seq` is a reply in the thread of message `root_seq`
     /// (v1.1): the root's summary counts it, the thread's index lists it,
     /// and its sender (and the root's) take part in the thread from now

@@ -39,6 +39,7 @@ mod delete;
 mod erasure;
 mod marks;
 mod polls;
+mod previews;
 mod reactions;
 mod safety;
 mod steps;
@@ -162,6 +163,13 @@ pub async fn apply<C: Commit>(view: &mut C, m: &Mutation) -> StoreResult<()> {
             at,
             inbox,
         } => polls::close(view, key, *seq, *at, *inbox).await,
+        Mutation::SetPreviews {
+            key,
+            seq,
+            previews,
+            at,
+            inbox,
+        } => previews::set(view, key, *seq, previews, *at, *inbox).await,
         Mutation::ThreadReply {
             key,
             root_seq,
@@ -471,6 +479,16 @@ async fn edit<C: Commit>(
         .await?;
     }
     message.content = Some(content.clone());
+    // A card whose link the edit took away goes (v1.3).
+    for blob_ref in message.keep_linked_previews() {
+        view.write(Write::MediaRef {
+            c,
+            seq,
+            blob_ref: &blob_ref,
+            present: false,
+        })
+        .await?;
+    }
     if let Some(custom) = custom {
         message.custom = (!custom.is_empty()).then(|| custom.clone());
     }

@@ -130,6 +130,10 @@ pub struct FileConfig {
     /// their providers in `sb_tenants`.
     #[serde(default)]
     pub push: Option<PushSection>,
+    /// Link previews (`[previews]`, v1.3): on, within their default
+    /// bounds, unless it says otherwise.
+    #[serde(default)]
+    pub previews: Option<PreviewsSection>,
     /// Moving old history to the blob store (`[archive]`); absent, nothing
     /// is archived (archived history is read back either way).
     #[serde(default)]
@@ -473,6 +477,36 @@ impl SearchSection {
         }
         Ok(config)
     }
+}
+
+/// `[previews]`: the link previews stage of every worker (v1.3).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PreviewsSection {
+    /// `false`: no message is unfurled, whatever its tenant says (the
+    /// stage does not run, writers publish no job). Default `true`.
+    pub enabled: Option<bool>,
+    /// The whole fetch of one link (every redirect, the page's head) and
+    /// of its image, each, in milliseconds (default 5000).
+    pub timeout_ms: Option<u64>,
+    /// Connecting, per hop, in milliseconds (default 2000).
+    pub connect_timeout_ms: Option<u64>,
+    /// Redirects followed at most (default 5).
+    pub max_redirects: Option<usize>,
+    /// Bytes of a page read at most (default 524288: its head is at the
+    /// start).
+    pub max_page_bytes: Option<usize>,
+    /// The largest image kept (default 2097152); a larger one leaves the
+    /// card without.
+    pub max_image_bytes: Option<usize>,
+    /// Jobs in progress at once per worker (default 16), and of one
+    /// tenant (default 4; more wait in JetStream, then are shed).
+    pub concurrency: Option<usize>,
+    pub tenant_concurrency: Option<usize>,
+    /// Private networks a link may reach (`"10.1.0.0/16"`, `"127.0.0.1"`);
+    /// none by default: a link to a private address, or one that
+    /// resolves or redirects to one, gets no card.
+    pub allow_private: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -7,18 +7,21 @@
 //! - `bench`: the load generator.
 
 mod bench;
+mod blobs;
 mod config;
 mod nats_server;
 mod plugin_bench;
 mod plugin_cache;
 mod plugin_cli;
 mod plugin_template;
+mod previews_settings;
 mod push_settings;
 mod run;
 mod search_bench;
 mod search_role;
 mod secrets;
 mod setup;
+mod stages;
 mod sys;
 mod telemetry;
 mod tenant_cli;
@@ -275,7 +278,15 @@ async fn dev_inner(
         &format!("{name}-worker"),
     ))
     .await?;
-    let push = run::push_stage(&worker_client, store.clone(), &tenants, file).await?;
+    let push = stages::push_stage(
+        &worker_client,
+        store.clone(),
+        &tenants,
+        file,
+        data_dir,
+        backbone.partitions,
+    )
+    .await?;
     run::plugin_deploys(&worker_client, plugins.clone(), file).await?;
     // Its identity outlives the process, like a store-holding worker's:
     // after a crash it takes its partitions back at once.
@@ -454,7 +465,15 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let ids = run::lease_ids(&client, &name, &backbone).await?;
     let tenants = run::tenants(&client, None).await?;
     let plugins = run::plugins(&client, &file, &tenants, &name).await?;
-    let push = run::push_stage(&client, store.clone(), &tenants, &file).await?;
+    let push = stages::push_stage(
+        &client,
+        store.clone(),
+        &tenants,
+        &file,
+        &data_dir,
+        backbone.partitions,
+    )
+    .await?;
     run::plugin_deploys(&client, plugins.clone(), &file).await?;
     // The worker holding the embedded store keeps its identity across
     // restarts, so that it takes its partition leases back at once

@@ -469,6 +469,7 @@ fn decide(
                 mentions: s.mentions,
                 mention_all: s.mention_all,
                 custom: s.custom,
+                previews: None,
             };
             let input = ModerationInput {
                 tenant: &tenant,

@@ -35,7 +35,7 @@ use switchboard_store_scylla::ScyllaStore;
 use switchboard_worker::WorkerConfig;
 use tokio::sync::watch;
 
-use crate::config::{BlobBackend, BlobsConfig, FileConfig, StoreKind};
+use crate::config::{BlobBackend, FileConfig, StoreKind};
 
 /// How long a graceful shutdown may take before the process exits anyway
 /// (it waits on NATS, which may be gone).
@@ -133,7 +133,10 @@ const JETSTREAM_SETTLE: Duration = Duration::from_secs(30);
 /// leader when [`define`] has seen every stream exist, and one request
 /// that found no leader must not end a process's start (a worker
 /// restarted beside a lost node once exited so).
-async fn settled<T, Fut>(what: &'static str, mut attempt: impl FnMut() -> Fut) -> anyhow::Result<T>
+pub(crate) async fn settled<T, Fut>(
+    what: &'static str,
+    mut attempt: impl FnMut() -> Fut,
+) -> anyhow::Result<T>
 where
     Fut: std::future::Future<Output = anyhow::Result<T>>,
 {
@@ -491,6 +494,7 @@ pub fn worker_config(
 ) -> anyhow::Result<WorkerConfig> {
     let mut config = WorkerConfig::new(worker_id, backbone.partitions);
     config.search_feed = file.search_enabled();
+    config.link_previews = crate::previews_settings::enabled(file);
     config.content = file.limits.clone().unwrap_or_default().content;
     config.lease_ttl = definitions::workers_bucket(backbone)?.max_age;
     if let Some(b) = file.worker_max_batch {
@@ -584,42 +588,14 @@ pub fn gateway_config(
     config
 }
 
-/// Starts the outbound deliveries beside a worker: both steps of the push
-/// stage (F15), on the consumers every worker shares, and this process's
-/// webhook dispatcher (v1.2), which dispatches while it holds the lease.
-pub async fn push_stage(
-    client: &async_nats::Client,
-    store: Arc<dyn Store>,
-    tenants: &TenantBook,
-    file: &FileConfig,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let (push, webhooks) = crate::push_settings::outbound_config(file)?;
-    let js = jetstream::new(client.clone());
-    let mut tasks = settled("starting the push stage", || async {
-        let (js, store, tenants) = (js.clone(), store.clone(), tenants.clone());
-        Ok(switchboard_push::start(js, store, tenants, push.clone()).await?)
-    })
-    .await?;
-    tasks.push(switchboard_webhooks::start(js, tenants.clone(), webhooks)?);
-    Ok(tasks)
-}
-
 /// The blob store of `[blobs]` as the archive's object store (F14).
 pub fn archive_objects(
     data_dir: &Path,
     file: &FileConfig,
 ) -> anyhow::Result<Arc<dyn ArchiveObjects>> {
-    let max = BlobsConfig::max_object_bytes(file.blobs.as_ref());
-    let blobs: Arc<dyn BlobStore> = match &file.blobs {
-        Some(blobs) if blobs.backend == BlobBackend::S3 => {
-            Arc::new(S3Blobs::new(&blobs.s3()?).with_max_object_bytes(max))
-        }
-        // Archives are never reached through a URL: the signer is unused.
-        _ => Arc::new(
-            LocalBlobs::new(data_dir.join("blobs"), Signer::random()?).with_max_object_bytes(max),
-        ),
-    };
-    Ok(Arc::new(ArchiveBlobs(blobs)))
+    Ok(Arc::new(ArchiveBlobs(crate::blobs::blob_store(
+        data_dir, file,
+    )?)))
 }
 
 /// Archive objects kept in a [`BlobStore`].

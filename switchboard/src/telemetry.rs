@@ -64,6 +64,7 @@ pub fn install(process: &str) -> anyhow::Result<Exposition> {
     switchboard_plugin_host::metrics::describe();
     switchboard_push::describe_metrics();
     switchboard_webhooks::describe_metrics();
+    switchboard_previews::describe_metrics();
     switchboard_search::metrics::describe();
     describe_gauge!(
         RESIDENT_MEMORY,

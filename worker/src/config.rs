@@ -53,6 +53,9 @@ pub struct WorkerConfig {
     /// Whether writers feed the search index (`SB_INDEX`, v1.2): off for
     /// a deployment that runs no search, which then pays nothing for it.
     pub search_feed: bool,
+    /// Whether writers hand texts with links to the link previews stage
+    /// (v1.3; `[previews] enabled`): off, no job is published.
+    pub link_previews: bool,
     /// The deployment's content limits (`[limits]`), which each tenant's
     /// `max_message_bytes` lowers: what a scheduled send's moderator may
     /// rewrite it to (`switchboard_plugin_host::screen`).
@@ -98,6 +101,7 @@ impl WorkerConfig {
     pub fn new(worker_id: String, partitions: u16) -> Self {
         Self {
             search_feed: true,
+            link_previews: true,
             content: switchboard_protocol::ContentLimits::default(),
             worker_id,
             partitions,

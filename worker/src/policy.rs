@@ -103,6 +103,9 @@ pub struct Policies {
     pub tenants: switchboard_nats::records::tenants::TenantBook,
     /// Tenants' shadow bans (v1.3), as `sb_tenant_bans` says now.
     pub bans: switchboard_nats::records::bans::BanBook,
+    /// Whether the deployment unfurls links (v1.3; each tenant may still
+    /// turn them off).
+    pub link_previews: bool,
 }
 
 impl Policies {

@@ -190,6 +190,7 @@ fn message(ids: &Ids) -> Message {
         expires_at: Some(at()),
         custom: None,
         poll_results: None,
+        previews: Vec::new(),
         shadow: false,
     }
 }
@@ -258,6 +259,7 @@ fn commands(ids: &Ids) -> Vec<Command> {
                 mentions: vec![ids.bob.clone()],
                 mention_all: true,
                 custom: None,
+                previews: Some(false),
             },
         }),
         Command::CreateConversation(CreateConversationCommand {

@@ -410,6 +410,7 @@ impl Connection {
                 mention_all,
                 send_at,
                 custom,
+                previews,
             } => {
                 let span = receive_span(request, &self.id.tenant, &conversation_id);
                 let options = SendOptions {
@@ -418,6 +419,7 @@ impl Connection {
                     mentions,
                     mention_all,
                     custom,
+                    previews,
                 };
                 if let Some(send_at) = send_at {
                     let send = ToSchedule {

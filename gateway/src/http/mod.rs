@@ -27,6 +27,7 @@ mod plugins;
 mod polls;
 mod posting;
 mod presence;
+mod previews;
 mod profiles;
 mod public;
 mod push;
@@ -244,6 +245,8 @@ fn api(config: &GatewayConfig, plugin_upload_limit: usize, local_media: bool) ->
             push::set_templates_op(),
             push::set_templates,
         )
+        .route("/v1/admin/previews", previews::show_op(), previews::show)
+        .route("/v1/admin/previews", previews::set_op(), previews::set)
         .route(
             "/v1/admin/blocklist",
             moderation::blocklist_op(),

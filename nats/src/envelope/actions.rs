@@ -60,6 +60,17 @@ pub struct VoteCommand {
     pub option_ids: Vec<String>,
 }
 
+/// The cards of a message's links (v1.3), as the previews stage made
+/// them: the message's writer stores those whose link its text still
+/// has, and tells the members.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewsCommand {
+    pub tenant: TenantId,
+    pub conversation_id: ConversationId,
+    pub message_id: MessageId,
+    pub previews: Vec<switchboard_protocol::previews::LinkPreview>,
+}
+
 /// A command about one message of the conversation: a pin, an unpin,
 /// a poll's closing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -51,6 +51,7 @@ pub(super) async fn expire_bucket(
             .chain(versions)
             .filter_map(Content::media)
             .map(|media| media.blob_ref.clone())
+            .chain(m.blob_refs().into_iter().map(str::to_owned))
             .collect();
         refs.sort_unstable();
         refs.dedup();

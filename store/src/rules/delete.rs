@@ -1,6 +1,6 @@
 //! A deletion: what a `delete` does, and expiry and erasure with it.
 
-use switchboard_protocol::{Content, Timestamp};
+use switchboard_protocol::Timestamp;
 
 use super::commit::{Commit, Write};
 use super::steps::{check_not_archived_here, store_update};
@@ -25,12 +25,12 @@ pub(super) async fn delete<C: Commit>(
     // No content anywhere after a delete, the versions included: the
     // blobs it or any of its versions carried are no longer its.
     let versions = view.versions(c, seq).await?;
-    let mut blobs: Vec<&str> = message
-        .content
+    // Its previews' images (v1.3) too.
+    let mut blobs: Vec<&str> = versions
         .iter()
-        .chain(versions.iter().map(|v| &v.content))
-        .filter_map(Content::media)
+        .filter_map(|v| v.content.media())
         .map(|m| m.blob_ref.as_str())
+        .chain(message.blob_refs())
         .collect();
     blobs.sort_unstable();
     blobs.dedup();

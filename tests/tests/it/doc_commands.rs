@@ -152,6 +152,11 @@ fn alert_commands(text: &str) -> Vec<String> {
 const SECTIONS: &[(&str, &str, &str)] = &[
     (
         "nats/README.md",
+        "## Consumer `previews` and KV bucket `sb_previews`",
+        "previews::links_get_cards_after_the_ack_and_hostile_servers_get_nothing",
+    ),
+    (
+        "nats/README.md",
         "## Streams `SB_INGEST_<N>`",
         "nats_cli::the_ingest_writer_schedule_and_last_seen_commands_of_the_docs_work_as_written",
     ),

@@ -43,6 +43,7 @@ mod plugins;
 mod polls;
 mod power_loss;
 mod presence;
+mod previews;
 mod profiles;
 mod push;
 mod receipts;

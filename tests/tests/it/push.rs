@@ -1049,6 +1049,7 @@ async fn send_mentioning(
         mention_all,
         send_at: None,
         custom: None,
+        previews: None,
     })
     .await
     .unwrap();
@@ -1290,6 +1291,7 @@ async fn templates_word_each_kind_and_every_push_carries_the_unread_total() {
             mention_all: false,
             send_at: None,
             custom: None,
+            previews: None,
         })
         .await
         .unwrap();

@@ -21,6 +21,7 @@ fn post(id: &str, text: &str) -> PostMessage {
         mention_all: false,
         send_at: None,
         custom: None,
+        previews: None,
     }
 }
 

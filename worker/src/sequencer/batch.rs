@@ -258,6 +258,7 @@ impl Batch<'_> {
             expires_at,
             custom: options.custom.clone().filter(|c| !c.is_empty()),
             poll_results,
+            previews: Vec::new(),
             shadow,
         };
         self.touched.insert(key.clone());

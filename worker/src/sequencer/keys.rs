@@ -62,7 +62,8 @@ pub(super) fn sent_key(cmd: &Command) -> Option<SentKey> {
         | Command::Settings(_)
         | Command::React(_)
         | Command::Vote(_)
-        | Command::ClosePoll(_) => return None,
+        | Command::ClosePoll(_)
+        | Command::Previews(_) => return None,
     };
     Some(SentKey {
         tenant: cmd.tenant().clone(),

@@ -34,6 +34,7 @@ mod pins;
 mod plan;
 mod polls;
 mod prelude;
+mod previews;
 mod profiles;
 mod reactions;
 mod reports;
@@ -156,6 +157,11 @@ impl Sequencer {
                 Command::React(c) => vec![message_key(&c.by, c.message_id)],
                 Command::Vote(c) => vec![message_key(&c.by, c.message_id)],
                 Command::ClosePoll(c) => vec![message_key(&c.by, c.message_id)],
+                Command::Previews(c) => vec![MessageKey {
+                    tenant: c.tenant.clone(),
+                    conversation_id: c.conversation_id.clone(),
+                    message_id: c.message_id,
+                }],
                 // What a send replies to and the thread it goes into.
                 Command::Send(c) => [c.options.reply_to, c.options.thread_id]
                     .into_iter()
@@ -242,6 +248,7 @@ impl Sequencer {
                 Command::React(c) => b.react(c)?,
                 Command::Vote(c) => b.vote(c, incoming.reply_to.as_deref())?,
                 Command::ClosePoll(c) => b.close_poll(c, incoming.reply_to.as_deref())?,
+                Command::Previews(c) => b.previews(c),
                 Command::Pin(c) => b.pin(c, true, incoming.reply_to.as_deref())?,
                 Command::Unpin(c) => b.pin(c, false, incoming.reply_to.as_deref())?,
                 Command::Block(c) => b.block(c, incoming.reply_to.as_deref())?,

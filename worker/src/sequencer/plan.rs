@@ -92,6 +92,10 @@ pub enum Outcome {
         emoji: String,
         at: Timestamp,
     },
+    /// A stored text whose links are to be unfurled (v1.3): a job for the
+    /// previews stage, published after the commit (at most once, as push
+    /// jobs are: a preview is a courtesy, never the message).
+    Unfurl(switchboard_nats::push_jobs::PreviewJob),
     /// A moderation change made (v1.3: mutes, freezing), for the tenant's
     /// audit log; `id` names it for JetStream's dedupe, so a replayed
     /// command records it once.

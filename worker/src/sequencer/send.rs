@@ -5,7 +5,9 @@ use super::channels::posting_refusal;
 use super::moderation::silenced;
 use super::prelude::*;
 use super::safety::blocked_refusal;
+use switchboard_nats::push_jobs::PreviewJob;
 use switchboard_nats::records::bans::BanKind;
+use switchboard_protocol::message::SendOptions;
 
 impl Batch<'_> {
     /// `reply_to`: a send over REST waits there for its outcome (a
@@ -118,6 +120,7 @@ impl Batch<'_> {
         if let Some(m) = &stored {
             self.sent_now(&key, &c.sender);
             self.sent_reply(reply_to, m);
+            self.unfurl(&key, m, &options);
         }
         // A reply in a thread counts on its root (the root's summary, the
         // thread's index, who takes part): right after its append.
@@ -145,6 +148,32 @@ impl Batch<'_> {
             self.messages.insert((key, root_id), root);
         }
         Ok(())
+    }
+
+    /// A job for the previews stage (v1.3), for a text with links, unless
+    /// the send or its tenant says no. A shadow-banned sender's links are
+    /// fetched for nobody: the fetch is seen from outside.
+    fn unfurl(&mut self, key: &ConversationKey, m: &Message, options: &SendOptions) {
+        let Some(Content::Text { text }) = &m.content else {
+            return;
+        };
+        if options.previews == Some(false)
+            || m.shadow
+            || !self.policies.link_previews
+            || !self.policies.tenants.link_previews(&key.tenant)
+        {
+            return;
+        }
+        let urls = switchboard_protocol::previews::links(text);
+        if urls.is_empty() {
+            return;
+        }
+        self.outcomes.push(Outcome::Unfurl(PreviewJob {
+            tenant: key.tenant.clone(),
+            conversation_id: key.conversation_id.clone(),
+            message_id: m.message_id,
+            urls,
+        }));
     }
 
     fn sent_reply(&mut self, reply_to: Option<&str>, message: &Message) {

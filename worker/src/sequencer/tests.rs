@@ -508,6 +508,7 @@ async fn every_outcome_names_the_command_it_comes_from() {
                 Outcome::Reported { .. } => "reported",
                 Outcome::ReactionPush { .. } => "reaction push",
                 Outcome::Audited { .. } => "audited",
+                Outcome::Unfurl(_) => "unfurl",
             };
             (kind, i)
         })

@@ -138,6 +138,7 @@ impl Batch<'_> {
                     },
                 );
                 updated.content = Some(content.clone());
+                updated.keep_linked_previews();
                 if let Some(custom) = &c.custom {
                     updated.custom = (!custom.is_empty()).then(|| custom.clone());
                 }

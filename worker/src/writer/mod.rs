@@ -71,6 +71,7 @@ pub(crate) async fn run_partition(
             plugins: ctx.plugins.clone(),
             tenants: ctx.tenants.clone(),
             bans: ctx.bans.clone(),
+            link_previews: ctx.config.link_previews,
         },
     );
     tracing::info!(partition, "writer started");

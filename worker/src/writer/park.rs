@@ -190,6 +190,7 @@ fn parked_answer(command: Command, reply_to: Option<String>, message: String) ->
         | Command::Pin(_)
         | Command::Unpin(_)
         | Command::ClosePoll(_)
+        | Command::Previews(_)
         | Command::Block(_)
         | Command::Ban(_)
         | Command::Unban(_)

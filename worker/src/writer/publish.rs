@@ -15,7 +15,7 @@ use switchboard_nats::envelope::{
     Rejection, ack_event, conversation_frame_event, frame_event, is_acked, listen_event,
     message_event, rejection_event,
 };
-use switchboard_nats::push_jobs::{MessageJob, message_subject};
+use switchboard_nats::push_jobs::{MessageJob, PreviewJob, message_subject, preview_subject};
 use switchboard_nats::records::refusals::{Refusal, SendKey};
 use switchboard_nats::search::IndexOp;
 use switchboard_nats::subject::conversation_events;
@@ -128,6 +128,26 @@ async fn publish_push_job(ctx: &Ctx, job: &MessageJob) {
         .await
     {
         tracing::warn!(error = %e, "a push job was not published");
+    }
+}
+
+/// Hands a stored text's links to the previews stage (v1.3), at most
+/// once as push jobs are; the message id dedupes a replayed batch's.
+async fn preview_job(ctx: &Ctx, job: &PreviewJob) {
+    let Ok(body) = serde_json::to_vec(job) else {
+        return;
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "Nats-Msg-Id",
+        format!("preview-{}", job.message_id).as_str(),
+    );
+    if let Err(e) = ctx
+        .js
+        .publish_with_headers(preview_subject(&job.tenant), headers, body.into())
+        .await
+    {
+        tracing::warn!(error = %e, "a link preview job was not published");
     }
 }
 
@@ -304,6 +324,10 @@ async fn events(ctx: &Ctx, outcomes: Vec<Traced>) {
                 out.fan_out(&tenant, &conversation_id, &recipients, route, event)
                     .await
                     .map_err(cause)
+            }
+            Outcome::Unfurl(job) => {
+                preview_job(ctx, &job).await;
+                Ok(())
             }
             // Only for webhooks (`webhook_events.rs`), and the audit log
             // (above).

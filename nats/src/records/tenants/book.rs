@@ -58,6 +58,16 @@ impl TenantBook {
         self.get(id).and_then(|t| t.retention_days)
     }
 
+    /// Whether the tenant's messages get link previews (v1.3): on unless
+    /// the tenant turned them off.
+    pub fn link_previews(&self, id: &TenantId) -> bool {
+        self.tenants
+            .read()
+            .ok()
+            .and_then(|t| t.get(id).map(|r| r.link_previews != Some(false)))
+            .unwrap_or(true)
+    }
+
     /// The tenant's quotas (none for a tenant of the file only). Cheap:
     /// called on every send.
     pub fn quotas(&self, id: &TenantId) -> TenantQuotas {

@@ -320,6 +320,10 @@ pub struct TenantRecord {
     /// (`PushTemplates::check`); `None`: the default wording.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_templates: Option<switchboard_protocol::push_templates::PushTemplates>,
+    /// Whether the tenant's messages get link previews (v1.3); set by
+    /// tenant admins (`PUT /v1/admin/previews`); `None`: on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_previews: Option<bool>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -341,6 +345,7 @@ impl TenantRecord {
             retention_days: None,
             blocklist: None,
             push_templates: None,
+            link_previews: None,
             created_at: now,
             updated_at: now,
         }

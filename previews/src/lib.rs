@@ -1,0 +1,209 @@
+//! Link previews (v1.3): the stage that unfurls the links of stored
+//! messages, run by every worker process on one shared consumer
+//! (`previews` on `SB_PUSH`, subjects `sb.push.preview.<tenant>`).
+//!
+//! A message's writer publishes a [`PreviewJob`] after the commit, for a
+//! text with `http(s)` links (the first 3), unless the send said
+//! `previews: false` or the tenant turned previews off. The stage, for
+//! each link: the tenant's card from `sb_previews` if there is one, else
+//! the page fetched (`switchboard_outbound::Fetcher`: no private address
+//! but the networks the operator allows, redirects checked hop by hop,
+//! bounded in bytes and in time), its head read (`html.rs`), its image
+//! fetched, known by its bytes and kept as a blob of the tenant
+//! (`unfurl.rs`), and the card (or its absence) cached. Then the cards go
+//! to the message's writer as a [`PreviewsCommand`], which stores those
+//! whose link the text still has and sends `message_updated`.
+//!
+//! Never on a send's path: the ack went before the job was published. A
+//! tenant whose links are slow holds at most `tenant_concurrency` of the
+//! stage's `concurrency` jobs, so others' previews go on.
+
+mod config;
+mod html;
+mod metrics;
+mod unfurl;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt;
+use switchboard_blob::BlobStore;
+use switchboard_nats::commands::addressed;
+use switchboard_nats::definitions::{PREVIEWS_BUCKET, PUSH_STREAM, previews_consumer};
+use switchboard_nats::envelope::{Command, PreviewsCommand};
+use switchboard_nats::push_jobs::PreviewJob;
+use switchboard_outbound::Fetcher;
+use switchboard_protocol::{TenantId, UserId};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+pub use config::PreviewsConfig;
+pub use metrics::{PREVIEW_JOBS_SHED, PREVIEW_LINKS, describe_metrics};
+
+use unfurl::Unfurler;
+
+/// Starts the stage on the shared consumer.
+pub async fn start(
+    js: jetstream::Context,
+    blobs: Arc<dyn BlobStore>,
+    config: PreviewsConfig,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    let stream = js.get_stream(PUSH_STREAM).await.map_err(StartError::nats)?;
+    let consumer_config = previews_consumer().map_err(StartError::nats)?;
+    let name = consumer_config.durable_name.clone().unwrap_or_default();
+    let max_deliver = consumer_config.max_deliver;
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .get_or_create_consumer(&name, consumer_config)
+        .await
+        .map_err(StartError::nats)?;
+    let cache = js
+        .get_key_value(PREVIEWS_BUCKET)
+        .await
+        .map_err(StartError::nats)?;
+    let fetcher =
+        Fetcher::new(config.fetch.clone(), "switchboard-previews").map_err(StartError::nats)?;
+    let uploader = UserId::new("switchboard-previews").map_err(StartError::nats)?;
+    let stage = Arc::new(Stage {
+        unfurler: Unfurler {
+            fetcher,
+            blobs,
+            cache,
+            config: config.clone(),
+            uploader,
+        },
+        js,
+        permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
+        tenants: Mutex::new(HashMap::new()),
+        tenant_concurrency: config.tenant_concurrency.max(1),
+        partitions: config.partitions,
+        max_deliver,
+    });
+    Ok(tokio::spawn(consume(stage, consumer)))
+}
+
+/// Why the stage did not start.
+#[derive(Debug, thiserror::Error)]
+#[error("starting the link previews stage: {0}")]
+pub struct StartError(String);
+
+impl StartError {
+    fn nats(e: impl std::fmt::Display) -> Self {
+        Self(e.to_string())
+    }
+}
+
+struct Stage {
+    unfurler: Unfurler,
+    js: jetstream::Context,
+    permits: Arc<Semaphore>,
+    /// Each tenant's share of the stage.
+    tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    tenant_concurrency: usize,
+    partitions: u16,
+    /// The consumer's deliveries of one job at most.
+    max_deliver: i64,
+}
+
+impl Stage {
+    /// A slot of `tenant`'s share now, or none while it holds all of it.
+    fn tenant_slot(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
+        let share = {
+            let mut shares = self.tenants.lock().ok()?;
+            shares
+                .entry(tenant.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.tenant_concurrency)))
+                .clone()
+        };
+        share.try_acquire_owned().ok()
+    }
+
+    /// Every link of the job made a card (or none), then the cards to the
+    /// message's writer.
+    async fn handle(&self, job: PreviewJob) -> Result<(), String> {
+        let cards = futures::future::join_all(
+            job.urls
+                .iter()
+                .map(|url| self.unfurler.card(&job.tenant, url)),
+        )
+        .await;
+        let previews: Vec<_> = cards.into_iter().flatten().collect();
+        if previews.is_empty() {
+            return Ok(());
+        }
+        let command = Command::Previews(PreviewsCommand {
+            tenant: job.tenant,
+            conversation_id: job.conversation_id,
+            message_id: job.message_id,
+            previews,
+        });
+        let (subject, headers) = addressed(&command, self.partitions, None);
+        let body = command.encode().map_err(|e| e.to_string())?;
+        self.js
+            .publish_with_headers(subject, headers, body)
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+async fn consume(stage: Arc<Stage>, consumer: jetstream::consumer::PullConsumer) {
+    loop {
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "previews consumer; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        while let Some(next) = messages.next().await {
+            let m = match next {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "previews consumer hiccup");
+                    continue;
+                }
+            };
+            let Ok(job) = serde_json::from_slice::<PreviewJob>(&m.payload) else {
+                // Not a job of ours: never one, however often it comes.
+                let _ = m.ack_with(AckKind::Term).await;
+                continue;
+            };
+            // A tenant holding its whole share waits in JetStream, not
+            // here, so that others' jobs go by; past the consumer's
+            // deliveries (about 10 s of waiting) its job is shed, as a
+            // push is: a preview is a courtesy, and holding the job would
+            // hold one of the slots every tenant shares.
+            let Some(tenant_slot) = stage.tenant_slot(&job.tenant) else {
+                let last = m.info().is_ok_and(|i| i.delivered >= stage.max_deliver);
+                if last {
+                    metrics::shed();
+                    let _ = m.ack_with(AckKind::Term).await;
+                } else {
+                    let _ = m.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+                }
+                continue;
+            };
+            let Ok(permit) = stage.permits.clone().acquire_owned().await else {
+                return;
+            };
+            let stage = stage.clone();
+            tokio::spawn(async move {
+                let _held = (permit, tenant_slot);
+                let (tenant, message) = (job.tenant.clone(), job.message_id);
+                match stage.handle(job).await {
+                    Ok(()) => {
+                        let _ = m.ack().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(%tenant, %message, error = %e, "link previews not handed to the writer; trying again");
+                        let _ = m.ack_with(AckKind::Nak(Some(Duration::from_secs(5)))).await;
+                    }
+                }
+            });
+        }
+    }
+}

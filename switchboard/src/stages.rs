@@ -1,0 +1,50 @@
+//! The outbound stages beside a worker (every worker process runs them,
+//! on consumers they share): pushes and webhooks (F15, v1.2), and link
+//! previews (v1.3).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use switchboard_nats::records::tenants::TenantBook;
+use switchboard_store::Store;
+
+use crate::config::FileConfig;
+
+/// Starts the outbound deliveries beside a worker: both steps of the push
+/// stage (F15), on the consumers every worker shares, this process's
+/// webhook dispatcher (v1.2), which dispatches while it holds the lease,
+/// and the link previews stage (v1.3) unless `[previews] enabled = false`.
+pub async fn push_stage(
+    client: &async_nats::Client,
+    store: Arc<dyn Store>,
+    tenants: &TenantBook,
+    file: &FileConfig,
+    data_dir: &Path,
+    partitions: u16,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let (push, webhooks) = crate::push_settings::outbound_config(file)?;
+    let js = jetstream::new(client.clone());
+    let mut tasks = crate::run::settled("starting the push stage", || async {
+        let (js, store, tenants) = (js.clone(), store.clone(), tenants.clone());
+        Ok(switchboard_push::start(js, store, tenants, push.clone()).await?)
+    })
+    .await?;
+    tasks.push(switchboard_webhooks::start(
+        js.clone(),
+        tenants.clone(),
+        webhooks,
+    )?);
+    if crate::previews_settings::enabled(file) {
+        let config = crate::previews_settings::previews_config(file, partitions)?;
+        let blobs = crate::blobs::blob_store(data_dir, file)?;
+        tasks.push(
+            crate::run::settled("starting the link previews stage", || async {
+                let (js, blobs, config) = (js.clone(), blobs.clone(), config.clone());
+                Ok(switchboard_previews::start(js, blobs, config).await?)
+            })
+            .await?,
+        );
+    }
+    Ok(tasks)
+}
