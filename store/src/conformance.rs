@@ -74,6 +74,7 @@ macro_rules! conformance_tests {
             old_inbox_entries_expire,
             media_is_readable_by_members_of_conversations_that_reference_it,
             a_deleted_messages_media_is_referenced_no_more,
+            link_previews_follow_their_links_and_reference_their_images,
             the_inbox_reads_on_after_a_cursor,
             old_buckets_move_to_the_archive,
             the_conversation_list_pages_in_order,

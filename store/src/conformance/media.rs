@@ -7,7 +7,7 @@ use switchboard_protocol::{Content, Message, Timestamp};
 
 use crate::{Mutation, Store};
 
-use super::support::{key, seed_conversation, tenant, text_message, unique_tenant, user};
+use super::support::{conv, key, seed_conversation, tenant, text_message, unique_tenant, user};
 
 pub async fn media_is_readable_by_members_of_conversations_that_reference_it(
     store: &Arc<dyn Store>,
@@ -189,4 +189,125 @@ pub async fn a_deleted_messages_media_is_referenced_no_more(store: &Arc<dyn Stor
     // Deleting again changes nothing.
     store.commit(vec![delete("c", 5)]).await.unwrap();
     assert!(referenced("m4").await);
+}
+
+/// Link previews (v1.3): the cards whose links the text has are kept,
+/// their images readable by the members from then on; an edit that
+/// takes a link away takes its card and its image's reference, and a
+/// deletion the rest; a card for a deleted message changes nothing.
+pub async fn link_previews_follow_their_links_and_reference_their_images(store: &Arc<dyn Store>) {
+    use switchboard_protocol::previews::{LinkPreview, PreviewImage};
+    let store: &dyn Store = store.as_ref();
+    let t = &unique_tenant("previews");
+    let tt = tenant(t);
+    seed_conversation(store, t, "c", &["a", "b"], 1).await;
+    let mut m = text_message("c", 2, "a", "phone", "links");
+    m.content = Some(Content::Text {
+        text: "see https://one.example and https://two.example".into(),
+    });
+    store
+        .commit(vec![Mutation::Append {
+            key: key(t, "c"),
+            expected_last_seq: 1,
+            messages: vec![m],
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    let card = |url: &str, blob: &str| LinkPreview {
+        url: url.into(),
+        title: Some(format!("{url} title")),
+        description: None,
+        site_name: None,
+        image: Some(PreviewImage {
+            blob_ref: blob.into(),
+            mime: "image/png".into(),
+            size: 4,
+        }),
+    };
+    let at = Timestamp::from_unix_ms(1_780_000_002_000);
+    let set = |previews: Vec<LinkPreview>| Mutation::SetPreviews {
+        key: key(t, "c"),
+        seq: 2,
+        previews,
+        at,
+        inbox: true,
+    };
+    store
+        .commit(vec![set(vec![
+            card("https://one.example", "p1"),
+            card("https://two.example", "p2"),
+            card("https://not-in-the-text.example", "p3"),
+        ])])
+        .await
+        .unwrap();
+    let read = || async {
+        let page = store
+            .history(
+                &tt,
+                &conv("c"),
+                &user("b"),
+                crate::HistoryQuery {
+                    before_seq: None,
+                    after_seq: None,
+                    limit: 10,
+                    thread_root: None,
+                },
+            )
+            .await
+            .unwrap();
+        page.into_iter().find(|m| m.seq == 2).unwrap()
+    };
+    let urls = |m: &switchboard_protocol::Message| -> Vec<String> {
+        m.previews.iter().map(|p| p.url.clone()).collect()
+    };
+    assert_eq!(
+        urls(&read().await),
+        ["https://one.example", "https://two.example"]
+    );
+    for (blob, readable) in [("p1", true), ("p2", true), ("p3", false)] {
+        assert_eq!(
+            store.media_readable(&tt, blob, &user("b")).await.unwrap(),
+            readable,
+            "{blob}"
+        );
+    }
+
+    store
+        .commit(vec![Mutation::Edit {
+            key: key(t, "c"),
+            seq: 2,
+            content: Content::Text {
+                text: "only https://two.example now".into(),
+            },
+            editor: user("a"),
+            at,
+            inbox: true,
+            custom: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(urls(&read().await), ["https://two.example"]);
+    assert!(!store.media_referenced(&tt, "p1").await.unwrap());
+    assert!(store.media_referenced(&tt, "p2").await.unwrap());
+
+    store
+        .commit(vec![Mutation::Delete {
+            key: key(t, "c"),
+            seq: 2,
+            at,
+            inbox: true,
+        }])
+        .await
+        .unwrap();
+    assert!(read().await.previews.is_empty());
+    assert!(!store.media_referenced(&tt, "p2").await.unwrap());
+    store
+        .commit(vec![set(vec![card("https://two.example", "p2")])])
+        .await
+        .unwrap();
+    assert!(
+        read().await.previews.is_empty(),
+        "a deleted message takes no card"
+    );
 }
