@@ -7,6 +7,9 @@
 //! send to ack and from send to delivery, and (given the server's pids:
 //! switchboard and its nats-server) their resident memory, idle per
 //! connection and under load, and the CPU they spent per message. With
+//! `--link-share`, that share of the messages links to a slow page this
+//! generator serves (link previews, v1.3); with `--polls`, every message
+//! is a poll and the clients vote rather than react. With
 //! `--reaction-rate`, the clients also react (v1.1), each toggling one of
 //! a few emoji on the newest message it has seen, and the report counts
 //! the `reaction` events they heard.
@@ -25,7 +28,6 @@
 //! per conversation: it publishes one command to each of C distinct ingest
 //! subjects and reports the nats-server's memory before and after.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,7 +36,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use hdrhistogram::Histogram;
-use serde::Deserialize;
 use switchboard_client::{RestClient, TokenSpec, WsClient, mint_hs256};
 use switchboard_protocol::ConversationKind;
 
@@ -42,11 +43,13 @@ use crate::config::DEFAULT_DEMO_SECRET;
 
 mod backbone;
 mod channels;
+mod client;
 mod export;
 mod process;
 mod profiles;
 
 use backbone::{BackboneArgs, ingest_messages};
+use client::{Counters, Pace, Shared, client_task, histogram, slow_pages};
 use process::{ProcessCpu, and_children, cpu_times, memory_of};
 
 #[derive(clap::Args)]
@@ -127,10 +130,22 @@ struct ChatArgs {
     /// beside the sends (its retention benchmark). 0: off.
     #[arg(long, default_value_t = 0)]
     disappearing_secs: u64,
+    /// The share of messages (0 to 1) that carry a link to a page this
+    /// load generator serves on 127.0.0.1, slowly (`--link-delay-ms`),
+    /// each link its own (no cache hit): link previews' cost (v1.3). The
+    /// server must let previews reach it: `[previews] allow_private =
+    /// ["127.0.0.1/32"]`.
+    #[arg(long, default_value_t = 0.0)]
+    link_share: f64,
+    /// How long the page takes to answer.
+    #[arg(long, default_value_t = 3_000)]
+    link_delay_ms: u64,
+    /// Every message is a poll of 4 options (v1.3), and the clients vote
+    /// (at `--reaction-rate`) rather than react, each choosing the next
+    /// option on the newest poll it has seen.
+    #[arg(long)]
+    polls: bool,
 }
-
-/// The emoji a client toggles, in turn.
-const EMOJI: [&str; 8] = ["👍", "❤️", "😂", "🎉", "😮", "😢", "🙏", "🔥"];
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.mode {
@@ -144,232 +159,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
-#[derive(Default)]
-struct Counters {
-    sent: AtomicU64,
-    acked: AtomicU64,
-    delivered: AtomicU64,
-    errors: AtomicU64,
-    reactions_sent: AtomicU64,
-    reactions_heard: AtomicU64,
-}
-
-struct Shared {
-    epoch: Instant,
-    /// Nanoseconds since `epoch` of the latest ack or delivery.
-    last_event_ns: AtomicU64,
-    measure_from: Duration,
-    sending: AtomicBool,
-    finished: AtomicBool,
-    counters: Counters,
-}
-
-struct TaskResult {
-    ack_us: Histogram<u64>,
-    delivery_us: Histogram<u64>,
-    errors: HashMap<String, u64>,
-    /// `client_msg_id`s sent and never acked, to look up in the logs.
-    unacked: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct FrameRef<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    client_msg_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    code: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    message: Option<MessageRef<'a>>,
-    /// An `ack`'s.
-    #[serde(default, borrow)]
-    message_id: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct MessageRef<'a> {
-    #[serde(borrow)]
-    conversation_id: Cow<'a, str>,
-    #[serde(borrow)]
-    message_id: Cow<'a, str>,
-    seq: u64,
-    #[serde(default, borrow)]
-    content: Option<ContentRef<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ContentRef<'a> {
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-}
-
 /// Members named in one request when a conversation is created.
 const MEMBERS_PER_REQUEST: usize = 500;
-
-fn histogram() -> anyhow::Result<Histogram<u64>> {
-    Histogram::new_with_bounds(1, 120_000_000, 3).context("histogram")
-}
-
-/// What one client does: where, how often, how large.
-struct Pace {
-    conversation: String,
-    /// Between two sends.
-    interval: Duration,
-    /// Between two reactions; none without reactions.
-    react_every: Option<Duration>,
-    size: usize,
-}
-
-async fn client_task(
-    ws: WsClient,
-    user: String,
-    pace: Pace,
-    shared: Arc<Shared>,
-) -> anyhow::Result<TaskResult> {
-    let Pace {
-        conversation,
-        interval,
-        react_every,
-        size,
-    } = pace;
-    let (mut tx, mut rx) = ws.split();
-    let mut result = TaskResult {
-        ack_us: histogram()?,
-        delivery_us: histogram()?,
-        errors: HashMap::new(),
-        unacked: Vec::new(),
-    };
-    // Spread the clients' first sends over one interval.
-    let offset = Duration::from_nanos(rand::random::<u64>() % interval.as_nanos().max(1) as u64);
-    let mut send_tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, interval);
-    send_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut ack_tick = tokio::time::interval(Duration::from_millis(100));
-    // Reactions are spread over their own interval: where clients send
-    // rarely (a large channel), the send offset would hold most of them
-    // back past the end of the run.
-    let reacting = react_every.is_some();
-    let react_every = react_every.unwrap_or(Duration::from_secs(3600));
-    let react_offset =
-        Duration::from_nanos(rand::random::<u64>() % react_every.as_nanos().max(1) as u64);
-    let mut react_tick =
-        tokio::time::interval_at(tokio::time::Instant::now() + react_offset, react_every);
-    react_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    // The newest message seen, and which emoji this client has on it.
-    let mut newest: Option<String> = None;
-    let mut mine = [false; EMOJI.len()];
-    let mut turn = 0usize;
-    let mut pending: HashMap<u64, Instant> = HashMap::new();
-    let mut marks: HashMap<String, u64> = HashMap::new();
-    let mut n: u64 = 0;
-    let padding = "x".repeat(size.saturating_sub(20));
-    loop {
-        tokio::select! {
-            _ = send_tick.tick(), if shared.sending.load(Ordering::Relaxed) => {
-                // The guard was read when this select began, possibly
-                // before sending stopped: a send after that would be
-                // counted without time to be acked.
-                if !shared.sending.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let now = Instant::now();
-                let sent_ns = now.duration_since(shared.epoch).as_nanos() as u64;
-                let frame = format!(
-                    r#"{{"type":"send_message","client_msg_id":"{user}-{n}","conversation_id":"{conversation}","content":{{"kind":"text","text":"{sent_ns:020}{padding}"}}}}"#
-                );
-                tx.feed_text(frame).await?;
-                tx.flush().await?;
-                pending.insert(n, now);
-                n += 1;
-                shared.counters.sent.fetch_add(1, Ordering::Relaxed);
-            }
-            _ = react_tick.tick(), if reacting && shared.sending.load(Ordering::Relaxed) => {
-                let Some(message_id) = &newest else { continue };
-                let i = turn % EMOJI.len();
-                turn += 1;
-                let action = if mine[i] { "remove" } else { "add" };
-                mine[i] = !mine[i];
-                tx.feed_text(format!(
-                    r#"{{"type":"react","conversation_id":"{conversation}","message_id":"{message_id}","emoji":"{}","action":"{action}"}}"#,
-                    EMOJI[i]
-                ))
-                .await?;
-                tx.flush().await?;
-                shared.counters.reactions_sent.fetch_add(1, Ordering::Relaxed);
-            }
-            _ = ack_tick.tick() => {
-                for (conv, seq) in marks.drain() {
-                    tx.feed_text(format!(r#"{{"type":"ack_delivered","conversation_id":"{conv}","seq":{seq}}}"#)).await?;
-                }
-                tx.flush().await?;
-                if shared.finished.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
-            text = rx.next_text() => {
-                let text = text?;
-                let now = Instant::now();
-                let Ok(frame) = serde_json::from_str::<FrameRef<'_>>(&text) else {
-                    continue;
-                };
-                match frame.kind.as_ref() {
-                    "ack" => {
-                        let k = frame
-                            .client_msg_id
-                            .as_deref()
-                            .and_then(|id| id.rsplit('-').next())
-                            .and_then(|k| k.parse::<u64>().ok());
-                        if let Some(id) = &frame.message_id
-                            && newest.as_deref() != Some(id.as_ref())
-                        {
-                            newest = Some(id.clone().into_owned());
-                            mine = [false; EMOJI.len()];
-                        }
-                        if let Some(sent) = k.and_then(|k| pending.remove(&k)) {
-                            shared.counters.acked.fetch_add(1, Ordering::Relaxed);
-                            shared.last_event_ns.fetch_max(now.duration_since(shared.epoch).as_nanos() as u64, Ordering::Relaxed);
-                            if sent.duration_since(shared.epoch) >= shared.measure_from {
-                                let _ = result.ack_us.record(now.duration_since(sent).as_micros().max(1) as u64);
-                            }
-                        }
-                    }
-                    "message" => {
-                        let Some(m) = frame.message else { continue };
-                        if newest.as_deref() != Some(m.message_id.as_ref()) {
-                            newest = Some(m.message_id.clone().into_owned());
-                            mine = [false; EMOJI.len()];
-                        }
-                        let mark = marks.entry(m.conversation_id.into_owned()).or_insert(0);
-                        *mark = (*mark).max(m.seq);
-                        let sent_ns = m
-                            .content
-                            .and_then(|c| c.text)
-                            .and_then(|t| t.get(..20).and_then(|p| p.parse::<u64>().ok()));
-                        if let Some(sent_ns) = sent_ns {
-                            shared.counters.delivered.fetch_add(1, Ordering::Relaxed);
-                            shared.last_event_ns.fetch_max(now.duration_since(shared.epoch).as_nanos() as u64, Ordering::Relaxed);
-                            let sent = Duration::from_nanos(sent_ns);
-                            if sent >= shared.measure_from {
-                                let now_ns = now.duration_since(shared.epoch);
-                                let _ = result.delivery_us.record(now_ns.saturating_sub(sent).as_micros().max(1) as u64);
-                            }
-                        }
-                    }
-                    "reaction" => {
-                        shared.counters.reactions_heard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    "error" => {
-                        shared.counters.errors.fetch_add(1, Ordering::Relaxed);
-                        *result.errors.entry(frame.code.unwrap_or_default().into_owned()).or_default() += 1;
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    result.unacked = pending.keys().map(|n| format!("{user}-{n}")).collect();
-    Ok(result)
-}
 
 fn quantiles(h: &Histogram<u64>) -> String {
     if h.is_empty() {
@@ -500,6 +291,17 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
         "sending {} msg/s for {}s ({:.4} msg/s per client, first {}s not measured)",
         a.rate, a.duration, per_user_rate, a.warmup
     );
+    let links = if a.link_share > 0.0 {
+        let base = slow_pages(Duration::from_millis(a.link_delay_ms)).await?;
+        let every = (1.0 / a.link_share.min(1.0)).round().max(1.0) as u64;
+        eprintln!(
+            "one message in {every} links to {base}/p/..., answered after {} ms",
+            a.link_delay_ms
+        );
+        Some((every, base))
+    } else {
+        None
+    };
     let mut tasks = Vec::new();
     for (user, ws) in connections {
         let conv = conversation_of.get(&user).cloned().unwrap_or_default();
@@ -508,6 +310,8 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
             interval,
             react_every,
             size: a.size,
+            links: links.clone(),
+            polls: a.polls,
         };
         tasks.push(tokio::spawn(client_task(ws, user, pace, shared.clone())));
     }
@@ -597,10 +401,21 @@ async fn chat(mut a: ChatArgs) -> anyhow::Result<()> {
             c.reactions_sent.load(Ordering::Relaxed),
             c.reactions_heard.load(Ordering::Relaxed),
         );
+        let (what, event) = if a.polls {
+            ("votes", "poll_updated")
+        } else {
+            ("reactions", "reaction")
+        };
         println!(
-            "  reactions        {reacted} sent ({:.1}/s); {heard} reaction events heard ({:.1} per reaction)",
+            "  {what:<16} {reacted} sent ({:.1}/s); {heard} {event} events heard ({:.1} each)",
             reacted as f64 / secs,
             heard as f64 / reacted.max(1) as f64
+        );
+    }
+    if a.link_share > 0.0 {
+        println!(
+            "  link previews    {} message_updated heard",
+            c.updates_heard.load(Ordering::Relaxed)
         );
     }
     println!("  errors           {errors:?}");
