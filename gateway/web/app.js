@@ -80,7 +80,7 @@ let threadList = null; // the open conversation's `GET .../threads` answer
 const threadsRead = new Set(); // `${conversation}\u0000${root}` whose thread history was read
 const bansOf = new Map(); // conversation id -> the bans in force, as `GET .../bans` answered them
 const mutesOf = new Map(); // conversation id -> the mutes in force (v1.3), as `GET .../mutes` answered them
-let moderationView = null; // a tenant admin's moderation panel (v1.3): { list, bans, shadow, audit (each null while read), told }
+let moderationView = null; // a tenant admin's moderation panel (v1.3): { list, previews, bans, shadow, audit (each null while read), told }
 let policyDraft = {}; // the admin panel's settings as typed, not saved yet
 const unfolded = new Set(); // ids of messages from blocked users the user chose to see
 const resendAt = new Map(); // client_msg_id -> when (ms) a send slow mode refused goes again, as a new message
@@ -554,11 +554,9 @@ function tickOf(state, seq) {
 }
 
 function mediaNode(content) {
-  const cached = blobUrls.get(content.blob_ref);
   if (content.kind === "image") {
     const img = el("img", { alt: content.caption || "image", "data-blob": content.blob_ref });
-    if (cached) img.src = cached;
-    else fetchBlob(content.blob_ref).then((url) => (img.src = url)).catch(() => (img.alt = "image unavailable"));
+    loadBlob(img, content.blob_ref, () => (img.alt = "image unavailable"));
     return img;
   }
   return el("button", {
@@ -574,6 +572,61 @@ function mediaNode(content) {
 async function fetchBlob(ref) {
   if (!blobUrls.has(ref)) blobUrls.set(ref, URL.createObjectURL(await client.rest.download(ref)));
   return blobUrls.get(ref);
+}
+
+/** Shows a blob of the conversation (an image message's, a link
+ * preview's image) in `img`: at once when fetched before, else once
+ * downloaded (members only); `failed()` when it cannot be. */
+function loadBlob(img, ref, failed) {
+  const cached = blobUrls.get(ref);
+  if (cached) img.src = cached;
+  else fetchBlob(ref).then((url) => (img.src = url)).catch(failed);
+}
+
+// ---- Link previews (v1.3): the cards the server adds under a text
+// message's first links after it is sent (a `message_updated` that is no
+// edit). Every field is the page's own words: drawn as text, never as
+// HTML ----
+
+/** `url` if it is a web address (http or https), else undefined. */
+function webUrl(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A message's link previews, one card per link, or null. */
+function previewsNode(m) {
+  const cards = (m.previews ?? []).map(previewCard);
+  return cards.length ? el("div", { class: "link-previews", role: "list", "aria-label": "Link previews" }, ...cards) : null;
+}
+
+/** One card: the site's name small, the title a link to the page (a new
+ * tab that learns nothing of this one), the description clamped to
+ * three lines, the image a thumbnail fetched like media. */
+function previewCard(p) {
+  const href = webUrl(p.url);
+  const host = href ? new URL(href).host : p.url;
+  const title = p.title || p.url;
+  const text = el(
+    "div",
+    { class: "link-preview-text" },
+    el("span", { class: "link-preview-site", text: p.site_name || host }),
+    href
+      ? el("a", { class: "link-preview-title", href, target: "_blank", rel: "noopener noreferrer", title: p.url, text: title })
+      : el("span", { class: "link-preview-title", text: title }),
+  );
+  if (p.description) text.append(el("span", { class: "link-preview-description", title: p.description, text: p.description }));
+  const card = el("div", { class: "link-preview", role: "listitem", "data-preview-url": p.url }, text);
+  if (p.image?.blob_ref) {
+    const img = el("img", { class: "link-preview-image", alt: "", "data-blob": p.image.blob_ref });
+    loadBlob(img, p.image.blob_ref, () => img.remove());
+    card.append(img);
+  }
+  return card;
 }
 
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -884,7 +937,10 @@ function messageNode(state, m, inThread = false) {
   if (flashing?.id === m.message_id) classes.push("flash");
   const node = el("div", { class: classes.join(" "), "data-seq": String(m.seq), "data-message-id": m.message_id });
   if (m.reply_to && !system) node.append(quoteNode(state, m.reply_to));
-  node.append(body, meta);
+  node.append(body);
+  const previews = live && m.content?.kind === "text" ? previewsNode(m) : null;
+  if (previews) node.append(previews);
+  node.append(meta);
   if (live) node.append(reactionsNode(m), toolbarOf(m, inThread, mine, pinned));
   const replies = m.thread?.reply_count ?? 0;
   if (!inThread && replies > 0) {
@@ -1226,7 +1282,7 @@ $("show-moderation").addEventListener("click", () => {
     closePanel();
     return;
   }
-  moderationView = { list: null, bans: null, shadow: null, audit: null, told: "" };
+  moderationView = { list: null, previews: null, bans: null, shadow: null, audit: null, told: "" };
   showPanel({ kind: "moderation" });
   loadModeration();
 });
@@ -1706,8 +1762,8 @@ async function unmuteMember(user) {
   await refreshMutes(conversation);
 }
 
-// ---- A tenant admin's moderation (v1.3): the word list, bans from the
-// whole app, shadow bans and the audit log ----
+// ---- A tenant admin's moderation (v1.3): the word list, link previews
+// on or off, bans from the whole app, shadow bans and the audit log ----
 
 const AUDITED = {
   blocklist_set: "set the word list",
@@ -1724,14 +1780,15 @@ const AUDITED = {
 async function loadModeration(told = "") {
   const view = moderationView;
   try {
-    const [list, bans, shadow, audit] = await Promise.all([
+    const [list, previews, bans, shadow, audit] = await Promise.all([
       client.rest.blocklist(),
+      client.rest.previewSettings(),
       client.rest.tenantBans({ limit: 100 }),
       client.rest.shadowBans({ limit: 100 }),
       client.rest.auditLog({ limit: 20 }),
     ]);
     if (moderationView !== view) return;
-    Object.assign(view, { list, bans: bans.bans, shadow: shadow.bans, audit: audit.entries, told });
+    Object.assign(view, { list, previews, bans: bans.bans, shadow: shadow.bans, audit: audit.entries, told });
   } catch (e) {
     showError("panel-error", e.message);
   }
@@ -1788,6 +1845,7 @@ function moderationPanel() {
       el("span", { class: "note", text: "Checked in every message and edit, before your app's own plugin." }),
     ),
   );
+  nodes.push(previewsSwitch(view.previews.enabled));
   nodes.push(banSection(view.bans, "tenant", "Ban from the app", "Their sign-ins are refused and their open sessions end."));
   nodes.push(banSection(view.shadow, "shadow", "Shadow ban", "Their messages seem to go, but only they see them."));
   nodes.push(
@@ -1808,6 +1866,26 @@ function moderationPanel() {
         ),
   );
   return nodes;
+}
+
+/** Link previews (v1.3) for the whole app: a switch that turns them on
+ * or off for the messages sent from then on. */
+function previewsSwitch(enabled) {
+  return el(
+    "fieldset",
+    { "aria-label": "Link previews" },
+    el("legend", { text: "Link previews" }),
+    el("button", {
+      type: "button",
+      id: "previews-switch",
+      class: "switch",
+      role: "switch",
+      "aria-checked": enabled ? "true" : "false",
+      text: `Link previews: ${enabled ? "on" : "off"}`,
+      onclick: () => moderate(() => client.rest.setPreviewSettings(!enabled), enabled ? "Link previews off." : "Link previews on."),
+    }),
+    el("span", { class: "note", text: "A card under the first links of each text message (title, description, image), fetched by the server. Off: new messages get none; cards already made stay." }),
+  );
 }
 
 /** A ban form and list, of the whole app (`tenant`) or a shadow one. */

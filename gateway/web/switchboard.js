@@ -868,8 +868,9 @@ var ConversationState = class {
     if (message.content?.kind === "system") this.systemEvent(message);
     return true;
   }
-  /** Replaces a message with its edited or deleted self (or adds it);
-   * says whether anything changed. `from`: `"store"` for a message read
+  /** Replaces a message with its edited or deleted self, or the same
+   * version with its link previews (v1.3), or adds it; says whether
+   * anything changed. `from`: `"store"` for a message read
    * for this reader (history, a replay), whose reactions' `me` is this
    * user's; `"event"` for a `message_updated`, which is the same for
    * every member, so the `me` known here stays. Takes a message of the
@@ -880,7 +881,8 @@ var ConversationState = class {
     if (!known) return this.add(message);
     const stamp = (m) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
     if (known.deleted_at && !message.deleted_at) return false;
-    if (stamp(message) < stamp(known)) return false;
+    const sameEdit = (known.edited_at ?? null) === (message.edited_at ?? null) && (known.deleted_at ?? null) === (message.deleted_at ?? null);
+    if (!sameEdit && stamp(message) < stamp(known)) return false;
     if (message.thread) this.stampThread(message);
     const merged = merge(known, message, from);
     if (sameVersion(known, merged)) return false;
@@ -1211,7 +1213,7 @@ function merge(known, message, from) {
   };
 }
 function sameVersion(a, b) {
-  return a.blocked_sender === true === (b.blocked_sender === true) && (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.poll_results ?? null) === JSON.stringify(b.poll_results ?? null) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
+  return a.blocked_sender === true === (b.blocked_sender === true) && (a.edited_at ?? null) === (b.edited_at ?? null) && (a.deleted_at ?? null) === (b.deleted_at ?? null) && JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) && JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) && JSON.stringify(a.poll_results ?? null) === JSON.stringify(b.poll_results ?? null) && JSON.stringify(a.previews ?? []) === JSON.stringify(b.previews ?? []) && JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null);
 }
 
 // src/emitter.ts
@@ -1881,6 +1883,14 @@ function lastActivity(c) {
   return last ? Date.parse(last.created_at) : 0;
 }
 
+// src/previews.ts
+function previewsOf(message) {
+  return message?.previews ?? [];
+}
+function onlyPreviewsChanged(known, message) {
+  return known !== void 0 && (known.edited_at ?? null) === (message.edited_at ?? null) && (known.deleted_at ?? null) === (message.deleted_at ?? null) && JSON.stringify(previewsOf(known)) !== JSON.stringify(previewsOf(message));
+}
+
 // src/rest.ts
 var ApiError = class extends Error {
   constructor(status, code, message, retryAfterMs) {
@@ -2213,6 +2223,17 @@ var Rest = class {
    * goes back to the default wording. Answers them as stored. */
   setPushTemplates(templates) {
     return this.json("PUT", "/v1/admin/push/templates", templates);
+  }
+  /** Whether the tenant's text messages get link previews (v1.3; tenant
+   * admins): `{ enabled }`, true unless turned off. */
+  previewSettings() {
+    return this.json("GET", "/v1/admin/previews");
+  }
+  /** Turns the tenant's link previews on or off (v1.3; tenant admins):
+   * off, no message sent from then on is unfurled (cards already made
+   * stay). Answers the setting now. */
+  setPreviewSettings(enabled) {
+    return this.json("PUT", "/v1/admin/previews", { enabled });
   }
   /** Bans `user` from the whole tenant (v1.3; tenant admins): their
    * tokens are refused (`ApiError` code `banned`) and their connections
@@ -2569,11 +2590,13 @@ var Outgoing = class {
     __publicField(this, "mentions");
     __publicField(this, "mention_all");
     __publicField(this, "custom");
+    __publicField(this, "previews");
     this.reply_to = extras.reply_to ?? null;
     this.thread_id = extras.thread_id ?? null;
     this.mentions = extras.mentions ?? [];
     this.mention_all = extras.mention_all ?? false;
     this.custom = extras.custom ?? null;
+    this.previews = extras.previews !== false;
   }
   /** What it carries besides its content, as sent (absent fields left out). */
   get extras() {
@@ -2582,7 +2605,8 @@ var Outgoing = class {
       ...this.thread_id ? { thread_id: this.thread_id } : {},
       ...this.mentions.length ? { mentions: [...this.mentions] } : {},
       ...this.mention_all ? { mention_all: true } : {},
-      ...this.custom ? { custom: this.custom } : {}
+      ...this.custom ? { custom: this.custom } : {},
+      ...this.previews ? {} : { previews: false }
     };
   }
   get frame() {
@@ -2744,7 +2768,8 @@ var Outbox = class {
         thread_id: r.thread_id,
         mentions: r.mentions,
         mention_all: r.mention_all,
-        custom: r.custom
+        custom: r.custom,
+        previews: r.previews
       });
       if (r.status === "failed") {
         o.status = "failed";
@@ -3029,7 +3054,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.threadId ? { thread_id: o.threadId } : {},
       ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
       ...o.mentionAll ? { mention_all: true } : {},
-      ...o.custom ? { custom: o.custom } : {}
+      ...o.custom ? { custom: o.custom } : {},
+      ...o.previews === false ? { previews: false } : {}
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
@@ -3051,7 +3077,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.threadId ? { thread_id: o.threadId } : {},
       ...o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {},
       ...o.mentionAll ? { mention_all: true } : {},
-      ...o.custom ? { custom: o.custom } : {}
+      ...o.custom ? { custom: o.custom } : {},
+      ...o.previews === false ? { previews: false } : {}
     });
   }
   /** Sends a text message (with `SendOptions`: a reply, into a thread,
@@ -3116,11 +3143,11 @@ var SwitchboardClient = class extends Emitter {
     return this.react(conversationId, messageId, emoji, mine ? "remove" : "add");
   }
   /** Sends a failed message again as a new one (v1.2): its content,
-   * reply, thread and mentions with a fresh `client_msg_id`, the failed
-   * one discarded. For a send a slow mode refused (`SendError` with
-   * `retryAfterMs`), whose `client_msg_id` stays refused, once the wait
-   * is over; `retry()` is the resend with the same id. Rejects at once
-   * for a message that is not failed. */
+   * reply, thread, mentions, `custom` and (v1.3) `previews: false` with
+   * a fresh `client_msg_id`, the failed one discarded. For a send a slow
+   * mode refused (`SendError` with `retryAfterMs`), whose `client_msg_id`
+   * stays refused, once the wait is over; `retry()` is the resend with
+   * the same id. Rejects at once for a message that is not failed. */
   resendAsNew(message) {
     const o = typeof message === "string" ? this.outbox.get(message) : message;
     if (!o || o.status !== "failed" || !o.discard()) {
@@ -3131,7 +3158,8 @@ var SwitchboardClient = class extends Emitter {
       ...o.thread_id ? { threadId: o.thread_id } : {},
       ...o.mentions.length ? { mentions: [...o.mentions] } : {},
       ...o.mention_all ? { mentionAll: true } : {},
-      ...o.custom ? { custom: o.custom } : {}
+      ...o.custom ? { custom: o.custom } : {},
+      ...o.previews ? {} : { previews: false }
     });
   }
   /** Whether this user blocks `user` (v1.2), as `blocked` knows it. */
@@ -3405,11 +3433,12 @@ var SwitchboardClient = class extends Emitter {
       case "message_updated": {
         const message = this.flagged(frame.message);
         const state = this.conversation(message.conversation_id);
+        const previewsOnly = onlyPreviewsChanged(state.get(message.message_id), message);
         state.update(message, "event");
         this.conversationList.updated(message);
         this.emit("updated", message);
         this.changed(state.conversationId);
-        this.commands.updated(message);
+        if (!previewsOnly) this.commands.updated(message);
         return;
       }
       case "receipt": {
@@ -3604,8 +3633,10 @@ export {
   identityOf,
   isSlowMode,
   mentionsUser,
+  onlyPreviewsChanged,
   policyOf,
   pollContent,
   previewOf,
+  previewsOf,
   verifyWebhook
 };

@@ -7,6 +7,7 @@ import { Emitter } from "./emitter.js";
 import type { ClientEvents, ClientOptions } from "./options.js";
 import { IndexedDbStore, Persistence, readRecords, type Meta, type StateStore, type StoredRecords } from "./persist.js";
 import { freshResults, pollContent, type NewPoll, type PollUpdatedEvent } from "./polls.js";
+import { onlyPreviewsChanged } from "./previews.js";
 import type { BlockAction, Message, ReactAction, SentContent, ServerFrame, TypingState } from "./protocol.js";
 import { Rest, type PostMessage, type PostedMessage } from "./rest.js";
 import { ProfileCache } from "./profiles.js";
@@ -35,6 +36,9 @@ export interface SendOptions {
    * bytes (`too_large` past it), carried as `custom` and changed only by
    * an edit. */
   custom?: Custom;
+  /** `false`: the server makes no link previews for this message (v1.3;
+   * by default a text's first links get cards after its ack). */
+  previews?: boolean;
 }
 
 /**
@@ -53,7 +57,7 @@ export interface SendOptions {
  *   `seq`) and whenever a `seq` gap shows.
  * - Keeps per-conversation state: messages in `seq` order, de-duplicated
  *   by `message_id`, with their reactions, thread summaries and (v1.3)
- *   poll results with the reader's own choice; receipts;
+ *   poll results with the reader's own choice and link previews; receipts;
  *   typing with expiry; roles and pins; the policy (slow mode, retention,
  *   disappearing messages). And presence, the users this user blocks
  *   (`blocked`), and the live conversation list (`conversationList`),
@@ -259,6 +263,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
       ...(o.mentionAll ? { mention_all: true } : {}),
       ...(o.custom ? { custom: o.custom } : {}),
+      ...(o.previews === false ? { previews: false } : {}),
     };
     return this.outbox.send(conversationId, content, o.clientMsgId ?? this.newClientMsgId(), extras);
   }
@@ -287,6 +292,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.mentions?.length ? { mentions: [...new Set(o.mentions)] } : {}),
       ...(o.mentionAll ? { mention_all: true } : {}),
       ...(o.custom ? { custom: o.custom } : {}),
+      ...(o.previews === false ? { previews: false } : {}),
     });
   }
 
@@ -365,11 +371,11 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
   }
 
   /** Sends a failed message again as a new one (v1.2): its content,
-   * reply, thread and mentions with a fresh `client_msg_id`, the failed
-   * one discarded. For a send a slow mode refused (`SendError` with
-   * `retryAfterMs`), whose `client_msg_id` stays refused, once the wait
-   * is over; `retry()` is the resend with the same id. Rejects at once
-   * for a message that is not failed. */
+   * reply, thread, mentions, `custom` and (v1.3) `previews: false` with
+   * a fresh `client_msg_id`, the failed one discarded. For a send a slow
+   * mode refused (`SendError` with `retryAfterMs`), whose `client_msg_id`
+   * stays refused, once the wait is over; `retry()` is the resend with
+   * the same id. Rejects at once for a message that is not failed. */
   resendAsNew(message: OutgoingMessage | string): Promise<Sent> {
     const o = typeof message === "string" ? this.outbox.get(message) : message;
     if (!o || o.status !== "failed" || !o.discard()) {
@@ -381,6 +387,7 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       ...(o.mentions.length ? { mentions: [...o.mentions] } : {}),
       ...(o.mention_all ? { mentionAll: true } : {}),
       ...(o.custom ? { custom: o.custom } : {}),
+      ...(o.previews ? {} : { previews: false }),
     });
   }
 
@@ -692,11 +699,14 @@ export class SwitchboardClient extends Emitter<ClientEvents> {
       case "message_updated": {
         const message = this.flagged(frame.message);
         const state = this.conversation(message.conversation_id);
+        // Link previews (v1.3) come this way too, the message neither
+        // edited nor deleted: no edit's or delete's answer.
+        const previewsOnly = onlyPreviewsChanged(state.get(message.message_id), message);
         state.update(message, "event");
         this.conversationList.updated(message);
         this.emit("updated", message);
         this.changed(state.conversationId);
-        this.commands.updated(message);
+        if (!previewsOnly) this.commands.updated(message);
         return;
       }
       case "receipt": {

@@ -178,8 +178,9 @@ export class ConversationState {
     return true;
   }
 
-  /** Replaces a message with its edited or deleted self (or adds it);
-   * says whether anything changed. `from`: `"store"` for a message read
+  /** Replaces a message with its edited or deleted self, or the same
+   * version with its link previews (v1.3), or adds it; says whether
+   * anything changed. `from`: `"store"` for a message read
    * for this reader (history, a replay), whose reactions' `me` is this
    * user's; `"event"` for a `message_updated`, which is the same for
    * every member, so the `me` known here stays. Takes a message of the
@@ -190,10 +191,13 @@ export class ConversationState {
     const message = stored as Message;
     const known = this.byId.get(message.message_id);
     if (!known) return this.add(message);
-    // Never go back: an older version arriving late is ignored.
+    // Never go back: an older version arriving late is ignored. The same
+    // version is taken (link previews come on it, v1.3), also over one
+    // made from this client's ack, whose `created_at` is this device's.
     const stamp = (m: Message) => Date.parse(m.deleted_at ?? m.edited_at ?? m.created_at);
     if (known.deleted_at && !message.deleted_at) return false;
-    if (stamp(message) < stamp(known)) return false;
+    const sameEdit = (known.edited_at ?? null) === (message.edited_at ?? null) && (known.deleted_at ?? null) === (message.deleted_at ?? null);
+    if (!sameEdit && stamp(message) < stamp(known)) return false;
     if (message.thread) this.stampThread(message);
     const merged = merge(known, message, from);
     if (sameVersion(known, merged)) return false;
@@ -582,6 +586,7 @@ function sameVersion(a: Message, b: Message): boolean {
     JSON.stringify(a.content ?? null) === JSON.stringify(b.content ?? null) &&
     JSON.stringify(a.reactions ?? []) === JSON.stringify(b.reactions ?? []) &&
     JSON.stringify(a.poll_results ?? null) === JSON.stringify(b.poll_results ?? null) &&
+    JSON.stringify(a.previews ?? []) === JSON.stringify(b.previews ?? []) &&
     JSON.stringify(a.thread ?? null) === JSON.stringify(b.thread ?? null)
   );
 }

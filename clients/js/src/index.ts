@@ -9,6 +9,7 @@ export type { Custom, MessageStatus, OutgoingMessage, SendExtras, Sent } from ".
 export type { CommandEvent, ReactionEvent } from "./commands.js";
 export { pollContent } from "./polls.js";
 export type { NewPoll, PollUpdatedEvent } from "./polls.js";
+export { onlyPreviewsChanged, previewsOf } from "./previews.js";
 export { ConversationState, mentionsUser, policyOf } from "./conversation.js";
 export type { ConversationSnapshot, PinInfo, PolicyInfo } from "./conversation.js";
 export { BlockSet } from "./blocks.js";
@@ -65,6 +66,7 @@ export type {
   Blocklist,
   TenantBan,
   PushTemplates,
+  PreviewSettings,
   TenantBanList,
   Mute,
   AuditEntry,

@@ -953,6 +953,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/previews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's link previews
+         * @description Whether the server unfurls the first links of the tenant's text messages after their ack (on unless turned off; a deployment may turn them off for every tenant). Tenant admins only.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The setting. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PreviewSettings"];
+                    };
+                };
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        /**
+         * Turn the tenant's link previews on or off
+         * @description `{"enabled": false}`: no message of the tenant sent from then on is unfurled (cards already made stay); `true` turns them back on. Tenant admins only. 409 for a tenant defined only in the configuration file: create it in sb_tenants first.
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PreviewSettings"];
+                };
+            };
+            responses: {
+                /** @description The setting now. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PreviewSettings"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                401: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                429: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/push/templates": {
         parameters: {
             query?: never;
@@ -5057,6 +5134,23 @@ export interface components {
             /** @default closed */
             on_failure: components["schemas"]["OnFailure"];
         };
+        /** @description One card of a message's `previews`. */
+        LinkPreview: {
+            description?: string | null;
+            /**
+             * @description The page's image, fetched once by the server and served like
+             *     media (`GET /v1/media/{blob_ref}`), to the conversation's members
+             *     only.
+             */
+            image?: components["schemas"]["PreviewImage"] | null;
+            site_name?: string | null;
+            title?: string | null;
+            /**
+             * @description The link as the message's text has it (never where it led, nor
+             *     what the page says its address is).
+             */
+            url: string;
+        };
         /** @description A hook's deployment as the admin API shows it. */
         Listing: {
             /** @description The active version, or `null` when the built-in default applies. */
@@ -5162,6 +5256,11 @@ export interface components {
              *     voters unless anonymous, and the reader's own choice (`me`).
              */
             poll_results?: components["schemas"]["PollResults"] | null;
+            /**
+             * @description Cards of the text's first links (v1.3), added by the server after
+             *     the send (members get `message_updated`); absent when none.
+             */
+            previews?: components["schemas"]["LinkPreview"][];
             /**
              * @description The reactions, one entry per emoji, in the order they first came
              *     (v1.1); `me` says whether the reader reacted.
@@ -5411,6 +5510,8 @@ export interface components {
             mention_all?: boolean;
             /** @description Members to mention. */
             mentions?: components["schemas"]["UserId"][];
+            /** @description `false`: no link previews for this message (v1.3). */
+            previews?: boolean | null;
             /** @description A live message of the conversation this one replies to. */
             reply_to?: components["schemas"]["MessageId"] | null;
             /**
@@ -5435,8 +5536,22 @@ export interface components {
         };
         /** @enum {string} */
         PresenceStatus: "online" | "offline";
+        /** @description A preview's image, kept as a blob. */
+        PreviewImage: {
+            blob_ref: string;
+            mime: string;
+            /** Format: uint64 */
+            size: number;
+        };
         /** @description What a push shows (F15). Ciphertext never shows more than `sender`. */
         PreviewMode: "off" | "sender" | "text";
+        /**
+         * @description `GET/PUT /v1/admin/previews`: whether the tenant's messages are
+         *     unfurled (on by default).
+         */
+        PreviewSettings: {
+            enabled: boolean;
+        };
         /**
          * @description How this process runs a tenant's hook, as it answers on
          *     [`STATUS_SUBJECT_PREFIX`].
@@ -5835,7 +5950,7 @@ export interface components {
             body: string;
             /** @constant */
             kind: "ciphertext";
-        } | components["schemas"]["CustomContent"];
+        } | components["schemas"]["CustomContent"] | components["schemas"]["PollContent"];
         /** @description A hook's shadow version and how it compares, as the admin API shows it. */
         ShadowListing: {
             /**

@@ -70,7 +70,8 @@ export interface ClientEvents extends Record<string, unknown> {
   status: Status;
   /** A message new to this client (never one already seen). */
   message: Message;
-  /** A message edited or deleted. */
+  /** A message edited or deleted, or (v1.3) given its link previews:
+   * then `edited_at` is as it was (the message was not edited). */
   updated: Message;
   receipt: { conversation_id: string; user_id: string; kind: "delivered" | "read"; seq: number };
   /** Who is typing in a conversation changed (a start, a stop, or one

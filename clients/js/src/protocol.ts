@@ -28,6 +28,10 @@ mention_all?: boolean
  */
 mentions?: UserId[]
 /**
+ * `false`: no link previews for this message (v1.3).
+ */
+previews?: (boolean | null)
+/**
  * A live message of the conversation this one replies to (v1.1).
  */
 reply_to?: (MessageId | null)
@@ -124,7 +128,13 @@ body: string
 kind: "ciphertext"
 } | (CustomContent & {
 kind: "custom"
+}) | (PollContent & {
+kind: "poll"
 }))
+/**
+ * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
+ */
+export type Timestamp = string
 /**
  * A conversation, unique within a tenant: 1-128 characters of [A-Za-z0-9._:@-].
  */
@@ -137,10 +147,6 @@ export type UserId = string
  * A Snowflake message id: a 64-bit integer as a decimal string (JavaScript numbers cannot hold it).
  */
 export type MessageId = string
-/**
- * An RFC 3339 time in UTC with milliseconds, e.g. 2026-05-22T09:21:41.123Z.
- */
-export type Timestamp = string
 /**
  * What a `react` frame does.
  */
@@ -341,44 +347,6 @@ fallback_text?: (string | null)
 type: string
 }
 /**
- * What became of a send: the `ack` frame a socket gets, and the answer
- * of a REST send (`PostedMessage`), one type for every way a send comes
- * in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
- * names the schedule instead.
- */
-export interface SendAck {
-client_msg_id: ClientMsgId
-/**
- * What was stored, only when it differs from what was sent (a
- * moderation plugin rewrote it, or the tenant's word list masked
- * it): the sender shows this instead.
- */
-content?: (Content | null)
-conversation_id: ConversationId
-/**
- * The stored message's id: present when `status` is `"sent"`.
- */
-message_id?: (MessageId | null)
-/**
- * With `"scheduled"`: the id that lists and cancels it
- * (`/v1/scheduled`).
- */
-scheduled_id?: (string | null)
-/**
- * With `"scheduled"`: when it will be sent.
- */
-send_at?: (Timestamp | null)
-/**
- * The stored message's `seq`: present when `status` is `"sent"`.
- */
-seq?: (number | null)
-/**
- * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
- * kept until then; it gets its `message_id` and `seq` when sent.
- */
-status: ("sent" | "scheduled")
-}
-/**
  * Content kind `poll`.
  */
 export interface PollContent {
@@ -416,6 +384,44 @@ id: string
  * 1 to 100 characters.
  */
 text: string
+}
+/**
+ * What became of a send: the `ack` frame a socket gets, and the answer
+ * of a REST send (`PostedMessage`), one type for every way a send comes
+ * in. A `sent` ack names the stored message; a `scheduled` one (v1.2)
+ * names the schedule instead.
+ */
+export interface SendAck {
+client_msg_id: ClientMsgId
+/**
+ * What was stored, only when it differs from what was sent (a
+ * moderation plugin rewrote it, or the tenant's word list masked
+ * it): the sender shows this instead.
+ */
+content?: (Content | null)
+conversation_id: ConversationId
+/**
+ * The stored message's id: present when `status` is `"sent"`.
+ */
+message_id?: (MessageId | null)
+/**
+ * With `"scheduled"`: the id that lists and cancels it
+ * (`/v1/scheduled`).
+ */
+scheduled_id?: (string | null)
+/**
+ * With `"scheduled"`: when it will be sent.
+ */
+send_at?: (Timestamp | null)
+/**
+ * The stored message's `seq`: present when `status` is `"sent"`.
+ */
+seq?: (number | null)
+/**
+ * `"sent"`: stored. `"scheduled"` (v1.2): a send with `send_at`,
+ * kept until then; it gets its `message_id` and `seq` when sent.
+ */
+status: ("sent" | "scheduled")
 }
 /**
  * What a `system` message reports.
@@ -549,6 +555,11 @@ message_id: MessageId
  */
 poll_results?: (PollResults | null)
 /**
+ * Cards of the text's first links (v1.3), added by the server after
+ * the send (members get `message_updated`); absent when none.
+ */
+previews?: LinkPreview[]
+/**
  * The reactions, one entry per emoji, in the order they first came
  * (v1.1); `me` says whether the reader reacted.
  */
@@ -600,6 +611,33 @@ me?: string[]
 voters?: ({
 [k: string]: UserId[]
 } | null)
+}
+/**
+ * One card of a message's `previews`.
+ */
+export interface LinkPreview {
+description?: (string | null)
+/**
+ * The page's image, fetched once by the server and served like
+ * media (`GET /v1/media/{blob_ref}`), to the conversation's members
+ * only.
+ */
+image?: (PreviewImage | null)
+site_name?: (string | null)
+title?: (string | null)
+/**
+ * The link as the message's text has it (never where it led, nor
+ * what the page says its address is).
+ */
+url: string
+}
+/**
+ * A preview's image, kept as a blob.
+ */
+export interface PreviewImage {
+blob_ref: string
+mime: string
+size: number
 }
 /**
  * One emoji's reactions to a message.

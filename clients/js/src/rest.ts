@@ -137,6 +137,9 @@ export type Blocklist = Schemas["Blocklist"];
 export type TenantBan = Schemas["TenantBan"];
 /** A tenant's push templates per kind (v1.3). */
 export type PushTemplates = Schemas["PushTemplates"];
+/** Whether a tenant's messages get link previews (v1.3; on unless its
+ * admins turned them off). */
+export type PreviewSettings = Schemas["PreviewSettings"];
 export type TenantBanList = Answer<"/v1/admin/bans", "get">;
 export type Mute = Schemas["Mute"];
 export type AuditEntry = Schemas["AuditEntry"];
@@ -554,6 +557,19 @@ export class Rest {
    * goes back to the default wording. Answers them as stored. */
   setPushTemplates(templates: PushTemplates): Promise<PushTemplates> {
     return this.json("PUT", "/v1/admin/push/templates", templates);
+  }
+
+  /** Whether the tenant's text messages get link previews (v1.3; tenant
+   * admins): `{ enabled }`, true unless turned off. */
+  previewSettings(): Promise<PreviewSettings> {
+    return this.json("GET", "/v1/admin/previews");
+  }
+
+  /** Turns the tenant's link previews on or off (v1.3; tenant admins):
+   * off, no message sent from then on is unfurled (cards already made
+   * stay). Answers the setting now. */
+  setPreviewSettings(enabled: boolean): Promise<PreviewSettings> {
+    return this.json("PUT", "/v1/admin/previews", { enabled });
   }
 
   /** Bans `user` from the whole tenant (v1.3; tenant admins): their

@@ -25,13 +25,16 @@ export type Custom = { [key: string]: unknown };
  * `send_message` frame names it: the message it replies to (quoted in
  * the main timeline), the root of the thread it goes into, the members
  * it mentions, whether it mentions everyone (owners and admins), and
- * (v1.3) its `custom` fields. */
+ * (v1.3) its `custom` fields and `previews: false` (no link previews). */
 export interface SendExtras {
   reply_to?: string;
   thread_id?: string;
   mentions?: string[];
   mention_all?: boolean;
   custom?: Custom;
+  /** `false`: the server unfurls none of its links (v1.3); `true`, the
+   * default, is left out of the frame. */
+  previews?: boolean;
 }
 
 /** A message this client sent (or is sending). */
@@ -49,6 +52,9 @@ export interface OutgoingMessage {
   readonly mention_all: boolean;
   /** Its `custom` fields (v1.3), or null. */
   readonly custom: Custom | null;
+  /** Whether the server may unfurl its links (v1.3): false when it was
+   * sent with `previews: false`. */
+  readonly previews: boolean;
   /** When the app made it (this device's clock). */
   readonly created_at: string;
   readonly status: MessageStatus;
@@ -78,6 +84,7 @@ export interface OutgoingRecord {
   mentions?: string[];
   mention_all?: boolean;
   custom?: Custom;
+  previews?: boolean;
 }
 
 type SendFrame = Extract<ClientFrame, { type: "send_message" }>;
@@ -134,6 +141,7 @@ export class Outgoing implements OutgoingMessage {
   readonly mentions: readonly string[];
   readonly mention_all: boolean;
   readonly custom: Custom | null;
+  readonly previews: boolean;
 
   constructor(
     private readonly outbox: Outbox,
@@ -148,6 +156,7 @@ export class Outgoing implements OutgoingMessage {
     this.mentions = extras.mentions ?? [];
     this.mention_all = extras.mention_all ?? false;
     this.custom = extras.custom ?? null;
+    this.previews = extras.previews !== false;
   }
 
   /** What it carries besides its content, as sent (absent fields left out). */
@@ -158,6 +167,7 @@ export class Outgoing implements OutgoingMessage {
       ...(this.mentions.length ? { mentions: [...this.mentions] } : {}),
       ...(this.mention_all ? { mention_all: true } : {}),
       ...(this.custom ? { custom: this.custom } : {}),
+      ...(this.previews ? {} : { previews: false }),
     };
   }
 
@@ -345,6 +355,7 @@ export class Outbox {
         mentions: r.mentions,
         mention_all: r.mention_all,
         custom: r.custom,
+        previews: r.previews,
       });
       if (r.status === "failed") {
         o.status = "failed";

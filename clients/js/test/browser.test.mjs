@@ -6,17 +6,16 @@
 // (reactions, replies and threads, mentions, pins, roles, notification
 // settings), of each v1.2 safety screen (blocks, the admin screen,
 // reports), of search and scheduled messages, and of the v1.3 screens
-// (polls among them) to docs/screenshots/, so the README shows what the
-// last run saw.
+// (polls and link previews among them) to docs/screenshots/, so the
+// README shows what the last run saw.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { crc32, deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import WebSocket from "ws";
 import { SwitchboardClient } from "../dist/index.js";
-import { Dev, adminToken, token, waitFor } from "./dev.mjs";
+import { Dev, adminToken, linkPage, png, token, waitFor } from "./dev.mjs";
 
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 // The gateway serves the browser client it embedded when it was built
@@ -42,29 +41,6 @@ async function newContext(options) {
 }
 const artifacts = new URL("../test-artifacts/", import.meta.url).pathname;
 const screenshots = new URL("../../../docs/screenshots/", import.meta.url).pathname;
-/** A `size`×`size` PNG of one colour. */
-function png(size, [r, g, b]) {
-  const row = Buffer.alloc(1 + size * 3);
-  for (let x = 0; x < size; x++) row.set([r, g, b], 1 + x * 3);
-  const chunk = (type, data) => {
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(data.length);
-    const body = Buffer.concat([Buffer.from(type), data]);
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(body));
-    return Buffer.concat([length, body, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(size, 0);
-  header.writeUInt32BE(size, 4);
-  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk("IHDR", header),
-    chunk("IDAT", deflateSync(Buffer.concat(Array(size).fill(row)))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
-}
 const PNG = png(48, [26, 115, 232]);
 
 let dev;
@@ -1057,6 +1033,101 @@ test("polls (v1.3): a member creates a poll from the composer, another votes, bo
   assert.equal(await petraSnacks.locator(".poll-voters").count(), 0);
   assert.equal(await snacks.locator(".poll-voters").count(), 0);
   for (const page of [petra, kofi]) await page.context().close();
+});
+
+// ---- Link previews (v1.3) ----
+
+/** A dusk sea under a sky, for a card's image. */
+const SEASCAPE = png(96, (x, y) =>
+  y < 56
+    ? [250 - y * 2, 170 - y * 2, 90 + y]
+    : [20 + ((x + y) % 9) * 3, 70 + (y - 56), 140 + (y - 56)],
+);
+
+test("link previews (v1.3): a link's card shows under the text on both sides (site, title linking out in a new tab, description clamped, the image as a thumbnail), not edited; a page's markup stays text; a tenant admin turns previews off and on in Moderation", async () => {
+  const ferry = await linkPage({
+    title: "Night ferry to the islands",
+    description:
+      "Timetables, fares and what to bring for the crossing. The boat leaves the old harbour at nine, " +
+      "calls at every island on the way out and comes back at dawn; cabins sell out early in summer, " +
+      "deck seats never do, and the café on board closes at midnight.",
+    siteName: "Harbour Times",
+    image: SEASCAPE,
+  });
+  const hostile = await linkPage({
+    title: "<b>Bold</b> claims",
+    description: "<img src=x onerror=alert(1)> stays words",
+    siteName: "<i>Tricky</i>",
+    image: png(8, [200, 40, 40]),
+  });
+  const id = await groupOf("lia", ["noor"], "Weekend trip");
+  const lia = await signIn("lia", FEATURE);
+  const noor = await signIn("noor", FEATURE);
+  try {
+    await openChat(lia, id);
+    await openChat(noor, id);
+    await say(noor, "Where do we catch the boat on Saturday?");
+    await say(lia, `Ferry details here: ${ferry.url}`);
+
+    for (const who of [noor, lia]) {
+      const message = timelineMsg(who, "Ferry details here");
+      const card = message.locator(".link-preview");
+      await card.waitFor();
+      assert.equal(await card.locator(".link-preview-site").textContent(), "Harbour Times");
+      const title = card.locator("a.link-preview-title");
+      assert.equal(await title.textContent(), "Night ferry to the islands");
+      assert.equal(await title.getAttribute("href"), ferry.url);
+      assert.equal(await title.getAttribute("target"), "_blank");
+      assert.equal(await title.getAttribute("rel"), "noopener noreferrer");
+      // Clamped: the box is shorter than its text.
+      const description = card.locator(".link-preview-description");
+      assert.ok((await description.textContent()).startsWith("Timetables, fares"));
+      assert.ok(await description.evaluate((d) => d.scrollHeight > d.clientHeight + 2), "the description is clamped");
+      // The image through the media download, as an image message's.
+      await who.waitForFunction(() => {
+        const img = document.querySelector("#messages .link-preview img.link-preview-image");
+        return img && img.src.startsWith("blob:") && img.complete && img.naturalWidth === 96;
+      });
+      // The message was not edited.
+      assert.equal(await message.locator(".meta", { hasText: "edited" }).count(), 0);
+    }
+    assert.equal(await timelineMsg(noor, "Where do we catch").locator(".link-preview").count(), 0);
+    // (The message's toolbar shows on hover and focus: away from it.)
+    await noor.mouse.move(400, 650);
+    await noor.locator("#text").focus();
+    await noor.screenshot({ path: `${screenshots}link-previews.png` });
+
+    // A page's markup is its words: shown, never made.
+    await say(lia, `And this one: ${hostile.url}`);
+    const tricky = timelineMsg(noor, "And this one").locator(".link-preview");
+    await tricky.waitFor();
+    assert.equal(await tricky.locator(".link-preview-title").textContent(), "<b>Bold</b> claims");
+    assert.equal(await tricky.locator(".link-preview-site").textContent(), "<i>Tricky</i>");
+    assert.equal(await tricky.locator(".link-preview-description").textContent(), "<img src=x onerror=alert(1)> stays words");
+    assert.equal(await tricky.locator(".link-preview-text b, .link-preview-text i, .link-preview-text img").count(), 0);
+
+    // A tenant admin: the switch in Moderation, off and on again.
+    const curator = await signInWithToken(adminToken("curator"), FEATURE);
+    await curator.click("#show-moderation");
+    const tools = curator.locator("#panel");
+    const toggle = tools.getByRole("switch", { name: /Link previews/ });
+    await toggle.and(curator.locator('[aria-checked="true"]')).filter({ hasText: "Link previews: on" }).waitFor();
+    await toggle.click();
+    await tools.locator("#moderation-state", { hasText: "Link previews off" }).waitFor();
+    await toggle.and(curator.locator('[aria-checked="false"]')).filter({ hasText: "Link previews: off" }).waitFor();
+    await curator.screenshot({ path: `${artifacts}link-previews-switch.png` });
+    const setting = async () => (await fetch(`${dev.url}/v1/admin/previews`, { headers: { authorization: `Bearer ${adminToken("curator")}` } })).json();
+    assert.deepEqual(await setting(), { enabled: false });
+    await toggle.click();
+    await tools.locator("#moderation-state", { hasText: "Link previews on" }).waitFor();
+    await toggle.and(curator.locator('[aria-checked="true"]')).waitFor();
+    assert.deepEqual(await setting(), { enabled: true });
+    await curator.context().close();
+  } finally {
+    for (const p of [lia, noor]) await p.context().close();
+    await ferry.close();
+    await hostile.close();
+  }
 });
 
 test("search: a member types in the search box, sees the highlighted result, clicks it and lands on the message", async () => {

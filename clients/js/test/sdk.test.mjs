@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
 import { ApiError, CommandError, MemoryStore, SendError, SwitchboardClient, mentionsUser, verifyWebhook } from "../dist/index.js";
 import { readFileSync } from "node:fs";
-import { Dev, adminToken, botToken, token, waitFor, until } from "./dev.mjs";
+import { Dev, adminToken, botToken, linkPage, png, token, waitFor, until } from "./dev.mjs";
 
 let dev;
 before(async () => {
@@ -1246,6 +1246,178 @@ test("votes wait without a connection, go one at a time per poll, kept in the st
   } finally {
     c.close();
     server.close();
+  }
+});
+
+// ---- Link previews (v1.3) ----
+
+const previewsOf = (c, id, messageId) => c.conversation(id).get(messageId)?.previews ?? [];
+/** Waits a moment (for what must not come). */
+const pause = (ms) => new Promise((r) => setTimeout(r, ms));
+
+test("link previews (v1.3): a link's card (title, description, site, image as media) comes as message_updated to every member and the sender, no edit; previews: false on a send, a REST send and a scheduled send gives none; the admin switch round-trips", async () => {
+  const thumb = png(16, [232, 115, 26]);
+  const page = await linkPage({
+    title: "Harbour lights",
+    description: "A walk along the old harbour at dusk, with <b>tags</b> that stay text.",
+    siteName: "Local Gazette",
+    image: thumb,
+  });
+  const { id, clients, close } = await group("ines", ["jonas"], "previews");
+  const { ines, jonas } = clients;
+  const admin = new SwitchboardClient({ url: dev.url, token: adminToken("preview-admin"), WebSocket });
+  try {
+    const edits = [];
+    jonas.on("updated", (m) => edits.push(m));
+    const arrived = waitFor(jonas, "message", (m) => m.content?.text?.startsWith("Tonight:") && m);
+    const card = waitFor(jonas, "updated", (m) => m.previews?.length && m);
+    const sent = await ines.sendText(id, `Tonight: ${page.url}, see you there.`);
+    const first = await arrived;
+    assert.equal(first.previews?.length ?? 0, 0, "the message comes first, without its card");
+    const updated = await card;
+    assert.equal(updated.message_id, sent.message_id);
+    const [preview] = updated.previews;
+    assert.deepEqual(
+      { ...preview, image: { ...preview.image, blob_ref: typeof preview.image?.blob_ref } },
+      {
+        url: page.url,
+        title: "Harbour lights",
+        description: "A walk along the old harbour at dusk, with <b>tags</b> that stay text.",
+        site_name: "Local Gazette",
+        image: { blob_ref: "string", mime: "image/png", size: thumb.length },
+      },
+    );
+    // Not an edit: the message is as it was, its card added.
+    assert.equal(updated.edited_at, null);
+    assert.deepEqual(updated.content, { kind: "text", text: `Tonight: ${page.url}, see you there.` });
+    assert.deepEqual(previewsOf(jonas, id, sent.message_id), updated.previews);
+    assert.equal(jonas.conversation(id).get(sent.message_id).edited_at, null);
+    assert.ok(edits.every((m) => m.edited_at == null));
+    // The sender's own copy (made from the ack) takes it too.
+    await until(() => previewsOf(ines, id, sent.message_id).length === 1, 10_000, "the sender's card");
+    assert.equal(ines.conversation(id).get(sent.message_id).edited_at, null);
+    assert.deepEqual(previewsOf(ines, id, sent.message_id), updated.previews);
+    // The image is media of the conversation.
+    const bytes = Buffer.from(await (await jonas.rest.download(preview.image.blob_ref)).arrayBuffer());
+    assert.deepEqual(bytes, thumb);
+    // History has it (a device away reads it there).
+    const history = await jonas.rest.history(id);
+    assert.deepEqual(history.messages.find((m) => m.message_id === sent.message_id)?.previews, updated.previews);
+
+    // previews: false, on the socket, over REST and scheduled: no card;
+    // the same link sent after them without it gets its (cached) card.
+    const quiet = await ines.sendText(id, `No card please: ${page.url}`, { previews: false });
+    const posted = await ines.rest.postMessage(id, {
+      client_msg_id: `quiet-rest-${Date.now()}`,
+      content: { kind: "text", text: `No card over REST: ${page.url}` },
+      previews: false,
+    });
+    const sendAt = new Date(Date.now() + 2000);
+    const laterQuiet = waitFor(jonas, "message", (m) => m.content?.text?.startsWith("No card later:") && m);
+    const laterLoud = waitFor(jonas, "message", (m) => m.content?.text?.startsWith("A card later:") && m);
+    await ines.schedule(id, { kind: "text", text: `No card later: ${page.url}` }, sendAt, { previews: false });
+    await ines.schedule(id, { kind: "text", text: `A card later: ${page.url}` }, sendAt);
+    const [scheduledQuiet, scheduledLoud] = await Promise.all([laterQuiet, laterLoud]);
+    const loud = await ines.sendText(id, `Again: ${page.url}`);
+    await until(() => previewsOf(jonas, id, loud.message_id).length === 1, 10_000, "the control's card");
+    await until(() => previewsOf(jonas, id, scheduledLoud.message_id).length === 1, 10_000, "the scheduled control's card");
+    await pause(1000);
+    const quietIds = [quiet.message_id, posted.message_id, scheduledQuiet.message_id];
+    for (const messageId of quietIds) {
+      assert.deepEqual(previewsOf(jonas, id, messageId), [], "no card for a send with previews: false");
+      assert.deepEqual(previewsOf(ines, id, messageId), []);
+    }
+    const stored = (await jonas.rest.history(id)).messages.filter((m) => quietIds.includes(m.message_id));
+    assert.equal(stored.length, 3);
+    assert.ok(stored.every((m) => !m.previews?.length));
+
+    // The tenant's switch (tenant admins only).
+    assert.deepEqual(await admin.rest.previewSettings(), { enabled: true });
+    assert.deepEqual(await admin.rest.setPreviewSettings(false), { enabled: false });
+    assert.deepEqual(await admin.rest.previewSettings(), { enabled: false });
+    assert.deepEqual(await admin.rest.setPreviewSettings(true), { enabled: true });
+    assert.deepEqual(await admin.rest.previewSettings(), { enabled: true });
+    await assert.rejects(jonas.rest.previewSettings(), (e) => e instanceof ApiError && e.status === 403);
+    await assert.rejects(jonas.rest.setPreviewSettings(false), (e) => e instanceof ApiError && e.status === 403);
+  } finally {
+    admin.close();
+    close();
+    await page.close();
+  }
+});
+
+test("a message_updated that only brings link previews is no edit's answer, and the sender's copy from its ack takes them; previews: false rides the frame, the store and resendAsNew (stand-in)", { timeout: 10_000 }, async () => {
+  // The stand-in acks each send (and refuses "refuse me" for good); an
+  // edit is answered by the message's cards first (not edited), then,
+  // 100 ms later, by the edit itself.
+  const card = { url: "https://example.com/a", title: "A page", image: { blob_ref: "b1", mime: "image/png", size: 3 } };
+  const original = { kind: "text", text: "look https://example.com/a" };
+  let seq = 0;
+  const gateway = await standIn((frame, socket) => {
+    if (frame.type === "send_message") {
+      if (frame.content.text === "refuse me") {
+        gateway.reply(socket, { type: "error", code: "invalid_request", message: "no", request_type: "send_message", client_msg_id: frame.client_msg_id, conversation_id: frame.conversation_id });
+        return;
+      }
+      seq += 1;
+      gateway.reply(socket, { type: "ack", client_msg_id: frame.client_msg_id, conversation_id: frame.conversation_id, message_id: String(seq), seq, status: "sent" });
+    }
+    if (frame.type === "edit_message") {
+      // The server's own created_at, before this device's clock.
+      const stored = message({ conversation_id: "c1", message_id: "1", seq: 1, sender_id: "zed", content: original, previews: [card] });
+      gateway.reply(socket, { type: "message_updated", message: stored });
+      setTimeout(() => {
+        gateway.reply(socket, { type: "message_updated", message: { ...stored, content: frame.content, edited_at: "2026-01-01T00:00:05.000Z" } });
+      }, 100);
+    }
+  });
+  const store = new MemoryStore();
+  const c = new SwitchboardClient({ url: gateway.url, token: fakeToken("zed"), WebSocket, persist: store });
+  let again;
+  try {
+    const open = waitFor(c, "status", (s) => s === "open");
+    c.connect();
+    await open;
+    await c.send("c1", original);
+    assert.equal("previews" in gateway.frames.find((f) => f.type === "send_message"), false, "left out by default");
+    assert.equal(c.conversation("c1").get("1").previews, undefined);
+
+    const edits = [];
+    c.on("command", (e) => edits.push(e));
+    const edited = await c.edit("c1", "1", { kind: "text", text: "look https://example.com/a (edited)" });
+    assert.equal(edited.edited_at, "2026-01-01T00:00:05.000Z", "settled by the edit, not by the cards");
+    assert.equal(edited.content.text, "look https://example.com/a (edited)");
+    assert.equal(edits.length, 1);
+    const kept = c.conversation("c1").get("1");
+    assert.deepEqual(kept.previews, [card]);
+    assert.equal(kept.content.text, "look https://example.com/a (edited)");
+
+    // A refused send with previews: false: resendAsNew keeps it.
+    await assert.rejects(c.sendText("c1", "refuse me", { previews: false }), (e) => e instanceof SendError);
+    const [failed] = c.conversation("c1").outgoing;
+    assert.equal(failed.previews, false);
+    await assert.rejects(c.resendAsNew(failed), (e) => e instanceof SendError);
+    const refused = gateway.frames.filter((f) => f.type === "send_message" && f.content.text === "refuse me");
+    assert.equal(refused.length, 2);
+    assert.ok(refused.every((f) => f.previews === false));
+    c.conversation("c1").outgoing.forEach((o) => o.discard());
+
+    // A send waiting offline keeps it in the store, and writes it when
+    // it goes.
+    c.close();
+    void c.sendText("c1", "quiet https://example.com/b", { previews: false }).catch(() => {});
+    await c.flush();
+    again = new SwitchboardClient({ url: gateway.url, token: fakeToken("zed"), WebSocket, persist: store });
+    await again.ready;
+    const [restored] = again.conversation("c1").outgoing;
+    assert.equal(restored?.previews, false, "restored from the store");
+    again.connect();
+    await until(() => gateway.frames.some((f) => f.type === "send_message" && f.content.text.startsWith("quiet")), 5_000, "the waiting send written");
+    assert.equal(gateway.frames.find((f) => f.type === "send_message" && f.content.text.startsWith("quiet")).previews, false);
+  } finally {
+    c.close();
+    again?.close();
+    gateway.close();
   }
 });
 
