@@ -16,7 +16,8 @@
 //!
 //! Never on a send's path: the ack went before the job was published. A
 //! tenant whose links are slow holds at most `tenant_concurrency` of the
-//! stage's `concurrency` jobs, so others' previews go on.
+//! stage's `concurrency` jobs, so others' previews go on; a job that waits
+//! for its tenant's share for 10 s is shed (counted).
 
 mod config;
 mod html;
@@ -36,9 +37,13 @@ use switchboard_nats::envelope::{Command, PreviewsCommand};
 use switchboard_nats::push_jobs::PreviewJob;
 use switchboard_outbound::Fetcher;
 use switchboard_protocol::{TenantId, UserId};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 pub use config::PreviewsConfig;
+
+/// How long a job waits for its tenant's share of the stage before it is
+/// shed.
+const TENANT_WAIT: Duration = Duration::from_secs(10);
 pub use metrics::{PREVIEW_JOBS_SHED, PREVIEW_LINKS, describe_metrics};
 
 use unfurl::Unfurler;
@@ -52,7 +57,6 @@ pub async fn start(
     let stream = js.get_stream(PUSH_STREAM).await.map_err(StartError::nats)?;
     let consumer_config = previews_consumer().map_err(StartError::nats)?;
     let name = consumer_config.durable_name.clone().unwrap_or_default();
-    let max_deliver = consumer_config.max_deliver;
     let consumer: jetstream::consumer::PullConsumer = stream
         .get_or_create_consumer(&name, consumer_config)
         .await
@@ -77,7 +81,6 @@ pub async fn start(
         tenants: Mutex::new(HashMap::new()),
         tenant_concurrency: config.tenant_concurrency.max(1),
         partitions: config.partitions,
-        max_deliver,
     });
     Ok(tokio::spawn(consume(stage, consumer)))
 }
@@ -101,21 +104,19 @@ struct Stage {
     tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
     tenant_concurrency: usize,
     partitions: u16,
-    /// The consumer's deliveries of one job at most.
-    max_deliver: i64,
 }
 
 impl Stage {
-    /// A slot of `tenant`'s share now, or none while it holds all of it.
-    fn tenant_slot(&self, tenant: &TenantId) -> Option<OwnedSemaphorePermit> {
-        let share = {
-            let mut shares = self.tenants.lock().ok()?;
-            shares
-                .entry(tenant.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.tenant_concurrency)))
-                .clone()
+    /// `tenant`'s share of the stage.
+    fn tenant_share(&self, tenant: &TenantId) -> Arc<Semaphore> {
+        let mut shares = match self.tenants.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
         };
-        share.try_acquire_owned().ok()
+        shares
+            .entry(tenant.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.tenant_concurrency)))
+            .clone()
     }
 
     /// Every link of the job made a card (or none), then the cards to the
@@ -172,26 +173,25 @@ async fn consume(stage: Arc<Stage>, consumer: jetstream::consumer::PullConsumer)
                 let _ = m.ack_with(AckKind::Term).await;
                 continue;
             };
-            // A tenant holding its whole share waits in JetStream, not
-            // here, so that others' jobs go by; past the consumer's
-            // deliveries (about 10 s of waiting) its job is shed, as a
-            // push is: a preview is a courtesy, and holding the job would
-            // hold one of the slots every tenant shares.
-            let Some(tenant_slot) = stage.tenant_slot(&job.tenant) else {
-                let last = m.info().is_ok_and(|i| i.delivered >= stage.max_deliver);
-                if last {
-                    metrics::shed();
-                    let _ = m.ack_with(AckKind::Term).await;
-                } else {
-                    let _ = m.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
-                }
-                continue;
-            };
-            let Ok(permit) = stage.permits.clone().acquire_owned().await else {
-                return;
-            };
+            // A tenant holding its whole share waits here, in a task of
+            // its own, for at most TENANT_WAIT: the loop goes on pulling
+            // others' jobs meanwhile, and a job that waited that long is
+            // shed, as a push is (a preview is a courtesy; the waiting
+            // jobs hold slots of the consumer's max_ack_pending, which
+            // every tenant shares).
+            let share = stage.tenant_share(&job.tenant);
             let stage = stage.clone();
             tokio::spawn(async move {
+                let Ok(Ok(tenant_slot)) =
+                    tokio::time::timeout(TENANT_WAIT, share.acquire_owned()).await
+                else {
+                    metrics::shed();
+                    let _ = m.ack_with(AckKind::Term).await;
+                    return;
+                };
+                let Ok(permit) = stage.permits.clone().acquire_owned().await else {
+                    return;
+                };
                 let _held = (permit, tenant_slot);
                 let (tenant, message) = (job.tenant.clone(), job.message_id);
                 match stage.handle(job).await {

@@ -18,7 +18,7 @@ pub(crate) fn failed() {
 }
 
 /// Jobs dropped because their tenant held its whole share of the stage
-/// for the consumer's every delivery.
+/// for 10 s.
 pub const PREVIEW_JOBS_SHED: &str = "switchboard_preview_jobs_shed_total";
 
 pub(crate) fn shed() {
@@ -36,7 +36,7 @@ pub fn describe_metrics() {
     }
     metrics::describe_counter!(
         PREVIEW_JOBS_SHED,
-        "Link preview jobs dropped because their tenant held its whole share of the stage."
+        "Link preview jobs dropped because their tenant held its whole share of the stage for 10 s."
     );
     metrics::counter!(PREVIEW_JOBS_SHED).absolute(0);
 }

@@ -499,8 +499,8 @@ pub struct PreviewsSection {
     /// The largest image kept (default 2097152); a larger one leaves the
     /// card without.
     pub max_image_bytes: Option<usize>,
-    /// Jobs in progress at once per worker (default 16), and of one
-    /// tenant (default 4; more wait in JetStream, then are shed).
+    /// Jobs in progress at once per worker (default 64), and of one
+    /// tenant (default 16; its others wait up to 10 s, then are shed).
     pub concurrency: Option<usize>,
     pub tenant_concurrency: Option<usize>,
     /// Private networks a link may reach (`"10.1.0.0/16"`, `"127.0.0.1"`);

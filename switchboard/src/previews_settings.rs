@@ -41,8 +41,8 @@ pub fn previews_config(file: &FileConfig, partitions: u16) -> anyhow::Result<Pre
         },
         max_page_bytes: section.max_page_bytes.unwrap_or(512 * 1024),
         max_image_bytes: section.max_image_bytes.unwrap_or(2 * 1024 * 1024),
-        concurrency: section.concurrency.unwrap_or(16).max(1),
-        tenant_concurrency: section.tenant_concurrency.unwrap_or(4).max(1),
+        concurrency: section.concurrency.unwrap_or(64).max(1),
+        tenant_concurrency: section.tenant_concurrency.unwrap_or(16).max(1),
         partitions,
     })
 }
