@@ -38,13 +38,23 @@ pub async fn push_stage(
     if crate::previews_settings::enabled(file) {
         let config = crate::previews_settings::previews_config(file, partitions)?;
         let blobs = crate::blobs::blob_store(data_dir, file)?;
-        tasks.push(
-            crate::run::settled("starting the link previews stage", || async {
-                let (js, blobs, config) = (js.clone(), blobs.clone(), config.clone());
-                Ok(switchboard_previews::start(js, blobs, config).await?)
-            })
-            .await?,
-        );
+        // In the background: a worker's writers never wait for the
+        // previews stage (a courtesy) while JetStream settles, as after a
+        // NATS node and this worker were lost together.
+        tasks.push(tokio::spawn(async move {
+            loop {
+                match switchboard_previews::start(js.clone(), blobs.clone(), config.clone()).await {
+                    Ok(stage) => {
+                        let _ = stage.await;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::info!(error = %e, "waiting for JetStream to start the link previews stage");
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }));
     }
     Ok(tasks)
 }
