@@ -203,6 +203,18 @@ impl Message {
             .collect()
     }
 
+    /// The poll this message is and its results, taken out to change them
+    /// (fresh ones where the message carries none); `None` for a message
+    /// that is no poll.
+    pub fn take_poll(&mut self) -> Option<(PollContent, PollResults)> {
+        let poll = self.poll()?.clone();
+        let results = self
+            .poll_results
+            .take()
+            .unwrap_or_else(|| poll.fresh_results());
+        Some((poll, results))
+    }
+
     /// The poll this message is, if it is one.
     pub fn poll(&self) -> Option<&PollContent> {
         match &self.content {

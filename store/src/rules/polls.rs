@@ -4,31 +4,31 @@
 //! [`switchboard_protocol::poll::vote_mark`]); the message carries the
 //! counts and latest voters.
 
-use switchboard_protocol::poll::{PollContent, split_marks, vote_mark};
+use switchboard_protocol::poll::{PollContent, PollResults, split_marks, vote_mark};
 use switchboard_protocol::{Message, Timestamp, UserId};
 
 use super::commit::{Commit, Write, conflict};
 use super::steps::{check_not_archived_here, store_update};
 use crate::{ConversationKey, StoreError, StoreResult};
 
-/// The poll message `seq`, and its poll, as a vote or a closing finds
-/// them.
+/// The poll message `seq`, its poll and its results taken out to be
+/// changed, as a vote or a closing finds them.
 async fn poll_message<C: Commit>(
     view: &mut C,
     c: &ConversationKey,
     seq: u64,
-) -> StoreResult<(Message, PollContent)> {
+) -> StoreResult<(Message, PollContent, PollResults)> {
     check_not_archived_here(view, c)?;
-    let Some(message) = view.message(c, seq).await? else {
+    let Some(mut message) = view.message(c, seq).await? else {
         return Err(StoreError::NotFound);
     };
     if message.deleted_at.is_some() {
         return Err(conflict("the message is deleted"));
     }
-    let Some(poll) = message.poll().cloned() else {
+    let Some((poll, results)) = message.take_poll() else {
         return Err(conflict("the message is no poll"));
     };
-    Ok((message, poll))
+    Ok((message, poll, results))
 }
 
 /// `user`'s vote in poll `seq` becomes `options`: the rows of the
@@ -43,11 +43,7 @@ pub(super) async fn vote<C: Commit>(
     at: Timestamp,
     inbox: bool,
 ) -> StoreResult<()> {
-    let (mut message, poll) = poll_message(view, c, seq).await?;
-    let mut results = message
-        .poll_results
-        .take()
-        .unwrap_or_else(|| poll.fresh_results());
+    let (mut message, poll, mut results) = poll_message(view, c, seq).await?;
     if poll.is_closed(&results, at) {
         return Err(conflict("the poll is closed"));
     }
@@ -94,11 +90,7 @@ pub(super) async fn close<C: Commit>(
     at: Timestamp,
     inbox: bool,
 ) -> StoreResult<()> {
-    let (mut message, poll) = poll_message(view, c, seq).await?;
-    let mut results = message
-        .poll_results
-        .take()
-        .unwrap_or_else(|| poll.fresh_results());
+    let (mut message, _, mut results) = poll_message(view, c, seq).await?;
     if results.closed {
         return Ok(());
     }

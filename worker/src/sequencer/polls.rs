@@ -105,13 +105,9 @@ impl Batch<'_> {
                 return Ok(());
             }
         };
-        let Some(poll) = message.poll().cloned() else {
+        let Some((poll, mut results)) = message.take_poll() else {
             return Ok(());
         };
-        let mut results = message
-            .poll_results
-            .take()
-            .unwrap_or_else(|| poll.fresh_results());
         if poll.is_closed(&results, self.now) {
             self.refuse_vote(c, reply_to, ErrorCode::Conflict, "the poll is closed");
             return Ok(());
@@ -192,13 +188,9 @@ impl Batch<'_> {
             );
             return Ok(());
         }
-        let Some(poll) = message.poll().cloned() else {
+        let Some((_, mut results)) = message.take_poll() else {
             return Ok(());
         };
-        let mut results = message
-            .poll_results
-            .take()
-            .unwrap_or_else(|| poll.fresh_results());
         if results.closed {
             self.done(reply_to, &c.by.conversation_id, false);
             return Ok(());
