@@ -14,7 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::push::PushProvider;
-use switchboard_protocol::{ConversationId, DeviceId, MessageId, TenantId, Timestamp, UserId};
+use switchboard_protocol::{
+    ConversationId, ConversationKind, DeviceId, MessageId, TenantId, Timestamp, UserId,
+};
 
 use crate::subject::token;
 
@@ -68,6 +70,16 @@ pub struct PreviewJob {
     pub message_id: MessageId,
     /// The text's first links (`previews::links`), in order.
     pub urls: Vec<String>,
+    /// What the tenant's moderator is shown of the message beside each
+    /// card: its sender, and its conversation's kind and size when it
+    /// was stored. Absent from jobs of writers older than the previews'
+    /// plugin hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<UserId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_kind: Option<ConversationKind>,
+    #[serde(default)]
+    pub member_count: usize,
 }
 
 /// One push to one device, ready to send.

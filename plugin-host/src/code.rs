@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 
 use crate::compiled::{CompileError, Compiled, Import, Origin, Pre, digest, preflight};
 use crate::hook::Hook;
 use crate::host::PluginHost;
 use crate::precompiled::SealError;
-use crate::wit;
+use crate::wit::{self, CallState};
 
 /// A component made into code for this host's engine, before it is
 /// linked for a hook.
@@ -24,6 +24,27 @@ pub struct Code {
     pub digest: Arc<str>,
     pub origin: Origin,
     component: Component,
+}
+
+/// The first of a hook's packages, newest first, that the component
+/// exports; refused with why the newest did not fit.
+fn newest(
+    pre: InstancePre<CallState>,
+    wrong: impl Fn(wasmtime::Error) -> CompileError,
+    packages: [fn(InstancePre<CallState>) -> wasmtime::Result<Pre>; 4],
+) -> Result<Pre, CompileError> {
+    let mut first_error = None;
+    for package in packages {
+        match package(pre.clone()) {
+            Ok(p) => return Ok(p),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(wrong(first_error.unwrap_or_else(|| {
+        wasmtime::Error::msg("no package of the hook fits")
+    })))
 }
 
 impl PluginHost {
@@ -118,34 +139,38 @@ impl PluginHost {
             .map_err(wrong)?;
         let pre = linker.instantiate_pre(component).map_err(wrong)?;
         // The newest package first; a component built against an older
-        // one still loads as that. What is refused says why the newest
-        // did not fit.
+        // one still loads as that.
         let pre = match hook {
-            Hook::Moderation => match wit::v3::ModeratorPre::new(pre.clone()) {
-                Ok(v3) => Pre::ModerationV3(v3),
-                Err(e) => match wit::v2::ModeratorPre::new(pre.clone()) {
-                    Ok(v2) => Pre::ModerationV2(v2),
-                    Err(_) => Pre::Moderation(wit::ModeratorPre::new(pre).map_err(|_| wrong(e))?),
-                },
-            },
-            Hook::EditPolicy => match wit::v3::edit::EditPolicyPluginPre::new(pre.clone()) {
-                Ok(v3) => Pre::EditPolicyV3(v3),
-                Err(e) => match wit::v2::edit::EditPolicyPluginPre::new(pre.clone()) {
-                    Ok(v2) => Pre::EditPolicyV2(v2),
-                    Err(_) => Pre::EditPolicy(
-                        wit::edit::EditPolicyPluginPre::new(pre).map_err(|_| wrong(e))?,
-                    ),
-                },
-            },
-            Hook::FanOut => match wit::v3::fan_out::FanOutPluginPre::new(pre.clone()) {
-                Ok(v3) => Pre::FanOutV3(v3),
-                Err(e) => match wit::v2::fan_out::FanOutPluginPre::new(pre.clone()) {
-                    Ok(v2) => Pre::FanOutV2(v2),
-                    Err(_) => {
-                        Pre::FanOut(wit::fan_out::FanOutPluginPre::new(pre).map_err(|_| wrong(e))?)
-                    }
-                },
-            },
+            Hook::Moderation => newest(
+                pre,
+                wrong,
+                [
+                    |p| wit::v4::ModeratorPre::new(p).map(Pre::ModerationV4),
+                    |p| wit::v3::ModeratorPre::new(p).map(Pre::ModerationV3),
+                    |p| wit::v2::ModeratorPre::new(p).map(Pre::ModerationV2),
+                    |p| wit::ModeratorPre::new(p).map(Pre::Moderation),
+                ],
+            )?,
+            Hook::EditPolicy => newest(
+                pre,
+                wrong,
+                [
+                    |p| wit::v4::edit::EditPolicyPluginPre::new(p).map(Pre::EditPolicyV4),
+                    |p| wit::v3::edit::EditPolicyPluginPre::new(p).map(Pre::EditPolicyV3),
+                    |p| wit::v2::edit::EditPolicyPluginPre::new(p).map(Pre::EditPolicyV2),
+                    |p| wit::edit::EditPolicyPluginPre::new(p).map(Pre::EditPolicy),
+                ],
+            )?,
+            Hook::FanOut => newest(
+                pre,
+                wrong,
+                [
+                    |p| wit::v4::fan_out::FanOutPluginPre::new(p).map(Pre::FanOutV4),
+                    |p| wit::v3::fan_out::FanOutPluginPre::new(p).map(Pre::FanOutV3),
+                    |p| wit::v2::fan_out::FanOutPluginPre::new(p).map(Pre::FanOutV2),
+                    |p| wit::fan_out::FanOutPluginPre::new(p).map(Pre::FanOut),
+                ],
+            )?,
         };
         let image = component.image_range();
         let code_bytes = (image.end as usize).saturating_sub(image.start as usize);

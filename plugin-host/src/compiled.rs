@@ -25,8 +25,9 @@ pub struct Compiled {
 impl Compiled {
     /// The WIT world the component targets.
     pub fn world(&self) -> &'static str {
-        let [v3, v2, v1] = self.hook.worlds();
+        let [v4, v3, v2, v1] = self.hook.worlds();
         match self.pre {
+            Pre::ModerationV4(_) | Pre::EditPolicyV4(_) | Pre::FanOutV4(_) => v4,
             Pre::ModerationV3(_) | Pre::EditPolicyV3(_) | Pre::FanOutV3(_) => v3,
             Pre::ModerationV2(_) | Pre::EditPolicyV2(_) | Pre::FanOutV2(_) => v2,
             Pre::Moderation(_) | Pre::EditPolicy(_) | Pre::FanOut(_) => v1,
@@ -52,12 +53,16 @@ pub(crate) enum Pre {
     /// A `switchboard:plugin@0.3.0` moderator: also custom messages and
     /// a message's `custom` fields (v1.3).
     ModerationV3(wit::v3::ModeratorPre<CallState>),
+    /// A `switchboard:plugin@0.4.0` moderator: also link previews.
+    ModerationV4(wit::v4::ModeratorPre<CallState>),
     EditPolicy(wit::edit::EditPolicyPluginPre<CallState>),
     EditPolicyV2(wit::v2::edit::EditPolicyPluginPre<CallState>),
     EditPolicyV3(wit::v3::edit::EditPolicyPluginPre<CallState>),
+    EditPolicyV4(wit::v4::edit::EditPolicyPluginPre<CallState>),
     FanOut(wit::fan_out::FanOutPluginPre<CallState>),
     FanOutV2(wit::v2::fan_out::FanOutPluginPre<CallState>),
     FanOutV3(wit::v3::fan_out::FanOutPluginPre<CallState>),
+    FanOutV4(wit::v4::fan_out::FanOutPluginPre<CallState>),
 }
 
 /// Why a component is refused.

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::previews::LinkPreview;
 use switchboard_protocol::{
     Content, ConversationId, ConversationKind, Message, MessageId, TenantId, Timestamp, UserId,
 };
@@ -42,19 +43,22 @@ impl Hook {
     }
 
     /// Every world the host loads for this hook, newest first.
-    pub fn worlds(self) -> [&'static str; 3] {
+    pub fn worlds(self) -> [&'static str; 4] {
         match self {
             Hook::Moderation => [
+                "switchboard:plugin/moderator@0.4.0",
                 "switchboard:plugin/moderator@0.3.0",
                 "switchboard:plugin/moderator@0.2.0",
                 "switchboard:plugin/moderator@0.1.0",
             ],
             Hook::EditPolicy => [
+                "switchboard:plugin/edit-policy-plugin@0.4.0",
                 "switchboard:plugin/edit-policy-plugin@0.3.0",
                 "switchboard:plugin/edit-policy-plugin@0.2.0",
                 "switchboard:plugin/edit-policy-plugin@0.1.0",
             ],
             Hook::FanOut => [
+                "switchboard:plugin/fan-out-plugin@0.4.0",
                 "switchboard:plugin/fan-out-plugin@0.3.0",
                 "switchboard:plugin/fan-out-plugin@0.2.0",
                 "switchboard:plugin/fan-out-plugin@0.1.0",
@@ -94,6 +98,20 @@ pub struct ReactionInput<'a> {
     pub sender: &'a UserId,
     pub message_id: MessageId,
     pub emoji: &'a str,
+}
+
+/// A stored message's link preview (v1.3), as a 0.4.0 moderator sees
+/// it before the members do (older moderators are not asked).
+#[derive(Debug, Clone, Copy)]
+pub struct PreviewInput<'a> {
+    pub tenant: &'a TenantId,
+    pub conversation_id: &'a ConversationId,
+    pub kind: ConversationKind,
+    pub member_count: usize,
+    /// Who sent the message.
+    pub sender: &'a UserId,
+    pub message_id: MessageId,
+    pub card: &'a LinkPreview,
 }
 
 /// What moderation decided, after the hook's failure policy.

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use switchboard_protocol::content::{ContentLimits, CustomContent};
+use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::message::SendOptions;
-use switchboard_protocol::poll::PollContent;
 use switchboard_protocol::{Content, ConversationId, ConversationKind, TenantId, UserId};
 use wasmtime::{Engine, Store, Trap};
 
@@ -18,7 +17,7 @@ use crate::compile_cache::CodeState;
 pub(crate) use crate::compiled::Pre;
 pub use crate::compiled::{CallError, CompileError, Compiled, Import, Origin, digest, preflight};
 use crate::engine::{self, EPOCH_TICK, Permits, Ticker};
-use crate::hook::{EditAction, EditRequest, Hook, ModerationInput, ReactionInput};
+use crate::hook::{EditAction, EditRequest, Hook, ModerationInput, PreviewInput, ReactionInput};
 use crate::limits::PluginLimits;
 use crate::wit::{self, CallLimiter, CallState};
 
@@ -183,6 +182,21 @@ impl PluginHost {
                         },
                     )
                 })
+                .and_then(|_| {
+                    self.moderate_preview(
+                        compiled,
+                        &config,
+                        &PreviewInput {
+                            tenant,
+                            conversation_id: conversation,
+                            kind: ConversationKind::Group,
+                            member_count: 3,
+                            sender: user,
+                            message_id: trial.message.message_id,
+                            card: &trial.card,
+                        },
+                    )
+                })
                 .map(drop),
             Hook::EditPolicy => self
                 .edit(
@@ -215,8 +229,8 @@ impl PluginHost {
         limits: &ContentLimits,
     ) -> Result<Option<Verdict>, CallError> {
         // The message record differs between the packages (0.2.0 adds
-        // reply, thread and mentions, 0.3.0 the `custom` fields); the
-        // call and the verdict do not.
+        // reply, thread and mentions, 0.3.0 the `custom` fields, 0.4.0
+        // is 0.3.0's); the call and the verdict do not.
         macro_rules! moderate {
             ($pre:expr, $to:path, $from:path, $kind:path, $($m:ident)::+ { $($extra:tt)* }) => {{
                 let Some(content) = $to(input.content) else {
@@ -243,13 +257,30 @@ impl PluginHost {
                     m::Verdict::Reject(reason) => Verdict::Reject(cut(reason)),
                     m::Verdict::Rewrite(c) => {
                         let c = $from(c).map_err(|e| CallError::Output(format!("rewritten content: {e}")))?;
-                        Verdict::Rewrite(rewritten(input.content, c))
+                        Verdict::Rewrite(crate::rewrite::rewritten(input.content, c))
                     }
                 }
             }};
         }
         let o = input.options;
         let verdict = match &compiled.pre {
+            Pre::ModerationV4(pre) => moderate!(
+                pre,
+                wit::content_to_wit_v4,
+                wit::content_from_wit_v4,
+                wit::kind_v4,
+                wit::v4::exports::switchboard::plugin::moderation {
+                    reply_to: o.reply_to.map(|id| id.to_string()),
+                    thread_id: o.thread_id.map(|id| id.to_string()),
+                    mentions: o.mentions.iter().map(|u| u.as_str().to_owned()).collect(),
+                    mention_all: o.mention_all,
+                    custom: o
+                        .custom
+                        .as_ref()
+                        .filter(|c| !c.is_empty())
+                        .map(|c| serde_json::Value::Object(c.clone()).to_string()),
+                }
+            ),
             Pre::ModerationV3(pre) => moderate!(
                 pre,
                 wit::content_to_wit_v3,
@@ -305,7 +336,7 @@ impl PluginHost {
         config: &Arc<BTreeMap<String, String>>,
         input: &ReactionInput<'_>,
     ) -> Result<Option<Result<(), String>>, CallError> {
-        // The same record and call in 0.2.0 and 0.3.0, each its bindings.
+        // The same record and call from 0.2.0 on, each its bindings.
         macro_rules! react {
             ($pre:expr, $kind:path, $($m:ident)::+) => {{
                 use $($m)::+ as m;
@@ -331,6 +362,11 @@ impl PluginHost {
             }};
         }
         Ok(Some(match &compiled.pre {
+            Pre::ModerationV4(pre) => react!(
+                pre,
+                wit::kind_v4,
+                wit::v4::exports::switchboard::plugin::moderation
+            ),
             Pre::ModerationV3(pre) => react!(
                 pre,
                 wit::kind_v3,
@@ -353,7 +389,7 @@ impl PluginHost {
         config: &Arc<BTreeMap<String, String>>,
         request: &EditRequest<'_>,
     ) -> Result<Result<(), String>, CallError> {
-        // The interface is the same in both packages: one body, written
+        // The interface is the same in every package: one body, written
         // against each version's bindings.
         macro_rules! decide {
             ($pre:expr, $($e:ident)::+) => {{
@@ -387,6 +423,10 @@ impl PluginHost {
             }};
         }
         Ok(match &compiled.pre {
+            Pre::EditPolicyV4(pre) => decide!(
+                pre,
+                wit::v4::edit::exports::switchboard::plugin::edit_policy
+            ),
             Pre::EditPolicyV3(pre) => decide!(
                 pre,
                 wit::v3::edit::exports::switchboard::plugin::edit_policy
@@ -433,6 +473,11 @@ impl PluginHost {
             }};
         }
         Ok(match &compiled.pre {
+            Pre::FanOutV4(pre) => choose!(
+                pre,
+                wit::kind_v4(kind),
+                wit::v4::fan_out::exports::switchboard::plugin::fan_out
+            ),
             Pre::FanOutV3(pre) => choose!(
                 pre,
                 wit::kind_v3(kind),
@@ -476,7 +521,7 @@ impl PluginHost {
     }
 
     /// One call in a fresh store under every limit.
-    fn call<R>(
+    pub(crate) fn call<R>(
         &self,
         compiled: &Compiled,
         tenant: &TenantId,
@@ -567,48 +612,12 @@ fn cut(mut reason: String) -> String {
     reason
 }
 
-/// What a moderator's rewrite of `original` stores. A custom message
-/// (v1.3) was shown as its text: a new text becomes its `fallback_text`
-/// (`type` and `data` stay), the same text leaves it as sent. A poll
-/// was shown as its question and a `- ` line per option: a text of that
-/// shape rewrites the question and the options' texts (ids, settings
-/// and order stay). Any other content replaces it.
-fn rewritten(original: &Content, rewrite: Content) -> Content {
-    match (original, rewrite) {
-        (Content::Poll(p), Content::Text { text }) if text == p.text() => original.clone(),
-        (Content::Poll(p), Content::Text { text }) => match poll_from_text(p, &text) {
-            Some(poll) => Content::Poll(poll),
-            None => Content::Text { text },
-        },
-        (Content::Custom(c), Content::Text { text }) if text == c.text() => original.clone(),
-        (Content::Custom(c), Content::Text { text }) => Content::Custom(CustomContent {
-            fallback_text: Some(text),
-            ..c.clone()
-        }),
-        (_, rewrite) => rewrite,
-    }
-}
-
-/// A poll's texts read back from `text` in the shape
-/// [`PollContent::text`] writes: the last lines, one per option, each
-/// after `- `; the lines before them the question.
-fn poll_from_text(poll: &PollContent, text: &str) -> Option<PollContent> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    let n = poll.options.len();
-    let split = lines.len().checked_sub(n).filter(|&q| q > 0)?;
-    let mut out = poll.clone();
-    out.question = lines[..split].join("\n");
-    for (option, line) in out.options.iter_mut().zip(&lines[split..]) {
-        option.text = line.strip_prefix("- ")?.to_owned();
-    }
-    Some(out)
-}
-
 /// The made-up input of an upload's trial call.
 struct Trial {
     tenant: TenantId,
     user: UserId,
     message: switchboard_protocol::Message,
+    card: switchboard_protocol::previews::LinkPreview,
 }
 
 impl Trial {
@@ -629,52 +638,14 @@ impl Trial {
                 }),
                 Timestamp::now(),
             ),
+            card: switchboard_protocol::previews::LinkPreview {
+                url: "https://example.com/".into(),
+                title: Some("Example Domain".into()),
+                description: None,
+                site_name: None,
+                image: None,
+            },
             user,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use switchboard_protocol::poll::PollOption;
-
-    fn poll() -> PollContent {
-        PollContent {
-            question: "Where\nto eat?".into(),
-            options: ["a", "b"]
-                .iter()
-                .map(|id| PollOption {
-                    id: (*id).into(),
-                    text: format!("place {id}"),
-                })
-                .collect(),
-            multiple: true,
-            anonymous: false,
-            closes_at: None,
-        }
-    }
-
-    #[test]
-    fn a_poll_shown_as_text_takes_back_a_masked_text() {
-        let original = Content::Poll(poll());
-        let same = Content::Text {
-            text: poll().text(),
-        };
-        assert_eq!(rewritten(&original, same), original);
-        let masked = Content::Text {
-            text: "Where\nto ***?\n- place a\n- ***** b".into(),
-        };
-        let Content::Poll(p) = rewritten(&original, masked) else {
-            panic!("still a poll")
-        };
-        assert_eq!(p.question, "Where\nto ***?");
-        assert_eq!(p.options[1].text, "***** b");
-        assert_eq!((p.options[1].id.as_str(), p.multiple), ("b", true));
-        // Another shape replaces the poll, as any other rewrite does.
-        let other = Content::Text {
-            text: "no poll here".into(),
-        };
-        assert_eq!(rewritten(&original, other.clone()), other);
     }
 }

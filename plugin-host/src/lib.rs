@@ -2,8 +2,9 @@
 //! registry that deploys them.
 //!
 //! A plugin is a WebAssembly component built against the WIT package in
-//! `wit/` (`switchboard:plugin@0.3.0`, or 0.2.0 or 0.1.0, which the host keeps loading), exporting one hook: moderation,
-//! edit policy or fan-out policy. [`host::PluginHost`] compiles each
+//! `wit/` (`switchboard:plugin@0.4.0`, or 0.3.0, 0.2.0 or 0.1.0, which
+//! the host keeps loading), exporting one hook: moderation (messages,
+//! reactions and link previews), edit policy or fan-out policy. [`host::PluginHost`] compiles each
 //! component once per content digest and calls it synchronously in a fresh
 //! store per call, under a deadline (epoch interruption), a fuel budget, a
 //! memory and table cap and a bounded pool of instances. [`registry`] keeps
@@ -40,17 +41,21 @@ pub mod metrics;
 pub mod objects;
 mod pool;
 pub mod precompiled;
+pub mod preview;
 mod quarantine;
 mod record;
 pub mod registry;
 mod retention;
+mod rewrite;
 pub mod screen;
 pub mod shadow;
 mod version;
 mod wasi;
 mod wit;
 
-pub use hook::{EditAction, EditRequest, Hook, Moderation, ModerationInput, ReactionInput};
+pub use hook::{
+    EditAction, EditRequest, Hook, Moderation, ModerationInput, PreviewInput, ReactionInput,
+};
 pub use host::{CallError, PluginHost};
 pub use limits::PluginLimits;
 pub use registry::{Plugins, VersionRecord};

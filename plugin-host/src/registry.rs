@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use switchboard_protocol::content::ContentLimits;
+use switchboard_protocol::previews::LinkPreview;
 use switchboard_protocol::{ConversationKind, TenantId};
 
 use crate::agreement::{Agreement, Compared, Decision};
@@ -22,8 +23,9 @@ use crate::artifacts::SharedArtifacts;
 use crate::compiler::Compiler;
 use crate::deploy_jobs::{DeployJobs, DeployProgress};
 use crate::fanout::{FanOut, FanOutPolicy};
-use crate::hook::{EditRequest, Hook, Moderation, ModerationInput, ReactionInput};
+use crate::hook::{EditRequest, Hook, Moderation, ModerationInput, PreviewInput, ReactionInput};
 use crate::host::{CallError, Compiled, PluginHost, Verdict};
+use crate::preview::PreviewVerdict;
 use crate::shadow::{self, ShadowRunner};
 
 pub use crate::record::parse_key;
@@ -372,6 +374,28 @@ impl Plugins {
             Err(e) => Moderation::Failed(format!(
                 "the moderation plugin failed ({e}); try again later"
             )),
+        }
+    }
+
+    /// The card a stored message shows for a link (v1.3): as made, as the
+    /// tenant's 0.4.0 moderator rewrote it, or `None` when it dropped it.
+    /// Without such a moderator every card shows. A failed call follows
+    /// the version's failure policy: open shows the card as made, closed
+    /// shows none (a preview is never retried: the message is stored).
+    /// No shadow is compared on previews.
+    pub fn moderate_preview(&self, input: &PreviewInput<'_>) -> Option<LinkPreview> {
+        let (active, _) = self.versions(input.tenant, Hook::Moderation);
+        let Some(loaded) = active else {
+            return Some(input.card.clone());
+        };
+        match loaded.call(&self.host, |h, c, cfg| h.moderate_preview(c, cfg, input)) {
+            Ok(None) | Ok(Some(PreviewVerdict::Allow)) => Some(input.card.clone()),
+            Ok(Some(PreviewVerdict::Drop)) => None,
+            Ok(Some(PreviewVerdict::Rewrite(card))) => Some(card),
+            Err(e) => {
+                tracing::warn!(tenant = %input.tenant, message = %input.message_id, error = %e, "the moderation plugin failed on a link preview");
+                (loaded.record.on_failure == OnFailure::Open).then(|| input.card.clone())
+            }
         }
     }
 

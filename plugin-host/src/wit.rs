@@ -1,6 +1,7 @@
 //! The WIT packages' bindings (`wit/0.1.0`; `wit/0.2.0` for the
 //! moderator that sees replies, threads, mentions and reactions;
-//! `wit/0.3.0` for the one that also sees custom messages and fields),
+//! `wit/0.3.0` for the one that also sees custom messages and fields;
+//! `wit/0.4.0` for the one that also decides link previews),
 //! the host imports a plugin gets, and conversions between the WIT types
 //! and Switchboard's.
 
@@ -99,6 +100,36 @@ pub(crate) mod v3 {
     }
 }
 
+/// `switchboard:plugin@0.4.0`: the moderator that also decides link
+/// previews (v1.3); edit policy and fan-out as before.
+pub(crate) mod v4 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.4.0",
+        world: "moderator",
+    });
+
+    pub(crate) mod edit {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.4.0",
+            world: "edit-policy-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+            },
+        });
+    }
+
+    pub(crate) mod fan_out {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.4.0",
+            world: "fan-out-plugin",
+            with: {
+                "switchboard:plugin/host": super::switchboard::plugin::host,
+                "switchboard:plugin/types": super::switchboard::plugin::types,
+            },
+        });
+    }
+}
+
 use self::switchboard::plugin::{host, types};
 
 /// What a call's store holds: whose call it is, the version's
@@ -166,6 +197,7 @@ impl wasmtime::ResourceLimiter for CallLimiter {
 impl types::Host for CallState {}
 impl v2::switchboard::plugin::types::Host for CallState {}
 impl v3::switchboard::plugin::types::Host for CallState {}
+impl v4::switchboard::plugin::types::Host for CallState {}
 
 /// Each later package's `host` interface is 0.1.0's, under its own names.
 macro_rules! same_host {
@@ -191,6 +223,7 @@ macro_rules! same_host {
 
 same_host!(v2::switchboard::plugin::host);
 same_host!(v3::switchboard::plugin::host);
+same_host!(v4::switchboard::plugin::host);
 
 impl host::Host for CallState {
     fn log(&mut self, level: host::Level, message: String) {
@@ -281,6 +314,8 @@ pub(crate) fn add_host_to_linker(
     v2::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     v3::switchboard::plugin::host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     v3::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v4::switchboard::plugin::host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    v4::switchboard::plugin::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
     Ok(())
 }
 
@@ -365,27 +400,41 @@ conversions!(
     custom: custom_to_v3,
     custom_from_v3
 );
+conversions!(
+    v4::switchboard::plugin::types,
+    kind_v4,
+    content_to_wit_v4,
+    content_from_wit_v4,
+    custom: custom_to_v4,
+    custom_from_v4
+);
 
-/// A custom message as a 0.3.0 plugin sees it: `data` as JSON text.
-fn custom_to_v3(c: &CustomContent) -> v3::switchboard::plugin::types::CustomContent {
-    v3::switchboard::plugin::types::CustomContent {
-        custom_type: c.custom_type.clone(),
-        data: serde_json::Value::Object(c.data.clone()).to_string(),
-        fallback_text: c.fallback_text.clone(),
-    }
+/// How 0.3.0 and later packages show a custom message (`data` as JSON
+/// text) and take one back (its `data` must be a JSON object).
+macro_rules! custom_conversions {
+    ($($types:ident)::+, $to:ident, $from:ident) => {
+        fn $to(c: &CustomContent) -> $($types)::+::CustomContent {
+            $($types)::+::CustomContent {
+                custom_type: c.custom_type.clone(),
+                data: serde_json::Value::Object(c.data.clone()).to_string(),
+                fallback_text: c.fallback_text.clone(),
+            }
+        }
+
+        fn $from(c: $($types)::+::CustomContent) -> Result<Content, String> {
+            let data = serde_json::from_str(&c.data)
+                .map_err(|e| format!("the custom content's data is no JSON object: {e}"))?;
+            Ok(Content::Custom(CustomContent {
+                custom_type: c.custom_type,
+                data,
+                fallback_text: c.fallback_text,
+            }))
+        }
+    };
 }
 
-/// A 0.3.0 plugin's custom content as Switchboard's: its `data` must be
-/// a JSON object.
-fn custom_from_v3(c: v3::switchboard::plugin::types::CustomContent) -> Result<Content, String> {
-    let data = serde_json::from_str(&c.data)
-        .map_err(|e| format!("the custom content's data is no JSON object: {e}"))?;
-    Ok(Content::Custom(CustomContent {
-        custom_type: c.custom_type,
-        data,
-        fallback_text: c.fallback_text,
-    }))
-}
+custom_conversions!(v3::switchboard::plugin::types, custom_to_v3, custom_from_v3);
+custom_conversions!(v4::switchboard::plugin::types, custom_to_v4, custom_from_v4);
 
 #[cfg(test)]
 mod tests {

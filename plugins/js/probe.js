@@ -18,4 +18,7 @@ export const moderation = {
   moderateReaction() {
     return { tag: 'allow' };
   },
+  moderatePreview() {
+    return { tag: 'allow' };
+  },
 };

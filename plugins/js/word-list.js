@@ -6,8 +6,10 @@
 //   `*`; `reject` refuses the message.
 // Text, media captions and custom messages' fallback texts are checked;
 // everything else is allowed. A reaction whose emoji is a listed word (as
-// `:darn:`) is refused.
-import { config, log } from 'switchboard:plugin/host@0.3.0';
+// `:darn:`) is refused. A link preview whose title, description or site
+// name has a listed word is masked the same way (`reject`: shows no
+// card).
+import { config, log } from 'switchboard:plugin/host@0.4.0';
 
 function listed() {
   return (config('words') ?? 'darn,heck')
@@ -27,7 +29,7 @@ function mask(text, words) {
   );
 }
 
-/** @type {typeof import('switchboard:plugin/moderation@0.3.0')} */
+/** @type {typeof import('switchboard:plugin/moderation@0.4.0')} */
 export const moderation = {
   moderate(message) {
     const content = message.content;
@@ -43,6 +45,21 @@ export const moderation = {
     if (content.tag === 'text') return { tag: 'rewrite', val: { tag: 'text', val: masked } };
     if (content.tag === 'custom') return { tag: 'rewrite', val: { tag: 'custom', val: { ...content.val, fallbackText: masked } } };
     return { tag: 'rewrite', val: { tag: content.tag, val: { ...content.val, caption: masked } } };
+  },
+  moderatePreview(preview) {
+    const words = listed();
+    const card = preview.card;
+    const masked = {
+      ...card,
+      title: card.title === undefined ? undefined : mask(card.title, words),
+      description: card.description === undefined ? undefined : mask(card.description, words),
+      siteName: card.siteName === undefined ? undefined : mask(card.siteName, words),
+    };
+    if (masked.title === card.title && masked.description === card.description && masked.siteName === card.siteName) {
+      return { tag: 'allow' };
+    }
+    if (config('action') === 'reject') return { tag: 'drop' };
+    return { tag: 'rewrite', val: masked };
   },
   moderateReaction(reaction) {
     const word = reaction.emoji.replace(/^:|:$/g, '').toLowerCase();

@@ -10,9 +10,11 @@
 //! but the networks the operator allows, redirects checked hop by hop,
 //! bounded in bytes and in time), its head read (`html.rs`), its image
 //! fetched, known by its bytes and kept as a blob of the tenant
-//! (`unfurl.rs`), and the card (or its absence) cached. Then the cards go
-//! to the message's writer as a [`PreviewsCommand`], which stores those
-//! whose link the text still has and sends `message_updated`.
+//! (`unfurl.rs`), and the card (or its absence) cached. The tenant's
+//! moderator (plugin package 0.4.0) then keeps, drops or rewrites each
+//! card for this message, and the cards go to the message's writer as a
+//! [`PreviewsCommand`], which stores those whose link the text still has
+//! and sends `message_updated`.
 //!
 //! Never on a send's path: the ack went before the job was published. A
 //! tenant whose links are slow holds at most `tenant_concurrency` of the
@@ -36,7 +38,9 @@ use switchboard_nats::definitions::{PREVIEWS_BUCKET, PUSH_STREAM, previews_consu
 use switchboard_nats::envelope::{Command, PreviewsCommand};
 use switchboard_nats::push_jobs::PreviewJob;
 use switchboard_outbound::Fetcher;
-use switchboard_protocol::{TenantId, UserId};
+use switchboard_plugin_host::{Hook, Plugins, PreviewInput};
+use switchboard_protocol::previews::LinkPreview;
+use switchboard_protocol::{ConversationKind, TenantId, UserId};
 use tokio::sync::Semaphore;
 
 pub use config::PreviewsConfig;
@@ -52,6 +56,7 @@ use unfurl::Unfurler;
 pub async fn start(
     js: jetstream::Context,
     blobs: Arc<dyn BlobStore>,
+    plugins: Arc<Plugins>,
     config: PreviewsConfig,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let stream = js.get_stream(PUSH_STREAM).await.map_err(StartError::nats)?;
@@ -77,6 +82,7 @@ pub async fn start(
             uploader,
         },
         js,
+        plugins,
         permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
         tenants: Mutex::new(HashMap::new()),
         tenant_concurrency: config.tenant_concurrency.max(1),
@@ -99,6 +105,8 @@ impl StartError {
 struct Stage {
     unfurler: Unfurler,
     js: jetstream::Context,
+    /// The tenants' moderators, which may drop or rewrite a card.
+    plugins: Arc<Plugins>,
     permits: Arc<Semaphore>,
     /// Each tenant's share of the stage.
     tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
@@ -128,7 +136,8 @@ impl Stage {
                 .map(|url| self.unfurler.card(&job.tenant, url)),
         )
         .await;
-        let previews: Vec<_> = cards.into_iter().flatten().collect();
+        let cards: Vec<_> = cards.into_iter().flatten().collect();
+        let previews = self.moderated(&job, cards).await;
         if previews.is_empty() {
             return Ok(());
         }
@@ -147,6 +156,45 @@ impl Stage {
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+impl Stage {
+    /// The cards the message shows, as the tenant's moderator decides
+    /// them, one call per card (`Plugins::moderate_preview`); off the
+    /// async runtime, as a plugin call may run to its deadline. The cache
+    /// keeps the cards as made: a verdict is the message's.
+    async fn moderated(&self, job: &PreviewJob, cards: Vec<LinkPreview>) -> Vec<LinkPreview> {
+        if cards.is_empty() || self.plugins.active(&job.tenant, Hook::Moderation).is_none() {
+            return cards;
+        }
+        // A job of a writer older than the hook names no sender: its
+        // cards are not shown rather than shown unmoderated.
+        let Some(sender) = job.sender.clone() else {
+            return Vec::new();
+        };
+        let plugins = self.plugins.clone();
+        let (tenant, conversation_id) = (job.tenant.clone(), job.conversation_id.clone());
+        let (message_id, member_count) = (job.message_id, job.member_count);
+        let kind = job.conversation_kind.unwrap_or(ConversationKind::Group);
+        let decided = tokio::task::spawn_blocking(move || {
+            cards
+                .iter()
+                .filter_map(|card| {
+                    plugins.moderate_preview(&PreviewInput {
+                        tenant: &tenant,
+                        conversation_id: &conversation_id,
+                        kind,
+                        member_count,
+                        sender: &sender,
+                        message_id,
+                        card,
+                    })
+                })
+                .collect()
+        })
+        .await;
+        decided.unwrap_or_default()
     }
 }
 

@@ -285,6 +285,7 @@ async fn dev_inner(
         file,
         data_dir,
         backbone.partitions,
+        plugins.clone(),
     )
     .await?;
     run::plugin_deploys(&worker_client, plugins.clone(), file).await?;
@@ -472,6 +473,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         &file,
         &data_dir,
         backbone.partitions,
+        plugins.clone(),
     )
     .await?;
     run::plugin_deploys(&client, plugins.clone(), &file).await?;

@@ -26,11 +26,13 @@ use serde_json::{Value, json};
 use switchboard_plugin_host::code::Code;
 use switchboard_plugin_host::fanout::FanOut;
 use switchboard_plugin_host::host::{Compiled, Origin, Verdict};
+use switchboard_plugin_host::preview::PreviewVerdict;
 use switchboard_plugin_host::{
-    EditAction, EditRequest, Hook, ModerationInput, PluginHost, ReactionInput,
+    EditAction, EditRequest, Hook, ModerationInput, PluginHost, PreviewInput, ReactionInput,
 };
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::previews::LinkPreview;
 use switchboard_protocol::{
     ClientMsgId, Content, ConversationId, ConversationKind, DeviceId, Message, MessageId, TenantId,
     Timestamp, UserId,
@@ -288,6 +290,8 @@ fn check(args: &CheckArgs) -> anyhow::Result<(Value, bool)> {
 struct ModerationSample {
     content: Option<Content>,
     emoji: Option<String>,
+    /// A link preview's card (v1.3, package 0.4.0).
+    preview: Option<LinkPreview>,
     message_id: Option<MessageId>,
     tenant: Option<TenantId>,
     conversation_id: Option<ConversationId>,
@@ -435,9 +439,34 @@ fn decide(
             let sender = s.sender.map_or_else(alice, Ok)?;
             let kind = s.kind.unwrap_or(ConversationKind::Group);
             let member_count = s.member_count.unwrap_or(3);
-            let content = match (s.content, s.emoji) {
-                (Some(content), None) => content,
-                (None, Some(emoji)) => {
+            let content = match (s.content, s.emoji, s.preview) {
+                (Some(content), None, None) => content,
+                (None, None, Some(card)) => {
+                    let input = PreviewInput {
+                        tenant: &tenant,
+                        conversation_id: &conversation_id,
+                        kind,
+                        member_count,
+                        sender: &sender,
+                        message_id: s.message_id.unwrap_or(MessageId::from_u64(1)),
+                        card: &card,
+                    };
+                    return Ok(host
+                        .moderate_preview(compiled, config, &input)
+                        .map(|verdict| match verdict {
+                            None => json!({
+                                "verdict": "not_called",
+                                "why": "a moderator of switchboard:plugin@0.3.0 or older sees no link previews"
+                            }),
+                            Some(PreviewVerdict::Allow) => json!({ "verdict": "allow" }),
+                            Some(PreviewVerdict::Drop) => json!({ "verdict": "drop" }),
+                            Some(PreviewVerdict::Rewrite(card)) => {
+                                json!({ "verdict": "rewrite", "card": card })
+                            }
+                        })
+                        .map_err(|e| e.to_string()));
+                }
+                (None, Some(emoji), None) => {
                     let input = ReactionInput {
                         tenant: &tenant,
                         conversation_id: &conversation_id,
@@ -460,7 +489,7 @@ fn decide(
                         .map_err(|e| e.to_string()));
                 }
                 _ => bail!(
-                    "a moderation sample has either `content` (a message) or `emoji` (a reaction)"
+                    "a moderation sample has one of `content` (a message), `emoji` (a reaction) or `preview` (a link preview's card)"
                 ),
             };
             let options = SendOptions {

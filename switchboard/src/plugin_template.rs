@@ -11,7 +11,7 @@ use switchboard_plugin_host::Hook;
 
 const SDK_MANIFEST: &str = include_str!("../../plugins/sdk/Cargo.toml");
 const SDK_SOURCE: &str = include_str!("../../plugins/sdk/src/lib.rs");
-const WIT: &str = include_str!("../../wit/0.3.0/plugin.wit");
+const WIT: &str = include_str!("../../wit/0.4.0/plugin.wit");
 const PLUGINS_MANIFEST: &str = include_str!("../../plugins/Cargo.toml");
 const PLUGINS_LOCK: &str = include_str!("../../plugins/Cargo.lock");
 const JS_PACKAGE: &str = include_str!("../../plugins/js/package.json");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_nats::jetstream;
 use switchboard_nats::records::tenants::TenantBook;
+use switchboard_plugin_host::Plugins;
 use switchboard_store::Store;
 
 use crate::config::FileConfig;
@@ -14,7 +15,8 @@ use crate::config::FileConfig;
 /// Starts the outbound deliveries beside a worker: both steps of the push
 /// stage (F15), on the consumers every worker shares, this process's
 /// webhook dispatcher (v1.2), which dispatches while it holds the lease,
-/// and the link previews stage (v1.3) unless `[previews] enabled = false`.
+/// and the link previews stage (v1.3; `plugins` moderate its cards)
+/// unless `[previews] enabled = false`.
 pub async fn push_stage(
     client: &async_nats::Client,
     store: Arc<dyn Store>,
@@ -22,6 +24,7 @@ pub async fn push_stage(
     file: &FileConfig,
     data_dir: &Path,
     partitions: u16,
+    plugins: Arc<Plugins>,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let (push, webhooks) = crate::push_settings::outbound_config(file)?;
     let js = jetstream::new(client.clone());
@@ -43,7 +46,12 @@ pub async fn push_stage(
         // NATS node and this worker were lost together.
         tasks.push(tokio::spawn(async move {
             loop {
-                match switchboard_previews::start(js.clone(), blobs.clone(), config.clone()).await {
+                match switchboard_previews::start(
+                    js.clone(),
+                    blobs.clone(),
+                    plugins.clone(),
+                    config.clone(),
+                ).await {
                     Ok(stage) => {
                         let _ = stage.await;
                         return;

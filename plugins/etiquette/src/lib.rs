@@ -9,10 +9,15 @@
 //! - `custom_types`: comma-separated custom message types the community
 //!   uses (default: any); another type is refused;
 //! - `max_custom_bytes`: the most bytes of a message's own `custom`
-//!   fields as JSON (default 4096, the server's own bound).
+//!   fields as JSON (default 4096, the server's own bound);
+//! - `blocked_sites`: comma-separated hosts whose links show no preview
+//!   card (their subdomains neither; default none);
+//! - `preview_images`: `false` shows cards without their images
+//!   (default `true`).
 
 use switchboard_plugin::moderation::{
-    Content, Message, Moderator, Reaction, ReactionVerdict, Verdict,
+    Content, LinkPreview, Message, Moderator, Preview, PreviewVerdict, Reaction, ReactionVerdict,
+    Verdict,
 };
 use switchboard_plugin::{config_or, config_parse};
 
@@ -58,6 +63,26 @@ impl Moderator for Etiquette {
             return ReactionVerdict::reject("that emoji is not allowed here");
         }
         ReactionVerdict::Allow
+    }
+
+    fn moderate_preview(preview: Preview) -> PreviewVerdict {
+        let host = preview.host();
+        let blocked = config_or("blocked_sites", "");
+        let on_list = blocked
+            .split(',')
+            .map(|s| s.trim().to_lowercase())
+            .filter(|s| !s.is_empty())
+            .any(|site| host == site || host.ends_with(&format!(".{site}")));
+        if on_list {
+            return PreviewVerdict::Drop;
+        }
+        if preview.card.image.is_some() && config_or("preview_images", "true") == "false" {
+            return PreviewVerdict::Rewrite(LinkPreview {
+                image: None,
+                ..preview.card
+            });
+        }
+        PreviewVerdict::Allow
     }
 }
 

@@ -25,12 +25,14 @@
 //! ```
 //!
 //! A moderator may also decide reactions (`Moderator::moderate_reaction`;
-//! without it every reaction is allowed), and sees a message's reply,
-//! thread and mentions, custom messages (`Content::Custom`) and the
-//! message's own `custom` fields (JSON text).
+//! without it every reaction is allowed) and link previews
+//! (`Moderator::moderate_preview`: keep, drop or rewrite a stored
+//! message's card; without it every card shows), and sees a message's
+//! reply, thread and mentions, custom messages (`Content::Custom`) and
+//! the message's own `custom` fields (JSON text).
 //!
 //! The bindings are generated from `wit/plugin.wit`, a copy of the host's
-//! `switchboard:plugin@0.3.0` package. Build for `wasm32-wasip2`; the
+//! `switchboard:plugin@0.4.0` package. Build for `wasm32-wasip2`; the
 //! result is the component to deploy. `config`, `config_or`,
 //! `config_parse` and the log functions are the host's two imports.
 
@@ -59,7 +61,8 @@ pub mod moderation {
     });
 
     pub use exports::switchboard::plugin::moderation::{
-        Guest, Message, Reaction, ReactionVerdict, Verdict,
+        Guest, LinkPreview, Message, Preview, PreviewImage, PreviewVerdict, Reaction,
+        ReactionVerdict, Verdict,
     };
     pub use switchboard::plugin::types::{Content, ConversationKind, CustomContent, Media};
 
@@ -73,6 +76,28 @@ pub mod moderation {
         fn moderate_reaction(reaction: Reaction) -> ReactionVerdict {
             let _ = reaction;
             ReactionVerdict::Allow
+        }
+
+        /// A link preview of a stored message, before the members see
+        /// it; shown as made unless a moderator says otherwise.
+        fn moderate_preview(preview: Preview) -> PreviewVerdict {
+            let _ = preview;
+            PreviewVerdict::Allow
+        }
+    }
+
+    impl Preview {
+        /// The host of the card's link (`example.com` of
+        /// `https://example.com:8443/a`), lowercased.
+        pub fn host(&self) -> String {
+            let rest = self.card.url.split_once("://").map_or("", |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            let host = match host.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or(""),
+                None => host.split(':').next().unwrap_or(""),
+            };
+            host.to_lowercase()
         }
     }
 
@@ -148,6 +173,12 @@ macro_rules! moderator {
                 reaction: $crate::moderation::Reaction,
             ) -> $crate::moderation::ReactionVerdict {
                 <$plugin as $crate::moderation::Moderator>::moderate_reaction(reaction)
+            }
+
+            fn moderate_preview(
+                preview: $crate::moderation::Preview,
+            ) -> $crate::moderation::PreviewVerdict {
+                <$plugin as $crate::moderation::Moderator>::moderate_preview(preview)
             }
         }
 

@@ -53,12 +53,12 @@ fn limits_file(limits: &str) -> tempfile::NamedTempFile {
 #[test]
 fn check_finds_each_examples_hook_and_says_how_its_imports_are_linked() {
     // The world each targets: the word-list is built against 0.1.0,
-    // which the host keeps loading; the SDK's examples against 0.3.0.
+    // which the host keeps loading; the SDK's examples against 0.4.0.
     for (name, hook, world) in [
         ("word-list", "moderation", "moderator@0.1.0"),
-        ("etiquette", "moderation", "moderator@0.3.0"),
-        ("edit-window", "edit_policy", "edit-policy-plugin@0.3.0"),
-        ("member-count", "fan_out", "fan-out-plugin@0.3.0"),
+        ("etiquette", "moderation", "moderator@0.4.0"),
+        ("edit-window", "edit_policy", "edit-policy-plugin@0.4.0"),
+        ("member-count", "fan_out", "fan-out-plugin@0.4.0"),
     ] {
         let (ok, report) = harness(&["check", &dist(name)], "");
         assert!(ok, "{name}: {report}");
@@ -127,7 +127,7 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
     let member_count = dist("member-count");
     let etiquette = dist("etiquette");
     let darn = r#"{"content": {"kind": "text", "text": "oh darn it"}}"#;
-    let cases: [(Vec<&str>, &str, Value); 8] = [
+    let cases: [(Vec<&str>, &str, Value); 11] = [
         (
             vec!["--hook", "moderation", &word_list],
             darn,
@@ -180,6 +180,34 @@ fn call_prints_each_hooks_decision_with_its_time_and_fuel() {
             ],
             r#"{"content": {"kind": "text", "text": "hi"}, "mentions": ["bob", "carol"]}"#,
             serde_json::json!({ "verdict": "reject", "reason": "a message here mentions at most 1 members" }),
+        ),
+        // A link preview's card (a moderator of 0.4.0 or later).
+        (
+            vec![
+                "--hook",
+                "moderation",
+                &etiquette,
+                "--set",
+                "blocked_sites=example.com",
+            ],
+            r#"{"preview": {"url": "https://www.example.com/a", "title": "A"}}"#,
+            serde_json::json!({ "verdict": "drop" }),
+        ),
+        (
+            vec![
+                "--hook",
+                "moderation",
+                &etiquette,
+                "--set",
+                "preview_images=false",
+            ],
+            r#"{"preview": {"url": "https://example.org/", "title": "B", "image": {"blob_ref": "b1", "mime": "image/png", "size": 64}}}"#,
+            serde_json::json!({ "verdict": "rewrite", "card": {"url": "https://example.org/", "title": "B"} }),
+        ),
+        (
+            vec!["--hook", "moderation", &word_list],
+            r#"{"preview": {"url": "https://example.org/"}}"#,
+            serde_json::json!({ "verdict": "not_called", "why": "a moderator of switchboard:plugin@0.3.0 or older sees no link previews" }),
         ),
     ];
     for (args, input, decision) in cases {

@@ -7,9 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_plugin_host::host::{CallError, CompileError, Verdict};
-use switchboard_plugin_host::{Hook, ModerationInput, PluginHost, PluginLimits, ReactionInput};
+use switchboard_plugin_host::preview::PreviewVerdict;
+use switchboard_plugin_host::{
+    Hook, ModerationInput, PluginHost, PluginLimits, PreviewInput, ReactionInput,
+};
 use switchboard_protocol::content::ContentLimits;
 use switchboard_protocol::message::SendOptions;
+use switchboard_protocol::previews::{LinkPreview, PreviewImage};
 use switchboard_protocol::{
     Content, ConversationId, ConversationKind, MessageId, TenantId, UserId,
 };
@@ -431,7 +435,7 @@ fn react_with(
     )
 }
 
-/// v1.1 in the plugin package (0.2.0, and 0.3.0 after it): a moderator
+/// v1.1 in the plugin package (0.2.0, and every package after it): a moderator
 /// sees a message's mentions and the conversation's size, and decides
 /// reactions as their own kind; components built against 0.1.0 load as
 /// before, and see no reactions.
@@ -441,7 +445,7 @@ fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
     let etiquette = host
         .compile(Hook::Moderation, &plugin("etiquette"))
         .unwrap();
-    assert_eq!(etiquette.world(), "switchboard:plugin/moderator@0.3.0");
+    assert_eq!(etiquette.world(), "switchboard:plugin/moderator@0.4.0");
     let blocked = react_with(&host, &etiquette, &[], "🖕").unwrap();
     assert_eq!(blocked, Some(Err("that emoji is not allowed here".into())));
     assert_eq!(
@@ -508,25 +512,25 @@ fn a_moderator_sees_mentions_and_reactions_and_older_ones_still_load() {
         .unwrap();
     assert_eq!(older.world(), "switchboard:plugin/moderator@0.1.0");
     assert_eq!(react_with(&host, &older, &[], "🖕").unwrap(), None);
-    // The JavaScript word-list targets 0.3.0 and refuses a listed word
+    // The JavaScript word-list targets 0.4.0 and refuses a listed word
     // as a reaction.
     let js = host
         .compile(Hook::Moderation, &plugin("js-word-list"))
         .unwrap();
-    assert_eq!(js.world(), "switchboard:plugin/moderator@0.3.0");
+    assert_eq!(js.world(), "switchboard:plugin/moderator@0.4.0");
     assert!(matches!(
         react_with(&host, &js, &[], ":darn:").unwrap(),
         Some(Err(_))
     ));
     assert_eq!(react_with(&host, &js, &[], "👍").unwrap(), Some(Ok(())));
-    // Edit policy and fan-out in 0.3.0 (the SDK's examples).
+    // Edit policy and fan-out in 0.4.0 (the SDK's examples).
     for (hook, name) in [
         (Hook::EditPolicy, "edit-window"),
         (Hook::FanOut, "member-count"),
     ] {
         let compiled = host.compile(hook, &plugin(name)).unwrap();
         assert!(
-            compiled.world().ends_with("@0.3.0"),
+            compiled.world().ends_with("@0.4.0"),
             "{name}: {}",
             compiled.world()
         );
@@ -595,7 +599,7 @@ fn a_moderator_sees_custom_messages_and_fields_and_older_ones_their_text() {
         Some(Verdict::Reject(_))
     ));
 
-    // The JavaScript word-list (0.3.0) masks the fallback text; type and
+    // The JavaScript word-list (0.4.0) masks the fallback text; type and
     // data stay.
     assert_eq!(
         moderate("js-word-list", &[], &order("darn late"), &plain),
@@ -611,4 +615,86 @@ fn a_moderator_sees_custom_messages_and_fields_and_older_ones_their_text() {
         moderate("word-list", &[], &order("on time"), &plain),
         Some(Verdict::Allow)
     );
+}
+
+/// v1.3 in the plugin package (0.4.0): a moderator keeps, drops or
+/// rewrites a link preview's card; a rewrite keeps the message's link and
+/// cannot bring an image of its own. Older moderators are not asked.
+#[test]
+fn a_moderator_decides_link_previews_and_older_ones_are_not_asked() {
+    let host = PluginHost::new(unhurried()).unwrap();
+    let ids = ids();
+    let image = PreviewImage {
+        blob_ref: "b1".into(),
+        mime: "image/png".into(),
+        size: 64,
+    };
+    let card = |title: &str, image: Option<PreviewImage>| LinkPreview {
+        url: "https://news.example.com/a".into(),
+        title: Some(title.into()),
+        description: Some("darn good".into()),
+        site_name: None,
+        image,
+    };
+    let decide = |name: &str, config: &[(&str, &str)], card: &LinkPreview| {
+        let compiled = host.compile(Hook::Moderation, &plugin(name)).unwrap();
+        let config: BTreeMap<String, String> = config
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        host.moderate_preview(
+            &compiled,
+            &Arc::new(config),
+            &PreviewInput {
+                tenant: &ids.tenant,
+                conversation_id: &ids.conversation,
+                kind: ConversationKind::Group,
+                member_count: 3,
+                sender: &ids.sender,
+                message_id: MessageId::from_u64(7),
+                card,
+            },
+        )
+        .unwrap()
+    };
+    let plain = card("News", Some(image.clone()));
+    // The JavaScript word-list masks the texts, or drops the card.
+    let Some(PreviewVerdict::Rewrite(masked)) = decide("js-word-list", &[], &plain) else {
+        panic!("masked")
+    };
+    assert_eq!(masked.description.as_deref(), Some("**** good"));
+    assert_eq!(
+        (masked.url.as_str(), masked.image.as_ref()),
+        (plain.url.as_str(), Some(&image))
+    );
+    assert_eq!(
+        decide("js-word-list", &[("action", "reject")], &plain),
+        Some(PreviewVerdict::Drop)
+    );
+    let clean = LinkPreview {
+        description: None,
+        ..plain.clone()
+    };
+    assert_eq!(
+        decide("js-word-list", &[], &clean),
+        Some(PreviewVerdict::Allow)
+    );
+    // Etiquette drops the cards of blocked sites (and their subdomains),
+    // and takes images away where told.
+    for site in ["example.com", "news.example.com"] {
+        assert_eq!(
+            decide("etiquette", &[("blocked_sites", site)], &plain),
+            Some(PreviewVerdict::Drop)
+        );
+    }
+    assert_eq!(
+        decide("etiquette", &[("blocked_sites", "ample.com")], &plain),
+        Some(PreviewVerdict::Allow)
+    );
+    assert_eq!(
+        decide("etiquette", &[("preview_images", "false")], &plain),
+        Some(PreviewVerdict::Rewrite(card("News", None)))
+    );
+    // The word-list of 0.1.0 sees no previews.
+    assert_eq!(decide("word-list", &[], &plain), None);
 }

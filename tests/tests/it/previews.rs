@@ -445,3 +445,110 @@ async fn links_get_cards_after_the_ack_and_hostile_servers_get_nothing() {
         302
     );
 }
+
+/// A page on 127.0.0.3 (another site, as far as a plugin can tell), for
+/// any path: "Elsewhere".
+async fn elsewhere() -> String {
+    let listener = TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if read_head(&mut s).await.is_some() {
+                    let body = page("<title>Elsewhere</title>");
+                    answer(
+                        &mut s,
+                        "200 OK",
+                        "content-type: text/html\r\n",
+                        body.as_bytes(),
+                    )
+                    .await;
+                }
+            });
+        }
+    });
+    base
+}
+
+/// The tenant's moderator (plugin package 0.4.0) decides each card on
+/// the worker before the members see it: etiquette drops the cards of a
+/// blocked site and shows the others without their images.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_moderator_drops_or_rewrites_cards() {
+    let s3_dir = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(s3_dir.path()).await;
+    let site = site().await;
+    let other = elsewhere().await;
+    let cluster = Cluster::start(ClusterSpec {
+        extra_config: format!(
+            "{}\n[previews]\nallow_private = [\"127.0.0.1/32\", \"127.0.0.3/32\"]\n",
+            s3.config()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let group = cluster
+        .create(ConversationKind::Group, "pm_ann", &["pm_bob"])
+        .await;
+    let mut ann = cluster.ws(0, "pm_ann", "phone").await;
+    let mut bob = cluster.ws(0, "pm_bob", "phone").await;
+    let base = &site.base;
+
+    // Without a plugin, both sites give cards.
+    let m = send_text(
+        &mut ann,
+        &group,
+        "p0",
+        &format!("{base}/page {other}/x"),
+        json!({}),
+    )
+    .await;
+    let card = carded(&mut bob, m).await;
+    assert_eq!(card.previews.len(), 2, "{:?}", card.previews);
+    assert!(card.previews[0].image.is_some());
+
+    let admin = cluster.rest_as(0, TENANT, "pm_root", true);
+    let other_host = other
+        .trim_start_matches("http://")
+        .split(':')
+        .next()
+        .unwrap();
+    admin
+        .deploy_plugin(
+            "moderation",
+            switchboard_tests::plugin("etiquette"),
+            &[("blocked_sites", other_host), ("preview_images", "false")],
+            None,
+        )
+        .await
+        .unwrap();
+    // The worker follows the deploy within moments: until it does, cards
+    // come as made.
+    let mut moderated = None;
+    for n in 0..20 {
+        let m = send_text(
+            &mut ann,
+            &group,
+            &format!("p{}", n + 1),
+            &format!("{base}/page {other}/y"),
+            json!({}),
+        )
+        .await;
+        let card = carded(&mut bob, m).await;
+        if card.previews.len() == 1 {
+            moderated = Some(card);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let card = moderated.expect("the moderator's verdicts within 5 s");
+    assert_eq!(titles(&card), [("page".into(), Some("The card".into()))]);
+    assert!(card.previews[0].image.is_none(), "{:?}", card.previews);
+    // As stored.
+    let history = full_history(&cluster, &group, "pm_bob").await;
+    let stored = history
+        .iter()
+        .find(|h| h.message_id == card.message_id)
+        .unwrap();
+    assert_eq!(stored.previews, card.previews);
+}

@@ -168,11 +168,18 @@ impl Batch<'_> {
         if urls.is_empty() {
             return;
         }
+        let (conversation_kind, member_count) = match self.states.get(key) {
+            Some(Some(s)) => (Some(s.kind), s.members.len()),
+            _ => (None, 0),
+        };
         self.outcomes.push(Outcome::Unfurl(PreviewJob {
             tenant: key.tenant.clone(),
             conversation_id: key.conversation_id.clone(),
             message_id: m.message_id,
             urls,
+            sender: Some(m.sender_id.clone()),
+            conversation_kind,
+            member_count,
         }));
     }
 

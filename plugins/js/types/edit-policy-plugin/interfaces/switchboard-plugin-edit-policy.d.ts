@@ -1,4 +1,4 @@
-declare module 'switchboard:plugin/edit-policy@0.3.0' {
+declare module 'switchboard:plugin/edit-policy@0.4.0' {
   export function decide(request: Request): Decision;
   /**
    * # Variants

@@ -1,7 +1,7 @@
 /// <reference path="./switchboard-plugin-types.d.ts" />
-declare module 'switchboard:plugin/fan-out@0.3.0' {
+declare module 'switchboard:plugin/fan-out@0.4.0' {
   export function choose(conversation: Conversation): Mode;
-  export type ConversationKind = import('switchboard:plugin/types@0.3.0').ConversationKind;
+  export type ConversationKind = import('switchboard:plugin/types@0.4.0').ConversationKind;
   export interface Conversation {
     tenant: string,
     conversationKind: ConversationKind,

@@ -1,4 +1,4 @@
-declare module 'switchboard:plugin/host@0.3.0' {
+declare module 'switchboard:plugin/host@0.4.0' {
   /**
    * Logs under the process's `plugin` target, tagged with the tenant,
    * the hook and the component's digest. Long messages are cut.

@@ -1,9 +1,10 @@
 /// <reference path="./switchboard-plugin-types.d.ts" />
-declare module 'switchboard:plugin/moderation@0.3.0' {
+declare module 'switchboard:plugin/moderation@0.4.0' {
   export function moderate(message: Message): Verdict;
   export function moderateReaction(reaction: Reaction): ReactionVerdict;
-  export type Content = import('switchboard:plugin/types@0.3.0').Content;
-  export type ConversationKind = import('switchboard:plugin/types@0.3.0').ConversationKind;
+  export function moderatePreview(preview: Preview): PreviewVerdict;
+  export type Content = import('switchboard:plugin/types@0.4.0').Content;
+  export type ConversationKind = import('switchboard:plugin/types@0.4.0').ConversationKind;
   export interface Message {
     tenant: string,
     conversationId: string,
@@ -89,5 +90,79 @@ declare module 'switchboard:plugin/moderation@0.3.0' {
   export interface ReactionVerdictReject {
     tag: 'reject',
     val: string,
+  }
+  /**
+   * A link preview's image: what it is, never its bytes (the server
+   * fetched it and keeps it; a plugin cannot name another).
+   */
+  export interface PreviewImage {
+    /**
+     * `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+     */
+    mime: string,
+    size: bigint,
+  }
+  /**
+   * The card of one link, as the server made it from the page.
+   */
+  export interface LinkPreview {
+    /**
+     * The link as the message's text has it.
+     */
+    url: string,
+    /**
+     * From the page's Open Graph tags, else its Twitter card tags,
+     * else its `<title>` and description: one line each, at most
+     * 300, 1000 and 100 characters.
+     */
+    title?: string,
+    description?: string,
+    siteName?: string,
+    image?: PreviewImage,
+  }
+  /**
+   * A stored message's link preview, before the members see it. Asked
+   * once per card and message, after the message's `ack`: the
+   * message is stored whatever the verdict.
+   */
+  export interface Preview {
+    tenant: string,
+    conversationId: string,
+    conversationKind: ConversationKind,
+    memberCount: number,
+    /**
+     * Who sent the message.
+     */
+    sender: string,
+    /**
+     * The message the card belongs to.
+     */
+    messageId: string,
+    card: LinkPreview,
+  }
+  export type PreviewVerdict = PreviewVerdictAllow | PreviewVerdictDrop | PreviewVerdictRewrite;
+  /**
+   * Show the card as made.
+   */
+  export interface PreviewVerdictAllow {
+    tag: 'allow',
+  }
+  /**
+   * Show no card for this link.
+   */
+  export interface PreviewVerdictDrop {
+    tag: 'drop',
+  }
+  /**
+   * Show this card instead. Its `url` stays the message's link,
+   * whatever it says; the texts are cut to their bounds (blank
+   * ones are none); the image stays if the card had one and the
+   * rewrite keeps `image` (its fields are not read), and goes if
+   * the rewrite has none: a plugin cannot add or change an image.
+   * A card left with nothing to show is dropped.
+   */
+  export interface PreviewVerdictRewrite {
+    tag: 'rewrite',
+    val: LinkPreview,
   }
 }

@@ -1,4 +1,4 @@
-declare module 'switchboard:plugin/types@0.3.0' {
+declare module 'switchboard:plugin/types@0.4.0' {
   /**
    * # Variants
    * 
