@@ -157,9 +157,7 @@ impl Stage {
             .map_err(|e| e.to_string())?;
         Ok(())
     }
-}
 
-impl Stage {
     /// The cards the message shows, as the tenant's moderator decides
     /// them, one call per card (`Plugins::moderate_preview`); off the
     /// async runtime, as a plugin call may run to its deadline. The cache
