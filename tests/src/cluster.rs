@@ -455,6 +455,21 @@ impl Cluster {
         out
     }
 
+    /// Who holds each partition's lease now (`sb_workers`, `p.<n>`), by
+    /// worker id; `None` where nobody does or the bucket did not answer.
+    pub async fn partition_holders(&self, partitions: u16) -> Vec<Option<String>> {
+        let js = async_nats::jetstream::new(self.nats.client().await);
+        let mut holders = vec![None; usize::from(partitions)];
+        if let Ok(kv) = js.get_key_value("sb_workers").await {
+            for (p, holder) in holders.iter_mut().enumerate() {
+                if let Ok(Some(value)) = kv.get(format!("p.{p}")).await {
+                    *holder = Some(String::from_utf8_lossy(&value).into_owned());
+                }
+            }
+        }
+        holders
+    }
+
     /// Waits until every partition has a writer and each of `workers`
     /// holds its fair share (a worker started later takes its share over
     /// from the first within a few seconds).
@@ -464,17 +479,12 @@ impl Cluster {
         workers: usize,
         within: Duration,
     ) {
-        let client = self.nats.client().await;
-        let js = async_nats::jetstream::new(client);
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            let mut held: std::collections::HashMap<Vec<u8>, usize> = Default::default();
-            if let Ok(kv) = js.get_key_value("sb_workers").await {
-                for p in 0..partitions {
-                    if let Ok(Some(holder)) = kv.get(format!("p.{p}")).await {
-                        *held.entry(holder.to_vec()).or_default() += 1;
-                    }
-                }
+            let holders = self.partition_holders(partitions).await;
+            let mut held: std::collections::HashMap<&str, usize> = Default::default();
+            for holder in holders.iter().flatten() {
+                *held.entry(holder).or_default() += 1;
             }
             let owned: usize = held.values().sum();
             let high = held.values().max().copied().unwrap_or(0);
@@ -484,8 +494,7 @@ impl Cluster {
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "partitions not balanced over {workers} workers: {:?}\n{}",
-                held.values().collect::<Vec<_>>(),
+                "partitions not balanced over {workers} workers: {holders:?}\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -537,19 +546,11 @@ impl Cluster {
 
     /// Waits until every partition has a writer again (after a kill).
     pub async fn wait_for_writers(&self, partitions: u16, within: Duration) {
-        let client = self.nats.client().await;
-        let js = async_nats::jetstream::new(client);
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            let mut owned = 0;
-            if let Ok(kv) = js.get_key_value("sb_workers").await {
-                for p in 0..partitions {
-                    if let Ok(Some(_)) = kv.get(format!("p.{p}")).await {
-                        owned += 1;
-                    }
-                }
-            }
-            if owned == partitions {
+            let holders = self.partition_holders(partitions).await;
+            let owned = holders.iter().flatten().count();
+            if owned == usize::from(partitions) {
                 return;
             }
             assert!(

@@ -9,9 +9,16 @@
 //! a NATS node killed with a worker.
 //!
 //! Checked: every acked message stored exactly once, gap-free, in each
-//! sender's order; no process that was not killed exits; and during each
-//! fault, acks anywhere never stop for longer than `MAX_ACK_GAP` (5 s).
-//! The longest stall of each fault is printed. The test starts the three nodes itself and stops them at its
+//! sender's order; no process that was not killed exits; during each
+//! fault but the last, acks anywhere never stop for longer than
+//! `MAX_ACK_GAP` (5 s). The last, a NATS node and a worker killed
+//! together, is checked per partition, as `cluster_faults.rs` checks its
+//! double fault: whether any partition acks meanwhile is a matter of
+//! which streams the node led and whether it was the other worker's
+//! node too. Each partition the killed worker did not hold acks a send
+//! made after the restarts within `RESUME_WITHIN`; each it held, once
+//! its leases expired, within `LEASE_TTL` more. The longest stall of
+//! each fault, and each partition's of each, is printed. The test starts the three nodes itself and stops them at its
 //! end (`switchboard_tests::cql`).
 //!
 //! Also here, on the same cluster: the fencing test, a worker stopped
@@ -37,9 +44,19 @@ const PARTITIONS: u16 = 6;
 /// writer's commits go UNLOGGED (no batch log on a node gossip has not
 /// convicted yet) and a request to a stopped node is also sent to another
 /// after 1 s; measured on the 2-core machine: 0.9 s (a CQL node killed),
-/// 1.8 s (stopped), 1.6 s (a worker and a CQL node), 0.1-0.2 s (NATS
+/// 1.8 s (stopped), 1.6 s (a worker and a CQL node), 0.1-0.5 s (NATS
 /// faults).
 const MAX_ACK_GAP: Duration = Duration::from_secs(5);
+/// How soon after a NATS node and a worker killed together are back each
+/// partition the worker did not hold acks a new send again: a stream the
+/// node led elects a new leader (nats-server waits 4-9 s for it), and
+/// the other worker's writers make new consumers once it has; as in
+/// `cluster_faults.rs`' double fault.
+const RESUME_WITHIN: Duration = Duration::from_secs(12);
+/// The partition leases' TTL (`nats/kv/sb_workers.json`, `max_age`): a
+/// killed worker's partitions are taken over when its leases expire,
+/// since a restarted CQL worker is a new worker with an id of its own.
+const LEASE_TTL: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
@@ -74,6 +91,7 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
     // cluster is whole again and has had two seconds.
     let mut windows: Vec<(String, Instant, Instant)> = Vec::new();
 
+    print_holders(&cluster).await;
     let from = timeline.mark("kill -9 CQL node 2");
     cql.kill9(1).await;
     pause(5000).await;
@@ -86,6 +104,7 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
         Instant::now(),
     ));
 
+    print_holders(&cluster).await;
     let from = timeline.mark("SIGSTOP CQL node 3 for 10 s");
     cql.pause(2).await;
     pause(10_000).await;
@@ -98,6 +117,7 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
         Instant::now(),
     ));
 
+    print_holders(&cluster).await;
     let from = timeline.mark("kill -9 worker 1 and CQL node 1");
     cluster.workers[1].kill9().await;
     cql.kill9(0).await;
@@ -118,6 +138,7 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
     for node in 0..cluster.nats.len() {
         wait_for_spread_leaders(&cluster, PARTITIONS, Duration::from_secs(60)).await;
         pause(1000).await;
+        print_holders(&cluster).await;
         let from = timeline.mark(format!("kill -9 NATS node {}", node + 1));
         cluster.nats.kill9_node(node).await;
         pause(4000).await;
@@ -132,19 +153,42 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
     }
     wait_for_spread_leaders(&cluster, PARTITIONS, Duration::from_secs(60)).await;
     pause(1000).await;
-    let from = timeline.mark("kill -9 NATS node 2 and worker 0");
+    print_holders(&cluster).await;
+    // The double fault, checked per partition (below), not cluster-wide:
+    // the killed worker's partitions wait out its leases whatever else
+    // happens, and the node may have been the other worker's too.
+    let killed = worker_id(&cluster.workers[0].log());
+    let held_by_killed: Vec<bool> = cluster
+        .partition_holders(PARTITIONS)
+        .await
+        .iter()
+        .map(|h| h.is_some() && *h == killed)
+        .collect();
+    let double = timeline.mark("kill -9 NATS node 2 and worker 0");
     cluster.nats.kill9_node(1).await;
     cluster.workers[0].kill9().await;
     pause(4000).await;
     timeline.mark("restart NATS node 2 and worker 0");
     cluster.nats.restart_node(1).await;
     cluster.workers[0].restart().await;
-    pause(3000).await;
-    windows.push((
-        "kill -9 of a NATS node and a worker together".into(),
-        from,
-        Instant::now(),
-    ));
+    let restarted = timeline.mark("NATS node 2 and worker 0 started again");
+    // Until every partition acked a send made since, or the bound of the
+    // slowest passed.
+    let deadline = restarted + LEASE_TTL + RESUME_WITHIN;
+    while Instant::now() < deadline {
+        let sends = load.sends();
+        let acked_since = |c: usize| {
+            sends
+                .iter()
+                .any(|s| s.conversation == c && s.sent >= restarted)
+        };
+        if (0..usize::from(PARTITIONS)).all(acked_since) {
+            break;
+        }
+        pause(200).await;
+    }
+    pause(1000).await;
+    let double_to = Instant::now();
 
     let to = Instant::now();
     let conversations = load.conversations.clone();
@@ -172,8 +216,47 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
             gap.as_secs_f32(),
             timeline.when(at)
         );
+        // Each partition's own: which writers the fault held up.
+        let per_partition: Vec<String> = conversations
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let acks: Vec<Instant> = sends
+                    .iter()
+                    .filter(|s| s.conversation == i)
+                    .map(|s| s.acked)
+                    .collect();
+                let (gap, _) = longest_gap(&acks, *from, *to);
+                format!("p{} {:.2}", c.partition, gap.as_secs_f32())
+            })
+            .collect();
+        eprintln!(
+            "CQL faults: {what}: per partition (s): {}",
+            per_partition.join(", ")
+        );
         stalls.push((what.clone(), gap, timeline.when(at)));
     }
+    let resumed = sends_after_acked_after(&sends, conversations.len(), restarted, double_to);
+    let (gap, at) = longest_gap(&acks, double, double_to);
+    eprintln!(
+        "CQL faults: kill -9 of a NATS node and a worker together: longest stall {:.2} s (from {}); \
+         first ack per partition after the restarts (s): {}",
+        gap.as_secs_f32(),
+        timeline.when(at),
+        conversations
+            .iter()
+            .zip(&resumed)
+            .map(|(c, r)| {
+                let whose = if held_by_killed[usize::from(c.partition)] {
+                    " (killed worker's)"
+                } else {
+                    ""
+                };
+                format!("p{} {:.2}{whose}", c.partition, r.as_secs_f32())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     eprintln!("CQL faults: {total} acked messages, every one stored once, gap-free");
     for (what, gap, at) in stalls {
         assert!(
@@ -182,7 +265,36 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
             cluster.logs()
         );
     }
+    for (c, r) in conversations.iter().zip(&resumed) {
+        let bound = if held_by_killed[usize::from(c.partition)] {
+            LEASE_TTL + RESUME_WITHIN
+        } else {
+            RESUME_WITHIN
+        };
+        assert!(
+            *r <= bound,
+            "kill -9 of a NATS node and a worker together: partition {} acked nothing sent \
+             after the restarts for {r:?} (bound {bound:?})\n{}",
+            c.partition,
+            cluster.logs()
+        );
+    }
     assert!(total > 100, "the stream ran through the faults ({total})");
+}
+
+/// The id a worker announced last (`worker started worker=...` in its
+/// log): a restarted worker is a new one.
+fn worker_id(log: &str) -> Option<String> {
+    let line = log.lines().rev().find(|l| l.contains("worker started"))?;
+    let id = line.split("worker=").nth(1)?.split_whitespace().next()?;
+    Some(id.to_owned())
+}
+
+/// Which worker writes each partition, printed before a fault: the
+/// stall a worker's death causes depends on what it held.
+async fn print_holders(cluster: &Cluster) {
+    let holders = cluster.partition_holders(PARTITIONS).await;
+    eprintln!("CQL faults: partition holders {holders:?}");
 }
 
 /// A worker stopped (SIGSTOP) past its leases' TTL under load while the
