@@ -263,7 +263,15 @@ impl Cluster {
         // Every worker serves metrics and health on a port of its own.
         args.extend(["--metrics-listen".into(), "127.0.0.1:0".into()]);
         let log = self.dir.path().join(format!("worker-{i}.log"));
-        let p = Proc::start(args, self.worker_env.clone(), log, "ready").await;
+        // On CQL the first worker creates the keyspace: some seventy
+        // schema changes, each waiting for the nodes to agree, which on
+        // three fresh nodes sharing two cores took 52 s of a 60 s bound.
+        let within = if self.on_cql {
+            Duration::from_secs(180)
+        } else {
+            Duration::from_secs(60)
+        };
+        let p = Proc::start_within(args, self.worker_env.clone(), log, "ready", within).await;
         self.workers.push(p);
     }
 

@@ -265,7 +265,12 @@ pub struct Proc {
     /// The metrics listener's address (`--metrics-listen`), if any.
     pub metrics_addr: Option<std::net::SocketAddr>,
     ready_marker: &'static str,
+    /// How long a start (and each restart) may take to say it is ready.
+    ready_within: Duration,
 }
+
+/// How long a process may take to say it is ready, unless told otherwise.
+const READY_WITHIN: Duration = Duration::from_secs(60);
 
 impl Proc {
     /// Starts `switchboard <args>` and waits for the line that says it is ready.
@@ -275,6 +280,17 @@ impl Proc {
         log: PathBuf,
         ready_marker: &'static str,
     ) -> Self {
+        Self::start_within(args, envs, log, ready_marker, READY_WITHIN).await
+    }
+
+    /// [`Proc::start`], waiting up to `ready_within` for it to be ready.
+    pub async fn start_within(
+        args: Vec<String>,
+        envs: Vec<(String, String)>,
+        log: PathBuf,
+        ready_marker: &'static str,
+        ready_within: Duration,
+    ) -> Self {
         let mut p = Self {
             child: None,
             args,
@@ -283,6 +299,7 @@ impl Proc {
             addr: None,
             metrics_addr: None,
             ready_marker,
+            ready_within,
         };
         p.spawn().await;
         p
@@ -333,7 +350,7 @@ impl Proc {
             }
             false
         };
-        let ready = tokio::time::timeout(Duration::from_secs(60), wait).await;
+        let ready = tokio::time::timeout(self.ready_within, wait).await;
         if !matches!(ready, Ok(true)) {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
             panic!(
