@@ -1350,7 +1350,9 @@ var ConversationList = class extends Emitter {
     /** Reads of the list, one after the other: a refresh that overlapped
      * a next page would drop what that page added. */
     __publicField(this, "reads", Promise.resolve());
-    __publicField(this, "looking", /* @__PURE__ */ new Set());
+    /** Conversations being read once (not in the list yet), with the
+     * messages that came meanwhile: the answer may predate them. */
+    __publicField(this, "looking", /* @__PURE__ */ new Map());
     /** Messages that came while the first page was on its way. */
     __publicField(this, "early", []);
     /** Ids changed by events while a refresh was under way: the newer of
@@ -1492,7 +1494,7 @@ var ConversationList = class extends Emitter {
     if (!c) {
       const oldest = this.items[this.items.length - 1];
       if (this.more && oldest && Date.parse(m.created_at) < activity(oldest)) return;
-      this.lookUp(m.conversation_id);
+      this.lookUp(m);
       return;
     }
     const me = this.me();
@@ -1680,10 +1682,20 @@ var ConversationList = class extends Emitter {
     return c;
   }
   /** Reads a conversation the list does not hold, once. */
-  lookUp(conversationId) {
-    if (this.looking.has(conversationId)) return;
-    this.looking.add(conversationId);
-    this.source.conversation(conversationId).then((detail) => this.conversation(detail)).catch((e) => this.emit("error", e)).finally(() => this.looking.delete(conversationId));
+  lookUp(m) {
+    const id = m.conversation_id;
+    const waiting = this.looking.get(id);
+    if (waiting) {
+      waiting.push(m);
+      return;
+    }
+    this.looking.set(id, [m]);
+    this.source.conversation(id).then((detail) => {
+      this.conversation(detail);
+      const came = this.looking.get(id) ?? [];
+      this.looking.delete(id);
+      if (this.byId.has(id)) for (const m2 of came) this.message(m2);
+    }).catch((e) => this.emit("error", e)).finally(() => this.looking.delete(id));
   }
   changed() {
     this.sorted = void 0;

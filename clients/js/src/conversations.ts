@@ -200,7 +200,9 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   /** Reads of the list, one after the other: a refresh that overlapped
    * a next page would drop what that page added. */
   private reads: Promise<unknown> = Promise.resolve();
-  private readonly looking = new Set<string>();
+  /** Conversations being read once (not in the list yet), with the
+   * messages that came meanwhile: the answer may predate them. */
+  private readonly looking = new Map<string, Message[]>();
   /** Messages that came while the first page was on its way. */
   private early: Message[] = [];
   /** Ids changed by events while a refresh was under way: the newer of
@@ -368,7 +370,7 @@ export class ConversationList extends Emitter<ConversationListEvents> {
       // conversation further down, which its page brings.
       const oldest = this.items[this.items.length - 1];
       if (this.more && oldest && Date.parse(m.created_at) < activity(oldest)) return;
-      this.lookUp(m.conversation_id);
+      this.lookUp(m);
       return;
     }
     const me = this.me();
@@ -579,14 +581,25 @@ export class ConversationList extends Emitter<ConversationListEvents> {
   }
 
   /** Reads a conversation the list does not hold, once. */
-  private lookUp(conversationId: string): void {
-    if (this.looking.has(conversationId)) return;
-    this.looking.add(conversationId);
+  private lookUp(m: Message): void {
+    const id = m.conversation_id;
+    const waiting = this.looking.get(id);
+    if (waiting) {
+      waiting.push(m);
+      return;
+    }
+    this.looking.set(id, [m]);
     this.source
-      .conversation(conversationId)
-      .then((detail) => this.conversation(detail))
+      .conversation(id)
+      .then((detail) => {
+        this.conversation(detail);
+        // Counted only if newer than the answer (`message`).
+        const came = this.looking.get(id) ?? [];
+        this.looking.delete(id);
+        if (this.byId.has(id)) for (const m of came) this.message(m);
+      })
       .catch((e) => this.emit("error", e as Error))
-      .finally(() => this.looking.delete(conversationId));
+      .finally(() => this.looking.delete(id));
   }
 
   private changed(): void {
