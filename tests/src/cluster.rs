@@ -269,7 +269,7 @@ impl Cluster {
         let within = if self.on_cql {
             Duration::from_secs(180)
         } else {
-            Duration::from_secs(60)
+            crate::proc::READY_WITHIN
         };
         let p = Proc::start_within(args, self.worker_env.clone(), log, "ready", within).await;
         self.workers.push(p);

@@ -270,7 +270,7 @@ pub struct Proc {
 }
 
 /// How long a process may take to say it is ready, unless told otherwise.
-const READY_WITHIN: Duration = Duration::from_secs(60);
+pub const READY_WITHIN: Duration = Duration::from_secs(60);
 
 impl Proc {
     /// Starts `switchboard <args>` and waits for the line that says it is ready.

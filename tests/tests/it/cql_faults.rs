@@ -188,8 +188,6 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
         pause(200).await;
     }
     pause(1000).await;
-    let double_to = Instant::now();
-
     let to = Instant::now();
     let conversations = load.conversations.clone();
     let (acked, sends) = load.stop().await;
@@ -236,8 +234,8 @@ async fn a_cql_node_killed_or_stopped_loses_no_ack_and_stalls_briefly() {
         );
         stalls.push((what.clone(), gap, timeline.when(at)));
     }
-    let resumed = sends_after_acked_after(&sends, conversations.len(), restarted, double_to);
-    let (gap, at) = longest_gap(&acks, double, double_to);
+    let resumed = sends_after_acked_after(&sends, conversations.len(), restarted, to);
+    let (gap, at) = longest_gap(&acks, double, to);
     eprintln!(
         "CQL faults: kill -9 of a NATS node and a worker together: longest stall {:.2} s (from {}); \
          first ack per partition after the restarts (s): {}",
